@@ -1,0 +1,350 @@
+/**
+ * Card publishing and `agent.discover`.
+ *
+ * Publishing: the signed card goes to the DHT under /aap-card/<agentId> and the
+ * node announces itself as provider of one key per CapabilityRef, per
+ * capability id (any version) and per tag. Republished before expiry.
+ *
+ * Discovery: findProviders on the query's key yields peers; each peer's card
+ * comes from the peer itself over /aap/card/0.1.0, or from a verified cache,
+ * and the DHT record is the fallback. Nothing unverified is ever returned.
+ */
+import type { PeerId, PrivateKey } from '@libp2p/interface'
+import type { CID } from 'multiformats/cid'
+import { Key, type Datastore } from 'interface-datastore'
+import {
+  CARD_CACHE_MAX_ENTRIES, CARD_CACHE_TTL_MS, CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
+  CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DHT_PUT_TIMEOUT_MS, DISCOVER_FETCH_CONCURRENCY,
+  DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
+} from '../constants.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
+import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
+import { schema } from '../schema/validate.ts'
+import { RpcClient, method, serve } from '../wire/rpc.ts'
+import type { MeshHost } from '../wire/host.ts'
+import {
+  capabilityAnyKey, capabilityVersionKey, cardMatches, cardRecordKey, decodeCardRecord, encodeCardRecord,
+  issueCard, providerKeys, tagKey, verifyCard,
+  type AgentCard, type CapabilityQuery, type CardDraft
+} from './card.ts'
+
+export interface DiscoveryQuery {
+  capability?: CapabilityQuery | null
+  tags?: string[] | null
+}
+
+export interface DiscoverOptions {
+  signal?: AbortSignal
+  /** Stop after this many cards (default and cap: DISCOVER_MAX_RESULTS). */
+  limit?: number
+  /** Include this node's own card when it matches (default false). */
+  includeSelf?: boolean
+}
+
+/** Counters a caller (metrics, tests, simulations) can read. */
+export interface DiscoveryStats {
+  rejectedCards: number
+  fetchedCards: number
+  dhtFallbacks: number
+}
+
+const isGetCardRequest = schema<Record<string, never>>('aap:card#/definitions/GetCardRequest')
+const isDiscoveryQuery = schema<DiscoveryQuery>('aap:card#/definitions/DiscoveryQuery')
+const SELF_CARD_KEY = new Key('/aap/self/card')
+
+interface CacheEntry { card: AgentCard, fetchedAt: number }
+
+export interface DiscoveryInit {
+  host: MeshHost
+  privateKey: PrivateKey
+  datastore: Datastore
+  /** Called with every card that failed verification and the reason (for metrics and logs). */
+  onRejected?: (err: AapError, from: string) => void
+}
+
+export class Discovery {
+  readonly agentId: string
+  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0 }
+  private readonly host: MeshHost
+  private readonly key: PrivateKey
+  private readonly datastore: Datastore
+  private readonly client: RpcClient
+  private readonly cache = new Map<string, CacheEntry>()
+  private readonly onRejected?: (err: AapError, from: string) => void
+  private own?: AgentCard
+  private unserve?: () => Promise<void>
+  private republishTimer?: ReturnType<typeof setInterval>
+  private announcing?: Promise<number>
+
+  constructor (init: DiscoveryInit) {
+    this.host = init.host
+    this.key = init.privateKey
+    this.datastore = init.datastore
+    this.agentId = agentIdOf(init.privateKey)
+    this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
+    if (init.onRejected !== undefined) this.onRejected = init.onRejected
+  }
+
+  async start (): Promise<void> {
+    try {
+      const stored = await this.datastore.get(SELF_CARD_KEY)
+      this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { now: 0, expectAgent: this.agentId })
+        .catch(() => undefined)
+    } catch { /* first start */ }
+    this.unserve = await serve(this.host, {
+      protocol: CARD_PROTOCOL,
+      maxFrameBytes: CARD_MAX_FRAME_BYTES,
+      methods: {
+        get_card: method(isGetCardRequest, async () => {
+          const card = await this.currentCard()
+          if (card === undefined) throw new AgentNotFoundError('this node has not published a card')
+          return { card }
+        })
+      }
+    })
+    this.republishTimer = setInterval(() => { void this.republish() }, CARD_REPUBLISH_INTERVAL_MS)
+    this.republishTimer.unref?.()
+  }
+
+  async stop (): Promise<void> {
+    clearInterval(this.republishTimer)
+    this.client.close()
+    await this.unserve?.()
+  }
+
+  /** This node's card, re-signed when it is close to expiry. */
+  async currentCard (): Promise<AgentCard | undefined> {
+    if (this.own === undefined) return undefined
+    if (Date.parse(this.own.expires_at) - Date.now() < CARD_REPUBLISH_INTERVAL_MS) await this.republish()
+    return this.own
+  }
+
+  /** The last card this node published, as it is (may be undefined before the first publish). */
+  get card (): AgentCard | undefined { return this.own }
+
+  /**
+   * Sign a new card with a higher seq, store it, and announce it. Resolves once
+   * it is stored locally; `announce()` reports how the DHT side went.
+   */
+  async publish (draft: CardDraft): Promise<AgentCard> {
+    const seq = (this.own?.seq ?? 0) + 1
+    const card = await issueCard(this.key, draft, seq)
+    await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
+    this.own = card
+    void this.announce().catch(() => {})
+    return card
+  }
+
+  private async republish (): Promise<void> {
+    if (this.own === undefined) return
+    const { name, description, capabilities, tags } = this.own
+    await this.publish({ name, description, capabilities, tags }).catch(() => {})
+  }
+
+  /**
+   * Put the card record and provider records to the DHT. Returns how many
+   * provider keys were announced to at least one peer. Concurrent calls share
+   * one run.
+   */
+  async announce (signal?: AbortSignal): Promise<number> {
+    if (this.announcing !== undefined) return this.announcing
+    this.announcing = this.doAnnounce(signal).finally(() => { this.announcing = undefined })
+    return this.announcing
+  }
+
+  private async doAnnounce (signal?: AbortSignal): Promise<number> {
+    const card = this.own
+    if (card === undefined) return 0
+    const sig = signal ?? AbortSignal.timeout(DHT_PUT_TIMEOUT_MS)
+    const dht = this.host.services.dht
+    const put = (async () => {
+      for await (const _ of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) { /* drain */ }
+    })().catch(() => {})
+    const keys = await providerKeys(card)
+    const results = await Promise.allSettled(keys.map(async (k: CID) => {
+      let reached = 0
+      for await (const ev of dht.provide(k, { signal: sig })) {
+        if (ev.name === 'PEER_RESPONSE') reached++
+      }
+      return reached
+    }))
+    await put
+    return results.filter(r => r.status === 'fulfilled' && r.value > 0).length
+  }
+
+  /** `agent.discover`: verified cards matching the query. Empty when none match. */
+  async discover (query: DiscoveryQuery, opts: DiscoverOptions = {}): Promise<AgentCard[]> {
+    const out: AgentCard[] = []
+    for await (const card of this.discoverStream(query, opts)) out.push(card)
+    return out
+  }
+
+  /** As `discover`, yielding each verified card as soon as it is known. */
+  async * discoverStream (query: DiscoveryQuery, opts: DiscoverOptions = {}): AsyncGenerator<AgentCard> {
+    isDiscoveryQuery.assert(query, 'discovery query')
+    const limit = Math.min(opts.limit ?? DISCOVER_MAX_RESULTS, DISCOVER_MAX_RESULTS)
+    const signal = AbortSignal.any([
+      ...(opts.signal === undefined ? [] : [opts.signal]),
+      AbortSignal.timeout(DISCOVER_TIMEOUT_MS)
+    ])
+    const seen = new Set<string>()
+    let yielded = 0
+
+    const own = this.own
+    if (opts.includeSelf === true && own !== undefined && cardMatches(own, query)) {
+      seen.add(own.agent_id)
+      yield own
+      if (++yielded >= limit) return
+    }
+    seen.add(this.agentId)
+
+    const key = await this.queryKey(query)
+    if (key === undefined) {
+      throw new InvalidRequestError('a discovery query needs a capability or at least one tag')
+    }
+    // fetch cards of providers concurrently, yield in arrival order
+    const ready: AgentCard[] = []
+    let wake: (() => void) | undefined
+    let inFlight = 0
+    let done = false
+    const notify = (): void => { wake?.(); wake = undefined }
+
+    const consider = (peer: PeerId): void => {
+      inFlight++
+      this.getCard(peer.toString(), { signal: AbortSignal.any([signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]) })
+        .then(card => { if (cardMatches(card, query)) ready.push(card) })
+        .catch(() => { /* unreachable or invalid: not a result */ })
+        .finally(() => { inFlight--; notify() })
+    }
+
+    const pending: PeerId[] = []
+    const drain = (): void => {
+      while (pending.length > 0 && inFlight < DISCOVER_FETCH_CONCURRENCY) {
+        const next = pending.shift()
+        if (next !== undefined) consider(next)
+      }
+      notify()
+    }
+    const pump = (async () => {
+      try {
+        for await (const ev of this.host.services.dht.findProviders(key, { signal })) {
+          if (ev.name !== 'PROVIDER') continue
+          for (const p of ev.providers) {
+            const id = p.id.toString()
+            if (seen.has(id)) continue
+            seen.add(id)
+            pending.push(p.id)
+          }
+          drain()
+          if (seen.size - 1 >= limit * 2) break
+        }
+      } catch { /* timeout or no peers: return what we have */ } finally {
+        done = true
+        notify()
+      }
+    })()
+
+    try {
+      while (true) {
+        drain()
+        const card = ready.shift()
+        if (card !== undefined) {
+          yield card
+          if (++yielded >= limit) return
+          continue
+        }
+        if (done && inFlight === 0 && pending.length === 0) return
+        await new Promise<void>(resolve => { wake = resolve })
+      }
+    } finally {
+      done = true
+      void pump
+    }
+  }
+
+  private async queryKey (query: DiscoveryQuery): Promise<CID | undefined> {
+    const cap = query.capability
+    if (cap !== undefined && cap !== null) {
+      return cap.version === undefined || cap.version === null || cap.version === '*'
+        ? capabilityAnyKey(cap.capability_id)
+        : capabilityVersionKey({ capability_id: cap.capability_id, version: cap.version })
+    }
+    const first = query.tags?.[0]
+    return first === undefined ? undefined : tagKey(first)
+  }
+
+  /**
+   * One agent's verified card: cache, then the agent itself, then the DHT.
+   * AGENT_NOT_FOUND when none of them yields a valid card.
+   */
+  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean } = {}): Promise<AgentCard> {
+    if (agentId === this.agentId && this.own !== undefined) return this.own
+    const peer = peerIdOfAgent(agentId)
+    const cached = this.cache.get(agentId)
+    const now = Date.now()
+    if (opts.fresh !== true && cached !== undefined && now - cached.fetchedAt < CARD_CACHE_TTL_MS && Date.parse(cached.card.expires_at) > now) {
+      return cached.card
+    }
+    const signal = opts.signal ?? AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)
+    let firstError: AapError | undefined
+    try {
+      const card = await this.fetchFromPeer(peer, signal)
+      this.remember(card)
+      return card
+    } catch (err) {
+      firstError = toAapError(err)
+    }
+    if (signal.aborted) throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { reason: 'timeout' })
+    try {
+      this.stats.dhtFallbacks++
+      const card = await this.fetchFromDht(agentId, signal)
+      this.remember(card)
+      return card
+    } catch (err) {
+      throw new AgentNotFoundError(`agent ${agentId} not found: ${firstError.message}; DHT: ${toAapError(err).message}`, { agent_id: agentId })
+    }
+  }
+
+  private async fetchFromPeer (peer: PeerId, signal: AbortSignal): Promise<AgentCard> {
+    const res = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
+    try {
+      const card = await verifyCard(res.card, { expectAgent: peer.toString() })
+      this.stats.fetchedCards++
+      return card
+    } catch (err) {
+      this.reject(toAapError(err), peer.toString())
+      throw err
+    }
+  }
+
+  private async fetchFromDht (agentId: string, signal: AbortSignal): Promise<AgentCard> {
+    let best: AgentCard | undefined
+    for await (const ev of this.host.services.dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
+      if (ev.name !== 'VALUE') continue
+      try {
+        const card = await verifyCard(decodeCardRecord(ev.value), { expectAgent: agentId })
+        if (best === undefined || card.seq > best.seq) best = card
+      } catch (err) {
+        this.reject(toAapError(err), ev.from.toString())
+      }
+    }
+    if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT`)
+    return best
+  }
+
+  private reject (err: AapError, from: string): void {
+    this.stats.rejectedCards++
+    this.onRejected?.(err, from)
+  }
+
+  private remember (card: AgentCard): void {
+    const prev = this.cache.get(card.agent_id)
+    if (prev !== undefined && prev.card.seq > card.seq && Date.parse(prev.card.expires_at) > Date.now()) return
+    this.cache.delete(card.agent_id)
+    this.cache.set(card.agent_id, { card, fetchedAt: Date.now() })
+    if (this.cache.size > CARD_CACHE_MAX_ENTRIES) {
+      const oldest = this.cache.keys().next().value
+      if (oldest !== undefined) this.cache.delete(oldest)
+    }
+  }
+}

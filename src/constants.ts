@@ -1,0 +1,113 @@
+/**
+ * Every size, count and time the node relies on, named once. Units are in the
+ * name: _BYTES, _MS, _COUNT. Protocol ids are versioned; change the version
+ * when the wire format changes.
+ */
+
+// ---- protocol ids -------------------------------------------------------------
+export const PROTOCOL_PREFIX = '/aap'
+export const CARD_PROTOCOL = '/aap/card/0.1.0'
+export const DELEGATE_PROTOCOL = '/aap/delegate/0.1.0'
+export const CONTROL_PROTOCOL = '/aap/control/0.1.0'
+export const HANDOFF_PROTOCOL = '/aap/handoff/0.1.0'
+export const EVENTS_SYNC_PROTOCOL = '/aap/events/0.1.0'
+/** The agent mesh is a DHT of its own, not the IPFS one. */
+export const DHT_PROTOCOL = '/aap/kad/1.0.0'
+/** Prefix of the per-correlation gossip topics; see protocols/events.md. */
+export const EVENTS_TOPIC_PREFIX = '/aap/events/0.1.0/'
+/** The `protocol` field of our AgentCards. */
+export const CARD_PROTOCOL_NAME = 'aap-mesh/0.1.0'
+
+// ---- wire framing ---------------------------------------------------------------
+/** Largest length-prefix we accept before the frame (varint bytes). */
+export const MAX_LENGTH_PREFIX_BYTES = 4
+export const CARD_MAX_FRAME_BYTES = 8 * 1024
+export const DELEGATE_MAX_FRAME_BYTES = 128 * 1024
+export const CONTROL_MAX_FRAME_BYTES = 128 * 1024
+export const HANDOFF_MAX_FRAME_BYTES = 128 * 1024
+export const EVENTS_SYNC_MAX_FRAME_BYTES = 1024 * 1024
+/** Requests a single pipelined stream may have in progress on the responder. */
+export const MAX_PIPELINED_REQUESTS_PER_STREAM = 64
+/** Inbound / outbound streams per protocol per connection. */
+export const MAX_INBOUND_STREAMS_PER_PROTOCOL = 8
+export const MAX_OUTBOUND_STREAMS_PER_PROTOCOL = 8
+/** An inbound stream with no request for this long is closed. */
+export const STREAM_IDLE_TIMEOUT_MS = 60_000
+
+// ---- timeouts -------------------------------------------------------------------
+/** Connect (dial) plus protocol negotiation. */
+export const DIAL_TIMEOUT_MS = 5_000
+/** From sending a request to the first byte of its response frame. */
+export const FIRST_BYTE_TIMEOUT_MS = 5_000
+/** Whole call, dial included. */
+export const CALL_TIMEOUT_MS = 10_000
+/** A responder's handler must answer within this. */
+export const HANDLER_TIMEOUT_MS = 8_000
+/** Graceful stop budget. */
+export const STOP_TIMEOUT_MS = 5_000
+
+// ---- AgentCard ------------------------------------------------------------------
+export const CARD_MAX_BYTES = 4 * 1024
+export const CARD_MAX_CAPABILITIES = 32
+export const CARD_MAX_TAGS = 32
+export const CARD_NAME_MAX_CHARS = 128
+export const CARD_DESCRIPTION_MAX_CHARS = 1024
+export const CARD_TAG_MAX_CHARS = 64
+export const CAPABILITY_ID_MAX_CHARS = 128
+export const CAPABILITY_VERSION_MAX_CHARS = 64
+/** A card is valid this long after it is issued. */
+export const CARD_TTL_MS = 60 * 60 * 1000
+/** Republish (card + provider records) this often, well before the TTL ends. */
+export const CARD_REPUBLISH_INTERVAL_MS = 20 * 60 * 1000
+/** Accepted clock skew when checking issued_at against now. */
+export const CARD_MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
+/** Domain-separation prefix of the card signature. */
+export const CARD_SIGNING_DOMAIN = 'aap-mesh/card/0.1.0\n'
+/** DHT namespace for card records: key = /aap-card/<peerId>. */
+export const CARD_DHT_NAMESPACE = 'aap-card'
+
+// ---- discovery ------------------------------------------------------------------
+export const DISCOVER_MAX_RESULTS = 64
+/** How long one discover() may collect providers. */
+export const DISCOVER_TIMEOUT_MS = 5_000
+/** Card fetches in flight per discover(). */
+export const DISCOVER_FETCH_CONCURRENCY = 8
+export const CARD_FETCH_TIMEOUT_MS = 2_000
+export const CARD_CACHE_MAX_ENTRIES = 1024
+/** How long a fetched card is trusted without re-fetching (still bounded by expires_at). */
+export const CARD_CACHE_TTL_MS = 60_000
+export const DHT_GET_TIMEOUT_MS = 5_000
+export const DHT_PUT_TIMEOUT_MS = 10_000
+
+// ---- runs -----------------------------------------------------------------------
+export const MAX_CONCURRENT_INBOUND_RUNS = 256
+export const RUN_INPUT_MAX_BYTES = 64 * 1024
+export const TASK_ID_MAX_CHARS = 128
+export const RUN_ID_MAX_CHARS = 128
+export const REASON_MAX_CHARS = 1024
+export const CHECKPOINT_ID_MAX_CHARS = 128
+export const IDEMPOTENCY_KEY_MAX_CHARS = 128
+/** Delegate idempotency records are kept this long. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
+export const MAX_HANDOFF_DEPTH = 32
+
+// ---- events ---------------------------------------------------------------------
+export const EVENT_PAYLOAD_MAX_BYTES = 32 * 1024
+export const EVENT_MAX_BYTES = 48 * 1024
+export const EVENT_SIGNING_DOMAIN = 'aap-mesh/event/0.1.0\n'
+export const MAX_CORRELATION_TOPICS = 256
+/** gossipsub's per-peer topic budget (bounds topics a peer can make us track). */
+export const GOSSIP_MAX_TOPIC_BYTES_PER_PEER = 512 * 1024
+export const SYNC_MAX_EVENTS_PER_RESPONSE = 256
+export const SYNC_TIMEOUT_MS = 5_000
+export const SUBSCRIBER_BUFFER_MAX_EVENTS = 4096
+
+// ---- local API ------------------------------------------------------------------
+export const API_DEFAULT_HOST = '127.0.0.1'
+export const API_DEFAULT_PORT = 7410
+export const API_BODY_MAX_BYTES = 256 * 1024
+export const API_MAX_SSE_CLIENTS = 64
+
+// ---- node -----------------------------------------------------------------------
+export const DEFAULT_DATA_DIR = '.aap-mesh'
+export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'

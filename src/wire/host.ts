@@ -1,0 +1,113 @@
+/**
+ * The libp2p host: transports, security, muxing, DHT and gossip, configured
+ * for an agent mesh. This is the only module (with rpc.ts) that deals in
+ * multiaddrs; everything above it speaks agent ids.
+ */
+import { noise } from '@chainsafe/libp2p-noise'
+import { yamux } from '@chainsafe/libp2p-yamux'
+import { gossipsub, type GossipSub } from '@libp2p/gossipsub'
+import { identify, type Identify } from '@libp2p/identify'
+import { kadDHT, passthroughMapper, type KadDHT } from '@libp2p/kad-dht'
+import { mdns } from '@libp2p/mdns'
+import { memory } from '@libp2p/memory'
+import { ping, type Ping } from '@libp2p/ping'
+import { tcp } from '@libp2p/tcp'
+import { multiaddr } from '@multiformats/multiaddr'
+import { createLibp2p, type Libp2pOptions } from 'libp2p'
+import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
+import type { Datastore } from 'interface-datastore'
+import { DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES } from '../constants.ts'
+import type { Selectors, Validators } from '@libp2p/kad-dht'
+
+export interface HostServices {
+  identify: Identify
+  ping: Ping
+  dht: KadDHT
+  pubsub: GossipSub
+  [key: string]: unknown
+}
+
+export type MeshHost = Libp2p<HostServices>
+
+export interface HostOptions {
+  privateKey: PrivateKey
+  datastore: Datastore
+  /** Multiaddrs to listen on; `/memory/<name>` selects the memory transport. */
+  listen: string[]
+  /** Announce these instead of the listen addresses (optional). */
+  announce?: string[]
+  mdns?: boolean
+  /** Extra latency per buffer on the memory transport (simulations). */
+  memoryLatencyMs?: number
+  /** Many nodes on one host or process: relax per-IP limits and turn off the connection monitor. */
+  localMesh?: boolean
+  metrics?: Libp2pOptions['metrics']
+  /** DHT record namespaces of the layers above, each with its validator and selector. */
+  dhtValidators?: Validators
+  dhtSelectors?: Selectors
+}
+
+export async function createHost (opts: HostOptions): Promise<MeshHost> {
+  const usesMemory = opts.listen.some(a => a.startsWith('/memory'))
+  const usesTcp = opts.listen.some(a => !a.startsWith('/memory')) || opts.listen.length === 0
+  const localMesh = opts.localMesh ?? false
+
+  const peerDiscovery: Array<ReturnType<typeof mdns>> = []
+  if (opts.mdns === true) peerDiscovery.push(mdns({ serviceTag: 'aap-mesh.local' }))
+
+  const config: Libp2pOptions<HostServices> = {
+    privateKey: opts.privateKey,
+    datastore: opts.datastore,
+    addresses: { listen: opts.listen, ...(opts.announce === undefined ? {} : { announce: opts.announce }) },
+    transports: [
+      ...(usesTcp ? [tcp()] : []),
+      ...(usesMemory ? [memory({ latency: opts.memoryLatencyMs ?? 0 })] : [])
+    ],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    peerDiscovery,
+    connectionManager: localMesh
+      ? { inboundConnectionThreshold: 10_000, maxIncomingPendingConnections: 1_000, dialTimeout: DIAL_TIMEOUT_MS }
+      : { dialTimeout: DIAL_TIMEOUT_MS },
+    // the monitor pings every connection; with hundreds of nodes in one process it starves the event loop
+    connectionMonitor: { enabled: !localMesh },
+    ...(opts.metrics === undefined ? {} : { metrics: opts.metrics }),
+    services: {
+      identify: identify(),
+      ping: ping(),
+      dht: kadDHT({
+        protocol: DHT_PROTOCOL,
+        clientMode: false,
+        // keep loopback and /memory addresses: the default mapper drops them and the table stays empty
+        peerInfoMapper: passthroughMapper,
+        validators: opts.dhtValidators ?? {},
+        selectors: opts.dhtSelectors ?? {}
+      }),
+      pubsub: gossipsub({
+        // events are durable in the executor's log and synced; gossip is the fast path, so a
+        // publish with no mesh peers yet is not an error
+        allowPublishToZeroTopicPeers: true,
+        emitSelf: false,
+        maxInboundDataLength: EVENT_MAX_BYTES + 1024,
+        maxTopicBytesPerPeer: GOSSIP_MAX_TOPIC_BYTES_PER_PEER,
+        // Deliberate: many nodes share one IP in local meshes and simulations; the default
+        // colocation penalty graylists them. Score stays on for every other behaviour.
+        scoreParams: { IPColocationFactorWeight: 0 }
+      })
+    }
+  }
+  return createLibp2p(config)
+}
+
+/** Dial peers given as multiaddrs (bootstrap). Returns the ones that answered. */
+export async function dialAddrs (host: MeshHost, addrs: string[], signal?: AbortSignal): Promise<PeerId[]> {
+  const results = await Promise.allSettled(addrs.map(async a => {
+    const conn = await host.dial(multiaddr(a), { signal: signal ?? AbortSignal.timeout(DIAL_TIMEOUT_MS) })
+    return conn.remotePeer
+  }))
+  return results.flatMap(r => r.status === 'fulfilled' ? [r.value] : [])
+}
+
+export function listenAddrs (host: MeshHost): string[] {
+  return host.getMultiaddrs().map(a => a.toString())
+}

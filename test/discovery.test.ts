@@ -1,0 +1,38 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { MeshNode } from '../src/node.ts'
+import { startMesh, stopAll } from './helpers.ts'
+
+describe('discovery across a 5-node mesh with no central server', () => {
+  let nodes: MeshNode[] = []
+  beforeAll(async () => {
+    nodes = await startMesh(6)
+    const provider = nodes[2]!
+    await provider.publishCard({
+      name: 'reviewer',
+      description: 'reviews code',
+      capabilities: [{ capability_id: 'cap:code-review', version: '2.1.0' }],
+      tags: ['review', 'typescript']
+    })
+    expect(await provider.discovery.announce()).toBeGreaterThan(0)
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('finds the agent by capability and version, by capability id alone, and by tag, from every other node', async () => {
+    const provider = nodes[2]!
+    for (const n of nodes) {
+      if (n === provider) continue
+      const byVersion = await n.discover({ capability: { capability_id: 'cap:code-review', version: '2.1.0' } })
+      expect(byVersion.map(c => c.agent_id)).toEqual([provider.agentId])
+      const byId = await n.discover({ capability: { capability_id: 'cap:code-review', version: null } })
+      expect(byId.map(c => c.agent_id)).toEqual([provider.agentId])
+      const byTag = await n.discover({ tags: ['review'] })
+      expect(byTag.map(c => c.agent_id)).toEqual([provider.agentId])
+      expect(byTag[0]!.capabilities).toEqual([{ capability_id: 'cap:code-review', version: '2.1.0' }])
+    }
+  })
+
+  it('returns an empty list for a capability nobody offers, and for a version nobody offers', async () => {
+    expect(await nodes[0]!.discover({ capability: { capability_id: 'cap:nothing', version: '1.0.0' } })).toEqual([])
+    expect(await nodes[0]!.discover({ capability: { capability_id: 'cap:code-review', version: '9.9.9' } })).toEqual([])
+  })
+})

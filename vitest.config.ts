@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config'
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // real libp2p nodes on 2 cores: run files one at a time so timeouts mean bugs, not load
+    fileParallelism: false,
+    pool: 'forks'
+  }
+})
