@@ -11,6 +11,9 @@ import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/dis
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { createHost, dialAddrs, listenAddrs, type MeshHost } from './wire/host.ts'
+import { Runs, type DelegateRequest } from './runs/runtime.ts'
+import type { Run } from './runs/types.ts'
+import type { CallOptions } from './wire/rpc.ts'
 
 export interface MeshNodeOptions {
   /** Keeps the key and the LevelDB datastore. Without it the node is ephemeral (memory datastore). */
@@ -36,6 +39,7 @@ export class MeshNode {
   readonly options: MeshNodeOptions
   private _host?: MeshHost
   private _discovery?: Discovery
+  private _runs?: Runs
   private datastore?: Datastore & { close?: () => Promise<void> }
   private ownsDatastore = false
   private key?: PrivateKey
@@ -58,6 +62,11 @@ export class MeshNode {
   get discovery (): Discovery {
     if (this._discovery === undefined) throw new Error('node not started')
     return this._discovery
+  }
+
+  get runs (): Runs {
+    if (this._runs === undefined) throw new Error('node not started')
+    return this._runs
   }
 
   /** This node's listen addresses (for operators and bootstrap lists only). */
@@ -90,8 +99,17 @@ export class MeshNode {
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
     this._discovery = new Discovery({ host: this._host, privateKey: this.key, datastore: this.datastore })
+    const discovery = this._discovery
+    this._runs = new Runs({
+      host: this._host,
+      privateKey: this.key,
+      datastore: this.datastore,
+      resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
+      ownCard: () => discovery.card
+    })
     await this._host.start()
     await this._discovery.start()
+    await this._runs.start()
     this.started = true
     if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
     if (o.card !== undefined) await this._discovery.publish(o.card)
@@ -106,6 +124,7 @@ export class MeshNode {
   async stop (): Promise<void> {
     if (!this.started) return
     this.started = false
+    await this._runs?.stop()
     await this._discovery?.stop()
     await this._host?.stop()
     if (this.ownsDatastore) await this.datastore?.close?.()
@@ -123,6 +142,30 @@ export class MeshNode {
 
   async getCard (agentId: string, opts?: { signal?: AbortSignal }): Promise<AgentCard> {
     return this.discovery.getCard(agentId, opts)
+  }
+
+  async delegate (req: DelegateRequest, opts?: CallOptions): Promise<Run> {
+    return this.runs.delegate(req, opts)
+  }
+
+  async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> {
+    return this.runs.block(runId, reason, checkpointId, opts)
+  }
+
+  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions): Promise<Run> {
+    return this.runs.resume(runId, resolution, opts)
+  }
+
+  async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts?: CallOptions): Promise<Run> {
+    return this.runs.handoff(runId, toAgent, context, opts)
+  }
+
+  async cancel (runId: string, reason?: string, opts?: CallOptions): Promise<Run> {
+    return this.runs.cancel(runId, reason, opts)
+  }
+
+  async getRun (runId: string, opts?: CallOptions): Promise<Run> {
+    return this.runs.getRun(runId, opts)
   }
 }
 

@@ -1,3 +1,6 @@
+import { AapError } from '../src/errors.ts'
+import type { AgentEvent } from '../src/runs/types.ts'
+import { DHT_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
 
 let memCounter = 0
@@ -29,10 +32,13 @@ export async function startMesh (n: number, opts: MeshOptions = {}): Promise<Mes
   return nodes
 }
 
-/** Resolve when every node has at least `min` peers in its DHT routing table. */
+/** Resolve when every node knows at least `min` peers that speak the mesh's DHT protocol. */
 export async function waitForRouting (nodes: MeshNode[], min = Math.min(nodes.length - 1, 3)): Promise<void> {
   await Promise.all(nodes.map(async node => {
-    await until(async () => (await node.host.services.dht.routingTable.size) >= min, `routing table of ${node.agentId} >= ${min}`)
+    await until(async () => {
+      const peers = await node.host.peerStore.all()
+      return peers.filter(p => p.protocols.includes(DHT_PROTOCOL)).length >= min
+    }, `DHT peers of ${node.agentId} >= ${min}`)
   }))
 }
 
@@ -47,4 +53,28 @@ export async function until (cond: () => boolean | Promise<boolean>, what: strin
 
 export async function stopAll (nodes: MeshNode[]): Promise<void> {
   await Promise.all(nodes.map(async n => n.stop()))
+}
+
+/** Resolve with the first event committed on `node` (as executor) that matches. */
+export async function nextEvent (node: MeshNode, match: (e: AgentEvent) => boolean, timeoutMs = 20_000): Promise<AgentEvent> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { off(); reject(new Error('timed out waiting for an event')) }, timeoutMs)
+    const off = node.runs.onEvent((e) => {
+      if (!match(e)) return
+      clearTimeout(timer)
+      off()
+      resolve(e)
+    })
+  })
+}
+
+/** Assert that a promise rejects with an AapError of `code`. */
+export async function rejectsWith (p: Promise<unknown>, code: string): Promise<AapError> {
+  try {
+    await p
+  } catch (err) {
+    if (err instanceof AapError && err.code === code) return err
+    throw new Error(`expected ${code}, got ${(err as Error).name}: ${(err as { code?: string }).code ?? ''} ${(err as Error).message}`)
+  }
+  throw new Error(`expected ${code}, but it resolved`)
 }

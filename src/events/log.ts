@@ -1,0 +1,148 @@
+/**
+ * The per-run event log: the truth about a run, gossip only carries copies.
+ * Each event has a seq (from 1), the hash of the previous event and the
+ * executor's signature, so any holder can serve it and any receiver can check
+ * it without trusting the holder.
+ */
+import { createHash } from 'node:crypto'
+import type { PrivateKey } from '@libp2p/interface'
+import { Key, type Batch, type Datastore } from 'interface-datastore'
+import { EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, SYNC_MAX_EVENTS_PER_RESPONSE } from '../constants.ts'
+import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
+import { canonicalJson, sign, verify } from '../identity/signing.ts'
+import { schema } from '../schema/validate.ts'
+import type { AgentEvent, UnsignedEvent } from '../runs/types.ts'
+
+export const isAgentEvent = schema<AgentEvent>('aap:events#/definitions/AgentEvent')
+
+/** The agent that executes a run is named in its id: `<agentId>:<random>`. */
+export function executorOfRun (runId: string): string {
+  const i = runId.indexOf(':')
+  return i <= 0 ? '' : runId.slice(0, i)
+}
+
+export function eventHash (event: AgentEvent): string {
+  return createHash('sha256').update(canonicalJson(event)).digest('hex')
+}
+
+export async function signEvent (key: PrivateKey, unsigned: UnsignedEvent): Promise<AgentEvent> {
+  const payloadBytes = Buffer.byteLength(canonicalJson(unsigned.payload))
+  if (payloadBytes > EVENT_PAYLOAD_MAX_BYTES) {
+    throw new InvalidRequestError(`event payload is ${payloadBytes} bytes, over ${EVENT_PAYLOAD_MAX_BYTES}`, { reason: 'oversized' })
+  }
+  return { ...unsigned, signature: await sign(key, EVENT_SIGNING_DOMAIN, unsigned) }
+}
+
+/**
+ * Shape, size, attribution and signature. Throws INVALID_REQUEST for shape or
+ * size, INVALID_SIGNATURE when the executor named by the run id did not sign it.
+ */
+export async function verifyEvent (value: unknown): Promise<AgentEvent> {
+  const event = isAgentEvent.assert(value, 'event')
+  if (Buffer.byteLength(canonicalJson(event)) > EVENT_MAX_BYTES) throw new InvalidRequestError('event is oversized', { reason: 'oversized' })
+  if (Buffer.byteLength(canonicalJson(event.payload)) > EVENT_PAYLOAD_MAX_BYTES) throw new InvalidRequestError('event payload is oversized', { reason: 'oversized' })
+  if (event.executor !== executorOfRun(event.run_id)) {
+    throw new InvalidSignatureError('event is attributed to an agent that does not execute its run', { reason: 'misattributed' })
+  }
+  if ((event.seq === 1) !== (event.prev === null)) throw new InvalidRequestError('only the first event of a run has no prev', { reason: 'bad_chain' })
+  const { signature, ...unsigned } = event
+  if (!await verify(event.executor, EVENT_SIGNING_DOMAIN, unsigned, signature)) {
+    throw new InvalidSignatureError('event signature does not verify with its executor key', { reason: 'bad_signature' })
+  }
+  return event
+}
+
+/** Check that `events` (one run, ascending) continue a chain whose head is `prev`. */
+export function checkChain (events: AgentEvent[], prev: AgentEvent | undefined): void {
+  let head = prev
+  for (const e of events) {
+    const wantSeq = head === undefined ? 1 : head.seq + 1
+    if (e.seq !== wantSeq) throw new InvalidRequestError(`event seq ${e.seq} where ${wantSeq} was expected`, { reason: 'gap' })
+    const wantPrev = head === undefined ? null : eventHash(head)
+    if (e.prev !== wantPrev) throw new InvalidRequestError(`event ${e.run_id}#${e.seq} does not chain to its predecessor`, { reason: 'bad_chain' })
+    if (head !== undefined && (e.run_id !== head.run_id || e.correlation_id !== head.correlation_id)) {
+      throw new InvalidRequestError('event changes run or correlation mid-log', { reason: 'bad_chain' })
+    }
+    head = e
+  }
+}
+
+const seqKey = (seq: number): string => seq.toString().padStart(10, '0')
+const enc = new TextEncoder()
+const dec = new TextDecoder()
+
+/**
+ * Durable storage of event logs. Events of runs this node executes are
+ * written by the run store in the same batch as the transition; copies of
+ * other nodes' events (verified) are kept for serving sync and replay.
+ */
+export class EventLog {
+  private readonly ds: Datastore
+
+  constructor (datastore: Datastore) {
+    this.ds = datastore
+  }
+
+  static eventKey (runId: string, seq: number): Key {
+    return new Key(`/aap/log/${encodeURIComponent(runId)}/${seqKey(seq)}`)
+  }
+
+  static correlationKey (correlationId: string, runId: string): Key {
+    return new Key(`/aap/corr/${encodeURIComponent(correlationId)}/${encodeURIComponent(runId)}`)
+  }
+
+  /** Add an event (and the correlation index) to a batch. */
+  static put (batch: Batch, event: AgentEvent): void {
+    batch.put(EventLog.eventKey(event.run_id, event.seq), enc.encode(JSON.stringify(event)))
+    if (event.seq === 1) batch.put(EventLog.correlationKey(event.correlation_id, event.run_id), enc.encode(''))
+  }
+
+  /** Store verified events (of any run) in one batch. */
+  async append (events: AgentEvent[]): Promise<void> {
+    if (events.length === 0) return
+    const batch = this.ds.batch()
+    for (const e of events) EventLog.put(batch, e)
+    await batch.commit()
+  }
+
+  async get (runId: string, seq: number): Promise<AgentEvent | undefined> {
+    try {
+      return JSON.parse(dec.decode(await this.ds.get(EventLog.eventKey(runId, seq)))) as AgentEvent
+    } catch {
+      return undefined
+    }
+  }
+
+  /** Events of a run with seq > afterSeq, ascending, at most `limit`. */
+  async read (runId: string, afterSeq = 0, limit = SYNC_MAX_EVENTS_PER_RESPONSE): Promise<AgentEvent[]> {
+    const out: AgentEvent[] = []
+    const prefix = `/aap/log/${encodeURIComponent(runId)}`
+    for await (const { value } of this.ds.query({ prefix, orders: [(a, b) => a.key.toString() < b.key.toString() ? -1 : 1] })) {
+      const e = JSON.parse(dec.decode(value)) as AgentEvent
+      if (e.seq <= afterSeq) continue
+      out.push(e)
+      if (out.length >= limit) break
+    }
+    return out
+  }
+
+  /** The last event of a run, or undefined. */
+  async head (runId: string): Promise<AgentEvent | undefined> {
+    let last: AgentEvent | undefined
+    for await (const { value } of this.ds.query({ prefix: `/aap/log/${encodeURIComponent(runId)}` })) {
+      const e = JSON.parse(dec.decode(value)) as AgentEvent
+      if (last === undefined || e.seq > last.seq) last = e
+    }
+    return last
+  }
+
+  /** Run ids this node holds events for under a correlation. */
+  async runsOf (correlationId: string): Promise<string[]> {
+    const out: string[] = []
+    const prefix = `/aap/corr/${encodeURIComponent(correlationId)}`
+    for await (const key of this.ds.queryKeys({ prefix })) {
+      out.push(decodeURIComponent(key.baseNamespace()))
+    }
+    return out
+  }
+}
