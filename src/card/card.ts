@@ -112,6 +112,12 @@ export interface VerifyOptions {
   now?: number
   /** The agent id the card must belong to (e.g. the peer that served it). */
   expectAgent?: string
+  /**
+   * Skip the issued/expiry checks against the clock (the validity window itself
+   * is still checked). Only for a node reloading its own stored card, which it
+   * re-signs before serving it.
+   */
+  ignoreTime?: boolean
 }
 
 /**
@@ -131,8 +137,10 @@ export async function verifyCard (value: unknown, opts: VerifyOptions = {}): Pro
   const issued = Date.parse(card.issued_at)
   const expires = Date.parse(card.expires_at)
   if (!(expires > issued) || expires - issued > CARD_TTL_MS * 2) throw new InvalidRequestError('card validity window is invalid', { reason: 'bad_validity' })
-  if (issued > now + CARD_MAX_CLOCK_SKEW_MS) throw new InvalidRequestError('card is issued in the future', { reason: 'not_yet_valid' })
-  if (expires <= now) throw new InvalidRequestError('card has expired', { reason: 'expired' })
+  if (opts.ignoreTime !== true) {
+    if (issued > now + CARD_MAX_CLOCK_SKEW_MS) throw new InvalidRequestError('card is issued in the future', { reason: 'not_yet_valid' })
+    if (expires <= now) throw new InvalidRequestError('card has expired', { reason: 'expired' })
+  }
   const { signature, ...unsigned } = card
   if (!await verify(card.agent_id, CARD_SIGNING_DOMAIN, unsigned, signature)) {
     throw new InvalidSignatureError('card signature does not verify with the key of its agent id', { reason: 'bad_signature' })
@@ -220,16 +228,26 @@ export async function validateCardRecord (key: Uint8Array, value: Uint8Array): P
   await verifyCard(decodeCardRecord(value), { expectAgent: agentOfRecordKey(key) })
 }
 
-/** kad-dht selector: the highest seq among records that still verify. */
+/**
+ * Order two verified cards of one agent: the higher seq is newer; on equal seq
+ * (which a correct signer never produces) the later expiry wins, so every node
+ * picks the same one. Positive when `a` is newer than `b`.
+ */
+export function compareCards (a: AgentCard, b: AgentCard): number {
+  if (a.seq !== b.seq) return a.seq - b.seq
+  return Date.parse(a.expires_at) - Date.parse(b.expires_at)
+}
+
+/** kad-dht selector: the newest (highest seq) among records that still verify. */
 export async function selectCardRecord (key: Uint8Array, records: Uint8Array[]): Promise<number> {
   let best = 0
-  let bestSeq = -1
+  let bestCard: AgentCard | undefined
   for (let i = 0; i < records.length; i++) {
     const rec = records[i]
     if (rec === undefined) continue
     try {
       const card = await verifyCard(decodeCardRecord(rec), { expectAgent: agentOfRecordKey(key) })
-      if (card.seq > bestSeq) { best = i; bestSeq = card.seq }
+      if (bestCard === undefined || compareCards(card, bestCard) > 0) { best = i; bestCard = card }
     } catch { /* invalid records never win */ }
   }
   return best
