@@ -3,6 +3,8 @@
  * one run on this machine:
  *
  *  - raw libp2p echo, one new stream per request (TCP + Noise + Yamux): the floor;
+ *  - raw libp2p echo, frames pipelined on one long-lived stream: the floor for
+ *    a stream-reusing design (no per-request stream negotiation);
  *  - @a2a-js/sdk SendMessage answered with a WORKING task: the alternative a user would pick;
  *  - @a2a-js/sdk agent-card fetch.
  *
@@ -45,7 +47,10 @@ export interface ReferenceOptions {
 }
 
 export interface ReferenceFigures {
+  /** raw libp2p echo, new stream per request */
   echo: EchoResult
+  /** raw libp2p echo, one stream, pipelined frames */
+  echoPipelined: EchoResult
   a2aSend: A2aSendResult
   a2aCard: A2aCardFetchResult
   env: { node: string, cpus: number, cpuModel: string, platform: string }
@@ -94,8 +99,11 @@ export async function runReferences (opts: ReferenceOptions = {}): Promise<Refer
     if (!isString(addr)) throw new Error('echo server ready line has no addr')
     if (!isString(url)) throw new Error('a2a server ready line has no url')
 
-    log(`reference: libp2p echo @ ${addr}`)
-    const echo = await measureEcho({ ...common, addr, payloadBytes: opts.payloadBytes ?? 256 })
+    const payloadBytes = opts.payloadBytes ?? 256
+    log(`reference: libp2p echo, new stream per request @ ${addr}`)
+    const echo = await measureEcho({ ...common, addr, payloadBytes, mode: 'new-stream-per-request' })
+    log('reference: libp2p echo, one pipelined stream')
+    const echoPipelined = await measureEcho({ ...common, addr, payloadBytes, mode: 'one-stream-pipelined' })
     log(`reference: a2a SendMessage @ ${url}`)
     const a2aSend = await measureA2aSend({ ...common, url })
     log('reference: a2a agent-card fetch')
@@ -103,6 +111,7 @@ export async function runReferences (opts: ReferenceOptions = {}): Promise<Refer
 
     return {
       echo,
+      echoPipelined,
       a2aSend,
       a2aCard,
       env: {
@@ -135,6 +144,7 @@ function row (name: string, r: RequestBenchResult): Record<string, string | numb
 export function referenceRows (f: ReferenceFigures): Array<Record<string, string | number>> {
   return [
     row(`raw libp2p echo (new stream/req, ${f.echo.payloadBytes} B)`, f.echo),
+    row(`raw libp2p echo (1 stream pipelined, ${f.echoPipelined.payloadBytes} B)`, f.echoPipelined),
     row(`a2a-js SendMessage (${f.a2aSend.transport})`, f.a2aSend),
     row('a2a agent-card fetch', f.a2aCard)
   ]
