@@ -23,7 +23,7 @@ import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
 import {
-  capabilityAnyKey, capabilityVersionKey, cardMatches, cardRecordKey, decodeCardRecord, encodeCardRecord,
+  capabilityAnyKey, capabilityVersionKey, cardMatches, cardRecordKey, compareCards, decodeCardRecord, encodeCardRecord,
   issueCard, providerKeys, tagKey, verifyCard,
   type AgentCard, type CapabilityQuery, type CardDraft
 } from './card.ts'
@@ -39,6 +39,8 @@ export interface DiscoverOptions {
   limit?: number
   /** Include this node's own card when it matches (default false). */
   includeSelf?: boolean
+  /** Ask every provider for its card again instead of using cached cards (still never accepts an older seq). */
+  fresh?: boolean
 }
 
 /** Counters a caller (metrics, tests, simulations) can read. */
@@ -74,7 +76,10 @@ export class Discovery {
   private own?: AgentCard
   private unserve?: () => Promise<void>
   private republishTimer?: ReturnType<typeof setInterval>
-  private announcing?: Promise<number>
+  /** The announcement in progress and the seq of the card it carries. */
+  private announcing?: { seq: number, done: Promise<number> }
+  /** Publications run one after the other, so seq numbers never collide. */
+  private publishing: Promise<unknown> = Promise.resolve()
 
   constructor (init: DiscoveryInit) {
     this.host = init.host
@@ -87,10 +92,11 @@ export class Discovery {
 
   async start (): Promise<void> {
     try {
+      // The stored card may have expired while the node was down: what matters
+      // is that this key signed it, so its seq (and its draft) carry over.
       const stored = await this.datastore.get(SELF_CARD_KEY)
-      this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { now: 0, expectAgent: this.agentId })
-        .catch(() => undefined)
-    } catch { /* first start */ }
+      this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { ignoreTime: true, expectAgent: this.agentId })
+    } catch { /* first start, or an unreadable record: start without a card */ }
     this.unserve = await serve(this.host, {
       protocol: CARD_PROTOCOL,
       maxFrameBytes: CARD_MAX_FRAME_BYTES,
@@ -125,14 +131,23 @@ export class Discovery {
   /**
    * Sign a new card with a higher seq, store it, and announce it. Resolves once
    * it is stored locally; `announce()` reports how the DHT side went.
+   *
+   * The seq is the previous one plus one, and never less than the clock in
+   * milliseconds: a node that lost its data directory (and so its last seq)
+   * still outranks the cards it published before.
    */
   async publish (draft: CardDraft): Promise<AgentCard> {
-    const seq = (this.own?.seq ?? 0) + 1
-    const card = await issueCard(this.key, draft, seq)
-    await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
-    this.own = card
-    void this.announce().catch(() => {})
-    return card
+    const run = this.publishing.catch(() => {}).then(async () => {
+      const now = Date.now()
+      const seq = Math.max((this.own?.seq ?? 0) + 1, now)
+      const card = await issueCard(this.key, draft, seq, now)
+      await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
+      this.own = card
+      void this.announce().catch(() => {})
+      return card
+    })
+    this.publishing = run
+    return run
   }
 
   private async republish (): Promise<void> {
@@ -143,13 +158,20 @@ export class Discovery {
 
   /**
    * Put the card record and provider records to the DHT. Returns how many
-   * provider keys were announced to at least one peer. Concurrent calls share
-   * one run.
+   * provider keys were announced to at least one peer. Concurrent calls for the
+   * same card share one run; a card published while an older one is being
+   * announced is announced right after it, never skipped.
    */
   async announce (signal?: AbortSignal): Promise<number> {
-    if (this.announcing !== undefined) return this.announcing
-    this.announcing = this.doAnnounce(signal).finally(() => { this.announcing = undefined })
-    return this.announcing
+    const seq = this.own?.seq
+    if (seq === undefined) return 0
+    const current = this.announcing
+    if (current !== undefined && current.seq === seq) return current.done
+    const previous = current?.done.catch(() => 0) ?? Promise.resolve(0)
+    const entry = { seq, done: previous.then(async () => this.doAnnounce(signal)) }
+    this.announcing = entry
+    entry.done.finally(() => { if (this.announcing === entry) this.announcing = undefined }).catch(() => {})
+    return entry.done
   }
 
   private async doAnnounce (signal?: AbortSignal): Promise<number> {
@@ -183,9 +205,13 @@ export class Discovery {
   async * discoverStream (query: DiscoveryQuery, opts: DiscoverOptions = {}): AsyncGenerator<AgentCard> {
     isDiscoveryQuery.assert(query, 'discovery query')
     const limit = Math.min(opts.limit ?? DISCOVER_MAX_RESULTS, DISCOVER_MAX_RESULTS)
+    if (!(limit >= 1)) return
+    // aborted when the caller stops reading, so no lookup or fetch outlives the stream
+    const stopped = new AbortController()
     const signal = AbortSignal.any([
       ...(opts.signal === undefined ? [] : [opts.signal]),
-      AbortSignal.timeout(DISCOVER_TIMEOUT_MS)
+      AbortSignal.timeout(DISCOVER_TIMEOUT_MS),
+      stopped.signal
     ])
     const seen = new Set<string>()
     let yielded = 0
@@ -211,7 +237,7 @@ export class Discovery {
 
     const consider = (peer: PeerId): void => {
       inFlight++
-      this.getCard(peer.toString(), { signal: AbortSignal.any([signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]) })
+      this.getCard(peer.toString(), { signal: AbortSignal.any([signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]), fresh: opts.fresh === true })
         .then(card => { if (cardMatches(card, query)) ready.push(card) })
         .catch(() => { /* unreachable or invalid: not a result */ })
         .finally(() => { inFlight--; notify() })
@@ -219,7 +245,7 @@ export class Discovery {
 
     const pending: PeerId[] = []
     const drain = (): void => {
-      while (pending.length > 0 && inFlight < DISCOVER_FETCH_CONCURRENCY) {
+      while (!stopped.signal.aborted && pending.length > 0 && inFlight < DISCOVER_FETCH_CONCURRENCY) {
         const next = pending.shift()
         if (next !== undefined) consider(next)
       }
@@ -258,7 +284,8 @@ export class Discovery {
       }
     } finally {
       done = true
-      void pump
+      stopped.abort()
+      await pump
     }
   }
 
@@ -275,10 +302,13 @@ export class Discovery {
 
   /**
    * One agent's verified card: cache, then the agent itself, then the DHT.
-   * AGENT_NOT_FOUND when none of them yields a valid card.
+   * AGENT_NOT_FOUND when none of them yields a valid card; its details name
+   * why each source failed (`peer_error`, `dht_error`: error codes). A card
+   * older (lower seq) than one already verified and unexpired is never
+   * returned: the newer one is, so a replayed record cannot roll an agent back.
    */
   async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean } = {}): Promise<AgentCard> {
-    if (agentId === this.agentId && this.own !== undefined) return this.own
+    if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
     const peer = peerIdOfAgent(agentId)
     const cached = this.cache.get(agentId)
     const now = Date.now()
@@ -286,22 +316,23 @@ export class Discovery {
       return cached.card
     }
     const signal = opts.signal ?? AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)
-    let firstError: AapError | undefined
+    let peerError: AapError
     try {
-      const card = await this.fetchFromPeer(peer, signal)
-      this.remember(card)
-      return card
+      return this.remember(await this.fetchFromPeer(peer, signal))
     } catch (err) {
-      firstError = toAapError(err)
+      peerError = toAapError(err)
     }
-    if (signal.aborted) throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { reason: 'timeout' })
+    if (signal.aborted) {
+      throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { agent_id: agentId, reason: 'timeout', peer_error: peerError.code }, { cause: peerError })
+    }
     try {
       this.stats.dhtFallbacks++
-      const card = await this.fetchFromDht(agentId, signal)
-      this.remember(card)
-      return card
+      return this.remember(await this.fetchFromDht(agentId, signal))
     } catch (err) {
-      throw new AgentNotFoundError(`agent ${agentId} not found: ${firstError.message}; DHT: ${toAapError(err).message}`, { agent_id: agentId })
+      const dhtError = toAapError(err)
+      throw new AgentNotFoundError(`agent ${agentId} not found: ${peerError.message}; DHT: ${dhtError.message}`, {
+        agent_id: agentId, peer_error: peerError.code, dht_error: dhtError.code
+      }, { cause: peerError })
     }
   }
 
@@ -317,16 +348,30 @@ export class Discovery {
     }
   }
 
+  /**
+   * The newest valid record of the agent in the DHT. kad-dht yields its pick
+   * only after pushing it to replicas that hold another value, and throws when
+   * one of them refuses; a replica that serves an old record and refuses the
+   * correction would hide every newer one. So every valid record seen in the
+   * query counts, and an error after one was seen does not lose it.
+   */
   private async fetchFromDht (agentId: string, signal: AbortSignal): Promise<AgentCard> {
     let best: AgentCard | undefined
-    for await (const ev of this.host.services.dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
-      if (ev.name !== 'VALUE') continue
+    const consider = async (value: Uint8Array, from: PeerId): Promise<void> => {
       try {
-        const card = await verifyCard(decodeCardRecord(ev.value), { expectAgent: agentId })
-        if (best === undefined || card.seq > best.seq) best = card
+        const card = await verifyCard(decodeCardRecord(value), { expectAgent: agentId })
+        if (best === undefined || compareCards(card, best) > 0) best = card
       } catch (err) {
-        this.reject(toAapError(err), ev.from.toString())
+        this.reject(toAapError(err), from.toString())
       }
+    }
+    try {
+      for await (const ev of this.host.services.dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
+        if (ev.name === 'VALUE') await consider(ev.value, ev.from)
+        else if (ev.name === 'PEER_RESPONSE' && ev.record !== undefined) await consider(ev.record.value, ev.from)
+      }
+    } catch (err) {
+      if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT: ${toAapError(err).message}`)
     }
     if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT`)
     return best
@@ -337,14 +382,16 @@ export class Discovery {
     this.onRejected?.(err, from)
   }
 
-  private remember (card: AgentCard): void {
+  /** Cache a verified card unless a newer unexpired one is cached; returns whichever is newest. */
+  private remember (card: AgentCard): AgentCard {
     const prev = this.cache.get(card.agent_id)
-    if (prev !== undefined && prev.card.seq > card.seq && Date.parse(prev.card.expires_at) > Date.now()) return
+    if (prev !== undefined && compareCards(prev.card, card) > 0 && Date.parse(prev.card.expires_at) > Date.now()) return prev.card
     this.cache.delete(card.agent_id)
     this.cache.set(card.agent_id, { card, fetchedAt: Date.now() })
     if (this.cache.size > CARD_CACHE_MAX_ENTRIES) {
       const oldest = this.cache.keys().next().value
       if (oldest !== undefined) this.cache.delete(oldest)
     }
+    return card
   }
 }

@@ -1,0 +1,141 @@
+/**
+ * Bad card records on the DHT: real nodes put them under /aap-card/<agentId>
+ * with the DHT's own `put`, and the other nodes' validators and selector have
+ * to keep them out of every lookup.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { PrivateKey } from '@libp2p/interface'
+import type { ValidateFn } from '@libp2p/kad-dht'
+import { MemoryDatastore } from 'datastore-core'
+import { equals } from 'uint8arrays'
+import { CARD_DHT_NAMESPACE, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../src/constants.ts'
+import { cardRecordKey, encodeCardRecord, issueCard, selectCardRecord } from '../src/card/card.ts'
+import { agentIdOf } from '../src/identity/identity.ts'
+import type { MeshNode } from '../src/node.ts'
+import { createHost, dialAddrs, type MeshHost } from '../src/wire/host.ts'
+import { codeOf, draft, expired, forged, mutated, newKey, oversized, unsigned } from './card-fixtures.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const enc = new TextEncoder()
+let memCounter = 0
+
+/** Put a record with the DHT's own put; count the replicas that stored it and those that refused it. */
+async function put (host: MeshHost, key: Uint8Array, value: Uint8Array): Promise<{ acks: number, refusals: number }> {
+  let acks = 0
+  let refusals = 0
+  for await (const ev of host.services.dht.put(key, value, { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })) {
+    if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'PUT_VALUE') acks++
+    if (ev.name === 'QUERY_ERROR') refusals++
+  }
+  return { acks, refusals }
+}
+
+/**
+ * A plain libp2p host of the mesh's DHT whose card validator is `validate`:
+ * a node that stores whatever it likes and answers GET_VALUE with it.
+ */
+async function rogueHost (validate: ValidateFn): Promise<MeshHost> {
+  const host = await createHost({
+    privateKey: await newKey(),
+    datastore: new MemoryDatastore(),
+    listen: [`/memory/aap-card-dht-rogue-${process.pid}-${memCounter++}`],
+    localMesh: true,
+    dhtValidators: { [CARD_DHT_NAMESPACE]: validate },
+    dhtSelectors: { [CARD_DHT_NAMESPACE]: () => 0 }
+  })
+  await host.start()
+  return host
+}
+
+/** Connect `host` to every node and wait until each of them knows it speaks the DHT. */
+async function joinAll (host: MeshHost, nodes: MeshNode[]): Promise<void> {
+  const joined = await dialAddrs(host, nodes.flatMap(n => n.addresses))
+  expect(joined.length).toBe(nodes.length)
+  await Promise.all(nodes.map(async n => {
+    await until(async () => (await n.host.peerStore.get(host.peerId)).protocols.includes(DHT_PROTOCOL), `node knows ${host.peerId.toString()} speaks the DHT`)
+  }))
+}
+
+describe('card records on the DHT', () => {
+  let nodes: MeshNode[] = []
+  const rogues: MeshHost[] = []
+  /** An agent that is never online: its card can only come from the DHT. */
+  let agent: PrivateKey
+  let agentId: string
+
+  beforeAll(async () => {
+    nodes = await startMesh(5)
+    agent = await newKey()
+    agentId = agentIdOf(agent)
+  })
+  afterAll(async () => {
+    await Promise.all(rogues.map(async h => h.stop()))
+    await stopAll(nodes)
+  })
+
+  it('honest replicas refuse malformed, oversized, unsigned, forged, mutated, expired and misfiled records, so getCard fails with AGENT_NOT_FOUND', async () => {
+    const writer = nodes[0]!
+    const reader = nodes[3]!
+    const someoneElse = await issueCard(await newKey(), draft, 1)
+    const bad: Array<[string, Uint8Array]> = [
+      ['malformed', enc.encode('{"agent_id": ')],
+      ['oversized', encodeCardRecord(await oversized(agent))],
+      ['unsigned', enc.encode(JSON.stringify(await unsigned(agent)))],
+      ['forged', encodeCardRecord(await forged(agent, await newKey(), 1_000))],
+      ['mutated', encodeCardRecord(await mutated(agent))],
+      ['expired', encodeCardRecord(await expired(agent, 1_000))],
+      ['another agent\'s card', encodeCardRecord(someoneElse)]
+    ]
+    for (const [what, value] of bad) {
+      const { acks, refusals } = await put(writer.host, cardRecordKey(agentId), value)
+      expect(acks, what).toBe(0)
+      expect(refusals, what).toBeGreaterThan(0)
+    }
+    const { code, details } = await codeOf(reader.discovery.getCard(agentId, { fresh: true }))
+    expect(code).toBe('AGENT_NOT_FOUND')
+    expect(details).toMatchObject({ agent_id: agentId, dht_error: 'AGENT_NOT_FOUND' })
+    // the node that wrote the bad records does not believe them either
+    expect((await codeOf(writer.discovery.getCard(agentId, { fresh: true }))).code).toBe('AGENT_NOT_FOUND')
+
+    // the same key with a valid record lands, and every node can read it
+    const good = await issueCard(agent, draft, 3)
+    expect((await put(writer.host, cardRecordKey(agentId), encodeCardRecord(good))).acks).toBeGreaterThan(0)
+    expect(await reader.discovery.getCard(agentId, { fresh: true })).toEqual(good)
+  })
+
+  it('the newest valid card wins over a replica serving an older one that refuses corrections and one serving a forged higher seq', async () => {
+    const reader = nodes[4]!
+    const older = encodeCardRecord(await issueCard(agent, draft, 4))
+    const newest = await issueCard(agent, draft, 5)
+    const fake = encodeCardRecord(await forged(agent, await newKey(), 1_000_000))
+    // A replica that stores the older card and refuses every other record, so it
+    // never takes the correction a reader sends it; and one that stores anything.
+    const stale = await rogueHost(async (_key, value) => { if (!equals(value, older)) throw new Error('this replica keeps what it has') })
+    const forger = await rogueHost(async () => {})
+    rogues.push(stale, forger)
+    await joinAll(stale, nodes)
+    await joinAll(forger, nodes)
+
+    expect((await put(nodes[1]!.host, cardRecordKey(agentId), older)).acks).toBeGreaterThan(0)
+    expect((await put(nodes[1]!.host, cardRecordKey(agentId), encodeCardRecord(newest))).acks).toBeGreaterThan(0)
+    // only the forger takes the forged card (and the writer, which stores its own put unchecked)
+    expect((await put(nodes[0]!.host, cardRecordKey(agentId), fake)).acks).toBe(1)
+
+    expect(await reader.discovery.getCard(agentId, { fresh: true })).toEqual(newest)
+    // the selector every node runs makes the same choice among what the replicas hold
+    expect(await selectCardRecord(cardRecordKey(agentId), [older, encodeCardRecord(newest), fake])).toBe(1)
+  })
+
+  it('a node never goes back to an older card than one it verified, even when every replica is rolled back', async () => {
+    const reader = nodes[4]!
+    const other = await newKey()
+    const otherId = agentIdOf(other)
+    const current = await issueCard(other, draft, 9)
+    expect((await put(nodes[1]!.host, cardRecordKey(otherId), encodeCardRecord(current))).acks).toBeGreaterThan(0)
+    expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
+    // anyone can replay an old, validly signed card, and honest replicas store it
+    const replay = await issueCard(other, { ...draft, description: 'older text' }, 2)
+    expect((await put(nodes[2]!.host, cardRecordKey(otherId), encodeCardRecord(replay))).acks).toBeGreaterThan(0)
+    expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
+  })
+})
