@@ -91,6 +91,11 @@ export class EventLog {
     return new Key(`/aap/corr/${encodeURIComponent(correlationId)}/${encodeURIComponent(runId)}`)
   }
 
+  /** Key prefix of one run's events; the trailing slash keeps run "x:1" from matching "x:10". */
+  static runPrefix (runId: string): string {
+    return `/aap/log/${encodeURIComponent(runId)}/`
+  }
+
   /** Add an event (and the correlation index) to a batch. */
   static put (batch: Batch, event: AgentEvent): void {
     batch.put(EventLog.eventKey(event.run_id, event.seq), enc.encode(JSON.stringify(event)))
@@ -116,7 +121,7 @@ export class EventLog {
   /** Events of a run with seq > afterSeq, ascending, at most `limit`. */
   async read (runId: string, afterSeq = 0, limit = SYNC_MAX_EVENTS_PER_RESPONSE): Promise<AgentEvent[]> {
     const out: AgentEvent[] = []
-    const prefix = `/aap/log/${encodeURIComponent(runId)}`
+    const prefix = EventLog.runPrefix(runId)
     for await (const { value } of this.ds.query({ prefix, orders: [(a, b) => a.key.toString() < b.key.toString() ? -1 : 1] })) {
       const e = JSON.parse(dec.decode(value)) as AgentEvent
       if (e.seq <= afterSeq) continue
@@ -129,7 +134,7 @@ export class EventLog {
   /** The last event of a run, or undefined. */
   async head (runId: string): Promise<AgentEvent | undefined> {
     let last: AgentEvent | undefined
-    for await (const { value } of this.ds.query({ prefix: `/aap/log/${encodeURIComponent(runId)}` })) {
+    for await (const { value } of this.ds.query({ prefix: EventLog.runPrefix(runId) })) {
       const e = JSON.parse(dec.decode(value)) as AgentEvent
       if (last === undefined || e.seq > last.seq) last = e
     }
@@ -139,7 +144,8 @@ export class EventLog {
   /** Run ids this node holds events for under a correlation. */
   async runsOf (correlationId: string): Promise<string[]> {
     const out: string[] = []
-    const prefix = `/aap/corr/${encodeURIComponent(correlationId)}`
+    // the trailing slash keeps correlation "task-1" from matching the keys of "task-10"
+    const prefix = `/aap/corr/${encodeURIComponent(correlationId)}/`
     for await (const key of this.ds.queryKeys({ prefix })) {
       out.push(decodeURIComponent(key.baseNamespace()))
     }
