@@ -111,3 +111,13 @@ export const API_MAX_SSE_CLIENTS = 64
 // ---- node -----------------------------------------------------------------------
 export const DEFAULT_DATA_DIR = '.aap-mesh'
 export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'
+
+// ---- runs over the wire (added with protocols/*.md) -------------------------------
+/** A frame that has started must be complete within this, or the stream is closed as truncated. */
+export const FRAME_COMPLETION_TIMEOUT_MS = 5_000
+/** Budget for closing a stream gracefully before it is aborted. */
+export const STREAM_CLOSE_TIMEOUT_MS = 1_000
+/** Error frames carry at most this much message text (the schema's ErrorFrame.message limit). */
+export const ERROR_MESSAGE_MAX_CHARS = 1024
+/** Calls that gave up but still want a late answer (to undo its effect), per stream. */
+export const LATE_ANSWERS_TRACKED_PER_STREAM = 256

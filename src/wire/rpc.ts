@@ -7,38 +7,56 @@
  * long-lived stream per peer and protocol and pipelines calls on it instead of
  * paying a stream negotiation per call. Responders never throw at the caller:
  * every failure is an error frame with a typed code. See protocols/README.md.
+ *
+ * Timeouts, as the caller sees them (all AGENT_NOT_FOUND with
+ * `details.reason = "timeout"` and `details.timeout` naming the limit, since an
+ * agent that does not answer is, for the profile, unavailable):
+ *  - `dial`: connect + protocol negotiation (DIAL_TIMEOUT_MS);
+ *  - `response`: from writing the request to its response frame (FIRST_BYTE_TIMEOUT_MS);
+ *  - `call`: the whole call, dial included (CALL_TIMEOUT_MS).
+ * A responder whose handler overruns HANDLER_TIMEOUT_MS answers TIMEOUT itself.
  */
-import { LengthPrefixedDecoder } from '@libp2p/utils'
 import type { Connection, Libp2p, PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
-/** A decoded frame (a Frame from the decoder). */
-interface Frame { subarray: () => Uint8Array }
 import {
-  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, FIRST_BYTE_TIMEOUT_MS, HANDLER_TIMEOUT_MS,
-  MAX_INBOUND_STREAMS_PER_PROTOCOL, MAX_LENGTH_PREFIX_BYTES, MAX_OUTBOUND_STREAMS_PER_PROTOCOL,
-  MAX_PIPELINED_REQUESTS_PER_STREAM, STREAM_IDLE_TIMEOUT_MS
+  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, FIRST_BYTE_TIMEOUT_MS, FRAME_COMPLETION_TIMEOUT_MS,
+  HANDLER_TIMEOUT_MS, LATE_ANSWERS_TRACKED_PER_STREAM, MAX_INBOUND_STREAMS_PER_PROTOCOL, MAX_LENGTH_PREFIX_BYTES,
+  MAX_OUTBOUND_STREAMS_PER_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
 import {
   AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, isErrorCode, toAapError,
   type ErrorFrame
 } from '../errors.ts'
-import type { Validator } from '../schema/validate.ts'
+import { schema, type Validator } from '../schema/validate.ts'
 
 /** What a responder learns about a call: the authenticated peer, never a payload claim. */
 export interface CallContext {
   /** The Noise-authenticated remote peer. */
   peer: PeerId
+  /** Aborted when the stream closes or the handler overruns its time. */
   signal: AbortSignal
 }
 
 export interface RpcMethod {
   handle: (body: unknown, ctx: CallContext) => Promise<object>
+  /**
+   * Told, once per successful `handle`, whether its answer was handed to the
+   * stream (`delivered`) or not (the stream was gone, or the handler overran
+   * its time and the caller was already told TIMEOUT). A method that creates
+   * state uses it to start work only once the caller has its answer, or to
+   * undo what nobody will ever hear about.
+   */
+  settled?: (result: object, delivered: boolean) => void
 }
 
 /** A method whose request body is checked against its schema before `fn` sees it. */
-export function method<Req> (request: Validator<Req>, fn: (req: Req, ctx: CallContext) => Promise<object>): RpcMethod {
-  return {
-    handle: async (body, ctx) => fn(request.assert(body, 'request body'), ctx)
-  }
+export function method<Req, Res extends object> (
+  request: Validator<Req>,
+  fn: (req: Req, ctx: CallContext) => Promise<Res>,
+  settled?: (result: Res, delivered: boolean) => void
+): RpcMethod {
+  const m: RpcMethod = { handle: async (body, ctx) => fn(request.assert(body, 'request body'), ctx) }
+  if (settled !== undefined) m.settled = (result, delivered) => { settled(result as Res, delivered) }
+  return m
 }
 
 export interface RpcProtocol {
@@ -48,6 +66,8 @@ export interface RpcProtocol {
   maxInboundStreams?: number
   maxOutboundStreams?: number
   handlerTimeoutMs?: number
+  /** A frame that has started must be complete within this (default FRAME_COMPLETION_TIMEOUT_MS). */
+  frameTimeoutMs?: number
 }
 
 export interface CallOptions {
@@ -59,38 +79,111 @@ export interface CallOptions {
   callTimeoutMs?: number
 }
 
+/** Options of `RpcClient.call` that only code in this repository uses. */
+export interface InternalCallOptions extends CallOptions {
+  /**
+   * Called with the body of a success answer that arrives after the call gave
+   * up (timeout or abort), so the caller can clean up what the responder did.
+   */
+  onLateAnswer?: (body: Record<string, unknown>) => void
+}
+
 type Host = Pick<Libp2p, 'handle' | 'unhandle' | 'dialProtocol'>
+
+const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
 
 // ---- framing ------------------------------------------------------------------
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true })
 
-function varint (n: number): Uint8Array {
-  const out: number[] = []
-  while (n >= 0x80) {
-    out.push((n & 0x7f) | 0x80)
-    n = Math.floor(n / 128)
-  }
-  out.push(n)
-  return Uint8Array.from(out)
-}
-
 /** Encode one frame: varint length + JSON. */
 export function encodeFrame (value: unknown): Uint8Array {
-  const body = encoder.encode(JSON.stringify(value))
-  const prefix = varint(body.byteLength)
-  const out = new Uint8Array(prefix.byteLength + body.byteLength)
-  out.set(prefix, 0)
-  out.set(body, prefix.byteLength)
-  return out
+  const json = JSON.stringify(value)
+  // JSON text is at most 3 bytes per UTF-16 unit; write the body after room for the longest prefix
+  const room = MAX_LENGTH_PREFIX_BYTES
+  const buf = new Uint8Array(room + json.length * 3)
+  const { written } = encoder.encodeInto(json, buf.subarray(room))
+  let n = written
+  let prefixLen = 1
+  while (n >= 0x80) { prefixLen++; n = Math.floor(n / 128) }
+  let at = room - prefixLen
+  const start = at
+  n = written
+  while (n >= 0x80) {
+    buf[at++] = (n & 0x7f) | 0x80
+    n = Math.floor(n / 128)
+  }
+  buf[at] = n
+  return buf.subarray(start, room + written)
 }
 
-function parseFrame (data: Frame): unknown {
+/** Why a byte stream stopped making sense as frames. */
+class FramingError extends Error {
+  readonly reason: 'oversized' | 'bad_prefix'
+  constructor (reason: 'oversized' | 'bad_prefix', message: string) {
+    super(message)
+    this.reason = reason
+  }
+}
+
+/**
+ * Splits a byte stream into frames. Checks each length prefix as soon as it
+ * is complete, so an oversized frame is refused before its body is buffered.
+ */
+export class FrameDecoder {
+  private readonly maxFrameBytes: number
+  private pending: Uint8Array = new Uint8Array(0)
+
+  constructor (maxFrameBytes: number) {
+    this.maxFrameBytes = maxFrameBytes
+  }
+
+  /** Bytes of a frame that has started but is not complete. */
+  get buffered (): number {
+    return this.pending.byteLength
+  }
+
+  /** Append bytes; returns every frame they complete. Throws FramingError. */
+  push (chunk: Uint8Array): Uint8Array[] {
+    let buf = chunk
+    if (this.pending.byteLength > 0) {
+      buf = new Uint8Array(this.pending.byteLength + chunk.byteLength)
+      buf.set(this.pending, 0)
+      buf.set(chunk, this.pending.byteLength)
+    }
+    const frames: Uint8Array[] = []
+    let at = 0
+    while (at < buf.byteLength) {
+      // read the varint length
+      let len = 0
+      let shift = 1
+      let i = at
+      let complete = false
+      while (i < buf.byteLength) {
+        const b = buf[i] ?? 0
+        len += (b & 0x7f) * shift
+        i++
+        if ((b & 0x80) === 0) { complete = true; break }
+        shift *= 128
+        if (i - at >= MAX_LENGTH_PREFIX_BYTES) throw new FramingError('bad_prefix', `length prefix longer than ${MAX_LENGTH_PREFIX_BYTES} bytes`)
+      }
+      if (!complete) break
+      if (len > this.maxFrameBytes) throw new FramingError('oversized', `frame of ${len} bytes exceeds ${this.maxFrameBytes} bytes`)
+      if (buf.byteLength - i < len) break
+      frames.push(buf.subarray(i, i + len))
+      at = i + len
+    }
+    this.pending = at === buf.byteLength ? new Uint8Array(0) : buf.slice(at)
+    return frames
+  }
+}
+
+function parseJson (bytes: Uint8Array): unknown {
   try {
-    return JSON.parse(decoder.decode(data.subarray()))
+    return JSON.parse(decoder.decode(bytes))
   } catch (err) {
-    throw new InvalidRequestError('frame is not UTF-8 JSON', undefined, { cause: err })
+    throw new InvalidRequestError('frame is not UTF-8 JSON', { reason: 'not_json' }, { cause: err })
   }
 }
 
@@ -104,34 +197,21 @@ function isFrameId (v: unknown): v is number {
 
 /** Send one frame, waiting for the stream to drain when its buffer is full. */
 async function sendFrame (stream: Stream, value: unknown, signal?: AbortSignal): Promise<void> {
-  if (stream.writeStatus !== 'writable') throw new AgentNotFoundError('stream is closed for writing')
+  if (stream.writeStatus !== 'writable') throw new AgentNotFoundError('stream is closed for writing', { reason: 'closed' })
   if (!stream.send(encodeFrame(value))) {
-    await stream.onDrain({ signal })
+    await stream.onDrain(signal === undefined ? {} : { signal })
   }
 }
 
-/**
- * Feed a stream's bytes through a length-prefixed decoder and hand each frame
- * to `onFrame`. Oversized frames and garbage prefixes abort the stream after
- * `onFatal` has had a chance to send an error frame.
- */
-function readFrames (stream: Stream, maxFrameBytes: number, onFrame: (frame: Frame) => void, onFatal: (err: AapError) => void): void {
-  const lp = new LengthPrefixedDecoder({
-    maxDataLength: maxFrameBytes,
-    maxBufferSize: maxFrameBytes + MAX_LENGTH_PREFIX_BYTES + 16
-  })
-  let failed = false
-  stream.addEventListener('message', (evt: StreamMessageEvent) => {
-    if (failed) return
-    try {
-      for (const frame of lp.decode(evt.data)) onFrame(frame)
-    } catch (err) {
-      failed = true
-      const e = err as Error
-      const tooBig = /length|buffer/i.test(e.message) || e.name === 'InvalidDataLengthError'
-      onFatal(new InvalidRequestError(tooBig ? `frame exceeds ${maxFrameBytes} bytes` : `bad frame: ${e.message}`, { max_frame_bytes: maxFrameBytes }))
-    }
-  })
+function chunkOf (evt: StreamMessageEvent): Uint8Array {
+  const data = evt.data
+  return data instanceof Uint8Array ? data : data.subarray()
+}
+
+function errorFrame (err: AapError): ErrorFrame {
+  const frame = err.toFrame()
+  if (frame.message.length > ERROR_MESSAGE_MAX_CHARS) frame.message = frame.message.slice(0, ERROR_MESSAGE_MAX_CHARS)
+  return frame
 }
 
 // ---- responder ----------------------------------------------------------------
@@ -139,72 +219,146 @@ function readFrames (stream: Stream, maxFrameBytes: number, onFrame: (frame: Fra
 /** Register the protocol's handler. Returns a function that unregisters it. */
 export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promise<void>> {
   const handlerTimeoutMs = spec.handlerTimeoutMs ?? HANDLER_TIMEOUT_MS
+  const frameTimeoutMs = spec.frameTimeoutMs ?? FRAME_COMPLETION_TIMEOUT_MS
   const active = new Set<Stream>()
 
   const onStream = (stream: Stream, connection: Connection): void => {
     active.add(stream)
     const peer = connection.remotePeer
-    let inFlight = 0
+    const frames = new FrameDecoder(spec.maxFrameBytes)
+    /** Controllers of the requests in progress, aborted when the stream closes. */
+    const running = new Set<AbortController>()
+    let remoteEnded = false
+    let finished = false
     let idle: ReturnType<typeof setTimeout> | undefined
-    const closeCtl = new AbortController()
+    let partial: ReturnType<typeof setTimeout> | undefined
 
     const armIdle = (): void => {
       clearTimeout(idle)
-      idle = setTimeout(() => { void stream.close().catch(() => stream.abort(new Error('idle'))) }, STREAM_IDLE_TIMEOUT_MS * 2)
+      idle = setTimeout(() => { void stream.close().catch(() => { stream.abort(new Error('idle')) }) }, STREAM_IDLE_TIMEOUT_MS * 2)
       idle.unref?.()
     }
     armIdle()
 
     stream.addEventListener('close', () => {
+      finished = true
       clearTimeout(idle)
-      closeCtl.abort()
+      clearTimeout(partial)
+      for (const c of running) c.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
+      running.clear()
       active.delete(stream)
     })
 
-    const reply = (value: unknown): void => {
-      sendFrame(stream, value, closeCtl.signal).catch(() => { /* peer went away; nothing to tell */ })
+    /** Resolves true once the frame is handed to the stream. */
+    const reply = async (value: unknown): Promise<boolean> => {
+      try {
+        await sendFrame(stream, value)
+        return true
+      } catch {
+        return false // the peer went away; nothing to tell
+      }
     }
 
-    readFrames(stream, spec.maxFrameBytes, (frame) => {
-      armIdle()
+    /** Framing is lost: say why (no request id can be known), then close. */
+    const fatal = (err: AapError): void => {
+      if (finished) return
+      finished = true
+      clearTimeout(partial)
+      void sendFrame(stream, { id: null, ok: false, error: errorFrame(err) })
+        .then(async () => { await stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }) })
+        .catch(() => { stream.abort(err) })
+    }
+
+    /** Once the caller has closed its side and every answer is out, close ours. */
+    const maybeFinish = (): void => {
+      if (!remoteEnded || running.size > 0 || finished) return
+      finished = true
+      void stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch(() => { stream.abort(new Error('close timed out')) })
+    }
+
+    const handleFrame = (bytes: Uint8Array): void => {
       let envelope: unknown
       try {
-        envelope = parseFrame(frame)
+        envelope = parseJson(bytes)
       } catch (err) {
-        reply({ id: null, ok: false, error: toAapError(err).toFrame() })
+        void reply({ id: null, ok: false, error: errorFrame(toAapError(err)) })
         return
       }
       const id = isRecord(envelope) && isFrameId(envelope.id) ? envelope.id : null
-      if (id === null || !isRecord(envelope) || typeof envelope.type !== 'string' || !isRecord(envelope.body)) {
-        reply({ id, ok: false, error: new InvalidRequestError('request frame must be {id, type, body}').toFrame() })
+      if (id === null || !isRequestEnvelope(envelope)) {
+        void reply({ id, ok: false, error: errorFrame(new InvalidRequestError('request frame must be {id, type, body} with an object body', { reason: 'bad_envelope' })) })
         return
       }
       const m = Object.hasOwn(spec.methods, envelope.type) ? spec.methods[envelope.type] : undefined
       if (m === undefined) {
-        reply({ id, ok: false, error: new InvalidRequestError(`unknown request type "${envelope.type.slice(0, 32)}" on ${spec.protocol}`).toFrame() })
+        void reply({ id, ok: false, error: errorFrame(new InvalidRequestError(`unknown request type "${envelope.type}" on ${spec.protocol}`, { reason: 'unknown_type' })) })
         return
       }
-      inFlight++
-      if (inFlight >= MAX_PIPELINED_REQUESTS_PER_STREAM) stream.pause()
-      const signal = AbortSignal.any([closeCtl.signal, AbortSignal.timeout(handlerTimeoutMs)])
-      const body = envelope.body
-      void (async () => {
-        try {
-          const result = await m.handle(body, { peer, signal })
-          reply({ id, ok: true, body: result })
-        } catch (err) {
-          const e = toAapError(err)
-          reply({ id, ok: false, error: e.code === 'INTERNAL' ? { code: 'INTERNAL', message: 'internal error' } : e.toFrame() })
-        } finally {
-          inFlight--
-          if (inFlight < MAX_PIPELINED_REQUESTS_PER_STREAM) stream.resume()
+      const ctl = new AbortController()
+      running.add(ctl)
+      if (running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM && stream.readStatus === 'readable') stream.pause()
+      let answered = false
+      const done = (): void => {
+        clearTimeout(timer)
+        running.delete(ctl)
+        if (running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && stream.readStatus === 'paused') stream.resume()
+        maybeFinish()
+      }
+      // each answer is handed to the stream (synchronously, in reply) before done() may close it
+      const timer = setTimeout(() => {
+        answered = true
+        ctl.abort(new TimeoutError(`handler exceeded ${handlerTimeoutMs} ms`))
+        void reply({ id, ok: false, error: { code: 'TIMEOUT', message: `${envelope.type} did not finish within ${handlerTimeoutMs} ms`, details: { limit_ms: handlerTimeoutMs } } })
+        done()
+      }, handlerTimeoutMs)
+      m.handle(envelope.body, { peer, signal: ctl.signal }).then(async (result) => {
+        if (answered || ctl.signal.aborted) {
+          m.settled?.(result, false)
+          return
         }
-      })()
-    }, (err) => {
-      // framing is lost: say why, then close the stream
-      void sendFrame(stream, { id: null, ok: false, error: err.toFrame() }, AbortSignal.timeout(1000))
-        .then(async () => { await stream.close({ signal: AbortSignal.timeout(1000) }) })
-        .catch(() => { stream.abort(err) })
+        answered = true
+        const sent = reply({ id, ok: true, body: result })
+        done()
+        m.settled?.(result, await sent)
+      }, (err: unknown) => {
+        if (answered) return
+        answered = true
+        const e = toAapError(err)
+        void reply({ id, ok: false, error: e.code === 'INTERNAL' ? { code: 'INTERNAL', message: 'internal error' } : errorFrame(e) })
+        done()
+      })
+    }
+
+    stream.addEventListener('message', (evt: StreamMessageEvent) => {
+      if (finished) return
+      armIdle()
+      let list: Uint8Array[]
+      try {
+        list = frames.push(chunkOf(evt))
+      } catch (err) {
+        const e = err as FramingError
+        fatal(new InvalidRequestError(e.message, { reason: e.reason, max_frame_bytes: spec.maxFrameBytes }))
+        return
+      }
+      for (const f of list) handleFrame(f)
+      // a frame that has started must finish: a peer that stops mid-frame holds a buffer otherwise
+      if (frames.buffered === 0) {
+        clearTimeout(partial)
+        partial = undefined
+      } else if (partial === undefined) {
+        partial = setTimeout(() => {
+          fatal(new InvalidRequestError(`truncated frame: ${frames.buffered} bytes and no end within ${frameTimeoutMs} ms`, { reason: 'truncated' }))
+        }, frameTimeoutMs)
+      }
+    })
+
+    stream.addEventListener('end', () => {
+      if (frames.buffered > 0) {
+        fatal(new InvalidRequestError(`truncated frame: the stream ended ${frames.buffered} bytes into a frame`, { reason: 'truncated' }))
+        return
+      }
+      remoteEnded = true
+      maybeFinish()
     })
   }
 
@@ -223,52 +377,101 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
 // ---- caller -------------------------------------------------------------------
 
 interface Pending {
+  type: string
   resolve: (body: Record<string, unknown>) => void
   reject: (err: AapError) => void
+  timer: ReturnType<typeof setTimeout>
+  onLateAnswer: ((body: Record<string, unknown>) => void) | undefined
+}
+
+interface RequestOptions {
+  signal: AbortSignal | undefined
+  timeoutMs: number
+  /** Which limit `timeoutMs` is, for the error. */
+  timeout: 'response' | 'call'
+  onLateAnswer: ((body: Record<string, unknown>) => void) | undefined
+}
+
+function errorFromFrame (value: unknown): AapError {
+  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
+    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
+    if (isRecord(value.details)) frame.details = value.details
+    return AapError.fromFrame(frame)
+  }
+  return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
 }
 
 class Session {
   readonly stream: Stream
   readonly pending = new Map<number, Pending>()
+  /** Calls that gave up but want to hear a late success answer. */
+  private readonly abandoned = new Map<number, (body: Record<string, unknown>) => void>()
+  private readonly peerName: string
   private nextId = 1
   closed = false
   lastUsed = Date.now()
 
-  constructor (stream: Stream, maxFrameBytes: number, onClose: () => void) {
+  constructor (stream: Stream, peerName: string, maxFrameBytes: number, onClose: () => void) {
     this.stream = stream
+    this.peerName = peerName
+    const frames = new FrameDecoder(maxFrameBytes)
     stream.addEventListener('close', () => {
       this.closed = true
       onClose()
-      this.failAll(new AgentNotFoundError('stream to agent closed before it answered'))
+      this.failAll(new AgentNotFoundError(`stream to agent ${peerName} closed before it answered`, { reason: 'closed' }))
+      this.abandoned.clear()
     })
-    readFrames(stream, maxFrameBytes, (frame) => {
-      let res: unknown
+    stream.addEventListener('message', (evt: StreamMessageEvent) => {
+      if (this.closed) return
+      let list: Uint8Array[]
       try {
-        res = parseFrame(frame)
-      } catch {
-        this.fatal(new InvalidRequestError('peer sent a frame that is not JSON'))
+        list = frames.push(chunkOf(evt))
+      } catch (err) {
+        this.fatal(new InvalidRequestError(`agent ${peerName} sent a bad frame: ${(err as Error).message}`, { reason: 'bad_response' }))
         return
       }
-      if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
-        this.fatal(new InvalidRequestError('peer sent a malformed response frame'))
-        return
+      for (const f of list) this.onFrame(f)
+    })
+  }
+
+  private onFrame (bytes: Uint8Array): void {
+    let res: unknown
+    try {
+      res = parseJson(bytes)
+    } catch {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a frame that is not JSON`, { reason: 'bad_response' }))
+      return
+    }
+    if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
+      return
+    }
+    if (res.id === null) {
+      // a stream-level error frame: the responder gave up on this stream
+      this.fatal(errorFromFrame(res.error))
+      return
+    }
+    const p = this.pending.get(res.id)
+    if (p === undefined) {
+      const late = this.abandoned.get(res.id)
+      if (late !== undefined) {
+        this.abandoned.delete(res.id)
+        if (res.ok === true && isRecord(res.body)) late(res.body)
       }
-      if (res.id === null) {
-        // a connection-level error frame: the responder gave up on this stream
-        this.fatal(errorFromFrame(res.error))
-        return
-      }
-      const p = this.pending.get(res.id)
-      if (p === undefined) return // late answer to a call that already timed out
-      this.pending.delete(res.id)
-      if (res.ok === true && isRecord(res.body)) p.resolve(res.body)
-      else if (res.ok === false) p.reject(errorFromFrame(res.error))
-      else p.reject(new InvalidRequestError('peer sent a malformed response frame'))
-    }, (err) => { this.fatal(err) })
+      return
+    }
+    this.pending.delete(res.id)
+    clearTimeout(p.timer)
+    if (res.ok === true && isRecord(res.body)) p.resolve(res.body)
+    else if (res.ok === false) p.reject(errorFromFrame(res.error))
+    else p.reject(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
   }
 
   private failAll (err: AapError): void {
-    for (const p of this.pending.values()) p.reject(err)
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer)
+      p.reject(err)
+    }
     this.pending.clear()
   }
 
@@ -278,39 +481,61 @@ class Session {
     this.stream.abort(err)
   }
 
-  async request (type: string, body: object, opts: { signal: AbortSignal, responseTimeoutMs: number }): Promise<Record<string, unknown>> {
-    if (this.closed) throw new AgentNotFoundError('stream to agent is closed')
+  /** Give up on a call; keep listening for its answer if it wants to hear it late. */
+  private abandon (id: number, err: AapError): void {
+    const p = this.pending.get(id)
+    if (p === undefined) return
+    this.pending.delete(id)
+    clearTimeout(p.timer)
+    if (p.onLateAnswer !== undefined) {
+      this.abandoned.set(id, p.onLateAnswer)
+      if (this.abandoned.size > LATE_ANSWERS_TRACKED_PER_STREAM) {
+        const oldest = this.abandoned.keys().next().value
+        if (oldest !== undefined) this.abandoned.delete(oldest)
+      }
+    }
+    p.reject(err)
+  }
+
+  async request (type: string, body: object, opts: RequestOptions): Promise<Record<string, unknown>> {
+    if (this.closed) throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
     const id = this.nextId++
     if (this.nextId > 0xffffffff) this.nextId = 1
     this.lastUsed = Date.now()
     const { promise, resolve, reject } = Promise.withResolvers<Record<string, unknown>>()
-    this.pending.set(id, { resolve, reject })
-    const responseSignal = AbortSignal.any([opts.signal, AbortSignal.timeout(opts.responseTimeoutMs)])
+    const timer = setTimeout(() => {
+      this.abandon(id, new AgentNotFoundError(`agent ${this.peerName} did not answer ${type} within ${opts.timeoutMs} ms`, {
+        reason: 'timeout', timeout: opts.timeout, limit_ms: opts.timeoutMs
+      }))
+    }, opts.timeoutMs)
+    this.pending.set(id, { type, resolve, reject, timer, onLateAnswer: opts.onLateAnswer })
+    const signal = opts.signal
     const onAbort = (): void => {
-      if (this.pending.delete(id)) {
-        reject(new TimeoutError(`no answer to ${type} in time`, { type }, { cause: responseSignal.reason }))
-      }
+      this.abandon(id, new TimeoutError(`${type} to agent ${this.peerName} was aborted by the caller`, { reason: 'aborted' }, { cause: signal?.reason }))
     }
-    responseSignal.addEventListener('abort', onAbort, { once: true })
+    if (signal !== undefined) {
+      if (signal.aborted) onAbort()
+      else signal.addEventListener('abort', onAbort, { once: true })
+    }
     try {
-      await sendFrame(this.stream, { id, type, body }, responseSignal)
+      if (this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+      if (!this.stream.send(encodeFrame({ id, type, body }))) {
+        // the peer is not reading: wait for room, bounded by this call's own timeout
+        await Promise.race([this.stream.onDrain(), promise])
+      }
       return await promise
     } catch (err) {
-      this.pending.delete(id)
-      throw toAapError(err)
+      const p = this.pending.get(id)
+      if (p !== undefined) {
+        clearTimeout(p.timer)
+        this.pending.delete(id)
+      }
+      if (err instanceof AapError) throw err
+      throw new AgentNotFoundError(`stream to agent ${this.peerName} failed: ${(err as Error).message}`, { reason: 'closed' }, { cause: err })
     } finally {
-      responseSignal.removeEventListener('abort', onAbort)
+      signal?.removeEventListener('abort', onAbort)
     }
   }
-}
-
-function errorFromFrame (value: unknown): AapError {
-  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
-    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, 1024) }
-    if (isRecord(value.details)) frame.details = value.details
-    return AapError.fromFrame(frame)
-  }
-  return new InvalidRequestError('peer sent a malformed error frame')
 }
 
 /**
@@ -335,38 +560,60 @@ export class RpcClient {
     this.sweeper.unref?.()
   }
 
-  async call (peer: PeerId, type: string, body: object, opts: CallOptions = {}): Promise<Record<string, unknown>> {
-    const callSignal = AbortSignal.any([
-      ...(opts.signal === undefined ? [] : [opts.signal]),
-      AbortSignal.timeout(opts.callTimeoutMs ?? CALL_TIMEOUT_MS)
-    ])
-    const session = await this.session(peer, AbortSignal.any([callSignal, AbortSignal.timeout(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS)]))
-    return session.request(type, body, { signal: callSignal, responseTimeoutMs: opts.responseTimeoutMs ?? FIRST_BYTE_TIMEOUT_MS })
+  async call (peer: PeerId, type: string, body: object, opts: InternalCallOptions = {}): Promise<Record<string, unknown>> {
+    const started = Date.now()
+    const callTimeoutMs = opts.callTimeoutMs ?? CALL_TIMEOUT_MS
+    const responseTimeoutMs = opts.responseTimeoutMs ?? FIRST_BYTE_TIMEOUT_MS
+    const key = peer.toString()
+    const session = this.pick(key) ?? await this.session(peer, key, opts, callTimeoutMs)
+    const left = callTimeoutMs - (Date.now() - started)
+    if (left <= 0) {
+      throw new AgentNotFoundError(`agent ${key} did not answer ${type} within ${callTimeoutMs} ms`, { reason: 'timeout', timeout: 'call', limit_ms: callTimeoutMs })
+    }
+    const byResponse = responseTimeoutMs <= left
+    return session.request(type, body, {
+      signal: opts.signal,
+      timeoutMs: byResponse ? responseTimeoutMs : left,
+      timeout: byResponse ? 'response' : 'call',
+      onLateAnswer: opts.onLateAnswer
+    })
   }
 
-  private async session (peer: PeerId, signal: AbortSignal): Promise<Session> {
-    const key = peer.toString()
-    const list = (this.sessions.get(key) ?? []).filter(s => !s.closed)
+  /** A usable stream to the peer without waiting, if there is one with room. */
+  private pick (key: string): Session | undefined {
+    const list = this.sessions.get(key)
+    if (list === undefined) return undefined
     let best: Session | undefined
-    for (const s of list) if (best === undefined || s.pending.size < best.pending.size) best = s
+    for (const s of list) if (!s.closed && (best === undefined || s.pending.size < best.pending.size)) best = s
     if (best !== undefined && (best.pending.size < MAX_PIPELINED_REQUESTS_PER_STREAM || list.length >= this.maxStreams)) return best
+    return undefined
+  }
+
+  private async session (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number): Promise<Session> {
     const inProgress = this.opening.get(key)
     if (inProgress !== undefined) return inProgress
-    const opening = this.open(peer, key, signal).finally(() => { this.opening.delete(key) })
+    const dialTimeoutMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, callTimeoutMs)
+    const timeout = dialTimeoutMs < callTimeoutMs ? 'dial' : 'call'
+    const opening = this.open(peer, key, opts.signal, dialTimeoutMs, timeout).finally(() => { this.opening.delete(key) })
     this.opening.set(key, opening)
     return opening
   }
 
-  private async open (peer: PeerId, key: string, signal: AbortSignal): Promise<Session> {
+  private async open (peer: PeerId, key: string, callerSignal: AbortSignal | undefined, dialTimeoutMs: number, timeout: 'dial' | 'call'): Promise<Session> {
+    const timer = AbortSignal.timeout(dialTimeoutMs)
+    const signal = callerSignal === undefined ? timer : AbortSignal.any([callerSignal, timer])
     let stream: Stream
     try {
       stream = await this.host.dialProtocol(peer, this.protocol, { signal })
     } catch (err) {
       const e = err as Error
-      if (signal.aborted) throw new AgentNotFoundError(`agent ${key} did not answer the dial in time`, { reason: 'timeout' }, { cause: err })
+      if (timer.aborted) {
+        throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${dialTimeoutMs} ms`, { reason: 'timeout', timeout, limit_ms: dialTimeoutMs }, { cause: err })
+      }
+      if (callerSignal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
       throw new AgentNotFoundError(`agent ${key} is unreachable on ${this.protocol}: ${e.message}`, { reason: 'unreachable' }, { cause: err })
     }
-    const session = new Session(stream, this.maxFrameBytes, () => {
+    const session = new Session(stream, key, this.maxFrameBytes, () => {
       const l = this.sessions.get(key)
       if (l === undefined) return
       const rest = l.filter(s => s !== session)
