@@ -13,16 +13,15 @@ import type { PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import {
   CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, HANDOFF_MAX_FRAME_BYTES,
-  HANDOFF_PROTOCOL, MAX_CONCURRENT_INBOUND_RUNS, RUN_INPUT_MAX_BYTES
+  HANDOFF_PROTOCOL, MAX_CONCURRENT_INBOUND_RUNS, REASON_MAX_CHARS, RUN_INPUT_MAX_BYTES
 } from '../constants.ts'
 import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import {
   AapError, AgentNotFoundError, CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError,
-  RunNotFoundError, toAapError
+  RunNotFoundError, UnauthorizedError, toAapError
 } from '../errors.ts'
 import { eventHash, executorOfRun, signEvent } from '../events/log.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
-import { canonicalJson } from '../identity/signing.ts'
 import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve, type CallContext, type CallOptions } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -88,7 +87,14 @@ export interface RunContext {
 export type RunHandler = (ctx: RunContext) => Promise<Record<string, unknown> | undefined | void>
 
 /** Decide whether to accept a delegation; return a reason string to refuse. */
-export type DelegationPolicy = (req: { from: string, task_id: string, capability: CapabilityRef, input: Record<string, unknown> }) => string | undefined | Promise<string | undefined>
+export type DelegationPolicy = (req: {
+  from: string
+  task_id: string
+  capability: CapabilityRef
+  input: Record<string, unknown>
+  /** Aborted when the caller goes away or the request overruns its time. */
+  signal: AbortSignal
+}) => string | undefined | Promise<string | undefined>
 
 export type RunEventListener = (event: AgentEvent, run: Run) => void
 
@@ -100,6 +106,8 @@ export interface RunsInit {
   resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
   /** This node's own card, for the capability check on inbound work. */
   ownCard: () => AgentCard | undefined
+  /** Runs (running or blocked) this node executes at once before it refuses more (default MAX_CONCURRENT_INBOUND_RUNS). */
+  maxConcurrentInboundRuns?: number
 }
 
 const isWireDelegate = schema<WireDelegate>('aap:runs#/definitions/DelegateRequest')
@@ -122,6 +130,14 @@ interface Active {
   handlerRunning: boolean
 }
 
+/** A run created by an inbound request whose handler starts once the answer is out. */
+interface PendingStart {
+  input: Record<string, unknown>
+  handoff: RunContext['handedOff']
+  /** The delegator can still learn the handle (it set an idempotency key), so an undelivered answer is not fatal. */
+  recoverable: boolean
+}
+
 function newRunId (agentId: string): string {
   return `${agentId}:${randomBytes(12).toString('hex')}`
 }
@@ -131,7 +147,8 @@ function nowIso (): string {
 }
 
 function assertInputSize (input: Record<string, unknown>, what: string): void {
-  const size = Buffer.byteLength(canonicalJson(input))
+  // JSON.stringify has the same length as the canonical form (only key order differs) and is much cheaper
+  const size = Buffer.byteLength(JSON.stringify(input))
   if (size > RUN_INPUT_MAX_BYTES) throw new InvalidRequestError(`${what} is ${size} bytes, over ${RUN_INPUT_MAX_BYTES}`, { reason: 'oversized' })
 }
 
@@ -150,6 +167,8 @@ export class Runs {
   private readonly controlClient: RpcClient
   private readonly handoffClient: RpcClient
   private readonly unserve: Array<() => Promise<void>> = []
+  private readonly pendingStart = new Map<string, PendingStart>()
+  private readonly maxInbound: number
   private policy?: DelegationPolicy
   private inboundActive = 0
 
@@ -160,6 +179,7 @@ export class Runs {
     this.store = new RunStore(init.datastore)
     this.resolveCard = init.resolveCard
     this.ownCard = init.ownCard
+    this.maxInbound = init.maxConcurrentInboundRuns ?? MAX_CONCURRENT_INBOUND_RUNS
     this.delegateClient = new RpcClient(init.host, { protocol: DELEGATE_PROTOCOL, maxFrameBytes: DELEGATE_MAX_FRAME_BYTES })
     this.controlClient = new RpcClient(init.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES })
     this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES })
@@ -172,7 +192,10 @@ export class Runs {
     this.unserve.push(await serve(this.host, {
       protocol: DELEGATE_PROTOCOL,
       maxFrameBytes: DELEGATE_MAX_FRAME_BYTES,
-      methods: { delegate: method(isWireDelegate, async (req, ctx) => ({ run: await this.acceptDelegation(req, ctx) })) }
+      methods: {
+        delegate: method(isWireDelegate, async (req, ctx) => ({ run: await this.acceptDelegation(req, ctx) }),
+          (res, delivered) => { this.answered(res.run.run_id, delivered) })
+      }
     }))
     this.unserve.push(await serve(this.host, {
       protocol: CONTROL_PROTOCOL,
@@ -192,18 +215,22 @@ export class Runs {
     this.unserve.push(await serve(this.host, {
       protocol: HANDOFF_PROTOCOL,
       maxFrameBytes: HANDOFF_MAX_FRAME_BYTES,
-      methods: { handoff: method(isWireHandoff, async (req, ctx) => ({ run: await this.acceptHandoff(req, ctx) })) }
+      methods: {
+        handoff: method(isWireHandoff, async (req, ctx) => ({ run: await this.acceptHandoff(req, ctx) }),
+          (res, delivered) => { this.answered(res.run.run_id, delivered) })
+      }
     }))
   }
 
   async stop (): Promise<void> {
     for (const u of this.unserve.splice(0)) await u()
     for (const a of this.active.values()) a.abort.abort(new Error('node stopping'))
-    // let in-flight commits finish so nothing acknowledged is half-written
-    await Promise.allSettled([...this.locks.values()])
+    // outgoing calls end now (a handoff in progress holds its run's lock while it waits on the receiver)
     this.delegateClient.close()
     this.controlClient.close()
     this.handoffClient.close()
+    // let in-flight commits finish so nothing acknowledged is half-written
+    await Promise.allSettled([...this.locks.values()])
   }
 
   /**
@@ -267,10 +294,29 @@ export class Runs {
     if (!supports(card, req.capability)) {
       throw new CapabilityNotSupportedError(`agent ${req.to_agent} does not declare ${capabilityString(req.capability)}`, { capability: req.capability })
     }
-    const res = await this.delegateClient.call(peer, 'delegate', body, opts)
+    const res = await this.delegateClient.call(peer, 'delegate', body, {
+      ...opts,
+      onLateAnswer: (late) => { void this.lateDelegation(late, body).catch(() => {}) }
+    })
     const run = this.checkRunResponse(res, req.to_agent)
     await this.store.putOutgoing(run)
     return run
+  }
+
+  /**
+   * The executor created a run, but its handle came after this delegate gave
+   * up. Without an idempotency key the caller cannot learn about it again, so
+   * the run is canceled (the executor emits run.failed); with one, a retry
+   * returns it, so it is only recorded.
+   */
+  private async lateDelegation (late: Record<string, unknown>, body: WireDelegate): Promise<void> {
+    const run = this.checkRunResponse(late, body.to_agent)
+    if (run.delegator !== this.agentId || run.correlation_id !== body.task_id) return
+    if (body.idempotency_key !== undefined) {
+      await this.noteOutgoing(run)
+      return
+    }
+    await this.cancel(run.run_id, 'the delegator stopped waiting for the run handle before it arrived')
   }
 
   /** `agent.block`: the executor blocks its own run; the delegator blocks a run it delegated. */
@@ -301,7 +347,7 @@ export class Runs {
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
     const body = { run_id: runId, to_agent: toAgent, context }
     isControlHandoff.assert(body, 'handoff request')
-    if (this.isLocal(runId)) return this.handoffLocal(runId, toAgent, context, { role: 'executor' })
+    if (this.isLocal(runId)) return this.handoffLocal(runId, toAgent, context, { role: 'executor' }, opts)
     return this.remoteControl(runId, 'handoff', body, opts)
   }
 
@@ -387,53 +433,96 @@ export class Runs {
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
     assertInputSize(req.input, 'input')
     this.checkCapability(req.capability)
-    if (req.idempotency_key !== undefined) {
-      const existing = await this.store.idempotent(from, req.idempotency_key)
-      if (existing !== undefined) {
-        const run = await this.store.get(existing)
-        if (run !== undefined) return this.active.get(run.run_id)?.run ?? run
+    const key = req.idempotency_key
+    if (key === undefined) return this.acceptNew(req, from, ctx.signal)
+    // retries of one key are serialised, so two of them never create two runs
+    return this.withLock(`idem:${from}:${key}`, async () => {
+      const existing = await this.store.idempotent(from, key)
+      const run = existing === undefined ? undefined : this.active.get(existing)?.run ?? await this.store.get(existing)
+      if (run === undefined) return this.acceptNew(req, from, ctx.signal)
+      if (run.correlation_id !== req.task_id || capabilityString(run.capability) !== capabilityString(req.capability) || run.parent_run !== req.parent_run) {
+        throw new InvalidRequestError('this idempotency_key was used for a different delegation', { reason: 'idempotency_conflict', run_id: run.run_id })
       }
+      return run
+    })
+  }
+
+  private async acceptNew (req: WireDelegate, from: string, signal: AbortSignal): Promise<Run> {
+    this.reserveSlot()
+    let created: Run
+    try {
+      await this.askPolicy(from, req.task_id, req.capability, req.input, signal)
+      const now = nowIso()
+      const run: Run = {
+        run_id: newRunId(this.agentId),
+        agent_id: this.agentId,
+        correlation_id: req.task_id,
+        state: 'running',
+        created_at: now,
+        updated_at: now,
+        capability: req.capability,
+        delegator: from,
+        authorized: req.authorized ?? [],
+        parent_run: req.parent_run,
+        handoff_from: null,
+        handoff_to: null,
+        checkpoint_id: null,
+        block_reason: null,
+        output: null,
+        failure: null,
+        last_seq: 0
+      }
+      created = await this.create(run, {
+        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input
+      }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
+    } catch (err) {
+      this.inboundActive--
+      throw err
     }
-    await this.checkPolicy(from, req.task_id, req.capability, req.input)
-    const now = nowIso()
-    const run: Run = {
-      run_id: newRunId(this.agentId),
-      agent_id: this.agentId,
-      correlation_id: req.task_id,
-      state: 'running',
-      created_at: now,
-      updated_at: now,
-      capability: req.capability,
-      delegator: from,
-      authorized: req.authorized ?? [],
-      parent_run: req.parent_run,
-      handoff_from: null,
-      handoff_to: null,
-      checkpoint_id: null,
-      block_reason: null,
-      output: null,
-      failure: null,
-      last_seq: 0
-    }
-    const created = await this.create(run, {
-      delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input
-    }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
-    this.dispatch(created.run_id, req.input, null, null)
+    this.pendingStart.set(created.run_id, { input: req.input, handoff: null, recoverable: req.idempotency_key !== undefined })
     return created
+  }
+
+  /**
+   * The answer that carries a new run's handle was handed to the stream, or
+   * could not be. The handler starts only once the delegator has the handle;
+   * a handle that never reached anyone fails the run (run.failed), since no
+   * one could ever resume, cancel or even find it.
+   */
+  private answered (runId: string, delivered: boolean): void {
+    const p = this.pendingStart.get(runId)
+    if (p === undefined) return // an idempotent retry: the run was started by the first request
+    this.pendingStart.delete(runId)
+    if (delivered || p.recoverable) {
+      this.dispatch(runId, p.input, p.handoff, null)
+      return
+    }
+    void this.apply(runId, { type: 'fail', code: 'HANDLE_UNDELIVERED', message: 'the run was created but its handle could not be delivered to the caller' }, { role: 'executor' })
+      .catch(() => {})
   }
 
   private async acceptHandoff (req: WireHandoff, ctx: CallContext): Promise<Run> {
     const from = ctx.peer.toString()
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
-    // only the old run's executor or its delegator may transfer it
-    if (from !== executorOfRun(req.from_run.run_id) && from !== req.delegator) {
-      throw new DelegationRefusedError('a handoff must come from the executor or the delegator of the run it transfers')
+    // the executor of the old run sends the handoff (also when its delegator asked for it), and the
+    // run id names that executor: so the lineage a new run records is never a third party's claim
+    if (from !== executorOfRun(req.from_run.run_id) || req.from_run.agent_id !== from) {
+      throw new UnauthorizedError('a handoff must come from the executor of the run it transfers', { reason: 'not_executor' })
     }
-    if (req.from_run.agent_id !== executorOfRun(req.from_run.run_id)) throw new InvalidRequestError('from_run names the wrong agent')
     assertInputSize(req.input, 'input')
     assertInputSize(req.context, 'context')
     this.checkCapability(req.capability)
-    await this.checkPolicy(from, req.task_id, req.capability, req.input)
+    this.reserveSlot()
+    try {
+      await this.askPolicy(from, req.task_id, req.capability, req.input, ctx.signal)
+      return await this.createHandoff(req, from)
+    } catch (err) {
+      this.inboundActive--
+      throw err
+    }
+  }
+
+  private async createHandoff (req: WireHandoff, from: string): Promise<Run> {
     const now = nowIso()
     const run: Run = {
       run_id: newRunId(this.agentId),
@@ -457,7 +546,7 @@ export class Runs {
     const created = await this.create(run, {
       delegator: req.delegator, capability: req.capability, parent_run: req.parent_run, handoff_from: req.from_run, handoff_by: from, context: req.context
     }, undefined)
-    this.dispatch(created.run_id, req.input, { from: req.from_run, context: req.context }, null)
+    this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false })
     return created
   }
 
@@ -468,12 +557,18 @@ export class Runs {
     }
   }
 
-  private async checkPolicy (from: string, taskId: string, capability: CapabilityRef, input: Record<string, unknown>): Promise<void> {
-    if (this.inboundActive >= MAX_CONCURRENT_INBOUND_RUNS) {
-      throw new DelegationRefusedError(`agent is at its limit of ${MAX_CONCURRENT_INBOUND_RUNS} concurrent runs`, { reason: 'capacity' })
+  /** Take one of the node's run slots now (released when the run ends or is never created). */
+  private reserveSlot (): void {
+    if (this.inboundActive >= this.maxInbound) {
+      throw new DelegationRefusedError(`agent is at its limit of ${this.maxInbound} concurrent runs`, { reason: 'capacity', limit: this.maxInbound })
     }
-    const refusal = await this.policy?.({ from, task_id: taskId, capability, input })
-    if (refusal !== undefined) throw new DelegationRefusedError(refusal, { reason: 'policy' })
+    this.inboundActive++
+  }
+
+  private async askPolicy (from: string, taskId: string, capability: CapabilityRef, input: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+    if (this.policy === undefined) return
+    const refusal = await this.policy({ from, task_id: taskId, capability, input, signal })
+    if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
   }
 
   /** Store a new run with its run.started event, durable before it is returned. */
@@ -489,13 +584,7 @@ export class Runs {
       executor: this.agentId
     })
     const stored: Run = { ...run, last_seq: 1 }
-    this.inboundActive++
-    try {
-      await this.store.commit(stored, event, idem)
-    } catch (err) {
-      this.inboundActive--
-      throw err
-    }
+    await this.store.commit(stored, event, idem)
     this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false })
     this.emit(event, stored)
     return stored
@@ -507,7 +596,12 @@ export class Runs {
    * change is announced.
    */
   private async apply (runId: string, command: RunCommand, actor: Actor): Promise<Run> {
-    return this.withLock(runId, async () => {
+    return this.withLock(runId, async () => this.applyLocked(runId, command, actor))
+  }
+
+  /** `apply` for a caller that already holds the run's lock. */
+  private async applyLocked (runId: string, command: RunCommand, actor: Actor): Promise<Run> {
+    {
       const a = this.active.get(runId)
       const run = a?.run ?? await this.localRun(runId)
       const now = nowIso()
@@ -530,7 +624,7 @@ export class Runs {
       this.settle(runId, a, next, event, command)
       this.emit(event, next)
       return next
-    })
+    }
   }
 
   private settle (runId: string, a: Active | undefined, next: Run, event: AgentEvent, command: RunCommand): void {
@@ -548,7 +642,7 @@ export class Runs {
         w(resolution)
       } else if (!a.handlerRunning) {
         // blocked across a restart: the handler starts again with the resolution
-        this.dispatch(runId, {}, null, { checkpoint_id: next.checkpoint_id, resolution })
+        void this.dispatchRestored(runId, next, resolution).catch(() => {})
       }
       resumed?.resolve(resolution)
     }
@@ -578,34 +672,50 @@ export class Runs {
     }
   }
 
-  private async handoffLocal (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor): Promise<Run> {
-    const old = await this.localRun(runId)
-    // check first, so a terminal run or a stranger's request never reaches the receiver
-    const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, nowIso())
-    if (!dry.ok) throw dry.error
-    if (toAgent === this.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
-    const card = await this.resolveCard(toAgent)
-    if (!supports(card, old.capability)) {
-      throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
-    }
+  /**
+   * Hand a run this node executes to another agent. The run's lock is held
+   * from the check to the transition, so two handoffs of one run never both
+   * reach a receiver.
+   */
+  private async handoffLocal (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
+    return this.withLock(runId, async () => {
+      const old = await this.localRun(runId)
+      // check first, so a terminal run or a stranger's request never reaches the receiver
+      const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, nowIso())
+      if (!dry.ok) throw dry.error
+      if (toAgent === this.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
+      const card = await this.resolveCard(toAgent, opts.signal === undefined ? {} : { signal: opts.signal })
+      if (!supports(card, old.capability)) {
+        throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
+      }
+      const started = await this.store.log.get(runId, 1)
+      const input = (started?.payload.input ?? {}) as Record<string, unknown>
+      const body: WireHandoff = {
+        to_agent: toAgent,
+        from_run: { run_id: old.run_id, agent_id: old.agent_id },
+        task_id: old.correlation_id,
+        capability: old.capability,
+        input,
+        context,
+        delegator: old.delegator,
+        authorized: old.authorized,
+        parent_run: old.parent_run
+      }
+      const res = await this.handoffClient.call(peerIdOfAgent(toAgent), 'handoff', body, opts)
+      const created = this.checkRunResponse(res, toAgent)
+      if (created.correlation_id !== old.correlation_id) throw new InvalidRequestError('receiver changed the correlation_id')
+      await this.applyLocked(runId, { type: 'handoff', to: { run_id: created.run_id, agent_id: toAgent } }, actor)
+      return created
+    })
+  }
+
+  /** A run that was blocked when the node restarted is resumed: its handler starts again, from its stored input. */
+  private async dispatchRestored (runId: string, run: Run, resolution: Record<string, unknown>): Promise<void> {
     const started = await this.store.log.get(runId, 1)
-    const input = (started?.payload.input ?? {}) as Record<string, unknown>
-    const body: WireHandoff = {
-      to_agent: toAgent,
-      from_run: { run_id: old.run_id, agent_id: old.agent_id },
-      task_id: old.correlation_id,
-      capability: old.capability,
-      input,
-      context,
-      delegator: old.delegator,
-      authorized: old.authorized,
-      parent_run: old.parent_run
-    }
-    const res = await this.handoffClient.call(peerIdOfAgent(toAgent), 'handoff', body)
-    const created = this.checkRunResponse(res, toAgent)
-    if (created.correlation_id !== old.correlation_id) throw new InvalidRequestError('receiver changed the correlation_id')
-    await this.apply(runId, { type: 'handoff', to: { run_id: created.run_id, agent_id: toAgent } }, actor)
-    return created
+    const payload = started?.payload ?? {}
+    const input = (payload.input ?? {}) as Record<string, unknown>
+    const handoff = run.handoff_from === null ? null : { from: run.handoff_from, context: (payload.context ?? {}) as Record<string, unknown> }
+    this.dispatch(runId, input, handoff, { checkpoint_id: run.checkpoint_id, resolution })
   }
 
   /** Run the capability's handler for a run, outside the caller's request. */
