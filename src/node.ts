@@ -33,6 +33,8 @@ export interface MeshNodeOptions {
   memoryLatencyMs?: number
   /** The card to publish at start. */
   card?: CardDraft
+  /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
+  maxConcurrentInboundRuns?: number
 }
 
 export class MeshNode {
@@ -105,7 +107,8 @@ export class MeshNode {
       privateKey: this.key,
       datastore: this.datastore,
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
-      ownCard: () => discovery.card
+      ownCard: () => discovery.card,
+      ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
     })
     await this._host.start()
     await this._discovery.start()
