@@ -303,7 +303,8 @@ export class Discovery {
   /**
    * One agent's verified card: cache, then the agent itself, then the DHT.
    * AGENT_NOT_FOUND when none of them yields a valid card; its details name
-   * why each source failed (`peer_error`, `dht_error`: error codes). A card
+   * why each source failed (`peer_error`, `dht_error`: error codes, and
+   * `peer_reason` when the peer's error gave one). A card
    * older (lower seq) than one already verified and unexpired is never
    * returned: the newer one is, so a replayed record cannot roll an agent back.
    */
@@ -322,8 +323,9 @@ export class Discovery {
     } catch (err) {
       peerError = toAapError(err)
     }
+    const peerDetails = { peer_error: peerError.code, ...(typeof peerError.details?.reason === 'string' ? { peer_reason: peerError.details.reason } : {}) }
     if (signal.aborted) {
-      throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { agent_id: agentId, reason: 'timeout', peer_error: peerError.code }, { cause: peerError })
+      throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { agent_id: agentId, reason: 'timeout', ...peerDetails }, { cause: peerError })
     }
     try {
       this.stats.dhtFallbacks++
@@ -331,7 +333,7 @@ export class Discovery {
     } catch (err) {
       const dhtError = toAapError(err)
       throw new AgentNotFoundError(`agent ${agentId} not found: ${peerError.message}; DHT: ${dhtError.message}`, {
-        agent_id: agentId, peer_error: peerError.code, dht_error: dhtError.code
+        agent_id: agentId, ...peerDetails, dht_error: dhtError.code
       }, { cause: peerError })
     }
   }
