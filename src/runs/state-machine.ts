@@ -14,6 +14,21 @@
  *   complete / handoff ─► completed        fail / cancel ─► failed
  *
  * completed and failed are terminal: every command on them is INVALID_TRANSITION.
+ *
+ * Checks run in one order for every command: a terminal run refuses
+ * everything (INVALID_TRANSITION); then the actor must be one the command
+ * allows (UNAUTHORIZED), except that the executor resuming its own run is
+ * INVALID_TRANSITION, as the profile words it; then the state must allow the
+ * command (INVALID_TRANSITION).
+ *
+ *   command   allowed actors                  from states        to
+ *   progress  executor                        running            running
+ *   block     executor, delegator, authorized running            blocked (needs checkpoint_id)
+ *   resume    delegator, authorized           blocked            running
+ *   complete  executor                        running            completed
+ *   fail      executor                        running, blocked   failed
+ *   cancel    delegator, authorized           running, blocked   failed (code CANCELED)
+ *   handoff   executor, delegator, authorized running, blocked   completed (handoff_to set)
  */
 import { AapError, InvalidTransitionError, UnauthorizedError } from '../errors.ts'
 import { isTerminal, type Actor, type Run, type RunCommand, type TransitionResult } from './types.ts'
@@ -70,10 +85,10 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
       }
     }
     case 'resume': {
-      if (run.state !== 'blocked') return refuse(run, command, 'only a blocked run can resume')
-      // the profile: a blocked run MUST NOT resume itself
+      // the profile: a blocked run MUST NOT resume itself (a transition error, not a matter of rights)
       if (isExecutor(actor)) return refuse(run, command, 'a blocked run must not resume itself; its delegator resumes it')
       if (!isOwner(actor)) return unauthorized(run, command, actor)
+      if (run.state !== 'blocked') return refuse(run, command, 'only a blocked run can resume')
       return {
         ok: true,
         result: {
