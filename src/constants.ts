@@ -121,3 +121,42 @@ export const STREAM_CLOSE_TIMEOUT_MS = 1_000
 export const ERROR_MESSAGE_MAX_CHARS = 1024
 /** Calls that gave up but still want a late answer (to undo its effect), per stream. */
 export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
+
+// ---- correlated events: gossip, sync, subscriptions (see protocols/events.md) --------
+/**
+ * gossipsub charges each topic a peer subscribes to its length plus about 1 KiB,
+ * so GOSSIP_MAX_TOPIC_BYTES_PER_PEER (512 KiB) lets a peer hold roughly 500 topics:
+ * above MAX_CORRELATION_TOPICS (256) of the longest correlation id, with room for
+ * a few others. test/events-topics.test.ts keeps the two in step.
+ */
+export const GOSSIP_TOPIC_OVERHEAD_BYTES = 1024
+/** A sync response frame carries at most this many bytes of events (below EVENTS_SYNC_MAX_FRAME_BYTES). */
+export const SYNC_MAX_RESPONSE_BYTES = EVENTS_SYNC_MAX_FRAME_BYTES - 64 * 1024
+/** One sync (all its pages) must finish within this, however the responder paces its pages. */
+export const SYNC_TOTAL_TIMEOUT_MS = 30_000
+/** Pages one sync call follows before it gives up on a responder that never says `more: false`. */
+export const SYNC_MAX_PAGES = 512
+/** Syncs (dials included) a node runs at once for all its correlations. */
+export const SYNC_CONCURRENCY = 16
+/** Runs a node tracks under one correlation; events of further runs are ignored. */
+export const EVENTS_MAX_RUNS_PER_CORRELATION = 1024
+/** Events a node stores for one run it does not execute; later ones are ignored. */
+export const EVENTS_MAX_EVENTS_PER_RUN = 65_536
+/** Agents a subscription dials and syncs from under one correlation. */
+export const EVENTS_MAX_PARTICIPANTS = 64
+/** A tracked correlation with a running or blocked run re-syncs its tails after this, doubling ... */
+export const EVENTS_TAIL_SYNC_MIN_MS = 500
+/** ... up to this; any new event of the correlation resets it to the minimum. */
+export const EVENTS_TAIL_SYNC_MAX_MS = 30_000
+/** replay(): rounds of "sync what is known, learn new runs and participants" before it stops. */
+export const REPLAY_MAX_ROUNDS = 8
+/** replay(): the whole collection, all rounds. */
+export const REPLAY_TIMEOUT_MS = 20_000
+/**
+ * Peer score of the correlation topics: only P4 (invalid messages) is on, the
+ * delivery-rate terms are off because run events are sparse. Three rejected
+ * messages give 3^2 * -10 = -90, under gossipsub's graylist threshold (-80).
+ */
+export const EVENTS_SCORE_INVALID_WEIGHT = -10
+/** Kept per decay interval (1 s): a counter of 3 falls under the graylist line after about 1.2 s, 10 after about 25 s. */
+export const EVENTS_SCORE_INVALID_DECAY = 0.95
