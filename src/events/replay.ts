@@ -1,0 +1,291 @@
+/**
+ * Audit replay of a correlation: from verified per-run logs to the whole
+ * lifecycle of a task across its runs. Pure functions, no I/O: the same logs
+ * always give the same replay.
+ *
+ * Runs are ordered by lineage, not by clock: a run comes after the run that
+ * handed off to it or delegated it (parent_run), siblings by their start
+ * time, then id. Within a run, events go by seq. Each event maps to one
+ * logical transition; a block carries its checkpoint_id, the resume that
+ * ends it names the same checkpoint and carries the resolution, and a
+ * handoff (the old run's handoff completion plus the new run's start) is one
+ * transition.
+ */
+import type { CapabilityRef } from '../card/card.ts'
+import type { AgentEvent, HandoffLink, RunState } from '../runs/types.ts'
+
+export type Transition =
+  | { kind: 'delegate', run_id: string, by: string | null, to: string, capability: CapabilityRef | null, parent_run: string | null, seq: number, at: string }
+  | { kind: 'progress', run_id: string, payload: Record<string, unknown>, seq: number, at: string }
+  | { kind: 'block', run_id: string, checkpoint_id: string | null, reason: string | null, by: string | null, seq: number, at: string }
+  | { kind: 'resume', run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string | null, blocked_seq: number | null, seq: number, at: string }
+  | { kind: 'handoff', run_id: string, from: HandoffLink, to: HandoffLink, by: string | null, seq: number, at: string }
+  | { kind: 'complete', run_id: string, output: Record<string, unknown> | null, seq: number, at: string }
+  | { kind: 'fail', run_id: string, failure: Record<string, unknown> | null, seq: number, at: string }
+
+/** A checkpoint seen from both sides: the block that raised it and the resume that resolved it. */
+export interface CheckpointRecord {
+  run_id: string
+  checkpoint_id: string | null
+  reason: string | null
+  blocked_seq: number
+  blocked_at: string
+  blocked_by: string | null
+  /** null while the run is still blocked on it (or ended without a resume). */
+  resumed_seq: number | null
+  resumed_at: string | null
+  resolved_by: string | null
+  resolution: Record<string, unknown> | null
+}
+
+export interface ReplayRun {
+  run_id: string
+  executor: string
+  delegator: string | null
+  capability: CapabilityRef | null
+  parent_run: string | null
+  handoff_from: HandoffLink | null
+  handoff_to: HandoffLink | null
+  /** How the run began. */
+  started_by: 'delegate' | 'handoff'
+  /** Lineage depth: 0 for a root, +1 per handoff or sub-delegation. */
+  depth: number
+  /** Set when the run names a predecessor or parent this replay does not hold. */
+  orphan: boolean
+  /** State after its last event. */
+  state: RunState
+  /** True when the log ends in a terminal event. */
+  complete: boolean
+  events: AgentEvent[]
+}
+
+export interface CorrelationReplay {
+  correlation_id: string
+  runs: ReplayRun[]
+  /** Every event of every run, runs in lineage order, each run by seq. */
+  events: AgentEvent[]
+  transitions: Transition[]
+  checkpoints: CheckpointRecord[]
+}
+
+// ---- payload readers: the payloads are executor-signed but free-form ------------------
+
+function rec (v: unknown): Record<string, unknown> | null {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Record<string, unknown> : null
+}
+
+function str (v: unknown): string | null {
+  return typeof v === 'string' ? v : null
+}
+
+function link (v: unknown): HandoffLink | null {
+  const r = rec(v)
+  const runId = str(r?.run_id)
+  const agentId = str(r?.agent_id)
+  return runId !== null && agentId !== null ? { run_id: runId, agent_id: agentId } : null
+}
+
+function capability (v: unknown): CapabilityRef | null {
+  const r = rec(v)
+  const id = str(r?.capability_id)
+  const version = str(r?.version)
+  return id !== null && version !== null ? { capability_id: id, version } : null
+}
+
+export function isResumeEvent (e: AgentEvent): boolean {
+  return e.type === 'run.progress' && e.payload.transition === 'resume'
+}
+
+export function isHandoffEvent (e: AgentEvent): boolean {
+  return e.type === 'run.completed' && e.payload.transition === 'handoff'
+}
+
+/** The run that continues `e`'s run after a handoff, if `e` is a handoff completion. */
+export function handoffTarget (e: AgentEvent): HandoffLink | null {
+  return isHandoffEvent(e) ? link(e.payload.handoff_to) : null
+}
+
+/** The state a run is in after `e`. */
+export function stateAfter (e: AgentEvent): RunState {
+  switch (e.type) {
+    case 'run.started': return 'running'
+    case 'run.progress': return 'running'
+    case 'run.blocked': return 'blocked'
+    case 'run.completed': return 'completed'
+    case 'run.failed': return 'failed'
+  }
+}
+
+/** Agents an event names as taking part: delegator, whoever handed off, the handoff target. */
+export function participantsOf (e: AgentEvent): string[] {
+  const out = new Set<string>([e.executor])
+  if (e.type === 'run.started') {
+    for (const k of ['delegator', 'handoff_by']) {
+      const v = str(e.payload[k])
+      if (v !== null) out.add(v)
+    }
+    const from = link(e.payload.handoff_from)
+    if (from !== null) out.add(from.agent_id)
+  }
+  const to = handoffTarget(e)
+  if (to !== null) out.add(to.agent_id)
+  return [...out]
+}
+
+/** Runs an event links to: the predecessor or parent named by a start, the target of a handoff. */
+export function linkedRunsOf (e: AgentEvent): HandoffLink[] {
+  const out: HandoffLink[] = []
+  if (e.type === 'run.started') {
+    const from = link(e.payload.handoff_from)
+    if (from !== null) out.push(from)
+  }
+  const to = handoffTarget(e)
+  if (to !== null) out.push(to)
+  return out
+}
+
+// ---- the replay ----------------------------------------------------------------------
+
+function describeRun (runId: string, events: AgentEvent[]): Omit<ReplayRun, 'depth' | 'orphan'> {
+  const first = events[0]
+  const last = events.at(-1)
+  const p = first?.type === 'run.started' ? first.payload : {}
+  const handoffFrom = link(p.handoff_from)
+  let handoffTo: HandoffLink | null = null
+  for (const e of events) handoffTo = handoffTarget(e) ?? handoffTo
+  const state = last === undefined ? 'running' : stateAfter(last)
+  return {
+    run_id: runId,
+    executor: first?.executor ?? '',
+    delegator: str(p.delegator),
+    capability: capability(p.capability),
+    parent_run: str(p.parent_run),
+    handoff_from: handoffFrom,
+    handoff_to: handoffTo,
+    started_by: handoffFrom === null ? 'delegate' : 'handoff',
+    state,
+    complete: state === 'completed' || state === 'failed',
+    events
+  }
+}
+
+/** Lineage order: roots by start time, each followed depth-first by the runs it led to. */
+function orderRuns (runs: Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>): ReplayRun[] {
+  const startedAt = (r: Omit<ReplayRun, 'depth' | 'orphan'>): string => r.events[0]?.at ?? ''
+  const byStart = (a: Omit<ReplayRun, 'depth' | 'orphan'>, b: Omit<ReplayRun, 'depth' | 'orphan'>): number =>
+    startedAt(a) < startedAt(b) ? -1 : startedAt(a) > startedAt(b) ? 1 : a.run_id < b.run_id ? -1 : a.run_id > b.run_id ? 1 : 0
+  const parentOf = (r: Omit<ReplayRun, 'depth' | 'orphan'>): string | null => r.handoff_from?.run_id ?? r.parent_run
+  const children = new Map<string, Array<Omit<ReplayRun, 'depth' | 'orphan'>>>()
+  const roots: Array<Omit<ReplayRun, 'depth' | 'orphan'>> = []
+  for (const r of runs.values()) {
+    const parent = parentOf(r)
+    if (parent !== null && parent !== r.run_id && runs.has(parent)) {
+      const list = children.get(parent) ?? []
+      list.push(r)
+      children.set(parent, list)
+    } else {
+      roots.push(r)
+    }
+  }
+  const out: ReplayRun[] = []
+  const seen = new Set<string>()
+  const visit = (r: Omit<ReplayRun, 'depth' | 'orphan'>, depth: number, orphan: boolean): void => {
+    if (seen.has(r.run_id)) return
+    seen.add(r.run_id)
+    out.push({ ...r, depth, orphan })
+    for (const c of (children.get(r.run_id) ?? []).sort(byStart)) visit(c, depth + 1, false)
+  }
+  for (const r of roots.sort(byStart)) visit(r, 0, parentOf(r) !== null)
+  // runs caught in a lineage cycle (only a lying executor makes one) come last, flagged
+  for (const r of [...runs.values()].sort(byStart)) visit(r, 0, true)
+  return out
+}
+
+/**
+ * Build the replay of one correlation from its verified logs (run_id ->
+ * events from seq 1, ascending).
+ */
+export function buildReplay (correlationId: string, logs: Map<string, AgentEvent[]>): CorrelationReplay {
+  const described = new Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>()
+  for (const [runId, events] of logs) {
+    if (events.length > 0) described.set(runId, describeRun(runId, events))
+  }
+  const runs = orderRuns(described)
+  const events: AgentEvent[] = []
+  const transitions: Transition[] = []
+  const checkpoints: CheckpointRecord[] = []
+  // a handoff is logged twice (old run completes, new run starts): record it once
+  const handoffsSeen = new Set<string>()
+  const handoffKey = (from: string, to: string): string => `${from}\n${to}`
+
+  for (const run of runs) {
+    let open: CheckpointRecord | undefined
+    for (const e of run.events) {
+      events.push(e)
+      const p = e.payload
+      const base = { run_id: e.run_id, seq: e.seq, at: e.at }
+      switch (e.type) {
+        case 'run.started': {
+          const from = link(p.handoff_from)
+          if (from === null) {
+            transitions.push({ kind: 'delegate', ...base, by: str(p.delegator), to: e.executor, capability: capability(p.capability), parent_run: str(p.parent_run) })
+          } else if (!handoffsSeen.has(handoffKey(from.run_id, e.run_id))) {
+            handoffsSeen.add(handoffKey(from.run_id, e.run_id))
+            transitions.push({ kind: 'handoff', ...base, from, to: { run_id: e.run_id, agent_id: e.executor }, by: str(p.handoff_by) })
+          }
+          break
+        }
+        case 'run.blocked': {
+          open = {
+            run_id: e.run_id,
+            checkpoint_id: str(p.checkpoint_id),
+            reason: str(p.reason),
+            blocked_seq: e.seq,
+            blocked_at: e.at,
+            blocked_by: str(p.by),
+            resumed_seq: null,
+            resumed_at: null,
+            resolved_by: null,
+            resolution: null
+          }
+          checkpoints.push(open)
+          transitions.push({ kind: 'block', ...base, checkpoint_id: open.checkpoint_id, reason: open.reason, by: open.blocked_by })
+          break
+        }
+        case 'run.progress': {
+          if (isResumeEvent(e)) {
+            const resolution = rec(p.resolution) ?? {}
+            const checkpointId = str(p.checkpoint_id)
+            const blocked = open !== undefined && open.checkpoint_id === checkpointId ? open : undefined
+            if (blocked !== undefined) {
+              blocked.resumed_seq = e.seq
+              blocked.resumed_at = e.at
+              blocked.resolved_by = str(p.by)
+              blocked.resolution = resolution
+            }
+            open = undefined
+            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null })
+          } else {
+            transitions.push({ kind: 'progress', ...base, payload: p })
+          }
+          break
+        }
+        case 'run.completed': {
+          const to = handoffTarget(e)
+          if (to === null) {
+            transitions.push({ kind: 'complete', ...base, output: rec(p.output) })
+          } else if (!handoffsSeen.has(handoffKey(e.run_id, to.run_id))) {
+            handoffsSeen.add(handoffKey(e.run_id, to.run_id))
+            transitions.push({ kind: 'handoff', ...base, from: { run_id: e.run_id, agent_id: e.executor }, to, by: str(p.by) })
+          }
+          break
+        }
+        case 'run.failed': {
+          transitions.push({ kind: 'fail', ...base, failure: rec(p.failure) })
+          break
+        }
+      }
+    }
+  }
+  return { correlation_id: correlationId, runs, events, transitions, checkpoints }
+}
