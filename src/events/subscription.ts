@@ -1,0 +1,147 @@
+/**
+ * One consumer of a correlation's events: an async iterable (or a callback)
+ * that only ever sees verified events, each run's in seq order, each event
+ * once. The events service feeds it; closing it is the consumer's way out.
+ */
+import { SUBSCRIBER_BUFFER_MAX_EVENTS } from '../constants.ts'
+import { AapError } from '../errors.ts'
+import type { AgentEvent } from '../runs/types.ts'
+
+export interface SubscribeOptions {
+  /** Agents known to take part (delegator, executors, ...): dialed and synced from first. */
+  participants?: string[]
+  /** Run ids of the correlation the caller already holds handles for. */
+  runs?: string[]
+  /** Start with every event the node holds or can sync (default), or only with new ones. */
+  history?: boolean
+  /** Push style: called with each event instead of buffering it for the iterator. */
+  onEvent?: (event: AgentEvent) => void
+  /** Closes the subscription when aborted. */
+  signal?: AbortSignal
+  /** Events buffered for a slow iterator before the subscription fails (default SUBSCRIBER_BUFFER_MAX_EVENTS). */
+  maxBuffered?: number
+}
+
+/** A consumer that fell more than its buffer behind: it re-subscribes (history comes from the log). */
+export class SubscriberOverflowError extends AapError {
+  constructor (correlationId: string, max: number) {
+    super('INTERNAL', `subscriber of ${correlationId} fell more than ${max} events behind`, { reason: 'overflow', max_buffered: max })
+    this.name = 'SubscriberOverflowError'
+  }
+}
+
+export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
+  readonly correlation_id: string
+  private readonly queue: AgentEvent[] = []
+  private readonly cursor = new Map<string, number>()
+  private readonly onEvent?: (event: AgentEvent) => void
+  private readonly maxBuffered: number
+  private readonly onClose: (sub: EventSubscription) => void
+  private waiter?: PromiseWithResolvers<IteratorResult<AgentEvent>>
+  private failure?: AapError
+  private done = false
+
+  constructor (correlationId: string, opts: SubscribeOptions, onClose: (sub: EventSubscription) => void) {
+    this.correlation_id = correlationId
+    if (opts.onEvent !== undefined) this.onEvent = opts.onEvent
+    this.maxBuffered = opts.maxBuffered ?? SUBSCRIBER_BUFFER_MAX_EVENTS
+    this.onClose = onClose
+    if (opts.signal !== undefined) {
+      if (opts.signal.aborted) this.done = true
+      else opts.signal.addEventListener('abort', () => { this.close() }, { once: true })
+    }
+  }
+
+  get closed (): boolean {
+    return this.done
+  }
+
+  /** Last seq handed out per run. */
+  position (runId: string): number {
+    return this.cursor.get(runId) ?? 0
+  }
+
+  /** Skip everything up to `seq` of a run (a subscription that asked for no history). */
+  startAfter (runId: string, seq: number): void {
+    if (seq > this.position(runId)) this.cursor.set(runId, seq)
+  }
+
+  /**
+   * Called by the service with verified events, each run's in order. Events
+   * at or below the cursor are repeats (history and live overlap) and dropped.
+   */
+  deliver (event: AgentEvent): void {
+    if (this.done) return
+    const at = this.position(event.run_id)
+    if (event.seq <= at) return
+    if (event.seq !== at + 1) {
+      // the service only hands out contiguous logs; anything else is a bug, never an out-of-order yield
+      this.fail(new AapError('INTERNAL', `subscription of ${this.correlation_id} was handed ${event.run_id}#${event.seq} after #${at}`, { reason: 'order' }))
+      return
+    }
+    this.cursor.set(event.run_id, event.seq)
+    if (this.onEvent !== undefined) {
+      try { this.onEvent(event) } catch { /* a consumer's callback never breaks delivery */ }
+      return
+    }
+    if (this.waiter !== undefined) {
+      const w = this.waiter
+      this.waiter = undefined
+      w.resolve({ value: event, done: false })
+      return
+    }
+    if (this.queue.length >= this.maxBuffered) {
+      this.fail(new SubscriberOverflowError(this.correlation_id, this.maxBuffered))
+      return
+    }
+    this.queue.push(event)
+  }
+
+  /** End the subscription with an error the iterator throws (after what it already buffered). */
+  fail (err: AapError): void {
+    if (this.done) return
+    this.failure = err
+    this.finish()
+  }
+
+  close (): void {
+    if (this.done) return
+    this.finish()
+  }
+
+  private finish (): void {
+    this.done = true
+    this.onClose(this)
+    if (this.waiter !== undefined) {
+      const w = this.waiter
+      this.waiter = undefined
+      const f = this.failure
+      this.failure = undefined
+      if (f !== undefined) w.reject(f)
+      else w.resolve({ value: undefined, done: true })
+    }
+  }
+
+  async next (): Promise<IteratorResult<AgentEvent>> {
+    const e = this.queue.shift()
+    if (e !== undefined) return { value: e, done: false }
+    if (this.failure !== undefined) {
+      const f = this.failure
+      this.failure = undefined
+      throw f
+    }
+    if (this.done) return { value: undefined, done: true }
+    this.waiter = Promise.withResolvers()
+    return this.waiter.promise
+  }
+
+  async return (): Promise<IteratorResult<AgentEvent>> {
+    this.queue.length = 0
+    this.close()
+    return { value: undefined, done: true }
+  }
+
+  [Symbol.asyncIterator] (): this {
+    return this
+  }
+}
