@@ -12,6 +12,7 @@ import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.t
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { createHost, dialAddrs, listenAddrs, type MeshHost } from './wire/host.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
+import { Events } from './events/service.ts'
 import type { Run } from './runs/types.ts'
 import type { CallOptions } from './wire/rpc.ts'
 
@@ -42,6 +43,7 @@ export class MeshNode {
   private _host?: MeshHost
   private _discovery?: Discovery
   private _runs?: Runs
+  private _events?: Events
   private datastore?: Datastore & { close?: () => Promise<void> }
   private ownsDatastore = false
   private key?: PrivateKey
@@ -69,6 +71,12 @@ export class MeshNode {
   get runs (): Runs {
     if (this._runs === undefined) throw new Error('node not started')
     return this._runs
+  }
+
+  /** Correlated run events: subscribe, replay, fetch (see protocols/events.md). */
+  get events (): Events {
+    if (this._events === undefined) throw new Error('node not started')
+    return this._events
   }
 
   /** This node's listen addresses (for operators and bootstrap lists only). */
@@ -110,8 +118,11 @@ export class MeshNode {
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
     })
+    this._events = new Events({ host: this._host, privateKey: this.key, datastore: this.datastore, runs: this._runs })
     await this._host.start()
     await this._discovery.start()
+    // before runs: restart recovery commits events that must be published
+    await this._events.start()
     await this._runs.start()
     this.started = true
     if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
@@ -127,6 +138,7 @@ export class MeshNode {
   async stop (): Promise<void> {
     if (!this.started) return
     this.started = false
+    await this._events?.stop()
     await this._runs?.stop()
     await this._discovery?.stop()
     await this._host?.stop()
@@ -148,7 +160,10 @@ export class MeshNode {
   }
 
   async delegate (req: DelegateRequest, opts?: CallOptions): Promise<Run> {
-    return this.runs.delegate(req, opts)
+    const run = await this.runs.delegate(req, opts)
+    // the delegator follows its run's events (joins the topic, fetches what gossip missed)
+    this._events?.follow(run)
+    return run
   }
 
   async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> {
@@ -160,7 +175,9 @@ export class MeshNode {
   }
 
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts?: CallOptions): Promise<Run> {
-    return this.runs.handoff(runId, toAgent, context, opts)
+    const run = await this.runs.handoff(runId, toAgent, context, opts)
+    this._events?.follow(run)
+    return run
   }
 
   async cancel (runId: string, reason?: string, opts?: CallOptions): Promise<Run> {
