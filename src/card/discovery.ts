@@ -48,6 +48,8 @@ export interface DiscoveryStats {
   rejectedCards: number
   fetchedCards: number
   dhtFallbacks: number
+  /** Announcements of this node's card that reached at least one peer. */
+  announcements: number
 }
 
 const isGetCardRequest = schema<Record<string, never>>('aap:card#/definitions/GetCardRequest')
@@ -55,6 +57,30 @@ const isDiscoveryQuery = schema<DiscoveryQuery>('aap:card#/definitions/Discovery
 const SELF_CARD_KEY = new Key('/aap/self/card')
 
 interface CacheEntry { card: AgentCard, fetchedAt: number }
+
+/** What discovery needs of kad-dht's routing table: its size, and an event when a peer enters it. */
+interface RoutingTableView {
+  size: number
+  addEventListener: (type: 'peer:add', listener: () => void) => void
+  removeEventListener: (type: 'peer:add', listener: () => void) => void
+}
+
+/**
+ * The routing table of a kad-dht instance. The KadDHT interface does not
+ * expose it (only SingleKadDHT does), so look for it; without it discovery
+ * simply announces without waiting for peers.
+ */
+function routingTableOf (dht: object): RoutingTableView | undefined {
+  const table: unknown = Reflect.get(dht, 'routingTable')
+  if (table instanceof EventTarget && typeof Reflect.get(table, 'size') === 'number') {
+    return {
+      get size (): number { return Number(Reflect.get(table, 'size')) },
+      addEventListener: (type, listener) => { table.addEventListener(type, listener) },
+      removeEventListener: (type, listener) => { table.removeEventListener(type, listener) }
+    }
+  }
+  return undefined
+}
 
 export interface DiscoveryInit {
   host: MeshHost
@@ -66,7 +92,7 @@ export interface DiscoveryInit {
 
 export class Discovery {
   readonly agentId: string
-  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0 }
+  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0, announcements: 0 }
   private readonly host: MeshHost
   private readonly key: PrivateKey
   private readonly datastore: Datastore
@@ -80,6 +106,12 @@ export class Discovery {
   private announcing?: { seq: number, done: Promise<number> }
   /** Publications run one after the other, so seq numbers never collide. */
   private publishing: Promise<unknown> = Promise.resolve()
+  /** The current card has not reached any peer yet: announce it when the first one arrives. */
+  private unannounced = false
+  private readonly routing: RoutingTableView | undefined
+  private readonly onRoutingPeer = (): void => {
+    if (this.unannounced && this.own !== undefined) void this.announce().catch(() => {})
+  }
 
   constructor (init: DiscoveryInit) {
     this.host = init.host
@@ -88,6 +120,7 @@ export class Discovery {
     this.agentId = agentIdOf(init.privateKey)
     this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     if (init.onRejected !== undefined) this.onRejected = init.onRejected
+    this.routing = routingTableOf(init.host.services.dht)
   }
 
   async start (): Promise<void> {
@@ -110,9 +143,11 @@ export class Discovery {
     })
     this.republishTimer = setInterval(() => { void this.republish() }, CARD_REPUBLISH_INTERVAL_MS)
     this.republishTimer.unref?.()
+    this.routing?.addEventListener('peer:add', this.onRoutingPeer)
   }
 
   async stop (): Promise<void> {
+    this.routing?.removeEventListener('peer:add', this.onRoutingPeer)
     clearInterval(this.republishTimer)
     this.client.close()
     await this.unserve?.()
@@ -177,6 +212,12 @@ export class Discovery {
   private async doAnnounce (signal?: AbortSignal): Promise<number> {
     const card = this.own
     if (card === undefined) return 0
+    // With an empty routing table a DHT put or provide reaches nobody and only
+    // ends when its signal does: wait for the first peer instead.
+    if (this.routing !== undefined && this.routing.size === 0) {
+      this.unannounced = true
+      return 0
+    }
     const sig = signal ?? AbortSignal.timeout(DHT_PUT_TIMEOUT_MS)
     const dht = this.host.services.dht
     const put = (async () => {
@@ -191,7 +232,10 @@ export class Discovery {
       return reached
     }))
     await put
-    return results.filter(r => r.status === 'fulfilled' && r.value > 0).length
+    const reached = results.filter(r => r.status === 'fulfilled' && r.value > 0).length
+    if (this.own === card) this.unannounced = reached === 0
+    if (reached > 0) this.stats.announcements++
+    return reached
   }
 
   /** `agent.discover`: verified cards matching the query. Empty when none match. */

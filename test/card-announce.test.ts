@@ -1,0 +1,43 @@
+/**
+ * A card published before the node has any peer (the first node of a mesh, or
+ * one that publishes right after dialing its bootstrap) must still reach the
+ * DHT, without waiting for the republish interval.
+ */
+import { afterAll, describe, expect, it } from 'vitest'
+import { createMeshNode, type MeshNode } from '../src/node.ts'
+import { until, waitForRouting } from './helpers.ts'
+
+let memCounter = 0
+const cap = { capability_id: 'cap:first', version: '1.0.0' }
+
+describe('announcing a card published before the node had any peer', () => {
+  const nodes: MeshNode[] = []
+  async function node (): Promise<MeshNode> {
+    const n = await createMeshNode({ listen: [`/memory/aap-card-announce-${process.pid}-${memCounter++}`], localMesh: true })
+    await n.start()
+    nodes.push(n)
+    return n
+  }
+  afterAll(async () => { await Promise.all(nodes.map(async n => n.stop())) })
+
+  it('is announced when the first peer arrives, and stays findable through the DHT after its agent leaves', async () => {
+    const first = await node()
+    const card = await first.publishCard({ name: 'first', capabilities: [cap] })
+    // alone, there is nobody to tell, and announce says so at once
+    expect(await first.discovery.announce()).toBe(0)
+    expect(first.discovery.stats.announcements).toBe(0)
+
+    const second = await node()
+    expect(await second.join(first.addresses)).toBe(1)
+    // no event says "provider records stored on a peer", so watch the counter
+    await until(() => first.discovery.stats.announcements >= 1, 'the card to be announced to the first peer')
+
+    // with the agent gone, a newcomer that only knows `second` still finds the card
+    await first.stop()
+    const third = await node()
+    expect(await third.join(second.addresses)).toBe(1)
+    await waitForRouting([second, third], 1)
+    expect(await third.discover({ capability: cap })).toEqual([card])
+    expect(third.discovery.stats.dhtFallbacks).toBeGreaterThan(0)
+  })
+})
