@@ -228,7 +228,10 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
     const frames = new FrameDecoder(spec.maxFrameBytes)
     /** Controllers of the requests in progress, aborted when the stream closes. */
     const running = new Set<AbortController>()
+    /** No more requests will be read: the caller ended its side, or framing was lost. */
     let remoteEnded = false
+    /** Reading stopped because framing was lost. */
+    let broken = false
     let finished = false
     let idle: ReturnType<typeof setTimeout> | undefined
     let partial: ReturnType<typeof setTimeout> | undefined
@@ -259,14 +262,19 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
       }
     }
 
-    /** Framing is lost: say why (no request id can be known), then close. */
+    /**
+     * Framing is lost: say why (no request id can be known), read nothing
+     * more, and close once the requests already read have their answers.
+     */
     const fatal = (err: AapError): void => {
-      if (finished) return
-      finished = true
+      if (finished || broken) return
+      broken = true
+      remoteEnded = true
       clearTimeout(partial)
-      void sendFrame(stream, { id: null, ok: false, error: errorFrame(err) })
-        .then(async () => { await stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }) })
-        .catch(() => { stream.abort(err) })
+      void reply({ id: null, ok: false, error: errorFrame(err) }).then((sent) => {
+        if (sent) maybeFinish()
+        else stream.abort(err)
+      })
     }
 
     /** Once the caller has closed its side and every answer is out, close ours. */
@@ -330,7 +338,7 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
     }
 
     stream.addEventListener('message', (evt: StreamMessageEvent) => {
-      if (finished) return
+      if (finished || broken) return
       armIdle()
       let list: Uint8Array[]
       try {
@@ -353,6 +361,7 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
     })
 
     stream.addEventListener('end', () => {
+      if (broken) return
       if (frames.buffered > 0) {
         fatal(new InvalidRequestError(`truncated frame: the stream ended ${frames.buffered} bytes into a frame`, { reason: 'truncated' }))
         return
