@@ -1,0 +1,123 @@
+/**
+ * The four Loops inter-layer contracts, checked on a replayed trace of one
+ * task (every event of every run of its correlation). Pure: a trace in, a
+ * verdict per contract out, so an audit can be re-run anywhere.
+ */
+import type { AgentEvent } from '../runs/types.ts'
+
+export interface ContractVerdict {
+  ok: boolean
+  problems: string[]
+}
+
+export interface TraceVerdict {
+  task_id: string
+  capability_ref: ContractVerdict
+  task_correlation: ContractVerdict
+  checkpoint_block: ContractVerdict
+  ownership_handoff: ContractVerdict
+  ok: boolean
+}
+
+export interface TraceExpectations {
+  /** Resolutions the L2 driver sent, by checkpoint id. */
+  resolutions?: Record<string, unknown>
+  /** Handoffs the L2 driver ordered: how many ownership transfers. */
+  transfers?: number
+}
+
+const TRANSPORT_HINT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p-circuit)\/|https?:\/\/|stdio/i
+
+function verdict (problems: string[]): ContractVerdict {
+  return { ok: problems.length === 0, problems }
+}
+
+function isRecord (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceExpectations = {}): TraceVerdict {
+  const byRun = new Map<string, AgentEvent[]>()
+  for (const e of events) {
+    const list = byRun.get(e.run_id) ?? []
+    list.push(e)
+    byRun.set(e.run_id, list)
+  }
+
+  // Contract 1: capabilities only by (capability_id, version); no transport anywhere in the trace
+  const cap: string[] = []
+  for (const e of events) {
+    if (e.type === 'run.started') {
+      const c = e.payload.capability
+      if (!isRecord(c) || typeof c.capability_id !== 'string' || typeof c.version !== 'string' || Object.keys(c).length !== 2) {
+        cap.push(`${e.run_id}: run.started does not carry a bare CapabilityRef`)
+      }
+    }
+    if (TRANSPORT_HINT.test(JSON.stringify(e.payload))) cap.push(`${e.run_id}#${e.seq}: payload names a transport endpoint`)
+  }
+
+  // Contract 2: every run and event carries the task id as correlation_id
+  const corr: string[] = []
+  if (events.length === 0) corr.push('no events for the task')
+  for (const e of events) if (e.correlation_id !== taskId) corr.push(`${e.run_id}#${e.seq} has correlation ${e.correlation_id}`)
+  for (const [runId, list] of byRun) {
+    if (list[0]?.type !== 'run.started' || list[0]?.seq !== 1) corr.push(`${runId}: trace does not start with run.started`)
+    list.forEach((e, i) => { if (e.seq !== i + 1) corr.push(`${runId}: seq ${e.seq} at position ${i + 1}`) })
+  }
+
+  // Contract 3: every block names a checkpoint; a resume resolves the open checkpoint as one transition
+  const cp: string[] = []
+  for (const [runId, list] of byRun) {
+    let open: string | null = null
+    for (const e of list) {
+      if (e.type === 'run.blocked') {
+        const id = e.payload.checkpoint_id
+        if (typeof id !== 'string' || id === '') cp.push(`${runId}#${e.seq}: block without checkpoint_id`)
+        else open = id
+      }
+      if (e.payload.transition === 'resume') {
+        if (open === null) cp.push(`${runId}#${e.seq}: resume without an open checkpoint`)
+        else if (e.payload.checkpoint_id !== open) cp.push(`${runId}#${e.seq}: resume names ${String(e.payload.checkpoint_id)}, open is ${open}`)
+        const want = open === null ? undefined : expect.resolutions?.[open]
+        if (want !== undefined && JSON.stringify(e.payload.resolution) !== JSON.stringify(want)) {
+          cp.push(`${runId}#${e.seq}: resolution differs from the one the driver sent`)
+        }
+        open = null
+      }
+    }
+    const last = list[list.length - 1]
+    if (open !== null && last !== undefined && last.type !== 'run.completed' && last.type !== 'run.failed') {
+      cp.push(`${runId}: checkpoint ${open} still open at the end of the trace`)
+    }
+  }
+  if (expect.resolutions !== undefined) {
+    const resumed = new Set(events.filter(e => e.payload.transition === 'resume').map(e => String(e.payload.checkpoint_id)))
+    for (const id of Object.keys(expect.resolutions)) if (!resumed.has(id)) cp.push(`checkpoint ${id} was resolved but no resume appears`)
+  }
+
+  // Contract 4: each ownership transfer is a handoff that keeps the correlation and links both runs
+  const own: string[] = []
+  let transfers = 0
+  for (const e of events) {
+    if (e.type !== 'run.completed' || e.payload.transition !== 'handoff') continue
+    transfers++
+    const to = e.payload.handoff_to
+    if (!isRecord(to) || typeof to.run_id !== 'string') { own.push(`${e.run_id}: handoff without a target run`); continue }
+    const next = byRun.get(to.run_id)
+    const started = next?.[0]
+    if (started === undefined) { own.push(`${e.run_id}: handoff target ${to.run_id} is missing from the trace`); continue }
+    const from = started.payload.handoff_from
+    if (!isRecord(from) || from.run_id !== e.run_id) own.push(`${to.run_id}: run.started does not name ${e.run_id} as handoff_from`)
+    if (started.correlation_id !== e.correlation_id) own.push(`${to.run_id}: handoff changed the correlation`)
+  }
+  if (expect.transfers !== undefined && transfers !== expect.transfers) own.push(`expected ${expect.transfers} handoffs, found ${transfers}`)
+
+  const result = {
+    task_id: taskId,
+    capability_ref: verdict(cap),
+    task_correlation: verdict(corr),
+    checkpoint_block: verdict(cp),
+    ownership_handoff: verdict(own)
+  }
+  return { ...result, ok: result.capability_ref.ok && result.task_correlation.ok && result.checkpoint_block.ok && result.ownership_handoff.ok }
+}

@@ -1,0 +1,105 @@
+/**
+ * A mesh of real nodes in one process on the memory transport, for
+ * simulations: every node joins through a couple of random earlier nodes, so
+ * there is no central server, and latency per node is base ± jitter.
+ */
+import { MemoryDatastore } from 'datastore-core'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { PrivateKey } from '@libp2p/interface'
+import { DHT_PROTOCOL } from '../constants.ts'
+import { createMeshNode, type MeshNode } from '../node.ts'
+
+export interface SimMeshOptions {
+  nodes: number
+  latencyMs?: number
+  jitterMs?: number
+  /** Each node joins through this many random earlier nodes. */
+  joinFanout?: number
+  random?: () => number
+  onProgress?: (started: number) => void
+}
+
+export interface SimNode {
+  index: number
+  node: MeshNode
+  key: PrivateKey
+  datastore: MemoryDatastore
+  listen: string
+  latencyMs: number
+  up: boolean
+}
+
+let meshCounter = 0
+
+async function boot (n: Omit<SimNode, 'node' | 'up'>): Promise<MeshNode> {
+  const node = await createMeshNode({
+    privateKey: n.key,
+    datastore: n.datastore,
+    listen: [n.listen],
+    localMesh: true,
+    memoryLatencyMs: n.latencyMs
+  })
+  await node.start()
+  return node
+}
+
+export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
+  const random = opts.random ?? Math.random
+  const fanout = opts.joinFanout ?? 2
+  const id = `${process.pid}-${meshCounter++}`
+  const out: SimNode[] = []
+  for (let i = 0; i < opts.nodes; i++) {
+    const jitter = (opts.jitterMs ?? 0) * (random() * 2 - 1)
+    const base = {
+      index: i,
+      key: await generateKeyPair('Ed25519'),
+      datastore: new MemoryDatastore(),
+      listen: `/memory/aap-sim-${id}-${i}`,
+      latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter))
+    }
+    const sim: SimNode = { ...base, node: await boot(base), up: true }
+    const ups = out.filter(o => o.up)
+    for (let k = 0; k < Math.min(fanout, ups.length); k++) {
+      const other = ups[Math.floor(random() * ups.length)]
+      if (other !== undefined) await sim.node.join([other.listen])
+    }
+    out.push(sim)
+    opts.onProgress?.(i + 1)
+  }
+  return out
+}
+
+/** Stop a node, keeping its key and datastore (as a process that dies keeps its disk). */
+export async function stopSimNode (n: SimNode): Promise<void> {
+  n.up = false
+  await n.node.stop()
+}
+
+/** Start a stopped node again from its key and datastore, and rejoin through live nodes. */
+export async function restartSimNode (n: SimNode, mesh: SimNode[], random: () => number = Math.random): Promise<void> {
+  n.node = await boot(n)
+  n.up = true
+  const ups = mesh.filter(o => o.up && o !== n)
+  for (let k = 0; k < Math.min(2, ups.length); k++) {
+    const other = ups[Math.floor(random() * ups.length)]
+    if (other !== undefined) await n.node.join([other.listen])
+  }
+}
+
+/** Resolve when every live node knows `min` DHT peers (bounded). */
+export async function waitForDhtPeers (mesh: SimNode[], min: number, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (const n of mesh) {
+    if (!n.up) continue
+    while (true) {
+      const peers = await n.node.host.peerStore.all()
+      if (peers.filter(p => p.protocols.includes(DHT_PROTOCOL)).length >= min) break
+      if (Date.now() > deadline) throw new Error(`node ${n.index} did not find ${min} DHT peers in time`)
+      await new Promise(resolve => setTimeout(resolve, 10))
+    }
+  }
+}
+
+export async function stopSimMesh (mesh: SimNode[]): Promise<void> {
+  await Promise.allSettled(mesh.filter(n => n.up).map(async n => stopSimNode(n)))
+}

@@ -1,0 +1,143 @@
+/**
+ * Simulation report: JSON for machines, a self-contained HTML page (inline
+ * SVG, no script, no network) for people, and a short text summary.
+ */
+
+export interface Summary {
+  n: number
+  p50: number
+  p90: number
+  p99: number
+  max: number
+  mean: number
+}
+
+export function summarize (samples: number[]): Summary {
+  if (samples.length === 0) return { n: 0, p50: 0, p90: 0, p99: 0, max: 0, mean: 0 }
+  const s = [...samples].sort((a, b) => a - b)
+  const at = (q: number): number => s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] ?? 0
+  return { n: s.length, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: s[s.length - 1] ?? 0, mean: s.reduce((a, b) => a + b, 0) / s.length }
+}
+
+export interface LatencySeries {
+  name: string
+  unit: 'ms'
+  summary: Summary
+  /** Kept for the charts; capped by the caller. */
+  samples: number[]
+}
+
+export interface SimReport {
+  title: string
+  command: string
+  started_at: string
+  duration_ms: number
+  machine: { cpus: number, cpu_model: string, node: string, platform: string }
+  config: Record<string, unknown>
+  invariants: {
+    tasks: number
+    tasks_completed: number
+    traces_satisfying_contracts: number
+    runs_acknowledged: number
+    runs_lost: number
+    forged_attempted: number
+    forged_accepted: number
+    events_expected: number
+    events_delivered: number
+    events_lost: number
+  }
+  latency: LatencySeries[]
+  resources: { nodes: number, rss_bytes: number, rss_per_node_bytes: number, heap_used_bytes: number, cpu_user_ms: number, cpu_system_ms: number, cpu_cores_busy: number }
+  churn: { stops: number, restarts: number }
+  failures: Array<{ task_id: string, problems: string[] }>
+}
+
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+const fmt = (n: number): string => n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2)
+
+/** An SVG cumulative distribution of one latency series. */
+function cdfSvg (series: LatencySeries): string {
+  const w = 460
+  const h = 220
+  const pad = 40
+  const s = [...series.samples].sort((a, b) => a - b)
+  if (s.length === 0) return `<svg width="${w}" height="${h}"><text x="${pad}" y="${h / 2}">no samples</text></svg>`
+  const max = Math.max(s[s.length - 1] ?? 1, 1e-3)
+  const x = (v: number): number => pad + (v / max) * (w - pad * 1.5)
+  const y = (q: number): number => h - pad - q * (h - pad * 1.5)
+  const step = Math.max(1, Math.floor(s.length / 400))
+  const pts: string[] = []
+  for (let i = 0; i < s.length; i += step) pts.push(`${x(s[i] ?? 0).toFixed(1)},${y((i + 1) / s.length).toFixed(1)}`)
+  pts.push(`${x(max).toFixed(1)},${y(1).toFixed(1)}`)
+  const marks = [0.5, 0.99].map(q => {
+    const v = series.summary[q === 0.5 ? 'p50' : 'p99']
+    return `<line x1="${x(v)}" y1="${y(0)}" x2="${x(v)}" y2="${y(1)}" stroke="#c44" stroke-dasharray="3,3"/>` +
+      `<text x="${x(v) + 3}" y="${y(q) - 4}" font-size="11" fill="#c44">p${q === 0.5 ? 50 : 99} ${fmt(v)} ms</text>`
+  }).join('')
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" role="img" aria-label="${esc(series.name)} CDF">
+<rect x="0" y="0" width="${w}" height="${h}" fill="#fff"/>
+<line x1="${pad}" y1="${y(0)}" x2="${w - pad / 2}" y2="${y(0)}" stroke="#888"/>
+<line x1="${pad}" y1="${y(0)}" x2="${pad}" y2="${y(1)}" stroke="#888"/>
+<text x="${pad}" y="${h - 8}" font-size="11">0 ms</text><text x="${w - pad * 1.5}" y="${h - 8}" font-size="11">${fmt(max)} ms</text>
+<text x="4" y="${y(1) + 4}" font-size="11">100%</text><text x="4" y="${y(0.5) + 4}" font-size="11">50%</text>
+<polyline fill="none" stroke="#2a6" stroke-width="2" points="${pts.join(' ')}"/>${marks}
+</svg>`
+}
+
+function row (cells: string[], tag = 'td'): string {
+  return `<tr>${cells.map(c => `<${tag}>${c}</${tag}>`).join('')}</tr>`
+}
+
+export function renderHtml (r: SimReport): string {
+  const inv = r.invariants
+  const good = (ok: boolean): string => ok ? '<b style="color:#2a6">ok</b>' : '<b style="color:#c22">FAIL</b>'
+  const invRows = [
+    ['tasks completed', `${inv.tasks_completed} / ${inv.tasks}`, good(inv.tasks_completed === inv.tasks)],
+    ['traces satisfying the four contracts', `${inv.traces_satisfying_contracts} / ${inv.tasks}`, good(inv.traces_satisfying_contracts === inv.tasks)],
+    ['acknowledged runs lost', `${inv.runs_lost} of ${inv.runs_acknowledged}`, good(inv.runs_lost === 0)],
+    ['forged items accepted', `${inv.forged_accepted} of ${inv.forged_attempted}`, good(inv.forged_accepted === 0)],
+    ['events lost to subscribers', `${inv.events_lost} of ${inv.events_expected}`, good(inv.events_lost === 0)]
+  ].map(c => row(c)).join('')
+  const latRows = r.latency.map(s => row([esc(s.name), String(s.summary.n), fmt(s.summary.p50), fmt(s.summary.p90), fmt(s.summary.p99), fmt(s.summary.max)])).join('')
+  const res = r.resources
+  const charts = r.latency.map(s => `<figure><figcaption>${esc(s.name)} (CDF)</figcaption>${cdfSvg(s)}</figure>`).join('')
+  const failures = r.failures.length === 0
+    ? '<p>None.</p>'
+    : `<ul>${r.failures.slice(0, 50).map(f => `<li><code>${esc(f.task_id)}</code>: ${esc(f.problems.join('; '))}</li>`).join('')}</ul>`
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${esc(r.title)}</title>
+<style>body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}td:first-child,th:first-child{text-align:left}
+figure{display:inline-block;margin:0 1em 1em 0}figcaption{font-weight:600}code{background:#f4f4f4;padding:1px 3px}</style></head>
+<body><h1>${esc(r.title)}</h1>
+<p>Command: <code>${esc(r.command)}</code><br>Started ${esc(r.started_at)}, ran ${(r.duration_ms / 1000).toFixed(1)} s on ${r.machine.cpus} × ${esc(r.machine.cpu_model)}, Node ${esc(r.machine.node)} (${esc(r.machine.platform)}).</p>
+<h2>Invariants</h2><table>${row(['invariant', 'value', 'verdict'], 'th')}${invRows}</table>
+<h2>Latency (ms)</h2><table>${row(['series', 'n', 'p50', 'p90', 'p99', 'max'], 'th')}${latRows}</table>
+${charts}
+<h2>Resources</h2><table>${row(['nodes', 'RSS', 'RSS per node', 'heap used', 'CPU user', 'CPU system', 'cores busy'], 'th')}
+${row([String(res.nodes), `${(res.rss_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB`, `${(res.heap_used_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.cpu_user_ms / 1000).toFixed(1)} s`, `${(res.cpu_system_ms / 1000).toFixed(1)} s`, res.cpu_cores_busy.toFixed(2)])}</table>
+<p>Churn: ${r.churn.stops} stops, ${r.churn.restarts} restarts.</p>
+<h2>Configuration</h2><pre>${esc(JSON.stringify(r.config, null, 2))}</pre>
+<h2>Traces that broke a contract</h2>${failures}
+</body></html>
+`
+}
+
+export function renderSummary (r: SimReport): string {
+  const inv = r.invariants
+  const lines = [
+    `${r.title}: ${r.resources.nodes} nodes, ${inv.tasks} tasks in ${(r.duration_ms / 1000).toFixed(1)} s`,
+    `  tasks completed            ${inv.tasks_completed}/${inv.tasks}`,
+    `  traces meeting contracts   ${inv.traces_satisfying_contracts}/${inv.tasks}`,
+    `  runs lost                  ${inv.runs_lost} (of ${inv.runs_acknowledged} acknowledged)`,
+    `  forged items accepted      ${inv.forged_accepted} (of ${inv.forged_attempted} attempted)`,
+    `  events lost                ${inv.events_lost} (of ${inv.events_expected})`
+  ]
+  const w = Math.max(...r.latency.map(s => s.name.length))
+  lines.push(`  ${'latency (ms)'.padEnd(w)}      n      p50      p99      max`)
+  for (const s of r.latency) {
+    lines.push(`  ${s.name.padEnd(w)} ${String(s.summary.n).padStart(6)} ${fmt(s.summary.p50).padStart(8)} ${fmt(s.summary.p99).padStart(8)} ${fmt(s.summary.max).padStart(8)}`)
+  }
+  lines.push(`  memory: ${(r.resources.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB RSS per node; CPU ${r.resources.cpu_cores_busy.toFixed(2)} cores busy`)
+  return lines.join('\n')
+}

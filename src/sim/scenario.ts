@@ -1,0 +1,420 @@
+/**
+ * The Loops end-to-end scenario, driven the way an L2 (HACP) coordinator
+ * would drive the mesh, over many concurrent tasks:
+ *
+ *   task.create/assign  -> discover + agent.delegate(task_id)
+ *   (agent works)       -> run.progress
+ *   checkpoint.raise    -> agent.block(checkpoint_id)   (raised by the executing agent)
+ *   checkpoint.resolve  -> agent.resume(resolution)
+ *   ownership.transfer  -> agent.handoff(new agent)
+ *   (new agent works)   -> run.completed
+ *   audit.replay        -> events.replay on a node that took no part, checked against the four contracts
+ *
+ * Observers on other nodes follow each task's events to measure delivery.
+ * Optional churn stops and restarts uninvolved nodes; optional hostile nodes
+ * publish forged cards and events. Everything the report claims is counted here.
+ */
+import { cpus } from 'node:os'
+import type { Message } from '@libp2p/gossipsub'
+import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
+import { cardRecordKey, encodeCardRecord, type AgentCard, type CapabilityRef } from '../card/card.ts'
+import { AapError } from '../errors.ts'
+import { eventHash } from '../events/log.ts'
+import { correlationTopic } from '../events/topic.ts'
+import type { EventSubscription } from '../events/subscription.ts'
+import type { AgentEvent, Run } from '../runs/types.ts'
+import { method, serve } from '../wire/rpc.ts'
+import { schema } from '../schema/validate.ts'
+import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
+import { checkTrace } from './contracts.ts'
+import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
+import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
+
+export interface ScenarioOptions {
+  nodes: number
+  tasks: number
+  /** Tasks in flight at once. */
+  concurrency: number
+  /** Nodes (besides the executors and the driver) that follow each task's events. */
+  observers: number
+  latencyMs: number
+  jitterMs: number
+  /** Share of nodes that behave hostile (0..0.5). */
+  hostileShare: number
+  churn: boolean
+  seed: number
+  command: string
+  /** How long one task may take before it counts as failed. */
+  taskTimeoutMs: number
+  onProgress?: (line: string) => void
+}
+
+export const DEFAULT_SCENARIO: ScenarioOptions = {
+  nodes: 20,
+  tasks: 40,
+  concurrency: 8,
+  observers: 3,
+  latencyMs: 2,
+  jitterMs: 1,
+  hostileShare: 0.1,
+  churn: false,
+  seed: 1,
+  command: 'npm run sim',
+  taskTimeoutMs: 60_000
+}
+
+/** A small seeded PRNG (mulberry32) so runs are reproducible. */
+export function seeded (seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const MAX_SAMPLES = 20_000
+
+class Counter {
+  readonly samples: number[] = []
+  add (ms: number): void { if (this.samples.length < MAX_SAMPLES) this.samples.push(ms) }
+  series (name: string): LatencySeries { return { name, unit: 'ms', summary: summarize(this.samples), samples: this.samples } }
+}
+
+interface TaskRecord {
+  task_id: string
+  runs: Run[]
+  ok: boolean
+  completed: boolean
+  problems: string[]
+  /** Observer subscriptions and what they received (by event key). */
+  observed: Array<{ node: SimNode, seen: Set<string> }>
+}
+
+function eventKey (e: AgentEvent): string {
+  return `${e.run_id}#${e.seq}`
+}
+
+async function withTimeout<T> (p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const t = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`${what} timed out after ${ms} ms`)) }, ms) })
+  try {
+    return await Promise.race([p, t])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
+  const random = seeded(opts.seed)
+  const pick = <T>(xs: T[]): T => {
+    const x = xs[Math.floor(random() * xs.length)]
+    if (x === undefined) throw new Error('pick from an empty list')
+    return x
+  }
+  const log = opts.onProgress ?? (() => {})
+  const started = Date.now()
+  const cpu0 = process.cpuUsage()
+
+  // ---- the mesh --------------------------------------------------------------------
+  const mesh = await startSimMesh({
+    nodes: opts.nodes,
+    latencyMs: opts.latencyMs,
+    jitterMs: opts.jitterMs,
+    random,
+    onProgress: (n) => { log(`starting nodes ${n}/${opts.nodes}`) }
+  })
+  const hostileCount = Math.min(Math.floor(opts.nodes * opts.hostileShare), Math.floor(opts.nodes / 3))
+  const hostile = new Set(mesh.slice(mesh.length - hostileCount))
+  const honest = mesh.filter(n => !hostile.has(n))
+  const cards = new Map<string, AgentCard>()
+  for (const n of honest) {
+    const draft = simCard(n.index)
+    installAgent(n.node, draft)
+    cards.set(n.node.agentId, await n.node.publishCard(draft))
+  }
+  log('announcing cards')
+  await Promise.all(honest.map(async n => n.node.discovery.announce().catch(() => 0)))
+
+  // ---- hostile behaviour: forged cards and events ------------------------------------
+  let forgedAttempted = 0
+  const forgedTopics = new Set<string>()
+  for (const h of hostile) {
+    // a valid card of its own that claims every capability, served tampered (another agent's id)
+    await h.node.publishCard({ name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] })
+    await h.node.discovery.announce().catch(() => 0)
+    const victim = pick(honest)
+    const victimCard = cards.get(victim.node.agentId)
+    if (victimCard !== undefined) {
+      const forged = { ...victimCard, name: 'hijacked', capabilities: SIM_CAPABILITIES, seq: victimCard.seq + 100 }
+      // DHT: a higher-seq card for the victim under the victim's key, with the victim's (now wrong) signature
+      forgedAttempted++
+      try {
+        for await (const _ of h.node.host.services.dht.put(cardRecordKey(victim.node.agentId), encodeCardRecord(forged), { signal: AbortSignal.timeout(5000) })) { /* drain */ }
+      } catch { /* refused, as it should be */ }
+      // card protocol: answer every request with the forged card
+      await h.node.host.unhandle(CARD_PROTOCOL)
+      await serve(h.node.host, {
+        protocol: CARD_PROTOCOL,
+        maxFrameBytes: CARD_MAX_FRAME_BYTES,
+        methods: { get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { forgedAttempted++; return { card: forged } }) }
+      })
+    }
+    // events: mutate every genuine event seen on a followed topic and publish it again
+    const pubsub = h.node.host.services.pubsub
+    pubsub.addEventListener('message', (evt: CustomEvent<Message>) => {
+      const msg = evt.detail
+      if (!forgedTopics.has(msg.topic)) return
+      try {
+        const real = JSON.parse(new TextDecoder().decode(msg.data)) as AgentEvent
+        const mutated = { ...real, payload: { ...real.payload, forged: true } }
+        const misattributed = { ...real, executor: h.node.agentId }
+        for (const f of [mutated, misattributed]) {
+          forgedAttempted++
+          void pubsub.publish(msg.topic, new TextEncoder().encode(JSON.stringify(f))).catch(() => {})
+        }
+      } catch { /* not an event */ }
+    })
+  }
+
+  // ---- churn ---------------------------------------------------------------------------
+  const busy = new Map<SimNode, number>()
+  const hold = (n: SimNode): void => { busy.set(n, (busy.get(n) ?? 0) + 1) }
+  const release = (n: SimNode): void => { busy.set(n, (busy.get(n) ?? 1) - 1) }
+  const churn = { stops: 0, restarts: 0 }
+  let churning = opts.churn
+  const churnLoop = (async () => {
+    while (churning) {
+      await new Promise(resolve => setTimeout(resolve, 250))
+      const idle = honest.filter(n => n.up && (busy.get(n) ?? 0) === 0)
+      if (idle.length < honest.length / 2) continue
+      const victim = pick(idle)
+      hold(victim)
+      try {
+        await stopSimNode(victim)
+        churn.stops++
+        await new Promise(resolve => setTimeout(resolve, 100 + random() * 400))
+        await restartSimNode(victim, mesh, random)
+        churn.restarts++
+        installAgent(victim.node, simCard(victim.index))
+        await victim.node.discovery.announce().catch(() => 0)
+      } finally {
+        release(victim)
+      }
+    }
+  })()
+
+  // ---- tasks -----------------------------------------------------------------------------
+  const discoverMs = new Counter()
+  const delegateMs = new Counter()
+  const deliveryMs = new Counter()
+  const firstEventMs = new Counter()
+  const taskMs = new Counter()
+  const replayMs = new Counter()
+  const acknowledged = new Map<string, SimNode>()
+  const records: TaskRecord[] = []
+  let forgedAccepted = 0
+  let done = 0
+
+  const checkCard = (card: AgentCard): void => {
+    const genuine = cards.get(card.agent_id)
+    const hostileOwn = [...hostile].some(h => h.node.agentId === card.agent_id)
+    if (!hostileOwn && (genuine === undefined || genuine.signature !== card.signature)) forgedAccepted++
+  }
+
+  async function runTask (i: number): Promise<void> {
+    const taskId = `task-${opts.seed}-${i}`
+    const rec: TaskRecord = { task_id: taskId, runs: [], ok: false, completed: false, problems: [], observed: [] }
+    records.push(rec)
+    const driver = pick(honest.filter(n => n.up))
+    hold(driver)
+    const subs: EventSubscription[] = []
+    const t0 = Date.now()
+    const involved: SimNode[] = [driver]
+    try {
+      const cap: CapabilityRef = pick(SIM_CAPABILITIES)
+      // task.assign: find agents for the capability
+      const d0 = performance.now()
+      const found = await driver.node.discover({ capability: cap }, { limit: 16 })
+      discoverMs.add(performance.now() - d0)
+      found.forEach(checkCard)
+      const candidates = found
+        .map(c => honest.find(n => n.node.agentId === c.agent_id))
+        .filter((n): n is SimNode => n !== undefined && n !== driver && n.up)
+      if (candidates.length < 2) throw new Error(`only ${candidates.length} agents found for ${cap.capability_id}`)
+      const first = pick(candidates)
+      const second = pick(candidates.filter(c => c !== first))
+      involved.push(first, second)
+      for (const n of [first, second]) hold(n)
+      forgedTopics.add(correlationTopic(taskId))
+      for (const h of hostile) {
+        void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.node.agentId], onEvent: () => {} })
+          .then(s => { subs.push(s) }).catch(() => {})
+      }
+
+      // the driver follows its task: events wake each step (no polling)
+      const waiters: Array<{ match: (e: AgentEvent) => boolean, resolve: (e: AgentEvent) => void }> = []
+      const seen: AgentEvent[] = []
+      const driverSub = await driver.node.events.subscribe(taskId, {
+        participants: [first.node.agentId, second.node.agentId],
+        onEvent: (e) => {
+          seen.push(e)
+          for (const w of [...waiters]) if (w.match(e)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(e) }
+        }
+      })
+      subs.push(driverSub)
+      const waitFor = async (what: string, match: (e: AgentEvent) => boolean): Promise<AgentEvent> => {
+        const hit = seen.find(match)
+        if (hit !== undefined) return hit
+        return withTimeout(new Promise<AgentEvent>(resolve => { waiters.push({ match, resolve }) }), opts.taskTimeoutMs, `${taskId}: ${what}`)
+      }
+
+      // observers subscribe before the first event, from nodes that take no part
+      const others = honest.filter(n => n.up && !involved.includes(n))
+      for (let k = 0; k < Math.min(opts.observers, others.length); k++) {
+        const node = pick(others.filter(o => !rec.observed.some(x => x.node === o)))
+        hold(node)
+        involved.push(node)
+        const seenKeys = new Set<string>()
+        rec.observed.push({ node, seen: seenKeys })
+        const sub = await node.node.events.subscribe(taskId, {
+          participants: [driver.node.agentId, first.node.agentId, second.node.agentId],
+          onEvent: (e) => {
+            const key = eventKey(e)
+            if (seenKeys.has(key)) return
+            seenKeys.add(key)
+            const lat = Date.now() - Date.parse(e.at)
+            deliveryMs.add(lat)
+            if (e.seq === 1 && e.run_id === rec.runs[0]?.run_id) firstEventMs.add(lat)
+          }
+        })
+        subs.push(sub)
+      }
+
+      // task.assign -> delegate
+      const q0 = performance.now()
+      const run = await driver.node.delegate({ to_agent: first.node.agentId, task_id: taskId, capability: cap, input: { task: i } })
+      delegateMs.add(performance.now() - q0)
+      rec.runs.push(run)
+      acknowledged.set(run.run_id, driver)
+
+      // checkpoint.raise (by the agent) -> block; checkpoint.resolve -> resume
+      await waitFor('block', e => e.run_id === run.run_id && e.type === 'run.blocked')
+      const resolution = { approved: true, reviewer: `human-${i}` }
+      await driver.node.resume(run.run_id, resolution)
+      await waitFor('resumed progress', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'resumed')
+
+      // ownership.transfer -> handoff
+      const next = await driver.node.handoff(run.run_id, second.node.agentId, { reason: 'ownership transfer', from_task: taskId })
+      rec.runs.push(next)
+      acknowledged.set(next.run_id, driver)
+      await waitFor('completion', e => e.run_id === next.run_id && e.type === 'run.completed')
+      rec.completed = true
+      taskMs.add(Date.now() - t0)
+
+      // audit.replay on a node that took no part
+      const auditor = pick(honest.filter(n => n.up && !involved.includes(n)))
+      const r0 = performance.now()
+      const replay = await auditor.node.events.replay(taskId, { participants: [driver.node.agentId, first.node.agentId] })
+      replayMs.add(performance.now() - r0)
+      const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1 })
+      for (const c of ['capability_ref', 'task_correlation', 'checkpoint_block', 'ownership_handoff'] as const) {
+        rec.problems.push(...verdict[c].problems.map(p => `${c}: ${p}`))
+      }
+      // every event anyone was handed must be the executor's own
+      for (const e of [...replay.events, ...seen]) {
+        const exec = mesh.find(n => n.node.agentId === e.executor)
+        const genuine = exec === undefined ? undefined : await exec.node.runs.store.log.get(e.run_id, e.seq)
+        if (genuine === undefined || eventHash(genuine) !== eventHash(e)) forgedAccepted++
+      }
+      const expected = new Set(replay.events.map(eventKey))
+      rec.ok = verdict.ok && replay.events.length >= 7
+      if (replay.events.length < 7) rec.problems.push(`replay has ${replay.events.length} events, expected at least 7`)
+      // give observers the events they are owed: their subscriptions sync any gap on their own;
+      // wait (bounded) until each has them all, then count what is still missing as lost
+      await Promise.all(rec.observed.map(async o => {
+        const deadline = Date.now() + 10_000
+        while ([...expected].some(k => !o.seen.has(k)) && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 20))
+      }))
+      eventsExpected += expected.size * rec.observed.length
+      for (const o of rec.observed) for (const k of expected) if (o.seen.has(k)) eventsDelivered++
+    } catch (err) {
+      rec.problems.push(err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message)
+    } finally {
+      for (const s of subs) s.close()
+      for (const n of involved) release(n)
+      done++
+      log(`tasks ${done}/${opts.tasks} (${records.filter(r => r.ok).length} ok)${opts.churn ? `, churn ${churn.stops} stops` : ''}`)
+    }
+  }
+
+  let eventsExpected = 0
+  let eventsDelivered = 0
+  let next = 0
+  await Promise.all(Array.from({ length: Math.min(opts.concurrency, opts.tasks) }, async () => {
+    while (next < opts.tasks) await runTask(next++)
+  }))
+  churning = false
+  await churnLoop
+
+  // ---- invariants: every acknowledged run is still there -------------------------------
+  for (const n of mesh) if (!n.up) await restartSimNode(n, mesh, random)
+  let runsLost = 0
+  for (const [runId, driver] of acknowledged) {
+    try {
+      await driver.node.getRun(runId)
+    } catch (err) {
+      if (err instanceof AapError && err.code === 'RUN_NOT_FOUND') runsLost++
+      else runsLost++
+    }
+  }
+  const rss = process.memoryUsage()
+  const cpu = process.cpuUsage(cpu0)
+  const wall = Date.now() - started
+  await stopSimMesh(mesh)
+
+  const report: SimReport = {
+    title: `aap-mesh simulation (${opts.nodes} nodes)`,
+    command: opts.command,
+    started_at: new Date(started).toISOString(),
+    duration_ms: wall,
+    machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${process.platform}-${process.arch}` },
+    config: { ...opts, onProgress: undefined, hostile_nodes: hostileCount },
+    invariants: {
+      tasks: opts.tasks,
+      tasks_completed: records.filter(r => r.completed).length,
+      traces_satisfying_contracts: records.filter(r => r.ok).length,
+      runs_acknowledged: acknowledged.size,
+      runs_lost: runsLost,
+      forged_attempted: forgedAttempted,
+      forged_accepted: forgedAccepted,
+      events_expected: eventsExpected,
+      events_delivered: eventsDelivered,
+      events_lost: eventsExpected - eventsDelivered
+    },
+    latency: [
+      discoverMs.series('discover (verified cards)'),
+      delegateMs.series('delegate round trip'),
+      firstEventMs.series('first event to observers'),
+      deliveryMs.series('event delivery to observers'),
+      replayMs.series('audit replay'),
+      taskMs.series('whole task')
+    ],
+    resources: {
+      nodes: opts.nodes,
+      rss_bytes: rss.rss,
+      rss_per_node_bytes: rss.rss / opts.nodes,
+      heap_used_bytes: rss.heapUsed,
+      cpu_user_ms: cpu.user / 1000,
+      cpu_system_ms: cpu.system / 1000,
+      cpu_cores_busy: (cpu.user + cpu.system) / 1000 / wall
+    },
+    churn,
+    failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
+  }
+  return report
+}
+
+export { renderSummary }
