@@ -631,7 +631,11 @@ export class Runs {
     if (a === undefined) return
     a.run = next
     a.last = event
-    if (next.state === 'blocked' && a.resumed === undefined) a.resumed = Promise.withResolvers()
+    if (next.state === 'blocked' && a.resumed === undefined) {
+      a.resumed = Promise.withResolvers()
+      // only a handler call made while blocked awaits it; an unawaited rejection is not an error
+      a.resumed.promise.catch(() => {})
+    }
     if (command.type === 'resume') {
       const resolution = command.resolution
       const resumed = a.resumed
