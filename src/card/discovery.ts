@@ -109,6 +109,8 @@ export class Discovery {
   /** The current card has not reached any peer yet: announce it when the first one arrives. */
   private unannounced = false
   private readonly routing: RoutingTableView | undefined
+  /** Aborted by stop(): ends announcements still waiting on the DHT. */
+  private readonly stopping = new AbortController()
   private readonly onRoutingPeer = (): void => {
     if (this.unannounced && this.own !== undefined) void this.announce().catch(() => {})
   }
@@ -147,6 +149,7 @@ export class Discovery {
   }
 
   async stop (): Promise<void> {
+    this.stopping.abort()
     this.routing?.removeEventListener('peer:add', this.onRoutingPeer)
     clearInterval(this.republishTimer)
     this.client.close()
@@ -193,32 +196,48 @@ export class Discovery {
 
   /**
    * Put the card record and provider records to the DHT. Returns how many
-   * provider keys were announced to at least one peer. Concurrent calls for the
-   * same card share one run; a card published while an older one is being
-   * announced is announced right after it, never skipped.
+   * provider keys were announced to at least one peer (0 when `signal` ends
+   * first). Concurrent calls for the same card share one run; a card published
+   * while an older one is being announced is announced right after it, never
+   * skipped.
    */
   async announce (signal?: AbortSignal): Promise<number> {
     const seq = this.own?.seq
     if (seq === undefined) return 0
-    const current = this.announcing
-    if (current !== undefined && current.seq === seq) return current.done
-    const previous = current?.done.catch(() => 0) ?? Promise.resolve(0)
-    const entry = { seq, done: previous.then(async () => this.doAnnounce(signal)) }
-    this.announcing = entry
-    entry.done.finally(() => { if (this.announcing === entry) this.announcing = undefined }).catch(() => {})
-    return entry.done
+    let entry = this.announcing
+    if (entry === undefined || entry.seq !== seq) {
+      const previous = entry?.done.catch(() => 0) ?? Promise.resolve(0)
+      const next = { seq, done: previous.then(async () => this.doAnnounce(signal)) }
+      next.done.finally(() => { if (this.announcing === next) this.announcing = undefined }).catch(() => {})
+      this.announcing = next
+      entry = next
+    }
+    if (signal === undefined) return entry.done
+    // a caller that joins a run already going still gets its answer within its own signal
+    let onAbort: (() => void) | undefined
+    const ended = new Promise<number>(resolve => {
+      onAbort = () => { resolve(0) }
+      if (signal.aborted) resolve(0)
+      else signal.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      return await Promise.race([entry.done, ended])
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+    }
   }
 
   private async doAnnounce (signal?: AbortSignal): Promise<number> {
     const card = this.own
     if (card === undefined) return 0
+    const sig = AbortSignal.any([signal ?? AbortSignal.timeout(DHT_PUT_TIMEOUT_MS), this.stopping.signal])
     // With an empty routing table a DHT put or provide reaches nobody and only
-    // ends when its signal does: wait for the first peer instead.
+    // ends when its signal does: wait for the first peer instead. If none comes
+    // in time, the first one to come later triggers the announcement.
     if (this.routing !== undefined && this.routing.size === 0) {
       this.unannounced = true
-      return 0
+      if (!await this.firstRoutingPeer(this.routing, sig)) return 0
     }
-    const sig = signal ?? AbortSignal.timeout(DHT_PUT_TIMEOUT_MS)
     const dht = this.host.services.dht
     const put = (async () => {
       for await (const _ of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) { /* drain */ }
@@ -236,6 +255,23 @@ export class Discovery {
     if (this.own === card) this.unannounced = reached === 0
     if (reached > 0) this.stats.announcements++
     return reached
+  }
+
+  /** Resolves true when a peer enters the routing table, false if `signal` ends first. */
+  private async firstRoutingPeer (routing: RoutingTableView, signal: AbortSignal): Promise<boolean> {
+    if (routing.size > 0) return true
+    if (signal.aborted) return false
+    return new Promise<boolean>(resolve => {
+      const done = (added: boolean): void => {
+        routing.removeEventListener('peer:add', onAdd)
+        signal.removeEventListener('abort', onAbort)
+        resolve(added)
+      }
+      const onAdd = (): void => { done(true) }
+      const onAbort = (): void => { done(false) }
+      routing.addEventListener('peer:add', onAdd)
+      signal.addEventListener('abort', onAbort, { once: true })
+    })
   }
 
   /** `agent.discover`: verified cards matching the query. Empty when none match. */
