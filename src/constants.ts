@@ -160,3 +160,9 @@ export const REPLAY_TIMEOUT_MS = 20_000
 export const EVENTS_SCORE_INVALID_WEIGHT = -10
 /** Kept per decay interval (1 s): a counter of 3 falls under the graylist line after about 1.2 s, 10 after about 25 s. */
 export const EVENTS_SCORE_INVALID_DECAY = 0.95
+
+// ---- command line (src/cli) -------------------------------------------------------
+/** `start --discover`: keep looking (announcements take a moment to spread) for at most this long. */
+export const CLI_DISCOVER_DEADLINE_MS = 30_000
+/** `start --discover`: pause between two lookups that found nothing. */
+export const CLI_DISCOVER_RETRY_MS = 250

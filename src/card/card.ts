@@ -69,6 +69,43 @@ export function parseCapability (text: string): CapabilityQuery {
   return q
 }
 
+const DRAFT_FIELDS: ReadonlySet<string> = new Set(['name', 'description', 'capabilities', 'tags'])
+
+/**
+ * Check an operator-supplied CardDraft (a card file, an API body) and return a
+ * clean copy. Unknown fields are refused, so a typo such as "capability" is an
+ * error instead of a card without capabilities. INVALID_REQUEST on any fault.
+ */
+export function parseCardDraft (value: unknown, what = 'card draft'): CardDraft {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidRequestError(`${what} must be a JSON object`)
+  const fields = value as Record<string, unknown>
+  for (const k of Object.keys(fields)) {
+    if (!DRAFT_FIELDS.has(k)) throw new InvalidRequestError(`${what} has an unknown field "${k.slice(0, 64)}" (expected name, description, capabilities, tags)`, { field: k.slice(0, 64) })
+  }
+  const { name, description, capabilities, tags } = fields
+  if (typeof name !== 'string' || name.length === 0) throw new InvalidRequestError(`${what} needs a non-empty "name"`, { field: 'name' })
+  const draft: CardDraft = { name }
+  if (description !== undefined) {
+    if (typeof description !== 'string') throw new InvalidRequestError(`${what}: "description" must be a string`, { field: 'description' })
+    draft.description = description
+  }
+  if (capabilities !== undefined) {
+    if (!Array.isArray(capabilities)) throw new InvalidRequestError(`${what}: "capabilities" must be an array of {capability_id, version}`, { field: 'capabilities' })
+    draft.capabilities = capabilities.map(c => isDraftCapability.assert(c, `${what} capability`))
+      .map(c => ({ capability_id: c.capability_id, version: c.version }))
+  }
+  if (tags !== undefined) {
+    if (!Array.isArray(tags)) throw new InvalidRequestError(`${what}: "tags" must be an array of strings`, { field: 'tags' })
+    draft.tags = tags.map(t => isTag.assert(t, `${what} tag`))
+  }
+  return draft
+}
+
+/** The draft a card was issued from (to re-sign it, e.g. after a restart). */
+export function draftOf (card: AgentCard): CardDraft {
+  return { name: card.name, description: card.description, capabilities: card.capabilities, tags: card.tags }
+}
+
 export function endpointOf (agentId: string): string {
   return `/p2p/${agentId}`
 }

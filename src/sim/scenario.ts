@@ -237,7 +237,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
       const d0 = performance.now()
-      const found = await driver.node.discover({ capability: cap }, { limit: 16 })
+      const found = await driver.node.discover({ capability: cap }, { limit: 4 })
       discoverMs.add(performance.now() - d0)
       found.forEach(checkCard)
       const candidates = found
@@ -287,7 +287,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
             seenKeys.add(key)
             const lat = Date.now() - Date.parse(e.at)
             deliveryMs.add(lat)
-            if (e.seq === 1 && e.run_id === rec.runs[0]?.run_id) firstEventMs.add(lat)
+            if (e.seq === 1 && e.type === 'run.started' && e.payload.handoff_from === undefined) firstEventMs.add(lat)
           }
         })
         subs.push(sub)
