@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest'
+import { DEFAULT_SCENARIO, runScenario } from '../src/sim/scenario.ts'
+import { checkTrace } from '../src/sim/contracts.ts'
+import { renderHtml, renderSummary } from '../src/sim/report.ts'
+
+describe('a small simulation keeps every invariant of the report', () => {
+  it('8 nodes, one hostile, a few tasks: all contracts hold, nothing lost, no forgery accepted', async () => {
+    const report = await runScenario({ ...DEFAULT_SCENARIO, nodes: 8, tasks: 4, concurrency: 2, observers: 2, hostileShare: 0.125, seed: 7, command: 'test' })
+    const inv = report.invariants
+    expect(report.failures).toEqual([])
+    expect(inv.tasks_completed).toBe(4)
+    expect(inv.traces_satisfying_contracts).toBe(4)
+    expect(inv.runs_acknowledged).toBe(8)
+    expect(inv.runs_lost).toBe(0)
+    expect(inv.forged_attempted).toBeGreaterThan(0)
+    expect(inv.forged_accepted).toBe(0)
+    expect(inv.events_expected).toBeGreaterThan(0)
+    expect(inv.events_lost).toBe(0)
+    const html = renderHtml(report)
+    expect(html).toContain('<svg')
+    expect(html).not.toMatch(/<script|(src|href)="https?:/)
+    expect(renderSummary(report)).toContain('runs lost                  0')
+  })
+})
+
+describe('the four contracts, checked on a trace', () => {
+  const base = { executor: 'x', signature: 's', at: '2026-01-01T00:00:00.000Z', prev: null }
+  const cap = { capability_id: 'cap:a', version: '1.0.0' }
+  const good = [
+    { ...base, run_id: 'x:1', correlation_id: 't', seq: 1, type: 'run.started' as const, payload: { capability: cap } },
+    { ...base, run_id: 'x:1', correlation_id: 't', seq: 2, type: 'run.blocked' as const, payload: { checkpoint_id: 'cp' } },
+    { ...base, run_id: 'x:1', correlation_id: 't', seq: 3, type: 'run.progress' as const, payload: { transition: 'resume', checkpoint_id: 'cp', resolution: { ok: 1 } } },
+    { ...base, run_id: 'x:1', correlation_id: 't', seq: 4, type: 'run.completed' as const, payload: { transition: 'handoff', handoff_to: { run_id: 'y:1', agent_id: 'y' } } },
+    { ...base, run_id: 'y:1', correlation_id: 't', seq: 1, type: 'run.started' as const, payload: { capability: cap, handoff_from: { run_id: 'x:1', agent_id: 'x' } } },
+    { ...base, run_id: 'y:1', correlation_id: 't', seq: 2, type: 'run.completed' as const, payload: { output: {} } }
+  ]
+
+  it('accepts a trace that keeps all four', () => {
+    expect(checkTrace('t', good, { resolutions: { cp: { ok: 1 } }, transfers: 1 }).ok).toBe(true)
+  })
+
+  it('flags a transport in a payload, a foreign correlation, an unresolved checkpoint and a broken handoff link', () => {
+    const withEndpoint = good.map(e => e.seq === 1 && e.run_id === 'x:1' ? { ...e, payload: { capability: { ...cap, transport: 'stdio' } } } : e)
+    expect(checkTrace('t', withEndpoint).capability_ref.ok).toBe(false)
+    const leaked = good.map(e => e.seq === 2 && e.run_id === 'y:1' ? { ...e, correlation_id: 'other' } : e)
+    expect(checkTrace('t', leaked).task_correlation.ok).toBe(false)
+    const wrongResolution = checkTrace('t', good, { resolutions: { cp: { ok: 2 } } })
+    expect(wrongResolution.checkpoint_block.ok).toBe(false)
+    const noLink = good.map(e => e.run_id === 'y:1' && e.seq === 1 ? { ...e, payload: { capability: cap } } : e)
+    expect(checkTrace('t', noLink).ownership_handoff.ok).toBe(false)
+  })
+})
