@@ -228,6 +228,11 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
     const frames = new FrameDecoder(spec.maxFrameBytes)
     /** Controllers of the requests in progress, aborted when the stream closes. */
     const running = new Set<AbortController>()
+    /**
+     * Complete frames read but not yet handled: one chunk of bytes can hold
+     * many requests, and at most MAX_PIPELINED_REQUESTS_PER_STREAM run at once.
+     */
+    const backlog: Uint8Array[] = []
     /** No more requests will be read: the caller ended its side, or framing was lost. */
     let remoteEnded = false
     /** Reading stopped because framing was lost. */
@@ -249,6 +254,7 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
       clearTimeout(partial)
       for (const c of running) c.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
       running.clear()
+      backlog.length = 0
       active.delete(stream)
     })
 
@@ -279,7 +285,7 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
 
     /** Once the caller has closed its side and every answer is out, close ours. */
     const maybeFinish = (): void => {
-      if (!remoteEnded || running.size > 0 || finished) return
+      if (!remoteEnded || running.size > 0 || backlog.length > 0 || finished) return
       finished = true
       void stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch(() => { stream.abort(new Error('close timed out')) })
     }
@@ -304,12 +310,11 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
       }
       const ctl = new AbortController()
       running.add(ctl)
-      if (running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM && stream.readStatus === 'readable') stream.pause()
       let answered = false
       const done = (): void => {
         clearTimeout(timer)
         running.delete(ctl)
-        if (running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && stream.readStatus === 'paused') stream.resume()
+        pump()
         maybeFinish()
       }
       // each answer is handed to the stream (synchronously, in reply) before done() may close it
@@ -337,6 +342,17 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
       })
     }
 
+    /** Handle backlogged frames while there is room; read more only when the backlog is empty. */
+    const pump = (): void => {
+      while (backlog.length > 0 && running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !finished) {
+        const next = backlog.shift()
+        if (next !== undefined) handleFrame(next)
+      }
+      const full = backlog.length > 0 || running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM
+      if (full && stream.readStatus === 'readable') stream.pause()
+      else if (!full && stream.readStatus === 'paused') stream.resume()
+    }
+
     stream.addEventListener('message', (evt: StreamMessageEvent) => {
       if (finished || broken) return
       armIdle()
@@ -348,7 +364,8 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
         fatal(new InvalidRequestError(e.message, { reason: e.reason, max_frame_bytes: spec.maxFrameBytes }))
         return
       }
-      for (const f of list) handleFrame(f)
+      for (const f of list) backlog.push(f)
+      pump()
       // a frame that has started must finish: a peer that stops mid-frame holds a buffer otherwise
       if (frames.buffered === 0) {
         clearTimeout(partial)

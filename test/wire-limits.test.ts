@@ -1,0 +1,207 @@
+/**
+ * The wire's limits, each named in src/constants.ts and enforced: frame size
+ * per protocol, pipelined requests per stream, the partial-frame and handler
+ * budgets of a responder, and the caller's dial, response and whole-call
+ * timeouts. Real libp2p nodes; the test protocols are served with the same
+ * serve()/RpcClient the aap protocols use.
+ */
+import { createServer, type Server, type Socket } from 'node:net'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import * as C from '../src/constants.ts'
+import type { MeshNode } from '../src/node.ts'
+import { schema } from '../src/schema/validate.ts'
+import { RpcClient, serve, type RpcMethod } from '../src/wire/rpc.ts'
+import common from '../protocols/common.schema.json' with { type: 'json' }
+import runs from '../protocols/runs.schema.json' with { type: 'json' }
+import { RawWire, lengthPrefix, rawFrame } from './fixtures/raw-wire.ts'
+import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+
+const SLOW = '/aap-test/slow/0.1.0'
+const ECHO = '/aap-test/echo/0.1.0'
+
+describe('the schemas and the constants state the same limits', () => {
+  it('string limits of runs and errors match their constants', () => {
+    const d = common.definitions
+    expect(d.TaskId.maxLength).toBe(C.TASK_ID_MAX_CHARS)
+    expect(d.RunId.maxLength).toBe(C.RUN_ID_MAX_CHARS)
+    expect(d.CapabilityRef.properties.capability_id.maxLength).toBe(C.CAPABILITY_ID_MAX_CHARS)
+    expect(d.CapabilityRef.properties.version.maxLength).toBe(C.CAPABILITY_VERSION_MAX_CHARS)
+    expect(d.ErrorFrame.properties.message.maxLength).toBe(C.ERROR_MESSAGE_MAX_CHARS)
+    const r = runs.definitions
+    expect(r.Reason.maxLength).toBe(C.REASON_MAX_CHARS)
+    expect(r.CheckpointId.maxLength).toBe(C.CHECKPOINT_ID_MAX_CHARS)
+    expect(r.IdempotencyKey.maxLength).toBe(C.IDEMPOTENCY_KEY_MAX_CHARS)
+    // the validators enforce them
+    const isTask = schema<string>('aap:common#/definitions/TaskId')
+    expect(isTask('t'.repeat(C.TASK_ID_MAX_CHARS))).toBe(true)
+    expect(isTask('t'.repeat(C.TASK_ID_MAX_CHARS + 1))).toBe(false)
+    // a run input fits a delegate frame, with room for the envelope
+    expect(C.RUN_INPUT_MAX_BYTES).toBeLessThan(C.DELEGATE_MAX_FRAME_BYTES)
+  })
+})
+
+describe('wire limits between real nodes', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode
+  const gate = Promise.withResolvers<void>()
+  let inFlight = 0
+  let lateSettled: Array<[object, boolean]> = []
+  const unserve: Array<() => Promise<void>> = []
+
+  beforeAll(async () => {
+    nodes = await startMesh(2)
+    ;[A, B] = nodes as [MeshNode, MeshNode]
+    const slowMethods: Record<string, RpcMethod> = {
+      // never answers within any budget
+      never: { handle: async () => new Promise(() => {}) },
+      // answers only after the caller's budget and the responder's own have passed
+      late: {
+        handle: async (_body, ctx) => {
+          await new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })
+          return { late: true }
+        },
+        settled: (result, delivered) => { lateSettled.push([result, delivered]) }
+      }
+    }
+    unserve.push(await serve(B.host, { protocol: SLOW, maxFrameBytes: 1024, methods: slowMethods, handlerTimeoutMs: 200, frameTimeoutMs: 200 }))
+    unserve.push(await serve(B.host, {
+      protocol: ECHO,
+      maxFrameBytes: 1024,
+      methods: {
+        echo: { handle: async (body) => body as object },
+        held: {
+          handle: async (body) => {
+            inFlight++
+            try { await gate.promise } finally { inFlight-- }
+            return body as object
+          }
+        }
+      }
+    }))
+  })
+  afterAll(async () => {
+    gate.resolve()
+    for (const u of unserve) await u()
+    await stopAll(nodes)
+  })
+
+  it('each aap protocol refuses a frame over its own *_MAX_FRAME_BYTES, and accepts one of exactly that size', async () => {
+    for (const [protocol, max] of [[C.CONTROL_PROTOCOL, C.CONTROL_MAX_FRAME_BYTES], [C.HANDOFF_PROTOCOL, C.HANDOFF_MAX_FRAME_BYTES], [C.DELEGATE_PROTOCOL, C.DELEGATE_MAX_FRAME_BYTES], [C.CARD_PROTOCOL, C.CARD_MAX_FRAME_BYTES]] as const) {
+      const over = await RawWire.open(A.host, B.host.peerId, protocol)
+      over.write(lengthPrefix(max + 1))
+      expect(await over.next(), protocol).toMatchObject({ id: null, ok: false, error: { code: 'INVALID_REQUEST', details: { reason: 'oversized', max_frame_bytes: max } } })
+      over.abort()
+      // exactly max bytes: a frame, read and answered by id (its type is unknown)
+      const head = '{"id":1,"type":"no_such_type","body":{"pad":"'
+      const tail = '"}}'
+      const exact = rawFrame(head + 'p'.repeat(max - head.length - tail.length) + tail)
+      const at = await RawWire.open(A.host, B.host.peerId, protocol)
+      at.write(exact)
+      expect(await at.next(), protocol).toMatchObject({ id: 1, ok: false, error: { code: 'INVALID_REQUEST', details: { reason: 'unknown_type' } } })
+      at.abort()
+    }
+  })
+
+  it('pipelining: hundreds of concurrent calls share a few long-lived streams, each answer reaches its own call', async () => {
+    const client = new RpcClient(A.host, { protocol: ECHO, maxFrameBytes: 1024 })
+    try {
+      const answers = await Promise.all(Array.from({ length: 500 }, async (_, i) => client.call(B.host.peerId, 'echo', { i })))
+      expect(answers.map(a => a.i)).toEqual(Array.from({ length: 500 }, (_, i) => i))
+      const streams = B.host.getConnections(A.host.peerId).flatMap(c => c.streams).filter(s => s.protocol === ECHO)
+      expect(streams.length).toBeGreaterThan(0)
+      expect(streams.length).toBeLessThanOrEqual(C.MAX_OUTBOUND_STREAMS_PER_PROTOCOL / 2)
+    } finally {
+      client.close()
+    }
+  })
+
+  it(`a responder runs at most MAX_PIPELINED_REQUESTS_PER_STREAM (${C.MAX_PIPELINED_REQUESTS_PER_STREAM}) requests of one stream at once, and serves the rest after`, async () => {
+    const w = await RawWire.open(A.host, B.host.peerId, ECHO)
+    const total = C.MAX_PIPELINED_REQUESTS_PER_STREAM * 3
+    // all in one write: one chunk of bytes holding three times the limit
+    const frames = Array.from({ length: total }, (_, i) => rawFrame(JSON.stringify({ id: i + 1, type: 'held', body: { i } })))
+    const all = new Uint8Array(frames.reduce((n, f) => n + f.byteLength, 0))
+    let at = 0
+    for (const f of frames) { all.set(f, at); at += f.byteLength }
+    w.write(all)
+    await until(() => inFlight === C.MAX_PIPELINED_REQUESTS_PER_STREAM, 'the first requests to reach the handler')
+    // a round trip on another stream of the same connection: everything written before it has arrived
+    const probe = new RpcClient(A.host, { protocol: ECHO, maxFrameBytes: 1024 })
+    await probe.call(B.host.peerId, 'echo', { probe: true })
+    probe.close()
+    expect(inFlight).toBe(C.MAX_PIPELINED_REQUESTS_PER_STREAM)
+    gate.resolve()
+    const ids = new Set<number | null>()
+    for (let i = 0; i < total; i++) ids.add((await w.next()).id)
+    expect(ids.size).toBe(total)
+    w.abort()
+  })
+
+  it('a responder whose handler overruns its budget answers TIMEOUT itself; a late result is reported as undelivered', async () => {
+    const client = new RpcClient(A.host, { protocol: SLOW, maxFrameBytes: 1024 })
+    try {
+      lateSettled = []
+      const err = await rejectsWith(client.call(B.host.peerId, 'late', {}, { responseTimeoutMs: 10_000 }), 'TIMEOUT')
+      expect(err.details).toMatchObject({ limit_ms: 200 })
+      await until(() => lateSettled.length === 1, 'the late result to be settled')
+      expect(lateSettled).toEqual([[{ late: true }, false]])
+      await rejectsWith(client.call(B.host.peerId, 'never', {}, { responseTimeoutMs: 10_000 }), 'TIMEOUT')
+    } finally {
+      client.close()
+    }
+  })
+
+  it('a frame that starts and never finishes is cut off after the responder\'s frame budget, as truncated', async () => {
+    const w = await RawWire.open(A.host, B.host.peerId, SLOW)
+    w.write(lengthPrefix(100))
+    w.write(new Uint8Array(10).fill(0x20))
+    expect(await w.next()).toMatchObject({ id: null, ok: false, error: { code: 'INVALID_REQUEST', details: { reason: 'truncated' } } })
+    await w.ended
+  })
+
+  it('the caller\'s response timeout and whole-call timeout each end a call to a silent responder, and say which fired', async () => {
+    const client = new RpcClient(A.host, { protocol: SLOW, maxFrameBytes: 1024 })
+    try {
+      const a = await rejectsWith(client.call(B.host.peerId, 'never', {}, { responseTimeoutMs: 50, callTimeoutMs: 5_000 }), 'AGENT_NOT_FOUND')
+      expect(a.details).toEqual({ reason: 'timeout', timeout: 'response', limit_ms: 50 })
+      const b = await rejectsWith(client.call(B.host.peerId, 'never', {}, { responseTimeoutMs: 5_000, callTimeoutMs: 50 }), 'AGENT_NOT_FOUND')
+      expect(b.details).toMatchObject({ reason: 'timeout', timeout: 'call' })
+      // the caller's own signal is honoured too
+      await rejectsWith(client.call(B.host.peerId, 'never', {}, { signal: AbortSignal.timeout(50) }), 'TIMEOUT')
+    } finally {
+      client.close()
+    }
+  })
+})
+
+describe('dial timeout', () => {
+  let nodes: MeshNode[] = []
+  let blackhole: Server
+  const sockets: Socket[] = []
+
+  beforeAll(async () => {
+    nodes = await startMesh(1, { transport: 'tcp' })
+    // accepts TCP connections and never says a word: the dial hangs in its handshake
+    blackhole = createServer((socket) => { sockets.push(socket) })
+    await new Promise<void>(resolve => { blackhole.listen(0, '127.0.0.1', resolve) })
+  })
+  afterAll(async () => {
+    for (const s of sockets) s.destroy()
+    await new Promise(resolve => { blackhole.close(resolve) })
+    await stopAll(nodes)
+  })
+
+  it('a peer that accepts the connection and never completes the handshake: AGENT_NOT_FOUND naming the dial timeout', async () => {
+    const A = nodes[0]!
+    const address = blackhole.address()
+    if (address === null || typeof address === 'string') throw new Error('no port')
+    const ghost = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+    await A.host.peerStore.merge(ghost, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${address.port}`)] })
+    const err = await rejectsWith(A.getRun(`${ghost.toString()}:r1`, { dialTimeoutMs: 300 }), 'AGENT_NOT_FOUND')
+    expect(err.details).toEqual({ reason: 'timeout', timeout: 'dial', limit_ms: 300 })
+    expect(sockets.length).toBeGreaterThan(0)
+  })
+})
