@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { CARD_MAX_BYTES, CARD_PROTOCOL_NAME, CARD_TTL_MS } from '../src/constants.ts'
 import {
-  capabilityString, cardMatches, cardRecordKey, decodeCardRecord, encodeCardRecord, endpointOf, issueCard,
-  parseCapability, providerKeys, selectCardRecord, validateCardRecord, verifyCard, type AgentCard
+  capabilityString, cardMatches, cardRecordKey, decodeCardRecord, draftOf, encodeCardRecord, endpointOf, issueCard,
+  parseCapability, parseCardDraft, providerKeys, selectCardRecord, validateCardRecord, verifyCard, type AgentCard
 } from '../src/card/card.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { codeOf, draft, expired, forged, fromTheFuture, mutated, newKey, oversized, signAs, unsigned } from './card-fixtures.ts'
@@ -138,6 +138,34 @@ describe('issueCard and verifyCard', () => {
     }, 1)
     expect(card.capabilities).toEqual([{ capability_id: 'cap:a', version: '1' }, { capability_id: 'cap:a', version: '2' }])
     expect(card.tags).toEqual(['t'])
+  })
+})
+
+describe('parseCardDraft', () => {
+  it('accepts a draft file\'s fields and returns a clean copy that issues the same card', async () => {
+    const parsed = parseCardDraft(JSON.parse(JSON.stringify(draft)))
+    expect(parsed).toEqual(draft)
+    const key = await newKey()
+    const card = await issueCard(key, parsed, 1)
+    expect(draftOf(card)).toEqual(draft)
+    expect(parseCardDraft({ name: 'only a name' })).toEqual({ name: 'only a name' })
+  })
+
+  it('refuses anything but a draft with INVALID_REQUEST, naming unknown fields', () => {
+    const bad: unknown[] = [
+      null, [], 'name', {}, { name: '' }, { name: 3 },
+      { name: 'x', capability: [] },
+      { name: 'x', description: 1 },
+      { name: 'x', capabilities: { capability_id: 'cap:x', version: '1' } },
+      { name: 'x', capabilities: [{ capability_id: 'cap:x' }] },
+      { name: 'x', capabilities: [{ capability_id: 'cap:x', version: '1', extra: true }] },
+      { name: 'x', tags: 'a' },
+      { name: 'x', tags: ['a b'] }
+    ]
+    for (const value of bad) {
+      expect(() => parseCardDraft(value), JSON.stringify(value)).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }))
+    }
+    expect(() => parseCardDraft({ name: 'x', capability: [] })).toThrow(/unknown field "capability"/)
   })
 })
 

@@ -1,0 +1,25 @@
+/**
+ * The aap-mesh command line. This file only wires commands together: each
+ * command lives in its own module and registers itself on the program
+ * (`registerX(program)`), so adding one is a new module and one line here.
+ */
+import { Command } from 'commander'
+import pkg from '../../package.json' with { type: 'json' }
+import { registerStart } from './start.ts'
+
+export function buildProgram (): Command {
+  const program = new Command()
+    .name('aap-mesh')
+    .description('a broker-less agent mesh node for AAP 0.1.0-draft, over libp2p')
+    .version(pkg.version)
+    .showHelpAfterError('(run with --help for usage)')
+  registerStart(program)
+  return program
+}
+
+/** Run the command line on `argv` (node's own argv: the program, the script, then the arguments). */
+export async function run (argv: readonly string[] = process.argv): Promise<void> {
+  await buildProgram().parseAsync([...argv])
+}
+
+if (import.meta.main) await run()
