@@ -20,12 +20,13 @@ import {
   AapError, AgentNotFoundError, CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError,
   RunNotFoundError, UnauthorizedError, toAapError
 } from '../errors.ts'
-import { eventHash, executorOfRun, signEvent } from '../events/log.ts'
+import { eventHash, executorOfRun } from '../events/log.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve, type CallContext, type CallOptions } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { transition } from './state-machine.ts'
+import { EventSigner } from './signer.ts'
 import { RunStore } from './store.ts'
 import { isTerminal, type Actor, type AgentEvent, type HandoffLink, type Run, type RunCommand } from './types.ts'
 
@@ -156,7 +157,7 @@ export class Runs {
   readonly agentId: string
   readonly store: RunStore
   private readonly host: MeshHost
-  private readonly key: PrivateKey
+  private readonly signer: EventSigner
   private readonly resolveCard: RunsInit['resolveCard']
   private readonly ownCard: RunsInit['ownCard']
   private readonly handlers = new Map<string, RunHandler>()
@@ -174,7 +175,7 @@ export class Runs {
 
   constructor (init: RunsInit) {
     this.host = init.host
-    this.key = init.privateKey
+    this.signer = new EventSigner(init.privateKey)
     this.agentId = agentIdOf(init.privateKey)
     this.store = new RunStore(init.datastore)
     this.resolveCard = init.resolveCard
@@ -573,7 +574,7 @@ export class Runs {
 
   /** Store a new run with its run.started event, durable before it is returned. */
   private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined): Promise<Run> {
-    const event = await signEvent(this.key, {
+    const event = await this.signer.sign({
       run_id: run.run_id,
       correlation_id: run.correlation_id,
       type: 'run.started',
@@ -609,7 +610,7 @@ export class Runs {
       if (!outcome.ok) throw outcome.error
       const last = a?.last ?? await this.store.log.head(runId)
       const seq = (last?.seq ?? 0) + 1
-      const event = await signEvent(this.key, {
+      const event = await this.signer.sign({
         run_id: runId,
         correlation_id: run.correlation_id,
         type: outcome.result.event.type,
