@@ -1,9 +1,10 @@
 /**
  * npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
- *              --hostile 0.1 --churn --seed 1 --out reports/sim]
+ *              --hostile 0.1 --churn --processes --seed 1 --out reports/sim]
  *
  * Runs the Loops scenario on a mesh of real nodes in this process (memory
- * transport), prints live progress and a summary, and writes the report as
+ * transport; with --processes the agents are separate node processes on TCP
+ * loopback), prints live progress and a summary, and writes the report as
  * JSON and as a self-contained HTML page. Exits non-zero when an invariant
  * (no run lost, no forgery accepted, every trace meets the four contracts) fails.
  */
@@ -23,6 +24,7 @@ const { values } = parseArgs({
     jitter: { type: 'string' },
     hostile: { type: 'string' },
     churn: { type: 'boolean', default: false },
+    processes: { type: 'boolean', default: false },
     seed: { type: 'string' },
     out: { type: 'string', default: 'reports/sim' },
     quiet: { type: 'boolean', default: false }
@@ -55,6 +57,7 @@ const opts = {
   jitterMs: num(values.jitter, DEFAULT_SCENARIO.jitterMs, 'jitter'),
   hostileShare: num(values.hostile, DEFAULT_SCENARIO.hostileShare, 'hostile'),
   churn: values.churn,
+  processes: values.processes,
   seed: num(values.seed, DEFAULT_SCENARIO.seed, 'seed'),
   command: ['npm run sim', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
   onProgress: values.quiet

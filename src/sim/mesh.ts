@@ -17,6 +17,10 @@ export interface SimMeshOptions {
   joinFanout?: number
   random?: () => number
   onProgress?: (started: number) => void
+  /** memory (default): one process, simulated latency; tcp: loopback sockets. */
+  transport?: 'memory' | 'tcp'
+  /** Extra multiaddrs every node joins through (e.g. nodes in other processes). */
+  bootstrap?: string[]
 }
 
 export interface SimNode {
@@ -48,21 +52,23 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
   const fanout = opts.joinFanout ?? 2
   const id = `${process.pid}-${meshCounter++}`
   const out: SimNode[] = []
+  const tcp = opts.transport === 'tcp'
   for (let i = 0; i < opts.nodes; i++) {
     const jitter = (opts.jitterMs ?? 0) * (random() * 2 - 1)
     const base = {
       index: i,
       key: await generateKeyPair('Ed25519'),
       datastore: new MemoryDatastore(),
-      listen: `/memory/aap-sim-${id}-${i}`,
+      listen: tcp ? '/ip4/127.0.0.1/tcp/0' : `/memory/aap-sim-${id}-${i}`,
       latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter))
     }
     const sim: SimNode = { ...base, node: await boot(base), up: true }
     const ups = out.filter(o => o.up)
     for (let k = 0; k < Math.min(fanout, ups.length); k++) {
       const other = ups[Math.floor(random() * ups.length)]
-      if (other !== undefined) await sim.node.join([other.listen])
+      if (other !== undefined) await sim.node.join(other.node.addresses)
     }
+    if (opts.bootstrap !== undefined && opts.bootstrap.length > 0) await sim.node.join(opts.bootstrap)
     out.push(sim)
     opts.onProgress?.(i + 1)
   }
@@ -82,7 +88,7 @@ export async function restartSimNode (n: SimNode, mesh: SimNode[], random: () =>
   const ups = mesh.filter(o => o.up && o !== n)
   for (let k = 0; k < Math.min(2, ups.length); k++) {
     const other = ups[Math.floor(random() * ups.length)]
-    if (other !== undefined) await n.node.join([other.listen])
+    if (other !== undefined) await n.node.join(other.node.addresses)
   }
 }
 

@@ -14,7 +14,11 @@
  * Optional churn stops and restarts uninvolved nodes; optional hostile nodes
  * publish forged cards and events. Everything the report claims is counted here.
  */
-import { cpus } from 'node:os'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import type { Message } from '@libp2p/gossipsub'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
 import { cardRecordKey, encodeCardRecord, type AgentCard, type CapabilityRef } from '../card/card.ts'
@@ -42,6 +46,8 @@ export interface ScenarioOptions {
   /** Share of nodes that behave hostile (0..0.5). */
   hostileShare: number
   churn: boolean
+  /** Agents as separate node processes on TCP loopback (drivers, observers and hostile nodes stay here). */
+  processes: boolean
   seed: number
   command: string
   /** How long one task may take before it counts as failed. */
@@ -58,6 +64,7 @@ export const DEFAULT_SCENARIO: ScenarioOptions = {
   jitterMs: 1,
   hostileShare: 0.1,
   churn: false,
+  processes: false,
   seed: 1,
   command: 'npm run sim',
   taskTimeoutMs: 60_000
@@ -107,6 +114,68 @@ async function withTimeout<T> (p: Promise<T>, ms: number, what: string): Promise
   }
 }
 
+/** An agent that executes work: a node in this process, or a worker process. */
+interface Member {
+  agentId: string
+  card: AgentCard
+  local?: SimNode
+  worker?: Worker
+  up: boolean
+}
+
+interface Worker {
+  index: number
+  dataDir: string
+  child: ChildProcess
+  pending: Map<number, (event: AgentEvent | null) => void>
+  nextId: number
+}
+
+const WORKER_SCRIPT = new URL('./worker.ts', import.meta.url).pathname
+const WORKER_START_TIMEOUT_MS = 60_000
+
+async function spawnWorker (index: number, dataDir: string, bootstrap: string[]): Promise<{ worker: Worker, agentId: string, card: AgentCard }> {
+  const child = spawn(process.execPath, [WORKER_SCRIPT, '--index', String(index), '--data-dir', dataDir, ...bootstrap.flatMap(b => ['--bootstrap', b])], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc']
+  })
+  const worker: Worker = { index, dataDir, child, pending: new Map(), nextId: 1 }
+  child.on('message', (msg: { id: number, event: AgentEvent | null }) => {
+    const p = worker.pending.get(msg.id)
+    worker.pending.delete(msg.id)
+    p?.(msg.event)
+  })
+  child.on('exit', () => { for (const p of worker.pending.values()) p(null); worker.pending.clear() })
+  const lines = createInterface({ input: child.stdout ?? process.stdin })
+  const ready = await withTimeout(new Promise<{ agent_id: string, card: AgentCard }>((resolve, reject) => {
+    lines.once('line', (line) => {
+      try { resolve(JSON.parse(line)) } catch (err) { reject(err) }
+    })
+    child.once('exit', (code) => { reject(new Error(`worker ${index} exited with ${code} before it was ready`)) })
+  }), WORKER_START_TIMEOUT_MS, `worker ${index} start`)
+  return { worker, agentId: ready.agent_id, card: ready.card }
+}
+
+async function workerLog (w: Worker, runId: string, seq: number): Promise<AgentEvent | undefined> {
+  if (w.child.exitCode !== null || w.child.signalCode !== null) return undefined
+  const id = w.nextId++
+  const reply = new Promise<AgentEvent | null>(resolve => { w.pending.set(id, resolve) })
+  w.child.send({ id, op: 'log', run_id: runId, seq })
+  return (await withTimeout(reply, 10_000, 'worker log')) ?? undefined
+}
+
+async function memberLog (m: Member, runId: string, seq: number): Promise<AgentEvent | undefined> {
+  if (m.local !== undefined) return m.local.node.runs.store.log.get(runId, seq)
+  if (m.worker !== undefined) return workerLog(m.worker, runId, seq)
+  return undefined
+}
+
+async function stopWorker (w: Worker, signal: NodeJS.Signals): Promise<void> {
+  if (w.child.exitCode !== null || w.child.signalCode !== null) return
+  const exited = new Promise<void>(resolve => { w.child.once('exit', () => { resolve() }) })
+  w.child.kill(signal)
+  await exited
+}
+
 export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const random = seeded(opts.seed)
   const pick = <T>(xs: T[]): T => {
@@ -119,24 +188,47 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const cpu0 = process.cpuUsage()
 
   // ---- the mesh --------------------------------------------------------------------
+  const hostileCount = Math.min(Math.floor(opts.nodes * opts.hostileShare), Math.floor(opts.nodes / 3))
+  // with --processes, agents run in worker processes; drivers, observers, auditors and hostile nodes here
+  const localCount = opts.processes ? Math.max(6, hostileCount + 5) : opts.nodes
+  const workerCount = opts.nodes - localCount
+  if (opts.processes && workerCount < 3) throw new Error(`--processes needs at least ${localCount + 3} nodes`)
   const mesh = await startSimMesh({
-    nodes: opts.nodes,
+    nodes: localCount,
     latencyMs: opts.latencyMs,
     jitterMs: opts.jitterMs,
     random,
+    transport: opts.processes ? 'tcp' : 'memory',
     onProgress: (n) => { log(`starting nodes ${n}/${opts.nodes}`) }
   })
-  const hostileCount = Math.min(Math.floor(opts.nodes * opts.hostileShare), Math.floor(opts.nodes / 3))
   const hostile = new Set(mesh.slice(mesh.length - hostileCount))
   const honest = mesh.filter(n => !hostile.has(n))
   const cards = new Map<string, AgentCard>()
-  for (const n of honest) {
-    const draft = simCard(n.index)
-    installAgent(n.node, draft)
-    cards.set(n.node.agentId, await n.node.publishCard(draft))
+  const members: Member[] = []
+  const workDir = opts.processes ? await mkdtemp(join(tmpdir(), 'aap-sim-')) : undefined
+  if (workDir === undefined) {
+    for (const n of honest) {
+      const draft = simCard(n.index)
+      installAgent(n.node, draft)
+      const card = await n.node.publishCard(draft)
+      cards.set(n.node.agentId, card)
+      members.push({ agentId: n.node.agentId, card, local: n, up: true })
+    }
+  } else {
+    const bootstrap = mesh.slice(0, 2).flatMap(n => n.node.addresses.slice(0, 1))
+    for (let i = 0; i < workerCount; i += 4) {
+      const batch = await Promise.all(Array.from({ length: Math.min(4, workerCount - i) }, async (_, k) =>
+        spawnWorker(localCount + i + k, join(workDir, `w${i + k}`), bootstrap)))
+      for (const b of batch) {
+        cards.set(b.agentId, b.card)
+        members.push({ agentId: b.agentId, card: b.card, worker: b.worker, up: true })
+      }
+      log(`starting nodes ${localCount + i + batch.length}/${opts.nodes}`)
+    }
   }
+  const byAgent = new Map(members.map(m => [m.agentId, m]))
   log('announcing cards')
-  await Promise.all(honest.map(async n => n.node.discovery.announce().catch(() => 0)))
+  await Promise.all(mesh.map(async n => n.node.discovery.announce().catch(() => 0)))
 
   // ---- hostile behaviour: forged cards and events ------------------------------------
   let forgedAttempted = 0
@@ -180,28 +272,39 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   }
 
   // ---- churn ---------------------------------------------------------------------------
-  const busy = new Map<SimNode, number>()
-  const hold = (n: SimNode): void => { busy.set(n, (busy.get(n) ?? 0) + 1) }
-  const release = (n: SimNode): void => { busy.set(n, (busy.get(n) ?? 1) - 1) }
+  const busy = new Map<string, number>()
+  const hold = (agentId: string): void => { busy.set(agentId, (busy.get(agentId) ?? 0) + 1) }
+  const release = (agentId: string): void => { busy.set(agentId, (busy.get(agentId) ?? 1) - 1) }
   const churn = { stops: 0, restarts: 0 }
   let churning = opts.churn
   const churnLoop = (async () => {
     while (churning) {
       await new Promise(resolve => setTimeout(resolve, 250))
-      const idle = honest.filter(n => n.up && (busy.get(n) ?? 0) === 0)
-      if (idle.length < honest.length / 2) continue
+      const idle = members.filter(m => m.up && (busy.get(m.agentId) ?? 0) === 0)
+      if (idle.length < members.length / 2) continue
       const victim = pick(idle)
-      hold(victim)
+      hold(victim.agentId)
+      victim.up = false
       try {
-        await stopSimNode(victim)
-        churn.stops++
-        await new Promise(resolve => setTimeout(resolve, 100 + random() * 400))
-        await restartSimNode(victim, mesh, random)
+        if (victim.local !== undefined) {
+          await stopSimNode(victim.local)
+          churn.stops++
+          await new Promise(resolve => setTimeout(resolve, 100 + random() * 400))
+          await restartSimNode(victim.local, mesh, random)
+          installAgent(victim.local.node, simCard(victim.local.index))
+          await victim.local.node.discovery.announce().catch(() => 0)
+        } else if (victim.worker !== undefined) {
+          // a process that dies hard, then comes back from its data directory
+          await stopWorker(victim.worker, 'SIGKILL')
+          churn.stops++
+          await new Promise(resolve => setTimeout(resolve, 100 + random() * 400))
+          const again = await spawnWorker(victim.worker.index, victim.worker.dataDir, mesh.slice(0, 2).flatMap(n => n.node.addresses.slice(0, 1)))
+          victim.worker = again.worker
+        }
         churn.restarts++
-        installAgent(victim.node, simCard(victim.index))
-        await victim.node.discovery.announce().catch(() => 0)
+        victim.up = true
       } finally {
-        release(victim)
+        release(victim.agentId)
       }
     }
   })()
@@ -229,28 +332,33 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     const rec: TaskRecord = { task_id: taskId, runs: [], ok: false, completed: false, problems: [], observed: [] }
     records.push(rec)
     const driver = pick(honest.filter(n => n.up))
-    hold(driver)
+    hold(driver.node.agentId)
     const subs: EventSubscription[] = []
     const t0 = Date.now()
-    const involved: SimNode[] = [driver]
+    const involved: string[] = [driver.node.agentId]
     try {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
-      const d0 = performance.now()
-      const found = await driver.node.discover({ capability: cap }, { limit: 4 })
-      discoverMs.add(performance.now() - d0)
-      found.forEach(checkCard)
-      const candidates = found
-        .map(c => honest.find(n => n.node.agentId === c.agent_id))
-        .filter((n): n is SimNode => n !== undefined && n !== driver && n.up)
+      let candidates: Member[] = []
+      // an agent may be down (churn): look again, wider, a bounded number of times
+      for (let attempt = 0; attempt < 3 && candidates.length < 2; attempt++) {
+        const d0 = performance.now()
+        const found = await driver.node.discover({ capability: cap }, { limit: 4 * (attempt + 1) })
+        discoverMs.add(performance.now() - d0)
+        found.forEach(checkCard)
+        candidates = found
+          .map(c => byAgent.get(c.agent_id))
+          .filter((m): m is Member => m !== undefined && m.agentId !== driver.node.agentId && m.up)
+      }
       if (candidates.length < 2) throw new Error(`only ${candidates.length} agents found for ${cap.capability_id}`)
       const first = pick(candidates)
       const second = pick(candidates.filter(c => c !== first))
-      involved.push(first, second)
-      for (const n of [first, second]) hold(n)
+      involved.push(first.agentId, second.agentId)
+      hold(first.agentId)
+      hold(second.agentId)
       forgedTopics.add(correlationTopic(taskId))
       for (const h of hostile) {
-        void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.node.agentId], onEvent: () => {} })
+        void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.agentId], onEvent: () => {} })
           .then(s => { subs.push(s) }).catch(() => {})
       }
 
@@ -258,7 +366,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       const waiters: Array<{ match: (e: AgentEvent) => boolean, resolve: (e: AgentEvent) => void }> = []
       const seen: AgentEvent[] = []
       const driverSub = await driver.node.events.subscribe(taskId, {
-        participants: [first.node.agentId, second.node.agentId],
+        participants: [first.agentId, second.agentId],
         onEvent: (e) => {
           seen.push(e)
           for (const w of [...waiters]) if (w.match(e)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(e) }
@@ -272,15 +380,15 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       }
 
       // observers subscribe before the first event, from nodes that take no part
-      const others = honest.filter(n => n.up && !involved.includes(n))
+      const others = honest.filter(n => n.up && !involved.includes(n.node.agentId))
       for (let k = 0; k < Math.min(opts.observers, others.length); k++) {
         const node = pick(others.filter(o => !rec.observed.some(x => x.node === o)))
-        hold(node)
-        involved.push(node)
+        hold(node.node.agentId)
+        involved.push(node.node.agentId)
         const seenKeys = new Set<string>()
         rec.observed.push({ node, seen: seenKeys })
         const sub = await node.node.events.subscribe(taskId, {
-          participants: [driver.node.agentId, first.node.agentId, second.node.agentId],
+          participants: [driver.node.agentId, first.agentId, second.agentId],
           onEvent: (e) => {
             const key = eventKey(e)
             if (seenKeys.has(key)) return
@@ -295,7 +403,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
 
       // task.assign -> delegate
       const q0 = performance.now()
-      const run = await driver.node.delegate({ to_agent: first.node.agentId, task_id: taskId, capability: cap, input: { task: i } })
+      const run = await driver.node.delegate({ to_agent: first.agentId, task_id: taskId, capability: cap, input: { task: i } })
       delegateMs.add(performance.now() - q0)
       rec.runs.push(run)
       acknowledged.set(run.run_id, driver)
@@ -307,7 +415,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       await waitFor('resumed progress', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'resumed')
 
       // ownership.transfer -> handoff
-      const next = await driver.node.handoff(run.run_id, second.node.agentId, { reason: 'ownership transfer', from_task: taskId })
+      const next = await driver.node.handoff(run.run_id, second.agentId, { reason: 'ownership transfer', from_task: taskId })
       rec.runs.push(next)
       acknowledged.set(next.run_id, driver)
       await waitFor('completion', e => e.run_id === next.run_id && e.type === 'run.completed')
@@ -315,9 +423,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       taskMs.add(Date.now() - t0)
 
       // audit.replay on a node that took no part
-      const auditor = pick(honest.filter(n => n.up && !involved.includes(n)))
+      const auditor = pick(honest.filter(n => n.up && !involved.includes(n.node.agentId)))
       const r0 = performance.now()
-      const replay = await auditor.node.events.replay(taskId, { participants: [driver.node.agentId, first.node.agentId] })
+      const replay = await auditor.node.events.replay(taskId, { participants: [driver.node.agentId, first.agentId] })
       replayMs.add(performance.now() - r0)
       const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1 })
       for (const c of ['capability_ref', 'task_correlation', 'checkpoint_block', 'ownership_handoff'] as const) {
@@ -325,8 +433,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       }
       // every event anyone was handed must be the executor's own
       for (const e of [...replay.events, ...seen]) {
-        const exec = mesh.find(n => n.node.agentId === e.executor)
-        const genuine = exec === undefined ? undefined : await exec.node.runs.store.log.get(e.run_id, e.seq)
+        const exec = byAgent.get(e.executor)
+        const genuine = exec === undefined ? undefined : await memberLog(exec, e.run_id, e.seq)
         if (genuine === undefined || eventHash(genuine) !== eventHash(e)) forgedAccepted++
       }
       const expected = new Set(replay.events.map(eventKey))
@@ -344,7 +452,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       rec.problems.push(err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message)
     } finally {
       for (const s of subs) s.close()
-      for (const n of involved) release(n)
+      for (const a of involved) release(a)
       done++
       log(`tasks ${done}/${opts.tasks} (${records.filter(r => r.ok).length} ok)${opts.churn ? `, churn ${churn.stops} stops` : ''}`)
     }
@@ -361,6 +469,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
 
   // ---- invariants: every acknowledged run is still there -------------------------------
   for (const n of mesh) if (!n.up) await restartSimNode(n, mesh, random)
+  for (const m of members) m.up = true
   let runsLost = 0
   for (const [runId, driver] of acknowledged) {
     try {
@@ -374,6 +483,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const cpu = process.cpuUsage(cpu0)
   const wall = Date.now() - started
   await stopSimMesh(mesh)
+  await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
+  if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
 
   const report: SimReport = {
     title: `aap-mesh simulation (${opts.nodes} nodes)`,

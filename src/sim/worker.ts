@@ -1,0 +1,45 @@
+/**
+ * One simulated agent in its own process (`npm run sim -- --processes`): a
+ * node on TCP loopback with a LevelDB data directory, the simulated agent
+ * behaviour, and a small IPC surface for the driver process (its log, for the
+ * audit of forged events). Prints one JSON line when ready.
+ *
+ *   node src/sim/worker.ts --index 3 --data-dir /tmp/x --bootstrap /ip4/127.0.0.1/tcp/1234/p2p/...
+ */
+import { parseArgs } from 'node:util'
+import { createMeshNode } from '../node.ts'
+import { installAgent, simCard } from './agents.ts'
+
+const { values } = parseArgs({
+  options: {
+    index: { type: 'string' },
+    'data-dir': { type: 'string' },
+    bootstrap: { type: 'string', multiple: true, default: [] }
+  }
+})
+const index = Number(values.index ?? '0')
+const draft = simCard(index)
+const node = await createMeshNode({
+  listen: ['/ip4/127.0.0.1/tcp/0'],
+  localMesh: true,
+  ...(values['data-dir'] === undefined ? {} : { dataDir: values['data-dir'] })
+})
+await node.start()
+installAgent(node, draft)
+if (values.bootstrap.length > 0) await node.join(values.bootstrap)
+const card = await node.publishCard(draft)
+await node.discovery.announce().catch(() => 0)
+
+interface LogRequest { id: number, op: 'log', run_id: string, seq: number }
+
+process.on('message', (msg: LogRequest) => {
+  if (msg?.op !== 'log') return
+  void node.runs.store.log.get(msg.run_id, msg.seq).then(event => {
+    process.send?.({ id: msg.id, event: event ?? null })
+  })
+})
+const stop = (): void => { void node.stop().finally(() => process.exit(0)) }
+process.on('SIGTERM', stop)
+process.on('SIGINT', stop)
+process.on('disconnect', stop)
+process.stdout.write(`${JSON.stringify({ ready: true, agent_id: node.agentId, addresses: node.addresses, card })}\n`)
