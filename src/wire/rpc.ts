@@ -195,11 +195,91 @@ function isFrameId (v: unknown): v is number {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff
 }
 
-/** Send one frame, waiting for the stream to drain when its buffer is full. */
-async function sendFrame (stream: Stream, value: unknown, signal?: AbortSignal): Promise<void> {
-  if (stream.writeStatus !== 'writable') throw new AgentNotFoundError('stream is closed for writing', { reason: 'closed' })
-  if (!stream.send(encodeFrame(value))) {
-    await stream.onDrain(signal === undefined ? {} : { signal })
+/**
+ * The frames one stream sends. Frames queued in the same run of the
+ * microtask queue leave as one write (one yamux frame, one Noise encryption,
+ * one socket write) instead of one each: under load, answers released by one
+ * group commit, or calls issued as earlier answers arrive, share a write.
+ * While the stream waits to drain, frames queue behind it.
+ */
+class Outbox {
+  private readonly stream: Stream
+  private frames: Uint8Array[] = []
+  private size = 0
+  private batch: PromiseWithResolvers<boolean> | undefined
+  private draining: Promise<void> | undefined
+
+  constructor (stream: Stream) {
+    this.stream = stream
+  }
+
+  /** Resolves true once the frame is handed to the stream, false if the stream cannot take it. */
+  async send (frame: Uint8Array): Promise<boolean> {
+    if (this.batch === undefined) {
+      this.batch = Promise.withResolvers<boolean>()
+      queueMicrotask(() => { this.flush() })
+    }
+    this.frames.push(frame)
+    this.size += frame.byteLength
+    return this.batch.promise
+  }
+
+  /** Resolves once nothing is queued or waiting for a drain. */
+  async whenSent (): Promise<void> {
+    while (this.batch !== undefined || this.draining !== undefined) {
+      if (this.draining !== undefined) {
+        await this.draining
+      } else {
+        const b = this.batch
+        this.flush()
+        await b?.promise
+      }
+    }
+  }
+
+  /** Hand everything queued to the stream now (unless it waits for a drain). */
+  flush (): void {
+    const batch = this.batch
+    if (batch === undefined) return
+    if (this.draining !== undefined) return // the drain will flush
+    const frames = this.frames
+    const size = this.size
+    this.batch = undefined
+    this.frames = []
+    this.size = 0
+    if (this.stream.writeStatus !== 'writable') {
+      batch.resolve(false)
+      return
+    }
+    let data: Uint8Array
+    if (frames.length === 1 && frames[0] !== undefined) {
+      data = frames[0]
+    } else {
+      data = new Uint8Array(size)
+      let at = 0
+      for (const f of frames) { data.set(f, at); at += f.byteLength }
+    }
+    try {
+      if (this.stream.send(data)) {
+        batch.resolve(true)
+        return
+      }
+    } catch {
+      batch.resolve(false)
+      return
+    }
+    // accepted, but the stream's buffer is full: what comes next waits for the drain
+    batch.resolve(true)
+    this.draining = this.stream.onDrain().then(() => {
+      this.draining = undefined
+      this.flush()
+    }, () => {
+      this.draining = undefined
+      this.batch?.resolve(false)
+      this.batch = undefined
+      this.frames = []
+      this.size = 0
+    })
   }
 }
 
@@ -258,15 +338,9 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
       active.delete(stream)
     })
 
-    /** Resolves true once the frame is handed to the stream. */
-    const reply = async (value: unknown): Promise<boolean> => {
-      try {
-        await sendFrame(stream, value)
-        return true
-      } catch {
-        return false // the peer went away; nothing to tell
-      }
-    }
+    const outbox = new Outbox(stream)
+    /** Resolves true once the frame is handed to the stream (false: the peer went away; nothing to tell). */
+    const reply = async (value: unknown): Promise<boolean> => outbox.send(encodeFrame(value))
 
     /**
      * Framing is lost: say why (no request id can be known), read nothing
@@ -287,7 +361,9 @@ export async function serve (host: Host, spec: RpcProtocol): Promise<() => Promi
     const maybeFinish = (): void => {
       if (!remoteEnded || running.size > 0 || backlog.length > 0 || finished) return
       finished = true
-      void stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch(() => { stream.abort(new Error('close timed out')) })
+      void outbox.whenSent()
+        .then(async () => { await stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }) })
+        .catch(() => { stream.abort(new Error('close timed out')) })
     }
 
     const handleFrame = (bytes: Uint8Array): void => {
@@ -429,6 +505,7 @@ function errorFromFrame (value: unknown): AapError {
 
 class Session {
   readonly stream: Stream
+  private readonly outbox: Outbox
   readonly pending = new Map<number, Pending>()
   /** Calls that gave up but want to hear a late success answer. */
   private readonly abandoned = new Map<number, (body: Record<string, unknown>) => void>()
@@ -439,6 +516,7 @@ class Session {
 
   constructor (stream: Stream, peerName: string, maxFrameBytes: number, onClose: () => void) {
     this.stream = stream
+    this.outbox = new Outbox(stream)
     this.peerName = peerName
     const frames = new FrameDecoder(maxFrameBytes)
     stream.addEventListener('close', () => {
@@ -545,10 +623,10 @@ class Session {
     }
     try {
       if (this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
-      if (!this.stream.send(encodeFrame({ id, type, body }))) {
-        // the peer is not reading: wait for room, bounded by this call's own timeout
-        await Promise.race([this.stream.onDrain(), promise])
-      }
+      // a peer that does not read holds the frame in the outbox, bounded by this call's own timeout
+      void this.outbox.send(encodeFrame({ id, type, body })).then((sent) => {
+        if (!sent) this.abandon(id, new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' }))
+      })
       return await promise
     } catch (err) {
       const p = this.pending.get(id)
