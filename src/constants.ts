@@ -121,6 +121,8 @@ export const STREAM_CLOSE_TIMEOUT_MS = 1_000
 export const ERROR_MESSAGE_MAX_CHARS = 1024
 /** Calls that gave up but still want a late answer (to undo its effect), per stream. */
 export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
+/** Parsed agent ids the run service keeps (cleared when full). */
+export const PEER_ID_CACHE_MAX_ENTRIES = 4096
 
 // ---- correlated events: gossip, sync, subscriptions (see protocols/events.md) --------
 /**

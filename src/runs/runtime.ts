@@ -9,11 +9,11 @@
  * committed with its signed event before anything is acknowledged.
  */
 import { randomBytes } from 'node:crypto'
-import type { PrivateKey } from '@libp2p/interface'
+import type { PeerId, PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import {
   CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, HANDOFF_MAX_FRAME_BYTES,
-  HANDOFF_PROTOCOL, MAX_CONCURRENT_INBOUND_RUNS, REASON_MAX_CHARS, RUN_INPUT_MAX_BYTES
+  HANDOFF_PROTOCOL, MAX_CONCURRENT_INBOUND_RUNS, PEER_ID_CACHE_MAX_ENTRIES, REASON_MAX_CHARS, RUN_INPUT_MAX_BYTES
 } from '../constants.ts'
 import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import {
@@ -137,6 +137,25 @@ interface PendingStart {
   handoff: RunContext['handedOff']
   /** The delegator can still learn the handle (it set an idempotency key), so an undelivered answer is not fatal. */
   recoverable: boolean
+}
+
+/**
+ * Why a handler's signal aborts when its run ends. Built once: an Error
+ * captures a stack trace, which every completed run would otherwise pay for.
+ */
+const RUN_COMPLETED = new AapError('INVALID_TRANSITION', 'run ended: completed')
+const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
+
+/** Agent ids this node talks to, parsed (base58 and multihash decoding is not free). */
+const peerIds = new Map<string, PeerId>()
+function peerOf (agentId: string): PeerId {
+  let id = peerIds.get(agentId)
+  if (id === undefined) {
+    id = peerIdOfAgent(agentId)
+    if (peerIds.size >= PEER_ID_CACHE_MAX_ENTRIES) peerIds.clear()
+    peerIds.set(agentId, id)
+  }
+  return id
 }
 
 function newRunId (agentId: string): string {
@@ -290,7 +309,7 @@ export class Runs {
     isWireDelegate.assert(body, 'delegate request')
     assertInputSize(body.input, 'input')
     if (req.to_agent === this.agentId) throw new DelegationRefusedError('an agent does not delegate to itself; a blocked run must be resumed by another agent')
-    const peer = peerIdOfAgent(req.to_agent)
+    const peer = peerOf(req.to_agent)
     const card = await this.resolveCard(req.to_agent, opts.signal === undefined ? {} : { signal: opts.signal })
     if (!supports(card, req.capability)) {
       throw new CapabilityNotSupportedError(`agent ${req.to_agent} does not declare ${capabilityString(req.capability)}`, { capability: req.capability })
@@ -385,7 +404,7 @@ export class Runs {
     if (executor === '') throw new RunNotFoundError(`"${runId.slice(0, 80)}" is not a run id`)
     let peer
     try {
-      peer = peerIdOfAgent(executor)
+      peer = peerOf(executor)
     } catch {
       throw new RunNotFoundError(`"${runId.slice(0, 80)}" is not a run id`)
     }
@@ -654,8 +673,9 @@ export class Runs {
     if (isTerminal(next.state)) {
       this.active.delete(runId)
       this.inboundActive--
-      a.abort.abort(new AapError('INVALID_TRANSITION', `run ended: ${next.state}`))
-      a.resumed?.reject(new AapError('INVALID_TRANSITION', `run ended: ${next.state}`))
+      const ended = next.state === 'completed' ? RUN_COMPLETED : RUN_FAILED
+      a.abort.abort(ended)
+      a.resumed?.reject(ended)
     }
   }
 
@@ -706,7 +726,7 @@ export class Runs {
         authorized: old.authorized,
         parent_run: old.parent_run
       }
-      const res = await this.handoffClient.call(peerIdOfAgent(toAgent), 'handoff', body, opts)
+      const res = await this.handoffClient.call(peerOf(toAgent), 'handoff', body, opts)
       const created = this.checkRunResponse(res, toAgent)
       if (created.correlation_id !== old.correlation_id) throw new InvalidRequestError('receiver changed the correlation_id')
       await this.applyLocked(runId, { type: 'handoff', to: { run_id: created.run_id, agent_id: toAgent } }, actor)
