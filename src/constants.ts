@@ -168,3 +168,7 @@ export const EVENTS_SCORE_INVALID_DECAY = 0.95
 export const CLI_DISCOVER_DEADLINE_MS = 30_000
 /** `start --discover`: pause between two lookups that found nothing. */
 export const CLI_DISCOVER_RETRY_MS = 250
+/** Executor public keys kept imported for event verification. */
+export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
+/** A participant joined a correlation topic: sync from it after this unless gossip brought its events first. */
+export const EVENTS_JOIN_SYNC_DELAY_MS = 100

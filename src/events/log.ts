@@ -4,12 +4,15 @@
  * executor's signature, so any holder can serve it and any receiver can check
  * it without trusting the holder.
  */
-import { createHash } from 'node:crypto'
+import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import { Key, type Batch, type Datastore } from 'interface-datastore'
-import { EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, SYNC_MAX_EVENTS_PER_RESPONSE } from '../constants.ts'
+import {
+  EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, EVENT_VERIFY_KEY_CACHE_ENTRIES, SYNC_MAX_EVENTS_PER_RESPONSE
+} from '../constants.ts'
 import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
-import { canonicalJson, sign, verify } from '../identity/signing.ts'
+import { publicKeyOfAgent } from '../identity/identity.ts'
+import { canonicalJson, sign, signingBytes } from '../identity/signing.ts'
 import { schema } from '../schema/validate.ts'
 import type { AgentEvent, UnsignedEvent } from '../runs/types.ts'
 
@@ -34,6 +37,43 @@ export async function signEvent (key: PrivateKey, unsigned: UnsignedEvent): Prom
 }
 
 /**
+ * Executor keys, imported once. Every node verifies every event it is sent,
+ * and parsing the agent id plus importing the key each time cost more than
+ * the Ed25519 check itself. Bounded; the oldest entry goes first.
+ */
+const verifyKeys = new Map<string, KeyObject>()
+
+function executorKey (agentId: string): KeyObject | undefined {
+  let key = verifyKeys.get(agentId)
+  if (key !== undefined) return key
+  try {
+    const pub = publicKeyOfAgent(agentId)
+    if (pub.type !== 'Ed25519') return undefined
+    key = createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub.raw).toString('base64url') } })
+  } catch {
+    return undefined
+  }
+  if (verifyKeys.size >= EVENT_VERIFY_KEY_CACHE_ENTRIES) {
+    const oldest = verifyKeys.keys().next()
+    if (oldest.done !== true) verifyKeys.delete(oldest.value)
+  }
+  verifyKeys.set(agentId, key)
+  return key
+}
+
+/** True only when `signature` is `agentId`'s Ed25519 signature of the event. Never throws. */
+function verifyEventSignature (agentId: string, unsigned: UnsignedEvent, signature: string): boolean {
+  const key = executorKey(agentId)
+  if (key === undefined) return false
+  try {
+    const sig = Buffer.from(signature, 'base64url')
+    return sig.byteLength === 64 && verifySignature(null, signingBytes(EVENT_SIGNING_DOMAIN, unsigned), key, sig)
+  } catch {
+    return false
+  }
+}
+
+/**
  * Shape, size, attribution and signature. Throws INVALID_REQUEST for shape or
  * size, INVALID_SIGNATURE when the executor named by the run id did not sign it.
  */
@@ -46,7 +86,7 @@ export async function verifyEvent (value: unknown): Promise<AgentEvent> {
   }
   if ((event.seq === 1) !== (event.prev === null)) throw new InvalidRequestError('only the first event of a run has no prev', { reason: 'bad_chain' })
   const { signature, ...unsigned } = event
-  if (!await verify(event.executor, EVENT_SIGNING_DOMAIN, unsigned, signature)) {
+  if (!verifyEventSignature(event.executor, unsigned, signature)) {
     throw new InvalidSignatureError('event signature does not verify with its executor key', { reason: 'bad_signature' })
   }
   return event
