@@ -26,7 +26,7 @@ import { PeerScore, createTopicScoreParams } from '@libp2p/gossipsub/score'
 import type { Datastore } from 'interface-datastore'
 import {
   EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_PARTICIPANTS, EVENTS_MAX_RUNS_PER_CORRELATION, EVENTS_SCORE_INVALID_DECAY,
-  EVENTS_SCORE_INVALID_WEIGHT, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES, MAX_CORRELATION_TOPICS,
+  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_SCORE_INVALID_WEIGHT, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES, MAX_CORRELATION_TOPICS,
   REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS, SYNC_CONCURRENCY, SYNC_MAX_EVENTS_PER_RESPONSE, SYNC_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, InvalidRequestError, toAapError } from '../errors.ts'
@@ -121,6 +121,8 @@ interface CorrTrack {
   /** Runs this node delegated, as last known, to keep Runs' outgoing records fresh. */
   outgoing: Map<string, Run>
   gossip: boolean
+  /** Events placed per executor: tells a participant's join sync whether gossip already delivered. */
+  placedBy: Map<string, number>
   holds: number
   lock: Promise<unknown>
   inflight: Set<Promise<unknown>>
@@ -224,7 +226,7 @@ export class Events {
     for (const s of evt.detail.subscriptions) {
       if (!s.subscribe) continue
       const t = this.byTopic.get(s.topic)
-      if (t !== undefined && t.participants.has(peer) && this.interested(t)) this.discover(t, peer)
+      if (t !== undefined && t.participants.has(peer) && this.interested(t)) this.joined(t, peer)
     }
   }
 
@@ -481,6 +483,7 @@ export class Events {
         subs: new Set(),
         outgoing: new Map(),
         gossip: false,
+        placedBy: new Map(),
         holds: 0,
         lock: Promise.resolve(),
         inflight: new Set(),
@@ -644,12 +647,15 @@ export class Events {
 
   private onLocalEvent (event: AgentEvent, run: Run): void {
     if (!this.started) return
-    const t = this.ensureTrack(event.correlation_id, true, false)
-    // publish first: remote latency should not wait for local bookkeeping
+    // publish before anything else, joining the topic included: a fresh topic's join sends a
+    // SUBSCRIBE and GRAFTs to every peer, and the first event should not queue behind them.
+    // Publishing does not need the join: flood publish reaches every peer known to subscribe.
+    const t = this.ensureTrack(event.correlation_id, false, false)
     this.stats.published++
     this.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(event))).catch(() => {
       // nobody to send to yet, or the router is stopping: subscribers sync it from the log
     })
+    this.ensureTrack(event.correlation_id, true, false)
     void this.withLock(t, async () => {
       const rt = this.newRunTrack(t, event.run_id, true)
       if (rt === undefined) return
@@ -723,6 +729,7 @@ export class Events {
       const hash = eventHash(e)
       tentative.set(e.run_id, { head: e, hash })
       accepted.push(e)
+      t.placedBy.set(e.executor, (t.placedBy.get(e.executor) ?? 0) + 1)
       note('accepted')
     }
     if (accepted.length === 0) return { first: first ?? 'duplicate', accepted }
@@ -785,6 +792,21 @@ export class Events {
   private noteSyncError (err: unknown): void {
     const code = toAapError(err).code
     this.stats.syncErrors[code] = (this.stats.syncErrors[code] ?? 0) + 1
+  }
+
+  /**
+   * A participant joined the topic. If it is an executor that just started a
+   * run here, its first publish may have missed us (it may not have known we
+   * subscribe yet): unless gossip brings one of its events within
+   * EVENTS_JOIN_SYNC_DELAY_MS, sync from it. Waiting first spares the
+   * participant one sync per subscriber when gossip did its job.
+   */
+  private joined (t: CorrTrack, agentId: string): void {
+    const placed = t.placedBy.get(agentId) ?? 0
+    const timer = setTimeout(() => {
+      if (!t.closed && (t.placedBy.get(agentId) ?? 0) === placed) this.discover(t, agentId)
+    }, EVENTS_JOIN_SYNC_DELAY_MS)
+    timer.unref?.()
   }
 
   /** Correlation sync from one participant (coalesced: one in flight, one more if asked meanwhile). */
@@ -862,7 +884,9 @@ export class Events {
     if (!waiting) return
     t.tailTimer = setTimeout(() => {
       t.tailDelay = Math.min(t.tailDelay * 2, EVENTS_TAIL_SYNC_MAX_MS)
-      if (t.runs.size === 0) for (const p of t.participants) this.discover(t, p)
+      // runs nobody told us about (a first publish that missed us, a sub-delegation) only show up
+      // in a participant's log, so someone waiting on this correlation asks them too
+      if (this.interested(t)) for (const p of t.participants) this.discover(t, p)
       for (const rt of t.runs.values()) if (!rt.local && isLive(rt.state)) this.fetch(t, rt)
       this.refresh(t)
     }, t.tailDelay)
