@@ -1,0 +1,224 @@
+/**
+ * delegate -> durable Run handle, between two node PROCESSES on TCP loopback,
+ * measured side by side with its references in the same run:
+ *
+ *  - raw libp2p echo (TCP + Noise + Yamux), one new stream per request: the
+ *    floor targets.md compares the delegate p50 against (<= 1.5x);
+ *  - raw libp2p echo, frames pipelined on one long-lived stream (context);
+ *  - @a2a-js/sdk SendMessage answered with a WORKING task (<= 1.0x p50, and
+ *    delegations/s >= its req/s).
+ *
+ * The executor runs in a child process (this file with --executor) with a
+ * LevelDB data dir, so each handle is durable before it is returned; its
+ * handler returns at once (the run then completes, which the executor also
+ * commits). The delegator runs in this process, with its own LevelDB.
+ *
+ * Two delegate rows: `node.delegate` (the node API: the delegator also
+ * follows the run's events, subscribing to its correlation topic and syncing
+ * its log) and `node.runs.delegate` (the run service alone). Beside each, the
+ * CPU time per delegation of each process (from /proc, Linux only), which
+ * does not depend on what else the machine is running.
+ *
+ *   node scripts/bench-delegate.ts [--requests 2000] [--concurrency 32]
+ *     [--concurrent-requests 5000] [--warmup 200] [--no-a2a] [--json]
+ */
+import { readFileSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { availableParallelism, cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createMeshNode } from '../src/node.ts'
+import { announceReady, exitOnShutdown, intArg, parseArgs, spawnReady, type ReadyChild } from './lib/proc.ts'
+import { measureA2aSend } from './lib/ref-a2a.ts'
+import { measureEcho } from './lib/ref-echo.ts'
+import { benchRequests, fmtMs, fmtRate, printTable, type RequestBenchResult } from './lib/stats.ts'
+
+const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }
+/** From targets.md. */
+const TARGET_P50_VS_ECHO = 1.5
+const TARGET_P50_VS_A2A = 1.0
+const TARGET_RATE_A2A_FALLBACK = 2650
+
+const here = (rel: string): string => fileURLToPath(new URL(rel, import.meta.url))
+const log = (msg: string): void => { process.stderr.write(msg + '\n') }
+
+// ---- the executor process ---------------------------------------------------------
+
+async function executor (): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'aap-bench-executor-'))
+  const node = await createMeshNode({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+  await node.start()
+  node.runs.handle(REVIEW, async () => ({ ok: true }))
+  await node.publishCard({ name: 'bench-executor', capabilities: [REVIEW] })
+  exitOnShutdown(async () => {
+    await node.stop()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  announceReady({ agentId: node.agentId, addrs: node.addresses, pid: process.pid })
+}
+
+// ---- the delegator (this process) ---------------------------------------------------
+
+interface Options { requests: number, concurrency: number, concurrentRequests: number | undefined, warmup: number | undefined, a2a: boolean, json: boolean }
+
+function options (argv: readonly string[]): Options {
+  const args = parseArgs(argv)
+  const known = new Set(['requests', 'concurrency', 'concurrent-requests', 'warmup', 'no-a2a', 'json', 'executor'])
+  for (const k of args.keys()) if (!known.has(k)) throw new Error(`unknown option --${k}`)
+  return {
+    requests: intArg(args, 'requests', 2000),
+    concurrency: intArg(args, 'concurrency', 32),
+    concurrentRequests: args.has('concurrent-requests') ? intArg(args, 'concurrent-requests', 0) : undefined,
+    warmup: args.has('warmup') ? intArg(args, 'warmup', 0) : undefined,
+    a2a: !args.has('no-a2a'),
+    json: args.has('json')
+  }
+}
+
+/** CPU time (user + system) a process has used, ms; NaN where /proc is not there. */
+function processCpuMs (pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+    return (Number(fields[11]) + Number(fields[12])) * 10 // clock ticks of 10 ms (USER_HZ 100)
+  } catch {
+    return Number.NaN
+  }
+}
+
+interface DelegateResult extends RequestBenchResult {
+  /** CPU per delegation over the whole measurement (warm-up included), µs */
+  delegatorCpuUs: number
+  executorCpuUs: number
+}
+
+async function measureDelegate (o: Options, executorInfo: { agentId: string, addrs: string[], pid: number }, api: 'node' | 'runs'): Promise<DelegateResult> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'aap-bench-delegator-'))
+  const node = await createMeshNode({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+  await node.start()
+  try {
+    if (await node.join(executorInfo.addrs) !== 1) throw new Error('could not reach the executor')
+    let n = 0
+    const cpu0 = process.cpuUsage()
+    const exec0 = processCpuMs(executorInfo.pid)
+    const delegate = api === 'node' ? node.delegate.bind(node) : node.runs.delegate.bind(node.runs)
+    const result = await benchRequests(async () => {
+      const run = await delegate({ to_agent: executorInfo.agentId, task_id: `task-bench-${n++}`, capability: REVIEW, input: { pr: n, repo: 'aap-mesh' } })
+      if (run.state !== 'running' && run.state !== 'completed') throw new Error(`unexpected run state ${run.state}`)
+    }, {
+      name: `${api} delegate`,
+      requests: o.requests,
+      concurrency: o.concurrency,
+      concurrentRequests: o.concurrentRequests,
+      warmup: o.warmup
+    })
+    const cpu = process.cpuUsage(cpu0)
+    return {
+      ...result,
+      delegatorCpuUs: (cpu.user + cpu.system) / n,
+      executorCpuUs: (processCpuMs(executorInfo.pid) - exec0) * 1000 / n
+    }
+  } finally {
+    await node.stop()
+    await rm(dataDir, { recursive: true, force: true })
+  }
+}
+
+function row (name: string, r: RequestBenchResult & Partial<DelegateResult>): Record<string, string | number> {
+  return {
+    what: name,
+    p50: fmtMs(r.latency.p50),
+    p99: fmtMs(r.latency.p99),
+    'seq /s': fmtRate(r.sequentialReqPerSec),
+    [`/s @${r.concurrency}`]: fmtRate(r.reqPerSec),
+    [`p50 @${r.concurrency}`]: fmtMs(r.concurrentLatency.p50),
+    'cpu/op delegator': r.delegatorCpuUs === undefined ? '' : `${r.delegatorCpuUs.toFixed(0)} µs`,
+    'cpu/op executor': r.executorCpuUs === undefined ? '' : `${r.executorCpuUs.toFixed(0)} µs`,
+    errors: r.errors
+  }
+}
+
+async function main (): Promise<void> {
+  const o = options(process.argv.slice(2))
+  const children: ReadyChild[] = []
+  try {
+    log('bench-delegate: starting the executor, echo and a2a servers')
+    const exec = await spawnReady(here('./bench-delegate.ts'), ['--executor'], { timeoutMs: 60_000 })
+    children.push(exec)
+    const echoSrv = await spawnReady(here('./ref-server-echo.ts'))
+    children.push(echoSrv)
+    const a2aSrv = o.a2a ? await spawnReady(here('./ref-server-a2a.ts')) : undefined
+    if (a2aSrv !== undefined) children.push(a2aSrv)
+
+    const common = { requests: o.requests, concurrency: o.concurrency, concurrentRequests: o.concurrentRequests, warmup: o.warmup }
+    const agentId = exec.info.agentId
+    const addrs = exec.info.addrs
+    if (typeof agentId !== 'string' || !Array.isArray(addrs)) throw new Error('executor ready line lacks agentId/addrs')
+    const info = { agentId, addrs: addrs.map(String), pid: Number(exec.info.pid) }
+    log('bench-delegate: node.delegate')
+    const delegate = await measureDelegate(o, info, 'node')
+    log('bench-delegate: node.runs.delegate')
+    const runsOnly = await measureDelegate(o, info, 'runs')
+    const addr = String(echoSrv.info.addr)
+    log('bench-delegate: raw libp2p echo, new stream per request')
+    const echo = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'new-stream-per-request' })
+    log('bench-delegate: raw libp2p echo, one pipelined stream')
+    const echoPipelined = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'one-stream-pipelined' })
+    const a2a = a2aSrv === undefined ? undefined : await measureA2aSend({ ...common, url: String(a2aSrv.info.url) })
+
+    const ratios = {
+      runs_p50_vs_echo: runsOnly.latency.p50 / echo.latency.p50,
+      runs_rate_vs_a2a: a2a === undefined ? Number.NaN : runsOnly.reqPerSec / a2a.reqPerSec,
+      p50_vs_echo: delegate.latency.p50 / echo.latency.p50,
+      p50_vs_echo_pipelined: delegate.latency.p50 / echoPipelined.latency.p50,
+      p50_vs_a2a: a2a === undefined ? Number.NaN : delegate.latency.p50 / a2a.latency.p50,
+      rate_vs_a2a: a2a === undefined ? Number.NaN : delegate.reqPerSec / a2a.reqPerSec,
+      rate_vs_echo: delegate.reqPerSec / echo.reqPerSec
+    }
+    const env = { node: process.version, cpus: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown' }
+    if (o.json) {
+      process.stdout.write(JSON.stringify({ delegate, runsOnly, echo, echoPipelined, a2a, ratios, env }, null, 2) + '\n')
+      return
+    }
+    process.stdout.write(`\ndelegate -> durable Run handle, two processes on TCP loopback — ${env.node}, ${env.cpus} CPUs (${env.cpuModel})\n`)
+    process.stdout.write(`sequential: ${delegate.sequentialRequests} after ${delegate.warmup} warm-up; throughput: ${delegate.concurrentRequests} with ${delegate.concurrency} in flight\n\n`)
+    printTable([
+      row('node.delegate (follows events)', delegate),
+      row('node.runs.delegate (run service)', runsOnly),
+      row('raw libp2p echo, new stream/req (256 B)', echo),
+      row('raw libp2p echo, 1 stream pipelined (256 B)', echoPipelined),
+      ...(a2a === undefined ? [] : [row(`a2a-js SendMessage (${a2a.transport})`, a2a)])
+    ])
+    const rateTarget = a2a?.reqPerSec ?? TARGET_RATE_A2A_FALLBACK
+    process.stdout.write('\n')
+    printTable([
+      { ratio: 'runs.delegate p50 / echo p50 (new stream)', value: ratios.runs_p50_vs_echo.toFixed(2), target: `<= ${TARGET_P50_VS_ECHO}`, met: ratios.runs_p50_vs_echo <= TARGET_P50_VS_ECHO ? 'yes' : 'NO' },
+      {
+        ratio: `runs.delegate/s @${runsOnly.concurrency} vs ${a2a === undefined ? 'target' : 'a2a'} (${fmtRate(rateTarget)}/s)`,
+        value: (runsOnly.reqPerSec / rateTarget).toFixed(2),
+        target: '>= 1.0',
+        met: runsOnly.reqPerSec >= rateTarget ? 'yes' : 'NO'
+      },
+      { ratio: 'node.delegate p50 / echo p50 (new stream)', value: ratios.p50_vs_echo.toFixed(2), target: `<= ${TARGET_P50_VS_ECHO}`, met: ratios.p50_vs_echo <= TARGET_P50_VS_ECHO ? 'yes' : 'NO' },
+      { ratio: 'node.delegate p50 / echo p50 (pipelined)', value: ratios.p50_vs_echo_pipelined.toFixed(2), target: '-', met: '-' },
+      ...(a2a === undefined
+        ? []
+        : [{ ratio: 'node.delegate p50 / a2a p50', value: ratios.p50_vs_a2a.toFixed(2), target: `<= ${TARGET_P50_VS_A2A}`, met: ratios.p50_vs_a2a <= TARGET_P50_VS_A2A ? 'yes' : 'NO' }]),
+      {
+        ratio: `node.delegate/s @${delegate.concurrency} vs ${a2a === undefined ? 'target' : 'a2a'} (${fmtRate(rateTarget)}/s)`,
+        value: (delegate.reqPerSec / rateTarget).toFixed(2),
+        target: '>= 1.0',
+        met: delegate.reqPerSec >= rateTarget ? 'yes' : 'NO'
+      }
+    ])
+  } finally {
+    await Promise.all(children.map(async c => { await c.stop() }))
+  }
+}
+
+if (import.meta.main) {
+  const run = process.argv.includes('--executor') ? executor() : main()
+  run.catch((err: unknown) => {
+    process.stderr.write(`bench-delegate failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`)
+    process.exitCode = 1
+  })
+}
