@@ -123,6 +123,8 @@ export const ERROR_MESSAGE_MAX_CHARS = 1024
 export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
 /** Parsed agent ids the run service keeps (cleared when full). */
 export const PEER_ID_CACHE_MAX_ENTRIES = 4096
+/** Agents a delegator may authorize to resume or cancel a run besides itself (the schemas' maxItems). */
+export const RUN_AUTHORIZED_MAX_AGENTS = 16
 
 // ---- correlated events: gossip, sync, subscriptions (see protocols/events.md) --------
 /**

@@ -12,6 +12,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as C from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
+import { RUN_FAILURE_CODES } from '../src/runs/types.ts'
 import { schema } from '../src/schema/validate.ts'
 import { RpcClient, serve, type RpcMethod } from '../src/wire/rpc.ts'
 import common from '../protocols/common.schema.json' with { type: 'json' }
@@ -34,6 +35,10 @@ describe('the schemas and the constants state the same limits', () => {
     expect(r.Reason.maxLength).toBe(C.REASON_MAX_CHARS)
     expect(r.CheckpointId.maxLength).toBe(C.CHECKPOINT_ID_MAX_CHARS)
     expect(r.IdempotencyKey.maxLength).toBe(C.IDEMPOTENCY_KEY_MAX_CHARS)
+    for (const def of [r.Run, r.DelegateRequest, r.HandoffRequest]) expect(def.properties.authorized.maxItems).toBe(C.RUN_AUTHORIZED_MAX_AGENTS)
+    // a run's failure code is an error code or one of the run failure codes, nothing else
+    const failure = r.Run.properties.failure.anyOf[1] as { properties: { code: { anyOf: Array<{ enum?: string[] }> } } }
+    expect(failure.properties.code.anyOf[1]?.enum).toEqual([...RUN_FAILURE_CODES])
     // the validators enforce them
     const isTask = schema<string>('aap:common#/definitions/TaskId')
     expect(isTask('t'.repeat(C.TASK_ID_MAX_CHARS))).toBe(true)
