@@ -1,0 +1,33 @@
+/**
+ * The protocol specs in protocols/ name limits by their constants and give
+ * the current values. This keeps the prose honest: every constant it names
+ * exists, and every value it states is the constant's value.
+ */
+import { readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import * as constants from '../src/constants.ts'
+import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
+import { RUN_FAILURE_CODES } from '../src/runs/types.ts'
+
+const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md']
+const UNIT: Record<string, number> = { KiB: 1024, ms: 1, s: 1000, min: 60_000, h: 3_600_000 }
+const values = constants as unknown as Record<string, unknown>
+const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES, ...RUN_FAILURE_CODES, 'RUN_FAILURE_CODES'])
+
+describe('protocols/*.md agree with src/constants.ts', () => {
+  for (const doc of DOCS) {
+    it(`${doc}: every constant it names exists, with the value it states`, () => {
+      const text = readFileSync(new URL(`../protocols/${doc}`, import.meta.url), 'utf8')
+      const named = [...text.matchAll(/`([A-Z][A-Z0-9_]{2,})`/g)].map(m => m[1] ?? '')
+      expect(named.length).toBeGreaterThan(0)
+      for (const name of named) {
+        if (codes.has(name)) continue
+        expect(Object.hasOwn(values, name), `${doc} names ${name}`).toBe(true)
+      }
+      for (const m of text.matchAll(/`([A-Z][A-Z0-9_]{2,})` \((\d+)(?: (KiB|ms|s|min|h))?[,)]/g)) {
+        const [, name = '', n = '', unit] = m
+        expect(values[name], `${doc}: ${m[0]}`).toBe(Number(n) * (unit === undefined ? 1 : UNIT[unit] ?? Number.NaN))
+      }
+    })
+  }
+})
