@@ -10,7 +10,7 @@ import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } 
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { createHost, dialAddrs, listenAddrs, type MeshHost } from './wire/host.ts'
+import { createHost, dialAddrs, listenAddrs, type HostOptions, type MeshHost } from './wire/host.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
 import { Events } from './events/service.ts'
 import type { Run } from './runs/types.ts'
@@ -36,6 +36,8 @@ export interface MeshNodeOptions {
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
   maxConcurrentInboundRuns?: number
+  /** libp2p metrics implementation, e.g. `prometheusMetrics()` from @libp2p/prometheus-metrics. */
+  metrics?: HostOptions['metrics']
 }
 
 export class MeshNode {
@@ -105,6 +107,7 @@ export class MeshNode {
       mdns: o.mdns ?? false,
       localMesh: o.localMesh ?? false,
       ...(o.memoryLatencyMs === undefined ? {} : { memoryLatencyMs: o.memoryLatencyMs }),
+      ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
