@@ -174,3 +174,29 @@ export const CLI_DISCOVER_RETRY_MS = 250
 export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
 /** A participant joined a correlation topic: sync from it after this unless gossip brought its events first. */
 export const EVENTS_JOIN_SYNC_DELAY_MS = 100
+
+// ---- local agent API and sidecar (src/api, src/cli) ------------------------------------
+/** Random bytes of the API bearer token (new at every start). */
+export const API_TOKEN_BYTES = 32
+/** A comment line on every idle SSE stream this often, so dead clients are noticed. */
+export const API_SSE_HEARTBEAT_MS = 15_000
+/** An SSE client that lets this much output pile up unread is disconnected. */
+export const API_SSE_MAX_BUFFERED_BYTES = 1024 * 1024
+/** One webhook POST must be answered within this. */
+export const API_WEBHOOK_TIMEOUT_MS = 5_000
+/** Attempts per work item before the webhook gives up on it (the work stream still has it). */
+export const API_WEBHOOK_MAX_ATTEMPTS = 5
+/** Pause before the first webhook retry, doubling after each. */
+export const API_WEBHOOK_RETRY_MS = 250
+/** Work items waiting for the webhook; beyond this the oldest are left to the work stream. */
+export const API_WEBHOOK_QUEUE_MAX_ITEMS = 1024
+/** Longest webhook URL (the OpenAPI document's WebhookUrl.maxLength). */
+export const API_WEBHOOK_URL_MAX_CHARS = 2048
+/** Most replay collection time a caller may ask for (the document's timeout_ms maximum). */
+export const API_REPLAY_MAX_TIMEOUT_MS = 60_000
+/** Budget of the API's own shutdown (ending streams, closing sockets). */
+export const API_CLOSE_TIMEOUT_MS = 2_000
+/** The CLI gives up on a (non-streaming) API request after this (above REPLAY_TIMEOUT_MS). */
+export const CLI_REQUEST_TIMEOUT_MS = 60_000
+/** Prometheus metrics listen here when --metrics-port is given without --metrics-host. */
+export const METRICS_DEFAULT_HOST = '127.0.0.1'

@@ -1,0 +1,291 @@
+/**
+ * The sidecar bridge: runs delegated to this node, handed to an agent that
+ * lives in another process and speaks only HTTP.
+ *
+ * For every capability the agent registers, the bridge installs a RunHandler.
+ * The handler does no work itself: it publishes a `work` item (to every work
+ * stream client and, when one is set, to the agent's webhook) and then keeps
+ * the run open while the agent drives it through the API (progress, block,
+ * complete, fail, handoff). When the delegator resolves a checkpoint the
+ * agent gets a `resume` item with the resolution; when the run ends by any
+ * means it gets an `ended` item.
+ *
+ * Items of open runs are kept (each run's `work` item and its latest
+ * `resume`), so an agent that connects late or reconnects receives what it
+ * missed; Last-Event-ID skips what it already saw. Item ids grow by one and
+ * start from the clock at every start, so they keep growing across restarts.
+ */
+import { API_WEBHOOK_MAX_ATTEMPTS, API_WEBHOOK_QUEUE_MAX_ITEMS, API_WEBHOOK_RETRY_MS, API_WEBHOOK_TIMEOUT_MS } from '../constants.ts'
+import { capabilityString, type CapabilityRef } from '../card/card.ts'
+import { InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import type { MeshNode } from '../node.ts'
+import type { RunContext, RunHandler } from '../runs/runtime.ts'
+import { isTerminal, type AgentEvent, type HandoffLink, type Run } from '../runs/types.ts'
+
+export type WorkItem =
+  | {
+    type: 'work'
+    id: number
+    run: Run
+    input: Record<string, unknown>
+    handoff: { from: HandoffLink, context: Record<string, unknown> } | null
+    restored: { checkpoint_id: string | null, resolution: Record<string, unknown> } | null
+  }
+  | { type: 'resume', id: number, run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, run: Run }
+  | { type: 'ended', id: number, run_id: string, run: Run }
+
+export type WorkSink = (item: WorkItem) => void
+
+interface OpenRun {
+  ctx: RunContext
+  /** The run as of its last event. */
+  run: Run
+  work: Extract<WorkItem, { type: 'work' }>
+  /** The latest resolution, while the run has not blocked again. */
+  resume?: Extract<WorkItem, { type: 'resume' }>
+}
+
+function isRecord (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+export class WorkBridge {
+  private readonly node: MeshNode
+  private readonly log: Logger
+  private readonly open = new Map<string, OpenRun>()
+  private readonly sinks = new Set<WorkSink>()
+  private readonly serving = new Map<string, CapabilityRef>()
+  private readonly offEvents: () => void
+  private readonly stopping = new AbortController()
+  private hook: string | null = null
+  private hookQueue: WorkItem[] = []
+  private hookPump?: Promise<void>
+  private seq = Date.now()
+
+  constructor (node: MeshNode, log: Logger) {
+    this.node = node
+    this.log = log
+    this.offEvents = node.runs.onEvent((event, run) => { this.onEvent(event, run) })
+  }
+
+  // ---- registration -----------------------------------------------------------------
+
+  /** Serve exactly these capabilities through the API (others this bridge served stop getting new work). */
+  serve (capabilities: readonly CapabilityRef[]): void {
+    const wanted = new Map(capabilities.map(c => [capabilityString(c), c]))
+    for (const [key, cap] of this.serving) {
+      if (wanted.has(key)) continue
+      this.node.runs.unhandle(cap)
+      this.serving.delete(key)
+    }
+    for (const [key, cap] of wanted) {
+      if (this.serving.has(key)) continue
+      this.node.runs.handle(cap, this.handler)
+      this.serving.set(key, { capability_id: cap.capability_id, version: cap.version })
+    }
+  }
+
+  get served (): CapabilityRef[] {
+    return [...this.serving.values()]
+  }
+
+  get webhook (): string | null {
+    return this.hook
+  }
+
+  /** Set (or with null, remove) the webhook; a new one is sent what open runs hold. */
+  setWebhook (url: string | null): void {
+    if (url === this.hook) return
+    this.hook = url
+    this.hookQueue = []
+    if (url !== null) for (const item of this.backlog(0)) this.enqueueHook(item)
+  }
+
+  /** Open runs and connected stream clients (for stats and the leak tests). */
+  get stats (): { openRuns: number, sinks: number, webhookQueue: number } {
+    return { openRuns: this.open.size, sinks: this.sinks.size, webhookQueue: this.hookQueue.length }
+  }
+
+  /** Add a work stream client: it gets the items of open runs newer than `after`, then live ones. Returns its detach. */
+  attach (sink: WorkSink, after = 0): () => void {
+    for (const item of this.backlog(after)) sink(item)
+    this.sinks.add(sink)
+    return () => { this.sinks.delete(sink) }
+  }
+
+  stop (): void {
+    this.stopping.abort()
+    this.offEvents()
+    for (const cap of this.serving.values()) this.node.runs.unhandle(cap)
+    this.serving.clear()
+    this.sinks.clear()
+    this.open.clear()
+    this.hookQueue = []
+  }
+
+  // ---- the agent drives its runs ---------------------------------------------------------
+
+  async progress (runId: string, payload: Record<string, unknown>): Promise<Run> {
+    const entry = await this.driven(runId, 'report progress on')
+    if (entry.run.state !== 'running') throw this.notRunning(entry.run, 'progress')
+    await entry.ctx.progress(payload)
+    return entry.run
+  }
+
+  async complete (runId: string, output: Record<string, unknown>): Promise<Run> {
+    const entry = await this.driven(runId, 'complete')
+    if (entry.run.state !== 'running') throw this.notRunning(entry.run, 'complete')
+    await entry.ctx.complete(output)
+    return entry.run
+  }
+
+  async fail (runId: string, message: string): Promise<Run> {
+    const entry = await this.driven(runId, 'fail')
+    await entry.ctx.fail(message)
+    return entry.run
+  }
+
+  /** True when the agent drives this run (it was handed out as work and has not ended). */
+  drives (runId: string): boolean {
+    return this.open.has(runId)
+  }
+
+  private notRunning (run: Run, what: string): InvalidTransitionError {
+    return new InvalidTransitionError(`cannot ${what} run ${run.run_id} in state ${run.state}${run.state === 'blocked' ? `: it waits on checkpoint ${run.checkpoint_id ?? ''}; the resolution comes as a resume item` : ''}`, {
+      run_id: run.run_id, state: run.state, command: what
+    })
+  }
+
+  /** The open run the agent drives, or the error that says why it cannot. */
+  private async driven (runId: string, what: string): Promise<OpenRun> {
+    const entry = this.open.get(runId)
+    if (entry !== undefined) return entry
+    const runs = this.node.runs
+    if (runs.isLocal(runId)) {
+      const run = await runs.getRun(runId)
+      if (isTerminal(run.state)) throw new InvalidTransitionError(`cannot ${what} run ${runId}: it is ${run.state} and read-only`, { run_id: runId, state: run.state })
+      throw new UnauthorizedError(`run ${runId} is not driven through this API (a handler inside the node executes it)`, { run_id: runId, reason: 'not_bridged' })
+    }
+    if (await runs.store.getOutgoing(runId) !== undefined) {
+      throw new UnauthorizedError(`only the executor may ${what} a run; this node delegated run ${runId}`, { run_id: runId, reason: 'not_executor' })
+    }
+    throw new RunNotFoundError(`no run ${runId.slice(0, 160)} is executed here`, { run_id: runId.slice(0, 128) })
+  }
+
+  // ---- runs in, items out ------------------------------------------------------------------
+
+  private readonly handler: RunHandler = async (ctx) => {
+    const run = ctx.run
+    const entry: OpenRun = {
+      ctx,
+      run,
+      work: { type: 'work', id: ++this.seq, run, input: ctx.input, handoff: ctx.handedOff, restored: ctx.restored }
+    }
+    this.open.set(run.run_id, entry)
+    this.log.info({ run_id: run.run_id, capability: capabilityString(run.capability), item: entry.work.id }, 'work handed to the agent')
+    this.publish(entry.work)
+    // The run stays open until it ends (the agent completes, fails or hands it off, or the
+    // delegator cancels) or the node stops: both abort the signal. Rejecting then tells the
+    // runtime not to complete the run on the handler's behalf.
+    await new Promise<never>((_resolve, reject) => {
+      const signal = ctx.signal
+      if (signal.aborted) reject(signal.reason)
+      else signal.addEventListener('abort', () => { reject(signal.reason) }, { once: true })
+    })
+  }
+
+  private onEvent (event: AgentEvent, run: Run): void {
+    const entry = this.open.get(event.run_id)
+    if (entry === undefined) return
+    entry.run = run
+    entry.work = { ...entry.work, run }
+    if (event.type === 'run.blocked') {
+      entry.resume = undefined
+    } else if (event.type === 'run.progress' && event.payload.transition === 'resume') {
+      const checkpoint = event.payload.checkpoint_id
+      const resolution = event.payload.resolution
+      entry.resume = {
+        type: 'resume',
+        id: ++this.seq,
+        run_id: run.run_id,
+        checkpoint_id: typeof checkpoint === 'string' ? checkpoint : null,
+        resolution: isRecord(resolution) ? resolution : {},
+        run
+      }
+      this.publish(entry.resume)
+    } else if (isTerminal(run.state)) {
+      this.open.delete(run.run_id)
+      this.publish({ type: 'ended', id: ++this.seq, run_id: run.run_id, run })
+    }
+  }
+
+  /** Items of open runs newer than `after`, oldest first, each with the run as it is now. */
+  private backlog (after: number): WorkItem[] {
+    const items: WorkItem[] = []
+    for (const entry of this.open.values()) {
+      if (entry.work.id > after) items.push({ ...entry.work, run: entry.run })
+      if (entry.resume !== undefined && entry.resume.id > after) items.push({ ...entry.resume, run: entry.run })
+    }
+    return items.sort((a, b) => a.id - b.id)
+  }
+
+  private publish (item: WorkItem): void {
+    for (const sink of [...this.sinks]) {
+      try { sink(item) } catch (err) { this.log.warn({ err }, 'a work stream client failed') }
+    }
+    if (this.hook !== null) this.enqueueHook(item)
+  }
+
+  // ---- webhook ---------------------------------------------------------------------------
+
+  private enqueueHook (item: WorkItem): void {
+    if (this.hookQueue.length >= API_WEBHOOK_QUEUE_MAX_ITEMS) {
+      const dropped = this.hookQueue.shift()
+      this.log.warn({ item: dropped?.id }, 'webhook queue full: the oldest item is left to the work stream')
+    }
+    this.hookQueue.push(item)
+    this.hookPump ??= this.pumpHook().finally(() => { this.hookPump = undefined })
+  }
+
+  /** One item at a time, in order: a resume never overtakes the work it resumes. */
+  private async pumpHook (): Promise<void> {
+    for (let item = this.hookQueue.shift(); item !== undefined; item = this.hookQueue.shift()) {
+      const url = this.hook
+      if (url === null || this.stopping.signal.aborted) return
+      await this.deliver(url, item)
+    }
+  }
+
+  private async deliver (url: string, item: WorkItem): Promise<void> {
+    let delay = API_WEBHOOK_RETRY_MS
+    for (let attempt = 1; attempt <= API_WEBHOOK_MAX_ATTEMPTS; attempt++) {
+      let why: string
+      try {
+        const res = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-aap-work-item': String(item.id) },
+          body: JSON.stringify(item),
+          redirect: 'error',
+          signal: AbortSignal.any([AbortSignal.timeout(API_WEBHOOK_TIMEOUT_MS), this.stopping.signal])
+        })
+        await res.body?.cancel().catch(() => {})
+        if (res.ok) return
+        why = `HTTP ${res.status}`
+      } catch (err) {
+        if (this.stopping.signal.aborted) return
+        why = (err as Error).message
+      }
+      if (attempt === API_WEBHOOK_MAX_ATTEMPTS || this.hook !== url) {
+        this.log.warn({ item: item.id, type: item.type, attempts: attempt, why }, 'webhook did not take the work item; it stays on the work stream')
+        return
+      }
+      this.log.debug({ item: item.id, attempt, why }, 'webhook delivery failed; retrying')
+      await new Promise<void>(resolve => {
+        const t = setTimeout(resolve, delay)
+        this.stopping.signal.addEventListener('abort', () => { clearTimeout(t); resolve() }, { once: true })
+      })
+      delay *= 2
+    }
+  }
+}

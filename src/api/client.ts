@@ -1,0 +1,173 @@
+/**
+ * A client of the local agent API (fetch-based): JSON calls that return the
+ * answer or throw the API's error as an AapError, and SSE streams read as an
+ * async iterator of parsed events.
+ */
+import { CLI_REQUEST_TIMEOUT_MS } from '../constants.ts'
+import { AapError, isErrorCode } from '../errors.ts'
+import { readApiFiles } from './files.ts'
+
+/** The API answered with an error: its code, message and HTTP status. */
+export class ApiError extends AapError {
+  readonly status: number
+
+  constructor (status: number, code: AapError['code'], message: string, details?: Record<string, unknown>) {
+    super(code, message, details)
+    this.name = 'ApiError'
+    this.status = status
+  }
+}
+
+/** The node could not be reached at all (not running, wrong URL). */
+export class ApiUnreachableError extends Error {
+  constructor (url: string, cause: unknown) {
+    super(`cannot reach the node's API at ${url}: ${(cause as Error).message ?? String(cause)}${isRefused(cause) ? ' (is the node running?)' : ''}`, { cause })
+    this.name = 'ApiUnreachableError'
+  }
+}
+
+function isRefused (err: unknown): boolean {
+  const cause = (err as { cause?: { code?: string } }).cause
+  return cause?.code === 'ECONNREFUSED'
+}
+
+export interface SseEvent {
+  event: string
+  data: unknown
+  id?: string
+}
+
+export type QueryValue = string | number | boolean | string[] | undefined
+
+function queryString (query: Record<string, QueryValue> | undefined): string {
+  if (query === undefined) return ''
+  const p = new URLSearchParams()
+  for (const [k, v] of Object.entries(query)) {
+    if (v === undefined) continue
+    if (Array.isArray(v)) for (const item of v) p.append(k, item)
+    else p.append(k, String(v))
+  }
+  const s = p.toString()
+  return s === '' ? '' : `?${s}`
+}
+
+export class ApiClient {
+  readonly url: string
+  private readonly token: string
+  private readonly timeoutMs: number
+
+  constructor (url: string, token: string, opts: { timeoutMs?: number } = {}) {
+    this.url = url.replace(/\/+$/, '')
+    this.token = token
+    this.timeoutMs = opts.timeoutMs ?? CLI_REQUEST_TIMEOUT_MS
+  }
+
+  /** The client of the node running from `dataDir` (its api.json and api-token). */
+  static async fromDataDir (dataDir: string, opts: { timeoutMs?: number } = {}): Promise<ApiClient> {
+    const { url, token } = await readApiFiles(dataDir)
+    return new ApiClient(url, token, opts)
+  }
+
+  /** One JSON call. Resolves with the answer's body; throws ApiError or ApiUnreachableError. */
+  async call<T> (method: string, path: string, body?: unknown, query?: Record<string, QueryValue>): Promise<T> {
+    const res = await this.fetch(method, path + queryString(query), body, AbortSignal.timeout(this.timeoutMs))
+    const text = await res.text()
+    let parsed: unknown
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text)
+    } catch {
+      throw new ApiError(res.status, 'INTERNAL', `the API answered ${res.status} with a body that is not JSON`)
+    }
+    if (!res.ok) throw errorOf(res.status, parsed)
+    return parsed as T
+  }
+
+  /**
+   * Read a server-sent-event stream until it ends or `signal` aborts. A stream
+   * refused before it starts throws its ApiError.
+   */
+  async * stream (path: string, query?: Record<string, QueryValue>, opts: { signal?: AbortSignal, lastEventId?: string } = {}): AsyncGenerator<SseEvent> {
+    const headers: Record<string, string> = { accept: 'text/event-stream' }
+    if (opts.lastEventId !== undefined) headers['last-event-id'] = opts.lastEventId
+    const res = await this.fetch('GET', path + queryString(query), undefined, opts.signal, headers)
+    if (!res.ok) {
+      const text = await res.text()
+      let parsed: unknown
+      try { parsed = JSON.parse(text) } catch { parsed = undefined }
+      throw errorOf(res.status, parsed)
+    }
+    if (res.body === null) return
+    const decoder = new TextDecoder()
+    let buffer = ''
+    const reader = res.body.getReader()
+    try {
+      for (;;) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>
+        try {
+          chunk = await reader.read()
+        } catch (err) {
+          if (opts.signal?.aborted === true) return
+          throw err
+        }
+        if (chunk.done) return
+        buffer += decoder.decode(chunk.value, { stream: true })
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, end)
+          buffer = buffer.slice(end + 2)
+          const ev = parseBlock(block)
+          if (ev !== undefined) yield ev
+        }
+      }
+    } finally {
+      await reader.cancel().catch(() => {})
+    }
+  }
+
+  private async fetch (method: string, pathAndQuery: string, body: unknown, signal: AbortSignal | undefined, extra: Record<string, string> = {}): Promise<Response> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...extra }
+    if (body !== undefined) headers['content-type'] = 'application/json'
+    try {
+      return await fetch(this.url + pathAndQuery, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(signal === undefined ? {} : { signal })
+      })
+    } catch (err) {
+      if ((err as Error).name === 'TimeoutError') throw new ApiError(504, 'TIMEOUT', `the API did not answer ${method} ${pathAndQuery.split('?')[0] ?? ''} in time`)
+      if ((err as Error).name === 'AbortError') throw err
+      throw new ApiUnreachableError(this.url, err)
+    }
+  }
+}
+
+function errorOf (status: number, body: unknown): ApiError {
+  const e = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown, message?: unknown, details?: unknown } }).error : undefined
+  const code = isErrorCode(e?.code) ? e.code : 'INTERNAL'
+  const message = typeof e?.message === 'string' ? e.message : `HTTP ${status}`
+  const details = typeof e?.details === 'object' && e.details !== null ? e.details as Record<string, unknown> : undefined
+  return new ApiError(status, code, message, details)
+}
+
+function parseBlock (block: string): SseEvent | undefined {
+  let event = 'message'
+  let id: string | undefined
+  const data: string[] = []
+  for (const line of block.split('\n')) {
+    if (line === '' || line.startsWith(':')) continue
+    const colon = line.indexOf(':')
+    const field = colon < 0 ? line : line.slice(0, colon)
+    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '')
+    if (field === 'event') event = value
+    else if (field === 'id') id = value
+    else if (field === 'data') data.push(value)
+  }
+  if (data.length === 0) return undefined
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(data.join('\n'))
+  } catch {
+    parsed = data.join('\n')
+  }
+  return id === undefined ? { event, data: parsed } : { event, data: parsed, id }
+}

@@ -1,0 +1,135 @@
+/**
+ * Prometheus metrics of a node: libp2p's own (through @libp2p/prometheus-metrics,
+ * passed to the node as its `metrics` option) and the node's: runs by state,
+ * delegations, run events, errors by code, API streams. Served on an opt-in
+ * port by `aap-mesh start --metrics-port`.
+ */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { prometheusMetrics } from '@libp2p/prometheus-metrics'
+import { Counter, Gauge, Registry } from 'prom-client'
+import type { MeshNode } from '../node.ts'
+import { RUN_STATES } from '../runs/types.ts'
+
+export class NodeMetrics {
+  readonly registry = new Registry()
+  readonly delegations: Counter<'outcome'>
+  readonly events: Counter<'type'>
+  readonly errors: Counter<'code' | 'source'>
+  readonly sseClients: Gauge<'stream'>
+  private node?: MeshNode
+  private offEvents?: () => void
+
+  constructor () {
+    const registers = [this.registry]
+    this.delegations = new Counter({
+      name: 'aap_delegations_total',
+      help: 'Delegations this node made, by outcome (ok or the error code)',
+      labelNames: ['outcome'],
+      registers
+    })
+    this.events = new Counter({
+      name: 'aap_run_events_total',
+      help: 'Run events committed by this node as executor, by type',
+      labelNames: ['type'],
+      registers
+    })
+    this.errors = new Counter({
+      name: 'aap_errors_total',
+      help: 'Errors by code and source (api: answers of the local API; sync: event syncs with peers)',
+      labelNames: ['code', 'source'],
+      registers
+    })
+    this.sseClients = new Gauge({
+      name: 'aap_api_sse_clients',
+      help: 'Open server-sent-event streams of the local API',
+      labelNames: ['stream'],
+      registers
+    })
+    const self = this
+    new Gauge({
+      name: 'aap_runs',
+      help: 'Runs by state and side (executing: this node executes them; delegated: this node delegated them)',
+      labelNames: ['state', 'side'],
+      registers,
+      async collect () {
+        const node = self.node
+        if (node === undefined) return
+        const { executing, delegated } = await node.runs.list()
+        for (const [side, runs] of [['executing', executing], ['delegated', delegated]] as const) {
+          for (const state of RUN_STATES) this.set({ state, side }, runs.filter(r => r.state === state).length)
+        }
+      }
+    })
+    new Gauge({
+      name: 'aap_event_sync_errors',
+      help: 'Failed event syncs since start, by error code',
+      labelNames: ['code'],
+      registers,
+      collect () {
+        const stats = self.node?.events.stats
+        if (stats === undefined) return
+        for (const [code, n] of Object.entries(stats.syncErrors)) this.set({ code }, n)
+      }
+    })
+    new Gauge({
+      name: 'aap_events_published',
+      help: 'Run events this node published on gossip since start',
+      registers,
+      collect () {
+        const stats = self.node?.events.stats
+        if (stats !== undefined) this.set(stats.published)
+      }
+    })
+  }
+
+  /** The libp2p metrics implementation to pass as MeshNodeOptions.metrics: it registers in this registry. */
+  libp2p (): ReturnType<typeof prometheusMetrics> {
+    return prometheusMetrics({ registry: this.registry, preserveExistingMetrics: true })
+  }
+
+  /** Start counting the node's runs and events (after node.start()). */
+  attach (node: MeshNode): void {
+    this.node = node
+    this.offEvents = node.runs.onEvent((event) => { this.events.inc({ type: event.type }) })
+  }
+
+  detach (): void {
+    this.offEvents?.()
+    this.node = undefined
+  }
+
+  async text (): Promise<string> {
+    return this.registry.metrics()
+  }
+}
+
+/** A plain HTTP server with one route, GET /metrics. */
+export async function serveMetrics (metrics: NodeMetrics, host: string, port: number): Promise<{ url: string, close: () => Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n')
+      return
+    }
+    metrics.text().then(
+      (text) => { res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text) },
+      (err: unknown) => { res.writeHead(500, { 'content-type': 'text/plain' }).end(`${(err as Error).message}\n`) }
+    )
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => { server.off('error', reject); resolve() })
+  })
+  const addr = server.address() as AddressInfo
+  return {
+    url: `http://${hostForUrl(addr.address)}:${addr.port}/metrics`,
+    close: async () => new Promise<void>(resolve => {
+      server.close(() => { resolve() })
+      server.closeAllConnections()
+    })
+  }
+}
+
+export function hostForUrl (host: string): string {
+  return host.includes(':') ? `[${host}]` : host
+}

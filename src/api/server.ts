@@ -1,0 +1,460 @@
+/**
+ * The local agent API: HTTP+JSON (and server-sent events) on loopback, for
+ * the agent beside the node and for the aap-mesh CLI.
+ *
+ * Routes are generated from protocols/api.openapi.json: one per documented
+ * operation, each validated with the document's schemas, each answered by the
+ * handler of the same operationId below. A handler without an operation, or
+ * an operation without a handler, stops the server from starting, so the
+ * document and the server cannot drift apart.
+ *
+ * Close the server before stopping its node: closing ends the SSE streams and
+ * releases their event subscriptions.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { AddressInfo } from 'node:net'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import pkg from '../../package.json' with { type: 'json' }
+import { API_BODY_MAX_BYTES, API_CLOSE_TIMEOUT_MS, API_DEFAULT_HOST, API_DEFAULT_PORT, API_MAX_SSE_CLIENTS } from '../constants.ts'
+import { parseCapability, type CardDraft } from '../card/card.ts'
+import type { DiscoveryQuery } from '../card/discovery.ts'
+import { InvalidRequestError, toAapError } from '../errors.ts'
+import type { EventSubscription } from '../events/subscription.ts'
+import { silentLogger, type Logger } from '../log.ts'
+import type { MeshNode } from '../node.ts'
+import type { DelegateRequest } from '../runs/runtime.ts'
+import type { AgentEvent, Run, RunState } from '../runs/types.ts'
+import { WorkBridge } from './bridge.ts'
+import { errorReply, HttpError } from './errors.ts'
+import type { NodeMetrics } from './metrics.ts'
+import { hostForUrl } from './metrics.ts'
+import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
+import { SseStream } from './sse.ts'
+
+export interface ApiServerOptions {
+  /** The bearer token every request must carry. */
+  token: string
+  host?: string
+  /** 0 picks a free port. Default API_DEFAULT_PORT. */
+  port?: number
+  logger?: Logger
+  metrics?: NodeMetrics
+  /** Streams (work and events together) open at once; default API_MAX_SSE_CLIENTS. */
+  maxSseClients?: number
+  /** Check every JSON answer against the document and answer 500 when one does not match (tests). */
+  checkResponses?: boolean
+  /** Hand runs of the node's current card capabilities to the agent from the start (the sidecar of `aap-mesh start`). */
+  serveCard?: boolean
+  /** Called after each card the API published (e.g. to report its announcement). */
+  onCardPublished?: (card: NonNullable<MeshNode['card']>) => void
+}
+
+export interface ApiStats {
+  /** Open SSE streams. */
+  streams: number
+  /** Event subscriptions held for SSE streams (each closes with its stream). */
+  eventSubscriptions: number
+  workClients: number
+  openRuns: number
+}
+
+interface Answer { status?: number, body: unknown }
+type JsonHandler = (req: FastifyRequest) => Promise<Answer>
+type StreamHandler = (req: FastifyRequest, reply: FastifyReply) => Promise<void>
+type Handler = { json: JsonHandler } | { stream: StreamHandler }
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    operationId?: string
+  }
+}
+
+/** Path parameters and query strings as the document's schemas have already checked them. */
+type Params = Record<string, string>
+type Query = Record<string, unknown>
+
+function digest (text: string): Buffer {
+  return createHash('sha256').update(text).digest()
+}
+
+export class ApiServer {
+  readonly node: MeshNode
+  readonly bridge: WorkBridge
+  private readonly app: FastifyInstance
+  private readonly opts: ApiServerOptions
+  private readonly tokenDigest: Buffer
+  private readonly log: Logger
+  private readonly streams = new Set<SseStream>()
+  private readonly subscriptions = new Set<EventSubscription>()
+  private reservedStreams = 0
+  private workClients = 0
+  private address?: string
+  private closing?: Promise<void>
+
+  constructor (node: MeshNode, opts: ApiServerOptions) {
+    this.node = node
+    this.opts = opts
+    this.log = opts.logger ?? silentLogger()
+    this.tokenDigest = digest(opts.token)
+    this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
+    // fastify logs every request at info: only worth it when debugging
+    const verbose = this.log.level === 'debug' || this.log.level === 'trace'
+    const apiLog: FastifyBaseLogger = this.log.child({ component: 'api' }, { level: verbose ? this.log.level : 'warn' })
+    this.app = Fastify({
+      loggerInstance: apiLog,
+      bodyLimit: API_BODY_MAX_BYTES,
+      // keep-alive sockets must not hold close() up
+      forceCloseConnections: true,
+      // a run id may be long; the routes' own schemas bound every parameter
+      routerOptions: { maxParamLength: 512 }
+    })
+    this.setup()
+  }
+
+  get url (): string {
+    if (this.address === undefined) throw new Error('API server not listening')
+    return this.address
+  }
+
+  stats (): ApiStats {
+    let open = 0
+    for (const s of this.subscriptions) if (!s.closed) open++
+    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns }
+  }
+
+  async listen (): Promise<string> {
+    if (this.opts.serveCard === true) this.bridge.serve(this.node.card?.capabilities ?? [])
+    const host = this.opts.host ?? API_DEFAULT_HOST
+    await this.app.listen({ host, port: this.opts.port ?? API_DEFAULT_PORT })
+    const addr = this.app.server.address() as AddressInfo
+    this.address = `http://${hostForUrl(addr.address)}:${addr.port}`
+    return this.address
+  }
+
+  /** End every stream (releasing its subscription), stop serving work, close the listener. */
+  async close (): Promise<void> {
+    this.closing ??= (async () => {
+      for (const s of [...this.streams]) s.close()
+      this.bridge.stop()
+      const timeout = new Promise<void>(resolve => setTimeout(resolve, API_CLOSE_TIMEOUT_MS).unref())
+      await Promise.race([this.app.close(), timeout])
+    })()
+    return this.closing
+  }
+
+  // ---- plumbing ------------------------------------------------------------------------------
+
+  private setup (): void {
+    const app = this.app
+    app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : paramAjv).compile(schema))
+    // only JSON bodies: a text/plain body is refused with 415 instead of reaching a schema as a string
+    app.removeContentTypeParser(['text/plain'])
+
+    app.addHook('onRequest', async (req, reply) => {
+      const header = req.headers.authorization
+      const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : undefined
+      if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest)) {
+        reply.header('www-authenticate', 'Bearer')
+        throw new HttpError(401, 'UNAUTHORIZED', token === undefined
+          ? 'missing API token: send "Authorization: Bearer <token>" (the node writes it to <data dir>/api-token)'
+          : 'wrong API token (the node writes a new one to <data dir>/api-token at every start)')
+      }
+    })
+
+    app.setErrorHandler((err, req, reply) => {
+      const { status, body } = errorReply(err)
+      this.opts.metrics?.errors.inc({ code: body.error.code, source: 'api' })
+      if (status >= 500) this.log.error({ err, method: req.method, url: req.url }, 'API request failed')
+      else this.log.debug({ status, code: body.error.code, method: req.method, url: req.url }, body.error.message)
+      void reply.code(status).send(body)
+    })
+
+    app.setNotFoundHandler((req, reply) => {
+      const { status, body } = errorReply(new HttpError(404, 'INVALID_REQUEST', `no route ${req.method} ${req.url.split('?')[0] ?? ''} (see protocols/api.openapi.json)`, { reason: 'no_route' }))
+      void reply.code(status).send(body)
+    })
+
+    if (this.opts.checkResponses === true) {
+      app.addHook('preSerialization', async (req, reply, payload) => {
+        const op = req.routeOptions.config.operationId
+        if (op === undefined) return payload
+        const check = responseValidator(op, reply.statusCode)
+        if (check !== undefined && check(payload) !== true) {
+          const first = check.errors?.[0]
+          throw new HttpError(500, 'INTERNAL', `answer of ${op} (${reply.statusCode}) breaks the documented schema at ${first?.instancePath ?? ''}: ${first?.message ?? ''}`)
+        }
+        return payload
+      })
+    }
+
+    const handlers = this.handlers()
+    const documented = new Set(operations.map(o => o.operationId))
+    for (const id of Object.keys(handlers)) {
+      if (!documented.has(id)) throw new Error(`API handler ${id} has no operation in protocols/api.openapi.json`)
+    }
+    for (const op of operations) {
+      const handler = handlers[op.operationId]
+      if (handler === undefined) throw new Error(`operation ${op.operationId} of protocols/api.openapi.json has no handler`)
+      this.route(op, handler)
+    }
+  }
+
+  private route (op: Operation, handler: Handler): void {
+    this.app.route({
+      method: op.method.toUpperCase() as 'GET',
+      url: op.route,
+      schema: op.schema,
+      config: { operationId: op.operationId },
+      preValidation: async (req) => {
+        if (op.schema.body === undefined || req.body !== undefined) return
+        if (op.bodyRequired) throw new InvalidRequestError(`${op.method.toUpperCase()} ${op.path} needs a JSON body`, { reason: 'no_body' })
+        req.body = {}
+      },
+      handler: 'json' in handler
+        ? async (req, reply) => {
+          const answer = await handler.json(req)
+          void reply.code(answer.status ?? 200)
+          return answer.body
+        }
+        : async (req, reply) => { await handler.stream(req, reply) }
+    })
+  }
+
+  /** Take an SSE slot (or answer 429); release it with the returned function, exactly once. */
+  private reserveStream (): () => void {
+    const max = this.opts.maxSseClients ?? API_MAX_SSE_CLIENTS
+    if (this.reservedStreams >= max) {
+      throw new HttpError(429, 'INVALID_REQUEST', `too many open streams (limit ${max}); close one first`, { reason: 'too_many_streams', limit: max })
+    }
+    this.reservedStreams++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.reservedStreams--
+    }
+  }
+
+  private openStream (reply: FastifyReply, kind: 'work' | 'events', release: () => void): SseStream {
+    reply.hijack()
+    const sse = new SseStream(reply.raw)
+    this.streams.add(sse)
+    this.opts.metrics?.sseClients.inc({ stream: kind })
+    sse.onClose(() => {
+      this.streams.delete(sse)
+      release()
+      this.opts.metrics?.sseClients.dec({ stream: kind })
+    })
+    return sse
+  }
+
+  private async publishCard (draft: CardDraft): Promise<void> {
+    const card = await this.node.publishCard(draft)
+    this.opts.onCardPublished?.(card)
+  }
+
+  private cardState (): unknown {
+    return { agent_id: this.node.agentId, card: this.node.card ?? null, webhook: this.bridge.webhook, serving: this.bridge.served }
+  }
+
+  // ---- operations ----------------------------------------------------------------------------
+
+  private handlers (): Record<string, Handler> {
+    const node = this.node
+    const bridge = this.bridge
+    const runId = (req: FastifyRequest): string => (req.params as Params).run_id ?? ''
+    const body = <T>(req: FastifyRequest): T => req.body as T
+    const run = (r: Run): Answer => ({ body: { run: r } })
+
+    return {
+      getNode: {
+        json: async () => ({
+          body: { agent_id: node.agentId, version: pkg.version, addresses: node.addresses, peers: node.host.getPeers().length }
+        })
+      },
+
+      getCard: { json: async () => ({ body: this.cardState() }) },
+
+      putCard: {
+        json: async (req) => {
+          const reg = body<{ card: CardDraft, webhook?: string | null }>(req)
+          const draft: CardDraft = { name: reg.card.name }
+          if (reg.card.description !== undefined) draft.description = reg.card.description
+          if (reg.card.capabilities !== undefined) draft.capabilities = reg.card.capabilities
+          if (reg.card.tags !== undefined) draft.tags = reg.card.tags
+          await this.publishCard(draft)
+          bridge.serve(node.card?.capabilities ?? [])
+          if (reg.webhook !== undefined) bridge.setWebhook(reg.webhook)
+          this.log.info({ capabilities: bridge.served.length, webhook: bridge.webhook !== null }, 'agent registered its card')
+          return { body: this.cardState() }
+        }
+      },
+
+      workStream: {
+        stream: async (req, reply) => {
+          const release = this.reserveStream()
+          const last = req.headers['last-event-id']
+          const after = typeof last === 'string' ? Number(last) : 0
+          const sse = this.openStream(reply, 'work', release)
+          this.workClients++
+          const detach = bridge.attach((item) => { sse.send(item.type, item, item.id) }, after)
+          sse.onClose(() => {
+            detach()
+            this.workClients--
+          })
+          sse.send('ready', { stream: 'work' })
+        }
+      },
+
+      discover: {
+        json: async (req) => {
+          const q = req.query as Query
+          const query: DiscoveryQuery = {}
+          if (typeof q.capability === 'string') query.capability = parseCapability(q.capability)
+          const tags = Array.isArray(q.tag) ? q.tag.filter((t): t is string => typeof t === 'string') : []
+          if (tags.length > 0) query.tags = tags
+          if (query.capability === undefined && query.tags === undefined) throw new InvalidRequestError('discover needs a capability and/or a tag', { reason: 'empty_query' })
+          const cards = await node.discover(query, {
+            ...(typeof q.limit === 'number' ? { limit: q.limit } : {}),
+            fresh: q.fresh === true,
+            includeSelf: q.include_self === true
+          })
+          return { body: { cards } }
+        }
+      },
+
+      delegate: {
+        json: async (req) => {
+          const r = body<DelegateRequest>(req)
+          try {
+            const created = await node.delegate(r)
+            this.opts.metrics?.delegations.inc({ outcome: 'ok' })
+            this.log.info({ run_id: created.run_id, to: r.to_agent, task_id: r.task_id }, 'delegated')
+            return { status: 202, body: { run: created } }
+          } catch (err) {
+            this.opts.metrics?.delegations.inc({ outcome: toAapError(err).code })
+            throw err
+          }
+        }
+      },
+
+      listRuns: {
+        json: async (req) => {
+          const q = req.query as Query
+          const filter: { state?: RunState, correlation_id?: string } = {}
+          if (typeof q.state === 'string') filter.state = q.state as RunState
+          if (typeof q.correlation_id === 'string') filter.correlation_id = q.correlation_id
+          return { body: await node.runs.list(filter) }
+        }
+      },
+
+      getRun: { json: async (req) => run(await node.getRun(runId(req))) },
+
+      progress: { json: async (req) => run(await bridge.progress(runId(req), body<{ payload: Record<string, unknown> }>(req).payload)) },
+
+      block: {
+        json: async (req) => {
+          const b = body<{ reason: string, checkpoint_id: string }>(req)
+          return run(await node.block(runId(req), b.reason, b.checkpoint_id))
+        }
+      },
+
+      resume: { json: async (req) => run(await node.resume(runId(req), body<{ resolution: Record<string, unknown> }>(req).resolution)) },
+
+      complete: { json: async (req) => run(await bridge.complete(runId(req), body<{ output: Record<string, unknown> }>(req).output)) },
+
+      fail: { json: async (req) => run(await bridge.fail(runId(req), body<{ message: string }>(req).message)) },
+
+      cancel: { json: async (req) => run(await node.cancel(runId(req), body<{ reason?: string }>(req).reason)) },
+
+      handoff: {
+        json: async (req) => {
+          const b = body<{ to_agent: string, context?: Record<string, unknown> }>(req)
+          return run(await node.handoff(runId(req), b.to_agent, b.context ?? {}))
+        }
+      },
+
+      eventStream: {
+        stream: async (req, reply) => {
+          const correlation = (req.params as Params).correlation_id ?? ''
+          const q = req.query as Query
+          const release = this.reserveStream()
+          // the client may leave while the node subscribes (dials and syncs take a moment)
+          const gone = new AbortController()
+          const onGone = (): void => { gone.abort() }
+          reply.raw.once('close', onGone)
+          let sse: SseStream | undefined
+          const early: AgentEvent[] = []
+          let sub: EventSubscription
+          try {
+            sub = await node.events.subscribe(correlation, {
+              ...hints(q),
+              history: q.history !== false,
+              signal: gone.signal,
+              onEvent: (e) => { if (sse === undefined) early.push(e); else sse.send(e.type, e) }
+            })
+          } catch (err) {
+            release()
+            reply.raw.off('close', onGone)
+            throw err
+          }
+          reply.raw.off('close', onGone)
+          this.subscriptions.add(sub)
+          if (gone.signal.aborted || sub.closed) {
+            sub.close()
+            this.subscriptions.delete(sub)
+            release()
+            return
+          }
+          const stream = this.openStream(reply, 'events', release)
+          sse = stream
+          stream.onClose(() => {
+            sub.close()
+            this.subscriptions.delete(sub)
+          })
+          for (const e of early.splice(0)) stream.send(e.type, e)
+          stream.send('ready', { stream: 'events', correlation_id: correlation })
+        }
+      },
+
+      replay: {
+        json: async (req) => {
+          const correlation = (req.params as Params).correlation_id ?? ''
+          const q = req.query as Query
+          return {
+            body: await node.events.replay(correlation, {
+              ...hints(q),
+              ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
+            })
+          }
+        }
+      }
+    }
+  }
+}
+
+function strings (v: unknown): string[] {
+  return Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []
+}
+
+function hints (q: Query): { participants?: string[], runs?: string[] } {
+  const participants = strings(q.participant)
+  const runs = strings(q.run)
+  return {
+    ...(participants.length > 0 ? { participants } : {}),
+    ...(runs.length > 0 ? { runs } : {})
+  }
+}
+
+/** Create the API server of a started node and listen. */
+export async function startApiServer (node: MeshNode, opts: ApiServerOptions): Promise<ApiServer> {
+  const server = new ApiServer(node, opts)
+  try {
+    await server.listen()
+  } catch (err) {
+    await server.close().catch(() => {})
+    throw err
+  }
+  return server
+}
+

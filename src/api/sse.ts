@@ -1,0 +1,77 @@
+/**
+ * One server-sent-events response, written on the raw Node response after
+ * fastify has let go of it. Whatever ends it (the client going away, a slow
+ * client over its buffer, the server closing) runs its `onClose` exactly once,
+ * which is where the stream's subscription is released.
+ */
+import type { ServerResponse } from 'node:http'
+import { API_SSE_HEARTBEAT_MS, API_SSE_MAX_BUFFERED_BYTES } from '../constants.ts'
+
+export class SseStream {
+  private readonly res: ServerResponse
+  private readonly heartbeat: ReturnType<typeof setInterval>
+  private readonly closers: Array<() => void> = []
+  private ended = false
+
+  constructor (res: ServerResponse) {
+    this.res = res
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      // proxies that buffer would hold events back
+      'x-accel-buffering': 'no'
+    })
+    res.flushHeaders()
+    res.on('close', () => { this.finish() })
+    res.on('error', () => { this.finish() })
+    this.heartbeat = setInterval(() => { this.write(': keep-alive\n\n') }, API_SSE_HEARTBEAT_MS)
+    this.heartbeat.unref()
+  }
+
+  get closed (): boolean {
+    return this.ended
+  }
+
+  /** Run `fn` once when the stream ends, however it ends (at once if it already has). */
+  onClose (fn: () => void): void {
+    if (this.ended) {
+      fn()
+      return
+    }
+    this.closers.push(fn)
+  }
+
+  /** One event: `event:` name, optional `id:`, the object as one `data:` line. */
+  send (event: string, data: unknown, id?: number): void {
+    const head = id === undefined ? `event: ${event}\n` : `event: ${event}\nid: ${id}\n`
+    this.write(`${head}data: ${JSON.stringify(data)}\n\n`)
+  }
+
+  /** End the stream from the server side. */
+  close (): void {
+    if (this.ended) return
+    this.res.end()
+    this.finish()
+  }
+
+  private write (text: string): void {
+    if (this.ended) return
+    // a client that stopped reading is not allowed to hold the node's memory
+    if (this.res.writableLength > API_SSE_MAX_BUFFERED_BYTES) {
+      this.res.destroy()
+      this.finish()
+      return
+    }
+    this.res.write(text)
+  }
+
+  private finish (): void {
+    if (this.ended) return
+    this.ended = true
+    clearInterval(this.heartbeat)
+    for (const fn of this.closers.splice(0)) {
+      try { fn() } catch { /* one closer never stops the others */ }
+    }
+  }
+}
