@@ -122,11 +122,18 @@ export class MeshNode {
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
     })
     this._events = new Events({ host: this._host, privateKey: this.key, datastore: this.datastore, runs: this._runs })
-    await this._host.start()
-    await this._discovery.start()
-    // before runs: restart recovery commits events that must be published
-    await this._events.start()
-    await this._runs.start()
+    try {
+      await this._host.start()
+      await this._discovery.start()
+      // before runs: restart recovery commits events that must be published
+      await this._events.start()
+      await this._runs.start()
+    } catch (err) {
+      // a failed start (a bad listen address, a locked data dir) leaves nothing open behind it
+      this.started = true
+      await this.stop().catch(() => {})
+      throw err
+    }
     this.started = true
     if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
     if (o.card !== undefined) await this._discovery.publish(o.card)
@@ -141,11 +148,19 @@ export class MeshNode {
   async stop (): Promise<void> {
     if (!this.started) return
     this.started = false
-    await this._events?.stop()
-    await this._runs?.stop()
-    await this._discovery?.stop()
-    await this._host?.stop()
-    if (this.ownsDatastore) await this.datastore?.close?.()
+    // in order, and each step even if an earlier one failed: nothing is left open
+    const steps: Array<(() => Promise<void>) | undefined> = [
+      this._events === undefined ? undefined : async () => this._events?.stop(),
+      this._runs === undefined ? undefined : async () => this._runs?.stop(),
+      this._discovery === undefined ? undefined : async () => this._discovery?.stop(),
+      this._host === undefined ? undefined : async () => this._host?.stop(),
+      this.ownsDatastore ? async () => this.datastore?.close?.() : undefined
+    ]
+    let first: unknown
+    for (const step of steps) {
+      try { await step?.() } catch (err) { first ??= err }
+    }
+    if (first !== undefined) throw first
   }
 
   // ---- AAP surface --------------------------------------------------------------
@@ -158,7 +173,7 @@ export class MeshNode {
     return this.discovery.discover(query, opts)
   }
 
-  async getCard (agentId: string, opts?: { signal?: AbortSignal }): Promise<AgentCard> {
+  async getCard (agentId: string, opts?: { signal?: AbortSignal, fresh?: boolean }): Promise<AgentCard> {
     return this.discovery.getCard(agentId, opts)
   }
 
