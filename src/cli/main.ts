@@ -5,6 +5,7 @@
  */
 import { Command } from 'commander'
 import pkg from '../../package.json' with { type: 'json' }
+import { registerRemoteCommands } from './commands.ts'
 import { registerStart } from './start.ts'
 
 export function buildProgram (): Command {
@@ -13,7 +14,13 @@ export function buildProgram (): Command {
     .description('a broker-less agent mesh node for AAP 0.1.0-draft, over libp2p')
     .version(pkg.version)
     .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', `
+Every command but start drives a running node through its local API, found in
+--data-dir (api.json, api-token) or given with --api-url and --token.
+Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
+2 wrong arguments, 3 no node reachable.`)
   registerStart(program)
+  registerRemoteCommands(program)
   return program
 }
 

@@ -1,19 +1,26 @@
 /**
- * `aap-mesh start`: run one mesh node in the foreground.
+ * `aap-mesh start`: run one mesh node in the foreground, with its local agent
+ * API (HTTP+SSE on loopback) and, on request, Prometheus metrics.
  *
  * stdout carries one JSON object per line, for programs (`started`,
- * `announced`, `discovered`, `stopped`); stderr carries lines for people. The
- * node stays up until SIGINT or SIGTERM, then stops gracefully.
+ * `announced`, `discovered`, `stopped`); stderr carries the structured log
+ * (pino JSON lines, --log-level). The node stays up until SIGINT or SIGTERM,
+ * then stops gracefully: the API closes its streams, the node finishes its
+ * writes, and the API files are removed from the data directory.
  */
 import { readFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Option, type Command } from 'commander'
+import { InvalidArgumentError, Option, type Command } from 'commander'
 import {
-  CLI_DISCOVER_DEADLINE_MS, CLI_DISCOVER_RETRY_MS, DEFAULT_DATA_DIR, DEFAULT_TCP_LISTEN, STOP_TIMEOUT_MS
+  API_DEFAULT_HOST, API_DEFAULT_PORT, CLI_DISCOVER_DEADLINE_MS, CLI_DISCOVER_RETRY_MS, DEFAULT_DATA_DIR, DEFAULT_TCP_LISTEN,
+  METRICS_DEFAULT_HOST, STOP_TIMEOUT_MS
 } from '../constants.ts'
+import type { NodeMetrics } from '../api/metrics.ts'
+import type { ApiServer } from '../api/server.ts'
+import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../log.ts'
 import { capabilityString, draftOf, parseCapability, parseCardDraft, type AgentCard, type CapabilityQuery, type CardDraft } from '../card/card.ts'
 import { AapError, InvalidRequestError } from '../errors.ts'
-import { createMeshNode, type MeshNode } from '../node.ts'
+import type { MeshNode } from '../node.ts'
 
 export interface StartOptions {
   dataDir: string
@@ -27,6 +34,21 @@ export interface StartOptions {
   tag?: string[]
   /** Test hook: look this capability up after joining and print what was found. */
   discover?: string
+  /** false with --no-api. */
+  api: boolean
+  apiHost: string
+  /** Unset: API_DEFAULT_PORT, or any free port when that one is taken. */
+  apiPort?: number
+  logLevel: LogLevel
+  metricsPort?: number
+  metricsHost: string
+}
+
+/** Option parser of a TCP port (0: any free port). */
+export function parsePort (value: string): number {
+  const n = Number(value)
+  if (!/^[0-9]{1,5}$/.test(value) || n > 65535) throw new InvalidArgumentError('a port is an integer from 0 to 65535')
+  return n
 }
 
 /** Option parser of repeatable options (no default, so help does not print one). */
@@ -39,7 +61,7 @@ function emit (event: string, fields: Record<string, unknown>): void {
   process.stdout.write(JSON.stringify({ event, ...fields }) + '\n')
 }
 
-/** One line for people on stderr. */
+/** Before the logger exists (the node failed to start): one line for people on stderr. */
 function say (text: string): void {
   process.stderr.write(`aap-mesh: ${text}\n`)
 }
@@ -56,7 +78,16 @@ export function registerStart (program: Command): Command {
     .option('--description <text>', 'card description (overrides the file)')
     .option('--capability <id@version>', 'a capability this agent offers, repeatable (added to the file\'s)', collect)
     .option('--tag <tag>', 'a tag, repeatable (added to the file\'s)', collect)
+    .option('--api-host <host>', 'address of the local agent API', API_DEFAULT_HOST)
+    .option('--api-port <port>', `port of the local agent API, 0 for any free one (default ${API_DEFAULT_PORT}, or a free one if that is taken)`, parsePort)
+    .option('--no-api', 'do not serve the local agent API')
+    .addOption(new Option('--log-level <level>', 'structured log (JSON lines on stderr) from this level up').choices(LOG_LEVELS).default('info'))
+    .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
+    .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
+    .addHelpText('after', `
+The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
+(mode 0600); the other aap-mesh commands read them from --data-dir.`)
     .action(async (opts: StartOptions, cmd: Command) => {
       let draft: CardDraft | undefined
       let lookup: CapabilityQuery | undefined
@@ -74,12 +105,13 @@ export function registerStart (program: Command): Command {
  * The card to publish: the file's draft with the flags applied, or undefined
  * when neither a file nor any card flag was given.
  */
-export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 'description' | 'capability' | 'tag'>): Promise<CardDraft | undefined> {
+export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 'description' | 'capability' | 'tag'>, base?: CardDraft): Promise<CardDraft | undefined> {
   const flagCapabilities = opts.capability ?? []
   const flagTags = opts.tag ?? []
   const flagsGiven = opts.name !== undefined || opts.description !== undefined || flagCapabilities.length > 0 || flagTags.length > 0
   if (opts.card === undefined && !flagsGiven) return undefined
-  let fields: Record<string, unknown> = {}
+  // without a file, the flags apply to `base` (the current card, for `card set`)
+  let fields: Record<string, unknown> = opts.card === undefined && base !== undefined ? { ...base } : {}
   if (opts.card !== undefined) {
     let text: string
     try {
@@ -105,18 +137,33 @@ export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 
   })
   if (opts.name !== undefined) fields.name = opts.name
   if (opts.description !== undefined) fields.description = opts.description
-  if (capabilities.length > 0) fields.capabilities = [...(Array.isArray(fields.capabilities) ? fields.capabilities : []), ...capabilities]
-  if (flagTags.length > 0) fields.tags = [...(Array.isArray(fields.tags) ? fields.tags : []), ...flagTags]
+  if (capabilities.length > 0) {
+    const have = Array.isArray(fields.capabilities) ? fields.capabilities as unknown[] : []
+    const known = new Set(have.map(c => JSON.stringify(c)))
+    fields.capabilities = [...have, ...capabilities.filter(c => !known.has(JSON.stringify(c)))]
+  }
+  if (flagTags.length > 0) {
+    const have = Array.isArray(fields.tags) ? fields.tags as unknown[] : []
+    fields.tags = [...have, ...flagTags.filter(t => !have.includes(t))]
+  }
   return parseCardDraft(fields, opts.card === undefined ? 'card' : `card file ${opts.card}`)
 }
 
 async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup: CapabilityQuery | undefined): Promise<void> {
+  // loaded here, not at the top: the other commands share this module and need none of it
+  const { createMeshNode } = await import('../node.ts')
+  const { NodeMetrics, serveMetrics } = await import('../api/metrics.ts')
+  const { newToken, writeApiFiles } = await import('../api/files.ts')
+  const log = createLogger(opts.logLevel)
+  const metrics = opts.metricsPort === undefined ? undefined : new NodeMetrics()
   const node = await createMeshNode({
     dataDir: opts.dataDir,
     listen: opts.listen ?? [DEFAULT_TCP_LISTEN],
-    mdns: opts.mdns
+    mdns: opts.mdns,
+    ...(metrics === undefined ? {} : { metrics: metrics.libp2p() })
   })
-  const stop = stopOnSignals(node)
+  const parts: Parts = { node, log }
+  const stop = stopOnSignals(parts, opts.dataDir)
   try {
     await node.start()
   } catch (err) {
@@ -131,7 +178,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   let joined = 0
   if (bootstrap.length > 0) {
     joined = await node.join(bootstrap)
-    if (joined === 0) say(`none of the ${bootstrap.length} bootstrap peer(s) answered; waiting for peers to find this node`)
+    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered; waiting for peers to find this node`)
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
@@ -140,22 +187,62 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   try {
     if (toPublish !== undefined) card = await node.publishCard(toPublish)
   } catch (err) {
-    say(`could not publish the card: ${messageOf(err)}`)
+    log.error({ err: messageOf(err) }, 'could not publish the card')
     await stop.now(1)
     return
   }
 
-  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null })
-  say(`agent ${node.agentId} is up${card === undefined ? ' (no card: pass --name/--capability or --card to publish one)' : ` as "${card.name}"`}`)
-  for (const a of node.addresses) say(`  listening on ${a}`)
-
-  if (card !== undefined) {
+  const announce = (published: AgentCard): void => {
     node.discovery.announce().then(
-      (keys) => { emit('announced', { seq: card.seq, provider_keys: keys }) },
-      (err: unknown) => { say(`announcement failed: ${messageOf(err)}`) }
+      (keys) => { if (node.card?.seq === published.seq) emit('announced', { seq: published.seq, provider_keys: keys }) },
+      (err: unknown) => { log.warn({ err: messageOf(err) }, 'announcement failed') }
     )
   }
+
+  metrics?.attach(node)
+  let apiUrl: string | null = null
+  let metricsUrl: string | null = null
+  try {
+    if (opts.api) {
+      const token = newToken()
+      parts.api = await listenApi(node, opts, token, log, metrics, announce)
+      apiUrl = parts.api.url
+      await writeApiFiles(opts.dataDir, token, { url: apiUrl, agent_id: node.agentId, pid: process.pid })
+      parts.apiFiles = true
+    }
+    if (metrics !== undefined && opts.metricsPort !== undefined) {
+      parts.metrics = await serveMetrics(metrics, opts.metricsHost, opts.metricsPort)
+      metricsUrl = parts.metrics.url
+    }
+  } catch (err) {
+    log.error({ err: messageOf(err) }, 'could not serve the API or the metrics')
+    await stop.now(1)
+    return
+  }
+
+  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl })
+  log.info({ agent_id: node.agentId, name: card?.name ?? null, addresses: node.addresses, api: apiUrl, metrics: metricsUrl },
+    card === undefined ? 'node is up (no card yet: pass --name/--capability or --card, or PUT /v1/card)' : `node is up as "${card.name}"`)
+
+  if (card !== undefined) announce(card)
   if (lookup !== undefined) await discoverUntilFound(node, lookup, stop.signal)
+}
+
+/**
+ * The API on its port; when no port was asked for and the default one is
+ * taken (another node on this machine), on any free port: clients find it in
+ * the data directory either way.
+ */
+async function listenApi (node: MeshNode, opts: StartOptions, token: string, log: Logger, metrics: NodeMetrics | undefined, onCardPublished: (card: AgentCard) => void): Promise<ApiServer> {
+  const { startApiServer } = await import('../api/server.ts')
+  const base = { token, host: opts.apiHost, logger: log, serveCard: true, onCardPublished, ...(metrics === undefined ? {} : { metrics }) }
+  try {
+    return await startApiServer(node, { ...base, port: opts.apiPort ?? API_DEFAULT_PORT })
+  } catch (err) {
+    if (opts.apiPort !== undefined || (err as { code?: string }).code !== 'EADDRINUSE') throw err
+    log.warn({ port: API_DEFAULT_PORT }, 'the default API port is taken; using a free one')
+    return startApiServer(node, { ...base, port: 0 })
+  }
 }
 
 /** Look a capability up until some card is found, the deadline passes or the node stops; print the result. */
@@ -185,32 +272,48 @@ interface Stopper {
   dispose: () => void
 }
 
-/** Stop the node gracefully on the first SIGINT/SIGTERM, at once on the second. */
-function stopOnSignals (node: MeshNode): Stopper {
+/** What a running `start` holds, stopped in reverse order. */
+interface Parts {
+  node: MeshNode
+  log: Logger
+  api?: ApiServer
+  apiFiles?: boolean
+  metrics?: { url: string, close: () => Promise<void> }
+}
+
+/**
+ * Stop gracefully on the first SIGINT/SIGTERM, at once on the second: the API
+ * first (no new requests, streams ended), then the node (its writes finish),
+ * then the API files and the metrics endpoint.
+ */
+function stopOnSignals (parts: Parts, dataDir: string): Stopper {
   const ctl = new AbortController()
   const now = async (code: number): Promise<void> => {
     if (ctl.signal.aborted) return
     ctl.abort()
     const timer = setTimeout(() => {
-      say(`did not stop within ${STOP_TIMEOUT_MS} ms; exiting`)
+      parts.log.error(`did not stop within ${STOP_TIMEOUT_MS} ms; exiting`)
       process.exit(1)
     }, STOP_TIMEOUT_MS)
     timer.unref()
     try {
-      await node.stop()
+      await parts.api?.close()
+      await parts.node.stop()
+      if (parts.apiFiles === true) await (await import('../api/files.ts')).removeApiFiles(dataDir)
+      await parts.metrics?.close()
       emit('stopped', {})
       process.exit(code)
     } catch (err) {
-      say(`stop failed: ${messageOf(err)}`)
+      parts.log.error({ err: messageOf(err) }, 'stop failed')
       process.exit(1)
     }
   }
   const onSignal = (signal: NodeJS.Signals): void => {
     if (ctl.signal.aborted) {
-      say(`${signal} again: exiting without a clean stop`)
+      parts.log.warn(`${signal} again: exiting without a clean stop`)
       process.exit(130)
     }
-    say(`${signal}: stopping`)
+    parts.log.info({ signal }, 'stopping')
     void now(0)
   }
   process.on('SIGINT', onSignal)

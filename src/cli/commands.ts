@@ -1,0 +1,268 @@
+/**
+ * The commands that drive a running node through its local API: card,
+ * discover, delegate, runs, block, resume, cancel, handoff, events, replay.
+ */
+import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { InvalidArgumentError, type Command } from 'commander'
+import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS } from '../constants.ts'
+import type { ApiClient } from '../api/client.ts'
+import { capabilityString, parseCapability, type AgentCard, type CapabilityRef, type CardDraft } from '../card/card.ts'
+import type { CorrelationReplay } from '../events/replay.ts'
+import { RUN_STATES, type AgentEvent, type Run } from '../runs/types.ts'
+import { cardDraftFrom } from './start.ts'
+import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
+import { collect, jsonObjectArg, remoteAction, remoteCommand, seg, UsageError, type RemoteOptions } from './remote.ts'
+
+interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
+interface RunResult { run: Run }
+
+function positiveInt (max: number) {
+  return (value: string): number => {
+    const n = Number(value)
+    if (!/^[0-9]+$/.test(value) || n < 1 || n > max) throw new InvalidArgumentError(`an integer from 1 to ${max}`)
+    return n
+  }
+}
+
+function nonNegativeInt (value: string): number {
+  if (!/^[0-9]{1,9}$/.test(value)) throw new InvalidArgumentError('a whole number of milliseconds')
+  return Number(value)
+}
+
+/** A capability the user typed; `exact` demands a version. */
+function capabilityArg (text: string, exact: boolean): { capability_id: string, version: string | null } {
+  let q
+  try {
+    q = parseCapability(text)
+  } catch (err) {
+    throw new UsageError((err as Error).message)
+  }
+  const version = q.version === undefined || q.version === null || q.version === '*' ? null : q.version
+  if (exact && version === null) throw new UsageError(`capability "${text}" needs an exact version, e.g. ${q.capability_id}@1.0.0`)
+  return { capability_id: q.capability_id, version }
+}
+
+const runResult = (r: RunResult, what?: string): { json: unknown, text: string } => ({
+  json: r,
+  text: what === undefined ? runText(r.run) : `${what}\n${runText(r.run)}`
+})
+
+// ---- card ---------------------------------------------------------------------------------
+
+function registerCard (program: Command): void {
+  const card = program.command('card').description('show or set this agent\'s card (and the capabilities the API serves)')
+
+  remoteCommand(card, 'show', 'show the published card, the webhook and the capabilities served through the API')
+    .action(remoteAction(async (client) => {
+      const s = await client.call<CardState>('GET', '/v1/card')
+      return { json: s, text: cardText(s.agent_id, s.card, s.webhook, s.serving) }
+    }))
+
+  remoteCommand(card, 'set', 'publish a new card; the API then hands runs of its capabilities to the agent (work stream, webhook)')
+    .option('--card <file>', 'a card draft, JSON: {name, description, capabilities, tags} (else the current card is the base)')
+    .option('--name <name>', 'card name')
+    .option('--description <text>', 'card description')
+    .option('--capability <id@version>', 'a capability to add, repeatable', collect)
+    .option('--tag <tag>', 'a tag to add, repeatable', collect)
+    .option('--webhook <url>', 'POST each work item to this URL')
+    .option('--no-webhook', 'stop POSTing work items')
+    .addHelpText('after', '\nWithout --card the current card is the base: --name and --description replace its values, --capability and --tag add to its lists.')
+    .action(remoteAction<RemoteOptions & { card?: string, name?: string, description?: string, capability?: string[], tag?: string[], webhook?: string | false }>(async (client, opts) => {
+      let base: CardDraft | undefined
+      if (opts.card === undefined) {
+        const current = (await client.call<CardState>('GET', '/v1/card')).card
+        if (current !== null) base = { name: current.name, description: current.description, capabilities: current.capabilities, tags: current.tags }
+      }
+      let draft: CardDraft | undefined
+      try {
+        draft = await cardDraftFrom({
+          ...(opts.card === undefined ? {} : { card: opts.card }),
+          ...(opts.name === undefined ? {} : { name: opts.name }),
+          ...(opts.description === undefined ? {} : { description: opts.description }),
+          capability: opts.capability ?? [],
+          tag: opts.tag ?? []
+        }, base)
+      } catch (err) {
+        throw new UsageError((err as Error).message)
+      }
+      if (draft === undefined) throw new UsageError('nothing to set: give --card, --name, --description, --capability or --tag')
+      const body: Record<string, unknown> = { card: draft }
+      if (opts.webhook !== undefined) body.webhook = opts.webhook === false ? null : opts.webhook
+      const s = await client.call<CardState>('PUT', '/v1/card', body)
+      return { json: s, text: cardText(s.agent_id, s.card, s.webhook, s.serving) }
+    }))
+}
+
+// ---- discover, delegate ------------------------------------------------------------------------
+
+function registerDiscover (program: Command): void {
+  remoteCommand(program, 'discover', 'agent.discover: find agents by capability and/or tags')
+    .option('--capability <id[@version]>', 'a capability (any version without @version)')
+    .option('--tag <tag>', 'a tag the agent must have, repeatable', collect)
+    .option('--limit <n>', `at most this many cards (1-${DISCOVER_MAX_RESULTS})`, positiveInt(DISCOVER_MAX_RESULTS))
+    .option('--fresh', 'ask every provider again instead of using cached cards', false)
+    .option('--include-self', 'include this node\'s own card when it matches', false)
+    .option('--wait <ms>', 'keep looking for up to this long until something is found (announcements take a moment to spread)', nonNegativeInt)
+    .action(remoteAction<RemoteOptions & { capability?: string, tag?: string[], limit?: number, fresh: boolean, includeSelf: boolean, wait?: number }>(async (client, opts) => {
+      if (opts.capability === undefined && (opts.tag ?? []).length === 0) throw new UsageError('give --capability and/or --tag')
+      if (opts.capability !== undefined) capabilityArg(opts.capability, false)
+      const query = {
+        capability: opts.capability,
+        tag: opts.tag,
+        limit: opts.limit,
+        fresh: opts.fresh ? true : undefined,
+        include_self: opts.includeSelf ? true : undefined
+      }
+      const deadline = Date.now() + (opts.wait ?? 0)
+      for (;;) {
+        const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, query)
+        if (cards.length > 0 || Date.now() >= deadline) return { json: { cards }, text: cardsText(cards) }
+        await sleep(CLI_DISCOVER_RETRY_MS)
+      }
+    }))
+}
+
+function registerDelegate (program: Command): void {
+  remoteCommand(program, 'delegate', 'agent.delegate: start a run on another agent; prints the run handle at once')
+    .requiredOption('--capability <id@version>', 'the capability to run')
+    .option('--to <agent id>', 'the agent to run it (default: the first one discover finds)')
+    .option('--task <id>', 'the task id, which becomes the run\'s correlation_id (default: a new one)')
+    .option('--input <json|@file>', 'the input, a JSON object', '{}')
+    .option('--parent-run <run id>', 'the run this delegation is part of')
+    .option('--idempotency-key <key>', 'a retry with the same key returns the same run')
+    .option('--authorize <agent id>', 'another agent allowed to resume or cancel, repeatable', collect)
+    .action(remoteAction<RemoteOptions & { capability: string, to?: string, task?: string, input: string, parentRun?: string, idempotencyKey?: string, authorize?: string[] }>(async (client, opts) => {
+      const c = capabilityArg(opts.capability, true)
+      const capability = { capability_id: c.capability_id, version: c.version ?? '' }
+      const input = await jsonObjectArg(opts.input, '--input') ?? {}
+      let to = opts.to
+      if (to === undefined) {
+        const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, { capability: capabilityString(capability), limit: 1 })
+        to = cards[0]?.agent_id
+        if (to === undefined) throw new UsageError(`no agent found for ${capabilityString(capability)}; pass --to`)
+      }
+      const body: Record<string, unknown> = {
+        to_agent: to,
+        task_id: opts.task ?? `task-${randomBytes(8).toString('hex')}`,
+        capability,
+        input
+      }
+      if (opts.parentRun !== undefined) body.parent_run = opts.parentRun
+      if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey
+      if (opts.authorize !== undefined) body.authorized = opts.authorize
+      const r = await client.call<RunResult>('POST', '/v1/delegate', body)
+      return runResult(r, `delegated: run ${r.run.run_id} (correlation ${r.run.correlation_id})`)
+    }))
+}
+
+// ---- runs and their verbs --------------------------------------------------------------------
+
+function registerRuns (program: Command): void {
+  const runs = program.command('runs').description('runs this node executes or delegated')
+
+  remoteCommand(runs, 'list', 'list runs: executing (this node runs them) and delegated (this node started them)')
+    .option('--state <state>', `only runs in this state (${RUN_STATES.join(', ')})`)
+    .option('--correlation <id>', 'only runs of this correlation (task) id')
+    .action(remoteAction<RemoteOptions & { state?: string, correlation?: string }>(async (client, opts) => {
+      if (opts.state !== undefined && !(RUN_STATES as readonly string[]).includes(opts.state)) throw new UsageError(`--state must be one of ${RUN_STATES.join(', ')}`)
+      const list = await client.call<{ executing: Run[], delegated: Run[] }>('GET', '/v1/runs', undefined, { state: opts.state, correlation_id: opts.correlation })
+      const lines = [...list.executing.map(r => runLine(r, 'executing')), ...list.delegated.map(r => runLine(r, 'delegated'))]
+      return { json: list, text: lines.length === 0 ? 'no runs' : lines.join('\n') }
+    }))
+
+  remoteCommand(runs, 'show', 'show one run, as its executor knows it')
+    .argument('<run-id>')
+    .action(remoteAction(async (client, _opts, [id]) => runResult(await client.call<RunResult>('GET', `/v1/runs/${seg(id ?? '')}`))))
+}
+
+function registerVerbs (program: Command): void {
+  remoteCommand(program, 'block', 'agent.block: pause a run on a checkpoint (executor side for runs run here, delegator side for runs delegated from here)')
+    .argument('<run-id>')
+    .requiredOption('--checkpoint <id>', 'the checkpoint (e.g. the HACP checkpoint id)')
+    .option('--reason <text>', 'why', '')
+    .action(remoteAction<RemoteOptions & { checkpoint: string, reason: string }>(async (client, opts, [id]) =>
+      runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/block`, { reason: opts.reason, checkpoint_id: opts.checkpoint }))))
+
+  remoteCommand(program, 'resume', 'agent.resume: resolve the checkpoint of a blocked run this node delegated')
+    .argument('<run-id>')
+    .requiredOption('--resolution <json|@file>', 'the checkpoint resolution, a JSON object')
+    .action(remoteAction<RemoteOptions & { resolution: string }>(async (client, opts, [id]) => {
+      const resolution = await jsonObjectArg(opts.resolution, '--resolution')
+      return runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/resume`, { resolution }))
+    }))
+
+  remoteCommand(program, 'cancel', 'cancel a run this node delegated (it fails with CANCELED)')
+    .argument('<run-id>')
+    .option('--reason <text>', 'why')
+    .action(remoteAction<RemoteOptions & { reason?: string }>(async (client, opts, [id]) =>
+      runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/cancel`, opts.reason === undefined ? {} : { reason: opts.reason }))))
+
+  remoteCommand(program, 'handoff', 'agent.handoff: hand a run to another agent (a new run, same correlation); prints the new run')
+    .argument('<run-id>')
+    .requiredOption('--to <agent id>', 'the receiving agent')
+    .option('--context <json|@file>', 'context for the receiving agent, a JSON object', '{}')
+    .action(remoteAction<RemoteOptions & { to: string, context: string }>(async (client, opts, [id]) => {
+      const context = await jsonObjectArg(opts.context, '--context') ?? {}
+      const r = await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/handoff`, { to_agent: opts.to, context })
+      return runResult(r, `handed off: new run ${r.run.run_id} on ${r.run.agent_id}`)
+    }))
+}
+
+// ---- events, replay ----------------------------------------------------------------------------
+
+function registerEvents (program: Command): void {
+  remoteCommand(program, 'events', 'print a correlation\'s run events; with --follow keep printing them as they come')
+    .argument('<correlation>', 'the correlation (task) id')
+    .option('-f, --follow', 'stay connected and print new events until interrupted', false)
+    .option('--until <type>', 'with --follow: stop after the first event of this type (e.g. run.blocked)')
+    .option('--no-history', 'with --follow: only events from now on')
+    .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
+    .action(remoteAction<RemoteOptions & { follow: boolean, until?: string, history: boolean, participant?: string[] }>(async (client, opts, [correlation]) => {
+      const corr = correlation ?? ''
+      if (!opts.follow) {
+        const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(corr)}/replay`, undefined, { participant: opts.participant })
+        return { json: { events: r.events }, text: r.events.length === 0 ? 'no events' : r.events.map(eventLine).join('\n') }
+      }
+      const ctl = new AbortController()
+      const stop = (): void => { ctl.abort() }
+      process.once('SIGINT', stop)
+      process.once('SIGTERM', stop)
+      try {
+        for await (const ev of client.stream(`/v1/events/${seg(corr)}/stream`, { participant: opts.participant, history: opts.history ? undefined : false }, { signal: ctl.signal })) {
+          if (ev.event === 'ready') {
+            if (!opts.json) process.stderr.write(`aap-mesh: following ${corr} (Ctrl-C to stop)\n`)
+            continue
+          }
+          const e = ev.data as AgentEvent
+          process.stdout.write((opts.json ? JSON.stringify(e) : eventLine(e)) + '\n')
+          if (opts.until !== undefined && e.type === opts.until) break
+        }
+      } finally {
+        process.off('SIGINT', stop)
+        process.off('SIGTERM', stop)
+      }
+      return undefined
+    }))
+}
+
+function registerReplay (program: Command): void {
+  remoteCommand(program, 'replay', 'the whole lifecycle of a correlation: every run and transition, in lineage order')
+    .argument('<correlation>', 'the correlation (task) id')
+    .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
+    .option('--timeout-ms <ms>', 'how long to collect from other agents', nonNegativeInt)
+    .action(remoteAction<RemoteOptions & { participant?: string[], timeoutMs?: number }>(async (client, opts, [correlation]) => {
+      const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(correlation ?? '')}/replay`, undefined, { participant: opts.participant, timeout_ms: opts.timeoutMs })
+      return { json: r, text: replayText(r) }
+    }))
+}
+
+export function registerRemoteCommands (program: Command): void {
+  registerCard(program)
+  registerDiscover(program)
+  registerDelegate(program)
+  registerRuns(program)
+  registerVerbs(program)
+  registerEvents(program)
+  registerReplay(program)
+}

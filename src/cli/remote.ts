@@ -1,0 +1,163 @@
+/**
+ * What every command other than `start` shares: it talks to a running node
+ * through the local agent API (URL and token from --data-dir, or --api-url
+ * and --token), prints a result for people or, with --json, one JSON
+ * document per line, and exits non-zero with a readable message on errors:
+ *
+ *   1  the node answered with an error (its AAP code is printed)
+ *   2  the command's own arguments are wrong (nothing was sent)
+ *   3  no node could be reached (not running, wrong URL or data directory)
+ */
+import { readFile } from 'node:fs/promises'
+import { Option, type Command } from 'commander'
+import { DEFAULT_DATA_DIR } from '../constants.ts'
+import { ApiClient, ApiError, ApiUnreachableError } from '../api/client.ts'
+import { AapError } from '../errors.ts'
+
+export const EXIT_REFUSED = 1
+export const EXIT_USAGE = 2
+export const EXIT_UNREACHABLE = 3
+
+export interface RemoteOptions {
+  dataDir: string
+  apiUrl?: string
+  token?: string
+  json: boolean
+}
+
+/** A wrong argument, found before anything was sent to the node. */
+export class UsageError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'UsageError'
+  }
+}
+
+/** The result of a command: a JSON value for --json, and lines for people. */
+export interface Output {
+  json: unknown
+  text: string
+}
+
+/** Option parser of repeatable options. */
+export function collect (value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value]
+}
+
+/** Add the options every remote command takes. */
+export function remoteCommand (parent: Command, name: string, description: string): Command {
+  return parent.command(name)
+    .description(description)
+    .option('--data-dir <dir>', 'data directory of the running node (its api.json and api-token)', `./${DEFAULT_DATA_DIR}`)
+    .addOption(new Option('--api-url <url>', 'URL of the node\'s API (instead of <data dir>/api.json)').env('AAP_MESH_API_URL'))
+    .addOption(new Option('--token <token>', 'API token (instead of <data dir>/api-token)').env('AAP_MESH_TOKEN'))
+    .option('--json', 'print JSON (one document per line) instead of text', false)
+}
+
+export async function clientFor (opts: RemoteOptions): Promise<ApiClient> {
+  if (opts.apiUrl !== undefined || opts.token !== undefined) {
+    if (opts.apiUrl === undefined || opts.token === undefined) {
+      // one of the two from the data directory, the other given
+      const fromDir = await ApiClient.fromDataDir(opts.dataDir).catch(() => undefined)
+      const url = opts.apiUrl ?? fromDir?.url
+      const token = opts.token ?? (fromDir === undefined ? undefined : await tokenOf(opts.dataDir))
+      if (url === undefined || token === undefined) throw new UsageError('--api-url and --token go together (or leave both to the data directory)')
+      return new ApiClient(url, token)
+    }
+    return new ApiClient(opts.apiUrl, opts.token)
+  }
+  return ApiClient.fromDataDir(opts.dataDir)
+}
+
+async function tokenOf (dataDir: string): Promise<string | undefined> {
+  const { readApiFiles } = await import('../api/files.ts')
+  return (await readApiFiles(dataDir).catch(() => undefined))?.token
+}
+
+/** Print a command's result. */
+export function print (out: Output, json: boolean): void {
+  if (json) process.stdout.write(JSON.stringify(out.json) + '\n')
+  else if (out.text !== '') process.stdout.write(out.text.endsWith('\n') ? out.text : out.text + '\n')
+}
+
+/** Report an error the way every command does, and set the exit code. */
+export function fail (err: unknown, json: boolean): void {
+  let code: string
+  let message: string
+  let exit: number
+  let status: number | undefined
+  if (err instanceof UsageError) {
+    code = 'INVALID_REQUEST'
+    message = err.message
+    exit = EXIT_USAGE
+  } else if (err instanceof ApiUnreachableError) {
+    code = 'UNREACHABLE'
+    message = err.message
+    exit = EXIT_UNREACHABLE
+  } else if (err instanceof ApiError) {
+    code = err.code
+    message = err.message
+    status = err.status
+    exit = EXIT_REFUSED
+  } else if (err instanceof AapError && err.details?.reason === 'no_node') {
+    code = 'UNREACHABLE'
+    message = err.message
+    exit = EXIT_UNREACHABLE
+  } else if (err instanceof AapError) {
+    code = err.code
+    message = err.message
+    exit = EXIT_USAGE
+  } else {
+    code = 'INTERNAL'
+    message = err instanceof Error ? err.message : String(err)
+    exit = EXIT_REFUSED
+  }
+  if (json) process.stdout.write(JSON.stringify({ error: { code, message, ...(status === undefined ? {} : { status }) } }) + '\n')
+  process.stderr.write(`aap-mesh: ${code}: ${message}\n`)
+  process.exitCode = exit
+}
+
+/**
+ * The action of a remote command: `run` gets the client, the options and the
+ * positional arguments, and returns what to print.
+ */
+export function remoteAction<O extends RemoteOptions> (run: (client: ApiClient, opts: O, args: string[]) => Promise<Output | undefined>) {
+  return async (...received: unknown[]): Promise<void> => {
+    const cmd = received.at(-1) as Command
+    const opts = cmd.opts<O>()
+    const args = received.slice(0, -2).filter((a): a is string => typeof a === 'string')
+    try {
+      const client = await clientFor(opts)
+      const out = await run(client, opts, args)
+      if (out !== undefined) print(out, opts.json)
+    } catch (err) {
+      fail(err, opts.json)
+    }
+  }
+}
+
+/** A JSON object from an option: inline JSON, or @file. */
+export async function jsonObjectArg (value: string | undefined, option: string): Promise<Record<string, unknown> | undefined> {
+  if (value === undefined) return undefined
+  let text = value
+  if (value.startsWith('@')) {
+    try {
+      text = await readFile(value.slice(1), 'utf8')
+    } catch (err) {
+      throw new UsageError(`${option}: cannot read ${value.slice(1)}: ${(err as Error).message}`)
+    }
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    throw new UsageError(`${option} must be a JSON object (or @file): ${(err as Error).message}`)
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new UsageError(`${option} must be a JSON object, not ${Array.isArray(parsed) ? 'an array' : typeof parsed}`)
+  return parsed as Record<string, unknown>
+}
+
+/** Path segment of a run or correlation id. */
+export function seg (id: string): string {
+  return encodeURIComponent(id)
+}
