@@ -86,6 +86,7 @@ export class ApiServer {
   private readonly log: Logger
   private readonly streams = new Set<SseStream>()
   private readonly subscriptions = new Set<EventSubscription>()
+  private readonly routeList: Array<{ method: string, url: string }> = []
   private reservedStreams = 0
   private workClients = 0
   private address?: string
@@ -105,6 +106,8 @@ export class ApiServer {
       bodyLimit: API_BODY_MAX_BYTES,
       // keep-alive sockets must not hold close() up
       forceCloseConnections: true,
+      // the routes are exactly the documented operations: no implicit HEAD twins
+      exposeHeadRoutes: false,
       // a run id may be long; the routes' own schemas bound every parameter
       routerOptions: { maxParamLength: 512 }
     })
@@ -114,6 +117,11 @@ export class ApiServer {
   get url (): string {
     if (this.address === undefined) throw new Error('API server not listening')
     return this.address
+  }
+
+  /** Every route the server registered, as fastify saw it (for the drift test). */
+  get routes (): ReadonlyArray<{ method: string, url: string }> {
+    return this.routeList
   }
 
   stats (): ApiStats {
@@ -146,6 +154,9 @@ export class ApiServer {
 
   private setup (): void {
     const app = this.app
+    app.addHook('onRoute', (r) => {
+      for (const m of Array.isArray(r.method) ? r.method : [r.method]) this.routeList.push({ method: String(m), url: r.url ?? '' })
+    })
     app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : paramAjv).compile(schema))
     // only JSON bodies: a text/plain body is refused with 415 instead of reaching a schema as a string
     app.removeContentTypeParser(['text/plain'])
