@@ -390,7 +390,11 @@ export class ApiServer {
           const correlation = (req.params as Params).correlation_id ?? ''
           const q = req.query as Query
           const release = this.reserveStream()
-          // the client may leave while the node subscribes (dials and syncs take a moment)
+          // The client may leave while the node subscribes (dials and syncs take a moment). The
+          // subscription is then closed once subscribe() has returned, not aborted through its
+          // signal: a subscription aborted while subscribe() is still running leaves the node on
+          // the correlation's topic (Events keeps the track while subscribe holds it, and nothing
+          // untracks it afterwards). Waiting costs at most SYNC_TIMEOUT_MS.
           const gone = new AbortController()
           const onGone = (): void => { gone.abort() }
           reply.raw.once('close', onGone)
@@ -401,7 +405,6 @@ export class ApiServer {
             sub = await node.events.subscribe(correlation, {
               ...hints(q),
               history: q.history !== false,
-              signal: gone.signal,
               onEvent: (e) => { if (sse === undefined) early.push(e); else sse.send(e.type, e) }
             })
           } catch (err) {
