@@ -1,0 +1,98 @@
+/**
+ * npm run bench: every benchmark of the project in one run, each beside its
+ * reference, reported as ratios (absolute times drift from run to run on a
+ * shared 2-core machine; ratios taken in the same run do not).
+ *
+ *   1. delegate -> durable Run handle between two node processes on TCP
+ *      loopback, beside the raw libp2p echo and the @a2a-js/sdk SendMessage
+ *      (scripts/bench-delegate.ts, one run, same connection type);
+ *   2. discover (first verified card, 20 nodes) beside fetching an A2A agent
+ *      card from /.well-known/agent-card.json with the SDK's resolver;
+ *   3. run events to every subscriber and the first event of fresh
+ *      correlations (scripts/bench-events.ts).
+ *
+ *   node scripts/bench.ts [--quick]
+ */
+import { spawn } from 'node:child_process'
+import { availableParallelism, cpus } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { measureA2aCardFetch, startA2aServer } from './lib/ref-a2a.ts'
+import { printTable } from './lib/stats.ts'
+
+const quick = process.argv.includes('--quick')
+const here = (rel: string): string => fileURLToPath(new URL(rel, import.meta.url))
+const BENCH_CHILD_TIMEOUT_MS = 10 * 60_000
+
+/** Run a benchmark script with --json; its progress goes to our stderr, its figures come back parsed. */
+async function runJson (script: string, args: string[]): Promise<Record<string, unknown>> {
+  const child = spawn(process.execPath, [here(script), ...args, '--json'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (d: string) => { out += d })
+  const timer = setTimeout(() => { child.kill('SIGKILL') }, BENCH_CHILD_TIMEOUT_MS)
+  const code = await new Promise<number | null>(resolve => { child.on('exit', resolve) })
+  clearTimeout(timer)
+  if (code !== 0) throw new Error(`${script} exited with ${code}`)
+  const start = out.indexOf('{')
+  return JSON.parse(out.slice(start)) as Record<string, unknown>
+}
+
+function rec (v: unknown): Record<string, unknown> {
+  return typeof v === 'object' && v !== null ? v as Record<string, unknown> : {}
+}
+function num (v: unknown): number {
+  if (typeof v === 'number') return v
+  if (typeof v === 'string') return Number.parseFloat(v)
+  return Number.NaN
+}
+const ms = (n: number): string => Number.isFinite(n) ? `${n.toFixed(2)} ms` : 'n/a'
+const rate = (n: number): string => Number.isFinite(n) ? `${Math.round(n)}/s` : 'n/a'
+const ratio = (n: number): string => Number.isFinite(n) ? `${n.toFixed(2)}x` : 'n/a'
+
+process.stderr.write('[bench] 1/3 delegate vs raw echo vs a2a-js (two processes, TCP loopback)\n')
+const del = await runJson('bench-delegate.ts', quick ? ['--requests', '500', '--concurrent-requests', '1500'] : [])
+process.stderr.write('[bench] 2/3 discover (20 nodes) vs A2A agent-card fetch\n')
+const disc = await runJson('bench-discover.ts', ['--lookups', quick ? '30' : '100'])
+const a2a = await startA2aServer()
+const card = await measureA2aCardFetch({ url: a2a.url, requests: quick ? 300 : 1000, warmup: 100 })
+await a2a.close()
+process.stderr.write('[bench] 3/3 run events to every subscriber\n')
+const ev = await runJson('bench-events.ts', quick ? ['--nodes', '20'] : ['--nodes', '50'])
+
+const delegate = rec(del.delegate)
+const runsOnly = rec(del.runsOnly)
+const echo = rec(del.echo)
+const a2aSend = rec(del.a2a)
+const p50 = (r: Record<string, unknown>): number => num(rec(r.latency).p50)
+const p99 = (r: Record<string, unknown>): number => num(rec(r.latency).p99)
+const rps = (r: Record<string, unknown>): number => num(r.reqPerSec)
+const discRows = Array.isArray(disc.rows) ? disc.rows.map(rec) : []
+const discRow = (name: string): Record<string, unknown> => discRows.find(r => r.lookup === name) ?? {}
+const firstCold = discRow('first/cold')
+const firstWarm = discRow('first/warm')
+const delivery = rec(ev.delivery)
+const fresh = rec(ev.fresh)
+
+process.stdout.write(`\naap-mesh benchmarks — ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'})\n\n`)
+printTable([
+  { what: 'node.delegate -> Run handle (follows events)', p50: ms(p50(delegate)), p99: ms(p99(delegate)), 'rate @32': rate(rps(delegate)) },
+  { what: 'runs.delegate -> Run handle (run service)', p50: ms(p50(runsOnly)), p99: ms(p99(runsOnly)), 'rate @32': rate(rps(runsOnly)) },
+  { what: 'raw libp2p echo, new stream per request', p50: ms(p50(echo)), p99: ms(p99(echo)), 'rate @32': rate(rps(echo)) },
+  { what: 'a2a-js SendMessage -> WORKING task', p50: ms(p50(a2aSend)), p99: ms(p99(a2aSend)), 'rate @32': rate(rps(a2aSend)) },
+  { what: `discover, first verified card, ${String(disc.nodes)} nodes, cold`, p50: ms(num(firstCold.p50)), p99: ms(num(firstCold.p99)), 'rate @32': `${String(firstCold.ok)} ok / ${String(firstCold.failed)} failed` },
+  { what: `discover, first verified card, ${String(disc.nodes)} nodes, cached`, p50: ms(num(firstWarm.p50)), p99: ms(num(firstWarm.p99)), 'rate @32': '' },
+  { what: 'A2A agent-card fetch (SDK resolver, HTTP)', p50: ms(card.latency.p50), p99: ms(card.latency.p99), 'rate @32': '' },
+  { what: `events to every subscriber, ${String(ev.nodes)} nodes`, p50: ms(num(delivery.p50)), p99: ms(num(delivery.p99)), 'rate @32': `${String(delivery.lost)} lost` },
+  { what: 'first event on a fresh correlation', p50: ms(num(fresh.p50)), p99: ms(num(fresh.p99)), 'rate @32': `${String(fresh.lost)} lost` }
+])
+process.stdout.write('\nratios (same run)\n')
+printTable([
+  { ratio: 'runs.delegate p50 / raw echo p50', value: ratio(p50(runsOnly) / p50(echo)), target: '<= 1.5x' },
+  { ratio: 'node.delegate p50 / raw echo p50', value: ratio(p50(delegate) / p50(echo)), target: '<= 1.5x' },
+  { ratio: 'runs.delegate p50 / a2a-js p50', value: ratio(p50(runsOnly) / p50(a2aSend)), target: '<= 1.0x' },
+  { ratio: 'node.delegate p50 / a2a-js p50', value: ratio(p50(delegate) / p50(a2aSend)), target: '<= 1.0x' },
+  { ratio: 'runs.delegate/s / a2a-js req/s', value: ratio(rps(runsOnly) / rps(a2aSend)), target: '>= 1.0x' },
+  { ratio: 'node.delegate/s / a2a-js req/s', value: ratio(rps(delegate) / rps(a2aSend)), target: '>= 1.0x' },
+  { ratio: 'discover first card (cached) / A2A card fetch', value: ratio(num(firstWarm.p50) / card.latency.p50), target: 'context' },
+  { ratio: 'discover first card (cold) / A2A card fetch', value: ratio(num(firstCold.p50) / card.latency.p50), target: 'context' }
+])
