@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, type Command } from 'commander'
 import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS } from '../constants.ts'
 import type { ApiClient } from '../api/client.ts'
-import { capabilityString, parseCapability, type AgentCard, type CapabilityRef, type CardDraft } from '../card/card.ts'
+import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
 import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runs/types.ts'
 import { cardDraftFrom } from './start.ts'
@@ -30,8 +30,9 @@ function nonNegativeInt (value: string): number {
   return Number(value)
 }
 
-/** A capability the user typed; `exact` demands a version. */
-function capabilityArg (text: string, exact: boolean): { capability_id: string, version: string | null } {
+/** A capability the user typed; `exact` demands a version. (card.ts is loaded only here: it compiles schemas.) */
+async function capabilityArg (text: string, exact: boolean): Promise<{ capability_id: string, version: string | null }> {
+  const { parseCapability } = await import('../card/card.ts')
   let q
   try {
     q = parseCapability(text)
@@ -106,7 +107,7 @@ function registerDiscover (program: Command): void {
     .option('--wait <ms>', 'keep looking for up to this long until something is found (announcements take a moment to spread)', nonNegativeInt)
     .action(remoteAction<RemoteOptions & { capability?: string, tag?: string[], limit?: number, fresh: boolean, includeSelf: boolean, wait?: number }>(async (client, opts) => {
       if (opts.capability === undefined && (opts.tag ?? []).length === 0) throw new UsageError('give --capability and/or --tag')
-      if (opts.capability !== undefined) capabilityArg(opts.capability, false)
+      if (opts.capability !== undefined) await capabilityArg(opts.capability, false)
       const query = {
         capability: opts.capability,
         tag: opts.tag,
@@ -133,14 +134,15 @@ function registerDelegate (program: Command): void {
     .option('--idempotency-key <key>', 'a retry with the same key returns the same run')
     .option('--authorize <agent id>', 'another agent allowed to resume or cancel, repeatable', collect)
     .action(remoteAction<RemoteOptions & { capability: string, to?: string, task?: string, input: string, parentRun?: string, idempotencyKey?: string, authorize?: string[] }>(async (client, opts) => {
-      const c = capabilityArg(opts.capability, true)
+      const c = await capabilityArg(opts.capability, true)
       const capability = { capability_id: c.capability_id, version: c.version ?? '' }
+      const wanted = `${capability.capability_id}@${capability.version}`
       const input = await jsonObjectArg(opts.input, '--input') ?? {}
       let to = opts.to
       if (to === undefined) {
-        const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, { capability: capabilityString(capability), limit: 1 })
+        const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, { capability: wanted, limit: 1 })
         to = cards[0]?.agent_id
-        if (to === undefined) throw new UsageError(`no agent found for ${capabilityString(capability)}; pass --to`)
+        if (to === undefined) throw new UsageError(`no agent found for ${wanted}; pass --to`)
       }
       const body: Record<string, unknown> = {
         to_agent: to,

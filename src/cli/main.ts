@@ -3,9 +3,10 @@
  * command lives in its own module and registers itself on the program
  * (`registerX(program)`), so adding one is a new module and one line here.
  */
-import { Command } from 'commander'
+import { Command, CommanderError } from 'commander'
 import pkg from '../../package.json' with { type: 'json' }
 import { registerRemoteCommands } from './commands.ts'
+import { EXIT_USAGE } from './remote.ts'
 import { registerStart } from './start.ts'
 
 export function buildProgram (): Command {
@@ -24,9 +25,26 @@ Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
   return program
 }
 
-/** Run the command line on `argv` (node's own argv: the program, the script, then the arguments). */
+/** The program and every command below it. */
+export function allCommands (program: Command): Command[] {
+  return [program, ...program.commands.flatMap(c => allCommands(c))]
+}
+
+/**
+ * Run the command line on `argv` (node's own argv: the program, the script,
+ * then the arguments). Commander's own parse errors (unknown option, bad
+ * choice, missing argument) exit with EXIT_USAGE like the commands' own
+ * argument errors; help and version exit 0.
+ */
 export async function run (argv: readonly string[] = process.argv): Promise<void> {
-  await buildProgram().parseAsync([...argv])
+  const program = buildProgram()
+  for (const c of allCommands(program)) c.exitOverride()
+  try {
+    await program.parseAsync([...argv])
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err
+    process.exitCode = err.exitCode === 0 ? 0 : EXIT_USAGE
+  }
 }
 
 if (import.meta.main) await run()

@@ -18,7 +18,12 @@ import {
 import type { NodeMetrics } from '../api/metrics.ts'
 import type { ApiServer } from '../api/server.ts'
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../log.ts'
-import { capabilityString, draftOf, parseCapability, parseCardDraft, type AgentCard, type CapabilityQuery, type CardDraft } from '../card/card.ts'
+import type { AgentCard, CapabilityQuery, CardDraft } from '../card/card.ts'
+
+/** card.ts compiles the wire schemas when loaded: only the commands that check a card pay for it. */
+async function cardModule (): Promise<typeof import('../card/card.ts')> {
+  return import('../card/card.ts')
+}
 import { AapError, InvalidRequestError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
 
@@ -93,7 +98,7 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
       let lookup: CapabilityQuery | undefined
       try {
         draft = await cardDraftFrom(opts)
-        if (opts.discover !== undefined) lookup = parseCapability(opts.discover)
+        if (opts.discover !== undefined) lookup = (await cardModule()).parseCapability(opts.discover)
       } catch (err) {
         cmd.error(`error: ${messageOf(err)}`, { exitCode: 2, code: 'aap-mesh.invalidArgument' })
       }
@@ -110,6 +115,7 @@ export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 
   const flagTags = opts.tag ?? []
   const flagsGiven = opts.name !== undefined || opts.description !== undefined || flagCapabilities.length > 0 || flagTags.length > 0
   if (opts.card === undefined && !flagsGiven) return undefined
+  const { parseCapability, parseCardDraft } = await cardModule()
   // without a file, the flags apply to `base` (the current card, for `card set`)
   let fields: Record<string, unknown> = opts.card === undefined && base !== undefined ? { ...base } : {}
   if (opts.card !== undefined) {
@@ -182,7 +188,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
-  const toPublish = draft ?? (node.card === undefined ? undefined : draftOf(node.card))
+  const toPublish = draft ?? (node.card === undefined ? undefined : (await cardModule()).draftOf(node.card))
   let card: AgentCard | undefined
   try {
     if (toPublish !== undefined) card = await node.publishCard(toPublish)
@@ -261,7 +267,7 @@ async function discoverUntilFound (node: MeshNode, query: CapabilityQuery, stopp
     await sleep(CLI_DISCOVER_RETRY_MS, undefined, { signal: deadline }).catch(() => {})
   }
   if (stopped.aborted) return
-  emit('discovered', { capability: capabilityString(query), cards, ...(error === undefined ? {} : { error }) })
+  emit('discovered', { capability: (await cardModule()).capabilityString(query), cards, ...(error === undefined ? {} : { error }) })
 }
 
 interface Stopper {
