@@ -34,6 +34,8 @@ export interface SimNode {
 }
 
 let meshCounter = 0
+/** Nodes started at once. */
+const SIM_START_BATCH = 8
 
 async function boot (n: Omit<SimNode, 'node' | 'up'>): Promise<MeshNode> {
   const node = await createMeshNode({
@@ -53,7 +55,7 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
   const id = `${process.pid}-${meshCounter++}`
   const out: SimNode[] = []
   const tcp = opts.transport === 'tcp'
-  for (let i = 0; i < opts.nodes; i++) {
+  const bootOne = async (i: number, earlier: SimNode[]): Promise<SimNode> => {
     const jitter = (opts.jitterMs ?? 0) * (random() * 2 - 1)
     const base = {
       index: i,
@@ -63,14 +65,19 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
       latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter))
     }
     const sim: SimNode = { ...base, node: await boot(base), up: true }
-    const ups = out.filter(o => o.up)
-    for (let k = 0; k < Math.min(fanout, ups.length); k++) {
-      const other = ups[Math.floor(random() * ups.length)]
+    for (let k = 0; k < Math.min(fanout, earlier.length); k++) {
+      const other = earlier[Math.floor(random() * earlier.length)]
       if (other !== undefined) await sim.node.join(other.node.addresses)
     }
     if (opts.bootstrap !== undefined && opts.bootstrap.length > 0) await sim.node.join(opts.bootstrap)
-    out.push(sim)
-    opts.onProgress?.(i + 1)
+    return sim
+  }
+  // nodes start in small batches, each joining through nodes of earlier batches
+  for (let i = 0; i < opts.nodes; i += SIM_START_BATCH) {
+    const earlier = [...out]
+    const batch = await Promise.all(Array.from({ length: Math.min(SIM_START_BATCH, opts.nodes - i) }, async (_, k) => bootOne(i + k, earlier)))
+    out.push(...batch)
+    opts.onProgress?.(out.length)
   }
   return out
 }

@@ -60,8 +60,11 @@ export const DEFAULT_SCENARIO: ScenarioOptions = {
   tasks: 40,
   concurrency: 8,
   observers: 3,
-  latencyMs: 2,
-  jitterMs: 1,
+  // @libp2p/memory applies its latency to each buffer in turn, which caps a
+  // connection at one buffer per latency period: a slow link, not a delay.
+  // Defaults keep it off; --latency models a constrained link.
+  latencyMs: 0,
+  jitterMs: 0,
   hostileShare: 0.1,
   churn: false,
   processes: false,
@@ -83,6 +86,8 @@ export function seeded (seed: number): () => number {
 }
 
 const MAX_SAMPLES = 20_000
+const SIM_ANNOUNCE_CONCURRENCY = 4
+const SIM_ANNOUNCE_TIMEOUT_MS = 30_000
 
 class Counter {
   readonly samples: number[] = []
@@ -227,8 +232,16 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     }
   }
   const byAgent = new Map(members.map(m => [m.agentId, m]))
-  log('announcing cards')
-  await Promise.all(mesh.map(async n => n.node.discovery.announce().catch(() => 0)))
+  // announcements are the costly part of a mesh's start (each walks the DHT and
+  // dials the peers it meets): a few at a time, so lookups that follow are not starved
+  let announced = 0
+  const queue = [...mesh]
+  await Promise.all(Array.from({ length: SIM_ANNOUNCE_CONCURRENCY }, async () => {
+    for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
+      await n.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(() => 0)
+      log(`announcing cards ${++announced}/${mesh.length}`)
+    }
+  }))
 
   // ---- hostile behaviour: forged cards and events ------------------------------------
   let forgedAttempted = 0
