@@ -73,9 +73,13 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
     return sim
   }
   // nodes start in small batches, each joining through nodes of earlier batches
-  for (let i = 0; i < opts.nodes; i += SIM_START_BATCH) {
+  // (the first node starts alone: every later one needs someone to join)
+  for (let i = 0; i < opts.nodes;) {
     const earlier = [...out]
-    const batch = await Promise.all(Array.from({ length: Math.min(SIM_START_BATCH, opts.nodes - i) }, async (_, k) => bootOne(i + k, earlier)))
+    const size = i === 0 ? 1 : Math.min(SIM_START_BATCH, opts.nodes - i)
+    const first = i
+    i += size
+    const batch = await Promise.all(Array.from({ length: size }, async (_, k) => bootOne(first + k, earlier)))
     out.push(...batch)
     opts.onProgress?.(out.length)
   }
