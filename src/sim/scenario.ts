@@ -23,7 +23,7 @@ import type { Message } from '@libp2p/gossipsub'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
 import { cardRecordKey, encodeCardRecord, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { AapError } from '../errors.ts'
-import { eventHash } from '../events/log.ts'
+import { eventHash, executorOfRun } from '../events/log.ts'
 import { correlationTopic } from '../events/topic.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { AgentEvent, Run } from '../runs/types.ts'
@@ -483,14 +483,15 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   // ---- invariants: every acknowledged run is still there -------------------------------
   for (const n of mesh) if (!n.up) await restartSimNode(n, mesh, random)
   for (const m of members) m.up = true
+  // asked of each executor's own store (a run and its run.started event are one
+  // batch), so a slow network cannot pass for a lost run or hide one
   let runsLost = 0
-  for (const [runId, driver] of acknowledged) {
-    try {
-      await driver.node.getRun(runId)
-    } catch (err) {
-      if (err instanceof AapError && err.code === 'RUN_NOT_FOUND') runsLost++
-      else runsLost++
-    }
+  for (const runId of acknowledged.keys()) {
+    const exec = byAgent.get(executorOfRun(runId))
+    const stored = exec?.local !== undefined
+      ? await exec.local.node.runs.store.get(runId)
+      : exec === undefined ? undefined : await memberLog(exec, runId, 1)
+    if (stored === undefined) runsLost++
   }
   const rss = process.memoryUsage()
   const cpu = process.cpuUsage(cpu0)
