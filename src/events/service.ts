@@ -121,8 +121,8 @@ interface CorrTrack {
   /** Runs this node delegated, as last known, to keep Runs' outgoing records fresh. */
   outgoing: Map<string, Run>
   gossip: boolean
-  /** Events placed per executor: tells a participant's join sync whether gossip already delivered. */
-  placedBy: Map<string, number>
+  /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
+  placed: number
   holds: number
   lock: Promise<unknown>
   inflight: Set<Promise<unknown>>
@@ -483,7 +483,7 @@ export class Events {
         subs: new Set(),
         outgoing: new Map(),
         gossip: false,
-        placedBy: new Map(),
+        placed: 0,
         holds: 0,
         lock: Promise.resolve(),
         inflight: new Set(),
@@ -639,7 +639,7 @@ export class Events {
   // ---- the executor's side: publish what was committed -------------------------------------
 
   private trackLocalRun (run: Run): void {
-    const t = this.ensureTrack(run.correlation_id, true, false)
+    const t = this.ensureTrack(run.correlation_id, false, false)
     const rt = this.newRunTrack(t, run.run_id, true)
     if (rt !== undefined) rt.state = run.state
     this.addParticipant(t, run.delegator)
@@ -647,15 +647,15 @@ export class Events {
 
   private onLocalEvent (event: AgentEvent, run: Run): void {
     if (!this.started) return
-    // publish before anything else, joining the topic included: a fresh topic's join sends a
-    // SUBSCRIBE and GRAFTs to every peer, and the first event should not queue behind them.
-    // Publishing does not need the join: flood publish reaches every peer known to subscribe.
+    // The executor publishes without joining the topic: flood publish reaches every peer known
+    // to subscribe, joined or not, and a join would cost a SUBSCRIBE to every connected peer
+    // plus a GRAFT exchange with every subscriber, just as the first event goes out. It joins
+    // only when it follows the correlation for another reason (a subscriber, a run it delegated).
     const t = this.ensureTrack(event.correlation_id, false, false)
     this.stats.published++
     this.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(event))).catch(() => {
       // nobody to send to yet, or the router is stopping: subscribers sync it from the log
     })
-    this.ensureTrack(event.correlation_id, true, false)
     void this.withLock(t, async () => {
       const rt = this.newRunTrack(t, event.run_id, true)
       if (rt === undefined) return
@@ -729,7 +729,7 @@ export class Events {
       const hash = eventHash(e)
       tentative.set(e.run_id, { head: e, hash })
       accepted.push(e)
-      t.placedBy.set(e.executor, (t.placedBy.get(e.executor) ?? 0) + 1)
+      t.placed++
       note('accepted')
     }
     if (accepted.length === 0) return { first: first ?? 'duplicate', accepted }
@@ -795,16 +795,18 @@ export class Events {
   }
 
   /**
-   * A participant joined the topic. If it is an executor that just started a
-   * run here, its first publish may have missed us (it may not have known we
-   * subscribe yet): unless gossip brings one of its events within
-   * EVENTS_JOIN_SYNC_DELAY_MS, sync from it. Waiting first spares the
-   * participant one sync per subscriber when gossip did its job.
+   * A participant joined the topic: a delegator that just started a run, or
+   * a node that follows it. A run's first publish may have missed us (its
+   * executor may not have known we subscribe yet) and the joiner may hold it.
+   * Unless gossip brings any event of the correlation within
+   * EVENTS_JOIN_SYNC_DELAY_MS, sync from the joiner. Waiting first spares it
+   * one sync per subscriber when gossip did its job; if another run's event
+   * hid a lost one, the tail sync still finds it.
    */
   private joined (t: CorrTrack, agentId: string): void {
-    const placed = t.placedBy.get(agentId) ?? 0
+    const placed = t.placed
     const timer = setTimeout(() => {
-      if (!t.closed && (t.placedBy.get(agentId) ?? 0) === placed) this.discover(t, agentId)
+      if (!t.closed && t.placed === placed) this.discover(t, agentId)
     }, EVENTS_JOIN_SYNC_DELAY_MS)
     timer.unref?.()
   }
