@@ -166,6 +166,25 @@ function nowIso (): string {
   return new Date().toISOString()
 }
 
+/** A new running run of `agentId`, before its run.started event is committed. */
+function freshRun (agentId: string, origin: Pick<Run, 'correlation_id' | 'capability' | 'delegator' | 'authorized' | 'parent_run' | 'handoff_from'>): Run {
+  const now = nowIso()
+  return {
+    run_id: newRunId(agentId),
+    agent_id: agentId,
+    state: 'running',
+    created_at: now,
+    updated_at: now,
+    ...origin,
+    handoff_to: null,
+    checkpoint_id: null,
+    block_reason: null,
+    output: null,
+    failure: null,
+    last_seq: 0
+  }
+}
+
 function assertInputSize (input: Record<string, unknown>, what: string): void {
   // JSON.stringify has the same length as the canonical form (only key order differs) and is much cheaper
   const size = Buffer.byteLength(JSON.stringify(input))
@@ -472,26 +491,14 @@ export class Runs {
     let created: Run
     try {
       await this.askPolicy(from, req.task_id, req.capability, req.input, signal)
-      const now = nowIso()
-      const run: Run = {
-        run_id: newRunId(this.agentId),
-        agent_id: this.agentId,
+      const run = freshRun(this.agentId, {
         correlation_id: req.task_id,
-        state: 'running',
-        created_at: now,
-        updated_at: now,
         capability: req.capability,
         delegator: from,
         authorized: req.authorized ?? [],
         parent_run: req.parent_run,
-        handoff_from: null,
-        handoff_to: null,
-        checkpoint_id: null,
-        block_reason: null,
-        output: null,
-        failure: null,
-        last_seq: 0
-      }
+        handoff_from: null
+      })
       created = await this.create(run, {
         delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input
       }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
@@ -543,26 +550,14 @@ export class Runs {
   }
 
   private async createHandoff (req: WireHandoff, from: string): Promise<Run> {
-    const now = nowIso()
-    const run: Run = {
-      run_id: newRunId(this.agentId),
-      agent_id: this.agentId,
+    const run = freshRun(this.agentId, {
       correlation_id: req.task_id,
-      state: 'running',
-      created_at: now,
-      updated_at: now,
       capability: req.capability,
       delegator: req.delegator,
       authorized: req.authorized,
       parent_run: req.parent_run,
-      handoff_from: req.from_run,
-      handoff_to: null,
-      checkpoint_id: null,
-      block_reason: null,
-      output: null,
-      failure: null,
-      last_seq: 0
-    }
+      handoff_from: req.from_run
+    })
     const created = await this.create(run, {
       delegator: req.delegator, capability: req.capability, parent_run: req.parent_run, handoff_from: req.from_run, handoff_by: from, context: req.context
     }, undefined)
