@@ -61,13 +61,15 @@ function executorKey (agentId: string): KeyObject | undefined {
   return key
 }
 
-/** True only when `signature` is `agentId`'s Ed25519 signature of the event. Never throws. */
-function verifyEventSignature (agentId: string, unsigned: UnsignedEvent, signature: string): boolean {
+const EVENT_SIGNING_DOMAIN_BYTES = Buffer.byteLength(EVENT_SIGNING_DOMAIN)
+
+/** True only when `signature` is `agentId`'s Ed25519 signature of `signed`. Never throws. */
+function verifyEventSignature (agentId: string, signed: Uint8Array, signature: string): boolean {
   const key = executorKey(agentId)
   if (key === undefined) return false
   try {
     const sig = Buffer.from(signature, 'base64url')
-    return sig.byteLength === 64 && verifySignature(null, signingBytes(EVENT_SIGNING_DOMAIN, unsigned), key, sig)
+    return sig.byteLength === 64 && verifySignature(null, signed, key, sig)
   } catch {
     return false
   }
@@ -78,15 +80,26 @@ function verifyEventSignature (agentId: string, unsigned: UnsignedEvent, signatu
  * size, INVALID_SIGNATURE when the executor named by the run id did not sign it.
  */
 export async function verifyEvent (value: unknown): Promise<AgentEvent> {
+  return verifyEventSync(value)
+}
+
+/**
+ * verifyEvent without the promise: a gossip validator that can decide at once
+ * does not give up its turn in the event loop.
+ */
+export function verifyEventSync (value: unknown): AgentEvent {
   const event = isAgentEvent.assert(value, 'event')
-  if (Buffer.byteLength(canonicalJson(event)) > EVENT_MAX_BYTES) throw new InvalidRequestError('event is oversized', { reason: 'oversized' })
   if (Buffer.byteLength(canonicalJson(event.payload)) > EVENT_PAYLOAD_MAX_BYTES) throw new InvalidRequestError('event payload is oversized', { reason: 'oversized' })
   if (event.executor !== executorOfRun(event.run_id)) {
     throw new InvalidSignatureError('event is attributed to an agent that does not execute its run', { reason: 'misattributed' })
   }
   if ((event.seq === 1) !== (event.prev === null)) throw new InvalidRequestError('only the first event of a run has no prev', { reason: 'bad_chain' })
   const { signature, ...unsigned } = event
-  if (!verifyEventSignature(event.executor, unsigned, signature)) {
+  const signed = signingBytes(EVENT_SIGNING_DOMAIN, unsigned)
+  // the canonical event is the unsigned one plus `,"signature":"..."`
+  const size = signed.byteLength - EVENT_SIGNING_DOMAIN_BYTES + ',"signature":'.length + Buffer.byteLength(JSON.stringify(signature))
+  if (size > EVENT_MAX_BYTES) throw new InvalidRequestError('event is oversized', { reason: 'oversized' })
+  if (!verifyEventSignature(event.executor, signed, signature)) {
     throw new InvalidSignatureError('event signature does not verify with its executor key', { reason: 'bad_signature' })
   }
   return event

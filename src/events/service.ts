@@ -34,7 +34,7 @@ import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import type { Runs } from '../runs/runtime.ts'
 import type { AgentEvent, Run, RunState } from '../runs/types.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { EventLog, checkChain, eventHash, executorOfRun, verifyEvent } from './log.ts'
+import { EventLog, checkChain, eventHash, executorOfRun, verifyEventSync } from './log.ts'
 import { buildReplay, linkedRunsOf, participantsOf, stateAfter, type CorrelationReplay } from './replay.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
@@ -124,7 +124,16 @@ interface CorrTrack {
   /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
   placed: number
   holds: number
+  /**
+   * Every change to the runs' heads and every write to the log of this
+   * correlation happens in order: inside a task on `lock`, or synchronously
+   * when no task is queued (`busy` is 0), so a gossip event that can be placed
+   * at once does not give up its turn in the event loop.
+   */
   lock: Promise<unknown>
+  busy: number
+  /** Runs the log holds for this correlation (loaded once): spares a log query per new run. */
+  logRuns?: Set<string>
   inflight: Set<Promise<unknown>>
   tailTimer?: ReturnType<typeof setTimeout>
   tailDelay: number
@@ -297,7 +306,8 @@ export class Events {
       this.addHints(t, hints)
       for (const p of known) this.discover(t, p)
       // history from the log, and the subscriber joins live delivery in the same
-      // locked step: every event is placed under this lock, so none falls between
+      // locked step: events are placed on this lock or while it is idle, and stored
+      // before any later task on it runs, so none falls between
       await this.withLock(t, async () => {
         for (const runId of (await this.log.runsOf(correlationId)).sort()) {
           if (opts.history === false) {
@@ -382,7 +392,7 @@ export class Events {
     const t = this.ensureTrack(first.correlation_id, false, false)
     t.holds++
     try {
-      return await this.withLock(t, async () => this.ingest(t, events, 'sync'))
+      return await this.ingest(t, events, 'sync')
     } finally {
       t.holds--
       this.maybeUntrack(t)
@@ -399,7 +409,7 @@ export class Events {
     t.holds++
     try {
       const out: AgentEvent[] = []
-      for (const events of byRun.values()) out.push(...await this.withLock(t, async () => this.ingest(t, events, 'sync')))
+      for (const events of byRun.values()) out.push(...await this.ingest(t, events, 'sync'))
       return out
     } finally {
       t.holds--
@@ -486,11 +496,14 @@ export class Events {
         placed: 0,
         holds: 0,
         lock: Promise.resolve(),
+        busy: 0,
         inflight: new Set(),
         tailDelay: EVENTS_TAIL_SYNC_MIN_MS,
         closed: false
       }
       this.tracks.set(correlationId, t)
+      const created = t
+      void this.withLock(created, async () => { created.logRuns = new Set(await this.log.runsOf(correlationId)) }).catch(() => {})
     }
     if (gossip && !t.gossip) {
       if (this.topics().length >= MAX_CORRELATION_TOPICS) {
@@ -507,7 +520,10 @@ export class Events {
 
   private joinTopic (t: CorrTrack): void {
     const pubsub = this.host.services.pubsub
-    pubsub.topicValidators.set(t.topic, async (_peer: PeerId, msg: Message) => VERDICT_RESULT[await this.judge(t, msg)])
+    pubsub.topicValidators.set(t.topic, (_peer: PeerId, msg: Message) => {
+      const v = this.judge(t, msg)
+      return typeof v === 'string' ? VERDICT_RESULT[v] : v.then(x => VERDICT_RESULT[x])
+    })
     const score = peerScoreOf(this.host)
     if (score !== undefined && score.params.topics[t.topic] === undefined) {
       score.params.topics[t.topic] = createTopicScoreParams({
@@ -569,7 +585,8 @@ export class Events {
       local: local || executor === this.agentId,
       interest: local || executor === this.agentId,
       headHash: null,
-      headLoaded: false,
+      // a run the log does not hold has nothing to load
+      headLoaded: t.logRuns !== undefined && !t.logRuns.has(runId),
       state: 'unknown',
       fetching: false,
       fetchAgain: false
@@ -612,9 +629,14 @@ export class Events {
   }
 
   private async withLock<T> (t: CorrTrack, fn: () => Promise<T>): Promise<T> {
+    t.busy++
     const run = t.lock.then(fn, fn)
     t.lock = run.catch(() => {})
-    return run
+    try {
+      return await run
+    } finally {
+      t.busy--
+    }
   }
 
   /** Run background work of a track, remembered so replay and subscribe can wait for it. */
@@ -656,18 +678,25 @@ export class Events {
     this.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(event))).catch(() => {
       // nobody to send to yet, or the router is stopping: subscribers sync it from the log
     })
-    void this.withLock(t, async () => {
+    const apply = (): void => {
       const rt = this.newRunTrack(t, event.run_id, true)
       if (rt === undefined) return
       rt.local = true
       rt.headLoaded = true
+      if (event.seq === 1) t.logRuns?.add(event.run_id)
       if (rt.head !== undefined && event.seq <= rt.head.seq) return
       rt.head = event
       rt.headHash = eventHash(event)
       rt.state = run.state
       for (const s of t.subs) s.deliver(event)
       this.learn(t, event)
-    }).finally(() => { this.maybeUntrack(t) })
+    }
+    if (t.busy === 0) {
+      apply()
+      this.maybeUntrack(t)
+    } else {
+      void this.withLock(t, async () => { apply() }).finally(() => { this.maybeUntrack(t) })
+    }
   }
 
   // ---- the receiving side --------------------------------------------------------------------
@@ -677,8 +706,12 @@ export class Events {
     return v
   }
 
-  /** The topic validator: decode, verify, then place the event in its run's chain. */
-  private async judge (t: CorrTrack, msg: Message): Promise<Verdict> {
+  /**
+   * The topic validator: decode, verify, then place the event in its run's
+   * chain. Synchronous when nothing is queued on the correlation and the run's
+   * head is known (the usual case), else queued.
+   */
+  private judge (t: CorrTrack, msg: Message): Verdict | Promise<Verdict> {
     if (t.closed) return this.count('untracked')
     if (msg.data.byteLength > EVENT_MAX_BYTES) return this.count('invalid')
     let value: unknown
@@ -689,68 +722,110 @@ export class Events {
     }
     let event: AgentEvent
     try {
-      event = await verifyEvent(value)
+      event = verifyEventSync(value)
     } catch {
       return this.count('invalid')
     }
     if (event.correlation_id !== t.id) return this.count('wrong_correlation')
     if (executorOfRun(event.run_id) === this.agentId) return this.count('own_run')
-    const verdicts = await this.withLock(t, async () => this.place(t, [event]))
-    this.afterIngest(t, verdicts.accepted)
-    return this.count(verdicts.first)
+    if (t.busy === 0 && this.ready(t, [event])) {
+      const placed = this.placeNow(t, [event])
+      this.store(t, placed.accepted)
+      this.afterIngest(t, placed.accepted)
+      return this.count(placed.first)
+    }
+    return this.placeQueued(t, [event]).then((placed) => {
+      this.afterIngest(t, placed.accepted)
+      return this.count(placed.first)
+    })
+  }
+
+  /** Whether every run of `events` has its head in memory (or certainly has none in the log). */
+  private ready (t: CorrTrack, events: AgentEvent[]): boolean {
+    for (const e of events) {
+      const rt = t.runs.get(e.run_id)
+      if (rt === undefined ? t.logRuns === undefined || t.logRuns.has(e.run_id) : !rt.headLoaded) return false
+    }
+    return true
+  }
+
+  /** Load what placing `events` needs, then place them; on the lock. */
+  private async placeQueued (t: CorrTrack, events: AgentEvent[]): Promise<{ first: Verdict, accepted: AgentEvent[] }> {
+    return this.withLock(t, async () => {
+      for (const runId of new Set(events.map(e => e.run_id))) await this.runTrack(t, runId)
+      const placed = this.placeNow(t, events)
+      await this.persist(t, placed.accepted)
+      return placed
+    })
   }
 
   /**
-   * Put verified events of one correlation where they belong. Only events that
-   * extend a run's contiguous chain are stored and delivered; a gap or an
-   * unseen run starts a fetch. Runs under the lock.
+   * Put verified events of one correlation where they belong, at once. Only
+   * events that extend a run's contiguous chain are taken (heads moved,
+   * subscribers served); a gap or an unseen run starts a fetch. The caller
+   * stores what was taken, in order, before anything else touches the log.
    */
-  private async place (t: CorrTrack, events: AgentEvent[]): Promise<{ first: Verdict, accepted: AgentEvent[] }> {
+  private placeNow (t: CorrTrack, events: AgentEvent[]): { first: Verdict, accepted: AgentEvent[] } {
     const accepted: AgentEvent[] = []
-    const tentative = new Map<string, { head: AgentEvent | undefined, hash: string | null }>()
     let first: Verdict | undefined
     const note = (v: Verdict): void => { first ??= v }
     for (const e of events) {
       if (t.closed) { note('untracked'); continue }
       if (e.correlation_id !== t.id) { note('wrong_correlation'); continue }
-      const rt = await this.runTrack(t, e.run_id)
+      const rt = this.newRunTrack(t, e.run_id, false)
       if (rt === undefined) { note('over_limit'); continue }
       if (rt.local) { note('own_run'); continue }
-      const cur = tentative.get(e.run_id) ?? { head: rt.head, hash: rt.headHash }
-      const headSeq = cur.head?.seq ?? 0
+      const headSeq = rt.head?.seq ?? 0
       if (e.seq <= headSeq) { note('duplicate'); continue }
       if (e.seq > headSeq + 1) {
-        note(cur.head === undefined ? 'unknown_run' : 'gap')
+        note(rt.head === undefined ? 'unknown_run' : 'gap')
         this.fetch(t, rt)
         continue
       }
       if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) { note('over_limit'); continue }
-      if (e.prev !== cur.hash) { note('conflict'); continue }
-      const hash = eventHash(e)
-      tentative.set(e.run_id, { head: e, hash })
+      if (e.prev !== rt.headHash) { note('conflict'); continue }
+      rt.head = e
+      rt.headHash = eventHash(e)
+      rt.state = stateAfter(e)
       accepted.push(e)
       t.placed++
       note('accepted')
-    }
-    if (accepted.length === 0) return { first: first ?? 'duplicate', accepted }
-    await this.log.append(accepted)
-    for (const [runId, h] of tentative) {
-      const rt = t.runs.get(runId)
-      if (rt === undefined || h.head === undefined) continue
-      rt.head = h.head
-      rt.headHash = h.hash
-      rt.state = stateAfter(h.head)
-    }
-    for (const e of accepted) {
       for (const s of t.subs) s.deliver(e)
       this.learn(t, e)
     }
-    return { first: first ?? 'accepted', accepted }
+    return { first: first ?? 'duplicate', accepted }
+  }
+
+  /** Store events placed outside the lock: queued, so the log keeps the order they were placed in. */
+  private store (t: CorrTrack, accepted: AgentEvent[]): void {
+    if (accepted.length > 0) void this.withLock(t, async () => this.persist(t, accepted)).catch(() => {})
+  }
+
+  /**
+   * Append placed events to the log. If the write fails, the runs' heads go
+   * back to what the log holds (reloaded on next use), so the events are
+   * fetched and stored again rather than leaving a hole behind.
+   */
+  private async persist (t: CorrTrack, accepted: AgentEvent[]): Promise<void> {
+    if (accepted.length === 0) return
+    try {
+      await this.log.append(accepted)
+      for (const e of accepted) if (e.seq === 1) t.logRuns?.add(e.run_id)
+    } catch (err) {
+      for (const runId of new Set(accepted.map(e => e.run_id))) {
+        const rt = t.runs.get(runId)
+        if (rt === undefined) continue
+        rt.head = undefined
+        rt.headHash = null
+        rt.headLoaded = false
+      }
+      throw err
+    }
   }
 
   /** Sync results: verified and chain-checked by the client, placed like gossip. */
   private async ingest (t: CorrTrack, events: AgentEvent[], _source: 'sync'): Promise<AgentEvent[]> {
-    const { accepted } = await this.place(t, events)
+    const { accepted } = await this.placeQueued(t, events)
     this.stats.synced += accepted.length
     this.afterIngest(t, accepted)
     return accepted
@@ -827,7 +902,7 @@ export class Events {
             const byRun = await this.limiter.run(async () => this.sync.correlation(peerIdOfAgent(agentId), t.id))
             for (const events of byRun.values()) {
               if (t.closed) return
-              await this.withLock(t, async () => this.ingest(t, events, 'sync'))
+              await this.ingest(t, events, 'sync')
             }
           } catch (err) {
             this.noteSyncError(err)
@@ -860,7 +935,7 @@ export class Events {
             if (t.closed) return
             try {
               const events = await this.limiter.run(async () => this.sync.run(peerIdOfAgent(source), rt.run_id, rt.head))
-              await this.withLock(t, async () => this.ingest(t, events, 'sync'))
+              await this.ingest(t, events, 'sync')
               if (events.length > 0 || source === rt.executor) break
             } catch (err) {
               this.noteSyncError(err)
