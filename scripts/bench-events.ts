@@ -51,6 +51,13 @@ async function startNodes (): Promise<MeshNode[]> {
   return nodes
 }
 
+/** What a subscriber that missed events knows: its connections, verdicts and failed syncs. */
+function diagnose (n: MeshNode, D: MeshNode, E: MeshNode, what: string): void {
+  const conns = (x: MeshNode): number => n.host.getConnections().filter(c => c.remotePeer.toString() === x.agentId).length
+  log(`${what} at ${n.agentId.slice(-8)}: conns to D ${conns(D)}, to E ${conns(E)}; ` +
+    `gossip ${JSON.stringify(n.events.stats.gossip)}; synced ${n.events.stats.synced}; sync errors ${JSON.stringify(n.events.stats.syncErrors)}`)
+}
+
 /** Delegate with retries: on a loaded machine the card fetch before a delegation can time out. */
 async function delegate (D: MeshNode, to: string, task: string, events: number): Promise<Run> {
   for (let attempt = 1; ; attempt++) {
@@ -121,6 +128,7 @@ async function main (): Promise<void> {
     }
   }
   const steady = summarize(latencies)
+  arrived.forEach((m, i) => { if (m.size < committed.size) diagnose(subscribers[i]!, D, E, `steady: ${m.size} of ${committed.size} events`) })
   const deliveries = committed.size * subscribers.length
   const gossip = subscribers.reduce((s, n) => s + n.events.stats.gossip.accepted, 0)
   const synced = subscribers.reduce((s, n) => s + n.events.stats.synced, 0)
@@ -143,7 +151,10 @@ async function main (): Promise<void> {
       else firsts.push(t - c)
     }
     for (const s of fsubs) s.close()
-    if (!ok) log(`fresh correlation ${k}: ${got.filter(t => t === undefined).length} subscribers without the first event`)
+    if (!ok) {
+      log(`fresh correlation ${k}: ${got.filter(t => t === undefined).length} subscribers without the first event`)
+      got.forEach((t, i) => { if (t === undefined) diagnose(subscribers[i]!, D, E, `fresh ${k}`) })
+    }
   }
   const first = summarize(firsts)
 
