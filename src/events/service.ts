@@ -38,7 +38,7 @@ import { EventLog, checkChain, eventHash, executorOfRun, verifyEventSync } from 
 import { buildReplay, linkedRunsOf, participantsOf, stateAfter, type CorrelationReplay } from './replay.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
-import { correlationTopic, isCorrelationId } from './topic.ts'
+import { correlationTopic } from './topic.ts'
 
 export interface EventsInit {
   host: MeshHost
@@ -971,4 +971,3 @@ export class Events {
   }
 }
 
-export { isCorrelationId }
