@@ -102,6 +102,16 @@ describe('sync pages on a log', () => {
     expect(small.events.map(e => e.seq)).toEqual([69])
     expect(small.more).toBe(true)
     expect((await runPage(log, { run_id: runId, after_seq: 70 }))).toEqual({ events: [], more: false })
+    // head and read go key by key on the contiguous log
+    expect((await log.head(runId))?.seq).toBe(70)
+    for (const n of [1, 2, 3, 64, 65]) {
+      const l = new EventLog(new MemoryDatastore())
+      await l.append(events.slice(0, n))
+      expect((await l.head(runId))?.seq, `head of a ${n}-event log`).toBe(n)
+      expect((await l.read(runId, n - 1)).map(e => e.seq)).toEqual([n])
+    }
+    expect(await log.head(`${exec.id}:none`)).toBeUndefined()
+    expect(await log.read(`${exec.id}:none`)).toEqual([])
   })
 
   it('walks a correlation run by run with an (after_run, after_seq) cursor, never mixing task-1 with task-10', async () => {

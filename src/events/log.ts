@@ -171,27 +171,39 @@ export class EventLog {
     }
   }
 
-  /** Events of a run with seq > afterSeq, ascending, at most `limit`. */
+  /**
+   * Events of a run with seq > afterSeq, ascending, at most `limit`. A run's
+   * log is contiguous from seq 1 (the run store writes each next seq, the
+   * events service stores only events that extend what it holds), so this
+   * reads key by key instead of querying: a query on the memory datastore
+   * scans every key the node holds.
+   */
   async read (runId: string, afterSeq = 0, limit = SYNC_MAX_EVENTS_PER_RESPONSE): Promise<AgentEvent[]> {
     const out: AgentEvent[] = []
-    const prefix = EventLog.runPrefix(runId)
-    for await (const { value } of this.ds.query({ prefix, orders: [(a, b) => a.key.toString() < b.key.toString() ? -1 : 1] })) {
-      const e = JSON.parse(dec.decode(value)) as AgentEvent
-      if (e.seq <= afterSeq) continue
+    for (let seq = afterSeq + 1; out.length < limit; seq++) {
+      const e = await this.get(runId, seq)
+      if (e === undefined) break
       out.push(e)
-      if (out.length >= limit) break
     }
     return out
   }
 
-  /** The last event of a run, or undefined. */
+  /** The last event of a run, or undefined: gallop to a seq the log lacks, then bisect (the log is contiguous). */
   async head (runId: string): Promise<AgentEvent | undefined> {
-    let last: AgentEvent | undefined
-    for await (const { value } of this.ds.query({ prefix: EventLog.runPrefix(runId) })) {
-      const e = JSON.parse(dec.decode(value)) as AgentEvent
-      if (last === undefined || e.seq > last.seq) last = e
+    const has = async (seq: number): Promise<boolean> => this.ds.has(EventLog.eventKey(runId, seq))
+    if (!await has(1)) return undefined
+    let lo = 1
+    let hi = 2
+    while (await has(hi)) {
+      lo = hi
+      hi *= 2
     }
-    return last
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2)
+      if (await has(mid)) lo = mid
+      else hi = mid
+    }
+    return this.get(runId, lo)
   }
 
   /** Run ids this node holds events for under a correlation. */

@@ -132,7 +132,11 @@ interface CorrTrack {
    */
   lock: Promise<unknown>
   busy: number
-  /** Runs the log holds for this correlation (loaded once): spares a log query per new run. */
+  /**
+   * Runs the log holds for this correlation, once a subscriber has listed them
+   * (listing is a scan on the memory datastore, so only subscribers pay it):
+   * spares a log lookup, and so a queued placement, per new run.
+   */
   logRuns?: Set<string>
   inflight: Set<Promise<unknown>>
   tailTimer?: ReturnType<typeof setTimeout>
@@ -309,7 +313,10 @@ export class Events {
       // locked step: events are placed on this lock or while it is idle, and stored
       // before any later task on it runs, so none falls between
       await this.withLock(t, async () => {
-        for (const runId of (await this.log.runsOf(correlationId)).sort()) {
+        const held = (await this.log.runsOf(correlationId)).sort()
+        // from now on a run missing from this list has nothing in the log to look up
+        t.logRuns ??= new Set(held)
+        for (const runId of held) {
           if (opts.history === false) {
             const rt = await this.runTrack(t, runId)
             if (rt !== undefined) sub.startAfter(runId, rt.head?.seq ?? 0)
@@ -502,8 +509,6 @@ export class Events {
         closed: false
       }
       this.tracks.set(correlationId, t)
-      const created = t
-      void this.withLock(created, async () => { created.logRuns = new Set(await this.log.runsOf(correlationId)) }).catch(() => {})
     }
     if (gossip && !t.gossip) {
       if (this.topics().length >= MAX_CORRELATION_TOPICS) {
@@ -838,7 +843,8 @@ export class Events {
       if (out !== undefined) {
         const next = foldRun(out, e)
         t.outgoing.set(e.run_id, next)
-        void this.runs.noteOutgoing(next).catch(() => {})
+        // a store write per state change, not per progress report
+        if (next.state !== out.state || next.checkpoint_id !== out.checkpoint_id) void this.runs.noteOutgoing(next).catch(() => {})
       }
     }
     // something moved: look again soon
