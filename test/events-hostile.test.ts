@@ -102,8 +102,9 @@ describe('a hostile node publishing on a correlation topic', () => {
     add('not json', 'this is not an event')
     add('json but not an event', [1, 2, 3])
     add('extra field', { ...real[1]!, extra: true })
-    // a genuine event of another correlation, put on this topic
-    add('misplaced', otherStarted)
+    // a genuine event of another correlation, put on this topic (re-encoded: the delegator
+    // got the original by gossip, and its content id would stop it before any validator)
+    add('misplaced', Object.fromEntries(Object.entries(otherStarted).reverse()))
     // oversized: its own run, validly signed, but over the payload limit
     add('oversized', await rawSign(hKey, {
       run_id: `${H.agentId}:big`, correlation_id: TASK, type: 'run.started', payload: { blob: 'x'.repeat(40 * 1024) },

@@ -38,7 +38,7 @@ import { EventLog, checkChain, eventHash, executorOfRun, verifyEventSync } from 
 import { buildReplay, linkedRunsOf, participantsOf, stateAfter, type CorrelationReplay } from './replay.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
-import { correlationTopic } from './topic.ts'
+import { correlationTopic, isCorrelationId } from './topic.ts'
 
 export interface EventsInit {
   host: MeshHost
@@ -124,6 +124,8 @@ interface CorrTrack {
   /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
   placed: number
   holds: number
+  /** Delegations into this correlation in flight (see prepare): keep the topic, ask nobody. */
+  pending: number
   /**
    * Every change to the runs' heads and every write to the log of this
    * correlation happens in order: inside a task on `lock`, or synchronously
@@ -428,7 +430,27 @@ export class Events {
    * Follow a run this node delegated (called when delegate or handoff returns
    * its handle): join its correlation and fetch its events from the executor.
    */
-  follow (run: Run): void {
+  /**
+   * Join a correlation's topic before delegating into it. The SUBSCRIBE leaves
+   * ahead of the delegate request on the same connection, so the executor
+   * counts this node among the topic's subscribers when it publishes
+   * run.started, and gossip brings it: follow() then need not fetch. Call the
+   * returned function once the delegation returned or failed.
+   */
+  prepare (correlationId: string): () => void {
+    if (!this.started || !isCorrelationId(correlationId)) return () => {}
+    const t = this.ensureTrack(correlationId, true, false)
+    t.pending++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      t.pending--
+      this.maybeUntrack(t)
+    }
+  }
+
+  follow (run: Run, opts: { prepared?: boolean } = {}): void {
     if (!this.started) return
     const t = this.ensureTrack(run.correlation_id, true, false)
     const rt = this.newRunTrack(t, run.run_id, false)
@@ -439,7 +461,9 @@ export class Events {
     if (run.delegator === this.agentId) t.outgoing.set(run.run_id, run)
     this.addParticipant(t, run.agent_id)
     this.addParticipant(t, run.delegator)
-    if (rt !== undefined) this.fetch(t, rt)
+    // prepared: gossip should have brought (or will bring) the events; the tail sync
+    // fetches them if it did not, so a delegation costs no sync in the usual case
+    if (rt !== undefined && opts.prepared !== true) this.fetch(t, rt)
     this.refresh(t)
   }
 
@@ -502,6 +526,7 @@ export class Events {
         gossip: false,
         placed: 0,
         holds: 0,
+        pending: 0,
         lock: Promise.resolve(),
         busy: 0,
         inflight: new Set(),
@@ -563,7 +588,7 @@ export class Events {
   }
 
   private keep (t: CorrTrack): boolean {
-    if (t.subs.size > 0 || t.holds > 0) return true
+    if (t.subs.size > 0 || t.holds > 0 || t.pending > 0) return true
     for (const rt of t.runs.values()) if (rt.interest && isLive(rt.state)) return true
     return false
   }
