@@ -178,10 +178,16 @@ export class MeshNode {
   }
 
   async delegate (req: DelegateRequest, opts?: CallOptions): Promise<Run> {
-    const run = await this.runs.delegate(req, opts)
-    // the delegator follows its run's events (joins the topic, fetches what gossip missed)
-    this._events?.follow(run)
-    return run
+    // the delegator follows its run's events: it joins the topic first, so the first event
+    // reaches it by gossip, and syncs only what gossip did not bring
+    const release = this._events?.prepare(req.task_id)
+    try {
+      const run = await this.runs.delegate(req, opts)
+      this._events?.follow(run, { prepared: true })
+      return run
+    } finally {
+      release?.()
+    }
   }
 
   async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> {
