@@ -4,6 +4,7 @@
  * domain-separation prefix, so a signature over one kind never verifies as
  * another.
  */
+import { createPrivateKey, sign as signBytes, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import { fromString, toString } from 'uint8arrays'
 import { publicKeyOfAgent } from './identity.ts'
@@ -26,8 +27,47 @@ export function signingBytes (domain: string, unsigned: unknown): Uint8Array {
   return enc.encode(domain + canonicalJson(unsigned))
 }
 
+/**
+ * Node KeyObjects of the Ed25519 keys this process signs with, built once per
+ * key: @libp2p/crypto's `key.sign` rebuilds one from the raw bytes on every
+ * call, which costs more than the signature itself. `null`: not an Ed25519
+ * key of the expected shape, signed through @libp2p/crypto.
+ */
+const keyObjects = new WeakMap<PrivateKey, KeyObject | null>()
+
+/** The node:crypto key of an Ed25519 PrivateKey (built once per key), or undefined for other key types. */
+export function signingKeyObject (key: PrivateKey): KeyObject | undefined {
+  let ko = keyObjects.get(key)
+  if (ko === undefined) {
+    ko = key.type === 'Ed25519' ? ed25519KeyObject(key.raw) : null
+    keyObjects.set(key, ko)
+  }
+  return ko ?? undefined
+}
+
+/** @libp2p/crypto keeps an Ed25519 private key as 32 bytes of seed then 32 bytes of public key. */
+function ed25519KeyObject (raw: Uint8Array): KeyObject | null {
+  if (raw.byteLength !== 64) return null
+  return createPrivateKey({
+    format: 'jwk',
+    key: {
+      kty: 'OKP',
+      crv: 'Ed25519',
+      d: Buffer.from(raw.subarray(0, 32)).toString('base64url'),
+      x: Buffer.from(raw.subarray(32)).toString('base64url')
+    }
+  })
+}
+
+/** Sign `bytes` with `key`: Ed25519 signatures are deterministic, so this is byte for byte what `key.sign` returns. */
+export async function signRaw (key: PrivateKey, bytes: Uint8Array): Promise<Uint8Array> {
+  const ko = signingKeyObject(key)
+  if (ko === undefined) return key.sign(bytes)
+  return signBytes(null, bytes, ko)
+}
+
 export async function sign (key: PrivateKey, domain: string, unsigned: unknown): Promise<string> {
-  const sig = await key.sign(signingBytes(domain, unsigned))
+  const sig = await signRaw(key, signingBytes(domain, unsigned))
   return toString(sig, 'base64url')
 }
 
