@@ -21,6 +21,10 @@
  *
  *   node scripts/bench-delegate.ts [--requests 2000] [--concurrency 32]
  *     [--concurrent-requests 5000] [--warmup 200] [--no-a2a] [--json]
+ *     [--only node,runs,echo,a2a] [--profile <dir>]
+ *
+ * --only measures only the rows named; --profile writes a CPU profile of the
+ * executor process to <dir> (run this process with --cpu-prof for its own).
  */
 import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -59,11 +63,22 @@ async function executor (): Promise<void> {
 
 // ---- the delegator (this process) ---------------------------------------------------
 
-interface Options { requests: number, concurrency: number, concurrentRequests: number | undefined, warmup: number | undefined, a2a: boolean, json: boolean }
+interface Options {
+  requests: number
+  concurrency: number
+  concurrentRequests: number | undefined
+  warmup: number | undefined
+  a2a: boolean
+  json: boolean
+  /** Measure only these rows (node, runs, echo, a2a); all by default. */
+  only: Set<string> | undefined
+  /** Write CPU profiles of the executor process (and of this one, with --cpu-prof) here. */
+  profileDir: string | undefined
+}
 
 function options (argv: readonly string[]): Options {
   const args = parseArgs(argv)
-  const known = new Set(['requests', 'concurrency', 'concurrent-requests', 'warmup', 'no-a2a', 'json', 'executor'])
+  const known = new Set(['requests', 'concurrency', 'concurrent-requests', 'warmup', 'no-a2a', 'json', 'executor', 'only', 'profile'])
   for (const k of args.keys()) if (!known.has(k)) throw new Error(`unknown option --${k}`)
   return {
     requests: intArg(args, 'requests', 2000),
@@ -71,7 +86,9 @@ function options (argv: readonly string[]): Options {
     concurrentRequests: args.has('concurrent-requests') ? intArg(args, 'concurrent-requests', 0) : undefined,
     warmup: args.has('warmup') ? intArg(args, 'warmup', 0) : undefined,
     a2a: !args.has('no-a2a'),
-    json: args.has('json')
+    json: args.has('json'),
+    only: args.has('only') ? new Set((args.get('only') ?? '').split(',')) : undefined,
+    profileDir: args.get('profile')
   }
 }
 
@@ -137,16 +154,22 @@ function row (name: string, r: RequestBenchResult & Partial<DelegateResult>): Re
   }
 }
 
+function ratioRow (ratio: string, value: number, target: string, met: ((v: number) => boolean) | undefined): Record<string, string> {
+  return { ratio, value: value.toFixed(2), target, met: met === undefined ? '-' : met(value) ? 'yes' : 'NO' }
+}
+
 async function main (): Promise<void> {
   const o = options(process.argv.slice(2))
+  const want = (row: string): boolean => o.only === undefined || o.only.has(row)
   const children: ReadyChild[] = []
   try {
     log('bench-delegate: starting the executor, echo and a2a servers')
-    const exec = await spawnReady(here('./bench-delegate.ts'), ['--executor'], { timeoutMs: 60_000 })
+    const profileArgs = o.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`]
+    const exec = await spawnReady(here('./bench-delegate.ts'), ['--executor'], { timeoutMs: 60_000, nodeArgs: profileArgs })
     children.push(exec)
-    const echoSrv = await spawnReady(here('./ref-server-echo.ts'))
-    children.push(echoSrv)
-    const a2aSrv = o.a2a ? await spawnReady(here('./ref-server-a2a.ts')) : undefined
+    const echoSrv = want('echo') ? await spawnReady(here('./ref-server-echo.ts')) : undefined
+    if (echoSrv !== undefined) children.push(echoSrv)
+    const a2aSrv = o.a2a && want('a2a') ? await spawnReady(here('./ref-server-a2a.ts')) : undefined
     if (a2aSrv !== undefined) children.push(a2aSrv)
 
     const common = { requests: o.requests, concurrency: o.concurrency, concurrentRequests: o.concurrentRequests, warmup: o.warmup }
@@ -154,62 +177,68 @@ async function main (): Promise<void> {
     const addrs = exec.info.addrs
     if (typeof agentId !== 'string' || !Array.isArray(addrs)) throw new Error('executor ready line lacks agentId/addrs')
     const info = { agentId, addrs: addrs.map(String), pid: Number(exec.info.pid) }
-    log('bench-delegate: node.delegate')
-    const delegate = await measureDelegate(o, info, 'node')
-    log('bench-delegate: node.runs.delegate')
-    const runsOnly = await measureDelegate(o, info, 'runs')
-    const addr = String(echoSrv.info.addr)
-    log('bench-delegate: raw libp2p echo, new stream per request')
-    const echo = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'new-stream-per-request' })
-    log('bench-delegate: raw libp2p echo, one pipelined stream')
-    const echoPipelined = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'one-stream-pipelined' })
+    let delegate: DelegateResult | undefined
+    let runsOnly: DelegateResult | undefined
+    if (want('node')) {
+      log('bench-delegate: node.delegate')
+      delegate = await measureDelegate(o, info, 'node')
+    }
+    if (want('runs')) {
+      log('bench-delegate: node.runs.delegate')
+      runsOnly = await measureDelegate(o, info, 'runs')
+    }
+    let echo: RequestBenchResult | undefined
+    let echoPipelined: RequestBenchResult | undefined
+    if (echoSrv !== undefined) {
+      const addr = String(echoSrv.info.addr)
+      log('bench-delegate: raw libp2p echo, new stream per request')
+      echo = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'new-stream-per-request' })
+      log('bench-delegate: raw libp2p echo, one pipelined stream')
+      echoPipelined = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'one-stream-pipelined' })
+    }
     const a2a = a2aSrv === undefined ? undefined : await measureA2aSend({ ...common, url: String(a2aSrv.info.url) })
 
+    const div = (a: number | undefined, b: number | undefined): number => a === undefined || b === undefined ? Number.NaN : a / b
     const ratios = {
-      runs_p50_vs_echo: runsOnly.latency.p50 / echo.latency.p50,
-      runs_rate_vs_a2a: a2a === undefined ? Number.NaN : runsOnly.reqPerSec / a2a.reqPerSec,
-      p50_vs_echo: delegate.latency.p50 / echo.latency.p50,
-      p50_vs_echo_pipelined: delegate.latency.p50 / echoPipelined.latency.p50,
-      p50_vs_a2a: a2a === undefined ? Number.NaN : delegate.latency.p50 / a2a.latency.p50,
-      rate_vs_a2a: a2a === undefined ? Number.NaN : delegate.reqPerSec / a2a.reqPerSec,
-      rate_vs_echo: delegate.reqPerSec / echo.reqPerSec
+      runs_p50_vs_echo: div(runsOnly?.latency.p50, echo?.latency.p50),
+      runs_p50_vs_a2a: div(runsOnly?.latency.p50, a2a?.latency.p50),
+      runs_rate_vs_a2a: div(runsOnly?.reqPerSec, a2a?.reqPerSec),
+      p50_vs_echo: div(delegate?.latency.p50, echo?.latency.p50),
+      p50_vs_echo_pipelined: div(delegate?.latency.p50, echoPipelined?.latency.p50),
+      p50_vs_a2a: div(delegate?.latency.p50, a2a?.latency.p50),
+      rate_vs_a2a: div(delegate?.reqPerSec, a2a?.reqPerSec),
+      rate_vs_echo: div(delegate?.reqPerSec, echo?.reqPerSec)
     }
     const env = { node: process.version, cpus: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown' }
     if (o.json) {
       process.stdout.write(JSON.stringify({ delegate, runsOnly, echo, echoPipelined, a2a, ratios, env }, null, 2) + '\n')
       return
     }
+    const first = delegate ?? runsOnly ?? echo
     process.stdout.write(`\ndelegate -> durable Run handle, two processes on TCP loopback — ${env.node}, ${env.cpus} CPUs (${env.cpuModel})\n`)
-    process.stdout.write(`sequential: ${delegate.sequentialRequests} after ${delegate.warmup} warm-up; throughput: ${delegate.concurrentRequests} with ${delegate.concurrency} in flight\n\n`)
+    if (first !== undefined) process.stdout.write(`sequential: ${first.sequentialRequests} after ${first.warmup} warm-up; throughput: ${first.concurrentRequests} with ${first.concurrency} in flight\n\n`)
     printTable([
-      row('node.delegate (follows events)', delegate),
-      row('node.runs.delegate (run service)', runsOnly),
-      row('raw libp2p echo, new stream/req (256 B)', echo),
-      row('raw libp2p echo, 1 stream pipelined (256 B)', echoPipelined),
+      ...(delegate === undefined ? [] : [row('node.delegate (follows events)', delegate)]),
+      ...(runsOnly === undefined ? [] : [row('node.runs.delegate (run service)', runsOnly)]),
+      ...(echo === undefined ? [] : [row('raw libp2p echo, new stream/req (256 B)', echo)]),
+      ...(echoPipelined === undefined ? [] : [row('raw libp2p echo, 1 stream pipelined (256 B)', echoPipelined)]),
       ...(a2a === undefined ? [] : [row(`a2a-js SendMessage (${a2a.transport})`, a2a)])
     ])
     const rateTarget = a2a?.reqPerSec ?? TARGET_RATE_A2A_FALLBACK
+    const vs = a2a === undefined ? 'target' : 'a2a'
+    const lowerEcho = (v: number): boolean => v <= TARGET_P50_VS_ECHO
+    const lowerA2a = (v: number): boolean => v <= TARGET_P50_VS_A2A
+    const atLeast = (v: number): boolean => v >= 1
+    const rows: Array<Record<string, string>> = []
+    for (const [name, r] of [['runs.delegate', runsOnly], ['node.delegate', delegate]] as const) {
+      if (r === undefined) continue
+      if (echo !== undefined) rows.push(ratioRow(`${name} p50 / echo p50 (new stream)`, r.latency.p50 / echo.latency.p50, `<= ${TARGET_P50_VS_ECHO}`, lowerEcho))
+      if (echoPipelined !== undefined) rows.push(ratioRow(`${name} p50 / echo p50 (pipelined)`, r.latency.p50 / echoPipelined.latency.p50, '-', undefined))
+      if (a2a !== undefined) rows.push(ratioRow(`${name} p50 / a2a p50`, r.latency.p50 / a2a.latency.p50, `<= ${TARGET_P50_VS_A2A}`, lowerA2a))
+      rows.push(ratioRow(`${name}/s @${r.concurrency} vs ${vs} (${fmtRate(rateTarget)}/s)`, r.reqPerSec / rateTarget, '>= 1.0', atLeast))
+    }
     process.stdout.write('\n')
-    printTable([
-      { ratio: 'runs.delegate p50 / echo p50 (new stream)', value: ratios.runs_p50_vs_echo.toFixed(2), target: `<= ${TARGET_P50_VS_ECHO}`, met: ratios.runs_p50_vs_echo <= TARGET_P50_VS_ECHO ? 'yes' : 'NO' },
-      {
-        ratio: `runs.delegate/s @${runsOnly.concurrency} vs ${a2a === undefined ? 'target' : 'a2a'} (${fmtRate(rateTarget)}/s)`,
-        value: (runsOnly.reqPerSec / rateTarget).toFixed(2),
-        target: '>= 1.0',
-        met: runsOnly.reqPerSec >= rateTarget ? 'yes' : 'NO'
-      },
-      { ratio: 'node.delegate p50 / echo p50 (new stream)', value: ratios.p50_vs_echo.toFixed(2), target: `<= ${TARGET_P50_VS_ECHO}`, met: ratios.p50_vs_echo <= TARGET_P50_VS_ECHO ? 'yes' : 'NO' },
-      { ratio: 'node.delegate p50 / echo p50 (pipelined)', value: ratios.p50_vs_echo_pipelined.toFixed(2), target: '-', met: '-' },
-      ...(a2a === undefined
-        ? []
-        : [{ ratio: 'node.delegate p50 / a2a p50', value: ratios.p50_vs_a2a.toFixed(2), target: `<= ${TARGET_P50_VS_A2A}`, met: ratios.p50_vs_a2a <= TARGET_P50_VS_A2A ? 'yes' : 'NO' }]),
-      {
-        ratio: `node.delegate/s @${delegate.concurrency} vs ${a2a === undefined ? 'target' : 'a2a'} (${fmtRate(rateTarget)}/s)`,
-        value: (delegate.reqPerSec / rateTarget).toFixed(2),
-        target: '>= 1.0',
-        met: delegate.reqPerSec >= rateTarget ? 'yes' : 'NO'
-      }
-    ])
+    printTable(rows)
   } finally {
     await Promise.all(children.map(async c => { await c.stop() }))
   }
