@@ -13,15 +13,16 @@
  * handler returns at once (the run then completes, which the executor also
  * commits). The delegator runs in this process, with its own LevelDB.
  *
- * Two delegate rows: `node.delegate` (the node API: the delegator also
- * follows the run's events, subscribing to its correlation topic and syncing
- * its log) and `node.runs.delegate` (the run service alone). Beside each, the
+ * Three delegate rows: `node.delegate` (the node API: the delegator also
+ * follows the run's events, subscribing to its correlation topic and keeping
+ * a copy of its log), `node.delegate` with `follow: false` (the node API
+ * returning the handle only) and `node.runs.delegate` (the run service alone). Beside each, the
  * CPU time per delegation of each process (from /proc, Linux only), which
  * does not depend on what else the machine is running.
  *
  *   node scripts/bench-delegate.ts [--requests 2000] [--concurrency 32]
  *     [--concurrent-requests 5000] [--warmup 200] [--no-a2a] [--json]
- *     [--only node,runs,echo,a2a] [--profile <dir>]
+ *     [--only node,nofollow,runs,echo,a2a] [--profile <dir>]
  *
  * --only measures only the rows named; --profile writes a CPU profile of the
  * executor process to <dir> (run this process with --cpu-prof for its own).
@@ -32,6 +33,7 @@ import { availableParallelism, cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createMeshNode } from '../src/node.ts'
+import type { DelegateRequest } from '../src/runs/runtime.ts'
 import { announceReady, exitOnShutdown, intArg, parseArgs, spawnReady, type ReadyChild } from './lib/proc.ts'
 import { measureA2aSend } from './lib/ref-a2a.ts'
 import { measureEcho } from './lib/ref-echo.ts'
@@ -108,7 +110,7 @@ interface DelegateResult extends RequestBenchResult {
   executorCpuUs: number
 }
 
-async function measureDelegate (o: Options, executorInfo: { agentId: string, addrs: string[], pid: number }, api: 'node' | 'runs'): Promise<DelegateResult> {
+async function measureDelegate (o: Options, executorInfo: { agentId: string, addrs: string[], pid: number }, api: 'node' | 'nofollow' | 'runs'): Promise<DelegateResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'aap-bench-delegator-'))
   const node = await createMeshNode({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
   await node.start()
@@ -117,7 +119,9 @@ async function measureDelegate (o: Options, executorInfo: { agentId: string, add
     let n = 0
     const cpu0 = process.cpuUsage()
     const exec0 = processCpuMs(executorInfo.pid)
-    const delegate = api === 'node' ? node.delegate.bind(node) : node.runs.delegate.bind(node.runs)
+    const delegate = api === 'node'
+      ? node.delegate.bind(node)
+      : api === 'nofollow' ? async (req: DelegateRequest) => node.delegate(req, { follow: false }) : node.runs.delegate.bind(node.runs)
     const result = await benchRequests(async () => {
       const run = await delegate({ to_agent: executorInfo.agentId, task_id: `task-bench-${n++}`, capability: REVIEW, input: { pr: n, repo: 'aap-mesh' } })
       if (run.state !== 'running' && run.state !== 'completed') throw new Error(`unexpected run state ${run.state}`)
@@ -179,9 +183,14 @@ async function main (): Promise<void> {
     const info = { agentId, addrs: addrs.map(String), pid: Number(exec.info.pid) }
     let delegate: DelegateResult | undefined
     let runsOnly: DelegateResult | undefined
+    let noFollow: DelegateResult | undefined
     if (want('node')) {
       log('bench-delegate: node.delegate')
       delegate = await measureDelegate(o, info, 'node')
+    }
+    if (want('nofollow')) {
+      log('bench-delegate: node.delegate, follow: false')
+      noFollow = await measureDelegate(o, info, 'nofollow')
     }
     if (want('runs')) {
       log('bench-delegate: node.runs.delegate')
@@ -211,7 +220,7 @@ async function main (): Promise<void> {
     }
     const env = { node: process.version, cpus: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown' }
     if (o.json) {
-      process.stdout.write(JSON.stringify({ delegate, runsOnly, echo, echoPipelined, a2a, ratios, env }, null, 2) + '\n')
+      process.stdout.write(JSON.stringify({ delegate, noFollow, runsOnly, echo, echoPipelined, a2a, ratios, env }, null, 2) + '\n')
       return
     }
     const first = delegate ?? runsOnly ?? echo
@@ -219,6 +228,7 @@ async function main (): Promise<void> {
     if (first !== undefined) process.stdout.write(`sequential: ${first.sequentialRequests} after ${first.warmup} warm-up; throughput: ${first.concurrentRequests} with ${first.concurrency} in flight\n\n`)
     printTable([
       ...(delegate === undefined ? [] : [row('node.delegate (follows events)', delegate)]),
+      ...(noFollow === undefined ? [] : [row('node.delegate, follow: false', noFollow)]),
       ...(runsOnly === undefined ? [] : [row('node.runs.delegate (run service)', runsOnly)]),
       ...(echo === undefined ? [] : [row('raw libp2p echo, new stream/req (256 B)', echo)]),
       ...(echoPipelined === undefined ? [] : [row('raw libp2p echo, 1 stream pipelined (256 B)', echoPipelined)]),
@@ -230,7 +240,7 @@ async function main (): Promise<void> {
     const lowerA2a = (v: number): boolean => v <= TARGET_P50_VS_A2A
     const atLeast = (v: number): boolean => v >= 1
     const rows: Array<Record<string, string>> = []
-    for (const [name, r] of [['runs.delegate', runsOnly], ['node.delegate', delegate]] as const) {
+    for (const [name, r] of [['runs.delegate', runsOnly], ['node.delegate (follow: false)', noFollow], ['node.delegate', delegate]] as const) {
       if (r === undefined) continue
       if (echo !== undefined) rows.push(ratioRow(`${name} p50 / echo p50 (new stream)`, r.latency.p50 / echo.latency.p50, `<= ${TARGET_P50_VS_ECHO}`, lowerEcho))
       if (echoPipelined !== undefined) rows.push(ratioRow(`${name} p50 / echo p50 (pipelined)`, r.latency.p50 / echoPipelined.latency.p50, '-', undefined))

@@ -38,6 +38,28 @@ export interface MeshNodeOptions {
   maxConcurrentInboundRuns?: number
   /** libp2p metrics implementation, e.g. `prometheusMetrics()` from @libp2p/prometheus-metrics. */
   metrics?: HostOptions['metrics']
+  /**
+   * Whether `delegate` and `handoff` follow the runs they start (default true):
+   * join the correlation's topic, keep a verified copy of each run's events and
+   * keep the outgoing record (`runs.list()`) up to date as the run moves. Off,
+   * they return the handle like `runs.delegate` and no more; `events.subscribe`
+   * and `events.replay` still find the events on demand. A call's own `follow`
+   * option wins over this.
+   */
+  followDelegations?: boolean
+}
+
+/** Options of `MeshNode.delegate` and `MeshNode.handoff`. */
+export interface DelegateCallOptions extends CallOptions {
+  /**
+   * Follow the run's events (default: MeshNodeOptions.followDelegations).
+   * `false` costs the delegation nothing beyond the run service's own work:
+   * the outgoing record keeps the state of the handle until `getRun` asks
+   * the executor, and the node holds the run's events only once a
+   * subscription or replay fetches them. A node that restarts follows every
+   * live run it delegated, whichever way it was started.
+   */
+  follow?: boolean
 }
 
 export class MeshNode {
@@ -177,17 +199,23 @@ export class MeshNode {
     return this.discovery.getCard(agentId, opts)
   }
 
-  async delegate (req: DelegateRequest, opts?: CallOptions): Promise<Run> {
+  async delegate (req: DelegateRequest, opts: DelegateCallOptions = {}): Promise<Run> {
+    const { follow, ...call } = opts
+    if (!this.follows(follow)) return this.runs.delegate(req, call)
     // the delegator follows its run's events: it joins the topic first, so the first event
     // reaches it by gossip, and syncs only what gossip did not bring
     const release = this._events?.prepare(req.task_id)
     try {
-      const run = await this.runs.delegate(req, opts)
+      const run = await this.runs.delegate(req, call)
       this._events?.follow(run, { prepared: true })
       return run
     } finally {
       release?.()
     }
+  }
+
+  private follows (perCall: boolean | undefined): boolean {
+    return perCall ?? this.options.followDelegations ?? true
   }
 
   async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> {
@@ -198,9 +226,10 @@ export class MeshNode {
     return this.runs.resume(runId, resolution, opts)
   }
 
-  async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts?: CallOptions): Promise<Run> {
-    const run = await this.runs.handoff(runId, toAgent, context, opts)
-    this._events?.follow(run)
+  async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: DelegateCallOptions = {}): Promise<Run> {
+    const { follow, ...call } = opts
+    const run = await this.runs.handoff(runId, toAgent, context, call)
+    if (this.follows(follow)) this._events?.follow(run)
     return run
   }
 
