@@ -200,3 +200,7 @@ export const API_CLOSE_TIMEOUT_MS = 2_000
 export const CLI_REQUEST_TIMEOUT_MS = 60_000
 /** Prometheus metrics listen here when --metrics-port is given without --metrics-host. */
 export const METRICS_DEFAULT_HOST = '127.0.0.1'
+
+// ---- delegate hot path (src/runs; added by the delegate performance work) --------------
+/** Outgoing run records (runs this node delegated) kept in memory after they are written. */
+export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096

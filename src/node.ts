@@ -12,6 +12,7 @@ import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.t
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { createHost, dialAddrs, listenAddrs, type HostOptions, type MeshHost } from './wire/host.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
+import { groupCommitting } from './runs/store.ts'
 import { Events } from './events/service.ts'
 import type { Run } from './runs/types.ts'
 import type { CallOptions } from './wire/rpc.ts'
@@ -135,15 +136,18 @@ export class MeshNode {
     })
     this._discovery = new Discovery({ host: this._host, privateKey: this.key, datastore: this.datastore })
     const discovery = this._discovery
+    // runs and events write through one group-committing view of the datastore, so a run's
+    // records and the copies of events that arrive in the same turn share one batch
+    const runData = groupCommitting(this.datastore)
     this._runs = new Runs({
       host: this._host,
       privateKey: this.key,
-      datastore: this.datastore,
+      datastore: runData,
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
     })
-    this._events = new Events({ host: this._host, privateKey: this.key, datastore: this.datastore, runs: this._runs })
+    this._events = new Events({ host: this._host, privateKey: this.key, datastore: runData, runs: this._runs })
     try {
       await this._host.start()
       await this._discovery.start()

@@ -270,6 +270,7 @@ export class Runs {
     this.handoffClient.close()
     // let in-flight commits finish so nothing acknowledged is half-written
     await Promise.allSettled([...this.locks.values()])
+    await this.store.flushOutgoing()
   }
 
   /**
@@ -338,7 +339,9 @@ export class Runs {
       onLateAnswer: (late) => { void this.lateDelegation(late, body).catch(() => {}) }
     })
     const run = this.checkRunResponse(res, req.to_agent)
-    await this.store.putOutgoing(run)
+    // the handle is durable where it counts (the executor committed the run before answering);
+    // the delegator's own record is readable at once and written behind (see RunStore.putOutgoing)
+    this.store.putOutgoing(run).catch(() => {})
     return run
   }
 

@@ -3,14 +3,17 @@
  * are written in one datastore batch, so the state and the log never
  * disagree, and nothing is acknowledged before the batch is committed.
  *
- * Writes are group-committed: a write that arrives while a batch is being
- * committed joins the next batch, which starts as soon as the current one
- * ends. An idle store writes at once (no added latency); a busy one turns
- * many small datastore writes into a few larger ones. Each write resolves
- * only once the batch that holds it is committed.
+ * Writes are group-committed (`groupCommitting`): an idle store writes at once
+ * (no added latency); a batch committed while another is being written joins
+ * the next one, which starts as soon as the current one ends. Each commit
+ * resolves only once the batch that holds it is written. Every datastore write costs a hop to the libuv
+ * thread pool with LevelDB, which on a small machine costs more than the
+ * write itself; so a busy node turns many small writes into a few larger
+ * ones. The node hands the same group-committing datastore to the events
+ * service, so its copies of other nodes' events share those batches.
  */
 import { Key, type Batch, type Datastore } from 'interface-datastore'
-import { IDEMPOTENCY_TTL_MS } from '../constants.ts'
+import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES } from '../constants.ts'
 import { EventLog } from '../events/log.ts'
 import type { AgentEvent, Run } from './types.ts'
 
@@ -23,15 +26,10 @@ const idemKey = (delegator: string, key: string): Key => new Key(`/aap/idem/${en
 
 interface IdemRecord { run_id: string, at: number }
 
-/** The operations of one logical write, applied together to whichever batch carries them. */
-class Ops implements Batch {
-  readonly puts: Array<[Key, Uint8Array]> = []
-  put (key: Key, value: Uint8Array): void { this.puts.push([key, value]) }
-  delete (): void { throw new Error('run store writes never delete') }
-  commit (): void { throw new Error('Ops are committed by the group writer') }
-}
+/** One put (with a value) or delete (without), in the order the batch was given them. */
+type Op = [Key, Uint8Array | undefined]
 
-interface Waiting { ops: Ops, resolve: () => void, reject: (err: unknown) => void }
+interface Waiting { ops: Op[], resolve: () => void, reject: (err: unknown) => void }
 
 class GroupWriter {
   private readonly ds: Datastore
@@ -42,50 +40,119 @@ class GroupWriter {
     this.ds = ds
   }
 
-  async write (ops: Ops): Promise<void> {
+  async write (ops: Op[]): Promise<void> {
+    if (ops.length === 0) return
     const { promise, resolve, reject } = Promise.withResolvers<void>()
     this.queue.push({ ops, resolve, reject })
-    if (!this.busy) this.flush()
+    this.flush()
     return promise
   }
 
   private flush (): void {
+    if (this.busy || this.queue.length === 0) return
     const group = this.queue
     this.queue = []
     this.busy = true
-    const batch = this.ds.batch()
-    for (const w of group) for (const [k, v] of w.ops.puts) batch.put(k, v)
-    Promise.resolve(batch.commit()).then(
+    let committed: Promise<void>
+    try {
+      const batch = this.ds.batch()
+      for (const w of group) {
+        for (const [k, v] of w.ops) {
+          if (v === undefined) batch.delete(k)
+          else batch.put(k, v)
+        }
+      }
+      committed = Promise.resolve(batch.commit())
+    } catch (err) {
+      committed = Promise.reject(err)
+    }
+    committed.then(
       () => { for (const w of group) w.resolve() },
       (err: unknown) => { for (const w of group) w.reject(err) }
     ).finally(() => {
       this.busy = false
-      if (this.queue.length > 0) this.flush()
+      this.flush()
     })
   }
 }
 
+/** A batch whose commit joins its datastore's group writer. */
+class GroupBatch implements Batch {
+  private readonly writer: GroupWriter
+  private ops: Op[] = []
+
+  constructor (writer: GroupWriter) {
+    this.writer = writer
+  }
+
+  put (key: Key, value: Uint8Array): void { this.ops.push([key, value]) }
+  delete (key: Key): void { this.ops.push([key, undefined]) }
+  async commit (): Promise<void> {
+    const ops = this.ops
+    this.ops = []
+    await this.writer.write(ops)
+  }
+}
+
+const groupCommitters = new WeakMap<Datastore, Datastore>()
+const isGroupCommitting = new WeakSet<Datastore>()
+
+/**
+ * The datastore with group-committed batches (see above); reads and the other
+ * writes go straight through. One per datastore, so everything that writes
+ * through it shares the groups.
+ */
+export function groupCommitting<D extends Datastore> (ds: D): D {
+  if (isGroupCommitting.has(ds)) return ds
+  const known = groupCommitters.get(ds)
+  if (known !== undefined) return known as D
+  const writer = new GroupWriter(ds)
+  const bound = new Map<PropertyKey, unknown>()
+  const wrapped = new Proxy(ds, {
+    get (target, prop) {
+      if (prop === 'batch') return () => new GroupBatch(writer)
+      const v: unknown = Reflect.get(target, prop, target)
+      if (typeof v !== 'function') return v
+      let b = bound.get(prop)
+      if (b === undefined) {
+        b = (v as (...args: unknown[]) => unknown).bind(target)
+        bound.set(prop, b)
+      }
+      return b
+    }
+  })
+  groupCommitters.set(ds, wrapped)
+  isGroupCommitting.add(wrapped)
+  return wrapped
+}
+
 export class RunStore {
   private readonly ds: Datastore
-  private readonly writer: GroupWriter
   readonly log: EventLog
+  /**
+   * The last outgoing records written, newest last: a delegated run's state
+   * change (noteOutgoing) compares with its predecessor without reading it
+   * back. Bounded; a miss reads the datastore.
+   */
+  private readonly outgoing = new Map<string, Run>()
+  /** Outgoing records handed to the writer and not yet committed (read back from here meanwhile). */
+  private readonly unsaved = new Map<string, { run: Run, write: Promise<void> }>()
 
   constructor (datastore: Datastore) {
-    this.ds = datastore
-    this.writer = new GroupWriter(datastore)
-    this.log = new EventLog(datastore)
+    this.ds = groupCommitting(datastore)
+    this.log = new EventLog(this.ds)
   }
 
   /** Write a run's new state and its event atomically (plus an idempotency record for a new run). */
   async commit (run: Run, event: AgentEvent, idempotency?: { delegator: string, key: string }): Promise<void> {
-    const ops = new Ops()
-    ops.put(runKey(run.run_id), enc.encode(JSON.stringify(run)))
-    EventLog.put(ops, event)
+    const batch = this.ds.batch()
+    batch.put(runKey(run.run_id), enc.encode(JSON.stringify(run)))
+    EventLog.put(batch, event)
     if (idempotency !== undefined) {
       const rec: IdemRecord = { run_id: run.run_id, at: Date.now() }
-      ops.put(idemKey(idempotency.delegator, idempotency.key), enc.encode(JSON.stringify(rec)))
+      batch.put(idemKey(idempotency.delegator, idempotency.key), enc.encode(JSON.stringify(rec)))
     }
-    await this.writer.write(ops)
+    await batch.commit()
   }
 
   async get (runId: string): Promise<Run | undefined> {
@@ -112,14 +179,42 @@ export class RunStore {
     }
   }
 
-  /** The delegator's own record of a run it started elsewhere. */
+  /**
+   * The delegator's own record of a run it started elsewhere (its last known
+   * state). Readable here (getOutgoing, allOutgoing) at once; the returned
+   * promise resolves once it is durable. This is the delegator's index, not
+   * the run: the run and its run.started event are durable at the executor
+   * before the handle exists, and the run id names the executor, so a record
+   * lost to a crash of the delegator leaves the run reachable (getRun,
+   * replay). `flushOutgoing` waits for every write handed over so far.
+   */
   async putOutgoing (run: Run): Promise<void> {
-    const ops = new Ops()
-    ops.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
-    await this.writer.write(ops)
+    this.outgoing.delete(run.run_id)
+    if (this.outgoing.size >= OUTGOING_RUN_CACHE_MAX_ENTRIES) {
+      const oldest = this.outgoing.keys().next()
+      if (oldest.done !== true) this.outgoing.delete(oldest.value)
+    }
+    this.outgoing.set(run.run_id, run)
+    const batch = this.ds.batch()
+    batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
+    const write = Promise.resolve(batch.commit())
+    const entry = { run, write }
+    this.unsaved.set(run.run_id, entry)
+    try {
+      await write
+    } finally {
+      if (this.unsaved.get(run.run_id) === entry) this.unsaved.delete(run.run_id)
+    }
+  }
+
+  /** Resolves once every outgoing record handed over so far is committed (or failed). */
+  async flushOutgoing (): Promise<void> {
+    await Promise.allSettled([...this.unsaved.values()].map(async u => u.write))
   }
 
   async getOutgoing (runId: string): Promise<Run | undefined> {
+    const cached = this.unsaved.get(runId)?.run ?? this.outgoing.get(runId)
+    if (cached !== undefined) return cached
     try {
       return JSON.parse(dec.decode(await this.ds.get(outgoingKey(runId)))) as Run
     } catch {
@@ -128,8 +223,14 @@ export class RunStore {
   }
 
   async * allOutgoing (): AsyncGenerator<Run> {
+    const unsaved = new Map([...this.unsaved].map(([id, u]) => [id, u.run]))
     for await (const { value } of this.ds.query({ prefix: '/aap/outgoing' })) {
-      yield JSON.parse(dec.decode(value)) as Run
+      const stored = JSON.parse(dec.decode(value)) as Run
+      const newer = unsaved.get(stored.run_id)
+      unsaved.delete(stored.run_id)
+      yield newer ?? stored
     }
+    // records still on their way to the datastore
+    yield * unsaved.values()
   }
 }
