@@ -129,6 +129,8 @@ interface Active {
   /** Resolves when a blocked run is resumed (for handler calls made while blocked). */
   resumed?: PromiseWithResolvers<Record<string, unknown>>
   handlerRunning: boolean
+  /** The run.started of a run whose handle is not out yet: announced once it is (see announceStart). */
+  unannounced?: { event: AgentEvent, run: Run }
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -520,6 +522,7 @@ export class Runs {
    * one could ever resume, cancel or even find it.
    */
   private answered (runId: string, delivered: boolean): void {
+    this.announceStart(runId)
     const p = this.pendingStart.get(runId)
     if (p === undefined) return // an idempotent retry: the run was started by the first request
     this.pendingStart.delete(runId)
@@ -589,6 +592,22 @@ export class Runs {
     if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
   }
 
+  /**
+   * Tell the listeners (the events service publishes on gossip) about a new
+   * run's run.started, once. Held back from `create` until the answer with
+   * the handle is handed to the stream: the answer leaves first, ahead of the
+   * publish, and the delegator reads its handle before it spends time
+   * verifying the gossip copy. Announced, at the latest, before the run's
+   * next event.
+   */
+  private announceStart (runId: string): void {
+    const a = this.active.get(runId)
+    const u = a?.unannounced
+    if (a === undefined || u === undefined) return
+    a.unannounced = undefined
+    this.emit(u.event, u.run)
+  }
+
   /** Store a new run with its run.started event, durable before it is returned. */
   private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined): Promise<Run> {
     const event = await this.signer.sign({
@@ -603,8 +622,7 @@ export class Runs {
     })
     const stored: Run = { ...run, last_seq: 1 }
     await this.store.commit(stored, event, idem)
-    this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false })
-    this.emit(event, stored)
+    this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false, unannounced: { event, run: stored } })
     return stored
   }
 
@@ -639,6 +657,7 @@ export class Runs {
       })
       const next: Run = { ...outcome.result.run, last_seq: seq }
       await this.store.commit(next, event)
+      this.announceStart(runId)
       this.settle(runId, a, next, event, command)
       this.emit(event, next)
       return next
