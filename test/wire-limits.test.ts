@@ -180,6 +180,31 @@ describe('wire limits between real nodes', () => {
       client.close()
     }
   })
+
+  it('a call whose signal is already aborted fails TIMEOUT at once, also on a stream that is closing, with no unhandled rejection', async () => {
+    const client = new RpcClient(A.host, { protocol: ECHO, maxFrameBytes: 1024 })
+    const unhandled: unknown[] = []
+    const onUnhandled = (err: unknown): void => { unhandled.push(err) }
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      await client.call(B.host.peerId, 'echo', { warm: true })
+      // the session's stream is closing for writing, and the caller has given up already
+      for (const s of A.host.getConnections(B.host.peerId).flatMap(c => c.streams).filter(s => s.protocol === ECHO)) void s.close().catch(() => {})
+      const gaveUp = AbortSignal.abort()
+      const results = await Promise.allSettled(Array.from({ length: 20 }, async () => client.call(B.host.peerId, 'echo', {}, { signal: gaveUp })))
+      for (const r of results) {
+        expect(r.status).toBe('rejected')
+        if (r.status === 'rejected') expect(['TIMEOUT', 'AGENT_NOT_FOUND']).toContain((r.reason as { code: string }).code)
+      }
+      // a round trip later, nothing was left rejected and unawaited
+      expect(await client.call(B.host.peerId, 'echo', { after: true })).toEqual({ after: true })
+      await new Promise(resolve => setImmediate(resolve))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+      client.close()
+    }
+  })
 })
 
 describe('dial timeout', () => {

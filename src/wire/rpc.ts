@@ -603,6 +603,12 @@ class Session {
 
   async request (type: string, body: object, opts: RequestOptions): Promise<Record<string, unknown>> {
     if (this.closed) throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+    const signal = opts.signal
+    // before any promise exists: an aborted caller on a stream that is also closing
+    // would otherwise leave a rejected promise nobody awaits (an unhandled rejection)
+    if (signal?.aborted === true) {
+      throw new TimeoutError(`${type} to agent ${this.peerName} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
+    }
     const id = this.nextId++
     if (this.nextId > 0xffffffff) this.nextId = 1
     this.lastUsed = Date.now()
@@ -613,14 +619,10 @@ class Session {
       }))
     }, opts.timeoutMs)
     this.pending.set(id, { type, resolve, reject, timer, onLateAnswer: opts.onLateAnswer })
-    const signal = opts.signal
     const onAbort = (): void => {
       this.abandon(id, new TimeoutError(`${type} to agent ${this.peerName} was aborted by the caller`, { reason: 'aborted' }, { cause: signal?.reason }))
     }
-    if (signal !== undefined) {
-      if (signal.aborted) onAbort()
-      else signal.addEventListener('abort', onAbort, { once: true })
-    }
+    signal?.addEventListener('abort', onAbort, { once: true })
     try {
       if (this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
       // a peer that does not read holds the frame in the outbox, bounded by this call's own timeout
@@ -688,7 +690,8 @@ export class RpcClient {
     const list = this.sessions.get(key)
     if (list === undefined) return undefined
     let best: Session | undefined
-    for (const s of list) if (!s.closed && (best === undefined || s.pending.size < best.pending.size)) best = s
+    // a stream closing for writing takes no new requests (it still delivers the answers it owes)
+    for (const s of list) if (!s.closed && s.stream.writeStatus === 'writable' && (best === undefined || s.pending.size < best.pending.size)) best = s
     if (best !== undefined && (best.pending.size < MAX_PIPELINED_REQUESTS_PER_STREAM || list.length >= this.maxStreams)) return best
     return undefined
   }
