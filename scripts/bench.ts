@@ -61,6 +61,7 @@ const ev = await runJson('bench-events.ts', quick ? ['--nodes', '20'] : ['--node
 
 const delegate = rec(del.delegate)
 const runsOnly = rec(del.runsOnly)
+const noFollow = rec(del.noFollow)
 const echo = rec(del.echo)
 const a2aSend = rec(del.a2a)
 const p50 = (r: Record<string, unknown>): number => num(rec(r.latency).p50)
@@ -76,6 +77,7 @@ const fresh = rec(ev.fresh)
 process.stdout.write(`\naap-mesh benchmarks — ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'})\n\n`)
 printTable([
   { what: 'node.delegate -> Run handle (follows events)', p50: ms(p50(delegate)), p99: ms(p99(delegate)), 'rate @32': rate(rps(delegate)) },
+  { what: 'node.delegate -> Run handle, follow: false', p50: ms(p50(noFollow)), p99: ms(p99(noFollow)), 'rate @32': rate(rps(noFollow)) },
   { what: 'runs.delegate -> Run handle (run service)', p50: ms(p50(runsOnly)), p99: ms(p99(runsOnly)), 'rate @32': rate(rps(runsOnly)) },
   { what: 'raw libp2p echo, new stream per request', p50: ms(p50(echo)), p99: ms(p99(echo)), 'rate @32': rate(rps(echo)) },
   { what: 'a2a-js SendMessage -> WORKING task', p50: ms(p50(a2aSend)), p99: ms(p99(a2aSend)), 'rate @32': rate(rps(a2aSend)) },
@@ -91,6 +93,9 @@ printTable([
   { ratio: 'node.delegate p50 / raw echo p50', value: ratio(p50(delegate) / p50(echo)), target: '<= 1.5x' },
   { ratio: 'runs.delegate p50 / a2a-js p50', value: ratio(p50(runsOnly) / p50(a2aSend)), target: '<= 1.0x' },
   { ratio: 'node.delegate p50 / a2a-js p50', value: ratio(p50(delegate) / p50(a2aSend)), target: '<= 1.0x' },
+  { ratio: 'node.delegate (follow: false) p50 / raw echo p50', value: ratio(p50(noFollow) / p50(echo)), target: '<= 1.5x' },
+  { ratio: 'node.delegate (follow: false) p50 / a2a-js p50', value: ratio(p50(noFollow) / p50(a2aSend)), target: '<= 1.0x' },
+  { ratio: 'node.delegate (follow: false)/s / a2a-js req/s', value: ratio(rps(noFollow) / rps(a2aSend)), target: '>= 1.0x' },
   { ratio: 'runs.delegate/s / a2a-js req/s', value: ratio(rps(runsOnly) / rps(a2aSend)), target: '>= 1.0x' },
   { ratio: 'node.delegate/s / a2a-js req/s', value: ratio(rps(delegate) / rps(a2aSend)), target: '>= 1.0x' },
   { ratio: 'discover first card (cached) / A2A card fetch', value: ratio(num(firstWarm.p50) / card.latency.p50), target: 'context' },
