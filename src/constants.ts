@@ -13,6 +13,16 @@ export const HANDOFF_PROTOCOL = '/aap/handoff/0.1.0'
 export const EVENTS_SYNC_PROTOCOL = '/aap/events/0.1.0'
 /** The agent mesh is a DHT of its own, not the IPFS one. */
 export const DHT_PROTOCOL = '/aap/kad/1.0.0'
+/**
+ * Kademlia k (peers per bucket, replicas of each record and provider key),
+ * alpha (peers asked at once per lookup path) and disjoint lookup paths
+ * (S/Kademlia): kad-dht's defaults, pinned here. Lookups make about k requests
+ * per path. Simulations of many nodes on one CPU pass smaller figures
+ * (SIM_DHT in src/sim/mesh.ts), where each request costs several ms.
+ */
+export const DHT_K = 20
+export const DHT_ALPHA = 10
+export const DHT_DISJOINT_PATHS = 10
 /** Prefix of the per-correlation gossip topics; see protocols/events.md. */
 export const EVENTS_TOPIC_PREFIX = '/aap/events/0.1.0/'
 /** The `protocol` field of our AgentCards. */

@@ -10,7 +10,7 @@ import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } 
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { createHost, dialAddrs, listenAddrs, type HostOptions, type MeshHost } from './wire/host.ts'
+import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost } from './wire/host.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
 import { groupCommitting } from './runs/store.ts'
 import { Events } from './events/service.ts'
@@ -33,6 +33,8 @@ export interface MeshNodeOptions {
   /** Many nodes in one host or process (relaxed per-IP limits, no connection monitor). */
   localMesh?: boolean
   memoryLatencyMs?: number
+  /** Kademlia parameters; the defaults suit a real mesh (see DHT_K in constants.ts). */
+  dht?: DhtTuning
   /** The card to publish at start. */
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
@@ -130,6 +132,7 @@ export class MeshNode {
       mdns: o.mdns ?? false,
       localMesh: o.localMesh ?? false,
       ...(o.memoryLatencyMs === undefined ? {} : { memoryLatencyMs: o.memoryLatencyMs }),
+      ...(o.dht === undefined ? {} : { dht: o.dht }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }

@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
+import { DHT_K } from '../src/constants.ts'
 import { until, waitForRouting } from './helpers.ts'
 
 let memCounter = 0
@@ -42,5 +43,32 @@ describe('announcing a card published before the node had any peer', () => {
     await waitForRouting([second, third], 1)
     expect(await third.discover({ capability: cap })).toEqual([card])
     expect(third.discovery.stats.dhtFallbacks).toBeGreaterThan(0)
+  })
+
+  it('publish with announce: false serves the card at once and leaves the DHT side to the caller', async () => {
+    const a = await node()
+    const b = await node()
+    expect(await b.join(a.addresses)).toBe(1)
+    await waitForRouting([a, b], 1)
+    const quiet = { capability_id: 'cap:quiet', version: '1.0.0' }
+    const card = await a.discovery.publish({ name: 'quiet', capabilities: [quiet] }, { announce: false })
+    // by id, straight from the agent: no DHT needed
+    expect(await b.getCard(a.agentId, { fresh: true })).toEqual(card)
+    // not announced: nobody provides the capability yet
+    expect(await b.discover({ capability: quiet })).toEqual([])
+    expect(a.discovery.stats.announcements).toBe(0)
+    // the caller's own announcement makes it findable
+    expect(await a.discovery.announce()).toBeGreaterThan(0)
+    expect(await b.discover({ capability: quiet })).toEqual([card])
+  })
+
+  it('a node takes its Kademlia parameters from its options, and kad-dht\'s defaults (DHT_K) otherwise', async () => {
+    const tuned = await createMeshNode({ listen: [`/memory/aap-card-announce-${process.pid}-${memCounter++}`], localMesh: true, dht: { k: 7, alpha: 2, disjointPaths: 1 } })
+    await tuned.start()
+    nodes.push(tuned)
+    const table = (dht: object): { kBucketSize: number } => Reflect.get(dht, 'routingTable') as { kBucketSize: number }
+    expect(table(tuned.host.services.dht).kBucketSize).toBe(7)
+    const plain = await node()
+    expect(table(plain.host.services.dht).kBucketSize).toBe(DHT_K)
   })
 })

@@ -174,14 +174,17 @@ export class Discovery {
    * milliseconds: a node that lost its data directory (and so its last seq)
    * still outranks the cards it published before.
    */
-  async publish (draft: CardDraft): Promise<AgentCard> {
+  async publish (draft: CardDraft, opts: { announce?: boolean } = {}): Promise<AgentCard> {
     const run = this.publishing.catch(() => {}).then(async () => {
       const now = Date.now()
       const seq = Math.max((this.own?.seq ?? 0) + 1, now)
       const card = await issueCard(this.key, draft, seq, now)
       await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
       this.own = card
-      void this.announce().catch(() => {})
+      // the card is served over the card protocol at once; the DHT side follows
+      // now, or when the caller schedules it (`announce: false`, e.g. a simulation
+      // that spreads the announcements of many nodes sharing one CPU)
+      if (opts.announce !== false) void this.announce().catch(() => {})
       return card
     })
     this.publishing = run

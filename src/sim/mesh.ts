@@ -8,6 +8,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { DHT_PROTOCOL } from '../constants.ts'
 import { createMeshNode, type MeshNode } from '../node.ts'
+import type { DhtTuning } from '../wire/host.ts'
 
 export interface SimMeshOptions {
   nodes: number
@@ -21,6 +22,8 @@ export interface SimMeshOptions {
   transport?: 'memory' | 'tcp'
   /** Extra multiaddrs every node joins through (e.g. nodes in other processes). */
   bootstrap?: string[]
+  /** Kademlia parameters of every node (default SIM_DHT). */
+  dht?: DhtTuning
 }
 
 export interface SimNode {
@@ -30,8 +33,18 @@ export interface SimNode {
   datastore: MemoryDatastore
   listen: string
   latencyMs: number
+  dht: DhtTuning
   up: boolean
 }
+
+/**
+ * Kademlia in a simulation: every node shares one CPU, where a DHT request
+ * costs several ms (peer-store and stream work on both sides), and a lookup
+ * makes about k of them per path. A smaller k and one lookup path keep the
+ * announcements of 100 to 200 nodes within minutes; a node on its own machine
+ * keeps the defaults (DHT_K in constants.ts).
+ */
+export const SIM_DHT: DhtTuning = { k: 10, alpha: 3, disjointPaths: 1 }
 
 let meshCounter = 0
 /** Nodes started at once. */
@@ -43,7 +56,8 @@ async function boot (n: Omit<SimNode, 'node' | 'up'>): Promise<MeshNode> {
     datastore: n.datastore,
     listen: [n.listen],
     localMesh: true,
-    memoryLatencyMs: n.latencyMs
+    memoryLatencyMs: n.latencyMs,
+    dht: n.dht
   })
   await node.start()
   return node
@@ -62,7 +76,8 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
       key: await generateKeyPair('Ed25519'),
       datastore: new MemoryDatastore(),
       listen: tcp ? '/ip4/127.0.0.1/tcp/0' : `/memory/aap-sim-${id}-${i}`,
-      latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter))
+      latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter)),
+      dht: opts.dht ?? SIM_DHT
     }
     const sim: SimNode = { ...base, node: await boot(base), up: true }
     for (let k = 0; k < Math.min(fanout, earlier.length); k++) {

@@ -215,7 +215,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     for (const n of honest) {
       const draft = simCard(n.index)
       installAgent(n.node, draft)
-      const card = await n.node.publishCard(draft)
+      // served at once over the card protocol; the DHT announcements follow below, a few at a time
+      const card = await n.node.discovery.publish(draft, { announce: false })
       cards.set(n.node.agentId, card)
       members.push({ agentId: n.node.agentId, card, local: n, up: true })
     }
@@ -248,8 +249,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const forgedTopics = new Set<string>()
   for (const h of hostile) {
     // a valid card of its own that claims every capability, served tampered (another agent's id)
-    await h.node.publishCard({ name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] })
-    await h.node.discovery.announce().catch(() => 0)
+    await h.node.discovery.publish({ name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] }, { announce: false })
+    await h.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(() => 0)
     const victim = pick(honest)
     const victimCard = cards.get(victim.node.agentId)
     if (victimCard !== undefined) {

@@ -16,7 +16,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
-import { DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES } from '../constants.ts'
+import { DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 
 export interface HostServices {
@@ -28,6 +28,15 @@ export interface HostServices {
 }
 
 export type MeshHost = Libp2p<HostServices>
+
+export interface DhtTuning {
+  /** Peers per bucket and replicas per record and provider key. */
+  k?: number
+  /** Peers asked at once per lookup path. */
+  alpha?: number
+  /** Disjoint lookup paths. */
+  disjointPaths?: number
+}
 
 export interface HostOptions {
   privateKey: PrivateKey
@@ -42,6 +51,8 @@ export interface HostOptions {
   /** Many nodes on one host or process: relax per-IP limits and turn off the connection monitor. */
   localMesh?: boolean
   metrics?: Libp2pOptions['metrics']
+  /** Kademlia parameters (defaults: DHT_K, DHT_ALPHA, DHT_DISJOINT_PATHS). */
+  dht?: DhtTuning
   /** DHT record namespaces of the layers above, each with its validator and selector. */
   dhtValidators?: Validators
   dhtSelectors?: Selectors
@@ -78,6 +89,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       dht: kadDHT({
         protocol: DHT_PROTOCOL,
         clientMode: false,
+        kBucketSize: opts.dht?.k ?? DHT_K,
+        alpha: opts.dht?.alpha ?? DHT_ALPHA,
+        disjointPaths: opts.dht?.disjointPaths ?? DHT_DISJOINT_PATHS,
         // keep loopback and /memory addresses: the default mapper drops them and the table stays empty
         peerInfoMapper: passthroughMapper,
         validators: opts.dhtValidators ?? {},
