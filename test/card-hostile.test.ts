@@ -117,6 +117,9 @@ describe('discovery with hostile and broken card-protocol peers', () => {
       const { code, details } = await codeOf(reader.discovery.getCard(liar.agentId, { fresh: true }))
       expect(code, what).toBe('AGENT_NOT_FOUND')
       expect(details.peer_error, what).toBe(why)
+      // it answered, so it gets no DHT lookup: a lie costs one round trip, not a query
+      expect(details.reason, what).toBe('invalid_card')
+      expect(details.dht_error, what).toBeUndefined()
       expect(reader.discovery.stats.rejectedCards, what).toBeGreaterThan(rejectedBefore)
       for (const q of [byVersion, byId, byTag]) {
         expect(ids(await reader.discover(q, { fresh: true })), what).toEqual([honest.agentId])

@@ -7,7 +7,8 @@
  *
  * Discovery: findProviders on the query's key yields peers; each peer's card
  * comes from the peer itself over /aap/card/0.1.0, or from a verified cache,
- * and the DHT record is the fallback. Nothing unverified is ever returned.
+ * and the DHT record is the fallback when the peer cannot be reached. Nothing
+ * unverified is ever returned.
  */
 import type { PeerId, PrivateKey } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
@@ -384,7 +385,9 @@ export class Discovery {
   }
 
   /**
-   * One agent's verified card: cache, then the agent itself, then the DHT.
+   * One agent's verified card: cache, then the agent itself, then the DHT
+   * when the agent cannot be reached or answers with an error (not when it
+   * answers with an invalid card: `reason: invalid_card`).
    * AGENT_NOT_FOUND when none of them yields a valid card; its details name
    * why each source failed (`peer_error`, `dht_error`: error codes, and
    * `peer_reason` when the peer's error gave one). A card
@@ -401,11 +404,30 @@ export class Discovery {
     }
     const signal = opts.signal ?? AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)
     let peerError: AapError
+    let answer: Record<string, unknown> | undefined
     try {
-      return this.remember(await this.fetchFromPeer(peer, signal))
+      answer = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
     } catch (err) {
       peerError = toAapError(err)
     }
+    if (answer !== undefined) {
+      try {
+        const card = await verifyCard(answer.card, { expectAgent: agentId })
+        this.stats.fetchedCards++
+        return this.remember(card)
+      } catch (err) {
+        // The agent answered, with a card that is not its own valid card: it is
+        // broken or lying. Its DHT record would be an older card of the same
+        // key at best, and looking for it costs a DHT query per lie, so a
+        // provider that lies cannot slow discovery down: no fallback.
+        const e = toAapError(err)
+        this.reject(e, agentId)
+        throw new AgentNotFoundError(`agent ${agentId} answered with an invalid card: ${e.message}`, {
+          agent_id: agentId, reason: 'invalid_card', peer_error: e.code
+        }, { cause: e })
+      }
+    }
+    peerError ??= new AgentNotFoundError(`agent ${agentId} did not answer`)
     const peerDetails = { peer_error: peerError.code, ...(typeof peerError.details?.reason === 'string' ? { peer_reason: peerError.details.reason } : {}) }
     if (signal.aborted) {
       throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { agent_id: agentId, reason: 'timeout', ...peerDetails }, { cause: peerError })
@@ -418,18 +440,6 @@ export class Discovery {
       throw new AgentNotFoundError(`agent ${agentId} not found: ${peerError.message}; DHT: ${dhtError.message}`, {
         agent_id: agentId, ...peerDetails, dht_error: dhtError.code
       }, { cause: peerError })
-    }
-  }
-
-  private async fetchFromPeer (peer: PeerId, signal: AbortSignal): Promise<AgentCard> {
-    const res = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
-    try {
-      const card = await verifyCard(res.card, { expectAgent: peer.toString() })
-      this.stats.fetchedCards++
-      return card
-    } catch (err) {
-      this.reject(toAapError(err), peer.toString())
-      throw err
     }
   }
 
