@@ -3,7 +3,9 @@
  *
  *   node scripts/bench-discover.ts [--nodes 20] [--lookups 100] [--agents N] [--tcp] [--json]
  *
- * Every node joins through a random earlier one (no central server). About 40%
+ * The mesh is the simulation's (src/sim/mesh.ts): nodes join through random
+ * earlier ones (no central server), with the simulation's Kademlia parameters
+ * (SIM_DHT: all nodes share one CPU). About 40%
  * of them publish a card, from a small catalogue of capabilities and tags.
  * Each lookup picks a random node and a random query (exact capability
  * version, capability at any version, or tag) and measures:
@@ -18,10 +20,10 @@
  * agents that match. Benchmark only: nothing here is asserted.
  */
 import { performance } from 'node:perf_hooks'
-import { DHT_PROTOCOL } from '../src/constants.ts'
 import { cardMatches, type AgentCard, type CardDraft } from '../src/card/card.ts'
 import type { DiscoveryQuery } from '../src/card/discovery.ts'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startSimMesh, waitForDhtPeers } from '../src/sim/mesh.ts'
 import { intArg, parseArgs } from './lib/proc.ts'
 import { fmtMs, printTable, summarize } from './lib/stats.ts'
 
@@ -34,6 +36,7 @@ const JSON_OUT = args.has('json')
 /** Bound on waiting for the mesh to form and for every card to be findable. */
 const READY_TIMEOUT_MS = 60_000
 const POLL_MS = 20
+const ANNOUNCE_CONCURRENCY = 4
 
 const profiles: CardDraft[] = [
   { name: 'reviewer', capabilities: [{ capability_id: 'cap:code-review', version: '2.1.0' }], tags: ['review', 'typescript'] },
@@ -71,22 +74,11 @@ function pick<T> (items: readonly T[]): T {
 }
 
 async function startMesh (): Promise<MeshNode[]> {
-  const nodes: MeshNode[] = []
-  for (let i = 0; i < NODES; i++) {
-    const listen = TCP ? ['/ip4/127.0.0.1/tcp/0'] : [`/memory/aap-bench-discover-${process.pid}-${i}`]
-    const node = await createMeshNode({ listen, localMesh: true })
-    await node.start()
-    if (i > 0) {
-      const via = pick(nodes)
-      if (await node.join(via.addresses) === 0) throw new Error(`node ${i} could not join`)
-    }
-    nodes.push(node)
-  }
-  const min = Math.min(NODES - 1, 3)
-  await Promise.all(nodes.map(async n => {
-    await waitFor(async () => (await n.host.peerStore.all()).filter(p => p.protocols.includes(DHT_PROTOCOL)).length >= min, 'DHT peers')
-  }))
-  return nodes
+  // the simulation's mesh: nodes start in small batches, each joining through
+  // two earlier ones, with the simulation's Kademlia parameters (SIM_DHT)
+  const mesh = await startSimMesh({ nodes: NODES, transport: TCP ? 'tcp' : 'memory' })
+  await waitForDhtPeers(mesh, Math.min(NODES - 1, 3), READY_TIMEOUT_MS)
+  return mesh.map(n => n.node)
 }
 
 interface Sample { ms: number, ok: boolean }
@@ -117,8 +109,13 @@ async function main (): Promise<void> {
   const nodes = await startMesh()
   log(`  nodes up and routing after ${fmtMs(performance.now() - setupStart)}`)
   const agents = nodes.slice(0, AGENTS).map((node, i) => ({ node, profile: profiles[i % profiles.length]! }))
-  const cards = await Promise.all(agents.map(async ({ node, profile }) => node.publishCard({ ...profile, name: `${profile.name}-${node.agentId.slice(-4)}` })))
-  const reached = await Promise.all(agents.map(async ({ node }) => node.discovery.announce()))
+  const cards = await Promise.all(agents.map(async ({ node, profile }) => node.discovery.publish({ ...profile, name: `${profile.name}-${node.agentId.slice(-4)}` }, { announce: false })))
+  // a few announcements at a time, as the simulation does: all at once, their DHT requests time out behind each other
+  const reached: number[] = []
+  const queue = [...agents]
+  await Promise.all(Array.from({ length: ANNOUNCE_CONCURRENCY }, async () => {
+    for (let a = queue.shift(); a !== undefined; a = queue.shift()) reached.push(await a.node.discovery.announce())
+  }))
   const expectedFor = (q: DiscoveryQuery, self: MeshNode): string[] =>
     cards.filter(c => c.agent_id !== self.agentId && cardMatches(c, q)).map(c => c.agent_id).sort()
   log(`  cards published and announced after ${fmtMs(performance.now() - setupStart)}`)

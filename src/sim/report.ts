@@ -47,7 +47,21 @@ export interface SimReport {
     events_lost: number
   }
   latency: LatencySeries[]
-  resources: { nodes: number, rss_bytes: number, rss_per_node_bytes: number, heap_used_bytes: number, cpu_user_ms: number, cpu_system_ms: number, cpu_cores_busy: number }
+  resources: {
+    nodes: number
+    rss_bytes: number
+    rss_per_node_bytes: number
+    /** Highest RSS of the process during the run. */
+    rss_peak_bytes: number
+    heap_used_bytes: number
+    cpu_user_ms: number
+    cpu_system_ms: number
+    cpu_cores_busy: number
+    /** How late the event loop (which every in-process node shares) ran its timers. */
+    event_loop_delay_ms: { p50: number, p99: number, max: number }
+  }
+  /** Wall time of each phase: nodes up, cards announced, tasks run. */
+  phases_ms: { start: number, announce: number, tasks: number }
   churn: { stops: number, restarts: number }
   failures: Array<{ task_id: string, problems: string[] }>
 }
@@ -114,8 +128,9 @@ figure{display:inline-block;margin:0 1em 1em 0}figcaption{font-weight:600}code{b
 <h2>Invariants</h2><table>${row(['invariant', 'value', 'verdict'], 'th')}${invRows}</table>
 <h2>Latency (ms)</h2><table>${row(['series', 'n', 'p50', 'p90', 'p99', 'max'], 'th')}${latRows}</table>
 ${charts}
-<h2>Resources</h2><table>${row(['nodes', 'RSS', 'RSS per node', 'heap used', 'CPU user', 'CPU system', 'cores busy'], 'th')}
-${row([String(res.nodes), `${(res.rss_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB`, `${(res.heap_used_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.cpu_user_ms / 1000).toFixed(1)} s`, `${(res.cpu_system_ms / 1000).toFixed(1)} s`, res.cpu_cores_busy.toFixed(2)])}</table>
+<h2>Resources</h2><table>${row(['nodes', 'RSS', 'RSS per node', 'peak RSS', 'heap used', 'CPU user', 'CPU system', 'cores busy', 'event-loop delay p50 / p99 / max'], 'th')}
+${row([String(res.nodes), `${(res.rss_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB`, `${(res.rss_peak_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.heap_used_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.cpu_user_ms / 1000).toFixed(1)} s`, `${(res.cpu_system_ms / 1000).toFixed(1)} s`, res.cpu_cores_busy.toFixed(2), `${fmt(res.event_loop_delay_ms.p50)} / ${fmt(res.event_loop_delay_ms.p99)} / ${fmt(res.event_loop_delay_ms.max)} ms`])}</table>
+<p>Phases: nodes up in ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced in ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ran for ${(r.phases_ms.tasks / 1000).toFixed(1)} s.</p>
 <p>Churn: ${r.churn.stops} stops, ${r.churn.restarts} restarts.</p>
 <h2>Configuration</h2><pre>${esc(JSON.stringify(r.config, null, 2))}</pre>
 <h2>Traces that broke a contract</h2>${failures}
@@ -138,6 +153,8 @@ export function renderSummary (r: SimReport): string {
   for (const s of r.latency) {
     lines.push(`  ${s.name.padEnd(w)} ${String(s.summary.n).padStart(6)} ${fmt(s.summary.p50).padStart(8)} ${fmt(s.summary.p99).padStart(8)} ${fmt(s.summary.max).padStart(8)}`)
   }
-  lines.push(`  memory: ${(r.resources.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB RSS per node; CPU ${r.resources.cpu_cores_busy.toFixed(2)} cores busy`)
+  const lag = r.resources.event_loop_delay_ms
+  lines.push(`  memory: ${(r.resources.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB RSS per node (peak ${(r.resources.rss_peak_bytes / r.resources.nodes / 2 ** 20).toFixed(2)}); CPU ${r.resources.cpu_cores_busy.toFixed(2)} cores busy; event-loop delay p50 ${fmt(lag.p50)} ms, p99 ${fmt(lag.p99)} ms`)
+  lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s`)
   return lines.join('\n')
 }

@@ -18,6 +18,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { createInterface } from 'node:readline'
 import type { Message } from '@libp2p/gossipsub'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
@@ -191,6 +192,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const log = opts.onProgress ?? (() => {})
   const started = Date.now()
   const cpu0 = process.cpuUsage()
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 })
+  loopDelay.enable()
 
   // ---- the mesh --------------------------------------------------------------------
   const hostileCount = Math.min(Math.floor(opts.nodes * opts.hostileShare), Math.floor(opts.nodes / 3))
@@ -232,6 +235,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       log(`starting nodes ${localCount + i + batch.length}/${opts.nodes}`)
     }
   }
+  const meshUp = Date.now()
   const byAgent = new Map(members.map(m => [m.agentId, m]))
   // announcements are the costly part of a mesh's start (each walks the DHT and
   // dials the peers it meets): a few at a time, so lookups that follow are not starved
@@ -243,6 +247,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       log(`announcing cards ${++announced}/${mesh.length}`)
     }
   }))
+
+  const announcedAt = Date.now()
 
   // ---- hostile behaviour: forged cards and events ------------------------------------
   let forgedAttempted = 0
@@ -494,9 +500,12 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       : exec === undefined ? undefined : await memberLog(exec, runId, 1)
     if (stored === undefined) runsLost++
   }
+  const tasksEnded = Date.now()
   const rss = process.memoryUsage()
   const cpu = process.cpuUsage(cpu0)
   const wall = Date.now() - started
+  loopDelay.disable()
+  const lagMs = (q: number): number => loopDelay.percentile(q) / 1e6
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
   if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
@@ -532,11 +541,15 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       nodes: opts.nodes,
       rss_bytes: rss.rss,
       rss_per_node_bytes: rss.rss / opts.nodes,
+      // maxRSS is in KiB
+      rss_peak_bytes: process.resourceUsage().maxRSS * 1024,
       heap_used_bytes: rss.heapUsed,
       cpu_user_ms: cpu.user / 1000,
       cpu_system_ms: cpu.system / 1000,
-      cpu_cores_busy: (cpu.user + cpu.system) / 1000 / wall
+      cpu_cores_busy: (cpu.user + cpu.system) / 1000 / wall,
+      event_loop_delay_ms: { p50: lagMs(50), p99: lagMs(99), max: loopDelay.max / 1e6 }
     },
+    phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt },
     churn,
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
   }
