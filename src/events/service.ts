@@ -123,6 +123,8 @@ interface CorrTrack {
   gossip: boolean
   /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
   placed: number
+  /** `placed` when the tail timer last fired: events came in since, so the correlation is flowing. */
+  placedAtTail: number
   holds: number
   /** Delegations into this correlation in flight (see prepare): keep the topic, ask nobody. */
   pending: number
@@ -525,6 +527,7 @@ export class Events {
         outgoing: new Map(),
         gossip: false,
         placed: 0,
+        placedAtTail: 0,
         holds: 0,
         pending: 0,
         lock: Promise.resolve(),
@@ -993,8 +996,12 @@ export class Events {
     t.tailTimer = setTimeout(() => {
       t.tailDelay = Math.min(t.tailDelay * 2, EVENTS_TAIL_SYNC_MAX_MS)
       // runs nobody told us about (a first publish that missed us, a sub-delegation) only show up
-      // in a participant's log, so someone waiting on this correlation asks them too
-      if (this.interested(t)) for (const p of t.participants) this.discover(t, p)
+      // in a participant's log, so someone waiting on this correlation asks them too: in a round
+      // where nothing came in. While events keep arriving the correlation is flowing, and a whole
+      // correlation from every participant per round costs more than everything gossip carries
+      const flowing = t.placed !== t.placedAtTail
+      t.placedAtTail = t.placed
+      if (!flowing && this.interested(t)) for (const p of t.participants) this.discover(t, p)
       for (const rt of t.runs.values()) if (!rt.local && isLive(rt.state)) this.fetch(t, rt)
       this.refresh(t)
     }, t.tailDelay)
