@@ -20,6 +20,21 @@ describe('a small simulation keeps every invariant of the report', () => {
     expect(html).toContain('<svg')
     expect(html).not.toMatch(/<script|(src|href)="https?:/)
     expect(renderSummary(report)).toContain('runs lost                  0')
+    // resources and phases are reported, whatever their values
+    expect(report.phases_ms.start).toBeGreaterThan(0)
+    expect(report.phases_ms.tasks).toBeGreaterThan(0)
+    expect(report.resources.rss_peak_bytes).toBeGreaterThanOrEqual(report.resources.rss_bytes * 0.5)
+    expect(Number.isFinite(report.resources.event_loop_delay_ms.p99)).toBe(true)
+  })
+
+  it('with churn, nodes stop and restart during the run and no acknowledged run is lost', async () => {
+    const report = await runScenario({ ...DEFAULT_SCENARIO, nodes: 10, tasks: 6, concurrency: 2, observers: 1, hostileShare: 0, churn: true, seed: 3, command: 'test --churn' })
+    expect(report.churn.stops).toBeGreaterThan(0)
+    expect(report.churn.restarts).toBe(report.churn.stops)
+    expect(report.invariants.runs_lost).toBe(0)
+    expect(report.invariants.forged_accepted).toBe(0)
+    expect(report.failures).toEqual([])
+    expect(report.invariants.traces_satisfying_contracts).toBe(6)
   })
 })
 
