@@ -33,8 +33,8 @@ class Cli {
   readonly exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
   private readonly waiters = new Set<() => void>()
 
-  constructor (script: string, args: string[]) {
-    this.proc = spawn(process.execPath, [script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  constructor (script: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
+    this.proc = spawn(process.execPath, [script, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env })
     this.proc.stderr?.setEncoding('utf8')
     this.proc.stderr?.on('data', (chunk: string) => { this.stderr += chunk })
     createInterface({ input: this.proc.stdout! }).on('line', (text) => {
@@ -76,8 +76,8 @@ class Cli {
 describe('aap-mesh start, as separate processes', () => {
   const children: Cli[] = []
   const dirs: string[] = []
-  function cli (args: string[], script = MAIN): Cli {
-    const c = new Cli(script, args)
+  function cli (args: string[], script = MAIN, env?: NodeJS.ProcessEnv): Cli {
+    const c = new Cli(script, args, env)
     children.push(c)
     return c
   }
@@ -195,5 +195,14 @@ describe('aap-mesh start, as separate processes', () => {
     await until(() => c.text.length > 0, 'the version line')
     expect(c.text).toEqual([pkg.version])
     expect(c.stderr).toBe('')
+  })
+
+  it('bin/aap-mesh.mjs handing over to the pinned Node passes a SIGTERM sent to it alone on to the node, which stops cleanly', async () => {
+    const dir = await tempDir()
+    const c = cli(['start', '--data-dir', dir, ...LOOPBACK], BIN, { ...process.env, AAP_MESH_REEXEC: '1' })
+    await c.next('started')
+    c.proc.kill('SIGTERM')
+    await c.next('stopped')
+    expect(await c.exited).toEqual({ code: 0, signal: null })
   })
 })
