@@ -48,6 +48,8 @@ export const SIM_DHT: DhtTuning = { k: 10, alpha: 3, disjointPaths: 1 }
 let meshCounter = 0
 /** Nodes started at once. */
 const SIM_START_BATCH = 8
+/** Extra dials a joining node may try when one fails. */
+const SIM_JOIN_RETRIES = 4
 
 async function boot (n: Omit<SimNode, 'node' | 'up'>): Promise<MeshNode> {
   const node = await createMeshNode({
@@ -79,10 +81,7 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
       dht: opts.dht ?? SIM_DHT
     }
     const sim: SimNode = { ...base, node: await boot(base), up: true }
-    for (let k = 0; k < Math.min(fanout, earlier.length); k++) {
-      const other = earlier[Math.floor(random() * earlier.length)]
-      if (other !== undefined) await sim.node.join(other.node.addresses)
-    }
+    await joinSome(sim, earlier, Math.min(fanout, earlier.length), random)
     if (opts.bootstrap !== undefined && opts.bootstrap.length > 0) await sim.node.join(opts.bootstrap)
     return sim
   }
@@ -111,9 +110,15 @@ export async function restartSimNode (n: SimNode, mesh: SimNode[], random: () =>
   n.node = await boot(n)
   n.up = true
   const ups = mesh.filter(o => o.up && o !== n)
-  for (let k = 0; k < Math.min(2, ups.length); k++) {
-    const other = ups[Math.floor(random() * ups.length)]
-    if (other !== undefined) await n.node.join(other.node.addresses)
+  await joinSome(n, ups, Math.min(2, ups.length), random)
+}
+
+/** Join through `want` random nodes of `among`; a dial that fails (a busy CPU) is tried on another, a bounded number of times. */
+async function joinSome (n: SimNode, among: SimNode[], want: number, random: () => number): Promise<void> {
+  let joined = 0
+  for (let tries = 0; joined < want && tries < want + SIM_JOIN_RETRIES; tries++) {
+    const other = among[Math.floor(random() * among.length)]
+    if (other !== undefined && other.up) joined += await n.node.join(other.node.addresses)
   }
 }
 
