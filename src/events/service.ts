@@ -340,6 +340,8 @@ export class Events {
       await this.settle(t, Date.now() + SYNC_TIMEOUT_MS, 1)
     } finally {
       t.holds--
+      // a subscription closed meanwhile (its signal aborted) no longer keeps the topic
+      this.maybeUntrack(t)
     }
     if (t.closed) sub.close()
     return sub
