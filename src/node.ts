@@ -214,7 +214,9 @@ export class MeshNode {
     const release = this._events?.prepare(req.task_id)
     try {
       const run = await this.runs.delegate(req, call)
-      this._events?.follow(run, { prepared: true })
+      // without an idempotency key the executor created this run just now (a key may return an
+      // earlier run, whose events this node may hold): its head is known to be empty here
+      this._events?.follow(run, { prepared: true, fresh: req.idempotency_key === undefined })
       return run
     } finally {
       release?.()

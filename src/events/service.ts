@@ -59,6 +59,17 @@ export interface FetchOptions extends SyncCallOptions {
   from?: string
 }
 
+export interface FollowOptions {
+  /** The caller joined the topic with prepare() before the run started: gossip brings its events, no fetch now. */
+  prepared?: boolean
+  /**
+   * The handle was just returned by a delegation that created the run (no
+   * idempotency key, so not an earlier run returned again): nothing of it can
+   * be in the log unless this node has already placed some of it.
+   */
+  fresh?: boolean
+}
+
 /** Why an event was or was not taken; counted in `stats`. */
 export type Verdict =
   | 'accepted' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
@@ -103,7 +114,12 @@ interface RunTrack {
   interest: boolean
   /** Last event of the contiguous log held here (from seq 1). */
   head?: AgentEvent
-  headHash: string | null
+  /**
+   * eventHash(head), computed when the next event's `prev` is checked, not
+   * when the head moves: the last event of a run is never hashed, and runs
+   * this node executes (which take no gossip) never are.
+   */
+  headHash: string | undefined
   headLoaded: boolean
   state: RunTrackState
   fetching: boolean
@@ -454,12 +470,17 @@ export class Events {
     }
   }
 
-  follow (run: Run, opts: { prepared?: boolean } = {}): void {
+  follow (run: Run, opts: FollowOptions = {}): void {
     if (!this.started) return
     const t = this.ensureTrack(run.correlation_id, true, false)
+    const seen = t.runs.has(run.run_id)
     const rt = this.newRunTrack(t, run.run_id, false)
     if (rt !== undefined) {
       rt.interest = true
+      // a run its executor has just created: the log cannot hold any of it unless this node
+      // placed some already, which would have made the track, so the gossip copy of
+      // run.started is placed at once instead of behind a log lookup
+      if (opts.fresh === true && !seen && !rt.local) rt.headLoaded = true
       if (rt.state === 'unknown' && !isLive(run.state)) rt.state = run.state
     }
     if (run.delegator === this.agentId) t.outgoing.set(run.run_id, run)
@@ -541,7 +562,8 @@ export class Events {
       this.tracks.set(correlationId, t)
     }
     if (gossip && !t.gossip) {
-      if (this.topics().length >= MAX_CORRELATION_TOPICS) {
+      // byTopic holds exactly the joined topics
+      if (this.byTopic.size >= MAX_CORRELATION_TOPICS) {
         if (explicit) {
           if (t.subs.size === 0 && t.holds === 0) this.maybeUntrack(t)
           throw new InvalidRequestError(`this node already follows ${MAX_CORRELATION_TOPICS} correlations`, { reason: 'topic_limit', max: MAX_CORRELATION_TOPICS })
@@ -619,7 +641,7 @@ export class Events {
       executor,
       local: local || executor === this.agentId,
       interest: local || executor === this.agentId,
-      headHash: null,
+      headHash: undefined,
       // a run the log does not hold has nothing to load
       headLoaded: t.logRuns !== undefined && !t.logRuns.has(runId),
       state: 'unknown',
@@ -639,10 +661,17 @@ export class Events {
     const head = await this.log.head(runId)
     if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
       rt.head = head
-      rt.headHash = eventHash(head)
+      rt.headHash = undefined
       rt.state = stateAfter(head)
     }
     return rt
+  }
+
+  /** The hash the next event of the run must name as `prev` (null before seq 1). */
+  private headHashOf (rt: RunTrack): string | null {
+    if (rt.head === undefined) return null
+    rt.headHash ??= eventHash(rt.head)
+    return rt.headHash
   }
 
   private addParticipant (t: CorrTrack, agentId: string): void {
@@ -721,7 +750,7 @@ export class Events {
       if (event.seq === 1) t.logRuns?.add(event.run_id)
       if (rt.head !== undefined && event.seq <= rt.head.seq) return
       rt.head = event
-      rt.headHash = eventHash(event)
+      rt.headHash = undefined
       rt.state = run.state
       for (const s of t.subs) s.deliver(event)
       this.learn(t, event)
@@ -818,9 +847,9 @@ export class Events {
         continue
       }
       if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) { note('over_limit'); continue }
-      if (e.prev !== rt.headHash) { note('conflict'); continue }
+      if (e.prev !== this.headHashOf(rt)) { note('conflict'); continue }
       rt.head = e
-      rt.headHash = eventHash(e)
+      rt.headHash = undefined
       rt.state = stateAfter(e)
       accepted.push(e)
       t.placed++
@@ -851,7 +880,7 @@ export class Events {
         const rt = t.runs.get(runId)
         if (rt === undefined) continue
         rt.head = undefined
-        rt.headHash = null
+        rt.headHash = undefined
         rt.headLoaded = false
       }
       throw err
