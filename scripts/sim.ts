@@ -1,6 +1,6 @@
 /**
  * npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
- *              --hostile 0.1 --churn --processes --seed 1 --out reports/sim]
+ *              --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim]
  *
  * Runs the Loops scenario on a mesh of real nodes in this process (memory
  * transport; with --processes the agents are separate node processes on TCP
@@ -26,6 +26,7 @@ const { values } = parseArgs({
     churn: { type: 'boolean', default: false },
     processes: { type: 'boolean', default: false },
     seed: { type: 'string' },
+    'max-connections': { type: 'string' },
     out: { type: 'string', default: 'reports/sim' },
     quiet: { type: 'boolean', default: false }
   }
@@ -59,6 +60,7 @@ const opts = {
   churn: values.churn,
   processes: values.processes,
   seed: num(values.seed, DEFAULT_SCENARIO.seed, 'seed'),
+  ...(values['max-connections'] === undefined ? {} : { maxConnections: num(values['max-connections'], 0, 'max-connections') }),
   command: ['npm run sim', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
   onProgress: values.quiet
     ? undefined

@@ -35,6 +35,8 @@ export interface MeshNodeOptions {
   memoryLatencyMs?: number
   /** Kademlia parameters; the defaults suit a real mesh (see DHT_K in constants.ts). */
   dht?: DhtTuning
+  /** Open connections above which libp2p closes the least valuable ones (its default otherwise). */
+  maxConnections?: number
   /** The card to publish at start. */
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
@@ -133,6 +135,7 @@ export class MeshNode {
       localMesh: o.localMesh ?? false,
       ...(o.memoryLatencyMs === undefined ? {} : { memoryLatencyMs: o.memoryLatencyMs }),
       ...(o.dht === undefined ? {} : { dht: o.dht }),
+      ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }

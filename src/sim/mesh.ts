@@ -23,6 +23,8 @@ export interface SimMeshOptions {
   bootstrap?: string[]
   /** Kademlia parameters of every node (default SIM_DHT). */
   dht?: DhtTuning
+  /** Connections each node keeps open (libp2p's default otherwise). */
+  maxConnections?: number
 }
 
 export interface SimNode {
@@ -33,6 +35,7 @@ export interface SimNode {
   listen: string
   latencyMs: number
   dht: DhtTuning
+  maxConnections?: number
   up: boolean
 }
 
@@ -58,7 +61,8 @@ async function boot (n: Omit<SimNode, 'node' | 'up'>): Promise<MeshNode> {
     listen: [n.listen],
     localMesh: true,
     memoryLatencyMs: n.latencyMs,
-    dht: n.dht
+    dht: n.dht,
+    ...(n.maxConnections === undefined ? {} : { maxConnections: n.maxConnections })
   })
   await node.start()
   return node
@@ -78,7 +82,8 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
       datastore: new MemoryDatastore(),
       listen: tcp ? '/ip4/127.0.0.1/tcp/0' : `/memory/aap-sim-${id}-${i}`,
       latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter)),
-      dht: opts.dht ?? SIM_DHT
+      dht: opts.dht ?? SIM_DHT,
+      ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections })
     }
     const sim: SimNode = { ...base, node: await boot(base), up: true }
     await joinSome(sim, earlier, Math.min(fanout, earlier.length), random)

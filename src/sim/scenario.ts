@@ -50,6 +50,8 @@ export interface ScenarioOptions {
   /** Agents as separate node processes on TCP loopback (drivers, observers and hostile nodes stay here). */
   processes: boolean
   seed: number
+  /** Connections each in-process node keeps open (libp2p's default otherwise). */
+  maxConnections?: number
   command: string
   /** How long one task may take before it counts as failed. */
   taskTimeoutMs: number
@@ -207,6 +209,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     jitterMs: opts.jitterMs,
     random,
     transport: opts.processes ? 'tcp' : 'memory',
+    ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
     onProgress: (n) => { log(`starting nodes ${n}/${opts.nodes}`) }
   })
   const hostile = new Set(mesh.slice(mesh.length - hostileCount))

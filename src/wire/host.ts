@@ -53,6 +53,8 @@ export interface HostOptions {
   metrics?: Libp2pOptions['metrics']
   /** Kademlia parameters (defaults: DHT_K, DHT_ALPHA, DHT_DISJOINT_PATHS). */
   dht?: DhtTuning
+  /** Connections kept open before the least valuable are closed (libp2p's default otherwise). */
+  maxConnections?: number
   /** DHT record namespaces of the layers above, each with its validator and selector. */
   dhtValidators?: Validators
   dhtSelectors?: Selectors
@@ -77,9 +79,11 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
     peerDiscovery,
-    connectionManager: localMesh
-      ? { inboundConnectionThreshold: 10_000, maxIncomingPendingConnections: 1_000, dialTimeout: DIAL_TIMEOUT_MS }
-      : { dialTimeout: DIAL_TIMEOUT_MS },
+    connectionManager: {
+      ...(localMesh ? { inboundConnectionThreshold: 10_000, maxIncomingPendingConnections: 1_000 } : {}),
+      ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
+      dialTimeout: DIAL_TIMEOUT_MS
+    },
     // the monitor pings every connection; with hundreds of nodes in one process it starves the event loop
     connectionMonitor: { enabled: !localMesh },
     ...(opts.metrics === undefined ? {} : { metrics: opts.metrics }),
