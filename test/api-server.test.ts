@@ -13,7 +13,7 @@ import { ApiClient, ApiError } from '../src/api/client.ts'
 import { componentValidator, operations } from '../src/api/openapi.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import { newToken } from '../src/api/files.ts'
-import { API_BODY_MAX_BYTES, EVENTS_TOPIC_PREFIX } from '../src/constants.ts'
+import { API_BODY_MAX_BYTES, API_WEBHOOK_MAX_ATTEMPTS, EVENTS_TOPIC_PREFIX } from '../src/constants.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runs/types.ts'
@@ -253,6 +253,42 @@ describe('local agent API', () => {
       // omitting webhook keeps it; null removes it
       expect((await agent.call<{ webhook: string | null }>('PUT', '/v1/card', { card: { name: 'sidecar', capabilities: [CAP] } })).webhook).toBe(url)
       expect((await agent.call<{ webhook: string | null }>('PUT', '/v1/card', { card: { name: 'sidecar', capabilities: [CAP] }, webhook: null })).webhook).toBeNull()
+    } finally {
+      await new Promise<void>(resolve => hook.close(() => { resolve() }))
+    }
+  })
+
+  it(`a webhook that never takes an item is tried API_WEBHOOK_MAX_ATTEMPTS (${API_WEBHOOK_MAX_ATTEMPTS}) times, then the item waits on the work stream`, async () => {
+    let attempts = 0
+    const gaveUp = Promise.withResolvers<void>()
+    const hook: Server = createServer((req: IncomingMessage, res) => {
+      req.resume()
+      req.on('end', () => {
+        attempts++
+        res.writeHead(503).end()
+        if (attempts === API_WEBHOOK_MAX_ATTEMPTS) gaveUp.resolve()
+      })
+    })
+    await new Promise<void>(resolve => hook.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/down`
+    try {
+      await agent.call('PUT', '/v1/card', { card: { name: 'sidecar', capabilities: [CAP], tags: ['test'] }, webhook: url })
+      const run = await delegate({ via: 'a webhook that is down' })
+      await gaveUp.promise
+      // the item was not lost: a stream client gets it, and the webhook is not asked again
+      const work = open(agent, '/v1/work/stream')
+      try {
+        const item = data(await work.next(e => e.event === 'work' && data(e).run.run_id === run.run_id))
+        expect(isWorkItem(item)).toBe(true)
+        expect(attempts).toBe(API_WEBHOOK_MAX_ATTEMPTS)
+        // (with the webhook removed, the run's ended item goes to the stream alone)
+        await agent.call('PUT', '/v1/card', { card: { name: 'sidecar', capabilities: [CAP], tags: ['test'] }, webhook: null })
+        await agent.call('POST', `/v1/runs/${seg(run.run_id)}/complete`, { output: { via: 'stream after the webhook gave up' } })
+        await until(async () => (await delegator.call<{ run: Run }>('GET', `/v1/runs/${seg(run.run_id)}`)).run.state === 'completed', 'the run to complete')
+        expect(attempts).toBe(API_WEBHOOK_MAX_ATTEMPTS)
+      } finally {
+        await work.close()
+      }
     } finally {
       await new Promise<void>(resolve => hook.close(() => { resolve() }))
     }
