@@ -214,3 +214,14 @@ export const METRICS_DEFAULT_HOST = '127.0.0.1'
 // ---- delegate hot path (src/runs; added by the delegate performance work) --------------
 /** Outgoing run records (runs this node delegated) kept in memory after they are written. */
 export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096
+
+// ---- following delegated runs (src/events; added by the event-follow work) ------------------
+/**
+ * Copies of other nodes' events placed from gossip are written together at
+ * most this long after the first of them, in one batch with everything placed
+ * meanwhile (run.started and run.completed of a quick run, several runs on a
+ * busy delegator). Every read of the log writes them first.
+ */
+export const EVENTS_COPY_FLUSH_MS = 10
+/** ... or at once when this many are pending. */
+export const EVENTS_COPY_MAX_PENDING = 256

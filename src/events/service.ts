@@ -26,7 +26,7 @@ import { PeerScore, createTopicScoreParams } from '@libp2p/gossipsub/score'
 import type { Datastore } from 'interface-datastore'
 import {
   EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_PARTICIPANTS, EVENTS_MAX_RUNS_PER_CORRELATION, EVENTS_SCORE_INVALID_DECAY,
-  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_SCORE_INVALID_WEIGHT, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES, MAX_CORRELATION_TOPICS,
+  EVENTS_COPY_FLUSH_MS, EVENTS_COPY_MAX_PENDING, EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_SCORE_INVALID_WEIGHT, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES, MAX_CORRELATION_TOPICS,
   REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS, SYNC_CONCURRENCY, SYNC_MAX_EVENTS_PER_RESPONSE, SYNC_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, InvalidRequestError, toAapError } from '../errors.ts'
@@ -251,6 +251,14 @@ export class Events {
   private readonly limiter = new Limiter(SYNC_CONCURRENCY)
   private readonly tracks = new Map<string, CorrTrack>()
   private readonly byTopic = new Map<string, CorrTrack>()
+  /** Copies of other nodes' events placed and not yet handed to the log (see store). */
+  private copies: Array<{ t: CorrTrack, events: AgentEvent[] }> = []
+  private copiesCount = 0
+  private copyTimer?: ReturnType<typeof setTimeout>
+  /** The copies' write in progress: the next one starts after it, so the log keeps the placement order. */
+  private copyWrite: Promise<void> = Promise.resolve()
+  /** Outgoing records changed by the pending copies, written once they are. */
+  private outgoingNotes = new Map<string, Run>()
   private unserve?: () => Promise<void>
   private offRuns?: () => void
   private started = false
@@ -277,7 +285,7 @@ export class Events {
 
   async start (): Promise<void> {
     if (this.started) return
-    this.unserve = await serveSync(this.host, this.log)
+    this.unserve = await serveSync(this.host, this.log, async () => this.flushCopies())
     this.host.services.pubsub.addEventListener('subscription-change', this.onSubscriptionChange)
     this.started = true
     // pick up what was live before a restart: runs this node executes or delegated
@@ -294,6 +302,7 @@ export class Events {
       for (const s of [...t.subs]) s.close()
       this.untrack(t)
     }
+    await this.flushCopies().catch(() => {})
     await this.unserve?.()
     this.sync.close()
   }
@@ -333,6 +342,7 @@ export class Events {
       // locked step: events are placed on this lock or while it is idle, and stored
       // before any later task on it runs, so none falls between
       await this.withLock(t, async () => {
+        await this.flushCopies()
         const held = (await this.log.runsOf(correlationId)).sort()
         // from now on a run missing from this list has nothing in the log to look up
         t.logRuns ??= new Set(held)
@@ -389,6 +399,7 @@ export class Events {
   /** Every event this node holds for a correlation, run_id -> events from seq 1 (chains checked). */
   async readCorrelation (correlationId: string): Promise<Map<string, AgentEvent[]>> {
     const out = new Map<string, AgentEvent[]>()
+    await this.flushCopies()
     for (const runId of (await this.log.runsOf(correlationId)).sort()) {
       const events: AgentEvent[] = []
       for (let after = 0; ;) {
@@ -414,6 +425,7 @@ export class Events {
     this.assertStarted()
     const from = opts.from ?? executorOfRun(runId)
     const peer = peerIdOfAgent(from)
+    await this.flushCopies()
     const head = await this.log.head(runId)
     const events = await this.limiter.run(async () => this.sync.run(peer, runId, head, opts))
     const first = events[0]
@@ -658,6 +670,7 @@ export class Events {
     const rt = this.newRunTrack(t, runId, false)
     if (rt === undefined || rt.headLoaded) return rt
     rt.headLoaded = true
+    await this.flushCopies()
     const head = await this.log.head(runId)
     if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
       rt.head = head
@@ -860,30 +873,73 @@ export class Events {
     return { first: first ?? 'duplicate', accepted }
   }
 
-  /** Store events placed outside the lock: queued, so the log keeps the order they were placed in. */
+  /**
+   * Store events placed from gossip: they join the pending copies, written
+   * within EVENTS_COPY_FLUSH_MS together with whatever else is placed
+   * meanwhile (see flushCopies). The placement does not wait for the write.
+   */
   private store (t: CorrTrack, accepted: AgentEvent[]): void {
-    if (accepted.length > 0) void this.withLock(t, async () => this.persist(t, accepted)).catch(() => {})
+    if (accepted.length === 0) return
+    this.copies.push({ t, events: accepted })
+    this.copiesCount += accepted.length
+    if (this.copiesCount >= EVENTS_COPY_MAX_PENDING) {
+      void this.flushCopies().catch(() => {})
+    } else if (this.copyTimer === undefined) {
+      this.copyTimer = setTimeout(() => { void this.flushCopies().catch(() => {}) }, EVENTS_COPY_FLUSH_MS)
+      this.copyTimer.unref?.()
+    }
+  }
+
+  /** Store placed events now (with every copy pending before them), for callers that wait on the write. */
+  private async persist (t: CorrTrack, accepted: AgentEvent[]): Promise<void> {
+    if (accepted.length > 0) {
+      this.copies.push({ t, events: accepted })
+      this.copiesCount += accepted.length
+    }
+    await this.flushCopies()
   }
 
   /**
-   * Append placed events to the log. If the write fails, the runs' heads go
-   * back to what the log holds (reloaded on next use), so the events are
-   * fetched and stored again rather than leaving a hole behind.
+   * Write every pending copy, in the order the events were placed, in one
+   * batch, behind the write before it (so the log of each run stays
+   * contiguous from seq 1), then the outgoing records they changed. If the
+   * write fails, the runs' heads go back to what the log holds (reloaded on
+   * next use), so the events are fetched and stored again rather than
+   * leaving a hole behind. Resolves once everything placed so far is in the
+   * log: every read of the log waits for it.
    */
-  private async persist (t: CorrTrack, accepted: AgentEvent[]): Promise<void> {
-    if (accepted.length === 0) return
-    try {
-      await this.log.append(accepted)
-      for (const e of accepted) if (e.seq === 1) t.logRuns?.add(e.run_id)
-    } catch (err) {
-      for (const runId of new Set(accepted.map(e => e.run_id))) {
-        const rt = t.runs.get(runId)
-        if (rt === undefined) continue
-        rt.head = undefined
-        rt.headHash = undefined
-        rt.headLoaded = false
+  private async flushCopies (): Promise<void> {
+    clearTimeout(this.copyTimer)
+    this.copyTimer = undefined
+    const group = this.copies
+    const outgoing = this.outgoingNotes
+    this.copies = []
+    this.copiesCount = 0
+    this.outgoingNotes = new Map()
+    const write = this.copyWrite.then(async () => {
+      if (group.length === 0) return
+      try {
+        await this.log.append(group.flatMap(g => g.events))
+      } catch (err) {
+        for (const g of group) {
+          for (const runId of new Set(g.events.map(e => e.run_id))) {
+            const rt = g.t.runs.get(runId)
+            if (rt === undefined) continue
+            rt.head = undefined
+            rt.headHash = undefined
+            rt.headLoaded = false
+          }
+        }
+        throw err
       }
-      throw err
+      for (const g of group) for (const e of g.events) if (e.seq === 1) g.t.logRuns?.add(e.run_id)
+    })
+    this.copyWrite = write.catch(() => {})
+    try {
+      await write
+    } finally {
+      // the delegator's records follow the copies they were folded from
+      for (const run of outgoing.values()) void this.runs.noteOutgoing(run).catch(() => {})
     }
   }
 
@@ -895,6 +951,11 @@ export class Events {
     return accepted
   }
 
+  private noteOutgoing (run: Run): void {
+    this.outgoingNotes.set(run.run_id, run)
+    if (this.copyTimer === undefined && this.copies.length === 0) void this.flushCopies().catch(() => {})
+  }
+
   private afterIngest (t: CorrTrack, accepted: AgentEvent[]): void {
     if (accepted.length === 0) return
     for (const e of accepted) {
@@ -902,8 +963,8 @@ export class Events {
       if (out !== undefined) {
         const next = foldRun(out, e)
         t.outgoing.set(e.run_id, next)
-        // a store write per state change, not per progress report
-        if (next.state !== out.state || next.checkpoint_id !== out.checkpoint_id) void this.runs.noteOutgoing(next).catch(() => {})
+        // a store write per state change, not per progress report, with the next copies written
+        if (next.state !== out.state || next.checkpoint_id !== out.checkpoint_id) this.noteOutgoing(next)
       }
     }
     // something moved: look again soon

@@ -89,14 +89,19 @@ export async function correlationPage (log: EventLog, req: SyncCorrelationReques
   return page.body()
 }
 
-/** Register the sync responder on the host. Returns the function that unregisters it. */
-export async function serveSync (host: MeshHost, log: EventLog): Promise<() => Promise<void>> {
+/**
+ * Register the sync responder on the host. Returns the function that
+ * unregisters it. `settle`, when given, is awaited before each page is read
+ * (the events service writes what it has placed first).
+ */
+export async function serveSync (host: MeshHost, log: EventLog, settle?: () => Promise<void>): Promise<() => Promise<void>> {
+  const ready = async (): Promise<void> => { await settle?.().catch(() => {}) }
   return serve(host, {
     protocol: EVENTS_SYNC_PROTOCOL,
     maxFrameBytes: EVENTS_SYNC_MAX_FRAME_BYTES,
     methods: {
-      run: method(isSyncRunRequest, async (req) => runPage(log, req)),
-      correlation: method(isSyncCorrelationRequest, async (req) => correlationPage(log, req))
+      run: method(isSyncRunRequest, async (req) => { await ready(); return runPage(log, req) }),
+      correlation: method(isSyncCorrelationRequest, async (req) => { await ready(); return correlationPage(log, req) })
     }
   })
 }
