@@ -225,3 +225,10 @@ export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096
 export const EVENTS_COPY_FLUSH_MS = 10
 /** ... or at once when this many are pending. */
 export const EVENTS_COPY_MAX_PENDING = 256
+/**
+ * A correlation topic the node stops following stays joined this long
+ * (ignoring its messages): the next step of the task takes it over without a
+ * SUBSCRIBE, and the topics left in one window go in one UNSUBSCRIBE message
+ * per peer. Lingering topics count towards MAX_CORRELATION_TOPICS.
+ */
+export const EVENTS_TOPIC_LINGER_MS = 100

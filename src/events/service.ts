@@ -26,7 +26,7 @@ import { PeerScore, createTopicScoreParams } from '@libp2p/gossipsub/score'
 import type { Datastore } from 'interface-datastore'
 import {
   EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_PARTICIPANTS, EVENTS_MAX_RUNS_PER_CORRELATION, EVENTS_SCORE_INVALID_DECAY,
-  EVENTS_COPY_FLUSH_MS, EVENTS_COPY_MAX_PENDING, EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_SCORE_INVALID_WEIGHT, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES, MAX_CORRELATION_TOPICS,
+  EVENTS_COPY_FLUSH_MS, EVENTS_COPY_MAX_PENDING, EVENTS_TOPIC_LINGER_MS, EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_SCORE_INVALID_WEIGHT, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES, MAX_CORRELATION_TOPICS,
   REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS, SYNC_CONCURRENCY, SYNC_MAX_EVENTS_PER_RESPONSE, SYNC_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, InvalidRequestError, toAapError } from '../errors.ts'
@@ -259,6 +259,9 @@ export class Events {
   private copyWrite: Promise<void> = Promise.resolve()
   /** Outgoing records changed by the pending copies, written once they are. */
   private outgoingNotes = new Map<string, Run>()
+  /** Topics still joined after their track ended (see leaveTopic), and the timer that leaves them. */
+  private readonly lingering = new Set<string>()
+  private lingerTimer?: ReturnType<typeof setTimeout>
   private unserve?: () => Promise<void>
   private offRuns?: () => void
   private started = false
@@ -302,6 +305,7 @@ export class Events {
       for (const s of [...t.subs]) s.close()
       this.untrack(t)
     }
+    this.leaveLingering()
     await this.flushCopies().catch(() => {})
     await this.unserve?.()
     this.sync.close()
@@ -589,6 +593,10 @@ export class Events {
 
   private joinTopic (t: CorrTrack): void {
     const pubsub = this.host.services.pubsub
+    // still joined from a track that ended a moment ago: take the topic over, no SUBSCRIBE
+    const lingered = this.lingering.delete(t.topic)
+    // lingering topics count towards the node's joined topics: make room first
+    if (!lingered && this.byTopic.size + this.lingering.size >= MAX_CORRELATION_TOPICS) this.leaveLingering()
     pubsub.topicValidators.set(t.topic, (_peer: PeerId, msg: Message) => {
       const v = this.judge(t, msg)
       return typeof v === 'string' ? VERDICT_RESULT[v] : v.then(x => VERDICT_RESULT[x])
@@ -606,23 +614,80 @@ export class Events {
         invalidMessageDeliveriesDecay: EVENTS_SCORE_INVALID_DECAY
       })
     }
-    pubsub.subscribe(t.topic)
+    if (!lingered) pubsub.subscribe(t.topic)
     t.gossip = true
     this.byTopic.set(t.topic, t)
   }
 
+  /**
+   * Stop following a topic. The node stays joined for up to
+   * EVENTS_TOPIC_LINGER_MS, ignoring what comes in: a track of the same
+   * correlation started meanwhile (the next step of a task) takes it over
+   * without a SUBSCRIBE, and the topics left in one window go in one
+   * UNSUBSCRIBE message per peer instead of one message per topic.
+   */
   private leaveTopic (t: CorrTrack): void {
     if (!t.gossip) return
-    const pubsub = this.host.services.pubsub
     t.gossip = false
     this.byTopic.delete(t.topic)
-    try { pubsub.unsubscribe(t.topic) } catch { /* the router is stopping */ }
-    pubsub.topicValidators.delete(t.topic)
+    if (!this.started) {
+      this.unsubscribe([t.topic])
+      return
+    }
+    this.host.services.pubsub.topicValidators.set(t.topic, () => {
+      this.count('untracked')
+      return TopicValidatorResult.Ignore
+    })
+    this.lingering.add(t.topic)
+    if (this.lingerTimer === undefined) {
+      this.lingerTimer = setTimeout(() => { this.leaveLingering() }, EVENTS_TOPIC_LINGER_MS)
+      this.lingerTimer.unref?.()
+    }
+  }
+
+  /** Leave every lingering topic now. */
+  private leaveLingering (): void {
+    clearTimeout(this.lingerTimer)
+    this.lingerTimer = undefined
+    const topics = [...this.lingering]
+    this.lingering.clear()
+    this.unsubscribe(topics)
+  }
+
+  /**
+   * Leave topics: one UNSUBSCRIBE message per connected peer for all of them.
+   * gossipsub's own unsubscribe() sends one message per topic and peer; its
+   * per-peer send of a subscription list is not part of the GossipSub
+   * interface, so the shape is checked and unsubscribe() is the fallback.
+   */
+  private unsubscribe (topics: string[]): void {
+    if (topics.length === 0) return
+    const pubsub = this.host.services.pubsub
+    const router = pubsub as unknown as {
+      subscriptions?: unknown
+      peers?: unknown
+      sendSubscriptions?: unknown
+      leave?: unknown
+    }
+    const { subscriptions, peers, sendSubscriptions, leave } = router
+    try {
+      if (topics.length > 1 && subscriptions instanceof Set && peers instanceof Map &&
+        typeof sendSubscriptions === 'function' && typeof leave === 'function') {
+        const gone = topics.filter(topic => subscriptions.delete(topic))
+        if (gone.length > 0) for (const peer of peers.keys()) sendSubscriptions.call(router, peer, gone, false)
+        for (const topic of topics) leave.call(router, topic)
+      } else {
+        for (const topic of topics) pubsub.unsubscribe(topic)
+      }
+    } catch { /* the router is stopping */ }
     const score = peerScoreOf(this.host)
-    if (score !== undefined) {
-      // the topic's penalties go with it, and so does its per-peer bookkeeping
-      Reflect.deleteProperty(score.params.topics, t.topic)
-      for (const stats of score.peerStats.values()) Reflect.deleteProperty(stats.topics, t.topic)
+    for (const topic of topics) {
+      pubsub.topicValidators.delete(topic)
+      if (score !== undefined) {
+        // the topic's penalties go with it, and so does its per-peer bookkeeping
+        Reflect.deleteProperty(score.params.topics, topic)
+        for (const stats of score.peerStats.values()) Reflect.deleteProperty(stats.topics, topic)
+      }
     }
   }
 
