@@ -346,7 +346,7 @@ export class Events {
       // locked step: events are placed on this lock or while it is idle, and stored
       // before any later task on it runs, so none falls between
       await this.withLock(t, async () => {
-        await this.flushCopies()
+        await this.flushCopies().catch(() => {})
         const held = (await this.log.runsOf(correlationId)).sort()
         // from now on a run missing from this list has nothing in the log to look up
         t.logRuns ??= new Set(held)
@@ -403,7 +403,7 @@ export class Events {
   /** Every event this node holds for a correlation, run_id -> events from seq 1 (chains checked). */
   async readCorrelation (correlationId: string): Promise<Map<string, AgentEvent[]>> {
     const out = new Map<string, AgentEvent[]>()
-    await this.flushCopies()
+    await this.flushCopies().catch(() => {})
     for (const runId of (await this.log.runsOf(correlationId)).sort()) {
       const events: AgentEvent[] = []
       for (let after = 0; ;) {
@@ -429,7 +429,7 @@ export class Events {
     this.assertStarted()
     const from = opts.from ?? executorOfRun(runId)
     const peer = peerIdOfAgent(from)
-    await this.flushCopies()
+    await this.flushCopies().catch(() => {})
     const head = await this.log.head(runId)
     const events = await this.limiter.run(async () => this.sync.run(peer, runId, head, opts))
     const first = events[0]
@@ -735,7 +735,7 @@ export class Events {
     const rt = this.newRunTrack(t, runId, false)
     if (rt === undefined || rt.headLoaded) return rt
     rt.headLoaded = true
-    await this.flushCopies()
+    await this.flushCopies().catch(() => {})
     const head = await this.log.head(runId)
     if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
       rt.head = head
