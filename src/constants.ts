@@ -232,3 +232,9 @@ export const EVENTS_COPY_MAX_PENDING = 256
  * per peer. Lingering topics count towards MAX_CORRELATION_TOPICS.
  */
 export const EVENTS_TOPIC_LINGER_MS = 100
+/**
+ * Event signatures that verified, remembered by signed bytes and signature so
+ * the same event met again (re-fetched by sync, or held by many nodes of one
+ * process) is not checked again. About 100 bytes each.
+ */
+export const EVENT_VERIFIED_CACHE_ENTRIES = 16_384

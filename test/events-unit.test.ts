@@ -77,6 +77,22 @@ describe('event verification', () => {
     expect(() => { checkChain([e2], undefined) }).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }))
     expect(() => { checkChain([e1, { ...e2, prev: eventHash(e2) }], undefined) }).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }))
   })
+
+  it('remembers only signatures that verified: an event met again passes, any other bytes or signature are checked', async () => {
+    const exec = await agent()
+    const [e1] = await runLog(exec, `${exec.id}:r2`, 'c2', [['run.started', { n: 1 }]]) as [AgentEvent]
+    expect(await verifyEvent(e1)).toEqual(e1)
+    // the same event again (from the cache), and a re-encoded copy of it
+    expect(await verifyEvent(JSON.parse(JSON.stringify(e1)))).toEqual(e1)
+    // the verified signature on other bytes, and other signature bytes on the verified event
+    await rejectsWith(verifyEvent({ ...e1, payload: { n: 2 } }), 'INVALID_SIGNATURE')
+    await rejectsWith(verifyEvent({ ...e1, at: '2026-01-01T00:00:00.001Z' }), 'INVALID_SIGNATURE')
+    const sig = Buffer.from(e1.signature, 'base64url')
+    sig[10] = (sig[10] ?? 0) ^ 1
+    await rejectsWith(verifyEvent({ ...e1, signature: sig.toString('base64url') }), 'INVALID_SIGNATURE')
+    // a forgery that failed once fails again
+    await rejectsWith(verifyEvent({ ...e1, payload: { n: 2 } }), 'INVALID_SIGNATURE')
+  })
 })
 
 describe('sync pages on a log', () => {

@@ -8,7 +8,8 @@ import { createHash, createPublicKey, verify as verifySignature, type KeyObject 
 import type { PrivateKey } from '@libp2p/interface'
 import { Key, type Batch, type Datastore } from 'interface-datastore'
 import {
-  EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, EVENT_VERIFY_KEY_CACHE_ENTRIES, SYNC_MAX_EVENTS_PER_RESPONSE
+  EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, EVENT_VERIFIED_CACHE_ENTRIES, EVENT_VERIFY_KEY_CACHE_ENTRIES,
+  SYNC_MAX_EVENTS_PER_RESPONSE
 } from '../constants.ts'
 import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
 import { publicKeyOfAgent } from '../identity/identity.ts'
@@ -63,13 +64,32 @@ function executorKey (agentId: string): KeyObject | undefined {
 
 const EVENT_SIGNING_DOMAIN_BYTES = Buffer.byteLength(EVENT_SIGNING_DOMAIN)
 
+/**
+ * Signatures that verified, by the SHA-256 of the signed bytes (which name the
+ * executor, whose agent id is the key) and the signature itself: the same
+ * event met again (a sync that re-fetches what gossip brought, a tail sync
+ * that pulls a whole correlation, many nodes of one process) is not checked
+ * again. Only successes are kept, so a forged or mutated event is always
+ * checked. Bounded; the oldest entry goes first.
+ */
+const verifiedSignatures = new Set<string>()
+
 /** True only when `signature` is `agentId`'s Ed25519 signature of `signed`. Never throws. */
 function verifyEventSignature (agentId: string, signed: Uint8Array, signature: string): boolean {
   const key = executorKey(agentId)
   if (key === undefined) return false
   try {
     const sig = Buffer.from(signature, 'base64url')
-    return sig.byteLength === 64 && verifySignature(null, signed, key, sig)
+    if (sig.byteLength !== 64) return false
+    const seen = createHash('sha256').update(signed).digest('base64') + signature
+    if (verifiedSignatures.has(seen)) return true
+    if (!verifySignature(null, signed, key, sig)) return false
+    if (verifiedSignatures.size >= EVENT_VERIFIED_CACHE_ENTRIES) {
+      const oldest = verifiedSignatures.values().next()
+      if (oldest.done !== true) verifiedSignatures.delete(oldest.value)
+    }
+    verifiedSignatures.add(seen)
+    return true
   } catch {
     return false
   }
