@@ -122,8 +122,10 @@ async function main (): Promise<void> {
   log(`  cards published and announced after ${fmtMs(performance.now() - setupStart)}`)
   // ready when the node farthest from the agents (the last one) sees every card
   const probe = nodes[nodes.length - 1]!
+  // (bounded: a full list that stays short is what the full/* rows then count as failures)
   for (const q of queries) {
     await waitFor(async () => (await probe.discover(q, { fresh: true })).length === expectedFor(q, probe).length, `cards for ${JSON.stringify(q)}`)
+      .catch((err: Error) => { log(`  ${err.message}: going on`) })
   }
   const setupMs = performance.now() - setupStart
   log(`mesh ready in ${fmtMs(setupMs)}; provider keys announced per agent: ${reached.join(' ')}`)
