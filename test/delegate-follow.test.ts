@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent } from '../src/runs/types.ts'
-import { nextEvent, startMesh, stopAll, until } from './helpers.ts'
+import { namedGates, nextEvent, startMesh, stopAll, until } from './helpers.ts'
 import { collect } from './events-helpers.ts'
 
 const WORK = { capability_id: 'cap:follow-test', version: '1.0.0' }
@@ -14,15 +14,8 @@ describe('delegate: following the run or not', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode, Q: MeshNode
   /** Runs on B wait here until the test lets them complete. */
-  const gates = new Map<string, PromiseWithResolvers<void>>()
-  const gate = (task: string): PromiseWithResolvers<void> => {
-    let g = gates.get(task)
-    if (g === undefined) {
-      g = Promise.withResolvers<void>()
-      gates.set(task, g)
-    }
-    return g
-  }
+  const gates = namedGates()
+  const gate = gates.get
 
   beforeAll(async () => {
     nodes = await startMesh(3, { nodeOptions: (i) => i === 2 ? { followDelegations: false } : {} })
@@ -34,7 +27,7 @@ describe('delegate: following the run or not', () => {
     await B.publishCard({ name: 'worker-b', capabilities: [WORK] })
   })
   afterAll(async () => {
-    for (const g of gates.values()) g.resolve()
+    gates.openAll()
     await stopAll(nodes)
   })
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SubscriptionChangeData } from '@libp2p/gossipsub'
 import type { MeshNode } from '../src/node.ts'
 import { correlationTopic } from '../src/events/topic.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { namedGates, startMesh, stopAll, until } from './helpers.ts'
 import { collect } from './events-helpers.ts'
 
 const WORK = { capability_id: 'cap:follow-linger', version: '1.0.0' }
@@ -19,15 +19,8 @@ describe('topics a delegator leaves', () => {
   let A: MeshNode, B: MeshNode
   /** Subscription changes B saw from A, one entry per message. */
   const changes: Array<Array<{ topic: string, subscribe: boolean }>> = []
-  const gates = new Map<string, PromiseWithResolvers<void>>()
-  const gate = (task: string): PromiseWithResolvers<void> => {
-    let g = gates.get(task)
-    if (g === undefined) {
-      g = Promise.withResolvers<void>()
-      gates.set(task, g)
-    }
-    return g
-  }
+  const gates = namedGates()
+  const gate = gates.get
 
   beforeAll(async () => {
     nodes = await startMesh(2)
@@ -42,7 +35,7 @@ describe('topics a delegator leaves', () => {
     })
   })
   afterAll(async () => {
-    for (const g of gates.values()) g.resolve()
+    gates.openAll()
     await stopAll(nodes)
   })
 

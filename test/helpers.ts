@@ -78,3 +78,23 @@ export async function rejectsWith (p: Promise<unknown>, code: string): Promise<A
   }
   throw new Error(`expected ${code}, but it resolved`)
 }
+
+/**
+ * Named gates a test opens by hand: `gates.get('task-1')` (made on first use)
+ * resolves when the test calls `.resolve()` on it; `openAll()` releases every
+ * one (for afterAll, so no handler is left waiting).
+ */
+export function namedGates (): { get: (name: string) => PromiseWithResolvers<void>, openAll: () => void } {
+  const gates = new Map<string, PromiseWithResolvers<void>>()
+  return {
+    get: (name) => {
+      let g = gates.get(name)
+      if (g === undefined) {
+        g = Promise.withResolvers<void>()
+        gates.set(name, g)
+      }
+      return g
+    },
+    openAll: () => { for (const g of gates.values()) g.resolve() }
+  }
+}
