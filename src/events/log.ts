@@ -81,7 +81,8 @@ function verifyEventSignature (agentId: string, signed: Uint8Array, signature: s
   try {
     const sig = Buffer.from(signature, 'base64url')
     if (sig.byteLength !== 64) return false
-    const seen = createHash('sha256').update(signed).digest('base64') + signature
+    // the key names the agent too, so a cached verdict can never vouch for another signer
+    const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
     if (verifiedSignatures.has(seen)) return true
     if (!verifySignature(null, signed, key, sig)) return false
     if (verifiedSignatures.size >= EVENT_VERIFIED_CACHE_ENTRIES) {
