@@ -18,7 +18,7 @@
 import { performance } from 'node:perf_hooks'
 import { availableParallelism, cpus } from 'node:os'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
-import type { AgentEvent, Run } from '../src/runs/types.ts'
+import type { AgentEvent, Run } from '../src/runlog/types.ts'
 import { intArg, parseArgs } from './lib/proc.ts'
 import { fmtMs, printTable, summarize } from './lib/stats.ts'
 

@@ -12,9 +12,9 @@ import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.t
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost } from './wire/host.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
-import { groupCommitting } from './runs/store.ts'
+import { groupCommitting } from './storage/group-commit.ts'
 import { Events } from './events/service.ts'
-import type { Run } from './runs/types.ts'
+import type { Run } from './runlog/types.ts'
 import type { CallOptions } from './wire/rpc.ts'
 
 export interface MeshNodeOptions {
@@ -153,7 +153,18 @@ export class MeshNode {
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
     })
-    this._events = new Events({ host: this._host, privateKey: this.key, datastore: runData, runs: this._runs })
+    const runs = this._runs
+    this._events = new Events({
+      host: this._host,
+      privateKey: this.key,
+      datastore: runData,
+      runs: {
+        onEvent: (listener) => runs.onEvent(listener),
+        executing: () => runs.store.all(),
+        delegated: () => runs.store.allOutgoing(),
+        delegatedEvents: async (events) => { await runs.store.foldOutgoing(events) }
+      }
+    })
     try {
       await this._host.start()
       await this._discovery.start()

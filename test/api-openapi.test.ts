@@ -12,7 +12,7 @@ import { apiDocument, componentValidator, operations, responseValidator, sseData
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import { API_REPLAY_MAX_TIMEOUT_MS, API_WEBHOOK_URL_MAX_CHARS, DISCOVER_MAX_RESULTS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import type { Run } from '../src/runs/types.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { data, raw, Stream } from './api-helpers.ts'
 import { startMesh, stopAll } from './helpers.ts'
 

@@ -16,7 +16,7 @@ import { newToken } from '../src/api/files.ts'
 import { API_BODY_MAX_BYTES, API_WEBHOOK_MAX_ATTEMPTS, EVENTS_TOPIC_PREFIX } from '../src/constants.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
-import type { Run } from '../src/runs/types.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { data, raw, Stream } from './api-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ApiClient } from '../src/api/client.ts'
 import { API_INFO_FILE, API_TOKEN_FILE, readApiFiles } from '../src/api/files.ts'
 import { allCommands, buildProgram } from '../src/cli/main.ts'
-import type { Run } from '../src/runs/types.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { data, Stream } from './api-helpers.ts'
 import { cli, MAIN, NodeProc, Proc, TempDirs, type CliResult } from './cli-helpers.ts'
 

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
-import type { AgentEvent } from '../src/runs/types.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
 import { namedGates, nextEvent, startMesh, stopAll, until } from './helpers.ts'
 import { collect } from './events-helpers.ts'
 

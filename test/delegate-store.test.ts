@@ -6,9 +6,10 @@
 import { describe, expect, it } from 'vitest'
 import { Key, type Batch } from 'interface-datastore'
 import { MemoryDatastore } from 'datastore-core'
-import { RunStore, groupCommitting } from '../src/runs/store.ts'
-import { EventLog } from '../src/events/log.ts'
-import type { AgentEvent, Run } from '../src/runs/types.ts'
+import { RunStore } from '../src/runs/store.ts'
+import { groupCommitting } from '../src/storage/group-commit.ts'
+import { EventLog } from '../src/runlog/event-log.ts'
+import type { AgentEvent, Run } from '../src/runlog/types.ts'
 
 /** A memory datastore that counts the batches it commits and can be told to fail them. */
 class CountingDatastore extends MemoryDatastore {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
-import type { AgentEvent } from '../src/runs/types.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
 import { correlationTopic } from '../src/events/topic.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 import { collect, expectSeqOrdered, hashes, type Collector } from './events-helpers.ts'

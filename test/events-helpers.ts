@@ -4,8 +4,8 @@
  */
 import { expect } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
-import type { AgentEvent } from '../src/runs/types.ts'
-import { eventHash } from '../src/events/log.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
+import { eventHash } from '../src/runlog/event.ts'
 import type { EventSubscription } from '../src/events/subscription.ts'
 import type { SubscribeOptions } from '../src/events/subscription.ts'
 

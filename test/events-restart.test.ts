@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { spawnReady, type ReadyChild, type ReadyInfo } from '../scripts/lib/proc.ts'
-import { checkChain } from '../src/events/log.ts'
+import { checkChain } from '../src/runlog/event.ts'
 import { collect, expectSeqOrdered, hashes } from './events-helpers.ts'
 
 interface ExecutorInfo extends ReadyInfo { agent_id: string, addrs: string[] }

@@ -10,14 +10,15 @@ import { MemoryDatastore } from 'datastore-core'
 import {
   EVENT_SIGNING_DOMAIN, EVENTS_TOPIC_PREFIX, SYNC_MAX_EVENTS_PER_RESPONSE, SYNC_MAX_RESPONSE_BYTES
 } from '../src/constants.ts'
-import { EventLog, checkChain, eventHash, signEvent, verifyEvent } from '../src/events/log.ts'
+import { EventLog } from '../src/runlog/event-log.ts'
+import { checkChain, eventHash, signEvent, verifyEvent } from '../src/runlog/event.ts'
 import { buildReplay } from '../src/events/replay.ts'
 import { EventSubscription, SubscriberOverflowError } from '../src/events/subscription.ts'
 import { correlationPage, isSyncResponse, runPage } from '../src/events/sync.ts'
 import { correlationTopic, parseCorrelationTopic } from '../src/events/topic.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { sign } from '../src/identity/signing.ts'
-import type { AgentEvent, AgentEventType } from '../src/runs/types.ts'
+import type { AgentEvent, AgentEventType } from '../src/runlog/types.ts'
 import { rejectsWith } from './helpers.ts'
 
 interface Agent { key: PrivateKey, id: string }

@@ -1,5 +1,5 @@
 import { AapError } from '../src/errors.ts'
-import type { AgentEvent } from '../src/runs/types.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
 

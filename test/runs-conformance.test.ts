@@ -8,10 +8,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DELEGATE_PROTOCOL } from '../src/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
-import { checkChain, verifyEvent } from '../src/events/log.ts'
+import { checkChain, verifyEvent } from '../src/runlog/event.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { RunContext } from '../src/runs/runtime.ts'
-import { AGENT_EVENT_TYPES, RUN_STATES, type AgentEvent, type Run } from '../src/runs/types.ts'
+import { AGENT_EVENT_TYPES, RUN_STATES, type AgentEvent, type Run } from '../src/runlog/types.ts'
 import common from '../protocols/common.schema.json' with { type: 'json' }
 import { RawWire } from './fixtures/raw-wire.ts'
 import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'

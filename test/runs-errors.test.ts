@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTROL_PROTOCOL, DELEGATE_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { RunContext } from '../src/runs/runtime.ts'
-import type { Run } from '../src/runs/types.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
 import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
 

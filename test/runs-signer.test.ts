@@ -5,10 +5,10 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { describe, expect, it } from 'vitest'
 import { EVENT_PAYLOAD_MAX_BYTES } from '../src/constants.ts'
-import { signEvent, verifyEvent } from '../src/events/log.ts'
+import { signEvent, verifyEvent } from '../src/runlog/event.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
-import { EventSigner } from '../src/runs/signer.ts'
-import type { UnsignedEvent } from '../src/runs/types.ts'
+import { EventSigner } from '../src/runlog/signer.ts'
+import type { UnsignedEvent } from '../src/runlog/types.ts'
 
 describe('EventSigner', () => {
   it('signs exactly as signEvent does, and the event verifies', async () => {

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
-import type { Run } from '../src/runs/types.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { ChildNode } from './fixtures/child.ts'
 
 const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }

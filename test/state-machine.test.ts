@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest'
 import { transition } from '../src/runs/state-machine.ts'
-import { RUN_STATES, type Actor, type Run, type RunCommand, type RunState } from '../src/runs/types.ts'
+import { RUN_STATES, type Run, type RunState } from '../src/runlog/types.ts'
+import { type Actor, type RunCommand } from '../src/runs/types.ts'
 
 const EXECUTOR = '12D3KooWExecutorExecutorExecutorExecutorExecutor1'
 const DELEGATOR = '12D3KooWDelegatorDelegatorDelegatorDelegatorDele'

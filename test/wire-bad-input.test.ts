@@ -9,7 +9,7 @@ import {
   RUN_INPUT_MAX_BYTES
 } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import type { Run } from '../src/runs/types.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { RawWire, lengthPrefix, rawFrame } from './fixtures/raw-wire.ts'
 import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
 

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import * as constants from '../src/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
-import { RUN_FAILURE_CODES } from '../src/runs/types.ts'
+import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 
 const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md']
 const UNIT: Record<string, number> = { KiB: 1024, ms: 1, s: 1000, min: 60_000, h: 3_600_000 }

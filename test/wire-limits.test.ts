@@ -12,7 +12,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as C from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { RUN_FAILURE_CODES } from '../src/runs/types.ts'
+import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 import { schema } from '../src/schema/validate.ts'
 import { RpcClient, serve, type RpcMethod } from '../src/wire/rpc.ts'
 import common from '../protocols/common.schema.json' with { type: 'json' }

@@ -18,10 +18,10 @@
 import { API_WEBHOOK_MAX_ATTEMPTS, API_WEBHOOK_QUEUE_MAX_ITEMS, API_WEBHOOK_RETRY_MS, API_WEBHOOK_TIMEOUT_MS } from '../constants.ts'
 import { capabilityString, type CapabilityRef } from '../card/card.ts'
 import { InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
-import type { Logger } from '../log.ts'
+import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { RunContext, RunHandler } from '../runs/runtime.ts'
-import { isTerminal, type AgentEvent, type HandoffLink, type Run } from '../runs/types.ts'
+import { isTerminal, type AgentEvent, type HandoffLink, type Run } from '../runlog/types.ts'
 
 export type WorkItem =
   | {

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { prometheusMetrics } from '@libp2p/prometheus-metrics'
 import { Counter, Gauge, Registry } from 'prom-client'
 import type { MeshNode } from '../node.ts'
-import { RUN_STATES } from '../runs/types.ts'
+import { RUN_STATES } from '../runlog/types.ts'
 
 export class NodeMetrics {
   readonly registry = new Registry()

@@ -4,7 +4,7 @@
  */
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import type { CorrelationReplay, Transition } from '../events/replay.ts'
-import type { AgentEvent, Run } from '../runs/types.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
 
 export function cap (c: CapabilityRef | null | undefined): string {
   return c === null || c === undefined ? '-' : `${c.capability_id}@${c.version}`

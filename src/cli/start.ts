@@ -17,7 +17,7 @@ import {
 } from '../constants.ts'
 import type { NodeMetrics } from '../api/metrics.ts'
 import type { ApiServer } from '../api/server.ts'
-import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../log.ts'
+import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityQuery, CardDraft } from '../card/card.ts'
 
 /** card.ts compiles the wire schemas when loaded: only the commands that check a card pay for it. */

@@ -12,7 +12,7 @@
  * transition.
  */
 import type { CapabilityRef } from '../card/card.ts'
-import type { AgentEvent, HandoffLink, RunState } from '../runs/types.ts'
+import type { AgentEvent, HandoffLink, RunState } from '../runlog/types.ts'
 
 export type Transition =
   | { kind: 'delegate', run_id: string, by: string | null, to: string, capability: CapabilityRef | null, parent_run: string | null, seq: number, at: string }

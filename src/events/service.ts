@@ -31,10 +31,11 @@ import {
 } from '../constants.ts'
 import { AapError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
-import type { Runs } from '../runs/runtime.ts'
-import type { AgentEvent, Run, RunState } from '../runs/types.ts'
+import type { AgentEvent, Run, RunState } from '../runlog/types.ts'
+import type { LocalRuns } from './ports.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { EventLog, checkChain, eventHash, executorOfRun, verifyEventSync } from './log.ts'
+import { EventLog } from '../runlog/event-log.ts'
+import { checkChain, eventHash, executorOfRun, verifyEventSync } from '../runlog/event.ts'
 import { buildReplay, linkedRunsOf, participantsOf, stateAfter, type CorrelationReplay } from './replay.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
@@ -44,7 +45,7 @@ export interface EventsInit {
   host: MeshHost
   privateKey: PrivateKey
   datastore: Datastore
-  runs: Runs
+  runs: LocalRuns
 }
 
 export interface ReplayOptions {
@@ -134,8 +135,8 @@ interface CorrTrack {
   discovering: Set<string>
   discoverAgain: Set<string>
   subs: Set<EventSubscription>
-  /** Runs this node delegated, as last known, to keep Runs' outgoing records fresh. */
-  outgoing: Map<string, Run>
+  /** Runs this node delegated: their verified events go to the delegator's records (LocalRuns.delegatedEvents). */
+  delegated: Set<string>
   gossip: boolean
   /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
   placed: number
@@ -193,35 +194,6 @@ class Limiter {
   }
 }
 
-/** Fold one event into a delegator's record of a run it started. */
-function foldRun (run: Run, e: AgentEvent): Run {
-  if (e.seq <= run.last_seq) return run
-  const next: Run = { ...run, state: stateAfter(e), updated_at: e.at, last_seq: e.seq }
-  const p = e.payload
-  if (e.type === 'run.blocked') {
-    next.checkpoint_id = typeof p.checkpoint_id === 'string' ? p.checkpoint_id : run.checkpoint_id
-    next.block_reason = typeof p.reason === 'string' ? p.reason : null
-  } else if (e.type === 'run.progress' && p.transition === 'resume') {
-    next.block_reason = null
-  } else if (e.type === 'run.completed') {
-    const to = linkedRunsOf(e)[0]
-    if (p.transition === 'handoff' && to !== undefined) {
-      next.handoff_to = to
-      next.output = null
-    } else if (typeof p.output === 'object' && p.output !== null && !Array.isArray(p.output)) {
-      next.output = p.output as Record<string, unknown>
-    }
-  } else if (e.type === 'run.failed') {
-    const f = p.failure
-    if (typeof f === 'object' && f !== null && !Array.isArray(f)) {
-      const code = (f as Record<string, unknown>).code
-      const message = (f as Record<string, unknown>).message
-      if (typeof code === 'string' && typeof message === 'string') next.failure = { code: code as NonNullable<Run['failure']>['code'], message }
-    }
-  }
-  return next
-}
-
 /**
  * gossipsub counts rejected messages against the sender (P4) only on topics
  * with score parameters. Topics come and go with correlations, so their
@@ -246,7 +218,7 @@ export class Events {
   readonly log: EventLog
   readonly stats: EventsStats
   private readonly host: MeshHost
-  private readonly runs: Runs
+  private readonly runs: LocalRuns
   private readonly sync: SyncClient
   private readonly limiter = new Limiter(SYNC_CONCURRENCY)
   private readonly tracks = new Map<string, CorrTrack>()
@@ -257,8 +229,8 @@ export class Events {
   private copyTimer?: ReturnType<typeof setTimeout>
   /** The copies' write in progress: the next one starts after it, so the log keeps the placement order. */
   private copyWrite: Promise<void> = Promise.resolve()
-  /** Outgoing records changed by the pending copies, written once they are. */
-  private outgoingNotes = new Map<string, Run>()
+  /** Events of runs this node delegated, handed to LocalRuns once the copies holding them are written. */
+  private delegatedNotes: AgentEvent[][] = []
   /** Topics still joined after their track ended (see leaveTopic), and the timer that leaves them. */
   private readonly lingering = new Set<string>()
   private lingerTimer?: ReturnType<typeof setTimeout>
@@ -292,8 +264,8 @@ export class Events {
     this.host.services.pubsub.addEventListener('subscription-change', this.onSubscriptionChange)
     this.started = true
     // pick up what was live before a restart: runs this node executes or delegated
-    for await (const run of this.runs.store.all()) if (isLive(run.state)) this.trackLocalRun(run)
-    for await (const run of this.runs.store.allOutgoing()) if (isLive(run.state)) this.follow(run)
+    for await (const run of this.runs.executing()) if (isLive(run.state)) this.trackLocalRun(run)
+    for await (const run of this.runs.delegated()) if (isLive(run.state)) this.follow(run)
   }
 
   async stop (): Promise<void> {
@@ -499,7 +471,7 @@ export class Events {
       if (opts.fresh === true && !seen && !rt.local) rt.headLoaded = true
       if (rt.state === 'unknown' && !isLive(run.state)) rt.state = run.state
     }
-    if (run.delegator === this.agentId) t.outgoing.set(run.run_id, run)
+    if (run.delegator === this.agentId) t.delegated.add(run.run_id)
     this.addParticipant(t, run.agent_id)
     this.addParticipant(t, run.delegator)
     // prepared: gossip should have brought (or will bring) the events; the tail sync
@@ -563,7 +535,7 @@ export class Events {
         discovering: new Set(),
         discoverAgain: new Set(),
         subs: new Set(),
-        outgoing: new Map(),
+        delegated: new Set(),
         gossip: false,
         placed: 0,
         placedAtTail: 0,
@@ -977,10 +949,10 @@ export class Events {
     clearTimeout(this.copyTimer)
     this.copyTimer = undefined
     const group = this.copies
-    const outgoing = this.outgoingNotes
+    const delegated = this.delegatedNotes
     this.copies = []
     this.copiesCount = 0
-    this.outgoingNotes = new Map()
+    this.delegatedNotes = []
     const write = this.copyWrite.then(async () => {
       if (group.length === 0) return
       try {
@@ -1004,7 +976,7 @@ export class Events {
       await write
     } finally {
       // the delegator's records follow the copies they were folded from
-      for (const run of outgoing.values()) void this.runs.noteOutgoing(run).catch(() => {})
+      for (const events of delegated) void this.runs.delegatedEvents(events).catch(() => {})
     }
   }
 
@@ -1016,21 +988,22 @@ export class Events {
     return accepted
   }
 
-  private noteOutgoing (run: Run): void {
-    this.outgoingNotes.set(run.run_id, run)
+  private noteDelegated (events: AgentEvent[]): void {
+    this.delegatedNotes.push(events)
     if (this.copyTimer === undefined && this.copies.length === 0) void this.flushCopies().catch(() => {})
   }
 
   private afterIngest (t: CorrTrack, accepted: AgentEvent[]): void {
     if (accepted.length === 0) return
-    for (const e of accepted) {
-      const out = t.outgoing.get(e.run_id)
-      if (out !== undefined) {
-        const next = foldRun(out, e)
-        t.outgoing.set(e.run_id, next)
-        // a store write per state change, not per progress report, with the next copies written
-        if (next.state !== out.state || next.checkpoint_id !== out.checkpoint_id) this.noteOutgoing(next)
+    if (t.delegated.size > 0) {
+      const byRun = new Map<string, AgentEvent[]>()
+      for (const e of accepted) {
+        if (!t.delegated.has(e.run_id)) continue
+        const list = byRun.get(e.run_id)
+        if (list === undefined) byRun.set(e.run_id, [e])
+        else list.push(e)
       }
+      for (const events of byRun.values()) this.noteDelegated(events)
     }
     // something moved: look again soon
     t.tailDelay = EVENTS_TAIL_SYNC_MIN_MS

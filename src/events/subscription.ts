@@ -5,7 +5,7 @@
  */
 import { SUBSCRIBER_BUFFER_MAX_EVENTS } from '../constants.ts'
 import { AapError } from '../errors.ts'
-import type { AgentEvent } from '../runs/types.ts'
+import type { AgentEvent } from '../runlog/types.ts'
 
 export interface SubscribeOptions {
   /** Agents known to take part (delegator, executors, ...): dialed and synced from first. */

@@ -19,8 +19,9 @@ import { AapError, InvalidRequestError, TimeoutError, toAapError } from '../erro
 import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
-import type { AgentEvent } from '../runs/types.ts'
-import { checkChain, verifyEvent, type EventLog } from './log.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import { checkChain, verifyEvent } from '../runlog/event.ts'
+import { type EventLog } from '../runlog/event-log.ts'
 
 export interface SyncRunRequest { run_id: string, after_seq?: number, limit?: number }
 export interface SyncCorrelationRequest { correlation_id: string, after_run?: string, after_seq?: number, limit?: number }

@@ -20,15 +20,16 @@ import {
   AapError, AgentNotFoundError, CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError,
   RunNotFoundError, UnauthorizedError, toAapError
 } from '../errors.ts'
-import { eventHash, executorOfRun } from '../events/log.ts'
+import { eventHash, executorOfRun } from '../runlog/event.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve, type CallContext, type CallOptions } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { transition } from './state-machine.ts'
-import { EventSigner } from './signer.ts'
+import { EventSigner } from '../runlog/signer.ts'
 import { RunStore } from './store.ts'
-import { isTerminal, type Actor, type AgentEvent, type HandoffLink, type Run, type RunCommand } from './types.ts'
+import { isTerminal, type AgentEvent, type HandoffLink, type Run } from '../runlog/types.ts'
+import { type Actor, type RunCommand } from './types.ts'
 
 // ---- public shapes ----------------------------------------------------------------
 

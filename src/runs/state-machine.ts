@@ -31,7 +31,8 @@
  *   handoff   executor, delegator, authorized running, blocked   completed (handoff_to set)
  */
 import { AapError, InvalidTransitionError, UnauthorizedError } from '../errors.ts'
-import { isTerminal, type Actor, type Run, type RunCommand, type TransitionResult } from './types.ts'
+import { isTerminal, type AgentEvent, type HandoffLink, type Run, type RunFailure } from '../runlog/types.ts'
+import type { Actor, RunCommand, TransitionResult } from './types.ts'
 
 export type TransitionOutcome =
   | { ok: true, result: TransitionResult }
@@ -133,4 +134,64 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
       }
     }
   }
+}
+
+// ---- the other direction: from a signed event back to the transition it records ----------
+
+function isRecord (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+function str (v: unknown): string {
+  return typeof v === 'string' ? v : ''
+}
+
+/**
+ * The command (and the kind of actor) an executor's event records, so a
+ * holder of the events (the delegator) derives its view of the run with the
+ * same `transition` that made them. Undefined for run.started (not a
+ * transition) and for payloads that do not say what happened.
+ */
+export function commandOf (e: AgentEvent): { command: RunCommand, actor: Actor } | undefined {
+  const p = e.payload
+  const executor: Actor = { role: 'executor' }
+  const owner: Actor = { role: 'delegator', agent_id: str(p.by) }
+  switch (e.type) {
+    case 'run.started':
+      return undefined
+    case 'run.progress':
+      if (p.transition === 'resume') return { command: { type: 'resume', resolution: isRecord(p.resolution) ? p.resolution : {} }, actor: owner }
+      return { command: { type: 'progress', payload: p }, actor: executor }
+    case 'run.blocked':
+      return { command: { type: 'block', reason: str(p.reason), checkpoint_id: str(p.checkpoint_id) }, actor: executor }
+    case 'run.completed': {
+      if (p.transition === 'handoff') {
+        const to = p.handoff_to
+        if (!isRecord(to) || typeof to.run_id !== 'string' || typeof to.agent_id !== 'string') return undefined
+        const link: HandoffLink = { run_id: to.run_id, agent_id: to.agent_id }
+        return { command: { type: 'handoff', to: link }, actor: executor }
+      }
+      return { command: { type: 'complete', output: isRecord(p.output) ? p.output : {} }, actor: executor }
+    }
+    case 'run.failed': {
+      const f = isRecord(p.failure) ? p.failure : {}
+      if (p.reason === 'canceled') return { command: { type: 'cancel', reason: str(f.message) }, actor: owner }
+      return { command: { type: 'fail', code: str(f.code) as RunFailure['code'], message: str(f.message) }, actor: executor }
+    }
+  }
+}
+
+/**
+ * A holder's view of a run moved by one more of its verified events. Events
+ * at or below the view's `last_seq` change nothing; an event the view cannot
+ * take (it missed one in between) leaves it as it was, for the next get_run
+ * answer to correct.
+ */
+export function foldEvent (run: Run, e: AgentEvent): Run {
+  if (e.run_id !== run.run_id || e.seq <= run.last_seq) return run
+  const step = commandOf(e)
+  if (step === undefined) return { ...run, last_seq: e.seq }
+  const outcome = transition(run, step.command, step.actor, e.at)
+  if (!outcome.ok) return run
+  return { ...outcome.result.run, last_seq: e.seq }
 }

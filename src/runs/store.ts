@@ -1,21 +1,18 @@
 /**
- * Durable run store. A run record and the event that records its transition
- * are written in one datastore batch, so the state and the log never
- * disagree, and nothing is acknowledged before the batch is committed.
- *
- * Writes are group-committed (`groupCommitting`): an idle store writes at once
- * (no added latency); a batch committed while another is being written joins
- * the next one, which starts as soon as the current one ends. Each commit
- * resolves only once the batch that holds it is written. Every datastore write costs a hop to the libuv
- * thread pool with LevelDB, which on a small machine costs more than the
- * write itself; so a busy node turns many small writes into a few larger
- * ones. The node hands the same group-committing datastore to the events
- * service, so its copies of other nodes' events share those batches.
+ * Durable run store: the runs this node executes and its record of the runs
+ * it delegated. A run record and the event that records its transition are
+ * written in one batch, so the state and the log never disagree, and nothing
+ * is acknowledged before the batch is committed. Writes are group-committed
+ * (src/storage/group-commit.ts) with everything else the node writes.
  */
-import { Key, type Batch, type Datastore } from 'interface-datastore'
+import { Key, type Datastore } from 'interface-datastore'
 import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES } from '../constants.ts'
-import { EventLog } from '../events/log.ts'
-import type { AgentEvent, Run } from './types.ts'
+import { EventLog } from '../runlog/event-log.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
+import { groupCommitting } from '../storage/group-commit.ts'
+import { readJson } from '../storage/read.ts'
+import { KeyedMutex } from '../util/concurrency.ts'
+import { foldEvent } from './state-machine.ts'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()
@@ -26,106 +23,6 @@ const idemKey = (delegator: string, key: string): Key => new Key(`/aap/idem/${en
 
 interface IdemRecord { run_id: string, at: number }
 
-/** One put (with a value) or delete (without), in the order the batch was given them. */
-type Op = [Key, Uint8Array | undefined]
-
-interface Waiting { ops: Op[], resolve: () => void, reject: (err: unknown) => void }
-
-class GroupWriter {
-  private readonly ds: Datastore
-  private queue: Waiting[] = []
-  private busy = false
-
-  constructor (ds: Datastore) {
-    this.ds = ds
-  }
-
-  async write (ops: Op[]): Promise<void> {
-    if (ops.length === 0) return
-    const { promise, resolve, reject } = Promise.withResolvers<void>()
-    this.queue.push({ ops, resolve, reject })
-    this.flush()
-    return promise
-  }
-
-  private flush (): void {
-    if (this.busy || this.queue.length === 0) return
-    const group = this.queue
-    this.queue = []
-    this.busy = true
-    let committed: Promise<void>
-    try {
-      const batch = this.ds.batch()
-      for (const w of group) {
-        for (const [k, v] of w.ops) {
-          if (v === undefined) batch.delete(k)
-          else batch.put(k, v)
-        }
-      }
-      committed = Promise.resolve(batch.commit())
-    } catch (err) {
-      committed = Promise.reject(err)
-    }
-    committed.then(
-      () => { for (const w of group) w.resolve() },
-      (err: unknown) => { for (const w of group) w.reject(err) }
-    ).finally(() => {
-      this.busy = false
-      this.flush()
-    })
-  }
-}
-
-/** A batch whose commit joins its datastore's group writer. */
-class GroupBatch implements Batch {
-  private readonly writer: GroupWriter
-  private ops: Op[] = []
-
-  constructor (writer: GroupWriter) {
-    this.writer = writer
-  }
-
-  put (key: Key, value: Uint8Array): void { this.ops.push([key, value]) }
-  delete (key: Key): void { this.ops.push([key, undefined]) }
-  async commit (): Promise<void> {
-    const ops = this.ops
-    this.ops = []
-    await this.writer.write(ops)
-  }
-}
-
-const groupCommitters = new WeakMap<Datastore, Datastore>()
-const isGroupCommitting = new WeakSet<Datastore>()
-
-/**
- * The datastore with group-committed batches (see above); reads and the other
- * writes go straight through. One per datastore, so everything that writes
- * through it shares the groups.
- */
-export function groupCommitting<D extends Datastore> (ds: D): D {
-  if (isGroupCommitting.has(ds)) return ds
-  const known = groupCommitters.get(ds)
-  if (known !== undefined) return known as D
-  const writer = new GroupWriter(ds)
-  const bound = new Map<PropertyKey, unknown>()
-  const wrapped = new Proxy(ds, {
-    get (target, prop) {
-      if (prop === 'batch') return () => new GroupBatch(writer)
-      const v: unknown = Reflect.get(target, prop, target)
-      if (typeof v !== 'function') return v
-      let b = bound.get(prop)
-      if (b === undefined) {
-        b = (v as (...args: unknown[]) => unknown).bind(target)
-        bound.set(prop, b)
-      }
-      return b
-    }
-  })
-  groupCommitters.set(ds, wrapped)
-  isGroupCommitting.add(wrapped)
-  return wrapped
-}
-
 export class RunStore {
   private readonly ds: Datastore
   readonly log: EventLog
@@ -135,6 +32,8 @@ export class RunStore {
    * back. Bounded; a miss reads the datastore.
    */
   private readonly outgoing = new Map<string, Run>()
+  /** Serialises the changes of each outgoing record. */
+  private readonly outgoingLock = new KeyedMutex()
   /** Outgoing records handed to the writer and not yet committed (read back from here meanwhile). */
   private readonly unsaved = new Map<string, { run: Run, write: Promise<void> }>()
 
@@ -156,11 +55,7 @@ export class RunStore {
   }
 
   async get (runId: string): Promise<Run | undefined> {
-    try {
-      return JSON.parse(dec.decode(await this.ds.get(runKey(runId)))) as Run
-    } catch {
-      return undefined
-    }
+    return readJson<Run>(this.ds, runKey(runId))
   }
 
   /** Every run this node executes (for restart recovery and listing). */
@@ -171,12 +66,8 @@ export class RunStore {
   }
 
   async idempotent (delegator: string, key: string): Promise<string | undefined> {
-    try {
-      const rec = JSON.parse(dec.decode(await this.ds.get(idemKey(delegator, key)))) as IdemRecord
-      return Date.now() - rec.at < IDEMPOTENCY_TTL_MS ? rec.run_id : undefined
-    } catch {
-      return undefined
-    }
+    const rec = await readJson<IdemRecord>(this.ds, idemKey(delegator, key))
+    return rec !== undefined && Date.now() - rec.at < IDEMPOTENCY_TTL_MS ? rec.run_id : undefined
   }
 
   /**
@@ -189,12 +80,7 @@ export class RunStore {
    * replay). `flushOutgoing` waits for every write handed over so far.
    */
   async putOutgoing (run: Run): Promise<void> {
-    this.outgoing.delete(run.run_id)
-    if (this.outgoing.size >= OUTGOING_RUN_CACHE_MAX_ENTRIES) {
-      const oldest = this.outgoing.keys().next()
-      if (oldest.done !== true) this.outgoing.delete(oldest.value)
-    }
-    this.outgoing.set(run.run_id, run)
+    this.remember(run)
     const batch = this.ds.batch()
     batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
     const write = Promise.resolve(batch.commit())
@@ -215,11 +101,47 @@ export class RunStore {
   async getOutgoing (runId: string): Promise<Run | undefined> {
     const cached = this.unsaved.get(runId)?.run ?? this.outgoing.get(runId)
     if (cached !== undefined) return cached
-    try {
-      return JSON.parse(dec.decode(await this.ds.get(outgoingKey(runId)))) as Run
-    } catch {
-      return undefined
+    return readJson<Run>(this.ds, outgoingKey(runId))
+  }
+
+  /**
+   * The delegator's record moves with a newer view of the run: a handle or
+   * get_run answer from the executor (`run`), never backwards.
+   */
+  async noteOutgoing (run: Run): Promise<void> {
+    await this.outgoingLock.run(run.run_id, async () => {
+      const prev = await this.getOutgoing(run.run_id)
+      if (prev === undefined || prev.last_seq <= run.last_seq) await this.putOutgoing(run)
+    })
+  }
+
+  /**
+   * ... or with the executor's verified events, folded by the state machine.
+   * Written when the state or checkpoint changes, not per progress report.
+   * Returns the record as it now stands (undefined: not a run delegated here).
+   */
+  async foldOutgoing (events: AgentEvent[]): Promise<Run | undefined> {
+    const first = events[0]
+    if (first === undefined) return undefined
+    // one run's updates in the order they were handed over: a fold never starts from a stale record
+    return this.outgoingLock.run(first.run_id, async () => {
+      const prev = await this.getOutgoing(first.run_id)
+      if (prev === undefined) return undefined
+      let next = prev
+      for (const e of events) next = foldEvent(next, e)
+      if (next.state !== prev.state || next.checkpoint_id !== prev.checkpoint_id) await this.putOutgoing(next)
+      else if (next !== prev) this.remember(next)
+      return next
+    })
+  }
+
+  private remember (run: Run): void {
+    this.outgoing.delete(run.run_id)
+    if (this.outgoing.size >= OUTGOING_RUN_CACHE_MAX_ENTRIES) {
+      const oldest = this.outgoing.keys().next()
+      if (oldest.done !== true) this.outgoing.delete(oldest.value)
     }
+    this.outgoing.set(run.run_id, run)
   }
 
   async * allOutgoing (): AsyncGenerator<Run> {

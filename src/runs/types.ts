@@ -1,67 +1,9 @@
 /**
- * The run model of AAP L1: Run handles, their states, and the commands that
- * move them. The profile's Run fields come first; the rest is what a mesh
- * needs to route, authorize and audit.
+ * The run model's moving parts: who asks (Actor), what is asked (RunCommand)
+ * and what a transition produces. The records themselves are in
+ * src/runlog/types.ts.
  */
-import type { CapabilityRef } from '../card/card.ts'
-import type { ErrorCode } from '../errors.ts'
-
-export const RUN_STATES = ['running', 'blocked', 'completed', 'failed'] as const
-export type RunState = typeof RUN_STATES[number]
-/** No transition leaves these: the run is read-only history. */
-export const TERMINAL_STATES: readonly RunState[] = ['completed', 'failed']
-/** Paused pending an external decision (a HACP checkpoint). */
-export const INTERRUPTED_STATES: readonly RunState[] = ['blocked']
-
-export function isTerminal (state: RunState): boolean {
-  return TERMINAL_STATES.includes(state)
-}
-
-export interface HandoffLink {
-  run_id: string
-  agent_id: string
-}
-
-/**
- * Why a run failed. Besides the error codes: CANCELED (its delegator canceled
- * it), HANDLER_FAILED (the handler threw or called fail), EXECUTOR_RESTARTED
- * (the node restarted while it executed), HANDLE_UNDELIVERED (it was created
- * but its handle never reached the caller). See protocols/errors.md.
- */
-export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDLE_UNDELIVERED'] as const
-
-export interface RunFailure {
-  code: ErrorCode | typeof RUN_FAILURE_CODES[number]
-  message: string
-}
-
-export interface Run {
-  run_id: string
-  /** The executing agent. */
-  agent_id: string
-  /** Equals the HACP Task.id that started the work (DelegateRequest.task_id). */
-  correlation_id: string
-  state: RunState
-  created_at: string
-  updated_at: string
-  capability: CapabilityRef
-  /** The agent that delegated this run (or, after a handoff, the original delegator). */
-  delegator: string
-  /** Agents the delegator allows to resume or cancel, besides itself. */
-  authorized: string[]
-  parent_run: string | null
-  /** The run this one continues after a handoff. */
-  handoff_from: HandoffLink | null
-  /** Set when this run was handed off: it is then terminal. */
-  handoff_to: HandoffLink | null
-  /** The open checkpoint while blocked, else the last one. */
-  checkpoint_id: string | null
-  block_reason: string | null
-  output: Record<string, unknown> | null
-  failure: RunFailure | null
-  /** Seq of the last event in this run's log. */
-  last_seq: number
-}
+import type { AgentEventType, HandoffLink, Run, RunFailure } from '../runlog/types.ts'
 
 /** Who is asking, as the node established it (Noise-authenticated PeerId or local caller). */
 export type Actor =
@@ -78,27 +20,6 @@ export type RunCommand =
   | { type: 'fail', code: RunFailure['code'], message: string }
   | { type: 'cancel', reason: string }
   | { type: 'handoff', to: HandoffLink, context_digest?: string }
-
-export const AGENT_EVENT_TYPES = ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'] as const
-export type AgentEventType = typeof AGENT_EVENT_TYPES[number]
-
-/** The profile's AgentEvent, plus what makes a log of them verifiable. */
-export interface AgentEvent {
-  run_id: string
-  correlation_id: string
-  type: AgentEventType
-  payload: Record<string, unknown>
-  at: string
-  /** Position in this run's log, from 1. */
-  seq: number
-  /** Hex SHA-256 of the previous event of this run (canonical encoding), null for seq 1. */
-  prev: string | null
-  /** The executing agent, whose key signs the event. */
-  executor: string
-  signature: string
-}
-
-export type UnsignedEvent = Omit<AgentEvent, 'signature'>
 
 /** What a transition produces: the next run and the event that records it (unsigned, unsequenced). */
 export interface TransitionResult {

@@ -3,7 +3,7 @@
  * task (every event of every run of its correlation). Pure: a trace in, a
  * verdict per contract out, so an audit can be re-run anywhere.
  */
-import type { AgentEvent } from '../runs/types.ts'
+import type { AgentEvent } from '../runlog/types.ts'
 
 export interface ContractVerdict {
   ok: boolean

@@ -1,21 +1,19 @@
 /**
- * The per-run event log: the truth about a run, gossip only carries copies.
- * Each event has a seq (from 1), the hash of the previous event and the
- * executor's signature, so any holder can serve it and any receiver can check
- * it without trusting the holder.
+ * Signed, hash-chained run events: each event has a seq (from 1), the hash of
+ * the previous event of its run and the executor's signature, so any holder
+ * can serve it and any receiver can check it without trusting the holder.
+ * The run id names its executor (`<agentId>:<random>`).
  */
-import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto'
+import { createHash, createPublicKey, randomBytes, verify as verifySignature, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
-import { Key, type Batch, type Datastore } from 'interface-datastore'
 import {
-  EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, EVENT_VERIFIED_CACHE_ENTRIES, EVENT_VERIFY_KEY_CACHE_ENTRIES,
-  SYNC_MAX_EVENTS_PER_RESPONSE
+  EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, EVENT_VERIFIED_CACHE_ENTRIES, EVENT_VERIFY_KEY_CACHE_ENTRIES
 } from '../constants.ts'
 import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
 import { publicKeyOfAgent } from '../identity/identity.ts'
 import { canonicalJson, sign, signingBytes } from '../identity/signing.ts'
 import { schema } from '../schema/validate.ts'
-import type { AgentEvent, UnsignedEvent } from '../runs/types.ts'
+import type { AgentEvent, UnsignedEvent } from './types.ts'
 
 export const isAgentEvent = schema<AgentEvent>('aap:events#/definitions/AgentEvent')
 
@@ -23,6 +21,11 @@ export const isAgentEvent = schema<AgentEvent>('aap:events#/definitions/AgentEve
 export function executorOfRun (runId: string): string {
   const i = runId.indexOf(':')
   return i <= 0 ? '' : runId.slice(0, i)
+}
+
+/** A new run id of `agentId`: the executor is named in it, so any holder knows whose key signs its events. */
+export function newRunId (agentId: string): string {
+  return `${agentId}:${randomBytes(12).toString('hex')}`
 }
 
 export function eventHash (event: AgentEvent): string {
@@ -141,100 +144,3 @@ export function checkChain (events: AgentEvent[], prev: AgentEvent | undefined):
   }
 }
 
-const seqKey = (seq: number): string => seq.toString().padStart(10, '0')
-const enc = new TextEncoder()
-const dec = new TextDecoder()
-
-/**
- * Durable storage of event logs. Events of runs this node executes are
- * written by the run store in the same batch as the transition; copies of
- * other nodes' events (verified) are kept for serving sync and replay.
- */
-export class EventLog {
-  private readonly ds: Datastore
-
-  constructor (datastore: Datastore) {
-    this.ds = datastore
-  }
-
-  static eventKey (runId: string, seq: number): Key {
-    return new Key(`/aap/log/${encodeURIComponent(runId)}/${seqKey(seq)}`)
-  }
-
-  static correlationKey (correlationId: string, runId: string): Key {
-    return new Key(`/aap/corr/${encodeURIComponent(correlationId)}/${encodeURIComponent(runId)}`)
-  }
-
-  /** Key prefix of one run's events; the trailing slash keeps run "x:1" from matching "x:10". */
-  static runPrefix (runId: string): string {
-    return `/aap/log/${encodeURIComponent(runId)}/`
-  }
-
-  /** Add an event (and the correlation index) to a batch. */
-  static put (batch: Batch, event: AgentEvent): void {
-    batch.put(EventLog.eventKey(event.run_id, event.seq), enc.encode(JSON.stringify(event)))
-    if (event.seq === 1) batch.put(EventLog.correlationKey(event.correlation_id, event.run_id), enc.encode(''))
-  }
-
-  /** Store verified events (of any run) in one batch. */
-  async append (events: AgentEvent[]): Promise<void> {
-    if (events.length === 0) return
-    const batch = this.ds.batch()
-    for (const e of events) EventLog.put(batch, e)
-    await batch.commit()
-  }
-
-  async get (runId: string, seq: number): Promise<AgentEvent | undefined> {
-    try {
-      return JSON.parse(dec.decode(await this.ds.get(EventLog.eventKey(runId, seq)))) as AgentEvent
-    } catch {
-      return undefined
-    }
-  }
-
-  /**
-   * Events of a run with seq > afterSeq, ascending, at most `limit`. A run's
-   * log is contiguous from seq 1 (the run store writes each next seq, the
-   * events service stores only events that extend what it holds), so this
-   * reads key by key instead of querying: a query on the memory datastore
-   * scans every key the node holds.
-   */
-  async read (runId: string, afterSeq = 0, limit = SYNC_MAX_EVENTS_PER_RESPONSE): Promise<AgentEvent[]> {
-    const out: AgentEvent[] = []
-    for (let seq = afterSeq + 1; out.length < limit; seq++) {
-      const e = await this.get(runId, seq)
-      if (e === undefined) break
-      out.push(e)
-    }
-    return out
-  }
-
-  /** The last event of a run, or undefined: gallop to a seq the log lacks, then bisect (the log is contiguous). */
-  async head (runId: string): Promise<AgentEvent | undefined> {
-    const has = async (seq: number): Promise<boolean> => this.ds.has(EventLog.eventKey(runId, seq))
-    if (!await has(1)) return undefined
-    let lo = 1
-    let hi = 2
-    while (await has(hi)) {
-      lo = hi
-      hi *= 2
-    }
-    while (hi - lo > 1) {
-      const mid = Math.floor((lo + hi) / 2)
-      if (await has(mid)) lo = mid
-      else hi = mid
-    }
-    return this.get(runId, lo)
-  }
-
-  /** Run ids this node holds events for under a correlation. */
-  async runsOf (correlationId: string): Promise<string[]> {
-    const out: string[] = []
-    // the trailing slash keeps correlation "task-1" from matching the keys of "task-10"
-    const prefix = `/aap/corr/${encodeURIComponent(correlationId)}/`
-    for await (const key of this.ds.queryKeys({ prefix })) {
-      out.push(decodeURIComponent(key.baseNamespace()))
-    }
-    return out
-  }
-}

@@ -12,7 +12,7 @@ import { sign, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import { EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
-import { signEvent } from '../events/log.ts'
+import { signEvent } from './event.ts'
 import { signingBytes, signingKeyObject } from '../identity/signing.ts'
 import type { AgentEvent, UnsignedEvent } from './types.ts'
 

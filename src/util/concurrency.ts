@@ -1,0 +1,83 @@
+/**
+ * The node's two concurrency primitives, used by every service that needs
+ * them: a mutex (one task at a time, in call order, optionally keyed) and a
+ * limiter (at most n tasks at once).
+ */
+
+/**
+ * Tasks run one at a time in the order they were queued. A task that fails
+ * does not stop the ones behind it. `busy` counts tasks queued or running, so
+ * a caller can take a synchronous fast path when nothing waits.
+ */
+export class Mutex {
+  private tail: Promise<unknown> = Promise.resolve()
+  private queued = 0
+
+  get busy (): number {
+    return this.queued
+  }
+
+  async run<T> (fn: () => Promise<T>): Promise<T> {
+    this.queued++
+    const task = this.tail.then(fn, fn)
+    // the next task waits for this one to end, whatever its outcome; the caller sees the outcome
+    this.tail = task.then(noop, noop)
+    try {
+      return await task
+    } finally {
+      this.queued--
+    }
+  }
+
+  /** Resolves once every task queued so far has ended. */
+  async idle (): Promise<void> {
+    await this.tail
+  }
+}
+
+/** One Mutex per key, dropped when its last task ends. */
+export class KeyedMutex {
+  private readonly byKey = new Map<string, Mutex>()
+
+  async run<T> (key: string, fn: () => Promise<T>): Promise<T> {
+    let m = this.byKey.get(key)
+    if (m === undefined) {
+      m = new Mutex()
+      this.byKey.set(key, m)
+    }
+    try {
+      return await m.run(fn)
+    } finally {
+      if (m.busy === 0 && this.byKey.get(key) === m) this.byKey.delete(key)
+    }
+  }
+
+  /** Resolves once every task queued so far, under any key, has ended. */
+  async idle (): Promise<void> {
+    await Promise.all([...this.byKey.values()].map(async m => m.idle()))
+  }
+}
+
+/** A counting semaphore: at most `n` tasks at once, the rest wait in order. */
+export class Limiter {
+  private active = 0
+  private readonly waiting: Array<() => void> = []
+  private readonly n: number
+
+  constructor (n: number) {
+    this.n = n
+  }
+
+  async run<T> (fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.n) await new Promise<void>(resolve => { this.waiting.push(resolve) })
+    this.active++
+    try {
+      return await fn()
+    } finally {
+      this.active--
+      this.waiting.shift()?.()
+    }
+  }
+}
+
+function noop (): void {}
