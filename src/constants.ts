@@ -47,8 +47,8 @@ export const STREAM_IDLE_TIMEOUT_MS = 60_000
 // ---- timeouts -------------------------------------------------------------------
 /** Connect (dial) plus protocol negotiation. */
 export const DIAL_TIMEOUT_MS = 5_000
-/** From sending a request to the first byte of its response frame. */
-export const FIRST_BYTE_TIMEOUT_MS = 5_000
+/** From sending a request to the last byte of its response frame. */
+export const RESPONSE_TIMEOUT_MS = 5_000
 /** Whole call, dial included. */
 export const CALL_TIMEOUT_MS = 10_000
 /** A responder's handler must answer within this. */

@@ -32,3 +32,22 @@ export function createLogger (level: LogLevel = 'info', fd = 2): Logger {
 export function silentLogger (): Logger {
   return pino({ level: 'silent' })
 }
+
+/** Level of the process-wide logger that library code falls back on (no logger given). */
+const FALLBACK_LEVEL_ENV = 'AAP_MESH_LOG_LEVEL'
+let fallback: Logger | undefined
+
+/**
+ * The logger of one component (`runs`, `events`, `wire`, …): a child of the
+ * node's logger, or, for code used as a library without one, of a
+ * process-wide logger on stderr at $AAP_MESH_LOG_LEVEL (default `warn`, so
+ * only what someone should look at is printed).
+ */
+export function componentLogger (parent: Logger | undefined, component: string): Logger {
+  if (parent !== undefined) return parent.child({ component })
+  if (fallback === undefined) {
+    const env = process.env[FALLBACK_LEVEL_ENV] ?? 'warn'
+    fallback = createLogger(isLogLevel(env) ? env : 'warn')
+  }
+  return fallback.child({ component })
+}

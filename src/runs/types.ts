@@ -1,9 +1,10 @@
 /**
- * The run model's moving parts: who asks (Actor), what is asked (RunCommand)
- * and what a transition produces. The records themselves are in
- * src/runlog/types.ts.
+ * The run service's shapes: who asks (Actor), what is asked (RunCommand),
+ * what a transition produces, and what an agent's handler sees. The records
+ * themselves (Run, AgentEvent) are in src/runlog/types.ts.
  */
-import type { AgentEventType, HandoffLink, Run, RunFailure } from '../runlog/types.ts'
+import type { CapabilityRef } from '../card/card.ts'
+import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure } from '../runlog/types.ts'
 
 /** Who is asking, as the node established it (Noise-authenticated PeerId or local caller). */
 export type Actor =
@@ -26,3 +27,50 @@ export interface TransitionResult {
   run: Run
   event: { type: AgentEventType, payload: Record<string, unknown> }
 }
+
+// ---- the caller's and the agent's side of the run service -------------------------------
+
+export interface DelegateRequest {
+  to_agent: string
+  task_id: string
+  capability: CapabilityRef
+  input: Record<string, unknown>
+  parent_run?: string | null
+  /** Retries with the same key return the same run. */
+  idempotency_key?: string
+  /** Agents allowed to resume or cancel besides the delegator. */
+  authorized?: string[]
+}
+
+export interface RunContext {
+  /** A snapshot of the run when the handler was called. */
+  readonly run: Run
+  readonly input: Record<string, unknown>
+  /** Aborted when the run ends by other means (cancel, handoff, node stop). */
+  readonly signal: AbortSignal
+  /** Set when this run continues another one after a handoff. */
+  readonly handedOff: { from: HandoffLink, context: Record<string, unknown> } | null
+  /** Set when the handler is called again for a run that was blocked when the node restarted. */
+  readonly restored: { checkpoint_id: string | null, resolution: Record<string, unknown> } | null
+  progress: (payload: Record<string, unknown>) => Promise<void>
+  /** Block on a checkpoint; resolves with the resolution the delegator resumes with. */
+  block: (reason: string, checkpointId: string) => Promise<Record<string, unknown>>
+  complete: (output: Record<string, unknown>) => Promise<void>
+  fail: (message: string) => Promise<void>
+  handoff: (toAgent: string, context: Record<string, unknown>) => Promise<Run>
+}
+
+/** Returns the output (completes the run) or nothing (completes with {}); throwing fails the run. */
+export type RunHandler = (ctx: RunContext) => Promise<Record<string, unknown> | undefined | void>
+
+/** Decide whether to accept a delegation; return a reason string to refuse. */
+export type DelegationPolicy = (req: {
+  from: string
+  task_id: string
+  capability: CapabilityRef
+  input: Record<string, unknown>
+  /** Aborted when the caller goes away or the request overruns its time. */
+  signal: AbortSignal
+}) => string | undefined | Promise<string | undefined>
+
+export type RunEventListener = (event: AgentEvent, run: Run) => void

@@ -1,0 +1,133 @@
+/**
+ * The caller's side of the run protocols: `agent.delegate` and the control
+ * verbs (block, resume, cancel, handoff, get_run) sent to a run's executor.
+ * The executor named by the run id answers; this side only checks that what
+ * comes back is the run it asked about, and keeps the delegator's record of
+ * the runs it started (RunStore's outgoing records).
+ */
+import type { Logger } from '../logger.ts'
+import { capabilityString, supports, type AgentCard } from '../card/card.ts'
+import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL } from '../constants.ts'
+import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
+import { executorOfRun } from '../runlog/event.ts'
+import type { Run } from '../runlog/types.ts'
+import type { MeshHost } from '../wire/host.ts'
+import { RpcClient, type CallOptions } from '../wire/rpc.ts'
+import { assertInputSize, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
+import { peerOf } from './peers.ts'
+import type { RunStore } from './store.ts'
+import type { DelegateRequest } from './types.ts'
+
+export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run'
+
+export interface RunCallerInit {
+  host: MeshHost
+  agentId: string
+  store: RunStore
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  log: Logger
+}
+
+/** The run in an executor's answer, checked to be a run of the agent that was asked. */
+export function runFromAnswer (res: Record<string, unknown>, expectAgent: string | undefined): Run {
+  const run = isRun.assert(res.run, 'run from peer')
+  if (expectAgent !== undefined && (run.agent_id !== expectAgent || executorOfRun(run.run_id) !== expectAgent)) {
+    throw new InvalidRequestError('peer answered with a run of another agent')
+  }
+  return run
+}
+
+export class RunCaller {
+  private readonly agentId: string
+  private readonly store: RunStore
+  private readonly resolveCard: RunCallerInit['resolveCard']
+  private readonly log: Logger
+  private readonly delegateClient: RpcClient
+  private readonly controlClient: RpcClient
+
+  constructor (init: RunCallerInit) {
+    this.agentId = init.agentId
+    this.store = init.store
+    this.resolveCard = init.resolveCard
+    this.log = init.log
+    this.delegateClient = new RpcClient(init.host, { protocol: DELEGATE_PROTOCOL, maxFrameBytes: DELEGATE_MAX_FRAME_BYTES, log: init.log })
+    this.controlClient = new RpcClient(init.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES, log: init.log })
+  }
+
+  /** Ends every stream this side opened (calls in flight fail at once). */
+  close (): void {
+    this.delegateClient.close()
+    this.controlClient.close()
+  }
+
+  /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
+  async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
+    const body: WireDelegate = {
+      to_agent: req.to_agent,
+      task_id: req.task_id,
+      capability: req.capability,
+      input: req.input,
+      parent_run: req.parent_run ?? null,
+      ...(req.idempotency_key === undefined ? {} : { idempotency_key: req.idempotency_key }),
+      ...(req.authorized === undefined ? {} : { authorized: req.authorized })
+    }
+    isWireDelegate.assert(body, 'delegate request')
+    assertInputSize(body.input, 'input')
+    if (req.to_agent === this.agentId) throw new DelegationRefusedError('an agent does not delegate to itself; a blocked run must be resumed by another agent')
+    const peer = peerOf(req.to_agent)
+    const card = await this.resolveCard(req.to_agent, opts.signal === undefined ? {} : { signal: opts.signal })
+    if (!supports(card, req.capability)) {
+      throw new CapabilityNotSupportedError(`agent ${req.to_agent} does not declare ${capabilityString(req.capability)}`, { capability: req.capability })
+    }
+    const res = await this.delegateClient.call(peer, 'delegate', body, {
+      ...opts,
+      onLateAnswer: (late) => {
+        this.lateDelegation(late, body).catch((err: unknown) => {
+          this.log.warn({ err: toAapError(err), task_id: body.task_id }, 'a run created after its delegation gave up could not be canceled or recorded')
+        })
+      }
+    })
+    const run = runFromAnswer(res, req.to_agent)
+    // the handle is durable where it counts (the executor committed the run before answering);
+    // the delegator's own record is readable at once and written behind (see RunStore.putOutgoing)
+    this.store.putOutgoing(run).catch((err: unknown) => {
+      this.log.warn({ err, run_id: run.run_id }, "the delegator's record of a run could not be written (the run itself is safe at its executor)")
+    })
+    return run
+  }
+
+  /**
+   * The executor created a run, but its handle came after this delegate gave
+   * up. Without an idempotency key the caller cannot learn about it again, so
+   * the run is canceled (the executor emits run.failed); with one, a retry
+   * returns it, so it is only recorded.
+   */
+  private async lateDelegation (late: Record<string, unknown>, body: WireDelegate): Promise<void> {
+    const run = runFromAnswer(late, body.to_agent)
+    if (run.delegator !== this.agentId || run.correlation_id !== body.task_id) return
+    if (body.idempotency_key !== undefined) {
+      await this.store.noteOutgoing(run)
+      return
+    }
+    this.log.info({ run_id: run.run_id }, 'canceling a run whose handle arrived after the delegation gave up')
+    await this.control(run.run_id, 'cancel', { run_id: run.run_id, reason: 'the delegator stopped waiting for the run handle before it arrived' }, {})
+  }
+
+  /** A control verb sent to the run's executor (named by the run id). */
+  async control (runId: string, verb: ControlVerb, body: object, opts: CallOptions): Promise<Run> {
+    const executor = executorOfRun(runId)
+    if (executor === '') throw new RunNotFoundError(`"${runId.slice(0, 80)}" is not a run id`)
+    let peer
+    try {
+      peer = peerOf(executor)
+    } catch {
+      // the part before ':' is not an agent id: no executor can hold this run
+      throw new RunNotFoundError(`"${runId.slice(0, 80)}" is not a run id`)
+    }
+    const res = await this.controlClient.call(peer, verb, body, opts)
+    const run = runFromAnswer(res, undefined)
+    // a handoff answers with the new run, whose delegator's record starts when it is followed
+    if (verb !== 'handoff' && run.delegator === this.agentId) await this.store.noteOutgoing(run)
+    return run
+  }
+}

@@ -1,0 +1,485 @@
+/**
+ * The executing side of the run protocols: serves /aap/delegate,
+ * /aap/control and /aap/handoff, creates runs, and moves them through the
+ * pure state machine. Every transition is committed with its signed event
+ * before anything is acknowledged, under the run's lock.
+ *
+ * Authority comes from the Noise-authenticated remote PeerId of each request:
+ * the delegator (or an agent it authorized) resumes and cancels; the executor
+ * raises blocks and completes; nobody else changes a run.
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import type { Logger } from '../logger.ts'
+import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
+import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL, REASON_MAX_CHARS } from '../constants.ts'
+import {
+  AapError, AgentNotFoundError, CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError,
+  UnauthorizedError, toAapError
+} from '../errors.ts'
+import { eventHash, executorOfRun, newRunId } from '../runlog/event.ts'
+import { EventSigner } from '../runlog/signer.ts'
+import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
+import { KeyedMutex } from '../util/concurrency.ts'
+import type { MeshHost } from '../wire/host.ts'
+import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
+import { runFromAnswer } from './caller.ts'
+import { startHandler, type Active, type HandlerHost } from './handlers.ts'
+import { assertInputSize, type WireDelegate, type WireHandoff } from './messages.ts'
+import { peerOf } from './peers.ts'
+import { serveRunProtocols } from './protocols.ts'
+import { transition } from './state-machine.ts'
+import type { RunStore } from './store.ts'
+import type { Actor, DelegationPolicy, RunCommand, RunContext, RunEventListener, RunHandler } from './types.ts'
+
+export interface RunExecutorInit {
+  host: MeshHost
+  privateKey: PrivateKey
+  agentId: string
+  store: RunStore
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  ownCard: () => AgentCard | undefined
+  maxConcurrentInboundRuns: number
+  log: Logger
+}
+
+/** A run created by an inbound request whose handler starts once the answer is out. */
+interface PendingStart {
+  input: Record<string, unknown>
+  handoff: RunContext['handedOff']
+  /** The delegator can still learn the handle (it set an idempotency key), so an undelivered answer is not fatal. */
+  recoverable: boolean
+}
+
+const EXECUTOR: Actor = { role: 'executor' }
+
+/**
+ * Why a handler's signal aborts when its run ends. Built once: an Error
+ * captures a stack trace, which every completed run would otherwise pay for.
+ */
+const RUN_COMPLETED = new AapError('INVALID_TRANSITION', 'run ended: completed')
+const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
+
+function nowIso (): string {
+  return new Date().toISOString()
+}
+
+/** A new running run of `agentId`, before its run.started event is committed. */
+function freshRun (agentId: string, origin: Pick<Run, 'correlation_id' | 'capability' | 'delegator' | 'authorized' | 'parent_run' | 'handoff_from'>): Run {
+  const now = nowIso()
+  return {
+    run_id: newRunId(agentId),
+    agent_id: agentId,
+    state: 'running',
+    created_at: now,
+    updated_at: now,
+    ...origin,
+    handoff_to: null,
+    checkpoint_id: null,
+    block_reason: null,
+    output: null,
+    failure: null,
+    last_seq: 0
+  }
+}
+
+export class RunExecutor implements HandlerHost {
+  readonly log: Logger
+  private readonly host: MeshHost
+  private readonly agentId: string
+  private readonly store: RunStore
+  private readonly signer: EventSigner
+  private readonly resolveCard: RunExecutorInit['resolveCard']
+  private readonly ownCard: RunExecutorInit['ownCard']
+  private readonly maxInbound: number
+  private readonly handlers = new Map<string, RunHandler>()
+  private readonly active = new Map<string, Active>()
+  private readonly locks = new KeyedMutex()
+  private readonly listeners = new Set<RunEventListener>()
+  private readonly pendingStart = new Map<string, PendingStart>()
+  private readonly handoffClient: RpcClient
+  private readonly unserve: Array<() => Promise<void>> = []
+  private policy?: DelegationPolicy
+  private inboundActive = 0
+
+  constructor (init: RunExecutorInit) {
+    this.host = init.host
+    this.agentId = init.agentId
+    this.store = init.store
+    this.signer = new EventSigner(init.privateKey)
+    this.resolveCard = init.resolveCard
+    this.ownCard = init.ownCard
+    this.maxInbound = init.maxConcurrentInboundRuns
+    this.log = init.log
+    this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES, log: init.log })
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------
+
+  async start (): Promise<void> {
+    await this.recover()
+    this.unserve.push(...await serveRunProtocols(this.host, this, this.log))
+  }
+
+  async stop (): Promise<void> {
+    for (const u of this.unserve.splice(0)) await u()
+    for (const a of this.active.values()) a.abort.abort(new Error('node stopping'))
+    // a handoff in progress holds its run's lock while it waits on the receiver: end it now
+    this.handoffClient.close()
+    // let in-flight commits finish so nothing acknowledged is half-written
+    await this.locks.idle()
+  }
+
+  /**
+   * After a restart: runs that were executing cannot continue (their handler's
+   * memory is gone), so they fail with EXECUTOR_RESTARTED; blocked runs stay
+   * blocked and are handed to their capability's handler when resumed.
+   */
+  private async recover (): Promise<void> {
+    const interrupted: Run[] = []
+    for await (const run of this.store.all()) {
+      if (isTerminal(run.state)) continue
+      this.inboundActive++
+      this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false })
+      if (run.state === 'running') interrupted.push(run)
+    }
+    for (const run of interrupted) {
+      try {
+        await this.apply(run.run_id, { type: 'fail', code: 'EXECUTOR_RESTARTED', message: 'the executing node restarted while the run was executing' }, EXECUTOR)
+      } catch (err) {
+        this.log.error({ err: toAapError(err), run_id: run.run_id }, 'a run interrupted by a restart could not be failed; it stays running')
+      }
+    }
+  }
+
+  // ---- the agent's side: handlers, policy, events -----------------------------------
+
+  handle (capability: CapabilityRef, handler: RunHandler): void {
+    this.handlers.set(capabilityString(capability), handler)
+  }
+
+  unhandle (capability: CapabilityRef): void {
+    this.handlers.delete(capabilityString(capability))
+  }
+
+  setPolicy (policy: DelegationPolicy | undefined): void {
+    this.policy = policy
+  }
+
+  onEvent (listener: RunEventListener): () => void {
+    this.listeners.add(listener)
+    return () => { this.listeners.delete(listener) }
+  }
+
+  isActive (runId: string): boolean {
+    return this.active.has(runId)
+  }
+
+  /** The run as this node holds it now (live state for active runs). */
+  current (run: Run): Run {
+    return this.active.get(run.run_id)?.run ?? run
+  }
+
+  // ---- inbound requests -------------------------------------------------------------
+
+  actorOf (run: Run, peer: string): Actor {
+    if (peer === run.agent_id) return EXECUTOR
+    if (peer === run.delegator) return { role: 'delegator', agent_id: peer }
+    if (run.authorized.includes(peer)) return { role: 'authorized', agent_id: peer }
+    return { role: 'other', agent_id: peer }
+  }
+
+  /** A run this node executes (RUN_NOT_FOUND otherwise). */
+  async localRun (runId: string): Promise<Run> {
+    const a = this.active.get(runId)
+    if (a !== undefined) return a.run
+    const run = executorOfRun(runId) === this.agentId ? await this.store.get(runId) : undefined
+    if (run === undefined) throw new RunNotFoundError(`no run ${runId.slice(0, 160)} on agent ${this.agentId}`, { run_id: runId.slice(0, 128) })
+    return run
+  }
+
+  async applyRemote (runId: string, ctx: CallContext, command: RunCommand): Promise<Run> {
+    const run = await this.localRun(runId)
+    return this.apply(runId, command, this.actorOf(run, ctx.peer.toString()))
+  }
+
+  async acceptDelegation (req: WireDelegate, ctx: CallContext): Promise<Run> {
+    const from = ctx.peer.toString()
+    if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
+    assertInputSize(req.input, 'input')
+    this.checkCapability(req.capability)
+    const key = req.idempotency_key
+    if (key === undefined) return this.acceptNew(req, from, ctx.signal)
+    // retries of one key are serialised, so two of them never create two runs
+    return this.locks.run(`idem:${from}:${key}`, async () => {
+      const existing = await this.store.idempotent(from, key)
+      const run = existing === undefined ? undefined : this.active.get(existing)?.run ?? await this.store.get(existing)
+      if (run === undefined) return this.acceptNew(req, from, ctx.signal)
+      if (run.correlation_id !== req.task_id || capabilityString(run.capability) !== capabilityString(req.capability) || run.parent_run !== req.parent_run) {
+        throw new InvalidRequestError('this idempotency_key was used for a different delegation', { reason: 'idempotency_conflict', run_id: run.run_id })
+      }
+      return run
+    })
+  }
+
+  private async acceptNew (req: WireDelegate, from: string, signal: AbortSignal): Promise<Run> {
+    this.reserveSlot()
+    let created: Run
+    try {
+      await this.askPolicy(from, req.task_id, req.capability, req.input, signal)
+      const run = freshRun(this.agentId, {
+        correlation_id: req.task_id,
+        capability: req.capability,
+        delegator: from,
+        authorized: req.authorized ?? [],
+        parent_run: req.parent_run,
+        handoff_from: null
+      })
+      created = await this.create(run, {
+        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input
+      }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
+    } catch (err) {
+      this.inboundActive--
+      throw err
+    }
+    this.pendingStart.set(created.run_id, { input: req.input, handoff: null, recoverable: req.idempotency_key !== undefined })
+    return created
+  }
+
+  /**
+   * The answer that carries a new run's handle was handed to the stream, or
+   * could not be. The handler starts only once the delegator has the handle;
+   * a handle that never reached anyone fails the run (run.failed), since no
+   * one could ever resume, cancel or even find it.
+   */
+  answered (runId: string, delivered: boolean): void {
+    this.announceStart(runId)
+    const p = this.pendingStart.get(runId)
+    if (p === undefined) return // an idempotent retry: the run was started by the first request
+    this.pendingStart.delete(runId)
+    if (delivered || p.recoverable) {
+      this.dispatch(runId, p.input, p.handoff, null)
+      return
+    }
+    this.apply(runId, { type: 'fail', code: 'HANDLE_UNDELIVERED', message: 'the run was created but its handle could not be delivered to the caller' }, EXECUTOR)
+      .catch((err: unknown) => { this.log.warn({ err: toAapError(err), run_id: runId }, 'a run whose handle was never delivered could not be failed') })
+  }
+
+  async acceptHandoff (req: WireHandoff, ctx: CallContext): Promise<Run> {
+    const from = ctx.peer.toString()
+    if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
+    // the executor of the old run sends the handoff (also when its delegator asked for it), and the
+    // run id names that executor: so the lineage a new run records is never a third party's claim
+    if (from !== executorOfRun(req.from_run.run_id) || req.from_run.agent_id !== from) {
+      throw new UnauthorizedError('a handoff must come from the executor of the run it transfers', { reason: 'not_executor' })
+    }
+    assertInputSize(req.input, 'input')
+    assertInputSize(req.context, 'context')
+    this.checkCapability(req.capability)
+    this.reserveSlot()
+    try {
+      await this.askPolicy(from, req.task_id, req.capability, req.input, ctx.signal)
+      const run = freshRun(this.agentId, {
+        correlation_id: req.task_id,
+        capability: req.capability,
+        delegator: req.delegator,
+        authorized: req.authorized,
+        parent_run: req.parent_run,
+        handoff_from: req.from_run
+      })
+      const created = await this.create(run, {
+        delegator: req.delegator, capability: req.capability, parent_run: req.parent_run, handoff_from: req.from_run, handoff_by: from, context: req.context
+      }, undefined)
+      this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false })
+      return created
+    } catch (err) {
+      this.inboundActive--
+      throw err
+    }
+  }
+
+  private checkCapability (capability: CapabilityRef): void {
+    const card = this.ownCard()
+    if (card === undefined || !supports(card, capability) || !this.handlers.has(capabilityString(capability))) {
+      throw new CapabilityNotSupportedError(`agent ${this.agentId} does not serve ${capabilityString(capability)}`, { capability })
+    }
+  }
+
+  /** Take one of the node's run slots now (released when the run ends or is never created). */
+  private reserveSlot (): void {
+    if (this.inboundActive >= this.maxInbound) {
+      throw new DelegationRefusedError(`agent is at its limit of ${this.maxInbound} concurrent runs`, { reason: 'capacity', limit: this.maxInbound })
+    }
+    this.inboundActive++
+  }
+
+  private async askPolicy (from: string, taskId: string, capability: CapabilityRef, input: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+    if (this.policy === undefined) return
+    const refusal = await this.policy({ from, task_id: taskId, capability, input, signal })
+    if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
+  }
+
+  // ---- transitions ------------------------------------------------------------------
+
+  /**
+   * Tell the listeners (the events service publishes on gossip) about a new
+   * run's run.started, once. Held back from `create` until the answer with
+   * the handle is handed to the stream: the answer leaves first, ahead of the
+   * publish, and the delegator reads its handle before it spends time
+   * verifying the gossip copy. Announced, at the latest, before the run's
+   * next event.
+   */
+  private announceStart (runId: string): void {
+    const a = this.active.get(runId)
+    const u = a?.unannounced
+    if (a === undefined || u === undefined) return
+    a.unannounced = undefined
+    this.emit(u.event, u.run)
+  }
+
+  /** Store a new run with its run.started event, durable before it is returned. */
+  private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined): Promise<Run> {
+    const event = await this.signer.sign({
+      run_id: run.run_id,
+      correlation_id: run.correlation_id,
+      type: 'run.started',
+      payload: startedPayload,
+      at: run.created_at,
+      seq: 1,
+      prev: null,
+      executor: this.agentId
+    })
+    const stored: Run = { ...run, last_seq: 1 }
+    await this.store.commit(stored, event, idem)
+    this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false, unannounced: { event, run: stored } })
+    return stored
+  }
+
+  /**
+   * The one way a run changes: under the run's lock, the pure state machine
+   * decides, the event is signed and committed with the new state, then the
+   * change is announced.
+   */
+  async apply (runId: string, command: RunCommand, actor: Actor): Promise<Run> {
+    return this.locks.run(runId, async () => this.applyLocked(runId, command, actor))
+  }
+
+  /** `apply` for a caller that already holds the run's lock. */
+  private async applyLocked (runId: string, command: RunCommand, actor: Actor): Promise<Run> {
+    const a = this.active.get(runId)
+    const run = a?.run ?? await this.localRun(runId)
+    const now = nowIso()
+    const outcome = transition(run, command, actor, now)
+    if (!outcome.ok) throw outcome.error
+    const last = a?.last ?? await this.store.log.head(runId)
+    const seq = (last?.seq ?? 0) + 1
+    const event = await this.signer.sign({
+      run_id: runId,
+      correlation_id: run.correlation_id,
+      type: outcome.result.event.type,
+      payload: outcome.result.event.payload,
+      at: now,
+      seq,
+      prev: last === undefined ? null : eventHash(last),
+      executor: this.agentId
+    })
+    const next: Run = { ...outcome.result.run, last_seq: seq }
+    await this.store.commit(next, event)
+    this.announceStart(runId)
+    if (a !== undefined) this.afterTransition(runId, a, next, event, command)
+    this.emit(event, next)
+    return next
+  }
+
+  /** The working state of an active run follows its committed transition. */
+  private afterTransition (runId: string, a: Active, next: Run, event: AgentEvent, command: RunCommand): void {
+    a.run = next
+    a.last = event
+    if (next.state === 'blocked' && a.resumed === undefined) a.resumed = Promise.withResolvers()
+    if (command.type === 'resume') {
+      const resolution = command.resolution
+      const resumed = a.resumed
+      a.resumed = undefined
+      if (a.waiter !== undefined) {
+        const w = a.waiter
+        a.waiter = undefined
+        w(resolution)
+      } else if (!a.handlerRunning) {
+        // blocked across a restart: the handler starts again with the resolution
+        this.dispatchRestored(runId, next, resolution).catch((err: unknown) => {
+          this.log.warn({ err: toAapError(err), run_id: runId }, 'a run resumed after a restart could not be handed to its handler')
+        })
+      }
+      resumed?.resolve()
+    }
+    if (isTerminal(next.state)) {
+      this.active.delete(runId)
+      this.inboundActive--
+      a.abort.abort(next.state === 'completed' ? RUN_COMPLETED : RUN_FAILED)
+      // handler calls waiting for a resume go on, and the state machine refuses them
+      a.resumed?.resolve()
+    }
+  }
+
+  private emit (event: AgentEvent, run: Run): void {
+    for (const l of this.listeners) {
+      try {
+        l(event, run)
+      } catch (err) {
+        // a listener never breaks a run: its failure is its own bug, said once per event
+        this.log.error({ err, run_id: run.run_id, seq: event.seq }, 'a run event listener threw')
+      }
+    }
+  }
+
+  /**
+   * Hand a run this node executes to another agent. The run's lock is held
+   * from the check to the transition, so two handoffs of one run never both
+   * reach a receiver.
+   */
+  async handoff (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
+    return this.locks.run(runId, async () => {
+      const old = await this.localRun(runId)
+      // check first, so a terminal run or a stranger's request never reaches the receiver
+      const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, nowIso())
+      if (!dry.ok) throw dry.error
+      if (toAgent === this.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
+      const card = await this.resolveCard(toAgent, opts.signal === undefined ? {} : { signal: opts.signal })
+      if (!supports(card, old.capability)) {
+        throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
+      }
+      const started = await this.store.log.get(runId, 1)
+      const input = (started?.payload.input ?? {}) as Record<string, unknown>
+      const body: WireHandoff = {
+        to_agent: toAgent,
+        from_run: { run_id: old.run_id, agent_id: old.agent_id },
+        task_id: old.correlation_id,
+        capability: old.capability,
+        input,
+        context,
+        delegator: old.delegator,
+        authorized: old.authorized,
+        parent_run: old.parent_run
+      }
+      const res = await this.handoffClient.call(peerOf(toAgent), 'handoff', body, opts)
+      const created = runFromAnswer(res, toAgent)
+      if (created.correlation_id !== old.correlation_id) throw new InvalidRequestError('receiver changed the correlation_id')
+      await this.applyLocked(runId, { type: 'handoff', to: { run_id: created.run_id, agent_id: toAgent } }, actor)
+      return created
+    })
+  }
+
+  /** A run that was blocked when the node restarted is resumed: its handler starts again, from its stored input. */
+  private async dispatchRestored (runId: string, run: Run, resolution: Record<string, unknown>): Promise<void> {
+    const started = await this.store.log.get(runId, 1)
+    const payload = started?.payload ?? {}
+    const input = (payload.input ?? {}) as Record<string, unknown>
+    const handoff = run.handoff_from === null ? null : { from: run.handoff_from, context: (payload.context ?? {}) as Record<string, unknown> }
+    this.dispatch(runId, input, handoff, { checkpoint_id: run.checkpoint_id, resolution })
+  }
+
+  private dispatch (runId: string, input: Record<string, unknown>, handoff: RunContext['handedOff'], restored: RunContext['restored']): void {
+    const a = this.active.get(runId)
+    if (a === undefined) return
+    startHandler(this, runId, a, this.handlers.get(capabilityString(a.run.capability)), input, handoff, restored)
+  }
+}

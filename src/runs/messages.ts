@@ -1,0 +1,46 @@
+/**
+ * The run protocols' request bodies (/aap/delegate, /aap/control,
+ * /aap/handoff) and their validators, from protocols/runs.schema.json.
+ */
+import type { CapabilityRef } from '../card/card.ts'
+import { RUN_INPUT_MAX_BYTES } from '../constants.ts'
+import { InvalidRequestError } from '../errors.ts'
+import type { HandoffLink, Run } from '../runlog/types.ts'
+import { schema } from '../schema/validate.ts'
+
+export interface WireDelegate {
+  to_agent: string
+  task_id: string
+  capability: CapabilityRef
+  input: Record<string, unknown>
+  parent_run: string | null
+  idempotency_key?: string
+  authorized?: string[]
+}
+
+export interface WireHandoff {
+  to_agent: string
+  from_run: HandoffLink
+  task_id: string
+  capability: CapabilityRef
+  input: Record<string, unknown>
+  context: Record<string, unknown>
+  delegator: string
+  authorized: string[]
+  parent_run: string | null
+}
+
+export const isWireDelegate = schema<WireDelegate>('aap:runs#/definitions/DelegateRequest')
+export const isWireHandoff = schema<WireHandoff>('aap:runs#/definitions/HandoffRequest')
+export const isBlock = schema<{ run_id: string, reason: string, checkpoint_id: string }>('aap:runs#/definitions/BlockRequest')
+export const isResume = schema<{ run_id: string, resolution: Record<string, unknown> }>('aap:runs#/definitions/ResumeRequest')
+export const isGetRun = schema<{ run_id: string }>('aap:runs#/definitions/GetRunRequest')
+export const isCancel = schema<{ run_id: string, reason?: string }>('aap:runs#/definitions/CancelRequest')
+export const isControlHandoff = schema<{ run_id: string, to_agent: string, context: Record<string, unknown> }>('aap:runs#/definitions/ControlHandoffRequest')
+export const isRun = schema<Run>('aap:runs#/definitions/Run')
+
+export function assertInputSize (input: Record<string, unknown>, what: string): void {
+  // JSON.stringify has the same length as the canonical form (only key order differs) and is much cheaper
+  const size = Buffer.byteLength(JSON.stringify(input))
+  if (size > RUN_INPUT_MAX_BYTES) throw new InvalidRequestError(`${what} is ${size} bytes, over ${RUN_INPUT_MAX_BYTES}`, { reason: 'oversized' })
+}

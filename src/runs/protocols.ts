@@ -1,0 +1,54 @@
+/**
+ * The run protocols as the executor serves them: /aap/delegate (new runs),
+ * /aap/control (the verbs on runs this node executes) and /aap/handoff (runs
+ * handed over by another executor). Each request body is checked against its
+ * schema (messages.ts) before the executor sees it.
+ */
+import type { Logger } from '../logger.ts'
+import {
+  CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, HANDOFF_MAX_FRAME_BYTES,
+  HANDOFF_PROTOCOL
+} from '../constants.ts'
+import type { MeshHost } from '../wire/host.ts'
+import { method, serve } from '../wire/rpc.ts'
+import type { RunExecutor } from './executor.ts'
+import { isBlock, isCancel, isControlHandoff, isGetRun, isResume, isWireDelegate, isWireHandoff } from './messages.ts'
+
+/** Serve the three run protocols; returns the functions that stop serving them. */
+export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger): Promise<Array<() => Promise<void>>> {
+  return [
+    await serve(host, {
+      protocol: DELEGATE_PROTOCOL,
+      maxFrameBytes: DELEGATE_MAX_FRAME_BYTES,
+      log,
+      methods: {
+        delegate: method(isWireDelegate, async (req, ctx) => ({ run: await x.acceptDelegation(req, ctx) }),
+          (res, delivered) => { x.answered(res.run.run_id, delivered) })
+      }
+    }),
+    await serve(host, {
+      protocol: CONTROL_PROTOCOL,
+      maxFrameBytes: CONTROL_MAX_FRAME_BYTES,
+      log,
+      methods: {
+        block: method(isBlock, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) })),
+        resume: method(isResume, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) })),
+        cancel: method(isCancel, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) })),
+        get_run: method(isGetRun, async (req) => ({ run: await x.localRun(req.run_id) })),
+        handoff: method(isControlHandoff, async (req, ctx) => {
+          const run = await x.localRun(req.run_id)
+          return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString())) }
+        })
+      }
+    }),
+    await serve(host, {
+      protocol: HANDOFF_PROTOCOL,
+      maxFrameBytes: HANDOFF_MAX_FRAME_BYTES,
+      log,
+      methods: {
+        handoff: method(isWireHandoff, async (req, ctx) => ({ run: await x.acceptHandoff(req, ctx) }),
+          (res, delivered) => { x.answered(res.run.run_id, delivered) })
+      }
+    })
+  ]
+}

@@ -1,0 +1,294 @@
+/**
+ * The calling side of an aap stream protocol: pooled, pipelined streams per
+ * peer (Session), each request matched to its answer by id and bounded by its
+ * own timeouts (see rpc.ts for which).
+ */
+import type { PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
+import {
+  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, LATE_ANSWERS_TRACKED_PER_STREAM,
+  MAX_OUTBOUND_STREAMS_PER_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS,
+  STREAM_IDLE_TIMEOUT_MS
+} from '../constants.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, isErrorCode, type ErrorFrame } from '../errors.ts'
+import { componentLogger, type Logger } from '../logger.ts'
+import { chunkOf, encodeFrame, FrameDecoder, isFrameId, isRecord, parseJson } from './framing.ts'
+import { Outbox } from './outbox.ts'
+import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
+
+interface Pending {
+  type: string
+  resolve: (body: Record<string, unknown>) => void
+  reject: (err: AapError) => void
+  timer: ReturnType<typeof setTimeout>
+  onLateAnswer: ((body: Record<string, unknown>) => void) | undefined
+}
+
+interface RequestOptions {
+  signal: AbortSignal | undefined
+  timeoutMs: number
+  /** Which limit `timeoutMs` is, for the error. */
+  timeout: 'response' | 'call'
+  onLateAnswer: ((body: Record<string, unknown>) => void) | undefined
+}
+
+function errorFromFrame (value: unknown): AapError {
+  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
+    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
+    if (isRecord(value.details)) frame.details = value.details
+    return AapError.fromFrame(frame)
+  }
+  return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
+}
+
+class Session {
+  readonly stream: Stream
+  private readonly outbox: Outbox
+  readonly pending = new Map<number, Pending>()
+  /** Calls that gave up but want to hear a late success answer. */
+  private readonly abandoned = new Map<number, (body: Record<string, unknown>) => void>()
+  private readonly peerName: string
+  private nextId = 1
+  closed = false
+  lastUsed = Date.now()
+
+  constructor (stream: Stream, peerName: string, maxFrameBytes: number, log: Logger, onClose: () => void) {
+    this.stream = stream
+    this.outbox = new Outbox(stream, log)
+    this.peerName = peerName
+    const frames = new FrameDecoder(maxFrameBytes)
+    stream.addEventListener('close', () => {
+      this.closed = true
+      onClose()
+      this.failAll(new AgentNotFoundError(`stream to agent ${peerName} closed before it answered`, { reason: 'closed' }))
+      this.abandoned.clear()
+    })
+    stream.addEventListener('message', (evt: StreamMessageEvent) => {
+      if (this.closed) return
+      let list: Uint8Array[]
+      try {
+        list = frames.push(chunkOf(evt))
+      } catch (err) {
+        this.fatal(new InvalidRequestError(`agent ${peerName} sent a bad frame: ${(err as Error).message}`, { reason: 'bad_response' }))
+        return
+      }
+      for (const f of list) this.onFrame(f)
+    })
+  }
+
+  private onFrame (bytes: Uint8Array): void {
+    let res: unknown
+    try {
+      res = parseJson(bytes)
+    } catch {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a frame that is not JSON`, { reason: 'bad_response' }))
+      return
+    }
+    if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
+      return
+    }
+    if (res.id === null) {
+      // a stream-level error frame: the responder gave up on this stream
+      this.fatal(errorFromFrame(res.error))
+      return
+    }
+    const p = this.pending.get(res.id)
+    if (p === undefined) {
+      const late = this.abandoned.get(res.id)
+      if (late !== undefined) {
+        this.abandoned.delete(res.id)
+        if (res.ok === true && isRecord(res.body)) late(res.body)
+      }
+      return
+    }
+    this.pending.delete(res.id)
+    clearTimeout(p.timer)
+    if (res.ok === true && isRecord(res.body)) p.resolve(res.body)
+    else if (res.ok === false) p.reject(errorFromFrame(res.error))
+    else p.reject(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
+  }
+
+  private failAll (err: AapError): void {
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer)
+      p.reject(err)
+    }
+    this.pending.clear()
+  }
+
+  private fatal (err: AapError): void {
+    this.closed = true
+    this.failAll(err)
+    this.stream.abort(err)
+  }
+
+  /** Give up on a call; keep listening for its answer if it wants to hear it late. */
+  private abandon (id: number, err: AapError): void {
+    const p = this.pending.get(id)
+    if (p === undefined) return
+    this.pending.delete(id)
+    clearTimeout(p.timer)
+    if (p.onLateAnswer !== undefined) {
+      this.abandoned.set(id, p.onLateAnswer)
+      if (this.abandoned.size > LATE_ANSWERS_TRACKED_PER_STREAM) {
+        const oldest = this.abandoned.keys().next().value
+        if (oldest !== undefined) this.abandoned.delete(oldest)
+      }
+    }
+    p.reject(err)
+  }
+
+  async request (type: string, body: object, opts: RequestOptions): Promise<Record<string, unknown>> {
+    if (this.closed) throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+    const signal = opts.signal
+    // before any promise exists: an aborted caller on a stream that is also closing
+    // would otherwise leave a rejected promise nobody awaits (an unhandled rejection)
+    if (signal?.aborted === true) {
+      throw new TimeoutError(`${type} to agent ${this.peerName} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
+    }
+    const id = this.nextId++
+    if (this.nextId > 0xffffffff) this.nextId = 1
+    this.lastUsed = Date.now()
+    const { promise, resolve, reject } = Promise.withResolvers<Record<string, unknown>>()
+    const timer = setTimeout(() => {
+      this.abandon(id, new AgentNotFoundError(`agent ${this.peerName} did not answer ${type} within ${opts.timeoutMs} ms`, {
+        reason: 'timeout', timeout: opts.timeout, limit_ms: opts.timeoutMs
+      }))
+    }, opts.timeoutMs)
+    this.pending.set(id, { type, resolve, reject, timer, onLateAnswer: opts.onLateAnswer })
+    const onAbort = (): void => {
+      this.abandon(id, new TimeoutError(`${type} to agent ${this.peerName} was aborted by the caller`, { reason: 'aborted' }, { cause: signal?.reason }))
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      if (this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+      // a peer that does not read holds the frame in the outbox, bounded by this call's own timeout
+      void this.outbox.send(encodeFrame({ id, type, body })).then((sent) => {
+        if (!sent) this.abandon(id, new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' }))
+      })
+      return await promise
+    } catch (err) {
+      const p = this.pending.get(id)
+      if (p !== undefined) {
+        clearTimeout(p.timer)
+        this.pending.delete(id)
+      }
+      if (err instanceof AapError) throw err
+      throw new AgentNotFoundError(`stream to agent ${this.peerName} failed: ${(err as Error).message}`, { reason: 'closed' }, { cause: err })
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+}
+
+/**
+ * Calls a protocol on remote peers over pooled, pipelined streams. One client
+ * per protocol; `close()` ends every stream it opened.
+ */
+export class RpcClient {
+  private readonly host: RpcHost
+  private readonly log: Logger
+  private readonly protocol: string
+  private readonly maxFrameBytes: number
+  private readonly maxStreams: number
+  private readonly sessions = new Map<string, Session[]>()
+  private readonly opening = new Map<string, Promise<Session>>()
+  private readonly sweeper: ReturnType<typeof setInterval>
+
+  constructor (host: RpcHost, init: { protocol: string, maxFrameBytes: number, maxStreamsPerPeer?: number, log?: Logger }) {
+    this.host = host
+    this.log = init.log ?? componentLogger(undefined, 'wire')
+    this.protocol = init.protocol
+    this.maxFrameBytes = init.maxFrameBytes
+    this.maxStreams = init.maxStreamsPerPeer ?? Math.max(1, MAX_OUTBOUND_STREAMS_PER_PROTOCOL / 2)
+    this.sweeper = setInterval(() => { this.closeIdle() }, STREAM_IDLE_TIMEOUT_MS / 2)
+    this.sweeper.unref?.()
+  }
+
+  async call (peer: PeerId, type: string, body: object, opts: InternalCallOptions = {}): Promise<Record<string, unknown>> {
+    const started = Date.now()
+    const callTimeoutMs = opts.callTimeoutMs ?? CALL_TIMEOUT_MS
+    const responseTimeoutMs = opts.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS
+    const key = peer.toString()
+    const session = this.pick(key) ?? await this.session(peer, key, opts, callTimeoutMs)
+    const left = callTimeoutMs - (Date.now() - started)
+    if (left <= 0) {
+      throw new AgentNotFoundError(`agent ${key} did not answer ${type} within ${callTimeoutMs} ms`, { reason: 'timeout', timeout: 'call', limit_ms: callTimeoutMs })
+    }
+    const byResponse = responseTimeoutMs <= left
+    return session.request(type, body, {
+      signal: opts.signal,
+      timeoutMs: byResponse ? responseTimeoutMs : left,
+      timeout: byResponse ? 'response' : 'call',
+      onLateAnswer: opts.onLateAnswer
+    })
+  }
+
+  /** A usable stream to the peer without waiting, if there is one with room. */
+  private pick (key: string): Session | undefined {
+    const list = this.sessions.get(key)
+    if (list === undefined) return undefined
+    let best: Session | undefined
+    // a stream closing for writing takes no new requests (it still delivers the answers it owes)
+    for (const s of list) if (!s.closed && s.stream.writeStatus === 'writable' && (best === undefined || s.pending.size < best.pending.size)) best = s
+    if (best !== undefined && (best.pending.size < MAX_PIPELINED_REQUESTS_PER_STREAM || list.length >= this.maxStreams)) return best
+    return undefined
+  }
+
+  private async session (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number): Promise<Session> {
+    const inProgress = this.opening.get(key)
+    if (inProgress !== undefined) return inProgress
+    const dialTimeoutMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, callTimeoutMs)
+    const timeout = dialTimeoutMs < callTimeoutMs ? 'dial' : 'call'
+    const opening = this.open(peer, key, opts.signal, dialTimeoutMs, timeout).finally(() => { this.opening.delete(key) })
+    this.opening.set(key, opening)
+    return opening
+  }
+
+  private async open (peer: PeerId, key: string, callerSignal: AbortSignal | undefined, dialTimeoutMs: number, timeout: 'dial' | 'call'): Promise<Session> {
+    const timer = AbortSignal.timeout(dialTimeoutMs)
+    const signal = callerSignal === undefined ? timer : AbortSignal.any([callerSignal, timer])
+    let stream: Stream
+    try {
+      stream = await this.host.dialProtocol(peer, this.protocol, { signal })
+    } catch (err) {
+      const e = err as Error
+      if (timer.aborted) {
+        throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${dialTimeoutMs} ms`, { reason: 'timeout', timeout, limit_ms: dialTimeoutMs }, { cause: err })
+      }
+      if (callerSignal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
+      throw new AgentNotFoundError(`agent ${key} is unreachable on ${this.protocol}: ${e.message}`, { reason: 'unreachable' }, { cause: err })
+    }
+    const session = new Session(stream, key, this.maxFrameBytes, this.log, () => {
+      const l = this.sessions.get(key)
+      if (l === undefined) return
+      const rest = l.filter(s => s !== session)
+      if (rest.length === 0) this.sessions.delete(key)
+      else this.sessions.set(key, rest)
+    })
+    const l = this.sessions.get(key) ?? []
+    l.push(session)
+    this.sessions.set(key, l)
+    return session
+  }
+
+  private closeIdle (): void {
+    const cutoff = Date.now() - STREAM_IDLE_TIMEOUT_MS
+    for (const list of this.sessions.values()) {
+      for (const s of list) {
+        if (s.pending.size === 0 && s.lastUsed < cutoff) {
+          s.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
+            this.log.debug({ err, protocol: this.protocol }, 'an idle stream did not close in time and was aborted')
+            s.stream.abort(new Error('idle close timed out'))
+          })
+        }
+      }
+    }
+  }
+
+  close (): void {
+    clearInterval(this.sweeper)
+    for (const list of this.sessions.values()) for (const s of list) s.stream.abort(new Error('client closed'))
+    this.sessions.clear()
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Frames of the aap stream protocols: an unsigned varint length, then UTF-8
+ * JSON. The decoder checks each length prefix as soon as it is complete, so an
+ * oversized frame is refused before its body is buffered. See
+ * protocols/README.md.
+ */
+import type { StreamMessageEvent } from '@libp2p/interface'
+import { ERROR_MESSAGE_MAX_CHARS, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
+import { InvalidRequestError, type AapError, type ErrorFrame } from '../errors.ts'
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder('utf-8', { fatal: true })
+
+/** Encode one frame: varint length + JSON. */
+export function encodeFrame (value: unknown): Uint8Array {
+  const json = JSON.stringify(value)
+  // JSON text is at most 3 bytes per UTF-16 unit; write the body after room for the longest prefix
+  const room = MAX_LENGTH_PREFIX_BYTES
+  const buf = new Uint8Array(room + json.length * 3)
+  const { written } = encoder.encodeInto(json, buf.subarray(room))
+  let n = written
+  let prefixLen = 1
+  while (n >= 0x80) { prefixLen++; n = Math.floor(n / 128) }
+  let at = room - prefixLen
+  const start = at
+  n = written
+  while (n >= 0x80) {
+    buf[at++] = (n & 0x7f) | 0x80
+    n = Math.floor(n / 128)
+  }
+  buf[at] = n
+  return buf.subarray(start, room + written)
+}
+
+/** Why a byte stream stopped making sense as frames. */
+export class FramingError extends Error {
+  readonly reason: 'oversized' | 'bad_prefix'
+  constructor (reason: 'oversized' | 'bad_prefix', message: string) {
+    super(message)
+    this.reason = reason
+  }
+}
+
+/**
+ * Splits a byte stream into frames. Checks each length prefix as soon as it
+ * is complete, so an oversized frame is refused before its body is buffered.
+ */
+export class FrameDecoder {
+  private readonly maxFrameBytes: number
+  private pending: Uint8Array = new Uint8Array(0)
+
+  constructor (maxFrameBytes: number) {
+    this.maxFrameBytes = maxFrameBytes
+  }
+
+  /** Bytes of a frame that has started but is not complete. */
+  get buffered (): number {
+    return this.pending.byteLength
+  }
+
+  /** Append bytes; returns every frame they complete. Throws FramingError. */
+  push (chunk: Uint8Array): Uint8Array[] {
+    let buf = chunk
+    if (this.pending.byteLength > 0) {
+      buf = new Uint8Array(this.pending.byteLength + chunk.byteLength)
+      buf.set(this.pending, 0)
+      buf.set(chunk, this.pending.byteLength)
+    }
+    const frames: Uint8Array[] = []
+    let at = 0
+    while (at < buf.byteLength) {
+      // read the varint length
+      let len = 0
+      let shift = 1
+      let i = at
+      let complete = false
+      while (i < buf.byteLength) {
+        const b = buf[i] ?? 0
+        len += (b & 0x7f) * shift
+        i++
+        if ((b & 0x80) === 0) { complete = true; break }
+        shift *= 128
+        if (i - at >= MAX_LENGTH_PREFIX_BYTES) throw new FramingError('bad_prefix', `length prefix longer than ${MAX_LENGTH_PREFIX_BYTES} bytes`)
+      }
+      if (!complete) break
+      if (len > this.maxFrameBytes) throw new FramingError('oversized', `frame of ${len} bytes exceeds ${this.maxFrameBytes} bytes`)
+      if (buf.byteLength - i < len) break
+      frames.push(buf.subarray(i, i + len))
+      at = i + len
+    }
+    this.pending = at === buf.byteLength ? new Uint8Array(0) : buf.slice(at)
+    return frames
+  }
+}
+
+export function parseJson (bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(decoder.decode(bytes))
+  } catch (err) {
+    throw new InvalidRequestError('frame is not UTF-8 JSON', { reason: 'not_json' }, { cause: err })
+  }
+}
+
+export function isRecord (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+export function isFrameId (v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff
+}
+
+export function chunkOf (evt: StreamMessageEvent): Uint8Array {
+  const data = evt.data
+  return data instanceof Uint8Array ? data : data.subarray()
+}
+
+/** An error as a frame, its message cut to ERROR_MESSAGE_MAX_CHARS. */
+export function errorFrame (err: AapError): ErrorFrame {
+  const frame = err.toFrame()
+  if (frame.message.length > ERROR_MESSAGE_MAX_CHARS) frame.message = frame.message.slice(0, ERROR_MESSAGE_MAX_CHARS)
+  return frame
+}
+

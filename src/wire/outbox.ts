@@ -1,0 +1,99 @@
+/**
+ * Write coalescing for one stream (see Outbox).
+ */
+import type { Logger } from '../logger.ts'
+import type { Stream } from '@libp2p/interface'
+
+/**
+ * The frames one stream sends. Frames queued in the same run of the
+ * microtask queue leave as one write (one yamux frame, one Noise encryption,
+ * one socket write) instead of one each: under load, answers released by one
+ * group commit, or calls issued as earlier answers arrive, share a write.
+ * While the stream waits to drain, frames queue behind it.
+ */
+export class Outbox {
+  private readonly stream: Stream
+  private readonly log: Logger
+  private frames: Uint8Array[] = []
+  private size = 0
+  private batch: PromiseWithResolvers<boolean> | undefined
+  private draining: Promise<void> | undefined
+
+  constructor (stream: Stream, log: Logger) {
+    this.stream = stream
+    this.log = log
+  }
+
+  /** Resolves true once the frame is handed to the stream, false if the stream cannot take it. */
+  async send (frame: Uint8Array): Promise<boolean> {
+    if (this.batch === undefined) {
+      this.batch = Promise.withResolvers<boolean>()
+      queueMicrotask(() => { this.flush() })
+    }
+    this.frames.push(frame)
+    this.size += frame.byteLength
+    return this.batch.promise
+  }
+
+  /** Resolves once nothing is queued or waiting for a drain. */
+  async whenSent (): Promise<void> {
+    while (this.batch !== undefined || this.draining !== undefined) {
+      if (this.draining !== undefined) {
+        await this.draining
+      } else {
+        const b = this.batch
+        this.flush()
+        await b?.promise
+      }
+    }
+  }
+
+  /** Hand everything queued to the stream now (unless it waits for a drain). */
+  flush (): void {
+    const batch = this.batch
+    if (batch === undefined) return
+    if (this.draining !== undefined) return // the drain will flush
+    const frames = this.frames
+    const size = this.size
+    this.batch = undefined
+    this.frames = []
+    this.size = 0
+    if (this.stream.writeStatus !== 'writable') {
+      batch.resolve(false)
+      return
+    }
+    let data: Uint8Array
+    if (frames.length === 1 && frames[0] !== undefined) {
+      data = frames[0]
+    } else {
+      data = new Uint8Array(size)
+      let at = 0
+      for (const f of frames) { data.set(f, at); at += f.byteLength }
+    }
+    try {
+      if (this.stream.send(data)) {
+        batch.resolve(true)
+        return
+      }
+    } catch (err) {
+      // the senders learn it from `false`; why, only the log knows
+      this.log.debug({ err }, 'a stream refused a write')
+      batch.resolve(false)
+      return
+    }
+    // accepted, but the stream's buffer is full: what comes next waits for the drain
+    batch.resolve(true)
+    this.draining = this.stream.onDrain().then(() => {
+      this.draining = undefined
+      this.flush()
+    }, (err: unknown) => {
+      this.log.debug({ err }, 'a stream closed while its writes waited for it to drain')
+      this.draining = undefined
+      this.batch?.resolve(false)
+      this.batch = undefined
+      this.frames = []
+      this.size = 0
+    })
+  }
+}
+

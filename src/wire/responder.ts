@@ -1,0 +1,247 @@
+/**
+ * The answering side of an aap stream protocol. Each inbound stream is read
+ * frame by frame; requests run at most MAX_PIPELINED_REQUESTS_PER_STREAM at
+ * once (the stream is paused while that many are in progress), each answered
+ * with its result or a typed error frame. A stream whose framing is lost gets
+ * one stream-level error frame (id null) and is closed once the requests
+ * already read have their answers.
+ */
+import type { Connection, PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
+import {
+  FRAME_COMPLETION_TIMEOUT_MS, HANDLER_TIMEOUT_MS, MAX_INBOUND_STREAMS_PER_PROTOCOL, MAX_OUTBOUND_STREAMS_PER_PROTOCOL,
+  MAX_PIPELINED_REQUESTS_PER_STREAM, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS
+} from '../constants.ts'
+import { AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError, type AapError } from '../errors.ts'
+import { componentLogger, type Logger } from '../logger.ts'
+import { schema } from '../schema/validate.ts'
+import { FramingError, FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson } from './framing.ts'
+import { Outbox } from './outbox.ts'
+import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
+
+const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
+
+interface Limits {
+  handlerTimeoutMs: number
+  frameTimeoutMs: number
+}
+
+/** One inbound stream of a served protocol. */
+class InboundStream {
+  private readonly stream: Stream
+  private readonly peer: PeerId
+  private readonly spec: RpcProtocol
+  private readonly limits: Limits
+  private readonly log: Logger
+  private readonly frames: FrameDecoder
+  private readonly outbox: Outbox
+  /** Controllers of the requests in progress, aborted when the stream closes. */
+  private readonly running = new Set<AbortController>()
+  /** Complete frames read but not yet handled: one chunk of bytes can hold many requests. */
+  private readonly backlog: Uint8Array[] = []
+  /** No more requests will be read: the caller ended its side, or framing was lost. */
+  private remoteEnded = false
+  /** Reading stopped because framing was lost. */
+  private broken = false
+  private finished = false
+  private idle: ReturnType<typeof setTimeout> | undefined
+  private partial: ReturnType<typeof setTimeout> | undefined
+
+  constructor (stream: Stream, peer: PeerId, spec: RpcProtocol, limits: Limits, log: Logger, onClosed: () => void) {
+    this.stream = stream
+    this.peer = peer
+    this.spec = spec
+    this.limits = limits
+    this.log = log
+    this.frames = new FrameDecoder(spec.maxFrameBytes)
+    this.outbox = new Outbox(stream, log)
+    this.armIdle()
+    stream.addEventListener('close', () => {
+      this.finished = true
+      clearTimeout(this.idle)
+      clearTimeout(this.partial)
+      for (const c of this.running) c.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
+      this.running.clear()
+      this.backlog.length = 0
+      onClosed()
+    })
+    stream.addEventListener('message', (evt: StreamMessageEvent) => { this.onMessage(evt) })
+    stream.addEventListener('end', () => { this.onEnd() })
+  }
+
+  /** A stream with no request for twice STREAM_IDLE_TIMEOUT_MS is closed. */
+  private armIdle (): void {
+    clearTimeout(this.idle)
+    this.idle = setTimeout(() => { this.close('idle') }, STREAM_IDLE_TIMEOUT_MS * 2)
+    this.idle.unref?.()
+  }
+
+  /** Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort. */
+  private close (why: string): void {
+    this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
+      this.log.debug({ err, protocol: this.spec.protocol, why }, 'a stream did not close in time and was aborted')
+      this.stream.abort(new Error(`${why}: close timed out`))
+    })
+  }
+
+  /** Resolves true once the frame is handed to the stream (false: the peer went away; nothing to tell). */
+  private async reply (value: unknown): Promise<boolean> {
+    return this.outbox.send(encodeFrame(value))
+  }
+
+  /** Framing is lost: say why (no request id can be known), read nothing more, and close once answered. */
+  private fatal (err: AapError): void {
+    if (this.finished || this.broken) return
+    this.broken = true
+    this.remoteEnded = true
+    clearTimeout(this.partial)
+    this.log.debug({ peer: this.peer.toString(), protocol: this.spec.protocol, reason: err.details?.reason }, 'a peer broke the framing of a stream')
+    void this.reply({ id: null, ok: false, error: errorFrame(err) }).then((sent) => {
+      if (sent) this.maybeFinish()
+      else this.stream.abort(err)
+    })
+  }
+
+  /** Once the caller has closed its side and every answer is out, close ours. */
+  private maybeFinish (): void {
+    if (!this.remoteEnded || this.running.size > 0 || this.backlog.length > 0 || this.finished) return
+    this.finished = true
+    this.outbox.whenSent().then(() => { this.close('done') }, (err: unknown) => {
+      this.log.debug({ err }, 'answers could not be sent before the stream closed')
+      this.stream.abort(new Error('answers could not be sent'))
+    })
+  }
+
+  private handleFrame (bytes: Uint8Array): void {
+    let envelope: unknown
+    try {
+      envelope = parseJson(bytes)
+    } catch (err) {
+      void this.reply({ id: null, ok: false, error: errorFrame(toAapError(err)) })
+      return
+    }
+    const id = isRecord(envelope) && isFrameId(envelope.id) ? envelope.id : null
+    if (id === null || !isRequestEnvelope(envelope)) {
+      void this.reply({ id, ok: false, error: errorFrame(new InvalidRequestError('request frame must be {id, type, body} with an object body', { reason: 'bad_envelope' })) })
+      return
+    }
+    const methods = this.spec.methods
+    const m = Object.hasOwn(methods, envelope.type) ? methods[envelope.type] : undefined
+    if (m === undefined) {
+      void this.reply({ id, ok: false, error: errorFrame(new InvalidRequestError(`unknown request type "${envelope.type}" on ${this.spec.protocol}`, { reason: 'unknown_type' })) })
+      return
+    }
+    this.call(m, id, envelope.type, envelope.body)
+  }
+
+  /** Run one request and answer it exactly once: its result, its typed error, or TIMEOUT. */
+  private call (m: RpcMethod, id: number, type: string, body: Record<string, unknown>): void {
+    const ctl = new AbortController()
+    this.running.add(ctl)
+    const limit = this.limits.handlerTimeoutMs
+    let answered = false
+    const done = (): void => {
+      clearTimeout(timer)
+      this.running.delete(ctl)
+      this.pump()
+      this.maybeFinish()
+    }
+    // each answer is handed to the stream (synchronously, in reply) before done() may close it
+    const timer = setTimeout(() => {
+      answered = true
+      ctl.abort(new TimeoutError(`handler exceeded ${limit} ms`))
+      void this.reply({ id, ok: false, error: { code: 'TIMEOUT', message: `${type} did not finish within ${limit} ms`, details: { limit_ms: limit } } })
+      done()
+    }, limit)
+    m.handle(body, { peer: this.peer, signal: ctl.signal }).then(async (result) => {
+      if (answered || ctl.signal.aborted) {
+        m.settled?.(result, false)
+        return
+      }
+      answered = true
+      const sent = this.reply({ id, ok: true, body: result })
+      done()
+      m.settled?.(result, await sent)
+    }, (err: unknown) => {
+      if (answered) return
+      answered = true
+      const e = toAapError(err)
+      if (e.code === 'INTERNAL') {
+        // an internal failure is the node's own: logged here, and the peer learns only that it happened
+        this.log.error({ err, protocol: this.spec.protocol, type }, 'a request handler failed')
+        void this.reply({ id, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })
+      } else {
+        void this.reply({ id, ok: false, error: errorFrame(e) })
+      }
+      done()
+    })
+  }
+
+  /** Handle backlogged frames while there is room; read more only when the backlog is empty. */
+  private pump (): void {
+    while (this.backlog.length > 0 && this.running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !this.finished) {
+      const next = this.backlog.shift()
+      if (next !== undefined) this.handleFrame(next)
+    }
+    const full = this.backlog.length > 0 || this.running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM
+    if (full && this.stream.readStatus === 'readable') this.stream.pause()
+    else if (!full && this.stream.readStatus === 'paused') this.stream.resume()
+  }
+
+  private onMessage (evt: StreamMessageEvent): void {
+    if (this.finished || this.broken) return
+    this.armIdle()
+    let list: Uint8Array[]
+    try {
+      list = this.frames.push(chunkOf(evt))
+    } catch (err) {
+      const reason = err instanceof FramingError ? err.reason : 'bad_prefix'
+      this.fatal(new InvalidRequestError((err as Error).message, { reason, max_frame_bytes: this.spec.maxFrameBytes }))
+      return
+    }
+    for (const f of list) this.backlog.push(f)
+    this.pump()
+    // a frame that has started must finish: a peer that stops mid-frame holds a buffer otherwise
+    if (this.frames.buffered === 0) {
+      clearTimeout(this.partial)
+      this.partial = undefined
+    } else if (this.partial === undefined) {
+      this.partial = setTimeout(() => {
+        this.fatal(new InvalidRequestError(`truncated frame: ${this.frames.buffered} bytes and no end within ${this.limits.frameTimeoutMs} ms`, { reason: 'truncated' }))
+      }, this.limits.frameTimeoutMs)
+    }
+  }
+
+  private onEnd (): void {
+    if (this.broken) return
+    if (this.frames.buffered > 0) {
+      this.fatal(new InvalidRequestError(`truncated frame: the stream ended ${this.frames.buffered} bytes into a frame`, { reason: 'truncated' }))
+      return
+    }
+    this.remoteEnded = true
+    this.maybeFinish()
+  }
+}
+
+/** Register the protocol's handler. Returns a function that unregisters it. */
+export async function serve (host: RpcHost, spec: RpcProtocol): Promise<() => Promise<void>> {
+  const limits: Limits = {
+    handlerTimeoutMs: spec.handlerTimeoutMs ?? HANDLER_TIMEOUT_MS,
+    frameTimeoutMs: spec.frameTimeoutMs ?? FRAME_COMPLETION_TIMEOUT_MS
+  }
+  const log = spec.log ?? componentLogger(undefined, 'wire')
+  const active = new Set<Stream>()
+  const onStream = (stream: Stream, connection: Connection): void => {
+    active.add(stream)
+    // eslint-disable-next-line no-new -- the stream's listeners hold it
+    new InboundStream(stream, connection.remotePeer, spec, limits, log, () => { active.delete(stream) })
+  }
+  await host.handle(spec.protocol, onStream, {
+    maxInboundStreams: spec.maxInboundStreams ?? MAX_INBOUND_STREAMS_PER_PROTOCOL,
+    maxOutboundStreams: spec.maxOutboundStreams ?? MAX_OUTBOUND_STREAMS_PER_PROTOCOL
+  })
+  return async () => {
+    await host.unhandle(spec.protocol)
+    for (const s of active) s.abort(new Error('protocol stopped'))
+    active.clear()
+  }
+}
