@@ -1,11 +1,12 @@
 /**
- * Every size, count and time the node relies on, named once. Units are in the
- * name: _BYTES, _MS, _COUNT. Protocol ids are versioned; change the version
- * when the wire format changes.
+ * Every size, count and time the node relies on, named once and grouped by
+ * the concern that owns it. Units are in the name: _BYTES, _MS, _CHARS,
+ * _ENTRIES, _MAX (a count). Protocol ids are versioned: change the version
+ * when the wire format changes. Limits that the JSON Schemas in protocols/
+ * also state are kept equal to these by test/schema-limits.test.ts.
  */
 
-// ---- protocol ids -------------------------------------------------------------
-export const PROTOCOL_PREFIX = '/aap'
+// ---- protocol ids and names ------------------------------------------------------------
 export const CARD_PROTOCOL = '/aap/card/0.1.0'
 export const DELEGATE_PROTOCOL = '/aap/delegate/0.1.0'
 export const CONTROL_PROTOCOL = '/aap/control/0.1.0'
@@ -13,6 +14,56 @@ export const HANDOFF_PROTOCOL = '/aap/handoff/0.1.0'
 export const EVENTS_SYNC_PROTOCOL = '/aap/events/0.1.0'
 /** The agent mesh is a DHT of its own, not the IPFS one. */
 export const DHT_PROTOCOL = '/aap/kad/1.0.0'
+/** Prefix of the per-correlation gossip topics; see protocols/events.md. */
+export const EVENTS_TOPIC_PREFIX = '/aap/events/0.1.0/'
+/** The `protocol` field of our AgentCards. */
+export const CARD_PROTOCOL_NAME = 'aap-mesh/0.1.0'
+/** Domain-separation prefix of the card signature. */
+export const CARD_SIGNING_DOMAIN = 'aap-mesh/card/0.1.0\n'
+/** Domain-separation prefix of event signatures. */
+export const EVENT_SIGNING_DOMAIN = 'aap-mesh/event/0.1.0\n'
+/** DHT namespace for card records: key = /aap-card/<peerId>. */
+export const CARD_DHT_NAMESPACE = 'aap-card'
+
+// ---- wire: frames and streams (src/wire) --------------------------------------------------
+/** Largest length-prefix we accept before the frame (varint bytes). */
+export const MAX_LENGTH_PREFIX_BYTES = 4
+export const CARD_MAX_FRAME_BYTES = 8 * 1024
+export const DELEGATE_MAX_FRAME_BYTES = 128 * 1024
+export const CONTROL_MAX_FRAME_BYTES = 128 * 1024
+export const HANDOFF_MAX_FRAME_BYTES = 128 * 1024
+export const EVENTS_SYNC_MAX_FRAME_BYTES = 1024 * 1024
+/** Request ids run from 0 to this (the schemas' RequestEnvelope.id maximum); the caller wraps around. */
+export const FRAME_ID_MAX = 0xffffffff
+/** Longest request type name (RequestEnvelope.type). */
+export const FRAME_TYPE_MAX_CHARS = 32
+/** Error frames carry at most this much message text (ErrorFrame.message). */
+export const ERROR_MESSAGE_MAX_CHARS = 1024
+/** Requests a single pipelined stream may have in progress on the responder. */
+export const MAX_PIPELINED_REQUESTS_PER_STREAM = 64
+/** Inbound / outbound streams per protocol per connection. */
+export const MAX_INBOUND_STREAMS_PER_PROTOCOL = 8
+export const MAX_OUTBOUND_STREAMS_PER_PROTOCOL = 8
+/** An outbound stream with no call for this long is closed; an inbound one after twice this. */
+export const STREAM_IDLE_TIMEOUT_MS = 60_000
+/** A frame that has started must be complete within this, or the stream is closed as truncated. */
+export const FRAME_COMPLETION_TIMEOUT_MS = 5_000
+/** Budget for closing a stream gracefully before it is aborted. */
+export const STREAM_CLOSE_TIMEOUT_MS = 1_000
+/** Calls that gave up but still want a late answer (to undo its effect), per stream. */
+export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
+
+// ---- wire: call timeouts (each a separate limit; see src/wire/rpc.ts) ------------------------
+/** Connect (dial) plus protocol negotiation. */
+export const DIAL_TIMEOUT_MS = 5_000
+/** From sending a request to the last byte of its response frame. */
+export const RESPONSE_TIMEOUT_MS = 5_000
+/** Whole call, dial included. */
+export const CALL_TIMEOUT_MS = 10_000
+/** A responder's handler must answer within this. */
+export const HANDLER_TIMEOUT_MS = 8_000
+
+// ---- DHT (src/wire/host.ts) ---------------------------------------------------------------
 /**
  * Kademlia k (peers per bucket, replicas of each record and provider key),
  * alpha (peers asked at once per lookup path) and disjoint lookup paths
@@ -23,61 +74,33 @@ export const DHT_PROTOCOL = '/aap/kad/1.0.0'
 export const DHT_K = 20
 export const DHT_ALPHA = 10
 export const DHT_DISJOINT_PATHS = 10
-/** Prefix of the per-correlation gossip topics; see protocols/events.md. */
-export const EVENTS_TOPIC_PREFIX = '/aap/events/0.1.0/'
-/** The `protocol` field of our AgentCards. */
-export const CARD_PROTOCOL_NAME = 'aap-mesh/0.1.0'
+export const DHT_GET_TIMEOUT_MS = 5_000
+export const DHT_PUT_TIMEOUT_MS = 10_000
 
-// ---- wire framing ---------------------------------------------------------------
-/** Largest length-prefix we accept before the frame (varint bytes). */
-export const MAX_LENGTH_PREFIX_BYTES = 4
-export const CARD_MAX_FRAME_BYTES = 8 * 1024
-export const DELEGATE_MAX_FRAME_BYTES = 128 * 1024
-export const CONTROL_MAX_FRAME_BYTES = 128 * 1024
-export const HANDOFF_MAX_FRAME_BYTES = 128 * 1024
-export const EVENTS_SYNC_MAX_FRAME_BYTES = 1024 * 1024
-/** Requests a single pipelined stream may have in progress on the responder. */
-export const MAX_PIPELINED_REQUESTS_PER_STREAM = 64
-/** Inbound / outbound streams per protocol per connection. */
-export const MAX_INBOUND_STREAMS_PER_PROTOCOL = 8
-export const MAX_OUTBOUND_STREAMS_PER_PROTOCOL = 8
-/** An inbound stream with no request for this long is closed. */
-export const STREAM_IDLE_TIMEOUT_MS = 60_000
-
-// ---- timeouts -------------------------------------------------------------------
-/** Connect (dial) plus protocol negotiation. */
-export const DIAL_TIMEOUT_MS = 5_000
-/** From sending a request to the last byte of its response frame. */
-export const RESPONSE_TIMEOUT_MS = 5_000
-/** Whole call, dial included. */
-export const CALL_TIMEOUT_MS = 10_000
-/** A responder's handler must answer within this. */
-export const HANDLER_TIMEOUT_MS = 8_000
-/** Graceful stop budget. */
-export const STOP_TIMEOUT_MS = 5_000
-
-// ---- AgentCard ------------------------------------------------------------------
+// ---- agent cards (src/card) --------------------------------------------------------------
 export const CARD_MAX_BYTES = 4 * 1024
 export const CARD_MAX_CAPABILITIES = 32
 export const CARD_MAX_TAGS = 32
 export const CARD_NAME_MAX_CHARS = 128
 export const CARD_DESCRIPTION_MAX_CHARS = 1024
+export const CARD_ENDPOINT_MAX_CHARS = 256
+export const CARD_PROTOCOL_NAME_MAX_CHARS = 64
 export const CARD_TAG_MAX_CHARS = 64
 export const CAPABILITY_ID_MAX_CHARS = 128
 export const CAPABILITY_VERSION_MAX_CHARS = 64
+/** Highest card seq (a JSON-safe integer: Number.MAX_SAFE_INTEGER). */
+export const CARD_SEQ_MAX = Number.MAX_SAFE_INTEGER
 /** A card is valid this long after it is issued. */
 export const CARD_TTL_MS = 60 * 60 * 1000
 /** Republish (card + provider records) this often, well before the TTL ends. */
 export const CARD_REPUBLISH_INTERVAL_MS = 20 * 60 * 1000
 /** Accepted clock skew when checking issued_at against now. */
 export const CARD_MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
-/** Domain-separation prefix of the card signature. */
-export const CARD_SIGNING_DOMAIN = 'aap-mesh/card/0.1.0\n'
-/** DHT namespace for card records: key = /aap-card/<peerId>. */
-export const CARD_DHT_NAMESPACE = 'aap-card'
 
-// ---- discovery ------------------------------------------------------------------
+// ---- discovery (src/card/discovery.ts) ------------------------------------------------------
 export const DISCOVER_MAX_RESULTS = 64
+/** Tags one discovery query may name (DiscoveryQuery.tags). */
+export const DISCOVER_QUERY_MAX_TAGS = 8
 /** How long one discover() may collect providers. */
 export const DISCOVER_TIMEOUT_MS = 5_000
 /** Card fetches in flight per discover(). */
@@ -86,10 +109,8 @@ export const CARD_FETCH_TIMEOUT_MS = 2_000
 export const CARD_CACHE_MAX_ENTRIES = 1024
 /** How long a fetched card is trusted without re-fetching (still bounded by expires_at). */
 export const CARD_CACHE_TTL_MS = 60_000
-export const DHT_GET_TIMEOUT_MS = 5_000
-export const DHT_PUT_TIMEOUT_MS = 10_000
 
-// ---- runs -----------------------------------------------------------------------
+// ---- runs (src/runs) ------------------------------------------------------------------------
 export const MAX_CONCURRENT_INBOUND_RUNS = 256
 export const RUN_INPUT_MAX_BYTES = 64 * 1024
 export const TASK_ID_MAX_CHARS = 128
@@ -97,61 +118,54 @@ export const RUN_ID_MAX_CHARS = 128
 export const REASON_MAX_CHARS = 1024
 export const CHECKPOINT_ID_MAX_CHARS = 128
 export const IDEMPOTENCY_KEY_MAX_CHARS = 128
+/** Agents a delegator may authorize to resume or cancel a run besides itself. */
+export const RUN_AUTHORIZED_MAX_AGENTS = 16
+/** Keys of any free-form object in a run request (input, resolution, output, context). */
+export const JSON_OBJECT_MAX_KEYS = 256
 /** Delegate idempotency records are kept this long. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
-export const MAX_HANDOFF_DEPTH = 32
+/** Parsed agent ids the run service keeps (cleared when full). */
+export const PEER_ID_CACHE_MAX_ENTRIES = 4096
+/** Outgoing run records (runs this node delegated) kept in memory after they are written. */
+export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096
 
-// ---- events ---------------------------------------------------------------------
+// ---- the signed run log (src/runlog) --------------------------------------------------------
 export const EVENT_PAYLOAD_MAX_BYTES = 32 * 1024
 export const EVENT_MAX_BYTES = 48 * 1024
-export const EVENT_SIGNING_DOMAIN = 'aap-mesh/event/0.1.0\n'
+/** Highest event seq a run can reach (AgentEvent.seq). */
+export const EVENT_SEQ_MAX = 1_000_000_000
+/** Executor public keys kept imported for event verification. */
+export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
+/**
+ * Event signatures that verified, remembered by signed bytes and signature so
+ * the same event met again (re-fetched by sync, or held by many nodes of one
+ * process) is not checked again. About 100 bytes each.
+ */
+export const EVENT_VERIFIED_CACHE_ENTRIES = 16_384
+
+// ---- correlated events: gossip, sync, subscriptions (src/events; protocols/events.md) -------
 export const MAX_CORRELATION_TOPICS = 256
 /** gossipsub's per-peer topic budget (bounds topics a peer can make us track). */
 export const GOSSIP_MAX_TOPIC_BYTES_PER_PEER = 512 * 1024
-export const SYNC_MAX_EVENTS_PER_RESPONSE = 256
-export const SYNC_TIMEOUT_MS = 5_000
-export const SUBSCRIBER_BUFFER_MAX_EVENTS = 4096
-
-// ---- local API ------------------------------------------------------------------
-export const API_DEFAULT_HOST = '127.0.0.1'
-export const API_DEFAULT_PORT = 7410
-export const API_BODY_MAX_BYTES = 256 * 1024
-export const API_MAX_SSE_CLIENTS = 64
-
-// ---- node -----------------------------------------------------------------------
-export const DEFAULT_DATA_DIR = '.aap-mesh'
-export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'
-
-// ---- runs over the wire (added with protocols/*.md) -------------------------------
-/** A frame that has started must be complete within this, or the stream is closed as truncated. */
-export const FRAME_COMPLETION_TIMEOUT_MS = 5_000
-/** Budget for closing a stream gracefully before it is aborted. */
-export const STREAM_CLOSE_TIMEOUT_MS = 1_000
-/** Error frames carry at most this much message text (the schema's ErrorFrame.message limit). */
-export const ERROR_MESSAGE_MAX_CHARS = 1024
-/** Calls that gave up but still want a late answer (to undo its effect), per stream. */
-export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
-/** Parsed agent ids the run service keeps (cleared when full). */
-export const PEER_ID_CACHE_MAX_ENTRIES = 4096
-/** Agents a delegator may authorize to resume or cancel a run besides itself (the schemas' maxItems). */
-export const RUN_AUTHORIZED_MAX_AGENTS = 16
-
-// ---- correlated events: gossip, sync, subscriptions (see protocols/events.md) --------
 /**
  * gossipsub charges each topic a peer subscribes to its length plus about 1 KiB,
  * so GOSSIP_MAX_TOPIC_BYTES_PER_PEER (512 KiB) lets a peer hold roughly 500 topics:
  * above MAX_CORRELATION_TOPICS (256) of the longest correlation id, with room for
- * a few others. test/events-topics.test.ts keeps the two in step.
+ * a few others. test/events-limits.test.ts keeps the two in step.
  */
 export const GOSSIP_TOPIC_OVERHEAD_BYTES = 1024
+export const SYNC_MAX_EVENTS_PER_RESPONSE = 256
 /** A sync response frame carries at most this many bytes of events (below EVENTS_SYNC_MAX_FRAME_BYTES). */
 export const SYNC_MAX_RESPONSE_BYTES = EVENTS_SYNC_MAX_FRAME_BYTES - 64 * 1024
+/** One sync page, from request to answer. */
+export const SYNC_TIMEOUT_MS = 5_000
 /** One sync (all its pages) must finish within this, however the responder paces its pages. */
 export const SYNC_TOTAL_TIMEOUT_MS = 30_000
 /** Pages one sync call follows before it gives up on a responder that never says `more: false`. */
 export const SYNC_MAX_PAGES = 512
 /** Syncs (dials included) a node runs at once for all its correlations. */
 export const SYNC_CONCURRENCY = 16
+export const SUBSCRIBER_BUFFER_MAX_EVENTS = 4096
 /** Runs a node tracks under one correlation; events of further runs are ignored. */
 export const EVENTS_MAX_RUNS_PER_CORRELATION = 1024
 /** Events a node stores for one run it does not execute; later ones are ignored. */
@@ -162,6 +176,22 @@ export const EVENTS_MAX_PARTICIPANTS = 64
 export const EVENTS_TAIL_SYNC_MIN_MS = 500
 /** ... up to this; any new event of the correlation resets it to the minimum. */
 export const EVENTS_TAIL_SYNC_MAX_MS = 30_000
+/** A participant joined a correlation topic: sync from it after this unless gossip brought its events first. */
+export const EVENTS_JOIN_SYNC_DELAY_MS = 100
+/**
+ * Copies of other nodes' events placed from gossip are written at most this
+ * long after they are placed, in one batch with everything else the node
+ * writes meanwhile (run.started and run.completed of a quick run, several runs
+ * on a busy delegator). Every read of the log writes them first.
+ */
+export const EVENTS_COPY_FLUSH_MS = 10
+/**
+ * A correlation topic the node stops following stays joined this long
+ * (ignoring its messages): the next step of the task takes it over without a
+ * SUBSCRIBE, and the topics left in one window go in one UNSUBSCRIBE message
+ * per peer. Lingering topics count towards MAX_CORRELATION_TOPICS.
+ */
+export const EVENTS_TOPIC_LINGER_MS = 100
 /** replay(): rounds of "sync what is known, learn new runs and participants" before it stops. */
 export const REPLAY_MAX_ROUNDS = 8
 /** replay(): the whole collection, all rounds. */
@@ -175,17 +205,15 @@ export const EVENTS_SCORE_INVALID_WEIGHT = -10
 /** Kept per decay interval (1 s): a counter of 3 falls under the graylist line after about 1.2 s, 10 after about 25 s. */
 export const EVENTS_SCORE_INVALID_DECAY = 0.95
 
-// ---- command line (src/cli) -------------------------------------------------------
-/** `start --discover`: keep looking (announcements take a moment to spread) for at most this long. */
-export const CLI_DISCOVER_DEADLINE_MS = 30_000
-/** `start --discover`: pause between two lookups that found nothing. */
-export const CLI_DISCOVER_RETRY_MS = 250
-/** Executor public keys kept imported for event verification. */
-export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
-/** A participant joined a correlation topic: sync from it after this unless gossip brought its events first. */
-export const EVENTS_JOIN_SYNC_DELAY_MS = 100
+// ---- storage (src/storage) ------------------------------------------------------------------
+/** Operations that may linger in the group committer before a batch goes out regardless. */
+export const STORAGE_LINGER_MAX_OPS = 512
 
-// ---- local agent API and sidecar (src/api, src/cli) ------------------------------------
+// ---- local agent API and sidecar (src/api) ---------------------------------------------------
+export const API_DEFAULT_HOST = '127.0.0.1'
+export const API_DEFAULT_PORT = 7410
+export const API_BODY_MAX_BYTES = 256 * 1024
+export const API_MAX_SSE_CLIENTS = 64
 /** Random bytes of the API bearer token (new at every start). */
 export const API_TOKEN_BYTES = 32
 /** A comment line on every idle SSE stream this often, so dead clients are noticed. */
@@ -206,35 +234,19 @@ export const API_WEBHOOK_URL_MAX_CHARS = 2048
 export const API_REPLAY_MAX_TIMEOUT_MS = 60_000
 /** Budget of the API's own shutdown (ending streams, closing sockets). */
 export const API_CLOSE_TIMEOUT_MS = 2_000
-/** The CLI gives up on a (non-streaming) API request after this (above REPLAY_TIMEOUT_MS). */
-export const CLI_REQUEST_TIMEOUT_MS = 60_000
 /** Prometheus metrics listen here when --metrics-port is given without --metrics-host. */
 export const METRICS_DEFAULT_HOST = '127.0.0.1'
 
-// ---- delegate hot path (src/runs; added by the delegate performance work) --------------
-/** Outgoing run records (runs this node delegated) kept in memory after they are written. */
-export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096
+// ---- command line (src/cli) -----------------------------------------------------------------
+/** The CLI gives up on a (non-streaming) API request after this (above REPLAY_TIMEOUT_MS). */
+export const CLI_REQUEST_TIMEOUT_MS = 60_000
+/** `start --discover`: keep looking (announcements take a moment to spread) for at most this long. */
+export const CLI_DISCOVER_DEADLINE_MS = 30_000
+/** `start --discover`: pause between two lookups that found nothing. */
+export const CLI_DISCOVER_RETRY_MS = 250
 
-// ---- following delegated runs (src/events; added by the event-follow work) ------------------
-/**
- * Copies of other nodes' events placed from gossip are written together at
- * most this long after the first of them, in one batch with everything placed
- * meanwhile (run.started and run.completed of a quick run, several runs on a
- * busy delegator). Every read of the log writes them first.
- */
-export const EVENTS_COPY_FLUSH_MS = 10
-/** ... or at once when this many are pending. */
-export const EVENTS_COPY_MAX_PENDING = 256
-/**
- * A correlation topic the node stops following stays joined this long
- * (ignoring its messages): the next step of the task takes it over without a
- * SUBSCRIBE, and the topics left in one window go in one UNSUBSCRIBE message
- * per peer. Lingering topics count towards MAX_CORRELATION_TOPICS.
- */
-export const EVENTS_TOPIC_LINGER_MS = 100
-/**
- * Event signatures that verified, remembered by signed bytes and signature so
- * the same event met again (re-fetched by sync, or held by many nodes of one
- * process) is not checked again. About 100 bytes each.
- */
-export const EVENT_VERIFIED_CACHE_ENTRIES = 16_384
+// ---- node defaults (src/node.ts, src/cli/start.ts) ---------------------------------------------
+export const DEFAULT_DATA_DIR = '.aap-mesh'
+export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'
+/** Graceful stop budget of a node process. */
+export const STOP_TIMEOUT_MS = 5_000

@@ -4,6 +4,7 @@
  * stops them in order.
  */
 import type { PrivateKey } from '@libp2p/interface'
+import { componentLogger, type Logger } from './logger.ts'
 import type { Datastore } from 'interface-datastore'
 import { CARD_DHT_NAMESPACE, DEFAULT_TCP_LISTEN, DIAL_TIMEOUT_MS } from './constants.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
@@ -33,6 +34,12 @@ export interface MeshNodeOptions {
   /** Many nodes in one host or process (relaxed per-IP limits, no connection monitor). */
   localMesh?: boolean
   memoryLatencyMs?: number
+  /**
+   * The node's logger (pino). Each service logs as a child with its
+   * `component`; without one, a process-wide logger on stderr at
+   * $AAP_MESH_LOG_LEVEL (default warn).
+   */
+  logger?: Logger
   /** Kademlia parameters; the defaults suit a real mesh (see DHT_K in constants.ts). */
   dht?: DhtTuning
   /** Open connections above which libp2p closes the least valuable ones (its default otherwise). */
@@ -77,9 +84,11 @@ export class MeshNode {
   private ownsDatastore = false
   private key?: PrivateKey
   private started = false
+  private readonly log: Logger
 
   constructor (options: MeshNodeOptions) {
     this.options = options
+    this.log = componentLogger(options.logger, 'node')
   }
 
   get agentId (): string {
@@ -140,7 +149,7 @@ export class MeshNode {
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
-    this._discovery = new Discovery({ host: this._host, privateKey: this.key, datastore: this.datastore })
+    this._discovery = new Discovery({ host: this._host, privateKey: this.key, datastore: this.datastore, ...(o.logger === undefined ? {} : { logger: o.logger }) })
     const discovery = this._discovery
     // runs and events write through one group-committing view of the datastore, so a run's
     // records and the copies of events that arrive in the same turn share one batch
@@ -151,13 +160,15 @@ export class MeshNode {
       datastore: runData,
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
       ownCard: () => discovery.card,
-      ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
+      ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns }),
+      ...(o.logger === undefined ? {} : { logger: o.logger })
     })
     const runs = this._runs
     this._events = new Events({
       host: this._host,
       privateKey: this.key,
       datastore: runData,
+      ...(o.logger === undefined ? {} : { logger: o.logger }),
       runs: {
         onEvent: (listener) => runs.onEvent(listener),
         executing: () => runs.store.all(),
@@ -174,7 +185,10 @@ export class MeshNode {
     } catch (err) {
       // a failed start (a bad listen address, a locked data dir) leaves nothing open behind it
       this.started = true
-      await this.stop().catch(() => {})
+      await this.stop().catch((stopErr: unknown) => {
+        // the start failure is what the caller hears; what the clean-up met is said here
+        this.log.warn({ err: stopErr }, 'stopping a node that failed to start did not finish cleanly')
+      })
       throw err
     }
     this.started = true

@@ -55,6 +55,9 @@ export class ApiClient {
   readonly url: string
   private readonly token: string
   private readonly timeoutMs: number
+  /** Event streams whose reader failed to cancel at their end (nothing is lost; counted for diagnosis). */
+  streamCancelErrors = 0
+  lastStreamCancelError: unknown
 
   constructor (url: string, token: string, opts: { timeoutMs?: number } = {}) {
     this.url = url.replace(/\/+$/, '')
@@ -119,7 +122,8 @@ export class ApiClient {
         }
       }
     } finally {
-      await reader.cancel().catch(() => {})
+      // the stream ends here either way; a failed cancel leaves nothing to undo
+      await reader.cancel().catch((err: unknown) => { this.streamCancelErrors++; this.lastStreamCancelError = err })
     }
   }
 

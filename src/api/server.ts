@@ -466,7 +466,10 @@ export async function startApiServer (node: MeshNode, opts: ApiServerOptions): P
   try {
     await server.listen()
   } catch (err) {
-    await server.close().catch(() => {})
+    await server.close().catch((closeErr: unknown) => {
+      // the listen failure is what the caller hears; the failed close is said here
+      opts.logger?.warn({ err: closeErr }, 'closing an API server that failed to listen failed')
+    })
     throw err
   }
   return server

@@ -12,6 +12,9 @@ export class SseStream {
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
+  /** Closers that threw (each is still called); the last error, for whoever looks. */
+  closerErrors = 0
+  lastCloserError: unknown
 
   constructor (res: ServerResponse) {
     this.res = res
@@ -71,7 +74,13 @@ export class SseStream {
     this.ended = true
     clearInterval(this.heartbeat)
     for (const fn of this.closers.splice(0)) {
-      try { fn() } catch { /* one closer never stops the others */ }
+      try {
+        fn()
+      } catch (err) {
+        // one closer never stops the others
+        this.closerErrors++
+        this.lastCloserError = err
+      }
     }
   }
 }

@@ -275,6 +275,14 @@ export function compareCards (a: AgentCard, b: AgentCard): number {
   return Date.parse(a.expires_at) - Date.parse(b.expires_at)
 }
 
+async function verifiedOrUndefined (check: () => Promise<AgentCard>): Promise<AgentCard | undefined> {
+  try {
+    return await check()
+  } catch {
+    return undefined // not a valid card: it takes no part in the choice
+  }
+}
+
 /** kad-dht selector: the newest (highest seq) among records that still verify. */
 export async function selectCardRecord (key: Uint8Array, records: Uint8Array[]): Promise<number> {
   let best = 0
@@ -282,10 +290,9 @@ export async function selectCardRecord (key: Uint8Array, records: Uint8Array[]):
   for (let i = 0; i < records.length; i++) {
     const rec = records[i]
     if (rec === undefined) continue
-    try {
-      const card = await verifyCard(decodeCardRecord(rec), { expectAgent: agentOfRecordKey(key) })
-      if (bestCard === undefined || compareCards(card, bestCard) > 0) { best = i; bestCard = card }
-    } catch { /* invalid records never win */ }
+    // an invalid record never wins (the validator refused it when it was stored; this one came from a peer)
+    const card = await verifiedOrUndefined(async () => verifyCard(decodeCardRecord(rec), { expectAgent: agentOfRecordKey(key) }))
+    if (card !== undefined && (bestCard === undefined || compareCards(card, bestCard) > 0)) { best = i; bestCard = card }
   }
   return best
 }

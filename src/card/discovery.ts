@@ -14,17 +14,20 @@ import type { PeerId, PrivateKey } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
-  CARD_CACHE_MAX_ENTRIES, CARD_CACHE_TTL_MS, CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
+  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
   CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DHT_PUT_TIMEOUT_MS, DISCOVER_FETCH_CONCURRENCY,
   DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
+import { componentLogger, type Logger } from '../logger.ts'
+import { CardCache, newestCardInDht } from './card-store.ts'
 import { schema } from '../schema/validate.ts'
+import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
 import {
-  capabilityAnyKey, capabilityVersionKey, cardMatches, cardRecordKey, compareCards, decodeCardRecord, encodeCardRecord,
+  capabilityAnyKey, capabilityVersionKey, cardMatches, cardRecordKey, encodeCardRecord,
   issueCard, providerKeys, tagKey, verifyCard,
   type AgentCard, type CapabilityQuery, type CardDraft
 } from './card.ts'
@@ -51,13 +54,18 @@ export interface DiscoveryStats {
   dhtFallbacks: number
   /** Announcements of this node's card that reached at least one peer. */
   announcements: number
+  /** Providers whose card could not be fetched or verified during a discover. */
+  unreachableProviders: number
+  /** Announcements that failed with an error (not just reached nobody). */
+  failedAnnouncements: number
 }
+
+function noop (): void {}
 
 const isGetCardRequest = schema<Record<string, never>>('aap:card#/definitions/GetCardRequest')
 const isDiscoveryQuery = schema<DiscoveryQuery>('aap:card#/definitions/DiscoveryQuery')
 const SELF_CARD_KEY = new Key('/aap/self/card')
 
-interface CacheEntry { card: AgentCard, fetchedAt: number }
 
 /** What discovery needs of kad-dht's routing table: its size, and an event when a peer enters it. */
 interface RoutingTableView {
@@ -89,16 +97,18 @@ export interface DiscoveryInit {
   datastore: Datastore
   /** Called with every card that failed verification and the reason (for metrics and logs). */
   onRejected?: (err: AapError, from: string) => void
+  /** The node's logger (this service logs as component `discovery`). */
+  logger?: Logger
 }
 
 export class Discovery {
   readonly agentId: string
-  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0, announcements: 0 }
+  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0, announcements: 0, unreachableProviders: 0, failedAnnouncements: 0 }
   private readonly host: MeshHost
   private readonly key: PrivateKey
   private readonly datastore: Datastore
   private readonly client: RpcClient
-  private readonly cache = new Map<string, CacheEntry>()
+  private readonly cache = new CardCache()
   private readonly onRejected?: (err: AapError, from: string) => void
   private own?: AgentCard
   private unserve?: () => Promise<void>
@@ -112,8 +122,9 @@ export class Discovery {
   private readonly routing: RoutingTableView | undefined
   /** Aborted by stop(): ends announcements still waiting on the DHT. */
   private readonly stopping = new AbortController()
+  private readonly log: Logger
   private readonly onRoutingPeer = (): void => {
-    if (this.unannounced && this.own !== undefined) void this.announce().catch(() => {})
+    if (this.unannounced && this.own !== undefined) this.announceInBackground()
   }
 
   constructor (init: DiscoveryInit) {
@@ -121,21 +132,27 @@ export class Discovery {
     this.key = init.privateKey
     this.datastore = init.datastore
     this.agentId = agentIdOf(init.privateKey)
-    this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
+    this.log = componentLogger(init.logger, 'discovery')
+    this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES, log: this.log })
     if (init.onRejected !== undefined) this.onRejected = init.onRejected
     this.routing = routingTableOf(init.host.services.dht)
   }
 
   async start (): Promise<void> {
-    try {
-      // The stored card may have expired while the node was down: what matters
-      // is that this key signed it, so its seq (and its draft) carry over.
-      const stored = await this.datastore.get(SELF_CARD_KEY)
-      this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { ignoreTime: true, expectAgent: this.agentId })
-    } catch { /* first start, or an unreadable record: start without a card */ }
+    // The stored card may have expired while the node was down: what matters
+    // is that this key signed it, so its seq (and its draft) carry over.
+    const stored = await readOptional(this.datastore, SELF_CARD_KEY)
+    if (stored !== undefined) {
+      try {
+        this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { ignoreTime: true, expectAgent: this.agentId })
+      } catch (err) {
+        this.log.warn({ err: toAapError(err) }, 'the stored card of this node does not verify; starting without a card')
+      }
+    }
     this.unserve = await serve(this.host, {
       protocol: CARD_PROTOCOL,
       maxFrameBytes: CARD_MAX_FRAME_BYTES,
+      log: this.log,
       methods: {
         get_card: method(isGetCardRequest, async () => {
           const card = await this.currentCard()
@@ -176,7 +193,8 @@ export class Discovery {
    * still outranks the cards it published before.
    */
   async publish (draft: CardDraft, opts: { announce?: boolean } = {}): Promise<AgentCard> {
-    const run = this.publishing.catch(() => {}).then(async () => {
+    // a publication that failed was reported to its own caller; the next one goes on regardless
+    const run = this.publishing.then(noop, noop).then(async () => {
       const now = Date.now()
       const seq = Math.max((this.own?.seq ?? 0) + 1, now)
       const card = await issueCard(this.key, draft, seq, now)
@@ -185,7 +203,7 @@ export class Discovery {
       // the card is served over the card protocol at once; the DHT side follows
       // now, or when the caller schedules it (`announce: false`, e.g. a simulation
       // that spreads the announcements of many nodes sharing one CPU)
-      if (opts.announce !== false) void this.announce().catch(() => {})
+      if (opts.announce !== false) this.announceInBackground()
       return card
     })
     this.publishing = run
@@ -195,7 +213,21 @@ export class Discovery {
   private async republish (): Promise<void> {
     if (this.own === undefined) return
     const { name, description, capabilities, tags } = this.own
-    await this.publish({ name, description, capabilities, tags }).catch(() => {})
+    try {
+      await this.publish({ name, description, capabilities, tags })
+    } catch (err) {
+      this.log.warn({ err: toAapError(err) }, 'republishing this node\'s card failed; the next interval tries again')
+    }
+  }
+
+  /** Announce the current card without waiting; the outcome is counted and logged. */
+  private announceInBackground (): void {
+    this.announce().then((reached) => {
+      if (reached === 0) this.log.debug('the card announcement reached no peer yet')
+    }, (err: unknown) => {
+      this.stats.failedAnnouncements++
+      this.log.warn({ err: toAapError(err) }, 'announcing this node\'s card failed')
+    })
   }
 
   /**
@@ -210,9 +242,11 @@ export class Discovery {
     if (seq === undefined) return 0
     let entry = this.announcing
     if (entry === undefined || entry.seq !== seq) {
-      const previous = entry?.done.catch(() => 0) ?? Promise.resolve(0)
+      // the announcement before this one ends first, however it ends (its callers heard how)
+      const previous = entry?.done.then(noop, noop) ?? Promise.resolve()
       const next = { seq, done: previous.then(async () => this.doAnnounce(signal)) }
-      next.done.finally(() => { if (this.announcing === next) this.announcing = undefined }).catch(() => {})
+      const forget = (): void => { if (this.announcing === next) this.announcing = undefined }
+      next.done.then(forget, forget)
       this.announcing = next
       entry = next
     }
@@ -245,7 +279,10 @@ export class Discovery {
     const dht = this.host.services.dht
     const put = (async () => {
       for await (const _ of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) { /* drain */ }
-    })().catch(() => {})
+    })().catch((err: unknown) => {
+      // the provider records below still say who serves what; the card comes from the peer itself
+      this.log.debug({ err }, 'putting the card record to the DHT failed')
+    })
     const keys = await providerKeys(card)
     const results = await Promise.allSettled(keys.map(async (k: CID) => {
       let reached = 0
@@ -323,7 +360,11 @@ export class Discovery {
       inFlight++
       this.getCard(peer.toString(), { signal: AbortSignal.any([signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]), fresh: opts.fresh === true })
         .then(card => { if (cardMatches(card, query)) ready.push(card) })
-        .catch(() => { /* unreachable or invalid: not a result */ })
+        .catch((err: unknown) => {
+          // unreachable or invalid (rejections are counted in stats.rejectedCards): not a result
+          this.stats.unreachableProviders++
+          this.log.debug({ err: toAapError(err), peer: peer.toString() }, 'a provider\'s card could not be had')
+        })
         .finally(() => { inFlight--; notify() })
     }
 
@@ -348,7 +389,10 @@ export class Discovery {
           drain()
           if (seen.size - 1 >= limit * 2) break
         }
-      } catch { /* timeout or no peers: return what we have */ } finally {
+      } catch (err) {
+        // the lookup's time is up or no peer answers: what was found is the answer
+        this.log.debug({ err }, 'a provider lookup ended early')
+      } finally {
         done = true
         notify()
       }
@@ -397,11 +441,8 @@ export class Discovery {
   async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
     const peer = peerIdOfAgent(agentId)
-    const cached = this.cache.get(agentId)
-    const now = Date.now()
-    if (opts.fresh !== true && cached !== undefined && now - cached.fetchedAt < CARD_CACHE_TTL_MS && Date.parse(cached.card.expires_at) > now) {
-      return cached.card
-    }
+    const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
+    if (cached !== undefined) return cached
     const signal = opts.signal ?? AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)
     let peerError: AapError
     let answer: Record<string, unknown> | undefined
@@ -414,7 +455,7 @@ export class Discovery {
       try {
         const card = await verifyCard(answer.card, { expectAgent: agentId })
         this.stats.fetchedCards++
-        return this.remember(card)
+        return this.cache.remember(card)
       } catch (err) {
         // The agent answered, with a card that is not its own valid card: it is
         // broken or lying. Its DHT record would be an older card of the same
@@ -434,7 +475,7 @@ export class Discovery {
     }
     try {
       this.stats.dhtFallbacks++
-      return this.remember(await this.fetchFromDht(agentId, signal))
+      return this.cache.remember(await newestCardInDht(this.host.services.dht, agentId, signal, (err, from) => { this.reject(err, from) }))
     } catch (err) {
       const dhtError = toAapError(err)
       throw new AgentNotFoundError(`agent ${agentId} not found: ${peerError.message}; DHT: ${dhtError.message}`, {
@@ -443,50 +484,8 @@ export class Discovery {
     }
   }
 
-  /**
-   * The newest valid record of the agent in the DHT. kad-dht yields its pick
-   * only after pushing it to replicas that hold another value, and throws when
-   * one of them refuses; a replica that serves an old record and refuses the
-   * correction would hide every newer one. So every valid record seen in the
-   * query counts, and an error after one was seen does not lose it.
-   */
-  private async fetchFromDht (agentId: string, signal: AbortSignal): Promise<AgentCard> {
-    let best: AgentCard | undefined
-    const consider = async (value: Uint8Array, from: PeerId): Promise<void> => {
-      try {
-        const card = await verifyCard(decodeCardRecord(value), { expectAgent: agentId })
-        if (best === undefined || compareCards(card, best) > 0) best = card
-      } catch (err) {
-        this.reject(toAapError(err), from.toString())
-      }
-    }
-    try {
-      for await (const ev of this.host.services.dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
-        if (ev.name === 'VALUE') await consider(ev.value, ev.from)
-        else if (ev.name === 'PEER_RESPONSE' && ev.record !== undefined) await consider(ev.record.value, ev.from)
-      }
-    } catch (err) {
-      if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT: ${toAapError(err).message}`)
-    }
-    if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT`)
-    return best
-  }
-
   private reject (err: AapError, from: string): void {
     this.stats.rejectedCards++
     this.onRejected?.(err, from)
-  }
-
-  /** Cache a verified card unless a newer unexpired one is cached; returns whichever is newest. */
-  private remember (card: AgentCard): AgentCard {
-    const prev = this.cache.get(card.agent_id)
-    if (prev !== undefined && compareCards(prev.card, card) > 0 && Date.parse(prev.card.expires_at) > Date.now()) return prev.card
-    this.cache.delete(card.agent_id)
-    this.cache.set(card.agent_id, { card, fetchedAt: Date.now() })
-    if (this.cache.size > CARD_CACHE_MAX_ENTRIES) {
-      const oldest = this.cache.keys().next().value
-      if (oldest !== undefined) this.cache.delete(oldest)
-    }
-    return card
   }
 }

@@ -57,8 +57,9 @@ export function remoteCommand (parent: Command, name: string, description: strin
 export async function clientFor (opts: RemoteOptions): Promise<ApiClient> {
   if (opts.apiUrl !== undefined || opts.token !== undefined) {
     if (opts.apiUrl === undefined || opts.token === undefined) {
-      // one of the two from the data directory, the other given
-      const fromDir = await ApiClient.fromDataDir(opts.dataDir).catch(() => undefined)
+      // one of the two from the data directory, the other given; a data directory without a
+      // running node leaves the missing one undefined, which the usage error below reports
+      const fromDir = await ApiClient.fromDataDir(opts.dataDir).then(c => c, () => undefined)
       const url = opts.apiUrl ?? fromDir?.url
       const token = opts.token ?? (fromDir === undefined ? undefined : await tokenOf(opts.dataDir))
       if (url === undefined || token === undefined) throw new UsageError('--api-url and --token go together (or leave both to the data directory)')
@@ -71,7 +72,8 @@ export async function clientFor (opts: RemoteOptions): Promise<ApiClient> {
 
 async function tokenOf (dataDir: string): Promise<string | undefined> {
   const { readApiFiles } = await import('../api/files.ts')
-  return (await readApiFiles(dataDir).catch(() => undefined))?.token
+  // no readable token file: the caller reports the missing token
+  return (await readApiFiles(dataDir).then(f => f, () => undefined))?.token
 }
 
 /** Print a command's result. */

@@ -166,6 +166,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     dataDir: opts.dataDir,
     listen: opts.listen ?? [DEFAULT_TCP_LISTEN],
     mdns: opts.mdns,
+    logger: log,
     ...(metrics === undefined ? {} : { metrics: metrics.libp2p() })
   })
   const parts: Parts = { node, log }
@@ -174,7 +175,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     await node.start()
   } catch (err) {
     say(`could not start: ${messageOf(err)}`)
-    await node.stop().catch(() => {})
+    await node.stop().catch((err: unknown) => { log.warn({ err }, 'stopping the node that failed to start did not finish cleanly') })
     process.exitCode = 1
     stop.dispose()
     return
@@ -252,6 +253,8 @@ async function listenApi (node: MeshNode, opts: StartOptions, token: string, log
 }
 
 /** Look a capability up until some card is found, the deadline passes or the node stops; print the result. */
+function noop (): void {}
+
 async function discoverUntilFound (node: MeshNode, query: CapabilityQuery, stopped: AbortSignal): Promise<void> {
   const deadline = AbortSignal.any([stopped, AbortSignal.timeout(CLI_DISCOVER_DEADLINE_MS)])
   let cards: AgentCard[] = []
@@ -264,7 +267,8 @@ async function discoverUntilFound (node: MeshNode, query: CapabilityQuery, stopp
       error = messageOf(err)
     }
     if (cards.length > 0) break
-    await sleep(CLI_DISCOVER_RETRY_MS, undefined, { signal: deadline }).catch(() => {})
+    // the deadline ends the wait early: the loop then sees it and stops
+    await sleep(CLI_DISCOVER_RETRY_MS, undefined, { signal: deadline }).then(noop, noop)
   }
   if (stopped.aborted) return
   emit('discovered', { capability: (await cardModule()).capabilityString(query), cards, ...(error === undefined ? {} : { error }) })

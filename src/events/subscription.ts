@@ -40,6 +40,9 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   private waiter?: PromiseWithResolvers<IteratorResult<AgentEvent>>
   private failure?: AapError
   private done = false
+  /** Calls of the `onEvent` callback that threw (delivery went on), and the last such error. */
+  callbackErrors = 0
+  lastCallbackError: unknown
 
   constructor (correlationId: string, opts: SubscribeOptions, onClose: (sub: EventSubscription) => void) {
     this.correlation_id = correlationId
@@ -81,7 +84,13 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
     }
     this.cursor.set(event.run_id, event.seq)
     if (this.onEvent !== undefined) {
-      try { this.onEvent(event) } catch { /* a consumer's callback never breaks delivery */ }
+      try {
+        this.onEvent(event)
+      } catch (err) {
+        // a consumer's callback never breaks delivery: its failures are counted for the consumer to see
+        this.callbackErrors++
+        this.lastCallbackError = err
+      }
       return
     }
     if (this.waiter !== undefined) {

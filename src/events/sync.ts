@@ -16,6 +16,7 @@ import {
   SYNC_MAX_PAGES, SYNC_MAX_RESPONSE_BYTES, SYNC_TIMEOUT_MS, SYNC_TOTAL_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -92,14 +93,16 @@ export async function correlationPage (log: EventLog, req: SyncCorrelationReques
 
 /**
  * Register the sync responder on the host. Returns the function that
- * unregisters it. `settle`, when given, is awaited before each page is read
- * (the events service writes what it has placed first).
+ * unregisters it. `beforeRead`, when given, is awaited before each page is
+ * read (the events service writes what it has placed first); it does not
+ * throw.
  */
-export async function serveSync (host: MeshHost, log: EventLog, settle?: () => Promise<void>): Promise<() => Promise<void>> {
-  const ready = async (): Promise<void> => { await settle?.().catch(() => {}) }
+export async function serveSync (host: MeshHost, log: EventLog, beforeRead?: () => Promise<void>, logger?: Logger): Promise<() => Promise<void>> {
+  const ready = async (): Promise<void> => { await beforeRead?.() }
   return serve(host, {
     protocol: EVENTS_SYNC_PROTOCOL,
     maxFrameBytes: EVENTS_SYNC_MAX_FRAME_BYTES,
+    ...(logger === undefined ? {} : { log: logger }),
     methods: {
       run: method(isSyncRunRequest, async (req) => { await ready(); return runPage(log, req) }),
       correlation: method(isSyncCorrelationRequest, async (req) => { await ready(); return correlationPage(log, req) })
@@ -158,8 +161,8 @@ async function verifyAll (events: unknown[], peer: string): Promise<AgentEvent[]
 export class SyncClient {
   private readonly rpc: RpcClient
 
-  constructor (host: MeshHost) {
-    this.rpc = new RpcClient(host, { protocol: EVENTS_SYNC_PROTOCOL, maxFrameBytes: EVENTS_SYNC_MAX_FRAME_BYTES })
+  constructor (host: MeshHost, log?: Logger) {
+    this.rpc = new RpcClient(host, { protocol: EVENTS_SYNC_PROTOCOL, maxFrameBytes: EVENTS_SYNC_MAX_FRAME_BYTES, ...(log === undefined ? {} : { log }) })
   }
 
   close (): void {

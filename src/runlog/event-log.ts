@@ -33,10 +33,16 @@ export class EventLog {
     return `/aap/log/${encodeURIComponent(runId)}/`
   }
 
+  /** The writes that store an event (and, for seq 1, the correlation index). */
+  static writes (event: AgentEvent): Array<[Key, Uint8Array]> {
+    const out: Array<[Key, Uint8Array]> = [[EventLog.eventKey(event.run_id, event.seq), enc.encode(JSON.stringify(event))]]
+    if (event.seq === 1) out.push([EventLog.correlationKey(event.correlation_id, event.run_id), new Uint8Array(0)])
+    return out
+  }
+
   /** Add an event (and the correlation index) to a batch. */
   static put (batch: Batch, event: AgentEvent): void {
-    batch.put(EventLog.eventKey(event.run_id, event.seq), enc.encode(JSON.stringify(event)))
-    if (event.seq === 1) batch.put(EventLog.correlationKey(event.correlation_id, event.run_id), enc.encode(''))
+    for (const [k, v] of EventLog.writes(event)) batch.put(k, v)
   }
 
   /** Store verified events (of any run) in one batch. */

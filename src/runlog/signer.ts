@@ -1,6 +1,6 @@
 /**
  * Signs the events of the runs this node executes, on the hot path of every
- * transition. The result is byte for byte what `signEvent` (src/events/log.ts)
+ * transition. The result is byte for byte what `signEvent` (src/runlog/event.ts)
  * produces, and verifies with `verifyEvent`: the same domain, the same
  * canonical encoding, the same Ed25519 key (signatures are deterministic).
  * What differs is cost: `signEvent` canonically encodes the payload a second

@@ -63,6 +63,8 @@ export interface SimReport {
   /** Wall time of each phase: nodes up, cards announced, tasks run. */
   phases_ms: { start: number, announce: number, tasks: number }
   churn: { stops: number, restarts: number }
+  /** Things that went wrong on the way without breaking an invariant, by kind (timed-out announcements, refused forgeries). */
+  incidents: Record<string, number>
   failures: Array<{ task_id: string, problems: string[] }>
 }
 

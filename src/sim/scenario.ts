@@ -14,12 +14,10 @@
  * Optional churn stops and restarts uninvolved nodes; optional hostile nodes
  * publish forged cards and events. Everything the report claims is counted here.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { createInterface } from 'node:readline'
 import type { Message } from '@libp2p/gossipsub'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
 import { cardRecordKey, encodeCardRecord, type AgentCard, type CapabilityRef } from '../card/card.ts'
@@ -33,6 +31,7 @@ import { schema } from '../schema/validate.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
 import { checkTrace } from './contracts.ts'
 import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
+import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
 
 export interface ScenarioOptions {
@@ -112,78 +111,6 @@ function eventKey (e: AgentEvent): string {
   return `${e.run_id}#${e.seq}`
 }
 
-async function withTimeout<T> (p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const t = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`${what} timed out after ${ms} ms`)) }, ms) })
-  try {
-    return await Promise.race([p, t])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-/** An agent that executes work: a node in this process, or a worker process. */
-interface Member {
-  agentId: string
-  card: AgentCard
-  local?: SimNode
-  worker?: Worker
-  up: boolean
-}
-
-interface Worker {
-  index: number
-  dataDir: string
-  child: ChildProcess
-  pending: Map<number, (event: AgentEvent | null) => void>
-  nextId: number
-}
-
-const WORKER_SCRIPT = new URL('./worker.ts', import.meta.url).pathname
-const WORKER_START_TIMEOUT_MS = 60_000
-
-async function spawnWorker (index: number, dataDir: string, bootstrap: string[]): Promise<{ worker: Worker, agentId: string, card: AgentCard }> {
-  const child = spawn(process.execPath, [WORKER_SCRIPT, '--index', String(index), '--data-dir', dataDir, ...bootstrap.flatMap(b => ['--bootstrap', b])], {
-    stdio: ['ignore', 'pipe', 'inherit', 'ipc']
-  })
-  const worker: Worker = { index, dataDir, child, pending: new Map(), nextId: 1 }
-  child.on('message', (msg: { id: number, event: AgentEvent | null }) => {
-    const p = worker.pending.get(msg.id)
-    worker.pending.delete(msg.id)
-    p?.(msg.event)
-  })
-  child.on('exit', () => { for (const p of worker.pending.values()) p(null); worker.pending.clear() })
-  const lines = createInterface({ input: child.stdout ?? process.stdin })
-  const ready = await withTimeout(new Promise<{ agent_id: string, card: AgentCard }>((resolve, reject) => {
-    lines.once('line', (line) => {
-      try { resolve(JSON.parse(line)) } catch (err) { reject(err) }
-    })
-    child.once('exit', (code) => { reject(new Error(`worker ${index} exited with ${code} before it was ready`)) })
-  }), WORKER_START_TIMEOUT_MS, `worker ${index} start`)
-  return { worker, agentId: ready.agent_id, card: ready.card }
-}
-
-async function workerLog (w: Worker, runId: string, seq: number): Promise<AgentEvent | undefined> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return undefined
-  const id = w.nextId++
-  const reply = new Promise<AgentEvent | null>(resolve => { w.pending.set(id, resolve) })
-  w.child.send({ id, op: 'log', run_id: runId, seq })
-  return (await withTimeout(reply, 10_000, 'worker log')) ?? undefined
-}
-
-async function memberLog (m: Member, runId: string, seq: number): Promise<AgentEvent | undefined> {
-  if (m.local !== undefined) return m.local.node.runs.store.log.get(runId, seq)
-  if (m.worker !== undefined) return workerLog(m.worker, runId, seq)
-  return undefined
-}
-
-async function stopWorker (w: Worker, signal: NodeJS.Signals): Promise<void> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return
-  const exited = new Promise<void>(resolve => { w.child.once('exit', () => { resolve() }) })
-  w.child.kill(signal)
-  await exited
-}
-
 export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const random = seeded(opts.seed)
   const pick = <T>(xs: T[]): T => {
@@ -240,13 +167,17 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   }
   const meshUp = Date.now()
   const byAgent = new Map(members.map(m => [m.agentId, m]))
+  // what went wrong on the way without breaking an invariant (a timed-out announcement, a refused
+  // forgery): counted by kind in the report's `incidents`, never dropped
+  const incidents: Record<string, number> = {}
+  const noted = (kind: string) => (_err: unknown): 0 => { incidents[kind] = (incidents[kind] ?? 0) + 1; return 0 }
   // announcements are the costly part of a mesh's start (each walks the DHT and
   // dials the peers it meets): a few at a time, so lookups that follow are not starved
   let announced = 0
   const queue = [...mesh]
   await Promise.all(Array.from({ length: SIM_ANNOUNCE_CONCURRENCY }, async () => {
     for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
-      await n.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(() => 0)
+      await n.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(noted('announce'))
       log(`announcing cards ${++announced}/${mesh.length}`)
     }
   }))
@@ -259,7 +190,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   for (const h of hostile) {
     // a valid card of its own that claims every capability, served tampered (another agent's id)
     await h.node.discovery.publish({ name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] }, { announce: false })
-    await h.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(() => 0)
+    await h.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(noted('announce'))
     const victim = pick(honest)
     const victimCard = cards.get(victim.node.agentId)
     if (victimCard !== undefined) {
@@ -268,7 +199,10 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       forgedAttempted++
       try {
         for await (const _ of h.node.host.services.dht.put(cardRecordKey(victim.node.agentId), encodeCardRecord(forged), { signal: AbortSignal.timeout(5000) })) { /* drain */ }
-      } catch { /* refused, as it should be */ }
+      } catch {
+        // refused, as it should be: the replicas' validator checks the signature
+        noted('forged_card_put_refused')(undefined)
+      }
       // card protocol: answer every request with the forged card
       await h.node.host.unhandle(CARD_PROTOCOL)
       await serve(h.node.host, {
@@ -288,9 +222,11 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
         const misattributed = { ...real, executor: h.node.agentId }
         for (const f of [mutated, misattributed]) {
           forgedAttempted++
-          void pubsub.publish(msg.topic, new TextEncoder().encode(JSON.stringify(f))).catch(() => {})
+          void pubsub.publish(msg.topic, new TextEncoder().encode(JSON.stringify(f))).catch(noted('forged_event_publish'))
         }
-      } catch { /* not an event */ }
+      } catch {
+        noted('hostile_saw_a_non_event')(undefined)
+      }
     })
   }
 
@@ -315,7 +251,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
           await new Promise(resolve => setTimeout(resolve, 100 + random() * 400))
           await restartSimNode(victim.local, mesh, random)
           installAgent(victim.local.node, simCard(victim.local.index))
-          await victim.local.node.discovery.announce().catch(() => 0)
+          await victim.local.node.discovery.announce().catch(noted('announce'))
         } else if (victim.worker !== undefined) {
           // a process that dies hard, then comes back from its data directory
           await stopWorker(victim.worker, 'SIGKILL')
@@ -382,7 +318,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       forgedTopics.add(correlationTopic(taskId))
       for (const h of hostile) {
         void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.agentId], onEvent: () => {} })
-          .then(s => { subs.push(s) }).catch(() => {})
+          .then(s => { subs.push(s) }).catch(noted('hostile_subscribe'))
       }
 
       // the driver follows its task: events wake each step (no polling)
@@ -554,6 +490,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     },
     phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt },
     churn,
+    incidents,
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
   }
   return report

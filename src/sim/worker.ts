@@ -28,7 +28,10 @@ await node.start()
 installAgent(node, draft)
 if (values.bootstrap.length > 0) await node.join(values.bootstrap)
 const card = await node.publishCard(draft)
-await node.discovery.announce().catch(() => 0)
+await node.discovery.announce().catch((err: unknown) => {
+  // the parent's lookups find this node later through its provider records or its peers
+  process.stderr.write(`announce failed: ${String(err)}\n`)
+})
 
 interface LogRequest { id: number, op: 'log', run_id: string, seq: number }
 

@@ -17,6 +17,7 @@
  * resolves only once the batch that holds it is committed.
  */
 import type { Batch, Datastore, Key } from 'interface-datastore'
+import { STORAGE_LINGER_MAX_OPS } from '../constants.ts'
 
 /** One put (with a value) or delete (without), in the order they were given. */
 export type WriteOp = [Key, Uint8Array | undefined]
@@ -27,9 +28,6 @@ export interface WriteOptions {
 }
 
 interface Waiting { ops: WriteOp[], resolve: () => void, reject: (err: unknown) => void }
-
-/** Operations waiting to linger before a batch goes out regardless. */
-const LINGER_MAX_OPS = 512
 
 export class GroupCommitter {
   private readonly ds: Datastore
@@ -48,7 +46,7 @@ export class GroupCommitter {
     const { promise, resolve, reject } = Promise.withResolvers<void>()
     this.queue.push({ ops, resolve, reject })
     this.queuedOps += ops.length
-    if (opts.lingerMs === undefined || opts.lingerMs <= 0 || this.queuedOps >= LINGER_MAX_OPS) {
+    if (opts.lingerMs === undefined || opts.lingerMs <= 0 || this.queuedOps >= STORAGE_LINGER_MAX_OPS) {
       this.start()
     } else if (this.lingerTimer === undefined && !this.busy) {
       this.lingerTimer = setTimeout(() => { this.start() }, opts.lingerMs)

@@ -5,7 +5,7 @@
  */
 import type { PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
 import {
-  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, LATE_ANSWERS_TRACKED_PER_STREAM,
+  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, LATE_ANSWERS_TRACKED_PER_STREAM,
   MAX_OUTBOUND_STREAMS_PER_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS,
   STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
@@ -147,7 +147,7 @@ class Session {
       throw new TimeoutError(`${type} to agent ${this.peerName} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
     }
     const id = this.nextId++
-    if (this.nextId > 0xffffffff) this.nextId = 1
+    if (this.nextId > FRAME_ID_MAX) this.nextId = 1
     this.lastUsed = Date.now()
     const { promise, resolve, reject } = Promise.withResolvers<Record<string, unknown>>()
     const timer = setTimeout(() => {

@@ -5,7 +5,7 @@
  * protocols/README.md.
  */
 import type { StreamMessageEvent } from '@libp2p/interface'
-import { ERROR_MESSAGE_MAX_CHARS, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
+import { ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
 import { InvalidRequestError, type AapError, type ErrorFrame } from '../errors.ts'
 
 const encoder = new TextEncoder()
@@ -106,7 +106,7 @@ export function isRecord (v: unknown): v is Record<string, unknown> {
 }
 
 export function isFrameId (v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= FRAME_ID_MAX
 }
 
 export function chunkOf (evt: StreamMessageEvent): Uint8Array {

@@ -1,0 +1,68 @@
+/**
+ * Where verified cards of other agents are kept and found besides the agent
+ * itself: a bounded cache that never goes back to an older card, and the DHT,
+ * read so that a replica serving an old record cannot hide a newer one.
+ */
+import type { PeerId } from '@libp2p/interface'
+import type { KadDHT } from '@libp2p/kad-dht'
+import { CARD_CACHE_MAX_ENTRIES, CARD_CACHE_TTL_MS, DHT_GET_TIMEOUT_MS } from '../constants.ts'
+import { AgentNotFoundError, toAapError, type AapError } from '../errors.ts'
+import { cardRecordKey, compareCards, decodeCardRecord, verifyCard, type AgentCard } from './card.ts'
+
+interface CacheEntry { card: AgentCard, fetchedAt: number }
+
+/** Verified cards by agent id, the oldest dropped past CARD_CACHE_MAX_ENTRIES. */
+export class CardCache {
+  private readonly entries = new Map<string, CacheEntry>()
+
+  /** The cached card when it was fetched within CARD_CACHE_TTL_MS and has not expired. */
+  fresh (agentId: string): AgentCard | undefined {
+    const cached = this.entries.get(agentId)
+    const now = Date.now()
+    if (cached !== undefined && now - cached.fetchedAt < CARD_CACHE_TTL_MS && Date.parse(cached.card.expires_at) > now) return cached.card
+    return undefined
+  }
+
+  /** Cache a verified card unless a newer unexpired one is cached; returns whichever is newest. */
+  remember (card: AgentCard): AgentCard {
+    const prev = this.entries.get(card.agent_id)
+    if (prev !== undefined && compareCards(prev.card, card) > 0 && Date.parse(prev.card.expires_at) > Date.now()) return prev.card
+    this.entries.delete(card.agent_id)
+    this.entries.set(card.agent_id, { card, fetchedAt: Date.now() })
+    if (this.entries.size > CARD_CACHE_MAX_ENTRIES) {
+      const oldest = this.entries.keys().next().value
+      if (oldest !== undefined) this.entries.delete(oldest)
+    }
+    return card
+  }
+}
+
+/**
+ * The newest valid record of the agent in the DHT. kad-dht yields its pick
+ * only after pushing it to replicas that hold another value, and throws when
+ * one of them refuses; a replica that serves an old record and refuses the
+ * correction would hide every newer one. So every valid record seen in the
+ * query counts, and an error after one was seen does not lose it. Records
+ * that do not verify are reported to `onRejected`.
+ */
+export async function newestCardInDht (dht: KadDHT, agentId: string, signal: AbortSignal, onRejected: (err: AapError, from: string) => void): Promise<AgentCard> {
+  let best: AgentCard | undefined
+  const consider = async (value: Uint8Array, from: PeerId): Promise<void> => {
+    try {
+      const card = await verifyCard(decodeCardRecord(value), { expectAgent: agentId })
+      if (best === undefined || compareCards(card, best) > 0) best = card
+    } catch (err) {
+      onRejected(toAapError(err), from.toString())
+    }
+  }
+  try {
+    for await (const ev of dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
+      if (ev.name === 'VALUE') await consider(ev.value, ev.from)
+      else if (ev.name === 'PEER_RESPONSE' && ev.record !== undefined) await consider(ev.record.value, ev.from)
+    }
+  } catch (err) {
+    if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT: ${toAapError(err).message}`)
+  }
+  if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT`)
+  return best
+}

@@ -1,0 +1,89 @@
+/**
+ * Copies of other nodes' events, written to the log in the order they were
+ * placed. Copies placed from gossip linger up to EVENTS_COPY_FLUSH_MS in the
+ * node's group committer, so run.started and run.completed of a quick run, or
+ * the runs of a busy delegator, share one batch with whatever else the node
+ * writes meanwhile; the placement does not wait for the write. Every read of
+ * the log flushes first, so it never misses what was placed.
+ */
+import { EVENTS_COPY_FLUSH_MS } from '../constants.ts'
+import type { Logger } from '../logger.ts'
+import { EventLog } from '../runlog/event-log.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import type { GroupCommitter, WriteOp } from '../storage/group-commit.ts'
+import type { LocalRuns } from './ports.ts'
+import type { CorrTrack, EventsStats } from './track.ts'
+
+export class CopyStore {
+  private readonly committer: GroupCommitter
+  private readonly runs: LocalRuns
+  private readonly stats: EventsStats
+  private readonly log: Logger
+
+  constructor (committer: GroupCommitter, runs: LocalRuns, stats: EventsStats, log: Logger) {
+    this.committer = committer
+    this.runs = runs
+    this.stats = stats
+    this.log = log
+  }
+
+  /** Write placed events behind everything placed before them. Resolves true once written, false if the write failed. */
+  async store (t: CorrTrack, events: AgentEvent[], lingerMs = EVENTS_COPY_FLUSH_MS): Promise<boolean> {
+    if (events.length === 0) return true
+    const ops: WriteOp[] = []
+    for (const e of events) ops.push(...EventLog.writes(e))
+    try {
+      await this.committer.write(ops, { lingerMs })
+    } catch (err) {
+      this.failed(t, events, err)
+      return false
+    }
+    for (const e of events) if (e.seq === 1) t.logRuns?.add(e.run_id)
+    this.delegated(t, events)
+    return true
+  }
+
+  /** `store` without lingering, for callers that wait on the write; throws if it failed. */
+  async persist (t: CorrTrack, events: AgentEvent[]): Promise<void> {
+    if (!await this.store(t, events, 0)) throw new Error('the copies of placed events could not be written')
+  }
+
+  /** Resolves once everything placed so far is in the log (rejects if a write failed). */
+  async flush (): Promise<void> {
+    await this.committer.flush()
+  }
+
+  /**
+   * A write failed: the runs' heads go back to what the log holds (reloaded
+   * on next use), so the events are fetched and stored again rather than
+   * leaving a hole behind.
+   */
+  private failed (t: CorrTrack, events: AgentEvent[], err: unknown): void {
+    this.stats.copyWriteErrors++
+    this.log.warn({ err, correlation_id: t.id, events: events.length }, 'copies of events could not be written; they will be fetched again')
+    for (const runId of new Set(events.map(e => e.run_id))) {
+      const rt = t.runs.get(runId)
+      if (rt === undefined) continue
+      rt.head = undefined
+      rt.headHash = undefined
+      rt.headLoaded = false
+    }
+  }
+
+  /** The delegator's records follow the copies of their runs' events, once those are written. */
+  private delegated (t: CorrTrack, events: AgentEvent[]): void {
+    if (t.delegated.size === 0) return
+    const byRun = new Map<string, AgentEvent[]>()
+    for (const e of events) {
+      if (!t.delegated.has(e.run_id)) continue
+      const list = byRun.get(e.run_id)
+      if (list === undefined) byRun.set(e.run_id, [e])
+      else list.push(e)
+    }
+    for (const [runId, list] of byRun) {
+      this.runs.delegatedEvents(list).catch((err: unknown) => {
+        this.log.warn({ err, run_id: runId }, "the delegator's record of a run could not follow its events")
+      })
+    }
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * When and from whom the events service syncs: a correlation from one
+ * participant (coalesced), one run's tail from its executor (then from other
+ * participants when the executor cannot answer), a participant that just
+ * joined the topic, and the tail timer that keeps looking while a run may
+ * still move. At most SYNC_CONCURRENCY syncs (dials included) run at once for
+ * all correlations; every failure is counted by error code.
+ */
+import {
+  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_MAX_MS, SYNC_CONCURRENCY
+} from '../constants.ts'
+import { toAapError } from '../errors.ts'
+import { peerIdOfAgent } from '../identity/identity.ts'
+import type { Logger } from '../logger.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import { Limiter } from '../util/concurrency.ts'
+import type { SyncClient } from './sync.ts'
+import { isInterested, isLive, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
+
+/** What the syncer needs from the rest of the service. */
+export interface SyncTarget {
+  readonly running: boolean
+  /** Place verified, chain-checked events from a sync; returns those new here. */
+  ingest: (t: CorrTrack, events: AgentEvent[]) => Promise<AgentEvent[]>
+  /** The run's track with its head loaded from the log. */
+  runTrack: (t: CorrTrack, runId: string) => Promise<RunTrack | undefined>
+}
+
+export class Syncer {
+  readonly limiter = new Limiter(SYNC_CONCURRENCY)
+  private readonly client: SyncClient
+  private readonly target: SyncTarget
+  private readonly stats: EventsStats
+  private readonly log: Logger
+
+  constructor (client: SyncClient, target: SyncTarget, stats: EventsStats, log: Logger) {
+    this.client = client
+    this.target = target
+    this.stats = stats
+    this.log = log
+  }
+
+  private noteSyncError (err: unknown, what: string, agentId: string): void {
+    const e = toAapError(err)
+    this.stats.syncErrors[e.code] = (this.stats.syncErrors[e.code] ?? 0) + 1
+    this.log.debug({ code: e.code, reason: e.details?.reason, agent_id: agentId, what }, 'a sync failed')
+  }
+
+  /** Run background work of a track, remembered so replay and subscribe can wait for it. */
+  spawn (t: CorrTrack, fn: () => Promise<void>): void {
+    const p = fn().catch((err: unknown) => {
+      // each sync counts its own failures; what reaches here is a fault of the service itself
+      this.log.error({ err, correlation_id: t.id }, 'a background sync task failed')
+    })
+    t.inflight.add(p)
+    void p.finally(() => { t.inflight.delete(p) })
+  }
+
+  /** Wait until the track's background syncs are done (and those they start), in bounded rounds. */
+  async awaitSyncs (t: CorrTrack, deadline: number, rounds: number): Promise<void> {
+    for (let i = 0; i < rounds * 4 && t.inflight.size > 0; i++) {
+      const left = deadline - Date.now()
+      if (left <= 0) return
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const expired = new Promise<void>(resolve => { timer = setTimeout(resolve, left) })
+      await Promise.race([Promise.allSettled([...t.inflight]), expired])
+      clearTimeout(timer)
+    }
+  }
+
+  /**
+   * A participant joined the topic: a delegator that just started a run, or
+   * a node that follows it. A run's first publish may have missed us (its
+   * executor may not have known we subscribe yet) and the joiner may hold it.
+   * Unless gossip brings any event of the correlation within
+   * EVENTS_JOIN_SYNC_DELAY_MS, sync from the joiner. Waiting first spares it
+   * one sync per subscriber when gossip did its job; if another run's event
+   * hid a lost one, the tail sync still finds it.
+   */
+  joined (t: CorrTrack, agentId: string): void {
+    const placed = t.placed
+    const timer = setTimeout(() => {
+      if (!t.closed && t.placed === placed) this.syncCorrelationFrom(t, agentId)
+    }, EVENTS_JOIN_SYNC_DELAY_MS)
+    timer.unref?.()
+  }
+
+  /** Sync a whole correlation from one participant (coalesced: one in flight, one more if asked meanwhile). */
+  syncCorrelationFrom (t: CorrTrack, agentId: string): void {
+    if (t.closed || !this.target.running) return
+    if (t.syncing.has(agentId)) {
+      t.syncAgain.add(agentId)
+      return
+    }
+    t.syncing.add(agentId)
+    this.spawn(t, async () => {
+      try {
+        do {
+          t.syncAgain.delete(agentId)
+          try {
+            const byRun = await this.limiter.run(async () => this.client.correlation(peerIdOfAgent(agentId), t.id))
+            for (const events of byRun.values()) {
+              if (t.closed) return
+              await this.target.ingest(t, events)
+            }
+          } catch (err) {
+            this.noteSyncError(err, 'correlation', agentId)
+          }
+        } while (t.syncAgain.has(agentId) && !t.closed)
+      } finally {
+        t.syncing.delete(agentId)
+      }
+    })
+  }
+
+  /**
+   * Fetch a run's events after the head held here: from its executor, and
+   * only when the executor cannot answer, from other participants.
+   */
+  fetch (t: CorrTrack, rt: RunTrack): void {
+    if (t.closed || rt.local || !this.target.running) return
+    if (rt.fetching) {
+      rt.fetchAgain = true
+      return
+    }
+    rt.fetching = true
+    this.spawn(t, async () => {
+      try {
+        do {
+          rt.fetchAgain = false
+          await this.target.runTrack(t, rt.run_id)
+          const sources = [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
+          for (const source of sources) {
+            if (t.closed) return
+            try {
+              const events = await this.limiter.run(async () => this.client.run(peerIdOfAgent(source), rt.run_id, rt.head))
+              await this.target.ingest(t, events)
+              if (events.length > 0 || source === rt.executor) break
+            } catch (err) {
+              this.noteSyncError(err, 'run', source)
+            }
+          }
+        } while (rt.fetchAgain && !t.closed)
+      } finally {
+        rt.fetching = false
+      }
+    })
+  }
+
+  /**
+   * Re-arm the tail timer: while a run of the correlation may still move (or
+   * none is known yet and someone is waiting), its tail is synced again after
+   * a delay that doubles up to EVENTS_TAIL_SYNC_MAX_MS.
+   */
+  refresh (t: CorrTrack): void {
+    if (t.closed || !this.target.running) return
+    clearTimeout(t.tailTimer)
+    const waiting = [...t.runs.values()].some(rt => !rt.local && isLive(rt.state)) ||
+      (t.runs.size === 0 && isInterested(t))
+    if (!waiting) return
+    t.tailTimer = setTimeout(() => {
+      t.tailDelay = Math.min(t.tailDelay * 2, EVENTS_TAIL_SYNC_MAX_MS)
+      // runs nobody told us about (a first publish that missed us, a sub-delegation) only show up
+      // in a participant's log, so someone waiting on this correlation asks them too: in a round
+      // where nothing came in. While events keep arriving the correlation is flowing, and a whole
+      // correlation from every participant per round costs more than everything gossip carries
+      const flowing = t.placed !== t.placedAtTail
+      t.placedAtTail = t.placed
+      if (!flowing && isInterested(t)) for (const p of t.participants) this.syncCorrelationFrom(t, p)
+      for (const rt of t.runs.values()) if (!rt.local && isLive(rt.state)) this.fetch(t, rt)
+      this.refresh(t)
+    }, t.tailDelay)
+    t.tailTimer.unref?.()
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * What the events service holds per correlation it follows (CorrTrack) and
+ * per run of it (RunTrack), and the verdicts on events that come in.
+ */
+import { TopicValidatorResult } from '@libp2p/gossipsub'
+import { EVENTS_TAIL_SYNC_MIN_MS } from '../constants.ts'
+import type { AgentEvent, RunState } from '../runlog/types.ts'
+import { Mutex } from '../util/concurrency.ts'
+import type { EventSubscription } from './subscription.ts'
+import { correlationTopic } from './topic.ts'
+
+/** Why an event was or was not taken; counted in `EventsStats.gossip`. */
+export type Verdict =
+  | 'accepted' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
+  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation'
+
+/** What gossipsub does with a message of each verdict: forgeries are rejected (and scored), the rest ignored. */
+export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
+  accepted: TopicValidatorResult.Accept,
+  duplicate: TopicValidatorResult.Ignore,
+  gap: TopicValidatorResult.Ignore,
+  unknown_run: TopicValidatorResult.Ignore,
+  own_run: TopicValidatorResult.Ignore,
+  over_limit: TopicValidatorResult.Ignore,
+  untracked: TopicValidatorResult.Ignore,
+  conflict: TopicValidatorResult.Reject,
+  undecodable: TopicValidatorResult.Reject,
+  invalid: TopicValidatorResult.Reject,
+  wrong_correlation: TopicValidatorResult.Reject
+}
+
+export interface EventsStats {
+  /** Gossip messages by verdict. */
+  gossip: Record<Verdict, number>
+  /** Events taken from sync responses (after verification). */
+  synced: number
+  /** Failed syncs by error code. */
+  syncErrors: Record<string, number>
+  published: number
+  /** Writes of event copies that failed (the events are fetched and stored again). */
+  copyWriteErrors: number
+}
+
+export function newStats (): EventsStats {
+  const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
+  return { gossip, synced: 0, syncErrors: {}, published: 0, copyWriteErrors: 0 }
+}
+
+export type RunTrackState = RunState | 'unknown'
+
+/** A run state in which more events may come (unknown: nothing of it is held yet). */
+export function isLive (s: RunTrackState): boolean {
+  return s === 'running' || s === 'blocked' || s === 'unknown'
+}
+
+export interface RunTrack {
+  run_id: string
+  executor: string
+  local: boolean
+  /**
+   * A run this node has its own reason to follow: it executes it, delegated
+   * it, was told about it, or it continues such a run after a handoff. Only
+   * these keep an automatically tracked correlation on gossip, so a stranger
+   * announcing runs of its own cannot keep a node on a topic.
+   */
+  interest: boolean
+  /** Last event of the contiguous log held here (from seq 1). */
+  head?: AgentEvent
+  /**
+   * eventHash(head), computed when the next event's `prev` is checked, not
+   * when the head moves: the last event of a run is never hashed, and runs
+   * this node executes (which take no gossip) never are.
+   */
+  headHash: string | undefined
+  headLoaded: boolean
+  state: RunTrackState
+  fetching: boolean
+  fetchAgain: boolean
+}
+
+export interface CorrTrack {
+  id: string
+  topic: string
+  runs: Map<string, RunTrack>
+  participants: Set<string>
+  /** Participants a correlation sync is in flight from, and those asked again meanwhile. */
+  syncing: Set<string>
+  syncAgain: Set<string>
+  subs: Set<EventSubscription>
+  /** Runs this node delegated: their verified events go to the delegator's records (LocalRuns.delegatedEvents). */
+  delegated: Set<string>
+  gossip: boolean
+  /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
+  placed: number
+  /** `placed` when the tail timer last fired: events came in since, so the correlation is flowing. */
+  placedAtTail: number
+  holds: number
+  /** Delegations into this correlation in flight (see Events.prepare): keep the topic, ask nobody. */
+  pending: number
+  /**
+   * Every change to the runs' heads and every write to the log of this
+   * correlation happens in order: inside a task on `lock`, or synchronously
+   * when no task is queued (`lock.busy` is 0), so a gossip event that can be
+   * placed at once does not give up its turn in the event loop.
+   */
+  lock: Mutex
+  /**
+   * Runs the log holds for this correlation, once a subscriber has listed them
+   * (listing is a scan on the memory datastore, so only subscribers pay it):
+   * spares a log lookup, and so a queued placement, per new run.
+   */
+  logRuns?: Set<string>
+  /** Background syncs in flight (see Syncer.spawn). */
+  inflight: Set<Promise<unknown>>
+  tailTimer?: ReturnType<typeof setTimeout>
+  tailDelay: number
+  closed: boolean
+}
+
+export function newCorrTrack (correlationId: string): CorrTrack {
+  return {
+    id: correlationId,
+    topic: correlationTopic(correlationId),
+    runs: new Map(),
+    participants: new Set(),
+    syncing: new Set(),
+    syncAgain: new Set(),
+    subs: new Set(),
+    delegated: new Set(),
+    gossip: false,
+    placed: 0,
+    placedAtTail: 0,
+    holds: 0,
+    pending: 0,
+    lock: new Mutex(),
+    inflight: new Set(),
+    tailDelay: EVENTS_TAIL_SYNC_MIN_MS,
+    closed: false
+  }
+}
+
+/** Someone waits on this node for the correlation (a subscriber, a replay, a fetch). */
+export function isInterested (t: CorrTrack): boolean {
+  return t.subs.size > 0 || t.holds > 0
+}
