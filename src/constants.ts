@@ -20,6 +20,8 @@ export const EVENTS_TOPIC_PREFIX = '/aap/events/0.1.0/'
 export const CARD_PROTOCOL_NAME = 'aap-mesh/0.1.0'
 /** Domain-separation prefix of the card signature. */
 export const CARD_SIGNING_DOMAIN = 'aap-mesh/card/0.1.0\n'
+/** Domain-separation prefix of delegation tickets. */
+export const TICKET_SIGNING_DOMAIN = 'aap-mesh/ticket/0.1.0\n'
 /** Domain-separation prefix of event signatures. */
 export const EVENT_SIGNING_DOMAIN = 'aap-mesh/event/0.1.0\n'
 /** DHT namespace for card records: key = /aap-card/<peerId>. */
@@ -122,6 +124,14 @@ export const IDEMPOTENCY_KEY_MAX_CHARS = 128
 export const RUN_AUTHORIZED_MAX_AGENTS = 16
 /** Keys of any free-form object in a run request (input, resolution, output, context). */
 export const JSON_OBJECT_MAX_KEYS = 256
+/** Handoffs one delegated run may go through (RunTicket.depth); one more is refused. */
+export const MAX_HANDOFF_DEPTH = 8
+/** A handoff receiver fails the run it created if the sender has not confirmed the handoff by then. */
+export const HANDOFF_CONFIRM_TIMEOUT_MS = 15_000
+/** Longest ISO 8601 timestamp a signed record carries (RunTicket.issued_at). */
+export const TIMESTAMP_MAX_CHARS = 64
+/** Longest signature text a signed record carries (base64url Ed25519 is 86). */
+export const SIGNATURE_MAX_CHARS = 128
 /** Delegate idempotency records are kept this long. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
 /** Parsed agent ids the run service keeps (cleared when full). */
@@ -166,8 +176,15 @@ export const SYNC_MAX_PAGES = 512
 /** Syncs (dials included) a node runs at once for all its correlations. */
 export const SYNC_CONCURRENCY = 16
 export const SUBSCRIBER_BUFFER_MAX_EVENTS = 4096
-/** Runs a node tracks under one correlation; events of further runs are ignored. */
+/** Runs admitted to a correlation's task (protocols/lineage.md) a node tracks; further runs are ignored. */
 export const EVENTS_MAX_RUNS_PER_CORRELATION = 1024
+/**
+ * Runs of a correlation not (yet) admitted that a node keeps track of: waiting
+ * for an ancestor, or refused (remembered so their events are dropped
+ * cheaply). Past it, refused runs are forgotten first, then the oldest
+ * waiting ones, so junk runs never lock admitted ones out.
+ */
+export const EVENTS_MAX_UNPROVEN_RUNS_PER_CORRELATION = 256
 /** Events a node stores for one run it does not execute; later ones are ignored. */
 export const EVENTS_MAX_EVENTS_PER_RUN = 65_536
 /** Agents a subscription dials and syncs from under one correlation. */

@@ -48,6 +48,8 @@ export interface MeshNodeOptions {
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
   maxConcurrentInboundRuns?: number
+  /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
+  handoffConfirmTimeoutMs?: number
   /** libp2p metrics implementation, e.g. `prometheusMetrics()` from @libp2p/prometheus-metrics. */
   metrics?: HostOptions['metrics']
   /**
@@ -161,6 +163,7 @@ export class MeshNode {
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns }),
+      ...(o.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: o.handoffConfirmTimeoutMs }),
       ...(o.logger === undefined ? {} : { logger: o.logger })
     })
     const runs = this._runs

@@ -126,7 +126,8 @@ describe('AAP 0.1.0-draft conformance', () => {
         try {
           const failed = nextEvent(B, e => e.type === 'run.failed' && e.correlation_id === 'task-undelivered')
           const w = await RawWire.open(A.host, B.host.peerId, DELEGATE_PROTOCOL)
-          w.request({ id: 1, type: 'delegate', body: { to_agent: B.agentId, task_id: 'task-undelivered', capability: REVIEW, input: { mode: 'plain' }, parent_run: null } })
+          const ticket = await A.runs.ticketFor({ to_agent: B.agentId, task_id: 'task-undelivered', capability: REVIEW, input: { mode: 'plain' } })
+          w.request({ id: 1, type: 'delegate', body: { to_agent: B.agentId, task_id: 'task-undelivered', capability: REVIEW, input: { mode: 'plain' }, parent_run: null, ticket } })
           await asked.promise
           w.abort()
           const e = await failed

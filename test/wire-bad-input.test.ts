@@ -22,6 +22,9 @@ describe('bad input on the wire: a typed error frame, no state change, the node 
 
   const delegateBody = (over: Record<string, unknown> = {}): Record<string, unknown> =>
     ({ to_agent: B.agentId, task_id: 'task-bad-input', capability: REVIEW, input: {}, parent_run: null, ...over })
+  /** A body our own client would send: with A's signed ticket (protocols/lineage.md). */
+  const ticketedBody = async (): Promise<Record<string, unknown>> =>
+    ({ ...delegateBody(), ticket: await A.runs.ticketFor({ to_agent: B.agentId, task_id: 'task-bad-input', capability: REVIEW, input: {} }) })
 
   /**
    * Every run any of the nodes executes, with its state and log position: the
@@ -80,7 +83,7 @@ describe('bad input on the wire: a typed error frame, no state change, the node 
     }
     expect(await state()).toBe(before)
     const completed = nextEvent(B, e => e.type === 'run.completed' && e.correlation_id === 'task-bad-input')
-    const ok = await w.call({ id: 9, type: 'delegate', body: delegateBody() })
+    const ok = await w.call({ id: 9, type: 'delegate', body: await ticketedBody() })
     expect(ok.id).toBe(9)
     expect(ok.ok).toBe(true)
     expect((ok.body?.run as Run).correlation_id).toBe('task-bad-input')
@@ -201,7 +204,7 @@ describe('bad input on the wire: a typed error frame, no state change, the node 
   it('a truncated frame (the stream ends inside it) gets an error frame and the stream is closed', async () => {
     const before = await state()
     const w = await open(DELEGATE_PROTOCOL)
-    const whole = rawFrame(JSON.stringify({ id: 1, type: 'delegate', body: delegateBody() }))
+    const whole = rawFrame(JSON.stringify({ id: 1, type: 'delegate', body: await ticketedBody() }))
     // one good request first: it is answered even though the stream then ends mid-frame
     w.write(whole)
     w.write(whole.subarray(0, whole.byteLength - 10))

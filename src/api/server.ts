@@ -451,10 +451,11 @@ function strings (v: unknown): string[] {
   return Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []
 }
 
-function hints (q: Query): { participants?: string[], runs?: string[] } {
+function hints (q: Query): { owner?: string, participants?: string[], runs?: string[] } {
   const participants = strings(q.participant)
   const runs = strings(q.run)
   return {
+    ...(typeof q.owner === 'string' ? { owner: q.owner } : {}),
     ...(participants.length > 0 ? { participants } : {}),
     ...(runs.length > 0 ? { runs } : {})
   }

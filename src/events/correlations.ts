@@ -5,11 +5,17 @@
  * once it has no live run this node has its own reason to follow, no
  * subscriber, no replay or fetch in progress and no delegation on its way in.
  */
-import { EVENTS_MAX_PARTICIPANTS, EVENTS_MAX_RUNS_PER_CORRELATION, MAX_CORRELATION_TOPICS } from '../constants.ts'
+import {
+  EVENTS_MAX_PARTICIPANTS, EVENTS_MAX_RUNS_PER_CORRELATION, EVENTS_MAX_UNPROVEN_RUNS_PER_CORRELATION, MAX_CORRELATION_TOPICS
+} from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
+import { handoffTarget } from '../runlog/handoff.ts'
+import { judgeRun, type LineageVerdict, type RunStanding } from '../runlog/lineage.ts'
+import { ticketOf } from '../runlog/ticket.ts'
+import type { AgentEvent } from '../runlog/types.ts'
 import type { EventLog } from '../runlog/event-log.ts'
 import type { CopyStore } from './copies.ts'
 import { stateAfter } from './replay.ts'
@@ -26,6 +32,10 @@ export interface CorrelationsInit {
   validator: (t: CorrTrack) => TopicValidator
   /** A participant was added to a correlation someone waits on. */
   onParticipant: (t: CorrTrack, agentId: string) => void
+  /** A pending run waits for this ancestor, which is not admitted here yet: get its events. */
+  onAncestorWanted: (t: CorrTrack, rt: RunTrack) => void
+  /** A run read from the log was admitted: runs waiting on it can be judged again. */
+  onSettled: (t: CorrTrack, runId: string) => void
 }
 
 export class Correlations {
@@ -99,11 +109,17 @@ export class Correlations {
     if (this.tracks.get(t.id) === t) this.tracks.delete(t.id)
   }
 
-  /** The track of a run, made if the correlation has room (undefined past EVENTS_MAX_RUNS_PER_CORRELATION). */
+  /**
+   * The track of a run, made if the correlation has room. A new run is
+   * unproven until its run.started is admitted; past
+   * EVENTS_MAX_UNPROVEN_RUNS_PER_CORRELATION unproven runs, refused ones are
+   * forgotten first, then the oldest waiting ones this node has no interest
+   * in (undefined when none can go).
+   */
   newRunTrack (t: CorrTrack, runId: string, local: boolean): RunTrack | undefined {
     let rt = t.runs.get(runId)
     if (rt !== undefined) return rt
-    if (t.runs.size >= EVENTS_MAX_RUNS_PER_CORRELATION) return undefined
+    if (t.unprovenRuns >= EVENTS_MAX_UNPROVEN_RUNS_PER_CORRELATION && !this.evictUnproven(t)) return undefined
     const executor = executorOfRun(runId)
     const mine = local || executor === this.init.agentId
     rt = {
@@ -116,9 +132,11 @@ export class Correlations {
       headLoaded: t.logRuns !== undefined && !t.logRuns.has(runId),
       state: 'unknown',
       fetching: false,
-      fetchAgain: false
+      fetchAgain: false,
+      lineage: 'unknown'
     }
     t.runs.set(runId, rt)
+    t.unprovenRuns++
     if (!rt.local) this.addParticipant(t, executor)
     return rt
   }
@@ -126,16 +144,109 @@ export class Correlations {
   /** The run's track with its head loaded from the log (once). */
   async runTrack (t: CorrTrack, runId: string): Promise<RunTrack | undefined> {
     const rt = this.newRunTrack(t, runId, false)
-    if (rt === undefined || rt.headLoaded) return rt
-    rt.headLoaded = true
-    await this.flushCopies()
-    const head = await this.init.log.head(runId)
-    if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
-      rt.head = head
-      rt.headHash = undefined
-      rt.state = stateAfter(head)
+    if (rt === undefined) return rt
+    if (!rt.headLoaded) {
+      rt.headLoaded = true
+      await this.flushCopies()
+      const head = await this.init.log.head(runId)
+      if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
+        rt.head = head
+        rt.headHash = undefined
+        rt.state = stateAfter(head)
+      }
     }
+    // a run the log holds was judged when it came in (or is this node's own): judge it again here
+    if (rt.head !== undefined && rt.lineage === 'unknown') await this.judgeHeld(t, rt)
     return rt
+  }
+
+  /** Judge a run the log holds (a copy admitted before, or a run this node executes), its ancestors first. */
+  private async judgeHeld (t: CorrTrack, rt: RunTrack): Promise<void> {
+    const started = await this.init.log.get(rt.run_id, 1)
+    if (started === undefined) return
+    const ticket = ticketOf(started)
+    const ancestor = ticket?.handoff_from?.run_id ?? ticket?.parent_run ?? undefined
+    // ancestors are loaded first; the chain is at most MAX_HANDOFF_DEPTH plus the sub-delegations
+    if (ancestor !== undefined && ancestor !== rt.run_id && t.runs.get(ancestor)?.lineage !== 'admitted') await this.runTrack(t, ancestor)
+    if (rt.lineage === 'unknown' && this.judge(t, rt, started) === 'admitted') this.init.onSettled(t, rt.run_id)
+  }
+
+  // ---- lineage (src/runlog/lineage.ts) ------------------------------------------------------
+
+  /** What the lineage judge knows of a run of this correlation. */
+  private standing (t: CorrTrack, runId: string): RunStanding | undefined {
+    const rt = t.runs.get(runId)
+    if (rt === undefined || rt.lineage === 'unknown') return undefined
+    const verdict: LineageVerdict = rt.lineage === 'admitted'
+      ? { status: 'admitted', owner: rt.owner ?? '' }
+      : rt.lineage === 'pending' ? { status: 'pending', waitingFor: rt.waitingFor ?? '' } : { status: 'rejected', reason: 'rejected' }
+    const handoffTo = rt.head === undefined ? undefined : handoffTarget(rt.head)?.run_id
+    return { ticket: rt.ticket, verdict, handoffTo }
+  }
+
+  /**
+   * Judge a run on its run.started and record the outcome on its track:
+   * `admitted` (to the track's owner's task; the first admitted root names
+   * the owner when nothing else did), `pending` (its ancestor is not known
+   * yet: the start is held and the ancestor looked for), `foreign` (admitted
+   * to another owner's task) or `rejected` (it claims a place it cannot
+   * prove). Admitted runs count against EVENTS_MAX_RUNS_PER_CORRELATION.
+   */
+  judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'rejected' {
+    const v = judgeRun(started, id => this.standing(t, id))
+    rt.ticket = ticketOf(started)
+    if (v.status === 'pending') {
+      rt.lineage = 'pending'
+      rt.heldStart = started
+      rt.waitingFor = v.waitingFor
+      this.lookForAncestor(t, v.waitingFor)
+      return 'pending'
+    }
+    rt.heldStart = undefined
+    rt.waitingFor = undefined
+    if (v.status === 'rejected') {
+      rt.lineage = 'rejected'
+      this.init.logger.debug({ run_id: rt.run_id, correlation_id: t.id, reason: v.reason }, 'a run could not prove its place in the task')
+      return 'rejected'
+    }
+    t.owner ??= v.owner
+    if (v.owner !== t.owner || t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION) {
+      rt.lineage = 'rejected'
+      rt.owner = v.owner
+      return 'foreign'
+    }
+    rt.lineage = 'admitted'
+    rt.owner = v.owner
+    t.unprovenRuns--
+    t.admittedRuns++
+    return 'admitted'
+  }
+
+  /** Runs whose start waits for `runId` (its admission, or its handoff event). */
+  waitingOn (t: CorrTrack, runId: string): RunTrack[] {
+    return [...t.runs.values()].filter(rt => rt.lineage === 'pending' && rt.waitingFor === runId)
+  }
+
+  /** An ancestor a pending run waits for: from the log if it is held, else fetched. */
+  private lookForAncestor (t: CorrTrack, runId: string): void {
+    const rt = this.newRunTrack(t, runId, false)
+    if (rt === undefined || rt.lineage === 'admitted') return
+    rt.interest ||= [...t.runs.values()].some(r => r.waitingFor === runId && r.interest)
+    this.init.onAncestorWanted(t, rt)
+  }
+
+  /** Make room for an unproven run: forget a refused one, else the oldest waiting one nobody here needs. */
+  private evictUnproven (t: CorrTrack): boolean {
+    let victim: RunTrack | undefined
+    for (const rt of t.runs.values()) {
+      if (rt.local || rt.interest || rt.lineage === 'admitted') continue
+      if (rt.lineage === 'rejected') { victim = rt; break }
+      victim ??= rt.lineage === 'pending' ? rt : undefined
+    }
+    if (victim === undefined) return false
+    t.runs.delete(victim.run_id)
+    t.unprovenRuns--
+    return true
   }
 
   /** Write pending copies before a read of the log; a failed write was logged and its heads reset. */

@@ -11,6 +11,7 @@ import type { Message } from '@libp2p/gossipsub'
 import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
+import { handoffTarget } from '../runlog/handoff.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CopyStore } from './copies.ts'
@@ -32,6 +33,8 @@ export interface PlacementInit {
   stats: EventsStats
   log: Logger
   running: () => boolean
+  /** Hand subscribers the events of a run of this node's that was just admitted (read from the log). */
+  deliverHeld: (t: CorrTrack, runId: string) => void
 }
 
 export class Placement {
@@ -121,31 +124,73 @@ export class Placement {
     const accepted: AgentEvent[] = []
     let first: Verdict | undefined
     const note = (v: Verdict): void => { first ??= v }
-    for (const e of events) {
-      if (t.closed) { note('untracked'); continue }
-      if (e.correlation_id !== t.id) { note('wrong_correlation'); continue }
-      const rt = this.i.correlations.newRunTrack(t, e.run_id, false)
-      if (rt === undefined) { note('over_limit'); continue }
-      if (rt.local) { note('own_run'); continue }
-      const headSeq = rt.head?.seq ?? 0
-      if (e.seq <= headSeq) { note('duplicate'); continue }
-      if (e.seq > headSeq + 1) {
-        note(rt.head === undefined ? 'unknown_run' : 'gap')
-        this.i.syncer().fetch(t, rt)
+    for (const e of events) note(this.placeOne(t, e, accepted))
+    return { first: first ?? 'duplicate', accepted }
+  }
+
+  /** Place one event (see placeNow); what it makes admissible is placed right behind it. */
+  private placeOne (t: CorrTrack, e: AgentEvent, accepted: AgentEvent[]): Verdict {
+    const correlations = this.i.correlations
+    if (t.closed) return 'untracked'
+    if (e.correlation_id !== t.id) return 'wrong_correlation'
+    const rt = correlations.newRunTrack(t, e.run_id, false)
+    if (rt === undefined) return 'over_limit'
+    if (rt.local) return 'own_run'
+    if (rt.lineage === 'rejected') return rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
+    const headSeq = rt.head?.seq ?? 0
+    if (e.seq <= headSeq) return 'duplicate'
+    if (rt.lineage === 'pending') return 'lineage_pending'
+    if (e.seq > headSeq + 1) {
+      this.i.syncer().fetch(t, rt)
+      return rt.head === undefined ? 'unknown_run' : 'gap'
+    }
+    if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) return 'over_limit'
+    if (e.prev !== correlations.headHashOf(rt)) return 'conflict'
+    if (e.seq === 1 && rt.lineage !== 'admitted') {
+      // a run enters the task only with a proven place (protocols/lineage.md)
+      const place = correlations.judge(t, rt, e)
+      if (place === 'pending') return 'lineage_pending'
+      if (place === 'foreign') return 'foreign_owner'
+      if (place === 'rejected') return 'lineage_rejected'
+    }
+    rt.head = e
+    rt.headHash = undefined
+    rt.state = stateAfter(e)
+    accepted.push(e)
+    t.placed++
+    for (const s of t.subs) s.deliver(e)
+    this.learn(t, e)
+    // an admitted start, or a handoff that names its successor, may settle runs waiting on this one
+    if (e.seq === 1 || handoffTarget(e) !== null) this.wake(t, e.run_id, accepted)
+    return 'accepted'
+  }
+
+  /** Judge again the runs whose start waits on `runId`, placing those now admitted. */
+  private wake (t: CorrTrack, runId: string, accepted: AgentEvent[]): void {
+    for (const waiting of this.i.correlations.waitingOn(t, runId)) {
+      const held = waiting.heldStart
+      if (held === undefined) continue
+      waiting.lineage = 'unknown'
+      waiting.heldStart = undefined
+      if (waiting.local) {
+        // a run this node executes: stored already, only its delivery waited
+        if (this.i.correlations.judge(t, waiting, held) === 'admitted') this.i.deliverHeld(t, waiting.run_id)
         continue
       }
-      if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) { note('over_limit'); continue }
-      if (e.prev !== this.i.correlations.headHashOf(rt)) { note('conflict'); continue }
-      rt.head = e
-      rt.headHash = undefined
-      rt.state = stateAfter(e)
-      accepted.push(e)
-      t.placed++
-      note('accepted')
-      for (const s of t.subs) s.deliver(e)
-      this.learn(t, e)
+      if (this.placeOne(t, held, accepted) === 'accepted') this.i.syncer().fetch(t, waiting)
     }
-    return { first: first ?? 'duplicate', accepted }
+  }
+
+  /** Runs read from the log were admitted after a load: place what waited on them, on the lock. */
+  settled (t: CorrTrack, runId: string): void {
+    void t.lock.run(async () => {
+      const accepted: AgentEvent[] = []
+      this.wake(t, runId, accepted)
+      await this.i.copies.persist(t, accepted)
+      this.afterIngest(t, accepted)
+    }).catch((err: unknown) => {
+      this.i.log.warn({ err, correlation_id: t.id, run_id: runId }, 'runs waiting on an admitted run could not be placed')
+    })
   }
 
   /** Sync results: verified and chain-checked by the sync client, placed like gossip. */
@@ -208,8 +253,15 @@ export class Placement {
       rt.head = event
       rt.headHash = undefined
       rt.state = run.state
-      for (const s of t.subs) s.deliver(event)
+      if (event.seq === 1 && rt.lineage === 'unknown') correlations.judge(t, rt, event)
+      // a run of this node's is in its log whatever its place; subscribers see it only once admitted
+      if (rt.lineage === 'admitted') for (const s of t.subs) s.deliver(event)
       this.learn(t, event)
+      if (rt.lineage === 'admitted' && (event.seq === 1 || handoffTarget(event) !== null)) {
+        const accepted: AgentEvent[] = []
+        this.wake(t, event.run_id, accepted)
+        void this.i.copies.store(t, accepted)
+      }
     }
     if (t.lock.busy === 0) {
       apply()

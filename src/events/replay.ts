@@ -12,6 +12,7 @@
  * transition.
  */
 import type { CapabilityRef } from '../card/card.ts'
+import { handoffTarget } from '../runlog/handoff.ts'
 import type { AgentEvent, HandoffLink, RunState } from '../runlog/types.ts'
 
 export type Transition =
@@ -61,6 +62,10 @@ export interface ReplayRun {
 
 export interface CorrelationReplay {
   correlation_id: string
+  /** The agent whose task this is (the root delegator); null when no run proved a place. */
+  owner: string | null
+  /** Runs held under the correlation id that are not the owner's task, with why (protocols/lineage.md). */
+  rejected_runs: Array<{ run_id: string, reason: string }>
   runs: ReplayRun[]
   /** Every event of every run, runs in lineage order, each run by seq. */
   events: AgentEvent[]
@@ -94,15 +99,6 @@ function capability (v: unknown): CapabilityRef | null {
 
 export function isResumeEvent (e: AgentEvent): boolean {
   return e.type === 'run.progress' && e.payload.transition === 'resume'
-}
-
-export function isHandoffEvent (e: AgentEvent): boolean {
-  return e.type === 'run.completed' && e.payload.transition === 'handoff'
-}
-
-/** The run that continues `e`'s run after a handoff, if `e` is a handoff completion. */
-export function handoffTarget (e: AgentEvent): HandoffLink | null {
-  return isHandoffEvent(e) ? link(e.payload.handoff_to) : null
 }
 
 /** The state a run is in after `e`. */
@@ -205,7 +201,10 @@ function orderRuns (runs: Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>): Rep
  * Build the replay of one correlation from its verified logs (run_id ->
  * events from seq 1, ascending).
  */
-export function buildReplay (correlationId: string, logs: Map<string, AgentEvent[]>): CorrelationReplay {
+export function buildReplay (
+  correlationId: string, logs: Map<string, AgentEvent[]>,
+  lineage: { owner: string | null, rejected: Map<string, string> } = { owner: null, rejected: new Map() }
+): CorrelationReplay {
   const described = new Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>()
   for (const [runId, events] of logs) {
     if (events.length > 0) described.set(runId, describeRun(runId, events))
@@ -287,5 +286,6 @@ export function buildReplay (correlationId: string, logs: Map<string, AgentEvent
       }
     }
   }
-  return { correlation_id: correlationId, runs, events, transitions, checkpoints }
+  const rejected = [...lineage.rejected].map(([runId, reason]) => ({ run_id: runId, reason })).sort((a, b) => a.run_id < b.run_id ? -1 : 1)
+  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, runs, events, transitions, checkpoints }
 }

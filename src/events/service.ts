@@ -26,6 +26,7 @@ import { AapError, InvalidRequestError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { checkChain, executorOfRun } from '../runlog/event.ts'
+import { admitAll } from '../runlog/lineage.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { groupCommitter } from '../storage/group-commit.ts'
@@ -55,6 +56,8 @@ export interface EventsInit {
 }
 
 export interface ReplayOptions {
+  /** The agent whose task this is (its root delegator); learnt from the runs when they agree on one. */
+  owner?: string
   participants?: string[]
   runs?: string[]
   /** The whole collection (default REPLAY_TIMEOUT_MS); what is held by then is replayed. */
@@ -111,7 +114,9 @@ export class Events {
       topics: this.topicMembership,
       logger: this.logger,
       validator: (t) => this.placement.validator(t),
-      onParticipant: (t, agentId) => { this.syncer.syncCorrelationFrom(t, agentId) }
+      onParticipant: (t, agentId) => { this.syncer.syncCorrelationFrom(t, agentId) },
+      onAncestorWanted: (t, rt) => { this.wantAncestor(t, rt.run_id) },
+      onSettled: (t, runId) => { this.placement.settled(t, runId) }
     })
     this.placement = new Placement({
       agentId: this.agentId,
@@ -121,7 +126,8 @@ export class Events {
       syncer: () => this.syncer,
       stats: this.stats,
       log: this.logger,
-      running: () => this.started
+      running: () => this.started,
+      deliverHeld: (t, runId) => { this.deliverFromLog(t, runId) }
     })
     const service = this
     this.syncer = new Syncer(this.sync, {
@@ -178,6 +184,7 @@ export class Events {
     correlationTopic(correlationId)
     const hints = this.checkHints(opts)
     const t = this.correlations.ensure(correlationId, true, true)
+    this.claimOwner(t, opts.owner)
     const sub = new EventSubscription(correlationId, opts, (s) => {
       t.subs.delete(s)
       this.correlations.maybeUntrack(t)
@@ -200,9 +207,11 @@ export class Events {
         // from now on a run missing from this list has nothing in the log to look up
         t.logRuns ??= new Set(held)
         for (const runId of held) {
+          const rt = await this.correlations.runTrack(t, runId)
+          // only runs admitted to the owner's task are handed over (protocols/lineage.md)
+          if (rt?.lineage !== 'admitted') continue
           if (opts.history === false) {
-            const rt = await this.correlations.runTrack(t, runId)
-            if (rt !== undefined) sub.startAfter(runId, rt.head?.seq ?? 0)
+            sub.startAfter(runId, rt.head?.seq ?? 0)
             continue
           }
           for await (const page of this.log.readAll(runId)) for (const e of page) sub.deliver(e)
@@ -232,11 +241,19 @@ export class Events {
     const t = this.correlations.ensure(correlationId, false, false)
     t.holds++
     try {
+      this.claimOwner(t, opts.owner)
       this.addHints(t, hints)
       for (const p of t.participants) this.syncer.syncCorrelationFrom(t, p)
       this.syncer.refresh(t)
       await this.syncer.awaitSyncs(t, Date.now() + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS), REPLAY_MAX_ROUNDS)
-      return buildReplay(correlationId, await this.readCorrelation(correlationId))
+      // the replay is the owner's task only: every run proves its place again, from the logs alone
+      const logs = await this.readCorrelation(correlationId)
+      const admission = admitAll(logs, opts.owner ?? t.owner)
+      if (admission.owner === undefined && admission.owners.length > 1) {
+        throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
+      }
+      const mine = new Map([...logs].filter(([runId]) => admission.admitted.has(runId)))
+      return buildReplay(correlationId, mine, { owner: admission.owner ?? null, rejected: admission.rejected })
     } finally {
       t.holds--
       this.correlations.maybeUntrack(t)
@@ -337,7 +354,11 @@ export class Events {
       if (opts.fresh === true && !seen && !rt.local) rt.headLoaded = true
       if (rt.state === 'unknown' && !isLive(run.state)) rt.state = run.state
     }
-    if (run.delegator === this.agentId) t.delegated.add(run.run_id)
+    if (run.delegator === this.agentId) {
+      t.delegated.add(run.run_id)
+      // a root run this node delegated: the task is its own
+      if (run.parent_run === null && run.handoff_from === null) t.owner ??= this.agentId
+    }
     this.correlations.addParticipant(t, run.agent_id)
     this.correlations.addParticipant(t, run.delegator)
     // prepared: gossip should have brought (or will bring) the events; the tail sync
@@ -357,6 +378,35 @@ export class Events {
   }
 
   // ---- helpers ------------------------------------------------------------------------------
+
+  /** A pending run waits for this ancestor: from the log if this node holds it, else from its executor. */
+  private wantAncestor (t: CorrTrack, runId: string): void {
+    this.correlations.runTrack(t, runId).then((rt) => {
+      if (rt !== undefined && rt.lineage !== 'admitted' && !rt.local) this.syncer.fetch(t, rt)
+    }, (err: unknown) => {
+      this.logger.warn({ err, correlation_id: t.id, run_id: runId }, 'an ancestor run could not be read from the log')
+    })
+  }
+
+  /** Hand subscribers what the log holds of a run that was just admitted (a run of this node's). */
+  private deliverFromLog (t: CorrTrack, runId: string): void {
+    if (t.subs.size === 0) return
+    void t.lock.run(async () => {
+      for await (const page of this.log.readAll(runId)) for (const e of page) for (const s of t.subs) s.deliver(e)
+    }).catch((err: unknown) => {
+      this.logger.warn({ err, correlation_id: t.id, run_id: runId }, 'an admitted run could not be read for its subscribers')
+    })
+  }
+
+  /** Take the owner a caller names for a correlation (typed error when the node follows another owner's task under it). */
+  private claimOwner (t: CorrTrack, owner: string | undefined): void {
+    if (owner === undefined) return
+    peerIdOfAgent(owner)
+    if (t.owner !== undefined && t.owner !== owner) {
+      throw new InvalidRequestError(`this node follows ${t.id} as the task of ${t.owner}, not of ${owner}`, { reason: 'owner_conflict', owner: t.owner })
+    }
+    t.owner = owner
+  }
 
   private assertStarted (): void {
     if (!this.started) throw new AapError('INTERNAL', 'the events service is not started')

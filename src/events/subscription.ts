@@ -8,6 +8,12 @@ import { AapError } from '../errors.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 
 export interface SubscribeOptions {
+  /**
+   * The agent whose task the correlation is (its root delegator): only runs
+   * admitted to its task are delivered (protocols/lineage.md). Without it the
+   * node's own runs name the owner, or else the first root run admitted.
+   */
+  owner?: string
   /** Agents known to take part (delegator, executors, ...): dialed and synced from first. */
   participants?: string[]
   /** Run ids of the correlation the caller already holds handles for. */

@@ -4,6 +4,7 @@
  */
 import { TopicValidatorResult } from '@libp2p/gossipsub'
 import { EVENTS_TAIL_SYNC_MIN_MS } from '../constants.ts'
+import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, RunState } from '../runlog/types.ts'
 import { Mutex } from '../util/concurrency.ts'
 import type { EventSubscription } from './subscription.ts'
@@ -12,7 +13,8 @@ import { correlationTopic } from './topic.ts'
 /** Why an event was or was not taken; counted in `EventsStats.gossip`. */
 export type Verdict =
   | 'accepted' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
-  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation'
+  | 'lineage_pending' | 'foreign_owner'
+  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected'
 
 /** What gossipsub does with a message of each verdict: forgeries are rejected (and scored), the rest ignored. */
 export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
@@ -23,6 +25,11 @@ export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
   own_run: TopicValidatorResult.Ignore,
   over_limit: TopicValidatorResult.Ignore,
   untracked: TopicValidatorResult.Ignore,
+  // a run whose ancestors are not known yet, or a run of another owner's task under the same id
+  lineage_pending: TopicValidatorResult.Ignore,
+  foreign_owner: TopicValidatorResult.Ignore,
+  // a run that claims a place it cannot prove (no valid ticket, false inheritance): a forgery
+  lineage_rejected: TopicValidatorResult.Reject,
   conflict: TopicValidatorResult.Reject,
   undecodable: TopicValidatorResult.Reject,
   invalid: TopicValidatorResult.Reject,
@@ -76,10 +83,31 @@ export interface RunTrack {
   state: RunTrackState
   fetching: boolean
   fetchAgain: boolean
+  /**
+   * The run's place in the task (src/runlog/lineage.ts), judged on its
+   * run.started: only admitted runs of the track's owner are stored,
+   * delivered and replayed.
+   */
+  lineage: 'unknown' | 'pending' | 'admitted' | 'rejected'
+  ticket?: RunTicket
+  /** The owner whose task the run is admitted to. */
+  owner?: string
+  /** A run.started waiting for its ancestor (lineage 'pending'), and the run it waits for. */
+  heldStart?: AgentEvent
+  waitingFor?: string
 }
 
 export interface CorrTrack {
   id: string
+  /**
+   * The agent whose task this correlation is (the root delegator): set by a
+   * subscription or replay that names it, by a root run this node delegated,
+   * or else by the first root run admitted here.
+   */
+  owner?: string
+  /** Runs admitted to the owner's task (EVENTS_MAX_RUNS_PER_CORRELATION bounds these) and runs not (yet) admitted. */
+  admittedRuns: number
+  unprovenRuns: number
   topic: string
   runs: Map<string, RunTrack>
   participants: Set<string>
@@ -120,6 +148,8 @@ export interface CorrTrack {
 export function newCorrTrack (correlationId: string): CorrTrack {
   return {
     id: correlationId,
+    admittedRuns: 0,
+    unprovenRuns: 0,
     topic: correlationTopic(correlationId),
     runs: new Map(),
     participants: new Set(),

@@ -77,8 +77,13 @@ const EVENT_SIGNING_DOMAIN_BYTES = Buffer.byteLength(EVENT_SIGNING_DOMAIN)
  */
 const verifiedSignatures = new Set<string>()
 
-/** True only when `signature` is `agentId`'s Ed25519 signature of `signed`. Never throws. */
-function verifyEventSignature (agentId: string, signed: Uint8Array, signature: string): boolean {
+/**
+ * True only when `signature` is `agentId`'s Ed25519 signature of `signed`
+ * (bytes that carry their own domain prefix). Never throws. Shared by every
+ * signed record of the run log (events, tickets), with one key cache and one
+ * cache of verified signatures.
+ */
+export function verifySignedBytes (agentId: string, signed: Uint8Array, signature: string): boolean {
   const key = executorKey(agentId)
   if (key === undefined) return false
   try {
@@ -123,7 +128,7 @@ export function verifyEventSync (value: unknown): AgentEvent {
   // the canonical event is the unsigned one plus `,"signature":"..."`
   const size = signed.byteLength - EVENT_SIGNING_DOMAIN_BYTES + ',"signature":'.length + Buffer.byteLength(JSON.stringify(signature))
   if (size > EVENT_MAX_BYTES) throw new InvalidRequestError('event is oversized', { reason: 'oversized' })
-  if (!verifyEventSignature(event.executor, signed, signature)) {
+  if (!verifySignedBytes(event.executor, signed, signature)) {
     throw new InvalidSignatureError('event signature does not verify with its executor key', { reason: 'bad_signature' })
   }
   return event

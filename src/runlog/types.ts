@@ -25,10 +25,11 @@ export interface HandoffLink {
 /**
  * Why a run failed. Besides the error codes: CANCELED (its delegator canceled
  * it), HANDLER_FAILED (the handler threw or called fail), EXECUTOR_RESTARTED
- * (the node restarted while it executed), HANDLE_UNDELIVERED (it was created
+ * (the node restarted while it executed), HANDOFF_UNCONFIRMED (a handoff
+ * successor whose sender never confirmed the handoff), HANDLE_UNDELIVERED (it was created
  * but its handle never reached the caller). See protocols/errors.md.
  */
-export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDLE_UNDELIVERED'] as const
+export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDOFF_UNCONFIRMED', 'HANDLE_UNDELIVERED'] as const
 
 export interface RunFailure {
   code: ErrorCode | typeof RUN_FAILURE_CODES[number]

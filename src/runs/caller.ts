@@ -5,11 +5,13 @@
  * comes back is the run it asked about, and keeps the delegator's record of
  * the runs it started (RunStore's outgoing records).
  */
+import type { PrivateKey } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
 import { capabilityString, supports, type AgentCard } from '../card/card.ts'
 import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
 import { executorOfRun } from '../runlog/event.ts'
+import { issueDelegationTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallOptions } from '../wire/rpc.ts'
@@ -22,6 +24,7 @@ export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run'
 
 export interface RunCallerInit {
   host: MeshHost
+  privateKey: PrivateKey
   agentId: string
   store: RunStore
   resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
@@ -39,6 +42,7 @@ export function runFromAnswer (res: Record<string, unknown>, expectAgent: string
 
 export class RunCaller {
   private readonly agentId: string
+  private readonly key: PrivateKey
   private readonly store: RunStore
   private readonly resolveCard: RunCallerInit['resolveCard']
   private readonly log: Logger
@@ -47,6 +51,7 @@ export class RunCaller {
 
   constructor (init: RunCallerInit) {
     this.agentId = init.agentId
+    this.key = init.privateKey
     this.store = init.store
     this.resolveCard = init.resolveCard
     this.log = init.log
@@ -62,6 +67,11 @@ export class RunCaller {
 
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
   async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
+    const parentRun = req.parent_run ?? null
+    const authorized = req.authorized ?? []
+    const ticket = await issueDelegationTicket(this.key, {
+      executor: req.to_agent, correlation_id: req.task_id, capability: req.capability, parent_run: parentRun, authorized
+    })
     const body: WireDelegate = {
       to_agent: req.to_agent,
       task_id: req.task_id,
@@ -69,7 +79,8 @@ export class RunCaller {
       input: req.input,
       parent_run: req.parent_run ?? null,
       ...(req.idempotency_key === undefined ? {} : { idempotency_key: req.idempotency_key }),
-      ...(req.authorized === undefined ? {} : { authorized: req.authorized })
+      ...(req.authorized === undefined ? {} : { authorized: req.authorized }),
+      ticket
     }
     isWireDelegate.assert(body, 'delegate request')
     assertInputSize(body.input, 'input')

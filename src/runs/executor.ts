@@ -14,18 +14,20 @@ import { capabilityString, supports, type AgentCard, type CapabilityRef } from '
 import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL, REASON_MAX_CHARS } from '../constants.ts'
 import {
   AapError, AgentNotFoundError, CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError,
-  UnauthorizedError, toAapError
+  toAapError
 } from '../errors.ts'
-import { eventHash, executorOfRun, newRunId } from '../runlog/event.ts'
+import { eventHash, executorOfRun } from '../runlog/event.ts'
+import type { RunTicket } from '../runlog/ticket.ts'
 import { EventSigner } from '../runlog/signer.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
-import { runFromAnswer } from './caller.ts'
 import { startHandler, type Active, type HandlerHost } from './handlers.ts'
-import { assertInputSize, type WireDelegate, type WireHandoff } from './messages.ts'
-import { peerOf } from './peers.ts'
+import { checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
+import { sendHandoff, type HandoffSide } from './handoff.ts'
+import { HandoffConfirmations } from './confirmations.ts'
+import { assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
@@ -40,6 +42,9 @@ export interface RunExecutorInit {
   ownCard: () => AgentCard | undefined
   maxConcurrentInboundRuns: number
   log: Logger
+  /** A run as its (remote) executor knows it: how a handoff receiver asks after an unconfirmed handoff. */
+  getRemoteRun: (runId: string) => Promise<Run>
+  handoffConfirmTimeoutMs?: number
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -48,6 +53,8 @@ interface PendingStart {
   handoff: RunContext['handedOff']
   /** The delegator can still learn the handle (it set an idempotency key), so an undelivered answer is not fatal. */
   recoverable: boolean
+  /** A handoff successor: it starts once the sender confirms (confirmations.ts). */
+  confirm?: boolean
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -61,25 +68,6 @@ const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
 
 function nowIso (): string {
   return new Date().toISOString()
-}
-
-/** A new running run of `agentId`, before its run.started event is committed. */
-function freshRun (agentId: string, origin: Pick<Run, 'correlation_id' | 'capability' | 'delegator' | 'authorized' | 'parent_run' | 'handoff_from'>): Run {
-  const now = nowIso()
-  return {
-    run_id: newRunId(agentId),
-    agent_id: agentId,
-    state: 'running',
-    created_at: now,
-    updated_at: now,
-    ...origin,
-    handoff_to: null,
-    checkpoint_id: null,
-    block_reason: null,
-    output: null,
-    failure: null,
-    last_seq: 0
-  }
 }
 
 export class RunExecutor implements HandlerHost {
@@ -97,6 +85,8 @@ export class RunExecutor implements HandlerHost {
   private readonly listeners = new Set<RunEventListener>()
   private readonly pendingStart = new Map<string, PendingStart>()
   private readonly handoffClient: RpcClient
+  private readonly key: PrivateKey
+  private readonly confirmations: HandoffConfirmations
   private readonly unserve: Array<() => Promise<void>> = []
   private policy?: DelegationPolicy
   private inboundActive = 0
@@ -105,7 +95,14 @@ export class RunExecutor implements HandlerHost {
     this.host = init.host
     this.agentId = init.agentId
     this.store = init.store
+    this.key = init.privateKey
     this.signer = new EventSigner(init.privateKey)
+    this.confirmations = new HandoffConfirmations({
+      log: init.log,
+      getRemoteRun: init.getRemoteRun,
+      ...(init.handoffConfirmTimeoutMs === undefined ? {} : { timeoutMs: init.handoffConfirmTimeoutMs }),
+      fail: async (runId, message) => { await this.apply(runId, { type: 'fail', code: 'HANDOFF_UNCONFIRMED', message }, EXECUTOR) }
+    })
     this.resolveCard = init.resolveCard
     this.ownCard = init.ownCard
     this.maxInbound = init.maxConcurrentInboundRuns
@@ -122,6 +119,7 @@ export class RunExecutor implements HandlerHost {
 
   async stop (): Promise<void> {
     for (const u of this.unserve.splice(0)) await u()
+    this.confirmations.stop()
     for (const a of this.active.values()) a.abort.abort(new Error('node stopping'))
     // a handoff in progress holds its run's lock while it waits on the receiver: end it now
     this.handoffClient.close()
@@ -207,13 +205,14 @@ export class RunExecutor implements HandlerHost {
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
     assertInputSize(req.input, 'input')
     this.checkCapability(req.capability)
+    const ticket = checkDelegation(req, from, this.agentId)
     const key = req.idempotency_key
-    if (key === undefined) return this.acceptNew(req, from, ctx.signal)
+    if (key === undefined) return this.acceptNew(req, ticket, from, ctx.signal)
     // retries of one key are serialised, so two of them never create two runs
     return this.locks.run(`idem:${from}:${key}`, async () => {
       const existing = await this.store.idempotent(from, key)
       const run = existing === undefined ? undefined : this.active.get(existing)?.run ?? await this.store.get(existing)
-      if (run === undefined) return this.acceptNew(req, from, ctx.signal)
+      if (run === undefined) return this.acceptNew(req, ticket, from, ctx.signal)
       if (run.correlation_id !== req.task_id || capabilityString(run.capability) !== capabilityString(req.capability) || run.parent_run !== req.parent_run) {
         throw new InvalidRequestError('this idempotency_key was used for a different delegation', { reason: 'idempotency_conflict', run_id: run.run_id })
       }
@@ -221,21 +220,15 @@ export class RunExecutor implements HandlerHost {
     })
   }
 
-  private async acceptNew (req: WireDelegate, from: string, signal: AbortSignal): Promise<Run> {
+  private async acceptNew (req: WireDelegate, ticket: RunTicket, from: string, signal: AbortSignal): Promise<Run> {
     this.reserveSlot()
     let created: Run
     try {
       await this.askPolicy(from, req.task_id, req.capability, req.input, signal)
-      const run = freshRun(this.agentId, {
-        correlation_id: req.task_id,
-        capability: req.capability,
-        delegator: from,
-        authorized: req.authorized ?? [],
-        parent_run: req.parent_run,
-        handoff_from: null
-      })
+      await this.assertNewRunId(ticket.run_id)
+      const run = runOfTicket(ticket)
       created = await this.create(run, {
-        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input
+        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket
       }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
     } catch (err) {
       this.inboundActive--
@@ -256,6 +249,11 @@ export class RunExecutor implements HandlerHost {
     const p = this.pendingStart.get(runId)
     if (p === undefined) return // an idempotent retry: the run was started by the first request
     this.pendingStart.delete(runId)
+    if (delivered && p.confirm === true && p.handoff !== null) {
+      const handoff = p.handoff
+      this.confirmations.expect(runId, handoff.from, () => { this.dispatch(runId, p.input, handoff, null) })
+      return
+    }
     if (delivered || p.recoverable) {
       this.dispatch(runId, p.input, p.handoff, null)
       return
@@ -267,33 +265,39 @@ export class RunExecutor implements HandlerHost {
   async acceptHandoff (req: WireHandoff, ctx: CallContext): Promise<Run> {
     const from = ctx.peer.toString()
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
-    // the executor of the old run sends the handoff (also when its delegator asked for it), and the
-    // run id names that executor: so the lineage a new run records is never a third party's claim
-    if (from !== executorOfRun(req.from_run.run_id) || req.from_run.agent_id !== from) {
-      throw new UnauthorizedError('a handoff must come from the executor of the run it transfers', { reason: 'not_executor' })
-    }
+    // the executor of the old run sends the handoff (also when its delegator asked for it); what the
+    // new run inherits is the old run's own ticket, never the sender's claim
+    const ticket = checkHandoff(req, from, this.agentId)
     assertInputSize(req.input, 'input')
     assertInputSize(req.context, 'context')
     this.checkCapability(req.capability)
     this.reserveSlot()
     try {
       await this.askPolicy(from, req.task_id, req.capability, req.input, ctx.signal)
-      const run = freshRun(this.agentId, {
-        correlation_id: req.task_id,
-        capability: req.capability,
-        delegator: req.delegator,
-        authorized: req.authorized,
-        parent_run: req.parent_run,
-        handoff_from: req.from_run
-      })
+      await this.assertNewRunId(ticket.run_id)
+      const run = runOfTicket(ticket)
       const created = await this.create(run, {
-        delegator: req.delegator, capability: req.capability, parent_run: req.parent_run, handoff_from: req.from_run, handoff_by: from, context: req.context
+        // the input goes on with the run: a successor handed off again passes it on from its own log
+        delegator: ticket.delegator, capability: ticket.capability, parent_run: ticket.parent_run, handoff_from: req.from_run, handoff_by: from, input: req.input, context: req.context, ticket
       }, undefined)
-      this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false })
+      this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false, confirm: true })
       return created
     } catch (err) {
       this.inboundActive--
       throw err
+    }
+  }
+
+  /** Phase two of a handoff this node received (see confirmations.ts). */
+  confirmHandoff (req: WireHandoffConfirm, ctx: CallContext): Promise<Run> | Run {
+    this.confirmations.confirm(req.run_id, req.handoff_event, ctx.peer.toString())
+    return this.localRun(req.run_id)
+  }
+
+  /** The issuer chose the run id; one that exists already is not taken over. */
+  private async assertNewRunId (runId: string): Promise<void> {
+    if (this.active.has(runId) || await this.store.get(runId) !== undefined) {
+      throw new InvalidRequestError('the ticket names a run that exists already', { reason: 'run_id_taken' })
     }
   }
 
@@ -360,11 +364,11 @@ export class RunExecutor implements HandlerHost {
    * change is announced.
    */
   async apply (runId: string, command: RunCommand, actor: Actor): Promise<Run> {
-    return this.locks.run(runId, async () => this.applyLocked(runId, command, actor))
+    return this.locks.run(runId, async () => (await this.commitLocked(runId, command, actor)).run)
   }
 
-  /** `apply` for a caller that already holds the run's lock. */
-  private async applyLocked (runId: string, command: RunCommand, actor: Actor): Promise<Run> {
+  /** `apply` for a caller that already holds the run's lock: the next run and the event that records it. */
+  private async commitLocked (runId: string, command: RunCommand, actor: Actor): Promise<{ run: Run, event: AgentEvent }> {
     const a = this.active.get(runId)
     const run = a?.run ?? await this.localRun(runId)
     const now = nowIso()
@@ -387,7 +391,7 @@ export class RunExecutor implements HandlerHost {
     this.announceStart(runId)
     if (a !== undefined) this.afterTransition(runId, a, next, event, command)
     this.emit(event, next)
-    return next
+    return { run: next, event }
   }
 
   /** The working state of an active run follows its committed transition. */
@@ -431,41 +435,24 @@ export class RunExecutor implements HandlerHost {
     }
   }
 
-  /**
-   * Hand a run this node executes to another agent. The run's lock is held
-   * from the check to the transition, so two handoffs of one run never both
-   * reach a receiver.
-   */
+  /** Hand a run this node executes to another agent (handoff.ts). */
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
-    return this.locks.run(runId, async () => {
-      const old = await this.localRun(runId)
-      // check first, so a terminal run or a stranger's request never reaches the receiver
-      const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, nowIso())
-      if (!dry.ok) throw dry.error
-      if (toAgent === this.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
-      const card = await this.resolveCard(toAgent, opts.signal === undefined ? {} : { signal: opts.signal })
-      if (!supports(card, old.capability)) {
-        throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
-      }
-      const started = await this.store.log.get(runId, 1)
-      const input = (started?.payload.input ?? {}) as Record<string, unknown>
-      const body: WireHandoff = {
-        to_agent: toAgent,
-        from_run: { run_id: old.run_id, agent_id: old.agent_id },
-        task_id: old.correlation_id,
-        capability: old.capability,
-        input,
-        context,
-        delegator: old.delegator,
-        authorized: old.authorized,
-        parent_run: old.parent_run
-      }
-      const res = await this.handoffClient.call(peerOf(toAgent), 'handoff', body, opts)
-      const created = runFromAnswer(res, toAgent)
-      if (created.correlation_id !== old.correlation_id) throw new InvalidRequestError('receiver changed the correlation_id')
-      await this.applyLocked(runId, { type: 'handoff', to: { run_id: created.run_id, agent_id: toAgent } }, actor)
-      return created
-    })
+    return sendHandoff(this.handoffSide, runId, toAgent, context, actor, opts)
+  }
+
+  /** What the sending side of a handoff uses of this executor. */
+  private get handoffSide (): HandoffSide {
+    return {
+      agentId: this.agentId,
+      key: this.key,
+      log: this.log,
+      store: this.store,
+      client: this.handoffClient,
+      resolveCard: this.resolveCard,
+      lock: async (runId, fn) => this.locks.run(runId, fn),
+      localRun: async (runId) => this.localRun(runId),
+      commit: async (runId, command, actor) => this.commitLocked(runId, command, actor)
+    }
   }
 
   /** A run that was blocked when the node restarted is resumed: its handler starts again, from its stored input. */

@@ -5,7 +5,8 @@
 import type { CapabilityRef } from '../card/card.ts'
 import { RUN_INPUT_MAX_BYTES } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
-import type { HandoffLink, Run } from '../runlog/types.ts'
+import type { RunTicket } from '../runlog/ticket.ts'
+import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
 
 export interface WireDelegate {
@@ -16,6 +17,8 @@ export interface WireDelegate {
   parent_run: string | null
   idempotency_key?: string
   authorized?: string[]
+  /** The delegator's signed ticket for the run it asks for (src/runlog/ticket.ts); required by the executor. */
+  ticket?: RunTicket
 }
 
 export interface WireHandoff {
@@ -28,6 +31,15 @@ export interface WireHandoff {
   delegator: string
   authorized: string[]
   parent_run: string | null
+  /** The successor's ticket, signed by the sender (the predecessor's executor); required by the receiver. */
+  ticket?: RunTicket
+  /** The predecessor's run.started, with the ticket the successor inherits from; required by the receiver. */
+  predecessor?: AgentEvent
+}
+
+export interface WireHandoffConfirm {
+  run_id: string
+  handoff_event: AgentEvent
 }
 
 export const isWireDelegate = schema<WireDelegate>('aap:runs#/definitions/DelegateRequest')
@@ -37,6 +49,7 @@ export const isResume = schema<{ run_id: string, resolution: Record<string, unkn
 export const isGetRun = schema<{ run_id: string }>('aap:runs#/definitions/GetRunRequest')
 export const isCancel = schema<{ run_id: string, reason?: string }>('aap:runs#/definitions/CancelRequest')
 export const isControlHandoff = schema<{ run_id: string, to_agent: string, context: Record<string, unknown> }>('aap:runs#/definitions/ControlHandoffRequest')
+export const isWireHandoffConfirm = schema<WireHandoffConfirm>('aap:runs#/definitions/HandoffConfirmRequest')
 export const isRun = schema<Run>('aap:runs#/definitions/Run')
 
 export function assertInputSize (input: Record<string, unknown>, what: string): void {

@@ -12,7 +12,7 @@ import {
 import type { MeshHost } from '../wire/host.ts'
 import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
-import { isBlock, isCancel, isControlHandoff, isGetRun, isResume, isWireDelegate, isWireHandoff } from './messages.ts'
+import { isBlock, isCancel, isControlHandoff, isGetRun, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
 /** Serve the three run protocols; returns the functions that stop serving them. */
 export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger): Promise<Array<() => Promise<void>>> {
@@ -47,7 +47,8 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       log,
       methods: {
         handoff: method(isWireHandoff, async (req, ctx) => ({ run: await x.acceptHandoff(req, ctx) }),
-          (res, delivered) => { x.answered(res.run.run_id, delivered) })
+          (res, delivered) => { x.answered(res.run.run_id, delivered) }),
+        confirm: method(isWireHandoffConfirm, async (req, ctx) => ({ run: await x.confirmHandoff(req, ctx) }))
       }
     })
   ]

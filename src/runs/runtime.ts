@@ -13,6 +13,7 @@ import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { MAX_CONCURRENT_INBOUND_RUNS } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
 import { executorOfRun } from '../runlog/event.ts'
+import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
@@ -37,6 +38,8 @@ export interface RunsInit {
   maxConcurrentInboundRuns?: number
   /** The node's logger (this service logs as component `runs`). */
   logger?: Logger
+  /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
+  handoffConfirmTimeoutMs?: number
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -44,14 +47,16 @@ const EXECUTOR: Actor = { role: 'executor' }
 export class Runs {
   readonly agentId: string
   readonly store: RunStore
+  private readonly key: PrivateKey
   private readonly caller: RunCaller
   private readonly executor: RunExecutor
 
   constructor (init: RunsInit) {
     this.agentId = agentIdOf(init.privateKey)
+    this.key = init.privateKey
     this.store = new RunStore(init.datastore)
     const log = componentLogger(init.logger, 'runs')
-    this.caller = new RunCaller({ host: init.host, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log })
+    this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log })
     this.executor = new RunExecutor({
       host: init.host,
       privateKey: init.privateKey,
@@ -60,7 +65,9 @@ export class Runs {
       resolveCard: init.resolveCard,
       ownCard: init.ownCard,
       maxConcurrentInboundRuns: init.maxConcurrentInboundRuns ?? MAX_CONCURRENT_INBOUND_RUNS,
-      log
+      log,
+      ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
+      getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {})
     })
   }
 
@@ -99,6 +106,17 @@ export class Runs {
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
   async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
     return this.caller.delegate(req, opts)
+  }
+
+  /**
+   * A delegation ticket signed by this node for `req` (the run id is in it):
+   * for callers that build their own delegate frames (raw wire tests,
+   * conformance kits). `delegate` issues its own.
+   */
+  async ticketFor (req: DelegateRequest): Promise<RunTicket> {
+    return issueDelegationTicket(this.key, {
+      executor: req.to_agent, correlation_id: req.task_id, capability: req.capability, parent_run: req.parent_run ?? null, authorized: req.authorized ?? []
+    })
   }
 
   /** `agent.block`: the executor blocks its own run; the delegator blocks a run it delegated. */

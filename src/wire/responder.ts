@@ -167,7 +167,9 @@ class InboundStream {
       const e = toAapError(err)
       if (e.code === 'INTERNAL') {
         // an internal failure is the node's own: logged here, and the peer learns only that it happened
-        this.log.error({ err, protocol: this.spec.protocol, type }, 'a request handler failed')
+        // (a handler that gave up because its stream closed is no fault of the node's)
+        if (ctl.signal.aborted) this.log.debug({ err, protocol: this.spec.protocol, type }, 'a request ended with its stream')
+        else this.log.error({ err, protocol: this.spec.protocol, type }, 'a request handler failed')
         void this.reply({ id, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })
       } else {
         void this.reply({ id, ok: false, error: errorFrame(e) })

@@ -1,0 +1,171 @@
+/**
+ * Delegation tickets: the signed word of whoever may put a run into a
+ * correlation. A run's `run.started` carries its ticket, so any holder of the
+ * log can check the run's place in its correlation without trusting the
+ * executor (protocols/lineage.md):
+ *
+ * - a delegated run's ticket is signed by its delegator (the issuer);
+ * - a handoff successor's ticket is signed by the predecessor's executor and
+ *   carries `origin`, the delegation ticket the chain began with, so the
+ *   delegator, the authorized agents and the parent run it inherits are the
+ *   delegator's own word, not the sender's.
+ *
+ * The issuer chooses the run id (`<executor>:<random>`), so one ticket admits
+ * exactly one run.
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import type { CapabilityRef } from '../card/card.ts'
+import { MAX_HANDOFF_DEPTH, TICKET_SIGNING_DOMAIN } from '../constants.ts'
+import { DelegationRefusedError, InvalidRequestError, InvalidSignatureError, UnauthorizedError } from '../errors.ts'
+import { agentIdOf } from '../identity/identity.ts'
+import { sign, signingBytes } from '../identity/signing.ts'
+import { schema } from '../schema/validate.ts'
+import { executorOfRun, newRunId, verifySignedBytes } from './event.ts'
+import type { AgentEvent, HandoffLink } from './types.ts'
+
+export interface OriginTicket {
+  run_id: string
+  executor: string
+  correlation_id: string
+  capability: CapabilityRef
+  parent_run: string | null
+  handoff_from: null
+  delegator: string
+  authorized: string[]
+  depth: 0
+  issuer: string
+  issued_at: string
+  signature: string
+}
+
+export interface RunTicket extends Omit<OriginTicket, 'handoff_from' | 'depth'> {
+  handoff_from: HandoffLink | null
+  depth: number
+  /** Set on handoff successors: the delegation ticket the chain began with. */
+  origin?: OriginTicket
+}
+
+export const isRunTicket = schema<RunTicket>('aap:runs#/definitions/RunTicket')
+
+function sameCapability (a: CapabilityRef, b: CapabilityRef): boolean {
+  return a.capability_id === b.capability_id && a.version === b.version
+}
+
+function sameList (a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i])
+}
+
+/** The ticket of a delegation, signed by the delegator (`key`), for a new run of `executor`. */
+export async function issueDelegationTicket (key: PrivateKey, d: {
+  executor: string
+  correlation_id: string
+  capability: CapabilityRef
+  parent_run: string | null
+  authorized: string[]
+}): Promise<RunTicket> {
+  const issuer = agentIdOf(key)
+  const unsigned = {
+    run_id: newRunId(d.executor),
+    executor: d.executor,
+    correlation_id: d.correlation_id,
+    capability: d.capability,
+    parent_run: d.parent_run,
+    handoff_from: null,
+    delegator: issuer,
+    authorized: d.authorized,
+    depth: 0,
+    issuer,
+    issued_at: new Date().toISOString()
+  }
+  return { ...unsigned, signature: await sign(key, TICKET_SIGNING_DOMAIN, unsigned) }
+}
+
+/**
+ * The ticket of a handoff successor, signed by the predecessor's executor
+ * (`key`): everything the successor inherits comes from the predecessor's
+ * ticket. DELEGATION_REFUSED past MAX_HANDOFF_DEPTH.
+ */
+export async function issueHandoffTicket (key: PrivateKey, predecessor: RunTicket, to: string): Promise<RunTicket> {
+  const issuer = agentIdOf(key)
+  const depth = predecessor.depth + 1
+  if (depth > MAX_HANDOFF_DEPTH) {
+    throw new DelegationRefusedError(`run ${predecessor.run_id} has been handed off ${predecessor.depth} times; at most ${MAX_HANDOFF_DEPTH}`, { reason: 'handoff_depth', max: MAX_HANDOFF_DEPTH })
+  }
+  const unsigned = {
+    run_id: newRunId(to),
+    executor: to,
+    correlation_id: predecessor.correlation_id,
+    capability: predecessor.capability,
+    parent_run: predecessor.parent_run,
+    handoff_from: { run_id: predecessor.run_id, agent_id: predecessor.executor },
+    delegator: predecessor.delegator,
+    authorized: predecessor.authorized,
+    depth,
+    issuer,
+    issued_at: new Date().toISOString(),
+    origin: originOf(predecessor)
+  }
+  return { ...unsigned, signature: await sign(key, TICKET_SIGNING_DOMAIN, unsigned) }
+}
+
+/** The delegation ticket a ticket's chain began with (itself for a delegation). */
+export function originOf (t: RunTicket): OriginTicket {
+  if (t.origin !== undefined) return t.origin
+  const { origin: _ignored, ...rest } = t
+  return { ...rest, handoff_from: null, depth: 0 }
+}
+
+function checkSignature (t: { issuer: string, signature: string }, unsigned: object, what: string): void {
+  if (!verifySignedBytes(t.issuer, signingBytes(TICKET_SIGNING_DOMAIN, unsigned), t.signature)) {
+    throw new InvalidSignatureError(`${what} is not signed by its issuer`, { reason: 'bad_ticket_signature' })
+  }
+}
+
+/**
+ * A ticket's shape, signatures and internal consistency. Throws
+ * INVALID_REQUEST (shape, inconsistent fields) or INVALID_SIGNATURE. What it
+ * does not check is the ticket's place in a correlation (lineage.ts) and who
+ * sent it (the executor checks that against the authenticated peer).
+ */
+export function verifyTicket (value: unknown): RunTicket {
+  const t = isRunTicket.assert(value, 'ticket')
+  const { signature, ...unsigned } = t
+  checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket')
+  if (executorOfRun(t.run_id) !== t.executor) throw new InvalidRequestError('the ticket names a run of another executor', { reason: 'bad_ticket' })
+  if (t.handoff_from === null) {
+    // a delegation: the delegator itself issues it, with nothing inherited
+    if (t.issuer !== t.delegator || t.depth !== 0 || t.origin !== undefined) {
+      throw new InvalidRequestError('a delegation ticket is issued by its delegator at depth 0', { reason: 'bad_ticket' })
+    }
+    return t
+  }
+  // a handoff successor: issued by the predecessor's executor, inheriting from the origin
+  const o = t.origin
+  if (o === undefined || t.depth < 1 || t.depth > MAX_HANDOFF_DEPTH) {
+    throw new InvalidRequestError('a handoff ticket carries its origin and a depth from 1 to MAX_HANDOFF_DEPTH', { reason: 'bad_ticket' })
+  }
+  if (t.issuer !== t.handoff_from.agent_id || executorOfRun(t.handoff_from.run_id) !== t.issuer) {
+    throw new InvalidRequestError('a handoff ticket is issued by the executor of the run handed off', { reason: 'bad_ticket' })
+  }
+  const { signature: originSignature, ...originUnsigned } = o
+  checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket')
+  if (o.issuer !== o.delegator || executorOfRun(o.run_id) !== o.executor) {
+    throw new InvalidRequestError('the origin ticket is not a delegation ticket', { reason: 'bad_ticket' })
+  }
+  if (o.correlation_id !== t.correlation_id || !sameCapability(o.capability, t.capability) || o.parent_run !== t.parent_run ||
+    o.delegator !== t.delegator || !sameList(o.authorized, t.authorized)) {
+    throw new UnauthorizedError('a handoff ticket must inherit delegator, authorized agents, parent run and capability from its origin', { reason: 'false_inheritance' })
+  }
+  return t
+}
+
+/** The ticket in a run.started event (verified), or undefined when it has none or a bad one. */
+export function ticketOf (started: AgentEvent): RunTicket | undefined {
+  if (started.type !== 'run.started') return undefined
+  try {
+    const t = verifyTicket(started.payload.ticket)
+    return t.run_id === started.run_id && t.correlation_id === started.correlation_id && t.executor === started.executor ? t : undefined
+  } catch {
+    return undefined // the lineage judge counts it as a run without a valid ticket
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * What an executor checks before it creates a run for a request: the ticket
+ * that proves the run's place (src/runlog/ticket.ts) must be the one the
+ * request describes, issued by the authenticated peer that sent it. Authority
+ * is never a payload claim: the delegator is the Noise peer and signs the
+ * ticket; a sub-delegation comes from the executor of its parent run; a
+ * handoff comes from the predecessor's executor and inherits what the
+ * predecessor's own ticket says, not what the request claims.
+ */
+import { capabilityString, type CapabilityRef } from '../card/card.ts'
+import { MAX_HANDOFF_DEPTH } from '../constants.ts'
+import { DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
+import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
+import { originOf, ticketOf, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
+import type { Run } from '../runlog/types.ts'
+import type { WireDelegate, WireHandoff } from './messages.ts'
+
+function sameCapability (a: CapabilityRef, b: CapabilityRef): boolean {
+  return capabilityString(a) === capabilityString(b)
+}
+
+function sameList (a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i])
+}
+
+/** The verified ticket of a delegation from `from` to `self`; typed errors when it does not fit. */
+export function checkDelegation (req: WireDelegate, from: string, self: string): RunTicket {
+  if (req.ticket === undefined) throw new UnauthorizedError('a delegation carries the delegator\'s signed ticket', { reason: 'no_ticket' })
+  const t = verifyTicket(req.ticket)
+  if (t.issuer !== from || t.delegator !== from) {
+    throw new UnauthorizedError('the ticket of a delegation is issued by the delegator that sends it', { reason: 'ticket_issuer' })
+  }
+  if (t.handoff_from !== null || t.executor !== self || t.correlation_id !== req.task_id || !sameCapability(t.capability, req.capability) ||
+    t.parent_run !== req.parent_run || !sameList(t.authorized, req.authorized ?? [])) {
+    throw new InvalidRequestError('the ticket does not describe this delegation', { reason: 'ticket_mismatch' })
+  }
+  // a sub-delegation comes from the agent that executes the parent run
+  if (t.parent_run !== null && executorOfRun(t.parent_run) !== from) {
+    throw new UnauthorizedError(`only the executor of run ${t.parent_run.slice(0, 160)} may delegate under it`, { reason: 'not_parent_executor' })
+  }
+  return t
+}
+
+/**
+ * The verified ticket of a handoff from `from` to `self`: the predecessor's
+ * run.started (signed by `from`, its executor) carries the ticket the
+ * successor inherits from; the delegator, authorized agents and parent run
+ * the request claims must be exactly those. DELEGATION_REFUSED past
+ * MAX_HANDOFF_DEPTH.
+ */
+export function checkHandoff (req: WireHandoff, from: string, self: string): RunTicket {
+  if (from !== executorOfRun(req.from_run.run_id) || req.from_run.agent_id !== from) {
+    throw new UnauthorizedError('a handoff must come from the executor of the run it transfers', { reason: 'not_executor' })
+  }
+  if (req.ticket === undefined || req.predecessor === undefined) {
+    throw new UnauthorizedError('a handoff carries the successor\'s ticket and the predecessor\'s run.started', { reason: 'no_ticket' })
+  }
+  const started = verifyEventSync(req.predecessor)
+  const pt = ticketOf(started)
+  if (started.type !== 'run.started' || started.run_id !== req.from_run.run_id || pt === undefined) {
+    throw new InvalidRequestError('a handoff carries the run.started of the run it transfers, with its ticket', { reason: 'bad_predecessor' })
+  }
+  if (req.delegator !== pt.delegator || !sameList(req.authorized, pt.authorized) || req.parent_run !== pt.parent_run ||
+    req.task_id !== pt.correlation_id || !sameCapability(req.capability, pt.capability)) {
+    throw new UnauthorizedError('a handoff names a delegator, authorized agents or a parent run that are not the run\'s own', { reason: 'false_inheritance' })
+  }
+  if (pt.depth + 1 > MAX_HANDOFF_DEPTH) {
+    throw new DelegationRefusedError(`run ${pt.run_id} has been handed off ${pt.depth} times; at most ${MAX_HANDOFF_DEPTH}`, { reason: 'handoff_depth', max: MAX_HANDOFF_DEPTH })
+  }
+  const t = verifyTicket(req.ticket)
+  if (t.issuer !== from || t.executor !== self || t.handoff_from?.run_id !== pt.run_id || t.depth !== pt.depth + 1 ||
+    originOf(t).signature !== originOf(pt).signature || t.delegator !== pt.delegator || !sameList(t.authorized, pt.authorized) ||
+    t.parent_run !== pt.parent_run) {
+    throw new UnauthorizedError('the handoff ticket does not continue the transferred run\'s own ticket', { reason: 'false_inheritance' })
+  }
+  return t
+}
+
+/** The new running run an admitted ticket describes, before its run.started is committed. */
+export function runOfTicket (t: RunTicket): Run {
+  const now = new Date().toISOString()
+  return {
+    run_id: t.run_id,
+    agent_id: t.executor,
+    correlation_id: t.correlation_id,
+    state: 'running',
+    created_at: now,
+    updated_at: now,
+    capability: t.capability,
+    delegator: t.delegator,
+    authorized: t.authorized,
+    parent_run: t.parent_run,
+    handoff_from: t.handoff_from,
+    handoff_to: null,
+    checkpoint_id: null,
+    block_reason: null,
+    output: null,
+    failure: null,
+    last_seq: 0
+  }
+}

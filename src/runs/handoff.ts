@@ -1,0 +1,85 @@
+/**
+ * The sending side of a handoff. The run's executor signs the successor's
+ * ticket from the run's own (what the successor inherits is the delegator's
+ * word, not this node's), the receiver creates the successor, this node
+ * commits the handoff event that names it, and then confirms the handoff to
+ * the receiver with that event (phase two; see confirmations.ts for the
+ * receiving side).
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import { capabilityString, supports, type AgentCard } from '../card/card.ts'
+import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, toAapError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { issueHandoffTicket, ticketOf } from '../runlog/ticket.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
+import type { CallOptions, RpcClient } from '../wire/rpc.ts'
+import { runFromAnswer } from './caller.ts'
+import type { WireHandoff } from './messages.ts'
+import { peerOf } from './peers.ts'
+import { transition } from './state-machine.ts'
+import type { RunStore } from './store.ts'
+import type { Actor, RunCommand } from './types.ts'
+
+/** What the sending side needs of the executor. */
+export interface HandoffSide {
+  agentId: string
+  key: PrivateKey
+  log: Logger
+  store: RunStore
+  client: RpcClient
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  /** Run `fn` holding the run's lock. */
+  lock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
+  localRun: (runId: string) => Promise<Run>
+  /** Commit a transition of the run; the caller holds its lock. */
+  commit: (runId: string, command: RunCommand, actor: Actor) => Promise<{ run: Run, event: AgentEvent }>
+}
+
+/**
+ * Hand a run this node executes to another agent, in two phases: the
+ * receiver creates the successor from a ticket this node signs (inheriting
+ * the run's own ticket), then, once this node has committed the handoff
+ * event that names the successor, it is told so and starts it
+ * (confirmations.ts). The run's lock is held from the check to the
+ * transition, so two handoffs of one run never both reach a receiver.
+ */
+export async function sendHandoff (h: HandoffSide, runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
+  const { created, event } = await h.lock(runId, async () => {
+    const old = await h.localRun(runId)
+    // check first, so a terminal run or a stranger's request never reaches the receiver
+    const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, new Date().toISOString())
+    if (!dry.ok) throw dry.error
+    if (toAgent === h.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
+    const started = await h.store.log.get(runId, 1)
+    const own = started === undefined ? undefined : ticketOf(started)
+    if (started === undefined || own === undefined) throw new InvalidRequestError(`run ${runId} has no valid ticket, so it cannot be handed off`, { reason: 'no_ticket' })
+    const ticket = await issueHandoffTicket(h.key, own, toAgent)
+    const card = await h.resolveCard(toAgent, opts.signal === undefined ? {} : { signal: opts.signal })
+    if (!supports(card, old.capability)) {
+      throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
+    }
+    const body: WireHandoff = {
+      to_agent: toAgent,
+      from_run: { run_id: old.run_id, agent_id: old.agent_id },
+      task_id: own.correlation_id,
+      capability: own.capability,
+      input: (started.payload.input ?? {}) as Record<string, unknown>,
+      context,
+      delegator: own.delegator,
+      authorized: own.authorized,
+      parent_run: own.parent_run,
+      ticket,
+      predecessor: started
+    }
+    const res = await h.client.call(peerOf(toAgent), 'handoff', body, opts)
+    const made = runFromAnswer(res, toAgent)
+    if (made.run_id !== ticket.run_id) throw new InvalidRequestError('the receiver created another run than the ticket names', { reason: 'ticket_mismatch' })
+    const committed = await h.commit(runId, { type: 'handoff', to: { run_id: made.run_id, agent_id: toAgent } }, actor)
+    return { created: made, event: committed.event }
+  })
+  // phase two: should this call be lost, the receiver asks for the run (get_run) before it gives up
+  h.client.call(peerOf(toAgent), 'confirm', { run_id: created.run_id, handoff_event: event }, opts).catch((err: unknown) => {
+    h.log.warn({ err: toAapError(err), run_id: runId, to: created.run_id }, 'the handoff confirmation did not arrive; the receiver will ask')
+  })
+  return created
+}
