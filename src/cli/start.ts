@@ -47,6 +47,11 @@ export interface StartOptions {
   logLevel: LogLevel
   metricsPort?: number
   metricsHost: string
+  /** Serve A2A v1.0 for the mesh's agents on this port (off unless given). */
+  a2aPort?: number
+  a2aHost: string
+  /** A2A servers (their base URLs) to join to the mesh, repeatable. */
+  a2aAgent?: string[]
 }
 
 /** Option parser of a TCP port (0: any free port). */
@@ -89,6 +94,9 @@ export function registerStart (program: Command): Command {
     .addOption(new Option('--log-level <level>', 'structured log (JSON lines on stderr) from this level up').choices(LOG_LEVELS).default('info'))
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
+    .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
+    .option('--a2a-host <host>', 'address of the A2A server', '127.0.0.1')
+    .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
@@ -208,7 +216,14 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   metrics?.attach(node)
   let apiUrl: string | null = null
   let metricsUrl: string | null = null
+  let a2aUrl: string | null = null
   try {
+    if (opts.a2aPort !== undefined) {
+      const { A2aServer } = await import('../a2a/server.ts')
+      const a2a = await A2aServer.start(node, { host: opts.a2aHost, port: opts.a2aPort, logger: log })
+      parts.a2a = a2a
+      a2aUrl = a2a.url
+    }
     if (opts.api) {
       const token = newToken()
       parts.api = await listenApi(node, opts, token, log, metrics, announce)
@@ -226,7 +241,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     return
   }
 
-  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl })
+  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl, a2a: a2aUrl })
   log.info({ agent_id: node.agentId, name: card?.name ?? null, addresses: node.addresses, api: apiUrl, metrics: metricsUrl },
     card === undefined ? 'node is up (no card yet: pass --name/--capability or --card, or PUT /v1/card)' : `node is up as "${card.name}"`)
 
@@ -285,6 +300,7 @@ interface Parts {
   api?: ApiServer
   apiFiles?: boolean
   metrics?: { url: string, close: () => Promise<void> }
+  a2a?: { close: () => Promise<void> }
 }
 
 /**
@@ -304,6 +320,7 @@ function stopOnSignals (parts: Parts, dataDir: string): Stopper {
     timer.unref()
     try {
       await parts.api?.close()
+      await parts.a2a?.close()
       await parts.node.stop()
       if (parts.apiFiles === true) await (await import('../api/files.ts')).removeApiFiles(dataDir)
       await parts.metrics?.close()
