@@ -196,7 +196,21 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
-  const toPublish = draft ?? (node.card === undefined ? undefined : (await cardModule()).draftOf(node.card))
+  let toPublish = draft ?? (node.card === undefined ? undefined : (await cardModule()).draftOf(node.card))
+  let outbound: import('../a2a/outbound.ts').A2aOutbound | undefined
+  if (opts.a2aAgent !== undefined && opts.a2aAgent.length > 0) {
+    const { A2aOutbound, mergeDrafts } = await import('../a2a/outbound.ts')
+    const bridged = new A2aOutbound(node, log)
+    outbound = bridged
+    try {
+      for (const url of opts.a2aAgent) await bridged.add(url)
+    } catch (err) {
+      log.error({ err: messageOf(err) }, 'could not join the A2A agent')
+      await stop.now(1)
+      return
+    }
+    toPublish = mergeDrafts(draft, bridged.list().map(a => a.draft))
+  }
   let card: AgentCard | undefined
   try {
     if (toPublish !== undefined) card = await node.publishCard(toPublish)
@@ -228,6 +242,8 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
       const token = newToken()
       parts.api = await listenApi(node, opts, token, log, metrics, announce)
       apiUrl = parts.api.url
+      // the API serves the card's capabilities to HTTP agents; the bridged A2A agents keep theirs
+      outbound?.reclaim()
       await writeApiFiles(opts.dataDir, token, { url: apiUrl, agent_id: node.agentId, pid: process.pid })
       parts.apiFiles = true
     }
