@@ -93,6 +93,16 @@ export class A2aOutbound {
     return [...this.agents.values()]
   }
 
+  /** The agents as the API shows them. */
+  describe (): Array<{ url: string, name: string, streaming: boolean, capabilities: CapabilityRef[] }> {
+    return this.list().map(a => ({ url: a.url, name: a.card.name, streaming: a.card.capabilities?.streaming === true, capabilities: a.draft.capabilities ?? [] }))
+  }
+
+  /** The capabilities runs of which go to A2A agents (not to the local agent API). */
+  served (): CapabilityRef[] {
+    return this.list().flatMap(a => a.draft.capabilities ?? [])
+  }
+
   /**
    * Register the run handlers again: the local agent API, when it starts,
    * serves every capability of the card through its work stream; the bridged

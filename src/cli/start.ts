@@ -240,10 +240,8 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     }
     if (opts.api) {
       const token = newToken()
-      parts.api = await listenApi(node, opts, token, log, metrics, announce)
+      parts.api = await listenApi(node, opts, token, log, metrics, announce, outbound)
       apiUrl = parts.api.url
-      // the API serves the card's capabilities to HTTP agents; the bridged A2A agents keep theirs
-      outbound?.reclaim()
       await writeApiFiles(opts.dataDir, token, { url: apiUrl, agent_id: node.agentId, pid: process.pid })
       parts.apiFiles = true
     }
@@ -270,9 +268,9 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
  * taken (another node on this machine), on any free port: clients find it in
  * the data directory either way.
  */
-async function listenApi (node: MeshNode, opts: StartOptions, token: string, log: Logger, metrics: NodeMetrics | undefined, onCardPublished: (card: AgentCard) => void): Promise<ApiServer> {
+async function listenApi (node: MeshNode, opts: StartOptions, token: string, log: Logger, metrics: NodeMetrics | undefined, onCardPublished: (card: AgentCard) => void, a2a?: import('../a2a/outbound.ts').A2aOutbound): Promise<ApiServer> {
   const { startApiServer } = await import('../api/server.ts')
-  const base = { token, host: opts.apiHost, logger: log, serveCard: true, onCardPublished, ...(metrics === undefined ? {} : { metrics }) }
+  const base = { token, host: opts.apiHost, logger: log, serveCard: true, onCardPublished, ...(metrics === undefined ? {} : { metrics }), ...(a2a === undefined ? {} : { a2a }) }
   try {
     return await startApiServer(node, { ...base, port: opts.apiPort ?? API_DEFAULT_PORT })
   } catch (err) {
