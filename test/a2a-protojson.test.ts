@@ -24,19 +24,20 @@ import { root } from './cli-helpers.ts'
 const SPEC = join(root, '..', 'shared', 'spec', 'a2a-v1-profile-example-auto-agent-protocol.txt')
 const AAP_TYPE = /^[a-z_]+(\.[a-z_]+){1,2}$/
 
-/** The top-level JSON objects of a text: blocks from a line that is `{` to the line that closes it. */
+/** The top-level JSON objects of a text: from a line that is `{` to the brace that closes it (the examples hold no braces in strings). */
 function jsonBlocks (text: string): Array<Record<string, any>> {
-  const lines = text.split('\n')
   const out: Array<Record<string, any>> = []
+  const lines = text.split('\n')
   for (let i = 0; i < lines.length; i++) {
     if (lines[i]?.trim() !== '{') continue
-    for (let j = i + 1; j < lines.length; j++) {
-      const candidate = lines.slice(i, j + 1).join('\n')
-      try {
-        out.push(JSON.parse(candidate) as Record<string, any>)
+    let depth = 0
+    for (let j = i; j < lines.length; j++) {
+      for (const ch of lines[j] ?? '') depth += ch === '{' ? 1 : ch === '}' ? -1 : 0
+      if (depth === 0) {
+        out.push(JSON.parse(lines.slice(i, j + 1).join('\n')) as Record<string, any>)
         i = j
         break
-      } catch { /* not closed yet: take one more line */ }
+      }
     }
   }
   return out

@@ -82,14 +82,19 @@ export class A2aServer {
   }
 
   async close (): Promise<void> {
-    for (const e of this.entries.values()) {
-      e.then(x => { x.handler.close() }, () => { /* a failed entry holds nothing */ })
-    }
+    for (const e of this.entries.values()) this.closeEntry(e)
     this.entries.clear()
     const closed = once(this.server, 'close')
     this.server.close()
     this.server.closeAllConnections()
     await closed
+  }
+
+  private closeEntry (entry: Promise<Entry>): void {
+    entry.then(
+      e => { e.handler.close() },
+      (err: unknown) => { this.log.debug({ err: (err as Error).message }, 'a2a: an agent entry that failed to open holds nothing to close') }
+    )
   }
 
   private routes (app: express.Express): void {
@@ -137,7 +142,7 @@ export class A2aServer {
     while (this.entries.size > A2A_AGENT_HANDLERS_MAX) {
       const [oldId, old] = this.entries.entries().next().value as [string, Promise<Entry>]
       this.entries.delete(oldId)
-      old.then(x => { x.handler.close() }, () => { /* a failed entry holds nothing */ })
+      this.closeEntry(old)
     }
     return made
   }

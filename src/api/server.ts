@@ -31,7 +31,7 @@ import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { SseStream } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
-import type { CapabilityRef } from '../card/card.ts'
+import { A2aApi } from '../a2a/api.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -95,14 +95,14 @@ export class ApiServer {
   private workClients = 0
   private address?: string
   private closing?: Promise<void>
-  private a2a?: A2aOutbound
+  private readonly a2a: A2aApi
 
   constructor (node: MeshNode, opts: ApiServerOptions) {
     this.node = node
     this.opts = opts
     this.log = opts.logger ?? silentLogger()
     this.tokenDigest = digest(opts.token)
-    if (opts.a2a !== undefined) this.a2a = opts.a2a
+    this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
     // fastify logs every request at info: only worth it when debugging
     const verbose = this.log.level === 'debug' || this.log.level === 'trace'
@@ -137,8 +137,8 @@ export class ApiServer {
   }
 
   async listen (): Promise<string> {
-    if (this.opts.serveCard === true) this.bridge.serve(this.forAgent(this.node.card?.capabilities ?? []))
-    this.a2a?.reclaim()
+    if (this.opts.serveCard === true) this.bridge.serve(this.a2a.forAgent(this.node.card?.capabilities ?? []))
+    this.a2a.reclaim()
     const host = this.opts.host ?? API_DEFAULT_HOST
     await this.app.listen({ host, port: this.opts.port ?? API_DEFAULT_PORT })
     const addr = this.app.server.address() as AddressInfo
@@ -272,19 +272,6 @@ export class ApiServer {
     return card
   }
 
-  /** The capabilities the local agent serves: the card's, less those the bridged A2A agents serve. */
-  private forAgent (capabilities: readonly CapabilityRef[]): CapabilityRef[] {
-    const a2a = new Set((this.a2a?.served() ?? []).map(c => `${c.capability_id}@${c.version}`))
-    return capabilities.filter(c => !a2a.has(`${c.capability_id}@${c.version}`))
-  }
-
-  /** A card draft with the bridged A2A agents' capabilities kept on it. */
-  private async withA2a (draft: CardDraft): Promise<CardDraft> {
-    if (this.a2a === undefined || this.a2a.list().length === 0) return draft
-    const { mergeDrafts } = await import('../a2a/outbound.ts')
-    return mergeDrafts(draft, this.a2a.list().map(a => a.draft)) ?? draft
-  }
-
   private cardState (): unknown {
     return { agent_id: this.node.agentId, card: this.node.card ?? null, webhook: this.bridge.webhook, serving: this.bridge.served }
   }
@@ -307,21 +294,15 @@ export class ApiServer {
 
       getCard: { json: async () => ({ body: this.cardState() }) },
 
-      listA2aAgents: { json: async () => ({ body: { agents: this.a2a?.describe() ?? [] } }) },
+      listA2aAgents: { json: async () => ({ body: { agents: this.a2a.describe() } }) },
 
       addA2aAgent: {
         json: async (req) => {
-          const { A2aOutbound, mergeDrafts } = await import('../a2a/outbound.ts')
-          this.a2a ??= new A2aOutbound(node, this.log.child({ component: 'a2a' }))
-          const agent = await this.a2a.add(body<{ url: string }>(req).url)
-          const { draftOf } = await import('../card/card.ts')
-          const merged = mergeDrafts(node.card === undefined ? undefined : draftOf(node.card), [agent.draft])
-          const card = await this.publishCard(merged ?? agent.draft)
-          // the local agent no longer gets runs of these capabilities
-          if (bridge.served.length > 0) bridge.serve(this.forAgent(bridge.served))
+          const added = await this.a2a.add(body<{ url: string }>(req).url, async (draft) => this.publishCard(draft))
+          // the local agent is no longer handed runs of the capabilities an A2A agent now serves
+          if (bridge.served.length > 0) bridge.serve(this.a2a.forAgent(bridge.served))
           this.a2a.reclaim()
-          const described = this.a2a.describe().find(a => a.url === agent.url)
-          return { body: { agent: described, card } }
+          return { body: added }
         }
       },
 
@@ -332,9 +313,9 @@ export class ApiServer {
           if (reg.card.description !== undefined) draft.description = reg.card.description
           if (reg.card.capabilities !== undefined) draft.capabilities = reg.card.capabilities
           if (reg.card.tags !== undefined) draft.tags = reg.card.tags
-          await this.publishCard(await this.withA2a(draft))
-          bridge.serve(this.forAgent(node.card?.capabilities ?? []))
-          this.a2a?.reclaim()
+          await this.publishCard(await this.a2a.withA2a(draft))
+          bridge.serve(this.a2a.forAgent(node.card?.capabilities ?? []))
+          this.a2a.reclaim()
           if (reg.webhook !== undefined) bridge.setWebhook(reg.webhook)
           this.log.info({ capabilities: bridge.served.length, webhook: bridge.webhook !== null }, 'agent registered its card')
           return { body: this.cardState() }
