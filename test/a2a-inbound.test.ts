@@ -10,7 +10,7 @@ import { ClientFactory, type Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/log.ts'
 import { A2aServer } from '../src/a2a/server.ts'
-import { A2A_MESH_EXTENSION_URI, PART_CHECKPOINT, PART_DELEGATE, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
+import { A2A_BODY_MAX_BYTES, A2A_MESH_EXTENSION_URI, PART_CHECKPOINT, PART_DELEGATE, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const ECHO = { capability_id: 'cap:echo', version: '1.0.0' }
@@ -195,6 +195,10 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
     expect((await post(rpc, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'NoSuchMethod', params: {} }))).error?.code).toBe(-32601)
     expect((await post(rpc, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'SendMessage', params: { message: { role: 'ROLE_USER' } } }))).error).toBeDefined()
     expect((await post('/a2a/agents/not-an-agent/jsonrpc', JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'GetTask', params: { id: 'x' } }))).error).toBeDefined()
+    // a body over the limit is refused before it is parsed
+    const big = await fetch(a2a.url + rpc, { method: 'POST', headers: { 'content-type': 'application/json', 'A2A-Version': '1.0' }, body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'GetTask', params: { id: 'x'.repeat(A2A_BODY_MAX_BYTES) } }), signal: AbortSignal.timeout(5000) })
+    const bigBody = await big.text()
+    expect(big.status === 413 || bigBody.includes('"error"')).toBe(true)
     // still serving
     expect(asTask(await client.sendMessage(send(ECHO, { after: 'errors' }))).status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
   })

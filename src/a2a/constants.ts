@@ -37,8 +37,8 @@ export const A2A_DEFAULT_HOST = '127.0.0.1'
 export const A2A_AGENT_HANDLERS_MAX = 256
 /** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
 export const A2A_TASKS_MAX_PER_AGENT = 10_000
-/** Largest JSON body an A2A request may have. */
-export const A2A_BODY_MAX_BYTES = 1024 * 1024
+/** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
+export const A2A_BODY_MAX_BYTES = 100 * 1024
 /** Bound on resolving a mesh agent's card for an A2A request. */
 export const A2A_CARD_RESOLVE_TIMEOUT_MS = 10_000
 /** Bound on a mesh call (delegate, resume, cancel) made for an A2A request. */
@@ -54,5 +54,3 @@ export const A2A_TASK_MAX_MS = 60 * 60 * 1000
 export const A2A_POLL_INTERVAL_MS = 250
 /** Outbound A2A agents one node bridges. */
 export const A2A_OUTBOUND_AGENTS_MAX = 16
-/** Longest text taken from an A2A status message as a block reason. */
-export const A2A_REASON_MAX_CHARS = 1024

@@ -26,6 +26,7 @@ async function cardModule (): Promise<typeof import('../card/card.ts')> {
 }
 import { AapError, InvalidRequestError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
+import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
 
 export interface StartOptions {
   dataDir: string
@@ -95,7 +96,7 @@ export function registerStart (program: Command): Command {
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
     .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
-    .option('--a2a-host <host>', 'address of the A2A server', '127.0.0.1')
+    .option('--a2a-host <host>', 'address of the A2A server', A2A_DEFAULT_HOST)
     .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
     .addHelpText('after', `
