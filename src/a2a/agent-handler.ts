@@ -213,7 +213,6 @@ export class MeshAgentHandler implements A2ARequestHandler {
     try {
       f.sub = await this.node.events.subscribe(run.correlation_id, {
         runs: [run.run_id],
-        participants: [run.agent_id],
         onEvent,
         signal: this.stopping.signal
       })
