@@ -8,10 +8,14 @@
  * The server completes each task at once (one DataPart artifact); every
  * request is a blocking SendMessage answered with the COMPLETED task. Both
  * nodes run in this process on TCP loopback (node 1 follows the run's events
- * back from node 2, as always). Figures are for comparison within the run.
+ * back from node 2, as always), each with a LevelDB data directory. Figures
+ * are for comparison within the run.
  *
  *   node scripts/bench-a2a.ts [--requests 300] [--concurrency 8] [--json]
  */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { TaskState } from '@a2a-js/sdk'
 import type { Message, SendMessageRequest } from '@a2a-js/sdk'
 import { ClientFactory, type Client } from '@a2a-js/sdk/client'
@@ -33,8 +37,10 @@ const READY_TIMEOUT_MS = 30_000
 const log = (m: string): void => { process.stderr.write(m + '\n') }
 
 const server = await startA2aServer({ executor: completingTaskExecutor, streaming: true })
-const n1 = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
-const n2 = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+// LevelDB data dirs, as a node has in use (the memory datastore scans every key on a prefix query)
+const dirs = [await mkdtemp(join(tmpdir(), 'aap-bench-a2a-1-')), await mkdtemp(join(tmpdir(), 'aap-bench-a2a-2-'))]
+const n1 = await createMeshNode({ dataDir: dirs[0], listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+const n2 = await createMeshNode({ dataDir: dirs[1], listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
 await n1.start()
 await n2.start()
 let a2a: A2aServer | undefined
@@ -77,4 +83,5 @@ try {
   await n1.stop()
   await n2.stop()
   await server.close()
+  for (const d of dirs) await rm(d, { recursive: true, force: true })
 }
