@@ -173,6 +173,23 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
     expect(all.tasks.length).toBeGreaterThanOrEqual(5)
   })
 
+  it('a served agent\'s newer mesh card replaces its A2A card, and its tasks stay', async () => {
+    const eager = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), cardRefreshMs: 0 })
+    try {
+      const c = await new ClientFactory().createFromUrl(eager.clientUrl(worker.agentId))
+      const before = asTask(await c.sendMessage(send(ECHO, { v: 1 })))
+      const EXTRA = { capability_id: 'cap:extra', version: '1.0.0' }
+      const next = await worker.publishCard({ name: 'worker', description: 'does four things', capabilities: [ECHO, APPROVE, WAIT, EXTRA], tags: ['test'] })
+      const cardUrl = eager.agentCardUrl(worker.agentId)
+      const fetched = await (await fetch(cardUrl, { signal: AbortSignal.timeout(5000) })).json() as { version: string, skills: Array<{ id: string }> }
+      expect(fetched.version).toBe(String(next.seq))
+      expect(fetched.skills.map(s => s.id)).toContain('cap:extra@1.0.0')
+      expect((await c.getTask({ tenant: '', id: before.id })).status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    } finally {
+      await eager.close()
+    }
+  })
+
   it('bad requests get A2A errors, and the server goes on', async () => {
     // an agent with three capabilities needs the typed part to pick one
     const text = { tenant: '', message: userMessage([{ content: { $case: 'text', value: 'hi' }, metadata: undefined, filename: '', mediaType: 'text/plain' }]), configuration: undefined, metadata: undefined }

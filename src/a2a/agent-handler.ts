@@ -46,9 +46,9 @@ interface Followed {
 }
 
 export class MeshAgentHandler implements A2ARequestHandler {
-  readonly card: A2aCard
+  private _card: A2aCard
   readonly store: BoundedTaskStore
-  private readonly meshCard: MeshCard
+  private meshCard: MeshCard
   private readonly node: MeshNode
   private readonly log: Logger
   private readonly inner: DefaultRequestHandler
@@ -60,7 +60,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
   constructor (node: MeshNode, meshCard: MeshCard, card: A2aCard, log: Logger) {
     this.node = node
     this.meshCard = meshCard
-    this.card = card
+    this._card = card
     this.log = log
     this.store = new BoundedTaskStore(A2A_TASKS_MAX_PER_AGENT)
     const executor: AgentExecutor = {
@@ -80,7 +80,17 @@ export class MeshAgentHandler implements A2ARequestHandler {
   // ---- the A2A surface ----------------------------------------------------------------
 
   async getAgentCard (): Promise<A2aCard> {
-    return this.card
+    return this._card
+  }
+
+  get card (): A2aCard {
+    return this._card
+  }
+
+  /** The agent's card moved on (a newer seq): serve the new one; tasks are kept. */
+  update (meshCard: MeshCard, card: A2aCard): void {
+    this.meshCard = meshCard
+    this._card = card
   }
 
   async getAuthenticatedExtendedAgentCard (params: GetExtendedAgentCardRequest, context: ServerCallContext): Promise<A2aCard> {

@@ -39,6 +39,8 @@ export const A2A_AGENT_HANDLERS_MAX = 256
 export const A2A_TASKS_MAX_PER_AGENT = 10_000
 /** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
 export const A2A_BODY_MAX_BYTES = 100 * 1024
+/** Age past which the inbound server resolves a served agent's mesh card again (on its next request). */
+export const A2A_CARD_REFRESH_MS = 60_000
 /** Bound on resolving a mesh agent's card for an A2A request. */
 export const A2A_CARD_RESOLVE_TIMEOUT_MS = 10_000
 /** Bound on a mesh call (delegate, resume, cancel) made for an A2A request. */

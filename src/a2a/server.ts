@@ -19,8 +19,9 @@ import { toJsonRpcError } from '@a2a-js/sdk/errors'
 import type { Logger } from '../log.ts'
 import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError } from '../errors.ts'
+import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
-  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
 } from './constants.ts'
 import { MeshAgentHandler } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
@@ -33,11 +34,16 @@ export interface A2aServerOptions {
   /** 0: any free port */
   port: number
   logger: Logger
+  /** Age past which an agent's mesh card is resolved again on its next request (default A2A_CARD_REFRESH_MS). */
+  cardRefreshMs?: number
 }
 
 interface Entry {
   handler: MeshAgentHandler
   router: Router
+  /** When the mesh card was last resolved. */
+  resolvedAt: number
+  refreshing?: Promise<void>
 }
 
 export class A2aServer {
@@ -46,8 +52,10 @@ export class A2aServer {
   private readonly log: Logger
   private readonly server: Server
   private readonly entries = new Map<string, Promise<Entry>>()
+  private readonly refreshMs: number
 
-  private constructor (node: MeshNode, log: Logger, server: Server, url: string) {
+  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number) {
+    this.refreshMs = refreshMs
     this.node = node
     this.log = log
     this.server = server
@@ -61,7 +69,7 @@ export class A2aServer {
     const server = app.listen(opts.port, host)
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
     const { port } = server.address() as AddressInfo
-    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`)
+    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS)
     a2a.routes(app)
     return a2a
   }
@@ -134,7 +142,12 @@ export class A2aServer {
     if (have !== undefined) {
       this.entries.delete(agentId)
       this.entries.set(agentId, have)
-      return have
+      const e = await have
+      if (Date.now() - e.resolvedAt >= this.refreshMs) {
+        e.refreshing ??= this.refresh(agentId, e).finally(() => { delete e.refreshing })
+        await e.refreshing
+      }
+      return e
     }
     const made = this.makeEntry(agentId)
     this.entries.set(agentId, made)
@@ -147,10 +160,25 @@ export class A2aServer {
     return made
   }
 
-  private async makeEntry (agentId: string): Promise<Entry> {
-    const meshCard = agentId === this.node.card?.agent_id
+  private async meshCard (agentId: string, fresh = false): Promise<MeshCard> {
+    return agentId === this.node.card?.agent_id
       ? this.node.card
-      : await this.node.getCard(agentId, { signal: AbortSignal.timeout(A2A_CARD_RESOLVE_TIMEOUT_MS) })
+      : await this.node.getCard(agentId, { signal: AbortSignal.timeout(A2A_CARD_RESOLVE_TIMEOUT_MS), fresh })
+  }
+
+  /** Resolve a served agent's card again; a newer one replaces the A2A card (a failure keeps the old one, and is logged). */
+  private async refresh (agentId: string, e: Entry): Promise<void> {
+    try {
+      const meshCard = await this.meshCard(agentId, true)
+      if (meshCard.seq !== Number(e.handler.card.version)) e.handler.update(meshCard, meshToA2aCard(meshCard, this.agentUrl(agentId)))
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, agent_id: agentId }, 'a2a: cannot refresh the agent\'s card; serving the one held')
+    }
+    e.resolvedAt = Date.now()
+  }
+
+  private async makeEntry (agentId: string): Promise<Entry> {
+    const meshCard = await this.meshCard(agentId)
     const card = meshToA2aCard(meshCard, this.agentUrl(agentId))
     const handler = new MeshAgentHandler(this.node, meshCard, card, this.log)
     const router = express.Router()
@@ -158,6 +186,6 @@ export class A2aServer {
     router.use(CARD_PATH, agentCardHandler({ agentCardProvider: handler }))
     router.use(A2A_JSONRPC_SUBPATH, jsonRpcHandler({ requestHandler: handler, userBuilder }))
     router.use(A2A_REST_SUBPATH, restHandler({ requestHandler: handler, userBuilder }))
-    return { handler, router }
+    return { handler, router, resolvedAt: Date.now() }
   }
 }
