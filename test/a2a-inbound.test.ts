@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Role, TaskState } from '@a2a-js/sdk'
 import type { Message, Part, StreamResponse, Task } from '@a2a-js/sdk'
-import { ClientFactory, type Client } from '@a2a-js/sdk/client'
+import { ClientFactory, ClientFactoryOptions, type Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/log.ts'
 import { A2aServer } from '../src/a2a/server.ts'
@@ -96,6 +96,15 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
     const run = await gateway.getRun(meta.run_id)
     expect(run.state).toBe('completed')
     expect(run.correlation_id).toBe('corr-send-1')
+  })
+
+  it('the HTTP+JSON binding does the same', async () => {
+    const rest = await new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: ['HTTP+JSON'] }))
+      .createFromUrl(a2a.clientUrl(worker.agentId))
+    expect(rest.transport.protocolName).toBe('HTTP+JSON')
+    const task = asTask(await rest.sendMessage(send(ECHO, { via: 'rest' }, 'corr-rest')))
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    expect(partData((await rest.getTask({ tenant: '', id: task.id })).artifacts[0]?.parts, PART_OUTPUT)?.output).toEqual({ echo: { via: 'rest' } })
   })
 
   it('SendStreamingMessage streams the run\'s events as status and artifact updates', async () => {
