@@ -9,7 +9,9 @@
  *   2. discover (first verified card, 100 nodes; 20 with --quick) beside fetching an A2A agent
  *      card from /.well-known/agent-card.json with the SDK's resolver;
  *   3. run events to every subscriber and the first event of fresh
- *      correlations (scripts/bench-events.ts).
+ *      correlations (scripts/bench-events.ts);
+ *   4. an A2A client through two mesh nodes to an A2A server beside the same
+ *      client straight to that server (scripts/bench-a2a.ts).
  *
  *   node scripts/bench.ts [--quick]
  */
@@ -49,16 +51,18 @@ const ms = (n: number): string => Number.isFinite(n) ? `${n.toFixed(2)} ms` : 'n
 const rate = (n: number): string => Number.isFinite(n) ? `${Math.round(n)}/s` : 'n/a'
 const ratio = (n: number): string => Number.isFinite(n) ? `${n.toFixed(2)}x` : 'n/a'
 
-process.stderr.write('[bench] 1/3 delegate vs raw echo vs a2a-js (two processes, TCP loopback)\n')
+process.stderr.write('[bench] 1/4 delegate vs raw echo vs a2a-js (two processes, TCP loopback)\n')
 const del = await runJson('bench-delegate.ts', quick ? ['--requests', '500', '--concurrent-requests', '1500'] : [])
-process.stderr.write(`[bench] 2/3 discover (${quick ? 20 : 100} nodes) vs A2A agent-card fetch\n`)
+process.stderr.write(`[bench] 2/4 discover (${quick ? 20 : 100} nodes) vs A2A agent-card fetch\n`)
 // targets.md asks for the first verified card in a 100-node mesh
 const disc = await runJson('bench-discover.ts', quick ? ['--lookups', '30', '--nodes', '20'] : ['--lookups', '300', '--nodes', '100'])
 const a2a = await startA2aServer()
 const card = await measureA2aCardFetch({ url: a2a.url, requests: quick ? 300 : 1000, warmup: 100 })
 await a2a.close()
-process.stderr.write('[bench] 3/3 run events to every subscriber\n')
+process.stderr.write('[bench] 3/4 run events to every subscriber\n')
 const ev = await runJson('bench-events.ts', quick ? ['--nodes', '20'] : ['--nodes', '50'])
+process.stderr.write('[bench] 4/4 A2A client -> two mesh nodes -> A2A server vs straight to it\n')
+const bridge = await runJson('bench-a2a.ts', quick ? ['--requests', '100'] : ['--requests', '300'])
 
 const delegate = rec(del.delegate)
 const runsOnly = rec(del.runsOnly)
@@ -74,6 +78,8 @@ const firstCold = discRow('first/cold')
 const firstWarm = discRow('first/warm')
 const delivery = rec(ev.delivery)
 const fresh = rec(ev.fresh)
+const a2aDirect = rec(bridge.direct)
+const a2aMesh = rec(bridge.mesh)
 
 process.stdout.write(`\naap-mesh benchmarks — ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'unknown'})\n\n`)
 printTable([
@@ -86,7 +92,9 @@ printTable([
   { what: `discover, first verified card, ${String(disc.nodes)} nodes, cached`, p50: ms(num(firstWarm.p50)), p99: ms(num(firstWarm.p99)), 'rate @32': '' },
   { what: 'A2A agent-card fetch (SDK resolver, HTTP)', p50: ms(card.latency.p50), p99: ms(card.latency.p99), 'rate @32': '' },
   { what: `events to every subscriber, ${String(ev.nodes)} nodes`, p50: ms(num(delivery.p50)), p99: ms(num(delivery.p99)), 'rate @32': `${String(delivery.lost)} lost` },
-  { what: 'first event on a fresh correlation', p50: ms(num(fresh.p50)), p99: ms(num(fresh.p99)), 'rate @32': `${String(fresh.lost)} lost` }
+  { what: 'first event on a fresh correlation', p50: ms(num(fresh.p50)), p99: ms(num(fresh.p99)), 'rate @32': `${String(fresh.lost)} lost` },
+  { what: 'A2A client -> A2A server (COMPLETED task), @8', p50: ms(p50(a2aDirect)), p99: ms(p99(a2aDirect)), 'rate @32': rate(rps(a2aDirect)) },
+  { what: 'A2A client -> 2 mesh nodes -> A2A server, @8', p50: ms(p50(a2aMesh)), p99: ms(p99(a2aMesh)), 'rate @32': rate(rps(a2aMesh)) }
 ])
 process.stdout.write('\nratios (same run)\n')
 printTable([
@@ -100,5 +108,7 @@ printTable([
   { ratio: 'runs.delegate/s / a2a-js req/s', value: ratio(rps(runsOnly) / rps(a2aSend)), target: '>= 1.0x' },
   { ratio: 'node.delegate/s / a2a-js req/s', value: ratio(rps(delegate) / rps(a2aSend)), target: '>= 1.0x' },
   { ratio: 'discover first card (cached) / A2A card fetch', value: ratio(num(firstWarm.p50) / card.latency.p50), target: 'context' },
-  { ratio: 'discover first card (cold) / A2A card fetch', value: ratio(num(firstCold.p50) / card.latency.p50), target: 'context' }
+  { ratio: 'discover first card (cold) / A2A card fetch', value: ratio(num(firstCold.p50) / card.latency.p50), target: 'context' },
+  { ratio: 'A2A via 2 mesh nodes p50 / A2A straight p50', value: ratio(p50(a2aMesh) / p50(a2aDirect)), target: 'context' },
+  { ratio: 'A2A via 2 mesh nodes req/s / A2A straight req/s', value: ratio(rps(a2aMesh) / rps(a2aDirect)), target: 'context' }
 ])

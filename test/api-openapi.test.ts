@@ -15,6 +15,7 @@ import type { MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { data, raw, Stream } from './api-helpers.ts'
 import { startMesh, stopAll } from './helpers.ts'
+import { BRIDGED_CAP, startApprovalServer } from './a2a-helpers.ts'
 
 const CAP = { capability_id: 'cap:doc', version: '1.0.0' }
 const doc = apiDocument as {
@@ -158,6 +159,22 @@ describe('the OpenAPI document and the server', () => {
     await workB.next(e => e.event === 'work' && data(e).run.run_id === moved.run_id)
     const list = await call(apiB, tokens.b, 'listRuns', {}, undefined, { correlation_id: 'doc-4' })
     expect(list.executing.map((r: Run) => r.run_id)).toEqual([moved.run_id])
+
+    // an A2A server joined to the mesh through the API: its skill on the card, the agent keeps its own
+    const a2aServer = await startApprovalServer()
+    try {
+      expect((await call(apiB, tokens.b, 'listA2aAgents')).agents).toEqual([])
+      const added = await call(apiB, tokens.b, 'addA2aAgent', {}, { url: a2aServer.url })
+      expect(added.agent).toMatchObject({ url: `${a2aServer.url}/`, streaming: true, capabilities: [BRIDGED_CAP] })
+      expect(added.card.capabilities).toEqual(expect.arrayContaining([CAP, BRIDGED_CAP]))
+      expect((await call(apiB, tokens.b, 'getCard')).serving).toEqual([CAP])
+      expect((await call(apiB, tokens.b, 'listA2aAgents')).agents.map((x: { name: string }) => x.name)).toEqual(['order approver'])
+      const bad = await raw(apiB.url + '/v1/a2a/agents', { method: 'POST', token: tokens.b, body: JSON.stringify({ url: 'http://127.0.0.1:9/' }) })
+      expect(bad.status).toBe(400)
+      expect(responseValidator('addA2aAgent', 400)!(bad.body)).toBe(true)
+    } finally {
+      await a2aServer.close()
+    }
 
     // every error answer is documented too: one per operation
     for (const op of operations) {

@@ -75,6 +75,25 @@ export const workingTaskExecutor: AgentExecutor = {
   cancelTask: async (): Promise<void> => {}
 }
 
+/**
+ * Executor that completes at once: the Task (WORKING), then an artifact with
+ * one DataPart echoing the request, then COMPLETED. For the bridge benchmark,
+ * whose forwarded runs wait for a final state.
+ */
+export const completingTaskExecutor: AgentExecutor = {
+  execute: async (ctx: RequestContext, bus: ExecutionEventBus): Promise<void> => {
+    const { taskId, contextId } = ctx
+    const now = new Date().toISOString()
+    bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: now }, artifacts: [], history: [ctx.userMessage], metadata: undefined }))
+    bus.publish(AgentEvent.artifactUpdate({
+      taskId, contextId, append: false, lastChunk: true, metadata: undefined,
+      artifact: { artifactId: 'result', name: 'result', description: '', parts: [{ content: { $case: 'data', value: { ok: true } }, metadata: undefined, filename: '', mediaType: 'application/json' }], metadata: undefined, extensions: [] }
+    }))
+    bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: now }, metadata: undefined }))
+  },
+  cancelTask: async (): Promise<void> => {}
+}
+
 export interface A2aServerHandle {
   /** base URL, e.g. http://127.0.0.1:41234 */
   url: string
@@ -84,7 +103,7 @@ export interface A2aServerHandle {
 }
 
 /** Start the reference A2A server (JSON-RPC + HTTP+JSON + agent card) on host:port (0 = ephemeral). */
-export async function startA2aServer (opts: { host?: string, port?: number, first?: A2aBinding } = {}): Promise<A2aServerHandle> {
+export async function startA2aServer (opts: { host?: string, port?: number, first?: A2aBinding, executor?: AgentExecutor, streaming?: boolean } = {}): Promise<A2aServerHandle> {
   const host = opts.host ?? '127.0.0.1'
   const app = express()
   const server = app.listen(opts.port ?? 0, host)
@@ -94,7 +113,8 @@ export async function startA2aServer (opts: { host?: string, port?: number, firs
 
   // the card names absolute interface URLs, so it is built once the port is known
   const card = buildAgentCard(url, opts.first)
-  const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), workingTaskExecutor)
+  if (opts.streaming === true) card.capabilities = { ...card.capabilities, streaming: true, extensions: [] }
+  const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), opts.executor ?? workingTaskExecutor)
   const userBuilder = UserBuilder.noAuthentication
   app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler }))
   app.use(A2A_JSONRPC_PATH, jsonRpcHandler({ requestHandler, userBuilder }))

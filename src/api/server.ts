@@ -30,6 +30,8 @@ import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { SseStream } from './sse.ts'
+import type { A2aOutbound } from '../a2a/outbound.ts'
+import { A2aApi } from '../a2a/api.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -47,6 +49,8 @@ export interface ApiServerOptions {
   serveCard?: boolean
   /** Called after each card the API published (e.g. to report its announcement). */
   onCardPublished?: (card: NonNullable<MeshNode['card']>) => void
+  /** The node's bridged A2A agents (`start --a2a-agent`); made on first use of /v1/a2a/agents otherwise. */
+  a2a?: A2aOutbound
 }
 
 export interface ApiStats {
@@ -91,12 +95,14 @@ export class ApiServer {
   private workClients = 0
   private address?: string
   private closing?: Promise<void>
+  private readonly a2a: A2aApi
 
   constructor (node: MeshNode, opts: ApiServerOptions) {
     this.node = node
     this.opts = opts
     this.log = opts.logger ?? silentLogger()
     this.tokenDigest = digest(opts.token)
+    this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
     // fastify logs every request at info: only worth it when debugging
     const verbose = this.log.level === 'debug' || this.log.level === 'trace'
@@ -131,7 +137,8 @@ export class ApiServer {
   }
 
   async listen (): Promise<string> {
-    if (this.opts.serveCard === true) this.bridge.serve(this.node.card?.capabilities ?? [])
+    if (this.opts.serveCard === true) this.bridge.serve(this.a2a.forAgent(this.node.card?.capabilities ?? []))
+    this.a2a.reclaim()
     const host = this.opts.host ?? API_DEFAULT_HOST
     await this.app.listen({ host, port: this.opts.port ?? API_DEFAULT_PORT })
     const addr = this.app.server.address() as AddressInfo
@@ -259,9 +266,10 @@ export class ApiServer {
     return sse
   }
 
-  private async publishCard (draft: CardDraft): Promise<void> {
+  private async publishCard (draft: CardDraft): Promise<NonNullable<MeshNode['card']>> {
     const card = await this.node.publishCard(draft)
     this.opts.onCardPublished?.(card)
+    return card
   }
 
   private cardState (): unknown {
@@ -286,6 +294,18 @@ export class ApiServer {
 
       getCard: { json: async () => ({ body: this.cardState() }) },
 
+      listA2aAgents: { json: async () => ({ body: { agents: this.a2a.describe() } }) },
+
+      addA2aAgent: {
+        json: async (req) => {
+          const added = await this.a2a.add(body<{ url: string }>(req).url, async (draft) => this.publishCard(draft))
+          // the local agent is no longer handed runs of the capabilities an A2A agent now serves
+          if (bridge.served.length > 0) bridge.serve(this.a2a.forAgent(bridge.served))
+          this.a2a.reclaim()
+          return { body: added }
+        }
+      },
+
       putCard: {
         json: async (req) => {
           const reg = body<{ card: CardDraft, webhook?: string | null }>(req)
@@ -293,8 +313,9 @@ export class ApiServer {
           if (reg.card.description !== undefined) draft.description = reg.card.description
           if (reg.card.capabilities !== undefined) draft.capabilities = reg.card.capabilities
           if (reg.card.tags !== undefined) draft.tags = reg.card.tags
-          await this.publishCard(draft)
-          bridge.serve(node.card?.capabilities ?? [])
+          await this.publishCard(await this.a2a.withA2a(draft))
+          bridge.serve(this.a2a.forAgent(node.card?.capabilities ?? []))
+          this.a2a.reclaim()
           if (reg.webhook !== undefined) bridge.setWebhook(reg.webhook)
           this.log.info({ capabilities: bridge.served.length, webhook: bridge.webhook !== null }, 'agent registered its card')
           return { body: this.cardState() }

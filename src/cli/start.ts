@@ -26,6 +26,7 @@ async function cardModule (): Promise<typeof import('../card/card.ts')> {
 }
 import { AapError, InvalidRequestError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
+import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
 
 export interface StartOptions {
   dataDir: string
@@ -47,6 +48,11 @@ export interface StartOptions {
   logLevel: LogLevel
   metricsPort?: number
   metricsHost: string
+  /** Serve A2A v1.0 for the mesh's agents on this port (off unless given). */
+  a2aPort?: number
+  a2aHost: string
+  /** A2A servers (their base URLs) to join to the mesh, repeatable. */
+  a2aAgent?: string[]
 }
 
 /** Option parser of a TCP port (0: any free port). */
@@ -89,6 +95,9 @@ export function registerStart (program: Command): Command {
     .addOption(new Option('--log-level <level>', 'structured log (JSON lines on stderr) from this level up').choices(LOG_LEVELS).default('info'))
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
+    .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
+    .option('--a2a-host <host>', 'address of the A2A server', A2A_DEFAULT_HOST)
+    .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
@@ -189,7 +198,21 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
-  const toPublish = draft ?? (node.card === undefined ? undefined : (await cardModule()).draftOf(node.card))
+  let toPublish = draft ?? (node.card === undefined ? undefined : (await cardModule()).draftOf(node.card))
+  let outbound: import('../a2a/outbound.ts').A2aOutbound | undefined
+  if (opts.a2aAgent !== undefined && opts.a2aAgent.length > 0) {
+    const { A2aOutbound, mergeDrafts } = await import('../a2a/outbound.ts')
+    const bridged = new A2aOutbound(node, log)
+    outbound = bridged
+    try {
+      for (const url of opts.a2aAgent) await bridged.add(url)
+    } catch (err) {
+      log.error({ err: messageOf(err) }, 'could not join the A2A agent')
+      await stop.now(1)
+      return
+    }
+    toPublish = mergeDrafts(draft, bridged.list().map(a => a.draft))
+  }
   let card: AgentCard | undefined
   try {
     if (toPublish !== undefined) card = await node.publishCard(toPublish)
@@ -209,10 +232,17 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   metrics?.attach(node)
   let apiUrl: string | null = null
   let metricsUrl: string | null = null
+  let a2aUrl: string | null = null
   try {
+    if (opts.a2aPort !== undefined) {
+      const { A2aServer } = await import('../a2a/server.ts')
+      const a2a = await A2aServer.start(node, { host: opts.a2aHost, port: opts.a2aPort, logger: log })
+      parts.a2a = a2a
+      a2aUrl = a2a.url
+    }
     if (opts.api) {
       const token = newToken()
-      parts.api = await listenApi(node, opts, token, log, metrics, announce)
+      parts.api = await listenApi(node, opts, token, log, metrics, announce, outbound)
       apiUrl = parts.api.url
       await writeApiFiles(opts.dataDir, token, { url: apiUrl, agent_id: node.agentId, pid: process.pid })
       parts.apiFiles = true
@@ -227,7 +257,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     return
   }
 
-  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl })
+  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl, a2a: a2aUrl })
   log.info({ agent_id: node.agentId, name: card?.name ?? null, addresses: node.addresses, api: apiUrl, metrics: metricsUrl },
     card === undefined ? 'node is up (no card yet: pass --name/--capability or --card, or PUT /v1/card)' : `node is up as "${card.name}"`)
 
@@ -240,9 +270,9 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
  * taken (another node on this machine), on any free port: clients find it in
  * the data directory either way.
  */
-async function listenApi (node: MeshNode, opts: StartOptions, token: string, log: Logger, metrics: NodeMetrics | undefined, onCardPublished: (card: AgentCard) => void): Promise<ApiServer> {
+async function listenApi (node: MeshNode, opts: StartOptions, token: string, log: Logger, metrics: NodeMetrics | undefined, onCardPublished: (card: AgentCard) => void, a2a?: import('../a2a/outbound.ts').A2aOutbound): Promise<ApiServer> {
   const { startApiServer } = await import('../api/server.ts')
-  const base = { token, host: opts.apiHost, logger: log, serveCard: true, onCardPublished, ...(metrics === undefined ? {} : { metrics }) }
+  const base = { token, host: opts.apiHost, logger: log, serveCard: true, onCardPublished, ...(metrics === undefined ? {} : { metrics }), ...(a2a === undefined ? {} : { a2a }) }
   try {
     return await startApiServer(node, { ...base, port: opts.apiPort ?? API_DEFAULT_PORT })
   } catch (err) {
@@ -289,6 +319,7 @@ interface Parts {
   api?: ApiServer
   apiFiles?: boolean
   metrics?: { url: string, close: () => Promise<void> }
+  a2a?: { close: () => Promise<void> }
 }
 
 /**
@@ -308,6 +339,7 @@ function stopOnSignals (parts: Parts, dataDir: string): Stopper {
     timer.unref()
     try {
       await parts.api?.close()
+      await parts.a2a?.close()
       await parts.node.stop()
       if (parts.apiFiles === true) await (await import('../api/files.ts')).removeApiFiles(dataDir)
       await parts.metrics?.close()

@@ -147,14 +147,18 @@ export class Correlations {
     if (rt === undefined) return rt
     if (!rt.headLoaded) {
       rt.headLoaded = true
-      await this.flushCopies()
-      const head = await this.init.log.head(runId)
-      if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
-        rt.head = head
-        rt.headHash = undefined
-        rt.state = stateAfter(head)
-      }
+      // callers that come while the head loads wait for the same load
+      rt.loading = (async () => {
+        await this.flushCopies()
+        const head = await this.init.log.head(runId)
+        if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
+          rt.head = head
+          rt.headHash = undefined
+          rt.state = stateAfter(head)
+        }
+      })().finally(() => { rt.loading = undefined })
     }
+    if (rt.loading !== undefined) await rt.loading
     // a run the log holds was judged when it came in (or is this node's own): judge it again here
     if (rt.head !== undefined && rt.lineage === 'unknown') await this.judgeHeld(t, rt)
     return rt

@@ -80,6 +80,8 @@ export interface RunTrack {
    */
   headHash: string | undefined
   headLoaded: boolean
+  /** The head load in progress (see Correlations.runTrack). */
+  loading?: Promise<void>
   state: RunTrackState
   fetching: boolean
   fetchAgain: boolean

@@ -1,0 +1,58 @@
+/**
+ * Bounds and names of the A2A v1.0 bridge (inbound server and outbound
+ * agents). Units are in the names.
+ */
+
+/** The extension a mesh agent's A2A card declares: runs, checkpoints and correlation ride A2A as below. */
+export const A2A_MESH_EXTENSION_URI = 'https://aap-mesh.dev/extensions/a2a-mesh/v0.1'
+/** A2A protocol version this bridge speaks (the ProtoJSON wire form of @a2a-js/sdk 1.x). */
+export const A2A_PROTOCOL_VERSION = '1.0'
+
+/** `type` of each typed DataPart (the `^[a-z_]+(\.[a-z_]+){1,2}$` form of the A2A profile examples). */
+export const PART_DELEGATE = 'aap.delegate.request'
+export const PART_RESUME = 'aap.resume.request'
+export const PART_CHECKPOINT = 'aap.checkpoint.raised'
+export const PART_PROGRESS = 'aap.run.progress'
+export const PART_OUTPUT = 'aap.run.output'
+export const PART_FAILURE = 'aap.run.failure'
+
+/** Media type of each typed DataPart. */
+export const MEDIA_TYPES: Readonly<Record<string, string>> = {
+  [PART_DELEGATE]: 'application/vnd.aap-mesh.delegate-request+json',
+  [PART_RESUME]: 'application/vnd.aap-mesh.resume-request+json',
+  [PART_CHECKPOINT]: 'application/vnd.aap-mesh.checkpoint+json',
+  [PART_PROGRESS]: 'application/vnd.aap-mesh.progress+json',
+  [PART_OUTPUT]: 'application/vnd.aap-mesh.output+json',
+  [PART_FAILURE]: 'application/vnd.aap-mesh.failure+json'
+}
+
+/** Where the inbound server serves one mesh agent: `${A2A_AGENTS_PATH}/<agent id>/...`. */
+export const A2A_AGENTS_PATH = '/a2a/agents'
+export const A2A_JSONRPC_SUBPATH = '/jsonrpc'
+export const A2A_REST_SUBPATH = '/rest'
+/** Default host of the inbound server: loopback only. */
+export const A2A_DEFAULT_HOST = '127.0.0.1'
+
+/** Per-agent A2A request handlers the inbound server keeps (least recently used dropped beyond). */
+export const A2A_AGENT_HANDLERS_MAX = 256
+/** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
+export const A2A_TASKS_MAX_PER_AGENT = 10_000
+/** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
+export const A2A_BODY_MAX_BYTES = 100 * 1024
+/** Age past which the inbound server resolves a served agent's mesh card again (on its next request). */
+export const A2A_CARD_REFRESH_MS = 60_000
+/** Bound on resolving a mesh agent's card for an A2A request. */
+export const A2A_CARD_RESOLVE_TIMEOUT_MS = 10_000
+/** Bound on a mesh call (delegate, resume, cancel) made for an A2A request. */
+export const A2A_MESH_CALL_TIMEOUT_MS = 15_000
+
+/** Bound on fetching an A2A server's agent card. */
+export const A2A_CARD_FETCH_TIMEOUT_MS = 10_000
+/** Bound on one unary call to an A2A server (SendMessage, GetTask, CancelTask). */
+export const A2A_CALL_TIMEOUT_MS = 30_000
+/** Bound on the whole forwarded A2A task of one mesh run, blocks excluded. */
+export const A2A_TASK_MAX_MS = 60 * 60 * 1000
+/** Pause between GetTask polls of an A2A server that cannot stream. */
+export const A2A_POLL_INTERVAL_MS = 250
+/** Outbound A2A agents one node bridges. */
+export const A2A_OUTBOUND_AGENTS_MAX = 16

@@ -1,0 +1,269 @@
+/**
+ * A2A agents as mesh agents (`aap-mesh start --a2a-agent <url>`): the node
+ * fetches and checks an A2A v1.0 server's card, offers its skills as mesh
+ * capabilities (`a2a:<skill id>` at the card's version) on its own mesh card,
+ * and forwards each delegation as an A2A task with the official SDK client:
+ *
+ *   delegate   -> SendStreamingMessage (or SendMessage + GetTask polls when the card cannot stream),
+ *                 contextId = the run's correlation_id
+ *   WORKING    -> run.progress (the A2A task id first, then status messages)
+ *   INPUT_REQUIRED -> run.blocked with a checkpoint; resume -> a message on the task
+ *   artifacts  -> the run's output; FAILED/REJECTED -> run.failed; cancel -> CancelTask
+ *
+ * A server that cannot be reached fails the run with the reason.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { AgentCard as A2aCard, Artifact, Message, SendMessageRequest, StreamResponse, TaskStatus } from '@a2a-js/sdk'
+import { ClientFactory, DefaultAgentCardResolver, type Client } from '@a2a-js/sdk/client'
+import type { CapabilityRef, CardDraft } from '../card/card.ts'
+import { InvalidRequestError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import type { MeshNode } from '../node.ts'
+import type { RunContext } from '../runs/runtime.ts'
+import {
+  A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_POLL_INTERVAL_MS, A2A_TASK_MAX_MS
+} from './constants.ts'
+import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
+
+export interface BridgedAgent {
+  url: string
+  card: A2aCard
+  /** The mesh card draft that stands for it. */
+  draft: CardDraft
+  /** Which A2A skill each capability forwards to. */
+  skills: Map<string, string>
+}
+
+/** A node's own draft with the bridged agents' capabilities and tags added (the first bridged agent names a node without a draft). */
+export function mergeDrafts (own: CardDraft | undefined, bridged: readonly CardDraft[]): CardDraft | undefined {
+  if (bridged.length === 0) return own
+  const base: CardDraft = own ?? { name: bridged[0]?.name ?? 'a2a agent', description: bridged[0]?.description ?? '', capabilities: [], tags: [] }
+  const caps = new Map((base.capabilities ?? []).map(c => [`${c.capability_id}@${c.version}`, c]))
+  const tags = new Set(base.tags ?? [])
+  for (const d of bridged) {
+    for (const c of d.capabilities ?? []) caps.set(`${c.capability_id}@${c.version}`, c)
+    for (const t of d.tags ?? []) tags.add(t)
+  }
+  return { ...base, capabilities: [...caps.values()].slice(0, 32), tags: [...tags].slice(0, 32) }
+}
+
+function messageOf (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+function sendRequest (message: Message, returnImmediately: boolean): SendMessageRequest {
+  return {
+    tenant: '',
+    message,
+    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately },
+    metadata: undefined
+  }
+}
+
+/** What one forwarded A2A task has shown so far. */
+class TaskView {
+  taskId = ''
+  /** Input requests so far (numbers the checkpoints of a server that names none). */
+  inputs = 0
+  status: TaskStatus | undefined
+  readonly artifacts = new Map<string, Artifact>()
+
+  artifact (a: Artifact, append: boolean): void {
+    const have = this.artifacts.get(a.artifactId)
+    this.artifacts.set(a.artifactId, append && have !== undefined ? { ...have, parts: [...have.parts, ...a.parts] } : a)
+  }
+
+  list (): Artifact[] {
+    return [...this.artifacts.values()]
+  }
+}
+
+export class A2aOutbound {
+  private readonly node: MeshNode
+  private readonly log: Logger
+  private readonly agents = new Map<string, BridgedAgent>()
+  private readonly handlers = new Map<string, () => void>()
+
+  constructor (node: MeshNode, log: Logger) {
+    this.node = node
+    this.log = log
+  }
+
+  list (): BridgedAgent[] {
+    return [...this.agents.values()]
+  }
+
+  /** The agents as the API shows them. */
+  describe (): Array<{ url: string, name: string, streaming: boolean, capabilities: CapabilityRef[] }> {
+    return this.list().map(a => ({ url: a.url, name: a.card.name, streaming: a.card.capabilities?.streaming === true, capabilities: a.draft.capabilities ?? [] }))
+  }
+
+  /** The capabilities runs of which go to A2A agents (not to the local agent API). */
+  served (): CapabilityRef[] {
+    return this.list().flatMap(a => a.draft.capabilities ?? [])
+  }
+
+  /**
+   * Register the run handlers again: the local agent API, when it starts,
+   * serves every capability of the card through its work stream; the bridged
+   * agents' capabilities are taken back from it here.
+   */
+  reclaim (): void {
+    for (const register of this.handlers.values()) register()
+  }
+
+  /** Fetch and check the card at `url` (an A2A server's base URL), and serve its skills on the mesh. */
+  async add (url: string): Promise<BridgedAgent> {
+    let base: URL
+    try {
+      base = new URL(url.endsWith('/') ? url : url + '/')
+    } catch {
+      throw new InvalidRequestError(`not a URL: ${url.slice(0, 200)}`)
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new InvalidRequestError(`an A2A agent is reached over http(s), not ${base.protocol}`)
+    const known = this.agents.get(base.href)
+    if (known !== undefined) return known
+    if (this.agents.size >= A2A_OUTBOUND_AGENTS_MAX) throw new InvalidRequestError(`a node bridges at most ${A2A_OUTBOUND_AGENTS_MAX} A2A agents`)
+
+    const resolver = new DefaultAgentCardResolver({
+      fetchImpl: async (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(A2A_CARD_FETCH_TIMEOUT_MS) })
+    })
+    let card: A2aCard
+    try {
+      card = await resolver.resolve(base.href)
+    } catch (err) {
+      throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(err)}`)
+    }
+    const usable = card.supportedInterfaces.filter(i => (i.protocolBinding === 'JSONRPC' || i.protocolBinding === 'HTTP+JSON') && i.protocolVersion.startsWith('1.'))
+    if (usable.length === 0) throw new InvalidRequestError(`the A2A agent at ${base.href} offers no A2A 1.x JSON-RPC or HTTP+JSON interface`)
+    if (card.skills.length === 0) this.log.warn({ url: base.href }, 'a2a: the agent card lists no skills; it is offered as a2a:default')
+
+    const client = await new ClientFactory().createFromAgentCard(card)
+    const draft = a2aToMeshDraft(card)
+    const skills = new Map<string, string>()
+    const caps = draft.capabilities ?? []
+    caps.forEach((c, i) => { skills.set(`${c.capability_id}@${c.version}`, card.skills[i]?.id ?? 'default') })
+    for (const other of this.agents.values()) {
+      const clash = caps.find(c => other.skills.has(`${c.capability_id}@${c.version}`))
+      if (clash !== undefined) throw new InvalidRequestError(`${clash.capability_id}@${clash.version} is already served by the A2A agent at ${other.url}`)
+    }
+    const agent: BridgedAgent = { url: base.href, card, draft, skills }
+    const streaming = card.capabilities?.streaming === true
+    this.handlers.set(base.href, () => {
+      for (const cap of caps) this.node.runs.handle(cap, async (ctx) => this.forward(agent, client, streaming, cap, ctx))
+    })
+    this.handlers.get(base.href)?.()
+    this.agents.set(base.href, agent)
+    this.log.info({ url: base.href, name: card.name, capabilities: caps.map(c => `${c.capability_id}@${c.version}`), streaming }, 'a2a: agent joined to the mesh')
+    return agent
+  }
+
+  /** One mesh run, carried out as one A2A task. */
+  private async forward (agent: BridgedAgent, client: Client, streaming: boolean, cap: CapabilityRef, ctx: RunContext): Promise<JsonObject> {
+    if (ctx.restored !== null || ctx.handedOff !== null) {
+      throw new Error(`the A2A agent ${agent.url} cannot take over this run: ${ctx.restored !== null ? 'its A2A task did not outlive the node\'s restart' : 'a handed-off run has no A2A task'}`)
+    }
+    const view = new TaskView()
+    const contextId = ctx.run.correlation_id
+    const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(A2A_TASK_MAX_MS)])
+    const onCancel = (): void => {
+      if (view.taskId === '' || view.status === undefined || isFinalState(view.status.state)) return
+      client.cancelTask({ tenant: '', id: view.taskId, metadata: undefined }, { signal: AbortSignal.timeout(A2A_CALL_TIMEOUT_MS) }).then(
+        () => { this.log.debug({ task_id: view.taskId, run_id: ctx.run.run_id }, 'a2a: canceled the task of a canceled run') },
+        (err: unknown) => { this.log.warn({ err: messageOf(err), task_id: view.taskId, url: agent.url }, 'a2a: CancelTask failed') }
+      )
+    }
+    ctx.signal.addEventListener('abort', onCancel, { once: true })
+    let msg = delegateMessage(cap, ctx.input, contextId)
+    let blocks = 0
+    try {
+      for (;;) {
+        const outcome = streaming ? await this.stream(client, msg, view, ctx, signal) : await this.poll(client, msg, view, ctx, signal)
+        switch (outcome.kind) {
+          case 'completed': return outcome.output
+          case 'failed':
+          case 'canceled': throw new Error(outcome.message)
+          case 'blocked': {
+            blocks++
+            view.inputs++
+            const resolution = await ctx.block(outcome.reason, outcome.checkpoint_id)
+            msg = resumeMessage(view.taskId, contextId, resolution)
+            break
+          }
+          case 'working': throw new Error(`the A2A agent ${agent.url} ended its stream with the task still working (after ${blocks} input requests)`)
+        }
+      }
+    } catch (err) {
+      if (ctx.signal.aborted) throw err
+      throw new Error(`A2A agent ${agent.url}: ${messageOf(err)}`.slice(0, 1000), { cause: err })
+    } finally {
+      ctx.signal.removeEventListener('abort', onCancel)
+    }
+  }
+
+  /** Report the task id once, so the run's events name the A2A task that carries it. */
+  private async noteTask (view: TaskView, id: string, ctx: RunContext): Promise<void> {
+    if (view.taskId === id || id === '') return
+    view.taskId = id
+    await ctx.progress({ a2a_task_id: id })
+  }
+
+  private async stream (client: Client, msg: Message, view: TaskView, ctx: RunContext, signal: AbortSignal): Promise<TaskOutcome> {
+    let outcome: TaskOutcome = { kind: 'working' }
+    const events: AsyncGenerator<StreamResponse> = client.sendMessageStream(sendRequest(msg, false), { signal })
+    for await (const ev of events) {
+      const p = ev.payload
+      if (p === undefined) continue
+      if (p.$case === 'message') return { kind: 'completed', output: { message: partsOf(p.value) } }
+      if (p.$case === 'task') {
+        await this.noteTask(view, p.value.id, ctx)
+        for (const a of p.value.artifacts) view.artifact(a, false)
+        view.status = p.value.status
+      } else if (p.$case === 'artifactUpdate') {
+        if (p.value.artifact !== undefined) view.artifact(p.value.artifact, p.value.append)
+        continue
+      } else {
+        await this.noteTask(view, p.value.taskId, ctx)
+        view.status = p.value.status
+      }
+      outcome = outcomeOf(view.taskId, view.status, view.list(), view.inputs)
+      if (outcome.kind === 'working') {
+        if (outcome.progress !== undefined && p.$case === 'statusUpdate') await ctx.progress(outcome.progress)
+        continue
+      }
+      return outcome
+    }
+    // a stream that ended early: ask for the task as it is
+    if (view.taskId === '') return outcome
+    const task = await client.getTask({ tenant: '', id: view.taskId }, { signal: AbortSignal.any([signal, AbortSignal.timeout(A2A_CALL_TIMEOUT_MS)]) })
+    for (const a of task.artifacts) view.artifact(a, false)
+    view.status = task.status
+    return outcomeOf(view.taskId, view.status, view.list(), view.inputs)
+  }
+
+  private async poll (client: Client, msg: Message, view: TaskView, ctx: RunContext, signal: AbortSignal): Promise<TaskOutcome> {
+    const call = (): AbortSignal => AbortSignal.any([signal, AbortSignal.timeout(A2A_CALL_TIMEOUT_MS)])
+    const first = await client.sendMessage(sendRequest(msg, true), { signal: call() })
+    if (!('status' in first)) return { kind: 'completed', output: { message: partsOf(first) } }
+    await this.noteTask(view, first.id, ctx)
+    let task = first
+    let lastMessage = ''
+    for (;;) {
+      for (const a of task.artifacts) view.artifact(a, false)
+      view.status = task.status
+      const outcome = outcomeOf(view.taskId, view.status, view.list(), view.inputs)
+      if (outcome.kind !== 'working') return outcome
+      const mid = task.status?.message?.messageId ?? ''
+      if (outcome.progress !== undefined && mid !== lastMessage) {
+        lastMessage = mid
+        await ctx.progress(outcome.progress)
+      }
+      await sleep(A2A_POLL_INTERVAL_MS, undefined, { signal })
+      task = await client.getTask({ tenant: '', id: view.taskId }, { signal: call() })
+    }
+  }
+}
+
+function partsOf (m: Message): unknown[] {
+  return m.parts.map(p => p.content?.$case === 'data' ? { data: p.content.value } : p.content?.$case === 'text' ? { text: p.content.value } : { media_type: p.mediaType })
+}

@@ -1,0 +1,191 @@
+/**
+ * The inbound A2A v1.0 server of a node (`aap-mesh start --a2a-port`): every
+ * agent of the mesh is an A2A agent below `/a2a/agents/<agent id>/`:
+ *
+ *   .well-known/agent-card.json   its A2A card, derived from its verified mesh card
+ *   jsonrpc                       the JSON-RPC 2.0 binding
+ *   rest                          the HTTP+JSON binding
+ *
+ * and `/.well-known/agent-card.json` is the card of the node's own agent.
+ * Bindings, validation, SSE and the JSON-RPC error envelopes are the
+ * official @a2a-js/sdk's; the mesh side is agent-handler.ts.
+ */
+import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
+import type { Server } from 'node:http'
+import express, { type NextFunction, type Request, type Response, type Router } from 'express'
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { toJsonRpcError } from '@a2a-js/sdk/errors'
+import type { Logger } from '../logger.ts'
+import type { MeshNode } from '../node.ts'
+import { AgentNotFoundError } from '../errors.ts'
+import type { AgentCard as MeshCard } from '../card/card.ts'
+import {
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
+} from './constants.ts'
+import { MeshAgentHandler } from './agent-handler.ts'
+import { meshToA2aCard, toA2aError } from './mapping.ts'
+
+const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
+const CARD_PATH = '/.well-known/agent-card.json'
+
+export interface A2aServerOptions {
+  host?: string
+  /** 0: any free port */
+  port: number
+  logger: Logger
+  /** Age past which an agent's mesh card is resolved again on its next request (default A2A_CARD_REFRESH_MS). */
+  cardRefreshMs?: number
+}
+
+interface Entry {
+  handler: MeshAgentHandler
+  router: Router
+  /** When the mesh card was last resolved. */
+  resolvedAt: number
+  refreshing?: Promise<void>
+}
+
+export class A2aServer {
+  readonly url: string
+  private readonly node: MeshNode
+  private readonly log: Logger
+  private readonly server: Server
+  private readonly entries = new Map<string, Promise<Entry>>()
+  private readonly refreshMs: number
+
+  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number) {
+    this.refreshMs = refreshMs
+    this.node = node
+    this.log = log
+    this.server = server
+    this.url = url
+  }
+
+  static async start (node: MeshNode, opts: A2aServerOptions): Promise<A2aServer> {
+    const app = express()
+    app.disable('x-powered-by')
+    const host = opts.host ?? A2A_DEFAULT_HOST
+    const server = app.listen(opts.port, host)
+    await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
+    const { port } = server.address() as AddressInfo
+    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS)
+    a2a.routes(app)
+    return a2a
+  }
+
+  /** Base URL of a mesh agent's A2A endpoints. */
+  agentUrl (agentId: string): string {
+    return `${this.url}${A2A_AGENTS_PATH}/${agentId}`
+  }
+
+  /** What to give an A2A SDK client's `createFromUrl`: the agent's base URL with its trailing slash (the card path resolves against it). */
+  clientUrl (agentId: string): string {
+    return this.agentUrl(agentId) + '/'
+  }
+
+  /** The card URL an A2A client resolves for a mesh agent. */
+  agentCardUrl (agentId: string): string {
+    return this.agentUrl(agentId) + CARD_PATH
+  }
+
+  async close (): Promise<void> {
+    for (const e of this.entries.values()) this.closeEntry(e)
+    this.entries.clear()
+    const closed = once(this.server, 'close')
+    this.server.close()
+    this.server.closeAllConnections()
+    await closed
+  }
+
+  private closeEntry (entry: Promise<Entry>): void {
+    entry.then(
+      e => { e.handler.close() },
+      (err: unknown) => { this.log.debug({ err: (err as Error).message }, 'a2a: an agent entry that failed to open holds nothing to close') }
+    )
+  }
+
+  private routes (app: express.Express): void {
+    app.get(CARD_PATH, (req, res, next) => {
+      const own = this.node.card
+      if (own === undefined) {
+        res.status(404).json({ error: 'this node\'s agent has no card yet' })
+        return
+      }
+      this.entry(own.agent_id).then(e => { req.url = CARD_PATH; e.router(req, res, next) }, next)
+    })
+    app.use(`${A2A_AGENTS_PATH}/:agentId`, (req: Request<{ agentId: string }>, res, next) => {
+      const agentId = req.params.agentId
+      const entry = AGENT_ID.test(agentId) ? this.entry(agentId) : Promise.reject(new AgentNotFoundError('not an agent id'))
+      entry.then(e => { e.router(req, res, next) }, (err: unknown) => { this.refuse(req, res, err) })
+    })
+    app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+      this.log.warn({ err: (err as Error).message, path: req.path }, 'a2a: request failed')
+      if (!res.headersSent) res.status(500).json({ error: 'internal error' })
+      else res.end()
+    })
+  }
+
+  /** The agent could not be served: a JSON-RPC error on the JSON-RPC binding, a 404 elsewhere. */
+  private refuse (req: Request, res: Response, err: unknown): void {
+    const a2aErr = toA2aError(err)
+    if (req.path.startsWith(A2A_JSONRPC_SUBPATH) && req.method === 'POST') {
+      res.status(200).json({ jsonrpc: '2.0', id: null, error: toJsonRpcError(a2aErr) })
+      return
+    }
+    res.status(404).json({ error: a2aErr.message })
+  }
+
+  /** The handler of a mesh agent, made on first use from its verified card (bounded, least recently used dropped). */
+  private async entry (agentId: string): Promise<Entry> {
+    const have = this.entries.get(agentId)
+    if (have !== undefined) {
+      this.entries.delete(agentId)
+      this.entries.set(agentId, have)
+      const e = await have
+      if (Date.now() - e.resolvedAt >= this.refreshMs) {
+        e.refreshing ??= this.refresh(agentId, e).finally(() => { delete e.refreshing })
+        await e.refreshing
+      }
+      return e
+    }
+    const made = this.makeEntry(agentId)
+    this.entries.set(agentId, made)
+    made.catch(() => { this.entries.delete(agentId) })
+    while (this.entries.size > A2A_AGENT_HANDLERS_MAX) {
+      const [oldId, old] = this.entries.entries().next().value as [string, Promise<Entry>]
+      this.entries.delete(oldId)
+      this.closeEntry(old)
+    }
+    return made
+  }
+
+  private async meshCard (agentId: string, fresh = false): Promise<MeshCard> {
+    return agentId === this.node.card?.agent_id
+      ? this.node.card
+      : await this.node.getCard(agentId, { signal: AbortSignal.timeout(A2A_CARD_RESOLVE_TIMEOUT_MS), fresh })
+  }
+
+  /** Resolve a served agent's card again; a newer one replaces the A2A card (a failure keeps the old one, and is logged). */
+  private async refresh (agentId: string, e: Entry): Promise<void> {
+    try {
+      const meshCard = await this.meshCard(agentId, true)
+      if (meshCard.seq !== Number(e.handler.card.version)) e.handler.update(meshCard, meshToA2aCard(meshCard, this.agentUrl(agentId)))
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, agent_id: agentId }, 'a2a: cannot refresh the agent\'s card; serving the one held')
+    }
+    e.resolvedAt = Date.now()
+  }
+
+  private async makeEntry (agentId: string): Promise<Entry> {
+    const meshCard = await this.meshCard(agentId)
+    const card = meshToA2aCard(meshCard, this.agentUrl(agentId))
+    const handler = new MeshAgentHandler(this.node, meshCard, card, this.log)
+    const router = express.Router()
+    const userBuilder = UserBuilder.noAuthentication
+    router.use(CARD_PATH, agentCardHandler({ agentCardProvider: handler }))
+    router.use(A2A_JSONRPC_SUBPATH, jsonRpcHandler({ requestHandler: handler, userBuilder }))
+    router.use(A2A_REST_SUBPATH, restHandler({ requestHandler: handler, userBuilder }))
+    return { handler, router, resolvedAt: Date.now() }
+  }
+}

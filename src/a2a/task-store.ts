@@ -1,0 +1,71 @@
+/**
+ * The A2A tasks of one mesh agent as the inbound server shows them: a
+ * bounded in-memory TaskStore for the SDK's request handler, with ListTasks
+ * filtering and offset pagination. The mesh run behind each task stays the
+ * source of truth (GetRun, replay); this keeps the A2A view of it.
+ */
+import type { ListTasksRequest, ListTasksResponse, Task } from '@a2a-js/sdk'
+import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server'
+import { RequestMalformedError } from '@a2a-js/sdk/errors'
+import { TaskState } from '@a2a-js/sdk'
+import { isFinalState } from './mapping.ts'
+
+export const LIST_PAGE_SIZE_DEFAULT = 50
+export const LIST_PAGE_SIZE_MAX = 100
+
+export class BoundedTaskStore implements TaskStore {
+  private readonly tasks = new Map<string, Task>()
+  private readonly max: number
+
+  constructor (max: number) {
+    this.max = max
+  }
+
+  get size (): number {
+    return this.tasks.size
+  }
+
+  async save (task: Task, _context: ServerCallContext): Promise<void> {
+    this.tasks.delete(task.id)
+    this.tasks.set(task.id, structuredClone(task))
+    if (this.tasks.size <= this.max) return
+    // drop the least recently written finished task, else the least recently written one
+    let victim: string | undefined
+    for (const [id, t] of this.tasks) {
+      if (t.status !== undefined && isFinalState(t.status.state)) { victim = id; break }
+    }
+    this.tasks.delete(victim ?? this.tasks.keys().next().value as string)
+  }
+
+  async load (taskId: string, _context: ServerCallContext): Promise<Task | undefined> {
+    const t = this.tasks.get(taskId)
+    return t === undefined ? undefined : structuredClone(t)
+  }
+
+  async list (params: ListTasksRequest, _context: ServerCallContext): Promise<ListTasksResponse> {
+    const pageSize = params.pageSize ?? LIST_PAGE_SIZE_DEFAULT
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > LIST_PAGE_SIZE_MAX) {
+      throw new RequestMalformedError(`pageSize must be an integer from 1 to ${LIST_PAGE_SIZE_MAX}`)
+    }
+    let offset = 0
+    if (params.pageToken !== '') {
+      offset = Number(params.pageToken)
+      if (!/^[0-9]{1,9}$/.test(params.pageToken)) throw new RequestMalformedError('pageToken is not one this server issued')
+    }
+    const after = params.statusTimestampAfter === undefined ? undefined : Date.parse(params.statusTimestampAfter)
+    const matching = [...this.tasks.values()].filter(t =>
+      (params.contextId === '' || t.contextId === params.contextId) &&
+      (params.status === TaskState.TASK_STATE_UNSPECIFIED || t.status?.state === params.status) &&
+      (after === undefined || Number.isNaN(after) || Date.parse(t.status?.timestamp ?? '') > after))
+    // newest status first; the id breaks ties so pages are stable
+    matching.sort((a, b) => (b.status?.timestamp ?? '').localeCompare(a.status?.timestamp ?? '') || a.id.localeCompare(b.id))
+    const page = matching.slice(offset, offset + pageSize).map(t => {
+      const copy = structuredClone(t)
+      if (params.includeArtifacts !== true) copy.artifacts = []
+      if (params.historyLength !== undefined) copy.history = params.historyLength <= 0 ? [] : copy.history.slice(-params.historyLength)
+      return copy
+    })
+    const next = offset + pageSize
+    return { tasks: page, nextPageToken: next < matching.length ? String(next) : '', pageSize, totalSize: matching.length }
+  }
+}
