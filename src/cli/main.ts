@@ -6,6 +6,7 @@
 import { Command, CommanderError } from 'commander'
 import pkg from '../../package.json' with { type: 'json' }
 import { registerRemoteCommands } from './commands.ts'
+import { registerConformance } from './conformance.ts'
 import { EXIT_USAGE } from './remote.ts'
 import { registerStart } from './start.ts'
 
@@ -22,6 +23,7 @@ Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
 2 wrong arguments, 3 no node reachable.`)
   registerStart(program)
   registerRemoteCommands(program)
+  registerConformance(program)
   return program
 }
 

@@ -47,6 +47,8 @@ export interface StartOptions {
   logLevel: LogLevel
   metricsPort?: number
   metricsHost: string
+  /** Serve cap:aap-conformance@0.1.0 with the scripted conformance agent (protocols/conformance.md). */
+  conformanceAgent?: boolean
 }
 
 /** Option parser of a TCP port (0: any free port). */
@@ -89,6 +91,7 @@ export function registerStart (program: Command): Command {
     .addOption(new Option('--log-level <level>', 'structured log (JSON lines on stderr) from this level up').choices(LOG_LEVELS).default('info'))
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
+    .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md)')
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
@@ -97,6 +100,11 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
       let draft: CardDraft | undefined
       let lookup: CapabilityQuery | undefined
       try {
+        if (opts.conformanceAgent === true) {
+          // the agent's capability goes on the card like any --capability (a name if nothing else gives one)
+          opts.capability = [...(opts.capability ?? []), 'cap:aap-conformance@0.1.0']
+          if (opts.card === undefined) opts.name ??= 'aap-conformance-agent'
+        }
         draft = await cardDraftFrom(opts)
         if (opts.discover !== undefined) lookup = (await cardModule()).parseCapability(opts.discover)
       } catch (err) {
@@ -179,6 +187,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     stop.dispose()
     return
   }
+  if (opts.conformanceAgent === true) (await import('../conformance/agent.ts')).installConformanceAgent(node, log)
 
   const bootstrap = opts.bootstrap ?? []
   let joined = 0
