@@ -1,0 +1,50 @@
+/**
+ * The conformance kit can fail: run against targets that are wrong in exactly
+ * one way (test/fixtures/broken-targets.ts), exactly the clauses that name
+ * that behaviour fail, and every other clause still passes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runConformance, type ConformanceReport } from '../src/conformance/runner.ts'
+import { startTarget, type Breakage, type Target } from './fixtures/broken-targets.ts'
+
+const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
+  'self-resume': { clauses: ['AAP-BLOCK-NO-SELF-RESUME', 'C3-NO-SELF-RESUME'], checks: ['self-resume'] },
+  'drop-correlation': { clauses: ['AAP-EVENT-CORRELATION', 'AAP-CONF-CORRELATION', 'C2-EVENT-CORRELATION'], checks: ['events-correlation'] },
+  'unknown-run-code': { clauses: ['AAP-ERROR-RUN_NOT_FOUND', 'AAP-CONF-ERRORS'], checks: ['unknown-run'] },
+  'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] }
+}
+
+const BREAKAGES = Object.keys(EXPECTED) as Breakage[]
+
+describe('the conformance kit against deliberately broken targets', () => {
+  const targets: Target[] = []
+  const reports = new Map<Breakage, ConformanceReport>()
+
+  beforeAll(async () => {
+    // the four kits run side by side: most of a kit's time is spent waiting on the target's own time limits
+    await Promise.all(BREAKAGES.map(async (b) => {
+      const t = await startTarget(b)
+      targets.push(t)
+      reports.set(b, await runConformance({ target: t.address }))
+    }))
+  }, 180_000)
+
+  afterAll(async () => {
+    await Promise.all(targets.map(async t => t.node.stop()))
+  })
+
+  for (const b of BREAKAGES) {
+    it(`${b}: exactly ${EXPECTED[b].clauses.join(', ')} fail`, () => {
+      const r = reports.get(b)!
+      const failedChecks = r.checks.filter(c => c.status === 'fail')
+      expect(failedChecks.map(c => c.id), JSON.stringify(failedChecks.map(c => [c.id, c.message]))).toEqual(EXPECTED[b].checks)
+      expect(r.clauses.filter(c => c.status === 'fail').map(c => c.id).sort()).toEqual([...EXPECTED[b].clauses].sort())
+      expect(r.summary.must_failed.length).toBeGreaterThan(0)
+      // every other clause still passes (or cannot be observed on the wire)
+      for (const c of r.clauses) if (!EXPECTED[b].clauses.includes(c.id)) expect([c.id, c.status]).toEqual([c.id, c.checks.length === 0 ? 'n/a' : 'pass'])
+      // the failing check keeps its evidence
+      expect(failedChecks[0]?.message).toBeTruthy()
+      expect(failedChecks[0]!.evidence.runs.length + failedChecks[0]!.evidence.frames.length + failedChecks[0]!.evidence.events.length).toBeGreaterThan(0)
+    })
+  }
+})
