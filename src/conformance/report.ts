@@ -23,6 +23,7 @@ export function evidenceOf (clause: ClauseResult, checks: Map<string, CheckResul
       ev.events.length > 0 ? `events ${ev.events.slice(0, 4).join('; ')}` : '',
       ev.frames.length > 0 ? `frame ${ev.frames[0] ?? ''}` : ''
     ].filter(b => b !== '')
+    if (bits.length === 0 && ev.notes.length > 0) bits.push(ev.notes[0] ?? '')
     if (bits.length > 0) parts.push(`${id}: ${bits.join(', ')}`)
   }
   const text = parts.join(' | ').replace(/\s+/g, ' ')
@@ -62,7 +63,9 @@ export function markdown (r: ConformanceReport): string {
   out.push(`Result: ${r.clauses.length} clauses, ${s.pass} pass, ${s.fail} fail, ${s.not_applicable} not applicable; ` +
     `${r.checks.filter(c => c.status === 'pass').length} of ${r.checks.length} checks passed.` +
     (s.must_failed.length > 0 ? ` MUST failed: ${s.must_failed.join(', ')}.` : ' Every MUST passed.'), '')
-  out.push('Clauses and checks are described in [protocols/conformance.md](../protocols/conformance.md).', '')
+  out.push('Clauses and checks are described in [protocols/conformance.md](../protocols/conformance.md). To reproduce: start a target ' +
+    'that provides the conformance agent (`aap-mesh start --conformance-agent --listen /ip4/127.0.0.1/tcp/0`), then run the command ' +
+    'above with the address it prints (`npm run conformance -- <multiaddr>` from a checkout).', '')
   out.push('## Clauses', '')
   out.push('| clause | level | result | text | checks | evidence |', '|---|---|---|---|---|---|')
   for (const c of r.clauses) {
