@@ -4,6 +4,7 @@
  * that behaviour fail, and every other clause still passes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { runConformance, type ConformanceReport } from '../src/conformance/runner.ts'
 import { startTarget, type Breakage, type Target } from './fixtures/broken-targets.ts'
 
@@ -17,25 +18,38 @@ const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
 const BREAKAGES = Object.keys(EXPECTED) as Breakage[]
 
 describe('the conformance kit against deliberately broken targets', () => {
-  const targets: Target[] = []
+  const targets = new Map<Breakage, Target>()
   const reports = new Map<Breakage, ConformanceReport>()
+  let meshPeer: MeshNode | undefined
 
   beforeAll(async () => {
+    // one target is given to the kit by agent id only: the kit finds it through another mesh peer
+    meshPeer = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'] })
+    await meshPeer.start()
+    const byId: Breakage = 'stranger-resume'
     // the four kits run side by side: most of a kit's time is spent waiting on the target's own time limits
     await Promise.all(BREAKAGES.map(async (b) => {
       const t = await startTarget(b)
-      targets.push(t)
-      reports.set(b, await runConformance({ target: t.address }))
+      targets.set(b, t)
+      if (b === byId) {
+        expect(await t.node.join(meshPeer!.addresses)).toBe(1)
+        await t.node.publishCard({ name: 'conformance-target-by-id', capabilities: [...t.node.card!.capabilities], tags: [] })
+        reports.set(b, await runConformance({ target: t.node.agentId, bootstrap: meshPeer!.addresses }))
+      } else {
+        reports.set(b, await runConformance({ target: t.address }))
+      }
     }))
   }, 180_000)
 
   afterAll(async () => {
-    await Promise.all(targets.map(async t => t.node.stop()))
+    await Promise.all([...[...targets.values()].map(async t => t.node.stop()), meshPeer?.stop()])
   })
 
   for (const b of BREAKAGES) {
     it(`${b}: exactly ${EXPECTED[b].clauses.join(', ')} fail`, () => {
       const r = reports.get(b)!
+      expect(r.target).toBe(targets.get(b)?.node.agentId)
+      expect(r.target_address).toBe(b === 'stranger-resume' ? null : targets.get(b)?.address)
       const failedChecks = r.checks.filter(c => c.status === 'fail')
       expect(failedChecks.map(c => c.id), JSON.stringify(failedChecks.map(c => [c.id, c.message]))).toEqual(EXPECTED[b].checks)
       expect(r.clauses.filter(c => c.status === 'fail').map(c => c.id).sort()).toEqual([...EXPECTED[b].clauses].sort())

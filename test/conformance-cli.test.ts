@@ -40,7 +40,7 @@ describe('aap-mesh conformance against a fresh aap-mesh start --conformance-agen
     for (const c of CLAUSES) expect(res.stdout).toMatch(new RegExp(`^${c.id}\\s+${c.level}\\s+(pass|n/a)`, 'm'))
     const text = await readFile(md, 'utf8')
     expect(text).toContain('Every MUST passed.')
-    expect(text).toContain(`Command: \`aap-mesh conformance ${target}\``)
+    expect(text).toContain(`Command: \`aap-mesh conformance ${target} --json ${json} --markdown ${md}\``)
   }, 120_000)
 
   it('exits 2 for an agent id without --bootstrap, and 3 for a target nobody answers at', async () => {

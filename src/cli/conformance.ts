@@ -14,6 +14,9 @@ interface ConformanceOptions {
   logLevel: string
 }
 
+const DEFAULT_JSON = 'reports/conformance.json'
+const DEFAULT_MARKDOWN = 'reports/conformance.md'
+
 function collect (value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value]
 }
@@ -23,8 +26,8 @@ export function registerConformance (program: Command): Command {
     .description('test a node (any AAP implementation) over the wire against the AAP 0.1.0-draft profile and the Loops inter-layer contracts; prints a clause-by-clause table')
     .argument('<target>', 'the node under test: a multiaddr ending in /p2p/<agent id>, or an agent id (with --bootstrap)')
     .option('--bootstrap <multiaddr>', 'a peer to reach the mesh through when the target is given by agent id, repeatable', collect)
-    .option('--json <file>', 'write the JSON report here', 'reports/conformance.json')
-    .option('--markdown <file>', 'write the Markdown report here', 'reports/conformance.md')
+    .option('--json <file>', 'write the JSON report here', DEFAULT_JSON)
+    .option('--markdown <file>', 'write the Markdown report here', DEFAULT_MARKDOWN)
     .addOption(new Option('--log-level <level>', 'the kit\'s own log on stderr').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'))
     .addHelpText('after', `
 The target must serve cap:aap-conformance@0.1.0 with the conformance agent
@@ -40,7 +43,10 @@ Exit codes: 0 every MUST passed, 1 a MUST failed, 2 wrong arguments, 3 target un
         return
       }
       const log = createLogger(isLogLevel(opts.logLevel) ? opts.logLevel : 'warn')
-      const command = ['aap-mesh', 'conformance', target, ...(opts.bootstrap ?? []).flatMap(b => ['--bootstrap', b])].join(' ')
+      const command = [
+        'aap-mesh', 'conformance', target, ...(opts.bootstrap ?? []).flatMap(b => ['--bootstrap', b]),
+        ...(opts.json === DEFAULT_JSON ? [] : ['--json', opts.json]), ...(opts.markdown === DEFAULT_MARKDOWN ? [] : ['--markdown', opts.markdown])
+      ].join(' ')
       let report
       try {
         report = await runConformance({

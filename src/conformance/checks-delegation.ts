@@ -1,5 +1,7 @@
 /** Checks of discovery, delegation and the error codes of delegation and unknown runs. */
 import type { AgentCard } from '../card/card.ts'
+import { DELEGATE_PROTOCOL } from '../constants.ts'
+import { encodeFrame } from '../wire/rpc.ts'
 import { CONFORMANCE_CAPABILITY, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS } from './constants.ts'
 import { expect, type WireEvent } from './kit.ts'
 import { WireFailure } from './wire.ts'
@@ -205,3 +207,23 @@ export const DELEGATION_CHECKS: Check[] = [
   }
 ]
 
+
+/** Half of a delegate frame: the length prefix promises more bytes than are ever sent. */
+function halfFrame (body: unknown): Uint8Array {
+  const whole = encodeFrame({ id: 1, type: 'delegate', body })
+  return whole.subarray(0, Math.max(2, Math.floor(whole.byteLength / 2)))
+}
+
+export const STALLED_FRAME_CHECK: Check = {
+  id: 'stalled-frame',
+  title: 'a stalled caller: half a delegate frame, then nothing; the target answers an id: null INVALID_REQUEST and creates no run',
+  run: async (s) => {
+    const task = s.kit.task('half-frame')
+    const body = { to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete' }, parent_run: null }
+    const f = await s.call(s.n.delegator, DELEGATE_PROTOCOL, 'delegate', body, { bytes: halfFrame(body), timeoutMs: STALLED_CALLER_PATIENCE_MS })
+    expect(!f.ok && f.id === null, `the answer to a stalled frame: ${JSON.stringify(f).slice(0, 300)}`)
+    expect(f.error?.code === 'INVALID_REQUEST', `the stalled frame got ${String(f.error?.code)}, not INVALID_REQUEST`)
+    const events = await s.readCorrelation(task)
+    expect(events.length === 0, `a stalled frame created a run: ${events.length} event(s)`)
+  }
+}

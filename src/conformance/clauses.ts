@@ -11,7 +11,7 @@ export type Level = 'MUST' | 'MUST NOT' | 'SHOULD'
 export interface Clause {
   id: string
   /** Where the text comes from. */
-  source: 'aap-profile-0.1.0-draft' | 'loops-inter-layer-contracts' | 'aap-mesh protocols/control.md'
+  source: 'aap-profile-0.1.0-draft' | 'loops-inter-layer-contracts' | 'aap-mesh protocols/control.md' | 'aap-mesh protocols/README.md'
   section: string
   level: Level
   text: string
@@ -24,6 +24,7 @@ export interface Clause {
 const P = 'aap-profile-0.1.0-draft' as const
 const C = 'loops-inter-layer-contracts' as const
 const M = 'aap-mesh protocols/control.md' as const
+const W = 'aap-mesh protocols/README.md' as const
 
 export const ERROR_CHECKS = ['wrong-to-agent', 'handoff-stalled-receiver', 'unsupported-capability', 'refusal', 'unknown-run', 'invalid-transitions']
 
@@ -100,7 +101,8 @@ export const CLAUSES: readonly Clause[] = [
     notApplicable: 'a rule on how an implementation is built, not observable on the wire'
   },
   // ---- aap-mesh wire rules ---------------------------------------------------------------------
-  { id: 'MESH-CONTROL-AUTHORITY', source: M, section: 'Who may call what', level: 'MUST', text: 'block, resume, cancel and handoff from a peer that is neither the run\'s delegator nor authorized are refused with UNAUTHORIZED and change nothing; get_run is open to any peer.', checks: ['stranger-control'] }
+  { id: 'MESH-CONTROL-AUTHORITY', source: M, section: 'Who may call what', level: 'MUST', text: 'block, resume, cancel and handoff from a peer that is neither the run\'s delegator nor authorized are refused with UNAUTHORIZED and change nothing; get_run is open to any peer.', checks: ['stranger-control'] },
+  { id: 'MESH-FRAME-STALL', source: W, section: 'Framing', level: 'MUST', text: 'A frame that has started must be complete within FRAME_COMPLETION_TIMEOUT_MS: a caller that stalls inside a frame gets an id: null INVALID_REQUEST error, and nothing of its request takes effect.', checks: ['stalled-frame'] }
 ]
 
 /** Rules of issue #12 (run lineage: tickets signed by the delegator, handoff authority) are not in the catalog yet. */

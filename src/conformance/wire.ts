@@ -38,6 +38,8 @@ export interface RawCallOptions {
   timeoutMs?: number
   /** Called once the request is written (before the answer). */
   onSent?: (stream: Stream) => void
+  /** Write these bytes instead of the request frame (a stalled or broken caller). */
+  bytes?: Uint8Array
 }
 
 /**
@@ -71,7 +73,7 @@ export async function rawCall (
   })
   stream.addEventListener('close', () => { answer.reject(new WireFailure(`stream closed before an answer to ${type}`)) })
   try {
-    stream.send(encodeFrame({ id: 1, type, body }))
+    stream.send(opts.bytes ?? encodeFrame({ id: 1, type, body }))
     opts.onSent?.(stream)
     return await answer.promise
   } finally {
