@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { CLAUSES } from '../src/conformance/clauses.ts'
 import type { ConformanceReport } from '../src/conformance/runner.ts'
 import { cli, NodeProc, TempDirs } from './cli-helpers.ts'
+import { startTarget } from './fixtures/broken-targets.ts'
 
 describe('aap-mesh conformance against a fresh aap-mesh start --conformance-agent', () => {
   const dirs = new TempDirs()
@@ -41,6 +42,23 @@ describe('aap-mesh conformance against a fresh aap-mesh start --conformance-agen
     const text = await readFile(md, 'utf8')
     expect(text).toContain('Every MUST passed.')
     expect(text).toContain(`Command: \`aap-mesh conformance ${target} --json ${json} --markdown ${md}\``)
+  }, 120_000)
+
+  it('exits 1 and names the failing MUST clauses, with the error frame, when the target breaks one', async () => {
+    const t = await startTarget('unknown-run-code')
+    try {
+      const out = await dirs.make('aap-conformance-')
+      const md = join(out, 'conformance.md')
+      const res = await cli(['conformance', t.address, '--json', join(out, 'conformance.json'), '--markdown', md])
+      expect(res.code, res.stderr).toBe(1)
+      expect(res.stdout).toMatch(/^AAP-ERROR-RUN_NOT_FOUND\s+MUST\s+FAIL\s+unknown-run: get_run of an unknown run: expected RUN_NOT_FOUND, got INVALID_REQUEST/m)
+      expect(res.stdout).toContain('MUST clauses failed: AAP-ERROR-RUN_NOT_FOUND, AAP-CONF-ERRORS')
+      const text = await readFile(md, 'utf8')
+      expect(text).toContain('MUST failed: AAP-ERROR-RUN_NOT_FOUND, AAP-CONF-ERRORS.')
+      expect(text).toMatch(/\| unknown-run \| FAIL: get_run of an unknown run: expected RUN_NOT_FOUND, got INVALID_REQUEST/)
+    } finally {
+      await t.node.stop()
+    }
   }, 120_000)
 
   it('exits 2 for an agent id without --bootstrap, and 3 for a target nobody answers at', async () => {

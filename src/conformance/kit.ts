@@ -128,10 +128,10 @@ export class Scope {
       parent_run: o.parentRun ?? null,
       authorized: o.authorized ?? [this.n.coordinator.agentId]
     }, o.opts)
-    if (frame.ok) {
-      const run = this.runOf(frame, `delegate ${name}`)
-      this.kit.expected.set(run.run_id, taskId)
-    }
+    // the correlation this run must carry is the task the kit sent, whatever the handle says
+    const runId = (frame.body?.run as { run_id?: unknown } | undefined)?.run_id
+    if (frame.ok && typeof runId === 'string') this.kit.expected.set(runId, taskId)
+    if (frame.ok) this.runOf(frame, `delegate ${name}`)
     return frame
   }
 
@@ -150,7 +150,7 @@ export class Scope {
     if (!isRun(run)) throw new CheckFailure(`${what}: the answer is not a Run: ${short(run)}`)
     this.noteRun(run.run_id)
     const known = this.kit.handles.get(run.run_id)
-    this.kit.handles.set(run.run_id, { run, expected: known?.expected ?? this.kit.expected.get(run.run_id) ?? run.correlation_id })
+    this.kit.handles.set(run.run_id, { run, expected: this.kit.expected.get(run.run_id) ?? known?.expected ?? run.correlation_id })
     return run
   }
 

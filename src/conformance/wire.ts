@@ -72,13 +72,19 @@ export async function rawCall (
     }
   })
   stream.addEventListener('close', () => { answer.reject(new WireFailure(`stream closed before an answer to ${type}`)) })
+  let answered = false
   try {
     stream.send(opts.bytes ?? encodeFrame({ id: 1, type, body }))
     opts.onSent?.(stream)
-    return await answer.promise
+    const frame = await answer.promise
+    answered = true
+    return frame
   } finally {
     clearTimeout(timer)
-    if (stream.status === 'open') {
+    if (!answered && stream.status === 'open') {
+      // a caller that gave up is gone: the responder must see it at once, not after a graceful close
+      stream.abort(new WireFailure(`the kit gave up on ${type}`))
+    } else if (stream.status === 'open') {
       await stream.close({ signal: AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS) }).catch((err: unknown) => {
         stream.abort(err instanceof Error ? err : new Error(String(err)))
       })
