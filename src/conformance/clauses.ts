@@ -81,8 +81,17 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-CONF-ERRORS', source: P, section: 'Conformance', level: 'MUST', text: 'Use the defined error semantics.', checks: ERROR_CHECKS },
   // ---- contract 1: CapabilityRef -----------------------------------------------------------
   { id: 'C1-CAPREF-ONLY', source: C, section: 'Contract 1: CapabilityRef', level: 'MUST', text: 'Upper layers reference capabilities only by (capability_id, version); AAP calls capabilities by reference.', checks: ['card-capref', 'capability-by-ref'] },
+  {
+    id: 'C1-CAP-OWNS-IDENTITY', source: C, section: 'Contract 1: CapabilityRef', level: 'MUST', text: 'CAP creates and owns the capability identity.', checks: [],
+    notApplicable: 'a rule of the CAP layer (L0); the node under test only carries the references CAP made'
+  },
+  {
+    id: 'C1-HACP-REFERENCES', source: C, section: 'Contract 1: CapabilityRef', level: 'MUST', text: 'HACP uses references in task constraints such as must_use_capabilities.', checks: [],
+    notApplicable: 'a rule of HACP task constraints (L2), not of the node under test'
+  },
   { id: 'C1-NO-TRANSPORT', source: C, section: 'Contract 1: CapabilityRef', level: 'MUST NOT', text: 'AAP and HACP MUST NOT know whether the capability is reached through MCP stdio, MCP SSE, HTTP, a local function, or a Skills runtime.', checks: ['capability-by-ref'] },
   // ---- contract 2: TaskID correlation ----------------------------------------------------------
+  { id: 'C2-ASSIGN-DELEGATES', source: C, section: 'Contract 2: TaskID Correlation', level: 'MUST', text: 'task.assign calls agent.delegate (the kit, as the L2 side, assigns each task by delegating it).', checks: ['delegate-correlation'] },
   { id: 'C2-TASKID', source: C, section: 'Contract 2: TaskID Correlation', level: 'MUST', text: 'HACP Task.id MUST equal AAP Run.correlation_id; DelegateRequest.task_id becomes Run.correlation_id.', checks: ['delegate-correlation'] },
   { id: 'C2-EVENT-CORRELATION', source: C, section: 'Contract 2: TaskID Correlation', level: 'MUST', text: 'Every AAP event includes the same correlation_id.', checks: ['events-correlation'] },
   { id: 'C2-CHILD-CORRELATION', source: C, section: 'Contract 2: TaskID Correlation', level: 'MUST', text: 'Child delegations and handoffs preserve the original correlation unless a new HACP task is explicitly created.', checks: ['subdelegate', 'handoff'] },
@@ -93,6 +102,10 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'C3-RESOLVE-RESUMES', source: C, section: 'Contract 3: Checkpoint-to-Block', level: 'MUST', text: 'checkpoint.resolve MUST pass the human resolution to agent.resume (checkpoint.resolve MUST resume the run).', checks: ['resume-resolution', 'checkpoint-raise'] },
   { id: 'C3-AUDIT-ONE-TRANSITION', source: C, section: 'Contract 3: Checkpoint-to-Block', level: 'SHOULD', text: 'Resolution and resume SHOULD be auditable as one logical transition.', checks: ['resume-audit'] },
   // ---- contract 4: Ownership-to-Handoff ------------------------------------------------------------
+  {
+    id: 'C4-OWNERSHIP-RECORD', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'ownership.transfer changes the HACP assignee and appends an ownership chain record.', checks: [],
+    notApplicable: 'HACP\'s own records (L2); what the node keeps of a transfer is checked by C4-HISTORY and AAP-EVENT-REPLAY'
+  },
   { id: 'C4-HANDOFF', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'When the new assignee is another agent, the implementation MUST call AAP agent.handoff.', checks: ['handoff'] },
   { id: 'C4-CORRELATION', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'The new run MUST keep the original correlation_id.', checks: ['handoff'] },
   { id: 'C4-HISTORY', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'SHOULD', text: 'The old run SHOULD remain visible as read-only history.', checks: ['handoff-history'] },
