@@ -9,12 +9,13 @@ import { describe, expect, it } from 'vitest'
 import { CLAUSES } from '../src/conformance/clauses.ts'
 import * as constants from '../src/conformance/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
+import { RUN_FAILURE_CODES } from '../src/runs/types.ts'
 import { ALL_CHECKS, decideClauses, type CheckResult } from '../src/conformance/runner.ts'
 
 const text = readFileSync(new URL('../protocols/conformance.md', import.meta.url), 'utf8')
 const UNIT: Record<string, number> = { ms: 1, s: 1000 }
 const values = constants as unknown as Record<string, unknown>
-const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES])
+const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES, ...RUN_FAILURE_CODES])
 
 function section (title: string): string {
   const start = text.indexOf(`\n## ${title}\n`)

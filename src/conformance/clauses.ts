@@ -115,7 +115,8 @@ export const CLAUSES: readonly Clause[] = [
   },
   // ---- aap-mesh wire rules ---------------------------------------------------------------------
   { id: 'MESH-CONTROL-AUTHORITY', source: M, section: 'Who may call what', level: 'MUST', text: 'block, resume, cancel and handoff from a peer that is neither the run\'s delegator nor authorized are refused with UNAUTHORIZED and change nothing; get_run is open to any peer.', checks: ['stranger-control'] },
-  { id: 'MESH-FRAME-STALL', source: W, section: 'Framing', level: 'MUST', text: 'A frame that has started must be complete within FRAME_COMPLETION_TIMEOUT_MS: a caller that stalls inside a frame gets an id: null INVALID_REQUEST error, and nothing of its request takes effect.', checks: ['stalled-frame'] }
+  { id: 'MESH-FRAME-STALL', source: W, section: 'Framing', level: 'MUST', text: 'A frame that has started must be complete within FRAME_COMPLETION_TIMEOUT_MS: a caller that stalls inside a frame gets an id: null INVALID_REQUEST error, and nothing of its request takes effect.', checks: ['stalled-frame'] },
+  { id: 'MESH-CLIENT-INTEROP', source: W, section: 'Framing, pipelining and streams', level: 'MUST', text: 'A node\'s own AAP client (MeshNode delegate, block, resume, handoff, cancel, getRun) drives the node\'s runs over the wire: the protocols interoperate with their reference caller.', checks: ['client-interop'] }
 ]
 
 /** Rules of issue #12 (run lineage: tickets signed by the delegator, handoff authority) are not in the catalog yet. */
