@@ -36,8 +36,6 @@ function asFrame (bytes: Uint8Array): Frame {
 
 export interface RawCallOptions {
   timeoutMs?: number
-  /** Called once the request is written (before the answer). */
-  onSent?: (stream: Stream) => void
   /** Write these bytes instead of the request frame (a stalled or broken caller). */
   bytes?: Uint8Array
 }
@@ -74,8 +72,12 @@ export async function rawCall (
   stream.addEventListener('close', () => { answer.reject(new WireFailure(`stream closed before an answer to ${type}`)) })
   let answered = false
   try {
-    stream.send(opts.bytes ?? encodeFrame({ id: 1, type, body }))
-    opts.onSent?.(stream)
+    try {
+      stream.send(opts.bytes ?? encodeFrame({ id: 1, type, body }))
+    } catch (err) {
+      // the answer promise is always awaited below, so no rejection of it goes unobserved
+      answer.reject(new WireFailure(`cannot write ${type} on ${protocol}: ${(err as Error).message}`, { cause: err }))
+    }
     const frame = await answer.promise
     answered = true
     return frame
