@@ -12,7 +12,8 @@ const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
   'self-resume': { clauses: ['AAP-BLOCK-NO-SELF-RESUME', 'C3-NO-SELF-RESUME'], checks: ['self-resume'] },
   'drop-correlation': { clauses: ['AAP-EVENT-CORRELATION', 'AAP-CONF-CORRELATION', 'C2-EVENT-CORRELATION'], checks: ['events-correlation'] },
   'unknown-run-code': { clauses: ['AAP-ERROR-RUN_NOT_FOUND', 'AAP-CONF-ERRORS'], checks: ['unknown-run'] },
-  'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] }
+  'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] },
+  'forged-handoff': { clauses: ['MESH-HANDOFF-LINEAGE'], checks: ['forged-handoff'] }
 }
 
 const BREAKAGES = Object.keys(EXPECTED) as Breakage[]
@@ -27,7 +28,7 @@ describe('the conformance kit against deliberately broken targets', () => {
     meshPeer = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'] })
     await meshPeer.start()
     const byId: Breakage = 'stranger-resume'
-    // the four kits run side by side: most of a kit's time is spent waiting on the target's own time limits
+    // the kits run side by side: most of a kit's time is spent waiting on the target's own time limits
     await Promise.all(BREAKAGES.map(async (b) => {
       const t = await startTarget(b)
       targets.set(b, t)

@@ -1,5 +1,7 @@
 /** Checks of handoff, the event stream, replay, and the checks over everything the kit saw. */
+import { HANDOFF_PROTOCOL } from '../constants.ts'
 import type { Run } from '../runs/types.ts'
+import { CONFORMANCE_CAPABILITY } from './constants.ts'
 import { HANDOFF_STALL_PATIENCE_MS } from './constants.ts'
 import { expect, type Scope, type WireEvent } from './kit.ts'
 import { fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
@@ -122,6 +124,37 @@ export const HANDOFF_CHECKS: Check[] = [
     }
   }
 ]
+
+/** A continuing run that names a predecessor the caller does not execute must not exist. */
+export const FORGED_HANDOFF_CHECK: Check = {
+  id: 'forged-handoff',
+  title: 'a handoff frame from a peer that is not the executor of the run it claims to continue gets UNAUTHORIZED and creates no run',
+  run: async (s) => {
+    const x = s.n.bystander
+    const r = s.n.receiver.agentId
+    const forged = (name: string, fromRun: { run_id: string, agent_id: string }): Record<string, unknown> => ({
+      to_agent: s.kit.target,
+      from_run: fromRun,
+      task_id: s.kit.task(name),
+      capability: CONFORMANCE_CAPABILITY,
+      input: { op: 'complete' },
+      context: { forged: true },
+      delegator: x.agentId,
+      authorized: [],
+      parent_run: null
+    })
+    // someone else's run, named as it is
+    const other = await s.call(x, HANDOFF_PROTOCOL, 'handoff', forged('forged-other', { run_id: `${r}:${'ab'.repeat(12)}`, agent_id: r }))
+    s.expectError(other, 'UNAUTHORIZED', 'a handoff claiming to continue another agent\'s run')
+    // the caller's own run id, but claimed for another agent
+    const mixed = await s.call(x, HANDOFF_PROTOCOL, 'handoff', forged('forged-mixed', { run_id: `${x.agentId}:${'cd'.repeat(12)}`, agent_id: r }))
+    s.expectError(mixed, 'UNAUTHORIZED', 'a handoff whose from_run.agent_id is not the executor its run id names')
+    for (const name of ['forged-other', 'forged-mixed']) {
+      const events = await s.readCorrelation(s.kit.task(name))
+      expect(events.length === 0, `a forged handoff created a run: ${events.length} event(s) for ${name}`)
+    }
+  }
+}
 
 const ENDPOINT = /\/(ip4|ip6|dns|dns4|dns6|dnsaddr|tcp|udp|memory|p2p-circuit|ws|wss)\//
 

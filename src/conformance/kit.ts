@@ -156,13 +156,20 @@ export class Scope {
 
   /** Fails the check unless the frame is an error with `code`. */
   expectError (frame: Frame, code: string, what: string): void {
-    if (frame.ok) throw new CheckFailure(`${what}: expected ${code}, but it succeeded`)
+    if (frame.ok) {
+      // the answer that should have been refused is the evidence
+      this.evidence.frames.push(short({ request: what, ok: true, body: frame.body }))
+      throw new CheckFailure(`${what}: expected ${code}, but it succeeded`)
+    }
     if (frame.error?.code !== code) throw new CheckFailure(`${what}: expected ${code}, got ${frame.error?.code ?? '?'}: ${frame.error?.message ?? ''}`)
   }
 
   /** Fails the check unless the frame is an error (any code). */
   expectRefused (frame: Frame, what: string): void {
-    if (frame.ok) throw new CheckFailure(`${what}: expected a refusal, but it succeeded`)
+    if (frame.ok) {
+      this.evidence.frames.push(short({ request: what, ok: true, body: frame.body }))
+      throw new CheckFailure(`${what}: expected a refusal, but it succeeded`)
+    }
   }
 
   async getRun (runId: string, from: MeshNode = this.n.bystander): Promise<Run> {
