@@ -4,7 +4,7 @@ import type { Run } from '../runs/types.ts'
 import { CONFORMANCE_CAPABILITY } from './constants.ts'
 import { HANDOFF_STALL_PATIENCE_MS } from './constants.ts'
 import { expect, type Scope, type WireEvent } from './kit.ts'
-import { fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
+import { fail, heldRun, release, type Check } from './checks-common.ts'
 
 /** The delegator hands a held run of the target off to the kit's receiver. */
 async function handedOff (s: Scope, name: string): Promise<{ old: Run, next: Run, task: string }> {
