@@ -52,6 +52,10 @@ export const STREAM_IDLE_TIMEOUT_MS = 60_000
 export const FRAME_COMPLETION_TIMEOUT_MS = 5_000
 /** Budget for closing a stream gracefully before it is aborted. */
 export const STREAM_CLOSE_TIMEOUT_MS = 1_000
+/** A raw request (src/wire/raw.ts: test kits that send frames our client never would) waits this long for its answer ... */
+export const RAW_CALL_TIMEOUT_MS = 15_000
+/** ... and reads answers up to this size. */
+export const RAW_CALL_MAX_FRAME_BYTES = 1024 * 1024
 /** Calls that gave up but still want a late answer (to undo its effect), per stream. */
 export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
 

@@ -6,6 +6,7 @@
 import { Command, CommanderError } from 'commander'
 import pkg from '../../package.json' with { type: 'json' }
 import { registerRemoteCommands } from './commands.ts'
+import { registerConformance } from './conformance.ts'
 import { EXIT_USAGE } from './remote.ts'
 import { registerStart } from './start.ts'
 import { registerMcp } from './mcp.ts'
@@ -17,13 +18,14 @@ export function buildProgram (): Command {
     .version(pkg.version)
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', `
-Every command but start drives a running node through its local API, found in
+Every command but start and conformance drives a running node through its local API, found in
 --data-dir (api.json, api-token) or given with --api-url and --token.
 Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
 2 wrong arguments, 3 no node reachable.`)
   registerStart(program)
   registerRemoteCommands(program)
   registerMcp(program)
+  registerConformance(program)
   return program
 }
 

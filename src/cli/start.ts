@@ -53,6 +53,8 @@ export interface StartOptions {
   a2aHost: string
   /** A2A servers (their base URLs) to join to the mesh, repeatable. */
   a2aAgent?: string[]
+  /** Serve cap:aap-conformance@0.1.0 with the scripted conformance agent (protocols/conformance.md). */
+  conformanceAgent?: boolean
 }
 
 /** Option parser of a TCP port (0: any free port). */
@@ -98,6 +100,7 @@ export function registerStart (program: Command): Command {
     .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
     .option('--a2a-host <host>', 'address of the A2A server', A2A_DEFAULT_HOST)
     .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
+    .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md)')
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
@@ -106,6 +109,11 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
       let draft: CardDraft | undefined
       let lookup: CapabilityQuery | undefined
       try {
+        if (opts.conformanceAgent === true) {
+          // the agent's capability goes on the card like any --capability (a name if nothing else gives one)
+          opts.capability = [...(opts.capability ?? []), 'cap:aap-conformance@0.1.0']
+          if (opts.card === undefined) opts.name ??= 'aap-conformance-agent'
+        }
         draft = await cardDraftFrom(opts)
         if (opts.discover !== undefined) lookup = (await cardModule()).parseCapability(opts.discover)
       } catch (err) {
@@ -189,6 +197,7 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     stop.dispose()
     return
   }
+  if (opts.conformanceAgent === true) (await import('../conformance/agent.ts')).installConformanceAgent(node, log)
 
   const bootstrap = opts.bootstrap ?? []
   let joined = 0

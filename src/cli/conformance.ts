@@ -1,0 +1,69 @@
+/**
+ * `aap-mesh conformance <multiaddr | agent id>`: run the conformance kit
+ * against a node over the wire, print the clause table, write the JSON and
+ * Markdown reports. Exit 0 when every MUST passed, 1 when one failed, 2 on
+ * wrong arguments, 3 when the target cannot be reached.
+ */
+import { Option, type Command } from 'commander'
+import { EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from './remote.ts'
+
+interface ConformanceOptions {
+  bootstrap?: string[]
+  json: string
+  markdown: string
+  logLevel: string
+}
+
+const DEFAULT_JSON = 'reports/conformance.json'
+const DEFAULT_MARKDOWN = 'reports/conformance.md'
+
+function collect (value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value]
+}
+
+export function registerConformance (program: Command): Command {
+  return program.command('conformance')
+    .description('test a node (any AAP implementation) over the wire against the AAP 0.1.0-draft profile and the Loops inter-layer contracts; prints a clause-by-clause table')
+    .argument('<target>', 'the node under test: a multiaddr ending in /p2p/<agent id>, or an agent id (with --bootstrap)')
+    .option('--bootstrap <multiaddr>', 'a peer to reach the mesh through when the target is given by agent id, repeatable', collect)
+    .option('--json <file>', 'write the JSON report here', DEFAULT_JSON)
+    .option('--markdown <file>', 'write the Markdown report here', DEFAULT_MARKDOWN)
+    .addOption(new Option('--log-level <level>', 'the kit\'s own log on stderr').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'))
+    .addHelpText('after', `
+The target must serve cap:aap-conformance@0.1.0 with the conformance agent
+(aap-mesh start --conformance-agent; see protocols/conformance.md).
+Exit codes: 0 every MUST passed, 1 a MUST failed, 2 wrong arguments, 3 target unreachable.`)
+    .action(async (target: string, opts: ConformanceOptions) => {
+      const { runConformance } = await import('../conformance/runner.ts')
+      const { terminalTable, writeReports } = await import('../conformance/report.ts')
+      const { createLogger, isLogLevel } = await import('../logger.ts')
+      if (!target.startsWith('/') && (opts.bootstrap ?? []).length === 0) {
+        process.stderr.write('error: a target given by agent id needs --bootstrap <multiaddr>\n')
+        process.exitCode = EXIT_USAGE
+        return
+      }
+      const log = createLogger(isLogLevel(opts.logLevel) ? opts.logLevel : 'warn')
+      const command = [
+        'aap-mesh', 'conformance', target, ...(opts.bootstrap ?? []).flatMap(b => ['--bootstrap', b]),
+        ...(opts.json === DEFAULT_JSON ? [] : ['--json', opts.json]), ...(opts.markdown === DEFAULT_MARKDOWN ? [] : ['--markdown', opts.markdown])
+      ].join(' ')
+      let report
+      try {
+        report = await runConformance({
+          target,
+          ...(opts.bootstrap === undefined ? {} : { bootstrap: opts.bootstrap }),
+          command,
+          log,
+          onCheck: (r) => { process.stderr.write(`  ${r.status === 'pass' ? 'pass' : 'FAIL'}  ${r.id} (${r.ms} ms)${r.message === null ? '' : `: ${r.message}`}\n`) }
+        })
+      } catch (err) {
+        process.stderr.write(`error: ${(err as Error).message}\n`)
+        process.exitCode = EXIT_UNREACHABLE
+        return
+      }
+      process.stdout.write(`${terminalTable(report, process.stdout.columns ?? 160)}\n`)
+      await writeReports(report, { json: opts.json, markdown: opts.markdown })
+      process.stdout.write(`reports: ${opts.json}, ${opts.markdown}\n`)
+      process.exitCode = report.summary.must_failed.length > 0 ? EXIT_REFUSED : 0
+    })
+}

@@ -1,0 +1,75 @@
+/**
+ * The target driven by aap-mesh's own client: the public MeshNode API
+ * (delegate, getRun, block, resume, handoff, cancel) instead of raw frames,
+ * so a second implementation also shows that it interoperates with this one's
+ * callers (their client-side checks, envelopes and pipelined streams).
+ */
+import { AapError } from '../errors.ts'
+import type { MeshNode } from '../node.ts'
+import type { Run, RunState } from '../runlog/types.ts'
+import { CONFORMANCE_CAPABILITY, KIT_CALL_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
+import { expect, type Scope } from './kit.ts'
+import { deepEqual, fail, type Check } from './checks-common.ts'
+
+const call = { callTimeoutMs: KIT_CALL_TIMEOUT_MS, responseTimeoutMs: KIT_CALL_TIMEOUT_MS }
+
+async function viaApi<T> (s: Scope, what: string, p: Promise<T>): Promise<T> {
+  try {
+    return await p
+  } catch (err) {
+    if (err instanceof AapError) {
+      s.evidence.frames.push(`${what}: ${err.code}: ${err.message.slice(0, 200)}`)
+      fail(`${what} through the MeshNode API: ${err.code}: ${err.message}`)
+    }
+    throw err
+  }
+}
+
+/** Ask the executor (through the API) until the run is in `state`. */
+async function untilState (s: Scope, node: MeshNode, runId: string, state: RunState): Promise<Run> {
+  const deadline = Date.now() + KIT_WAIT_TIMEOUT_MS
+  for (;;) {
+    const run = await viaApi(s, 'getRun', node.getRun(runId, call))
+    if (run.state === state) return run
+    if (Date.now() > deadline) fail(`run ${runId} is ${run.state}, not ${state}, after ${KIT_WAIT_TIMEOUT_MS} ms`)
+    await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+  }
+}
+
+export const CLIENT_CHECK: Check = {
+  id: 'client-interop',
+  title: 'aap-mesh\'s own client (MeshNode delegate, getRun, block, resume, handoff, cancel) drives runs on the target to their end',
+  run: async (s) => {
+    const { delegator: d, coordinator: l2, receiver } = s.n
+    const task = s.kit.task('client')
+    const run = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [l2.agentId] }, { ...call, follow: false }))
+    s.kit.expected.set(run.run_id, task)
+    s.evidence.runs.push(run.run_id)
+    expect(run.state === 'running' && run.correlation_id === task, `the API's handle: ${run.state}, ${run.correlation_id}`)
+    const blocked = await viaApi(s, 'block', l2.block(run.run_id, 'checkpoint raised through the API', `cp-${s.kit.nonce}-api`, call))
+    expect(blocked.state === 'blocked', `after block: ${blocked.state}`)
+    const resolution = { decision: 'approve', via: 'MeshNode.resume' }
+    const resumed = await viaApi(s, 'resume', l2.resume(run.run_id, resolution, call))
+    expect(resumed.state === 'running', `after resume: ${resumed.state}`)
+    const next = await viaApi(s, 'handoff', d.handoff(run.run_id, receiver.agentId, { why: 'handoff through the API' }, { ...call, follow: false }))
+    s.kit.expected.set(next.run_id, task)
+    s.evidence.runs.push(next.run_id)
+    expect(next.agent_id === receiver.agentId && next.correlation_id === task, `the API's handoff: ${next.agent_id}, ${next.correlation_id}`)
+    const old = await untilState(s, d, run.run_id, 'completed')
+    expect(old.handoff_to?.run_id === next.run_id, 'the old run does not point at the new one')
+    await untilState(s, d, next.run_id, 'completed')
+    // a second run, blocked by its agent, resumed and finished; a third canceled
+    const b = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-b`, capability: CONFORMANCE_CAPABILITY, input: { op: 'block', checkpoint: 'cp-api' } }, { ...call, follow: false }))
+    s.kit.expected.set(b.run_id, `${task}-b`)
+    s.evidence.runs.push(b.run_id)
+    await untilState(s, d, b.run_id, 'blocked')
+    await viaApi(s, 'resume', d.resume(b.run_id, resolution, call))
+    const done = await untilState(s, d, b.run_id, 'completed')
+    expect(deepEqual(done.output?.resolution, resolution), `the agent got ${JSON.stringify(done.output ?? null)}`)
+    const c = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-c`, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' } }, { ...call, follow: false }))
+    s.kit.expected.set(c.run_id, `${task}-c`)
+    s.evidence.runs.push(c.run_id)
+    const canceled = await viaApi(s, 'cancel', d.cancel(c.run_id, 'canceled through the API', call))
+    expect(canceled.state === 'failed' && canceled.failure?.code === 'CANCELED', `after cancel: ${canceled.state}, ${String(canceled.failure?.code)}`)
+  }
+}

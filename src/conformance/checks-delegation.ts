@@ -1,0 +1,229 @@
+/** Checks of discovery, delegation and the error codes of delegation and unknown runs. */
+import type { AgentCard } from '../card/card.ts'
+import { DELEGATE_PROTOCOL } from '../constants.ts'
+import { encodeFrame } from '../wire/rpc.ts'
+import { CONFORMANCE_CAPABILITY, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS } from './constants.ts'
+import { expect, type WireEvent } from './kit.ts'
+import { WireFailure } from '../wire/raw.ts'
+import { blockedRun, fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
+
+const UNSUPPORTED = { capability_id: 'cap:aap-conformance-unsupported', version: '0.1.0' }
+
+export const DELEGATION_CHECKS: Check[] = [
+  {
+    id: 'discover',
+    title: 'discover by the conformance CapabilityRef finds the target\'s card, and the card it names is reachable',
+    run: async (s) => {
+      const deadline = Date.now() + KIT_DISCOVER_TIMEOUT_MS
+      let found: AgentCard | undefined
+      let lastError = ''
+      while (found === undefined) {
+        try {
+          const cards = await s.n.delegator.discover({ capability: CONFORMANCE_CAPABILITY, tags: null }, { fresh: true, signal: AbortSignal.timeout(KIT_DISCOVER_TIMEOUT_MS) })
+          found = cards.find(c => c.agent_id === s.kit.target)
+          if (found === undefined) lastError = `found ${cards.length} card(s), none of the target`
+        } catch (err) {
+          lastError = (err as Error).message
+        }
+        if (found === undefined && Date.now() > deadline) fail(`discover did not find the target within ${KIT_DISCOVER_TIMEOUT_MS} ms: ${lastError}`)
+        if (found === undefined) await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS * 20))
+      }
+      s.note(`card of ${found.agent_id} seq ${found.seq}, ${found.capabilities.length} capabilities`)
+      // the card's endpoint data is enough to reach the agent: a fresh card straight from it
+      const fresh = await s.n.bystander.getCard(found.agent_id, { fresh: true, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+      expect(fresh.agent_id === s.kit.target, 'the card fetched from the discovered agent names another agent')
+    }
+  },
+  {
+    id: 'card-capref',
+    title: 'the target\'s card lists capabilities as CapabilityRef values {capability_id, version} only',
+    run: async (s) => {
+      const card = await s.n.bystander.getCard(s.kit.target, { fresh: true, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+      expect(card.capabilities.length > 0, 'the card declares no capability')
+      for (const c of card.capabilities as unknown as Array<Record<string, unknown>>) {
+        const keys = Object.keys(c).sort().join(',')
+        expect(keys === 'capability_id,version', `capability ${JSON.stringify(c)} is not a CapabilityRef (members ${keys})`)
+        expect(typeof c.capability_id === 'string' && c.capability_id.startsWith('cap:'), `capability_id ${String(c.capability_id)} is not a CAP id`)
+        expect(typeof c.version === 'string' && c.version.length > 0, `capability ${String(c.capability_id)} has no version`)
+      }
+      expect(card.capabilities.some(c => c.capability_id === CONFORMANCE_CAPABILITY.capability_id && c.version === CONFORMANCE_CAPABILITY.version),
+        'the card does not declare the conformance capability')
+    }
+  },
+  {
+    id: 'delegate-async',
+    title: 'delegate answers with a running Run handle while the work is still going on',
+    run: async (s) => {
+      const run = await heldRun(s, 'async')
+      expect(run.agent_id === s.kit.target, `the handle names agent ${run.agent_id}, not the target`)
+      const again = await s.getRun(run.run_id)
+      expect(again.state === 'running', `get_run after delegate: ${again.state}`)
+      await release(s, run.run_id)
+    }
+  },
+  {
+    id: 'delegate-correlation',
+    title: 'task_id becomes Run.correlation_id on the handle, get_run and the run.started event',
+    run: async (s) => {
+      const task = s.kit.task('corr')
+      const run = s.runOf(await s.delegate('corr', { op: 'complete' }), 'delegate')
+      expect(run.correlation_id === task, `handle correlation_id ${run.correlation_id} != task_id ${task}`)
+      const done = await s.waitType(run.run_id, 'run.completed')
+      expect(done !== undefined, 'no run.completed')
+      const read = await s.getRun(run.run_id)
+      expect(read.correlation_id === task, `get_run correlation_id ${read.correlation_id} != task_id ${task}`)
+      const started = (s.kit.events.get(run.run_id) ?? []).find(e => e.type === 'run.started')
+      expect(started?.correlation_id === task, `run.started correlation_id ${String(started?.correlation_id)} != task_id`)
+    }
+  },
+  {
+    id: 'capability-by-ref',
+    title: 'a delegation names the capability by CapabilityRef alone, and the run carries exactly that ref',
+    run: async (s) => {
+      const run = s.runOf(await s.delegate('capref', { op: 'complete' }), 'delegate')
+      const keys = Object.keys(run.capability).sort().join(',')
+      expect(keys === 'capability_id,version', `Run.capability has members ${keys}`)
+      expect(run.capability.capability_id === CONFORMANCE_CAPABILITY.capability_id && run.capability.version === CONFORMANCE_CAPABILITY.version,
+        `Run.capability ${JSON.stringify(run.capability)} is not the requested ref`)
+      await s.waitType(run.run_id, 'run.completed')
+    }
+  },
+  {
+    id: 'handler-fail',
+    title: 'a run whose agent fails after creation ends failed with a run.failed event',
+    run: async (s) => {
+      const run = s.runOf(await s.delegate('fail', { op: 'fail', message: 'conformance: fail as asked' }), 'delegate')
+      const failed = await s.waitType(run.run_id, 'run.failed')
+      s.note(`run.failed payload ${JSON.stringify(payloadOf(failed))}`)
+      const read = await s.getRun(run.run_id)
+      expect(read.state === 'failed', `get_run: ${read.state}, not failed`)
+    }
+  },
+  {
+    id: 'handle-undelivered',
+    title: 'a stalled caller: the run is created only after the caller\'s request is gone; the run ends with run.failed',
+    run: async (s) => {
+      const task = s.kit.task('undelivered')
+      let frame
+      try {
+        frame = await s.delegate('undelivered', { op: 'stall-accept' }, { opts: { timeoutMs: STALLED_CALLER_PATIENCE_MS } })
+      } catch (err) {
+        if (!(err instanceof WireFailure)) throw err
+        s.note(`the kit gave up on the delegation: ${err.message}`)
+      }
+      if (frame?.ok === true) fail('the target delivered a handle although its agent only accepted after the request was gone')
+      const deadline = Date.now() + KIT_WAIT_TIMEOUT_MS
+      for (;;) {
+        const events = await s.readCorrelation(task)
+        const failed = events.find(e => e.type === 'run.failed')
+        if (failed !== undefined) {
+          s.cite(String(failed.run_id), events)
+          expect(events.some(e => e.type === 'run.started' && e.run_id === failed.run_id), 'run.failed without run.started')
+          s.note(`failure ${JSON.stringify(payloadOf(failed).failure ?? null)}`)
+          return
+        }
+        if (Date.now() > deadline) {
+          fail(events.length === 0 ? 'no run was created for the late-accepted delegation (nothing to fail: the check cannot decide)' : `the run created for a gone caller did not fail: ${events.map(e => String(e.type)).join(', ')}`)
+        }
+        await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+      }
+    }
+  },
+  {
+    id: 'unsupported-capability',
+    title: 'delegations of a capability the card lacks, or of another version, get CAPABILITY_NOT_SUPPORTED and create no run',
+    run: async (s) => {
+      s.expectError(await s.delegate('nocap', { op: 'complete' }, { capability: UNSUPPORTED }), 'CAPABILITY_NOT_SUPPORTED', 'unknown capability')
+      s.expectError(await s.delegate('nocap-version', { op: 'complete' }, { capability: { ...CONFORMANCE_CAPABILITY, version: '9.9.9' } }), 'CAPABILITY_NOT_SUPPORTED', 'other version')
+      for (const name of ['nocap', 'nocap-version']) {
+        const events = await s.readCorrelation(s.kit.task(name))
+        expect(events.length === 0, `a refused delegation left ${events.length} event(s) for ${name}`)
+      }
+    }
+  },
+  {
+    id: 'refusal',
+    title: 'a delegation the agent refuses gets DELEGATION_REFUSED and creates no run',
+    run: async (s) => {
+      s.expectError(await s.delegate('refuse', { op: 'refuse' }), 'DELEGATION_REFUSED', 'refused delegation')
+      const events = await s.readCorrelation(s.kit.task('refuse'))
+      expect(events.length === 0, `a refused delegation left ${events.length} event(s)`)
+    }
+  },
+  {
+    id: 'wrong-to-agent',
+    title: 'a delegation whose to_agent is another agent gets AGENT_NOT_FOUND from the target',
+    run: async (s) => {
+      s.expectError(await s.delegate('elsewhere', { op: 'complete' }, { toAgent: s.n.bystander.agentId }), 'AGENT_NOT_FOUND', 'to_agent names another agent')
+    }
+  },
+  {
+    id: 'unknown-run',
+    title: 'get_run, resume, block and cancel of a run the target does not have get RUN_NOT_FOUND',
+    run: async (s) => {
+      const unknown = `${s.kit.target}:${'0'.repeat(24)}`
+      const d = s.n.delegator
+      s.expectError(await s.control(d, 'get_run', { run_id: unknown }), 'RUN_NOT_FOUND', 'get_run of an unknown run')
+      s.expectError(await s.control(d, 'resume', { run_id: unknown, resolution: { decision: 'approve' } }), 'RUN_NOT_FOUND', 'resume of an unknown run')
+      s.expectError(await s.control(d, 'block', { run_id: unknown, reason: 'r', checkpoint_id: 'cp-unknown' }), 'RUN_NOT_FOUND', 'block of an unknown run')
+      s.expectError(await s.control(d, 'cancel', { run_id: unknown }), 'RUN_NOT_FOUND', 'cancel of an unknown run')
+      s.expectError(await s.control(d, 'get_run', { run_id: 'no-such-run' }), 'RUN_NOT_FOUND', 'get_run of a run id that names no executor')
+    }
+  },
+  {
+    id: 'states',
+    title: 'runs are seen in each of the states running, blocked, completed and failed',
+    run: async (s) => {
+      const running = await heldRun(s, 'state-running')
+      const { run: blocked } = await blockedRun(s, 'state-blocked', 'cp-states')
+      const completed = s.runOf(await s.delegate('state-completed', { op: 'complete' }), 'delegate')
+      const failed = s.runOf(await s.delegate('state-failed', { op: 'fail' }), 'delegate')
+      await s.waitType(completed.run_id, 'run.completed')
+      await s.waitType(failed.run_id, 'run.failed')
+      const states = []
+      for (const r of [running, blocked, completed, failed]) states.push((await s.getRun(r.run_id)).state)
+      expect(states.join(',') === 'running,blocked,completed,failed', `states read back: ${states.join(',')}`)
+      await release(s, running.run_id)
+      await release(s, blocked.run_id)
+    }
+  },
+  {
+    id: 'subdelegate',
+    title: 'a run that delegates a child to another agent: the child names its parent run and keeps the correlation',
+    run: async (s) => {
+      const task = s.kit.task('subdelegate')
+      const parent = s.runOf(await s.delegate('subdelegate', { op: 'subdelegate', to: s.n.receiver.agentId }), 'delegate')
+      const done: WireEvent = await s.waitType(parent.run_id, 'run.completed')
+      const output = payloadOf(done).output as Record<string, unknown> | undefined
+      const childId = typeof output?.child === 'string' ? output.child : fail(`the parent completed without naming its child: ${JSON.stringify(payloadOf(done))}`)
+      s.kit.expected.set(childId, task)
+      const child = await s.getRun(childId)
+      expect(child.parent_run === parent.run_id, `child.parent_run ${String(child.parent_run)} != ${parent.run_id}`)
+      expect(child.correlation_id === task, `child correlation ${child.correlation_id} != ${task}`)
+      expect(child.delegator === s.kit.target, `child delegator ${child.delegator} is not the target`)
+      const started = (await s.readEvents(childId)).find(e => e.type === 'run.started')
+      expect(payloadOf(started ?? {}).parent_run === parent.run_id, 'the child\'s run.started does not record its parent run')
+    }
+  }
+]
+
+
+/** Half of a delegate frame: the length prefix promises more bytes than are ever sent. */
+function halfFrame (body: unknown): Uint8Array {
+  const whole = encodeFrame({ id: 1, type: 'delegate', body })
+  return whole.subarray(0, Math.max(2, Math.floor(whole.byteLength / 2)))
+}
+
+export const STALLED_FRAME_CHECK: Check = {
+  id: 'stalled-frame',
+  title: 'a stalled caller: half a delegate frame, then nothing; the target answers an id: null INVALID_REQUEST and creates no run',
+  run: async (s) => {
+    const task = s.kit.task('half-frame')
+    const body = { to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete' }, parent_run: null }
+    const f = await s.call(s.n.delegator, DELEGATE_PROTOCOL, 'delegate', body, { bytes: halfFrame(body), timeoutMs: STALLED_CALLER_PATIENCE_MS })
+    expect(!f.ok && f.id === null, `the answer to a stalled frame: ${JSON.stringify(f).slice(0, 300)}`)
+    expect(f.error?.code === 'INVALID_REQUEST', `the stalled frame got ${String(f.error?.code)}, not INVALID_REQUEST`)
+    const events = await s.readCorrelation(task)
+    expect(events.length === 0, `a stalled frame created a run: ${events.length} event(s)`)
+  }
+}

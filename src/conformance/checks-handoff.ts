@@ -1,0 +1,212 @@
+/** Checks of handoff, the event stream, replay, and the checks over everything the kit saw. */
+import { HANDOFF_PROTOCOL } from '../constants.ts'
+import type { Run } from '../runlog/types.ts'
+import { CONFORMANCE_CAPABILITY } from './constants.ts'
+import { HANDOFF_STALL_PATIENCE_MS } from './constants.ts'
+import { expect, type Scope, type WireEvent } from './kit.ts'
+import { fail, heldRun, release, type Check } from './checks-common.ts'
+
+/** The delegator hands a held run of the target off to the kit's receiver. */
+async function handedOff (s: Scope, name: string): Promise<{ old: Run, next: Run, task: string }> {
+  const task = s.kit.task(name)
+  const old = await heldRun(s, name)
+  const next = s.runOf(await s.control(s.n.delegator, 'handoff', { run_id: old.run_id, to_agent: s.n.receiver.agentId, context: { why: 'conformance handoff' } }), 'handoff')
+  s.kit.expected.set(next.run_id, task)
+  return { old, next, task }
+}
+
+function contiguous (events: WireEvent[]): boolean {
+  return events.every((e, i) => e.seq === i + 1)
+}
+
+const EVENT_TYPES = new Set(['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'])
+
+export const HANDOFF_CHECKS: Check[] = [
+  {
+    id: 'handoff',
+    title: 'handoff (asked by the delegator, and by the agent itself) creates a new run on the receiver with the same correlation_id',
+    run: async (s) => {
+      const { old, next, task } = await handedOff(s, 'handoff')
+      expect(next.run_id !== old.run_id, 'the handoff answered with the old run')
+      expect(next.agent_id === s.n.receiver.agentId, `the new run is on ${next.agent_id}, not the receiver`)
+      expect(next.correlation_id === task, `the new run's correlation ${next.correlation_id} != ${task}`)
+      expect(next.handoff_from?.run_id === old.run_id, `the new run continues ${String(next.handoff_from?.run_id)}`)
+      const before = await s.getRun(old.run_id)
+      expect(before.handoff_to?.run_id === next.run_id, `the old run points at ${String(before.handoff_to?.run_id)}`)
+      const started = await s.waitType(next.run_id, 'run.started')
+      expect(started.correlation_id === task, `the new run's run.started carries ${String(started.correlation_id)}`)
+      await s.waitType(next.run_id, 'run.completed')
+      // the agent hands its own run off
+      const agentTask = s.kit.task('handoff-agent')
+      const own = s.runOf(await s.delegate('handoff-agent', { op: 'handoff', to: s.n.receiver.agentId, context: { why: 'agent-initiated' } }), 'delegate')
+      await s.waitType(own.run_id, 'run.completed')
+      const after = await s.getRun(own.run_id)
+      const to = after.handoff_to?.run_id ?? fail('the agent\'s handoff left no handoff_to on the old run')
+      s.kit.expected.set(to, agentTask)
+      const cont = await s.getRun(to)
+      expect(cont.agent_id === s.n.receiver.agentId && cont.correlation_id === agentTask, `the continuing run: ${cont.agent_id}, ${cont.correlation_id}`)
+    }
+  },
+  {
+    id: 'handoff-history',
+    title: 'after a handoff the old run stays readable (get_run, events) and refuses every change',
+    run: async (s) => {
+      const { old, next } = await handedOff(s, 'history')
+      const read = await s.getRun(old.run_id)
+      expect(read.state === 'completed' || read.state === 'failed', `the old run is ${read.state}`)
+      expect(read.handoff_to?.run_id === next.run_id, 'the old run does not point at the new one')
+      const events = await s.readEvents(old.run_id)
+      s.cite(old.run_id, events)
+      expect(events.length >= 2 && contiguous(events), `the old run's log: ${events.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')}`)
+      const d = s.n.delegator
+      for (const [type, body] of [
+        ['resume', { run_id: old.run_id, resolution: {} }],
+        ['block', { run_id: old.run_id, reason: 'r', checkpoint_id: 'cp-history' }],
+        ['cancel', { run_id: old.run_id }],
+        ['handoff', { run_id: old.run_id, to_agent: s.n.receiver.agentId, context: {} }]
+      ] as const) s.expectError(await s.control(d, type, body), 'INVALID_TRANSITION', `${type} of a handed-off run`)
+      const again = await s.getRun(old.run_id)
+      expect(again.last_seq === read.last_seq && again.state === read.state, 'the old run changed')
+    }
+  },
+  {
+    id: 'handoff-stalled-receiver',
+    title: 'a handoff to an agent that never answers (a stalled peer) gets AGENT_NOT_FOUND and leaves the old run as it was',
+    run: async (s) => {
+      const run = await heldRun(s, 'stalled')
+      const f = await s.control(s.n.delegator, 'handoff', { run_id: run.run_id, to_agent: s.n.bystander.agentId, context: {} }, { timeoutMs: HANDOFF_STALL_PATIENCE_MS })
+      s.expectError(f, 'AGENT_NOT_FOUND', 'handoff to a stalled receiver')
+      const after = await s.getRun(run.run_id)
+      expect(after.state === 'running' && after.handoff_to === null, `the old run after the failed handoff: ${after.state}, handoff_to ${JSON.stringify(after.handoff_to)}`)
+      await release(s, run.run_id)
+    }
+  },
+  {
+    id: 'event-stream',
+    title: 'runs emit run.started, run.progress, run.blocked, run.completed and run.failed, in seq order from 1',
+    run: async (s) => {
+      const a = s.runOf(await s.delegate('stream-progress', { op: 'complete', progress: 2 }), 'delegate')
+      await s.waitType(a.run_id, 'run.completed')
+      const ea = s.kit.events.get(a.run_id) ?? []
+      s.cite(a.run_id, ea)
+      expect(ea.map(e => e.type).join(',') === 'run.started,run.progress,run.progress,run.completed' && contiguous(ea), `progress run: ${ea.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')}`)
+      const b = s.runOf(await s.delegate('stream-block', { op: 'block', checkpoint: 'cp-stream' }), 'delegate')
+      await s.waitType(b.run_id, 'run.blocked')
+      s.runOf(await s.control(s.n.delegator, 'resume', { run_id: b.run_id, resolution: { ok: 1 } }), 'resume')
+      await s.waitType(b.run_id, 'run.completed')
+      const eb = s.kit.events.get(b.run_id) ?? []
+      s.cite(b.run_id, eb)
+      expect(eb[0]?.type === 'run.started' && eb.at(-1)?.type === 'run.completed' && eb.some(e => e.type === 'run.blocked') && contiguous(eb), `blocked run: ${eb.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')}`)
+      expect(eb.every(e => EVENT_TYPES.has(String(e.type))), 'an event type outside the profile\'s five')
+      const c = s.runOf(await s.delegate('stream-fail', { op: 'fail' }), 'delegate')
+      await s.waitType(c.run_id, 'run.failed')
+      const ec = s.kit.events.get(c.run_id) ?? []
+      s.cite(c.run_id, ec)
+      expect(ec.map(e => e.type).join(',') === 'run.started,run.failed' && contiguous(ec), `failed run: ${ec.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')}`)
+    }
+  },
+  {
+    id: 'replay',
+    title: 'a bystander replays a handed-off task from the agents that took part: every run\'s log from seq 1, linked old -> new',
+    run: async (s) => {
+      const { old, next, task } = await handedOff(s, 'replay')
+      await s.waitType(next.run_id, 'run.completed')
+      const onTarget = await s.readCorrelation(task)
+      const onReceiver = await s.readCorrelation(task, s.n.receiver.host.peerId)
+      const oldLog = onTarget.filter(e => e.run_id === old.run_id)
+      const newLog = onReceiver.filter(e => e.run_id === next.run_id)
+      s.cite(old.run_id, oldLog)
+      s.cite(next.run_id, newLog)
+      expect(oldLog.length > 0 && contiguous(oldLog) && oldLog[0]?.type === 'run.started', `the old run replays as ${oldLog.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')}`)
+      expect(newLog.length > 0 && contiguous(newLog) && newLog.at(-1)?.type === 'run.completed', `the new run replays as ${newLog.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')}`)
+      const last = oldLog.at(-1)
+      expect(JSON.stringify(last?.payload ?? {}).includes(next.run_id), 'the old run\'s last event does not name the run that continues it')
+    }
+  }
+]
+
+/** A continuing run that names a predecessor the caller does not execute must not exist. */
+export const FORGED_HANDOFF_CHECK: Check = {
+  id: 'forged-handoff',
+  title: 'a handoff frame from a peer that is not the executor of the run it claims to continue gets UNAUTHORIZED and creates no run',
+  run: async (s) => {
+    const x = s.n.bystander
+    const r = s.n.receiver.agentId
+    const forged = (name: string, fromRun: { run_id: string, agent_id: string }): Record<string, unknown> => ({
+      to_agent: s.kit.target,
+      from_run: fromRun,
+      task_id: s.kit.task(name),
+      capability: CONFORMANCE_CAPABILITY,
+      input: { op: 'complete' },
+      context: { forged: true },
+      delegator: x.agentId,
+      authorized: [],
+      parent_run: null
+    })
+    // someone else's run, named as it is
+    const other = await s.call(x, HANDOFF_PROTOCOL, 'handoff', forged('forged-other', { run_id: `${r}:${'ab'.repeat(12)}`, agent_id: r }))
+    s.expectError(other, 'UNAUTHORIZED', 'a handoff claiming to continue another agent\'s run')
+    // the caller's own run id, but claimed for another agent
+    const mixed = await s.call(x, HANDOFF_PROTOCOL, 'handoff', forged('forged-mixed', { run_id: `${x.agentId}:${'cd'.repeat(12)}`, agent_id: r }))
+    s.expectError(mixed, 'UNAUTHORIZED', 'a handoff whose from_run.agent_id is not the executor its run id names')
+    for (const name of ['forged-other', 'forged-mixed']) {
+      const events = await s.readCorrelation(s.kit.task(name))
+      expect(events.length === 0, `a forged handoff created a run: ${events.length} event(s) for ${name}`)
+    }
+  }
+}
+
+const ENDPOINT = /\/(ip4|ip6|dns|dns4|dns6|dnsaddr|tcp|udp|memory|p2p-circuit|ws|wss)\//
+
+/** Checks over every run handle and event the kit saw; they run last. */
+export const FINAL_CHECKS: Check[] = [
+  {
+    id: 'runs-correlation',
+    title: 'every run handle the target gave carries the correlation of the task it belongs to',
+    run: async (s) => {
+      // the kit learns a continuing run's task when it is handed the run: look it up now
+      const bad = [...s.kit.handles.values()].filter(h => h.run.correlation_id !== (s.kit.expected.get(h.run.run_id) ?? h.expected))
+      s.note(`${s.kit.handles.size} run handles`)
+      expect(bad.length === 0, `runs with another correlation: ${bad.map(h => h.run.run_id).join(', ')}`)
+    }
+  },
+  {
+    id: 'events-correlation',
+    title: 'every event the kit read carries correlation_id, the one of its run\'s task',
+    run: async (s) => {
+      let n = 0
+      const bad: string[] = []
+      for (const [runId, events] of s.kit.events) {
+        const want = s.kit.expected.get(runId) ?? s.kit.handles.get(runId)?.expected
+        for (const e of events) {
+          n++
+          if (typeof e.correlation_id !== 'string' || e.correlation_id.length === 0 || (want !== undefined && e.correlation_id !== want)) {
+            bad.push(`${runId.slice(-8)}#${String(e.seq)} ${String(e.type)}: ${JSON.stringify(e.correlation_id ?? null)}`)
+          }
+        }
+      }
+      s.note(`${n} events of ${s.kit.events.size} runs`)
+      for (const b of bad.slice(0, 8)) s.evidence.events.push(b)
+      expect(n > 0, 'no events were read')
+      expect(bad.length === 0, `${bad.length} event(s) without the run's correlation_id`)
+    }
+  },
+  {
+    id: 'no-endpoint-upward',
+    title: 'no run handle or event the target gave names a transport endpoint (multiaddr) or an endpoint member',
+    run: async (s) => {
+      const bad: string[] = []
+      for (const h of s.kit.handles.values()) {
+        const text = JSON.stringify(h.run)
+        if (ENDPOINT.test(text) || text.includes('"endpoint"')) bad.push(`run ${h.run.run_id}`)
+      }
+      for (const [runId, events] of s.kit.events) {
+        for (const e of events) {
+          const text = JSON.stringify(e)
+          if (ENDPOINT.test(text) || text.includes('"endpoint"')) bad.push(`${runId.slice(-8)}#${String(e.seq)}`)
+        }
+      }
+      expect(bad.length === 0, `endpoint data in ${bad.slice(0, 8).join(', ')}`)
+    }
+  }
+]

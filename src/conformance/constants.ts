@@ -1,0 +1,41 @@
+/**
+ * Sizes, counts and times of the conformance kit and the conformance agent.
+ * Kept beside the kit (not in src/constants.ts): nothing else uses them.
+ */
+
+/** The well-known capability a node under test serves with the scripted conformance agent. */
+export const CONFORMANCE_CAPABILITY = { capability_id: 'cap:aap-conformance', version: '0.1.0' } as const
+
+/** The longest a `hold` run of the conformance agent stays running before it completes on its own. */
+export const AGENT_HOLD_MAX_MS = 120_000
+/** The longest the agent waits for its own run.blocked event before it tries to resume itself. */
+export const AGENT_SELF_RESUME_WAIT_MS = 10_000
+/** The longest a `report` run waits for the self-resume attempt it reports on. */
+export const AGENT_REPORT_WAIT_MS = 20_000
+/** The longest the agent's policy holds a `stall-accept` delegation while waiting for the caller to go. */
+export const AGENT_STALL_MAX_MS = 30_000
+/** Self-resume attempts the agent remembers (oldest forgotten first). */
+export const AGENT_MAX_REMEMBERED_ATTEMPTS = 256
+/** `progress` events a `complete` run may be asked to emit. */
+export const AGENT_MAX_PROGRESS_EVENTS = 16
+
+/** One request of the kit, from writing it to its answer. */
+export const KIT_CALL_TIMEOUT_MS = 15_000
+/** Dialing a stream to a peer for one request. */
+export const KIT_DIAL_TIMEOUT_MS = 5_000
+/** Waiting for a run to reach an expected event or state. */
+export const KIT_WAIT_TIMEOUT_MS = 20_000
+/** Between two reads of a run while waiting for it to change. */
+export const KIT_POLL_INTERVAL_MS = 25
+/** Finding the target's card by capability through discover (the DHT may need a few rounds). */
+export const KIT_DISCOVER_TIMEOUT_MS = 30_000
+/** One check, all its requests and waits together. */
+export const KIT_CHECK_TIMEOUT_MS = 60_000
+/** Pages of events the kit reads for one run. */
+export const KIT_MAX_SYNC_PAGES = 64
+/** Characters of an evidence string kept in the report. */
+export const KIT_EVIDENCE_MAX_CHARS = 600
+/** How long the kit, as a stalled caller, waits on a delegation the agent holds before it gives up. */
+export const STALLED_CALLER_PATIENCE_MS = 12_000
+/** How long the kit waits for the target's answer to a handoff towards a receiver that never answers. */
+export const HANDOFF_STALL_PATIENCE_MS = 30_000

@@ -1,0 +1,179 @@
+/**
+ * Runs the kit against one target: starts the kit's four ephemeral nodes
+ * (delegator, L2 coordinator, handoff receiver, bystander auditor) on TCP
+ * loopback, joins the target through its multiaddr (or finds it by agent id
+ * through bootstrap peers), runs every check over the wire, and decides each
+ * clause of the catalog from the checks it names.
+ */
+import type { Stream } from '@libp2p/interface'
+import { HANDOFF_PROTOCOL } from '../constants.ts'
+import { createMeshNode, type MeshNode } from '../node.ts'
+import type { Logger } from '../logger.ts'
+import { installConformanceAgent } from './agent.ts'
+import { CLAUSES, PENDING_CLAUSES, type Clause } from './clauses.ts'
+import { BLOCK_CHECKS } from './checks-block.ts'
+import { CLIENT_CHECK } from './checks-client.ts'
+import type { Check } from './checks-common.ts'
+import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
+import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
+import { CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
+import { Kit, type Evidence } from './kit.ts'
+
+export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, CLIENT_CHECK, ...FINAL_CHECKS]
+/** Checks that mostly wait on the target's own time limits: started first, run beside the others. */
+const SLOW_CHECKS = new Set(['handle-undelivered', 'handoff-stalled-receiver', 'stalled-frame'])
+const FINAL = new Set(FINAL_CHECKS.map(c => c.id))
+
+export type Status = 'pass' | 'fail' | 'n/a'
+
+export interface CheckResult {
+  id: string
+  title: string
+  status: 'pass' | 'fail'
+  message: string | null
+  evidence: Evidence
+  ms: number
+}
+
+export interface ClauseResult extends Clause {
+  status: Status
+  failed_checks: string[]
+}
+
+export interface ConformanceReport {
+  kit: string
+  target: string
+  target_address: string | null
+  started_at: string
+  finished_at: string
+  command: string | null
+  checks: CheckResult[]
+  clauses: ClauseResult[]
+  pending_clauses: string[]
+  summary: { pass: number, fail: number, not_applicable: number, must_failed: string[], should_failed: string[] }
+}
+
+export interface KitOptions {
+  /** A multiaddr of the target (with /p2p/<agent id>), or the target's agent id (then `bootstrap` is needed). */
+  target: string
+  bootstrap?: string[]
+  /** The command line that ran the kit, recorded in the report. */
+  command?: string
+  /** Told after each check. */
+  onCheck?: (r: CheckResult) => void
+  log?: Logger
+}
+
+/** The agent id in a `/p2p/<id>` multiaddr, if any. */
+function peerOf (addr: string): string | undefined {
+  return /\/p2p\/([1-9A-HJ-NP-Za-km-z]+)\/?$/.exec(addr)?.[1]
+}
+
+async function startKitNodes (): Promise<MeshNode[]> {
+  const nodes: MeshNode[] = []
+  try {
+    for (let i = 0; i < 4; i++) {
+      const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, followDelegations: false })
+      nodes.push(n)
+      await n.start()
+    }
+  } catch (err) {
+    await Promise.allSettled(nodes.map(async n => n.stop()))
+    throw err
+  }
+  return nodes
+}
+
+async function runCheck (kit: Kit, check: Check): Promise<CheckResult> {
+  const scope = kit.scope()
+  const t0 = Date.now()
+  let message: string | null = null
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    await Promise.race([
+      check.run(scope),
+      new Promise((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`check did not finish within ${KIT_CHECK_TIMEOUT_MS} ms`)) }, KIT_CHECK_TIMEOUT_MS) })
+    ])
+  } catch (err) {
+    message = `${(err as Error).name === 'CheckFailure' ? '' : `${(err as Error).name}: `}${(err as Error).message}`
+  } finally {
+    clearTimeout(timer)
+  }
+  return { id: check.id, title: check.title, status: message === null ? 'pass' : 'fail', message, evidence: scope.evidence, ms: Date.now() - t0 }
+}
+
+export function decideClauses (checks: CheckResult[]): ClauseResult[] {
+  const byId = new Map(checks.map(c => [c.id, c]))
+  return CLAUSES.map(clause => {
+    if (clause.checks.length === 0) return { ...clause, status: 'n/a' as const, failed_checks: [] }
+    const results = clause.checks.map(id => byId.get(id))
+    const failed = clause.checks.filter((id, i) => results[i]?.status !== 'pass')
+    return { ...clause, status: failed.length === 0 ? 'pass' as const : 'fail' as const, failed_checks: failed }
+  })
+}
+
+export async function runConformance (opts: KitOptions): Promise<ConformanceReport> {
+  const startedAt = new Date().toISOString()
+  const nodes = await startKitNodes()
+  const [delegator, coordinator, receiver, bystander] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+  const stalled: Stream[] = []
+  try {
+    const isAddr = opts.target.startsWith('/')
+    const joinAddrs = isAddr ? [opts.target] : (opts.bootstrap ?? [])
+    if (joinAddrs.length === 0) throw new Error('a target given by agent id needs --bootstrap <multiaddr> to reach the mesh')
+    for (const n of nodes) {
+      const joined = await n.join(joinAddrs, AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS))
+      if (joined === 0) throw new Error(`the kit cannot reach ${joinAddrs.join(', ')}`)
+    }
+    let target = isAddr ? peerOf(opts.target) : opts.target
+    if (target === undefined) {
+      const conns = delegator.host.getConnections()
+      if (conns.length !== 1) throw new Error('the target multiaddr has no /p2p/<agent id> and the kit cannot tell which peer it reached')
+      target = conns[0]!.remotePeer.toString()
+    }
+    if (!isAddr) {
+      // find the target through the mesh, then connect every kit node to it
+      await delegator.getCard(target, { signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+    }
+    const kit = new Kit({ delegator, coordinator, receiver, bystander }, target)
+    for (const n of nodes) await n.host.dial(kit.targetPeer, { signal: AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS) })
+
+    // the receiver runs the conformance agent; the bystander declares the capability but never answers a handoff
+    installConformanceAgent(receiver, opts.log)
+    await receiver.publishCard({ name: 'aap-conformance-receiver', description: 'conformance kit: handoff receiver', capabilities: [CONFORMANCE_CAPABILITY], tags: ['aap-conformance-kit'] })
+    await bystander.publishCard({ name: 'aap-conformance-bystander', description: 'conformance kit: auditor and stalled peer', capabilities: [CONFORMANCE_CAPABILITY], tags: ['aap-conformance-kit'] })
+    await bystander.host.unhandle(HANDOFF_PROTOCOL)
+    await bystander.host.handle(HANDOFF_PROTOCOL, (stream) => { stalled.push(stream) })
+
+    const results = new Map<string, CheckResult>()
+    const record = (r: CheckResult): void => { results.set(r.id, r); opts.onCheck?.(r) }
+    const slow = ALL_CHECKS.filter(c => SLOW_CHECKS.has(c.id)).map(async c => { record(await runCheck(kit, c)) })
+    for (const c of ALL_CHECKS) if (!SLOW_CHECKS.has(c.id) && !FINAL.has(c.id)) record(await runCheck(kit, c))
+    await Promise.all(slow)
+    for (const c of FINAL_CHECKS) record(await runCheck(kit, c))
+    const checks = ALL_CHECKS.map(c => results.get(c.id)!)
+    const clauses = decideClauses(checks)
+    return {
+      kit: 'aap-mesh conformance kit 0.1.0',
+      target,
+      target_address: isAddr ? opts.target : null,
+      started_at: startedAt,
+      finished_at: new Date().toISOString(),
+      command: opts.command ?? null,
+      checks,
+      clauses,
+      pending_clauses: [...PENDING_CLAUSES],
+      summary: {
+        pass: clauses.filter(c => c.status === 'pass').length,
+        fail: clauses.filter(c => c.status === 'fail').length,
+        not_applicable: clauses.filter(c => c.status === 'n/a').length,
+        must_failed: clauses.filter(c => c.status === 'fail' && c.level !== 'SHOULD').map(c => c.id),
+        should_failed: clauses.filter(c => c.status === 'fail' && c.level === 'SHOULD').map(c => c.id)
+      }
+    }
+  } finally {
+    for (const s of stalled) s.abort(new Error('conformance kit done'))
+    const stops = await Promise.allSettled(nodes.map(async n => n.stop()))
+    for (const r of stops) if (r.status === 'rejected') opts.log?.warn({ err: String(r.reason) }, 'a kit node did not stop cleanly')
+  }
+}
