@@ -11,7 +11,7 @@ export type Level = 'MUST' | 'MUST NOT' | 'SHOULD'
 export interface Clause {
   id: string
   /** Where the text comes from. */
-  source: 'aap-profile-0.1.0-draft' | 'loops-inter-layer-contracts' | 'aap-mesh protocols/control.md' | 'aap-mesh protocols/README.md' | 'aap-mesh protocols/handoff.md'
+  source: 'aap-profile-0.1.0-draft' | 'loops-inter-layer-contracts' | 'aap-mesh protocols/control.md' | 'aap-mesh protocols/README.md' | 'aap-mesh protocols/handoff.md' | 'aap-mesh protocols/lineage.md'
   section: string
   level: Level
   text: string
@@ -26,6 +26,7 @@ const C = 'loops-inter-layer-contracts' as const
 const M = 'aap-mesh protocols/control.md' as const
 const W = 'aap-mesh protocols/README.md' as const
 const H = 'aap-mesh protocols/handoff.md' as const
+const L = 'aap-mesh protocols/lineage.md' as const
 
 export const ERROR_CHECKS = ['wrong-to-agent', 'handoff-stalled-receiver', 'unsupported-capability', 'refusal', 'unknown-run', 'invalid-transitions']
 
@@ -117,12 +118,14 @@ export const CLAUSES: readonly Clause[] = [
   // ---- aap-mesh wire rules ---------------------------------------------------------------------
   { id: 'MESH-CONTROL-AUTHORITY', source: M, section: 'Who may call what', level: 'MUST', text: 'block, resume, cancel and handoff from a peer that is neither the run\'s delegator nor authorized are refused with UNAUTHORIZED and change nothing; get_run is open to any peer.', checks: ['stranger-control'] },
   { id: 'MESH-HANDOFF-LINEAGE', source: H, section: 'handoff: what the receiver checks (rule 3)', level: 'MUST', text: 'Only the executor of from_run (the agent its run id names, and from_run.agent_id says so) may create a run that continues it; anyone else gets UNAUTHORIZED and no run is created.', checks: ['forged-handoff'] },
+  { id: 'MESH-LINEAGE-TICKET', source: L, section: 'What an executor accepts', level: 'MUST', text: 'A delegation carries a ticket signed by its delegator for the run it creates; a delegate without one, or with one its sender did not issue, is refused with UNAUTHORIZED and creates nothing; the run\'s run.started carries the ticket.', checks: ['delegation-ticket'] },
+  { id: 'MESH-LINEAGE-SUBDELEGATION', source: L, section: 'What an executor accepts', level: 'MUST', text: 'Only the executor of a run may delegate under it (parent_run); anyone else gets UNAUTHORIZED and no run is created.', checks: ['subdelegation-authority'] },
+  { id: 'MESH-HANDOFF-AUTHORITY', source: L, section: 'Tickets', level: 'MUST', text: 'A handoff successor keeps the delegator and authorized agents the delegator signed for: its ticket is issued by the old run\'s executor and inherits from the delegation ticket.', checks: ['handoff-authority'] },
   { id: 'MESH-FRAME-STALL', source: W, section: 'Framing', level: 'MUST', text: 'A frame that has started must be complete within FRAME_COMPLETION_TIMEOUT_MS: a caller that stalls inside a frame gets an id: null INVALID_REQUEST error, and nothing of its request takes effect.', checks: ['stalled-frame'] },
   { id: 'MESH-CLIENT-INTEROP', source: W, section: 'Framing, pipelining and streams', level: 'MUST', text: 'A node\'s own AAP client (MeshNode delegate, block, resume, handoff, cancel, getRun) drives the node\'s runs over the wire: the protocols interoperate with their reference caller.', checks: ['client-interop'] }
 ]
 
-/** Rules of issue #12 (run lineage: tickets signed by the delegator, handoff authority) are not in the catalog yet; today's rule 3 of handoff.md is (MESH-HANDOFF-LINEAGE). */
-export const PENDING_CLAUSES = [
-  'lineage: a delegation ticket signed by the delegator names the run it authorizes',
-  'lineage: handoff authority (who may hand a run off, proven by the ticket chain)'
+/** Rules the kit does not check yet (listed in every report). */
+export const PENDING_CLAUSES: string[] = [
+  'lineage, third-party view: a bystander\'s replay admits only runs with a proven place (test/runs-lineage.test.ts covers it for aap-mesh; the kit would need to gossip forged runs)'
 ]

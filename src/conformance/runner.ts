@@ -16,10 +16,11 @@ import { CLIENT_CHECK } from './checks-client.ts'
 import type { Check } from './checks-common.ts'
 import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
 import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
+import { LINEAGE_CHECKS } from './checks-lineage.ts'
 import { CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
 import { Kit, type Evidence } from './kit.ts'
 
-export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, CLIENT_CHECK, ...FINAL_CHECKS]
+export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, ...LINEAGE_CHECKS, CLIENT_CHECK, ...FINAL_CHECKS]
 /** Checks that mostly wait on the target's own time limits: started first, run beside the others. */
 const SLOW_CHECKS = new Set(['handle-undelivered', 'handoff-stalled-receiver', 'stalled-frame'])
 const FINAL = new Set(FINAL_CHECKS.map(c => c.id))

@@ -1,0 +1,78 @@
+/**
+ * Checks of run lineage (protocols/lineage.md): a delegation carries the
+ * delegator's signed ticket for the run it creates; only a run's executor
+ * delegates under it; a handoff successor keeps the authority the delegator
+ * signed for. These are aap-mesh wire rules: a target that implements the
+ * profile without the mesh's lineage fails them.
+ */
+import { DELEGATE_PROTOCOL } from '../constants.ts'
+import { originOf, verifyTicket } from '../runlog/ticket.ts'
+import { CONFORMANCE_CAPABILITY } from './constants.ts'
+import { heldRun, payloadOf, release, type Check } from './checks-common.ts'
+import { expect, type Scope } from './kit.ts'
+
+/** A delegate body the kit would send, without its ticket. */
+function bareDelegate (s: Scope, task: string, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return { to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete' }, parent_run: null, ...over }
+}
+
+/** The ticket in a run's run.started, verified. */
+async function ticketOfRun (s: Scope, runId: string): Promise<ReturnType<typeof verifyTicket>> {
+  const started = (await s.readEvents(runId)).find(e => e.type === 'run.started')
+  expect(started !== undefined, `no run.started for ${runId}`)
+  s.cite(runId, started === undefined ? [] : [started])
+  try {
+    return verifyTicket(payloadOf(started ?? {}).ticket)
+  } catch (err) {
+    throw new Error(`the run.started of ${runId} carries no valid ticket: ${(err as Error).message}`)
+  }
+}
+
+export const LINEAGE_CHECKS: Check[] = [
+  {
+    id: 'delegation-ticket',
+    title: 'a delegate without the delegator\'s ticket, or with one its sender did not issue, is UNAUTHORIZED and creates nothing; an accepted run carries the delegator\'s ticket naming it',
+    run: async (s) => {
+      const task = s.kit.task('no-ticket')
+      s.expectError(await s.call(s.n.delegator, DELEGATE_PROTOCOL, 'delegate', bareDelegate(s, task)), 'UNAUTHORIZED', 'a delegate without a ticket')
+      // a valid ticket, but the coordinator's: the delegator may not present it as its own
+      const borrowed = await s.n.coordinator.runs.ticketFor({ to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: {} })
+      s.expectError(await s.call(s.n.delegator, DELEGATE_PROTOCOL, 'delegate', { ...bareDelegate(s, task), ticket: borrowed }), 'UNAUTHORIZED', 'a delegate with another agent\'s ticket')
+      expect((await s.readCorrelation(task)).length === 0, 'a refused delegation created a run')
+      const run = s.runOf(await s.delegate('ticketed', { op: 'complete' }), 'delegate')
+      const t = await ticketOfRun(s, run.run_id)
+      expect(t.run_id === run.run_id && t.executor === s.kit.target, 'the ticket does not name the run and its executor')
+      expect(t.issuer === s.n.delegator.agentId && t.delegator === s.n.delegator.agentId, 'the ticket is not the delegator\'s')
+      expect(run.delegator === s.n.delegator.agentId, `the run's delegator is ${run.delegator}`)
+    }
+  },
+  {
+    id: 'subdelegation-authority',
+    title: 'a delegation under a parent run from anyone but that run\'s executor is UNAUTHORIZED and creates nothing',
+    run: async (s) => {
+      const parent = await heldRun(s, 'foreign-parent')
+      const task = s.kit.task('foreign-parent')
+      const f = await s.delegate('foreign-parent', { op: 'complete' }, { parentRun: parent.run_id })
+      s.expectError(f, 'UNAUTHORIZED', 'a sub-delegation claimed by the run\'s delegator')
+      const held = await s.readCorrelation(task)
+      expect(held.every(e => e.run_id === parent.run_id), 'a refused sub-delegation created a run')
+      await release(s, parent.run_id)
+    }
+  },
+  {
+    id: 'handoff-authority',
+    title: 'a handoff successor keeps the delegator and authorized agents; its ticket is issued by the old run\'s executor and inherits from the delegator\'s own ticket',
+    run: async (s) => {
+      const old = await heldRun(s, 'authority')
+      const next = s.runOf(await s.control(s.n.delegator, 'handoff', { run_id: old.run_id, to_agent: s.n.receiver.agentId, context: { why: 'authority' } }), 'handoff')
+      expect(next.delegator === old.delegator, `the successor's delegator is ${next.delegator}, not ${old.delegator}`)
+      expect(JSON.stringify(next.authorized) === JSON.stringify(old.authorized), 'the successor\'s authorized agents differ')
+      const oldTicket = await ticketOfRun(s, old.run_id)
+      const started = await s.n.receiver.runs.store.log.get(next.run_id, 1)
+      const t = verifyTicket(started?.payload.ticket)
+      expect(t.issuer === s.kit.target && t.handoff_from?.run_id === old.run_id, 'the successor\'s ticket is not issued by the old run\'s executor for it')
+      expect(originOf(t).signature === originOf(oldTicket).signature, 'the successor\'s ticket does not inherit from the delegator\'s')
+      await release(s, next.run_id)
+    }
+  }
+]
