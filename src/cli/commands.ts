@@ -219,10 +219,11 @@ function registerEvents (program: Command): void {
     .option('--until <type>', 'with --follow: stop after the first event of this type (e.g. run.blocked)')
     .option('--no-history', 'with --follow: only events from now on')
     .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
-    .action(remoteAction<RemoteOptions & { follow: boolean, until?: string, history: boolean, participant?: string[] }>(async (client, opts, [correlation]) => {
+    .option('--owner <agent id>', 'whose task the correlation is (its root delegator): only its runs (protocols/lineage.md)')
+    .action(remoteAction<RemoteOptions & { follow: boolean, until?: string, history: boolean, participant?: string[], owner?: string }>(async (client, opts, [correlation]) => {
       const corr = correlation ?? ''
       if (!opts.follow) {
-        const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(corr)}/replay`, undefined, { participant: opts.participant })
+        const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(corr)}/replay`, undefined, { participant: opts.participant, owner: opts.owner })
         return { json: { events: r.events }, text: r.events.length === 0 ? 'no events' : r.events.map(eventLine).join('\n') }
       }
       const ctl = new AbortController()
@@ -230,7 +231,7 @@ function registerEvents (program: Command): void {
       process.once('SIGINT', stop)
       process.once('SIGTERM', stop)
       try {
-        for await (const ev of client.stream(`/v1/events/${seg(corr)}/stream`, { participant: opts.participant, history: opts.history ? undefined : false }, { signal: ctl.signal })) {
+        for await (const ev of client.stream(`/v1/events/${seg(corr)}/stream`, { participant: opts.participant, owner: opts.owner, history: opts.history ? undefined : false }, { signal: ctl.signal })) {
           if (ev.event === 'ready') {
             if (!opts.json) process.stderr.write(`aap-mesh: following ${corr} (Ctrl-C to stop)\n`)
             continue
@@ -252,8 +253,9 @@ function registerReplay (program: Command): void {
     .argument('<correlation>', 'the correlation (task) id')
     .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
     .option('--timeout-ms <ms>', 'how long to collect from other agents', nonNegativeInt)
-    .action(remoteAction<RemoteOptions & { participant?: string[], timeoutMs?: number }>(async (client, opts, [correlation]) => {
-      const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(correlation ?? '')}/replay`, undefined, { participant: opts.participant, timeout_ms: opts.timeoutMs })
+    .option('--owner <agent id>', 'whose task the correlation is (its root delegator): only its runs (protocols/lineage.md)')
+    .action(remoteAction<RemoteOptions & { participant?: string[], timeoutMs?: number, owner?: string }>(async (client, opts, [correlation]) => {
+      const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(correlation ?? '')}/replay`, undefined, { participant: opts.participant, owner: opts.owner, timeout_ms: opts.timeoutMs })
       return { json: r, text: replayText(r) }
     }))
 }
