@@ -127,8 +127,9 @@ function checkSignature (t: { issuer: string, signature: string }, unsigned: obj
  * does not check is the ticket's place in a correlation (lineage.ts) and who
  * sent it (the executor checks that against the authenticated peer).
  */
-export function verifyTicket (value: unknown): RunTicket {
-  const t = isRunTicket.assert(value, 'ticket')
+export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean } = {}): RunTicket {
+  // a caller whose request schema already covered the ticket need not check its shape twice
+  const t = opts.shapeChecked === true ? value as RunTicket : isRunTicket.assert(value, 'ticket')
   const { signature, ...unsigned } = t
   checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket')
   if (executorOfRun(t.run_id) !== t.executor) throw new InvalidRequestError('the ticket names a run of another executor', { reason: 'bad_ticket' })
@@ -159,13 +160,30 @@ export function verifyTicket (value: unknown): RunTicket {
   return t
 }
 
+/**
+ * Tickets already judged, by the run.started event object that carries them:
+ * the same event object passes through the executor's commit, its publish
+ * and the lineage judge, and each would otherwise check the signature again.
+ */
+const judged = new WeakMap<AgentEvent, RunTicket | null>()
+
 /** The ticket in a run.started event (verified), or undefined when it has none or a bad one. */
 export function ticketOf (started: AgentEvent): RunTicket | undefined {
   if (started.type !== 'run.started') return undefined
+  const known = judged.get(started)
+  if (known !== undefined) return known ?? undefined
+  let t: RunTicket | undefined
   try {
-    const t = verifyTicket(started.payload.ticket)
-    return t.run_id === started.run_id && t.correlation_id === started.correlation_id && t.executor === started.executor ? t : undefined
+    t = verifyTicket(started.payload.ticket)
+    if (t.run_id !== started.run_id || t.correlation_id !== started.correlation_id || t.executor !== started.executor) t = undefined
   } catch {
-    return undefined // the lineage judge counts it as a run without a valid ticket
+    t = undefined // the lineage judge counts it as a run without a valid ticket
   }
+  judged.set(started, t ?? null)
+  return t
+}
+
+/** Record that `started` carries `ticket`, verified already (the executor that created the run checked it). */
+export function rememberTicket (started: AgentEvent, ticket: RunTicket): void {
+  judged.set(started, ticket)
 }

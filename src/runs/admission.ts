@@ -26,7 +26,8 @@ function sameList (a: string[], b: string[]): boolean {
 /** The verified ticket of a delegation from `from` to `self`; typed errors when it does not fit. */
 export function checkDelegation (req: WireDelegate, from: string, self: string): RunTicket {
   if (req.ticket === undefined) throw new UnauthorizedError('a delegation carries the delegator\'s signed ticket', { reason: 'no_ticket' })
-  const t = verifyTicket(req.ticket)
+  // the request's schema (method() checked it) covers the ticket's shape
+  const t = verifyTicket(req.ticket, { shapeChecked: true })
   if (t.issuer !== from || t.delegator !== from) {
     throw new UnauthorizedError('the ticket of a delegation is issued by the delegator that sends it', { reason: 'ticket_issuer' })
   }
@@ -67,7 +68,7 @@ export function checkHandoff (req: WireHandoff, from: string, self: string): Run
   if (pt.depth + 1 > MAX_HANDOFF_DEPTH) {
     throw new DelegationRefusedError(`run ${pt.run_id} has been handed off ${pt.depth} times; at most ${MAX_HANDOFF_DEPTH}`, { reason: 'handoff_depth', max: MAX_HANDOFF_DEPTH })
   }
-  const t = verifyTicket(req.ticket)
+  const t = verifyTicket(req.ticket, { shapeChecked: true })
   if (t.issuer !== from || t.executor !== self || t.handoff_from?.run_id !== pt.run_id || t.depth !== pt.depth + 1 ||
     originOf(t).signature !== originOf(pt).signature || t.delegator !== pt.delegator || !sameList(t.authorized, pt.authorized) ||
     t.parent_run !== pt.parent_run) {

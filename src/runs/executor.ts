@@ -17,7 +17,7 @@ import {
   toAapError
 } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
-import type { RunTicket } from '../runlog/ticket.ts'
+import { rememberTicket, type RunTicket } from '../runlog/ticket.ts'
 import { EventSigner } from '../runlog/signer.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
@@ -296,7 +296,7 @@ export class RunExecutor implements HandlerHost {
 
   /** The issuer chose the run id; one that exists already is not taken over. */
   private async assertNewRunId (runId: string): Promise<void> {
-    if (this.active.has(runId) || await this.store.get(runId) !== undefined) {
+    if (this.active.has(runId) || await this.store.has(runId)) {
       throw new InvalidRequestError('the ticket names a run that exists already', { reason: 'run_id_taken' })
     }
   }
@@ -352,6 +352,9 @@ export class RunExecutor implements HandlerHost {
       prev: null,
       executor: this.agentId
     })
+    // the ticket was checked on the way in: the lineage judge need not check it again
+    const ticket = startedPayload.ticket as RunTicket | undefined
+    if (ticket !== undefined) rememberTicket(event, ticket)
     const stored: Run = { ...run, last_seq: 1 }
     await this.store.commit(stored, event, idem)
     this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false, unannounced: { event, run: stored } })

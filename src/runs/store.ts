@@ -54,6 +54,11 @@ export class RunStore {
     await batch.commit()
   }
 
+  /** Whether this node holds a run with this id (a key lookup, nothing parsed). */
+  async has (runId: string): Promise<boolean> {
+    return this.ds.has(runKey(runId))
+  }
+
   async get (runId: string): Promise<Run | undefined> {
     return readJson<Run>(this.ds, runKey(runId))
   }
