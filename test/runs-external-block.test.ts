@@ -188,6 +188,26 @@ describe('external block of a run with an in-process handler', () => {
     expect(s.calls).toBe(1)
   })
 
+  it('a block and resume sent as soon as the handle is back (the handler may not have started yet) start the handler once', async () => {
+    const s = script(async (ctx) => ({ saw_block: ctx.blocked?.checkpoint_id ?? null }))
+    s.go.resolve()
+    const taskId = `xb-${++task}`
+    scripts.set(taskId, s)
+    const run = await A.delegate({ to_agent: B.agentId, task_id: taskId, capability: CAP, input: {} })
+    const completed = nextEvent(B, e => e.run_id === run.run_id && e.type === 'run.completed')
+    // the block may land before the handler's first turn, or after it returned (then its output is held)
+    await A.block(run.run_id, 'at once', 'cp-early')
+    await A.resume(run.run_id, { early: true })
+    await completed
+    const later = script(async () => ({}))
+    const laterId = await start(later)
+    const laterDone = nextEvent(B, e => e.run_id === laterId && e.type === 'run.completed')
+    later.go.resolve()
+    await laterDone
+    expect(s.calls).toBe(1)
+    expect((await A.getRun(run.run_id)).state).toBe('completed')
+  })
+
   it('untilResumed rejects when the run is canceled while blocked', async () => {
     let rejection: unknown
     const s = script(async (ctx) => {

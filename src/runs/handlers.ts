@@ -125,12 +125,23 @@ export function startHandler (
   setImmediate(() => { void runHandler(host, runId, a, handler, input, handedOff, restored) })
 }
 
-/** A promise that rejects with the signal's reason once it aborts. */
-function abortedBy (signal: AbortSignal): Promise<never> {
-  return new Promise<never>((_resolve, reject) => {
-    if (signal.aborted) reject(signal.reason)
-    else signal.addEventListener('abort', () => { reject(signal.reason) }, { once: true })
+/**
+ * `p`, or a rejection with the signal's reason once it aborts first. The
+ * abort listener goes when `p` settles, so waits repeated over a long run do
+ * not pile listeners up on its signal.
+ */
+async function unlessAborted<T> (p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) throw signal.reason
+  let onAbort = (): void => {}
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => { reject(signal.reason) }
+    signal.addEventListener('abort', onAbort, { once: true })
   })
+  try {
+    return await Promise.race([p, aborted])
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+  }
 }
 
 /** Subscribe to one of the run's notifications. */
@@ -149,9 +160,11 @@ function contextFor (
   const signal = a.abort.signal
   /** Wait while the run is blocked; returns once it runs or has ended; throws if the node stops meanwhile. */
   const untilRunning = async (): Promise<void> => {
-    while (a.run.state === 'blocked' && a.resumed !== undefined) {
+    while (a.run.state === 'blocked') {
       if (signal.aborted) throw signal.reason
-      await Promise.race([a.resumed.promise, abortedBy(signal)])
+      // the executor resolves it at the resume, or when the run ends
+      a.resumed ??= Promise.withResolvers()
+      await unlessAborted(a.resumed.promise, signal)
     }
   }
   const refusedByBlock = (err: unknown): boolean => err instanceof AapError && err.code === 'INVALID_TRANSITION' && a.run.state === 'blocked'
@@ -188,7 +201,7 @@ function contextFor (
       if (a.run.state !== 'blocked') return null
       let off = (): void => {}
       try {
-        return await Promise.race([new Promise<ResolvedCheckpoint>(resolve => { off = subscribe(a, 'resumed', resolve) }), abortedBy(signal)])
+        return await unlessAborted(new Promise<ResolvedCheckpoint>(resolve => { off = subscribe(a, 'resumed', resolve) }), signal)
       } finally {
         off()
       }
@@ -208,7 +221,7 @@ function contextFor (
           if (refusedByBlock(err)) continue
           throw err
         }
-        return Promise.race([promise, abortedBy(signal)])
+        return await unlessAborted(promise, signal)
       }
     },
     complete: async (output) => {
