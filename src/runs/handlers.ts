@@ -121,6 +121,11 @@ export function startHandler (
   host: HandlerHost, runId: string, a: Active, handler: RunHandler | undefined,
   input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
 ): void {
+  if (a.handlerRunning) {
+    // one handler per run and process: a second start would run the work twice
+    host.log.warn({ run_id: runId }, 'a run\'s handler is already running; not starting a second one')
+    return
+  }
   a.handlerRunning = true
   setImmediate(() => { void runHandler(host, runId, a, handler, input, handedOff, restored) })
 }
