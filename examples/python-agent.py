@@ -7,19 +7,22 @@ through the local API:
 
   1. reports progress             POST /v1/runs/{id}/progress
   2. blocks on a checkpoint       POST /v1/runs/{id}/block
-  3. waits for the resolution     a `resume` item on the work stream
+  3. waits for the resolution     a `blocked` item, then a `resume` item on the work stream
   4. completes                    POST /v1/runs/{id}/complete
      ... or fails, when the resolution says {"approved": false}
      ... or hands the run off,   POST /v1/runs/{id}/handoff
          when it says {"handoff_to": "<agent id>"}
 
 A run that continues another agent's run after a handoff is completed at once.
+A checkpoint the delegator raises itself (a `blocked` item whose `by` is not
+this agent) pauses the run: the agent waits for its `resume` item, then goes
+on where it was.
 
     npm start -- --data-dir ./.aap-mesh          # a node, in another terminal
     python3 examples/python-agent.py --data-dir ./.aap-mesh
 
 It prints one JSON object per line on stdout (registered, ready, work,
-blocked, resumed, completed, handed_off, failed, ended) so scripts and tests
+blocked, paused, continued, resumed, completed, handed_off, failed, ended) so scripts and tests
 can follow it.
 """
 import argparse
@@ -114,6 +117,11 @@ class Agent:
         self.api = api
         self.capability = capability
         self.inputs = {}
+        self.me = None
+        # run id -> the checkpoint another agent (the delegator) holds the run blocked on
+        self.paused = {}
+        # runs whose own checkpoint could not be raised because the delegator's block came first
+        self.ask_later = set()
 
     def register(self, name, tags):
         """Add this agent's capability to the node's card (keeping what is there) and serve it."""
@@ -129,6 +137,7 @@ class Agent:
             "tags": sorted(set(card.get("tags", [])) | set(tags)),
         }
         state = self.api.call("PUT", "/v1/card", {"card": draft})
+        self.me = state["agent_id"]
         say("registered", agent_id=state["agent_id"], capability=self.capability,
             serving=[f"{c['capability_id']}@{c['version']}" for c in state["serving"]])
 
@@ -150,14 +159,39 @@ class Agent:
             output = {**summarize(item["input"]), "continued_from": frm["run_id"], "context": item["handoff"]["context"]}
             self.api.call("POST", run_path(rid, "complete"), {"output": output})
             return say("completed", run_id=rid, output=output)
-        s = summarize(item["input"])
-        self.api.call("POST", run_path(rid, "progress"), {"payload": {"step": "read", "words": s["words"]}})
-        checkpoint = "approve-" + rid.rsplit(":", 1)[-1][:8]
-        self.api.call("POST", run_path(rid, "block"), {"reason": "approve the summary before it is sent", "checkpoint_id": checkpoint})
+        self.ask(rid)
+
+    def ask(self, rid):
+        """Read the input, then raise this agent's own checkpoint."""
+        s = summarize(self.inputs.get(rid, {}))
+        try:
+            self.api.call("POST", run_path(rid, "progress"), {"payload": {"step": "read", "words": s["words"]}})
+            checkpoint = "approve-" + rid.rsplit(":", 1)[-1][:8]
+            self.api.call("POST", run_path(rid, "block"), {"reason": "approve the summary before it is sent", "checkpoint_id": checkpoint})
+        except ApiError as err:
+            if err.code != "INVALID_TRANSITION":
+                raise
+            # the delegator blocked the run first: its `blocked` item follows; ask once it resumes
+            self.ask_later.add(rid)
+            return
         say("blocked", run_id=rid, checkpoint_id=checkpoint)
+
+    def on_blocked(self, item):
+        rid = item["run_id"]
+        if item["by"] != self.me:
+            self.paused[rid] = item["checkpoint_id"]
+            say("paused", run_id=rid, checkpoint_id=item["checkpoint_id"], by=item["by"])
 
     def on_resume(self, item):
         rid = item["run_id"]
+        if self.paused.get(rid) == item["checkpoint_id"]:
+            # the delegator's checkpoint is resolved: carry on where the run was
+            del self.paused[rid]
+            say("continued", run_id=rid, checkpoint_id=item["checkpoint_id"], resolution=item["resolution"])
+            if rid in self.ask_later:
+                self.ask_later.discard(rid)
+                self.ask(rid)
+            return
         say("resumed", run_id=rid, checkpoint_id=item["checkpoint_id"], resolution=item["resolution"])
         self.finish(rid, item["resolution"], self.inputs.get(rid, {}))
 
@@ -190,9 +224,13 @@ class Agent:
                             say("ready")
                         elif event == "work":
                             self.on_work(data)
+                        elif event == "blocked":
+                            self.on_blocked(data)
                         elif event == "resume":
                             self.on_resume(data)
                         elif event == "ended":
+                            self.paused.pop(data["run_id"], None)
+                            self.ask_later.discard(data["run_id"])
                             say("ended", run_id=data["run_id"], state=data["run"]["state"])
                     except ApiError as err:
                         say("error", code=err.code, message=str(err))

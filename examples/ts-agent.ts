@@ -4,6 +4,8 @@
  * through a local node, publishes a card for one capability, and serves each
  * run: progress, a checkpoint it blocks on until the delegator resumes it,
  * then its output (or a failure when the resolution says {"approved": false}).
+ * A checkpoint the delegator raises itself is told (`ctx.onBlocked`, a
+ * `paused` line); the work waits for its resume on its own.
  *
  *   npm start -- --data-dir ./.aap-mesh                 # a node, in another terminal
  *   node examples/ts-agent.ts --data-dir ./.aap-mesh    # joins it (address from its API)
@@ -50,6 +52,10 @@ async function bootstrapAddresses (): Promise<string[]> {
 
 /** The work: a toy "translation" with one human checkpoint. */
 async function translate (ctx: RunContext): Promise<Record<string, unknown>> {
+  // a checkpoint the delegator (or an agent it authorized) raises on the run is told at once; the
+  // drafting goes on, and anything it reports or returns meanwhile waits for the resume (never lost)
+  const off = ctx.onBlocked(cp => { if (cp.by !== ctx.run.agent_id) say('paused', { run_id: ctx.run.run_id, checkpoint_id: cp.checkpoint_id, by: cp.by }) })
+  ctx.signal.addEventListener('abort', off, { once: true })
   const text = typeof ctx.input.text === 'string' ? ctx.input.text : ''
   const draft = text.split(/\s+/).filter(Boolean).reverse().join(' ')
   let resolution: Record<string, unknown>

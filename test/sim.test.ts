@@ -43,7 +43,7 @@ describe('the four contracts, checked on a trace', () => {
   const cap = { capability_id: 'cap:a', version: '1.0.0' }
   const good = [
     { ...base, run_id: 'x:1', correlation_id: 't', seq: 1, type: 'run.started' as const, payload: { capability: cap } },
-    { ...base, run_id: 'x:1', correlation_id: 't', seq: 2, type: 'run.blocked' as const, payload: { checkpoint_id: 'cp' } },
+    { ...base, run_id: 'x:1', correlation_id: 't', seq: 2, type: 'run.blocked' as const, payload: { checkpoint_id: 'cp', reason: 'r', by: 'coordinator' } },
     { ...base, run_id: 'x:1', correlation_id: 't', seq: 3, type: 'run.progress' as const, payload: { transition: 'resume', checkpoint_id: 'cp', resolution: { ok: 1 } } },
     { ...base, run_id: 'x:1', correlation_id: 't', seq: 4, type: 'run.completed' as const, payload: { transition: 'handoff', handoff_to: { run_id: 'y:1', agent_id: 'y' } } },
     { ...base, run_id: 'y:1', correlation_id: 't', seq: 1, type: 'run.started' as const, payload: { capability: cap, handoff_from: { run_id: 'x:1', agent_id: 'x' } } },
@@ -63,5 +63,13 @@ describe('the four contracts, checked on a trace', () => {
     expect(wrongResolution.checkpoint_block.ok).toBe(false)
     const noLink = good.map(e => e.run_id === 'y:1' && e.seq === 1 ? { ...e, payload: { capability: cap } } : e)
     expect(checkTrace('t', noLink).ownership_handoff.ok).toBe(false)
+  })
+
+  it('contract 3 with a coordinator: each checkpoint reaches the run as a block the coordinator raised', () => {
+    expect(checkTrace('t', good, { resolutions: { cp: { ok: 1 } }, transfers: 1, raisedBy: 'coordinator' }).ok).toBe(true)
+    const byAgent = good.map(e => e.type === 'run.blocked' ? { ...e, payload: { ...e.payload, by: 'x' } } : e)
+    const verdict = checkTrace('t', byAgent, { raisedBy: 'coordinator' })
+    expect(verdict.checkpoint_block.ok).toBe(false)
+    expect(verdict.checkpoint_block.problems).toEqual(['x:1#2: block raised by x, not the coordinator'])
   })
 })

@@ -6,13 +6,21 @@
  * The handler does no work itself: it publishes a `work` item (to every work
  * stream client and, when one is set, to the agent's webhook) and then keeps
  * the run open while the agent drives it through the API (progress, block,
- * complete, fail, handoff). When the delegator resolves a checkpoint the
- * agent gets a `resume` item with the resolution; when the run ends by any
- * means it gets an `ended` item.
+ * complete, fail, handoff). When the run is blocked on a checkpoint (by the
+ * agent itself, or by the delegator or an authorized agent: an L2
+ * `checkpoint.raise`) the agent gets a `blocked` item; when the checkpoint is
+ * resolved it gets a `resume` item with the resolution; when the run ends by
+ * any means it gets an `ended` item.
  *
- * Items of open runs are kept (each run's `work` item and its latest
- * `resume`), so an agent that connects late or reconnects receives what it
- * missed; Last-Event-ID skips what it already saw. Item ids grow by one and
+ * A `complete` the agent sends while someone else holds the run blocked is
+ * kept: it is answered with the run still blocked, and the run completes with
+ * that output right after the resume (or the output is dropped if the run is
+ * canceled meanwhile). The agent's work is never handed out twice while the
+ * node runs: a resume sends a `resume` item, never a second `work` item.
+ *
+ * Items of open runs are kept (each run's `work` item, then its open
+ * `blocked` or its latest `resume`), so an agent that connects late or
+ * reconnects receives what it missed; Last-Event-ID skips what it already saw. Item ids grow by one and
  * start from the clock at every start, so they keep growing across restarts.
  */
 import { API_WEBHOOK_MAX_ATTEMPTS, API_WEBHOOK_QUEUE_MAX_ITEMS, API_WEBHOOK_RETRY_MS, API_WEBHOOK_TIMEOUT_MS } from '../constants.ts'
@@ -32,7 +40,8 @@ export type WorkItem =
     handoff: { from: HandoffLink, context: Record<string, unknown> } | null
     restored: { checkpoint_id: string | null, resolution: Record<string, unknown> } | null
   }
-  | { type: 'resume', id: number, run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, run: Run }
+  | { type: 'blocked', id: number, run_id: string, checkpoint_id: string, reason: string, by: string, run: Run }
+  | { type: 'resume', id: number, run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string, run: Run }
   | { type: 'ended', id: number, run_id: string, run: Run }
 
 export type WorkSink = (item: WorkItem) => void
@@ -42,8 +51,12 @@ interface OpenRun {
   /** The run as of its last event. */
   run: Run
   work: Extract<WorkItem, { type: 'work' }>
+  /** The open checkpoint, while the run is blocked. */
+  blocked?: Extract<WorkItem, { type: 'blocked' }>
   /** The latest resolution, while the run has not blocked again. */
   resume?: Extract<WorkItem, { type: 'resume' }>
+  /** The output of a `complete` sent while someone else held the run blocked: it completes the run at the resume. */
+  held?: Record<string, unknown>
 }
 
 function isRecord (v: unknown): v is Record<string, unknown> {
@@ -133,10 +146,43 @@ export class WorkBridge {
     return entry.run
   }
 
+  /**
+   * Complete a run with the agent's output. While another agent (the
+   * delegator, or one it authorized) holds the run blocked, the output is
+   * kept and the answer is the run, still blocked; the run completes with it
+   * once resumed. A block that lands while the completion is on its way has
+   * the same effect. The agent's own open checkpoint is still refused: it
+   * waits for its `resume` item.
+   */
   async complete (runId: string, output: Record<string, unknown>): Promise<Run> {
     const entry = await this.driven(runId, 'complete')
-    if (entry.run.state !== 'running') throw this.notRunning(entry.run, 'complete')
-    await entry.ctx.complete(output)
+    if (entry.held !== undefined) {
+      throw new InvalidTransitionError(`run ${runId} already has its output; it completes when checkpoint ${entry.run.checkpoint_id ?? ''} is resolved`, {
+        run_id: runId, state: entry.run.state, command: 'complete'
+      })
+    }
+    const heldByOther = entry.run.state === 'blocked' && entry.blocked !== undefined && entry.blocked.by !== entry.run.agent_id
+    if (entry.run.state !== 'running' && !heldByOther) throw this.notRunning(entry.run, 'complete')
+    entry.held = output
+    const completing = entry.ctx.complete(output)
+    // a block raised while this completion waits turns it into a held one: answer now
+    let off = (): void => {}
+    const blockedMeanwhile = new Promise<'blocked'>(resolve => { off = entry.ctx.onBlocked(() => { resolve('blocked') }) })
+    let first: 'done' | 'blocked' = 'blocked'
+    try {
+      if (!heldByOther) first = await Promise.race([completing.then(() => 'done' as const), blockedMeanwhile])
+    } catch (err) {
+      entry.held = undefined
+      throw err
+    } finally {
+      off()
+    }
+    if (first === 'done') return entry.run
+    this.log.info({ run_id: runId, checkpoint_id: entry.run.checkpoint_id }, 'the agent completed a run blocked by another agent; the output waits for the resume')
+    completing.catch((err: unknown) => {
+      // canceled (or the node stopped) while blocked: the run ended without this output, and the agent gets its `ended` item
+      this.log.info({ err, run_id: runId, state: entry.run.state }, 'a held output could not complete its run')
+    })
     return entry.run
   }
 
@@ -202,7 +248,19 @@ export class WorkBridge {
     entry.work = { ...entry.work, run }
     if (event.type === 'run.blocked') {
       entry.resume = undefined
+      const p = event.payload
+      entry.blocked = {
+        type: 'blocked',
+        id: ++this.seq,
+        run_id: run.run_id,
+        checkpoint_id: typeof p.checkpoint_id === 'string' ? p.checkpoint_id : '',
+        reason: typeof p.reason === 'string' ? p.reason : '',
+        by: typeof p.by === 'string' ? p.by : '',
+        run
+      }
+      this.publish(entry.blocked)
     } else if (event.type === 'run.progress' && event.payload.transition === 'resume') {
+      entry.blocked = undefined
       const checkpoint = event.payload.checkpoint_id
       const resolution = event.payload.resolution
       entry.resume = {
@@ -211,6 +269,7 @@ export class WorkBridge {
         run_id: run.run_id,
         checkpoint_id: typeof checkpoint === 'string' ? checkpoint : null,
         resolution: isRecord(resolution) ? resolution : {},
+        by: typeof event.payload.by === 'string' ? event.payload.by : '',
         run
       }
       this.publish(entry.resume)
@@ -225,6 +284,7 @@ export class WorkBridge {
     const items: WorkItem[] = []
     for (const entry of this.open.values()) {
       if (entry.work.id > after) items.push({ ...entry.work, run: entry.run })
+      if (entry.blocked !== undefined && entry.blocked.id > after) items.push({ ...entry.blocked, run: entry.run })
       if (entry.resume !== undefined && entry.resume.id > after) items.push({ ...entry.resume, run: entry.run })
     }
     return items.sort((a, b) => a.id - b.id)

@@ -23,7 +23,7 @@ import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
-import { startHandler, type Active, type HandlerHost } from './handlers.ts'
+import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost } from './handlers.ts'
 import { checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
@@ -397,20 +397,23 @@ export class RunExecutor implements HandlerHost {
     return { run: next, event }
   }
 
-  /** The working state of an active run follows its committed transition. */
+  /**
+   * The working state of an active run follows its committed transition. The
+   * handler is told of every block and resume (whoever raised it); a resume
+   * starts the handler again only when none is alive in this process (the run
+   * was blocked across a restart), never a second one beside a live handler.
+   */
   private afterTransition (runId: string, a: Active, next: Run, event: AgentEvent, command: RunCommand): void {
     a.run = next
     a.last = event
     if (next.state === 'blocked' && a.resumed === undefined) a.resumed = Promise.withResolvers()
+    if (command.type === 'block') noteBlocked(this.log, a, event)
     if (command.type === 'resume') {
       const resolution = command.resolution
       const resumed = a.resumed
       a.resumed = undefined
-      if (a.waiter !== undefined) {
-        const w = a.waiter
-        a.waiter = undefined
-        w(resolution)
-      } else if (!a.handlerRunning) {
+      noteResumed(this.log, a, event)
+      if (!a.handlerRunning && !this.pendingStart.has(runId)) {
         // blocked across a restart: the handler starts again with the resolution
         this.dispatchRestored(runId, next, resolution).catch((err: unknown) => {
           this.log.warn({ err: toAapError(err), run_id: runId }, 'a run resumed after a restart could not be handed to its handler')

@@ -4,22 +4,41 @@
  * run's state changes only through the executor's `apply`.
  */
 import type { Logger } from '../logger.ts'
-import { toAapError } from '../errors.ts'
+import { AapError, toAapError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
-import type { Actor, RunCommand, RunContext, RunHandler } from './types.ts'
+import type { Actor, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
+
+/** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
+export interface BlockWaiter {
+  checkpointId: string
+  /** Set when the handler's own block is committed; a block someone else raised meanwhile is not it. */
+  bound: boolean
+  resolve: (resolution: Record<string, unknown>) => void
+}
+
+/** The handler's subscriptions to its run's blocks and resumes. */
+export interface RunWatch {
+  blocked: Set<(checkpoint: OpenCheckpoint) => void>
+  resumed: Set<(resolved: ResolvedCheckpoint) => void>
+}
 
 /** A run this node executes that has not ended: the executor's working state of it. */
 export interface Active {
   run: Run
   last?: AgentEvent
   abort: AbortController
-  /** Resolves the handler's pending `ctx.block` with the resolution. */
-  waiter?: (resolution: Record<string, unknown>) => void
+  /** The handler's pending `ctx.block`. */
+  waiter?: BlockWaiter
   /** Resolves when a blocked run is resumed or ends (handler calls made while blocked wait for it). */
   resumed?: PromiseWithResolvers<void>
+  /** True from the handler's start until its outcome is applied (so a resume never starts a second one). */
   handlerRunning: boolean
   /** The run.started of a run whose handle is not out yet: announced once it is. */
   unannounced?: { event: AgentEvent, run: Run }
+  /** The open checkpoint while the run is blocked, as its event recorded it. */
+  checkpoint?: OpenCheckpoint
+  /** The handler's block and resume listeners. */
+  watch?: RunWatch
 }
 
 /** What a handler's calls need from the executor. */
@@ -32,6 +51,58 @@ export interface HandlerHost {
 
 const EXECUTOR: Actor = { role: 'executor' }
 
+function str (v: unknown): string {
+  return typeof v === 'string' ? v : ''
+}
+
+function isRecord (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** Call each listener; one that throws is the agent's bug, logged, and never breaks the run. */
+function tell<T> (log: Logger, runId: string, listeners: Iterable<(v: T) => void> | undefined, value: T, what: string): void {
+  for (const l of [...(listeners ?? [])]) {
+    try {
+      l(value)
+    } catch (err) {
+      log.error({ err, run_id: runId }, `a handler's ${what} listener threw`)
+    }
+  }
+}
+
+/**
+ * The executor committed a block of an active run: record the open
+ * checkpoint, bind the handler's pending `ctx.block` if this is the block it
+ * raised, and tell the handler's listeners.
+ */
+export function noteBlocked (log: Logger, a: Active, event: AgentEvent): void {
+  const checkpoint: OpenCheckpoint = { checkpoint_id: str(event.payload.checkpoint_id), reason: str(event.payload.reason), by: str(event.payload.by) }
+  a.checkpoint = checkpoint
+  const w = a.waiter
+  if (w !== undefined && !w.bound && w.checkpointId === checkpoint.checkpoint_id && checkpoint.by === a.run.agent_id) w.bound = true
+  tell(log, a.run.run_id, a.watch?.blocked, checkpoint, 'onBlocked')
+}
+
+/**
+ * The executor committed a resume of an active run: hand the resolution to
+ * the handler's `ctx.block` if the block was its own, and tell its listeners.
+ */
+export function noteResumed (log: Logger, a: Active, event: AgentEvent): void {
+  a.checkpoint = undefined
+  const p = event.payload
+  const resolved: ResolvedCheckpoint = {
+    checkpoint_id: typeof p.checkpoint_id === 'string' ? p.checkpoint_id : null,
+    resolution: isRecord(p.resolution) ? p.resolution : {},
+    by: str(p.by)
+  }
+  const w = a.waiter
+  if (w?.bound === true) {
+    a.waiter = undefined
+    w.resolve(resolved.resolution)
+  }
+  tell(log, a.run.run_id, a.watch?.resumed, resolved, 'onResumed')
+}
+
 /** Fail a run on its executor's behalf; a run that ended meanwhile is left as it is (logged). */
 async function failRun (host: HandlerHost, runId: string, message: string): Promise<void> {
   try {
@@ -41,71 +112,176 @@ async function failRun (host: HandlerHost, runId: string, message: string): Prom
   }
 }
 
-/** Run the capability's handler for a run, outside the caller's request. */
+/**
+ * Run the capability's handler for a run, outside the caller's request. The
+ * run counts as having a live handler from now on, so a block and resume
+ * that come before the handler's first turn never start a second one.
+ */
 export function startHandler (
   host: HandlerHost, runId: string, a: Active, handler: RunHandler | undefined,
   input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
 ): void {
+  if (a.handlerRunning) {
+    // one handler per run and process: a second start would run the work twice
+    host.log.warn({ run_id: runId }, 'a run\'s handler is already running; not starting a second one')
+    return
+  }
+  a.handlerRunning = true
   setImmediate(() => { void runHandler(host, runId, a, handler, input, handedOff, restored) })
 }
 
-async function runHandler (
-  host: HandlerHost, runId: string, a: Active, handler: RunHandler | undefined,
-  input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
-): Promise<void> {
-  if (handler === undefined) {
-    await failRun(host, runId, 'no handler is registered for this capability')
-    return
+/**
+ * `p`, or a rejection with the signal's reason once it aborts first. The
+ * abort listener goes when `p` settles, so waits repeated over a long run do
+ * not pile listeners up on its signal.
+ */
+async function unlessAborted<T> (p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) throw signal.reason
+  let onAbort = (): void => {}
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => { reject(signal.reason) }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+  try {
+    return await Promise.race([p, aborted])
+  } finally {
+    signal.removeEventListener('abort', onAbort)
   }
+}
+
+/** Subscribe to one of the run's notifications. */
+function subscribe<K extends keyof RunWatch> (a: Active, kind: K, listener: RunWatch[K] extends Set<infer L> ? L : never): () => void {
+  a.watch ??= { blocked: new Set(), resumed: new Set() }
+  const set = a.watch[kind] as Set<typeof listener>
+  set.add(listener)
+  return () => { set.delete(listener) }
+}
+
+/** The handler's context: its calls go through the executor's `apply`; calls made while blocked wait for the resume. */
+function contextFor (
+  host: HandlerHost, runId: string, a: Active,
+  input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
+): { ctx: RunContext, whenRunning: (command: RunCommand) => Promise<Run | undefined> } {
+  const signal = a.abort.signal
+  /** Wait while the run is blocked; returns once it runs or has ended; throws if the node stops meanwhile. */
   const untilRunning = async (): Promise<void> => {
-    while (a.run.state === 'blocked' && a.resumed !== undefined) await a.resumed.promise
+    while (a.run.state === 'blocked') {
+      if (signal.aborted) throw signal.reason
+      // the executor resolves it at the resume, or when the run ends
+      a.resumed ??= Promise.withResolvers()
+      await unlessAborted(a.resumed.promise, signal)
+    }
+  }
+  const refusedByBlock = (err: unknown): boolean => err instanceof AapError && err.code === 'INVALID_TRANSITION' && a.run.state === 'blocked'
+  /**
+   * Apply a command the executor may only make while the run runs. A block
+   * that another agent commits between the wait and the command refuses it;
+   * then it waits again (each turn needs a new block, so this never spins).
+   * Undefined when the run ended while waiting (the apply was not tried).
+   */
+  const whenRunning = async (command: RunCommand): Promise<Run | undefined> => {
+    for (;;) {
+      await untilRunning()
+      if (!host.isActive(runId)) return undefined
+      try {
+        return await host.apply(runId, command, EXECUTOR)
+      } catch (err) {
+        if (!refusedByBlock(err)) throw err
+      }
+    }
   }
   const ctx: RunContext = {
     run: a.run,
     input,
-    signal: a.abort.signal,
+    signal,
     handedOff,
     restored,
+    get blocked () {
+      if (a.run.state !== 'blocked') return null
+      return a.checkpoint ?? { checkpoint_id: a.run.checkpoint_id ?? '', reason: a.run.block_reason ?? '', by: '' }
+    },
+    onBlocked: (listener) => subscribe(a, 'blocked', listener),
+    onResumed: (listener) => subscribe(a, 'resumed', listener),
+    untilResumed: async () => {
+      if (a.run.state !== 'blocked') return null
+      let off = (): void => {}
+      try {
+        return await unlessAborted(new Promise<ResolvedCheckpoint>(resolve => { off = subscribe(a, 'resumed', resolve) }), signal)
+      } finally {
+        off()
+      }
+    },
     progress: async (payload) => {
-      await untilRunning()
-      await host.apply(runId, { type: 'progress', payload }, EXECUTOR)
+      if (await whenRunning({ type: 'progress', payload }) === undefined) throw endedError(a, 'progress')
     },
     block: async (reason, checkpointId) => {
-      const { promise, resolve } = Promise.withResolvers<Record<string, unknown>>()
-      a.waiter = resolve
-      try {
-        await host.apply(runId, { type: 'block', reason, checkpoint_id: checkpointId }, EXECUTOR)
-      } catch (err) {
-        a.waiter = undefined
-        throw err
+      for (;;) {
+        await untilRunning()
+        const { promise, resolve } = Promise.withResolvers<Record<string, unknown>>()
+        a.waiter = { checkpointId, bound: false, resolve }
+        try {
+          await host.apply(runId, { type: 'block', reason, checkpoint_id: checkpointId }, EXECUTOR)
+        } catch (err) {
+          a.waiter = undefined
+          if (refusedByBlock(err)) continue
+          throw err
+        }
+        return await unlessAborted(promise, signal)
       }
-      const aborted = new Promise<never>((_resolve, reject) => {
-        if (a.abort.signal.aborted) reject(a.abort.signal.reason)
-        a.abort.signal.addEventListener('abort', () => { reject(a.abort.signal.reason) }, { once: true })
-      })
-      return Promise.race([promise, aborted])
     },
     complete: async (output) => {
-      await untilRunning()
-      await host.apply(runId, { type: 'complete', output }, EXECUTOR)
+      if (await whenRunning({ type: 'complete', output }) === undefined) throw endedError(a, 'complete')
     },
     fail: async (message) => {
       await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message }, EXECUTOR)
     },
     handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR)
   }
-  a.handlerRunning = true
+  return { ctx, whenRunning }
+}
+
+/** The refusal for a call whose run ended while the call waited for a resume. */
+function endedError (a: Active, what: string): AapError {
+  return new AapError('INVALID_TRANSITION', `cannot ${what} run ${a.run.run_id}: it ended (${a.run.state}) while it was blocked`, {
+    run_id: a.run.run_id, state: a.run.state, command: what
+  })
+}
+
+async function runHandler (
+  host: HandlerHost, runId: string, a: Active, handler: RunHandler | undefined,
+  input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
+): Promise<void> {
   try {
-    const output = await handler(ctx)
-    if (host.isActive(runId) && a.run.state === 'running') {
-      await host.apply(runId, { type: 'complete', output: output ?? {} }, EXECUTOR)
+    if (handler === undefined) {
+      await failRun(host, runId, 'no handler is registered for this capability')
+      return
     }
-  } catch (err) {
-    if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-      await failRun(host, runId, toAapError(err).message.slice(0, 1000))
-    } else {
-      // the run ended by other means (cancel, handoff, stop): the handler's error is its reaction to that
-      host.log.debug({ err: toAapError(err), run_id: runId }, 'a handler ended with an error after its run ended')
+    const { ctx, whenRunning } = contextFor(host, runId, a, input, handedOff, restored)
+    let output: Record<string, unknown> | undefined | void
+    try {
+      output = await handler(ctx)
+    } catch (err) {
+      if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
+        await failRun(host, runId, toAapError(err).message.slice(0, 1000))
+      } else {
+        // the run ended by other means (cancel, handoff, stop): the handler's error is its reaction to that
+        host.log.debug({ err: toAapError(err), run_id: runId }, 'a handler ended with an error after its run ended')
+      }
+      return
+    }
+    if (!host.isActive(runId) || isTerminal(a.run.state)) return // it completed, failed or handed off through its ctx
+    // returned while blocked: the output is kept, and the run completes with it once resumed
+    if (a.run.state === 'blocked') host.log.debug({ run_id: runId, checkpoint_id: a.run.checkpoint_id }, 'a handler returned while its run is blocked; its output waits for the resume')
+    try {
+      const done = await whenRunning({ type: 'complete', output: output ?? {} })
+      if (done === undefined) host.log.info({ run_id: runId, state: a.run.state }, 'a handler\'s output was dropped: its run ended while blocked')
+    } catch (err) {
+      if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
+        await failRun(host, runId, `the handler's output could not complete the run: ${toAapError(err).message}`.slice(0, 1000))
+      } else {
+        // the run ended (cancel, stop) while the output waited: it is not the handler's failure
+        host.log.info({ err: toAapError(err), run_id: runId, state: a.run.state }, 'a handler\'s output could not complete its run')
+      }
     }
   } finally {
     a.handlerRunning = false

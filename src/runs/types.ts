@@ -42,6 +42,45 @@ export interface DelegateRequest {
   authorized?: string[]
 }
 
+/** A checkpoint a run is blocked on, as its run.blocked event recorded it. */
+export interface OpenCheckpoint {
+  checkpoint_id: string
+  reason: string
+  /** Who raised it: the executing agent's id (its own `ctx.block`), the delegator's, or an authorized agent's. */
+  by: string
+}
+
+/** A checkpoint resolved by a resume, as its event recorded it. */
+export interface ResolvedCheckpoint {
+  checkpoint_id: string | null
+  resolution: Record<string, unknown>
+  /** The delegator or authorized agent that resumed the run. */
+  by: string
+}
+
+/**
+ * What an in-process handler sees of its run.
+ *
+ * Blocks raised by someone else (the delegator, or an agent it authorized,
+ * which is how an L2 `checkpoint.raise` reaches a run) are told at once:
+ * `blocked` turns non-null, `onBlocked` listeners are called, and
+ * `untilResumed()` waits for the resolution. The handler is never started a
+ * second time for the same run while it is alive, and what it does while the
+ * run is blocked is kept, not lost:
+ *
+ * - returning (or `complete`) while blocked: the output is held and the run
+ *   completes with it right after the resume; if the run is canceled (or
+ *   otherwise ends) meanwhile, the output is dropped and the run stays as it
+ *   ended;
+ * - `progress` and `block` while blocked wait for the resume, then go through;
+ * - throwing or `fail` while blocked fails the run at once (fail is allowed
+ *   from blocked).
+ *
+ * Only a run that was blocked when the node restarted (no handler alive in
+ * this process) has its handler started again on resume, with `restored` set.
+ * A handler that returned while blocked and whose node then stopped before
+ * the resume is in that case too: its held output was in memory only.
+ */
 export interface RunContext {
   /** A snapshot of the run when the handler was called. */
   readonly run: Run
@@ -52,6 +91,14 @@ export interface RunContext {
   readonly handedOff: { from: HandoffLink, context: Record<string, unknown> } | null
   /** Set when the handler is called again for a run that was blocked when the node restarted. */
   readonly restored: { checkpoint_id: string | null, resolution: Record<string, unknown> } | null
+  /** The checkpoint the run is blocked on now (by anyone, the handler's own `block` included), or null while it runs. Live. */
+  readonly blocked: OpenCheckpoint | null
+  /** Called once the run is blocked (after the block is committed). Returns the unsubscribe. */
+  onBlocked: (listener: (checkpoint: OpenCheckpoint) => void) => () => void
+  /** Called once a blocked run is resumed (after the resume is committed). Returns the unsubscribe. */
+  onResumed: (listener: (resolved: ResolvedCheckpoint) => void) => () => void
+  /** Null at once when the run is not blocked; else resolves at its resume; rejects (with `signal.reason`) if the run ends first. */
+  untilResumed: () => Promise<ResolvedCheckpoint | null>
   progress: (payload: Record<string, unknown>) => Promise<void>
   /** Block on a checkpoint; resolves with the resolution the delegator resumes with. */
   block: (reason: string, checkpointId: string) => Promise<Record<string, unknown>>

@@ -22,6 +22,8 @@ export interface TraceVerdict {
 export interface TraceExpectations {
   /** Resolutions the L2 driver sent, by checkpoint id. */
   resolutions?: Record<string, unknown>
+  /** The agent that raises every checkpoint (the L2 coordinator, as the runs' delegator): each block names it as `by`. */
+  raisedBy?: string
   /** Handoffs the L2 driver ordered: how many ownership transfers. */
   transfers?: number
 }
@@ -74,6 +76,7 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
         const id = e.payload.checkpoint_id
         if (typeof id !== 'string' || id === '') cp.push(`${runId}#${e.seq}: block without checkpoint_id`)
         else open = id
+        if (expect.raisedBy !== undefined && e.payload.by !== expect.raisedBy) cp.push(`${runId}#${e.seq}: block raised by ${String(e.payload.by)}, not the coordinator`)
       }
       if (e.payload.transition === 'resume') {
         if (open === null) cp.push(`${runId}#${e.seq}: resume without an open checkpoint`)

@@ -4,7 +4,7 @@
  *
  *   task.create/assign  -> discover + agent.delegate(task_id)
  *   (agent works)       -> run.progress
- *   checkpoint.raise    -> agent.block(checkpoint_id)   (raised by the executing agent)
+ *   checkpoint.raise    -> agent.block(checkpoint_id)   (raised by the coordinator: the delegator blocks the run)
  *   checkpoint.resolve  -> agent.resume(resolution)
  *   ownership.transfer  -> agent.handoff(new agent)
  *   (new agent works)   -> run.completed
@@ -367,11 +367,12 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       rec.runs.push(run)
       acknowledged.set(run.run_id, driver)
 
-      // checkpoint.raise (by the agent) -> block; checkpoint.resolve -> resume
-      await waitFor('block', e => e.run_id === run.run_id && e.type === 'run.blocked')
+      // checkpoint.raise (by the coordinator, while the agent works) -> block; checkpoint.resolve -> resume; the agent says it was told
+      await waitFor('started progress', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'started')
+      await driver.node.block(run.run_id, 'needs approval', checkpointOf(taskId))
       const resolution = { approved: true, reviewer: `human-${i}` }
       await driver.node.resume(run.run_id, resolution)
-      await waitFor('resumed progress', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'resumed')
+      await waitFor('resumed progress, told of the checkpoint', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'resumed' && e.payload.raised_by === driver.node.agentId)
 
       // ownership.transfer -> handoff
       const next = await driver.node.handoff(run.run_id, second.agentId, { reason: 'ownership transfer', from_task: taskId })
@@ -386,7 +387,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       const r0 = performance.now()
       const replay = await auditor.node.events.replay(taskId, { participants: [driver.node.agentId, first.agentId] })
       replayMs.add(performance.now() - r0)
-      const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1 })
+      const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1, raisedBy: driver.node.agentId })
       for (const c of ['capability_ref', 'task_correlation', 'checkpoint_block', 'ownership_handoff'] as const) {
         rec.problems.push(...verdict[c].problems.map(p => `${c}: ${p}`))
       }
