@@ -30,6 +30,7 @@ import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { SseStream } from './sse.ts'
+import { UiRoutes } from './ui-routes.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -80,6 +81,8 @@ function digest (text: string): Buffer {
 export class ApiServer {
   readonly node: MeshNode
   readonly bridge: WorkBridge
+  /** The browser view: its page, login and the operations only it needs (ui-routes.ts). */
+  readonly ui: UiRoutes
   private readonly app: FastifyInstance
   private readonly opts: ApiServerOptions
   private readonly tokenDigest: Buffer
@@ -98,6 +101,7 @@ export class ApiServer {
     this.log = opts.logger ?? silentLogger()
     this.tokenDigest = digest(opts.token)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
+    this.ui = new UiRoutes({ node, log: this.log.child({ component: 'ui' }), url: () => this.url })
     // fastify logs every request at info: only worth it when debugging
     const verbose = this.log.level === 'debug' || this.log.level === 'trace'
     const apiLog: FastifyBaseLogger = this.log.child({ component: 'api' }, { level: verbose ? this.log.level : 'warn' })
@@ -162,6 +166,7 @@ export class ApiServer {
     app.removeContentTypeParser(['text/plain'])
 
     app.addHook('onRequest', async (req, reply) => {
+      if (this.ui.authorize(req)) return
       const header = req.headers.authorization
       const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : undefined
       if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest)) {
@@ -198,7 +203,7 @@ export class ApiServer {
       })
     }
 
-    const handlers = this.handlers()
+    const handlers = { ...this.handlers(), ...this.ui.handlers() }
     const documented = new Set(operations.map(o => o.operationId))
     for (const id of Object.keys(handlers)) {
       if (!documented.has(id)) throw new Error(`API handler ${id} has no operation in protocols/api.openapi.json`)
@@ -208,6 +213,7 @@ export class ApiServer {
       if (handler === undefined) throw new Error(`operation ${op.operationId} of protocols/api.openapi.json has no handler`)
       this.route(op, handler)
     }
+    this.ui.register(app)
   }
 
   private route (op: Operation, handler: Handler): void {

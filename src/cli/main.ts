@@ -8,6 +8,7 @@ import pkg from '../../package.json' with { type: 'json' }
 import { registerRemoteCommands } from './commands.ts'
 import { EXIT_USAGE } from './remote.ts'
 import { registerStart } from './start.ts'
+import { registerUi } from './ui.ts'
 
 export function buildProgram (): Command {
   const program = new Command()
@@ -22,6 +23,7 @@ Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
 2 wrong arguments, 3 no node reachable.`)
   registerStart(program)
   registerRemoteCommands(program)
+  registerUi(program)
   return program
 }
 
