@@ -10,7 +10,10 @@
  * summarizer then sub-delegates a fact check to the fact-checker and hands the
  * run off to it, which publishes. That is a three-run timeline with a
  * sub-delegation and a handoff, taken as docs/ui-timeline.png; the node view
- * (card, peers, runs at a glance) is docs/ui-node.png.
+ * (card, peers, runs at a glance) is docs/ui-node.png, and the runs view with
+ * the run blocked on its checkpoint is docs/ui-runs.png, its timeline with
+ * the checkpoint's form docs/ui-blocked.png, and a discovery by capability
+ * docs/ui-discover.png.
  */
 import { mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
@@ -87,10 +90,14 @@ try {
   await page.fill('#delegate-form [name="input"]', '{"doc": "quarterly-report.pdf"}')
   await page.click('#delegate-form button[type="submit"]')
   await page.waitForSelector('#runs tr[data-state="blocked"]', { timeout: WAIT_MS })
+  await page.fill('#delegate-form [name="task_id"]', 'brief-2026-12')
+  await page.screenshot({ path: join(out, 'ui-runs.png') })
 
   // resolve the checkpoint on the timeline
   await page.goto(`${api.url}/ui#task/brief-2026-11`)
   await page.waitForSelector('form.checkpoint[data-checkpoint="approve-outline"]', { timeout: WAIT_MS })
+  await page.waitForSelector('#live:not([hidden])', { timeout: WAIT_MS })
+  await page.screenshot({ path: join(out, 'ui-blocked.png') })
   await page.fill('form.checkpoint textarea', '{"approved": true, "notes": "keep it to one page"}')
   await page.click('form.checkpoint button[type="submit"]')
   await page.waitForFunction(() => {
@@ -110,7 +117,14 @@ try {
       [...doc.querySelectorAll('#peers td.num')].every((td: any) => td.textContent !== '—')
   }, undefined, { timeout: WAIT_MS })
   await page.screenshot({ path: join(out, 'ui-node.png'), fullPage: true })
-  process.stdout.write(`wrote ${join(out, 'ui-node.png')} and ${join(out, 'ui-timeline.png')}\n`)
+
+  // discover by capability
+  await page.click('nav a[data-view="discover"]')
+  await page.fill('#discover-form [name="capability"]', 'cap:summarize')
+  await page.click('#discover-form button[type="submit"]')
+  await page.waitForFunction(() => (globalThis as any).document.querySelectorAll('.agent-card').length === 2, undefined, { timeout: WAIT_MS })
+  await page.screenshot({ path: join(out, 'ui-discover.png') })
+  process.stdout.write(`wrote ${['ui-node.png', 'ui-runs.png', 'ui-blocked.png', 'ui-timeline.png', 'ui-discover.png'].map(f => join(out, f)).join(', ')}\n`)
 } finally {
   await browser.close()
   await api.close()

@@ -129,8 +129,8 @@ async function loadRuns () {
       <tr data-run="${esc(r.run_id)}" data-state="${esc(r.state)}" data-side="${side}">
         <td><a href="#task/${esc(seg(r.correlation_id))}">${esc(r.correlation_id)}</a></td>
         <td><code title="${esc(r.run_id)}">${esc(shortId(r.run_id.split(':')[1] ?? r.run_id))}</code></td>
-        <td>${badge(r.state)}${r.state === 'blocked' ? ` <small>checkpoint <code>${esc(r.checkpoint_id)}</code></small>` : ''}</td>
-        <td>${side === 'here' ? 'executing here' : 'delegated from here'}</td>
+        <td>${badge(r.state)}${r.state === 'blocked' ? `<div class="cpn">checkpoint <code>${esc(r.checkpoint_id)}</code></div>` : ''}</td>
+        <td><span class="chip side ${side}">${side === 'here' ? 'executing here' : 'delegated'}</span></td>
         <td>${agentLabel(r.agent_id)}</td>
         <td>${esc(capText(r.capability))}</td>
         <td>${esc(ago(r.updated_at))}</td>
@@ -204,7 +204,7 @@ async function discover (ev) {
   try {
     const { cards } = await api('GET', `/v1/discover?${q}`)
     for (const c of cards) state.names.set(c.agent_id, c.name)
-    out.innerHTML = cards.length === 0 ? '<p class="empty">No agent found.</p>' : `<div class="cards">${cards.map(c => `
+    out.innerHTML = cards.length === 0 ? '<p class="empty">No agent found.</p>' : `<p class="found-note">${cards.length} agent(s), each card verified. Pick a capability to delegate to that agent.</p><div class="cards">${cards.map(c => `
       <div class="agent-card" data-agent="${esc(c.agent_id)}">
         <h3>${esc(c.name)}</h3><code title="${esc(c.agent_id)}">${esc(shortId(c.agent_id))}</code>
         <p>${esc(c.description ?? '')}</p>
@@ -223,6 +223,7 @@ let timelineTimer = null
 function openTask (correlation) {
   if (state.source !== null) state.source.close()
   state.source = null
+  setLive(false)
   state.task = correlation
   $('#task-form').task.value = correlation ?? ''
   $('#timeline').innerHTML = ''
@@ -234,6 +235,7 @@ function openTask (correlation) {
   const hints = participantHints(correlation)
   const src = new EventSource(`/v1/events/${seg(correlation)}/stream?history=false${hints}`)
   state.source = src
+  setLive(false)
   src.addEventListener('ready', () => setLive(true))
   for (const t of ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed']) {
     src.addEventListener(t, () => { scheduleTimeline(); void loadRuns() })
@@ -254,7 +256,10 @@ function participantHints (correlation) {
 }
 
 function setLive (on) {
-  $('#live').classList.toggle('off', !on)
+  const live = $('#live')
+  live.classList.toggle('off', !on)
+  live.hidden = state.source === null
+  live.title = on ? `following ${state.task} as its events come` : 'reconnecting…'
 }
 
 function scheduleTimeline () {

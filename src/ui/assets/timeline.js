@@ -86,7 +86,8 @@ export function drawTimeline (t, { label }) {
   const first = ordered[0]
   const last = ordered.at(-1)
   out.push(`<text class="axis" x="${LABEL_W + 40}" y="16">${esc(new Date(first.at).toLocaleTimeString())}</text>`)
-  if (last !== first) out.push(`<text class="axis" x="${x.get(key(last))}" y="16" text-anchor="end">${esc(new Date(last.at).toLocaleTimeString())}</text>`)
+  const lastX = x.get(key(last))
+  if (lastX - (LABEL_W + 40) > 160 && new Date(last.at).toLocaleTimeString() !== new Date(first.at).toLocaleTimeString()) out.push(`<text class="axis" x="${lastX}" y="16" text-anchor="end">${esc(new Date(last.at).toLocaleTimeString())}</text>`)
 
   // lanes
   r.runs.forEach((run, i) => {
