@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
-import { verdicts } from '../src/api/ui-routes.ts'
+import { connectionType, verdicts } from '../src/api/ui-routes.ts'
 import { buildReplay } from '../src/events/replay.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent } from '../src/runs/types.ts'
@@ -131,6 +131,13 @@ describe('the browser view: login and authorization', () => {
     expect(s.check(session!)).toBe(true)
     now += s.sessionTtlMs
     expect(s.check(session!)).toBe(false)
+  })
+
+  it('names a connection through a circuit relay relayed, any other direct', () => {
+    const relay = '12D3KooWRelayRelayRelayRelayRelayRelayRelayRelayRelay'
+    expect(connectionType(`/ip4/127.0.0.1/tcp/4001/p2p/${relay}/p2p-circuit`)).toBe('relayed')
+    expect(connectionType('/ip4/127.0.0.1/tcp/4001')).toBe('direct')
+    expect(connectionType('/memory/a')).toBe('direct')
   })
 
   it('calls out an event whose signature, seq or chain link does not hold', async () => {

@@ -88,7 +88,8 @@ export interface UiRoutesOptions {
 export class UiRoutes {
   readonly sessions: UiSessions
   private readonly opts: UiRoutesOptions
-  private readonly pings = new Map<string, { rtt: number | null, at: number }>()
+  /** What was looked up about a peer (a ping, its card's name), reused for UI_PING_CACHE_MS. */
+  private readonly lookedUp = new Map<string, { rtt: number | null, name: string | null, at: number }>()
 
   constructor (opts: UiRoutesOptions) {
     this.opts = opts
@@ -107,7 +108,7 @@ export class UiRoutes {
     if (typeof req.headers.authorization === 'string') return false
     const session = cookieOf(req, UI_SESSION_COOKIE)
     if (session === undefined || !this.sessions.check(session)) return false
-    if (req.routeOptions.config.operationId === 'createLoginCode') return false
+    if (req.routeOptions?.config?.operationId === 'createLoginCode') return false
     if (req.method !== 'GET' && req.headers[UI_CSRF_HEADER] === undefined) {
       throw new HttpError(403, 'UNAUTHORIZED', `a request made with the view's session must carry the ${UI_CSRF_HEADER} header`, { reason: 'csrf' })
     }
@@ -208,7 +209,7 @@ export class UiRoutes {
       const connections = conns.map(c => {
         const addr = c.remoteAddr.toString()
         return {
-          type: addr.includes('/p2p-circuit') ? 'relayed' : 'direct',
+          type: connectionType(addr),
           direction: c.direction,
           transport: (c.remoteAddr.getComponents().find(p => p.name !== 'ip4' && p.name !== 'ip6' && p.name !== 'dns' && p.name !== 'dns4' && p.name !== 'dns6')?.name ?? 'unknown').slice(0, 32),
           opened_at: new Date(c.timeline.open).toISOString(),
@@ -226,38 +227,42 @@ export class UiRoutes {
       }
       const known = connections.map(c => c.rtt_ms).filter((r): r is number => r !== null)
       let latency: number | null = known.length > 0 ? Math.min(...known) : null
-      let name: string | null = null
+      let cached = this.lookedUp.get(id)
       // only a few peers per request cost a ping or a card lookup; the rest show what is at hand
-      if (peerId !== undefined && lookups < UI_PEERS_PING_MAX) {
+      if ((cached === undefined || Date.now() - cached.at >= UI_PING_CACHE_MS) && peerId !== undefined && lookups < UI_PEERS_PING_MAX) {
         lookups++
-        const [rtt, card] = await Promise.all([
-          latency === null ? this.ping(id, peerId) : Promise.resolve(latency),
-          this.opts.node.getCard(id, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) }).catch((err: unknown) => {
-            this.opts.log.debug({ peer: id, err: (err as Error).message }, 'no card for a connected peer')
-            return undefined
-          })
-        ])
-        latency = rtt
-        name = card?.name ?? null
+        cached = await this.lookUp(id, peerId, latency === null)
       }
-      return { agent_id: id, name, connections, latency_ms: latency, protocols }
+      latency ??= cached?.rtt ?? null
+      return { agent_id: id, name: cached?.name ?? null, connections, latency_ms: latency, protocols }
     }))
     return { peers, total: byPeer.size }
   }
 
-  private async ping (id: string, peerId: Parameters<MeshNode['host']['services']['ping']['ping']>[0]): Promise<number | null> {
-    const cached = this.pings.get(id)
-    if (cached !== undefined && Date.now() - cached.at < UI_PING_CACHE_MS) return cached.rtt
-    let rtt: number | null = null
-    try {
-      rtt = await this.opts.node.host.services.ping.ping(peerId, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) })
-    } catch (err) {
-      this.opts.log.debug({ peer: id, err: (err as Error).message }, 'ping failed')
-    }
-    if (this.pings.size >= UI_PEERS_MAX) this.pings.clear()
-    this.pings.set(id, { rtt, at: Date.now() })
-    return rtt
+  /** Ping a peer (when asked) and fetch its card's name, both bounded by UI_PING_TIMEOUT_MS; failures are logged and cached as unknown. */
+  private async lookUp (id: string, peerId: Parameters<MeshNode['host']['services']['ping']['ping']>[0], ping: boolean): Promise<{ rtt: number | null, name: string | null, at: number }> {
+    const [rtt, card] = await Promise.all([
+      ping
+        ? this.opts.node.host.services.ping.ping(peerId, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) }).catch((err: unknown) => {
+          this.opts.log.debug({ peer: id, err: (err as Error).message }, 'ping failed')
+          return null
+        })
+        : Promise.resolve(null),
+      this.opts.node.getCard(id, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) }).catch((err: unknown) => {
+        this.opts.log.debug({ peer: id, err: (err as Error).message }, 'no card for a connected peer')
+        return undefined
+      })
+    ])
+    const entry = { rtt, name: card?.name ?? null, at: Date.now() }
+    if (this.lookedUp.size >= UI_PEERS_MAX) this.lookedUp.clear()
+    this.lookedUp.set(id, entry)
+    return entry
   }
+}
+
+/** A connection through a circuit relay is relayed; any other is direct. */
+export function connectionType (remoteAddr: string): 'direct' | 'relayed' {
+  return remoteAddr.includes('/p2p-circuit') ? 'relayed' : 'direct'
 }
 
 /** Check every event of a replay again: its signature, and its link to the event before it in its run. */

@@ -23,11 +23,11 @@ export const UI_SESSION_COOKIE = 'aap_ui_session'
 export const UI_CSRF_HEADER = 'x-aap-ui'
 /** Peers listed by GET /v1/peers, at most. */
 export const UI_PEERS_MAX = 256
-/** Peers without a measured round trip that GET /v1/peers pings, at most per request. */
+/** Peers GET /v1/peers looks up (a ping when libp2p has no round trip yet, the card's name), at most per request. */
 export const UI_PEERS_PING_MAX = 16
-/** Each of those pings gives up after this long (the peer is then shown without a latency). */
+/** Each ping and card lookup gives up after this long (the peer is then shown without it). */
 export const UI_PING_TIMEOUT_MS = 2_000
-/** Round trips measured by GET /v1/peers are reused for this long. */
+/** What GET /v1/peers looked up about a peer is reused for this long. */
 export const UI_PING_CACHE_MS = 10_000
 /** Static assets of the page are read once at start; one over this size stops the server from starting. */
 export const UI_ASSET_MAX_BYTES = 256 * 1024
