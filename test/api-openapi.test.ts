@@ -10,6 +10,7 @@ import { ApiClient, type QueryValue } from '../src/api/client.ts'
 import { newToken } from '../src/api/files.ts'
 import { apiDocument, componentValidator, operations, responseValidator, sseDataValidator } from '../src/api/openapi.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
+import { UI_ROUTES } from '../src/api/ui-routes.ts'
 import { API_REPLAY_MAX_TIMEOUT_MS, API_WEBHOOK_URL_MAX_CHARS, DISCOVER_MAX_RESULTS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
@@ -88,10 +89,13 @@ describe('the OpenAPI document and the server', () => {
     await stopAll(nodes)
   })
 
-  it('is an OpenAPI 3.1 document with a bearer scheme on every route and one unique operationId per operation', () => {
+  it('is an OpenAPI 3.1 document with a bearer scheme (or the view\'s session) on every route and one unique operationId per operation', () => {
     expect(doc.openapi).toBe('3.1.0')
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' })
-    expect(doc.security).toEqual([{ bearer: [] }])
+    expect(doc.components.securitySchemes.session).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'aap_ui_session' })
+    expect(doc.security).toEqual([{ bearer: [] }, { session: [] }])
+    // login codes are minted with the bearer token only
+    expect(doc.paths['/v1/ui/login-codes']!.post.security).toEqual([{ bearer: [] }])
     const ids = operations.map(o => o.operationId)
     expect(new Set(ids).size).toBe(ids.length)
     for (const op of operations) {
@@ -105,8 +109,8 @@ describe('the OpenAPI document and the server', () => {
     expect(param('/v1/discover', 'limit').schema.maximum).toBe(DISCOVER_MAX_RESULTS)
   })
 
-  it('routes exactly the documented operations, no more and no fewer', () => {
-    const documented = operations.map(o => `${o.method.toUpperCase()} ${o.route}`).sort()
+  it('routes exactly the documented operations (and the browser view\'s own page routes), no more and no fewer', () => {
+    const documented = [...operations.map(o => `${o.method.toUpperCase()} ${o.route}`), ...UI_ROUTES.map(r => `${r.method} ${r.url}`)].sort()
     const routed = apiA.routes.map(r => `${r.method} ${r.url}`).sort()
     expect(routed).toEqual(documented)
   })
@@ -114,6 +118,11 @@ describe('the OpenAPI document and the server', () => {
   it('answers every operation, called for real, with what the document says', async () => {
     const node = await call(apiA, tokens.a, 'getNode')
     expect(node.agent_id).toBe(a.agentId)
+    const peers = await call(apiA, tokens.a, 'listPeers')
+    expect(peers.peers.map((p: { agent_id: string }) => p.agent_id)).toContain(b.agentId)
+    expect(peers.peers.find((p: { agent_id: string }) => p.agent_id === b.agentId).connections[0].type).toBe('direct')
+    const login = await call(apiA, tokens.a, 'createLoginCode')
+    expect(login.url).toBe(`${apiA.url}/ui/login?code=${login.code}`)
 
     // both sides register the capability (B so it can receive a handoff)
     await call(apiA, tokens.a, 'putCard', {}, { card: { name: 'doc-a', capabilities: [CAP], tags: ['doc'] } })
@@ -147,6 +156,8 @@ describe('the OpenAPI document and the server', () => {
     expect((await call(apiB, tokens.b, 'getRun', id)).run.state).toBe('completed')
     const replay = await call(apiB, tokens.b, 'replay', { correlation_id: run.correlation_id }, undefined, { participant: [a.agentId], timeout_ms: 5000 })
     expect(replay.transitions.map((t: { kind: string }) => t.kind)).toEqual(['delegate', 'progress', 'block', 'resume', 'complete'])
+    const timeline = await call(apiB, tokens.b, 'timeline', { correlation_id: run.correlation_id }, undefined, { participant: [a.agentId], timeout_ms: 5000 })
+    expect(timeline.verdicts).toEqual(timeline.replay.events.map((e: { run_id: string, seq: number }) => ({ run_id: e.run_id, seq: e.seq, signature: 'valid', chain: 'linked' })))
 
     // fail, cancel, handoff
     const failing = await delegate('doc-2')

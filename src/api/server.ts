@@ -29,9 +29,11 @@ import { errorReply, HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
+import { correlationHints } from './query.ts'
 import { SseStream } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
+import { UiRoutes } from './ui-routes.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -84,6 +86,8 @@ function digest (text: string): Buffer {
 export class ApiServer {
   readonly node: MeshNode
   readonly bridge: WorkBridge
+  /** The browser view: its page, login and the operations only it needs (ui-routes.ts). */
+  readonly ui: UiRoutes
   private readonly app: FastifyInstance
   private readonly opts: ApiServerOptions
   private readonly tokenDigest: Buffer
@@ -104,6 +108,7 @@ export class ApiServer {
     this.tokenDigest = digest(opts.token)
     this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
+    this.ui = new UiRoutes({ node, log: this.log.child({ component: 'ui' }), url: () => this.url })
     // fastify logs every request at info: only worth it when debugging
     const verbose = this.log.level === 'debug' || this.log.level === 'trace'
     const apiLog: FastifyBaseLogger = this.log.child({ component: 'api' }, { level: verbose ? this.log.level : 'warn' })
@@ -169,6 +174,7 @@ export class ApiServer {
     app.removeContentTypeParser(['text/plain'])
 
     app.addHook('onRequest', async (req, reply) => {
+      if (this.ui.authorize(req)) return
       const header = req.headers.authorization
       const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : undefined
       if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest)) {
@@ -205,7 +211,7 @@ export class ApiServer {
       })
     }
 
-    const handlers = this.handlers()
+    const handlers = { ...this.handlers(), ...this.ui.handlers() }
     const documented = new Set(operations.map(o => o.operationId))
     for (const id of Object.keys(handlers)) {
       if (!documented.has(id)) throw new Error(`API handler ${id} has no operation in protocols/api.openapi.json`)
@@ -215,6 +221,7 @@ export class ApiServer {
       if (handler === undefined) throw new Error(`operation ${op.operationId} of protocols/api.openapi.json has no handler`)
       this.route(op, handler)
     }
+    this.ui.register(app)
   }
 
   private route (op: Operation, handler: Handler): void {
@@ -424,7 +431,7 @@ export class ApiServer {
           let sub: EventSubscription
           try {
             sub = await node.events.subscribe(correlation, {
-              ...hints(q),
+              ...correlationHints(q),
               history: q.history !== false,
               onEvent: (e) => { if (sse === undefined) early.push(e); else sse.send(e.type, e) }
             })
@@ -458,27 +465,13 @@ export class ApiServer {
           const q = req.query as Query
           return {
             body: await node.events.replay(correlation, {
-              ...hints(q),
+              ...correlationHints(q),
               ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
             })
           }
         }
       }
     }
-  }
-}
-
-function strings (v: unknown): string[] {
-  return Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []
-}
-
-function hints (q: Query): { owner?: string, participants?: string[], runs?: string[] } {
-  const participants = strings(q.participant)
-  const runs = strings(q.run)
-  return {
-    ...(typeof q.owner === 'string' ? { owner: q.owner } : {}),
-    ...(participants.length > 0 ? { participants } : {}),
-    ...(runs.length > 0 ? { runs } : {})
   }
 }
 

@@ -10,6 +10,7 @@ import { registerConformance } from './conformance.ts'
 import { EXIT_USAGE } from './remote.ts'
 import { registerStart } from './start.ts'
 import { registerMcp } from './mcp.ts'
+import { registerUi } from './ui.ts'
 
 export function buildProgram (): Command {
   const program = new Command()
@@ -26,6 +27,7 @@ Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
   registerRemoteCommands(program)
   registerMcp(program)
   registerConformance(program)
+  registerUi(program)
   return program
 }
 

@@ -1,0 +1,289 @@
+/**
+ * The node's browser view, served by the local API: the page and its assets
+ * (src/ui/assets, read once, no network at view time), the login that turns a
+ * single-use code into a session cookie, and the JSON operations only the
+ * view needs (peers, a timeline with verdicts, login codes), which are
+ * documented in protocols/api.openapi.json like every other operation.
+ *
+ * Authorization: the page, its assets and the API accept a session cookie
+ * (HttpOnly, SameSite=Strict) as well as the bearer token. A cookie-carrying
+ * request that is not a GET must also carry the UI_CSRF_HEADER header, which
+ * a cross-site form cannot send. Login codes are minted with the bearer token
+ * only. The routes under /ui are not API operations: UI_ROUTES lists them.
+ */
+import { readFileSync, statSync } from 'node:fs'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { InvalidRequestError } from '../errors.ts'
+import { checkChain, verifyEventSync } from '../runlog/event.ts'
+import type { CorrelationReplay } from '../events/replay.ts'
+import type { Logger } from '../logger.ts'
+import type { MeshNode } from '../node.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import {
+  UI_ASSET_MAX_BYTES, UI_CSRF_HEADER, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SESSION_COOKIE
+} from '../ui/constants.ts'
+import { UiSessions } from '../ui/sessions.ts'
+import { HttpError } from './errors.ts'
+
+/** The routes of the view itself, besides the documented operations. */
+export const UI_ROUTES: ReadonlyArray<{ method: string, url: string }> = [
+  { method: 'GET', url: '/ui' },
+  { method: 'GET', url: '/ui/login' },
+  { method: 'POST', url: '/ui/logout' },
+  { method: 'GET', url: '/ui/assets/:name' }
+]
+
+const ASSET_TYPES: Record<string, string> = {
+  'app.js': 'text/javascript; charset=utf-8',
+  'timeline.js': 'text/javascript; charset=utf-8',
+  'app.css': 'text/css; charset=utf-8'
+}
+
+function readAsset (name: string): string {
+  const url = new URL(`../ui/assets/${name}`, import.meta.url)
+  const size = statSync(url).size
+  if (size > UI_ASSET_MAX_BYTES) throw new Error(`UI asset ${name} is ${size} bytes, over UI_ASSET_MAX_BYTES`)
+  return readFileSync(url, 'utf8')
+}
+
+const INDEX_HTML = readAsset('index.html')
+const ASSETS = new Map(Object.keys(ASSET_TYPES).map(name => [name, readAsset(name)]))
+
+const SECURITY_HEADERS: Record<string, string> = {
+  // everything comes from the node itself: no CDN, no inline script, no framing
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store'
+}
+
+function cookieOf (req: FastifyRequest, name: string): string | undefined {
+  const header = req.headers.cookie
+  if (typeof header !== 'string') return undefined
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
+  }
+  return undefined
+}
+
+function page (title: string, text: string): string {
+  const esc = (s: string): string => s.replace(/[&<>"]/g, c => `&#${c.charCodeAt(0)};`)
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title>` +
+    '<link rel="stylesheet" href="/ui/assets/app.css"></head>' +
+    `<body class="gate"><main><h1>${esc(title)}</h1><p>${esc(text)}</p></main></body></html>`
+}
+
+interface Answer { status?: number, body: unknown }
+type JsonHandler = { json: (req: FastifyRequest) => Promise<Answer> }
+
+export interface UiRoutesOptions {
+  node: MeshNode
+  log: Logger
+  /** The API's own URL, once it listens (for the login link). */
+  url: () => string
+  sessions?: UiSessions
+}
+
+export class UiRoutes {
+  readonly sessions: UiSessions
+  private readonly opts: UiRoutesOptions
+  /** What was looked up about a peer (a ping, its card's name), reused for UI_PING_CACHE_MS. */
+  private readonly lookedUp = new Map<string, { rtt: number | null, name: string | null, at: number }>()
+
+  constructor (opts: UiRoutesOptions) {
+    this.opts = opts
+    this.sessions = opts.sessions ?? new UiSessions()
+  }
+
+  /**
+   * Called first by the API's onRequest hook. True when the request needs no
+   * bearer token: a route of the view (each checks its session itself) or an
+   * API call with a live session cookie (and, unless a GET, the CSRF header).
+   * False sends the request on to the bearer check.
+   */
+  authorize (req: FastifyRequest): boolean {
+    const path = req.url.split('?')[0] ?? ''
+    if (path === '/ui' || path.startsWith('/ui/')) return true
+    if (typeof req.headers.authorization === 'string') return false
+    const session = cookieOf(req, UI_SESSION_COOKIE)
+    if (session === undefined || !this.sessions.check(session)) return false
+    if (req.routeOptions?.config?.operationId === 'createLoginCode') return false
+    if (req.method !== 'GET' && req.headers[UI_CSRF_HEADER] === undefined) {
+      throw new HttpError(403, 'UNAUTHORIZED', `a request made with the view's session must carry the ${UI_CSRF_HEADER} header`, { reason: 'csrf' })
+    }
+    return true
+  }
+
+  private session (req: FastifyRequest): string | undefined {
+    const s = cookieOf(req, UI_SESSION_COOKIE)
+    return s !== undefined && this.sessions.check(s) ? s : undefined
+  }
+
+  private refuse (reply: FastifyReply, why: string): void {
+    void reply.code(401).headers(SECURITY_HEADERS).type('text/html; charset=utf-8').send(page('aap-mesh: log in', why))
+  }
+
+  /** The view's routes on the API's fastify instance. */
+  register (app: FastifyInstance): void {
+    app.get('/ui', async (req, reply) => {
+      if (this.session(req) === undefined) {
+        this.refuse(reply, 'This node\'s view needs a login. Run "aap-mesh ui --data-dir <the node\'s data dir>" and open the link it prints (each link works once).')
+        return reply
+      }
+      return reply.headers(SECURITY_HEADERS).type('text/html; charset=utf-8').send(INDEX_HTML)
+    })
+
+    app.get('/ui/login', async (req, reply) => {
+      const code = (req.query as Record<string, unknown>).code
+      const session = typeof code === 'string' && code.length > 0 && code.length <= 128 ? this.sessions.redeem(code) : undefined
+      if (session === undefined) {
+        this.opts.log.info('UI login refused: unknown, used or expired code')
+        this.refuse(reply, 'This login link is unknown, used or expired. Run "aap-mesh ui" again for a new one.')
+        return reply
+      }
+      const maxAge = Math.floor(this.sessions.sessionTtlMs / 1000)
+      this.opts.log.info('UI login')
+      // a clean URL: the code leaves the address bar and the history entry is replaced
+      return reply.code(303).headers(SECURITY_HEADERS)
+        .header('set-cookie', `${UI_SESSION_COOKIE}=${session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`)
+        .header('location', '/ui').send()
+    })
+
+    app.post('/ui/logout', async (req, reply) => {
+      const session = this.session(req)
+      if (session === undefined || req.headers[UI_CSRF_HEADER] === undefined) throw new HttpError(401, 'UNAUTHORIZED', 'no view session (or no CSRF header)')
+      this.sessions.end(session)
+      return reply.code(204).header('set-cookie', `${UI_SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).send()
+    })
+
+    app.get('/ui/assets/:name', async (req, reply) => {
+      const name = (req.params as Record<string, string>).name ?? ''
+      const body = ASSETS.get(name)
+      // the stylesheet also dresses the login page, shown before any session exists
+      if (name !== 'app.css' && this.session(req) === undefined) throw new HttpError(401, 'UNAUTHORIZED', 'log in first (aap-mesh ui)')
+      if (body === undefined) throw new HttpError(404, 'INVALID_REQUEST', `no asset ${name.slice(0, 64)}`, { reason: 'no_route' })
+      return reply.headers(SECURITY_HEADERS).type(ASSET_TYPES[name] ?? 'application/octet-stream').send(body)
+    })
+  }
+
+  /** Handlers of the view's documented operations. */
+  handlers (): Record<string, JsonHandler> {
+    return {
+      createLoginCode: {
+        json: async () => {
+          const { code, expiresAt } = this.sessions.issueCode()
+          return { status: 201, body: { code, url: `${this.opts.url()}/ui/login?code=${code}`, expires_at: expiresAt.toISOString() } }
+        }
+      },
+      listPeers: { json: async () => ({ body: await this.peers() }) },
+      timeline: {
+        json: async (req) => {
+          const correlation = (req.params as Record<string, string>).correlation_id ?? ''
+          const q = req.query as Record<string, unknown>
+          const list = (v: unknown): string[] => Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []
+          const participants = list(q.participant)
+          const runs = list(q.run)
+          const r = await this.opts.node.events.replay(correlation, {
+            ...(participants.length > 0 ? { participants } : {}),
+            ...(runs.length > 0 ? { runs } : {}),
+            ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
+          })
+          return { body: { replay: r, verdicts: verdicts(r) } }
+        }
+      }
+    }
+  }
+
+  private async peers (): Promise<unknown> {
+    const host = this.opts.node.host
+    const byPeer = new Map<string, ReturnType<typeof host.getConnections>>()
+    for (const c of host.getConnections()) {
+      const id = c.remotePeer.toString()
+      byPeer.set(id, [...(byPeer.get(id) ?? []), c])
+    }
+    const ids = [...byPeer.keys()].sort().slice(0, UI_PEERS_MAX)
+    let lookups = 0
+    const peers = await Promise.all(ids.map(async (id) => {
+      const conns = byPeer.get(id) ?? []
+      const connections = conns.map(c => {
+        const addr = c.remoteAddr.toString()
+        return {
+          type: connectionType(addr),
+          direction: c.direction,
+          transport: (c.remoteAddr.getComponents().find(p => p.name !== 'ip4' && p.name !== 'ip6' && p.name !== 'dns' && p.name !== 'dns4' && p.name !== 'dns6')?.name ?? 'unknown').slice(0, 32),
+          opened_at: new Date(c.timeline.open).toISOString(),
+          rtt_ms: typeof c.rtt === 'number' && c.rtt >= 0 ? c.rtt : null
+        }
+      })
+      const peerId = conns[0]?.remotePeer
+      let protocols: string[] = []
+      if (peerId !== undefined) {
+        try {
+          protocols = [...(await host.peerStore.get(peerId)).protocols].sort()
+        } catch (err) {
+          this.opts.log.debug({ peer: id, err: (err as Error).message }, 'no peer store entry for a connected peer')
+        }
+      }
+      const known = connections.map(c => c.rtt_ms).filter((r): r is number => r !== null)
+      let latency: number | null = known.length > 0 ? Math.min(...known) : null
+      let cached = this.lookedUp.get(id)
+      // only a few peers per request cost a ping or a card lookup; the rest show what is at hand
+      if ((cached === undefined || Date.now() - cached.at >= UI_PING_CACHE_MS) && peerId !== undefined && lookups < UI_PEERS_PING_MAX) {
+        lookups++
+        cached = await this.lookUp(id, peerId, latency === null)
+      }
+      latency ??= cached?.rtt ?? null
+      return { agent_id: id, name: cached?.name ?? null, connections, latency_ms: latency, protocols }
+    }))
+    return { peers, total: byPeer.size }
+  }
+
+  /** Ping a peer (when asked) and fetch its card's name, both bounded by UI_PING_TIMEOUT_MS; failures are logged and cached as unknown. */
+  private async lookUp (id: string, peerId: Parameters<MeshNode['host']['services']['ping']['ping']>[0], ping: boolean): Promise<{ rtt: number | null, name: string | null, at: number }> {
+    const [rtt, card] = await Promise.all([
+      ping
+        ? this.opts.node.host.services.ping.ping(peerId, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) }).catch((err: unknown) => {
+          this.opts.log.debug({ peer: id, err: (err as Error).message }, 'ping failed')
+          return null
+        })
+        : Promise.resolve(null),
+      this.opts.node.getCard(id, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) }).catch((err: unknown) => {
+        this.opts.log.debug({ peer: id, err: (err as Error).message }, 'no card for a connected peer')
+        return undefined
+      })
+    ])
+    const entry = { rtt, name: card?.name ?? null, at: Date.now() }
+    if (this.lookedUp.size >= UI_PEERS_MAX) this.lookedUp.clear()
+    this.lookedUp.set(id, entry)
+    return entry
+  }
+}
+
+/** A connection through a circuit relay is relayed; any other is direct. */
+export function connectionType (remoteAddr: string): 'direct' | 'relayed' {
+  return remoteAddr.includes('/p2p-circuit') ? 'relayed' : 'direct'
+}
+
+/** Check every event of a replay again: its signature, and its link to the event before it in its run. */
+export function verdicts (r: CorrelationReplay): Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> {
+  const out: Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> = []
+  const heads = new Map<string, AgentEvent>()
+  for (const e of r.events) {
+    let signature: 'valid' | 'invalid' = 'valid'
+    try {
+      verifyEventSync(e)
+    } catch {
+      signature = 'invalid'
+    }
+    let chain: 'linked' | 'gap' | 'broken' = 'linked'
+    try {
+      checkChain([e], heads.get(e.run_id))
+    } catch (err) {
+      chain = err instanceof InvalidRequestError && err.details?.reason === 'gap' ? 'gap' : 'broken'
+    }
+    heads.set(e.run_id, e)
+    out.push({ run_id: e.run_id, seq: e.seq, signature, chain })
+  }
+  return out
+}

@@ -1,0 +1,404 @@
+// The node's browser view: plain ES module, no dependencies, served by the node.
+// Every call goes to this node's own local API with the session cookie and the
+// x-aap-ui header (which the API demands of cookie-authenticated changes).
+import { drawTimeline, esc, shortId } from './timeline.js'
+
+const RUNS_REFRESH_MS = 2000
+const PEERS_REFRESH_MS = 5000
+const TIMELINE_DEBOUNCE_MS = 150
+const REPLAY_TIMEOUT_MS = 3000
+
+const $ = (sel) => document.querySelector(sel)
+const state = { node: null, card: null, runs: { executing: [], delegated: [] }, names: new Map(), task: null, source: null, timers: [] }
+
+class ApiError extends Error {
+  constructor (status, body) {
+    super(body?.error?.message ?? `HTTP ${status}`)
+    this.status = status
+    this.code = body?.error?.code ?? 'INTERNAL'
+  }
+}
+
+async function api (method, path, body) {
+  const headers = { 'x-aap-ui': '1' }
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  const res = await fetch(path, { method, headers, credentials: 'same-origin', ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+  const text = await res.text()
+  const parsed = text === '' ? undefined : JSON.parse(text)
+  if (res.status === 401) notice('The session has ended: run "aap-mesh ui" again for a new login link.', true)
+  if (!res.ok) throw new ApiError(res.status, parsed)
+  return parsed
+}
+
+function notice (text, error = false) {
+  const n = $('#notice')
+  n.textContent = text
+  n.hidden = text === ''
+  n.classList.toggle('error', error)
+}
+
+const seg = (s) => encodeURIComponent(s)
+const nameOf = (id) => state.names.get(id) ?? null
+const agentLabel = (id) => {
+  if (id === null || id === undefined) return '—'
+  const n = nameOf(id)
+  const me = state.node?.agent_id === id ? ' <span class="chip me">this node</span>' : ''
+  return `${n === null ? '' : `<b>${esc(n)}</b> `}<code title="${esc(id)}">${esc(shortId(id))}</code>${me}`
+}
+const badge = (s) => `<span class="badge ${esc(s)}">${esc(s)}</span>`
+const capText = (c) => c === null || c === undefined ? '—' : `${c.capability_id}@${c.version}`
+const ago = (iso) => {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))
+  return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)}m ago` : `${Math.floor(s / 3600)}h ago`
+}
+
+// ---- node and peers -----------------------------------------------------------------------
+
+async function loadNode () {
+  const [node, card] = await Promise.all([api('GET', '/v1/node'), api('GET', '/v1/card')])
+  state.node = node
+  state.card = card
+  if (card.card !== null) state.names.set(node.agent_id, card.card.name)
+  $('#who-name').textContent = card.card?.name ?? 'no card yet'
+  $('#who-id').textContent = shortId(node.agent_id)
+  $('#who-id').title = node.agent_id
+  const c = card.card
+  $('#node-card .body').innerHTML = `
+    <dl class="kv">
+      <dt>Name</dt><dd>${c === null ? '<i>no card published</i>' : `<b>${esc(c.name)}</b>`}</dd>
+      ${c?.description ? `<dt>Description</dt><dd>${esc(c.description)}</dd>` : ''}
+      <dt>Agent id</dt><dd><code class="wrap">${esc(node.agent_id)}</code></dd>
+      <dt>Capabilities</dt><dd>${(c?.capabilities ?? []).map(x => `<span class="chip cap">${esc(capText(x))}</span>`).join(' ') || '—'}</dd>
+      <dt>Tags</dt><dd>${(c?.tags ?? []).map(t => `<span class="chip">${esc(t)}</span>`).join(' ') || '—'}</dd>
+      <dt>Card</dt><dd>${c === null ? '—' : `seq ${esc(c.seq)}, valid until ${esc(new Date(c.expires_at).toLocaleString())}`}</dd>
+      <dt>Serving</dt><dd>${card.serving.length === 0 ? 'nothing through the API' : `${card.serving.map(x => `<span class="chip cap">${esc(capText(x))}</span>`).join(' ')}${card.webhook ? ` via webhook <code>${esc(card.webhook)}</code>` : ' via the work stream'}`}</dd>
+      <dt>Listening</dt><dd>${node.addresses.map(a => `<code class="wrap">${esc(a)}</code>`).join('<br>')}</dd>
+      <dt>Version</dt><dd>aap-mesh ${esc(node.version)}</dd>
+    </dl>`
+  renderStats()
+}
+
+function renderStats () {
+  const all = [...state.runs.executing, ...state.runs.delegated]
+  const count = (s) => all.filter(r => r.state === s).length
+  const peers = state.peers ?? []
+  const relayed = peers.filter(p => p.connections.some(c => c.type === 'relayed')).length
+  $('#node-stats .body').innerHTML = `<div class="stats">
+    <div><b>${peers.length}</b><span>peers</span><small>${peers.length - relayed} direct · ${relayed} relayed</small></div>
+    <div><b>${state.runs.executing.length}</b><span>runs here</span><small>executing on this node</small></div>
+    <div><b>${state.runs.delegated.length}</b><span>delegated</span><small>from this node</small></div>
+    <div class="${count('blocked') > 0 ? 'warn' : ''}"><b>${count('blocked')}</b><span>blocked</span><small>waiting for a decision</small></div>
+    <div><b>${count('running')}</b><span>running</span><small>${count('completed')} completed · ${count('failed')} failed</small></div>
+  </div>`
+}
+
+async function loadPeers () {
+  const { peers, total } = await api('GET', '/v1/peers')
+  state.peers = peers
+  for (const p of peers) if (p.name !== null) state.names.set(p.agent_id, p.name)
+  $('#peers-total').textContent = total > peers.length ? `${peers.length} of ${total}` : String(total)
+  $('#peers').innerHTML = peers.length === 0
+    ? '<p class="empty">Not connected to any peer.</p>'
+    : `<table class="grid"><thead><tr><th>Agent</th><th>Connection</th><th>Latency</th><th>Protocols</th></tr></thead><tbody>${peers.map(p => `
+      <tr data-peer="${esc(p.agent_id)}">
+        <td>${agentLabel(p.agent_id)}</td>
+        <td>${p.connections.map(c => `<span class="chip conn ${esc(c.type)}">${esc(c.type)}</span> <small>${esc(c.transport)}, ${esc(c.direction)}, ${esc(ago(c.opened_at))}</small>`).join('<br>')}</td>
+        <td class="num">${p.latency_ms === null ? '—' : `${p.latency_ms < 10 ? p.latency_ms.toFixed(1) : Math.round(p.latency_ms)} ms`}</td>
+        <td class="protocols">${protocolChips(p.protocols)}</td>
+      </tr>`).join('')}</tbody></table>`
+  renderStats()
+}
+
+function protocolChips (protocols) {
+  const aap = protocols.filter(p => p.startsWith('/aap/'))
+  const rest = protocols.filter(p => !p.startsWith('/aap/'))
+  return [...aap.map(p => `<span class="chip proto aap">${esc(p)}</span>`), ...rest.map(p => `<span class="chip proto">${esc(p)}</span>`)].join(' ')
+}
+
+// ---- runs -----------------------------------------------------------------------------------
+
+async function loadRuns () {
+  state.runs = await api('GET', '/v1/runs')
+  const rows = [
+    ...state.runs.executing.map(r => ({ r, side: 'here' })),
+    ...state.runs.delegated.map(r => ({ r, side: 'delegated' }))
+  ].sort((a, b) => (b.r.updated_at > a.r.updated_at ? 1 : -1))
+  const html = rows.length === 0
+    ? '<p class="empty">No runs yet. Delegate one with the form.</p>'
+    : `<table class="grid"><thead><tr><th>Task</th><th>Run</th><th>State</th><th>Side</th><th>Executor</th><th>Capability</th><th>Updated</th><th></th></tr></thead><tbody>${rows.map(({ r, side }) => `
+      <tr data-run="${esc(r.run_id)}" data-state="${esc(r.state)}" data-side="${side}">
+        <td><a href="#task/${esc(seg(r.correlation_id))}">${esc(r.correlation_id)}</a></td>
+        <td><code title="${esc(r.run_id)}">${esc(shortId(r.run_id.split(':')[1] ?? r.run_id))}</code></td>
+        <td>${badge(r.state)}${r.state === 'blocked' ? `<div class="cpn">checkpoint <code>${esc(r.checkpoint_id)}</code></div>` : ''}</td>
+        <td><span class="chip side ${side}">${side === 'here' ? 'executing here' : 'delegated'}</span></td>
+        <td>${agentLabel(r.agent_id)}</td>
+        <td>${esc(capText(r.capability))}</td>
+        <td>${esc(ago(r.updated_at))}</td>
+        <td>${side === 'delegated' && (r.state === 'running' || r.state === 'blocked') ? `<button class="small danger" data-cancel="${esc(r.run_id)}">Cancel</button>` : ''}</td>
+      </tr>`).join('')}</tbody></table>`
+  $('#runs').innerHTML = html
+  $('#node-runs').innerHTML = html.replaceAll('data-run=', 'data-node-run=')
+  renderStats()
+}
+
+async function cancelRun (runId) {
+  if (!window.confirm('Cancel this run?')) return
+  try {
+    await api('POST', `/v1/runs/${seg(runId)}/cancel`, { reason: 'canceled from the node view' })
+    notice('')
+  } catch (err) {
+    notice(`Cancel failed: ${err.code}: ${err.message}`, true)
+  }
+  await Promise.all([loadRuns(), state.task === null ? null : refreshTimeline()])
+}
+
+// ---- delegate and discover ---------------------------------------------------------------
+
+function parseCapability (text) {
+  const at = text.lastIndexOf('@')
+  if (at <= 0) return { capability_id: text.trim(), version: null }
+  return { capability_id: text.slice(0, at).trim(), version: text.slice(at + 1).trim() }
+}
+
+async function delegate (ev) {
+  ev.preventDefault()
+  const f = ev.target
+  const msg = $('#delegate-msg')
+  msg.className = 'form-msg'
+  try {
+    const capability = parseCapability(f.capability.value)
+    if (capability.version === null || capability.version === '' || capability.version === '*') throw new Error(`the capability needs an exact version, e.g. ${capability.capability_id}@1.0.0`)
+    let input
+    try { input = JSON.parse(f.input.value || '{}') } catch (err) { throw new Error(`the input is not JSON: ${err.message}`) }
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new Error('the input must be a JSON object')
+    let to = f.to_agent.value.trim()
+    if (to === '') {
+      msg.textContent = 'discovering…'
+      const found = await api('GET', `/v1/discover?capability=${seg(f.capability.value.trim())}`)
+      if (found.cards.length === 0) throw new Error(`no agent offers ${f.capability.value}`)
+      to = found.cards[0].agent_id
+    }
+    const task = f.task_id.value.trim()
+    const { run } = await api('POST', '/v1/delegate', { to_agent: to, task_id: task, capability, input })
+    msg.textContent = `delegated: run ${shortId(run.run_id.split(':')[1] ?? run.run_id)} on ${nameOf(run.agent_id) ?? shortId(run.agent_id)}`
+    msg.classList.add('ok')
+    f.task_id.value = newTaskId()
+    await loadRuns()
+  } catch (err) {
+    msg.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : err.message
+    msg.classList.add('error')
+  }
+}
+
+const newTaskId = () => `task-${new Date().toISOString().slice(11, 19).replaceAll(':', '')}-${Math.random().toString(36).slice(2, 6)}`
+
+async function discover (ev) {
+  ev.preventDefault()
+  const f = ev.target
+  const q = new URLSearchParams()
+  if (f.capability.value.trim() !== '') q.set('capability', f.capability.value.trim())
+  if (f.tag.value.trim() !== '') q.append('tag', f.tag.value.trim())
+  if (f.include_self.checked) q.set('include_self', 'true')
+  const out = $('#found')
+  out.innerHTML = '<p class="empty">looking…</p>'
+  try {
+    const { cards } = await api('GET', `/v1/discover?${q}`)
+    for (const c of cards) state.names.set(c.agent_id, c.name)
+    out.innerHTML = cards.length === 0 ? '<p class="empty">No agent found.</p>' : `<p class="found-note">${cards.length} agent(s), each card verified. Pick a capability to delegate to that agent.</p><div class="cards">${cards.map(c => `
+      <div class="agent-card" data-agent="${esc(c.agent_id)}">
+        <h3>${esc(c.name)}</h3><code title="${esc(c.agent_id)}">${esc(shortId(c.agent_id))}</code>
+        <p>${esc(c.description ?? '')}</p>
+        <div>${c.capabilities.map(x => `<button class="chip cap pick" data-to="${esc(c.agent_id)}" data-cap="${esc(capText(x))}" title="delegate to this agent">${esc(capText(x))} →</button>`).join(' ')}</div>
+        <div>${c.tags.map(t => `<span class="chip">${esc(t)}</span>`).join(' ')}</div>
+      </div>`).join('')}</div>`
+  } catch (err) {
+    out.innerHTML = `<p class="error">${esc(err.code ?? '')}: ${esc(err.message)}</p>`
+  }
+}
+
+// ---- the task timeline ----------------------------------------------------------------------
+
+let timelineTimer = null
+
+function openTask (correlation) {
+  if (state.source !== null) state.source.close()
+  state.source = null
+  setLive(false)
+  state.task = correlation
+  $('#task-form').task.value = correlation ?? ''
+  $('#timeline').innerHTML = ''
+  $('#events').innerHTML = ''
+  $('#transitions').innerHTML = ''
+  $('#checkpoints').innerHTML = ''
+  $('#task-summary').innerHTML = correlation === null ? '<p class="empty">Open a task from the runs list, or type its id.</p>' : '<p class="empty">loading…</p>'
+  if (correlation === null) return
+  const hints = participantHints(correlation)
+  const src = new EventSource(`/v1/events/${seg(correlation)}/stream?history=false${hints}`)
+  state.source = src
+  setLive(false)
+  src.addEventListener('ready', () => setLive(true))
+  for (const t of ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed']) {
+    src.addEventListener(t, () => { scheduleTimeline(); void loadRuns() })
+  }
+  src.onerror = () => setLive(false)
+  void refreshTimeline()
+}
+
+function participantHints (correlation) {
+  const ids = new Set()
+  for (const r of [...state.runs.executing, ...state.runs.delegated]) {
+    if (r.correlation_id !== correlation) continue
+    ids.add(r.agent_id)
+    ids.add(r.delegator)
+  }
+  ids.delete(state.node?.agent_id)
+  return [...ids].slice(0, 16).map(id => `&participant=${seg(id)}`).join('')
+}
+
+function setLive (on) {
+  const live = $('#live')
+  live.classList.toggle('off', !on)
+  live.hidden = state.source === null
+  live.title = on ? `following ${state.task} as its events come` : 'reconnecting…'
+}
+
+function scheduleTimeline () {
+  clearTimeout(timelineTimer)
+  timelineTimer = setTimeout(() => { void refreshTimeline() }, TIMELINE_DEBOUNCE_MS)
+}
+
+async function refreshTimeline () {
+  const correlation = state.task
+  if (correlation === null) return
+  let t
+  try {
+    t = await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}${participantHints(correlation)}`)
+  } catch (err) {
+    $('#task-summary').innerHTML = `<p class="error">${esc(err.code)}: ${esc(err.message)}</p>`
+    return
+  }
+  if (state.task !== correlation) return
+  const r = t.replay
+  const ok = t.verdicts.filter(v => v.signature === 'valid' && v.chain === 'linked').length
+  $('#task-summary').innerHTML = r.runs.length === 0
+    ? '<p class="empty">No events of this task reached this node yet.</p>'
+    : `<p><b>${esc(correlation)}</b>: ${r.runs.length} run(s), ${r.events.length} event(s);
+       <span class="${ok === t.verdicts.length ? 'good' : 'bad'}">${ok} of ${t.verdicts.length} signatures and chain links verified</span></p>`
+  $('#timeline').innerHTML = drawTimeline(t, { label: agentLabelText })
+  renderCheckpoints(r)
+  renderEvents(t)
+  $('#transitions').innerHTML = r.transitions.map(x => `<li data-kind="${esc(x.kind)}" data-run="${esc(x.run_id)}"${x.checkpoint_id ? ` data-checkpoint="${esc(x.checkpoint_id)}"` : ''}>
+    <span class="kind ${esc(x.kind)}">${esc(x.kind)}</span> ${transitionText(x)}</li>`).join('')
+}
+
+const agentLabelText = (id) => nameOf(id) ?? shortId(id)
+
+function transitionText (x) {
+  const run = `<code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code>`
+  switch (x.kind) {
+    case 'delegate': return `${esc(agentLabelText(x.by ?? ''))} → ${esc(agentLabelText(x.to))} (${esc(capText(x.capability))})${x.parent_run ? ', sub-delegation' : ''}`
+    case 'block': return `${run} checkpoint <code>${esc(x.checkpoint_id)}</code>: ${esc(x.reason ?? '')}`
+    case 'resume': return `${run} checkpoint <code>${esc(x.checkpoint_id)}</code> resolved with <code>${esc(JSON.stringify(x.resolution))}</code>`
+    case 'handoff': return `${esc(agentLabelText(x.from.agent_id))} → ${esc(agentLabelText(x.to.agent_id))}`
+    case 'complete': return `${run} ${esc(JSON.stringify(x.output ?? {}).slice(0, 120))}`
+    case 'fail': return `${run} ${esc(JSON.stringify(x.failure ?? {}).slice(0, 120))}`
+    default: return `${run} ${esc(JSON.stringify(x.payload ?? {}).slice(0, 120))}`
+  }
+}
+
+function renderCheckpoints (r) {
+  const mine = new Set(state.runs.delegated.map(x => x.run_id))
+  const open = r.checkpoints.filter(c => c.resumed_seq === null && r.runs.find(x => x.run_id === c.run_id)?.state === 'blocked')
+  const live = r.runs.filter(x => !x.complete && mine.has(x.run_id))
+  $('#checkpoints').innerHTML = [
+    ...open.map(c => `<form class="checkpoint" data-run="${esc(c.run_id)}" data-checkpoint="${esc(c.checkpoint_id)}">
+      <div><span class="badge blocked">blocked</span> checkpoint <code>${esc(c.checkpoint_id)}</code> on run <code>${esc(shortId(c.run_id.split(':')[1] ?? c.run_id))}</code>: ${esc(c.reason ?? '')}
+      <small>since ${esc(ago(c.blocked_at))}</small></div>
+      <textarea name="resolution" rows="2">{"approved": true}</textarea>
+      <button type="submit">Resolve checkpoint</button><span class="form-msg"></span></form>`),
+    ...live.map(x => `<div class="run-actions">Run <code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code> on ${esc(agentLabelText(x.executor))} is ${badge(x.state)} <button class="small danger" data-cancel="${esc(x.run_id)}">Cancel run</button></div>`)
+  ].join('')
+}
+
+async function resolveCheckpoint (form) {
+  const msg = form.querySelector('.form-msg')
+  try {
+    let resolution
+    try { resolution = JSON.parse(form.resolution.value) } catch (err) { throw new Error(`the resolution is not JSON: ${err.message}`) }
+    if (typeof resolution !== 'object' || resolution === null || Array.isArray(resolution)) throw new Error('the resolution must be a JSON object')
+    await api('POST', `/v1/runs/${seg(form.dataset.run)}/resume`, { resolution })
+    msg.textContent = 'resolved'
+    await Promise.all([refreshTimeline(), loadRuns()])
+  } catch (err) {
+    msg.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : err.message
+    msg.classList.add('error')
+  }
+}
+
+function renderEvents (t) {
+  const verdict = new Map(t.verdicts.map(v => [`${v.run_id} ${v.seq}`, v]))
+  $('#events').innerHTML = `<table class="grid events"><thead><tr><th>Time</th><th>Run</th><th>#</th><th>Event</th><th>Signature</th><th>Chain</th></tr></thead><tbody>${t.replay.events.map(e => {
+    const v = verdict.get(`${e.run_id} ${e.seq}`)
+    return `<tr data-event="${esc(e.type)}" data-seq="${e.seq}">
+      <td>${esc(new Date(e.at).toLocaleTimeString())}</td>
+      <td><code>${esc(shortId(e.run_id.split(':')[1] ?? e.run_id))}</code></td><td class="num">${e.seq}</td>
+      <td>${esc(e.type)}${e.payload.transition ? ` <small>(${esc(e.payload.transition)})</small>` : ''}</td>
+      <td><span class="verdict ${v?.signature === 'valid' ? 'good' : 'bad'}" title="${esc(e.signature)}">${v?.signature === 'valid' ? '✔ valid' : '✘ invalid'}</span></td>
+      <td><span class="verdict ${v?.chain === 'linked' ? 'good' : 'bad'}" title="prev ${esc(e.prev ?? 'none (first event)')}">${v?.chain === 'linked' ? '✔ linked' : `✘ ${esc(v?.chain ?? '?')}`}</span></td></tr>`
+  }).join('')}</tbody></table>`
+}
+
+// ---- wiring ----------------------------------------------------------------------------------
+
+function route () {
+  const hash = location.hash.slice(1)
+  const [view, ...rest] = hash.split('/')
+  const name = ['node', 'runs', 'discover', 'task'].includes(view) ? view : 'node'
+  for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== `view-${name}`
+  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('on', a.dataset.view === name)
+  if (name === 'task') {
+    const correlation = rest.length > 0 ? decodeURIComponent(rest.join('/')) : state.task
+    if (correlation !== state.task || state.source === null) openTask(correlation ?? null)
+  }
+}
+
+function every (ms, fn) {
+  const tick = () => { fn().catch(err => notice(`${err.code ?? 'error'}: ${err.message}`, err.status === 401)) }
+  state.timers.push(setInterval(tick, ms))
+}
+
+async function main () {
+  $('#delegate-form').addEventListener('submit', delegate)
+  $('#delegate-form').task_id.value = newTaskId()
+  $('#discover-form').addEventListener('submit', discover)
+  $('#task-form').addEventListener('submit', (ev) => {
+    ev.preventDefault()
+    const t = ev.target.task.value.trim()
+    if (t !== '') location.hash = `#task/${seg(t)}`
+  })
+  document.body.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button')
+    if (b?.dataset.cancel) void cancelRun(b.dataset.cancel)
+    if (b?.dataset.to) {
+      const f = $('#delegate-form')
+      f.to_agent.value = b.dataset.to
+      f.capability.value = b.dataset.cap
+      location.hash = '#runs'
+    }
+  })
+  document.body.addEventListener('submit', (ev) => {
+    if (!ev.target.classList.contains('checkpoint')) return
+    ev.preventDefault()
+    void resolveCheckpoint(ev.target)
+  })
+  window.addEventListener('hashchange', route)
+  await loadNode()
+  await loadRuns()
+  route()
+  await loadPeers()
+  every(RUNS_REFRESH_MS, loadRuns)
+  every(PEERS_REFRESH_MS, loadPeers)
+  document.body.dataset.ready = 'true'
+}
+
+main().catch(err => notice(`Could not load the node: ${err.message}`, true))
