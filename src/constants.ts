@@ -118,7 +118,6 @@ export const CARD_CACHE_TTL_MS = 60_000
 
 // ---- runs (src/runs) ------------------------------------------------------------------------
 export const MAX_CONCURRENT_INBOUND_RUNS = 256
-export const RUN_INPUT_MAX_BYTES = 64 * 1024
 export const TASK_ID_MAX_CHARS = 128
 export const RUN_ID_MAX_CHARS = 128
 export const REASON_MAX_CHARS = 1024
@@ -145,6 +144,21 @@ export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096
 
 // ---- the signed run log (src/runlog) --------------------------------------------------------
 export const EVENT_PAYLOAD_MAX_BYTES = 32 * 1024
+/**
+ * What a run.started payload holds besides the input and a handoff's
+ * context: the ticket (with its origin, up to RUN_AUTHORIZED_MAX_AGENTS
+ * authorized agents twice), the capability and the run links. A maximal one
+ * is under 5 KiB (test/run-limits.test.ts builds it).
+ */
+export const RUN_STARTED_OVERHEAD_BYTES = 8 * 1024
+/** A handoff's context (JSON); its run.started carries it beside the input. */
+export const HANDOFF_CONTEXT_MAX_BYTES = 8 * 1024
+/**
+ * A run's input (JSON). Its run.started carries it, signed, so input, a
+ * handoff's context and the rest of the payload together fit in
+ * EVENT_PAYLOAD_MAX_BYTES: every input that passes this check can be started.
+ */
+export const RUN_INPUT_MAX_BYTES = EVENT_PAYLOAD_MAX_BYTES - RUN_STARTED_OVERHEAD_BYTES - HANDOFF_CONTEXT_MAX_BYTES
 export const EVENT_MAX_BYTES = 48 * 1024
 /** Highest event seq a run can reach (AgentEvent.seq). */
 export const EVENT_SEQ_MAX = 1_000_000_000

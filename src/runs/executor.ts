@@ -27,7 +27,7 @@ import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost }
 import { checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
-import { assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
+import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
@@ -269,7 +269,7 @@ export class RunExecutor implements HandlerHost {
     // new run inherits is the old run's own ticket, never the sender's claim
     const ticket = checkHandoff(req, from, this.agentId)
     assertInputSize(req.input, 'input')
-    assertInputSize(req.context, 'context')
+    assertContextSize(req.context)
     this.checkCapability(req.capability)
     this.reserveSlot()
     try {

@@ -14,7 +14,7 @@ import { issueHandoffTicket, ticketOf } from '../runlog/ticket.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { CallOptions, RpcClient } from '../wire/rpc.ts'
 import { runFromAnswer } from './caller.ts'
-import type { WireHandoff } from './messages.ts'
+import { assertContextSize, type WireHandoff } from './messages.ts'
 import { peerOf } from './peers.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
@@ -44,6 +44,8 @@ export interface HandoffSide {
  * transition, so two handoffs of one run never both reach a receiver.
  */
 export async function sendHandoff (h: HandoffSide, runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
+  // refused here, before anything is asked of the receiver (which checks it again)
+  assertContextSize(context)
   const { created, event } = await h.lock(runId, async () => {
     const old = await h.localRun(runId)
     // check first, so a terminal run or a stranger's request never reaches the receiver

@@ -3,7 +3,7 @@
  * /aap/handoff) and their validators, from protocols/runs.schema.json.
  */
 import type { CapabilityRef } from '../card/card.ts'
-import { RUN_INPUT_MAX_BYTES } from '../constants.ts'
+import { HANDOFF_CONTEXT_MAX_BYTES, RUN_INPUT_MAX_BYTES } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
@@ -52,8 +52,19 @@ export const isControlHandoff = schema<{ run_id: string, to_agent: string, conte
 export const isWireHandoffConfirm = schema<WireHandoffConfirm>('aap:runs#/definitions/HandoffConfirmRequest')
 export const isRun = schema<Run>('aap:runs#/definitions/Run')
 
-export function assertInputSize (input: Record<string, unknown>, what: string): void {
-  // JSON.stringify has the same length as the canonical form (only key order differs) and is much cheaper
-  const size = Buffer.byteLength(JSON.stringify(input))
-  if (size > RUN_INPUT_MAX_BYTES) throw new InvalidRequestError(`${what} is ${size} bytes, over ${RUN_INPUT_MAX_BYTES}`, { reason: 'oversized' })
+/** An object's size as JSON (as long as its canonical form: only key order differs, and it is much cheaper). */
+function jsonBytes (value: Record<string, unknown>): number {
+  return Buffer.byteLength(JSON.stringify(value))
+}
+
+/** INVALID_REQUEST (oversized) for an input over RUN_INPUT_MAX_BYTES. */
+export function assertInputSize (input: Record<string, unknown>, what = 'input'): void {
+  const size = jsonBytes(input)
+  if (size > RUN_INPUT_MAX_BYTES) throw new InvalidRequestError(`${what} is ${size} bytes, over ${RUN_INPUT_MAX_BYTES}`, { reason: 'oversized', max: RUN_INPUT_MAX_BYTES })
+}
+
+/** INVALID_REQUEST (oversized) for a handoff context over HANDOFF_CONTEXT_MAX_BYTES. */
+export function assertContextSize (context: Record<string, unknown>): void {
+  const size = jsonBytes(context)
+  if (size > HANDOFF_CONTEXT_MAX_BYTES) throw new InvalidRequestError(`context is ${size} bytes, over ${HANDOFF_CONTEXT_MAX_BYTES}`, { reason: 'oversized', max: HANDOFF_CONTEXT_MAX_BYTES })
 }
