@@ -65,6 +65,13 @@ describe('the four contracts, checked on a trace', () => {
     expect(checkTrace('t', noLink).ownership_handoff.ok).toBe(false)
   })
 
+  it('flags an endpoint or a multiaddr anywhere in an event an L2 caller gets', () => {
+    for (const leak of ['/p2p/12D3KooWabc', '/ip4/10.0.0.1/tcp/4001', '/dns4/example.org/tcp/443/wss/p2p/12D3KooWabc']) {
+      const leaked = good.map(e => e.seq === 2 && e.run_id === 'y:1' ? { ...e, payload: { ...e.payload, note: { where: leak } } } : e)
+      expect(checkTrace('t', leaked).capability_ref.ok, leak).toBe(false)
+    }
+  })
+
   it('contract 3 with a coordinator: each checkpoint reaches the run as a block the coordinator raised', () => {
     expect(checkTrace('t', good, { resolutions: { cp: { ok: 1 } }, transfers: 1, raisedBy: 'coordinator' }).ok).toBe(true)
     const byAgent = good.map(e => e.type === 'run.blocked' ? { ...e, payload: { ...e.payload, by: 'x' } } : e)

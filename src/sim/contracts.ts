@@ -28,7 +28,7 @@ export interface TraceExpectations {
   transfers?: number
 }
 
-const TRANSPORT_HINT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p-circuit)\/|https?:\/\/|stdio/i
+const TRANSPORT_HINT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p|p2p-circuit|ws|wss)\/|https?:\/\/|stdio/i
 
 function verdict (problems: string[]): ContractVerdict {
   return { ok: problems.length === 0, problems }
@@ -55,7 +55,8 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
         cap.push(`${e.run_id}: run.started does not carry a bare CapabilityRef`)
       }
     }
-    if (TRANSPORT_HINT.test(JSON.stringify(e.payload))) cap.push(`${e.run_id}#${e.seq}: payload names a transport endpoint`)
+    // the whole event, as an L2 caller gets it: no multiaddr, /p2p/ endpoint or URL anywhere
+    if (TRANSPORT_HINT.test(JSON.stringify(e))) cap.push(`${e.run_id}#${e.seq}: event names a transport endpoint`)
   }
 
   // Contract 2: every run and event carries the task id as correlation_id
