@@ -10,7 +10,11 @@ import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } 
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost } from './wire/host.ts'
+import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost, type NetworkOptions } from './wire/host.ts'
+import { limitedConnectionsHost } from './wire/network.ts'
+import { Reachability } from './wire/reachability.ts'
+import { Bootstrapper } from './wire/bootstrap.ts'
+import { silentLogger, type Logger } from './log.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
 import { groupCommitting } from './runs/store.ts'
 import { Events } from './events/service.ts'
@@ -52,6 +56,16 @@ export interface MeshNodeOptions {
    * option wins over this.
    */
   followDelegations?: boolean
+  /**
+   * Reachability across networks (AutoNAT, Circuit Relay v2, DCUtR, UPnP;
+   * see src/wire/network.ts). Unset: none, as in-process and loopback meshes
+   * need none. With it the mesh's protocols also run over relayed connections.
+   */
+  network?: NetworkOptions
+  /** Announce these multiaddrs instead of the listen addresses (an operator who knows the public address). */
+  announce?: string[]
+  /** Logger of the bootstrap loop and the reachability watcher (silent otherwise). */
+  logger?: Logger
 }
 
 /** Options of `MeshNode.delegate` and `MeshNode.handoff`. */
@@ -77,6 +91,8 @@ export class MeshNode {
   private ownsDatastore = false
   private key?: PrivateKey
   private started = false
+  private _reachability?: Reachability
+  private bootstrapper?: Bootstrapper
 
   constructor (options: MeshNodeOptions) {
     this.options = options
@@ -113,6 +129,11 @@ export class MeshNode {
     return listenAddrs(this.host)
   }
 
+  /** Reachability across networks; undefined without `network`. */
+  get reachability (): Reachability | undefined {
+    return this._reachability
+  }
+
   get card (): AgentCard | undefined {
     return this._discovery?.card
   }
@@ -137,25 +158,31 @@ export class MeshNode {
       ...(o.dht === undefined ? {} : { dht: o.dht }),
       ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
+      ...(o.network === undefined ? {} : { network: o.network }),
+      ...(o.announce === undefined ? {} : { announce: o.announce }),
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
-    this._discovery = new Discovery({ host: this._host, privateKey: this.key, datastore: this.datastore })
+    // across networks the mesh's protocols must also run over relayed (limited) connections
+    const wire = o.network === undefined ? this._host : limitedConnectionsHost(this._host)
+    if (o.network !== undefined) this._reachability = new Reachability(this._host, o.network.relayServer, o.logger ?? silentLogger())
+    this._discovery = new Discovery({ host: wire, privateKey: this.key, datastore: this.datastore })
     const discovery = this._discovery
     // runs and events write through one group-committing view of the datastore, so a run's
     // records and the copies of events that arrive in the same turn share one batch
     const runData = groupCommitting(this.datastore)
     this._runs = new Runs({
-      host: this._host,
+      host: wire,
       privateKey: this.key,
       datastore: runData,
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns })
     })
-    this._events = new Events({ host: this._host, privateKey: this.key, datastore: runData, runs: this._runs })
+    this._events = new Events({ host: wire, privateKey: this.key, datastore: runData, runs: this._runs })
     try {
       await this._host.start()
+      await this._reachability?.start()
       await this._discovery.start()
       // before runs: restart recovery commits events that must be published
       await this._events.start()
@@ -177,9 +204,22 @@ export class MeshNode {
     return peers.length
   }
 
+  /**
+   * Join through bootstrap peers and stay joined (see src/wire/bootstrap.ts):
+   * one round of dials now (returns how many answered), then retries with
+   * backoff while none is connected, until the node stops.
+   */
+  async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
+    if (this.bootstrapper !== undefined) throw new Error('keepJoined was already called')
+    this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: this.options.logger ?? silentLogger(), ...(onJoined === undefined ? {} : { onJoined }) })
+    return this.bootstrapper.start()
+  }
+
   async stop (): Promise<void> {
     if (!this.started) return
     this.started = false
+    await this.bootstrapper?.stop()
+    this._reachability?.stop()
     // in order, and each step even if an earlier one failed: nothing is left open
     const steps: Array<(() => Promise<void>) | undefined> = [
       this._events === undefined ? undefined : async () => this._events?.stop(),

@@ -47,6 +47,12 @@ export interface StartOptions {
   logLevel: LogLevel
   metricsPort?: number
   metricsHost: string
+  announce?: string[]
+  relay: 'auto' | 'on' | 'off'
+  relayClient: 'auto' | 'on' | 'off'
+  upnp: boolean
+  /** Test hook: one `connection` line per opened connection. */
+  reportConnections: boolean
 }
 
 /** Option parser of a TCP port (0: any free port). */
@@ -78,6 +84,10 @@ export function registerStart (program: Command): Command {
     .option('--listen <multiaddr>', `address to listen on, repeatable (default ${DEFAULT_TCP_LISTEN})`, collect)
     .option('--bootstrap <multiaddr>', 'a peer to join through (its /p2p/ address), repeatable', collect)
     .option('--mdns', 'also find peers on the local network with mDNS', false)
+    .option('--announce <multiaddr>', 'announce this address instead of the listen addresses (you know your public address), repeatable', collect)
+    .addOption(new Option('--relay <mode>', 'serve Circuit Relay v2 reservations: auto (once AutoNAT confirms a public address), on, off').choices(['auto', 'on', 'off']).default('auto'))
+    .addOption(new Option('--relay-client <mode>', 'reserve slots on relays and publish relay addresses: auto (when every routable address is private and none is announced), on, off').choices(['auto', 'on', 'off']).default('auto'))
+    .option('--upnp', 'ask the LAN gateway for a port mapping (UPnP)', false)
     .option('--card <file>', 'a card draft, JSON: {name, description, capabilities: [{capability_id, version}], tags}')
     .option('--name <name>', 'card name (overrides the file)')
     .option('--description <text>', 'card description (overrides the file)')
@@ -90,6 +100,7 @@ export function registerStart (program: Command): Command {
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
+    .addOption(new Option('--report-connections', 'print a `connection` line per opened connection').default(false).hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
 (mode 0600); the other aap-mesh commands read them from --data-dir.`)
@@ -161,11 +172,17 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   const { NodeMetrics, serveMetrics } = await import('../api/metrics.ts')
   const { newToken, writeApiFiles } = await import('../api/files.ts')
   const log = createLogger(opts.logLevel)
+  const { needsRelay } = await import('../wire/network.ts')
   const metrics = opts.metricsPort === undefined ? undefined : new NodeMetrics()
+  const listen = opts.listen ?? [DEFAULT_TCP_LISTEN]
+  const relayClient = opts.relayClient === 'auto' ? needsRelay(listen, opts.announce) : opts.relayClient === 'on'
   const node = await createMeshNode({
     dataDir: opts.dataDir,
-    listen: opts.listen ?? [DEFAULT_TCP_LISTEN],
+    listen,
     mdns: opts.mdns,
+    logger: log,
+    network: { relayServer: opts.relay, relayClient, upnp: opts.upnp },
+    ...(opts.announce === undefined ? {} : { announce: opts.announce }),
     ...(metrics === undefined ? {} : { metrics: metrics.libp2p() })
   })
   const parts: Parts = { node, log }
@@ -180,11 +197,15 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     return
   }
 
+  node.reachability?.onChange((s) => { emit('reachability', { public: s.public, relay_addresses: s.relayAddresses, relay_serving: s.relayServing }) })
+  if (opts.reportConnections) node.reachability?.onConnectionOpen((c) => { emit('connection', { peer: c.peer, relayed: c.relayed, direction: c.direction }) })
+
   const bootstrap = opts.bootstrap ?? []
   let joined = 0
   if (bootstrap.length > 0) {
-    joined = await node.join(bootstrap)
-    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered; waiting for peers to find this node`)
+    // dialed again with backoff while none is connected: a node may start before its bootstrap peers
+    joined = await node.keepJoined(bootstrap, (peers) => { emit('joined', { peers }) })
+    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered; dialing them again with backoff`)
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
@@ -226,7 +247,11 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     return
   }
 
-  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl })
+  const reach = node.reachability?.current
+  emit('started', {
+    agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl,
+    ...(reach === undefined ? {} : { reachability: { public: reach.public, relay_addresses: reach.relayAddresses, relay_serving: reach.relayServing } })
+  })
   log.info({ agent_id: node.agentId, name: card?.name ?? null, addresses: node.addresses, api: apiUrl, metrics: metricsUrl },
     card === undefined ? 'node is up (no card yet: pass --name/--capability or --card, or PUT /v1/card)' : `node is up as "${card.name}"`)
 
