@@ -1,9 +1,11 @@
 /**
  * Reachability across networks, built from libp2p's own modules:
  *
- * - AutoNAT (v1: @libp2p/autonat-v2 still depends on libp2p 2's packages)
- *   asks peers to dial this node back, which verifies its public addresses;
- *   libp2p announces only verified ones.
+ * - AutoNAT v2 asks peers to dial this node back on a fresh connection, which
+ *   verifies its public addresses; libp2p announces only verified ones.
+ *   (AutoNAT v1, @libp2p/autonat 3.0.28, is not used: its server's dial-back
+ *   reuses the connection the request came on, sees the wrong port, fails
+ *   and closes that connection, so it never verifies and keeps dropping peers.)
  * - Circuit Relay v2: every node can dial /p2p-circuit addresses; a node that
  *   is publicly reachable serves bounded reservations (network-constants.ts);
  *   a private node listens on /p2p-circuit, i.e. reserves slots on relays it
@@ -16,7 +18,7 @@
  * is the host the mesh's protocols use, so two private agents can talk over a
  * relay. Nothing above this layer sees which kind of connection it got.
  */
-import { autoNAT } from '@libp2p/autonat'
+import { autoNATv2 } from '@libp2p/autonat-v2'
 import { circuitRelayServer, circuitRelayTransport } from '@libp2p/circuit-relay-v2'
 import { dcutr } from '@libp2p/dcutr'
 import { uPnPNAT } from '@libp2p/upnp-nat'
@@ -59,7 +61,7 @@ export function networkTransports (): Array<ReturnType<typeof circuitRelayTransp
 
 export function networkServices (opts: NetworkOptions): Record<string, (components: any) => unknown> {
   const services: Record<string, (components: any) => unknown> = {
-    autoNAT: autoNAT({ startupDelay: AUTONAT_STARTUP_DELAY_MS, refreshInterval: AUTONAT_REFRESH_INTERVAL_MS, timeout: AUTONAT_TIMEOUT_MS }),
+    autoNAT: autoNATv2({ startupDelay: AUTONAT_STARTUP_DELAY_MS, refreshInterval: AUTONAT_REFRESH_INTERVAL_MS, timeout: AUTONAT_TIMEOUT_MS }),
     dcutr: dcutr({ timeout: DCUTR_TIMEOUT_MS, retries: DCUTR_RETRIES })
   }
   if (opts.relayServer !== 'off') {

@@ -38,6 +38,8 @@ export class Reachability {
   private readonly listeners: Array<(s: ReachabilityState) => void> = []
   private readonly connListeners: Array<(c: ConnectionInfo) => void> = []
   private serving = false
+  /** Updates run one after another: two at once would both switch the relay server. */
+  private updating: Promise<void> = Promise.resolve()
   private readonly onUpdate = (): void => { void this.update() }
   private readonly onConnection = (evt: CustomEvent<Connection>): void => {
     const c = evt.detail
@@ -82,6 +84,11 @@ export class Reachability {
   }
 
   private async update (): Promise<void> {
+    this.updating = this.updating.then(async () => this.apply())
+    return this.updating
+  }
+
+  private async apply (): Promise<void> {
     const addrs = this.host.getMultiaddrs()
     const relayAddresses = addrs.filter(a => Circuit.matches(a)).length
     const isPublic = addrs.some(a => !Circuit.matches(a) && !isPrivate(a))

@@ -1,0 +1,87 @@
+/**
+ * `aap-mesh start` processes, agents and CLI commands inside the lab's
+ * namespaces (`ip netns exec`), awaited by their JSON lines.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MAIN, Proc, type CliResult } from '../cli-helpers.ts'
+import type { Host } from './lab.ts'
+
+export const NODE_PORT = 4001
+
+export function inNs (host: Host, argv: string[]): [string, string[]] {
+  return ['ip', ['netns', 'exec', host.ns, ...argv]]
+}
+
+export class NetNode extends Proc {
+  readonly host: Host
+  readonly dataDir: string
+  peerId = ''
+  agentId = ''
+
+  constructor (host: Host, dataDir: string, args: string[]) {
+    const [cmd, argv] = inNs(host, [process.execPath, MAIN, 'start', '--data-dir', dataDir, '--api-port', '0', '--log-level', 'warn', '--report-connections', ...args])
+    super(cmd, argv)
+    this.host = host
+    this.dataDir = dataDir
+  }
+
+  async started (): Promise<{ agentId: string, addresses: string[] }> {
+    const l = await this.event('started')
+    this.agentId = l.agent_id as string
+    const addresses = l.addresses as string[]
+    this.peerId = addresses[0]?.split('/p2p/').at(-1) ?? ''
+    return { agentId: this.agentId, addresses }
+  }
+
+  /** Its TCP address on the internet side (public hosts only). */
+  get tcpAddr (): string {
+    return `/ip4/${this.host.ip}/tcp/${NODE_PORT}/p2p/${this.peerId}`
+  }
+
+  /** `aap-mesh <args> --data-dir <this node's>` inside its namespace. */
+  async cli (args: string[]): Promise<CliResult> {
+    const [cmd, argv] = inNs(this.host, [process.execPath, MAIN, ...args, '--data-dir', this.dataDir])
+    const p = new Proc(cmd, argv)
+    const { code } = await p.exited
+    const last = p.text.at(-1)
+    let json: unknown
+    if (last?.startsWith('{') === true) {
+      try { json = JSON.parse(last) } catch { json = undefined }
+    }
+    return { code, stdout: p.text.join('\n'), stderr: p.stderr, json }
+  }
+
+  /** The `connection` lines to a peer, in order. */
+  connectionsTo (peerId: string): Array<{ relayed: boolean, direction: string }> {
+    return this.lines.filter(l => l.event === 'connection' && l.peer === peerId) as unknown as Array<{ relayed: boolean, direction: string }>
+  }
+}
+
+/** A process in a host's namespace (an example agent, `events --follow`). */
+export function procIn (host: Host, argv: string[]): Proc {
+  const [cmd, args] = inNs(host, argv)
+  return new Proc(cmd, args)
+}
+
+export class Dirs {
+  private readonly dirs: string[] = []
+  async make (): Promise<string> {
+    const d = await mkdtemp(join(tmpdir(), 'aap-net-'))
+    this.dirs.push(d)
+    return d
+  }
+
+  async cleanup (): Promise<void> {
+    await Promise.all(this.dirs.map(async d => rm(d, { recursive: true, force: true })))
+  }
+}
+
+/** Start a node on `host` listening on TCP (and WebSockets when asked). */
+export async function startNode (host: Host, dirs: Dirs, args: string[] = [], ws = false): Promise<NetNode> {
+  const listen = ['--listen', `/ip4/0.0.0.0/tcp/${NODE_PORT}`, ...(ws ? ['--listen', `/ip4/0.0.0.0/tcp/${NODE_PORT + 1}/ws`] : [])]
+  const n = new NetNode(host, await dirs.make(), [...listen, ...args])
+  await n.started()
+  return n
+}
