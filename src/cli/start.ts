@@ -100,7 +100,7 @@ export function registerStart (program: Command): Command {
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
-    .addOption(new Option('--report-connections', 'print a `connection` line per opened connection').default(false).hideHelp())
+    .addOption(new Option('--report-connections', 'print a `connection` line per opened connection and a `disconnection` line per closed one').default(false).hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
 (mode 0600); the other aap-mesh commands read them from --data-dir.`)
@@ -198,7 +198,9 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   }
 
   node.reachability?.onChange((s) => { emit('reachability', { public: s.public, relay_addresses: s.relayAddresses, relay_serving: s.relayServing }) })
-  if (opts.reportConnections) node.reachability?.onConnectionOpen((c) => { emit('connection', { peer: c.peer, relayed: c.relayed, direction: c.direction }) })
+  if (opts.reportConnections) {
+    node.reachability?.onConnectionChange((c) => { emit(c.open ? 'connection' : 'disconnection', { peer: c.peer, relayed: c.relayed, direction: c.direction }) })
+  }
 
   const bootstrap = opts.bootstrap ?? []
   let joined = 0

@@ -28,6 +28,8 @@ export interface ConnectionInfo {
   relayed: boolean
   direction: 'inbound' | 'outbound'
   remote: string
+  /** False when the connection closed. */
+  open: boolean
 }
 
 export class Reachability {
@@ -41,11 +43,8 @@ export class Reachability {
   /** Updates run one after another: two at once would both switch the relay server. */
   private updating: Promise<void> = Promise.resolve()
   private readonly onUpdate = (): void => { void this.update() }
-  private readonly onConnection = (evt: CustomEvent<Connection>): void => {
-    const c = evt.detail
-    const info: ConnectionInfo = { peer: c.remotePeer.toString(), relayed: Circuit.matches(c.remoteAddr), direction: c.direction, remote: c.remoteAddr.toString() }
-    for (const l of this.connListeners) l(info)
-  }
+  private readonly onConnection = (evt: CustomEvent<Connection>): void => { this.tell(evt.detail, true) }
+  private readonly onClose = (evt: CustomEvent<Connection>): void => { this.tell(evt.detail, false) }
 
   constructor (host: Libp2p<Record<string, unknown>>, mode: RelayServerMode, log: Logger) {
     this.host = host
@@ -61,7 +60,13 @@ export class Reachability {
     this.listeners.push(listener)
   }
 
-  onConnectionOpen (listener: (c: ConnectionInfo) => void): void {
+  private tell (c: Connection, open: boolean): void {
+    const info: ConnectionInfo = { peer: c.remotePeer.toString(), relayed: Circuit.matches(c.remoteAddr), direction: c.direction, remote: c.remoteAddr.toString(), open }
+    for (const l of this.connListeners) l(info)
+  }
+
+  /** Told of every connection that opens or closes. */
+  onConnectionChange (listener: (c: ConnectionInfo) => void): void {
     this.connListeners.push(listener)
   }
 
@@ -71,12 +76,14 @@ export class Reachability {
     if (this.mode === 'auto' && this.relayService() !== undefined) await this.host.unhandle(RELAY_V2_HOP_CODEC)
     this.host.addEventListener('self:peer:update', this.onUpdate)
     this.host.addEventListener('connection:open', this.onConnection)
+    this.host.addEventListener('connection:close', this.onClose)
     await this.update()
   }
 
   stop (): void {
     this.host.removeEventListener('self:peer:update', this.onUpdate)
     this.host.removeEventListener('connection:open', this.onConnection)
+    this.host.removeEventListener('connection:close', this.onClose)
   }
 
   private relayService (): { onHop?: StreamHandler } | undefined {

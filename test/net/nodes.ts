@@ -53,6 +53,32 @@ export class NetNode extends Proc {
     return { code, stdout: p.text.join('\n'), stderr: p.stderr, json }
   }
 
+  /** Whether a connection to the peer is open, by its `connection` and `disconnection` lines. */
+  connectedTo (peerId: string): boolean {
+    let open = 0
+    for (const l of this.lines) {
+      if (l.peer !== peerId) continue
+      if (l.event === 'connection') open++
+      else if (l.event === 'disconnection') open--
+    }
+    return open > 0
+  }
+
+  /** Until no connection to the peer is open. */
+  async disconnectedFrom (peerId: string): Promise<void> {
+    let mark = this.lines.length
+    while (this.connectedTo(peerId)) {
+      const from = mark
+      const l = await this.line(x => x.event === 'disconnection' && x.peer === peerId && this.lines.indexOf(x) >= from, `disconnection from ${peerId}`)
+      mark = this.lines.indexOf(l) + 1
+    }
+  }
+
+  /** The first line of this kind printed after `mark` lines. */
+  async eventAfter (mark: number, name: string): Promise<Record<string, unknown>> {
+    return this.line(x => x.event === name && this.lines.indexOf(x) >= mark, `"${name}" after line ${mark}`)
+  }
+
   /** The `connection` lines to a peer, in order. */
   connectionsTo (peerId: string): Array<{ relayed: boolean, direction: string }> {
     return this.lines.filter(l => l.event === 'connection' && l.peer === peerId) as unknown as Array<{ relayed: boolean, direction: string }>
