@@ -24,7 +24,7 @@ import { dcutr } from '@libp2p/dcutr'
 import { uPnPNAT } from '@libp2p/upnp-nat'
 import { isPrivateIp } from '@libp2p/utils'
 import { networkInterfaces } from 'node:os'
-import type { Libp2p } from '@libp2p/interface'
+import { isPeerId, type Connection, type Libp2p } from '@libp2p/interface'
 import {
   AUTONAT_REFRESH_INTERVAL_MS, AUTONAT_STARTUP_DELAY_MS, AUTONAT_TIMEOUT_MS, DCUTR_RETRIES, DCUTR_TIMEOUT_MS,
   RELAY_CLIENT_RESERVATIONS, RELAY_CONNECTION_MAX_BYTES, RELAY_CONNECTION_MAX_DURATION_MS, RELAY_HOP_TIMEOUT_MS,
@@ -85,8 +85,20 @@ export function networkServices (opts: NetworkOptions): Record<string, (componen
 const LIMITED_OK = { runOnLimitedConnection: true }
 
 /**
+ * The connection a stream to a peer should go on: open, unlimited before
+ * relayed, and the oldest first. AutoNAT v2 dials a peer back on a fresh
+ * connection and closes it right after; a stream that picked that one would
+ * die with it.
+ */
+export function settledConnection (conns: Connection[]): Connection | undefined {
+  return conns.filter(c => c.status === 'open')
+    .sort((a, b) => Number(a.limits !== undefined) - Number(b.limits !== undefined) || a.timeline.open - b.timeline.open)[0]
+}
+
+/**
  * The host as the mesh's protocols see it: the protocols they register and
- * the streams they open may use relayed (limited) connections. Every other
+ * the streams they open may use relayed (limited) connections, and a stream
+ * to a connected peer goes on its settled connection (above). Every other
  * member is the host's own, bound to it.
  */
 export function limitedConnectionsHost<T extends Libp2p<any>> (host: T): T {
@@ -97,8 +109,11 @@ export function limitedConnectionsHost<T extends Libp2p<any>> (host: T): T {
           target.handle(protocol, handler as never, { ...options, ...LIMITED_OK })
       }
       if (prop === 'dialProtocol') {
-        return async (peer: unknown, protocols: string | string[], options?: Record<string, unknown>) =>
-          target.dialProtocol(peer as never, protocols, { ...options, ...LIMITED_OK })
+        return async (peer: unknown, protocols: string | string[], options?: Record<string, unknown>) => {
+          const conn = isPeerId(peer) ? settledConnection(target.getConnections(peer)) : undefined
+          if (conn !== undefined) return conn.newStream(protocols, { ...options, ...LIMITED_OK })
+          return target.dialProtocol(peer as never, protocols, { ...options, ...LIMITED_OK })
+        }
       }
       const value: unknown = Reflect.get(target, prop, target)
       return typeof value === 'function' ? value.bind(target) : value
