@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Proc } from '../cli-helpers.ts'
 import { Lab, type Host } from './lab.ts'
-import { Dirs, NetNode, NODE_PORT, startNode } from './nodes.ts'
+import { Dirs, killSpawned, NetNode, NODE_PORT, startNode } from './nodes.ts'
 
 describe('bootstrap with retries', () => {
   let lab: Lab
@@ -23,6 +23,7 @@ describe('bootstrap with retries', () => {
 
   afterAll(async () => {
     await Promise.all(procs.map(async p => p.stop('SIGKILL')))
+    await killSpawned()
     await lab?.destroy()
     await dirs.cleanup()
   })

@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Proc } from '../cli-helpers.ts'
 import { Lab } from './lab.ts'
-import { Dirs, procIn, startNode, type NetNode } from './nodes.ts'
+import { Dirs, killSpawned, procIn, startNode, type NetNode } from './nodes.ts'
 
 const CAP = 'cap:summarize@1.0.0'
 
@@ -51,6 +51,7 @@ describe('two agents behind two NATs, over relays', () => {
 
   afterAll(async () => {
     await Promise.all(procs.map(async p => p.stop('SIGKILL')))
+    await killSpawned()
     await lab?.destroy()
     await dirs.cleanup()
   })

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Proc } from '../cli-helpers.ts'
 import { Lab } from './lab.ts'
-import { Dirs, startNode, type NetNode } from './nodes.ts'
+import { Dirs, killSpawned, startNode, type NetNode } from './nodes.ts'
 
 describe('a NATed agent with no relay reachable', () => {
   let lab: Lab
@@ -32,6 +32,7 @@ describe('a NATed agent with no relay reachable', () => {
 
   afterAll(async () => {
     await Promise.all(procs.map(async p => p.stop('SIGKILL')))
+    await killSpawned()
     await lab?.destroy()
     await dirs.cleanup()
   })

@@ -10,6 +10,13 @@ import type { Host } from './lab.ts'
 
 export const NODE_PORT = 4001
 
+/** Every process started in a namespace, so afterAll can end them all (`killSpawned`). */
+const spawned: Proc[] = []
+
+export async function killSpawned (): Promise<void> {
+  await Promise.all(spawned.splice(0).map(async p => p.stop('SIGKILL')))
+}
+
 export function inNs (host: Host, argv: string[]): [string, string[]] {
   return ['ip', ['netns', 'exec', host.ns, ...argv]]
 }
@@ -23,6 +30,7 @@ export class NetNode extends Proc {
   constructor (host: Host, dataDir: string, args: string[]) {
     const [cmd, argv] = inNs(host, [process.execPath, MAIN, 'start', '--data-dir', dataDir, '--api-port', '0', '--log-level', 'warn', '--report-connections', ...args])
     super(cmd, argv)
+    spawned.push(this)
     this.host = host
     this.dataDir = dataDir
   }
@@ -88,7 +96,9 @@ export class NetNode extends Proc {
 /** A process in a host's namespace (an example agent, `events --follow`). */
 export function procIn (host: Host, argv: string[]): Proc {
   const [cmd, args] = inNs(host, argv)
-  return new Proc(cmd, args)
+  const p = new Proc(cmd, args)
+  spawned.push(p)
+  return p
 }
 
 export class Dirs {
@@ -108,6 +118,12 @@ export class Dirs {
 export async function startNode (host: Host, dirs: Dirs, args: string[] = [], ws = false): Promise<NetNode> {
   const listen = ['--listen', `/ip4/0.0.0.0/tcp/${NODE_PORT}`, ...(ws ? ['--listen', `/ip4/0.0.0.0/tcp/${NODE_PORT + 1}/ws`] : [])]
   const n = new NetNode(host, await dirs.make(), [...listen, ...args])
-  await n.started()
+  try {
+    await n.started()
+  } catch (err) {
+    // never leave a process behind in a namespace that is about to go
+    await n.stop('SIGKILL')
+    throw err
+  }
   return n
 }

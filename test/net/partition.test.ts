@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Proc } from '../cli-helpers.ts'
 import { Lab, type Host } from './lab.ts'
-import { Dirs, procIn, startNode, type NetNode } from './nodes.ts'
+import { Dirs, killSpawned, procIn, startNode, type NetNode } from './nodes.ts'
 
 const CAP = 'cap:summarize@1.0.0'
 /** Typed failures a call across a cut may end with (unreachable, or reached but no answer in time). */
@@ -47,6 +47,7 @@ describe('a partition between two groups of hosts, then the heal', () => {
 
   afterAll(async () => {
     await Promise.all(procs.map(async p => p.stop('SIGKILL')))
+    await killSpawned()
     await lab?.destroy()
     await dirs.cleanup()
   })
