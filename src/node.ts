@@ -11,7 +11,10 @@ import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } 
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost } from './wire/host.ts'
+import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost, type NetworkOptions } from './wire/host.ts'
+import { limitedConnectionsHost } from './wire/network.ts'
+import { Reachability } from './wire/reachability.ts'
+import { Bootstrapper } from './wire/bootstrap.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
 import { groupCommitting } from './storage/group-commit.ts'
 import { Events } from './events/service.ts'
@@ -61,6 +64,14 @@ export interface MeshNodeOptions {
    * option wins over this.
    */
   followDelegations?: boolean
+  /**
+   * Reachability across networks (AutoNAT, Circuit Relay v2, DCUtR, UPnP;
+   * see src/wire/network.ts). Unset: none, as in-process and loopback meshes
+   * need none. With it the mesh's protocols also run over relayed connections.
+   */
+  network?: NetworkOptions
+  /** Announce these multiaddrs instead of the listen addresses (an operator who knows the public address). */
+  announce?: string[]
 }
 
 /** Options of `MeshNode.delegate` and `MeshNode.handoff`. */
@@ -87,6 +98,8 @@ export class MeshNode {
   private key?: PrivateKey
   private started = false
   private readonly log: Logger
+  private _reachability?: Reachability
+  private bootstrapper?: Bootstrapper
 
   constructor (options: MeshNodeOptions) {
     this.options = options
@@ -124,6 +137,11 @@ export class MeshNode {
     return listenAddrs(this.host)
   }
 
+  /** Reachability across networks; undefined without `network`. */
+  get reachability (): Reachability | undefined {
+    return this._reachability
+  }
+
   get card (): AgentCard | undefined {
     return this._discovery?.card
   }
@@ -148,16 +166,21 @@ export class MeshNode {
       ...(o.dht === undefined ? {} : { dht: o.dht }),
       ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
+      ...(o.network === undefined ? {} : { network: o.network }),
+      ...(o.announce === undefined ? {} : { announce: o.announce }),
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
-    this._discovery = new Discovery({ host: this._host, privateKey: this.key, datastore: this.datastore, ...(o.logger === undefined ? {} : { logger: o.logger }) })
+    // across networks the mesh's protocols must also run over relayed (limited) connections
+    const wire = o.network === undefined ? this._host : limitedConnectionsHost(this._host)
+    if (o.network !== undefined) this._reachability = new Reachability(this._host, o.network.relayServer, componentLogger(o.logger, 'reachability'))
+    this._discovery = new Discovery({ host: wire, privateKey: this.key, datastore: this.datastore, ...(o.logger === undefined ? {} : { logger: o.logger }) })
     const discovery = this._discovery
     // runs and events write through one group-committing view of the datastore, so a run's
     // records and the copies of events that arrive in the same turn share one batch
     const runData = groupCommitting(this.datastore)
     this._runs = new Runs({
-      host: this._host,
+      host: wire,
       privateKey: this.key,
       datastore: runData,
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
@@ -168,7 +191,7 @@ export class MeshNode {
     })
     const runs = this._runs
     this._events = new Events({
-      host: this._host,
+      host: wire,
       privateKey: this.key,
       datastore: runData,
       ...(o.logger === undefined ? {} : { logger: o.logger }),
@@ -181,6 +204,7 @@ export class MeshNode {
     })
     try {
       await this._host.start()
+      await this._reachability?.start()
       await this._discovery.start()
       // before runs: restart recovery commits events that must be published
       await this._events.start()
@@ -205,9 +229,22 @@ export class MeshNode {
     return peers.length
   }
 
+  /**
+   * Join through bootstrap peers and stay joined (see src/wire/bootstrap.ts):
+   * one round of dials now (returns how many answered), then retries with
+   * backoff while none is connected, until the node stops.
+   */
+  async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
+    if (this.bootstrapper !== undefined) throw new Error('keepJoined was already called')
+    this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), ...(onJoined === undefined ? {} : { onJoined }) })
+    return this.bootstrapper.start()
+  }
+
   async stop (): Promise<void> {
     if (!this.started) return
     this.started = false
+    await this.bootstrapper?.stop()
+    this._reachability?.stop()
     // in order, and each step even if an earlier one failed: nothing is left open
     const steps: Array<(() => Promise<void>) | undefined> = [
       this._events === undefined ? undefined : async () => this._events?.stop(),

@@ -55,6 +55,12 @@ export interface StartOptions {
   a2aAgent?: string[]
   /** Serve cap:aap-conformance@0.1.0 with the scripted conformance agent (protocols/conformance.md). */
   conformanceAgent?: boolean
+  announce?: string[]
+  relay: 'auto' | 'on' | 'off'
+  relayClient: 'auto' | 'on' | 'off'
+  upnp: boolean
+  /** Test hook: one `connection` line per opened connection. */
+  reportConnections: boolean
 }
 
 /** Option parser of a TCP port (0: any free port). */
@@ -86,6 +92,10 @@ export function registerStart (program: Command): Command {
     .option('--listen <multiaddr>', `address to listen on, repeatable (default ${DEFAULT_TCP_LISTEN})`, collect)
     .option('--bootstrap <multiaddr>', 'a peer to join through (its /p2p/ address), repeatable', collect)
     .option('--mdns', 'also find peers on the local network with mDNS', false)
+    .option('--announce <multiaddr>', 'announce this address instead of the listen addresses (you know your public address), repeatable', collect)
+    .addOption(new Option('--relay <mode>', 'serve Circuit Relay v2 reservations: auto (once AutoNAT confirms a public address), on, off').choices(['auto', 'on', 'off']).default('auto'))
+    .addOption(new Option('--relay-client <mode>', 'reserve slots on relays and publish relay addresses: auto (when every routable address is private and none is announced), on, off').choices(['auto', 'on', 'off']).default('auto'))
+    .option('--upnp', 'ask the LAN gateway for a port mapping (UPnP)', false)
     .option('--card <file>', 'a card draft, JSON: {name, description, capabilities: [{capability_id, version}], tags}')
     .option('--name <name>', 'card name (overrides the file)')
     .option('--description <text>', 'card description (overrides the file)')
@@ -102,6 +112,7 @@ export function registerStart (program: Command): Command {
     .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
     .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md)')
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
+    .addOption(new Option('--report-connections', 'print a `connection` line per opened connection and a `disconnection` line per closed one').default(false).hideHelp())
     .addHelpText('after', `
 The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-token
 (mode 0600); the other aap-mesh commands read them from --data-dir.`)
@@ -178,12 +189,17 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   const { NodeMetrics, serveMetrics } = await import('../api/metrics.ts')
   const { newToken, writeApiFiles } = await import('../api/files.ts')
   const log = createLogger(opts.logLevel)
+  const { needsRelay } = await import('../wire/network.ts')
   const metrics = opts.metricsPort === undefined ? undefined : new NodeMetrics()
+  const listen = opts.listen ?? [DEFAULT_TCP_LISTEN]
+  const relayClient = opts.relayClient === 'auto' ? needsRelay(listen, opts.announce) : opts.relayClient === 'on'
   const node = await createMeshNode({
     dataDir: opts.dataDir,
-    listen: opts.listen ?? [DEFAULT_TCP_LISTEN],
+    listen,
     mdns: opts.mdns,
     logger: log,
+    network: { relayServer: opts.relay, relayClient, upnp: opts.upnp },
+    ...(opts.announce === undefined ? {} : { announce: opts.announce }),
     ...(metrics === undefined ? {} : { metrics: metrics.libp2p() })
   })
   const parts: Parts = { node, log }
@@ -199,11 +215,17 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   }
   if (opts.conformanceAgent === true) (await import('../conformance/agent.ts')).installConformanceAgent(node, log)
 
+  node.reachability?.onChange((s) => { emit('reachability', { public: s.public, relay_addresses: s.relayAddresses, relay_serving: s.relayServing }) })
+  if (opts.reportConnections) {
+    node.reachability?.onConnectionChange((c) => { emit(c.open ? 'connection' : 'disconnection', { peer: c.peer, relayed: c.relayed, direction: c.direction }) })
+  }
+
   const bootstrap = opts.bootstrap ?? []
   let joined = 0
   if (bootstrap.length > 0) {
-    joined = await node.join(bootstrap)
-    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered; waiting for peers to find this node`)
+    // dialed again with backoff while none is connected: a node may start before its bootstrap peers
+    joined = await node.keepJoined(bootstrap, (peers) => { emit('joined', { peers }) })
+    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered; dialing them again with backoff`)
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
@@ -266,7 +288,11 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     return
   }
 
-  emit('started', { agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl, a2a: a2aUrl })
+  const reach = node.reachability?.current
+  emit('started', {
+    agent_id: node.agentId, addresses: node.addresses, peers: joined, card: card ?? null, api: apiUrl, metrics: metricsUrl, a2a: a2aUrl,
+    ...(reach === undefined ? {} : { reachability: { public: reach.public, relay_addresses: reach.relayAddresses, relay_serving: reach.relayServing } })
+  })
   log.info({ agent_id: node.agentId, name: card?.name ?? null, addresses: node.addresses, api: apiUrl, metrics: metricsUrl },
     card === undefined ? 'node is up (no card yet: pass --name/--capability or --card, or PUT /v1/card)' : `node is up as "${card.name}"`)
 

@@ -12,12 +12,16 @@ import { mdns } from '@libp2p/mdns'
 import { memory } from '@libp2p/memory'
 import { ping, type Ping } from '@libp2p/ping'
 import { tcp } from '@libp2p/tcp'
+import { webSockets } from '@libp2p/websockets'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import { DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
+import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
+
+export type { NetworkOptions } from './network.ts'
 
 export interface HostServices {
   identify: Identify
@@ -58,11 +62,19 @@ export interface HostOptions {
   /** DHT record namespaces of the layers above, each with its validator and selector. */
   dhtValidators?: Validators
   dhtSelectors?: Selectors
+  /**
+   * Reachability across networks: AutoNAT, Circuit Relay v2 (client and
+   * server), DCUtR, optional UPnP (see network.ts). Unset: none of them, as
+   * in-process and loopback meshes need none.
+   */
+  network?: NetworkOptions
 }
 
 export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const usesMemory = opts.listen.some(a => a.startsWith('/memory'))
   const usesTcp = opts.listen.some(a => !a.startsWith('/memory')) || opts.listen.length === 0
+  const usesWs = opts.listen.some(a => /\/wss?(\/|$)/.test(a))
+  const network = opts.network
   const localMesh = opts.localMesh ?? false
 
   const peerDiscovery: Array<ReturnType<typeof mdns>> = []
@@ -71,10 +83,16 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const config: Libp2pOptions<HostServices> = {
     privateKey: opts.privateKey,
     datastore: opts.datastore,
-    addresses: { listen: opts.listen, ...(opts.announce === undefined ? {} : { announce: opts.announce }) },
+    addresses: {
+      listen: [...opts.listen, ...(network === undefined ? [] : relayListenAddrs(network))],
+      ...(opts.announce === undefined || opts.announce.length === 0 ? {} : { announce: opts.announce })
+    },
     transports: [
       ...(usesTcp ? [tcp()] : []),
-      ...(usesMemory ? [memory({ latency: opts.memoryLatencyMs ?? 0 })] : [])
+      // a node that listens on TCP can dial the WebSockets addresses of others
+      ...(usesTcp || usesWs ? [webSockets()] : []),
+      ...(usesMemory ? [memory({ latency: opts.memoryLatencyMs ?? 0 })] : []),
+      ...(network === undefined ? [] : networkTransports())
     ],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
@@ -92,7 +110,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       ping: ping(),
       dht: kadDHT({
         protocol: DHT_PROTOCOL,
-        clientMode: false,
+        // a node that reserves relay slots is not reachable directly: it asks, it does not serve
+        clientMode: network?.relayClient === true,
         kBucketSize: opts.dht?.k ?? DHT_K,
         alpha: opts.dht?.alpha ?? DHT_ALPHA,
         disjointPaths: opts.dht?.disjointPaths ?? DHT_DISJOINT_PATHS,
@@ -115,8 +134,11 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         maxTopicBytesPerPeer: GOSSIP_MAX_TOPIC_BYTES_PER_PEER,
         // Deliberate: many nodes share one IP in local meshes and simulations; the default
         // colocation penalty graylists them. Score stays on for every other behaviour.
-        scoreParams: { IPColocationFactorWeight: 0 }
-      })
+        scoreParams: { IPColocationFactorWeight: 0 },
+        // two private nodes meet over a relay; their gossip must be able to use it
+        runOnLimitedConnection: network !== undefined
+      }),
+      ...(network === undefined ? {} : networkServices(network))
     }
   }
   return createLibp2p(config)

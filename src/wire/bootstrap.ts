@@ -1,0 +1,101 @@
+/**
+ * Joining through bootstrap peers, and staying joined: dial every bootstrap
+ * address; while none of those peers is connected, try again with a doubling
+ * wait (BOOTSTRAP_RETRY_MIN_MS up to BOOTSTRAP_RETRY_MAX_MS); once one is,
+ * check every BOOTSTRAP_CHECK_INTERVAL_MS that one still is. So a node started
+ * before its bootstrap peer joins when that peer comes up, and a node cut off
+ * by a partition dials back in when it heals.
+ */
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Libp2p } from '@libp2p/interface'
+import type { Logger } from '../logger.ts'
+import {
+  BOOTSTRAP_CHECK_INTERVAL_MS, BOOTSTRAP_DIAL_TIMEOUT_MS, BOOTSTRAP_RETRY_MAX_MS, BOOTSTRAP_RETRY_MIN_MS
+} from './network-constants.ts'
+
+export interface BootstrapInit {
+  host: Pick<Libp2p, 'dial' | 'getConnections'>
+  /** Multiaddrs with their /p2p/<peer id>. */
+  addrs: string[]
+  log: Logger
+  /** Called after each round that connected a bootstrap peer none was connected before. */
+  onJoined?: (peers: number) => void
+}
+
+export class Bootstrapper {
+  private readonly init: BootstrapInit
+  private readonly addrs: Multiaddr[]
+  private readonly ctl = new AbortController()
+  private loop?: Promise<void>
+  /** Dial rounds that reached no bootstrap peer, since the last that did (a metric for operators). */
+  failedRounds = 0
+
+  constructor (init: BootstrapInit) {
+    this.init = init
+    this.addrs = init.addrs.map(a => multiaddr(a))
+  }
+
+  /** One round of dials now; then the loop runs until stop(). Returns how many answered. */
+  async start (): Promise<number> {
+    const joined = await this.round()
+    this.loop = this.run(joined > 0)
+    return joined
+  }
+
+  async stop (): Promise<void> {
+    this.ctl.abort()
+    await this.loop
+  }
+
+  /** Bootstrap peers connected right now. */
+  connected (): number {
+    return this.addrs.filter(a => {
+      const id = a.getComponents().findLast(c => c.name === 'p2p')?.value
+      return this.init.host.getConnections().some(c => c.remotePeer.toString() === id)
+    }).length
+  }
+
+  private async round (): Promise<number> {
+    const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)])
+    const results = await Promise.allSettled(this.addrs.map(async a => this.init.host.dial(a, { signal })))
+    const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${String(this.addrs[i])}: ${messageOf(r.reason)}`] : [])
+    const joined = results.length - failed.length
+    if (failed.length > 0 && !this.ctl.signal.aborted) this.init.log.debug({ failed }, 'bootstrap dials failed')
+    return joined
+  }
+
+  private async run (wasJoined: boolean): Promise<void> {
+    let joined = wasJoined
+    let wait = BOOTSTRAP_RETRY_MIN_MS
+    while (!this.ctl.signal.aborted) {
+      const ok = await sleep(joined ? BOOTSTRAP_CHECK_INTERVAL_MS : wait, true, { signal: this.ctl.signal }).catch((err: unknown) => {
+        if (!this.ctl.signal.aborted) this.init.log.warn({ err: messageOf(err) }, 'bootstrap wait failed')
+        return false
+      })
+      if (!ok) return
+      if (this.connected() > 0) {
+        joined = true
+        continue
+      }
+      const answered = await this.round()
+      if (this.ctl.signal.aborted) return
+      if (answered > 0) {
+        this.init.log.info({ peers: answered, after_rounds: this.failedRounds }, 'joined through bootstrap peers')
+        this.failedRounds = 0
+        wait = BOOTSTRAP_RETRY_MIN_MS
+        joined = true
+        this.init.onJoined?.(answered)
+      } else {
+        if (joined) this.init.log.warn('no bootstrap peer is connected; dialing them again with backoff')
+        joined = false
+        this.failedRounds++
+        wait = Math.min(wait * 2, BOOTSTRAP_RETRY_MAX_MS)
+      }
+    }
+  }
+}
+
+function messageOf (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}

@@ -1,0 +1,44 @@
+/**
+ * Bounds of the node's reachability machinery: relay reservations it serves
+ * and makes, AutoNAT, DCUtR and the bootstrap loop. Times in ms, sizes in bytes.
+ */
+
+/** Reservations a relaying node holds at once (libp2p's default is 15). */
+export const RELAY_MAX_RESERVATIONS = 64
+/** How long one reservation lasts before the client must renew it. */
+export const RELAY_RESERVATION_TTL_MS = 60 * 60 * 1000
+/** Longest a relayed connection stays open before the relay closes it (the client redials). */
+export const RELAY_CONNECTION_MAX_DURATION_MS = 10 * 60 * 1000
+/** Bytes (both ways) a relayed connection may carry before the relay closes it. */
+export const RELAY_CONNECTION_MAX_BYTES = 32 * 1024 * 1024
+/** Hop streams (reservation and connect requests) a relay handles at once. */
+export const RELAY_MAX_INBOUND_HOP_STREAMS = 64
+/** Stop streams (relayed connections) a relay or a client opens or accepts at once. */
+export const RELAY_MAX_STOP_STREAMS = 256
+/** A hop request must complete within this. */
+export const RELAY_HOP_TIMEOUT_MS = 15_000
+/** A reservation request on a relay must complete within this. */
+export const RELAY_RESERVATION_TIMEOUT_MS = 10_000
+/** Relays a private node reserves a slot on (one `/p2p-circuit` listen address each). */
+export const RELAY_CLIENT_RESERVATIONS = 2
+
+/** AutoNAT: first check of this node's addresses this long after start. */
+export const AUTONAT_STARTUP_DELAY_MS = 1_000
+/** AutoNAT: addresses are checked again this often. */
+export const AUTONAT_REFRESH_INTERVAL_MS = 60_000
+/** AutoNAT: a peer asked to dial this node back must answer within this. */
+export const AUTONAT_TIMEOUT_MS = 10_000
+
+/** DCUtR: a hole punch attempt must finish within this. */
+export const DCUTR_TIMEOUT_MS = 10_000
+/** DCUtR: attempts per relayed connection. */
+export const DCUTR_RETRIES = 3
+
+/** Bootstrap: first wait between rounds of dials to peers that did not answer. */
+export const BOOTSTRAP_RETRY_MIN_MS = 250
+/** Bootstrap: the wait doubles per failed round up to this. */
+export const BOOTSTRAP_RETRY_MAX_MS = 15_000
+/** Bootstrap: with a bootstrap peer connected, check this often that one still is (heals partitions). */
+export const BOOTSTRAP_CHECK_INTERVAL_MS = 5_000
+/** Bootstrap: one dial of a bootstrap peer must answer within this. */
+export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5_000

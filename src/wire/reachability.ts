@@ -1,0 +1,130 @@
+/**
+ * What this node knows of its own reachability, from the addresses libp2p
+ * announces (AutoNAT verifies public ones; --announce asserts them; relay
+ * reservations add /p2p-circuit ones), and the relay server's `auto` mode:
+ * the hop protocol is served only while the node has a verified public
+ * address, so private nodes never offer relay slots nobody can reach.
+ */
+import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
+import { isPrivate } from '@libp2p/utils'
+import { Circuit } from '@multiformats/multiaddr-matcher'
+import type { Connection, Libp2p, StreamHandler } from '@libp2p/interface'
+import type { Logger } from '../logger.ts'
+import { RELAY_SERVICE, type RelayServerMode } from './network.ts'
+import { RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_STOP_STREAMS } from './network-constants.ts'
+
+export interface ReachabilityState {
+  /** The node announces a public address (verified by AutoNAT, or announced by the operator). */
+  public: boolean
+  /** Relay (/p2p-circuit) addresses the node announces: its reservations. */
+  relayAddresses: number
+  /** The node serves relay reservations now. */
+  relayServing: boolean
+}
+
+export interface ConnectionInfo {
+  /** The remote peer id (a transport reference, for operators and tests only). */
+  peer: string
+  relayed: boolean
+  direction: 'inbound' | 'outbound'
+  remote: string
+  /** False when the connection closed. */
+  open: boolean
+}
+
+export class Reachability {
+  private readonly host: Libp2p<Record<string, unknown>>
+  private readonly mode: RelayServerMode
+  private readonly log: Logger
+  private state: ReachabilityState = { public: false, relayAddresses: 0, relayServing: false }
+  private readonly listeners: Array<(s: ReachabilityState) => void> = []
+  private readonly connListeners: Array<(c: ConnectionInfo) => void> = []
+  private serving = false
+  /** Updates run one after another: two at once would both switch the relay server. */
+  private updating: Promise<void> = Promise.resolve()
+  private readonly onUpdate = (): void => { void this.update() }
+  private readonly onConnection = (evt: CustomEvent<Connection>): void => { this.tell(evt.detail, true) }
+  private readonly onClose = (evt: CustomEvent<Connection>): void => { this.tell(evt.detail, false) }
+
+  constructor (host: Libp2p<Record<string, unknown>>, mode: RelayServerMode, log: Logger) {
+    this.host = host
+    this.mode = mode
+    this.log = log
+  }
+
+  get current (): ReachabilityState {
+    return { ...this.state }
+  }
+
+  onChange (listener: (s: ReachabilityState) => void): void {
+    this.listeners.push(listener)
+  }
+
+  private tell (c: Connection, open: boolean): void {
+    const info: ConnectionInfo = { peer: c.remotePeer.toString(), relayed: Circuit.matches(c.remoteAddr), direction: c.direction, remote: c.remoteAddr.toString(), open }
+    for (const l of this.connListeners) l(info)
+  }
+
+  /** Told of every connection that opens or closes. */
+  onConnectionChange (listener: (c: ConnectionInfo) => void): void {
+    this.connListeners.push(listener)
+  }
+
+  /** After the host started: in auto mode the hop protocol waits for a public address. */
+  async start (): Promise<void> {
+    this.serving = this.mode === 'on'
+    if (this.mode === 'auto' && this.relayService() !== undefined) await this.host.unhandle(RELAY_V2_HOP_CODEC)
+    this.host.addEventListener('self:peer:update', this.onUpdate)
+    this.host.addEventListener('connection:open', this.onConnection)
+    this.host.addEventListener('connection:close', this.onClose)
+    await this.update()
+  }
+
+  stop (): void {
+    this.host.removeEventListener('self:peer:update', this.onUpdate)
+    this.host.removeEventListener('connection:open', this.onConnection)
+    this.host.removeEventListener('connection:close', this.onClose)
+  }
+
+  private relayService (): { onHop?: StreamHandler } | undefined {
+    return this.host.services[RELAY_SERVICE] as { onHop?: StreamHandler } | undefined
+  }
+
+  private async update (): Promise<void> {
+    this.updating = this.updating.then(async () => this.apply())
+    return this.updating
+  }
+
+  private async apply (): Promise<void> {
+    const addrs = this.host.getMultiaddrs()
+    const relayAddresses = addrs.filter(a => Circuit.matches(a)).length
+    const isPublic = addrs.some(a => !Circuit.matches(a) && !isPrivate(a))
+    if (this.mode === 'auto' && isPublic !== this.serving) await this.serve(isPublic)
+    const next: ReachabilityState = { public: isPublic, relayAddresses, relayServing: this.serving }
+    if (next.public === this.state.public && next.relayAddresses === this.state.relayAddresses && next.relayServing === this.state.relayServing) return
+    this.state = next
+    this.log.info({ reachability: next }, 'reachability changed')
+    for (const l of this.listeners) l({ ...next })
+  }
+
+  private async serve (on: boolean): Promise<void> {
+    const svc = this.relayService()
+    if (svc === undefined) return
+    if (typeof svc.onHop !== 'function') {
+      this.log.error('the relay server exposes no hop handler; relay mode auto cannot switch it')
+      return
+    }
+    try {
+      if (on) {
+        await this.host.handle(RELAY_V2_HOP_CODEC, svc.onHop, {
+          maxInboundStreams: RELAY_MAX_INBOUND_HOP_STREAMS, maxOutboundStreams: RELAY_MAX_STOP_STREAMS, runOnLimitedConnection: true
+        })
+      } else {
+        await this.host.unhandle(RELAY_V2_HOP_CODEC)
+      }
+      this.serving = on
+    } catch (err) {
+      this.log.error({ err: err instanceof Error ? err.message : String(err), on }, 'could not switch the relay server')
+    }
+  }
+}
