@@ -59,7 +59,7 @@ describe('run limits agree with the signed run.started', () => {
     const seen = new Map<string, number>()
 
     beforeAll(async () => {
-      nodes = await startMesh(3, { transport: 'tcp' })
+      nodes = await startMesh(3)
       ;[A, B, D] = nodes as [MeshNode, MeshNode, MeshNode]
       for (const n of [B, D]) {
         n.runs.handle(SMALL, async (ctx) => {

@@ -28,7 +28,7 @@ describe('handoff authority and lineage of real chains', () => {
 
   beforeAll(async () => {
     bKey = await generateKeyPair('Ed25519')
-    nodes = await startMesh(4, { transport: 'tcp', nodeOptions: i => ({ handoffConfirmTimeoutMs: CONFIRM_TIMEOUT_MS, ...(i === 1 ? { privateKey: bKey } : {}) }) })
+    nodes = await startMesh(4, { nodeOptions: i => ({ handoffConfirmTimeoutMs: CONFIRM_TIMEOUT_MS, ...(i === 1 ? { privateKey: bKey } : {}) }) })
     ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
     for (const n of [B, C]) {
       n.runs.handle(WORK, async (ctx) => {
