@@ -1,8 +1,21 @@
 /**
- * What the query string of the events routes says about a correlation: the
- * owner whose task it is, and the participants and runs the caller knows of.
+ * Reading the query strings of the API's routes, and what they change in an
+ * answer: the correlation hints of the events routes, and whether cards carry
+ * their transport address.
  */
+import type { AgentCard } from '../card/card.ts'
 
+/**
+ * A card as an L2 caller gets it: without its `endpoint`, since the profile
+ * keeps transport addresses below L2; operators ask for it with
+ * `addresses=true`.
+ */
+export function cardView (card: AgentCard, addresses: boolean): Omit<AgentCard, 'endpoint'> & { endpoint?: string } {
+  if (addresses) return card
+  const { endpoint: _endpoint, ...view } = card
+  return view
+}
+/** The correlation hints of the events routes: the owner, and the participants and runs the caller knows of. */
 function strings (v: unknown): string[] {
   return Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []
 }

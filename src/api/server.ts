@@ -29,7 +29,7 @@ import { errorReply, HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
-import { correlationHints } from './query.ts'
+import { cardView, correlationHints } from './query.ts'
 import { SseStream } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
@@ -279,8 +279,9 @@ export class ApiServer {
     return card
   }
 
-  private cardState (): unknown {
-    return { agent_id: this.node.agentId, card: this.node.card ?? null, webhook: this.bridge.webhook, serving: this.bridge.served }
+  private cardState (addresses = false): unknown {
+    const card = this.node.card
+    return { agent_id: this.node.agentId, card: card === undefined ? null : cardView(card, addresses), webhook: this.bridge.webhook, serving: this.bridge.served }
   }
 
   // ---- operations ----------------------------------------------------------------------------
@@ -299,7 +300,7 @@ export class ApiServer {
         })
       },
 
-      getCard: { json: async () => ({ body: this.cardState() }) },
+      getCard: { json: async (req) => ({ body: this.cardState((req.query as Query).addresses === true) }) },
 
       listA2aAgents: { json: async () => ({ body: { agents: this.a2a.describe() } }) },
 
@@ -358,7 +359,7 @@ export class ApiServer {
             fresh: q.fresh === true,
             includeSelf: q.include_self === true
           })
-          return { body: { cards } }
+          return { body: { cards: cards.map(c => cardView(c, q.addresses === true)) } }
         }
       },
 

@@ -1,0 +1,47 @@
+/**
+ * Issue #12: nothing above the transport sees an endpoint or multiaddr. The
+ * local API hands L2 callers cards without their `endpoint` (`/p2p/<id>`);
+ * an operator asks for it with `addresses=true`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ApiClient } from '../src/api/client.ts'
+import { newToken } from '../src/api/files.ts'
+import { startApiServer, type ApiServer } from '../src/api/server.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startMesh, stopAll } from './helpers.ts'
+
+const CAP = { capability_id: 'cap:l2-view', version: '1.0.0' }
+const TRANSPORT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p|p2p-circuit|ws|wss)\//
+
+describe('the local API hands L2 callers no transport addresses', () => {
+  let nodes: MeshNode[] = []
+  let api: ApiServer
+  let client: ApiClient
+
+  beforeAll(async () => {
+    nodes = await startMesh(2)
+    const [a, b] = nodes as [MeshNode, MeshNode]
+    await b.publishCard({ name: 'l2-view', capabilities: [CAP] })
+    await a.publishCard({ name: 'self', capabilities: [] })
+    const token = newToken()
+    api = await startApiServer(a, { token, port: 0, checkResponses: true })
+    client = new ApiClient(api.url, token)
+  })
+  afterAll(async () => {
+    await api?.close()
+    await stopAll(nodes)
+  })
+
+  it('card and discover answers carry no endpoint unless addresses=true', async () => {
+    const own = await client.call<{ card: Record<string, unknown> }>('GET', '/v1/card')
+    expect(own.card.endpoint).toBeUndefined()
+    expect(TRANSPORT.test(JSON.stringify(own))).toBe(false)
+    const found = await client.call<{ cards: Array<Record<string, unknown>> }>('GET', '/v1/discover', undefined, { capability: 'cap:l2-view@1.0.0' })
+    expect(found.cards.length).toBe(1)
+    expect(TRANSPORT.test(JSON.stringify(found))).toBe(false)
+    const withAddresses = await client.call<{ cards: Array<Record<string, unknown>> }>('GET', '/v1/discover', undefined, { capability: 'cap:l2-view@1.0.0', addresses: true })
+    expect(withAddresses.cards[0]?.endpoint).toMatch(/^\/p2p\//)
+    const ownWith = await client.call<{ card: Record<string, unknown> }>('GET', '/v1/card', undefined, { addresses: true })
+    expect(ownWith.card.endpoint).toMatch(/^\/p2p\//)
+  })
+})
