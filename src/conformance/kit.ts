@@ -130,7 +130,7 @@ export class Scope {
       parent_run: o.parentRun ?? null,
       authorized: o.authorized ?? [this.n.coordinator.agentId]
     }
-    // the delegator's signed ticket (protocols/lineage.md), as any delegator of this mesh sends it
+    // the delegator's signed ticket (protocols/lineage.md), the way every delegator of this mesh sends it
     const ticket = await from.runs.ticketFor({ ...body, capability: body.capability as CapabilityRef })
     const frame = await this.call(from, DELEGATE_PROTOCOL, 'delegate', { ...body, ticket }, o.opts)
     // the correlation this run must carry is the task the kit sent, whatever the handle says
