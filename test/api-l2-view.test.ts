@@ -8,7 +8,7 @@ import { ApiClient } from '../src/api/client.ts'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
-import { startMesh, stopAll } from './helpers.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
 
 const CAP = { capability_id: 'cap:l2-view', version: '1.0.0' }
 const TRANSPORT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p|p2p-circuit|ws|wss)\//
@@ -36,8 +36,12 @@ describe('the local API hands L2 callers no transport addresses', () => {
     const own = await client.call<{ card: Record<string, unknown> }>('GET', '/v1/card')
     expect(own.card.endpoint).toBeUndefined()
     expect(TRANSPORT.test(JSON.stringify(own))).toBe(false)
-    const found = await client.call<{ cards: Array<Record<string, unknown>> }>('GET', '/v1/discover', undefined, { capability: 'cap:l2-view@1.0.0' })
-    expect(found.cards.length).toBe(1)
+    // the card's announcement spreads through the DHT: look until it is found
+    let found = { cards: [] as Array<Record<string, unknown>> }
+    await until(async () => {
+      found = await client.call<{ cards: Array<Record<string, unknown>> }>('GET', '/v1/discover', undefined, { capability: 'cap:l2-view@1.0.0', fresh: true })
+      return found.cards.length === 1
+    }, 'the card to be discovered')
     expect(TRANSPORT.test(JSON.stringify(found))).toBe(false)
     const withAddresses = await client.call<{ cards: Array<Record<string, unknown>> }>('GET', '/v1/discover', undefined, { capability: 'cap:l2-view@1.0.0', addresses: true })
     expect(withAddresses.cards[0]?.endpoint).toMatch(/^\/p2p\//)
