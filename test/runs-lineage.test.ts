@@ -63,6 +63,11 @@ describe('lineage: only the owner\'s runs are the owner\'s task', () => {
   })
   afterAll(async () => { await stopAll(nodes) })
 
+  async function strangerSeesSubscribers (topic: string): Promise<void> {
+    for (const n of [A, D]) await R.host.dial(peerIdOfAgent(n.agentId))
+    await until(() => [A, D].every(n => R.host.services.pubsub.getSubscribers(topic).some(p => p.toString() === n.agentId)), 'the stranger to see the subscribers')
+  }
+
   it('the owner\'s own run is delivered and replayed everywhere', async () => {
     const run = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: WORK, input: {} })
     ownRun = run.run_id
@@ -91,6 +96,9 @@ describe('lineage: only the owner\'s runs are the owner\'s task', () => {
 
   it('a flood of junk runs up to the limits does not lock the real runs out', async () => {
     const topic = correlationTopic(TASK)
+    // the flood is ignored (valid runs of R's own task), and gossipsub does not forward ignored messages: only
+    // R's direct topic peers receive it, so R connects to A and D first, as an attacker would
+    await strangerSeesSubscribers(topic)
     const flood = EVENTS_MAX_UNPROVEN_RUNS_PER_CORRELATION + 32
     for (let i = 0; i < flood; i++) {
       const t = await issueDelegationTicket(rKey, { executor: R.agentId, correlation_id: TASK, capability: WORK, parent_run: null, authorized: [] })
@@ -112,8 +120,7 @@ describe('lineage: only the owner\'s runs are the owner\'s task', () => {
 
   it('route 2 and 3: runs a stranger signs itself (own root, forged ticket, false parent or handoff link) are never stored or delivered', async () => {
     const topic = correlationTopic(TASK)
-    for (const n of [A, D]) await R.host.dial(peerIdOfAgent(n.agentId))
-    await until(() => [A, D].every(n => R.host.services.pubsub.getSubscribers(topic).some(p => p.toString() === n.agentId)), 'the stranger to see the subscribers')
+    await strangerSeesSubscribers(topic)
     const rId = R.agentId
     const forged: AgentEvent[] = []
     // its own root: a valid ticket, but R's task, not A's
