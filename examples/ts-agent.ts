@@ -46,8 +46,9 @@ const capability: CapabilityRef = { capability_id: query.capability_id, version:
 async function bootstrapAddresses (): Promise<string[]> {
   if (args.bootstrap !== undefined) return args.bootstrap
   const api = await ApiClient.fromDataDir(args['data-dir'])
-  const info = await api.call<{ addresses: string[] }>('GET', '/v1/node')
-  return info.addresses
+  // listen addresses are handed out on request only (they are for bootstrap lists, not for agents)
+  const info = await api.call<{ addresses?: string[] }>('GET', '/v1/node', undefined, { addresses: true })
+  return info.addresses ?? []
 }
 
 /** The work: a toy "translation" with one human checkpoint. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_SCENARIO, runScenario } from '../src/sim/scenario.ts'
-import { checkTrace } from '../src/sim/contracts.ts'
+import { checkTrace, transportLeaks } from '../src/sim/contracts.ts'
 import { renderHtml, renderSummary } from '../src/sim/report.ts'
 
 describe('a small simulation keeps every invariant of the report', () => {
@@ -78,5 +78,42 @@ describe('the four contracts, checked on a trace', () => {
     const verdict = checkTrace('t', byAgent, { raisedBy: 'coordinator' })
     expect(verdict.checkpoint_block.ok).toBe(false)
     expect(verdict.checkpoint_block.problems).toEqual(['x:1#2: block raised by x, not the coordinator'])
+  })
+
+  it('flags a /p2p/ reference or a multiaddr in a payload', () => {
+    const peer = '12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN'
+    for (const leak of [`/p2p/${peer}`, '/ip4/127.0.0.1/tcp/4001', '/memory/x/p2p/y']) {
+      const trace = good.map(e => e.seq === 2 && e.run_id === 'y:1' ? { ...e, payload: { output: { next: [{ at: leak }] } } } : e)
+      expect(checkTrace('t', trace).capability_ref.ok, leak).toBe(false)
+    }
+  })
+})
+
+describe('transportLeaks: the transport rule on anything the API hands up', () => {
+  const peer = '12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN'
+  const card = { agent_id: peer, name: 'n', capabilities: [{ capability_id: 'cap:a/b', version: '1.0.0' }], tags: ['x'], signature: 's' }
+
+  it('finds nothing in a card view, a run or ids with slashes', () => {
+    expect(transportLeaks({ cards: [card] })).toEqual([])
+    expect(transportLeaks({ run: { run_id: `${peer}:00ff`, correlation_id: 'team/tcp-task', delegator: peer, authorized: [peer] } })).toEqual([])
+  })
+
+  it('catches an endpoint, addresses, a /p2p/ reference or a multiaddr anywhere, naming where', () => {
+    expect(transportLeaks({ cards: [{ ...card, endpoint: `/p2p/${peer}` }] })).toEqual([
+      '$.cards[0].endpoint: a transport field',
+      `$.cards[0].endpoint: names a transport address (/p2p/${peer})`
+    ])
+    expect(transportLeaks({ addresses: [] }, 'node')).toEqual(['node.addresses: a transport field'])
+    expect(transportLeaks({ a: { b: [1, { c: `/ip4/127.0.0.1/tcp/4001/p2p/${peer}` }] } })).toEqual([
+      `$.a.b[1].c: names a transport address (/ip4/127.0.0.1/tcp/4001/p2p/${peer})`
+    ])
+    expect(transportLeaks({ [`/dns4/example.org/tcp/1`]: true })).toHaveLength(1)
+    expect(transportLeaks(`see /p2p/${peer}`)).toHaveLength(1)
+  })
+
+  it('walks a deeply nested answer without overflowing the stack', () => {
+    let deep: unknown = `/p2p/${peer}`
+    for (let i = 0; i < 100_000; i++) deep = [deep]
+    expect(transportLeaks(deep)).toHaveLength(1)
   })
 })

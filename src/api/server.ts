@@ -295,8 +295,14 @@ export class ApiServer {
 
     return {
       getNode: {
-        json: async () => ({
-          body: { agent_id: node.agentId, version: pkg.version, addresses: node.addresses, peers: node.host.getPeers().length }
+        json: async (req) => ({
+          body: {
+            agent_id: node.agentId,
+            version: pkg.version,
+            // listen addresses are for operators (bootstrap lists), on request only: L2 sees no transport
+            ...((req.query as Query).addresses === true ? { addresses: node.addresses } : {}),
+            peers: node.host.getPeers().length
+          }
         })
       },
 

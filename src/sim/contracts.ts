@@ -2,6 +2,11 @@
  * The four Loops inter-layer contracts, checked on a replayed trace of one
  * task (every event of every run of its correlation). Pure: a trace in, a
  * verdict per contract out, so an audit can be re-run anywhere.
+ *
+ * `transportLeaks` checks the first contract's transport rule on anything
+ * the node hands up to L2 (API answers: cards, discover results, runs,
+ * replays): no multiaddr, no `/p2p/` reference, no field that names an
+ * endpoint or addresses.
  */
 import type { AgentEvent } from '../runlog/types.ts'
 
@@ -30,6 +35,60 @@ export interface TraceExpectations {
 
 const TRANSPORT_HINT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p|p2p-circuit|ws|wss)\/|https?:\/\/|stdio/i
 
+/**
+ * A multiaddr component with its value (`/ip4/127.0.0.1`, `/p2p/<peer id>`,
+ * `/memory/x`): a transport address inside any string. Components without a
+ * value (`/ws`, `/quic-v1`, `/p2p-circuit`) always follow one of these.
+ */
+const MULTIADDR = /\/(ip4|ip6|ip6zone|dns4|dns6|dnsaddr|dns|tcp|udp|sctp|memory|unix|p2p|ipfs|certhash)\/[^/\s]/i
+/** Fields that carry transport addresses whatever their value looks like. */
+const TRANSPORT_FIELDS: ReadonlySet<string> = new Set(['endpoint', 'addresses', 'multiaddr', 'multiaddrs', 'addrs', 'listen_addrs'])
+
+/** Where a value sits in an answer, built into text only when a leak is reported. */
+interface Place { up: Place | undefined, step: string }
+
+/** The longest place a leak report spells out (deeper places keep their tail). */
+const PLACE_MAX_CHARS = 200
+
+function spell (place: Place): string {
+  const steps: string[] = []
+  let length = 0
+  for (let p: Place | undefined = place; p !== undefined; p = p.up) {
+    if (length > PLACE_MAX_CHARS) return `…${steps.reverse().join('')}`
+    steps.push(p.step)
+    length += p.step.length
+  }
+  return steps.reverse().join('')
+}
+
+/**
+ * Every place in `value` (any JSON the node hands up) that names a transport:
+ * a string (value or key) holding a multiaddr or a `/p2p/` reference, or a
+ * field such as `endpoint` or `addresses`. Empty when clean. Walks the value
+ * without recursion, so a deeply nested answer cannot overflow the stack.
+ */
+export function transportLeaks (value: unknown, where = '$'): string[] {
+  const leaks: string[] = []
+  const todo: Array<[unknown, Place]> = [[value, { up: undefined, step: where }]]
+  for (let next = todo.pop(); next !== undefined; next = todo.pop()) {
+    const [v, at] = next
+    if (typeof v === 'string') {
+      if (MULTIADDR.test(v)) leaks.push(`${spell(at)}: names a transport address (${v.slice(0, 80)})`)
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) todo.push([v[i], { up: at, step: `[${i}]` }])
+    } else if (isRecord(v)) {
+      for (const [k, item] of Object.entries(v).reverse()) {
+        const place = { up: at, step: `.${k}` }
+        if (TRANSPORT_FIELDS.has(k.toLowerCase())) leaks.push(`${spell(place)}: a transport field`)
+        else if (MULTIADDR.test(k)) leaks.push(`${spell(at)}: a key names a transport address (${k.slice(0, 80)})`)
+        todo.push([item, place])
+      }
+    }
+  }
+  return leaks
+}
+
+
 function verdict (problems: string[]): ContractVerdict {
   return { ok: problems.length === 0, problems }
 }
@@ -57,6 +116,7 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
     }
     // the whole event, as an L2 caller gets it: no multiaddr, /p2p/ endpoint or URL anywhere
     if (TRANSPORT_HINT.test(JSON.stringify(e))) cap.push(`${e.run_id}#${e.seq}: event names a transport endpoint`)
+    else cap.push(...transportLeaks(e.payload, `${e.run_id}#${e.seq} payload`))
   }
 
   // Contract 2: every run and event carries the task id as correlation_id

@@ -55,7 +55,7 @@ const ago = (iso) => {
 // ---- node and peers -----------------------------------------------------------------------
 
 async function loadNode () {
-  const [node, card] = await Promise.all([api('GET', '/v1/node'), api('GET', '/v1/card')])
+  const [node, card] = await Promise.all([api('GET', '/v1/node?addresses=true'), api('GET', '/v1/card')])
   state.node = node
   state.card = card
   if (card.card !== null) state.names.set(node.agent_id, card.card.name)
