@@ -131,6 +131,22 @@ export const JSON_OBJECT_MAX_KEYS = 256
 export const MAX_HANDOFF_DEPTH = 8
 /** A handoff receiver fails the run it created if the sender has not confirmed the handoff by then. */
 export const HANDOFF_CONFIRM_TIMEOUT_MS = 15_000
+
+// ---- liveness (protocols/liveness.md) ----
+/** A delegator declares the executor of its live runs lost once no probe has reached it for this long (default of `executorLostAfterMs`). */
+export const EXECUTOR_LOST_AFTER_MS = 30_000
+/** How often a delegator probes each executor of its live runs (default of `livenessProbeIntervalMs`). */
+export const LIVENESS_PROBE_INTERVAL_MS = 5_000
+/** One probe (a get_run of one of the executor's live runs) gives up after this long. */
+export const LIVENESS_PROBE_TIMEOUT_MS = 5_000
+/** Probes a delegator has in flight at once. */
+export const LIVENESS_MAX_CONCURRENT_PROBES = 16
+/** Live delegated runs the monitor watches; past it the oldest are watched no more (logged). */
+export const LIVENESS_MAX_WATCHED_RUNS = 100_000
+/** A declared verdict is offered to its executor, when it is back, for this long. */
+export const LIVENESS_NOTICE_MAX_AGE_MS = 24 * 60 * 60 * 1000
+/** A restarted executor asks a run's delegator for a verdict for at most this long before failing the run itself. */
+export const LIVENESS_VERDICT_ASK_TIMEOUT_MS = 5_000
 /** Longest ISO 8601 timestamp a signed record carries (RunTicket.issued_at). */
 export const TIMESTAMP_MAX_CHARS = 64
 /** Longest signature text a signed record carries (base64url Ed25519 is 86). */

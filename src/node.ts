@@ -16,6 +16,7 @@ import { limitedConnectionsHost } from './wire/network.ts'
 import { Reachability } from './wire/reachability.ts'
 import { Bootstrapper } from './wire/bootstrap.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
+import type { LivenessOptions } from './runs/liveness.ts'
 import { groupCommitting } from './storage/group-commit.ts'
 import { Events } from './events/service.ts'
 import type { Run } from './runlog/types.ts'
@@ -53,6 +54,14 @@ export interface MeshNodeOptions {
   maxConcurrentInboundRuns?: number
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number
+  /**
+   * Liveness of the runs this node delegates (protocols/liveness.md): how
+   * often each executor of a live run is probed (default
+   * LIVENESS_PROBE_INTERVAL_MS, 5 s) and how long it may stay unreachable
+   * before its live runs are declared failed with EXECUTOR_LOST (default
+   * EXECUTOR_LOST_AFTER_MS, 30 s).
+   */
+  liveness?: LivenessOptions
   /** libp2p metrics implementation, e.g. `prometheusMetrics()` from @libp2p/prometheus-metrics. */
   metrics?: HostOptions['metrics']
   /**
@@ -187,6 +196,7 @@ export class MeshNode {
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns }),
       ...(o.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: o.handoffConfirmTimeoutMs }),
+      ...(o.liveness === undefined ? {} : { liveness: o.liveness }),
       ...(o.logger === undefined ? {} : { logger: o.logger })
     })
     const runs = this._runs
@@ -201,6 +211,11 @@ export class MeshNode {
         delegated: () => runs.store.allOutgoing(),
         delegatedEvents: async (events) => { await runs.store.foldOutgoing(events) }
       }
+    })
+    const events = this._events
+    runs.liveness.connect({
+      lastEvent: async (run) => events.lastEvent(run.run_id),
+      onDeclared: async (verdict) => { await events.placeVerdict(verdict) }
     })
     try {
       await this._host.start()

@@ -104,7 +104,7 @@ describe('acknowledged runs survive SIGKILL of their executor', () => {
       expect(now.failure?.code).toBe('EXECUTOR_RESTARTED')
       expect(now.last_seq).toBe(2)
     }
-    // the restarted node's log, as it was when it began serving
+    // the restarted node's log, once restart recovery settled (the delegator had no verdict)
     for (const r of [runs.running!, ...batch]) expect(restarted.logs[r.run_id]).toEqual(['1:run.started', '2:run.failed'])
     expect(restarted.logs[runs.completed!.run_id]).toEqual(['1:run.started', '2:run.completed'])
     expect(restarted.logs[runs.blocked!.run_id]).toEqual(['1:run.started', '2:run.blocked'])

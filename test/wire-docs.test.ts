@@ -9,8 +9,8 @@ import * as constants from '../src/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
 import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 
-const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md', 'lineage.md']
-const UNIT: Record<string, number> = { KiB: 1024, ms: 1, s: 1000, min: 60_000, h: 3_600_000 }
+const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md', 'lineage.md', 'liveness.md', 'events.md']
+const UNIT: Record<string, number> = { KiB: 1024, MiB: 1024 * 1024, ms: 1, s: 1000, min: 60_000, h: 3_600_000 }
 const values = constants as unknown as Record<string, unknown>
 const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES, ...RUN_FAILURE_CODES, 'RUN_FAILURE_CODES'])
 
@@ -24,9 +24,9 @@ describe('protocols/*.md agree with src/constants.ts', () => {
         if (codes.has(name)) continue
         expect(Object.hasOwn(values, name), `${doc} names ${name}`).toBe(true)
       }
-      for (const m of text.matchAll(/`([A-Z][A-Z0-9_]{2,})` \((\d+)(?: (KiB|ms|s|min|h))?[,)]/g)) {
+      for (const m of text.matchAll(/`([A-Z][A-Z0-9_]{2,})` \((\d[\d,]*\d|\d)(?: (KiB|MiB|ms|s|min|h))?[,)]/g)) {
         const [, name = '', n = '', unit] = m
-        expect(values[name], `${doc}: ${m[0]}`).toBe(Number(n) * (unit === undefined ? 1 : UNIT[unit] ?? Number.NaN))
+        expect(values[name], `${doc}: ${m[0]}`).toBe(Number(n.replaceAll(',', '')) * (unit === undefined ? 1 : UNIT[unit] ?? Number.NaN))
       }
     })
   }

@@ -146,6 +146,8 @@ export class Placement {
     }
     if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) return 'over_limit'
     if (e.prev !== correlations.headHashOf(rt)) return 'conflict'
+    // a liveness verdict (protocols/liveness.md) is signed by the run's delegator, as its ticket names it, and no one else
+    if (e.declared_by !== undefined && (rt.ticket === undefined || e.declared_by !== rt.ticket.delegator)) return 'forged_verdict'
     if (e.seq === 1 && rt.lineage !== 'admitted') {
       // a run enters the task only with a proven place (protocols/lineage.md)
       const place = correlations.judge(t, rt, e)
@@ -223,6 +225,20 @@ export class Placement {
       if (from?.interest === true) rt.interest = true
       if (known === undefined && !rt.local) this.i.syncer().fetch(t, rt)
     }
+  }
+
+  /**
+   * A liveness verdict this node signed as a run's delegator: placed here
+   * like an event fetched by sync (stored, handed to subscribers), then
+   * published on the correlation's topic. Returns whether it was placed.
+   */
+  async placeVerdict (t: CorrTrack, verdict: AgentEvent): Promise<boolean> {
+    const accepted = await this.ingest(t, [verdict])
+    this.i.stats.published++
+    this.i.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(verdict))).catch((err: unknown) => {
+      this.i.log.debug({ err, run_id: verdict.run_id }, 'a verdict was not published on gossip (subscribers sync it)')
+    })
+    return accepted.length > 0
   }
 
   /**

@@ -260,6 +260,30 @@ export class Events {
     }
   }
 
+  /** The last event of a run this node holds (its log, or a copy), if any. */
+  async lastEvent (runId: string): Promise<AgentEvent | undefined> {
+    await this.correlations.flushCopies()
+    return this.log.head(runId)
+  }
+
+  /**
+   * A liveness verdict this node signed as the run's delegator
+   * (src/runs/liveness.ts): stored, delivered to the run's subscribers and
+   * published on the correlation's topic (protocols/liveness.md).
+   */
+  async placeVerdict (verdict: AgentEvent): Promise<void> {
+    this.assertStarted()
+    const t = this.correlations.ensure(verdict.correlation_id, false, false)
+    t.holds++
+    try {
+      const placed = await this.placement.placeVerdict(t, verdict)
+      if (!placed) this.logger.warn({ run_id: verdict.run_id, seq: verdict.seq }, 'a verdict did not extend the run\'s log as held here (a later event of the run arrived first)')
+    } finally {
+      t.holds--
+      this.correlations.maybeUntrack(t)
+    }
+  }
+
   /** Every event this node holds for a correlation, run_id -> events from seq 1 (chains checked). */
   async readCorrelation (correlationId: string): Promise<Map<string, AgentEvent[]>> {
     const out = new Map<string, AgentEvent[]>()

@@ -14,7 +14,7 @@ import { correlationTopic } from './topic.ts'
 export type Verdict =
   | 'accepted' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
   | 'lineage_pending' | 'foreign_owner'
-  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected'
+  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected' | 'forged_verdict'
 
 /** What gossipsub does with a message of each verdict: forgeries are rejected (and scored), the rest ignored. */
 export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
@@ -30,6 +30,8 @@ export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
   foreign_owner: TopicValidatorResult.Ignore,
   // a run that claims a place it cannot prove (no valid ticket, false inheritance): a forgery
   lineage_rejected: TopicValidatorResult.Reject,
+  // a liveness verdict signed by anyone but the run's delegator
+  forged_verdict: TopicValidatorResult.Reject,
   conflict: TopicValidatorResult.Reject,
   undecodable: TopicValidatorResult.Reject,
   invalid: TopicValidatorResult.Reject,

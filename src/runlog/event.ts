@@ -14,6 +14,7 @@ import { publicKeyOfAgent } from '../identity/identity.ts'
 import { canonicalJson, sign, signingBytes } from '../identity/signing.ts'
 import { schema } from '../schema/validate.ts'
 import type { AgentEvent, UnsignedEvent } from './types.ts'
+import { assertVerdictShape } from './verdict-shape.ts'
 
 export const isAgentEvent = schema<AgentEvent>('aap:events#/definitions/AgentEvent')
 
@@ -123,13 +124,16 @@ export function verifyEventSync (value: unknown): AgentEvent {
     throw new InvalidSignatureError('event is attributed to an agent that does not execute its run', { reason: 'misattributed' })
   }
   if ((event.seq === 1) !== (event.prev === null)) throw new InvalidRequestError('only the first event of a run has no prev', { reason: 'bad_chain' })
+  // a liveness verdict is the one event signed by someone else: the delegator (verdict.ts checks who)
+  const signer = event.declared_by ?? event.executor
+  if (event.declared_by !== undefined) assertVerdictShape(event)
   const { signature, ...unsigned } = event
   const signed = signingBytes(EVENT_SIGNING_DOMAIN, unsigned)
   // the canonical event is the unsigned one plus `,"signature":"..."`
   const size = signed.byteLength - EVENT_SIGNING_DOMAIN_BYTES + ',"signature":'.length + Buffer.byteLength(JSON.stringify(signature))
   if (size > EVENT_MAX_BYTES) throw new InvalidRequestError('event is oversized', { reason: 'oversized' })
-  if (!verifySignedBytes(event.executor, signed, signature)) {
-    throw new InvalidSignatureError('event signature does not verify with its executor key', { reason: 'bad_signature' })
+  if (!verifySignedBytes(signer, signed, signature)) {
+    throw new InvalidSignatureError('event signature does not verify with its signer\'s key', { reason: 'bad_signature' })
   }
   return event
 }

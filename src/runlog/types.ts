@@ -27,9 +27,11 @@ export interface HandoffLink {
  * it), HANDLER_FAILED (the handler threw or called fail), EXECUTOR_RESTARTED
  * (the node restarted while it executed), HANDOFF_UNCONFIRMED (a handoff
  * successor whose sender never confirmed the handoff), HANDLE_UNDELIVERED (it was created
- * but its handle never reached the caller). See protocols/errors.md.
+ * but its handle never reached the caller), EXECUTOR_LOST (its delegator found
+ * the executor gone for longer than its liveness bound and declared the run
+ * failed, protocols/liveness.md). See protocols/errors.md.
  */
-export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDOFF_UNCONFIRMED', 'HANDLE_UNDELIVERED'] as const
+export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDOFF_UNCONFIRMED', 'HANDLE_UNDELIVERED', 'EXECUTOR_LOST'] as const
 
 export interface RunFailure {
   code: ErrorCode | typeof RUN_FAILURE_CODES[number]
@@ -78,8 +80,14 @@ export interface AgentEvent {
   seq: number
   /** Hex SHA-256 of the previous event of this run (canonical encoding), null for seq 1. */
   prev: string | null
-  /** The executing agent, whose key signs the event. */
+  /** The executing agent, whose key signs the event (unless `declared_by` is set). */
   executor: string
+  /**
+   * Set only on a liveness verdict (src/runlog/verdict.ts): the run's
+   * delegator, who declared the executor lost and whose key signs this
+   * run.failed in the executor's place.
+   */
+  declared_by?: string
   signature: string
 }
 

@@ -10,17 +10,17 @@ import type { Logger } from '../logger.ts'
 import { capabilityString, supports, type AgentCard } from '../card/card.ts'
 import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
-import { executorOfRun } from '../runlog/event.ts'
+import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
 import { issueDelegationTicket } from '../runlog/ticket.ts'
-import type { Run } from '../runlog/types.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallOptions } from '../wire/rpc.ts'
-import { assertInputSize, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
+import { assertInputSize, isGetVerdictResponse, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
 import { peerOf } from './peers.ts'
 import type { RunStore } from './store.ts'
 import type { DelegateRequest } from './types.ts'
 
-export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run'
+export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run' | 'executor_lost'
 
 export interface RunCallerInit {
   host: MeshHost
@@ -140,5 +140,18 @@ export class RunCaller {
     // a handoff answers with the new run, whose delegator's record starts when it is followed
     if (verb !== 'handoff' && run.delegator === this.agentId) await this.store.noteOutgoing(run)
     return run
+  }
+
+  /**
+   * Ask a run's delegator whether it declared the run's executor lost
+   * (protocols/liveness.md): its signed verdict, or null.
+   */
+  async verdictFrom (delegator: string, runId: string, opts: CallOptions): Promise<AgentEvent | null> {
+    const res = await this.controlClient.call(peerOf(delegator), 'get_verdict', { run_id: runId }, opts)
+    const { verdict } = isGetVerdictResponse.assert(res, 'get_verdict answer')
+    if (verdict === null) return null
+    const e = verifyEventSync(verdict)
+    if (e.run_id !== runId || e.declared_by !== delegator) throw new InvalidRequestError('the delegator answered with a verdict on another run or by another signer')
+    return e
   }
 }

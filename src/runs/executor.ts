@@ -27,6 +27,7 @@ import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost }
 import { checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
+import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
 import { transition } from './state-machine.ts'
@@ -45,6 +46,8 @@ export interface RunExecutorInit {
   /** A run as its (remote) executor knows it: how a handoff receiver asks after an unconfirmed handoff. */
   getRemoteRun: (runId: string) => Promise<Run>
   handoffConfirmTimeoutMs?: number
+  /** A run's delegator's liveness verdict, if it signed one (recovery.ts). */
+  verdictFrom: RecoverySide['verdictFrom']
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -88,6 +91,11 @@ export class RunExecutor implements HandlerHost {
   private readonly key: PrivateKey
   private readonly confirmations: HandoffConfirmations
   private readonly unserve: Array<() => Promise<void>> = []
+  private readonly verdictFrom: RecoverySide['verdictFrom']
+  private readonly stopping = new AbortController()
+  /** Runs that were executing when the node stopped, and recovery settling them (recovery.ts). */
+  private interrupted: Run[] = []
+  private settling?: Promise<void>
   private policy?: DelegationPolicy
   private inboundActive = 0
 
@@ -108,6 +116,7 @@ export class RunExecutor implements HandlerHost {
     this.maxInbound = init.maxConcurrentInboundRuns
     this.log = init.log
     this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES, log: init.log })
+    this.verdictFrom = init.verdictFrom
   }
 
   // ---- lifecycle ------------------------------------------------------------------
@@ -115,9 +124,16 @@ export class RunExecutor implements HandlerHost {
   async start (): Promise<void> {
     await this.recover()
     this.unserve.push(...await serveRunProtocols(this.host, this, this.log))
+    // the interrupted runs' delegators are asked over the network: in the background
+    this.settling = settleInterrupted(this.side, this.interrupted.splice(0))
   }
 
+  /** Resolves once the runs interrupted by the last stop are settled (recovery.ts). */
+  async recovered (): Promise<void> { await this.settling }
+
   async stop (): Promise<void> {
+    this.stopping.abort(new Error('node stopping'))
+    await this.settling
     for (const u of this.unserve.splice(0)) await u()
     this.confirmations.stop()
     for (const a of this.active.values()) a.abort.abort(new Error('node stopping'))
@@ -129,25 +145,23 @@ export class RunExecutor implements HandlerHost {
 
   /**
    * After a restart: runs that were executing cannot continue (their handler's
-   * memory is gone), so they fail with EXECUTOR_RESTARTED; blocked runs stay
+   * memory is gone): recovery.ts ends them, with their delegator's verdict if
+   * it declared this node lost, else with EXECUTOR_RESTARTED. Blocked runs stay
    * blocked and are handed to their capability's handler when resumed.
    */
   private async recover (): Promise<void> {
-    const interrupted: Run[] = []
     for await (const run of this.store.all()) {
       if (isTerminal(run.state)) continue
       this.inboundActive++
       this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false })
-      if (run.state === 'running') interrupted.push(run)
-    }
-    for (const run of interrupted) {
-      try {
-        await this.apply(run.run_id, { type: 'fail', code: 'EXECUTOR_RESTARTED', message: 'the executing node restarted while the run was executing' }, EXECUTOR)
-      } catch (err) {
-        this.log.error({ err: toAapError(err), run_id: run.run_id }, 'a run interrupted by a restart could not be failed; it stays running')
-      }
+      if (run.state === 'running') this.interrupted.push(run)
     }
   }
+
+  /** A delegator's liveness verdict on a run this node executes (recovery.ts). */
+  async adoptVerdict (runId: string, verdict: AgentEvent, peer: string): Promise<Run> { return adoptVerdict(this.side, runId, verdict, peer) }
+  /** The verdict this node signed, as a delegator, on a run it delegated (null: none). */
+  async verdictOn (runId: string): Promise<AgentEvent | null> { return (await this.store.getVerdict(runId)) ?? null }
 
   // ---- the agent's side: handlers, policy, events -----------------------------------
 
@@ -443,11 +457,11 @@ export class RunExecutor implements HandlerHost {
 
   /** Hand a run this node executes to another agent (handoff.ts). */
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
-    return sendHandoff(this.handoffSide, runId, toAgent, context, actor, opts)
+    return sendHandoff(this.side, runId, toAgent, context, actor, opts)
   }
 
-  /** What the sending side of a handoff uses of this executor. */
-  private get handoffSide (): HandoffSide {
+  /** What the sending side of a handoff (handoff.ts) and recovery (recovery.ts) use of this executor. */
+  private get side (): HandoffSide & RecoverySide {
     return {
       agentId: this.agentId,
       key: this.key,
@@ -457,16 +471,24 @@ export class RunExecutor implements HandlerHost {
       resolveCard: this.resolveCard,
       lock: async (runId, fn) => this.locks.run(runId, fn),
       localRun: async (runId) => this.localRun(runId),
-      commit: async (runId, command, actor) => this.commitLocked(runId, command, actor)
+      commit: async (runId, command, actor) => this.commitLocked(runId, command, actor),
+      head: async (runId) => this.active.get(runId)?.last ?? await this.store.log.head(runId),
+      commitForeign: async (runId, event, next) => {
+        await this.store.commit(next, event)
+        const a = this.active.get(runId)
+        if (a !== undefined) this.afterTransition(runId, a, next, event, { type: 'fail', code: 'EXECUTOR_LOST', message: '' })
+        this.emit(event, next)
+      },
+      failLocked: async (runId, code, message) => (await this.commitLocked(runId, { type: 'fail', code, message }, EXECUTOR)).run,
+      fail: async (runId, code, message) => this.apply(runId, { type: 'fail', code, message }, EXECUTOR),
+      verdictFrom: this.verdictFrom,
+      stopping: this.stopping.signal
     }
   }
 
   /** A run that was blocked when the node restarted is resumed: its handler starts again, from its stored input. */
   private async dispatchRestored (runId: string, run: Run, resolution: Record<string, unknown>): Promise<void> {
-    const started = await this.store.log.get(runId, 1)
-    const payload = started?.payload ?? {}
-    const input = (payload.input ?? {}) as Record<string, unknown>
-    const handoff = run.handoff_from === null ? null : { from: run.handoff_from, context: (payload.context ?? {}) as Record<string, unknown> }
+    const { input, handoff } = await restoredStart(this.store.log, run)
     this.dispatch(runId, input, handoff, { checkpoint_id: run.checkpoint_id, resolution })
   }
 

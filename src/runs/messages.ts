@@ -51,6 +51,9 @@ export const isCancel = schema<{ run_id: string, reason?: string }>('aap:runs#/d
 export const isControlHandoff = schema<{ run_id: string, to_agent: string, context: Record<string, unknown> }>('aap:runs#/definitions/ControlHandoffRequest')
 export const isWireHandoffConfirm = schema<WireHandoffConfirm>('aap:runs#/definitions/HandoffConfirmRequest')
 export const isRun = schema<Run>('aap:runs#/definitions/Run')
+export const isExecutorLost = schema<{ run_id: string, verdict: AgentEvent }>('aap:runs#/definitions/ExecutorLostRequest')
+export const isGetVerdict = schema<{ run_id: string }>('aap:runs#/definitions/GetVerdictRequest')
+export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null }>('aap:runs#/definitions/GetVerdictResponse')
 
 /** An object's size as JSON (as long as its canonical form: only key order differs, and it is much cheaper). */
 function jsonBytes (value: Record<string, unknown>): number {

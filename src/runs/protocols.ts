@@ -12,7 +12,7 @@ import {
 import type { MeshHost } from '../wire/host.ts'
 import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
-import { isBlock, isCancel, isControlHandoff, isGetRun, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
+import { isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
 /** Serve the three run protocols; returns the functions that stop serving them. */
 export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger): Promise<Array<() => Promise<void>>> {
@@ -35,6 +35,9 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         resume: method(isResume, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) })),
         cancel: method(isCancel, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) })),
         get_run: method(isGetRun, async (req) => ({ run: await x.localRun(req.run_id) })),
+        // liveness (protocols/liveness.md): a delegator tells the executor its verdict; an executor asks a delegator for one
+        executor_lost: method(isExecutorLost, async (req, ctx) => ({ run: await x.adoptVerdict(req.run_id, req.verdict, ctx.peer.toString()) })),
+        get_verdict: method(isGetVerdict, async (req) => ({ verdict: await x.verdictOn(req.run_id) })),
         handoff: method(isControlHandoff, async (req, ctx) => {
           const run = await x.localRun(req.run_id)
           return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString())) }

@@ -20,6 +20,7 @@ import type { CallOptions } from '../wire/rpc.ts'
 import { RunCaller } from './caller.ts'
 import { RunExecutor } from './executor.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
+import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import { RunStore } from './store.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
 
@@ -40,6 +41,8 @@ export interface RunsInit {
   logger?: Logger
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number
+  /** When a delegator declares the executor of its live runs lost (liveness.ts). */
+  liveness?: LivenessOptions
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -50,6 +53,8 @@ export class Runs {
   private readonly key: PrivateKey
   private readonly caller: RunCaller
   private readonly executor: RunExecutor
+  /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
+  readonly liveness: LivenessMonitor
 
   constructor (init: RunsInit) {
     this.agentId = agentIdOf(init.privateKey)
@@ -67,15 +72,37 @@ export class Runs {
       maxConcurrentInboundRuns: init.maxConcurrentInboundRuns ?? MAX_CONCURRENT_INBOUND_RUNS,
       log,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
-      getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {})
+      getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {}),
+      verdictFrom: async (delegator, runId, opts) => this.caller.verdictFrom(delegator, runId, opts)
+    })
+    this.liveness = new LivenessMonitor({
+      agentId: this.agentId,
+      key: init.privateKey,
+      store: this.store,
+      log,
+      ...init.liveness,
+      probe: async (runId, opts) => this.caller.control(runId, 'get_run', { run_id: runId }, opts),
+      notify: async (runId, verdict, opts) => this.caller.control(runId, 'executor_lost', { run_id: runId, verdict }, opts)
     })
   }
 
   async start (): Promise<void> {
     await this.executor.start()
+    await this.liveness.start()
+  }
+
+  /**
+   * Resolves once restart recovery has settled the runs that were executing
+   * when the node last stopped: each ended with its delegator's liveness
+   * verdict or with EXECUTOR_RESTARTED (src/runs/recovery.ts). Recovery asks
+   * the delegators over the network, so `start` does not wait for it.
+   */
+  async recovered (): Promise<void> {
+    await this.executor.recovered()
   }
 
   async stop (): Promise<void> {
+    await this.liveness.stop()
     this.caller.close()
     await this.executor.stop()
     await this.store.flushOutgoing()

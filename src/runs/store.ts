@@ -19,6 +19,7 @@ const dec = new TextDecoder()
 
 const runKey = (runId: string): Key => new Key(`/aap/runs/${encodeURIComponent(runId)}`)
 const outgoingKey = (runId: string): Key => new Key(`/aap/outgoing/${encodeURIComponent(runId)}`)
+const verdictKey = (runId: string): Key => new Key(`/aap/verdicts/${encodeURIComponent(runId)}`)
 const idemKey = (delegator: string, key: string): Key => new Key(`/aap/idem/${encodeURIComponent(delegator)}/${encodeURIComponent(key)}`)
 
 interface IdemRecord { run_id: string, at: number }
@@ -36,6 +37,8 @@ export class RunStore {
   private readonly outgoingLock = new KeyedMutex()
   /** Outgoing records handed to the writer and not yet committed (read back from here meanwhile). */
   private readonly unsaved = new Map<string, { run: Run, write: Promise<void> }>()
+  /** Told of every outgoing record written (the liveness monitor watches the live ones). */
+  private readonly outgoingListeners = new Set<(run: Run) => void>()
 
   constructor (datastore: Datastore) {
     this.ds = groupCommitting(datastore)
@@ -86,6 +89,7 @@ export class RunStore {
    */
   async putOutgoing (run: Run): Promise<void> {
     this.remember(run)
+    for (const l of this.outgoingListeners) l(run)
     const batch = this.ds.batch()
     batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
     const write = Promise.resolve(batch.commit())
@@ -147,6 +151,33 @@ export class RunStore {
       if (oldest.done !== true) this.outgoing.delete(oldest.value)
     }
     this.outgoing.set(run.run_id, run)
+  }
+
+  /** Call `listener` with every outgoing record written from now on; returns the function that stops it. */
+  onOutgoing (listener: (run: Run) => void): () => void {
+    this.outgoingListeners.add(listener)
+    return () => { this.outgoingListeners.delete(listener) }
+  }
+
+  /**
+   * Change an outgoing record with `fn` on its lock (nothing else changes it
+   * meanwhile); `fn` returns the new record, or undefined to leave it.
+   */
+  async updateOutgoing (runId: string, fn: (prev: Run | undefined) => Promise<Run | undefined>): Promise<Run | undefined> {
+    return this.outgoingLock.run(runId, async () => {
+      const next = await fn(await this.getOutgoing(runId))
+      if (next !== undefined) await this.putOutgoing(next)
+      return next
+    })
+  }
+
+  /** The liveness verdict this node, as delegator, signed on a run (protocols/liveness.md). */
+  async putVerdict (verdict: AgentEvent): Promise<void> {
+    await this.ds.put(verdictKey(verdict.run_id), enc.encode(JSON.stringify(verdict)))
+  }
+
+  async getVerdict (runId: string): Promise<AgentEvent | undefined> {
+    return readJson<AgentEvent>(this.ds, verdictKey(runId))
   }
 
   async * allOutgoing (): AsyncGenerator<Run> {

@@ -1,0 +1,261 @@
+/**
+ * The delegator's side of liveness (protocols/liveness.md). Every live run
+ * this node delegated (running or blocked) is watched: each executor of one
+ * is probed every interval with a get_run of one of its live runs, in turn.
+ * An answer proves the executor is there (a blocked run waits for its human
+ * for as long as it takes); no answer for longer than the bound ends each of
+ * its live runs with a verdict: a run.failed (EXECUTOR_LOST) the delegator
+ * signs in the executor's place, chained to the last event it holds. The
+ * verdict goes to the delegator's record, to the run's subscribers and
+ * replays (through `onDeclared`), and to the executor itself once it can be
+ * reached again, so it cannot complete the run afterwards.
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import {
+  EXECUTOR_LOST_AFTER_MS, LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_MAX_WATCHED_RUNS, LIVENESS_NOTICE_MAX_AGE_MS,
+  LIVENESS_PROBE_INTERVAL_MS, LIVENESS_PROBE_TIMEOUT_MS
+} from '../constants.ts'
+import { toAapError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { executorOfRun } from '../runlog/event.ts'
+import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
+import { EXECUTOR_LOST, signVerdict } from '../runlog/verdict.ts'
+import { Limiter } from '../util/concurrency.ts'
+import type { CallOptions } from '../wire/rpc.ts'
+import type { RunStore } from './store.ts'
+
+export interface LivenessOptions {
+  /** No probe reached the executor for this long: its live runs are declared lost (default EXECUTOR_LOST_AFTER_MS). */
+  lostAfterMs?: number
+  /** How often each executor is probed (default LIVENESS_PROBE_INTERVAL_MS). */
+  probeIntervalMs?: number
+}
+
+/** What the monitor needs from the rest of the node. */
+export interface LivenessPorts {
+  /** The last event of the run this node holds (the events service's copy), to chain the verdict to. */
+  lastEvent: (run: Run) => Promise<AgentEvent | undefined>
+  /** A verdict was signed and recorded: deliver it to the run's subscribers and publish it. */
+  onDeclared: (verdict: AgentEvent) => Promise<void>
+}
+
+export interface LivenessInit extends LivenessOptions {
+  agentId: string
+  key: PrivateKey
+  store: RunStore
+  log: Logger
+  /** get_run at the run's executor. */
+  probe: (runId: string, opts: CallOptions) => Promise<Run>
+  /** executor_lost to the run's executor: the verdict, once it is back. */
+  notify: (runId: string, verdict: AgentEvent, opts: CallOptions) => Promise<Run>
+}
+
+export interface LivenessStats {
+  probes: number
+  probeFailures: number
+  /** Runs declared lost (a verdict signed, or the record failed when no event was held to chain one to). */
+  declared: number
+  /** Declared runs whose verdict could not be chained (no event of the run held here). */
+  unchained: number
+  /** Verdicts the executor took after it came back. */
+  noticesDelivered: number
+  /** Verdicts dropped unseen by their executor after LIVENESS_NOTICE_MAX_AGE_MS. */
+  noticesExpired: number
+}
+
+interface ExecutorWatch {
+  runs: Set<string>
+  lastSeen: number
+  probing: boolean
+  turn: number
+}
+
+interface Notice { executor: string, verdict: AgentEvent, since: number, sending: boolean }
+
+export class LivenessMonitor {
+  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0 }
+  readonly lostAfterMs: number
+  readonly probeIntervalMs: number
+  private readonly i: LivenessInit
+  private ports?: LivenessPorts
+  private readonly executors = new Map<string, ExecutorWatch>()
+  private readonly watched = new Map<string, string>()
+  private readonly notices = new Map<string, Notice>()
+  private readonly limiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
+  private readonly stopping = new AbortController()
+  private readonly inflight = new Set<Promise<void>>()
+  private timer?: ReturnType<typeof setInterval>
+  private unlisten?: () => void
+
+  constructor (init: LivenessInit) {
+    this.i = init
+    this.lostAfterMs = init.lostAfterMs ?? EXECUTOR_LOST_AFTER_MS
+    this.probeIntervalMs = init.probeIntervalMs ?? LIVENESS_PROBE_INTERVAL_MS
+  }
+
+  /** Wire the ports (the events service exists after the run service). */
+  connect (ports: LivenessPorts): void {
+    this.ports = ports
+  }
+
+  async start (): Promise<void> {
+    this.unlisten = this.i.store.onOutgoing(run => { this.track(run) })
+    for await (const run of this.i.store.allOutgoing()) this.track(run)
+    this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
+    this.timer.unref?.()
+  }
+
+  async stop (): Promise<void> {
+    clearInterval(this.timer)
+    this.unlisten?.()
+    this.stopping.abort(new Error('node stopping'))
+    await Promise.allSettled([...this.inflight])
+  }
+
+  /** The executors watched now and the runs of each (for tests and the metrics). */
+  get watching (): { executors: number, runs: number } {
+    return { executors: this.executors.size, runs: this.watched.size }
+  }
+
+  /** A delegated run's record changed: watch it while it is live, from the moment it is first seen. */
+  private track (run: Run): void {
+    if (run.delegator !== this.i.agentId) return
+    const executor = executorOfRun(run.run_id)
+    if (isTerminal(run.state)) {
+      if (this.watched.delete(run.run_id)) {
+        const w = this.executors.get(executor)
+        w?.runs.delete(run.run_id)
+        if (w !== undefined && w.runs.size === 0) this.executors.delete(executor)
+      }
+      return
+    }
+    if (this.watched.has(run.run_id)) return
+    if (this.watched.size >= LIVENESS_MAX_WATCHED_RUNS) {
+      this.i.log.warn({ run_id: run.run_id, limit: LIVENESS_MAX_WATCHED_RUNS }, 'too many live delegated runs to watch: this one is not probed')
+      return
+    }
+    this.watched.set(run.run_id, executor)
+    let w = this.executors.get(executor)
+    if (w === undefined) {
+      w = { runs: new Set(), lastSeen: Date.now(), probing: false, turn: 0 }
+      this.executors.set(executor, w)
+    }
+    w.runs.add(run.run_id)
+  }
+
+  private spawn (fn: () => Promise<void>): void {
+    const p = this.limiter.run(fn).catch((err: unknown) => {
+      this.i.log.error({ err: toAapError(err) }, 'a liveness step failed')
+    })
+    this.inflight.add(p)
+    void p.finally(() => { this.inflight.delete(p) })
+  }
+
+  private callOpts (): CallOptions {
+    return { signal: this.stopping.signal, callTimeoutMs: LIVENESS_PROBE_TIMEOUT_MS }
+  }
+
+  /** One round: probe every executor not being probed, offer pending verdicts. */
+  private tick (): void {
+    for (const [executor, w] of this.executors) {
+      if (w.probing) continue
+      w.probing = true
+      this.spawn(async () => {
+        try {
+          await this.probe(executor, w)
+        } finally {
+          w.probing = false
+        }
+      })
+    }
+    const now = Date.now()
+    for (const [runId, n] of this.notices) {
+      if (n.sending) continue
+      if (now - n.since > LIVENESS_NOTICE_MAX_AGE_MS) {
+        this.notices.delete(runId)
+        this.stats.noticesExpired++
+        this.i.log.warn({ run_id: runId, executor: n.executor }, 'a verdict was never seen by its executor')
+        continue
+      }
+      n.sending = true
+      this.spawn(async () => {
+        try {
+          await this.offer(runId, n)
+        } finally {
+          n.sending = false
+        }
+      })
+    }
+  }
+
+  private async probe (executor: string, w: ExecutorWatch): Promise<void> {
+    const runs = [...w.runs]
+    const runId = runs[w.turn++ % runs.length]
+    if (runId === undefined || this.stopping.signal.aborted) return
+    this.stats.probes++
+    try {
+      // the answer also moves the delegator's record (RunCaller.control), which unwatches an ended run
+      await this.i.probe(runId, this.callOpts())
+      w.lastSeen = Date.now()
+      return
+    } catch (err) {
+      if (this.stopping.signal.aborted) return
+      const e = toAapError(err)
+      this.stats.probeFailures++
+      if (e.code === 'RUN_NOT_FOUND') {
+        // the executor is there, and does not hold the run: it lost it
+        w.lastSeen = Date.now()
+        await this.declare(runId, executor, 'the executor answers but no longer holds the run')
+        return
+      }
+      const silent = Date.now() - w.lastSeen
+      this.i.log.debug({ executor, silent_ms: silent, err: e }, 'a liveness probe failed')
+      if (silent < this.lostAfterMs) return
+      for (const id of runs) await this.declare(id, executor, `the executor could not be reached for ${silent} ms (bound ${this.lostAfterMs} ms): ${e.message}`)
+    }
+  }
+
+  /** End a live delegated run with a verdict. */
+  private async declare (runId: string, executor: string, message: string): Promise<void> {
+    let verdict: AgentEvent | undefined
+    await this.i.store.updateOutgoing(runId, async (prev) => {
+      if (prev === undefined || isTerminal(prev.state)) return undefined
+      const head = await this.ports?.lastEvent(prev)
+      if (head !== undefined) {
+        verdict = await signVerdict(this.i.key, this.i.agentId, head, message)
+        await this.i.store.putVerdict(verdict)
+      } else {
+        this.stats.unchained++
+      }
+      this.stats.declared++
+      this.i.log.warn({ run_id: runId, executor, chained: verdict !== undefined }, `declaring a run's executor lost: ${message}`)
+      return {
+        ...prev,
+        state: 'failed',
+        failure: { code: EXECUTOR_LOST, message: message.slice(0, 1000) },
+        last_seq: verdict?.seq ?? prev.last_seq,
+        updated_at: new Date().toISOString()
+      }
+    })
+    if (verdict === undefined) return
+    this.notices.set(runId, { executor, verdict, since: Date.now(), sending: false })
+    try {
+      await this.ports?.onDeclared(verdict)
+    } catch (err) {
+      this.i.log.warn({ err: toAapError(err), run_id: runId }, 'a verdict could not be handed to the run\'s subscribers')
+    }
+  }
+
+  /** Tell the executor, if it is back, that its run was declared lost. */
+  private async offer (runId: string, n: Notice): Promise<void> {
+    try {
+      await this.i.notify(runId, n.verdict, this.callOpts())
+    } catch (err) {
+      const e = toAapError(err)
+      // not there (yet): the next round tries again; a run it does not hold needs no notice
+      if (e.code !== 'RUN_NOT_FOUND') return
+    }
+    this.notices.delete(runId)
+    this.stats.noticesDelivered++
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * The executor's side of liveness (protocols/liveness.md): a run whose
+ * delegator declared this executor lost ends with that verdict, and a node
+ * that restarts asks the delegators of the runs it was executing for a
+ * verdict before it fails them itself. Either way the run ends failed and
+ * its handler never runs again, so an executor that comes back cannot
+ * complete a run it was declared lost on.
+ */
+import { LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_VERDICT_ASK_TIMEOUT_MS } from '../constants.ts'
+import { InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { eventHash, verifyEventSync } from '../runlog/event.ts'
+import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
+import { assertDeclaredBy, EXECUTOR_LOST } from '../runlog/verdict.ts'
+import { Limiter } from '../util/concurrency.ts'
+import type { EventLog } from '../runlog/event-log.ts'
+import type { CallOptions } from '../wire/rpc.ts'
+import type { RunContext } from './types.ts'
+
+/** What recovery and verdicts use of the executor. */
+export interface RecoverySide {
+  log: Logger
+  lock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
+  localRun: (runId: string) => Promise<Run>
+  /** The last event of the run's log here. */
+  head: (runId: string) => Promise<AgentEvent | undefined>
+  /** Commit `event` (signed by someone else) as the run's next event, with the run it leads to; under the lock. */
+  commitForeign: (runId: string, event: AgentEvent, next: Run) => Promise<void>
+  /** Fail the run with this node's own run.failed; under the lock. */
+  failLocked: (runId: string, code: RunFailure['code'], message: string) => Promise<Run>
+  /** Fail the run, taking its lock. */
+  fail: (runId: string, code: RunFailure['code'], message: string) => Promise<Run>
+  /** The verdict a run's delegator signed, or null (over /aap/control get_verdict). */
+  verdictFrom: (delegator: string, runId: string, opts: CallOptions) => Promise<AgentEvent | null>
+  stopping: AbortSignal
+}
+
+/**
+ * A verdict on a run this node executes, from `peer`: the run ends failed
+ * with EXECUTOR_LOST. When the log here still ends where the delegator's
+ * view ended, the verdict itself becomes the run's last event (one chain
+ * everywhere); when it moved on since, the run ends with this node's own
+ * run.failed that names the verdict. A run already ended stays as it is.
+ */
+export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEvent, peer: string): Promise<Run> {
+  const verdict = verifyEventSync(raw)
+  if (verdict.run_id !== runId) throw new InvalidRequestError('the verdict is on another run', { reason: 'bad_verdict' })
+  return x.lock(runId, async () => {
+    const run = await x.localRun(runId)
+    if (peer !== run.delegator) throw new UnauthorizedError('only the run\'s delegator tells its executor it was declared lost', { reason: 'not_delegator' })
+    assertDeclaredBy(verdict, run.delegator)
+    if (isTerminal(run.state)) return run
+    const failure = verdict.payload.failure as { message?: unknown }
+    const message = typeof failure.message === 'string' ? failure.message : 'declared lost by its delegator'
+    const head = await x.head(runId)
+    if (head !== undefined && verdict.seq === head.seq + 1 && verdict.prev === eventHash(head)) {
+      const next: Run = { ...run, state: 'failed', failure: { code: EXECUTOR_LOST, message }, last_seq: verdict.seq, updated_at: new Date().toISOString() }
+      await x.commitForeign(runId, verdict, next)
+      x.log.warn({ run_id: runId, delegator: peer }, 'the delegator declared this executor lost on a run: the run ends failed with its verdict')
+      return next
+    }
+    x.log.warn({ run_id: runId, delegator: peer, after_seq: verdict.seq - 1, head: head?.seq }, 'declared lost on a run whose log moved on since: ending it with a failure of its own')
+    return x.failLocked(runId, EXECUTOR_LOST, `its delegator declared the executor lost after seq ${verdict.seq - 1}: ${message}`.slice(0, 1000))
+  })
+}
+
+/**
+ * After a restart, runs that were executing cannot go on (their handlers'
+ * memory is gone). Each one's delegator is asked for a verdict first, for at
+ * most LIVENESS_VERDICT_ASK_TIMEOUT_MS; with one, the run ends with it, else
+ * it fails with EXECUTOR_RESTARTED.
+ */
+export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<void> {
+  const limiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
+  await Promise.all(runs.map(async run => limiter.run(async () => {
+    if (x.stopping.aborted) return
+    let verdict: AgentEvent | null = null
+    try {
+      verdict = await x.verdictFrom(run.delegator, run.run_id, { signal: x.stopping, callTimeoutMs: LIVENESS_VERDICT_ASK_TIMEOUT_MS })
+    } catch (err) {
+      x.log.info({ err: toAapError(err), run_id: run.run_id }, 'the delegator of an interrupted run could not be asked for a verdict')
+    }
+    if (x.stopping.aborted) return
+    if (verdict !== null) {
+      try {
+        await adoptVerdict(x, run.run_id, verdict, run.delegator)
+        return
+      } catch (err) {
+        x.log.warn({ err: toAapError(err), run_id: run.run_id }, 'a verdict from the delegator of an interrupted run could not be taken')
+      }
+    }
+    try {
+      await x.fail(run.run_id, 'EXECUTOR_RESTARTED', 'the executing node restarted while the run was executing')
+    } catch (err) {
+      x.log.error({ err: toAapError(err), run_id: run.run_id }, 'a run interrupted by a restart could not be failed; it stays running')
+    }
+  })))
+}
+
+/** What a run blocked across a restart starts again with, once resumed: its input and handoff context, from its run.started. */
+export async function restoredStart (log: EventLog, run: Run): Promise<{ input: Record<string, unknown>, handoff: RunContext['handedOff'] }> {
+  const started = await log.get(run.run_id, 1)
+  const payload = started?.payload ?? {}
+  const input = (payload.input ?? {}) as Record<string, unknown>
+  const handoff = run.handoff_from === null ? null : { from: run.handoff_from, context: (payload.context ?? {}) as Record<string, unknown> }
+  return { input, handoff }
+}
