@@ -7,13 +7,14 @@
  * handoff comes from the predecessor's executor and inherits what the
  * predecessor's own ticket says, not what the request claims.
  */
-import { capabilityString, type CapabilityRef } from '../card/card.ts'
-import { MAX_HANDOFF_DEPTH } from '../constants.ts'
-import { DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
+import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
+import { MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
+import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
 import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
 import { originOf, ticketOf, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { WireDelegate, WireHandoff } from './messages.ts'
+import type { DelegationPolicy, RunHandler } from './types.ts'
 
 function sameCapability (a: CapabilityRef, b: CapabilityRef): boolean {
   return capabilityString(a) === capabilityString(b)
@@ -99,4 +100,18 @@ export function runOfTicket (t: RunTicket): Run {
     failure: null,
     last_seq: 0
   }
+}
+
+/** CAPABILITY_NOT_SUPPORTED unless this node's card declares the capability and a handler serves it. */
+export function assertServes (card: AgentCard | undefined, handlers: Map<string, RunHandler>, capability: CapabilityRef, self: string): void {
+  if (card === undefined || !supports(card, capability) || !handlers.has(capabilityString(capability))) {
+    throw new CapabilityNotSupportedError(`agent ${self} does not serve ${capabilityString(capability)}`, { capability })
+  }
+}
+
+/** DELEGATION_REFUSED (reason policy) when the node's delegation policy refuses the request. */
+export async function askPolicy (policy: DelegationPolicy | undefined, req: Parameters<DelegationPolicy>[0]): Promise<void> {
+  if (policy === undefined) return
+  const refusal = await policy(req)
+  if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
 }

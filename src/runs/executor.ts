@@ -10,12 +10,9 @@
  */
 import type { PrivateKey } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
-import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
-import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL, REASON_MAX_CHARS } from '../constants.ts'
-import {
-  AapError, AgentNotFoundError, CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError,
-  toAapError
-} from '../errors.ts'
+import { capabilityString, type AgentCard, type CapabilityRef } from '../card/card.ts'
+import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL } from '../constants.ts'
+import { AapError, AgentNotFoundError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
 import { rememberTicket, type RunTicket } from '../runlog/ticket.ts'
 import { EventSigner } from '../runlog/signer.ts'
@@ -24,7 +21,7 @@ import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
 import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost } from './handlers.ts'
-import { checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
+import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
 import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
@@ -218,7 +215,7 @@ export class RunExecutor implements HandlerHost {
     const from = ctx.peer.toString()
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
     assertInputSize(req.input, 'input')
-    this.checkCapability(req.capability)
+    assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
     const ticket = checkDelegation(req, from, this.agentId)
     const key = req.idempotency_key
     if (key === undefined) return this.acceptNew(req, ticket, from, ctx.signal)
@@ -238,7 +235,7 @@ export class RunExecutor implements HandlerHost {
     this.reserveSlot()
     let created: Run
     try {
-      await this.askPolicy(from, req.task_id, req.capability, req.input, signal)
+      await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
       await this.assertNewRunId(ticket.run_id)
       const run = runOfTicket(ticket)
       created = await this.create(run, {
@@ -284,10 +281,10 @@ export class RunExecutor implements HandlerHost {
     const ticket = checkHandoff(req, from, this.agentId)
     assertInputSize(req.input, 'input')
     assertContextSize(req.context)
-    this.checkCapability(req.capability)
+    assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
     this.reserveSlot()
     try {
-      await this.askPolicy(from, req.task_id, req.capability, req.input, ctx.signal)
+      await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal: ctx.signal })
       await this.assertNewRunId(ticket.run_id)
       const run = runOfTicket(ticket)
       const created = await this.create(run, {
@@ -315,25 +312,12 @@ export class RunExecutor implements HandlerHost {
     }
   }
 
-  private checkCapability (capability: CapabilityRef): void {
-    const card = this.ownCard()
-    if (card === undefined || !supports(card, capability) || !this.handlers.has(capabilityString(capability))) {
-      throw new CapabilityNotSupportedError(`agent ${this.agentId} does not serve ${capabilityString(capability)}`, { capability })
-    }
-  }
-
   /** Take one of the node's run slots now (released when the run ends or is never created). */
   private reserveSlot (): void {
     if (this.inboundActive >= this.maxInbound) {
       throw new DelegationRefusedError(`agent is at its limit of ${this.maxInbound} concurrent runs`, { reason: 'capacity', limit: this.maxInbound })
     }
     this.inboundActive++
-  }
-
-  private async askPolicy (from: string, taskId: string, capability: CapabilityRef, input: Record<string, unknown>, signal: AbortSignal): Promise<void> {
-    if (this.policy === undefined) return
-    const refusal = await this.policy({ from, task_id: taskId, capability, input, signal })
-    if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
   }
 
   // ---- transitions ------------------------------------------------------------------
