@@ -5,7 +5,10 @@
  * run: progress, a checkpoint it blocks on until the delegator resumes it,
  * then its output (or a failure when the resolution says {"approved": false}).
  * A checkpoint the delegator raises itself is told (`ctx.onBlocked`, a
- * `paused` line); the work waits for its resume on its own.
+ * `paused` line); the work waits for its resume on its own. It also serves
+ * `cap:chat@1.0.0`, a conversation that remembers: each turn sees the earlier
+ * ones and a note it saves (`aap-mesh send --continue <run>` for the next
+ * turn; protocols/turns.md).
  *
  *   npm start -- --data-dir ./.aap-mesh                 # a node, in another terminal
  *   node examples/ts-agent.ts --data-dir ./.aap-mesh    # joins it (address from its API)
@@ -71,6 +74,15 @@ async function translate (ctx: RunContext): Promise<Record<string, unknown>> {
   return { translation: draft, reviewed: resolution }
 }
 
+/** A conversation that remembers: each turn sees what was said before, from the context it saves. */
+const CHAT: CapabilityRef = { capability_id: 'cap:chat', version: '1.0.0' }
+async function chat (ctx: RunContext): Promise<Record<string, unknown>> {
+  const heard = Array.isArray(ctx.conversation.saved?.heard) ? ctx.conversation.saved.heard as string[] : []
+  const text = typeof ctx.input.text === 'string' ? ctx.input.text : ''
+  await ctx.saveContext({ heard: [...heard, text] })
+  return { turn: ctx.conversation.turn, heard_before: heard, reply: `turn ${ctx.conversation.turn}: you said "${text}"` }
+}
+
 const node = await createMeshNode({
   listen: [args.listen],
   ...(args['agent-dir'] === undefined ? {} : { dataDir: args['agent-dir'] })
@@ -98,6 +110,7 @@ try {
 
 node.runs.onEvent((event) => { say(event.type, { run_id: event.run_id, correlation_id: event.correlation_id, seq: event.seq, payload: event.payload }) })
 node.runs.handle(capability, translate)
-const card = await node.publishCard({ name: args.name, description: 'reverses words, after a human review', capabilities: [capability] })
+node.runs.handle(CHAT, chat)
+const card = await node.publishCard({ name: args.name, description: 'reverses words, after a human review; chats with memory', capabilities: [capability, CHAT] })
 const announced = await node.discovery.announce()
 say('ready', { agent_id: node.agentId, capability: args.capability, seq: card.seq, provider_keys: announced })

@@ -301,3 +301,9 @@ export const DEFAULT_DATA_DIR = '.aap-mesh'
 export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'
 /** Graceful stop budget of a node process. */
 export const STOP_TIMEOUT_MS = 5_000
+
+// ---- turns: conversations with an agent (protocols/turns.md) ----
+/** Turns one context (conversation) holds; the next delegation into a full one is refused (DELEGATION_REFUSED, reason context_full). */
+export const CONTEXT_MAX_TURNS = 64
+/** The agent's saved context of a conversation, as JSON. */
+export const CONTEXT_STATE_MAX_BYTES = 64 * 1024

@@ -147,6 +147,8 @@ describe('the OpenAPI document and the server', () => {
     await events.ready()
     const id = { run_id: run.run_id }
     await call(apiA, tokens.a, 'progress', id, { payload: { pct: 10 } })
+    const saved = await call(apiA, tokens.a, 'saveContext', id, { context: { notes: ['kept for the next turn'] } })
+    expect(saved).toEqual({ context_id: run.run_id, saved: { notes: ['kept for the next turn'] } })
     await call(apiA, tokens.a, 'block', id, { reason: 'check', checkpoint_id: 'cp-doc' })
     await call(apiB, tokens.b, 'resume', id, { resolution: { ok: true } })
     await work.next(e => e.event === 'resume' && data(e).run_id === run.run_id)

@@ -121,6 +121,20 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     await ts.event('run.completed', l => l.run_id === runId)
     const shown = await a.cli(['runs', 'show', runId, '--json'])
     expect(shown.json.run).toMatchObject({ state: 'completed', output: { translation: 'three two one', reviewed: { approved: true } } })
+
+    // a conversation: `send` waits for each turn's output; --continue makes the next turn, which remembers
+    let previous: string | undefined
+    for (const [i, text] of ['hello', 'again', 'bye'].entries()) {
+      const args = previous === undefined ? ['--to', tsId, '--capability', 'cap:chat@1.0.0', '--task', 'task-chat'] : ['--continue', previous]
+      const sent = await a.cli(['send', ...args, '--input', JSON.stringify({ text }), '--json'])
+      expect(sent.code, sent.stderr).toBe(0)
+      expect(sent.json.run).toMatchObject({ state: 'completed', correlation_id: 'task-chat', output: { turn: i + 1, heard_before: ['hello', 'again', 'bye'].slice(0, i) } })
+      previous = sent.json.run.run_id as string
+    }
+    const chatText = await a.cli(['send', '--continue', previous!, '--input', '{"text":"once more"}'])
+    expect(chatText.stdout).toContain('turn 4: you said \\"once more\\"')
+    const turns = (await a.cli(['replay', 'task-chat', '--json'])).json
+    expect(turns.contexts[0].turns.length).toBe(4)
     expect(await ts.stop('SIGTERM')).toEqual({ code: 0, signal: null })
     expect(ts.lines.at(-1)).toEqual({ event: 'stopped' })
   })

@@ -45,6 +45,7 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['runs', '/definitions/CheckpointId', 'maxLength', C.CHECKPOINT_ID_MAX_CHARS],
   ['runs', '/definitions/IdempotencyKey', 'maxLength', C.IDEMPOTENCY_KEY_MAX_CHARS],
   ['runs', '/definitions/Run/properties/authorized', 'maxItems', C.RUN_AUTHORIZED_MAX_AGENTS],
+  ['runs', '/definitions/Run/properties/turn', 'maximum', C.CONTEXT_MAX_TURNS],
   ['runs', '/definitions/Run/properties/failure/anyOf/1/properties/message', 'maxLength', C.ERROR_MESSAGE_MAX_CHARS],
   ['runs', '/definitions/DelegateRequest/properties/authorized', 'maxItems', C.RUN_AUTHORIZED_MAX_AGENTS],
   ['runs', '/definitions/HandoffRequest/properties/authorized', 'maxItems', C.RUN_AUTHORIZED_MAX_AGENTS],

@@ -5,7 +5,8 @@
  * into its mesh call first, so a refused delegation or a bad resume is an
  * A2A JSON-RPC error and not a failed task:
  *
- *   SendMessage (new task)          -> node.delegate (task_id = contextId = correlation_id)
+ *   SendMessage (new task)          -> node.delegate (task_id = context_id = contextId = correlation_id:
+ *                                      a new task in a context is the next turn of its conversation)
  *   SendMessage (on input-required) -> node.resume with the resolution DataPart
  *   CancelTask                      -> node.cancel
  *   run events                      -> status and artifact updates (mapping.ts)
@@ -170,7 +171,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
         if (msg.contextId === '') msg.contextId = randomUUID()
         if (!CORRELATION_ID.test(msg.contextId)) throw new RequestMalformedError('contextId (the mesh correlation id) must match ^[A-Za-z0-9._:/-]{1,128}$')
         const { capability, input } = readDelegate(msg, this.meshCard.capabilities)
-        const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, capability, input }, { signal })
+        // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
+        const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })
         this.prepared.set(msg.messageId, { run })
       }
     } catch (err) {

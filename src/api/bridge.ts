@@ -28,7 +28,7 @@ import { capabilityString, type CapabilityRef } from '../card/card.ts'
 import { InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
-import type { RunContext, RunHandler } from '../runs/runtime.ts'
+import type { Conversation, RunContext, RunHandler } from '../runs/runtime.ts'
 import { isTerminal, type AgentEvent, type HandoffLink, type Run } from '../runlog/types.ts'
 
 export type WorkItem =
@@ -39,6 +39,8 @@ export type WorkItem =
     input: Record<string, unknown>
     handoff: { from: HandoffLink, context: Record<string, unknown> } | null
     restored: { checkpoint_id: string | null, resolution: Record<string, unknown> } | null
+    /** The conversation the run is a turn of: earlier turns and the saved context (protocols/turns.md). */
+    conversation: Conversation
   }
   | { type: 'blocked', id: number, run_id: string, checkpoint_id: string, reason: string, by: string, run: Run }
   | { type: 'resume', id: number, run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string, run: Run }
@@ -139,6 +141,13 @@ export class WorkBridge {
 
   // ---- the agent drives its runs ---------------------------------------------------------
 
+  /** The agent saves its context of the conversation the run is a turn of (protocols/turns.md). */
+  async saveContext (runId: string, context: Record<string, unknown>): Promise<{ context_id: string, saved: Record<string, unknown> }> {
+    const entry = await this.driven(runId, 'save the context of')
+    await entry.ctx.saveContext(context)
+    return { context_id: entry.ctx.conversation.context_id, saved: context }
+  }
+
   async progress (runId: string, payload: Record<string, unknown>): Promise<Run> {
     const entry = await this.driven(runId, 'report progress on')
     if (entry.run.state !== 'running') throw this.notRunning(entry.run, 'progress')
@@ -226,7 +235,7 @@ export class WorkBridge {
     const entry: OpenRun = {
       ctx,
       run,
-      work: { type: 'work', id: ++this.seq, run, input: ctx.input, handoff: ctx.handedOff, restored: ctx.restored }
+      work: { type: 'work', id: ++this.seq, run, input: ctx.input, handoff: ctx.handedOff, restored: ctx.restored, conversation: ctx.conversation }
     }
     this.open.set(run.run_id, entry)
     this.log.info({ run_id: run.run_id, capability: capabilityString(run.capability), item: entry.work.id }, 'work handed to the agent')

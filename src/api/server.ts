@@ -398,6 +398,8 @@ export class ApiServer {
 
       progress: { json: async (req) => run(await bridge.progress(runId(req), body<{ payload: Record<string, unknown> }>(req).payload)) },
 
+      saveContext: { json: async (req) => ({ body: await bridge.saveContext(runId(req), body<{ context: Record<string, unknown> }>(req).context) }) },
+
       block: {
         json: async (req) => {
           const b = body<{ reason: string, checkpoint_id: string }>(req)

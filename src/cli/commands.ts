@@ -1,6 +1,7 @@
 /**
  * The commands that drive a running node through its local API: card,
- * discover, delegate, runs, block, resume, cancel, handoff, events, replay.
+ * discover, delegate, send (one turn of a conversation), runs, block,
+ * resume, cancel, handoff, events, replay.
  */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -123,37 +124,105 @@ function registerDiscover (program: Command): void {
     }))
 }
 
-function registerDelegate (program: Command): void {
-  remoteCommand(program, 'delegate', 'agent.delegate: start a run on another agent; prints the run handle at once')
-    .requiredOption('--capability <id@version>', 'the capability to run')
-    .option('--to <agent id>', 'the agent to run it (default: the first one discover finds)')
-    .option('--task <id>', 'the task id, which becomes the run\'s correlation_id (default: a new one)')
+interface DelegateOptions extends RemoteOptions {
+  capability?: string
+  to?: string
+  task?: string
+  input: string
+  parentRun?: string
+  idempotencyKey?: string
+  authorize?: string[]
+  continue?: string
+  context?: string
+}
+
+function delegateOptions (cmd: Command): Command {
+  return cmd
+    .option('--capability <id@version>', 'the capability to run (required unless --continue names the earlier turn)')
+    .option('--to <agent id>', 'the agent to run it (default: the first one discover finds, or the agent of --continue)')
+    .option('--task <id>', 'the task id, which becomes the run\'s correlation_id (default: a new one, or the task of --continue)')
     .option('--input <json|@file>', 'the input, a JSON object', '{}')
     .option('--parent-run <run id>', 'the run this delegation is part of')
     .option('--idempotency-key <key>', 'a retry with the same key returns the same run')
     .option('--authorize <agent id>', 'another agent allowed to resume or cancel, repeatable', collect)
-    .action(remoteAction<RemoteOptions & { capability: string, to?: string, task?: string, input: string, parentRun?: string, idempotencyKey?: string, authorize?: string[] }>(async (client, opts) => {
-      const c = await capabilityArg(opts.capability, true)
-      const capability = { capability_id: c.capability_id, version: c.version ?? '' }
-      const wanted = `${capability.capability_id}@${capability.version}`
-      const input = await jsonObjectArg(opts.input, '--input') ?? {}
-      let to = opts.to
-      if (to === undefined) {
-        const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, { capability: wanted, limit: 1 })
-        to = cards[0]?.agent_id
-        if (to === undefined) throw new UsageError(`no agent found for ${wanted}; pass --to`)
-      }
-      const body: Record<string, unknown> = {
-        to_agent: to,
-        task_id: opts.task ?? `task-${randomBytes(8).toString('hex')}`,
-        capability,
-        input
-      }
-      if (opts.parentRun !== undefined) body.parent_run = opts.parentRun
-      if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey
-      if (opts.authorize !== undefined) body.authorized = opts.authorize
-      const r = await client.call<RunResult>('POST', '/v1/delegate', body)
+    .option('--continue <run id>', 'the next turn of the conversation this earlier run is a turn of (protocols/turns.md)')
+    .option('--context <id>', 'the conversation to continue (or start) with the agent')
+}
+
+/** The DelegateRequest body the options describe (an earlier turn named by --continue fills in agent, task and capability). */
+async function delegateBody (client: Parameters<Parameters<typeof remoteAction>[0]>[0], opts: DelegateOptions): Promise<Record<string, unknown>> {
+  const earlier = opts.continue === undefined ? undefined : (await client.call<RunResult>('GET', `/v1/runs/${seg(opts.continue)}`)).run
+  let capability: CapabilityRef
+  if (opts.capability !== undefined) {
+    const c = await capabilityArg(opts.capability, true)
+    capability = { capability_id: c.capability_id, version: c.version ?? '' }
+  } else if (earlier !== undefined) {
+    capability = earlier.capability
+  } else {
+    throw new UsageError('--capability is required (or --continue an earlier turn)')
+  }
+  const wanted = `${capability.capability_id}@${capability.version}`
+  const input = await jsonObjectArg(opts.input, '--input') ?? {}
+  let to = opts.to ?? earlier?.agent_id
+  if (to === undefined) {
+    const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, { capability: wanted, limit: 1 })
+    to = cards[0]?.agent_id
+    if (to === undefined) throw new UsageError(`no agent found for ${wanted}; pass --to`)
+  }
+  const body: Record<string, unknown> = {
+    to_agent: to,
+    task_id: opts.task ?? earlier?.correlation_id ?? `task-${randomBytes(8).toString('hex')}`,
+    capability,
+    input
+  }
+  if (opts.parentRun !== undefined) body.parent_run = opts.parentRun
+  if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey
+  if (opts.authorize !== undefined) body.authorized = opts.authorize
+  if (opts.continue !== undefined) body.continue_run = opts.continue
+  if (opts.context !== undefined) body.context_id = opts.context
+  return body
+}
+
+function registerDelegate (program: Command): void {
+  delegateOptions(remoteCommand(program, 'delegate', 'agent.delegate: start a run on another agent; prints the run handle at once'))
+    .action(remoteAction<DelegateOptions>(async (client, opts) => {
+      const r = await client.call<RunResult>('POST', '/v1/delegate', await delegateBody(client, opts))
       return runResult(r, `delegated: run ${r.run.run_id} (correlation ${r.run.correlation_id})`)
+    }))
+
+  delegateOptions(remoteCommand(program, 'send', 'one turn of a conversation: delegate, wait for the run to end, print its output (--continue <run> for the next turn)'))
+    .action(remoteAction<DelegateOptions>(async (client, opts) => {
+      const body = await delegateBody(client, opts)
+      const task = String(body.task_id)
+      const ctl = new AbortController()
+      const stop = (): void => { ctl.abort() }
+      process.once('SIGINT', stop)
+      let created: Run | undefined
+      let ended: AgentEvent | undefined
+      try {
+        // follow the task's events from now on, then delegate: the run's end cannot slip by unseen
+        for await (const ev of client.stream(`/v1/events/${seg(task)}/stream`, { history: false }, { signal: ctl.signal })) {
+          if (ev.event === 'ready') {
+            created = (await client.call<RunResult>('POST', '/v1/delegate', body)).run
+            if (created.state === 'completed' || created.state === 'failed') break
+            continue
+          }
+          const e = ev.data as AgentEvent
+          if (created !== undefined && e.run_id === created.run_id && (e.type === 'run.completed' || e.type === 'run.failed' || e.type === 'run.blocked')) {
+            ended = e
+            break
+          }
+        }
+      } finally {
+        process.off('SIGINT', stop)
+      }
+      if (created === undefined) throw new UsageError('the node\'s event stream ended before the delegation was sent')
+      const run = (await client.call<RunResult>('GET', `/v1/runs/${seg(created.run_id)}`)).run
+      const turn = run.turn === undefined ? '' : ` (turn ${run.turn} of ${run.context_id ?? run.run_id})`
+      const text = run.state === 'completed'
+        ? `${JSON.stringify(run.output)}\nrun ${run.run_id}${turn}: completed; next turn: aap-mesh send --continue ${run.run_id} --input ...`
+        : `run ${run.run_id}${turn}: ${ended?.type ?? run.state}\n${runText(run)}`
+      return { json: { run }, text }
     }))
 }
 

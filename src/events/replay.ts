@@ -53,6 +53,10 @@ export interface ReplayRun {
   depth: number
   /** Set when the run names a predecessor or parent this replay does not hold. */
   orphan: boolean
+  /** The conversation the run is a turn of at its executor (its own run id for a first turn delegated without one; protocols/turns.md). */
+  context_id: string
+  turn: number
+  previous_turn: string | null
   /** State after its last event. */
   state: RunState
   /** True when the log ends in a terminal event. */
@@ -67,6 +71,8 @@ export interface CorrelationReplay {
   /** Runs held under the correlation id that are not the owner's task, with why (protocols/lineage.md). */
   rejected_runs: Array<{ run_id: string, reason: string }>
   runs: ReplayRun[]
+  /** Conversations with more than one turn here: their turns in order (protocols/turns.md). */
+  contexts: Array<{ context_id: string, executor: string, turns: string[] }>
   /** Every event of every run, runs in lineage order, each run by seq. */
   events: AgentEvent[]
   transitions: Transition[]
@@ -150,7 +156,11 @@ function describeRun (runId: string, events: AgentEvent[]): Omit<ReplayRun, 'dep
   let handoffTo: HandoffLink | null = null
   for (const e of events) handoffTo = handoffTarget(e) ?? handoffTo
   const state = last === undefined ? 'running' : stateAfter(last)
+  const turn = rec(p.turn)
   return {
+    context_id: str(turn?.context_id) ?? runId,
+    turn: typeof turn?.turn === 'number' ? turn.turn : 1,
+    previous_turn: str(turn?.previous_turn),
     run_id: runId,
     executor: first?.executor ?? '',
     delegator: str(p.delegator),
@@ -287,5 +297,21 @@ export function buildReplay (
     }
   }
   const rejected = [...lineage.rejected].map(([runId, reason]) => ({ run_id: runId, reason })).sort((a, b) => a.run_id < b.run_id ? -1 : 1)
-  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, runs, events, transitions, checkpoints }
+  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, runs, contexts: contextsOf(runs), events, transitions, checkpoints }
+}
+
+/** Conversations of more than one turn among `runs`, turns in order (a context is one executor's, keyed by its id). */
+function contextsOf (runs: ReplayRun[]): CorrelationReplay['contexts'] {
+  const groups = new Map<string, ReplayRun[]>()
+  for (const r of runs) {
+    const key = `${r.executor}\n${r.context_id}`
+    groups.set(key, [...(groups.get(key) ?? []), r])
+  }
+  const out: CorrelationReplay['contexts'] = []
+  for (const list of groups.values()) {
+    if (list.length < 2) continue
+    list.sort((a, b) => a.turn - b.turn)
+    out.push({ context_id: list[0]?.context_id ?? '', executor: list[0]?.executor ?? '', turns: list.map(r => r.run_id) })
+  }
+  return out.sort((a, b) => a.context_id < b.context_id ? -1 : a.context_id > b.context_id ? 1 : 0)
 }

@@ -64,6 +64,12 @@ export interface Run {
   failure: RunFailure | null
   /** Seq of the last event in this run's log. */
   last_seq: number
+  /** The conversation this run is a turn of, when it continues one or was delegated into one (protocols/turns.md). */
+  context_id?: string
+  /** Its place in that conversation, from 1. */
+  turn?: number
+  /** The turn before it (null for a first turn). */
+  previous_turn?: string | null
 }
 
 export const AGENT_EVENT_TYPES = ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'] as const

@@ -79,9 +79,10 @@ export function checkHandoff (req: WireHandoff, from: string, self: string): Run
 }
 
 /** The new running run an admitted ticket describes, before its run.started is committed. */
-export function runOfTicket (t: RunTicket): Run {
+export function runOfTicket (t: RunTicket, turn?: { context_id: string, turn: number, previous_turn: string | null }): Run {
   const now = new Date().toISOString()
   return {
+    ...(turn === undefined ? {} : { context_id: turn.context_id, turn: turn.turn, previous_turn: turn.previous_turn }),
     run_id: t.run_id,
     agent_id: t.executor,
     correlation_id: t.correlation_id,

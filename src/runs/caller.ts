@@ -80,6 +80,8 @@ export class RunCaller {
       parent_run: req.parent_run ?? null,
       ...(req.idempotency_key === undefined ? {} : { idempotency_key: req.idempotency_key }),
       ...(req.authorized === undefined ? {} : { authorized: req.authorized }),
+      ...(req.continue_run === undefined ? {} : { continue_run: req.continue_run }),
+      ...(req.context_id === undefined ? {} : { context_id: req.context_id }),
       ticket
     }
     isWireDelegate.assert(body, 'delegate request')

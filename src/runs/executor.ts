@@ -9,6 +9,7 @@
  * raises blocks and completes; nobody else changes a run.
  */
 import type { PrivateKey } from '@libp2p/interface'
+import type { Datastore } from 'interface-datastore'
 import type { Logger } from '../logger.ts'
 import { capabilityString, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL } from '../constants.ts'
@@ -24,12 +25,13 @@ import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost }
 import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
+import { Contexts, contextEntry } from './contexts.ts'
 import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
-import type { Actor, DelegationPolicy, RunCommand, RunContext, RunEventListener, RunHandler } from './types.ts'
+import type { Actor, Conversation, DelegationPolicy, RunCommand, RunContext, RunEventListener, RunHandler } from './types.ts'
 
 export interface RunExecutorInit {
   host: MeshHost
@@ -45,6 +47,8 @@ export interface RunExecutorInit {
   handoffConfirmTimeoutMs?: number
   /** A run's delegator's liveness verdict, if it signed one (recovery.ts). */
   verdictFrom: RecoverySide['verdictFrom']
+  /** Where conversations are kept (contexts.ts). */
+  contextData: Datastore
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -89,6 +93,7 @@ export class RunExecutor implements HandlerHost {
   private readonly confirmations: HandoffConfirmations
   private readonly unserve: Array<() => Promise<void>> = []
   private readonly verdictFrom: RecoverySide['verdictFrom']
+  private readonly contexts: Contexts
   private readonly stopping = new AbortController()
   /** Runs that were executing when the node stopped, and recovery settling them (recovery.ts). */
   private interrupted: Run[] = []
@@ -114,6 +119,7 @@ export class RunExecutor implements HandlerHost {
     this.log = init.log
     this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES, log: init.log })
     this.verdictFrom = init.verdictFrom
+    this.contexts = new Contexts(init.contextData, init.store, init.agentId)
   }
 
   // ---- lifecycle ------------------------------------------------------------------
@@ -179,6 +185,9 @@ export class RunExecutor implements HandlerHost {
     return () => { this.listeners.delete(listener) }
   }
 
+  async conversation (run: Run): Promise<Conversation> { return this.contexts.conversation(run) }
+  async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.contexts.save(run, context) }
+
   isActive (runId: string): boolean {
     return this.active.has(runId)
   }
@@ -237,10 +246,12 @@ export class RunExecutor implements HandlerHost {
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
       await this.assertNewRunId(ticket.run_id)
-      const run = runOfTicket(ticket)
-      created = await this.create(run, {
-        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket
-      }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
+      const idem = req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key }
+      // a turn of a conversation is linked to the one before, in its run and its signed run.started (turns.md)
+      created = await this.contexts.withTurn(req, from, ticket.run_id, async (t) => this.create(runOfTicket(ticket, t), {
+        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket,
+        ...(t === undefined ? {} : { turn: { context_id: t.context_id, turn: t.turn, previous_turn: t.previous_turn } })
+      }, idem, t === undefined ? [] : [contextEntry(t.record)]))
     } catch (err) {
       this.inboundActive--
       throw err
@@ -339,7 +350,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   /** Store a new run with its run.started event, durable before it is returned. */
-  private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined): Promise<Run> {
+  private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined, extra: Parameters<RunStore['commit']>[3] = []): Promise<Run> {
     const event = await this.signer.sign({
       run_id: run.run_id,
       correlation_id: run.correlation_id,
@@ -354,7 +365,7 @@ export class RunExecutor implements HandlerHost {
     const ticket = startedPayload.ticket as RunTicket | undefined
     if (ticket !== undefined) rememberTicket(event, ticket)
     const stored: Run = { ...run, last_seq: 1 }
-    await this.store.commit(stored, event, idem)
+    await this.store.commit(stored, event, idem, extra)
     this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false, unannounced: { event, run: stored } })
     return stored
   }

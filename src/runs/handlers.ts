@@ -6,7 +6,7 @@
 import type { Logger } from '../logger.ts'
 import { AapError, toAapError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
-import type { Actor, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
+import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
 export interface BlockWaiter {
@@ -47,6 +47,9 @@ export interface HandlerHost {
   apply: (runId: string, command: RunCommand, actor: Actor) => Promise<Run>
   handoff: (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor) => Promise<Run>
   isActive: (runId: string) => boolean
+  /** The conversation the run is a turn of (contexts.ts). */
+  conversation: (run: Run) => Promise<Conversation>
+  saveContext: (run: Run, context: Record<string, unknown>) => Promise<void>
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -159,7 +162,7 @@ function subscribe<K extends keyof RunWatch> (a: Active, kind: K, listener: RunW
 
 /** The handler's context: its calls go through the executor's `apply`; calls made while blocked wait for the resume. */
 function contextFor (
-  host: HandlerHost, runId: string, a: Active,
+  host: HandlerHost, runId: string, a: Active, conversation: Conversation,
   input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
 ): { ctx: RunContext, whenRunning: (command: RunCommand) => Promise<Run | undefined> } {
   const signal = a.abort.signal
@@ -235,7 +238,12 @@ function contextFor (
     fail: async (message) => {
       await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message }, EXECUTOR)
     },
-    handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR)
+    handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR),
+    conversation,
+    saveContext: async (context) => {
+      await host.saveContext(a.run, context)
+      conversation.saved = context
+    }
   }
   return { ctx, whenRunning }
 }
@@ -256,7 +264,9 @@ async function runHandler (
       await failRun(host, runId, 'no handler is registered for this capability')
       return
     }
-    const { ctx, whenRunning } = contextFor(host, runId, a, input, handedOff, restored)
+    // the conversation's earlier turns and saved context are read before the handler starts (turns.md)
+    const conversation = await host.conversation(a.run)
+    const { ctx, whenRunning } = contextFor(host, runId, a, conversation, input, handedOff, restored)
     let output: Record<string, unknown> | undefined | void
     try {
       output = await handler(ctx)

@@ -19,6 +19,10 @@ export interface WireDelegate {
   authorized?: string[]
   /** The delegator's signed ticket for the run it asks for (src/runlog/ticket.ts); required by the executor. */
   ticket?: RunTicket
+  /** The next turn of the conversation this earlier run is a turn of (protocols/turns.md). */
+  continue_run?: string
+  /** The conversation to continue (or start) under this id. */
+  context_id?: string
 }
 
 export interface WireHandoff {

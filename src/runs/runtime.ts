@@ -24,7 +24,7 @@ import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import { RunStore } from './store.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
 
-export type { DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler } from './types.ts'
+export type { Conversation, DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler, TurnView } from './types.ts'
 export { isRun } from './messages.ts'
 
 export interface RunsInit {
@@ -73,7 +73,8 @@ export class Runs {
       log,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
       getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {}),
-      verdictFrom: async (delegator, runId, opts) => this.caller.verdictFrom(delegator, runId, opts)
+      verdictFrom: async (delegator, runId, opts) => this.caller.verdictFrom(delegator, runId, opts),
+      contextData: init.datastore
     })
     this.liveness = new LivenessMonitor({
       agentId: this.agentId,

@@ -45,9 +45,11 @@ export class RunStore {
     this.log = new EventLog(this.ds)
   }
 
-  /** Write a run's new state and its event atomically (plus an idempotency record for a new run). */
-  async commit (run: Run, event: AgentEvent, idempotency?: { delegator: string, key: string }): Promise<void> {
+  /** Write a run's new state and its event atomically (plus an idempotency record for a new run, and `extra` records). */
+  async commit (run: Run, event: AgentEvent, idempotency?: { delegator: string, key: string }, extra: Array<{ key: Key, value: Uint8Array }> = []): Promise<void> {
     const batch = this.ds.batch()
+    // records that change with the run (a conversation's turns) are in the same batch
+    for (const e of extra) batch.put(e.key, e.value)
     batch.put(runKey(run.run_id), enc.encode(JSON.stringify(run)))
     EventLog.put(batch, event)
     if (idempotency !== undefined) {

@@ -4,7 +4,7 @@
  * themselves (Run, AgentEvent) are in src/runlog/types.ts.
  */
 import type { CapabilityRef } from '../card/card.ts'
-import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure } from '../runlog/types.ts'
+import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure, RunState } from '../runlog/types.ts'
 
 /** Who is asking, as the node established it (Noise-authenticated PeerId or local caller). */
 export type Actor =
@@ -40,6 +40,32 @@ export interface DelegateRequest {
   idempotency_key?: string
   /** Agents allowed to resume or cancel besides the delegator. */
   authorized?: string[]
+  /** Start the next turn of the conversation this earlier run of the same agent is a turn of (protocols/turns.md). */
+  continue_run?: string
+  /** Continue this conversation with the agent (its latest turn), or start one under this id. */
+  context_id?: string
+}
+
+/** An earlier turn of a conversation, as the handler of a later one sees it. */
+export interface TurnView {
+  run_id: string
+  turn: number
+  input: Record<string, unknown>
+  state: RunState
+  output: Record<string, unknown> | null
+  failure: RunFailure | null
+}
+
+/** The conversation a run is a turn of: every run is one, a first turn of its own unless it continues another. */
+export interface Conversation {
+  context_id: string
+  /** This run's turn, from 1. */
+  turn: number
+  previous_turn: string | null
+  /** The earlier turns, oldest first (empty for a first turn). */
+  turns: TurnView[]
+  /** What the agent saved with saveContext in an earlier turn (or this one), null until then. */
+  saved: Record<string, unknown> | null
 }
 
 /** A checkpoint a run is blocked on, as its run.blocked event recorded it. */
@@ -105,6 +131,10 @@ export interface RunContext {
   complete: (output: Record<string, unknown>) => Promise<void>
   fail: (message: string) => Promise<void>
   handoff: (toAgent: string, context: Record<string, unknown>) => Promise<Run>
+  /** The conversation this run is a turn of: earlier turns and the saved context, loaded before the handler starts. */
+  readonly conversation: Conversation
+  /** Save the agent's context of the conversation (a JSON object up to CONTEXT_STATE_MAX_BYTES), durably, for its next turns. */
+  saveContext: (context: Record<string, unknown>) => Promise<void>
 }
 
 /** Returns the output (completes the run) or nothing (completes with {}); throwing fails the run. */

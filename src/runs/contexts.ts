@@ -1,0 +1,160 @@
+/**
+ * Conversations with an agent (protocols/turns.md). A context is the
+ * executor's durable record of one caller's conversation: its turns (runs,
+ * oldest first) and the agent's saved context. A delegation that names an
+ * earlier run (`continue_run`) or a context (`context_id`) starts the next
+ * turn; every other run is the first turn of a context named by its own run
+ * id, so any run can be continued later. Only the caller that delegated the
+ * turns continues them (contexts are keyed by delegator), turns are taken one
+ * at a time (the latest must have ended), and earlier turns stay read-only.
+ */
+import { Key, type Datastore } from 'interface-datastore'
+import { CONTEXT_MAX_TURNS, CONTEXT_STATE_MAX_BYTES } from '../constants.ts'
+import { DelegationRefusedError, InvalidRequestError, InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
+import { executorOfRun } from '../runlog/event.ts'
+import { isTerminal, type Run } from '../runlog/types.ts'
+import { readJson } from '../storage/read.ts'
+import { KeyedMutex } from '../util/concurrency.ts'
+import type { WireDelegate } from './messages.ts'
+import type { RunStore } from './store.ts'
+import type { Conversation, TurnView } from './types.ts'
+
+const enc = new TextEncoder()
+
+const contextKey = (delegator: string, contextId: string): Key =>
+  new Key(`/aap/contexts/${encodeURIComponent(delegator)}/${encodeURIComponent(contextId)}`)
+
+export interface ContextRecord {
+  context_id: string
+  delegator: string
+  correlation_id: string
+  /** The turns' run ids, oldest first. */
+  turns: string[]
+  /** The agent's saved context (ctx.saveContext), null until it saves one. */
+  saved: Record<string, unknown> | null
+  updated_at: string
+}
+
+/** The turn a delegation starts, and the context record as it will be with it. */
+export interface TurnPlan {
+  context_id: string
+  turn: number
+  previous_turn: string | null
+  record: ContextRecord
+}
+
+/** A batch entry that writes a context record (with the run that changes it). */
+export function contextEntry (record: ContextRecord): { key: Key, value: Uint8Array } {
+  return { key: contextKey(record.delegator, record.context_id), value: enc.encode(JSON.stringify(record)) }
+}
+
+/** The context a run is a turn of: its own record's, or (a first turn delegated without one) its run id. */
+export function contextIdOf (run: Run): string {
+  return run.context_id ?? run.run_id
+}
+
+export class Contexts {
+  private readonly ds: Datastore
+  private readonly store: RunStore
+  private readonly self: string
+  private readonly locks = new KeyedMutex()
+
+  constructor (ds: Datastore, store: RunStore, self: string) {
+    this.ds = ds
+    this.store = store
+    this.self = self
+  }
+
+  /**
+   * Plan the turn a delegation from `from` starts, under its context's lock,
+   * and create the run with it (`create` gets undefined when the delegation
+   * names no earlier turn and no context: a first turn of its own).
+   */
+  async withTurn<T> (req: WireDelegate, from: string, runId: string, create: (plan: TurnPlan | undefined) => Promise<T>): Promise<T> {
+    if (req.continue_run === undefined && req.context_id === undefined) return create(undefined)
+    let contextId = req.context_id
+    let prev: Run | undefined
+    if (req.continue_run !== undefined) {
+      prev = executorOfRun(req.continue_run) === this.self ? await this.store.get(req.continue_run) : undefined
+      if (prev === undefined) throw new RunNotFoundError(`no run ${req.continue_run.slice(0, 160)} to continue on agent ${this.self}`, { run_id: req.continue_run.slice(0, 128) })
+      if (prev.delegator !== from) throw new UnauthorizedError('only the agent that delegated a conversation continues it', { reason: 'not_context_owner' })
+      if (contextId !== undefined && contextId !== contextIdOf(prev)) throw new InvalidRequestError('continue_run is a turn of another context', { reason: 'context_mismatch' })
+      contextId = contextIdOf(prev)
+    }
+    const id = contextId ?? ''
+    return this.locks.run(`${from}\n${id}`, async () => {
+      const now = new Date().toISOString()
+      const rec = await this.get(from, id) ??
+        (prev === undefined
+          ? { context_id: id, delegator: from, correlation_id: req.task_id, turns: [], saved: null, updated_at: now }
+          // a first turn delegated without a context: named by its run id from now on
+          : { context_id: id, delegator: from, correlation_id: prev.correlation_id, turns: [prev.run_id], saved: null, updated_at: now })
+      if (rec.correlation_id !== req.task_id) {
+        throw new InvalidRequestError(`the turns of context ${id} belong to task ${rec.correlation_id}`, { reason: 'turn_correlation' })
+      }
+      const latest = rec.turns.at(-1)
+      if (prev !== undefined && latest !== prev.run_id) {
+        throw new InvalidTransitionError('earlier turns are read-only: continue the latest turn of the context', { reason: 'not_latest_turn', latest: latest ?? null })
+      }
+      if (latest !== undefined) {
+        const last = await this.store.get(latest)
+        if (last !== undefined && !isTerminal(last.state)) {
+          throw new InvalidTransitionError(`the turn before (${latest.slice(0, 160)}) has not ended`, { reason: 'turn_in_progress', run_id: latest.slice(0, 128) })
+        }
+      }
+      if (rec.turns.length >= CONTEXT_MAX_TURNS) {
+        throw new DelegationRefusedError(`context ${id} has ${rec.turns.length} turns; at most ${CONTEXT_MAX_TURNS}`, { reason: 'context_full', max: CONTEXT_MAX_TURNS })
+      }
+      return create({
+        context_id: id,
+        turn: rec.turns.length + 1,
+        previous_turn: latest ?? null,
+        record: { ...rec, turns: [...rec.turns, runId], updated_at: now }
+      })
+    })
+  }
+
+  async get (delegator: string, contextId: string): Promise<ContextRecord | undefined> {
+    return readJson<ContextRecord>(this.ds, contextKey(delegator, contextId))
+  }
+
+  /** What the handler of `run` sees of its conversation: the earlier turns, oldest first, and the saved context. */
+  async conversation (run: Run): Promise<Conversation> {
+    const rec = await this.get(run.delegator, contextIdOf(run))
+    const ids = rec?.turns ?? [run.run_id]
+    const at = ids.indexOf(run.run_id)
+    const turns: TurnView[] = []
+    for (const [i, id] of (at < 0 ? ids : ids.slice(0, at)).entries()) {
+      const r = await this.store.get(id)
+      if (r === undefined) continue
+      const started = await this.store.log.get(id, 1)
+      const input = started?.payload.input
+      turns.push({
+        run_id: id,
+        turn: i + 1,
+        input: typeof input === 'object' && input !== null && !Array.isArray(input) ? input as Record<string, unknown> : {},
+        state: r.state,
+        output: r.output,
+        failure: r.failure
+      })
+    }
+    return { context_id: contextIdOf(run), turn: run.turn ?? 1, previous_turn: run.previous_turn ?? null, turns, saved: rec?.saved ?? null }
+  }
+
+  /** The agent saves its context of the conversation `run` is a turn of; kept durably for the next turns. */
+  async save (run: Run, saved: Record<string, unknown>): Promise<void> {
+    const size = Buffer.byteLength(JSON.stringify(saved))
+    if (size > CONTEXT_STATE_MAX_BYTES) {
+      throw new InvalidRequestError(`a saved context is ${size} bytes, over ${CONTEXT_STATE_MAX_BYTES}`, { reason: 'oversized', max: CONTEXT_STATE_MAX_BYTES })
+    }
+    if (isTerminal(run.state)) throw new InvalidTransitionError('a turn that ended cannot change its context', { reason: 'turn_ended' })
+    const id = contextIdOf(run)
+    await this.locks.run(`${run.delegator}\n${id}`, async () => {
+      const now = new Date().toISOString()
+      const rec = await this.get(run.delegator, id) ??
+        { context_id: id, delegator: run.delegator, correlation_id: run.correlation_id, turns: [run.run_id], saved: null, updated_at: now }
+      const { key, value } = contextEntry({ ...rec, saved, updated_at: now })
+      await this.ds.put(key, value)
+    })
+  }
+}
