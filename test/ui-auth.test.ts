@@ -13,7 +13,7 @@ import { connectionType, verdicts } from '../src/api/ui-routes.ts'
 import { buildReplay } from '../src/events/replay.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
-import { UI_CSRF_HEADER, UI_LOGIN_CODE_TTL_MS, UI_MAX_LOGIN_CODES, UI_SESSION_COOKIE } from '../src/ui/constants.ts'
+import { UI_CSRF_HEADER, UI_LOGIN_CODE_TTL_MS, UI_MAX_LOGIN_CODES, uiSessionCookie } from '../src/ui/constants.ts'
 import { UiSessions } from '../src/ui/sessions.ts'
 import { raw } from './api-helpers.ts'
 import { startMesh, stopAll } from './helpers.ts'
@@ -25,12 +25,15 @@ describe('the browser view: login and authorization', () => {
   let a: MeshNode
   let b: MeshNode
   let api: ApiServer
+  /** The session cookie's name on this API (one name per port). */
+  let COOKIE = ''
   const token = newToken()
 
   beforeAll(async () => {
     nodes = await startMesh(2)
     ;[a, b] = nodes as [MeshNode, MeshNode]
     api = await startApiServer(a, { token, port: 0 })
+    COOKIE = uiSessionCookie(Number(new URL(api.url).port))
   })
 
   afterAll(async () => {
@@ -49,7 +52,7 @@ describe('the browser view: login and authorization', () => {
     const { url } = await loginCode()
     const res = await fetch(url, { redirect: 'manual' })
     const cookie = res.headers.get('set-cookie') ?? ''
-    const m = new RegExp(`^${UI_SESSION_COOKIE}=([^;]+)`).exec(cookie)
+    const m = new RegExp(`^${COOKIE}=([^;]+)`).exec(cookie)
     if (m === null) throw new Error(`no session cookie: ${cookie}`)
     return m[1]!
   }
@@ -61,7 +64,7 @@ describe('the browser view: login and authorization', () => {
     expect(page.body).toContain('aap-mesh ui')
     expect((await raw(`${api.url}/ui/assets/app.js`)).status).toBe(401)
     expect((await raw(`${api.url}/v1/node`)).status).toBe(401)
-    expect((await raw(`${api.url}/v1/node`, { headers: { cookie: `${UI_SESSION_COOKIE}=forged` } })).status).toBe(401)
+    expect((await raw(`${api.url}/v1/node`, { headers: { cookie: `${COOKIE}=forged` } })).status).toBe(401)
   })
 
   it('exchanges a code once for an HttpOnly, SameSite=Strict session and redirects to a URL without it', async () => {
@@ -71,7 +74,7 @@ describe('the browser view: login and authorization', () => {
     expect(res.status).toBe(303)
     expect(res.headers.get('location')).toBe('/ui')
     const cookie = res.headers.get('set-cookie') ?? ''
-    expect(cookie).toMatch(new RegExp(`^${UI_SESSION_COOKIE}=[A-Za-z0-9_-]{40,}; Path=/; HttpOnly; SameSite=Strict; Max-Age=\\d+$`))
+    expect(cookie).toMatch(new RegExp(`^${COOKIE}=[A-Za-z0-9_-]{40,}; Path=/; HttpOnly; SameSite=Strict; Max-Age=\\d+$`))
     expect(cookie).not.toContain(code)
     expect(cookie).not.toContain(token)
     // the same code again: refused
@@ -94,7 +97,7 @@ describe('the browser view: login and authorization', () => {
   })
 
   it('lets a session call the API: reads freely, changes only with the CSRF header, never mints login codes', async () => {
-    const cookie = `${UI_SESSION_COOKIE}=${await login()}`
+    const cookie = `${COOKIE}=${await login()}`
     const node = await raw(`${api.url}/v1/node`, { headers: { cookie } })
     expect(node.status).toBe(200)
     expect(node.body.agent_id).toBe(a.agentId)
@@ -151,5 +154,27 @@ describe('the browser view: login and authorization', () => {
     expect(verdicts(buildReplay('ui-auth-1', logs([events[1]!]))).map(v => v.chain)).toEqual(['gap'])
     const rechained = { ...events[1]!, prev: '00'.repeat(32) }
     expect(verdicts(buildReplay('ui-auth-1', logs([events[0]!, rechained])))[1]).toMatchObject({ signature: 'invalid', chain: 'broken' })
+  })
+
+  it('two nodes\' views on one host keep separate sessions (the cookie is named per port)', async () => {
+    const tokenB = newToken()
+    const apiB = await startApiServer(b, { token: tokenB, port: 0 })
+    try {
+      const codeB = (await raw(`${apiB.url}/v1/ui/login-codes`, { method: 'POST', token: tokenB })).body as { code: string }
+      const res = await fetch(`${apiB.url}/ui/login?code=${codeB.code}`, { redirect: 'manual' })
+      const cookieB = (res.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+      const nameB = uiSessionCookie(Number(new URL(apiB.url).port))
+      expect(nameB).not.toBe(COOKIE)
+      expect(cookieB.startsWith(`${nameB}=`)).toBe(true)
+      const cookieA = `${COOKIE}=${await login()}`
+      // a browser sends both cookies to both ports: each API takes its own and both sessions stay valid
+      const both = `${cookieA}; ${cookieB}`
+      expect((await raw(`${api.url}/v1/node`, { headers: { cookie: both } })).status).toBe(200)
+      expect((await raw(`${apiB.url}/v1/node`, { headers: { cookie: both } })).status).toBe(200)
+      // one node's session is not the other's
+      expect((await raw(`${apiB.url}/v1/node`, { headers: { cookie: cookieA } })).status).toBe(401)
+    } finally {
+      await apiB.close()
+    }
   })
 })

@@ -20,7 +20,7 @@ import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import {
-  UI_ASSET_MAX_BYTES, UI_CSRF_HEADER, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SESSION_COOKIE
+  UI_ASSET_MAX_BYTES, UI_CSRF_HEADER, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
@@ -55,6 +55,11 @@ const SECURITY_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store'
+}
+
+/** The view's session cookie on the port this request came in on (see uiSessionCookie). */
+function sessionCookie (req: FastifyRequest): string {
+  return uiSessionCookie(req.socket.localPort ?? 0)
 }
 
 function cookieOf (req: FastifyRequest, name: string): string | undefined {
@@ -106,7 +111,7 @@ export class UiRoutes {
     const path = req.url.split('?')[0] ?? ''
     if (path === '/ui' || path.startsWith('/ui/')) return true
     if (typeof req.headers.authorization === 'string') return false
-    const session = cookieOf(req, UI_SESSION_COOKIE)
+    const session = cookieOf(req, sessionCookie(req))
     if (session === undefined || !this.sessions.check(session)) return false
     if (req.routeOptions?.config?.operationId === 'createLoginCode') return false
     if (req.method !== 'GET' && req.headers[UI_CSRF_HEADER] === undefined) {
@@ -116,7 +121,7 @@ export class UiRoutes {
   }
 
   private session (req: FastifyRequest): string | undefined {
-    const s = cookieOf(req, UI_SESSION_COOKIE)
+    const s = cookieOf(req, sessionCookie(req))
     return s !== undefined && this.sessions.check(s) ? s : undefined
   }
 
@@ -146,7 +151,7 @@ export class UiRoutes {
       this.opts.log.info('UI login')
       // a clean URL: the code leaves the address bar and the history entry is replaced
       return reply.code(303).headers(SECURITY_HEADERS)
-        .header('set-cookie', `${UI_SESSION_COOKIE}=${session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`)
+        .header('set-cookie', `${sessionCookie(req)}=${session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`)
         .header('location', '/ui').send()
     })
 
@@ -154,7 +159,7 @@ export class UiRoutes {
       const session = this.session(req)
       if (session === undefined || req.headers[UI_CSRF_HEADER] === undefined) throw new HttpError(401, 'UNAUTHORIZED', 'no view session (or no CSRF header)')
       this.sessions.end(session)
-      return reply.code(204).header('set-cookie', `${UI_SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).send()
+      return reply.code(204).header('set-cookie', `${sessionCookie(req)}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).send()
     })
 
     app.get('/ui/assets/:name', async (req, reply) => {

@@ -15,6 +15,15 @@ export const UI_SESSION_TTL_MS = 12 * 60 * 60 * 1000
 export const UI_MAX_SESSIONS = 32
 /** The session cookie: HttpOnly, SameSite=Strict, Path=/. */
 export const UI_SESSION_COOKIE = 'aap_ui_session'
+
+/**
+ * The session cookie's name on the API served at `port`: browsers scope
+ * cookies by host, not port, so two nodes' views on one host (two ports of
+ * 127.0.0.1) would otherwise log each other out.
+ */
+export function uiSessionCookie (port: number): string {
+  return `${UI_SESSION_COOKIE}_${port}`
+}
 /**
  * The header a cookie-authenticated request that changes state must carry
  * (any value: a cross-site form cannot set a custom header, and a cross-site
