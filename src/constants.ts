@@ -62,6 +62,30 @@ export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
 // ---- wire: call timeouts (each a separate limit; see src/wire/rpc.ts) ------------------------
 /** Connect (dial) plus protocol negotiation. */
 export const DIAL_TIMEOUT_MS = 5_000
+/**
+ * Open connections a node keeps (the default of `maxConnections`): above it,
+ * the connection budget (src/wire/budget.ts) closes the least valuable ones,
+ * never a peer it has live runs with. It does not grow with the mesh.
+ */
+export const CONNECTIONS_MAX = 64
+/**
+ * libp2p's own hard limit is the budget plus this: libp2p refuses inbound
+ * connections at its limit, and a new delegation must get in before the
+ * budget trims an idle connection.
+ */
+export const CONNECTIONS_HEADROOM = 64
+/** The peer tag that marks a peer this node has live runs with (protected from pruning), and how long one lasts unrenewed. */
+export const RUN_PEER_TAG = 'aap-run'
+export const RUN_PEER_TAG_VALUE = 100
+export const RUN_PEER_TAG_TTL_MS = 10 * 60 * 1000
+/**
+ * A connection younger than this is not pruned (the default of
+ * `connectionGraceMs`): a card fetch or DHT query on a new connection is not
+ * cut off before it is answered.
+ */
+export const CONNECTION_GRACE_MS = 20_000
+/** One connection close by the budget gives up after this long (then the connection is aborted). */
+export const CONNECTION_CLOSE_TIMEOUT_MS = 1_000
 /** From sending a request to the last byte of its response frame. */
 export const RESPONSE_TIMEOUT_MS = 5_000
 /** Whole call, dial included. */

@@ -6,7 +6,8 @@
 import type { PrivateKey } from '@libp2p/interface'
 import { componentLogger, type Logger } from './logger.ts'
 import type { Datastore } from 'interface-datastore'
-import { CARD_DHT_NAMESPACE, DEFAULT_TCP_LISTEN, DIAL_TIMEOUT_MS } from './constants.ts'
+import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DIAL_TIMEOUT_MS } from './constants.ts'
+import { ConnectionBudget } from './wire/budget.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
@@ -46,8 +47,14 @@ export interface MeshNodeOptions {
   logger?: Logger
   /** Kademlia parameters; the defaults suit a real mesh (see DHT_K in constants.ts). */
   dht?: DhtTuning
-  /** Open connections above which libp2p closes the least valuable ones (its default otherwise). */
+  /**
+   * Open connections the node keeps (default CONNECTIONS_MAX, 64): above it
+   * the least valuable are closed, never a peer it has live runs with
+   * (src/wire/budget.ts).
+   */
   maxConnections?: number
+  /** A connection younger than this is not pruned (default CONNECTION_GRACE_MS, 20 s). */
+  connectionGraceMs?: number
   /** The card to publish at start. */
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
@@ -100,6 +107,7 @@ export class MeshNode {
   readonly options: MeshNodeOptions
   private _host?: MeshHost
   private _discovery?: Discovery
+  private _budget?: ConnectionBudget
   private _runs?: Runs
   private _events?: Events
   private datastore?: Datastore & { close?: () => Promise<void> }
@@ -123,6 +131,12 @@ export class MeshNode {
   get host (): MeshHost {
     if (this._host === undefined) throw new Error('node not started')
     return this._host
+  }
+
+  /** The connection budget (src/wire/budget.ts): its bound and what it pruned. */
+  get connections (): ConnectionBudget {
+    if (this._budget === undefined) throw new Error('node not started')
+    return this._budget
   }
 
   get discovery (): Discovery {
@@ -219,6 +233,8 @@ export class MeshNode {
     })
     try {
       await this._host.start()
+      this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs)
+      this._budget.start()
       await this._reachability?.start()
       await this._discovery.start()
       // before runs: restart recovery commits events that must be published
@@ -265,6 +281,7 @@ export class MeshNode {
       this._events === undefined ? undefined : async () => this._events?.stop(),
       this._runs === undefined ? undefined : async () => this._runs?.stop(),
       this._discovery === undefined ? undefined : async () => this._discovery?.stop(),
+      this._budget === undefined ? undefined : async () => this._budget?.stop(),
       this._host === undefined ? undefined : async () => this._host?.stop(),
       this.ownsDatastore ? async () => this.datastore?.close?.() : undefined
     ]

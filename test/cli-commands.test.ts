@@ -66,7 +66,7 @@ describe('aap-mesh commands against running nodes', () => {
     }
     walk(program, [])
     expect(paths.map(p => p.join(' '))).toEqual(expect.arrayContaining([
-      'start', 'card', 'card show', 'card set', 'discover', 'delegate', 'runs', 'runs list', 'runs show',
+      'start', 'card', 'card show', 'card set', 'discover', 'delegate', 'send', 'runs', 'runs list', 'runs show',
       'block', 'resume', 'cancel', 'handoff', 'events', 'replay'
     ]))
     for (const path of paths) {

@@ -38,7 +38,8 @@ export async function waitForRouting (nodes: MeshNode[], min = Math.min(nodes.le
     await until(async () => {
       const peers = await node.host.peerStore.all()
       return peers.filter(p => p.protocols.includes(DHT_PROTOCOL)).length >= min
-    }, `DHT peers of ${node.agentId} >= ${min}`)
+    // generous: on a loaded machine (CI runs files in parallel on 2 cores) identify and the DHT's self-query take a while
+    }, `DHT peers of ${node.agentId} >= ${min}`, 60_000)
   }))
 }
 

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import {
   API_DEFAULT_HOST, API_DEFAULT_PORT, CLI_DISCOVER_DEADLINE_MS, CLI_DISCOVER_RETRY_MS, DEFAULT_DATA_DIR, DEFAULT_TCP_LISTEN,
-  METRICS_DEFAULT_HOST, STOP_TIMEOUT_MS
+  CONNECTIONS_MAX, EXECUTOR_LOST_AFTER_MS, METRICS_DEFAULT_HOST, STOP_TIMEOUT_MS
 } from '../constants.ts'
 import type { NodeMetrics } from '../api/metrics.ts'
 import type { ApiServer } from '../api/server.ts'
@@ -56,6 +56,10 @@ export interface StartOptions {
   /** Serve cap:aap-conformance@0.1.0 with the scripted conformance agent (protocols/conformance.md). */
   conformanceAgent?: boolean
   announce?: string[]
+  /** The connection budget (default CONNECTIONS_MAX). */
+  maxConnections?: number
+  /** Liveness bound of the runs this node delegates (default EXECUTOR_LOST_AFTER_MS). */
+  executorLostAfter?: number
   relay: 'auto' | 'on' | 'off'
   relayClient: 'auto' | 'on' | 'off'
   upnp: boolean
@@ -64,6 +68,12 @@ export interface StartOptions {
 }
 
 /** Option parser of a TCP port (0: any free port). */
+function positiveCount (value: string): number {
+  const n = Number(value)
+  if (!/^[0-9]{1,9}$/.test(value) || n < 1) throw new InvalidArgumentError('a whole number of at least 1')
+  return n
+}
+
 export function parsePort (value: string): number {
   const n = Number(value)
   if (!/^[0-9]{1,5}$/.test(value) || n > 65535) throw new InvalidArgumentError('a port is an integer from 0 to 65535')
@@ -96,6 +106,8 @@ export function registerStart (program: Command): Command {
     .addOption(new Option('--relay <mode>', 'serve Circuit Relay v2 reservations: auto (once AutoNAT confirms a public address), on, off').choices(['auto', 'on', 'off']).default('auto'))
     .addOption(new Option('--relay-client <mode>', 'reserve slots on relays and publish relay addresses: auto (when every routable address is private and none is announced), on, off').choices(['auto', 'on', 'off']).default('auto'))
     .option('--upnp', 'ask the LAN gateway for a port mapping (UPnP)', false)
+    .option('--max-connections <n>', `open connections the node keeps; the least valuable go first, never a peer with live runs (default ${CONNECTIONS_MAX})`, positiveCount)
+    .option('--executor-lost-after <ms>', `a run's executor unreachable this long is declared lost and the run failed with EXECUTOR_LOST (default ${EXECUTOR_LOST_AFTER_MS})`, positiveCount)
     .option('--card <file>', 'a card draft, JSON: {name, description, capabilities: [{capability_id, version}], tags}')
     .option('--name <name>', 'card name (overrides the file)')
     .option('--description <text>', 'card description (overrides the file)')
@@ -200,6 +212,8 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     logger: log,
     network: { relayServer: opts.relay, relayClient, upnp: opts.upnp },
     ...(opts.announce === undefined ? {} : { announce: opts.announce }),
+    ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
+    ...(opts.executorLostAfter === undefined ? {} : { liveness: { lostAfterMs: opts.executorLostAfter } }),
     ...(metrics === undefined ? {} : { metrics: metrics.libp2p() })
   })
   const parts: Parts = { node, log }

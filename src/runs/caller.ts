@@ -14,6 +14,7 @@ import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
 import { issueDelegationTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
+import { tagRunPeer } from '../wire/budget.ts'
 import { RpcClient, type CallOptions } from '../wire/rpc.ts'
 import { assertInputSize, isGetVerdictResponse, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
 import { peerOf } from './peers.ts'
@@ -42,6 +43,7 @@ export function runFromAnswer (res: Record<string, unknown>, expectAgent: string
 
 export class RunCaller {
   private readonly agentId: string
+  private readonly host: MeshHost
   private readonly key: PrivateKey
   private readonly store: RunStore
   private readonly resolveCard: RunCallerInit['resolveCard']
@@ -51,6 +53,7 @@ export class RunCaller {
 
   constructor (init: RunCallerInit) {
     this.agentId = init.agentId
+    this.host = init.host
     this.key = init.privateKey
     this.store = init.store
     this.resolveCard = init.resolveCard
@@ -101,6 +104,8 @@ export class RunCaller {
       }
     })
     const run = runFromAnswer(res, req.to_agent)
+    // the executor's connection carries the run's control and events: the budget keeps it
+    tagRunPeer(this.host, peer, this.log)
     // the handle is durable where it counts (the executor committed the run before answering);
     // the delegator's own record is readable at once and written behind (see RunStore.putOutgoing)
     this.store.putOutgoing(run).catch((err: unknown) => {

@@ -10,6 +10,7 @@ import {
   HANDOFF_PROTOCOL
 } from '../constants.ts'
 import type { MeshHost } from '../wire/host.ts'
+import { tagRunPeer } from '../wire/budget.ts'
 import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
 import { isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
@@ -22,7 +23,12 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       maxFrameBytes: DELEGATE_MAX_FRAME_BYTES,
       log,
       methods: {
-        delegate: method(isWireDelegate, async (req, ctx) => ({ run: await x.acceptDelegation(req, ctx) }),
+        delegate: method(isWireDelegate, async (req, ctx) => {
+          const run = await x.acceptDelegation(req, ctx)
+          // the delegator's connection carries the run's control: the budget keeps it (budget.ts)
+          tagRunPeer(host, ctx.peer, log)
+          return { run }
+        },
           (res, delivered) => { x.answered(res.run.run_id, delivered) })
       }
     }),

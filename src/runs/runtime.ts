@@ -17,7 +17,9 @@ import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
+import { tagRunPeer } from '../wire/budget.ts'
 import { RunCaller } from './caller.ts'
+import { peerOf } from './peers.ts'
 import { RunExecutor } from './executor.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
@@ -82,7 +84,12 @@ export class Runs {
       store: this.store,
       log,
       ...init.liveness,
-      probe: async (runId, opts) => this.caller.control(runId, 'get_run', { run_id: runId }, opts),
+      probe: async (runId, opts) => {
+        const run = await this.caller.control(runId, 'get_run', { run_id: runId }, opts)
+        // an executor with live runs keeps its connection (budget.ts); each answered probe renews the tag
+        tagRunPeer(init.host, peerOf(executorOfRun(runId)), log)
+        return run
+      },
       notify: async (runId, verdict, opts) => this.caller.control(runId, 'executor_lost', { run_id: runId, verdict }, opts)
     })
   }

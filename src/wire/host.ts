@@ -17,7 +17,9 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
-import { DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES } from '../constants.ts'
+import {
+  CONNECTIONS_HEADROOM, CONNECTIONS_MAX, DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES
+} from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
 
@@ -99,7 +101,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     peerDiscovery,
     connectionManager: {
       ...(localMesh ? { inboundConnectionThreshold: 10_000, maxIncomingPendingConnections: 1_000 } : {}),
-      ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
+      // the budget (budget.ts) keeps the node under maxConnections; libp2p's own limit, where it refuses
+      // inbound connections, leaves room above it so a new delegation gets in before an idle one goes
+      maxConnections: (opts.maxConnections ?? CONNECTIONS_MAX) + CONNECTIONS_HEADROOM,
       dialTimeout: DIAL_TIMEOUT_MS
     },
     // the monitor pings every connection; with hundreds of nodes in one process it starves the event loop

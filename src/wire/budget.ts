@@ -1,0 +1,166 @@
+/**
+ * The connection budget: a node keeps at most `max` open connections
+ * (CONNECTIONS_MAX by default), whatever the size of the mesh. Above it, the
+ * connections worth least are closed: value is the sum of the peer's tags
+ * (gossipsub tags the mesh peers of every topic the node is on, kad-dht its
+ * closest peers, the run service the peers it has live runs with), then the
+ * newest go first. A connection younger than the grace period
+ * (CONNECTION_GRACE_MS) is not closed yet, so the request it was opened for is
+ * answered; a round that ends over the budget for that reason comes back when
+ * the youngest such connection is out of grace. A peer with live runs
+ * (RUN_PEER_TAG) is never closed, so
+ * a node with more run peers than its budget stays over it (counted in
+ * `stats.overBudget`) rather than break a run. One-off DHT lookups and card
+ * fetches leave untagged connections, the first to go.
+ *
+ * kad-dht keeps its 20 closest peers connected (a `keep-alive` tag, which
+ * libp2p's reconnect queue redials). With a budget below that, the budget
+ * wins: a pruned peer loses its keep-alive tags first, or it would be redialed
+ * at once and the two would fight forever.
+ *
+ * libp2p's connection pruner does not do this: it leaves any connection with a
+ * long-lived stream open (every gossipsub peer has one), and at its limit it
+ * refuses inbound connections, new delegations included.
+ */
+import { KEEP_ALIVE, type Connection, type PeerId } from '@libp2p/interface'
+import { CONNECTION_CLOSE_TIMEOUT_MS, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE } from '../constants.ts'
+import type { Logger } from '../logger.ts'
+import type { MeshHost } from './host.ts'
+
+export interface BudgetStats {
+  /** Connections closed to keep under the budget. */
+  pruned: number
+  /** Prune rounds that ended over the budget because every remaining connection was protected. */
+  overBudget: number
+  /** Tag reads or connection closes that failed (logged). */
+  errors: number
+}
+
+/** Mark `peer` as one this node has live runs with: its connection is kept (renewed by each call). */
+export function tagRunPeer (host: MeshHost, peer: PeerId, log: Logger): void {
+  host.peerStore.merge(peer, { tags: { [RUN_PEER_TAG]: { value: RUN_PEER_TAG_VALUE, ttl: RUN_PEER_TAG_TTL_MS } } }).catch((err: unknown) => {
+    log.warn({ err, peer: peer.toString() }, 'a run peer could not be tagged: its connection may be pruned (runs redial)')
+  })
+}
+
+export class ConnectionBudget {
+  readonly stats: BudgetStats = { pruned: 0, overBudget: 0, errors: 0 }
+  private bound: number
+  readonly graceMs: number
+  private readonly host: MeshHost
+  private again?: ReturnType<typeof setTimeout>
+  private readonly log: Logger
+  private scheduled = false
+  private running: Promise<void> | undefined
+  private stopped = false
+
+  constructor (host: MeshHost, max: number, log: Logger, graceMs = CONNECTION_GRACE_MS) {
+    this.host = host
+    this.bound = max
+    this.graceMs = graceMs
+    this.log = log
+  }
+
+  /** The open connections the node keeps. */
+  get max (): number {
+    return this.bound
+  }
+
+  /** Change the bound at run time; the node is trimmed to it at once (connections in grace when they leave it). */
+  setMax (max: number): void {
+    if (!Number.isInteger(max) || max < 1) throw new RangeError('the connection budget is a whole number of at least 1')
+    this.bound = max
+    this.onOpen()
+  }
+
+  start (): void {
+    this.host.addEventListener('connection:open', this.onOpen)
+  }
+
+  async stop (): Promise<void> {
+    this.stopped = true
+    clearTimeout(this.again)
+    this.host.removeEventListener('connection:open', this.onOpen)
+    await this.running
+  }
+
+  /** A connection opened: trim once the current turn of the event loop is over (a burst of opens is one round). */
+  private readonly onOpen = (): void => {
+    if (this.scheduled || this.stopped) return
+    this.scheduled = true
+    setImmediate(() => {
+      this.scheduled = false
+      if (this.running !== undefined || this.stopped) return
+      this.running = this.prune().finally(() => { this.running = undefined })
+    })
+  }
+
+  /** One round: close the least valuable connections until the node is back under its budget. */
+  async prune (): Promise<void> {
+    const conns = this.host.getConnections()
+    if (conns.length <= this.max) return
+    const value = new Map<string, { sum: number, runs: boolean, keepAlive: string[] }>()
+    for (const c of conns) {
+      const id = c.remotePeer.toString()
+      if (value.has(id)) continue
+      let sum = 0
+      let runs = false
+      const keepAlive: string[] = []
+      try {
+        const peer = await this.host.peerStore.get(c.remotePeer)
+        for (const [name, tag] of peer.tags) {
+          sum += tag.value
+          if (name === RUN_PEER_TAG) runs = true
+          if (name.startsWith(KEEP_ALIVE)) keepAlive.push(name)
+        }
+      } catch (err) {
+        if ((err as Error).name !== 'NotFoundError') {
+          this.stats.errors++
+          this.log.warn({ err, peer: id }, 'the tags of a peer could not be read: its connection counts as worth nothing')
+        }
+      }
+      value.set(id, { sum, runs, keepAlive })
+    }
+    const worth = (c: Connection): number => value.get(c.remotePeer.toString())?.sum ?? 0
+    const now = Date.now()
+    const inGrace = conns.filter(c => now - c.timeline.open < this.graceMs)
+    const candidates = conns
+      .filter(c => value.get(c.remotePeer.toString())?.runs !== true && now - c.timeline.open >= this.graceMs)
+      .sort((a, b) => worth(a) - worth(b) || b.timeline.open - a.timeline.open)
+    let excess = conns.length - this.max
+    for (const c of candidates) {
+      if (excess <= 0 || this.stopped) break
+      excess--
+      this.stats.pruned++
+      const v = value.get(c.remotePeer.toString())
+      if (v !== undefined && v.keepAlive.length > 0) {
+        const drop = v.keepAlive
+        v.keepAlive = []
+        try {
+          await this.host.peerStore.merge(c.remotePeer, { tags: Object.fromEntries(drop.map(name => [name, undefined])) })
+        } catch (err) {
+          this.stats.errors++
+          this.log.warn({ err, peer: c.remotePeer.toString() }, 'a pruned peer kept its keep-alive tag: libp2p may redial it')
+        }
+      }
+      try {
+        await c.close({ signal: AbortSignal.timeout(CONNECTION_CLOSE_TIMEOUT_MS) })
+      } catch (err) {
+        this.stats.errors++
+        this.log.debug({ err, peer: c.remotePeer.toString() }, 'a pruned connection did not close in time: aborted')
+        c.abort(err instanceof Error ? err : new Error(String(err)))
+      }
+    }
+    if (excess > 0 && inGrace.length > 0 && !this.stopped) {
+      // back when the oldest connection in grace leaves it
+      const next = Math.min(...inGrace.map(c => c.timeline.open)) + this.graceMs - now
+      clearTimeout(this.again)
+      this.again = setTimeout(() => { this.onOpen() }, Math.max(next, 0) + 1)
+      this.again.unref?.()
+    }
+    if (excess > 0) {
+      this.stats.overBudget++
+      this.log.debug({ connections: conns.length, max: this.max }, 'over the connection budget: every other connection carries live runs')
+    }
+  }
+}
