@@ -51,6 +51,7 @@ export class ConnectionBudget {
   private again?: ReturnType<typeof setTimeout>
   private readonly log: Logger
   private scheduled = false
+  private pending = false
   private running: Promise<void> | undefined
   private stopped = false
 
@@ -90,8 +91,19 @@ export class ConnectionBudget {
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
-      if (this.running !== undefined || this.stopped) return
-      this.running = this.prune().finally(() => { this.running = undefined })
+      if (this.stopped) return
+      if (this.running !== undefined) {
+        // a round is under way: one more comes right after it, for what opened meanwhile
+        this.pending = true
+        return
+      }
+      this.running = this.prune().finally(() => {
+        this.running = undefined
+        if (this.pending) {
+          this.pending = false
+          this.onOpen()
+        }
+      })
     })
   }
 
