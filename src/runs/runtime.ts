@@ -20,11 +20,16 @@ import type { CallOptions } from '../wire/rpc.ts'
 import { RunCaller } from './caller.ts'
 import { RunExecutor } from './executor.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
+import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
 
 export type { DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler } from './types.ts'
 export { isRun } from './messages.ts'
+export type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
+
+/** A page of a listing (Runs.list). */
+export interface RunList { executing: Run[], delegated: Run[], next_cursor: string | null }
 
 export interface RunsInit {
   host: MeshHost
@@ -54,8 +59,8 @@ export class Runs {
   constructor (init: RunsInit) {
     this.agentId = agentIdOf(init.privateKey)
     this.key = init.privateKey
-    this.store = new RunStore(init.datastore)
     const log = componentLogger(init.logger, 'runs')
+    this.store = new RunStore(init.datastore, log)
     this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log })
     this.executor = new RunExecutor({
       host: init.host,
@@ -72,6 +77,7 @@ export class Runs {
   }
 
   async start (): Promise<void> {
+    await this.store.open()
     await this.executor.start()
   }
 
@@ -158,15 +164,21 @@ export class Runs {
     return this.caller.control(runId, 'get_run', { run_id: runId }, opts)
   }
 
-  /** Runs this node executes and runs it delegated (its last known view of them). */
-  async list (filter: { state?: string, correlation_id?: string } = {}): Promise<{ executing: Run[], delegated: Run[] }> {
-    const match = (r: Run): boolean => (filter.state === undefined || r.state === filter.state) &&
-      (filter.correlation_id === undefined || r.correlation_id === filter.correlation_id)
-    const executing: Run[] = []
-    for await (const r of this.store.all()) if (match(r)) executing.push(this.executor.current(r))
-    const delegated: Run[] = []
-    for await (const r of this.store.allOutgoing()) if (match(r)) delegated.push(r)
-    return { executing, delegated }
+  /**
+   * One page of the runs this node executes and the runs it delegated (its
+   * last known view of them), read from the run index (run-index.ts).
+   * `next_cursor` continues the listing with the same filter; null at the end.
+   */
+  async list (filter: RunFilter = {}, page: PageRequest = {}): Promise<RunList> {
+    // the delegator's records handed over before this call are listed
+    await this.store.flushOutgoing()
+    const found = await this.store.page(filter, page)
+    return { executing: found.executing.map(r => this.executor.current(r)), delegated: found.delegated, next_cursor: found.next_cursor }
+  }
+
+  /** Runs by side and state, as the index counts them (no datastore read). */
+  counts (): RunCounts {
+    return this.store.index.counts()
   }
 
   /** Whether this node executes the run (its id names this agent). */
