@@ -299,3 +299,9 @@ export const RUN_LIST_CURSOR_MAX_CHARS = 512
 export const RUN_INDEX_STATE_CACHE_MAX_ENTRIES = 4_096
 /** Runs written per batch while the index is rebuilt from the store (older data dirs). */
 export const RUN_INDEX_REBUILD_BATCH_RUNS = 500
+
+// ---- trace context (src/runs/trace.ts) ---------------------------------------------------------
+/** A W3C traceparent (version 00 is exactly this long; the schemas' TraceContext.traceparent maxLength). */
+export const TRACEPARENT_MAX_CHARS = 55
+/** Longest W3C tracestate carried (the schemas' TraceContext.tracestate maxLength; W3C allows 32 members of at most 257 chars, vendors keep it far shorter). */
+export const TRACESTATE_MAX_CHARS = 512

@@ -4,7 +4,7 @@
  * their transport address.
  */
 import { parseCapability, type AgentCard } from '../card/card.ts'
-import type { PageRequest, RunFilter } from '../runs/runtime.ts'
+import type { PageRequest, RunFilter, TraceContext } from '../runs/runtime.ts'
 import type { RunState } from '../runlog/types.ts'
 
 /**
@@ -30,6 +30,14 @@ export function correlationHints (q: Record<string, unknown>): { owner?: string,
     ...(participants.length > 0 ? { participants } : {}),
     ...(runs.length > 0 ? { runs } : {})
   }
+}
+
+/** The W3C trace context headers of a request (the document's schemas have checked them). */
+export function traceHeaders (req: { headers: Record<string, unknown> }): TraceContext | undefined {
+  const traceparent = req.headers.traceparent
+  if (typeof traceparent !== 'string') return undefined
+  const tracestate = req.headers.tracestate
+  return typeof tracestate === 'string' && tracestate.length > 0 ? { traceparent, tracestate } : { traceparent }
 }
 
 /** The filter and page of GET /v1/runs (the document's schemas have checked each parameter). */

@@ -29,7 +29,7 @@ import { errorReply, HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
-import { cardView, correlationHints, runListQuery } from './query.ts'
+import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
 import { SseStream } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
@@ -366,8 +366,9 @@ export class ApiServer {
       delegate: {
         json: async (req) => {
           const r = body<DelegateRequest>(req)
+          const trace = traceHeaders(req)
           try {
-            const created = await node.delegate(r)
+            const created = await node.delegate(trace === undefined ? r : { ...r, trace })
             this.opts.metrics?.delegations.inc({ outcome: 'ok' })
             this.log.info({ run_id: created.run_id, to: r.to_agent, task_id: r.task_id }, 'delegated')
             return { status: 202, body: { run: created } }

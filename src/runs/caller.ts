@@ -18,6 +18,7 @@ import { RpcClient, type CallOptions } from '../wire/rpc.ts'
 import { assertInputSize, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
 import { peerOf } from './peers.ts'
 import type { RunStore } from './store.ts'
+import type { TraceContext } from './trace.ts'
 import type { DelegateRequest } from './types.ts'
 
 export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run'
@@ -66,7 +67,7 @@ export class RunCaller {
   }
 
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
-  async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
+  async delegate (req: DelegateRequest, opts: CallOptions = {}, trace?: TraceContext): Promise<Run> {
     const parentRun = req.parent_run ?? null
     const authorized = req.authorized ?? []
     const ticket = await issueDelegationTicket(this.key, {
@@ -80,7 +81,8 @@ export class RunCaller {
       parent_run: req.parent_run ?? null,
       ...(req.idempotency_key === undefined ? {} : { idempotency_key: req.idempotency_key }),
       ...(req.authorized === undefined ? {} : { authorized: req.authorized }),
-      ticket
+      ticket,
+      ...(trace === undefined ? {} : { trace })
     }
     isWireDelegate.assert(body, 'delegate request')
     assertInputSize(body.input, 'input')

@@ -228,7 +228,7 @@ export class RunExecutor implements HandlerHost {
       await this.assertNewRunId(ticket.run_id)
       const run = runOfTicket(ticket)
       created = await this.create(run, {
-        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket
+        delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket, ...(req.trace === undefined ? {} : { trace: req.trace })
       }, req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key })
     } catch (err) {
       this.inboundActive--
@@ -278,7 +278,7 @@ export class RunExecutor implements HandlerHost {
       const run = runOfTicket(ticket)
       const created = await this.create(run, {
         // the input goes on with the run: a successor handed off again passes it on from its own log
-        delegator: ticket.delegator, capability: ticket.capability, parent_run: ticket.parent_run, handoff_from: req.from_run, handoff_by: from, input: req.input, context: req.context, ticket
+        delegator: ticket.delegator, capability: ticket.capability, parent_run: ticket.parent_run, handoff_from: req.from_run, handoff_by: from, input: req.input, context: req.context, ticket, ...(req.trace === undefined ? {} : { trace: req.trace })
       }, undefined)
       this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false, confirm: true })
       return created

@@ -2,7 +2,9 @@
  * The run protocols as the executor serves them: /aap/delegate (new runs),
  * /aap/control (the verbs on runs this node executes) and /aap/handoff (runs
  * handed over by another executor). Each request body is checked against its
- * schema (messages.ts) before the executor sees it.
+ * schema (messages.ts) before the executor sees it. Each is answered in a
+ * server span under the request's trace context (trace.ts); a new run keeps
+ * the accepting span's context in its run.started payload.
  */
 import type { Logger } from '../logger.ts'
 import {
@@ -12,17 +14,26 @@ import {
 import type { MeshHost } from '../wire/host.ts'
 import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
+import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
 /** Serve the three run protocols; returns the functions that stop serving them. */
 export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger): Promise<Array<() => Promise<void>>> {
+  const agentId = host.peerId.toString()
+  /** Answer a request in a server span under its trace context; `fn` gets the span's (the run's, for a new run). */
+  const traced = async <T> (name: string, req: { trace?: TraceContext, run_id?: string }, fn: (trace: TraceContext | undefined) => Promise<T>): Promise<T> =>
+    inSpan(name, 'server', contextOf(incoming(req.trace, log)), { 'aap.agent_id': agentId, ...(req.run_id === undefined ? {} : { 'aap.run_id': req.run_id }) }, fn)
+  const withTrace = <R extends { trace?: TraceContext }> (req: R, trace: TraceContext | undefined): R => {
+    const { trace: _given, ...rest } = req
+    return (trace === undefined ? rest : { ...rest, trace }) as R
+  }
   return [
     await serve(host, {
       protocol: DELEGATE_PROTOCOL,
       maxFrameBytes: DELEGATE_MAX_FRAME_BYTES,
       log,
       methods: {
-        delegate: method(isWireDelegate, async (req, ctx) => ({ run: await x.acceptDelegation(req, ctx) }),
+        delegate: method(isWireDelegate, async (req, ctx) => traced('aap.delegate.accept', req, async (trace) => ({ run: await x.acceptDelegation(withTrace(req, trace), ctx) })),
           (res, delivered) => { x.answered(res.run.run_id, delivered) })
       }
     }),
@@ -31,14 +42,14 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       maxFrameBytes: CONTROL_MAX_FRAME_BYTES,
       log,
       methods: {
-        block: method(isBlock, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) })),
-        resume: method(isResume, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) })),
-        cancel: method(isCancel, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) })),
-        get_run: method(isGetRun, async (req) => ({ run: await x.localRun(req.run_id) })),
-        handoff: method(isControlHandoff, async (req, ctx) => {
+        block: method(isBlock, async (req, ctx) => traced('aap.control.block.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) }))),
+        resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) }))),
+        cancel: method(isCancel, async (req, ctx) => traced('aap.control.cancel.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) }))),
+        get_run: method(isGetRun, async (req) => traced('aap.control.get_run.handle', req, async () => ({ run: await x.localRun(req.run_id) }))),
+        handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
           return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString())) }
-        })
+        }))
       }
     }),
     await serve(host, {
@@ -46,7 +57,7 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       maxFrameBytes: HANDOFF_MAX_FRAME_BYTES,
       log,
       methods: {
-        handoff: method(isWireHandoff, async (req, ctx) => ({ run: await x.acceptHandoff(req, ctx) }),
+        handoff: method(isWireHandoff, async (req, ctx) => traced('aap.handoff.accept', req, async (trace) => ({ run: await x.acceptHandoff(withTrace(req, trace), ctx) })),
           (res, delivered) => { x.answered(res.run.run_id, delivered) }),
         confirm: method(isWireHandoffConfirm, async (req, ctx) => ({ run: await x.confirmHandoff(req, ctx) }))
       }

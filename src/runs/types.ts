@@ -5,6 +5,7 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure } from '../runlog/types.ts'
+import type { TraceContext } from './trace.ts'
 
 /** Who is asking, as the node established it (Noise-authenticated PeerId or local caller). */
 export type Actor =
@@ -40,6 +41,8 @@ export interface DelegateRequest {
   idempotency_key?: string
   /** Agents allowed to resume or cancel besides the delegator. */
   authorized?: string[]
+  /** W3C trace context to continue (default: the active OpenTelemetry span, else the parent run's; see trace.ts). */
+  trace?: TraceContext
 }
 
 /** A checkpoint a run is blocked on, as its run.blocked event recorded it. */
