@@ -32,6 +32,7 @@ import type { RunFilter } from '../src/runs/run-index.ts'
 import { RunStore } from '../src/runs/store.ts'
 import { apiDocument } from '../src/api/openapi.ts'
 import { raw } from './api-helpers.ts'
+import { cli } from './cli-helpers.ts'
 import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
 
 const EXECUTING = 8_000
@@ -280,6 +281,19 @@ describe('listing runs from the run index', () => {
       cursor = res.body.next_cursor
     } while (cursor !== null)
     expect(seen.size).toBe([...expected.values()].filter(e => e.run.capability.capability_id === 'cap:list-a').length)
+
+    // the CLI: filters, one page with its cursor, then --all to the end
+    const args = ['runs', 'list', '--api-url', api.url, '--token', token, '--capability', 'cap:list-b', '--state', 'completed', '--since', midpoint, '--json']
+    const wantedIds = [...expected].filter(([, e]) => want({ capability: { capability_id: 'cap:list-b', version: null }, state: 'completed', since: midpoint }, e.run)).map(([id]) => id).sort()
+    const [page, all] = await Promise.all([cli([...args, '--limit', '7']), cli([...args, '--limit', '300', '--all'])])
+    expect(page.code, page.stderr).toBe(0)
+    expect(page.json.executing.length + page.json.delegated.length).toBe(7)
+    expect(typeof page.json.next_cursor).toBe('string')
+    expect(all.code, all.stderr).toBe(0)
+    expect(all.json.next_cursor).toBeNull()
+    expect([...all.json.executing, ...all.json.delegated].map((r: Run) => r.run_id).sort()).toEqual(wantedIds)
+    const rest = await cli([...args, '--limit', '300', '--all', '--cursor', page.json.next_cursor])
+    expect([...page.json.executing, ...page.json.delegated, ...rest.json.executing, ...rest.json.delegated].map((r: Run) => r.run_id).sort()).toEqual(wantedIds)
   }, 300_000)
 
   it('a cursor that was altered, is used with other filters, or is not one at all is a 400, and so is a page over the bound', async () => {
