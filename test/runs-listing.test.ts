@@ -230,6 +230,8 @@ describe('listing runs from the run index', () => {
       { state: 'blocked' },
       { state: 'running' },
       { correlation_id: 'corr-7' },
+      { correlation_id: 'corr-3', state: 'failed' },
+      { agent: others[0] as string, state: 'running' },
       { agent: others[1] as string },
       { agent: B.agentId },
       { capability: { capability_id: 'cap:list-a', version: null } },

@@ -103,7 +103,8 @@ export class RunCaller {
     const run = runFromAnswer(res, req.to_agent)
     // the handle is durable where it counts (the executor committed the run before answering);
     // the delegator's own record is readable at once and written behind (see RunStore.putOutgoing)
-    this.store.putOutgoing(run).catch((err: unknown) => {
+    // without an idempotency key the executor created the run just now: no earlier record to look up
+    this.store.putOutgoing(run, req.idempotency_key === undefined).catch((err: unknown) => {
       this.log.warn({ err, run_id: run.run_id }, "the delegator's record of a run could not be written (the run itself is safe at its executor)")
     })
     return run

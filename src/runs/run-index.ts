@@ -8,19 +8,23 @@
  * run's order key `<created_at ISO>~<run id>`), each valued with the run's
  * summary (state, correlation, agents, capability):
  *
- *   /<side>/e/<run id>               the run's entry (its indexed state)
- *   /<side>/all/<t>
- *   /<side>/state/<state>/<t>
+ *   /<side>/e/<run id>               the run's entry (its current state)
+ *   /<side>/state/<state>/<t>        (current state)
+ *   /<side>/all/<t>                  (these three: the state at creation)
  *   /<side>/corr/<correlation>/<t>
- *   /<side>/agent/<agent>/<t>        for the executor and for the delegator
+ *   /<side>/agent/<agent>/<t>        the other party: the delegator of a run
+ *                                    executed here, the executor of one
+ *                                    delegated from here
  *   /<side>/cap/<capability id>/<t>
  *
  * The keys are written in the same batch as the run record (RunStore calls
- * `write`), and again when the run's state changes (the old state key is
- * deleted); a progress report that leaves the state alone writes nothing
- * here. The writes of one run are serialised, so its previous state is
- * known exactly (a bounded cache, else its entry), and the counts by side and
- * state that the metrics read are kept in memory beside the keys.
+ * `write`). A state change writes the entry and the new state key and deletes
+ * the old one, nothing else (the other keys' summaries keep the state at
+ * creation, so a filter on the state reads the state listing, or the entry
+ * when it lists a correlation); a progress report that leaves the state alone
+ * writes nothing here. The writes of one run are serialised, so its previous
+ * state is known exactly (a bounded cache, else its entry), and the counts by
+ * side and state that the metrics read are kept in memory beside the keys.
  *
  * A data dir written before the index existed has no /aap/ridx/meta: the
  * index is then rebuilt from the run records once, on open.
@@ -93,10 +97,13 @@ const enc = new TextEncoder()
 const dec = new TextDecoder()
 const seg = encodeURIComponent
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/
+const CANONICAL = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 const EPOCH = new Date(0).toISOString()
 
 /** An instant as a fixed-width ISO string (sorts like time); EPOCH for anything else. */
 export function instantKey (text: string): string {
+  // the form this node writes (toISOString) is already its own key
+  if (text.length === 24 && CANONICAL.test(text)) return text
   if (!ISO.test(text)) return EPOCH
   const ms = Date.parse(text)
   if (!Number.isFinite(ms) || ms < 0 || ms > 253402300799999) return EPOCH
@@ -128,22 +135,30 @@ function stateKey (side: RunSide, state: RunState, t: string): string {
   return `${sidePrefix(side)}/state/${state}/${t}`
 }
 
-/** Every listing key of a run (the entry aside). */
-function listKeys (side: RunSide, s: Summary): string[] {
-  const p = sidePrefix(side)
-  const keys = [`${p}/all/${s.t}`, stateKey(side, s.s, s.t), `${p}/corr/${seg(s.c)}/${s.t}`, `${p}/agent/${seg(s.a)}/${s.t}`, `${p}/cap/${seg(s.k)}/${s.t}`]
-  if (s.d !== s.a) keys.push(`${p}/agent/${seg(s.d)}/${s.t}`)
-  return keys
+/** The other party of a run on a side: the delegator of a run executed here, the executor of one delegated from here. */
+function otherParty (side: RunSide, s: Summary): string {
+  return side === 'executing' ? s.d : s.a
 }
 
-/** The listing the filter reads: the narrowest one it names (every other filter is checked on the summaries). */
-function listPrefix (side: RunSide, f: RunFilter): string {
+/** The listing keys written once, when the run is first indexed (the state key and the entry aside). */
+function staticKeys (side: RunSide, s: Summary): string[] {
   const p = sidePrefix(side)
-  if (f.correlation_id !== undefined) return `${p}/corr/${seg(f.correlation_id)}/`
-  if (f.agent !== undefined) return `${p}/agent/${seg(f.agent)}/`
-  if (f.capability !== undefined) return `${p}/cap/${seg(f.capability.capability_id)}/`
-  if (f.state !== undefined) return `${p}/state/${f.state}/`
-  return `${p}/all/`
+  return [`${p}/all/${s.t}`, `${p}/corr/${seg(s.c)}/${s.t}`, `${p}/agent/${seg(otherParty(side, s))}/${s.t}`, `${p}/cap/${seg(s.k)}/${s.t}`]
+}
+
+/**
+ * The listing the filter reads: the narrowest one it names (every other filter
+ * is checked on the summaries). `fresh`: the values there hold the current
+ * state. An agent filter naming this node itself (a party to every run of the
+ * side) lists them all.
+ */
+function listPrefix (side: RunSide, f: RunFilter, self: string | undefined): { prefix: string, fresh: boolean } {
+  const p = sidePrefix(side)
+  if (f.correlation_id !== undefined) return { prefix: `${p}/corr/${seg(f.correlation_id)}/`, fresh: false }
+  if (f.state !== undefined) return { prefix: `${p}/state/${f.state}/`, fresh: true }
+  if (f.agent !== undefined && f.agent !== self) return { prefix: `${p}/agent/${seg(f.agent)}/`, fresh: false }
+  if (f.capability !== undefined) return { prefix: `${p}/cap/${seg(f.capability.capability_id)}/`, fresh: false }
+  return { prefix: `${p}/all/`, fresh: false }
 }
 
 function matches (s: Summary, f: RunFilter, since: string | undefined): boolean {
@@ -168,6 +183,8 @@ const BAD_CURSOR = 'the cursor is not one this node issued for this listing (fil
 export interface RunIndexInit {
   datastore: Datastore
   log: Logger
+  /** This node's agent id (a party to every run it lists); unknown, an agent filter reads the agent listing only. */
+  agentId?: string
   /** The stored runs of a side, read once to build the index of an older data dir. */
   records: (side: RunSide) => AsyncIterable<Run>
 }
@@ -176,6 +193,7 @@ export class RunIndex {
   private readonly ds: Datastore
   private readonly log: Logger
   private readonly records: RunIndexInit['records']
+  private readonly self: string | undefined
   private readonly locks = new KeyedMutex()
   /** Last indexed state per `<tag>/<run id>`, newest last (bounded). */
   private readonly states = new Map<string, Summary>()
@@ -187,6 +205,7 @@ export class RunIndex {
     this.ds = init.datastore
     this.log = init.log
     this.records = init.records
+    this.self = init.agentId
   }
 
   /** Load the index (building it when the data dir has none) and its counts. Idempotent. */
@@ -238,12 +257,13 @@ export class RunIndex {
     let scanned = 0
     for (const side of RUN_SIDES) {
       if (at !== undefined && side === 'executing' && at.side === 'delegated') continue
-      const prefix = listPrefix(side, filter)
+      const { prefix, fresh } = listPrefix(side, filter, this.self)
       const after = at?.side === side ? `${prefix}${at.t}` : undefined
       const range = { prefix, ...(after === undefined ? {} : { gt: after }), ...(since === undefined ? {} : { gte: `${prefix}${since}` }) }
       for await (const { key, value } of readRange(this.ds, range)) {
         scanned++
-        const s = JSON.parse(dec.decode(value)) as Summary
+        let s = JSON.parse(dec.decode(value)) as Summary
+        if (!fresh && filter.state !== undefined) s = this.states.get(`${TAG[side]}/${s.r}`) ?? await this.entry(side, s.r) ?? s
         if (matches(s, filter, since)) {
           out[side].push(s.r)
           taken++
@@ -262,8 +282,12 @@ export class RunIndex {
   private stage (batch: Batch, side: RunSide, prev: Summary | undefined, next: Summary): void {
     const value = enc.encode(JSON.stringify(next))
     batch.put(rawKey(entryKey(side, next.r)), value)
-    for (const k of listKeys(side, next)) batch.put(rawKey(k), value)
-    if (prev !== undefined && prev.s !== next.s) batch.delete(rawKey(stateKey(side, prev.s, prev.t)))
+    batch.put(rawKey(stateKey(side, next.s, next.t)), value)
+    if (prev === undefined) {
+      for (const k of staticKeys(side, next)) batch.put(rawKey(k), value)
+    } else if (prev.s !== next.s) {
+      batch.delete(rawKey(stateKey(side, prev.s, prev.t)))
+    }
   }
 
   private async entry (side: RunSide, runId: string): Promise<Summary | undefined> {

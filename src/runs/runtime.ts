@@ -62,7 +62,7 @@ export class Runs {
     this.agentId = agentIdOf(init.privateKey)
     this.key = init.privateKey
     const log = componentLogger(init.logger, 'runs')
-    this.store = new RunStore(init.datastore, log)
+    this.store = new RunStore(init.datastore, log, this.agentId)
     this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log })
     this.executor = new RunExecutor({
       host: init.host,

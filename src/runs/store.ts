@@ -41,12 +41,13 @@ export class RunStore {
   /** Secondary keys that list the runs (run-index.ts), written in the batches of the records. */
   readonly index: RunIndex
 
-  constructor (datastore: Datastore, logger?: Logger) {
+  constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
     this.log = new EventLog(this.ds)
     this.index = new RunIndex({
       datastore: this.ds,
       log: logger ?? silentLogger(),
+      ...(agentId === undefined ? {} : { agentId }),
       records: (side) => side === 'executing' ? this.all() : this.storedOutgoing()
     })
   }
@@ -116,15 +117,16 @@ export class RunStore {
    * before the handle exists, and the run id names the executor, so a record
    * lost to a crash of the delegator leaves the run reachable (getRun,
    * replay). `flushOutgoing` waits for every write handed over so far.
+   * `fresh`: the run was just created (no earlier record to look up).
    */
-  async putOutgoing (run: Run): Promise<void> {
+  async putOutgoing (run: Run, fresh = false): Promise<void> {
     this.remember(run)
     const write = this.index.write('delegated', run, async (stageIndex) => {
       const batch = this.ds.batch()
       batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
       stageIndex(batch)
       await batch.commit()
-    })
+    }, fresh)
     const entry = { run, write }
     this.unsaved.set(run.run_id, entry)
     try {
