@@ -245,12 +245,12 @@ describe('listing runs from the run index', () => {
       (f.agent === undefined || r.agent_id === f.agent || r.delegator === f.agent) &&
       (f.capability === undefined || (r.capability.capability_id === f.capability.capability_id && (f.capability.version === null || r.capability.version === f.capability.version))) &&
       (f.since === undefined || Date.parse(r.created_at) >= Date.parse(f.since))
-    for (const f of filters) {
+    for (const [f, order] of filters.flatMap(f => [[f, 'oldest'], [f, 'newest']] as const)) {
       const seen = new Map<string, string>()
       let cursor: string | undefined
       let pages = 0
       do {
-        const page = await B.runs.list(f, { limit: 500, ...(cursor === undefined ? {} : { cursor }) })
+        const page = await B.runs.list(f, { limit: 500, order, ...(cursor === undefined ? {} : { cursor }) })
         expect(page.executing.length + page.delegated.length).toBeLessThanOrEqual(500)
         for (const [side, runs] of [['executing', page.executing], ['delegated', page.delegated]] as const) {
           for (const r of runs) {
@@ -267,6 +267,24 @@ describe('listing runs from the run index', () => {
       for (const [id, e] of wanted) expect(seen.get(id), `${id} for ${JSON.stringify(f)}`).toBe(e.side)
       expect(pages).toBeGreaterThanOrEqual(Math.ceil(wanted.length / 500))
     }
+
+    // newest first, one side only: the same runs, in reverse order of creation
+    const newest: string[] = []
+    let back: string | undefined
+    do {
+      const page = await B.runs.list({ side: 'delegated', capability: { capability_id: 'cap:list-a', version: null } }, { limit: 250, order: 'newest', ...(back === undefined ? {} : { cursor: back }) })
+      expect(page.executing).toEqual([])
+      newest.push(...page.delegated.map(r => r.run_id))
+      back = page.next_cursor ?? undefined
+    } while (back !== undefined)
+    const oldestFirst = [...expected].filter(([, e]) => e.side === 'delegated' && e.run.capability.capability_id === 'cap:list-a')
+      .sort(([a, x], [b, y]) => (x.run.created_at < y.run.created_at ? -1 : x.run.created_at > y.run.created_at ? 1 : encodeURIComponent(a) < encodeURIComponent(b) ? -1 : 1)).map(([id]) => id)
+    expect(newest).toEqual(oldestFirst.reverse())
+    // a cursor is bound to its order too
+    const firstNewest = await B.runs.list({}, { limit: 5, order: 'newest' })
+    await rejectsWith(B.runs.list({}, { limit: 5, cursor: firstNewest.next_cursor as string }), 'INVALID_REQUEST')
+    // every page carries the node's counts of all its runs
+    expect(firstNewest.counts.executing.blocked).toBe([...expected.values()].filter(e => e.side === 'executing' && e.run.state === 'blocked').length)
 
     // over HTTP: the same listing, a thousand to a page, each answer checked against the document
     const seen = new Set<string>()

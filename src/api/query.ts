@@ -48,7 +48,9 @@ export function runListQuery (q: Record<string, unknown>): { filter: RunFilter, 
   if (typeof q.agent === 'string') filter.agent = q.agent
   if (typeof q.capability === 'string') filter.capability = parseCapability(q.capability)
   if (typeof q.since === 'string') filter.since = q.since
+  if (q.side === 'executing' || q.side === 'delegated') filter.side = q.side
   const page: PageRequest = {}
+  if (q.order === 'oldest' || q.order === 'newest') page.order = q.order
   if (typeof q.cursor === 'string') page.cursor = q.cursor
   if (typeof q.limit === 'number') page.limit = q.limit
   return { filter, page }

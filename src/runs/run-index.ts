@@ -59,11 +59,15 @@ export interface RunFilter {
   capability?: CapabilityQuery
   /** Only runs created at or after this instant (ISO 8601). */
   since?: string
+  /** Only the runs this node executes, or only those it delegated. */
+  side?: RunSide
 }
 
 export interface PageRequest {
   cursor?: string
   limit?: number
+  /** By creation time: oldest first (default) or newest first. Stays the same from page to page. */
+  order?: 'oldest' | 'newest'
 }
 
 /** One page of run ids, executing side first, and where the next page starts (null: no more). */
@@ -173,8 +177,8 @@ function matches (s: Summary, f: RunFilter, since: string | undefined): boolean 
   return since === undefined || s.t >= since
 }
 
-function filterDigest (f: RunFilter): string {
-  const norm = [f.state ?? null, f.correlation_id ?? null, f.agent ?? null, f.capability?.capability_id ?? null, f.capability?.version ?? null, f.since === undefined ? null : instantKey(f.since)]
+function filterDigest (f: RunFilter, order: string): string {
+  const norm = [f.state ?? null, f.correlation_id ?? null, f.agent ?? null, f.capability?.capability_id ?? null, f.capability?.version ?? null, f.since === undefined ? null : instantKey(f.since), f.side ?? null, order]
   return createHash('sha256').update(JSON.stringify(norm)).digest('base64url').slice(0, 22)
 }
 
@@ -249,17 +253,25 @@ export class RunIndex {
     if (!Number.isInteger(limit) || limit < 1 || limit > RUN_LIST_MAX_LIMIT) {
       throw new InvalidRequestError(`limit must be an integer from 1 to ${RUN_LIST_MAX_LIMIT}`, { reason: 'bad_limit', limit: RUN_LIST_MAX_LIMIT })
     }
-    const digest = filterDigest(filter)
+    const order = req.order ?? 'oldest'
+    const reverse = order === 'newest'
+    const digest = filterDigest(filter, order)
     const at = req.cursor === undefined ? undefined : this.decode(req.cursor, digest)
     const since = filter.since === undefined ? undefined : instantKey(filter.since)
     const out: RunIdPage = { executing: [], delegated: [], next_cursor: null }
     let taken = 0
     let scanned = 0
-    for (const side of RUN_SIDES) {
+    const sides = filter.side === undefined ? RUN_SIDES : [filter.side]
+    for (const side of sides) {
       if (at !== undefined && side === 'executing' && at.side === 'delegated') continue
       const { prefix, fresh } = listPrefix(side, filter, this.self)
-      const after = at?.side === side ? `${prefix}${at.t}` : undefined
-      const range = { prefix, ...(after === undefined ? {} : { gt: after }), ...(since === undefined ? {} : { gte: `${prefix}${since}` }) }
+      const from = at?.side === side ? `${prefix}${at.t}` : undefined
+      const range = {
+        prefix,
+        reverse,
+        ...(from === undefined ? {} : reverse ? { lt: from } : { gt: from }),
+        ...(since === undefined ? {} : { gte: `${prefix}${since}` })
+      }
       for await (const { key, value } of readRange(this.ds, range)) {
         scanned++
         let s = JSON.parse(dec.decode(value)) as Summary

@@ -30,8 +30,8 @@ export { isRun } from './messages.ts'
 export type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 export type { TraceContext } from './trace.ts'
 
-/** A page of a listing (Runs.list). */
-export interface RunList { executing: Run[], delegated: Run[], next_cursor: string | null }
+/** A page of a listing (Runs.list), with the node's runs counted by side and state (all of them, not the page's). */
+export interface RunList { executing: Run[], delegated: Run[], next_cursor: string | null, counts: RunCounts }
 
 export interface RunsInit {
   host: MeshHost
@@ -177,7 +177,7 @@ export class Runs {
     // the delegator's records handed over before this call are listed
     await this.store.flushOutgoing()
     const found = await this.store.page(filter, page)
-    return { executing: found.executing.map(r => this.executor.current(r)), delegated: found.delegated, next_cursor: found.next_cursor }
+    return { executing: found.executing.map(r => this.executor.current(r)), delegated: found.delegated, next_cursor: found.next_cursor, counts: this.counts() }
   }
 
   /** Runs by side and state, as the index counts them (no datastore read). */

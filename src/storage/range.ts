@@ -16,6 +16,10 @@ export interface RangeQuery {
   gt?: string
   /** Only keys at or after this one. */
   gte?: string
+  /** Only keys strictly before this one. */
+  lt?: string
+  /** Newest key first. */
+  reverse?: boolean
   /** Read values too (default true). */
   values?: boolean
 }
@@ -36,6 +40,7 @@ function levelOf (ds: Datastore): LevelLike | undefined {
 function after (key: string, q: RangeQuery): boolean {
   if (q.gt !== undefined && key <= q.gt) return false
   if (q.gte !== undefined && key < q.gte) return false
+  if (q.lt !== undefined && key >= q.lt) return false
   return true
 }
 
@@ -44,7 +49,8 @@ export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator
   const values = q.values !== false
   const level = levelOf(ds)
   if (level !== undefined) {
-    const opts: Record<string, unknown> = { keys: true, values, keyEncoding: 'utf8', valueEncoding: 'view', lt: `${q.prefix}\xFF` }
+    const end = `${q.prefix}\xFF`
+    const opts: Record<string, unknown> = { keys: true, values, keyEncoding: 'utf8', valueEncoding: 'view', lt: q.lt !== undefined && q.lt < end ? q.lt : end, reverse: q.reverse === true }
     let low = q.prefix
     let strict = false
     if (q.gte !== undefined && q.gte > low) low = q.gte
@@ -77,7 +83,8 @@ export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator
       if (after(k, q)) found.push({ key: k, value: undefined })
     }
   }
-  found.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const dir = q.reverse === true ? -1 : 1
+  found.sort((a, b) => (a.key < b.key ? -dir : a.key > b.key ? dir : 0))
   yield * found
 }
 
