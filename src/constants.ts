@@ -331,3 +331,23 @@ export const STOP_TIMEOUT_MS = 5_000
 export const CONTEXT_MAX_TURNS = 64
 /** The agent's saved context of a conversation, as JSON. */
 export const CONTEXT_STATE_MAX_BYTES = 64 * 1024
+
+// ---- run listing (src/runs/run-index.ts) ------------------------------------------------------
+/** Runs in one page of a listing when the caller names no limit. */
+export const RUN_LIST_DEFAULT_LIMIT = 100
+/** Most runs in one page of a listing (the API's `limit` maximum). */
+export const RUN_LIST_MAX_LIMIT = 1_000
+/** Index entries one page reads at most; a page that reaches this ends early with a cursor (filters that match little). */
+export const RUN_LIST_SCAN_MAX_ENTRIES = 10_000
+/** Longest listing cursor accepted (the API's `cursor` maxLength). */
+export const RUN_LIST_CURSOR_MAX_CHARS = 512
+/** Last indexed state of this many runs is kept in memory (a miss reads the index entry). */
+export const RUN_INDEX_STATE_CACHE_MAX_ENTRIES = 4_096
+/** Runs written per batch while the index is rebuilt from the store (older data dirs). */
+export const RUN_INDEX_REBUILD_BATCH_RUNS = 500
+
+// ---- trace context (src/runs/trace.ts) ---------------------------------------------------------
+/** A W3C traceparent (version 00 is exactly this long; the schemas' TraceContext.traceparent maxLength). */
+export const TRACEPARENT_MAX_CHARS = 55
+/** Longest W3C tracestate carried (the schemas' TraceContext.tracestate maxLength; W3C allows 32 members of at most 257 chars, vendors keep it far shorter). */
+export const TRACESTATE_MAX_CHARS = 512

@@ -36,6 +36,8 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['common', '/definitions/RunId', 'maxLength', C.RUN_ID_MAX_CHARS],
   ['common', '/definitions/TaskId', 'maxLength', C.TASK_ID_MAX_CHARS],
   ['common', '/definitions/ErrorFrame/properties/message', 'maxLength', C.ERROR_MESSAGE_MAX_CHARS],
+  ['common', '/definitions/TraceContext/properties/traceparent', 'maxLength', C.TRACEPARENT_MAX_CHARS],
+  ['common', '/definitions/TraceContext/properties/tracestate', 'maxLength', C.TRACESTATE_MAX_CHARS],
   ['common', '/definitions/RequestEnvelope/properties/id', 'maximum', C.FRAME_ID_MAX],
   ['common', '/definitions/RequestEnvelope/properties/type', 'maxLength', C.FRAME_TYPE_MAX_CHARS],
   ['common', '/definitions/ResponseEnvelope/oneOf/0/properties/id', 'maximum', C.FRAME_ID_MAX],

@@ -3,7 +3,9 @@
  * answer: the correlation hints of the events routes, and whether cards carry
  * their transport address.
  */
-import type { AgentCard } from '../card/card.ts'
+import { parseCapability, type AgentCard } from '../card/card.ts'
+import type { PageRequest, RunFilter, TraceContext } from '../runs/runtime.ts'
+import type { RunState } from '../runlog/types.ts'
 
 /**
  * A card as an L2 caller gets it: without its `endpoint`, since the profile
@@ -28,4 +30,28 @@ export function correlationHints (q: Record<string, unknown>): { owner?: string,
     ...(participants.length > 0 ? { participants } : {}),
     ...(runs.length > 0 ? { runs } : {})
   }
+}
+
+/** The W3C trace context headers of a request (the document's schemas have checked them). */
+export function traceHeaders (req: { headers: Record<string, unknown> }): TraceContext | undefined {
+  const traceparent = req.headers.traceparent
+  if (typeof traceparent !== 'string') return undefined
+  const tracestate = req.headers.tracestate
+  return typeof tracestate === 'string' && tracestate.length > 0 ? { traceparent, tracestate } : { traceparent }
+}
+
+/** The filter and page of GET /v1/runs (the document's schemas have checked each parameter). */
+export function runListQuery (q: Record<string, unknown>): { filter: RunFilter, page: PageRequest } {
+  const filter: RunFilter = {}
+  if (typeof q.state === 'string') filter.state = q.state as RunState
+  if (typeof q.correlation_id === 'string') filter.correlation_id = q.correlation_id
+  if (typeof q.agent === 'string') filter.agent = q.agent
+  if (typeof q.capability === 'string') filter.capability = parseCapability(q.capability)
+  if (typeof q.since === 'string') filter.since = q.since
+  if (q.side === 'executing' || q.side === 'delegated') filter.side = q.side
+  const page: PageRequest = {}
+  if (q.order === 'oldest' || q.order === 'newest') page.order = q.order
+  if (typeof q.cursor === 'string') page.cursor = q.cursor
+  if (typeof q.limit === 'number') page.limit = q.limit
+  return { filter, page }
 }

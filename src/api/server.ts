@@ -23,13 +23,13 @@ import type { EventSubscription } from '../events/subscription.ts'
 import { silentLogger, type Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { DelegateRequest } from '../runs/runtime.ts'
-import type { AgentEvent, Run, RunState } from '../runlog/types.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
 import { WorkBridge } from './bridge.ts'
 import { errorReply, HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
-import { cardView, correlationHints } from './query.ts'
+import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
 import { SseStream } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
@@ -372,8 +372,9 @@ export class ApiServer {
       delegate: {
         json: async (req) => {
           const r = body<DelegateRequest>(req)
+          const trace = traceHeaders(req)
           try {
-            const created = await node.delegate(r)
+            const created = await node.delegate(trace === undefined ? r : { ...r, trace })
             this.opts.metrics?.delegations.inc({ outcome: 'ok' })
             this.log.info({ run_id: created.run_id, to: r.to_agent, task_id: r.task_id }, 'delegated')
             return { status: 202, body: { run: created } }
@@ -386,11 +387,8 @@ export class ApiServer {
 
       listRuns: {
         json: async (req) => {
-          const q = req.query as Query
-          const filter: { state?: RunState, correlation_id?: string } = {}
-          if (typeof q.state === 'string') filter.state = q.state as RunState
-          if (typeof q.correlation_id === 'string') filter.correlation_id = q.correlation_id
-          return { body: await node.runs.list(filter) }
+          const { filter, page } = runListQuery(req.query as Query)
+          return { body: await node.runs.list(filter, page) }
         }
       },
 

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, type Command } from 'commander'
-import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS } from '../constants.ts'
+import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
 import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
@@ -228,16 +228,40 @@ function registerDelegate (program: Command): void {
 
 // ---- runs and their verbs --------------------------------------------------------------------
 
+interface RunListPage { executing: Run[], delegated: Run[], next_cursor: string | null, counts: unknown }
+
 function registerRuns (program: Command): void {
   const runs = program.command('runs').description('runs this node executes or delegated')
 
-  remoteCommand(runs, 'list', 'list runs: executing (this node runs them) and delegated (this node started them)')
+  remoteCommand(runs, 'list', 'list runs: executing (this node runs them) and delegated (this node started them), a page at a time')
     .option('--state <state>', `only runs in this state (${RUN_STATES.join(', ')})`)
     .option('--correlation <id>', 'only runs of this correlation (task) id')
-    .action(remoteAction<RemoteOptions & { state?: string, correlation?: string }>(async (client, opts) => {
+    .option('--agent <agent id>', 'only runs this agent executes or delegated')
+    .option('--capability <id[@version]>', 'only runs of this capability (any version without @version)')
+    .option('--since <time>', 'only runs created at or after this instant (RFC 3339, e.g. 2026-01-31T12:00:00Z)')
+    .option('--limit <n>', `at most this many runs per page (1-${RUN_LIST_MAX_LIMIT})`, positiveInt(RUN_LIST_MAX_LIMIT))
+    .option('--side <side>', 'only runs executing here (executing) or only runs delegated from here (delegated)')
+    .option('--newest', 'newest first (keep it with --cursor)', false)
+    .option('--cursor <cursor>', 'start at this page (the next_cursor a listing printed, with the same filters)')
+    .option('--all', 'follow the cursors to the end of the listing', false)
+    .action(remoteAction<RemoteOptions & { state?: string, correlation?: string, agent?: string, capability?: string, since?: string, side?: string, newest: boolean, limit?: number, cursor?: string, all: boolean }>(async (client, opts) => {
+      if (opts.side !== undefined && opts.side !== 'executing' && opts.side !== 'delegated') throw new UsageError('--side must be executing or delegated')
       if (opts.state !== undefined && !(RUN_STATES as readonly string[]).includes(opts.state)) throw new UsageError(`--state must be one of ${RUN_STATES.join(', ')}`)
-      const list = await client.call<{ executing: Run[], delegated: Run[] }>('GET', '/v1/runs', undefined, { state: opts.state, correlation_id: opts.correlation })
+      if (opts.capability !== undefined) await capabilityArg(opts.capability, false)
+      if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError(`--since "${opts.since}" is not a time (e.g. 2026-01-31T12:00:00Z)`)
+      const query = { state: opts.state, correlation_id: opts.correlation, agent: opts.agent, capability: opts.capability, since: opts.since, side: opts.side, order: opts.newest ? 'newest' : undefined, limit: opts.limit }
+      const list: RunListPage = { executing: [], delegated: [], next_cursor: null, counts: null }
+      let cursor = opts.cursor
+      do {
+        const page = await client.call<RunListPage>('GET', '/v1/runs', undefined, { ...query, cursor })
+        list.executing.push(...page.executing)
+        list.delegated.push(...page.delegated)
+        list.next_cursor = page.next_cursor
+        list.counts = page.counts
+        cursor = page.next_cursor ?? undefined
+      } while (opts.all && cursor !== undefined)
       const lines = [...list.executing.map(r => runLine(r, 'executing')), ...list.delegated.map(r => runLine(r, 'delegated'))]
+      if (list.next_cursor !== null) lines.push(`more: --cursor ${list.next_cursor}`)
       return { json: list, text: lines.length === 0 ? 'no runs' : lines.join('\n') }
     }))
 

@@ -130,7 +130,7 @@ export const TOOLS: Tool[] = [
     name: 'list_runs',
     description: DESCRIBE('get', '/v1/runs', 'runs this node executes and delegated'),
     inputSchema: inputSchema('get', '/v1/runs'),
-    run: async (c, a) => c.call('GET', '/v1/runs', undefined, query(a, ['state', 'correlation_id']))
+    run: async (c, a) => c.call('GET', '/v1/runs', undefined, query(a, ['state', 'correlation_id', 'agent', 'capability', 'since', 'side', 'order', 'cursor', 'limit']))
   },
   {
     name: 'resume',

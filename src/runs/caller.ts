@@ -19,6 +19,7 @@ import { RpcClient, type CallOptions } from '../wire/rpc.ts'
 import { assertInputSize, isGetVerdictResponse, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
 import { peerOf } from './peers.ts'
 import type { RunStore } from './store.ts'
+import type { TraceContext } from './trace.ts'
 import type { DelegateRequest } from './types.ts'
 
 export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run' | 'executor_lost'
@@ -69,7 +70,7 @@ export class RunCaller {
   }
 
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
-  async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
+  async delegate (req: DelegateRequest, opts: CallOptions = {}, trace?: TraceContext): Promise<Run> {
     const parentRun = req.parent_run ?? null
     const authorized = req.authorized ?? []
     const ticket = await issueDelegationTicket(this.key, {
@@ -85,7 +86,8 @@ export class RunCaller {
       ...(req.authorized === undefined ? {} : { authorized: req.authorized }),
       ...(req.continue_run === undefined ? {} : { continue_run: req.continue_run }),
       ...(req.context_id === undefined ? {} : { context_id: req.context_id }),
-      ticket
+      ticket,
+      ...(trace === undefined ? {} : { trace })
     }
     isWireDelegate.assert(body, 'delegate request')
     assertInputSize(body.input, 'input')
@@ -108,7 +110,8 @@ export class RunCaller {
     tagRunPeer(this.host, peer, this.log)
     // the handle is durable where it counts (the executor committed the run before answering);
     // the delegator's own record is readable at once and written behind (see RunStore.putOutgoing)
-    this.store.putOutgoing(run).catch((err: unknown) => {
+    // without an idempotency key the executor created the run just now: no earlier record to look up
+    this.store.putOutgoing(run, req.idempotency_key === undefined).catch((err: unknown) => {
       this.log.warn({ err, run_id: run.run_id }, "the delegator's record of a run could not be written (the run itself is safe at its executor)")
     })
     return run

@@ -250,6 +250,7 @@ export class RunExecutor implements HandlerHost {
       // a turn of a conversation is linked to the one before, in its run and its signed run.started (turns.md)
       created = await this.contexts.withTurn(req, from, ticket.run_id, async (t) => this.create(runOfTicket(ticket, t), {
         delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket,
+        ...(req.trace === undefined ? {} : { trace: req.trace }),
         ...(t === undefined ? {} : { turn: { context_id: t.context_id, turn: t.turn, previous_turn: t.previous_turn } })
       }, idem, t === undefined ? [] : [contextEntry(t.record)]))
     } catch (err) {
@@ -300,7 +301,7 @@ export class RunExecutor implements HandlerHost {
       const run = runOfTicket(ticket)
       const created = await this.create(run, {
         // the input goes on with the run: a successor handed off again passes it on from its own log
-        delegator: ticket.delegator, capability: ticket.capability, parent_run: ticket.parent_run, handoff_from: req.from_run, handoff_by: from, input: req.input, context: req.context, ticket
+        delegator: ticket.delegator, capability: ticket.capability, parent_run: ticket.parent_run, handoff_from: req.from_run, handoff_by: from, input: req.input, context: req.context, ticket, ...(req.trace === undefined ? {} : { trace: req.trace })
       }, undefined)
       this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false, confirm: true })
       return created

@@ -18,6 +18,7 @@ import { assertContextSize, type WireHandoff } from './messages.ts'
 import { peerOf } from './peers.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
+import { inSpan, parentOf } from './trace.ts'
 import type { Actor, RunCommand } from './types.ts'
 
 /** What the sending side needs of the executor. */
@@ -73,7 +74,8 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
       ticket,
       predecessor: started
     }
-    const res = await h.client.call(peerOf(toAgent), 'handoff', body, opts)
+    const res = await inSpan('aap.handoff', 'client', await parentOf(undefined, h.store.log, runId), { 'aap.agent_id': h.agentId, 'aap.run_id': runId, 'aap.to_agent': toAgent },
+      async (trace) => h.client.call(peerOf(toAgent), 'handoff', trace === undefined ? body : { ...body, trace }, opts))
     const made = runFromAnswer(res, toAgent)
     if (made.run_id !== ticket.run_id) throw new InvalidRequestError('the receiver created another run than the ticket names', { reason: 'ticket_mismatch' })
     const committed = await h.commit(runId, { type: 'handoff', to: { run_id: made.run_id, agent_id: toAgent } }, actor)

@@ -8,6 +8,7 @@ import { InvalidRequestError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
+import type { TraceContext } from './trace.ts'
 
 export interface WireDelegate {
   to_agent: string
@@ -23,6 +24,8 @@ export interface WireDelegate {
   continue_run?: string
   /** The conversation to continue (or start) under this id. */
   context_id?: string
+  /** W3C trace context of the call (trace.ts). */
+  trace?: TraceContext
 }
 
 export interface WireHandoff {
@@ -39,6 +42,8 @@ export interface WireHandoff {
   ticket?: RunTicket
   /** The predecessor's run.started, with the ticket the successor inherits from; required by the receiver. */
   predecessor?: AgentEvent
+  /** W3C trace context of the call (trace.ts). */
+  trace?: TraceContext
 }
 
 export interface WireHandoffConfirm {
@@ -48,11 +53,11 @@ export interface WireHandoffConfirm {
 
 export const isWireDelegate = schema<WireDelegate>('aap:runs#/definitions/DelegateRequest')
 export const isWireHandoff = schema<WireHandoff>('aap:runs#/definitions/HandoffRequest')
-export const isBlock = schema<{ run_id: string, reason: string, checkpoint_id: string }>('aap:runs#/definitions/BlockRequest')
-export const isResume = schema<{ run_id: string, resolution: Record<string, unknown> }>('aap:runs#/definitions/ResumeRequest')
-export const isGetRun = schema<{ run_id: string }>('aap:runs#/definitions/GetRunRequest')
-export const isCancel = schema<{ run_id: string, reason?: string }>('aap:runs#/definitions/CancelRequest')
-export const isControlHandoff = schema<{ run_id: string, to_agent: string, context: Record<string, unknown> }>('aap:runs#/definitions/ControlHandoffRequest')
+export const isBlock = schema<{ run_id: string, trace?: TraceContext, reason: string, checkpoint_id: string }>('aap:runs#/definitions/BlockRequest')
+export const isResume = schema<{ run_id: string, trace?: TraceContext, resolution: Record<string, unknown> }>('aap:runs#/definitions/ResumeRequest')
+export const isGetRun = schema<{ run_id: string, trace?: TraceContext }>('aap:runs#/definitions/GetRunRequest')
+export const isCancel = schema<{ run_id: string, trace?: TraceContext, reason?: string }>('aap:runs#/definitions/CancelRequest')
+export const isControlHandoff = schema<{ run_id: string, trace?: TraceContext, to_agent: string, context: Record<string, unknown> }>('aap:runs#/definitions/ControlHandoffRequest')
 export const isWireHandoffConfirm = schema<WireHandoffConfirm>('aap:runs#/definitions/HandoffConfirmRequest')
 export const isRun = schema<Run>('aap:runs#/definitions/Run')
 export const isExecutorLost = schema<{ run_id: string, verdict: AgentEvent }>('aap:runs#/definitions/ExecutorLostRequest')

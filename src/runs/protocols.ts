@@ -2,7 +2,9 @@
  * The run protocols as the executor serves them: /aap/delegate (new runs),
  * /aap/control (the verbs on runs this node executes) and /aap/handoff (runs
  * handed over by another executor). Each request body is checked against its
- * schema (messages.ts) before the executor sees it.
+ * schema (messages.ts) before the executor sees it. Each is answered in a
+ * server span under the request's trace context (trace.ts); a new run keeps
+ * the accepting span's context in its run.started payload.
  */
 import type { Logger } from '../logger.ts'
 import {
@@ -13,22 +15,31 @@ import type { MeshHost } from '../wire/host.ts'
 import { tagRunPeer } from '../wire/budget.ts'
 import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
+import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
 import { isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
 /** Serve the three run protocols; returns the functions that stop serving them. */
 export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger): Promise<Array<() => Promise<void>>> {
+  const agentId = host.peerId.toString()
+  /** Answer a request in a server span under its trace context; `fn` gets the span's (the run's, for a new run). */
+  const traced = async <T> (name: string, req: { trace?: TraceContext, run_id?: string }, fn: (trace: TraceContext | undefined) => Promise<T>): Promise<T> =>
+    inSpan(name, 'server', contextOf(incoming(req.trace, log)), { 'aap.agent_id': agentId, ...(req.run_id === undefined ? {} : { 'aap.run_id': req.run_id }) }, fn)
+  const withTrace = <R extends { trace?: TraceContext }> (req: R, trace: TraceContext | undefined): R => {
+    const { trace: _given, ...rest } = req
+    return (trace === undefined ? rest : { ...rest, trace }) as R
+  }
   return [
     await serve(host, {
       protocol: DELEGATE_PROTOCOL,
       maxFrameBytes: DELEGATE_MAX_FRAME_BYTES,
       log,
       methods: {
-        delegate: method(isWireDelegate, async (req, ctx) => {
-          const run = await x.acceptDelegation(req, ctx)
+        delegate: method(isWireDelegate, async (req, ctx) => traced('aap.delegate.accept', req, async (trace) => {
+          const run = await x.acceptDelegation(withTrace(req, trace), ctx)
           // the delegator's connection carries the run's control: the budget keeps it (budget.ts)
           tagRunPeer(host, ctx.peer, log)
           return { run }
-        },
+        }),
           (res, delivered) => { x.answered(res.run.run_id, delivered) })
       }
     }),
@@ -37,17 +48,17 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       maxFrameBytes: CONTROL_MAX_FRAME_BYTES,
       log,
       methods: {
-        block: method(isBlock, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) })),
-        resume: method(isResume, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) })),
-        cancel: method(isCancel, async (req, ctx) => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) })),
-        get_run: method(isGetRun, async (req) => ({ run: await x.localRun(req.run_id) })),
+        block: method(isBlock, async (req, ctx) => traced('aap.control.block.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) }))),
+        resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) }))),
+        cancel: method(isCancel, async (req, ctx) => traced('aap.control.cancel.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) }))),
+        get_run: method(isGetRun, async (req) => traced('aap.control.get_run.handle', req, async () => ({ run: await x.localRun(req.run_id) }))),
         // liveness (protocols/liveness.md): a delegator tells the executor its verdict; an executor asks a delegator for one
         executor_lost: method(isExecutorLost, async (req, ctx) => ({ run: await x.adoptVerdict(req.run_id, req.verdict, ctx.peer.toString()) })),
         get_verdict: method(isGetVerdict, async (req) => ({ verdict: await x.verdictOn(req.run_id) })),
-        handoff: method(isControlHandoff, async (req, ctx) => {
+        handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
           return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString())) }
-        })
+        }))
       }
     }),
     await serve(host, {
@@ -55,7 +66,7 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       maxFrameBytes: HANDOFF_MAX_FRAME_BYTES,
       log,
       methods: {
-        handoff: method(isWireHandoff, async (req, ctx) => ({ run: await x.acceptHandoff(req, ctx) }),
+        handoff: method(isWireHandoff, async (req, ctx) => traced('aap.handoff.accept', req, async (trace) => ({ run: await x.acceptHandoff(withTrace(req, trace), ctx) })),
           (res, delivered) => { x.answered(res.run.run_id, delivered) }),
         confirm: method(isWireHandoffConfirm, async (req, ctx) => ({ run: await x.confirmHandoff(req, ctx) }))
       }

@@ -18,16 +18,23 @@ import type { Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import { tagRunPeer } from '../wire/budget.ts'
-import { RunCaller } from './caller.ts'
+import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import { RunExecutor } from './executor.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
+import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
+import { inSpan, parentOf } from './trace.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
 
 export type { Conversation, DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler, TurnView } from './types.ts'
 export { isRun } from './messages.ts'
+export type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
+export type { TraceContext } from './trace.ts'
+
+/** A page of a listing (Runs.list), with the node's runs counted by side and state (all of them, not the page's). */
+export interface RunList { executing: Run[], delegated: Run[], next_cursor: string | null, counts: RunCounts }
 
 export interface RunsInit {
   host: MeshHost
@@ -61,8 +68,8 @@ export class Runs {
   constructor (init: RunsInit) {
     this.agentId = agentIdOf(init.privateKey)
     this.key = init.privateKey
-    this.store = new RunStore(init.datastore)
     const log = componentLogger(init.logger, 'runs')
+    this.store = new RunStore(init.datastore, log, this.agentId)
     this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log })
     this.executor = new RunExecutor({
       host: init.host,
@@ -95,6 +102,7 @@ export class Runs {
   }
 
   async start (): Promise<void> {
+    await this.store.open()
     await this.executor.start()
     await this.liveness.start()
   }
@@ -140,7 +148,9 @@ export class Runs {
 
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
   async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
-    return this.caller.delegate(req, opts)
+    const parent = await parentOf(req.trace, this.store.log, req.parent_run)
+    const attributes = { 'aap.agent_id': this.agentId, 'aap.to_agent': req.to_agent, 'aap.correlation_id': req.task_id }
+    return inSpan('aap.delegate', 'client', parent, attributes, async (trace) => this.caller.delegate(req, opts, trace))
   }
 
   /**
@@ -159,7 +169,7 @@ export class Runs {
     const body = { run_id: runId, reason, checkpoint_id: checkpointId }
     isBlock.assert(body, 'block request')
     if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'block', reason, checkpoint_id: checkpointId }, EXECUTOR)
-    return this.caller.control(runId, 'block', body, opts)
+    return this.control(runId, 'block', body, opts)
   }
 
   /** `agent.resume`: only the delegator or an agent it authorized; a run never resumes itself. */
@@ -167,7 +177,7 @@ export class Runs {
     const body = { run_id: runId, resolution }
     isResume.assert(body, 'resume request')
     if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'resume', resolution }, EXECUTOR)
-    return this.caller.control(runId, 'resume', body, opts)
+    return this.control(runId, 'resume', body, opts)
   }
 
   /** Extension: end a run in `failed` with reason `canceled` (delegator or authorized only). */
@@ -175,7 +185,7 @@ export class Runs {
     const body = { run_id: runId, reason }
     isCancel.assert(body, 'cancel request')
     if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'cancel', reason }, EXECUTOR)
-    return this.caller.control(runId, 'cancel', body, opts)
+    return this.control(runId, 'cancel', body, opts)
   }
 
   /** `agent.handoff`: a new run on `toAgent` with the same correlation_id; the old run becomes read-only. */
@@ -183,25 +193,38 @@ export class Runs {
     const body = { run_id: runId, to_agent: toAgent, context }
     isControlHandoff.assert(body, 'handoff request')
     if (this.isLocal(runId)) return this.executor.handoff(runId, toAgent, context, EXECUTOR, opts)
-    return this.caller.control(runId, 'handoff', body, opts)
+    return this.control(runId, 'handoff', body, opts)
   }
 
   /** The run as its executor knows it (RUN_NOT_FOUND if it does not exist). */
   async getRun (runId: string, opts: CallOptions = {}): Promise<Run> {
     isGetRun.assert({ run_id: runId }, 'run id')
     if (this.isLocal(runId)) return this.executor.localRun(runId)
-    return this.caller.control(runId, 'get_run', { run_id: runId }, opts)
+    return this.control(runId, 'get_run', { run_id: runId }, opts)
   }
 
-  /** Runs this node executes and runs it delegated (its last known view of them). */
-  async list (filter: { state?: string, correlation_id?: string } = {}): Promise<{ executing: Run[], delegated: Run[] }> {
-    const match = (r: Run): boolean => (filter.state === undefined || r.state === filter.state) &&
-      (filter.correlation_id === undefined || r.correlation_id === filter.correlation_id)
-    const executing: Run[] = []
-    for await (const r of this.store.all()) if (match(r)) executing.push(this.executor.current(r))
-    const delegated: Run[] = []
-    for await (const r of this.store.allOutgoing()) if (match(r)) delegated.push(r)
-    return { executing, delegated }
+  /**
+   * One page of the runs this node executes and the runs it delegated (its
+   * last known view of them), read from the run index (run-index.ts).
+   * `next_cursor` continues the listing with the same filter; null at the end.
+   */
+  async list (filter: RunFilter = {}, page: PageRequest = {}): Promise<RunList> {
+    // the delegator's records handed over before this call are listed
+    await this.store.flushOutgoing()
+    const found = await this.store.page(filter, page)
+    return { executing: found.executing.map(r => this.executor.current(r)), delegated: found.delegated, next_cursor: found.next_cursor, counts: this.counts() }
+  }
+
+  /** Runs by side and state, as the index counts them (no datastore read). */
+  counts (): RunCounts {
+    return this.store.index.counts()
+  }
+
+  /** A control verb sent to the run's executor, in a client span that carries the run's trace context. */
+  private async control (runId: string, verb: ControlVerb, body: object, opts: CallOptions): Promise<Run> {
+    const parent = await parentOf(undefined, this.store.log, runId)
+    return inSpan(`aap.control.${verb}`, 'client', parent, { 'aap.agent_id': this.agentId, 'aap.run_id': runId },
+      async (trace) => this.caller.control(runId, verb, trace === undefined ? body : { ...body, trace }, opts))
   }
 
   /** Whether this node executes the run (its id names this agent). */

@@ -9,9 +9,11 @@ import { Key, type Datastore } from 'interface-datastore'
 import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES } from '../constants.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
+import { silentLogger, type Logger } from '../logger.ts'
 import { groupCommitting } from '../storage/group-commit.ts'
 import { readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
+import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent } from './state-machine.ts'
 
 const enc = new TextEncoder()
@@ -39,24 +41,56 @@ export class RunStore {
   private readonly unsaved = new Map<string, { run: Run, write: Promise<void> }>()
   /** Told of every outgoing record written (the liveness monitor watches the live ones). */
   private readonly outgoingListeners = new Set<(run: Run) => void>()
+  /** Secondary keys that list the runs (run-index.ts), written in the batches of the records. */
+  readonly index: RunIndex
 
-  constructor (datastore: Datastore) {
+  constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
     this.log = new EventLog(this.ds)
+    this.index = new RunIndex({
+      datastore: this.ds,
+      log: logger ?? silentLogger(),
+      ...(agentId === undefined ? {} : { agentId }),
+      records: (side) => side === 'executing' ? this.all() : this.storedOutgoing()
+    })
+  }
+
+  /** Open the run index (built from the records when the data dir has none). */
+  async open (): Promise<void> {
+    await this.index.open()
+  }
+
+  /** One page of runs matching the filter: executing runs first, then the delegator's records. */
+  async page (filter: RunFilter, req: PageRequest = {}): Promise<{ executing: Run[], delegated: Run[], next_cursor: string | null }> {
+    const ids = await this.index.page(filter, req)
+    const executing: Run[] = []
+    for (const id of ids.executing) {
+      const run = await this.get(id)
+      if (run !== undefined) executing.push(run)
+    }
+    const delegated: Run[] = []
+    for (const id of ids.delegated) {
+      const run = await this.getOutgoing(id)
+      if (run !== undefined) delegated.push(run)
+    }
+    return { executing, delegated, next_cursor: ids.next_cursor }
   }
 
   /** Write a run's new state and its event atomically (plus an idempotency record for a new run, and `extra` records). */
   async commit (run: Run, event: AgentEvent, idempotency?: { delegator: string, key: string }, extra: Array<{ key: Key, value: Uint8Array }> = []): Promise<void> {
-    const batch = this.ds.batch()
-    // records that change with the run (a conversation's turns) are in the same batch
-    for (const e of extra) batch.put(e.key, e.value)
-    batch.put(runKey(run.run_id), enc.encode(JSON.stringify(run)))
-    EventLog.put(batch, event)
-    if (idempotency !== undefined) {
-      const rec: IdemRecord = { run_id: run.run_id, at: Date.now() }
-      batch.put(idemKey(idempotency.delegator, idempotency.key), enc.encode(JSON.stringify(rec)))
-    }
-    await batch.commit()
+    await this.index.write('executing', run, async (stageIndex) => {
+      const batch = this.ds.batch()
+      // records that change with the run (a conversation's turns) are in the same batch
+      for (const e of extra) batch.put(e.key, e.value)
+      batch.put(runKey(run.run_id), enc.encode(JSON.stringify(run)))
+      EventLog.put(batch, event)
+      if (idempotency !== undefined) {
+        const rec: IdemRecord = { run_id: run.run_id, at: Date.now() }
+        batch.put(idemKey(idempotency.delegator, idempotency.key), enc.encode(JSON.stringify(rec)))
+      }
+      stageIndex(batch)
+      await batch.commit()
+    }, event.seq === 1)
   }
 
   /** Whether this node holds a run with this id (a key lookup, nothing parsed). */
@@ -88,13 +122,17 @@ export class RunStore {
    * before the handle exists, and the run id names the executor, so a record
    * lost to a crash of the delegator leaves the run reachable (getRun,
    * replay). `flushOutgoing` waits for every write handed over so far.
+   * `fresh`: the run was just created (no earlier record to look up).
    */
-  async putOutgoing (run: Run): Promise<void> {
+  async putOutgoing (run: Run, fresh = false): Promise<void> {
     this.remember(run)
     for (const l of this.outgoingListeners) l(run)
-    const batch = this.ds.batch()
-    batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
-    const write = Promise.resolve(batch.commit())
+    const write = this.index.write('delegated', run, async (stageIndex) => {
+      const batch = this.ds.batch()
+      batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
+      stageIndex(batch)
+      await batch.commit()
+    }, fresh)
     const entry = { run, write }
     this.unsaved.set(run.run_id, entry)
     try {
@@ -180,6 +218,11 @@ export class RunStore {
 
   async getVerdict (runId: string): Promise<AgentEvent | undefined> {
     return readJson<AgentEvent>(this.ds, verdictKey(runId))
+  }
+
+  /** The delegator's records as committed (the index is built from these). */
+  private async * storedOutgoing (): AsyncGenerator<Run> {
+    for await (const { value } of this.ds.query({ prefix: '/aap/outgoing' })) yield JSON.parse(dec.decode(value)) as Run
   }
 
   async * allOutgoing (): AsyncGenerator<Run> {

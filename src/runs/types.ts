@@ -5,6 +5,7 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure, RunState } from '../runlog/types.ts'
+import type { TraceContext } from './trace.ts'
 
 /** Who is asking, as the node established it (Noise-authenticated PeerId or local caller). */
 export type Actor =
@@ -44,6 +45,8 @@ export interface DelegateRequest {
   continue_run?: string
   /** Continue this conversation with the agent (its latest turn), or start one under this id. */
   context_id?: string
+  /** W3C trace context to continue (default: the active OpenTelemetry span, else the parent run's; see trace.ts). */
+  trace?: TraceContext
 }
 
 /** An earlier turn of a conversation, as the handler of a later one sees it. */

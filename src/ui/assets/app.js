@@ -9,7 +9,7 @@ const TIMELINE_DEBOUNCE_MS = 150
 const REPLAY_TIMEOUT_MS = 3000
 
 const $ = (sel) => document.querySelector(sel)
-const state = { node: null, card: null, runs: { executing: [], delegated: [] }, names: new Map(), task: null, source: null, timers: [] }
+const state = { node: null, card: null, runs: { executing: [], delegated: [], counts: { executing: { running: 0, blocked: 0, completed: 0, failed: 0 }, delegated: { running: 0, blocked: 0, completed: 0, failed: 0 } } }, names: new Map(), task: null, source: null, timers: [] }
 
 class ApiError extends Error {
   constructor (status, body) {
@@ -79,14 +79,15 @@ async function loadNode () {
 }
 
 function renderStats () {
-  const all = [...state.runs.executing, ...state.runs.delegated]
-  const count = (s) => all.filter(r => r.state === s).length
+  const counts = state.runs.counts
+  const count = (s) => counts.executing[s] + counts.delegated[s]
+  const total = (side) => Object.values(counts[side]).reduce((a, b) => a + b, 0)
   const peers = state.peers ?? []
   const relayed = peers.filter(p => p.connections.some(c => c.type === 'relayed')).length
   $('#node-stats .body').innerHTML = `<div class="stats">
     <div><b>${peers.length}</b><span>peers</span><small>${peers.length - relayed} direct · ${relayed} relayed</small></div>
-    <div><b>${state.runs.executing.length}</b><span>runs here</span><small>executing on this node</small></div>
-    <div><b>${state.runs.delegated.length}</b><span>delegated</span><small>from this node</small></div>
+    <div><b>${total('executing')}</b><span>runs here</span><small>executing on this node</small></div>
+    <div><b>${total('delegated')}</b><span>delegated</span><small>from this node</small></div>
     <div class="${count('blocked') > 0 ? 'warn' : ''}"><b>${count('blocked')}</b><span>blocked</span><small>waiting for a decision</small></div>
     <div><b>${count('running')}</b><span>running</span><small>${count('completed')} completed · ${count('failed')} failed</small></div>
   </div>`
@@ -118,7 +119,12 @@ function protocolChips (protocols) {
 // ---- runs -----------------------------------------------------------------------------------
 
 async function loadRuns () {
-  state.runs = await api('GET', '/v1/runs')
+  // the newest runs of each side (one page each, from the run index) and the node's counts of all of them
+  const [here, out] = await Promise.all([
+    api('GET', '/v1/runs?side=executing&order=newest&limit=100'),
+    api('GET', '/v1/runs?side=delegated&order=newest&limit=100')
+  ])
+  state.runs = { executing: here.executing, delegated: out.delegated, counts: out.counts }
   const rows = [
     ...state.runs.executing.map(r => ({ r, side: 'here' })),
     ...state.runs.delegated.map(r => ({ r, side: 'delegated' }))

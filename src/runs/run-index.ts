@@ -1,0 +1,403 @@
+/**
+ * The run index: secondary keys in the datastore that list the runs of a
+ * node (the ones it executes and the ones it delegated) by state,
+ * correlation, agent and capability, in order of creation, so a listing
+ * reads one page of keys and never the whole store.
+ *
+ * Keys (under /aap/ridx, side `x` executing or `d` delegated, `<t>` the
+ * run's order key `<created_at ISO>~<run id>`), each valued with the run's
+ * summary (state, correlation, agents, capability):
+ *
+ *   /<side>/e/<run id>               the run's entry (its current state)
+ *   /<side>/state/<state>/<t>        (current state)
+ *   /<side>/all/<t>                  (these three: the state at creation)
+ *   /<side>/corr/<correlation>/<t>
+ *   /<side>/agent/<agent>/<t>        the other party: the delegator of a run
+ *                                    executed here, the executor of one
+ *                                    delegated from here
+ *   /<side>/cap/<capability id>/<t>
+ *
+ * The keys are written in the same batch as the run record (RunStore calls
+ * `write`). A state change writes the entry and the new state key and deletes
+ * the old one, nothing else (the other keys' summaries keep the state at
+ * creation, so a filter on the state reads the state listing, or the entry
+ * when it lists a correlation); a progress report that leaves the state alone
+ * writes nothing here. The writes of one run are serialised, so its previous
+ * state is known exactly (a bounded cache, else its entry), and the counts by
+ * side and state that the metrics read are kept in memory beside the keys.
+ *
+ * A data dir written before the index existed has no /aap/ridx/meta: the
+ * index is then rebuilt from the run records once, on open.
+ *
+ * Cursors are opaque: the position (side and order key) and a digest of the
+ * filter, MACed with a secret kept in the meta record. A cursor that was
+ * altered, or is used with other filters, is refused (INVALID_REQUEST).
+ */
+import { createHmac, randomBytes, createHash, timingSafeEqual } from 'node:crypto'
+import type { Batch, Datastore } from 'interface-datastore'
+import type { CapabilityQuery } from '../card/card.ts'
+import {
+  RUN_INDEX_REBUILD_BATCH_RUNS, RUN_INDEX_STATE_CACHE_MAX_ENTRIES, RUN_LIST_CURSOR_MAX_CHARS, RUN_LIST_DEFAULT_LIMIT, RUN_LIST_MAX_LIMIT,
+  RUN_LIST_SCAN_MAX_ENTRIES
+} from '../constants.ts'
+import { InvalidRequestError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { RUN_STATES, type Run, type RunState } from '../runlog/types.ts'
+import { countRange, rawKey, readRange } from '../storage/range.ts'
+import { readJson } from '../storage/read.ts'
+import { KeyedMutex } from '../util/concurrency.ts'
+
+export type RunSide = 'executing' | 'delegated'
+export const RUN_SIDES: readonly RunSide[] = ['executing', 'delegated']
+
+export interface RunFilter {
+  state?: RunState
+  correlation_id?: string
+  /** Runs this agent executes or delegated. */
+  agent?: string
+  /** A capability id, with a version or without (any version). */
+  capability?: CapabilityQuery
+  /** Only runs created at or after this instant (ISO 8601). */
+  since?: string
+  /** Only the runs this node executes, or only those it delegated. */
+  side?: RunSide
+}
+
+export interface PageRequest {
+  cursor?: string
+  limit?: number
+  /** By creation time: oldest first (default) or newest first. Stays the same from page to page. */
+  order?: 'oldest' | 'newest'
+}
+
+/** One page of run ids, executing side first, and where the next page starts (null: no more). */
+export interface RunIdPage {
+  executing: string[]
+  delegated: string[]
+  next_cursor: string | null
+}
+
+export type RunCounts = Record<RunSide, Record<RunState, number>>
+
+/** What the index keeps of a run. */
+interface Summary {
+  r: string
+  s: RunState
+  c: string
+  a: string
+  d: string
+  k: string
+  v: string
+  t: string
+}
+
+interface Meta { version: number, secret: string }
+
+const PREFIX = '/aap/ridx'
+const META = rawKey(`${PREFIX}/meta`)
+const VERSION = 1
+const TAG: Record<RunSide, string> = { executing: 'x', delegated: 'd' }
+const enc = new TextEncoder()
+const dec = new TextDecoder()
+const seg = encodeURIComponent
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/
+const CANONICAL = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
+const EPOCH = new Date(0).toISOString()
+
+/** An instant as a fixed-width ISO string (sorts like time); EPOCH for anything else. */
+export function instantKey (text: string): string {
+  // the form this node writes (toISOString) is already its own key
+  if (text.length === 24 && CANONICAL.test(text)) return text
+  if (!ISO.test(text)) return EPOCH
+  const ms = Date.parse(text)
+  if (!Number.isFinite(ms) || ms < 0 || ms > 253402300799999) return EPOCH
+  return new Date(ms).toISOString()
+}
+
+function summaryOf (run: Run): Summary {
+  return {
+    r: run.run_id,
+    s: run.state,
+    c: run.correlation_id,
+    a: run.agent_id,
+    d: run.delegator,
+    k: run.capability.capability_id,
+    v: run.capability.version,
+    t: `${instantKey(run.created_at)}~${seg(run.run_id)}`
+  }
+}
+
+function sidePrefix (side: RunSide): string {
+  return `${PREFIX}/${TAG[side]}`
+}
+
+function entryKey (side: RunSide, runId: string): string {
+  return `${sidePrefix(side)}/e/${seg(runId)}`
+}
+
+function stateKey (side: RunSide, state: RunState, t: string): string {
+  return `${sidePrefix(side)}/state/${state}/${t}`
+}
+
+/** The other party of a run on a side: the delegator of a run executed here, the executor of one delegated from here. */
+function otherParty (side: RunSide, s: Summary): string {
+  return side === 'executing' ? s.d : s.a
+}
+
+/** The listing keys written once, when the run is first indexed (the state key and the entry aside). */
+function staticKeys (side: RunSide, s: Summary): string[] {
+  const p = sidePrefix(side)
+  return [`${p}/all/${s.t}`, `${p}/corr/${seg(s.c)}/${s.t}`, `${p}/agent/${seg(otherParty(side, s))}/${s.t}`, `${p}/cap/${seg(s.k)}/${s.t}`]
+}
+
+/**
+ * The listing the filter reads: the narrowest one it names (every other filter
+ * is checked on the summaries). `fresh`: the values there hold the current
+ * state. An agent filter naming this node itself (a party to every run of the
+ * side) lists them all.
+ */
+function listPrefix (side: RunSide, f: RunFilter, self: string | undefined): { prefix: string, fresh: boolean } {
+  const p = sidePrefix(side)
+  if (f.correlation_id !== undefined) return { prefix: `${p}/corr/${seg(f.correlation_id)}/`, fresh: false }
+  if (f.state !== undefined) return { prefix: `${p}/state/${f.state}/`, fresh: true }
+  if (f.agent !== undefined && f.agent !== self) return { prefix: `${p}/agent/${seg(f.agent)}/`, fresh: false }
+  if (f.capability !== undefined) return { prefix: `${p}/cap/${seg(f.capability.capability_id)}/`, fresh: false }
+  return { prefix: `${p}/all/`, fresh: false }
+}
+
+function matches (s: Summary, f: RunFilter, since: string | undefined): boolean {
+  if (f.state !== undefined && s.s !== f.state) return false
+  if (f.correlation_id !== undefined && s.c !== f.correlation_id) return false
+  if (f.agent !== undefined && s.a !== f.agent && s.d !== f.agent) return false
+  if (f.capability !== undefined) {
+    if (s.k !== f.capability.capability_id) return false
+    const v = f.capability.version
+    if (v !== undefined && v !== null && v !== '*' && s.v !== v) return false
+  }
+  return since === undefined || s.t >= since
+}
+
+function filterDigest (f: RunFilter, order: string): string {
+  const norm = [f.state ?? null, f.correlation_id ?? null, f.agent ?? null, f.capability?.capability_id ?? null, f.capability?.version ?? null, f.since === undefined ? null : instantKey(f.since), f.side ?? null, order]
+  return createHash('sha256').update(JSON.stringify(norm)).digest('base64url').slice(0, 22)
+}
+
+const BAD_CURSOR = 'the cursor is not one this node issued for this listing (filters must stay the same from page to page)'
+
+export interface RunIndexInit {
+  datastore: Datastore
+  log: Logger
+  /** This node's agent id (a party to every run it lists); unknown, an agent filter reads the agent listing only. */
+  agentId?: string
+  /** The stored runs of a side, read once to build the index of an older data dir. */
+  records: (side: RunSide) => AsyncIterable<Run>
+}
+
+export class RunIndex {
+  private readonly ds: Datastore
+  private readonly log: Logger
+  private readonly records: RunIndexInit['records']
+  private readonly self: string | undefined
+  private readonly locks = new KeyedMutex()
+  /** Last indexed state per `<tag>/<run id>`, newest last (bounded). */
+  private readonly states = new Map<string, Summary>()
+  private readonly count: RunCounts = { executing: zero(), delegated: zero() }
+  private secret: Buffer = Buffer.alloc(0)
+  private opening?: Promise<void>
+
+  constructor (init: RunIndexInit) {
+    this.ds = init.datastore
+    this.log = init.log
+    this.records = init.records
+    this.self = init.agentId
+  }
+
+  /** Load the index (building it when the data dir has none) and its counts. Idempotent. */
+  async open (): Promise<void> {
+    this.opening ??= this.load()
+    return this.opening
+  }
+
+  /** Runs by side and state, kept beside the keys: no datastore read. */
+  counts (): RunCounts {
+    return { executing: { ...this.count.executing }, delegated: { ...this.count.delegated } }
+  }
+
+  /**
+   * Write a run's record through `commit`, which adds the index keys with
+   * `stage` to the batch that holds the record. Serialised per run; the
+   * counts and the state cache move once the batch is committed. `fresh`: the
+   * run is new (its run.started), so there is no previous entry to read.
+   */
+  async write (side: RunSide, run: Run, commit: (stage: (batch: Batch) => void) => Promise<void>, fresh = false): Promise<void> {
+    await this.open()
+    const id = `${TAG[side]}/${run.run_id}`
+    await this.locks.run(id, async () => {
+      const prev = fresh ? undefined : this.states.get(id) ?? await this.entry(side, run.run_id)
+      const next = summaryOf(run)
+      if (prev !== undefined) next.t = prev.t
+      const changed = prev === undefined || prev.s !== next.s
+      await commit(changed ? (batch) => { this.stage(batch, side, prev, next) } : () => {})
+      this.remember(id, next)
+      if (changed) {
+        if (prev !== undefined) this.count[side][prev.s]--
+        this.count[side][next.s]++
+      }
+    })
+  }
+
+  /** One page of run ids matching the filter, from the cursor on. */
+  async page (filter: RunFilter, req: PageRequest = {}): Promise<RunIdPage> {
+    await this.open()
+    const limit = req.limit ?? RUN_LIST_DEFAULT_LIMIT
+    if (!Number.isInteger(limit) || limit < 1 || limit > RUN_LIST_MAX_LIMIT) {
+      throw new InvalidRequestError(`limit must be an integer from 1 to ${RUN_LIST_MAX_LIMIT}`, { reason: 'bad_limit', limit: RUN_LIST_MAX_LIMIT })
+    }
+    const order = req.order ?? 'oldest'
+    const reverse = order === 'newest'
+    const digest = filterDigest(filter, order)
+    const at = req.cursor === undefined ? undefined : this.decode(req.cursor, digest)
+    const since = filter.since === undefined ? undefined : instantKey(filter.since)
+    const out: RunIdPage = { executing: [], delegated: [], next_cursor: null }
+    let taken = 0
+    let scanned = 0
+    const sides = filter.side === undefined ? RUN_SIDES : [filter.side]
+    for (const side of sides) {
+      if (at !== undefined && side === 'executing' && at.side === 'delegated') continue
+      const { prefix, fresh } = listPrefix(side, filter, this.self)
+      const from = at?.side === side ? `${prefix}${at.t}` : undefined
+      const range = {
+        prefix,
+        reverse,
+        ...(from === undefined ? {} : reverse ? { lt: from } : { gt: from }),
+        ...(since === undefined ? {} : { gte: `${prefix}${since}` })
+      }
+      for await (const { key, value } of readRange(this.ds, range)) {
+        scanned++
+        let s = JSON.parse(dec.decode(value)) as Summary
+        if (!fresh && filter.state !== undefined) s = this.states.get(`${TAG[side]}/${s.r}`) ?? await this.entry(side, s.r) ?? s
+        if (matches(s, filter, since)) {
+          out[side].push(s.r)
+          taken++
+        }
+        if (taken >= limit || scanned >= RUN_LIST_SCAN_MAX_ENTRIES) {
+          out.next_cursor = this.encode(side, key.slice(prefix.length), digest)
+          return out
+        }
+      }
+    }
+    return out
+  }
+
+  // ---- keys -------------------------------------------------------------------------------
+
+  private stage (batch: Batch, side: RunSide, prev: Summary | undefined, next: Summary): void {
+    const value = enc.encode(JSON.stringify(next))
+    batch.put(rawKey(entryKey(side, next.r)), value)
+    batch.put(rawKey(stateKey(side, next.s, next.t)), value)
+    if (prev === undefined) {
+      for (const k of staticKeys(side, next)) batch.put(rawKey(k), value)
+    } else if (prev.s !== next.s) {
+      batch.delete(rawKey(stateKey(side, prev.s, prev.t)))
+    }
+  }
+
+  private async entry (side: RunSide, runId: string): Promise<Summary | undefined> {
+    return readJson<Summary>(this.ds, rawKey(entryKey(side, runId)))
+  }
+
+  private remember (id: string, s: Summary): void {
+    this.states.delete(id)
+    if (this.states.size >= RUN_INDEX_STATE_CACHE_MAX_ENTRIES) {
+      const oldest = this.states.keys().next()
+      if (oldest.done !== true) this.states.delete(oldest.value)
+    }
+    this.states.set(id, s)
+  }
+
+  // ---- open and rebuild ---------------------------------------------------------------------
+
+  private async load (): Promise<void> {
+    let meta = await readJson<Meta>(this.ds, META)
+    if (meta?.version !== VERSION) {
+      meta = await this.rebuild()
+    }
+    this.secret = Buffer.from(meta.secret, 'hex')
+    for (const side of RUN_SIDES) {
+      for (const state of RUN_STATES) this.count[side][state] = await countRange(this.ds, `${sidePrefix(side)}/state/${state}/`)
+    }
+  }
+
+  /** Index every stored run (a data dir from before the index, or one whose rebuild was cut short). */
+  private async rebuild (): Promise<Meta> {
+    const started = Date.now()
+    // whatever a cut-short rebuild left goes first
+    let stale = this.ds.batch()
+    let n = 0
+    for await (const { key } of readRange(this.ds, { prefix: `${PREFIX}/`, values: false })) {
+      stale.delete(rawKey(key))
+      if (++n % RUN_INDEX_REBUILD_BATCH_RUNS === 0) {
+        await stale.commit()
+        stale = this.ds.batch()
+      }
+    }
+    await stale.commit()
+    let runs = 0
+    for (const side of RUN_SIDES) {
+      let batch = this.ds.batch()
+      let inBatch = 0
+      for await (const run of this.records(side)) {
+        this.stage(batch, side, undefined, summaryOf(run))
+        runs++
+        if (++inBatch >= RUN_INDEX_REBUILD_BATCH_RUNS) {
+          await batch.commit()
+          batch = this.ds.batch()
+          inBatch = 0
+        }
+      }
+      await batch.commit()
+    }
+    const meta: Meta = { version: VERSION, secret: randomBytes(32).toString('hex') }
+    // the meta record last: an index without it is rebuilt at the next open
+    await this.ds.put(META, enc.encode(JSON.stringify(meta)))
+    this.log.info({ runs, ms: Date.now() - started }, 'run index built from the stored runs')
+    return meta
+  }
+
+  // ---- cursors ------------------------------------------------------------------------------
+
+  private mac (payload: string): string {
+    return createHmac('sha256', this.secret).update(payload).digest('base64url').slice(0, 22)
+  }
+
+  private encode (side: RunSide, t: string, digest: string): string {
+    const payload = Buffer.from(JSON.stringify([TAG[side], t, digest])).toString('base64url')
+    return `${payload}.${this.mac(payload)}`
+  }
+
+  private decode (cursor: string, digest: string): { side: RunSide, t: string } {
+    const bad = (why: string): InvalidRequestError => new InvalidRequestError(BAD_CURSOR, { reason: 'bad_cursor', why })
+    if (cursor.length > RUN_LIST_CURSOR_MAX_CHARS) throw bad('too long')
+    const dot = cursor.indexOf('.')
+    if (dot <= 0) throw bad('malformed')
+    const payload = cursor.slice(0, dot)
+    const given = Buffer.from(cursor.slice(dot + 1))
+    const want = Buffer.from(this.mac(payload))
+    if (given.length !== want.length || !timingSafeEqual(given, want)) throw bad('not signed by this node')
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(Buffer.from(payload, 'base64url').toString())
+    } catch (err) {
+      throw new InvalidRequestError(BAD_CURSOR, { reason: 'bad_cursor', why: 'malformed' }, { cause: err })
+    }
+    if (!Array.isArray(parsed) || parsed.length !== 3 || typeof parsed[1] !== 'string') throw bad('malformed')
+    const side = parsed[0] === 'x' ? 'executing' : parsed[0] === 'd' ? 'delegated' : undefined
+    if (side === undefined) throw bad('malformed')
+    if (parsed[2] !== digest) throw bad('other filters')
+    return { side, t: parsed[1] }
+  }
+}
+
+function zero (): Record<RunState, number> {
+  return { running: 0, blocked: 0, completed: 0, failed: 0 }
+}
