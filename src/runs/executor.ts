@@ -23,6 +23,7 @@ import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
+import type { ArtifactWriter } from '../artifacts/types.ts'
 import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost } from './handlers.ts'
 import { checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
@@ -45,6 +46,8 @@ export interface RunExecutorInit {
   /** A run as its (remote) executor knows it: how a handoff receiver asks after an unconfirmed handoff. */
   getRemoteRun: (runId: string) => Promise<Run>
   handoffConfirmTimeoutMs?: number
+  /** Where a handler's `ctx.artifact` stores its bytes. */
+  artifacts?: ArtifactWriter
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -72,6 +75,7 @@ function nowIso (): string {
 
 export class RunExecutor implements HandlerHost {
   readonly log: Logger
+  readonly artifacts: ArtifactWriter | undefined
   private readonly host: MeshHost
   private readonly agentId: string
   private readonly store: RunStore
@@ -107,6 +111,7 @@ export class RunExecutor implements HandlerHost {
     this.ownCard = init.ownCard
     this.maxInbound = init.maxConcurrentInboundRuns
     this.log = init.log
+    this.artifacts = init.artifacts
     this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES, log: init.log })
   }
 

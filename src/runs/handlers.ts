@@ -6,6 +6,7 @@
 import type { Logger } from '../logger.ts'
 import { AapError, toAapError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
+import type { ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
@@ -47,6 +48,8 @@ export interface HandlerHost {
   apply: (runId: string, command: RunCommand, actor: Actor) => Promise<Run>
   handoff: (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor) => Promise<Run>
   isActive: (runId: string) => boolean
+  /** Where `ctx.artifact` stores bytes; undefined: the node keeps no artifacts. */
+  readonly artifacts: ArtifactWriter | undefined
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -235,7 +238,11 @@ function contextFor (
     fail: async (message) => {
       await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message }, EXECUTOR)
     },
-    handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR)
+    handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR),
+    artifact: async (source, opts) => {
+      if (host.artifacts === undefined) throw new AapError('INTERNAL', 'this node keeps no artifacts')
+      return host.artifacts.put(source, opts)
+    }
   }
   return { ctx, whenRunning }
 }

@@ -21,6 +21,7 @@ import { RunCaller } from './caller.ts'
 import { RunExecutor } from './executor.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
 import { RunStore } from './store.ts'
+import type { ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
 
 export type { DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler } from './types.ts'
@@ -40,6 +41,8 @@ export interface RunsInit {
   logger?: Logger
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number
+  /** Where a handler's `ctx.artifact` stores its bytes. */
+  artifacts?: ArtifactWriter
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -67,7 +70,8 @@ export class Runs {
       maxConcurrentInboundRuns: init.maxConcurrentInboundRuns ?? MAX_CONCURRENT_INBOUND_RUNS,
       log,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
-      getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {})
+      getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {}),
+      ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
   }
 

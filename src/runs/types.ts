@@ -3,6 +3,7 @@
  * what a transition produces, and what an agent's handler sees. The records
  * themselves (Run, AgentEvent) are in src/runlog/types.ts.
  */
+import type { ArtifactSource, FilePart } from '../artifacts/types.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure } from '../runlog/types.ts'
 
@@ -105,6 +106,12 @@ export interface RunContext {
   complete: (output: Record<string, unknown>) => Promise<void>
   fail: (message: string) => Promise<void>
   handoff: (toAgent: string, context: Record<string, unknown>) => Promise<Run>
+  /**
+   * Store bytes (or a stream of them, read as it comes) as an artifact and
+   * get the FilePart that names it, to put in a progress payload or the
+   * output: the signed events carry the reference, never the bytes.
+   */
+  artifact: (source: ArtifactSource, opts: { media_type: string, name?: string }) => Promise<FilePart>
 }
 
 /** Returns the output (completes the run) or nothing (completes with {}); throwing fails the run. */
