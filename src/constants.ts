@@ -308,7 +308,9 @@ export const ARTIFACT_MAX_REQUEST_FRAME_BYTES = 4 * 1024
 /** Requests an artifact stream may have waiting on the responder; more break the stream. */
 export const ARTIFACT_MAX_PIPELINED_REQUESTS = 16
 /** Chunk requests a fetcher keeps in flight per stream (the bytes it may hold unread: this many chunks). */
-export const ARTIFACT_FETCH_WINDOW_CHUNKS = 4
+export const ARTIFACT_FETCH_WINDOW_CHUNKS = 8
+/** Parsed manifests a holder keeps while serving (each about ARTIFACT_MANIFEST_MAX_BYTES at most). */
+export const ARTIFACT_SERVED_MANIFESTS_CACHED = 64
 /** Inbound artifact streams per connection. */
 export const ARTIFACT_MAX_INBOUND_STREAMS = 4
 /** One chunk (or the manifest) must arrive whole within this of its request. */

@@ -13,7 +13,7 @@ import type { Libp2p, PeerId } from '@libp2p/interface'
 import {
   ARTIFACT_CHUNK_BYTES, ARTIFACT_CHUNK_TIMEOUT_MS, ARTIFACT_FETCH_WINDOW_CHUNKS, ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS, ARTIFACT_MANIFEST_MAX_BYTES,
   ARTIFACT_MAX_HOLDERS_TRIED, ARTIFACT_MAX_INBOUND_STREAMS, ARTIFACT_MAX_PIPELINED_REQUESTS, ARTIFACT_MAX_REQUEST_FRAME_BYTES, ARTIFACT_PROTOCOL,
-  ARTIFACT_PROVIDE_TIMEOUT_MS, ARTIFACT_STORE_MAX_BYTES, HANDLER_TIMEOUT_MS
+  ARTIFACT_PROVIDE_TIMEOUT_MS, ARTIFACT_SERVED_MANIFESTS_CACHED, ARTIFACT_STORE_MAX_BYTES, HANDLER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, ArtifactNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
@@ -66,6 +66,8 @@ export class Artifacts implements ArtifactWriter {
   private readonly log: Logger
   private readonly fetching = new Map<string, Promise<Manifest>>()
   private unserve: (() => Promise<void>) | undefined
+  /** Manifests of artifacts being served, parsed once (a fetch asks for every chunk of one). */
+  private readonly served = new Map<string, Manifest>()
 
   constructor (init: ArtifactsInit) {
     this.host = init.host
@@ -91,7 +93,7 @@ export class Artifacts implements ArtifactWriter {
         },
         chunk: async (body) => {
           const req = isChunkRequest.assert(body, 'chunk request')
-          const m = await this.store.manifest(req.artifact)
+          const m = await this.servedManifest(req.artifact)
           if (m === undefined) throw new ArtifactNotFoundError(`no artifact ${req.artifact} here`, { artifact: req.artifact })
           const cid = m.chunks[req.index]
           if (cid === undefined) throw new InvalidRequestError(`artifact ${req.artifact} has ${m.chunks.length} chunks`, { reason: 'bad_index', chunks: m.chunks.length })
@@ -102,6 +104,19 @@ export class Artifacts implements ArtifactWriter {
         }
       }
     })
+  }
+
+  private async servedManifest (id: string): Promise<Manifest | undefined> {
+    const cached = this.served.get(id)
+    if (cached !== undefined) return cached
+    const m = await this.store.manifest(id)
+    if (m === undefined) return undefined
+    this.served.set(id, m)
+    if (this.served.size > ARTIFACT_SERVED_MANIFESTS_CACHED) {
+      const oldest = this.served.keys().next().value
+      if (oldest !== undefined) this.served.delete(oldest)
+    }
+    return m
   }
 
   async stop (): Promise<void> {
