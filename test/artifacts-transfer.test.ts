@@ -183,6 +183,25 @@ describe('damaged artifacts are refused', () => {
     await rejectsWith(P.artifacts.fetch('not-a-cid'), 'INVALID_REQUEST')
   })
 
+  it('parts in a progress payload or an output are checked: a malformed one is refused, and an output with one fails the run', async () => {
+    const BAD = { capability_id: 'cap:bad-parts', version: '1.0.0' }
+    let progressError: unknown
+    P.runs.handle(BAD, async (ctx) => {
+      try {
+        await ctx.progress({ parts: [{ kind: 'file', artifact: 'x' }] })
+      } catch (err) {
+        progressError = err
+      }
+      return { parts: [{ kind: 'text' }] }
+    })
+    await P.publishCard({ name: 'bad-parts', capabilities: [BAD] })
+    const failed = nextEvent(P, e => e.type === 'run.failed')
+    await X.delegate({ to_agent: P.agentId, task_id: 'bad-parts-1', capability: BAD, input: {} })
+    const fe = await failed
+    expect((progressError as { code?: string }).code).toBe('INVALID_REQUEST')
+    expect(fe.payload.failure).toMatchObject({ code: 'HANDLER_FAILED', message: expect.stringMatching(/parts/) })
+  })
+
   it('a store at its bound refuses more with STORAGE_FULL and keeps nothing of the refused write', async () => {
     const small = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, artifactStoreMaxBytes: 2 * MIB })
     await small.start()

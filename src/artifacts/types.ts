@@ -21,3 +21,8 @@ export type ArtifactSource = Uint8Array | AsyncIterable<Uint8Array>
 export interface ArtifactWriter {
   put: (source: ArtifactSource, opts: { media_type: string, name?: string }) => Promise<FilePart>
 }
+
+/** A payload's `parts`, when it has them, must be a list of Part: INVALID_REQUEST naming the first fault otherwise. */
+export function checkParts (payload: Record<string, unknown>, what: string): void {
+  if (payload.parts !== undefined) isParts.assert(payload.parts, `the ${what}'s parts`)
+}
