@@ -133,11 +133,11 @@ describe('artifacts between nodes', () => {
 
 describe('damaged artifacts are refused', () => {
   let nodes: MeshNode[] = []
-  let P: MeshNode, X: MeshNode
+  let P: MeshNode, X: MeshNode, G: MeshNode
 
   beforeAll(async () => {
-    nodes = await startMesh(2, { transport: 'tcp' })
-    ;[P, X] = nodes as [MeshNode, MeshNode]
+    nodes = await startMesh(3, { transport: 'tcp' })
+    ;[P, X, G] = nodes as [MeshNode, MeshNode, MeshNode]
   })
   afterAll(async () => { await stopAll(nodes) })
 
@@ -166,6 +166,26 @@ describe('damaged artifacts are refused', () => {
     // the holder's own reads check the chunks too
     const own = await P.artifacts.open(part.artifact)
     await rejectsWith((async () => { for await (const c of own.chunks) expect(c).toBeDefined() })(), 'ARTIFACT_CORRUPT')
+  })
+
+  it('a fetch that meets a damaged holder goes on from a good one, keeping the chunks it already verified', async () => {
+    const part = await P.artifacts.put(pseudoRandom(4 * MIB, 19), { media_type: 'application/octet-stream' })
+    const same = await G.artifacts.put(pseudoRandom(4 * MIB, 19), { media_type: 'application/octet-stream' })
+    expect(same.artifact).toBe(part.artifact)
+    const fh = await open(await chunkFile(P, part.artifact, 2), 'r+')
+    try {
+      await fh.write(Uint8Array.of(1), 0, 1, 0)
+    } finally {
+      await fh.close()
+    }
+    const rejectedBefore = X.artifacts.stats.rejected
+    const servedByG = G.artifacts.stats.chunksServed
+    const m = await X.artifacts.fetch(part.artifact, { holders: [P.agentId, G.agentId] })
+    expect(m.size).toBe(4 * MIB)
+    expect(X.artifacts.stats.rejected).toBe(rejectedBefore + 1)
+    // chunks 0 and 1 came from P and were kept; only what was left came from G
+    expect(G.artifacts.stats.chunksServed - servedByG).toBeLessThan(4)
+    expect(await digestOf((await X.artifacts.open(part.artifact)).chunks)).toEqual(await digestOf(pseudoRandom(4 * MIB, 19)))
   })
 
   it('a truncated chunk is rejected with ARTIFACT_CORRUPT (truncated)', async () => {
