@@ -11,7 +11,9 @@
  *   3. run events to every subscriber and the first event of fresh
  *      correlations (scripts/bench-events.ts);
  *   4. an A2A client through two mesh nodes to an A2A server beside the same
- *      client straight to that server (scripts/bench-a2a.ts).
+ *      client straight to that server (scripts/bench-a2a.ts);
+ *   5. artifact throughput (MiB/s) between two processes beside a raw libp2p
+ *      stream copy of the same bytes (scripts/bench-artifact.ts).
  *
  *   node scripts/bench.ts [--quick]
  */
@@ -51,18 +53,23 @@ const ms = (n: number): string => Number.isFinite(n) ? `${n.toFixed(2)} ms` : 'n
 const rate = (n: number): string => Number.isFinite(n) ? `${Math.round(n)}/s` : 'n/a'
 const ratio = (n: number): string => Number.isFinite(n) ? `${n.toFixed(2)}x` : 'n/a'
 
-process.stderr.write('[bench] 1/4 delegate vs raw echo vs a2a-js (two processes, TCP loopback)\n')
+process.stderr.write('[bench] 1/5 delegate vs raw echo vs a2a-js (two processes, TCP loopback)\n')
 const del = await runJson('bench-delegate.ts', quick ? ['--requests', '500', '--concurrent-requests', '1500'] : [])
-process.stderr.write(`[bench] 2/4 discover (${quick ? 20 : 100} nodes) vs A2A agent-card fetch\n`)
+process.stderr.write(`[bench] 2/5 discover (${quick ? 20 : 100} nodes) vs A2A agent-card fetch\n`)
 // targets.md asks for the first verified card in a 100-node mesh
 const disc = await runJson('bench-discover.ts', quick ? ['--lookups', '30', '--nodes', '20'] : ['--lookups', '300', '--nodes', '100'])
 const a2a = await startA2aServer()
 const card = await measureA2aCardFetch({ url: a2a.url, requests: quick ? 300 : 1000, warmup: 100 })
 await a2a.close()
-process.stderr.write('[bench] 3/4 run events to every subscriber\n')
+process.stderr.write('[bench] 3/5 run events to every subscriber\n')
 const ev = await runJson('bench-events.ts', quick ? ['--nodes', '20'] : ['--nodes', '50'])
-process.stderr.write('[bench] 4/4 A2A client -> two mesh nodes -> A2A server vs straight to it\n')
+process.stderr.write('[bench] 4/5 A2A client -> two mesh nodes -> A2A server vs straight to it\n')
 const bridge = await runJson('bench-a2a.ts', quick ? ['--requests', '100'] : ['--requests', '300'])
+process.stderr.write('[bench] 5/5 artifact fetch vs raw libp2p stream copy (two processes, TCP loopback)\n')
+const art = await runJson('bench-artifact.ts', quick ? ['--mib', '16', '--runs', '1'] : ['--mib', '64', '--runs', '3'])
+const artFetch = rec(art.artifact)
+const artRaw = rec(art.raw)
+const mibs = (n: number): string => Number.isFinite(n) ? `${n.toFixed(1)} MiB/s` : 'n/a'
 
 const delegate = rec(del.delegate)
 const runsOnly = rec(del.runsOnly)
@@ -94,7 +101,9 @@ printTable([
   { what: `events to every subscriber, ${String(ev.nodes)} nodes`, p50: ms(num(delivery.p50)), p99: ms(num(delivery.p99)), 'rate @32': `${String(delivery.lost)} lost` },
   { what: 'first event on a fresh correlation', p50: ms(num(fresh.p50)), p99: ms(num(fresh.p99)), 'rate @32': `${String(fresh.lost)} lost` },
   { what: 'A2A client -> A2A server (COMPLETED task), @8', p50: ms(p50(a2aDirect)), p99: ms(p99(a2aDirect)), 'rate @32': rate(rps(a2aDirect)) },
-  { what: 'A2A client -> 2 mesh nodes -> A2A server, @8', p50: ms(p50(a2aMesh)), p99: ms(p99(a2aMesh)), 'rate @32': rate(rps(a2aMesh)) }
+  { what: 'A2A client -> 2 mesh nodes -> A2A server, @8', p50: ms(p50(a2aMesh)), p99: ms(p99(a2aMesh)), 'rate @32': rate(rps(a2aMesh)) },
+  { what: `artifact fetch, ${String(art.mib)} MiB, verified + stored`, p50: '', p99: '', 'rate @32': mibs(num(artFetch.mibPerSec)) },
+  { what: `raw libp2p stream copy, ${String(art.mib)} MiB`, p50: '', p99: '', 'rate @32': mibs(num(artRaw.mibPerSec)) }
 ])
 process.stdout.write('\nratios (same run)\n')
 printTable([
@@ -110,5 +119,6 @@ printTable([
   { ratio: 'discover first card (cached) / A2A card fetch', value: ratio(num(firstWarm.p50) / card.latency.p50), target: 'context' },
   { ratio: 'discover first card (cold) / A2A card fetch', value: ratio(num(firstCold.p50) / card.latency.p50), target: 'context' },
   { ratio: 'A2A via 2 mesh nodes p50 / A2A straight p50', value: ratio(p50(a2aMesh) / p50(a2aDirect)), target: 'context' },
-  { ratio: 'A2A via 2 mesh nodes req/s / A2A straight req/s', value: ratio(rps(a2aMesh) / rps(a2aDirect)), target: 'context' }
+  { ratio: 'A2A via 2 mesh nodes req/s / A2A straight req/s', value: ratio(rps(a2aMesh) / rps(a2aDirect)), target: 'context' },
+  { ratio: 'artifact fetch MiB/s / raw stream copy MiB/s', value: ratio(num(art.ratio)), target: 'context' }
 ])

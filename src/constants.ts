@@ -351,3 +351,47 @@ export const RUN_INDEX_REBUILD_BATCH_RUNS = 500
 export const TRACEPARENT_MAX_CHARS = 55
 /** Longest W3C tracestate carried (the schemas' TraceContext.tracestate maxLength; W3C allows 32 members of at most 257 chars, vendors keep it far shorter). */
 export const TRACESTATE_MAX_CHARS = 512
+
+// ---- artifacts: typed outputs stored by content hash (src/artifacts, src/wire/bulk.ts) ------------
+/** Versioned id of the artifact transfer protocol (protocols/artifact.md). */
+export const ARTIFACT_PROTOCOL = '/aap/artifact/0.1.0'
+/** Every chunk but an artifact's last holds exactly this many bytes. */
+export const ARTIFACT_CHUNK_BYTES = 1024 * 1024
+/** Largest artifact (the manifest's `size` maximum). */
+export const ARTIFACT_MAX_BYTES = 128 * 1024 * 1024
+/** Most chunks in one manifest: ARTIFACT_MAX_BYTES / ARTIFACT_CHUNK_BYTES. */
+export const ARTIFACT_MAX_CHUNKS = 128
+/** Longest encoded manifest (128 chunk CIDs of 59 characters each fit in half of it). */
+export const ARTIFACT_MANIFEST_MAX_BYTES = 16 * 1024
+/** Longest CID string accepted (artifact or chunk id). */
+export const ARTIFACT_ID_MAX_CHARS = 128
+/** Longest media type of a part. */
+export const ARTIFACT_MEDIA_TYPE_MAX_CHARS = 255
+/** Longest file name of a part. */
+export const ARTIFACT_NAME_MAX_CHARS = 255
+/** Request frames of the artifact protocol are small JSON objects. */
+export const ARTIFACT_MAX_REQUEST_FRAME_BYTES = 4 * 1024
+/** Requests an artifact stream may have waiting on the responder; more break the stream. */
+export const ARTIFACT_MAX_PIPELINED_REQUESTS = 16
+/** Chunk requests a fetcher keeps in flight per stream (the bytes it may hold unread: this many chunks). */
+export const ARTIFACT_FETCH_WINDOW_CHUNKS = 8
+/** Parsed manifests a holder keeps while serving (each about ARTIFACT_MANIFEST_MAX_BYTES at most). */
+export const ARTIFACT_SERVED_MANIFESTS_CACHED = 64
+/** Inbound artifact streams per connection. */
+export const ARTIFACT_MAX_INBOUND_STREAMS = 4
+/** One chunk (or the manifest) must arrive whole within this of its request. */
+export const ARTIFACT_CHUNK_TIMEOUT_MS = 15_000
+/** A provider lookup in the DHT gives up after this. */
+export const ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS = 10_000
+/** A provide (announcing that this node holds an artifact) gives up after this. */
+export const ARTIFACT_PROVIDE_TIMEOUT_MS = 10_000
+/** Holders tried for one fetch before it fails (hints, then DHT providers, then connected peers). */
+export const ARTIFACT_MAX_HOLDERS_TRIED = 8
+/** Bytes the node's artifact store may hold on disk; a put or fetch beyond this fails with STORAGE_FULL. */
+export const ARTIFACT_STORE_MAX_BYTES = 1024 * 1024 * 1024
+/** Parts in one run output or progress payload. */
+export const ARTIFACT_MAX_PARTS = 32
+/** Longest text of a text part (it travels in the signed event, so it stays well under EVENT_PAYLOAD_MAX_BYTES). */
+export const PART_TEXT_MAX_CHARS = 16 * 1024
+/** Largest chunk index (ChunkRequest.index maximum): ARTIFACT_MAX_CHUNKS - 1. */
+export const ARTIFACT_CHUNK_INDEX_MAX = ARTIFACT_MAX_CHUNKS - 1

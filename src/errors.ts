@@ -23,7 +23,13 @@ export const EXTENSION_ERROR_CODES = [
   /** A peer did not answer in time (maps to "unavailable" for callers). */
   'TIMEOUT',
   /** The responder failed; no state was changed by this request. */
-  'INTERNAL'
+  'INTERNAL',
+  /** No artifact (or chunk) with that content id here, or at any holder tried. */
+  'ARTIFACT_NOT_FOUND',
+  /** Artifact bytes that do not hash to their content id, or a truncated chunk or manifest. */
+  'ARTIFACT_CORRUPT',
+  /** The node's artifact store is at its bound (ARTIFACT_STORE_MAX_BYTES). */
+  'STORAGE_FULL'
 ] as const
 
 export type AapErrorCode = typeof AAP_ERROR_CODES[number]
@@ -124,6 +130,27 @@ export class TimeoutError extends AapError {
   constructor (message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
     super('TIMEOUT', message, details, options)
     this.name = 'TimeoutError'
+  }
+}
+
+export class ArtifactNotFoundError extends AapError {
+  constructor (message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super('ARTIFACT_NOT_FOUND', message, details, options)
+    this.name = 'ArtifactNotFoundError'
+  }
+}
+
+export class ArtifactCorruptError extends AapError {
+  constructor (message: string, details?: Record<string, unknown>) {
+    super('ARTIFACT_CORRUPT', message, details)
+    this.name = 'ArtifactCorruptError'
+  }
+}
+
+export class StorageFullError extends AapError {
+  constructor (message: string, details?: Record<string, unknown>) {
+    super('STORAGE_FULL', message, details)
+    this.name = 'StorageFullError'
   }
 }
 

@@ -22,6 +22,10 @@ import { groupCommitting } from './storage/group-commit.ts'
 import { Events } from './events/service.ts'
 import type { Run } from './runlog/types.ts'
 import type { CallOptions } from './wire/rpc.ts'
+import { Artifacts } from './artifacts/service.ts'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 export interface MeshNodeOptions {
   /** Keeps the key and the LevelDB datastore. Without it the node is ephemeral (memory datastore). */
@@ -88,6 +92,8 @@ export interface MeshNodeOptions {
   network?: NetworkOptions
   /** Announce these multiaddrs instead of the listen addresses (an operator who knows the public address). */
   announce?: string[]
+  /** Bound of the artifact store on disk (default ARTIFACT_STORE_MAX_BYTES). */
+  artifactStoreMaxBytes?: number
 }
 
 /** Options of `MeshNode.delegate` and `MeshNode.handoff`. */
@@ -117,6 +123,9 @@ export class MeshNode {
   private readonly log: Logger
   private _reachability?: Reachability
   private bootstrapper?: Bootstrapper
+  private _artifacts?: Artifacts
+  /** The artifact store's folder when the node has no data dir (removed at stop). */
+  private tempArtifactDir?: string
 
   constructor (options: MeshNodeOptions) {
     this.options = options
@@ -153,6 +162,12 @@ export class MeshNode {
   get events (): Events {
     if (this._events === undefined) throw new Error('node not started')
     return this._events
+  }
+
+  /** Typed outputs too large for an event: stored by content id, fetched from any holder (protocols/artifact.md). */
+  get artifacts (): Artifacts {
+    if (this._artifacts === undefined) throw new Error('node not started')
+    return this._artifacts
   }
 
   /** This node's listen addresses (for operators and bootstrap lists only). */
@@ -202,7 +217,15 @@ export class MeshNode {
     // runs and events write through one group-committing view of the datastore, so a run's
     // records and the copies of events that arrive in the same turn share one batch
     const runData = groupCommitting(this.datastore)
+    if (o.dataDir === undefined) this.tempArtifactDir = await mkdtemp(join(tmpdir(), 'aap-mesh-artifacts-'))
+    this._artifacts = new Artifacts({
+      host: wire,
+      dir: o.dataDir === undefined ? this.tempArtifactDir ?? '' : join(o.dataDir, 'artifacts'),
+      ...(o.artifactStoreMaxBytes === undefined ? {} : { maxBytes: o.artifactStoreMaxBytes }),
+      ...(o.logger === undefined ? {} : { logger: o.logger })
+    })
     this._runs = new Runs({
+      artifacts: this._artifacts,
       host: wire,
       privateKey: this.key,
       datastore: runData,
@@ -237,6 +260,7 @@ export class MeshNode {
       this._budget.start()
       await this._reachability?.start()
       await this._discovery.start()
+      await this._artifacts.start()
       // before runs: restart recovery commits events that must be published
       await this._events.start()
       await this._runs.start()
@@ -282,8 +306,10 @@ export class MeshNode {
       this._runs === undefined ? undefined : async () => this._runs?.stop(),
       this._discovery === undefined ? undefined : async () => this._discovery?.stop(),
       this._budget === undefined ? undefined : async () => this._budget?.stop(),
+      this._artifacts === undefined ? undefined : async () => this._artifacts?.stop(),
       this._host === undefined ? undefined : async () => this._host?.stop(),
-      this.ownsDatastore ? async () => this.datastore?.close?.() : undefined
+      this.ownsDatastore ? async () => this.datastore?.close?.() : undefined,
+      this.tempArtifactDir === undefined ? undefined : async () => rm(this.tempArtifactDir ?? '', { recursive: true, force: true })
     ]
     let first: unknown
     for (const step of steps) {

@@ -189,6 +189,16 @@ describe('the OpenAPI document and the server', () => {
       await a2aServer.close()
     }
 
+    // artifacts: raw bytes in (not JSON), raw bytes out, fetched by B from A
+    const up = await raw(`${apiA.url}/v1/artifacts?name=doc.txt`, { method: 'POST', token: tokens.a, body: 'doc bytes', type: 'text/plain' })
+    expect(up.status).toBe(201)
+    expect(responseValidator('putArtifact', 201)!(up.body)).toBe(true)
+    exercised.add('putArtifact')
+    const down = await raw(`${apiB.url}/v1/artifacts/${up.body.part.artifact as string}?from=${a.agentId}&media_type=text/plain`, { token: tokens.b })
+    expect(down.status).toBe(200)
+    expect(down.body).toBe('doc bytes')
+    exercised.add('getArtifact')
+
     // every error answer is documented too: one per operation
     for (const op of operations) {
       const path = op.path.replace('{run_id}', 'nope').replace('{correlation_id}', 'nope')

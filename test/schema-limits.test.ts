@@ -9,9 +9,10 @@ import card from '../protocols/card.schema.json' with { type: 'json' }
 import common from '../protocols/common.schema.json' with { type: 'json' }
 import events from '../protocols/events.schema.json' with { type: 'json' }
 import runs from '../protocols/runs.schema.json' with { type: 'json' }
+import artifact from '../protocols/artifact.schema.json' with { type: 'json' }
 import * as C from '../src/constants.ts'
 
-const schemas: Record<string, unknown> = { card, common, events, runs }
+const schemas: Record<string, unknown> = { card, common, events, runs, artifact }
 
 /** schema file / JSON pointer inside it / keyword -> the constant it must equal */
 const LIMITS: Array<[string, string, string, number]> = [
@@ -63,7 +64,19 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['events', '/definitions/SyncRunRequest/properties/limit', 'maximum', C.SYNC_MAX_EVENTS_PER_RESPONSE],
   ['events', '/definitions/SyncCorrelationRequest/properties/after_seq', 'maximum', C.EVENT_SEQ_MAX],
   ['events', '/definitions/SyncCorrelationRequest/properties/limit', 'maximum', C.SYNC_MAX_EVENTS_PER_RESPONSE],
-  ['events', '/definitions/SyncResponse/properties/events', 'maxItems', C.SYNC_MAX_EVENTS_PER_RESPONSE]
+  ['events', '/definitions/SyncResponse/properties/events', 'maxItems', C.SYNC_MAX_EVENTS_PER_RESPONSE],
+  ['artifact', '/definitions/ArtifactId', 'maxLength', C.ARTIFACT_ID_MAX_CHARS],
+  ['artifact', '/definitions/ChunkId', 'maxLength', C.ARTIFACT_ID_MAX_CHARS],
+  ['artifact', '/definitions/MediaType', 'maxLength', C.ARTIFACT_MEDIA_TYPE_MAX_CHARS],
+  ['artifact', '/definitions/Manifest/properties/size', 'maximum', C.ARTIFACT_MAX_BYTES],
+  ['artifact', '/definitions/Manifest/properties/chunk_bytes', 'maximum', C.ARTIFACT_CHUNK_BYTES],
+  ['artifact', '/definitions/Manifest/properties/chunks', 'maxItems', C.ARTIFACT_MAX_CHUNKS],
+  ['artifact', '/definitions/TextPart/properties/text', 'maxLength', C.PART_TEXT_MAX_CHARS],
+  ['artifact', '/definitions/FilePart/properties/size', 'maximum', C.ARTIFACT_MAX_BYTES],
+  ['artifact', '/definitions/FilePart/properties/name', 'maxLength', C.ARTIFACT_NAME_MAX_CHARS],
+  ['artifact', '/definitions/Parts', 'maxItems', C.ARTIFACT_MAX_PARTS],
+  ['artifact', '/definitions/ChunkRequest/properties/index', 'maximum', C.ARTIFACT_CHUNK_INDEX_MAX],
+  ['artifact', '/definitions/ChunkResponse/properties/index', 'maximum', C.ARTIFACT_CHUNK_INDEX_MAX]
 ]
 
 const BOUND_KEYWORDS = new Set(['maxLength', 'maxItems', 'maximum', 'maxProperties'])

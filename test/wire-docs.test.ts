@@ -9,7 +9,7 @@ import * as constants from '../src/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
 import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 
-const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md', 'lineage.md', 'liveness.md', 'events.md']
+const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md', 'lineage.md', 'liveness.md', 'events.md', 'artifact.md']
 const UNIT: Record<string, number> = { KiB: 1024, MiB: 1024 * 1024, ms: 1, s: 1000, min: 60_000, h: 3_600_000 }
 const values = constants as unknown as Record<string, unknown>
 const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES, ...RUN_FAILURE_CODES, 'RUN_FAILURE_CODES'])

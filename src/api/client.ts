@@ -127,7 +127,38 @@ export class ApiClient {
     }
   }
 
-  private async fetch (method: string, pathAndQuery: string, body: unknown, signal: AbortSignal | undefined, extra: Record<string, string> = {}): Promise<Response> {
+  /**
+   * POST a byte stream to `path` (sent as it is read, never whole in memory)
+   * and return the JSON answer. The request has no overall timeout: a large
+   * upload takes what it takes; `signal` ends it.
+   */
+  async upload<T> (path: string, body: AsyncIterable<Uint8Array>, contentType: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<T> {
+    const res = await this.fetch('POST', path + queryString(query), undefined, signal, { 'content-type': contentType }, body)
+    const text = await res.text()
+    let parsed: unknown
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text)
+    } catch {
+      throw new ApiError(res.status, 'INTERNAL', `the API answered ${res.status} with a body that is not JSON`)
+    }
+    if (!res.ok) throw errorOf(res.status, parsed)
+    return parsed as T
+  }
+
+  /** GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte. */
+  async download (path: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<{ size: number | undefined, contentType: string | null, body: ReadableStream<Uint8Array> }> {
+    const res = await this.fetch('GET', path + queryString(query), undefined, signal, { accept: 'application/octet-stream' })
+    if (!res.ok || res.body === null) {
+      const text = await res.text()
+      let parsed: unknown
+      try { parsed = JSON.parse(text) } catch { parsed = undefined }
+      throw errorOf(res.status, parsed)
+    }
+    const length = res.headers.get('content-length')
+    return { size: length === null ? undefined : Number(length), contentType: res.headers.get('content-type'), body: res.body }
+  }
+
+  private async fetch (method: string, pathAndQuery: string, body: unknown, signal: AbortSignal | undefined, extra: Record<string, string> = {}, bytes?: AsyncIterable<Uint8Array>): Promise<Response> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...extra }
     if (body !== undefined) headers['content-type'] = 'application/json'
     try {
@@ -135,6 +166,8 @@ export class ApiClient {
         method,
         headers,
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        // a streamed request body (undici needs `duplex` for one)
+        ...(bytes === undefined ? {} : { body: ReadableStream.from(bytes), duplex: 'half' } as RequestInit),
         ...(signal === undefined ? {} : { signal })
       })
     } catch (err) {

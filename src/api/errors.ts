@@ -15,7 +15,11 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   UNAUTHORIZED: 403,
   INVALID_SIGNATURE: 502,
   TIMEOUT: 504,
-  INTERNAL: 500
+  INTERNAL: 500,
+  ARTIFACT_NOT_FOUND: 404,
+  // the bytes a holder sent are not the ones the id names
+  ARTIFACT_CORRUPT: 502,
+  STORAGE_FULL: 507
 }
 
 export interface ErrorBody {

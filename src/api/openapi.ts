@@ -18,13 +18,15 @@ import card from '../../protocols/card.schema.json' with { type: 'json' }
 import common from '../../protocols/common.schema.json' with { type: 'json' }
 import events from '../../protocols/events.schema.json' with { type: 'json' }
 import runs from '../../protocols/runs.schema.json' with { type: 'json' }
+import artifact from '../../protocols/artifact.schema.json' with { type: 'json' }
 
 export const API_SCHEMA_ID = 'aap:api'
 const WIRE_FILES: Record<string, string> = {
   './common.schema.json': 'aap:common',
   './card.schema.json': 'aap:card',
   './runs.schema.json': 'aap:runs',
-  './events.schema.json': 'aap:events'
+  './events.schema.json': 'aap:events',
+  './artifact.schema.json': 'aap:artifact'
 }
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const
 export type HttpMethod = typeof HTTP_METHODS[number]
@@ -47,6 +49,8 @@ export interface Operation {
     body?: JsonObject
   }
   bodyRequired: boolean
+  /** The body is raw bytes (application/octet-stream), streamed to the handler unparsed. */
+  rawBody: boolean
   /** Documented responses: status (or 'default') -> JSON schema of an application/json body. */
   responses: Map<string, JsonObject>
   /** Documented `text/event-stream` responses: the schema of each `data:` object. */
@@ -99,7 +103,7 @@ function newAjv (coerce: boolean): Ajv {
     // query strings and path parameters are text: "3" is an integer, a lone ?tag=x is an array of one
     coerceTypes: coerce ? 'array' : false
   })
-  ajv.addSchema([common, card, runs, events])
+  ajv.addSchema([common, card, runs, events, artifact])
   const components = (doc as unknown as { components: { schemas: JsonObject } }).components.schemas
   ajv.addSchema({ $id: API_SCHEMA_ID, definitions: mapRefs(components) })
   return ajv
@@ -151,7 +155,10 @@ function loadOperations (): Operation[] {
       if (headers !== undefined) schema.headers = headers
       const requestBody = deref(op.requestBody)
       let bodyRequired = false
-      if (isObject(requestBody)) {
+      let rawBody = false
+      if (isObject(requestBody) && isObject(requestBody.content) && isObject(requestBody.content['application/octet-stream'])) {
+        rawBody = true
+      } else if (isObject(requestBody)) {
         const body = jsonSchemaOf(requestBody.content, 'application/json')
         if (body === undefined) throw new Error(`api.openapi.json: ${method} ${path} has a body that is not application/json`)
         schema.body = body
@@ -174,6 +181,7 @@ function loadOperations (): Operation[] {
         route: path.replace(/\{([^}]+)\}/g, ':$1'),
         schema,
         bodyRequired,
+        rawBody,
         responses,
         ...(sseData === undefined ? {} : { sseData })
       })

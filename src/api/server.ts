@@ -34,6 +34,7 @@ import { SseStream } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
+import { artifactHandlers, rawBodyScope } from './artifacts.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -211,7 +212,7 @@ export class ApiServer {
       })
     }
 
-    const handlers = { ...this.handlers(), ...this.ui.handlers() }
+    const handlers: Record<string, Handler> = { ...this.handlers(), ...this.ui.handlers(), ...artifactHandlers(this.node) }
     const documented = new Set(operations.map(o => o.operationId))
     for (const id of Object.keys(handlers)) {
       if (!documented.has(id)) throw new Error(`API handler ${id} has no operation in protocols/api.openapi.json`)
@@ -225,7 +226,13 @@ export class ApiServer {
   }
 
   private route (op: Operation, handler: Handler): void {
-    this.app.route({
+    // a body of raw bytes reaches its handler unread (req.raw), so the handler can stream it
+    if (op.rawBody) rawBodyScope(this.app, (scope) => { this.routeIn(scope, op, handler) })
+    else this.routeIn(this.app, op, handler)
+  }
+
+  private routeIn (app: FastifyInstance, op: Operation, handler: Handler): void {
+    app.route({
       method: op.method.toUpperCase() as 'GET',
       url: op.route,
       schema: op.schema,
@@ -295,15 +302,8 @@ export class ApiServer {
 
     return {
       getNode: {
-        json: async (req) => ({
-          body: {
-            agent_id: node.agentId,
-            version: pkg.version,
-            // listen addresses are for operators (bootstrap lists), on request only: L2 sees no transport
-            ...((req.query as Query).addresses === true ? { addresses: node.addresses } : {}),
-            peers: node.host.getPeers().length
-          }
-        })
+        // listen addresses are for operators (bootstrap lists), on request only: L2 sees no transport
+        json: async (req) => ({ body: { agent_id: node.agentId, version: pkg.version, ...((req.query as Query).addresses === true ? { addresses: node.addresses } : {}), peers: node.host.getPeers().length } })
       },
 
       getCard: { json: async (req) => ({ body: this.cardState((req.query as Query).addresses === true) }) },

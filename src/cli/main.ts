@@ -11,6 +11,7 @@ import { EXIT_USAGE } from './remote.ts'
 import { registerStart } from './start.ts'
 import { registerMcp } from './mcp.ts'
 import { registerUi } from './ui.ts'
+import { registerArtifact } from './artifact.ts'
 
 export function buildProgram (): Command {
   const program = new Command()
@@ -28,6 +29,7 @@ Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
   registerMcp(program)
   registerConformance(program)
   registerUi(program)
+  registerArtifact(program)
   return program
 }
 

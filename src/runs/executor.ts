@@ -21,6 +21,7 @@ import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
+import type { ArtifactWriter } from '../artifacts/types.ts'
 import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost } from './handlers.ts'
 import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
 import { sendHandoff, type HandoffSide } from './handoff.ts'
@@ -49,6 +50,8 @@ export interface RunExecutorInit {
   verdictFrom: RecoverySide['verdictFrom']
   /** Where conversations are kept (contexts.ts). */
   contextData: Datastore
+  /** Where a handler's `ctx.artifact` stores its bytes. */
+  artifacts?: ArtifactWriter
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -76,6 +79,7 @@ function nowIso (): string {
 
 export class RunExecutor implements HandlerHost {
   readonly log: Logger
+  readonly artifacts: ArtifactWriter | undefined
   private readonly host: MeshHost
   private readonly agentId: string
   private readonly store: RunStore
@@ -117,6 +121,7 @@ export class RunExecutor implements HandlerHost {
     this.ownCard = init.ownCard
     this.maxInbound = init.maxConcurrentInboundRuns
     this.log = init.log
+    this.artifacts = init.artifacts
     this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES, log: init.log })
     this.verdictFrom = init.verdictFrom
     this.contexts = new Contexts(init.contextData, init.store, init.agentId)
@@ -168,17 +173,9 @@ export class RunExecutor implements HandlerHost {
 
   // ---- the agent's side: handlers, policy, events -----------------------------------
 
-  handle (capability: CapabilityRef, handler: RunHandler): void {
-    this.handlers.set(capabilityString(capability), handler)
-  }
-
-  unhandle (capability: CapabilityRef): void {
-    this.handlers.delete(capabilityString(capability))
-  }
-
-  setPolicy (policy: DelegationPolicy | undefined): void {
-    this.policy = policy
-  }
+  handle (capability: CapabilityRef, handler: RunHandler): void { this.handlers.set(capabilityString(capability), handler) }
+  unhandle (capability: CapabilityRef): void { this.handlers.delete(capabilityString(capability)) }
+  setPolicy (policy: DelegationPolicy | undefined): void { this.policy = policy }
 
   onEvent (listener: RunEventListener): () => void {
     this.listeners.add(listener)

@@ -6,6 +6,7 @@
 import type { Logger } from '../logger.ts'
 import { AapError, toAapError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
+import { checkParts, type ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
@@ -50,6 +51,8 @@ export interface HandlerHost {
   /** The conversation the run is a turn of (contexts.ts). */
   conversation: (run: Run) => Promise<Conversation>
   saveContext: (run: Run, context: Record<string, unknown>) => Promise<void>
+  /** Where `ctx.artifact` stores bytes; undefined: the node keeps no artifacts. */
+  readonly artifacts: ArtifactWriter | undefined
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -215,6 +218,7 @@ function contextFor (
       }
     },
     progress: async (payload) => {
+      checkParts(payload, 'progress')
       if (await whenRunning({ type: 'progress', payload }) === undefined) throw endedError(a, 'progress')
     },
     block: async (reason, checkpointId) => {
@@ -233,6 +237,7 @@ function contextFor (
       }
     },
     complete: async (output) => {
+      checkParts(output, 'output')
       if (await whenRunning({ type: 'complete', output }) === undefined) throw endedError(a, 'complete')
     },
     fail: async (message) => {
@@ -243,6 +248,10 @@ function contextFor (
     saveContext: async (context) => {
       await host.saveContext(a.run, context)
       conversation.saved = context
+    },
+    artifact: async (source, opts) => {
+      if (host.artifacts === undefined) throw new AapError('INTERNAL', 'this node keeps no artifacts')
+      return host.artifacts.put(source, opts)
     }
   }
   return { ctx, whenRunning }
@@ -283,6 +292,7 @@ async function runHandler (
     // returned while blocked: the output is kept, and the run completes with it once resumed
     if (a.run.state === 'blocked') host.log.debug({ run_id: runId, checkpoint_id: a.run.checkpoint_id }, 'a handler returned while its run is blocked; its output waits for the resume')
     try {
+      checkParts(output ?? {}, 'output')
       const done = await whenRunning({ type: 'complete', output: output ?? {} })
       if (done === undefined) host.log.info({ run_id: runId, state: a.run.state }, 'a handler\'s output was dropped: its run ended while blocked')
     } catch (err) {

@@ -26,6 +26,7 @@ import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
 import { inSpan, parentOf } from './trace.ts'
+import type { ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
 
 export type { Conversation, DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler, TurnView } from './types.ts'
@@ -52,6 +53,8 @@ export interface RunsInit {
   handoffConfirmTimeoutMs?: number
   /** When a delegator declares the executor of its live runs lost (liveness.ts). */
   liveness?: LivenessOptions
+  /** Where a handler's `ctx.artifact` stores its bytes. */
+  artifacts?: ArtifactWriter
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -83,7 +86,8 @@ export class Runs {
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
       getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {}),
       verdictFrom: async (delegator, runId, opts) => this.caller.verdictFrom(delegator, runId, opts),
-      contextData: init.datastore
+      contextData: init.datastore,
+      ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
     this.liveness = new LivenessMonitor({
       agentId: this.agentId,

@@ -3,6 +3,7 @@
  * what a transition produces, and what an agent's handler sees. The records
  * themselves (Run, AgentEvent) are in src/runlog/types.ts.
  */
+import type { ArtifactSource, FilePart } from '../artifacts/types.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure, RunState } from '../runlog/types.ts'
 import type { TraceContext } from './trace.ts'
@@ -138,6 +139,12 @@ export interface RunContext {
   readonly conversation: Conversation
   /** Save the agent's context of the conversation (a JSON object up to CONTEXT_STATE_MAX_BYTES), durably, for its next turns. */
   saveContext: (context: Record<string, unknown>) => Promise<void>
+  /**
+   * Store bytes (or a stream of them, read as it comes) as an artifact and
+   * get the FilePart that names it, to put in a progress payload or the
+   * output: the signed events carry the reference, never the bytes.
+   */
+  artifact: (source: ArtifactSource, opts: { media_type: string, name?: string }) => Promise<FilePart>
 }
 
 /** Returns the output (completes the run) or nothing (completes with {}); throwing fails the run. */

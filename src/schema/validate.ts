@@ -7,10 +7,11 @@ import common from '../../protocols/common.schema.json' with { type: 'json' }
 import card from '../../protocols/card.schema.json' with { type: 'json' }
 import runs from '../../protocols/runs.schema.json' with { type: 'json' }
 import events from '../../protocols/events.schema.json' with { type: 'json' }
+import artifact from '../../protocols/artifact.schema.json' with { type: 'json' }
 import { InvalidRequestError } from '../errors.ts'
 
 const ajv = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true })
-ajv.addSchema([common, card, runs, events])
+ajv.addSchema([common, card, runs, events, artifact])
 
 const cache = new Map<string, ValidateFunction>()
 

@@ -32,6 +32,18 @@ export function encodeFrame (value: unknown): Uint8Array {
   return buf.subarray(start, room + written)
 }
 
+/** The varint length prefix of a frame of `length` bytes (for binary frames sent after it). */
+export function lengthPrefix (length: number): Uint8Array {
+  const out: number[] = []
+  let n = length
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80)
+    n = Math.floor(n / 128)
+  }
+  out.push(n)
+  return Uint8Array.from(out)
+}
+
 /** Why a byte stream stopped making sense as frames. */
 export class FramingError extends Error {
   readonly reason: 'oversized' | 'bad_prefix'

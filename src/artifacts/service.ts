@@ -1,0 +1,279 @@
+/**
+ * Artifacts: typed outputs too large for a signed event, stored by content
+ * hash and fetched from any peer that holds them (protocols/artifact.md).
+ *
+ * `put` stores a byte stream and returns the FilePart that names it; the run
+ * log carries only that reference. `fetch` makes an artifact whole in the
+ * local store: it asks the holders it is told of, then the providers the DHT
+ * names, then the peers it is connected to, and checks the manifest against
+ * the id and every chunk against the manifest as it arrives. A node that
+ * holds an artifact (made or fetched) serves it and announces it in the DHT.
+ */
+import type { Libp2p, PeerId } from '@libp2p/interface'
+import {
+  ARTIFACT_CHUNK_BYTES, ARTIFACT_CHUNK_TIMEOUT_MS, ARTIFACT_FETCH_WINDOW_CHUNKS, ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS, ARTIFACT_MANIFEST_MAX_BYTES,
+  ARTIFACT_MAX_HOLDERS_TRIED, ARTIFACT_MAX_INBOUND_STREAMS, ARTIFACT_MAX_PIPELINED_REQUESTS, ARTIFACT_MAX_REQUEST_FRAME_BYTES, ARTIFACT_PROTOCOL,
+  ARTIFACT_PROVIDE_TIMEOUT_MS, ARTIFACT_SERVED_MANIFESTS_CACHED, ARTIFACT_STORE_MAX_BYTES, HANDLER_TIMEOUT_MS
+} from '../constants.ts'
+import { AapError, ArtifactNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
+import { peerIdOfAgent } from '../identity/identity.ts'
+import { componentLogger, type Logger } from '../logger.ts'
+import { schema } from '../schema/validate.ts'
+import { BulkSession, findProviders, provide, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
+import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { ArtifactStore } from './store.ts'
+import type { ArtifactSource, ArtifactWriter, FilePart } from './types.ts'
+
+const isManifestRequest = schema<{ artifact: string }>('aap:artifact#/definitions/ManifestRequest')
+const isChunkRequest = schema<{ artifact: string, index: number }>('aap:artifact#/definitions/ChunkRequest')
+const isMediaType = schema<string>('aap:artifact#/definitions/MediaType')
+
+export type ArtifactHost = Pick<Libp2p, 'handle' | 'unhandle' | 'dialProtocol' | 'contentRouting' | 'peerId' | 'getPeers'>
+
+export interface ArtifactsInit {
+  host: ArtifactHost
+  /** Where the store keeps its files. */
+  dir: string
+  /** Bound of the store (default ARTIFACT_STORE_MAX_BYTES). */
+  maxBytes?: number
+  logger?: Logger
+}
+
+export interface FetchOptions {
+  /** Agents that should hold the artifact (the run's executor), asked first. */
+  holders?: string[]
+  signal?: AbortSignal
+}
+
+/** What the service has done, for metrics and tests. */
+export interface ArtifactStats {
+  stored: number
+  fetched: number
+  chunksServed: number
+  chunksFetched: number
+  /** Chunks or manifests from a peer that failed verification. */
+  rejected: number
+}
+
+async function * once (bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield bytes
+}
+
+export class Artifacts implements ArtifactWriter {
+  readonly store: ArtifactStore
+  readonly stats: ArtifactStats = { stored: 0, fetched: 0, chunksServed: 0, chunksFetched: 0, rejected: 0 }
+  private readonly host: ArtifactHost
+  private readonly log: Logger
+  private readonly fetching = new Map<string, Promise<Manifest>>()
+  private unserve: (() => Promise<void>) | undefined
+  /** Manifests of artifacts being served, parsed once (a fetch asks for every chunk of one). */
+  private readonly served = new Map<string, Manifest>()
+
+  constructor (init: ArtifactsInit) {
+    this.host = init.host
+    this.log = componentLogger(init.logger, 'artifacts')
+    this.store = new ArtifactStore(init.dir, init.maxBytes ?? ARTIFACT_STORE_MAX_BYTES, this.log)
+  }
+
+  async start (): Promise<void> {
+    await this.store.open()
+    this.unserve = await serveBulk(this.host, {
+      protocol: ARTIFACT_PROTOCOL,
+      maxRequestBytes: ARTIFACT_MAX_REQUEST_FRAME_BYTES,
+      maxPipelined: ARTIFACT_MAX_PIPELINED_REQUESTS,
+      maxInboundStreams: ARTIFACT_MAX_INBOUND_STREAMS,
+      handlerTimeoutMs: HANDLER_TIMEOUT_MS,
+      log: this.log,
+      methods: {
+        manifest: async (body) => {
+          const req = isManifestRequest.assert(body, 'manifest request')
+          const bytes = await this.store.manifestBytes(req.artifact)
+          if (bytes === undefined) throw new ArtifactNotFoundError(`no artifact ${req.artifact} here`, { artifact: req.artifact })
+          return { body: { artifact: req.artifact }, data: bytes }
+        },
+        chunk: async (body) => {
+          const req = isChunkRequest.assert(body, 'chunk request')
+          const m = await this.servedManifest(req.artifact)
+          if (m === undefined) throw new ArtifactNotFoundError(`no artifact ${req.artifact} here`, { artifact: req.artifact })
+          const cid = m.chunks[req.index]
+          if (cid === undefined) throw new InvalidRequestError(`artifact ${req.artifact} has ${m.chunks.length} chunks`, { reason: 'bad_index', chunks: m.chunks.length })
+          const bytes = await this.store.chunk(cid)
+          if (bytes === undefined) throw new ArtifactNotFoundError(`chunk ${req.index} of ${req.artifact} is gone from this node`, { artifact: req.artifact, index: req.index })
+          this.stats.chunksServed++
+          return { body: { artifact: req.artifact, index: req.index }, data: bytes }
+        }
+      }
+    })
+  }
+
+  private async servedManifest (id: string): Promise<Manifest | undefined> {
+    const cached = this.served.get(id)
+    if (cached !== undefined) return cached
+    const m = await this.store.manifest(id)
+    if (m === undefined) return undefined
+    this.served.set(id, m)
+    if (this.served.size > ARTIFACT_SERVED_MANIFESTS_CACHED) {
+      const oldest = this.served.keys().next().value
+      if (oldest !== undefined) this.served.delete(oldest)
+    }
+    return m
+  }
+
+  async stop (): Promise<void> {
+    await this.unserve?.()
+    this.unserve = undefined
+  }
+
+  /**
+   * Store bytes (a stream is read as it arrives, one chunk in memory at a
+   * time) and return the part that names them. The node announces it holds
+   * them in the background.
+   */
+  async put (source: ArtifactSource, opts: { media_type: string, name?: string }): Promise<FilePart> {
+    if (!isMediaType(opts.media_type)) throw new InvalidRequestError(`"${String(opts.media_type).slice(0, 80)}" is not a media type`, { reason: 'bad_media_type' })
+    if (opts.name !== undefined && (opts.name.length === 0 || opts.name.length > 255)) throw new InvalidRequestError('an artifact name has 1 to 255 characters', { reason: 'bad_name' })
+    const { id, size } = await this.store.put(source instanceof Uint8Array ? once(source) : source)
+    this.stats.stored++
+    this.announce(id)
+    return { kind: 'file', artifact: id, size, media_type: opts.media_type, ...(opts.name === undefined ? {} : { name: opts.name }) }
+  }
+
+  /** The artifact's manifest if it is whole here. */
+  async local (id: string): Promise<Manifest | undefined> {
+    return this.store.manifest(id)
+  }
+
+  /** Make the artifact whole here (fetching it if needed); returns its manifest. */
+  async fetch (id: string, opts: FetchOptions = {}): Promise<Manifest> {
+    parseId(id, JSON_CODEC)
+    const here = await this.store.manifest(id)
+    if (here !== undefined) return here
+    let p = this.fetching.get(id)
+    if (p === undefined) {
+      p = this.fetchFromHolders(id, opts).finally(() => { this.fetching.delete(id) })
+      this.fetching.set(id, p)
+    }
+    return p
+  }
+
+  /** The artifact's bytes chunk by chunk (fetched first if not here), each verified. */
+  async open (id: string, opts: FetchOptions = {}): Promise<{ manifest: Manifest, chunks: AsyncGenerator<Uint8Array> }> {
+    const manifest = await this.fetch(id, opts)
+    return { manifest, chunks: this.store.read(id, manifest) }
+  }
+
+  private announce (id: string): void {
+    provide(this.host, parseId(id, JSON_CODEC), AbortSignal.timeout(ARTIFACT_PROVIDE_TIMEOUT_MS)).catch((err: unknown) => {
+      // a mesh too small or too young for the DHT: holders are still found by asking peers
+      this.log.debug({ err, artifact: id }, 'could not announce an artifact in the DHT')
+    })
+  }
+
+  /** Holders to try, in order, without repeats: the hinted agents, DHT providers, connected peers. */
+  private async * holders (id: string, opts: FetchOptions): AsyncGenerator<PeerId> {
+    const seen = new Set<string>([this.host.peerId.toString()])
+    let n = 0
+    const fresh = (p: PeerId): boolean => {
+      if (seen.has(p.toString()) || n >= ARTIFACT_MAX_HOLDERS_TRIED) return false
+      seen.add(p.toString())
+      n++
+      return true
+    }
+    for (const agent of opts.holders ?? []) {
+      let peer: PeerId
+      try {
+        peer = peerIdOfAgent(agent)
+      } catch (err) {
+        this.log.debug({ err, agent }, 'an artifact holder hint is not an agent id')
+        continue
+      }
+      if (fresh(peer)) yield peer
+    }
+    const timeout = AbortSignal.timeout(ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS)
+    let providers: PeerId[] = []
+    try {
+      providers = await findProviders(this.host, parseId(id, JSON_CODEC), ARTIFACT_MAX_HOLDERS_TRIED, opts.signal === undefined ? timeout : AbortSignal.any([opts.signal, timeout]))
+    } catch (err) {
+      this.log.debug({ err, artifact: id }, 'the DHT named no providers of an artifact')
+    }
+    for (const p of providers) if (fresh(p)) yield p
+    for (const p of this.host.getPeers()) if (fresh(p)) yield p
+  }
+
+  private async fetchFromHolders (id: string, opts: FetchOptions): Promise<Manifest> {
+    const cid = parseId(id, JSON_CODEC)
+    let manifest: { m: Manifest, bytes: Uint8Array } | undefined
+    const have: boolean[] = []
+    let corrupt: AapError | undefined
+    let last: AapError | undefined
+    let tried = 0
+    for await (const peer of this.holders(id, opts)) {
+      opts.signal?.throwIfAborted()
+      tried++
+      let session: BulkSession | undefined
+      try {
+        session = await BulkSession.open(this.host, peer, ARTIFACT_PROTOCOL, {
+          maxFrameBytes: Math.max(ARTIFACT_CHUNK_BYTES, ARTIFACT_MANIFEST_MAX_BYTES) + 1024,
+          log: this.log,
+          ...(opts.signal === undefined ? {} : { signal: opts.signal })
+        })
+        if (manifest === undefined) {
+          const a = await session.request('manifest', { artifact: id }, ARTIFACT_CHUNK_TIMEOUT_MS)
+          const bytes = a.data ?? new Uint8Array(0)
+          try {
+            manifest = { m: verifyManifest(cid, bytes), bytes }
+          } catch (err) {
+            this.stats.rejected++
+            throw err
+          }
+          for (let i = 0; i < manifest.m.chunks.length; i++) have[i] = await this.store.hasChunk(manifest.m.chunks[i] ?? '')
+        }
+        await this.pullChunks(session, id, manifest.m, have, opts.signal)
+        await session.close()
+        await this.store.keepManifest(id, manifest.bytes)
+        this.stats.fetched++
+        this.announce(id)
+        return manifest.m
+      } catch (err) {
+        const e = toAapError(err)
+        session?.abort(e)
+        if (e.code === 'STORAGE_FULL' || opts.signal?.aborted === true) throw e
+        if (e.code === 'ARTIFACT_CORRUPT') corrupt = e
+        last = e
+        this.log.debug({ err: e, artifact: id, peer: peer.toString() }, 'an artifact holder failed; trying the next')
+      }
+    }
+    if (corrupt !== undefined) throw corrupt
+    throw new ArtifactNotFoundError(`no holder of artifact ${id} answered (${tried} tried)`, { artifact: id, tried, ...(last === undefined ? {} : { last: last.code }) })
+  }
+
+  /** Fetch the chunks not yet here, ARTIFACT_FETCH_WINDOW_CHUNKS requests in flight, verifying and storing each in order. */
+  private async pullChunks (session: BulkSession, id: string, m: Manifest, have: boolean[], signal: AbortSignal | undefined): Promise<void> {
+    const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
+    let next = 0
+    for (;;) {
+      while (inflight.length < ARTIFACT_FETCH_WINDOW_CHUNKS && next < m.chunks.length) {
+        const index = next++
+        if (have[index] === true) continue
+        const answer = session.request('chunk', { artifact: id, index }, ARTIFACT_CHUNK_TIMEOUT_MS)
+        // when an earlier chunk fails the session is aborted and this one is never awaited
+        answer.catch((err: unknown) => { this.log.debug({ err, artifact: id, index }, 'a chunk request ended with its session') })
+        inflight.push({ index, answer })
+      }
+      const head = inflight.shift()
+      if (head === undefined) return
+      signal?.throwIfAborted()
+      const a = await head.answer
+      const bytes = a.data ?? new Uint8Array(0)
+      try {
+        verifyChunk(id, m, head.index, bytes)
+      } catch (err) {
+        this.stats.rejected++
+        throw err
+      }
+      await this.store.keepChunk(m.chunks[head.index] ?? '', bytes)
+      have[head.index] = true
+      this.stats.chunksFetched++
+    }
+  }
+}

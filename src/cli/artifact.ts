@@ -1,0 +1,53 @@
+/**
+ * `aap-mesh artifact put <file>` and `aap-mesh artifact get <id> --out <file>`:
+ * artifacts through the local API, streamed both ways (a file is never read
+ * or written whole in memory).
+ */
+import { createReadStream, createWriteStream } from 'node:fs'
+import { rename, rm, stat } from 'node:fs/promises'
+import { basename } from 'node:path'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import type { Command } from 'commander'
+import type { FilePart } from '../artifacts/types.ts'
+import { collect, remoteAction, remoteCommand, UsageError, type RemoteOptions } from './remote.ts'
+
+export function registerArtifact (program: Command): void {
+  const artifact = program.command('artifact').description('store a file as an artifact, or save an artifact (from this node or any holder) to a file')
+
+  remoteCommand(artifact, 'put', 'store a file as an artifact on this node and print the part that names it')
+    .argument('<file>', 'the file to store')
+    .option('--media-type <type>', 'its media type', 'application/octet-stream')
+    .option('--name <name>', 'the name to put in the part (default: the file\'s name)')
+    .action(remoteAction<RemoteOptions & { mediaType: string, name?: string }>(async (client, opts, args) => {
+      const file = args[0] ?? ''
+      try {
+        await stat(file)
+      } catch (err) {
+        throw new UsageError(`cannot read ${file}: ${(err as Error).message}`)
+      }
+      const { part } = await client.upload<{ part: FilePart }>('/v1/artifacts', createReadStream(file), opts.mediaType, { name: opts.name ?? basename(file) })
+      return { json: { part }, text: `artifact ${part.artifact}\n  ${part.size} bytes, ${part.media_type}${part.name === undefined ? '' : `, ${part.name}`}` }
+    }))
+
+  remoteCommand(artifact, 'get', 'save an artifact to a file, fetched and verified from its holders if this node lacks it')
+    .argument('<artifact>', 'the artifact id (a file part\'s "artifact")')
+    .requiredOption('-o, --out <file>', 'where to save it')
+    .option('--from <agent-id>', 'an agent that holds it (e.g. the run\'s executor), repeatable', collect)
+    .action(remoteAction<RemoteOptions & { out: string, from?: string[] }>(async (client, opts, args) => {
+      const id = args[0] ?? ''
+      const got = await client.download(`/v1/artifacts/${encodeURIComponent(id)}`, { from: opts.from })
+      // written beside the target and renamed at the end: a failed transfer leaves no half file under its name
+      const partial = `${opts.out}.partial`
+      try {
+        await pipeline(Readable.fromWeb(got.body as import('node:stream/web').ReadableStream<Uint8Array>), createWriteStream(partial))
+        const size = (await stat(partial)).size
+        if (got.size !== undefined && size !== got.size) throw new Error(`the node sent ${size} of ${got.size} bytes`)
+        await rename(partial, opts.out)
+        return { json: { artifact: id, file: opts.out, size }, text: `saved ${id}\n  to ${opts.out} (${size} bytes)` }
+      } catch (err) {
+        await rm(partial, { force: true })
+        throw err
+      }
+    }))
+}

@@ -1,0 +1,435 @@
+/**
+ * Bulk transfer over an aap stream protocol: the frames of framing.ts, where
+ * an answer may carry one binary frame after its JSON header. The caller
+ * writes request frames `{id, type, body}`; the responder answers them one at
+ * a time, in order, each with `{id, ok: true, body, data?: n}` followed (when
+ * `data` is set) by one frame of exactly n raw bytes, or with an error frame.
+ * Flow control is the caller's: it keeps a bounded number of requests in
+ * flight, so it never holds more than that many answers unread, and the
+ * responder refuses a stream that queues more than its limit.
+ *
+ * Also the content-routing door for the layers above (provide, findProviders):
+ * they get peer ids, never addresses.
+ */
+import type { Connection, PeerId, Stream, StreamMessageEvent, Libp2p } from '@libp2p/interface'
+import type { CID } from 'multiformats/cid'
+import { DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, isErrorCode, toAapError, type ErrorFrame } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { schema } from '../schema/validate.ts'
+import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, lengthPrefix, parseJson } from './framing.ts'
+import { Outbox } from './outbox.ts'
+import type { CallContext } from './rpc.ts'
+
+const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
+
+/** A method's answer: a JSON body and, optionally, bytes sent as the binary frame after it. */
+export interface BulkReply {
+  body: Record<string, unknown>
+  data?: Uint8Array
+}
+
+export type BulkMethod = (body: Record<string, unknown>, ctx: CallContext) => Promise<BulkReply>
+
+export interface BulkProtocol {
+  protocol: string
+  /** Largest request frame. */
+  maxRequestBytes: number
+  /** Requests a stream may have queued; one more breaks the stream. */
+  maxPipelined: number
+  maxInboundStreams: number
+  handlerTimeoutMs: number
+  methods: Record<string, BulkMethod>
+  log: Logger
+}
+
+/** One inbound stream: requests answered one at a time, in order. */
+class BulkInbound {
+  private readonly queue: Uint8Array[] = []
+  private readonly frames: FrameDecoder
+  private readonly outbox: Outbox
+  private readonly ctl = new AbortController()
+  private working = false
+  private remoteEnded = false
+  private finished = false
+  private idle: ReturnType<typeof setTimeout> | undefined
+  private readonly stream: Stream
+  private readonly peer: PeerId
+  private readonly spec: BulkProtocol
+
+  constructor (stream: Stream, peer: PeerId, spec: BulkProtocol, onClosed: () => void) {
+    this.stream = stream
+    this.peer = peer
+    this.spec = spec
+    this.frames = new FrameDecoder(spec.maxRequestBytes)
+    this.outbox = new Outbox(stream, spec.log)
+    this.armIdle()
+    stream.addEventListener('close', () => {
+      this.finished = true
+      clearTimeout(this.idle)
+      this.ctl.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
+      this.queue.length = 0
+      onClosed()
+    })
+    stream.addEventListener('message', (evt: StreamMessageEvent) => { this.onMessage(evt) })
+    stream.addEventListener('end', () => {
+      this.remoteEnded = true
+      this.maybeFinish()
+    })
+  }
+
+  private armIdle (): void {
+    clearTimeout(this.idle)
+    this.idle = setTimeout(() => { this.close('idle') }, STREAM_IDLE_TIMEOUT_MS)
+    this.idle.unref?.()
+  }
+
+  private close (why: string): void {
+    this.finished = true
+    this.outbox.whenSent().then(async () => this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) })).catch((err: unknown) => {
+      this.spec.log.debug({ err, protocol: this.spec.protocol, why }, 'a bulk stream did not close in time and was aborted')
+      this.stream.abort(new Error(`${why}: close timed out`))
+    })
+  }
+
+  private fatal (err: AapError): void {
+    if (this.finished) return
+    this.spec.log.debug({ peer: this.peer.toString(), protocol: this.spec.protocol, reason: err.details?.reason }, 'a peer broke a bulk stream')
+    this.queue.length = 0
+    void this.outbox.send(encodeFrame({ id: null, ok: false, error: errorFrame(err) }))
+    this.close('broken')
+  }
+
+  private maybeFinish (): void {
+    if (this.remoteEnded && !this.working && this.queue.length === 0 && !this.finished) this.close('done')
+  }
+
+  private onMessage (evt: StreamMessageEvent): void {
+    if (this.finished) return
+    this.armIdle()
+    let list: Uint8Array[]
+    try {
+      list = this.frames.push(chunkOf(evt))
+    } catch (err) {
+      const reason = err instanceof FramingError ? err.reason : 'bad_prefix'
+      this.fatal(new InvalidRequestError((err as Error).message, { reason, max_frame_bytes: this.spec.maxRequestBytes }))
+      return
+    }
+    for (const f of list) this.queue.push(f)
+    if (this.queue.length > this.spec.maxPipelined) {
+      this.fatal(new InvalidRequestError(`more than ${this.spec.maxPipelined} requests waiting on one stream`, { reason: 'too_many_requests', limit: this.spec.maxPipelined }))
+      return
+    }
+    if (!this.working) void this.work()
+  }
+
+  private async work (): Promise<void> {
+    this.working = true
+    try {
+      while (this.queue.length > 0 && !this.finished) {
+        const frame = this.queue.shift()
+        if (frame === undefined) break
+        const parts = await this.answer(frame)
+        if (this.finished) break
+        // header and data go out in one outbox turn, so they stay together on the stream
+        const sent = await Promise.all(parts.map(async p => this.outbox.send(p)))
+        if (sent.includes(false)) {
+          this.stream.abort(new Error('the caller stopped reading'))
+          return
+        }
+        await this.outbox.whenSent()
+      }
+    } finally {
+      this.working = false
+    }
+    this.maybeFinish()
+  }
+
+  /** The frames that answer one request. */
+  private async answer (bytes: Uint8Array): Promise<Uint8Array[]> {
+    let envelope: unknown
+    try {
+      envelope = parseJson(bytes)
+    } catch (err) {
+      return [encodeFrame({ id: null, ok: false, error: errorFrame(toAapError(err)) })]
+    }
+    const id = isRecord(envelope) && isFrameId(envelope.id) ? envelope.id : null
+    if (id === null || !isRequestEnvelope(envelope)) {
+      return [encodeFrame({ id, ok: false, error: errorFrame(new InvalidRequestError('request frame must be {id, type, body} with an object body', { reason: 'bad_envelope' })) })]
+    }
+    const m = Object.hasOwn(this.spec.methods, envelope.type) ? this.spec.methods[envelope.type] : undefined
+    if (m === undefined) {
+      return [encodeFrame({ id, ok: false, error: errorFrame(new InvalidRequestError(`unknown request type "${envelope.type}" on ${this.spec.protocol}`, { reason: 'unknown_type' })) })]
+    }
+    const limit = this.spec.handlerTimeoutMs
+    const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(limit)])
+    try {
+      const reply = await m(envelope.body, { peer: this.peer, signal })
+      if (reply.data === undefined) return [encodeFrame({ id, ok: true, body: reply.body })]
+      return [encodeFrame({ id, ok: true, body: reply.body, data: reply.data.byteLength }), lengthPrefix(reply.data.byteLength), reply.data]
+    } catch (err) {
+      const e = signal.aborted && !this.ctl.signal.aborted
+        ? new TimeoutError(`${envelope.type} did not finish within ${limit} ms`, { limit_ms: limit })
+        : toAapError(err)
+      if (e.code === 'INTERNAL') {
+        this.spec.log.error({ err, protocol: this.spec.protocol, type: envelope.type }, 'a bulk request handler failed')
+        return [encodeFrame({ id, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })]
+      }
+      return [encodeFrame({ id, ok: false, error: errorFrame(e) })]
+    }
+  }
+}
+
+/** Register a bulk protocol. Returns a function that unregisters it and ends its streams. */
+export async function serveBulk (host: Pick<Libp2p, 'handle' | 'unhandle'>, spec: BulkProtocol): Promise<() => Promise<void>> {
+  const active = new Set<Stream>()
+  await host.handle(spec.protocol, (stream: Stream, connection: Connection) => {
+    active.add(stream)
+    // eslint-disable-next-line no-new -- the stream's listeners hold it
+    new BulkInbound(stream, connection.remotePeer, spec, () => { active.delete(stream) })
+  }, { maxInboundStreams: spec.maxInboundStreams })
+  return async () => {
+    await host.unhandle(spec.protocol)
+    for (const s of active) s.abort(new Error('protocol stopped'))
+    active.clear()
+  }
+}
+
+/** An answer as the caller gets it. */
+export interface BulkAnswer {
+  body: Record<string, unknown>
+  data?: Uint8Array
+}
+
+interface Waiting {
+  resolve: (a: BulkAnswer) => void
+  reject: (err: AapError) => void
+  timer: ReturnType<typeof setTimeout>
+}
+
+function errorFromFrame (value: unknown): AapError {
+  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
+    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
+    if (isRecord(value.details)) frame.details = value.details
+    return AapError.fromFrame(frame)
+  }
+  return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
+}
+
+/**
+ * Reads frames into buffers allocated once at their full length (a binary
+ * frame of a MiB is filled in place, not re-concatenated per message).
+ */
+class FrameReader {
+  private prefix: number[] = []
+  private body: Uint8Array | undefined
+  private filled = 0
+  private readonly maxFrameBytes: number
+
+  constructor (maxFrameBytes: number) {
+    this.maxFrameBytes = maxFrameBytes
+  }
+
+  push (chunk: Uint8Array, out: (frame: Uint8Array) => void): void {
+    let at = 0
+    while (at < chunk.byteLength) {
+      if (this.body === undefined) {
+        const b = chunk[at++] ?? 0
+        this.prefix.push(b)
+        if ((b & 0x80) !== 0) {
+          if (this.prefix.length >= MAX_LENGTH_PREFIX_BYTES) throw new FramingError('bad_prefix', `length prefix longer than ${MAX_LENGTH_PREFIX_BYTES} bytes`)
+          continue
+        }
+        let len = 0
+        let shift = 1
+        for (const p of this.prefix) { len += (p & 0x7f) * shift; shift *= 128 }
+        this.prefix = []
+        if (len > this.maxFrameBytes) throw new FramingError('oversized', `frame of ${len} bytes exceeds ${this.maxFrameBytes} bytes`)
+        this.body = new Uint8Array(len)
+        this.filled = 0
+      }
+      const take = Math.min(this.body.byteLength - this.filled, chunk.byteLength - at)
+      this.body.set(chunk.subarray(at, at + take), this.filled)
+      this.filled += take
+      at += take
+      if (this.filled === this.body.byteLength) {
+        const frame = this.body
+        this.body = undefined
+        out(frame)
+      }
+    }
+  }
+}
+
+/** One outbound bulk stream to one peer; requests pipelined, answered in order. */
+export class BulkSession {
+  private readonly pending = new Map<number, Waiting>()
+  private readonly outbox: Outbox
+  private readonly peerName: string
+  private nextId = 1
+  /** The header of an answer whose binary frame comes next. */
+  private expecting: { id: number, body: Record<string, unknown>, bytes: number } | undefined
+  private closed = false
+  private readonly stream: Stream
+
+  private constructor (stream: Stream, peer: PeerId, maxFrameBytes: number, log: Logger) {
+    this.stream = stream
+    this.peerName = peer.toString()
+    this.outbox = new Outbox(stream, log)
+    const reader = new FrameReader(maxFrameBytes)
+    stream.addEventListener('close', () => {
+      this.closed = true
+      this.failAll(new AgentNotFoundError(`stream to agent ${this.peerName} closed before it answered`, { reason: 'closed' }))
+    })
+    stream.addEventListener('message', (evt: StreamMessageEvent) => {
+      if (this.closed) return
+      try {
+        reader.push(chunkOf(evt), (f) => { this.onFrame(f) })
+      } catch (err) {
+        this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a bad frame: ${(err as Error).message}`, { reason: 'bad_response' }))
+      }
+    })
+  }
+
+  /** Open a stream of `protocol` to `peer`. */
+  static async open (host: Pick<Libp2p, 'dialProtocol'>, peer: PeerId, protocol: string, opts: { maxFrameBytes: number, log: Logger, signal?: AbortSignal }): Promise<BulkSession> {
+    const timer = AbortSignal.timeout(DIAL_TIMEOUT_MS)
+    const signal = opts.signal === undefined ? timer : AbortSignal.any([opts.signal, timer])
+    let stream: Stream
+    try {
+      stream = await host.dialProtocol(peer, protocol, { signal })
+    } catch (err) {
+      if (timer.aborted) throw new AgentNotFoundError(`agent ${peer.toString()} did not answer the dial within ${DIAL_TIMEOUT_MS} ms`, { reason: 'timeout', timeout: 'dial', limit_ms: DIAL_TIMEOUT_MS }, { cause: err })
+      if (opts.signal?.aborted === true) throw new TimeoutError(`dial of agent ${peer.toString()} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
+      throw new AgentNotFoundError(`agent ${peer.toString()} is unreachable on ${protocol}: ${(err as Error).message}`, { reason: 'unreachable' }, { cause: err })
+    }
+    return new BulkSession(stream, peer, opts.maxFrameBytes, opts.log)
+  }
+
+  private onFrame (bytes: Uint8Array): void {
+    const head = this.expecting
+    if (head !== undefined) {
+      this.expecting = undefined
+      if (bytes.byteLength !== head.bytes) {
+        this.fatal(new InvalidRequestError(`agent ${this.peerName} announced ${head.bytes} bytes and sent ${bytes.byteLength}`, { reason: 'bad_response' }))
+        return
+      }
+      this.settle(head.id, (w) => { w.resolve({ body: head.body, data: bytes }) })
+      return
+    }
+    let res: unknown
+    try {
+      res = parseJson(bytes)
+    } catch {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a frame that is not JSON`, { reason: 'bad_response' }))
+      return
+    }
+    if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
+      return
+    }
+    if (res.id === null) {
+      this.fatal(errorFromFrame(res.error))
+      return
+    }
+    const id = res.id
+    if (res.ok === true && isRecord(res.body)) {
+      const body = res.body
+      if (res.data === undefined) {
+        this.settle(id, (w) => { w.resolve({ body }) })
+      } else if (typeof res.data === 'number' && Number.isInteger(res.data) && res.data >= 0) {
+        this.expecting = { id, body, bytes: res.data }
+      } else {
+        this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed data length`, { reason: 'bad_response' }))
+      }
+    } else if (res.ok === false) {
+      const err = errorFromFrame(res.error)
+      this.settle(id, (w) => { w.reject(err) })
+    } else {
+      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
+    }
+  }
+
+  private settle (id: number, fn: (w: Waiting) => void): void {
+    const w = this.pending.get(id)
+    if (w === undefined) return // an answer to a request that already timed out
+    this.pending.delete(id)
+    clearTimeout(w.timer)
+    fn(w)
+  }
+
+  private failAll (err: AapError): void {
+    for (const w of this.pending.values()) {
+      clearTimeout(w.timer)
+      w.reject(err)
+    }
+    this.pending.clear()
+  }
+
+  private fatal (err: AapError): void {
+    this.closed = true
+    this.failAll(err)
+    this.stream.abort(err)
+  }
+
+  /** Requests sent and not yet answered. */
+  get inFlight (): number {
+    return this.pending.size
+  }
+
+  /** Send one request; resolves with its answer (and its bytes, if any) within `timeoutMs`. */
+  async request (type: string, body: object, timeoutMs: number): Promise<BulkAnswer> {
+    if (this.closed || this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+    const id = this.nextId++
+    if (this.nextId > FRAME_ID_MAX) this.nextId = 1
+    const { promise, resolve, reject } = Promise.withResolvers<BulkAnswer>()
+    const timer = setTimeout(() => {
+      // answers come in order: a late one would be matched to the wrong request, so the stream goes
+      this.fatal(new AgentNotFoundError(`agent ${this.peerName} did not answer ${type} within ${timeoutMs} ms`, { reason: 'timeout', timeout: 'response', limit_ms: timeoutMs }))
+    }, timeoutMs)
+    this.pending.set(id, { resolve, reject, timer })
+    void this.outbox.send(encodeFrame({ id, type, body })).then((sent) => {
+      if (!sent) this.fatal(new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' }))
+    })
+    return promise
+  }
+
+  /** End the stream: gracefully when nothing is pending, else at once. */
+  async close (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    if (this.pending.size > 0) {
+      this.failAll(new AgentNotFoundError('the session was closed', { reason: 'closed' }))
+      this.stream.abort(new Error('session closed with requests pending'))
+      return
+    }
+    await this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
+      this.stream.abort(err instanceof Error ? err : new Error(String(err)))
+    })
+  }
+
+  abort (err: Error): void {
+    this.closed = true
+    this.failAll(toAapError(err))
+    this.stream.abort(err)
+  }
+}
+
+/** Announce in the DHT that this node holds `cid`. */
+export async function provide (host: Pick<Libp2p, 'contentRouting'>, cid: CID, signal: AbortSignal): Promise<void> {
+  await host.contentRouting.provide(cid, { signal })
+}
+
+/** Peers the DHT names as holders of `cid` (at most `max`, never this node). */
+export async function findProviders (host: Pick<Libp2p, 'contentRouting' | 'peerId'>, cid: CID, max: number, signal: AbortSignal): Promise<PeerId[]> {
+  const out: PeerId[] = []
+  const seen = new Set<string>()
+  for await (const info of host.contentRouting.findProviders(cid, { signal })) {
+    const key = info.id.toString()
+    if (info.id.equals(host.peerId) || seen.has(key)) continue
+    seen.add(key)
+    out.push(info.id)
+    if (out.length >= max) break
+  }
+  return out
+}
