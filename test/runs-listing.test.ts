@@ -111,7 +111,9 @@ describe('listing runs from the run index', () => {
     keyB = await generateKeyPair('Ed25519')
     level = await openDatastore(dir)
     const ds = spied(level, spy)
-    nodes = await startMesh(2, { nodeOptions: i => i === 1 ? { privateKey: keyB, datastore: ds } : {} })
+    // the delegated records below are written straight to the store and name runs their executors do not
+    // hold: liveness (a probe answered RUN_NOT_FOUND fails the record) is not under test here, so it stays idle
+    nodes = await startMesh(2, { nodeOptions: i => i === 1 ? { privateKey: keyB, datastore: ds, liveness: { probeIntervalMs: 3_600_000 } } : {} })
     ;[A, B] = nodes as [MeshNode, MeshNode]
     B.runs.handle(caps[0] as CapabilityRef, async (ctx) => ({ echo: ctx.input.n ?? null }))
     await B.publishCard({ name: 'lister', capabilities: [caps[0] as CapabilityRef] })
