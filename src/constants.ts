@@ -285,3 +285,7 @@ export const DEFAULT_DATA_DIR = '.aap-mesh'
 export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'
 /** Graceful stop budget of a node process. */
 export const STOP_TIMEOUT_MS = 5_000
+
+// ---- fault and attack campaign (issue #18: src/card/record-guard.ts, scripts/campaign) ---------
+/** Where kad-dht keeps the records it stores (its default datastore prefix plus `/record/`). */
+export const DHT_RECORD_DATASTORE_PREFIX = '/dht/record/'
