@@ -4,6 +4,7 @@
  * and byte-level damage to encoded frames (flipped bits, inserted, deleted or
  * truncated bytes, length prefixes that lie).
  */
+import { canonicalJson } from '../../src/identity/signing.ts'
 import { encodeFrame } from '../../src/wire/framing.ts'
 import { mutate, type Mutation } from '../../test/fixtures/fuzz.ts'
 import { lengthPrefix, rawFrame } from '../../test/fixtures/raw-wire.ts'
@@ -48,6 +49,16 @@ export function randomMutation (r: Rand): Mutation {
     value: randomJson(r),
     key: r() < 0.5 ? KEYS[int(r, KEYS.length)] ?? 'k' : randomString(r)
   }
+}
+
+/** `value` mutated in one place so that it really differs (a forgery, not a copy of the genuine value). */
+export function mutateChanged (r: Rand, value: unknown): unknown {
+  const before = canonicalJson(value)
+  for (let tries = 0; tries < 50; tries++) {
+    const changed = mutate(value, randomMutation(r))
+    if (canonicalJson(changed) !== before) return changed
+  }
+  return { ...(value as object), __forged__: true }
 }
 
 export function randomBytes (r: Rand, max: number): Uint8Array {
