@@ -74,6 +74,24 @@ describe('fuzz: frames', () => {
     }), params)
   })
 
+  it('the whole frames before a bad length prefix come out with the error, however the bytes are cut', () => {
+    const max = 256
+    fc.assert(fc.property(fc.array(json, { maxLength: 5 }), fc.array(fc.nat(), { maxLength: 6 }), fc.boolean(), (values, cuts, oversized) => {
+      const good = values.map(v => encodeFrame(v)).filter(f => f.byteLength <= max)
+      const bad = oversized ? Uint8Array.from([0x80, 0x80, 0x01]) : new Uint8Array(MAX_LENGTH_PREFIX_BYTES).fill(0xff)
+      const decoder = new FrameDecoder(max)
+      const out: Uint8Array[] = []
+      let error: FramingError | undefined
+      for (const chunk of split(concat([...good, bad, encodeFrame({ after: true })]), cuts)) {
+        const r = decoder.read(chunk)
+        out.push(...r.frames)
+        if (r.error !== undefined) { error = r.error; break }
+      }
+      expect(error?.reason).toBe(oversized ? 'oversized' : 'bad_prefix')
+      expect(out.length).toBe(good.length)
+    }), params)
+  })
+
   it('a frame body that is not UTF-8 JSON is INVALID_REQUEST, never another error', () => {
     fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
       try {

@@ -9,7 +9,8 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
-  CARD_PROTOCOL, CONTROL_PROTOCOL, DELEGATE_PROTOCOL, EVENTS_SYNC_PROTOCOL, HANDLER_TIMEOUT_MS, HANDOFF_PROTOCOL
+  CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL,
+  EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL, HANDLER_TIMEOUT_MS, HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL
 } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { newRunId } from '../src/runlog/event.ts'
@@ -17,10 +18,24 @@ import { schema } from '../src/schema/validate.ts'
 import { rawCall } from '../src/wire/raw.ts'
 import { encodeFrame } from '../src/wire/rpc.ts'
 import { json, mutate, mutation, wireSeeds } from './fixtures/fuzz.ts'
-import { RawWire, rawFrame, type ResponseFrame } from './fixtures/raw-wire.ts'
+import { RawWire, lengthPrefix, rawFrame, type ResponseFrame } from './fixtures/raw-wire.ts'
 import { startMesh, stopAll } from './helpers.ts'
 
 const PROTOCOLS = [CARD_PROTOCOL, DELEGATE_PROTOCOL, CONTROL_PROTOCOL, HANDOFF_PROTOCOL, EVENTS_SYNC_PROTOCOL]
+const LIMITS: Record<string, number> = {
+  [CARD_PROTOCOL]: CARD_MAX_FRAME_BYTES,
+  [DELEGATE_PROTOCOL]: DELEGATE_MAX_FRAME_BYTES,
+  [CONTROL_PROTOCOL]: CONTROL_MAX_FRAME_BYTES,
+  [HANDOFF_PROTOCOL]: HANDOFF_MAX_FRAME_BYTES,
+  [EVENTS_SYNC_PROTOCOL]: EVENTS_SYNC_MAX_FRAME_BYTES
+}
+
+function concat (parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
+  let at = 0
+  for (const p of parts) { out.set(p, at); at += p.byteLength }
+  return out
+}
 const isResponse = schema<ResponseFrame>('aap:common#/definitions/ResponseEnvelope')
 /** A stream must be answered and closed within this: the handler bound plus room for a loaded machine. */
 const STREAM_BOUND_MS = HANDLER_TIMEOUT_MS + 20_000
@@ -89,6 +104,22 @@ describe('fuzz: every stream protocol answers or closes, never crashes or hangs'
           w.abort()
         }
       }), { numRuns: RUNS_PER_PROTOCOL })
+    })
+
+    it(`${protocol}: the frames before one over the limit are answered, then one stream-level error, however they arrive`, async () => {
+      await fc.assert(fc.asyncProperty(fc.array(frame(protocol), { maxLength: 5 }), async (frames) => {
+        const w = await RawWire.open(A.host, B.host.peerId, protocol)
+        try {
+          // one write: the bad prefix arrives in the same chunk as the whole frames before it
+          w.write(concat([...frames, lengthPrefix(LIMITS[protocol]! + 1)]))
+          const answers = await within(answersUntilEnd(w), STREAM_BOUND_MS, `frames and an oversized prefix on ${protocol}`)
+          expect(answers).toHaveLength(frames.length + 1)
+          for (const a of answers) expect(isResponse(a)).toBe(true)
+          expect(answers.filter(a => a.id === null && a.error?.details?.reason === 'oversized')).toHaveLength(1)
+        } finally {
+          w.abort()
+        }
+      }), { numRuns: RUNS_PER_PROTOCOL / 4 })
     })
 
     it(`${protocol}: arbitrary bytes get valid answers or a stream-level error, and the stream closes`, async () => {

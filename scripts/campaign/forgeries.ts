@@ -173,8 +173,9 @@ async function forgeTickets (c: Counts, o: ForgeryOptions, D: MeshNode, E: MeshN
 async function forgeCommands (c: Counts, o: ForgeryOptions, E: MeshNode, X: MeshNode, runId: string): Promise<void> {
   const r = prng(o.seed + 2)
   const otherRun = (): string => {
-    const m = mutate({ run_id: runId }, randomMutation(r)) as { run_id?: unknown }
-    return typeof m.run_id === 'string' && m.run_id !== runId ? m.run_id : `${runId.slice(0, -4)}${Math.floor(r() * 9999)}`
+    const m = mutate({ run_id: runId }, randomMutation(r))
+    const id = typeof m === 'object' && m !== null ? (m as { run_id?: unknown }).run_id : undefined
+    return typeof id === 'string' && id !== runId ? id : `${runId.slice(0, -4)}${Math.floor(r() * 9999)}`
   }
   const kinds: Array<[string, () => [string, Record<string, unknown>]]> = [
     ['command: cancel by a stranger', () => ['cancel', { run_id: runId, reason: 'forged' }]],

@@ -19,7 +19,8 @@ import { join } from 'node:path'
 import type { PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import {
-  CARD_PROTOCOL, CONTROL_PROTOCOL, DELEGATE_PROTOCOL, DIAL_TIMEOUT_MS, EVENTS_SYNC_PROTOCOL, HANDLER_TIMEOUT_MS, HANDOFF_PROTOCOL
+  CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, DIAL_TIMEOUT_MS,
+  EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL, HANDLER_TIMEOUT_MS, HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL
 } from '../../src/constants.ts'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import { newRunId } from '../../src/runlog/event.ts'
@@ -32,6 +33,21 @@ import { concat, damage, framedFrame } from './gen.ts'
 import type { PartResult } from './report.ts'
 
 const PROTOCOLS = [CARD_PROTOCOL, DELEGATE_PROTOCOL, CONTROL_PROTOCOL, HANDOFF_PROTOCOL, EVENTS_SYNC_PROTOCOL]
+/** The frame limit each protocol serves with: a larger frame ends its stream (one stream-level error), by design. */
+const MAX_FRAME_BYTES: Record<string, number> = {
+  [CARD_PROTOCOL]: CARD_MAX_FRAME_BYTES,
+  [DELEGATE_PROTOCOL]: DELEGATE_MAX_FRAME_BYTES,
+  [CONTROL_PROTOCOL]: CONTROL_MAX_FRAME_BYTES,
+  [HANDOFF_PROTOCOL]: HANDOFF_MAX_FRAME_BYTES,
+  [EVENTS_SYNC_PROTOCOL]: EVENTS_SYNC_MAX_FRAME_BYTES
+}
+
+/** Bytes of a frame's body (the frame less its varint length prefix). */
+function bodyBytes (frame: Uint8Array): number {
+  let i = 0
+  while (i < frame.length && ((frame[i] ?? 0) & 0x80) !== 0) i++
+  return frame.length - i - 1
+}
 const FRAMES_PER_STREAM = 50
 /** Streams in flight per protocol (the target serves MAX_INBOUND_STREAMS_PER_PROTOCOL per connection). */
 const CONCURRENT_STREAMS = 4
@@ -86,13 +102,13 @@ async function oneStream (fuzzer: MeshNode, peer: PeerId, protocol: string, byte
   return out
 }
 
-interface ProtocolFigures { frames: number, streams: number, damagedStreams: number, answers: number, unanswered: number, invalid: number, hangs: number, refused: number, cut: number, seconds: number, nextCallMs: number, nextPingMs: number }
+interface ProtocolFigures { frames: number, streams: number, damagedStreams: number, answers: number, unanswered: number, invalid: number, hangs: number, refused: number, cut: number, oversizedStreams: number, seconds: number, nextCallMs: number, nextPingMs: number }
 
 async function fuzzProtocol (fuzzer: MeshNode, peer: PeerId, protocol: string, seeds: ReturnType<typeof wireSeeds>, o: FuzzOptions, seedOffset: number): Promise<ProtocolFigures> {
   const r = prng(o.seed + seedOffset)
   const list = seeds[protocol] ?? []
   const streams = Math.ceil(o.framesPerProtocol / FRAMES_PER_STREAM)
-  const f: ProtocolFigures = { frames: 0, streams, damagedStreams: 0, answers: 0, unanswered: 0, invalid: 0, hangs: 0, refused: 0, cut: 0, seconds: 0, nextCallMs: 0, nextPingMs: 0 }
+  const f: ProtocolFigures = { frames: 0, streams, damagedStreams: 0, answers: 0, unanswered: 0, invalid: 0, hangs: 0, refused: 0, cut: 0, oversizedStreams: 0, seconds: 0, nextCallMs: 0, nextPingMs: 0 }
   const started = performance.now()
   let nextStream = 0
   const worker = async (): Promise<void> => {
@@ -100,6 +116,10 @@ async function fuzzProtocol (fuzzer: MeshNode, peer: PeerId, protocol: string, s
       nextStream++
       const frames = Array.from({ length: FRAMES_PER_STREAM }, () => framedFrame(r, list))
       const damaged = r() < DAMAGED_SHARE
+      // the frames before the first one over the protocol's limit are answered, then one stream-level error
+      const over = frames.findIndex(fr => bodyBytes(fr) > (MAX_FRAME_BYTES[protocol] ?? Infinity))
+      const expected = over < 0 ? frames.length : over + 1
+      if (over >= 0 && !damaged) f.oversizedStreams++
       const bytes = damaged ? damage(r, concat(frames)) : concat(frames)
       f.frames += frames.length
       if (damaged) f.damagedStreams++
@@ -109,7 +129,7 @@ async function fuzzProtocol (fuzzer: MeshNode, peer: PeerId, protocol: string, s
       if (s.hang) f.hangs++
       if (s.refused) f.refused++
       if (s.cut) f.cut++
-      if (!damaged && !s.refused && s.answers < frames.length) f.unanswered += frames.length - s.answers
+      if (!damaged && !s.refused && s.answers < expected) f.unanswered += expected - s.answers
     }
   }
   await Promise.all(Array.from({ length: CONCURRENT_STREAMS }, worker))
@@ -175,7 +195,7 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     result.figures = [
       ['frames sent (all protocols)', sum('frames')],
       ['frames per second', Math.round(sum('frames') / fuzzSeconds)],
-      ...per.map(([p, f]): [string, string] => [`${p}`, `${f.frames} frames in ${f.streams} streams (${f.damagedStreams} damaged), ${f.answers} answers, ${f.unanswered} unanswered, ${f.hangs} hangs, ${f.refused} streams refused, ${f.cut} cut by the target while written, ${f.seconds.toFixed(1)} s; the fuzzer's next get_card ${f.nextCallMs} ms and ping ${f.nextPingMs} ms`]),
+      ...per.map(([p, f]): [string, string] => [`${p}`, `${f.frames} frames in ${f.streams} streams (${f.damagedStreams} damaged, ${f.oversizedStreams} with a frame over the protocol's limit), ${f.answers} answers, ${f.unanswered} unanswered, ${f.hangs} hangs, ${f.refused} streams refused, ${f.cut} cut by the target while written, ${f.seconds.toFixed(1)} s; the fuzzer's next get_card ${f.nextCallMs} ms and ping ${f.nextPingMs} ms`]),
       ['target heap after GC, before → after', heapAfter === undefined ? 'target crashed' : `${mb(heapBefore.heapUsed)} MB → ${mb(heapAfter.heapUsed)} MB (growth ${mb(heapAfter.heapUsed - heapBefore.heapUsed)} MB; rss ${mb(heapBefore.rss)} → ${mb(heapAfter.rss)} MB)`],
       ['honest delegation latency before (ms)', `n ${b.n}, p50 ${b.p50}, p99 ${b.p99}, max ${b.max}, failed ${b.failures}`],
       ['honest delegation latency during (ms)', `n ${d.n}, p50 ${d.p50}, p99 ${d.p99}, max ${d.max}, failed ${d.failures}${Object.keys(during.errors).length > 0 ? ` (${JSON.stringify(during.errors)})` : ''}`],
@@ -184,7 +204,7 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     ]
     result.notes = [
       `Seed ${o.seed}; ${FRAMES_PER_STREAM} frames per stream, ${CONCURRENT_STREAMS} streams in flight, ${Math.round(DAMAGED_SHARE * 100)}% of streams byte-damaged; a stream is hung when the target has not ended it ${HANG_BOUND_MS} ms after ours. The honest node delegates to the target from its own process every 50 ms; the figures compare its calls in a window before the fuzzing with those during it (one machine, 2 cores shared: latency includes the fuzzer's own CPU use).`,
-      'Unanswered frames count only well-framed streams (a damaged stream stops being read where its framing breaks, by design). "Streams refused" are streams the target did not open (its per-connection stream limit); they are reported, not required to be 0.'
+      'Unanswered frames count only well-framed streams (a damaged stream stops being read where its framing breaks, by design); in a well-framed stream with a frame over the protocol\'s frame limit, the frames before it and one stream-level error are expected, nothing after it. "Streams refused" are streams the target did not open (its per-connection stream limit); they are reported, not required to be 0.'
     ]
   } catch (err) {
     result.error = (err as Error).message
