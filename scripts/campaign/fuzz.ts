@@ -102,7 +102,7 @@ async function oneStream (fuzzer: MeshNode, peer: PeerId, protocol: string, byte
   return out
 }
 
-interface ProtocolFigures { frames: number, streams: number, damagedStreams: number, answers: number, unanswered: number, invalid: number, hangs: number, refused: number, cut: number, oversizedStreams: number, seconds: number, nextCallMs: number, nextPingMs: number }
+interface ProtocolFigures { frames: number, streams: number, damagedStreams: number, answers: number, unanswered: number, invalid: number, hangs: number, refused: number, cut: number, oversizedStreams: number, seconds: number, nextCallMs: number, nextPingMs: number, pingError?: string }
 
 async function fuzzProtocol (fuzzer: MeshNode, peer: PeerId, protocol: string, seeds: ReturnType<typeof wireSeeds>, o: FuzzOptions, seedOffset: number): Promise<ProtocolFigures> {
   const r = prng(o.seed + seedOffset)
@@ -139,8 +139,14 @@ async function fuzzProtocol (fuzzer: MeshNode, peer: PeerId, protocol: string, s
   const answer = await rawCall(fuzzer.host, peer, CARD_PROTOCOL, 'get_card', {}, { timeoutMs: 30_000 })
   f.nextCallMs = answer.ok ? Math.round(performance.now() - t0) : -1
   const t1 = performance.now()
-  await fuzzer.host.services.ping.ping(peer, { signal: AbortSignal.timeout(30_000) })
-  f.nextPingMs = Math.round(performance.now() - t1)
+  try {
+    await fuzzer.host.services.ping.ping(peer, { signal: AbortSignal.timeout(30_000) })
+    f.nextPingMs = Math.round(performance.now() - t1)
+  } catch (err) {
+    // libp2p's ping allows one outbound stream per connection; one that has not closed yet refuses the next
+    f.nextPingMs = -1
+    f.pingError = (err as Error).message
+  }
   return f
 }
 
@@ -181,7 +187,7 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     const crashed = target.exited === undefined ? 0 : 1
     const heapAfter = crashed === 1 ? undefined : await target.request<{ heapUsed: number, rss: number }>('heap')
 
-    const sum = (k: keyof ProtocolFigures): number => per.reduce((n, [, f]) => n + f[k], 0)
+    const sum = (k: Exclude<keyof ProtocolFigures, 'pingError'>): number => per.reduce((n, [, f]) => n + f[k], 0)
     const b = latencyFigures(before.latencies, before.failures)
     const d = latencyFigures(during.latencies, during.failures)
     result.seconds = fuzzSeconds
@@ -195,7 +201,7 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     result.figures = [
       ['frames sent (all protocols)', sum('frames')],
       ['frames per second', Math.round(sum('frames') / fuzzSeconds)],
-      ...per.map(([p, f]): [string, string] => [`${p}`, `${f.frames} frames in ${f.streams} streams (${f.damagedStreams} damaged, ${f.oversizedStreams} with a frame over the protocol's limit), ${f.answers} answers, ${f.unanswered} unanswered, ${f.hangs} hangs, ${f.refused} streams refused, ${f.cut} cut by the target while written, ${f.seconds.toFixed(1)} s; the fuzzer's next get_card ${f.nextCallMs} ms and ping ${f.nextPingMs} ms`]),
+      ...per.map(([p, f]): [string, string] => [`${p}`, `${f.frames} frames in ${f.streams} streams (${f.damagedStreams} damaged, ${f.oversizedStreams} with a frame over the protocol's limit), ${f.answers} answers, ${f.unanswered} unanswered, ${f.hangs} hangs, ${f.refused} streams refused, ${f.cut} cut by the target while written, ${f.seconds.toFixed(1)} s; the fuzzer's next get_card ${f.nextCallMs} ms and ping ${pingText(f)}`]),
       ['target heap after GC, before → after', heapAfter === undefined ? 'target crashed' : `${mb(heapBefore.heapUsed)} MB → ${mb(heapAfter.heapUsed)} MB (growth ${mb(heapAfter.heapUsed - heapBefore.heapUsed)} MB; rss ${mb(heapBefore.rss)} → ${mb(heapAfter.rss)} MB)`],
       ['honest delegation latency before (ms)', `n ${b.n}, p50 ${b.p50}, p99 ${b.p99}, max ${b.max}, failed ${b.failures}`],
       ['honest delegation latency during (ms)', `n ${d.n}, p50 ${d.p50}, p99 ${d.p99}, max ${d.max}, failed ${d.failures}${Object.keys(during.errors).length > 0 ? ` (${JSON.stringify(during.errors)})` : ''}`],
@@ -214,6 +220,10 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     await target?.stop()
   }
   return result
+}
+
+function pingText (f: ProtocolFigures): string {
+  return f.pingError === undefined ? `${f.nextPingMs} ms` : `failed (${f.pingError})`
 }
 
 async function sleep (ms: number): Promise<void> {

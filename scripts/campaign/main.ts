@@ -64,7 +64,9 @@ async function main (): Promise<void> {
   }
   await writeReport(out, markdown(command, results, started))
   console.log(`campaign: figures written to ${out}`)
-  const failed = results.filter(r => r.ran && !passed(r))
+  const ran = results.filter(r => r.ran)
+  const failed = ran.filter(r => !passed(r))
+  console.log(`campaign: ${ran.length - failed.length} passed, ${failed.length} failed`)
   process.exit(failed.length === 0 ? 0 : 1)
 }
 
