@@ -145,8 +145,12 @@ describe('card records on the DHT', () => {
     const other = await newKey()
     const otherId = agentIdOf(other)
     const current = await issueCard(other, draft, 9)
-    expect((await put(nodes[1]!.host, cardRecordKey(otherId), encodeCardRecord(current))).acks).toBeGreaterThan(0)
-    await until(async () => (await heldSeqs(otherId)).every(seq => seq === 9), 'every replica holds seq 9')
+    // put until every node holds it (a put reaches the replicas its lookup found, which under load may be fewer)
+    await until(async () => {
+      if ((await heldSeqs(otherId)).every(seq => seq === 9)) return true
+      expect((await put(nodes[1]!.host, cardRecordKey(otherId), encodeCardRecord(current))).acks).toBeGreaterThan(0)
+      return false
+    }, 'every replica holding seq 9')
     expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
     // anyone can replay an old, validly signed card: the writer's own store and every replica refuse it
     const replay = await issueCard(other, { ...draft, description: 'older text' }, 2)
@@ -157,9 +161,9 @@ describe('card records on the DHT', () => {
     expect(await late.join(nodes[0]!.addresses)).toBe(1)
     await waitForRouting([late])
     const { acks, refusals } = await put(late.host, cardRecordKey(otherId), encodeCardRecord(replay))
-    // only the forger of the test before, which stores anything, takes it
-    expect(acks).toBe(1)
-    expect(refusals).toBeGreaterThanOrEqual(nodes.length)
+    // at most the forger of the test before, which stores anything, takes it; every honest replica it reached refused
+    expect(acks).toBeLessThanOrEqual(1)
+    expect(refusals).toBeGreaterThan(0)
     expect(await heldSeqs(otherId)).toEqual([9, 9, 9, 9, 9])
     expect(await heldSeq(lateStore, otherId)).toBe(2)
     // the replica that never saw the newer card (the late node) is corrected by a lookup, and takes it
