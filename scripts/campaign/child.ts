@@ -11,9 +11,9 @@
  */
 import { rm } from 'node:fs/promises'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
-import { ECHO, HONEST_CALL_INTERVAL_MS, HONEST_CALL_TIMEOUT_MS } from './common.ts'
+import { ECHO, HONEST_CALL_INTERVAL_MS, HONEST_CALL_TIMEOUT_MS, SPAM_TASK } from './common.ts'
 
-type Request = { id: number, cmd: 'heap' | 'window' | 'stop' }
+type Request = { id: number, cmd: 'heap' | 'window' | 'stats' | 'stop' }
 
 function send (msg: object): void {
   process.send?.(msg)
@@ -24,6 +24,8 @@ async function target (dataDir: string): Promise<MeshNode> {
   await node.start()
   node.runs.handle(ECHO, async (ctx) => ({ echo: ctx.input }))
   await node.publishCard({ name: 'campaign-target', capabilities: [ECHO] })
+  // a correlation the target follows, so a gossip flood on its topic reaches its validator
+  await node.events.subscribe(SPAM_TASK, { onEvent: () => {} })
   send({ type: 'ready', agentId: node.agentId, addresses: node.addresses })
   return node
 }
@@ -89,6 +91,12 @@ async function main (): Promise<void> {
       gc?.()
       gc?.()
       send({ id: msg.id, heapUsed: process.memoryUsage().heapUsed, rss: process.memoryUsage().rss, gc: gc !== undefined })
+    } else if (msg.cmd === 'stats') {
+      // what the target holds for its peers: topics it tracks (gossipsub, bounded per peer) and gossip verdicts
+      const topics = (node.host.services.pubsub as unknown as { topics?: Map<string, Set<string>> }).topics ?? new Map<string, Set<string>>()
+      const perPeer = new Map<string, number>()
+      for (const peers of topics.values()) for (const p of peers) perPeer.set(p, (perPeer.get(p) ?? 0) + 1)
+      send({ id: msg.id, trackedTopics: topics.size, maxTopicsOfOnePeer: Math.max(0, ...perPeer.values()), gossip: node.events.stats.gossip })
     } else if (msg.cmd === 'window') {
       send({ id: msg.id, ...(window?.() ?? { latencies: [], failures: 0, errors: {} }) })
     } else if (msg.cmd === 'stop') {

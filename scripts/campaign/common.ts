@@ -11,6 +11,8 @@ export const ECHO = { capability_id: 'cap:campaign-echo', version: '1.0.0' }
 /** The honest caller's pace: one delegation every this many ms. */
 export const HONEST_CALL_INTERVAL_MS = 50
 export const HONEST_CALL_TIMEOUT_MS = 30_000
+/** The correlation the target follows, whose topic the spam part floods. */
+export const SPAM_TASK = 'task-campaign-spam'
 /** A child must be ready within this. */
 const CHILD_READY_TIMEOUT_MS = 60_000
 /** A child must answer a request within this. */

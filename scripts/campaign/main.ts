@@ -9,6 +9,7 @@
 import { resolve } from 'node:path'
 import { runForgeries } from './forgeries.ts'
 import { runFuzz } from './fuzz.ts'
+import { runSpam } from './spam.ts'
 import { markdown, passed, writeReport, type PartResult } from './report.ts'
 
 interface Part {
@@ -30,7 +31,11 @@ const PARTS: Part[] = [
     run: async (quick, seed) => runForgeries({ perKind: quick ? 60 : 300, seed })
   },
   { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)' },
-  { name: 'spam', title: 'topic, stream and gossip floods' },
+  {
+    name: 'spam',
+    title: 'topic, stream and gossip floods',
+    run: async (quick, seed) => runSpam({ topics: quick ? 10_000 : 1_000_000, messages: quick ? 5_000 : 100_000, windowMs: quick ? 4_000 : 15_000, seed })
+  },
   { name: 'slow-clients', title: 'SSE consumers that stop reading, hanging webhooks, agents that never take work' },
   { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space' }
 ]
