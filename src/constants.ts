@@ -395,3 +395,7 @@ export const ARTIFACT_MAX_PARTS = 32
 export const PART_TEXT_MAX_CHARS = 16 * 1024
 /** Largest chunk index (ChunkRequest.index maximum): ARTIFACT_MAX_CHUNKS - 1. */
 export const ARTIFACT_CHUNK_INDEX_MAX = ARTIFACT_MAX_CHUNKS - 1
+
+// ---- fault and attack campaign (issue #18: src/card/record-guard.ts, scripts/campaign) ---------
+/** Where kad-dht keeps the records it stores (its default datastore prefix plus `/record/`). */
+export const DHT_RECORD_DATASTORE_PREFIX = '/dht/record/'

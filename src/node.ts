@@ -9,6 +9,7 @@ import type { Datastore } from 'interface-datastore'
 import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DIAL_TIMEOUT_MS } from './constants.ts'
 import { ConnectionBudget } from './wire/budget.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
+import { keepNewestCards } from './card/record-guard.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -196,7 +197,8 @@ export class MeshNode {
     }
     this._host = await createHost({
       privateKey: this.key,
-      datastore: this.datastore,
+      // a replica never goes back from a card it verified to an older one someone replays (record-guard.ts)
+      datastore: keepNewestCards(this.datastore, componentLogger(o.logger, 'card-records')),
       listen: o.listen ?? [DEFAULT_TCP_LISTEN],
       mdns: o.mdns ?? false,
       localMesh: o.localMesh ?? false,

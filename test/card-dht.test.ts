@@ -7,17 +7,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PrivateKey } from '@libp2p/interface'
 import type { ValidateFn } from '@libp2p/kad-dht'
 import { MemoryDatastore } from 'datastore-core'
-import { equals } from 'uint8arrays'
-import { CARD_DHT_NAMESPACE, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../src/constants.ts'
-import { cardRecordKey, encodeCardRecord, issueCard, selectCardRecord } from '../src/card/card.ts'
+import { Libp2pRecord } from '@libp2p/record'
+import { Key } from 'interface-datastore'
+import { equals, toString } from 'uint8arrays'
+import { CARD_DHT_NAMESPACE, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS, DHT_RECORD_DATASTORE_PREFIX } from '../src/constants.ts'
+import { cardRecordKey, decodeCardRecord, encodeCardRecord, issueCard, selectCardRecord } from '../src/card/card.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
-import type { MeshNode } from '../src/node.ts'
+import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { createHost, dialAddrs, type MeshHost } from '../src/wire/host.ts'
 import { codeOf, draft, expired, forged, mutated, newKey, oversized, unsigned } from './card-fixtures.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { startMesh, stopAll, until, waitForRouting } from './helpers.ts'
 
 const enc = new TextEncoder()
 let memCounter = 0
+
+/** The seq of the card record `store` holds for `agent` as a DHT replica, if any. */
+async function heldSeq (store: MemoryDatastore, agent: string): Promise<number | undefined> {
+  const key = new Key(`${DHT_RECORD_DATASTORE_PREFIX}${toString(cardRecordKey(agent), 'base32')}`)
+  if (!await store.has(key)) return undefined
+  return (decodeCardRecord(Libp2pRecord.deserialize(await store.get(key)).value) as { seq: number }).seq
+}
 
 /** Put a record with the DHT's own put; count the replicas that stored it and those that refused it. */
 async function put (host: MeshHost, key: Uint8Array, value: Uint8Array): Promise<{ acks: number, refusals: number }> {
@@ -63,8 +72,13 @@ describe('card records on the DHT', () => {
   let agent: PrivateKey
   let agentId: string
 
+  /** The datastores under the nodes, to see which card each replica holds. */
+  const stores = Array.from({ length: 5 }, () => new MemoryDatastore())
+  const lateStore = new MemoryDatastore()
+  const heldSeqs = async (agent: string): Promise<Array<number | undefined>> => Promise.all(stores.map(async s => heldSeq(s, agent)))
+
   beforeAll(async () => {
-    nodes = await startMesh(5)
+    nodes = await startMesh(5, { nodeOptions: i => ({ datastore: stores[i]! }) })
     agent = await newKey()
     agentId = agentIdOf(agent)
   })
@@ -126,16 +140,39 @@ describe('card records on the DHT', () => {
     expect(await selectCardRecord(cardRecordKey(agentId), [older, encodeCardRecord(newest), fake])).toBe(1)
   })
 
-  it('a node never goes back to an older card than one it verified, even when every replica is rolled back', async () => {
+  it('a replica refuses an older valid card replayed over the newer one it holds, and a lookup returns the newest', async () => {
     const reader = nodes[4]!
     const other = await newKey()
     const otherId = agentIdOf(other)
     const current = await issueCard(other, draft, 9)
-    expect((await put(nodes[1]!.host, cardRecordKey(otherId), encodeCardRecord(current))).acks).toBeGreaterThan(0)
+    // put until every node holds it (a put reaches the replicas its lookup found, which under load may be fewer)
+    await until(async () => {
+      if ((await heldSeqs(otherId)).every(seq => seq === 9)) return true
+      expect((await put(nodes[1]!.host, cardRecordKey(otherId), encodeCardRecord(current))).acks).toBeGreaterThan(0)
+      return false
+    }, 'every replica holding seq 9')
     expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
-    // anyone can replay an old, validly signed card, and honest replicas store it
+    // anyone can replay an old, validly signed card: the writer's own store and every replica refuse it
     const replay = await issueCard(other, { ...draft, description: 'older text' }, 2)
-    expect((await put(nodes[2]!.host, cardRecordKey(otherId), encodeCardRecord(replay))).acks).toBeGreaterThan(0)
-    expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
+    expect((await codeOf(put(nodes[2]!.host, cardRecordKey(otherId), encodeCardRecord(replay)))).details).toMatchObject({ reason: 'stale_seq', held_seq: 9, offered_seq: 2 })
+    // a writer that holds nothing stores it itself, but no replica takes it from there
+    const late = await createMeshNode({ listen: [`/memory/aap-card-dht-late-${process.pid}-${memCounter++}`], localMesh: true, datastore: lateStore })
+    await late.start()
+    expect(await late.join(nodes[0]!.addresses)).toBe(1)
+    await waitForRouting([late])
+    const { acks, refusals } = await put(late.host, cardRecordKey(otherId), encodeCardRecord(replay))
+    // at most the forger of the test before, which stores anything, takes it; every honest replica it reached refused
+    expect(acks).toBeLessThanOrEqual(1)
+    expect(refusals).toBeGreaterThan(0)
+    expect(await heldSeqs(otherId)).toEqual([9, 9, 9, 9, 9])
+    expect(await heldSeq(lateStore, otherId)).toBe(2)
+    // the replica that never saw the newer card (the late node) is corrected by a lookup, and takes it
+    try {
+      expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
+      expect(await late.discovery.getCard(otherId, { fresh: true })).toEqual(current)
+      expect(await heldSeq(lateStore, otherId)).toBe(9)
+    } finally {
+      await late.stop()
+    }
   })
 })

@@ -72,6 +72,33 @@ export class FrameDecoder {
 
   /** Append bytes; returns every frame they complete. Throws FramingError. */
   push (chunk: Uint8Array): Uint8Array[] {
+    const { frames, error } = this.read(chunk)
+    if (error !== undefined) throw error
+    return frames
+  }
+
+  /**
+   * Append bytes; returns every frame they complete before the framing broke,
+   * and why it broke (then nothing more can be read). The frames of a chunk
+   * that precede a bad length prefix are whole requests: a responder answers
+   * them whatever the chunking, and only then says the framing is lost.
+   */
+  read (chunk: Uint8Array): { frames: Uint8Array[], error?: FramingError } {
+    try {
+      return { frames: this.decode(chunk) }
+    } catch (err) {
+      if (!(err instanceof FramingError)) throw err
+      const frames = this.decoded
+      this.decoded = []
+      this.pending = new Uint8Array(0)
+      return { frames, error: err }
+    }
+  }
+
+  /** Frames completed by the chunk being decoded (kept when a later prefix in it is bad). */
+  private decoded: Uint8Array[] = []
+
+  private decode (chunk: Uint8Array): Uint8Array[] {
     let buf = chunk
     if (this.pending.byteLength > 0) {
       buf = new Uint8Array(this.pending.byteLength + chunk.byteLength)
@@ -79,6 +106,7 @@ export class FrameDecoder {
       buf.set(chunk, this.pending.byteLength)
     }
     const frames: Uint8Array[] = []
+    this.decoded = frames
     let at = 0
     while (at < buf.byteLength) {
       // read the varint length
@@ -101,6 +129,7 @@ export class FrameDecoder {
       at = i + len
     }
     this.pending = at === buf.byteLength ? new Uint8Array(0) : buf.slice(at)
+    this.decoded = []
     return frames
   }
 }

@@ -14,7 +14,7 @@ import {
 import { AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError, type AapError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { FramingError, FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson } from './framing.ts'
+import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson } from './framing.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
 
@@ -192,16 +192,14 @@ class InboundStream {
   private onMessage (evt: StreamMessageEvent): void {
     if (this.finished || this.broken) return
     this.armIdle()
-    let list: Uint8Array[]
-    try {
-      list = this.frames.push(chunkOf(evt))
-    } catch (err) {
-      const reason = err instanceof FramingError ? err.reason : 'bad_prefix'
-      this.fatal(new InvalidRequestError((err as Error).message, { reason, max_frame_bytes: this.spec.maxFrameBytes }))
-      return
-    }
+    const { frames: list, error } = this.frames.read(chunkOf(evt))
     for (const f of list) this.backlog.push(f)
     this.pump()
+    if (error !== undefined) {
+      // the whole requests before the bad prefix are answered (pump above), then the framing is lost
+      this.fatal(new InvalidRequestError(error.message, { reason: error.reason, max_frame_bytes: this.spec.maxFrameBytes }))
+      return
+    }
     // a frame that has started must finish: a peer that stops mid-frame holds a buffer otherwise
     if (this.frames.buffered === 0) {
       clearTimeout(this.partial)

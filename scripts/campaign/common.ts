@@ -1,0 +1,91 @@
+/**
+ * What the campaign's parts share: the echo capability of the target, child
+ * processes driven over IPC, a seeded random source (so a run can be
+ * repeated), and latency summaries.
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { summarize } from '../lib/stats.ts'
+
+export const ECHO = { capability_id: 'cap:campaign-echo', version: '1.0.0' }
+/** The honest caller's pace: one delegation every this many ms. */
+export const HONEST_CALL_INTERVAL_MS = 50
+export const HONEST_CALL_TIMEOUT_MS = 30_000
+/** The correlation the target follows, whose topic the spam part floods. */
+export const SPAM_TASK = 'task-campaign-spam'
+/** A child must be ready within this. */
+const CHILD_READY_TIMEOUT_MS = 60_000
+/** A child must answer a request within this. */
+const CHILD_REQUEST_TIMEOUT_MS = 30_000
+
+const CHILD_SCRIPT = fileURLToPath(new URL('./child.ts', import.meta.url))
+
+export interface Child {
+  proc: ChildProcess
+  info: Record<string, unknown>
+  /** Set once the child has exited, with its code or signal. */
+  exited?: { code: number | null, signal: NodeJS.Signals | null }
+  request: <T>(cmd: string) => Promise<T>
+  stop: () => Promise<void>
+}
+
+/** Fork child.ts in `role` and wait for its ready message. */
+export async function startChild (args: string[]): Promise<Child> {
+  const proc = fork(CHILD_SCRIPT, args, { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  let next = 0
+  const pending = new Map<number, (msg: Record<string, unknown>) => void>()
+  const child: Child = {
+    proc,
+    info: {},
+    request: async <T>(cmd: string): Promise<T> => {
+      const id = ++next
+      return new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => { pending.delete(id); reject(new Error(`child ${args[0]} did not answer ${cmd} within ${CHILD_REQUEST_TIMEOUT_MS} ms`)) }, CHILD_REQUEST_TIMEOUT_MS)
+        pending.set(id, (msg) => { clearTimeout(timer); resolve(msg as T) })
+        proc.send({ id, cmd })
+      })
+    },
+    stop: async () => {
+      if (child.exited !== undefined) return
+      const gone = new Promise<void>(resolve => { proc.once('exit', () => { resolve() }) })
+      proc.send({ id: ++next, cmd: 'stop' })
+      const timer = setTimeout(() => { proc.kill('SIGKILL') }, CHILD_REQUEST_TIMEOUT_MS)
+      await gone
+      clearTimeout(timer)
+    }
+  }
+  proc.on('exit', (code, signal) => { child.exited = { code, signal } })
+  const ready = new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new Error(`child ${args[0]} not ready within ${CHILD_READY_TIMEOUT_MS} ms`)) }, CHILD_READY_TIMEOUT_MS)
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`child ${args[0]} exited (${code}) before it was ready`)) })
+    proc.on('message', (msg: Record<string, unknown>) => {
+      if (msg.type === 'ready') { clearTimeout(timer); resolve(msg) } else if (typeof msg.id === 'number') pending.get(msg.id)?.(msg)
+    })
+  })
+  child.info = await ready
+  return child
+}
+
+/** A small seeded PRNG (mulberry32): the same seed gives the same campaign. */
+export function prng (seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+export interface LatencyFigures { n: number, p50: number, p99: number, max: number, failures: number }
+
+export function latencyFigures (samples: number[], failures: number): LatencyFigures {
+  const s = summarize(samples)
+  const r = (x: number): number => Math.round(x * 10) / 10
+  return { n: s.n, p50: r(s.p50), p99: r(s.p99), max: r(s.max), failures }
+}
+
+export function mb (bytes: number): number {
+  return Math.round(bytes / 1024 / 1024 * 10) / 10
+}

@@ -1,0 +1,81 @@
+/**
+ * `npm run campaign [-- --quick] [-- --part <name>] [-- --seed <n>] [-- --out <file>]`:
+ * the fault and attack campaign of issue #18. Runs each built part (bounded,
+ * self-stopping, against real nodes on this machine) and writes the figures
+ * to docs/reliability.md (a full run) or reports/reliability-quick.md (--quick,
+ * so a quick run never replaces the full figures). Exits 1 when a part fails
+ * or a "must" figure does not hold.
+ */
+import { resolve } from 'node:path'
+import { runForgeries } from './forgeries.ts'
+import { runFuzz } from './fuzz.ts'
+import { runSpam } from './spam.ts'
+import { markdown, passed, writeReport, type PartResult } from './report.ts'
+
+interface Part {
+  name: string
+  title: string
+  run?: (quick: boolean, seed: number) => Promise<PartResult>
+}
+
+const PARTS: Part[] = [
+  { name: 'kill9', title: 'kill -9 of executors, delegators and sidecars under load' },
+  {
+    name: 'fuzz',
+    title: 'mutated frames on every stream protocol against a node process',
+    run: async (quick, seed) => runFuzz({ framesPerProtocol: quick ? 3_000 : 100_000, windowMs: quick ? 4_000 : 15_000, seed })
+  },
+  {
+    name: 'forgeries',
+    title: 'forged cards, tickets, events and commands against real nodes',
+    run: async (quick, seed) => runForgeries({ perKind: quick ? 60 : 300, seed })
+  },
+  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)' },
+  {
+    name: 'spam',
+    title: 'topic, stream and gossip floods',
+    run: async (quick, seed) => runSpam({ topics: quick ? 10_000 : 1_000_000, messages: quick ? 5_000 : 100_000, windowMs: quick ? 4_000 : 15_000, seed })
+  },
+  { name: 'slow-clients', title: 'SSE consumers that stop reading, hanging webhooks, agents that never take work' },
+  { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space' }
+]
+
+function arg (name: string): string | undefined {
+  const i = process.argv.indexOf(name)
+  return i >= 0 ? process.argv[i + 1] : undefined
+}
+
+async function main (): Promise<void> {
+  const quick = process.argv.includes('--quick')
+  const only = arg('--part')
+  const seed = Number(arg('--seed') ?? Date.now() % 1_000_000)
+  if (only !== undefined && !PARTS.some(p => p.name === only)) throw new Error(`no part "${only}"; parts: ${PARTS.map(p => p.name).join(', ')}`)
+  const out = resolve(arg('--out') ?? (quick ? 'reports/reliability-quick.md' : 'docs/reliability.md'))
+  const command = ['npm run campaign', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ')
+  const started = new Date()
+  const results: PartResult[] = []
+  for (const p of PARTS) {
+    if (p.run === undefined) { results.push({ name: p.name, title: p.title, built: false, ran: false }); continue }
+    if (only !== undefined && p.name !== only) { results.push({ name: p.name, title: p.title, built: true, ran: false }); continue }
+    console.log(`campaign: ${p.name} (${quick ? 'quick' : 'full'}, seed ${seed}) ...`)
+    const t0 = performance.now()
+    const r = await p.run(quick, seed)
+    r.seconds ??= (performance.now() - t0) / 1000
+    results.push(r)
+    console.log(`campaign: ${p.name}: ${passed(r) ? 'pass' : 'FAIL'} in ${((performance.now() - t0) / 1000).toFixed(0)} s`)
+    for (const m of r.musts ?? []) console.log(`  ${m.value <= m.max ? 'ok  ' : 'FAIL'} ${m.figure}: ${m.value} (≤ ${m.max})`)
+    for (const [k, v] of r.figures ?? []) console.log(`       ${k}: ${v}`)
+    if (r.error !== undefined) console.log(`  error: ${r.error}`)
+  }
+  await writeReport(out, markdown(command, results, started))
+  console.log(`campaign: figures written to ${out}`)
+  const ran = results.filter(r => r.ran)
+  const failed = ran.filter(r => !passed(r))
+  console.log(`campaign: ${ran.length - failed.length} passed, ${failed.length} failed`)
+  process.exit(failed.length === 0 ? 0 : 1)
+}
+
+main().catch((err: unknown) => {
+  console.error(err)
+  process.exit(1)
+})
