@@ -152,6 +152,10 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(text).toMatch(/^aap_run_events_total\{type="run.completed"\} [1-9]/m)
     expect(text).toMatch(/^aap_errors_total\{code="RUN_NOT_FOUND",source="api"\} [1-9]/m)
     expect(text).toMatch(/^aap_api_sse_clients\{stream="work"\} 1$/m)
+    // liveness probes the executors of live delegated runs; the budget reports its bound and the open connections
+    expect(text).toMatch(/^aap_liveness\{what="declared"\} 0$/m)
+    expect(text).toMatch(/^aap_connections\{what="max"\} 64$/m)
+    expect(text).toMatch(/^aap_connections\{what="open"\} [1-9]/m)
   })
 
   it('SIGTERM stops a node cleanly: its agent\'s stream ends, the API files go, and a restart still has every run', async () => {

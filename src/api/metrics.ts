@@ -74,6 +74,38 @@ export class NodeMetrics {
       }
     })
     new Gauge({
+      name: 'aap_liveness',
+      help: 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, runs declared lost (EXECUTOR_LOST), verdicts that could not be chained, verdicts taken by their executor, verdicts never seen by it',
+      labelNames: ['what'],
+      registers,
+      collect () {
+        const s = self.node?.runs.liveness.stats
+        if (s === undefined) return
+        this.set({ what: 'probes' }, s.probes)
+        this.set({ what: 'probe_failures' }, s.probeFailures)
+        this.set({ what: 'declared' }, s.declared)
+        this.set({ what: 'unchained' }, s.unchained)
+        this.set({ what: 'notices_delivered' }, s.noticesDelivered)
+        this.set({ what: 'notices_expired' }, s.noticesExpired)
+      }
+    })
+    new Gauge({
+      name: 'aap_connections',
+      help: 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors',
+      labelNames: ['what'],
+      registers,
+      collect () {
+        const node = self.node
+        if (node === undefined) return
+        const b = node.connections
+        this.set({ what: 'open' }, node.host.getConnections().length)
+        this.set({ what: 'max' }, b.max)
+        this.set({ what: 'pruned' }, b.stats.pruned)
+        this.set({ what: 'over_budget' }, b.stats.overBudget)
+        this.set({ what: 'errors' }, b.stats.errors)
+      }
+    })
+    new Gauge({
       name: 'aap_events_published',
       help: 'Run events this node published on gossip since start',
       registers,
