@@ -158,7 +158,7 @@ export class RunExecutor implements HandlerHost {
    * blocked and are handed to their capability's handler when resumed.
    */
   private async recover (): Promise<void> {
-    for await (const run of this.store.all()) {
+    for await (const run of this.store.live('executing')) {
       if (isTerminal(run.state)) continue
       this.inboundActive++
       this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false })

@@ -100,7 +100,8 @@ export class LivenessMonitor {
 
   async start (): Promise<void> {
     this.unlisten = this.i.store.onOutgoing(run => { this.track(run) })
-    for await (const run of this.i.store.allOutgoing()) this.track(run)
+    // the live records from the run index, not a scan of every record
+    for await (const run of this.i.store.live('delegated')) this.track(run)
     this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
     this.timer.unref?.()
   }

@@ -6,7 +6,7 @@
  * (src/storage/group-commit.ts) with everything else the node writes.
  */
 import { Key, type Datastore } from 'interface-datastore'
-import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES } from '../constants.ts'
+import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { silentLogger, type Logger } from '../logger.ts'
@@ -58,6 +58,18 @@ export class RunStore {
   /** Open the run index (built from the records when the data dir has none). */
   async open (): Promise<void> {
     await this.index.open()
+  }
+
+  /** Every run of one side in a live state (running or blocked), from the index page by page: restart work without a scan. */
+  async * live (side: 'executing' | 'delegated'): AsyncGenerator<Run> {
+    for (const state of ['running', 'blocked'] as const) {
+      let cursor: string | undefined
+      do {
+        const page = await this.page({ side, state }, { limit: RUN_LIST_MAX_LIMIT, ...(cursor === undefined ? {} : { cursor }) })
+        yield * (side === 'executing' ? page.executing : page.delegated)
+        cursor = page.next_cursor ?? undefined
+      } while (cursor !== undefined)
+    }
   }
 
   /** One page of runs matching the filter: executing runs first, then the delegator's records. */
