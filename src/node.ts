@@ -246,8 +246,9 @@ export class MeshNode {
       ...(o.logger === undefined ? {} : { logger: o.logger }),
       runs: {
         onEvent: (listener) => runs.onEvent(listener),
-        executing: () => runs.store.all(),
-        delegated: () => runs.store.allOutgoing(),
+        // the live runs, from the run index (opened before the events service starts)
+        executing: () => runs.store.live('executing'),
+        delegated: () => runs.store.live('delegated'),
         delegatedEvents: async (events) => { await runs.store.foldOutgoing(events) }
       }
     })
@@ -263,6 +264,7 @@ export class MeshNode {
       await this._reachability?.start()
       await this._discovery.start()
       await this._artifacts.start()
+      await this._runs.store.open()
       // before runs: restart recovery commits events that must be published
       await this._events.start()
       await this._runs.start()

@@ -8,9 +8,9 @@ import type { AgentEvent, Run } from '../runlog/types.ts'
 export interface LocalRuns {
   /** Every event this node commits for runs it executes, once it is durable. Returns the unsubscribe. */
   onEvent: (listener: (event: AgentEvent, run: Run) => void) => () => void
-  /** The runs this node executes (restart: the live ones are followed again). */
+  /** The live runs this node executes (restart: they are followed again). */
   executing: () => AsyncIterable<Run>
-  /** The delegator's records of runs this node started elsewhere (restart, as above). */
+  /** The delegator's records of live runs this node started elsewhere (restart, as above). */
   delegated: () => AsyncIterable<Run>
   /**
    * Verified events of a run this node delegated, in seq order, after they
