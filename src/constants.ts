@@ -410,3 +410,5 @@ export const DHT_RECORD_DATASTORE_PREFIX = '/dht/record/'
 export const RUN_PEER_TAG_RENEW_MS = 1000
 /** Peers whose last tag write is remembered for that window (the oldest are forgotten first). */
 export const RUN_PEER_TAG_RENEW_MAX_PEERS = 4096
+/** Tickets a node remembers having signed (a digest each), so it need not verify its own signature when their run starts. */
+export const TICKETS_ISSUED_REMEMBERED = 1024
