@@ -182,7 +182,7 @@ export class RunExecutor implements HandlerHost {
     return () => { this.listeners.delete(listener) }
   }
 
-  async conversation (run: Run): Promise<Conversation> { return this.contexts.conversation(run) }
+  async conversation (run: Run, fresh = false): Promise<Conversation> { return this.contexts.conversation(run, fresh) }
   async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.contexts.save(run, context) }
 
   isActive (runId: string): boolean {
