@@ -2,12 +2,17 @@
  * A node that judges a ticket it issued itself compares the bytes with what it
  * signed instead of verifying its own signature again (src/runlog/ticket.ts).
  * The shortcut must never accept what a full verification refuses, and only
- * the issuer's own node may take it.
+ * the issuer's own node may take it. And a ticket that names a run the
+ * executor holds already never takes that run over.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { DELEGATE_PROTOCOL } from '../src/constants.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
+import type { MeshNode } from '../src/node.ts'
 import { issueDelegationTicket, verifyTicket, type RunTicket } from '../src/runlog/ticket.ts'
+import { RawWire } from './fixtures/raw-wire.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
 
 const CAP = { capability_id: 'cap:ticket-test', version: '1.0.0' }
 
@@ -41,5 +46,46 @@ describe('tickets a node issued itself', () => {
     const forged = await issueDelegationTicket(forger, { executor, correlation_id: 'task-issued-3', capability: CAP, parent_run: null, authorized: [] })
     const relabeled: RunTicket = { ...forged, issuer: self, delegator: self }
     expect(() => verifyTicket(relabeled, { self })).toThrow(expect.objectContaining({ code: 'INVALID_SIGNATURE' }))
+  })
+})
+
+describe('a ticket whose run id is taken', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode
+  const started: string[] = []
+  const QUICK = { capability_id: 'cap:ticket-taken', version: '1.0.0' }
+
+  beforeAll(async () => {
+    nodes = await startMesh(2)
+    ;[A, B] = nodes as [MeshNode, MeshNode]
+    B.runs.handle(QUICK, async (ctx) => {
+      started.push(ctx.run.run_id)
+      return { n: ctx.input.n }
+    })
+    await B.publishCard({ name: 'taken', capabilities: [QUICK] })
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('is refused (run_id_taken) while the run is live and after it ended, and the run stays as it was', async () => {
+    const req = { to_agent: B.agentId, task_id: 'task-ticket-taken', capability: QUICK, input: { n: 1 } }
+    const ticket = await A.runs.ticketFor(req)
+    const wire = await RawWire.open(A.host, B.host.peerId, DELEGATE_PROTOCOL)
+    try {
+      const body = { ...req, parent_run: null, ticket }
+      const first = await wire.call({ id: 1, type: 'delegate', body })
+      expect(first.ok).toBe(true)
+      // at once, while the run may still be live, and again once it ended
+      const again = await wire.call({ id: 2, type: 'delegate', body: { ...body, input: { n: 2 } } })
+      expect(again.ok).toBe(false)
+      expect(again.error).toMatchObject({ code: 'INVALID_REQUEST', details: { reason: 'run_id_taken' } })
+      await until(async () => (await B.runs.getRun(ticket.run_id)).state === 'completed', 'the first run to complete')
+      const late = await wire.call({ id: 3, type: 'delegate', body: { ...body, input: { n: 3 } } })
+      expect(late.error).toMatchObject({ code: 'INVALID_REQUEST', details: { reason: 'run_id_taken' } })
+    } finally {
+      await wire.closeWrite()
+    }
+    const run = await B.runs.getRun(ticket.run_id)
+    expect(run.output).toEqual({ n: 1 })
+    expect(started).toEqual([ticket.run_id])
   })
 })
