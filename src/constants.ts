@@ -399,3 +399,16 @@ export const ARTIFACT_CHUNK_INDEX_MAX = ARTIFACT_MAX_CHUNKS - 1
 // ---- fault and attack campaign (issue #18: src/card/record-guard.ts, scripts/campaign) ---------
 /** Where kad-dht keeps the records it stores (its default datastore prefix plus `/record/`). */
 export const DHT_RECORD_DATASTORE_PREFIX = '/dht/record/'
+
+// ---- delegate hot path (issue #17 item 4) -------------------------------------------------------
+/**
+ * A run peer's tag (RUN_PEER_TAG) is written to the peer store at most once
+ * in this window per peer: each write is a datastore read and write plus a
+ * peer:update event, which a delegation per call paid twice (once per side).
+ * The tag then lasts at least RUN_PEER_TAG_TTL_MS minus this after the last run call.
+ */
+export const RUN_PEER_TAG_RENEW_MS = 1000
+/** Peers whose last tag write is remembered for that window (the oldest are forgotten first). */
+export const RUN_PEER_TAG_RENEW_MAX_PEERS = 4096
+/** Tickets a node remembers having signed (a digest each), so it need not verify its own signature when their run starts. */
+export const TICKETS_ISSUED_REMEMBERED = 1024

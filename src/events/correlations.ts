@@ -168,7 +168,7 @@ export class Correlations {
   private async judgeHeld (t: CorrTrack, rt: RunTrack): Promise<void> {
     const started = await this.init.log.get(rt.run_id, 1)
     if (started === undefined) return
-    const ticket = ticketOf(started)
+    const ticket = ticketOf(started, this.init.agentId)
     const ancestor = ticket?.handoff_from?.run_id ?? ticket?.parent_run ?? undefined
     // ancestors are loaded first; the chain is at most MAX_HANDOFF_DEPTH plus the sub-delegations
     if (ancestor !== undefined && ancestor !== rt.run_id && t.runs.get(ancestor)?.lineage !== 'admitted') await this.runTrack(t, ancestor)
@@ -197,8 +197,9 @@ export class Correlations {
    * prove). Admitted runs count against EVENTS_MAX_RUNS_PER_CORRELATION.
    */
   judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'rejected' {
+    // checked first as this node (a ticket it issued is not verified again), then judged on that
+    rt.ticket = ticketOf(started, this.init.agentId)
     const v = judgeRun(started, id => this.standing(t, id))
-    rt.ticket = ticketOf(started)
     if (v.status === 'pending') {
       rt.lineage = 'pending'
       rt.heldStart = started

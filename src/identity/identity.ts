@@ -38,9 +38,17 @@ export async function openDatastore (dataDir: string | undefined): Promise<Datas
   return ds
 }
 
+/** Agent ids of the keys this process holds, worked out once per key (a public key, a CID and base58 each time). */
+const agentIds = new WeakMap<PrivateKey, string>()
+
 /** The agent id of a key: its base58btc PeerId. */
 export function agentIdOf (key: PrivateKey): string {
-  return peerIdFromPrivateKey(key).toString()
+  let id = agentIds.get(key)
+  if (id === undefined) {
+    id = peerIdFromPrivateKey(key).toString()
+    agentIds.set(key, id)
+  }
+  return id
 }
 
 /** Parse an agent id into the PeerId it certifies; AGENT_NOT_FOUND if it is not one. */

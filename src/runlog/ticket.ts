@@ -15,10 +15,12 @@
  */
 import type { PrivateKey } from '@libp2p/interface'
 import type { CapabilityRef } from '../card/card.ts'
-import { MAX_HANDOFF_DEPTH, TICKET_SIGNING_DOMAIN } from '../constants.ts'
+import { createHash } from 'node:crypto'
+import { MAX_HANDOFF_DEPTH, TICKETS_ISSUED_REMEMBERED, TICKET_SIGNING_DOMAIN } from '../constants.ts'
 import { DelegationRefusedError, InvalidRequestError, InvalidSignatureError, UnauthorizedError } from '../errors.ts'
 import { agentIdOf } from '../identity/identity.ts'
-import { sign, signingBytes } from '../identity/signing.ts'
+import { signRaw, signingBytes } from '../identity/signing.ts'
+import { toString } from 'uint8arrays'
 import { schema } from '../schema/validate.ts'
 import { executorOfRun, newRunId, verifySignedBytes } from './event.ts'
 import type { AgentEvent, HandoffLink } from './types.ts'
@@ -77,7 +79,30 @@ export async function issueDelegationTicket (key: PrivateKey, d: {
     issuer,
     issued_at: new Date().toISOString()
   }
-  return { ...unsigned, signature: await sign(key, TICKET_SIGNING_DOMAIN, unsigned) }
+  return { ...unsigned, signature: await signTicket(key, issuer, unsigned) }
+}
+
+/**
+ * Tickets this process signed, by `<issuer> <signature>`: the SHA-256 of the
+ * bytes signed (bounded, oldest forgotten first). A node that judges a ticket
+ * it issued itself (a delegator placing its run's run.started) compares the
+ * bytes instead of verifying its own signature again. Only the issuer's own
+ * node may use its entries (`verifyTicket`'s `self`), so nodes that share a
+ * process do not vouch for each other.
+ */
+const issued = new Map<string, string>()
+
+const digest = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('base64')
+
+async function signTicket (key: PrivateKey, issuer: string, unsigned: object): Promise<string> {
+  const bytes = signingBytes(TICKET_SIGNING_DOMAIN, unsigned)
+  const signature = toString(await signRaw(key, bytes), 'base64url')
+  if (issued.size >= TICKETS_ISSUED_REMEMBERED) {
+    const oldest = issued.keys().next()
+    if (oldest.done !== true) issued.delete(oldest.value)
+  }
+  issued.set(`${issuer} ${signature}`, digest(bytes))
+  return signature
 }
 
 /**
@@ -105,7 +130,7 @@ export async function issueHandoffTicket (key: PrivateKey, predecessor: RunTicke
     issued_at: new Date().toISOString(),
     origin: originOf(predecessor)
   }
-  return { ...unsigned, signature: await sign(key, TICKET_SIGNING_DOMAIN, unsigned) }
+  return { ...unsigned, signature: await signTicket(key, issuer, unsigned) }
 }
 
 /** The delegation ticket a ticket's chain began with (itself for a delegation). */
@@ -115,8 +140,11 @@ export function originOf (t: RunTicket): OriginTicket {
   return { ...rest, handoff_from: null, depth: 0 }
 }
 
-function checkSignature (t: { issuer: string, signature: string }, unsigned: object, what: string): void {
-  if (!verifySignedBytes(t.issuer, signingBytes(TICKET_SIGNING_DOMAIN, unsigned), t.signature)) {
+function checkSignature (t: { issuer: string, signature: string }, unsigned: object, what: string, self: string | undefined): void {
+  const bytes = signingBytes(TICKET_SIGNING_DOMAIN, unsigned)
+  // a ticket this very node signed: the same bytes are its own signature, no need to verify it
+  if (self !== undefined && t.issuer === self && issued.get(`${self} ${t.signature}`) === digest(bytes)) return
+  if (!verifySignedBytes(t.issuer, bytes, t.signature)) {
     throw new InvalidSignatureError(`${what} is not signed by its issuer`, { reason: 'bad_ticket_signature' })
   }
 }
@@ -127,11 +155,11 @@ function checkSignature (t: { issuer: string, signature: string }, unsigned: obj
  * does not check is the ticket's place in a correlation (lineage.ts) and who
  * sent it (the executor checks that against the authenticated peer).
  */
-export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean } = {}): RunTicket {
+export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, self?: string } = {}): RunTicket {
   // a caller whose request schema already covered the ticket need not check its shape twice
   const t = opts.shapeChecked === true ? value as RunTicket : isRunTicket.assert(value, 'ticket')
   const { signature, ...unsigned } = t
-  checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket')
+  checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket', opts.self)
   if (executorOfRun(t.run_id) !== t.executor) throw new InvalidRequestError('the ticket names a run of another executor', { reason: 'bad_ticket' })
   if (t.handoff_from === null) {
     // a delegation: the delegator itself issues it, with nothing inherited
@@ -149,7 +177,7 @@ export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean } =
     throw new InvalidRequestError('a handoff ticket is issued by the executor of the run handed off', { reason: 'bad_ticket' })
   }
   const { signature: originSignature, ...originUnsigned } = o
-  checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket')
+  checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket', opts.self)
   if (o.issuer !== o.delegator || executorOfRun(o.run_id) !== o.executor) {
     throw new InvalidRequestError('the origin ticket is not a delegation ticket', { reason: 'bad_ticket' })
   }
@@ -167,14 +195,18 @@ export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean } =
  */
 const judged = new WeakMap<AgentEvent, RunTicket | null>()
 
-/** The ticket in a run.started event (verified), or undefined when it has none or a bad one. */
-export function ticketOf (started: AgentEvent): RunTicket | undefined {
+/**
+ * The ticket in a run.started event (verified), or undefined when it has none
+ * or a bad one. `self`: the agent of the node that asks (a ticket it issued
+ * itself is checked against what it signed, see `issued`).
+ */
+export function ticketOf (started: AgentEvent, self?: string): RunTicket | undefined {
   if (started.type !== 'run.started') return undefined
   const known = judged.get(started)
   if (known !== undefined) return known ?? undefined
   let t: RunTicket | undefined
   try {
-    t = verifyTicket(started.payload.ticket)
+    t = verifyTicket(started.payload.ticket, self === undefined ? {} : { self })
     if (t.run_id !== started.run_id || t.correlation_id !== started.correlation_id || t.executor !== started.executor) t = undefined
   } catch {
     t = undefined // the lineage judge counts it as a run without a valid ticket

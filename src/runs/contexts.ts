@@ -118,9 +118,15 @@ export class Contexts {
     return readJson<ContextRecord>(this.ds, contextKey(delegator, contextId))
   }
 
-  /** What the handler of `run` sees of its conversation: the earlier turns, oldest first, and the saved context. */
-  async conversation (run: Run): Promise<Conversation> {
-    const rec = await this.get(run.delegator, contextIdOf(run))
+  /**
+   * What the handler of `run` sees of its conversation: the earlier turns,
+   * oldest first, and the saved context. `fresh`: the run was just created,
+   * and without continue_run or context_id it is the first turn of a
+   * conversation of its own, named by its run id: nothing earlier, nothing
+   * saved yet, so there is no record to read.
+   */
+  async conversation (run: Run, fresh = false): Promise<Conversation> {
+    const rec = fresh && run.context_id === undefined ? undefined : await this.get(run.delegator, contextIdOf(run))
     const ids = rec?.turns ?? [run.run_id]
     const at = ids.indexOf(run.run_id)
     const turns: TurnView[] = []

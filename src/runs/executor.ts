@@ -182,7 +182,7 @@ export class RunExecutor implements HandlerHost {
     return () => { this.listeners.delete(listener) }
   }
 
-  async conversation (run: Run): Promise<Conversation> { return this.contexts.conversation(run) }
+  async conversation (run: Run, fresh = false): Promise<Conversation> { return this.contexts.conversation(run, fresh) }
   async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.contexts.save(run, context) }
 
   isActive (runId: string): boolean {
@@ -242,14 +242,15 @@ export class RunExecutor implements HandlerHost {
     let created: Run
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
-      await this.assertNewRunId(ticket.run_id)
+      // the lookup runs while run.started is signed; its refusal (held, never left unhandled) comes first, as if awaited here
+      const unique = this.assertNewRunId(ticket.run_id).then(() => undefined, (err: unknown) => err)
       const idem = req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key }
       // a turn of a conversation is linked to the one before, in its run and its signed run.started (turns.md)
       created = await this.contexts.withTurn(req, from, ticket.run_id, async (t) => this.create(runOfTicket(ticket, t), {
         delegator: from, capability: req.capability, parent_run: req.parent_run, input: req.input, ticket,
         ...(req.trace === undefined ? {} : { trace: req.trace }),
         ...(t === undefined ? {} : { turn: { context_id: t.context_id, turn: t.turn, previous_turn: t.previous_turn } })
-      }, idem, t === undefined ? [] : [contextEntry(t.record)]))
+      }, idem, t === undefined ? [] : [contextEntry(t.record)], unique)).catch(async (err: unknown) => { throw (await unique) ?? err })
     } catch (err) {
       this.inboundActive--
       throw err
@@ -348,7 +349,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   /** Store a new run with its run.started event, durable before it is returned. */
-  private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined, extra: Parameters<RunStore['commit']>[3] = []): Promise<Run> {
+  private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined, extra: Parameters<RunStore['commit']>[3] = [], unique?: Promise<unknown>): Promise<Run> {
     const event = await this.signer.sign({
       run_id: run.run_id,
       correlation_id: run.correlation_id,
@@ -363,6 +364,9 @@ export class RunExecutor implements HandlerHost {
     const ticket = startedPayload.ticket as RunTicket | undefined
     if (ticket !== undefined) rememberTicket(event, ticket)
     const stored: Run = { ...run, last_seq: 1 }
+    // the run id must be new here (assertNewRunId, looked up meanwhile) before anything is written
+    const taken = await unique
+    if (taken !== undefined) throw taken
     await this.store.commit(stored, event, idem, extra)
     this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false, unannounced: { event, run: stored } })
     return stored

@@ -48,8 +48,8 @@ export interface HandlerHost {
   apply: (runId: string, command: RunCommand, actor: Actor) => Promise<Run>
   handoff: (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor) => Promise<Run>
   isActive: (runId: string) => boolean
-  /** The conversation the run is a turn of (contexts.ts). */
-  conversation: (run: Run) => Promise<Conversation>
+  /** The conversation the run is a turn of (contexts.ts); `fresh`: its handler starts for the first time, just created. */
+  conversation: (run: Run, fresh: boolean) => Promise<Conversation>
   saveContext: (run: Run, context: Record<string, unknown>) => Promise<void>
   /** Where `ctx.artifact` stores bytes; undefined: the node keeps no artifacts. */
   readonly artifacts: ArtifactWriter | undefined
@@ -274,7 +274,7 @@ async function runHandler (
       return
     }
     // the conversation's earlier turns and saved context are read before the handler starts (turns.md)
-    const conversation = await host.conversation(a.run)
+    const conversation = await host.conversation(a.run, restored === null)
     const { ctx, whenRunning } = contextFor(host, runId, a, conversation, input, handedOff, restored)
     let output: Record<string, unknown> | undefined | void
     try {

@@ -23,7 +23,9 @@
  * refuses inbound connections, new delegations included.
  */
 import { KEEP_ALIVE, type Connection, type PeerId } from '@libp2p/interface'
-import { CONNECTION_CLOSE_TIMEOUT_MS, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE } from '../constants.ts'
+import {
+  CONNECTION_CLOSE_TIMEOUT_MS, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
+} from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
 
@@ -36,10 +38,33 @@ export interface BudgetStats {
   errors: number
 }
 
-/** Mark `peer` as one this node has live runs with: its connection is kept (renewed by each call). */
+/** When each host last wrote the run tag of each peer (ms), oldest first. */
+const tagged = new WeakMap<MeshHost, Map<string, number>>()
+
+/**
+ * Mark `peer` as one this node has live runs with: its connection is kept
+ * (renewed by each call, written at most once per RUN_PEER_TAG_RENEW_MS).
+ */
 export function tagRunPeer (host: MeshHost, peer: PeerId, log: Logger): void {
+  let last = tagged.get(host)
+  if (last === undefined) {
+    last = new Map()
+    tagged.set(host, last)
+  }
+  const id = peer.toString()
+  const now = Date.now()
+  const at = last.get(id)
+  if (at !== undefined && now - at < RUN_PEER_TAG_RENEW_MS) return
+  last.delete(id)
+  if (last.size >= RUN_PEER_TAG_RENEW_MAX_PEERS) {
+    const oldest = last.keys().next()
+    if (oldest.done !== true) last.delete(oldest.value)
+  }
+  last.set(id, now)
   host.peerStore.merge(peer, { tags: { [RUN_PEER_TAG]: { value: RUN_PEER_TAG_VALUE, ttl: RUN_PEER_TAG_TTL_MS } } }).catch((err: unknown) => {
-    log.warn({ err, peer: peer.toString() }, 'a run peer could not be tagged: its connection may be pruned (runs redial)')
+    // the next call writes it again
+    if (last.get(id) === now) last.delete(id)
+    log.warn({ err, peer: id }, 'a run peer could not be tagged: its connection may be pruned (runs redial)')
   })
 }
 
