@@ -7,6 +7,7 @@
  * or a "must" figure does not hold.
  */
 import { resolve } from 'node:path'
+import { runDiskFaults } from './disk-faults.ts'
 import { runForgeries } from './forgeries.ts'
 import { runFuzz } from './fuzz.ts'
 import { runSpam } from './spam.ts'
@@ -37,7 +38,7 @@ const PARTS: Part[] = [
     run: async (quick, seed) => runSpam({ topics: quick ? 10_000 : 1_000_000, messages: quick ? 5_000 : 100_000, windowMs: quick ? 4_000 : 15_000, seed })
   },
   { name: 'slow-clients', title: 'SSE consumers that stop reading, hanging webhooks, agents that never take work' },
-  { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space' }
+  { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space', run: async (quick, seed) => runDiskFaults({ rounds: quick ? 3 : 20, perRound: quick ? 10 : 25, seed }) }
 ]
 
 function arg (name: string): string | undefined {

@@ -57,7 +57,7 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
     if (e.code === 'STORAGE_FULL') {
       health.refusedWrites++
       const reason = e.details?.reason === 'no_space' ? 'no_space' : 'write_failed'
-      health.failing ??= { since: Date.now(), reason, message: e.message }
+      health.failing = { since: health.failing?.since ?? Date.now(), reason, message: e.message }
     }
     return e
   }
