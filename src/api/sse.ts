@@ -7,8 +7,18 @@
 import type { ServerResponse } from 'node:http'
 import { API_SSE_HEARTBEAT_MS, API_SSE_MAX_BUFFERED_BYTES } from '../constants.ts'
 
+export interface SseLimits {
+  /** A keep-alive comment this often (default API_SSE_HEARTBEAT_MS). */
+  heartbeatMs?: number
+  /** Unread output past this cuts the client off (default API_SSE_MAX_BUFFERED_BYTES). */
+  maxBufferedBytes?: number
+}
+
 export class SseStream {
   private readonly res: ServerResponse
+  private readonly maxBuffered: number
+  /** Set when the stream was cut off because its client stopped reading. */
+  cutOff = false
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
@@ -16,8 +26,9 @@ export class SseStream {
   closerErrors = 0
   lastCloserError: unknown
 
-  constructor (res: ServerResponse) {
+  constructor (res: ServerResponse, limits: SseLimits = {}) {
     this.res = res
+    this.maxBuffered = limits.maxBufferedBytes ?? API_SSE_MAX_BUFFERED_BYTES
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
@@ -28,7 +39,7 @@ export class SseStream {
     res.flushHeaders()
     res.on('close', () => { this.finish() })
     res.on('error', () => { this.finish() })
-    this.heartbeat = setInterval(() => { this.write(': keep-alive\n\n') }, API_SSE_HEARTBEAT_MS)
+    this.heartbeat = setInterval(() => { this.write(': keep-alive\n\n') }, limits.heartbeatMs ?? API_SSE_HEARTBEAT_MS)
     this.heartbeat.unref()
   }
 
@@ -61,7 +72,8 @@ export class SseStream {
   private write (text: string): void {
     if (this.ended) return
     // a client that stopped reading is not allowed to hold the node's memory
-    if (this.res.writableLength > API_SSE_MAX_BUFFERED_BYTES) {
+    if (this.res.writableLength > this.maxBuffered) {
+      this.cutOff = true
       this.res.destroy()
       this.finish()
       return
