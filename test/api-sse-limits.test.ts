@@ -92,6 +92,30 @@ describe('SSE stream limits', () => {
     await until(() => client.ended(), 'the client to see its connection cut')
   })
 
+  it('does not cut off a client over the backlog it is sent on connecting; past that backlog the bound holds again', async () => {
+    const max = 64 * 1024
+    const h = await serve({ maxBufferedBytes: max, heartbeatMs: 60_000 })
+    const client = await connect(h.url)
+    client.res.pause()
+    await until(() => h.streams.length === 1, 'the stream')
+    const sse = h.streams[0] as SseStream
+    const res = (sse as unknown as { res: ServerResponse }).res
+    // a 2 MB backlog at once: far over the bound, and the client has read none of it yet
+    sse.burst(() => { for (let i = 0; i < 128; i++) sse.send('item', EVENT, i) })
+    expect(sse.closed).toBe(false)
+    const floor = res.writableLength
+    expect(floor).toBeGreaterThan(max)
+    // the client still reads nothing: live events are bounded above the unread backlog
+    let maxBuffered = 0
+    for (let i = 128; i < 20_000 && !sse.closed; i++) {
+      maxBuffered = Math.max(maxBuffered, res.writableLength)
+      sse.send('item', EVENT, i)
+      if (i % 16 === 15) await new Promise(resolve => setImmediate(resolve))
+    }
+    expect(sse.cutOff).toBe(true)
+    expect(maxBuffered).toBeLessThanOrEqual(floor + max + JSON.stringify(EVENT).length + 64)
+  })
+
   it('never cuts off a client that reads, however much it is sent', async () => {
     const max = 64 * 1024
     const h = await serve({ maxBufferedBytes: max, heartbeatMs: 60_000 })

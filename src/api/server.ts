@@ -344,7 +344,7 @@ export class ApiServer {
           const after = typeof last === 'string' ? Number(last) : 0
           const sse = this.openStream(reply, 'work', release)
           this.workClients++
-          const detach = bridge.attach((item) => { sse.send(item.type, item, item.id) }, after)
+          const detach = sse.burst(() => bridge.attach((item) => { sse.send(item.type, item, item.id) }, after))
           sse.onClose(() => {
             detach()
             this.workClients--

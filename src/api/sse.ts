@@ -19,6 +19,9 @@ export class SseStream {
   private readonly maxBuffered: number
   /** Set when the stream was cut off because its client stopped reading. */
   cutOff = false
+  private bursting = false
+  /** Unread bytes of the last burst: the bound counts above them until they have drained. */
+  private floor = 0
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
@@ -62,6 +65,22 @@ export class SseStream {
     this.write(`${head}data: ${JSON.stringify(data)}\n\n`)
   }
 
+  /**
+   * Send what `fn` sends at once without the cut-off: a client's backlog on
+   * connecting (bounded by what the node holds for it), which it has had no
+   * chance to read yet. Until that has drained, the bound counts above it.
+   */
+  burst<T> (fn: () => T): T {
+    this.bursting = true
+    try {
+      return fn()
+    } finally {
+      this.bursting = false
+      this.floor = this.res.writableLength
+      if (this.floor > 0) this.res.once('drain', () => { this.floor = 0 })
+    }
+  }
+
   /** End the stream from the server side. */
   close (): void {
     if (this.ended) return
@@ -72,7 +91,7 @@ export class SseStream {
   private write (text: string): void {
     if (this.ended) return
     // a client that stopped reading is not allowed to hold the node's memory
-    if (this.res.writableLength > this.maxBuffered) {
+    if (!this.bursting && this.res.writableLength > this.floor + this.maxBuffered) {
       this.cutOff = true
       this.res.destroy()
       this.finish()
