@@ -32,6 +32,8 @@ export interface DiskFaultOptions { rounds: number, perRound: number, seed: numb
 const TITLE = 'a datastore that fails writes or runs out of space'
 /** A call that has not settled within this is counted as hung (and given up). */
 const CALL_LIMIT_MS = HONEST_CALL_TIMEOUT_MS
+/** After the restart, wait at most this for its recovery to end the runs the restart interrupted. */
+const RECOVERY_WAIT_MS = 30_000
 const HELD = { capability_id: 'cap:campaign-held', version: '1.0.0' }
 
 interface Outcome { ok: boolean, code?: string, hung: boolean }
@@ -150,11 +152,29 @@ export async function runDiskFaults (o: DiskFaultOptions): Promise<PartResult> {
     const y = executor
     let missingAfter = 0
     const states: Record<string, number> = {}
+    const failures: Record<string, number> = {}
+    // runs interrupted by the restart are ended by its recovery (which first asks their delegator): wait, bounded
+    const restarted = performance.now()
+    let stillRunning = 0
+    for (let pass = 0; ; pass++) {
+      stillRunning = 0
+      for (const runId of acknowledged.keys()) {
+        try {
+          if ((await y.getRun(runId)).state === 'running') stillRunning++
+        } catch {
+          stillRunning++ // unreadable now: counted as not ended (and as missing below if it stays so)
+        }
+      }
+      if (stillRunning === 0 || performance.now() - restarted > RECOVERY_WAIT_MS) break
+      await new Promise(resolve => setTimeout(resolve, 100))
+    }
+    const recoverySeconds = (performance.now() - restarted) / 1000
     for (const [runId, note] of acknowledged) {
       try {
         const run = await y.getRun(runId)
         const k = `${note}: ${run.state}`
         states[k] = (states[k] ?? 0) + 1
+        if (run.failure !== null) failures[run.failure.code] = (failures[run.failure.code] ?? 0) + 1
       } catch {
         missingAfter++
       }
@@ -166,7 +186,8 @@ export async function runDiskFaults (o: DiskFaultOptions): Promise<PartResult> {
       { figure: 'refusals during a fault that are not STORAGE_FULL', value: refusedUntyped, max: 0 },
       { figure: 'calls that hung', value: hung, max: 0 },
       { figure: 'delegations refused after the fault cleared', value: refusedAfterClear, max: 0 },
-      { figure: 'crashes (uncaught errors, unhandled rejections)', value: crashes, max: 0 }
+      { figure: 'crashes (uncaught errors, unhandled rejections)', value: crashes, max: 0 },
+      { figure: `acknowledged runs still running ${RECOVERY_WAIT_MS / 1000} s after the restart`, value: stillRunning, max: 0 }
     ]
     result.figures = [
       ['fault rounds (no space / failing disk, by turns)', o.rounds],
@@ -176,10 +197,12 @@ export async function runDiskFaults (o: DiskFaultOptions): Promise<PartResult> {
       ['answers during faults', Object.entries(faultCodes).map(([k, v]) => `${k} ${v}`).join(', ')],
       ['writes the faulty store refused', faulty.refused],
       ['held runs whose end fell in a fault', heldEndedInFault],
-      ['acknowledged runs after the restart, by when taken: state', Object.entries(states).sort().map(([k, v]) => `${k} ${v}`).join(', ')]
+      ['acknowledged runs after the restart, by when taken: state', Object.entries(states).sort().map(([k, v]) => `${k} ${v}`).join(', ')],
+      ['failure codes of the failed ones', Object.entries(failures).sort().map(([k, v]) => `${k} ${v}`).join(', ') || 'none'],
+      ['runs still running after the restart / seconds waited for its recovery', `${stillRunning} / ${recoverySeconds.toFixed(1)}`]
     ]
     result.notes = [
-      `Seed ${o.seed}; ${o.perRound} delegations per phase; one executor (LevelDB in a temporary data dir, wrapped so that every write throws during a fault) and one healthy delegator, in this process, on TCP 127.0.0.1. A run whose end fell in a fault could not record it: it stays running until the executor restarts, and then fails with EXECUTOR_RESTARTED (protocols/errors.md); it is never lost.`
+      `Seed ${o.seed}; ${o.perRound} delegations per phase; one executor (LevelDB in a temporary data dir, wrapped so that every write throws during a fault) and one healthy delegator, in this process, on TCP 127.0.0.1. A run whose end fell in a fault could not record it: it stays running until the executor restarts; the restart's recovery then ends it (it asks the delegator for a verdict first, else fails it with EXECUTOR_RESTARTED: protocols/errors.md); it is never lost.`
     ]
   } catch (err) {
     result.error = (err as Error).stack ?? (err as Error).message
