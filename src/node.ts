@@ -20,6 +20,7 @@ import { Bootstrapper } from './wire/bootstrap.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
 import type { LivenessOptions } from './runs/liveness.ts'
 import { groupCommitting } from './storage/group-commit.ts'
+import { guardWrites, type GuardedDatastore } from './storage/write-guard.ts'
 import { Events } from './events/service.ts'
 import type { Run } from './runlog/types.ts'
 import type { CallOptions } from './wire/rpc.ts'
@@ -117,7 +118,7 @@ export class MeshNode {
   private _budget?: ConnectionBudget
   private _runs?: Runs
   private _events?: Events
-  private datastore?: Datastore & { close?: () => Promise<void> }
+  private datastore?: GuardedDatastore & { close?: () => Promise<void> }
   private ownsDatastore = false
   private key?: PrivateKey
   private started = false
@@ -189,10 +190,11 @@ export class MeshNode {
     if (this.started) return
     const o = this.options
     this.key = o.privateKey ?? (o.dataDir === undefined ? await generateKeyPair('Ed25519') : await loadOrCreateKey(o.dataDir))
+    // a full or failing disk makes writes fail with STORAGE_FULL, not with the store's plain errors
     if (o.datastore !== undefined) {
-      this.datastore = o.datastore
+      this.datastore = guardWrites(o.datastore)
     } else {
-      this.datastore = await openDatastore(o.dataDir)
+      this.datastore = guardWrites(await openDatastore(o.dataDir))
       this.ownsDatastore = true
     }
     this._host = await createHost({
@@ -336,7 +338,32 @@ export class MeshNode {
     return this.discovery.getCard(agentId, opts)
   }
 
+  /** The datastore's write health (a node whose writes fail refuses new runs with STORAGE_FULL). */
+  get storage (): GuardedDatastore['health'] {
+    return this.datastore?.health ?? { refusedWrites: 0 }
+  }
+
+  /**
+   * While the datastore's last write failed, one probe write: STORAGE_FULL
+   * when the store still refuses writes (a run this node could not record is
+   * never started), nothing once the fault has cleared.
+   */
+  private async storageWritable (): Promise<void> {
+    if (this.datastore?.health.failing !== undefined) await this.datastore.probe()
+  }
+
   async delegate (req: DelegateRequest, opts: DelegateCallOptions = {}): Promise<Run> {
+    await this.storageWritable()
+    try {
+      return await this.delegateChecked(req, opts)
+    } catch (err) {
+      // a failing store also breaks dials (the peer store writes): say what really refused the run
+      await this.storageWritable()
+      throw err
+    }
+  }
+
+  private async delegateChecked (req: DelegateRequest, opts: DelegateCallOptions): Promise<Run> {
     const { follow, ...call } = opts
     if (!this.follows(follow)) return this.runs.delegate(req, call)
     // the delegator follows its run's events: it joins the topic first, so the first event

@@ -7,8 +7,10 @@
  * or a "must" figure does not hold.
  */
 import { resolve } from 'node:path'
+import { runDiskFaults } from './disk-faults.ts'
 import { runForgeries } from './forgeries.ts'
 import { runFuzz } from './fuzz.ts'
+import { runSlowClients } from './slow-clients.ts'
 import { runSpam } from './spam.ts'
 import { markdown, passed, writeReport, type PartResult } from './report.ts'
 
@@ -36,8 +38,8 @@ const PARTS: Part[] = [
     title: 'topic, stream and gossip floods',
     run: async (quick, seed) => runSpam({ topics: quick ? 10_000 : 1_000_000, messages: quick ? 5_000 : 100_000, windowMs: quick ? 4_000 : 15_000, seed })
   },
-  { name: 'slow-clients', title: 'SSE consumers that stop reading, hanging webhooks, agents that never take work' },
-  { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space' }
+  { name: 'slow-clients', title: 'SSE consumers that stop reading, hanging webhooks, agents that never take work', run: async (quick, seed) => runSlowClients({ rounds: quick ? 2 : 4, runsPerRound: 250, slowWorkReaders: quick ? 4 : 16, slowEventReaders: quick ? 4 : 16, chattyEvents: quick ? 400 : 800, maxBufferedBytes: 256 * 1024, heartbeatMs: 500, seed }) },
+  { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space', run: async (quick, seed) => runDiskFaults({ rounds: quick ? 5 : 20, perRound: quick ? 20 : 25, seed }) }
 ]
 
 function arg (name: string): string | undefined {

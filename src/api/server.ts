@@ -30,7 +30,7 @@ import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
-import { SseStream } from './sse.ts'
+import { SseStream, type SseLimits } from './sse.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
@@ -46,6 +46,7 @@ export interface ApiServerOptions {
   metrics?: NodeMetrics
   /** Streams (work and events together) open at once; default API_MAX_SSE_CLIENTS. */
   maxSseClients?: number
+  sse?: SseLimits // keep-alive interval and slow-client bound of SSE streams (defaults in constants.ts; tests set them lower)
   /** Check every JSON answer against the document and answer 500 when one does not match (tests). */
   checkResponses?: boolean
   /** Hand runs of the node's current card capabilities to the agent from the start (the sidecar of `aap-mesh start`). */
@@ -269,7 +270,7 @@ export class ApiServer {
 
   private openStream (reply: FastifyReply, kind: 'work' | 'events', release: () => void): SseStream {
     reply.hijack()
-    const sse = new SseStream(reply.raw)
+    const sse = new SseStream(reply.raw, this.opts.sse)
     this.streams.add(sse)
     this.opts.metrics?.sseClients.inc({ stream: kind })
     sse.onClose(() => {
@@ -343,7 +344,7 @@ export class ApiServer {
           const after = typeof last === 'string' ? Number(last) : 0
           const sse = this.openStream(reply, 'work', release)
           this.workClients++
-          const detach = bridge.attach((item) => { sse.send(item.type, item, item.id) }, after)
+          const detach = sse.burst(() => bridge.attach((item) => { sse.send(item.type, item, item.id) }, after))
           sse.onClose(() => {
             detach()
             this.workClients--

@@ -7,8 +7,21 @@
 import type { ServerResponse } from 'node:http'
 import { API_SSE_HEARTBEAT_MS, API_SSE_MAX_BUFFERED_BYTES } from '../constants.ts'
 
+export interface SseLimits {
+  /** A keep-alive comment this often (default API_SSE_HEARTBEAT_MS). */
+  heartbeatMs?: number
+  /** Unread output past this cuts the client off (default API_SSE_MAX_BUFFERED_BYTES). */
+  maxBufferedBytes?: number
+}
+
 export class SseStream {
   private readonly res: ServerResponse
+  private readonly maxBuffered: number
+  /** Set when the stream was cut off because its client stopped reading. */
+  cutOff = false
+  private bursting = false
+  /** Unread bytes of the last burst: the bound counts above them until they have drained. */
+  private floor = 0
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
@@ -16,8 +29,9 @@ export class SseStream {
   closerErrors = 0
   lastCloserError: unknown
 
-  constructor (res: ServerResponse) {
+  constructor (res: ServerResponse, limits: SseLimits = {}) {
     this.res = res
+    this.maxBuffered = limits.maxBufferedBytes ?? API_SSE_MAX_BUFFERED_BYTES
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
@@ -28,7 +42,7 @@ export class SseStream {
     res.flushHeaders()
     res.on('close', () => { this.finish() })
     res.on('error', () => { this.finish() })
-    this.heartbeat = setInterval(() => { this.write(': keep-alive\n\n') }, API_SSE_HEARTBEAT_MS)
+    this.heartbeat = setInterval(() => { this.write(': keep-alive\n\n') }, limits.heartbeatMs ?? API_SSE_HEARTBEAT_MS)
     this.heartbeat.unref()
   }
 
@@ -51,6 +65,22 @@ export class SseStream {
     this.write(`${head}data: ${JSON.stringify(data)}\n\n`)
   }
 
+  /**
+   * Send what `fn` sends at once without the cut-off: a client's backlog on
+   * connecting (bounded by what the node holds for it), which it has had no
+   * chance to read yet. Until that has drained, the bound counts above it.
+   */
+  burst<T> (fn: () => T): T {
+    this.bursting = true
+    try {
+      return fn()
+    } finally {
+      this.bursting = false
+      this.floor = this.res.writableLength
+      if (this.floor > 0) this.res.once('drain', () => { this.floor = 0 })
+    }
+  }
+
   /** End the stream from the server side. */
   close (): void {
     if (this.ended) return
@@ -61,7 +91,8 @@ export class SseStream {
   private write (text: string): void {
     if (this.ended) return
     // a client that stopped reading is not allowed to hold the node's memory
-    if (this.res.writableLength > API_SSE_MAX_BUFFERED_BYTES) {
+    if (!this.bursting && this.res.writableLength > this.floor + this.maxBuffered) {
+      this.cutOff = true
       this.res.destroy()
       this.finish()
       return

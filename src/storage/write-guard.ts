@@ -1,0 +1,120 @@
+/**
+ * The node's datastore with its write failures typed. A disk that is full or
+ * failing makes LevelDB throw plain errors from put, delete and batch commits;
+ * through this view they become STORAGE_FULL (`details.store: datastore`,
+ * `details.reason: no_space | write_failed`), so a caller (a delegator on the
+ * wire, the local API) hears why its request was refused instead of INTERNAL,
+ * and nothing of the refused write was kept (a batch is all or nothing).
+ *
+ * The view remembers whether the last write failed (`health`): a node whose
+ * store is failing refuses new runs up front, and `probe()` tries one small
+ * write to learn whether the fault has cleared. Reads pass straight through.
+ */
+import type { Batch, Datastore, Key, Pair } from 'interface-datastore'
+import { Key as DsKey } from 'interface-datastore'
+import { AapError, StorageFullError } from '../errors.ts'
+
+/** Where probe() writes (one small value, overwritten each time). */
+const PROBE_KEY = new DsKey('/aap/storage/probe')
+
+export interface StorageHealth {
+  /** Set while the last write failed: when the failing began and why. */
+  failing?: { since: number, reason: 'no_space' | 'write_failed', message: string }
+  /** Writes refused since the node started. */
+  refusedWrites: number
+}
+
+export interface GuardedDatastore extends Datastore {
+  readonly health: StorageHealth
+  /** One small write: resolves when the store takes writes again, throws STORAGE_FULL while it does not. */
+  probe: () => Promise<void>
+}
+
+function isNoSpace (err: unknown): boolean {
+  const e = err as { code?: unknown, message?: unknown } | undefined
+  return e?.code === 'ENOSPC' || (typeof e?.message === 'string' && /no space left|ENOSPC|disk full/i.test(e.message))
+}
+
+/** The typed error of a failed write (an AapError passes through unchanged). */
+export function storageWriteError (err: unknown): AapError {
+  if (err instanceof AapError) return err
+  const reason = isNoSpace(err) ? 'no_space' : 'write_failed'
+  // the store's own message (it may name files of the data dir) stays in `cause`, off the wire
+  const e = new StorageFullError(`the node's datastore refused a write (${reason === 'no_space' ? 'out of space' : 'write failed'})`, { store: 'datastore', reason })
+  e.cause = err
+  return e
+}
+
+const guarded = new WeakSet<Datastore>()
+
+/** Wrap `ds` (once: a guarded store is returned as it is). */
+export function guardWrites (ds: Datastore): GuardedDatastore {
+  if (guarded.has(ds)) return ds as GuardedDatastore
+  const health: StorageHealth = { refusedWrites: 0 }
+  const ok = (): void => { health.failing = undefined }
+  const failed = (err: unknown): AapError => {
+    const e = storageWriteError(err)
+    if (e.code === 'STORAGE_FULL') {
+      health.refusedWrites++
+      const reason = e.details?.reason === 'no_space' ? 'no_space' : 'write_failed'
+      health.failing = { since: health.failing?.since ?? Date.now(), reason, message: e.message }
+    }
+    return e
+  }
+  const write = async <T>(fn: () => Promise<T>): Promise<T> => {
+    let out: T
+    try {
+      out = await fn()
+    } catch (err) {
+      throw failed(err)
+    }
+    ok()
+    return out
+  }
+  const own: Record<PropertyKey, unknown> = {
+    health,
+    probe: async () => { await write(async () => ds.put(PROBE_KEY, new Uint8Array([1]))) },
+    put: async (k: Key, v: Uint8Array, o?: unknown) => write(async () => ds.put(k, v, o as never)),
+    delete: async (k: Key, o?: unknown) => { await write(async () => { await ds.delete(k, o as never) }) },
+    putMany: async function * (source: AsyncIterable<Pair> | Iterable<Pair>, o?: unknown) {
+      try {
+        yield * ds.putMany(source, o as never)
+      } catch (err) {
+        throw failed(err)
+      }
+      ok()
+    },
+    deleteMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: unknown) {
+      try {
+        yield * ds.deleteMany(source, o as never)
+      } catch (err) {
+        throw failed(err)
+      }
+      ok()
+    },
+    batch: (): Batch => {
+      const b = ds.batch()
+      return {
+        put: (k: Key, v: Uint8Array) => { b.put(k, v) },
+        delete: (k: Key) => { b.delete(k) },
+        commit: async () => { await write(async () => { await b.commit() }) }
+      }
+    }
+  }
+  const bound = new Map<PropertyKey, unknown>()
+  const view = new Proxy(ds, {
+    get (target, prop) {
+      if (Object.hasOwn(own, prop)) return own[prop]
+      const v: unknown = Reflect.get(target, prop, target)
+      if (typeof v !== 'function') return v
+      let b = bound.get(prop)
+      if (b === undefined) {
+        b = (v as (...args: unknown[]) => unknown).bind(target)
+        bound.set(prop, b)
+      }
+      return b
+    }
+  }) as GuardedDatastore
+  guarded.add(view)
+  return view
+}
