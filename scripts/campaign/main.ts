@@ -13,6 +13,7 @@ import { runHostileDht } from './hostile-dht.ts'
 import { runKill9 } from './kill9.ts'
 import { runSpam } from './spam.ts'
 import { markdown, passed, writeReport, type PartResult } from './report.ts'
+import { carryOver, readEarlier } from './carry.ts'
 
 interface Part {
   name: string
@@ -32,7 +33,7 @@ const PARTS: Part[] = [
     title: 'forged cards, tickets, events and commands against real nodes',
     run: async (quick, seed) => runForgeries({ perKind: quick ? 60 : 300, seed })
   },
-  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 20 : 40, lookups: quick ? 40 : 600, seed }) },
+  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 16 : 40, lookups: quick ? 30 : 600, seed }) },
   {
     name: 'spam',
     title: 'topic, stream and gossip floods',
@@ -69,7 +70,7 @@ async function main (): Promise<void> {
     for (const [k, v] of r.figures ?? []) console.log(`       ${k}: ${v}`)
     if (r.error !== undefined) console.log(`  error: ${r.error}`)
   }
-  await writeReport(out, markdown(command, results, started))
+  await writeReport(out, only === undefined ? markdown(command, results, started) : carryOver(await readEarlier(out), markdown(command, results, started), results.filter(r => !r.ran).map(r => r.name)))
   console.log(`campaign: figures written to ${out}`)
   const ran = results.filter(r => r.ran)
   const failed = ran.filter(r => !passed(r))
