@@ -181,6 +181,7 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
       const victim = candidates[Math.floor(r() * candidates.length)]!
       await kill(victim)
       killed++
+      if (killed % 100 === 0) console.log(`  kill9: ${killed} kills, ${acks.size} runs acknowledged (${Math.round((performance.now() - started) / 1000)} s)`)
       const again: Promise<void> = start(victim).finally(() => { victim.restarting = undefined; restarts.delete(again) })
       victim.restarting = again
       restarts.add(again)

@@ -22,7 +22,7 @@ interface Part {
 }
 
 const PARTS: Part[] = [
-  { name: 'kill9', title: 'kill -9 of executors, delegators and sidecars under load', run: async (quick, seed) => runKill9(quick ? { kills: 25, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 20_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 4, deadlineMs: 1_080_000, seed }) },
+  { name: 'kill9', title: 'kill -9 of executors, delegators and sidecars under load', run: async (quick, seed) => runKill9(quick ? { kills: 10, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 25_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 4, deadlineMs: 1_080_000, seed }) },
   {
     name: 'fuzz',
     title: 'mutated frames on every stream protocol against a node process',
@@ -33,7 +33,7 @@ const PARTS: Part[] = [
     title: 'forged cards, tickets, events and commands against real nodes',
     run: async (quick, seed) => runForgeries({ perKind: quick ? 60 : 300, seed })
   },
-  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 16 : 40, lookups: quick ? 30 : 600, seed }) },
+  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 16 : 40, lookups: quick ? 30 : 400, seed }) },
   {
     name: 'spam',
     title: 'topic, stream and gossip floods',
