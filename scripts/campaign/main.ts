@@ -1,5 +1,5 @@
 /**
- * `npm run campaign [-- --quick] [-- --part <name>] [-- --seed <n>] [-- --out <file>]`:
+ * `npm run campaign [-- --quick] [-- --part <name>] [-- --skip <name>] [-- --seed <n>] [-- --out <file>]`:
  * the fault and attack campaign of issue #18. Runs each built part (bounded,
  * self-stopping, against real nodes on this machine) and writes the figures
  * to docs/reliability.md (a full run) or reports/reliability-quick.md (--quick,
@@ -11,8 +11,11 @@ import { runDiskFaults } from './disk-faults.ts'
 import { runForgeries } from './forgeries.ts'
 import { runFuzz } from './fuzz.ts'
 import { runSlowClients } from './slow-clients.ts'
+import { runHostileDht } from './hostile-dht.ts'
+import { runKill9 } from './kill9.ts'
 import { runSpam } from './spam.ts'
 import { markdown, passed, writeReport, type PartResult } from './report.ts'
+import { carryOver, readEarlier } from './carry.ts'
 
 interface Part {
   name: string
@@ -21,7 +24,7 @@ interface Part {
 }
 
 const PARTS: Part[] = [
-  { name: 'kill9', title: 'kill -9 of executors, delegators and sidecars under load' },
+  { name: 'kill9', title: 'kill -9 of executors, delegators and sidecars under load', run: async (quick, seed) => runKill9(quick ? { kills: 10, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 25_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 4, deadlineMs: 1_080_000, seed }) },
   {
     name: 'fuzz',
     title: 'mutated frames on every stream protocol against a node process',
@@ -32,7 +35,7 @@ const PARTS: Part[] = [
     title: 'forged cards, tickets, events and commands against real nodes',
     run: async (quick, seed) => runForgeries({ perKind: quick ? 60 : 300, seed })
   },
-  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)' },
+  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 16 : 40, lookups: quick ? 30 : 400, seed }) },
   {
     name: 'spam',
     title: 'topic, stream and gossip floods',
@@ -50,15 +53,19 @@ function arg (name: string): string | undefined {
 async function main (): Promise<void> {
   const quick = process.argv.includes('--quick')
   const only = arg('--part')
+  // a part left out of this run (its figures are carried over like with --part)
+  const skip = arg('--skip')
   const seed = Number(arg('--seed') ?? Date.now() % 1_000_000)
-  if (only !== undefined && !PARTS.some(p => p.name === only)) throw new Error(`no part "${only}"; parts: ${PARTS.map(p => p.name).join(', ')}`)
+  for (const name of [only, skip]) {
+    if (name !== undefined && !PARTS.some(p => p.name === name)) throw new Error(`no part "${name}"; parts: ${PARTS.map(p => p.name).join(', ')}`)
+  }
   const out = resolve(arg('--out') ?? (quick ? 'reports/reliability-quick.md' : 'docs/reliability.md'))
   const command = ['npm run campaign', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ')
   const started = new Date()
   const results: PartResult[] = []
   for (const p of PARTS) {
     if (p.run === undefined) { results.push({ name: p.name, title: p.title, built: false, ran: false }); continue }
-    if (only !== undefined && p.name !== only) { results.push({ name: p.name, title: p.title, built: true, ran: false }); continue }
+    if ((only !== undefined && p.name !== only) || p.name === skip) { results.push({ name: p.name, title: p.title, built: true, ran: false }); continue }
     console.log(`campaign: ${p.name} (${quick ? 'quick' : 'full'}, seed ${seed}) ...`)
     const t0 = performance.now()
     const r = await p.run(quick, seed)
@@ -69,7 +76,7 @@ async function main (): Promise<void> {
     for (const [k, v] of r.figures ?? []) console.log(`       ${k}: ${v}`)
     if (r.error !== undefined) console.log(`  error: ${r.error}`)
   }
-  await writeReport(out, markdown(command, results, started))
+  await writeReport(out, only === undefined && skip === undefined ? markdown(command, results, started) : carryOver(await readEarlier(out), markdown(command, results, started), results.filter(r => !r.ran).map(r => r.name)))
   console.log(`campaign: figures written to ${out}`)
   const ran = results.filter(r => r.ran)
   const failed = ran.filter(r => !passed(r))

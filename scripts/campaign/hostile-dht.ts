@@ -1,0 +1,362 @@
+/**
+ * Campaign part "hostile-dht": lookups in a mesh where 30% of the DHT nodes
+ * are hostile, beside the same lookups in an all-honest mesh of the same
+ * size, in the same run. Every node is a real libp2p node on TCP 127.0.0.1 in
+ * this process; the hostile ones speak the mesh's DHT protocol
+ * (/aap/kad/1.0.0) in three ways, a third of them each:
+ *  - drop: they take every DHT stream and never answer;
+ *  - forge: a real kad-dht that stores anything and serves forged cards
+ *    (wrong signer, mutated after signing, another agent's card under the
+ *    key) and stale ones (an older valid card of the same agent) for every
+ *    agent, and announces itself as a provider of the agents' capability;
+ *  - eclipse: they answer every DHT request with only each other as the
+ *    closer peers (no record, no providers).
+ * Lookups, from honest nodes that are not agents, alternately:
+ *  - `discover` by capability (limit 1): found when it returns a card of an
+ *    honest agent;
+ *  - `getCard` of an agent that is offline (its card only in the DHT):
+ *    found when it returns that agent's newest genuine card.
+ * Figures: lookups that found an honest agent (must be at least 99%),
+ * forged cards accepted (must be 0), stale cards returned, and the lookup
+ * latency in each mesh.
+ */
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { Connection, PeerId, PrivateKey, Stream, StreamMessageEvent } from '@libp2p/interface'
+import { multiaddr } from '@multiformats/multiaddr'
+import { MemoryDatastore } from 'datastore-core'
+import { cardRecordKey, encodeCardRecord, issueCard, capabilityVersionKey, type AgentCard } from '../../src/card/card.ts'
+import { CARD_DHT_NAMESPACE, CARD_SIGNING_DOMAIN, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../../src/constants.ts'
+import { agentIdOf } from '../../src/identity/identity.ts'
+import { sign } from '../../src/identity/signing.ts'
+import { createMeshNode, type MeshNode } from '../../src/node.ts'
+import { createHost, dialAddrs, type MeshHost } from '../../src/wire/host.ts'
+import { lengthPrefix } from '../../test/fixtures/raw-wire.ts'
+import { until } from '../../test/helpers.ts'
+import { latencyFigures, prng } from './common.ts'
+import type { PartResult } from './report.ts'
+
+export interface HostileDhtOptions { nodes: number, lookups: number, seed: number }
+
+const CAP = { capability_id: 'cap:campaign-dht', version: '1.0.0' }
+const HOSTILE_SHARE = 0.3
+/** Agents with the capability that stay online / whose card is only in the DHT. */
+const LIVE_AGENTS = 3
+const OFFLINE_AGENTS = 3
+/** Each node joins through this many earlier ones. */
+const JOIN_FANOUT = 3
+const LOOKUP_CONCURRENCY = 6
+/** A dropper holds a stream at most this long (its victims give up long before). */
+const DROP_HOLD_MS = 60_000
+const MESH_READY_TIMEOUT_MS = 60_000
+const FOUND_MIN_PERCENT = 99
+/** A forger's own puts: long enough to store locally and reach some replicas. */
+const FORGER_PUT_MS = 1_500
+
+type Kind = 'drop' | 'forge' | 'eclipse'
+
+interface Hostile { kind: Kind, host: MeshHost, /** DHT streams it took (drop) or answered (eclipse). */ streams: number }
+
+interface Mesh {
+  honest: MeshNode[]
+  hostile: Hostile[]
+  /** Non-agent honest nodes that look things up. */
+  lookers: MeshNode[]
+  /** Signatures of the newest genuine card of each agent, and of its older ones. */
+  newest: Map<string, string>
+  older: Set<string>
+  liveIds: string[]
+  offlineIds: string[]
+}
+
+interface Tally {
+  /** Cards the honest nodes refused (forged, mutated, another agent's) while looking up. */
+  rejected: number
+  /** DHT streams the droppers took and the eclipsers answered. */
+  dropped: number
+  eclipsed: number
+  lookups: number
+  found: number
+  forged: number
+  stale: number
+  errors: Record<string, number>
+  latencies: number[]
+  byKind: Record<string, { n: number, found: number }>
+}
+
+// ---- the DHT wire, as much of it as a hostile node needs (kad-dht's Message protobuf) ----
+
+function varint (n: number): number[] {
+  const out: number[] = []
+  while (n >= 0x80) { out.push((n & 0x7f) | 0x80); n = Math.floor(n / 128) }
+  out.push(n)
+  return out
+}
+
+function field (no: number, bytes: Uint8Array): number[] {
+  return [...varint((no << 3) | 2), ...varint(bytes.byteLength), ...bytes]
+}
+
+/** A response of `type` whose closer peers are `peers`, and nothing else. */
+function closerOnly (type: number, peers: Array<{ id: PeerId, addrs: Uint8Array[] }>): Uint8Array {
+  const body: number[] = type === 0 ? [] : [0x08, ...varint(type)]
+  for (const p of peers) {
+    const info = [...field(1, p.id.toMultihash().bytes), ...p.addrs.flatMap(a => field(2, a))]
+    body.push(...field(8, Uint8Array.from(info)))
+  }
+  return Uint8Array.from([...lengthPrefix(body.length), ...body])
+}
+
+/** The type of the first request in `buf` (0 when absent: PUT_VALUE), or undefined while it is incomplete. */
+function requestType (buf: Uint8Array): number | undefined {
+  let len = 0
+  let shift = 0
+  let i = 0
+  for (; i < buf.length; i++) {
+    len += (buf[i]! & 0x7f) * 2 ** shift
+    shift += 7
+    if ((buf[i]! & 0x80) === 0) break
+  }
+  if (i >= buf.length || buf.length < i + 1 + len) return undefined
+  return buf[i + 1] === 0x08 ? (buf[i + 2] ?? 0) & 0x7f : 0
+}
+
+async function hostileHost (kind: Kind): Promise<MeshHost> {
+  const host = await createHost({
+    privateKey: await generateKeyPair('Ed25519'),
+    datastore: new MemoryDatastore(),
+    listen: ['/ip4/127.0.0.1/tcp/0'],
+    localMesh: true,
+    // a forger's replica keeps whatever it is given, and serves it
+    ...(kind === 'forge' ? { dhtValidators: { [CARD_DHT_NAMESPACE]: async () => {} }, dhtSelectors: { [CARD_DHT_NAMESPACE]: () => 0 } } : {})
+  })
+  await host.start()
+  return host
+}
+
+/** Replace the host's DHT handler: a dropper reads and never answers, an eclipser names only its colluders. */
+async function subvert (h: Hostile, colluders: () => Array<{ id: PeerId, addrs: Uint8Array[] }>): Promise<void> {
+  if (h.kind === 'forge') return
+  await h.host.unhandle(DHT_PROTOCOL)
+  await h.host.handle(DHT_PROTOCOL, (stream: Stream, _conn: Connection) => {
+    h.streams++
+    if (h.kind === 'drop') {
+      const timer = setTimeout(() => { stream.abort(new Error('dropped')) }, DROP_HOLD_MS)
+      stream.addEventListener('close', () => { clearTimeout(timer) })
+      return
+    }
+    let buf = new Uint8Array(0)
+    stream.addEventListener('message', (evt: StreamMessageEvent) => {
+      const data = evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()
+      const next = new Uint8Array(buf.length + data.length)
+      next.set(buf, 0)
+      next.set(data, buf.length)
+      buf = next
+      const type = requestType(buf)
+      if (type === undefined) return
+      buf = new Uint8Array(0)
+      try {
+        stream.send(closerOnly(type, colluders()))
+      } catch (err) {
+        stream.abort(err as Error)
+      }
+    })
+  }, { maxInboundStreams: 1_000 })
+}
+
+async function signAs<T extends object> (key: PrivateKey, unsigned: T): Promise<T & { signature: string }> {
+  return { ...unsigned, signature: await sign(key, CARD_SIGNING_DOMAIN, unsigned) }
+}
+
+async function putFrom (host: MeshHost, key: Uint8Array, value: Uint8Array, timeoutMs = DHT_PUT_TIMEOUT_MS): Promise<void> {
+  try {
+    for await (const ev of host.services.dht.put(key, value, { signal: AbortSignal.timeout(timeoutMs) })) { void ev }
+  } catch (err) {
+    // honest replicas refusing a forged record (or droppers never answering) end the put early: the record stays local
+    if ((err as Error).name !== 'AbortError' && (err as Error).name !== 'QueryError' && (err as Error).name !== 'TimeoutError') throw err
+  }
+}
+
+async function buildMesh (o: HostileDhtOptions, hostileCount: number, r: () => number): Promise<Mesh> {
+  const honestCount = o.nodes - hostileCount
+  const honest: MeshNode[] = []
+  const hostile: Hostile[] = []
+  const mesh: Mesh = { honest, hostile, lookers: [], newest: new Map(), older: new Set(), liveIds: [], offlineIds: [] }
+  try {
+    const liveKeys = await Promise.all(Array.from({ length: LIVE_AGENTS }, async () => generateKeyPair('Ed25519')))
+    for (let i = 0; i < honestCount; i++) {
+      const key = liveKeys[i]
+      const node = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, ...(key === undefined ? {} : { privateKey: key }) })
+      await node.start()
+      for (let j = 0; j < Math.min(i, JOIN_FANOUT); j++) await node.join(honest[Math.floor(r() * i)]!.addresses)
+      honest.push(node)
+    }
+    const kinds: Kind[] = ['drop', 'forge', 'eclipse']
+    for (let i = 0; i < hostileCount; i++) hostile.push({ kind: kinds[i % 3]!, host: await hostileHost(kinds[i % 3]!), streams: 0 })
+    const colluders = (): Array<{ id: PeerId, addrs: Uint8Array[] }> => hostile.map(h => ({ id: h.host.peerId, addrs: h.host.getMultiaddrs().map(a => multiaddr(a.toString()).bytes) }))
+    for (const h of hostile) {
+      await subvert(h, colluders)
+      // each hostile node connects to honest nodes, so it sits in their routing tables
+      const targets = honest.filter(() => r() < 0.5)
+      if ((await dialAddrs(h.host, targets.flatMap(n => n.addresses))).length === 0 && targets.length > 0) throw new Error('a hostile node reached no honest node')
+    }
+    const everyone = honest.length + hostile.length - 1
+    await until(() => honest.every(n => n.host.getPeers().length >= Math.min(JOIN_FANOUT, everyone)), 'every honest node connected', MESH_READY_TIMEOUT_MS)
+
+    // the agents: live ones publish their card (record and provider), offline ones only had theirs put once
+    const draft = { name: 'dht-agent', capabilities: [CAP] }
+    for (let i = 0; i < LIVE_AGENTS; i++) {
+      const card = await honest[i]!.publishCard(draft)
+      mesh.newest.set(card.agent_id, card.signature)
+      mesh.liveIds.push(card.agent_id)
+    }
+    mesh.lookers = honest.slice(LIVE_AGENTS)
+    const offline: Array<{ key: PrivateKey, card: AgentCard }> = []
+    for (let i = 0; i < OFFLINE_AGENTS; i++) {
+      const key = await generateKeyPair('Ed25519')
+      const card = await issueCard(key, draft, 1_000 + i)
+      mesh.newest.set(card.agent_id, card.signature)
+      mesh.offlineIds.push(card.agent_id)
+      offline.push({ key, card })
+    }
+    await Promise.all(offline.map(async ({ card }, i) => putFrom(honest[LIVE_AGENTS + i]!.host, cardRecordKey(card.agent_id), encodeCardRecord(card))))
+    // the forgers' records, for every agent: stale (an older valid card) or forged
+    const attacker = await generateKeyPair('Ed25519')
+    const forgers = hostile.filter(h => h.kind === 'forge')
+    const agentKeys = [...liveKeys.map(k => ({ key: k, id: agentIdOf(k) })), ...offline.map(x => ({ key: x.key, id: x.card.agent_id }))]
+    // each forger keeps its records in its own replica at once; spreading them to honest replicas is bounded (they refuse them anyway)
+    await Promise.all(forgers.map(async (f, fi) => {
+      await Promise.all(agentKeys.map(async (a, ai) => {
+        const variant = (fi + ai) % 3
+        const stale = await issueCard(a.key, draft, 1 + ai)
+        mesh.older.add(stale.signature)
+        const { signature: _s, ...unsigned } = stale
+        const value = variant === 0
+          ? stale
+          : variant === 1 ? await signAs(attacker, { ...unsigned, seq: Date.now() + 10_000_000 }) : { ...stale, name: 'mutated after signing' }
+        await putFrom(f.host, cardRecordKey(a.id), encodeCardRecord(value as AgentCard), FORGER_PUT_MS)
+      }))
+      // a forger also announces the capability and keeps another agent's card under its own key
+      await putFrom(f.host, cardRecordKey(f.host.peerId.toString()), encodeCardRecord(offline[0]!.card), FORGER_PUT_MS)
+      try {
+        await f.host.services.dht.provide(await capabilityVersionKey(CAP), { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })
+      } catch (err) {
+        if ((err as Error).name !== 'AbortError' && (err as Error).name !== 'TimeoutError' && (err as Error).name !== 'QueryError') throw err
+      }
+    }))
+    return mesh
+  } catch (err) {
+    await stopMesh(mesh)
+    throw err
+  }
+}
+
+async function stopMesh (m: Mesh): Promise<void> {
+  await Promise.all(m.honest.map(async n => n.stop()))
+  await Promise.all(m.hostile.map(async h => h.host.stop()))
+}
+
+async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
+  const rejectedBefore = m.honest.reduce((n, x) => n + x.discovery.stats.rejectedCards, 0)
+  const streamsBefore = (k: Kind): number => m.hostile.filter(h => h.kind === k).reduce((n, h) => n + h.streams, 0)
+  const droppedBefore = streamsBefore('drop')
+  const eclipsedBefore = streamsBefore('eclipse')
+  const t: Tally = { rejected: 0, dropped: 0, eclipsed: 0, lookups: 0, found: 0, forged: 0, stale: 0, errors: {}, latencies: [], byKind: {} }
+  const live = new Set(m.liveIds)
+  const judge = (card: AgentCard): 'genuine' | 'stale' | 'forged' => {
+    if (m.newest.get(card.agent_id) === card.signature) return 'genuine'
+    return m.older.has(card.signature) ? 'stale' : 'forged'
+  }
+  let next = 0
+  const one = async (i: number): Promise<void> => {
+    const looker = m.lookers[Math.floor(r() * m.lookers.length)]!
+    const kind = i % 2 === 0 ? 'discover by capability' : 'card of an offline agent'
+    const k = t.byKind[kind] ?? (t.byKind[kind] = { n: 0, found: 0 })
+    const t0 = performance.now()
+    let found = false
+    try {
+      if (i % 2 === 0) {
+        const cards = await looker.discover({ capability: CAP }, { limit: 1, fresh: true })
+        for (const c of cards) {
+          const v = judge(c)
+          if (v === 'forged') t.forged++
+          if (v === 'stale') t.stale++
+          if (v === 'genuine' && live.has(c.agent_id)) found = true
+        }
+      } else {
+        const id = m.offlineIds[Math.floor(r() * m.offlineIds.length)]!
+        const c = await looker.getCard(id, { fresh: true })
+        const v = judge(c)
+        if (v === 'forged' || c.agent_id !== id) t.forged++
+        if (v === 'stale') t.stale++
+        found = v === 'genuine' && c.agent_id === id
+      }
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? (err as Error).name
+      t.errors[code] = (t.errors[code] ?? 0) + 1
+    }
+    t.latencies.push(performance.now() - t0)
+    t.lookups++
+    k.n++
+    if (found) { t.found++; k.found++ }
+  }
+  await Promise.all(Array.from({ length: LOOKUP_CONCURRENCY }, async () => {
+    while (next < n) await one(next++)
+  }))
+  t.rejected = m.honest.reduce((n, x) => n + x.discovery.stats.rejectedCards, 0) - rejectedBefore
+  t.dropped = streamsBefore('drop') - droppedBefore
+  t.eclipsed = streamsBefore('eclipse') - eclipsedBefore
+  return t
+}
+
+function describe (t: Tally): string {
+  const l = latencyFigures(t.latencies, t.lookups - t.found)
+  return `n ${l.n}, p50 ${l.p50}, p99 ${l.p99}, max ${l.max}`
+}
+
+export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> {
+  const result: PartResult = { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', built: true, ran: true }
+  const hostileCount = Math.round(o.nodes * HOSTILE_SHARE)
+  try {
+    const t0 = performance.now()
+    const say = (what: string): void => { console.log(`  hostile-dht: ${what} (${Math.round((performance.now() - t0) / 1000)} s)`) }
+    const honestMesh = await buildMesh(o, 0, prng(o.seed))
+    say('honest mesh built')
+    let h: Tally
+    try { h = await lookups(honestMesh, o.lookups, prng(o.seed + 1)) } finally { await stopMesh(honestMesh) }
+    say('honest lookups done')
+    const hostileMesh = await buildMesh(o, hostileCount, prng(o.seed))
+    say('hostile mesh built')
+    let x: Tally
+    try { x = await lookups(hostileMesh, o.lookups, prng(o.seed + 1)) } finally { await stopMesh(hostileMesh) }
+    const pct = (a: number, b: number): number => b === 0 ? 0 : Math.round(a / b * 10_000) / 100
+    const hl = latencyFigures(h.latencies, 0)
+    const xl = latencyFigures(x.latencies, 0)
+    result.musts = [
+      // "at least 99% found" as a figure that must stay under a bound: the share not found
+      { figure: `lookups that did not find an honest agent in the hostile mesh (%; ≥ ${FOUND_MIN_PERCENT}% found)`, value: Math.round((100 - pct(x.found, x.lookups)) * 100) / 100, max: 100 - FOUND_MIN_PERCENT },
+      { figure: 'forged cards accepted', value: x.forged + h.forged, max: 0 },
+      { figure: 'stale cards returned', value: x.stale + h.stale, max: 0 }
+    ]
+    result.figures = [
+      ['nodes in each mesh', `${o.nodes}; hostile mesh: ${o.nodes - hostileCount} honest, ${hostileCount} hostile (${hostileMesh.hostile.filter(q => q.kind === 'drop').length} drop, ${hostileMesh.hostile.filter(q => q.kind === 'forge').length} forge and stale, ${hostileMesh.hostile.filter(q => q.kind === 'eclipse').length} eclipse)`],
+      ['agents', `${LIVE_AGENTS} online (card and provider record), ${OFFLINE_AGENTS} offline (card in the DHT only)`],
+      ['lookups that found an honest agent, honest mesh', `${h.found} of ${h.lookups} (${pct(h.found, h.lookups)}%)`],
+      ['lookups that found an honest agent, hostile mesh', `${x.found} of ${x.lookups} (${pct(x.found, x.lookups)}%)`],
+      ...Object.entries(x.byKind).map(([k, v]): [string, string] => [`hostile mesh, ${k}`, `${v.found} of ${v.n} found`]),
+      ['lookup errors, honest mesh / hostile mesh', `${JSON.stringify(h.errors)} / ${JSON.stringify(x.errors)}`],
+      ['what the hostile nodes did during the lookups', `${x.dropped} DHT streams taken and never answered, ${x.eclipsed} DHT requests answered with only hostile peers`],
+      ['cards refused by discovery after the DHT\'s record validator (honest / hostile mesh)', `${h.rejected} / ${x.rejected} (forged records are refused first by the DHT's record validator at the asking node, not counted here)`],
+      ['forged cards accepted (honest + hostile mesh)', h.forged + x.forged],
+      ['stale cards returned (honest + hostile mesh)', h.stale + x.stale],
+      ['lookup latency, honest mesh (ms)', describe(h)],
+      ['lookup latency, hostile mesh (ms)', describe(x)],
+      ['hostile / honest latency, p50 and p99', `${(xl.p50 / hl.p50).toFixed(2)} and ${(xl.p99 / hl.p99).toFixed(2)}`]
+    ]
+    result.notes = [
+      `Seed ${o.seed}; both meshes in this process on TCP 127.0.0.1, one after the other, with the same agents' layout and the same lookups (${LOOKUP_CONCURRENCY} at a time, every lookup fresh: no cache). Lookups alternate between discover by capability (limit 1) and the card of an offline agent by id. Droppers take DHT streams and never answer; forgers are real kad-dht replicas that keep and serve forged and older cards of every agent, provide the capability and hold another agent's card under their own key; eclipsers answer every DHT request with only the hostile nodes as closer peers. A "forged" card is one no agent issued; "stale" is an agent's own older card.`
+    ]
+  } catch (err) {
+    result.error = (err as Error).stack ?? (err as Error).message
+  }
+  return result
+}
