@@ -10,7 +10,7 @@
  * replays (through `onDeclared`), and to the executor itself once it can be
  * reached again, so it cannot complete the run afterwards.
  */
-import type { PrivateKey } from '@libp2p/interface'
+import type { Connection, PrivateKey } from '@libp2p/interface'
 import {
   EXECUTOR_LOST_AFTER_MS, LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_MAX_WATCHED_RUNS, LIVENESS_NOTICE_MAX_AGE_MS,
   LIVENESS_PROBE_INTERVAL_MS, LIVENESS_PROBE_TIMEOUT_MS
@@ -21,6 +21,7 @@ import { executorOfRun } from '../runlog/event.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { EXECUTOR_LOST, signVerdict } from '../runlog/verdict.ts'
 import { Limiter } from '../util/concurrency.ts'
+import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { RunStore } from './store.ts'
 
@@ -40,6 +41,8 @@ export interface LivenessPorts {
 }
 
 export interface LivenessInit extends LivenessOptions {
+  /** A new connection from an executor counts as a sign of life (a restarted executor dials back before it is probed). */
+  host: MeshHost
   agentId: string
   key: PrivateKey
   store: RunStore
@@ -100,6 +103,7 @@ export class LivenessMonitor {
 
   async start (): Promise<void> {
     this.unlisten = this.i.store.onOutgoing(run => { this.track(run) })
+    this.i.host.addEventListener('connection:open', this.onConnection)
     // the live records from the run index, not a scan of every record
     for await (const run of this.i.store.live('delegated')) this.track(run)
     this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
@@ -109,6 +113,7 @@ export class LivenessMonitor {
   async stop (): Promise<void> {
     clearInterval(this.timer)
     this.unlisten?.()
+    this.i.host.removeEventListener('connection:open', this.onConnection)
     this.stopping.abort(new Error('node stopping'))
     await Promise.allSettled([...this.inflight])
   }
@@ -116,6 +121,12 @@ export class LivenessMonitor {
   /** The executors watched now and the runs of each (for tests and the metrics). */
   get watching (): { executors: number, runs: number } {
     return { executors: this.executors.size, runs: this.watched.size }
+  }
+
+  /** A connection with an executor opened: it is there, whatever the last probe met. */
+  private readonly onConnection = (evt: CustomEvent<Connection>): void => {
+    const w = this.executors.get(evt.detail.remotePeer.toString())
+    if (w !== undefined) w.lastSeen = Date.now()
   }
 
   /** A delegated run's record changed: watch it while it is live, from the moment it is first seen. */
@@ -206,21 +217,23 @@ export class LivenessMonitor {
       if (e.code === 'RUN_NOT_FOUND') {
         // the executor is there, and does not hold the run: it lost it
         w.lastSeen = Date.now()
-        await this.declare(runId, executor, 'the executor answers but no longer holds the run')
+        await this.declare(runId, executor, 'the executor answers but no longer holds the run', undefined)
         return
       }
       const silent = Date.now() - w.lastSeen
       this.i.log.debug({ executor, silent_ms: silent, err: e }, 'a liveness probe failed')
       if (silent < this.lostAfterMs) return
-      for (const id of runs) await this.declare(id, executor, `the executor could not be reached for ${silent} ms (bound ${this.lostAfterMs} ms): ${e.message}`)
+      for (const id of runs) await this.declare(id, executor, `the executor could not be reached for ${silent} ms (bound ${this.lostAfterMs} ms): ${e.message}`, w)
     }
   }
 
   /** End a live delegated run with a verdict. */
-  private async declare (runId: string, executor: string, message: string): Promise<void> {
+  private async declare (runId: string, executor: string, message: string, unreachable: ExecutorWatch | undefined): Promise<void> {
     let verdict: AgentEvent | undefined
     await this.i.store.updateOutgoing(runId, async (prev) => {
       if (prev === undefined || isTerminal(prev.state)) return undefined
+      // for unreachability, look again on the record's lock: a sign of life since the probe (a connection it opened) wins
+      if (unreachable !== undefined && Date.now() - unreachable.lastSeen < this.lostAfterMs) return undefined
       const head = await this.ports?.lastEvent(prev)
       if (head !== undefined) {
         verdict = await signVerdict(this.i.key, this.i.agentId, head, message)

@@ -90,6 +90,7 @@ export class Runs {
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
     this.liveness = new LivenessMonitor({
+      host: init.host,
       agentId: this.agentId,
       key: init.privateKey,
       store: this.store,
