@@ -3,6 +3,7 @@
  * processes driven over IPC, a seeded random source (so a run can be
  * repeated), and latency summaries.
  */
+import { seeded } from '../../src/sim/scenario.ts'
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { summarize } from '../lib/stats.ts'
@@ -66,17 +67,8 @@ export async function startChild (args: string[]): Promise<Child> {
   return child
 }
 
-/** A small seeded PRNG (mulberry32): the same seed gives the same campaign. */
-export function prng (seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A small seeded PRNG (the simulation's mulberry32): the same seed gives the same campaign. */
+export const prng = seeded
 
 export interface LatencyFigures { n: number, p50: number, p99: number, max: number, failures: number }
 

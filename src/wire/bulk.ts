@@ -13,11 +13,11 @@
  */
 import type { Connection, PeerId, Stream, StreamMessageEvent, Libp2p } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
-import { DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
-import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, isErrorCode, toAapError, type ErrorFrame } from '../errors.ts'
+import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, lengthPrefix, parseJson } from './framing.ts'
+import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson } from './framing.ts'
 import { Outbox } from './outbox.ts'
 import type { CallContext } from './rpc.ts'
 
@@ -205,15 +205,6 @@ interface Waiting {
   resolve: (a: BulkAnswer) => void
   reject: (err: AapError) => void
   timer: ReturnType<typeof setTimeout>
-}
-
-function errorFromFrame (value: unknown): AapError {
-  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
-    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
-    if (isRecord(value.details)) frame.details = value.details
-    return AapError.fromFrame(frame)
-  }
-  return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
 }
 
 /**

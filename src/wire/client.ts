@@ -5,13 +5,13 @@
  */
 import type { PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
 import {
-  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, LATE_ANSWERS_TRACKED_PER_STREAM,
+  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, FRAME_ID_MAX, LATE_ANSWERS_TRACKED_PER_STREAM,
   MAX_OUTBOUND_STREAMS_PER_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS,
   STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
-import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, isErrorCode, type ErrorFrame } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
-import { chunkOf, encodeFrame, FrameDecoder, isFrameId, isRecord, parseJson } from './framing.ts'
+import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isFrameId, isRecord, parseJson } from './framing.ts'
 import { Outbox } from './outbox.ts'
 import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
 
@@ -29,15 +29,6 @@ interface RequestOptions {
   /** Which limit `timeoutMs` is, for the error. */
   timeout: 'response' | 'call'
   onLateAnswer: ((body: Record<string, unknown>) => void) | undefined
-}
-
-function errorFromFrame (value: unknown): AapError {
-  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
-    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
-    if (isRecord(value.details)) frame.details = value.details
-    return AapError.fromFrame(frame)
-  }
-  return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
 }
 
 class Session {

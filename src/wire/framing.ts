@@ -6,7 +6,7 @@
  */
 import type { StreamMessageEvent } from '@libp2p/interface'
 import { ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
-import { InvalidRequestError, type AapError, type ErrorFrame } from '../errors.ts'
+import { AapError, InvalidRequestError, isErrorCode, type ErrorFrame } from '../errors.ts'
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true })
@@ -162,3 +162,12 @@ export function errorFrame (err: AapError): ErrorFrame {
   return frame
 }
 
+/** The AapError an answer's error frame carries; a malformed one is INVALID_REQUEST (reason bad_response). */
+export function errorFromFrame (value: unknown): AapError {
+  if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
+    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
+    if (isRecord(value.details)) frame.details = value.details
+    return AapError.fromFrame(frame)
+  }
+  return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
+}
