@@ -51,6 +51,19 @@ function queryString (query: Record<string, QueryValue> | undefined): string {
   return s === '' ? '' : `?${s}`
 }
 
+/** The JSON body of an answer; ApiError for an error answer or a body that is not JSON. */
+async function jsonAnswer<T> (res: Response): Promise<T> {
+  const text = await res.text()
+  let parsed: unknown
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text)
+  } catch {
+    throw new ApiError(res.status, 'INTERNAL', `the API answered ${res.status} with a body that is not JSON`)
+  }
+  if (!res.ok) throw errorOf(res.status, parsed)
+  return parsed as T
+}
+
 export class ApiClient {
   readonly url: string
   private readonly token: string
@@ -74,15 +87,7 @@ export class ApiClient {
   /** One JSON call. Resolves with the answer's body; throws ApiError or ApiUnreachableError. */
   async call<T> (method: string, path: string, body?: unknown, query?: Record<string, QueryValue>): Promise<T> {
     const res = await this.fetch(method, path + queryString(query), body, AbortSignal.timeout(this.timeoutMs))
-    const text = await res.text()
-    let parsed: unknown
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text)
-    } catch {
-      throw new ApiError(res.status, 'INTERNAL', `the API answered ${res.status} with a body that is not JSON`)
-    }
-    if (!res.ok) throw errorOf(res.status, parsed)
-    return parsed as T
+    return jsonAnswer<T>(res)
   }
 
   /**
@@ -134,15 +139,7 @@ export class ApiClient {
    */
   async upload<T> (path: string, body: AsyncIterable<Uint8Array>, contentType: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<T> {
     const res = await this.fetch('POST', path + queryString(query), undefined, signal, { 'content-type': contentType }, body)
-    const text = await res.text()
-    let parsed: unknown
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text)
-    } catch {
-      throw new ApiError(res.status, 'INTERNAL', `the API answered ${res.status} with a body that is not JSON`)
-    }
-    if (!res.ok) throw errorOf(res.status, parsed)
-    return parsed as T
+    return jsonAnswer<T>(res)
   }
 
   /** GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte. */

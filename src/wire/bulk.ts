@@ -17,7 +17,7 @@ import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TI
 import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson } from './framing.ts'
+import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, responseEnvelope } from './framing.ts'
 import { Outbox } from './outbox.ts'
 import type { CallContext } from './rpc.ts'
 
@@ -308,19 +308,9 @@ export class BulkSession {
       this.settle(head.id, (w) => { w.resolve({ body: head.body, data: bytes }) })
       return
     }
-    let res: unknown
-    try {
-      res = parseJson(bytes)
-    } catch {
-      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a frame that is not JSON`, { reason: 'bad_response' }))
-      return
-    }
-    if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
-      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
-      return
-    }
-    if (res.id === null) {
-      this.fatal(errorFromFrame(res.error))
+    const res = responseEnvelope(bytes, this.peerName)
+    if (res instanceof AapError) {
+      this.fatal(res)
       return
     }
     const id = res.id

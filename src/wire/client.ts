@@ -11,7 +11,7 @@ import {
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
-import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isFrameId, isRecord, parseJson } from './framing.ts'
+import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseEnvelope } from './framing.ts'
 import { Outbox } from './outbox.ts'
 import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
 
@@ -67,20 +67,9 @@ class Session {
   }
 
   private onFrame (bytes: Uint8Array): void {
-    let res: unknown
-    try {
-      res = parseJson(bytes)
-    } catch {
-      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a frame that is not JSON`, { reason: 'bad_response' }))
-      return
-    }
-    if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
-      this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
-      return
-    }
-    if (res.id === null) {
-      // a stream-level error frame: the responder gave up on this stream
-      this.fatal(errorFromFrame(res.error))
+    const res = responseEnvelope(bytes, this.peerName)
+    if (res instanceof AapError) {
+      this.fatal(res)
       return
     }
     const p = this.pending.get(res.id)

@@ -171,3 +171,23 @@ export function errorFromFrame (value: unknown): AapError {
   }
   return new InvalidRequestError('peer sent a malformed error frame', { reason: 'bad_response' })
 }
+
+/**
+ * A response frame from `peer` read as an envelope with a frame id, or the
+ * error that ends the stream: INVALID_REQUEST (bad_response) for a frame that
+ * is not JSON or not an envelope, or the AapError of a stream-level error
+ * frame (id null: the responder gave up on the stream).
+ */
+export function responseEnvelope (bytes: Uint8Array, peer: string): (Record<string, unknown> & { id: number }) | AapError {
+  let res: unknown
+  try {
+    res = parseJson(bytes)
+  } catch {
+    return new InvalidRequestError(`agent ${peer} sent a frame that is not JSON`, { reason: 'bad_response' })
+  }
+  if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
+    return new InvalidRequestError(`agent ${peer} sent a malformed response frame`, { reason: 'bad_response' })
+  }
+  if (res.id === null) return errorFromFrame(res.error)
+  return res as Record<string, unknown> & { id: number }
+}
