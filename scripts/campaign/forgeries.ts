@@ -92,11 +92,16 @@ async function forgeCards (c: Counts, o: ForgeryOptions, honest: MeshNode[], att
     // the genuine newest card reaches every honest replica through an honest node (a replica that
     // never saw it cannot know a replayed older card is stale: that case is test/card-dht.test.ts's)
     const holding = new Set<string>([honest[0]!.agentId])
-    for (let attempt = 0; attempt < 5 && holding.size < honest.length; attempt++) {
-      for await (const ev of honest[0]!.host.services.dht.put(cardRecordKey(victimId), encodeCardRecord(newest), { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })) {
-        if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'PUT_VALUE') holding.add(ev.from.toString())
+    // only honest replicas count (the rogue host stores anything and acknowledges it too); a replica the
+    // put's closest peers left out stores the card by putting it itself (kad-dht keeps a put locally first)
+    const put = async (from: MeshNode): Promise<void> => {
+      for await (const ev of from.host.services.dht.put(cardRecordKey(victimId), encodeCardRecord(newest), { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })) {
+        if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'PUT_VALUE' && honestIds.has(ev.from.toString())) holding.add(ev.from.toString())
       }
+      holding.add(from.agentId)
     }
+    await put(honest[0]!)
+    for (const n of honest) if (!holding.has(n.agentId)) await put(n)
     if (honest.some(n => !holding.has(n.agentId))) throw new Error(`the genuine card reached ${holding.size} of ${honest.length} honest replicas`)
     const r = prng(o.seed)
     let replicaAcks = 0
