@@ -257,7 +257,8 @@ export class MeshNode {
     const events = this._events
     runs.liveness.connect({
       lastEvent: async (run) => events.lastEvent(run.run_id),
-      onDeclared: async (verdict) => { await events.placeVerdict(verdict) }
+      onDeclared: async (verdict) => { await events.placeVerdict(verdict) },
+      reconcile: async (verdict, signal) => events.reconcileVerdict(verdict, signal)
     })
     try {
       await this._host.start()

@@ -12,13 +12,14 @@ import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES } f
 import type { Logger } from '../logger.ts'
 import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
+import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CopyStore } from './copies.ts'
 import { linkedRunsOf, participantsOf, stateAfter } from './replay.ts'
 import type { Syncer } from './syncer.ts'
 import type { TopicValidator } from './membership.ts'
-import { VERDICT_RESULT, type CorrTrack, type EventsStats, type Verdict } from './track.ts'
+import { VERDICT_RESULT, type CorrTrack, type EventsStats, type RunTrack, type Verdict } from './track.ts'
 import type { Correlations } from './correlations.ts'
 
 const enc = new TextEncoder()
@@ -138,6 +139,7 @@ export class Placement {
     if (rt.local) return 'own_run'
     if (rt.lineage === 'rejected') return rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
     const headSeq = rt.head?.seq ?? 0
+    if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
     if (e.seq <= headSeq) return 'duplicate'
     if (rt.lineage === 'pending') return 'lineage_pending'
     if (e.seq > headSeq + 1) {
@@ -164,6 +166,25 @@ export class Placement {
     this.learn(t, e)
     // an admitted start, or a handoff that names its successor, may settle runs waiting on this one
     if (e.seq === 1 || handoffTarget(e) !== null) this.wake(t, e.run_id, accepted)
+    return 'accepted'
+  }
+
+  /**
+   * The run's executor signed its own event where the delegator's liveness
+   * verdict is held (it ended or moved the run before it heard of the
+   * verdict): the executor's log is the run's, so its event takes the
+   * verdict's place, for the copy and the subscribers alike.
+   */
+  private supersede (t: CorrTrack, rt: RunTrack, e: AgentEvent, accepted: AgentEvent[]): Verdict {
+    rt.head = e
+    rt.headHash = undefined
+    rt.state = stateAfter(e)
+    accepted.push(e)
+    t.placed++
+    this.i.stats.superseded++
+    this.i.log.info({ run_id: e.run_id, seq: e.seq }, 'the executor\'s own event replaces a liveness verdict held here')
+    for (const s of t.subs) s.supersede(e)
+    this.learn(t, e)
     return 'accepted'
   }
 
@@ -241,6 +262,16 @@ export class Placement {
     return accepted.length > 0
   }
 
+  /** Publish events of another node's run again (the executor's events that replaced a verdict here). */
+  republish (t: CorrTrack, events: AgentEvent[]): void {
+    for (const e of events) {
+      this.i.stats.published++
+      this.i.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(e))).catch((err: unknown) => {
+        this.i.log.debug({ err, run_id: e.run_id, seq: e.seq }, 'an event was not published again on gossip (subscribers sync it)')
+      })
+    }
+  }
+
   /**
    * The executor's side: publish an event this node committed for a run it
    * executes. The executor publishes without joining the topic: flood publish
@@ -286,4 +317,9 @@ export class Placement {
       void t.lock.run(async () => { apply() }).finally(() => { correlations.maybeUntrack(t) })
     }
   }
+}
+
+/** Whether `e`, at the seq of `held`, takes its place: held is a verdict, e the executor's own event after the same predecessor. */
+function supersedes (e: AgentEvent, held: AgentEvent): boolean {
+  return isVerdict(held) && !isVerdict(e) && e.prev === held.prev
 }

@@ -42,6 +42,7 @@ import { correlationTopic, isCorrelationId } from './topic.ts'
 import { TopicMembership } from './membership.ts'
 import { isInterested, isLive, newStats, type CorrTrack, type EventsStats } from './track.ts'
 import { Correlations } from './correlations.ts'
+import { reconcileVerdict, type VerdictOutcome } from './verdicts.ts'
 
 export { gossipScore } from './membership.ts'
 export type { EventsStats, Verdict } from './track.ts'
@@ -278,6 +279,23 @@ export class Events {
     try {
       const placed = await this.placement.placeVerdict(t, verdict)
       if (!placed) this.logger.warn({ run_id: verdict.run_id, seq: verdict.seq }, 'a verdict did not extend the run\'s log as held here (a later event of the run arrived first)')
+    } finally {
+      t.holds--
+      this.correlations.maybeUntrack(t)
+    }
+  }
+
+  /**
+   * A verdict this node signed, settled against its executor's log once the
+   * executor is heard from (verdicts.ts): the executor's own events from the
+   * verdict's seq on replace it here.
+   */
+  async reconcileVerdict (verdict: AgentEvent, signal?: AbortSignal): Promise<VerdictOutcome> {
+    this.assertStarted()
+    const t = this.correlations.ensure(verdict.correlation_id, false, false)
+    t.holds++
+    try {
+      return await reconcileVerdict({ log: this.log, sync: this.sync, placement: this.placement, runs: this.runs, logger: this.logger }, t, verdict, signal)
     } finally {
       t.holds--
       this.correlations.maybeUntrack(t)

@@ -112,6 +112,16 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
     this.queue.push(event)
   }
 
+  /**
+   * The executor's own event at the seq of a liveness verdict handed out
+   * before: it is handed out too, as the run's event at that seq from now on
+   * (protocols/liveness.md). The only event ever handed out twice for a seq.
+   */
+  supersede (event: AgentEvent): void {
+    if (this.position(event.run_id) === event.seq) this.cursor.set(event.run_id, event.seq - 1)
+    this.deliver(event)
+  }
+
   /** End the subscription with an error the iterator throws (after what it already buffered). */
   fail (err: AapError): void {
     if (this.done) return

@@ -48,11 +48,13 @@ export interface EventsStats {
   published: number
   /** Writes of event copies that failed (the events are fetched and stored again). */
   copyWriteErrors: number
+  /** Liveness verdicts held here that the executor's own event at their seq replaced (protocols/liveness.md). */
+  superseded: number
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncErrors: {}, published: 0, copyWriteErrors: 0 }
+  return { gossip, synced: 0, syncErrors: {}, published: 0, copyWriteErrors: 0, superseded: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'

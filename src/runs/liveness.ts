@@ -8,7 +8,11 @@
  * signs in the executor's place, chained to the last event it holds. The
  * verdict goes to the delegator's record, to the run's subscribers and
  * replays (through `onDeclared`), and to the executor itself once it can be
- * reached again, so it cannot complete the run afterwards.
+ * reached again, so it cannot complete the run afterwards. The verdict stands
+ * in for an executor that says nothing: when the executor answers with a log
+ * of its own past the verdict's `after_seq` (it ended or moved the run before
+ * it heard of the verdict), its events replace the verdict here
+ * (`reconcile`). Notices stay open across restarts until that is settled.
  */
 import type { Connection, PrivateKey } from '@libp2p/interface'
 import {
@@ -18,7 +22,8 @@ import {
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
-import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
+import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
+import { foldEvent } from './state-machine.ts'
 import { EXECUTOR_LOST, signVerdict } from '../runlog/verdict.ts'
 import { Limiter } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -38,6 +43,13 @@ export interface LivenessPorts {
   lastEvent: (run: Run) => Promise<AgentEvent | undefined>
   /** A verdict was signed and recorded: deliver it to the run's subscribers and publish it. */
   onDeclared: (verdict: AgentEvent) => Promise<void>
+  /**
+   * The executor was heard from after a verdict: compare its log with the
+   * verdict, and where it signed events of its own from the verdict's seq on,
+   * put them in the verdict's place (copies, subscribers, the record).
+   * 'behind': its log still ends before the verdict (ask again later).
+   */
+  reconcile: (verdict: AgentEvent, signal: AbortSignal) => Promise<'kept' | 'superseded' | 'behind'>
 }
 
 export interface LivenessInit extends LivenessOptions {
@@ -64,6 +76,10 @@ export interface LivenessStats {
   noticesDelivered: number
   /** Verdicts dropped unseen by their executor after LIVENESS_NOTICE_MAX_AGE_MS. */
   noticesExpired: number
+  /** Verdicts replaced by the executor's own events at their seq. */
+  superseded: number
+  /** Runs about to be declared whose held log already ended: the record followed it instead. */
+  endedUnseen: number
 }
 
 interface ExecutorWatch {
@@ -76,7 +92,7 @@ interface ExecutorWatch {
 interface Notice { executor: string, verdict: AgentEvent, since: number, sending: boolean }
 
 export class LivenessMonitor {
-  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0 }
+  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, superseded: 0, endedUnseen: 0 }
   readonly lostAfterMs: number
   readonly probeIntervalMs: number
   private readonly i: LivenessInit
@@ -106,6 +122,10 @@ export class LivenessMonitor {
     this.i.host.addEventListener('connection:open', this.onConnection)
     // the live records from the run index, not a scan of every record
     for await (const run of this.i.store.live('delegated')) this.track(run)
+    // verdicts whose executor was not heard from before the node stopped
+    for await (const { notice, verdict } of this.i.store.notices(LIVENESS_MAX_WATCHED_RUNS)) {
+      this.notices.set(notice.run_id, { executor: notice.executor, verdict, since: notice.since, sending: false })
+    }
     this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
     this.timer.unref?.()
   }
@@ -187,6 +207,7 @@ export class LivenessMonitor {
         this.notices.delete(runId)
         this.stats.noticesExpired++
         this.i.log.warn({ run_id: runId, executor: n.executor }, 'a verdict was never seen by its executor')
+        this.spawn(async () => { await this.i.store.closeNotice(runId) })
         continue
       }
       n.sending = true
@@ -235,9 +256,16 @@ export class LivenessMonitor {
       // for unreachability, look again on the record's lock: a sign of life since the probe (a connection it opened) wins
       if (unreachable !== undefined && Date.now() - unreachable.lastSeen < this.lostAfterMs) return undefined
       const head = await this.ports?.lastEvent(prev)
+      if (head !== undefined && head.seq > prev.last_seq && (head.type === 'run.completed' || head.type === 'run.failed')) {
+        // the run's end is held here and the record had not followed it yet (a restart in between): no verdict
+        const ended = endedBy(prev, head)
+        this.stats.endedUnseen++
+        this.i.log.info({ run_id: runId, seq: head.seq, state: ended.state }, 'a run about to be declared lost had ended: the record follows its end')
+        return ended
+      }
       if (head !== undefined) {
         verdict = await signVerdict(this.i.key, this.i.agentId, head, message)
-        await this.i.store.putVerdict(verdict)
+        await this.i.store.putVerdict(verdict, { run_id: runId, executor, since: Date.now(), before: prev })
       } else {
         this.stats.unchained++
       }
@@ -260,7 +288,10 @@ export class LivenessMonitor {
     }
   }
 
-  /** Tell the executor, if it is back, that its run was declared lost. */
+  /**
+   * Tell the executor, if it is back, that its run was declared lost; then
+   * settle the verdict against the log it answers from.
+   */
   private async offer (runId: string, n: Notice): Promise<void> {
     try {
       await this.i.notify(runId, n.verdict, this.callOpts())
@@ -268,8 +299,37 @@ export class LivenessMonitor {
       const e = toAapError(err)
       // not there (yet): the next round tries again; a run it does not hold needs no notice
       if (e.code !== 'RUN_NOT_FOUND') return
+      await this.settled(runId, 'delivered')
+      return
     }
+    const outcome = await this.ports?.reconcile(n.verdict, this.stopping.signal)
+    if (outcome === 'behind') return
+    await this.settled(runId, outcome === 'superseded' ? 'superseded' : 'delivered')
+  }
+
+  private async settled (runId: string, how: 'delivered' | 'superseded'): Promise<void> {
+    await this.i.store.closeNotice(runId)
     this.notices.delete(runId)
     this.stats.noticesDelivered++
+    if (how === 'superseded') {
+      this.stats.superseded++
+      this.i.log.warn({ run_id: runId }, 'the executor had signed its own events where the verdict stands: they replace the verdict')
+    }
   }
+
+  /** The open notices (tests, the campaign). */
+  get openNotices (): number {
+    return this.notices.size
+  }
+}
+
+/** The record of a live run whose end `last` (a run.completed or run.failed) it had not followed yet. */
+function endedBy (prev: Run, last: AgentEvent): Run {
+  const folded = foldEvent(prev, last)
+  if (isTerminal(folded.state)) return folded
+  // a step the state machine does not take from the record's stale state: the end is the executor's word
+  const failure = last.payload.failure as RunFailure | undefined
+  return last.type === 'run.completed'
+    ? { ...prev, state: 'completed', output: (last.payload.output ?? null) as Run['output'], last_seq: last.seq, updated_at: last.at }
+    : { ...prev, state: 'failed', failure: failure ?? { code: 'INTERNAL', message: 'the run failed' }, last_seq: last.seq, updated_at: last.at }
 }

@@ -15,6 +15,7 @@ import { readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent } from './state-machine.ts'
+import { isVerdict } from '../runlog/verdict-shape.ts'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()
@@ -22,9 +23,25 @@ const dec = new TextDecoder()
 const runKey = (runId: string): Key => new Key(`/aap/runs/${encodeURIComponent(runId)}`)
 const outgoingKey = (runId: string): Key => new Key(`/aap/outgoing/${encodeURIComponent(runId)}`)
 const verdictKey = (runId: string): Key => new Key(`/aap/verdicts/${encodeURIComponent(runId)}`)
+const NOTICE_PREFIX = '/aap/verdict-notices'
+const noticeKey = (runId: string): Key => new Key(`${NOTICE_PREFIX}/${encodeURIComponent(runId)}`)
 const idemKey = (delegator: string, key: string): Key => new Key(`/aap/idem/${encodeURIComponent(delegator)}/${encodeURIComponent(key)}`)
 
 interface IdemRecord { run_id: string, at: number }
+
+/**
+ * A verdict whose executor has not yet been heard from (protocols/liveness.md):
+ * kept across restarts until the executor's own log is known, with the
+ * delegator's record as it stood before the verdict, which the executor's
+ * events are folded onto if they supersede the verdict.
+ */
+export interface VerdictNotice {
+  run_id: string
+  executor: string
+  /** When the verdict was signed (ms since the epoch). */
+  since: number
+  before: Run
+}
 
 export class RunStore {
   private readonly ds: Datastore
@@ -188,6 +205,8 @@ export class RunStore {
     return this.outgoingLock.run(first.run_id, async () => {
       const prev = await this.getOutgoing(first.run_id)
       if (prev === undefined) return undefined
+      // the executor's own event where this node's verdict stands: the verdict gives way
+      if (prev.state === 'failed' && first.seq <= prev.last_seq && !isVerdict(first)) return this.supersedeLocked(events)
       let next = prev
       for (const e of events) next = foldEvent(next, e)
       if (next.state !== prev.state || next.checkpoint_id !== prev.checkpoint_id) await this.putOutgoing(next)
@@ -223,9 +242,60 @@ export class RunStore {
     })
   }
 
-  /** The liveness verdict this node, as delegator, signed on a run (protocols/liveness.md). */
-  async putVerdict (verdict: AgentEvent): Promise<void> {
-    await this.ds.put(verdictKey(verdict.run_id), enc.encode(JSON.stringify(verdict)))
+  /**
+   * The liveness verdict this node, as delegator, signed on a run
+   * (protocols/liveness.md), and its notice: open until the executor's own
+   * log is known here.
+   */
+  async putVerdict (verdict: AgentEvent, notice: VerdictNotice): Promise<void> {
+    const batch = this.ds.batch()
+    batch.put(verdictKey(verdict.run_id), enc.encode(JSON.stringify(verdict)))
+    batch.put(noticeKey(verdict.run_id), enc.encode(JSON.stringify(notice)))
+    await batch.commit()
+  }
+
+  /** The open notices (restart), at most `max`. */
+  async * notices (max: number): AsyncGenerator<{ notice: VerdictNotice, verdict: AgentEvent }> {
+    let n = 0
+    for await (const { value } of this.ds.query({ prefix: NOTICE_PREFIX })) {
+      if (n++ >= max) return
+      const notice = JSON.parse(dec.decode(value)) as VerdictNotice
+      const verdict = await this.getVerdict(notice.run_id)
+      if (verdict !== undefined) yield { notice, verdict }
+    }
+  }
+
+  async closeNotice (runId: string): Promise<void> {
+    await this.ds.delete(noticeKey(runId))
+  }
+
+  /**
+   * The executor's own events from the verdict's seq on (chained to the
+   * event the verdict followed) supersede the verdict in the delegator's
+   * record: they are folded onto the record as it stood before the verdict.
+   * Returns the record as it now stands; unchanged when it was not ended by
+   * this node's verdict at that seq.
+   */
+  async supersedeVerdict (events: AgentEvent[]): Promise<Run | undefined> {
+    const first = events[0]
+    if (first === undefined) return undefined
+    return this.outgoingLock.run(first.run_id, async () => this.supersedeLocked(events))
+  }
+
+  private async supersedeLocked (events: AgentEvent[]): Promise<Run | undefined> {
+    const first = events[0]
+    if (first === undefined) return undefined
+    const prev = await this.getOutgoing(first.run_id)
+    const verdict = await this.getVerdict(first.run_id)
+    if (prev === undefined || verdict === undefined || isVerdict(first) || prev.state !== 'failed' ||
+      prev.last_seq !== verdict.seq || first.seq !== verdict.seq || first.prev !== verdict.prev) return prev
+    const notice = await readJson<VerdictNotice>(this.ds, noticeKey(first.run_id))
+    // without the notice (closed), the verdict was on a live run: it starts from there again
+    let next: Run = notice?.before ?? { ...prev, state: 'running', failure: null, last_seq: verdict.seq - 1 }
+    for (const e of events) next = foldEvent(next, e)
+    next = { ...next, last_seq: Math.max(next.last_seq, events.at(-1)?.seq ?? 0), updated_at: new Date().toISOString() }
+    await this.putOutgoing(next)
+    return next
   }
 
   async getVerdict (runId: string): Promise<AgentEvent | undefined> {
