@@ -132,6 +132,23 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     expect(r?.events.at(-1)?.declared_by).toBeUndefined()
   })
 
+  it('a run declared lost with no event held (not followed): the record follows the executor\'s run once it answers', async () => {
+    const task = 'task-supersede-03'
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: GATE, input: {} }, { follow: false })
+    await until(() => gates.has(task), 'the handler at work')
+    const control = await cutOff()
+    await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.failure?.code === 'EXECUTOR_LOST', 'the delegator to declare the run lost', 30_000)
+    expect(A.runs.liveness.stats.unchained).toBeGreaterThanOrEqual(1)
+    await until(() => A.runs.liveness.openNotices === 1, 'the declaration\'s notice open')
+
+    gates.get(task)!.resolve()
+    await until(async () => (await B.runs.store.get(run.run_id))?.state === 'completed', 'the executor to complete the run')
+    await B.host.handle(CONTROL_PROTOCOL, control.handler, control.options)
+    await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.state === 'completed', 'the delegator\'s record to follow the executor', 30_000)
+    await until(() => A.runs.liveness.openNotices === 0, 'the notice settled')
+    expect((await A.runs.store.getOutgoing(run.run_id))?.output).toEqual({ done: true })
+  })
+
   it('the notice outlives a restart of the delegator: the executor\'s end replaces the verdict once it is heard from', async () => {
     const task = 'task-supersede-02'
     const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: GATE, input: {} })

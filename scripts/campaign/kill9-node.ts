@@ -157,7 +157,7 @@ async function main (): Promise<void> {
   process.on('disconnect', () => { void stop() })
   process.on('message', (msg: { id: number, cmd: string }) => {
     if (msg.cmd === 'dump') {
-      dump().then(d => { send({ id: msg.id, ...d, failures }) }, (err: unknown) => { send({ id: msg.id, error: (err as Error).stack ?? String(err) }) })
+      dump().then(d => { send({ id: msg.id, ...d, failures, openNotices: node.runs.liveness.openNotices }) }, (err: unknown) => { send({ id: msg.id, error: (err as Error).stack ?? String(err) }) })
     } else if (msg.cmd === 'quiet') {
       running = false
       send({ id: msg.id, failures })

@@ -215,6 +215,7 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
     result.musts = [
       { figure: 'acknowledged runs lost', value: a.lost, max: 0 },
       { figure: 'duplicated terminal events or forks', value: a.duplicated + a.forks, max: 0 },
+      { figure: 'delegator records that end otherwise than the executor\'s run', value: a.disagree, max: 0 },
       { figure: 'runs stuck without an end after the liveness bounds', value: a.stuckAtExecutor + a.stuckAtDelegator, max: 0 },
       { figure: 'nodes that exited without being killed', value: ownExits, max: 0 },
       { figure: `kills short of the ${o.kills} asked (the deadline came first)`, value: o.kills - killed, max: 0 }
@@ -234,7 +235,8 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
       ['runs whose delegator record ends otherwise than the executor\'s run', a.disagree],
       ['logs with two terminal events / with a gap in seq', `${a.duplicated} / ${a.gaps}`],
       ['delegator copies differing from the executor\'s log (forks)', a.forks],
-      ['runs not ended at the executor / in the delegator\'s record', `${a.stuckAtExecutor} / ${a.stuckAtDelegator}`]
+      ['runs not ended at the executor / in the delegator\'s record', `${a.stuckAtExecutor} / ${a.stuckAtDelegator}`],
+      ['verdicts whose executor was not heard from again when the settling ended (open notices)', view.openNotices]
     ]
     if (a.examples.length > 0) result.figures.push(['examples', a.examples.slice(0, 6).join('; ')])
     for (const e of a.examples.slice(0, 20)) console.log(`  kill9 example: ${e}`)
@@ -256,24 +258,28 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
   return result
 }
 
-interface View { byExecutor: Map<string, Map<string, DumpedRun>>, copies: Map<string, DumpedRun> }
+interface View { byExecutor: Map<string, Map<string, DumpedRun>>, copies: Map<string, DumpedRun>, openNotices: number }
 
 async function snapshot (procs: Proc[], request: (p: Proc, cmd: string) => Promise<Record<string, unknown>>): Promise<View> {
   const byExecutor = new Map<string, Map<string, DumpedRun>>()
   const copies = new Map<string, DumpedRun>()
+  let openNotices = 0
   for (const p of procs) {
     if (p.role === 'hub') continue
     const d = await request(p, 'dump')
     if (typeof d.error === 'string') throw new Error(`${p.name} could not dump: ${d.error}`)
+    openNotices += typeof d.openNotices === 'number' ? d.openNotices : 0
     if (p.role === 'delegator') for (const c of d.copies as DumpedRun[]) copies.set(c.run_id, c)
     else byExecutor.set(p.agentId ?? '', new Map((d.runs as DumpedRun[]).map(x => [x.run_id, x])))
   }
-  return { byExecutor, copies }
+  return { byExecutor, copies, openNotices }
 }
 
 const ended = (state: string | undefined): boolean => state === 'completed' || state === 'failed'
 
 function allEnded (v: View, acks: Map<string, Ack>): boolean {
+  // verdicts not yet settled against their executor's log (protocols/liveness.md)
+  if (v.openNotices > 0) return false
   for (const runs of v.byExecutor.values()) for (const run of runs.values()) if (!ended(run.state)) return false
   for (const c of v.copies.values()) if (!ended(c.state)) return false
   for (const a of acks.values()) if (!ended(v.byExecutor.get(a.executor)?.get(a.run_id)?.state)) return false

@@ -1,5 +1,5 @@
 /**
- * `npm run campaign [-- --quick] [-- --part <name>] [-- --skip <name>] [-- --seed <n>] [-- --out <file>]`:
+ * `npm run campaign [-- --quick] [-- --part <name>] [-- --skip <name>] [-- --seed <n>] [-- --kills <n>] [-- --out <file>]`:
  * the fault and attack campaign of issue #18. Runs each built part (bounded,
  * self-stopping, against real nodes on this machine) and writes the figures
  * to docs/reliability.md (a full run) or reports/reliability-quick.md (--quick,
@@ -24,7 +24,16 @@ interface Part {
 }
 
 const PARTS: Part[] = [
-  { name: 'kill9', title: 'kill -9 of executors, delegators and sidecars under load', run: async (quick, seed) => runKill9(quick ? { kills: 10, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 25_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 4, deadlineMs: 1_080_000, seed }) },
+  {
+    name: 'kill9',
+    title: 'kill -9 of executors, delegators and sidecars under load',
+    run: async (quick, seed) => {
+      const o = quick ? { kills: 10, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 25_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 4, deadlineMs: 1_080_000, seed }
+      // `--kills N`: a shorter (or longer) storm of the same form, for a look between full runs
+      const kills = arg('--kills')
+      return runKill9(kills === undefined ? o : { ...o, kills: Number(kills) })
+    }
+  },
   {
     name: 'fuzz',
     title: 'mutated frames on every stream protocol against a node process',

@@ -89,7 +89,8 @@ interface ExecutorWatch {
   turn: number
 }
 
-interface Notice { executor: string, verdict: AgentEvent, since: number, sending: boolean }
+/** A run declared lost whose executor has not been heard from since; `verdict` null when none could be chained. */
+interface Notice { executor: string, verdict: AgentEvent | null, since: number, sending: boolean }
 
 export class LivenessMonitor {
   readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, superseded: 0, endedUnseen: 0 }
@@ -251,6 +252,7 @@ export class LivenessMonitor {
   /** End a live delegated run with a verdict. */
   private async declare (runId: string, executor: string, message: string, unreachable: ExecutorWatch | undefined): Promise<void> {
     let verdict: AgentEvent | undefined
+    let declared: Run | undefined
     await this.i.store.updateOutgoing(runId, async (prev) => {
       if (prev === undefined || isTerminal(prev.state)) return undefined
       // for unreachability, look again on the record's lock: a sign of life since the probe (a connection it opened) wins
@@ -267,20 +269,24 @@ export class LivenessMonitor {
         verdict = await signVerdict(this.i.key, this.i.agentId, head, message)
         await this.i.store.putVerdict(verdict, { run_id: runId, executor, since: Date.now(), before: prev })
       } else {
+        // nothing held to chain a verdict to: the record alone ends, and follows the executor's run once it answers
         this.stats.unchained++
+        await this.i.store.putNotice({ run_id: runId, executor, since: Date.now(), before: prev })
       }
       this.stats.declared++
       this.i.log.warn({ run_id: runId, executor, chained: verdict !== undefined }, `declaring a run's executor lost: ${message}`)
-      return {
+      declared = {
         ...prev,
         state: 'failed',
         failure: { code: EXECUTOR_LOST, message: message.slice(0, 1000) },
         last_seq: verdict?.seq ?? prev.last_seq,
         updated_at: new Date().toISOString()
       }
+      return declared
     })
+    if (declared === undefined) return
+    this.notices.set(runId, { executor, verdict: verdict ?? null, since: Date.now(), sending: false })
     if (verdict === undefined) return
-    this.notices.set(runId, { executor, verdict, since: Date.now(), sending: false })
     try {
       await this.ports?.onDeclared(verdict)
     } catch (err) {
@@ -294,7 +300,9 @@ export class LivenessMonitor {
    */
   private async offer (runId: string, n: Notice): Promise<void> {
     try {
-      await this.i.notify(runId, n.verdict, this.callOpts())
+      // without a verdict there is nothing to tell: the executor's answer moves the record (RunCaller.control)
+      if (n.verdict === null) await this.i.probe(runId, this.callOpts())
+      else await this.i.notify(runId, n.verdict, this.callOpts())
     } catch (err) {
       const e = toAapError(err)
       // not there (yet): the next round tries again; a run it does not hold needs no notice
@@ -302,7 +310,7 @@ export class LivenessMonitor {
       await this.settled(runId, 'delivered')
       return
     }
-    const outcome = await this.ports?.reconcile(n.verdict, this.stopping.signal)
+    const outcome = n.verdict === null ? 'delivered' : await this.ports?.reconcile(n.verdict, this.stopping.signal)
     if (outcome === 'behind') return
     await this.settled(runId, outcome === 'superseded' ? 'superseded' : 'delivered')
   }

@@ -254,14 +254,18 @@ export class RunStore {
     await batch.commit()
   }
 
-  /** The open notices (restart), at most `max`. */
-  async * notices (max: number): AsyncGenerator<{ notice: VerdictNotice, verdict: AgentEvent }> {
+  /** A notice without a verdict: the run was declared lost with no event held to chain one to. */
+  async putNotice (notice: VerdictNotice): Promise<void> {
+    await this.ds.put(noticeKey(notice.run_id), enc.encode(JSON.stringify(notice)))
+  }
+
+  /** The open notices (restart), at most `max`, each with its verdict (null when the declaration had none). */
+  async * notices (max: number): AsyncGenerator<{ notice: VerdictNotice, verdict: AgentEvent | null }> {
     let n = 0
     for await (const { value } of this.ds.query({ prefix: NOTICE_PREFIX })) {
       if (n++ >= max) return
       const notice = JSON.parse(dec.decode(value)) as VerdictNotice
-      const verdict = await this.getVerdict(notice.run_id)
-      if (verdict !== undefined) yield { notice, verdict }
+      yield { notice, verdict: (await this.getVerdict(notice.run_id)) ?? null }
     }
   }
 
