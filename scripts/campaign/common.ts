@@ -4,7 +4,7 @@
  * repeated), and latency summaries.
  */
 import { seeded } from '../../src/sim/scenario.ts'
-import { fork, type ChildProcess } from 'node:child_process'
+import { fork, spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { summarize } from '../lib/stats.ts'
 
@@ -80,4 +80,24 @@ export function latencyFigures (samples: number[], failures: number): LatencyFig
 
 export function mb (bytes: number): number {
   return Math.round(bytes / 1024 / 1024 * 10) / 10
+}
+
+/** The honest peer's window of calls (child.ts `window`): latencies since the last window. */
+export interface HonestWindow { latencies: number[], failures: number, errors: Record<string, number> }
+
+/**
+ * The control for "a misbehaving peer must not slow others down" on a
+ * machine whose cores the attacker's own process shares: the honest peer's
+ * calls during `windowMs` beside a process that burns one core and sends
+ * nothing. Latency that rises this much is the machine's, not the target's.
+ */
+export async function besideBurner (honest: Child, windowMs: number): Promise<HonestWindow> {
+  await honest.request<HonestWindow>('window')
+  const burner = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' })
+  try {
+    await new Promise(resolve => setTimeout(resolve, windowMs))
+    return await honest.request<HonestWindow>('window')
+  } finally {
+    burner.kill('SIGKILL')
+  }
 }

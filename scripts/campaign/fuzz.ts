@@ -28,7 +28,7 @@ import { schema } from '../../src/schema/validate.ts'
 import { FrameDecoder } from '../../src/wire/framing.ts'
 import { rawCall } from '../../src/wire/raw.ts'
 import { wireSeeds } from '../../test/fixtures/fuzz.ts'
-import { latencyFigures, mb, prng, startChild, type Child } from './common.ts'
+import { besideBurner, latencyFigures, mb, prng, startChild, type Child } from './common.ts'
 import { concat, damage, framedFrame } from './gen.ts'
 import type { PartResult } from './report.ts'
 
@@ -175,6 +175,7 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     const heapBefore = await target.request<{ heapUsed: number, rss: number }>('heap')
     await sleep(o.windowMs)
     const before = await honest.request<Window>('window')
+    const burn = await besideBurner(honest, o.windowMs)
 
     const started = performance.now()
     const per: Array<[string, ProtocolFigures]> = []
@@ -190,6 +191,7 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
     const sum = (k: Exclude<keyof ProtocolFigures, 'pingError'>): number => per.reduce((n, [, f]) => n + f[k], 0)
     const b = latencyFigures(before.latencies, before.failures)
     const d = latencyFigures(during.latencies, during.failures)
+    const c = latencyFigures(burn.latencies, burn.failures)
     result.musts = [
       { figure: 'target crashes', value: crashed, max: 0 },
       { figure: 'hung streams', value: sum('hangs'), max: 0 },
@@ -206,7 +208,9 @@ export async function runFuzz (o: FuzzOptions): Promise<PartResult> {
       ['honest delegation latency before (ms)', `n ${b.n}, p50 ${b.p50}, p99 ${b.p99}, max ${b.max}, failed ${b.failures}`],
       ['honest delegation latency during (ms)', `n ${d.n}, p50 ${d.p50}, p99 ${d.p99}, max ${d.max}, failed ${d.failures}${Object.keys(during.errors).length > 0 ? ` (${JSON.stringify(during.errors)})` : ''}`],
       ['honest p50 during / before', (d.p50 / b.p50).toFixed(2)],
-      ['honest p99 during / before', (d.p99 / b.p99).toFixed(2)]
+      ['honest p99 during / before', (d.p99 / b.p99).toFixed(2)],
+      ['honest delegation latency beside a process that burns one core and sends nothing (ms)', `n ${c.n}, p50 ${c.p50}, p99 ${c.p99}, max ${c.max}, failed ${c.failures}`],
+      ['honest p50 and p99 during fuzzing / beside the burner (what the target\'s handling of the fuzzer adds)', `${(d.p50 / c.p50).toFixed(2)} and ${(d.p99 / c.p99).toFixed(2)}`]
     ]
     result.notes = [
       `Seed ${o.seed}; ${FRAMES_PER_STREAM} frames per stream, ${CONCURRENT_STREAMS} streams in flight, ${Math.round(DAMAGED_SHARE * 100)}% of streams byte-damaged; a stream is hung when the target has not ended it ${HANG_BOUND_MS} ms after ours. The honest node delegates to the target from its own process every 50 ms; the figures compare its calls in a window before the fuzzing with those during it (one machine, 2 cores shared: latency includes the fuzzer's own CPU use).`,

@@ -23,7 +23,7 @@ import {
 import { correlationTopic } from '../../src/events/topic.ts'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import { lengthPrefix } from '../../test/fixtures/raw-wire.ts'
-import { latencyFigures, mb, prng, SPAM_TASK, startChild, type Child } from './common.ts'
+import { besideBurner, latencyFigures, mb, prng, SPAM_TASK, startChild, type Child } from './common.ts'
 import { randomJson } from './gen.ts'
 import type { PartResult } from './report.ts'
 
@@ -67,6 +67,7 @@ export async function runSpam (o: SpamOptions): Promise<PartResult> {
     const statsBefore = await target.request<Stats>('stats')
     await sleep(o.windowMs)
     const before = await honest.request<Window>('window')
+    const burn = await besideBurner(honest, o.windowMs)
     const started = performance.now()
 
     // 2. streams past every limit, held open with half a frame or nothing
@@ -129,6 +130,7 @@ export async function runSpam (o: SpamOptions): Promise<PartResult> {
     const verdicts = Object.entries(statsAfter.gossip).map(([k, v]) => [k, v - (statsBefore.gossip[k] ?? 0)] as const).filter(([, v]) => v > 0)
     const b = latencyFigures(before.latencies, before.failures)
     const d = latencyFigures(during.latencies, during.failures)
+    const c = latencyFigures(burn.latencies, burn.failures)
     result.musts = [
       { figure: 'target crashes', value: crashed, max: 0 },
       { figure: 'target heap growth (MB)', value: Math.max(0, growth), max: HEAP_GROWTH_MAX_MB },
@@ -144,7 +146,9 @@ export async function runSpam (o: SpamOptions): Promise<PartResult> {
       ['target heap after GC, before → after', `${mb(heapBefore.heapUsed)} MB → ${mb(heapAfter.heapUsed)} MB (growth ${growth} MB; rss ${mb(heapBefore.rss)} → ${mb(heapAfter.rss)} MB)`],
       ['honest delegation latency before (ms)', `n ${b.n}, p50 ${b.p50}, p99 ${b.p99}, max ${b.max}, failed ${b.failures}`],
       ['honest delegation latency during (ms)', `n ${d.n}, p50 ${d.p50}, p99 ${d.p99}, max ${d.max}, failed ${d.failures}${Object.keys(during.errors).length > 0 ? ` (${JSON.stringify(during.errors)})` : ''}`],
-      ['honest p50 during / before', (d.p50 / b.p50).toFixed(2)]
+      ['honest p50 during / before', (d.p50 / b.p50).toFixed(2)],
+      ['honest delegation latency beside a process that burns one core and sends nothing (ms)', `n ${c.n}, p50 ${c.p50}, p99 ${c.p99}, max ${c.max}, failed ${c.failures}`],
+      ['honest p50 and p99 during the floods / beside the burner (what the target\'s handling of the spammer adds)', `${(d.p50 / c.p50).toFixed(2)} and ${(d.p99 / c.p99).toFixed(2)}`]
     ]
     result.notes = [
       `Seed ${o.seed}; the floods run one after the other from one spammer peer, each stopping at its count or after a deadline (topics ${TOPIC_FLOOD_DEADLINE_MS / 1000} s, gossip ${FLOOD_DEADLINE_MS / 1000} s); the held streams stay open through the topic and gossip floods. Gossip the target did not judge was dropped before validation (the spammer's peer score fell: graylisting).`
