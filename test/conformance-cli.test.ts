@@ -22,7 +22,7 @@ describe('aap-mesh conformance against a fresh aap-mesh start --conformance-agen
   })
 
   it('passes every clause it can observe and exits 0', async () => {
-    node = new NodeProc(await dirs.make(), ['--conformance-agent', '--no-api'])
+    node = new NodeProc(await dirs.make(), ['--conformance-agent', '--api-port', '0'])
     const { agentId, addresses } = await node.started()
     const addr = addresses.find(a => a.startsWith('/ip4/127.0.0.1/'))!
     const target = addr.includes('/p2p/') ? addr : `${addr}/p2p/${agentId}`

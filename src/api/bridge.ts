@@ -96,6 +96,11 @@ export class WorkBridge {
     }
     for (const [key, cap] of wanted) {
       if (this.serving.has(key)) continue
+      // a capability served in the node's own process (the conformance agent, an embedding program) keeps its handler
+      if (this.node.runs.handles(cap)) {
+        this.log.info({ capability: key }, 'a capability of the card is served in process: the API does not take its work')
+        continue
+      }
       this.node.runs.handle(cap, this.handler)
       this.serving.set(key, { capability_id: cap.capability_id, version: cap.version })
     }

@@ -175,6 +175,7 @@ export class RunExecutor implements HandlerHost {
 
   handle (capability: CapabilityRef, handler: RunHandler): void { this.handlers.set(capabilityString(capability), handler) }
   unhandle (capability: CapabilityRef): void { this.handlers.delete(capabilityString(capability)) }
+  handles (capability: CapabilityRef): boolean { return this.handlers.has(capabilityString(capability)) }
   setPolicy (policy: DelegationPolicy | undefined): void { this.policy = policy }
 
   onEvent (listener: RunEventListener): () => void {

@@ -140,6 +140,11 @@ export class Runs {
     this.executor.unhandle(capability)
   }
 
+  /** Whether an in-process handler serves the capability now. */
+  handles (capability: CapabilityRef): boolean {
+    return this.executor.handles(capability)
+  }
+
   setPolicy (policy: DelegationPolicy | undefined): void {
     this.executor.setPolicy(policy)
   }
