@@ -154,6 +154,8 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(text).toMatch(/^aap_api_sse_clients\{stream="work"\} 1$/m)
     // liveness probes the executors of live delegated runs; the budget reports its bound and the open connections
     expect(text).toMatch(/^aap_liveness\{what="declared"\} 0$/m)
+    expect(text).toMatch(/^aap_liveness\{what="superseded"\} 0$/m)
+    expect(text).toMatch(/^aap_liveness\{what="notices_open"\} 0$/m)
     expect(text).toMatch(/^aap_connections\{what="max"\} 64$/m)
     expect(text).toMatch(/^aap_connections\{what="open"\} [1-9]/m)
   })
