@@ -60,6 +60,7 @@ async function main (): Promise<void> {
     throw new Error('usage: kill9-node.ts <executor|sidecar|delegator|hub> <dataDir> <port> <configJson>')
   }
   const config = JSON.parse(configJson) as Kill9Config
+  const imported = performance.now()
   const node = await createMeshNode({
     dataDir,
     listen: [`/ip4/127.0.0.1/tcp/${port}`],
@@ -68,7 +69,9 @@ async function main (): Promise<void> {
     // a delegator asks the executor for its card before it delegates: served as soon as it is stored
     ...(role === 'executor' || role === 'sidecar' ? { card: { name: `kill9-${role}`, capabilities: [KILL9_CAP] } } : {})
   })
+  const created = performance.now()
   await node.start()
+  const phases = { imports_ms: Math.round(imported), create_ms: Math.round(created - imported), start_ms: Math.round(performance.now() - created) }
   let running = true
   const failures: Record<string, number> = {}
 
@@ -84,7 +87,7 @@ async function main (): Promise<void> {
     })
   }
   if (role === 'sidecar') await node.keepJoined(config.peers.map(p => p.addr))
-  send({ type: 'ready', agentId: node.agentId, pid: process.pid })
+  send({ type: 'ready', agentId: node.agentId, pid: process.pid, phases })
   if (role === 'delegator') {
     // the executors' addresses, for the peer store (one may be down right now: it is dialed again when a call needs it)
     await Promise.all(config.peers.map(async p => {
