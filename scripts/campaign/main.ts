@@ -28,7 +28,7 @@ const PARTS: Part[] = [
     name: 'kill9',
     title: 'kill -9 of executors, delegators and sidecars under load',
     run: async (quick, seed) => {
-      const o = quick ? { kills: 10, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 25_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 3, deadlineMs: 900_000, seed }
+      const o = quick ? { kills: 10, executors: 2, sidecars: 1, delegators: 2, workers: 3, deadlineMs: 25_000, seed } : { kills: 1_000, executors: 4, sidecars: 2, delegators: 3, workers: 3, deadlineMs: 1_080_000, seed }
       // `--kills N`: a shorter (or longer) storm of the same form, for a look between full runs
       const kills = arg('--kills')
       return runKill9(kills === undefined ? o : { ...o, kills: Number(kills) })
