@@ -2,6 +2,7 @@
  * Simulation report: JSON for machines, a self-contained HTML page (inline
  * SVG, no script, no network) for people, and a short text summary.
  */
+import type { ProcessFigures } from './resources.ts'
 
 export interface Summary {
   n: number
@@ -60,6 +61,14 @@ export interface SimReport {
     /** How late the event loop (which every in-process node shares) ran its timers. */
     event_loop_delay_ms: { p50: number, p99: number, max: number }
   }
+  /** Each process of the simulation (this one first, then any group processes), measured at the end of the tasks. */
+  processes?: ProcessFigures[]
+  /**
+   * Open connections per node, sampled every SIM_CONNECTION_SAMPLE_MS in
+   * every process: the highest count each node reached (peak) and the count at
+   * the end, as the maximum and the median over nodes, against the budget.
+   */
+  connections?: { bound: number, nodes: number, peak_max: number, peak_p50: number, end_max: number, end_p50: number, nodes_over_bound: number }
   /** Wall time of each phase: nodes up, cards announced, tasks run. */
   phases_ms: { start: number, announce: number, tasks: number }
   churn: { stops: number, restarts: number }

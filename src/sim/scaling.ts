@@ -1,0 +1,221 @@
+/**
+ * The scaling report (`npm run sim:scale`): one row of figures per mesh size
+ * from that size's simulation report, whether each size kept every invariant,
+ * how discover p50 grows against log N, and the Markdown page. Pure: reports
+ * in, figures and text out.
+ */
+import type { SimReport } from './report.ts'
+
+const MIB = 2 ** 20
+
+/** The most RSS per node the scaling target allows at 200 nodes (issue #17). */
+export const SCALE_RSS_PER_NODE_TARGET_BYTES = 10 * 1000 * 1000
+
+export interface Pcts { p50: number, p99: number, n: number }
+
+export interface ScaleRow {
+  nodes: number
+  /** Whether the size ran to the end and kept every invariant. */
+  passed: boolean
+  /** Why it did not pass (empty when it did). */
+  why: string[]
+  wall_s: number
+  processes: number
+  /** Nodes each process hosted (the driver process first). */
+  nodes_per_process: number[]
+  invariants?: SimReport['invariants']
+  connections?: NonNullable<SimReport['connections']>
+  /** Sum of every process's RSS at the end of the tasks, over the nodes. */
+  rss_per_node_mib?: number
+  /** The same less each process's RSS before it started nodes (loaded code): what the nodes themselves hold. */
+  rss_per_node_above_start_mib?: number
+  /** The group processes only (they host agents and nothing else): their RSS over their nodes. */
+  group_rss_per_node_mib?: number
+  heap_used_per_node_mib?: number
+  /** RSS and heap used per node after a full GC in every process (what the nodes hold, without garbage). */
+  after_gc_rss_per_node_mib?: number
+  after_gc_heap_per_node_mib?: number
+  rss_peak_per_node_mib?: number
+  cpu_cores_busy?: number
+  /** The worst process's event-loop delay. */
+  loop_delay_ms?: { p99: number, max: number }
+  discover?: Pcts
+  delegate?: Pcts
+  delivery?: Pcts
+  first_event?: Pcts
+  phases_s?: { start: number, announce: number, tasks: number }
+}
+
+function pcts (r: SimReport, prefix: string): Pcts | undefined {
+  const s = r.latency.find(l => l.name.startsWith(prefix))
+  return s === undefined ? undefined : { p50: s.summary.p50, p99: s.summary.p99, n: s.summary.n }
+}
+
+/** Whether a report kept every invariant: no run lost, no forgery accepted, every trace meets the four contracts. */
+export function invariantProblems (r: SimReport): string[] {
+  const inv = r.invariants
+  const out: string[] = []
+  if (inv.runs_lost > 0) out.push(`${inv.runs_lost} of ${inv.runs_acknowledged} acknowledged runs lost`)
+  if (inv.forged_accepted > 0) out.push(`${inv.forged_accepted} forged items accepted`)
+  if (inv.traces_satisfying_contracts !== inv.tasks) out.push(`${inv.tasks - inv.traces_satisfying_contracts} of ${inv.tasks} traces broke a contract or did not finish`)
+  const c = r.connections
+  if (c !== undefined && c.nodes_over_bound > 0) out.push(`${c.nodes_over_bound} nodes went over the connection bound ${c.bound} (peak ${c.peak_max})`)
+  return out
+}
+
+/** The first words of each failure's problems, counted: what made the tasks fail. */
+export function failureKinds (r: SimReport, max = 5): string[] {
+  const kinds = new Map<string, number>()
+  for (const f of r.failures) {
+    const p = (f.problems[0] ?? 'no problem recorded').replace(/task-\d+-\d+/g, 'task').replace(/\d+(\.\d+)?/g, 'N').slice(0, 120)
+    kinds.set(p, (kinds.get(p) ?? 0) + 1)
+  }
+  return [...kinds.entries()].sort((a, b) => b[1] - a[1]).slice(0, max).map(([k, n]) => `${n} × ${k}`)
+}
+
+export function scaleRow (r: SimReport): ScaleRow {
+  const procs = r.processes ?? []
+  const groups = procs.filter(p => p.role === 'group')
+  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0)
+  const n = r.resources.nodes
+  const why = invariantProblems(r)
+  if (why.length > 0) why.push(...failureKinds(r))
+  return {
+    nodes: n,
+    passed: why.length === 0,
+    why,
+    wall_s: r.duration_ms / 1000,
+    processes: Math.max(1, procs.length),
+    nodes_per_process: procs.length > 0 ? procs.map(p => p.nodes) : [n],
+    invariants: r.invariants,
+    ...(r.connections === undefined ? {} : { connections: r.connections }),
+    rss_per_node_mib: r.resources.rss_per_node_bytes / MIB,
+    ...(procs.length === 0 ? {} : { rss_per_node_above_start_mib: sum(procs.map(p => p.rss_bytes - p.rss_start_bytes)) / n / MIB }),
+    ...(groups.length === 0 ? {} : { group_rss_per_node_mib: sum(groups.map(p => p.rss_bytes)) / sum(groups.map(p => p.nodes)) / MIB }),
+    heap_used_per_node_mib: r.resources.heap_used_bytes / n / MIB,
+    ...(procs.length === 0 || procs.some(p => p.after_gc === undefined)
+      ? {}
+      : {
+          after_gc_rss_per_node_mib: sum(procs.map(p => p.after_gc?.rss_bytes ?? 0)) / n / MIB,
+          after_gc_heap_per_node_mib: sum(procs.map(p => p.after_gc?.heap_used_bytes ?? 0)) / n / MIB
+        }),
+    rss_peak_per_node_mib: r.resources.rss_peak_bytes / n / MIB,
+    cpu_cores_busy: r.resources.cpu_cores_busy,
+    loop_delay_ms: { p99: r.resources.event_loop_delay_ms.p99, max: r.resources.event_loop_delay_ms.max },
+    ...optional('discover', pcts(r, 'discover')),
+    ...optional('delegate', pcts(r, 'delegate')),
+    ...optional('delivery', pcts(r, 'event delivery')),
+    ...optional('first_event', pcts(r, 'first event')),
+    phases_s: { start: r.phases_ms.start / 1000, announce: r.phases_ms.announce / 1000, tasks: r.phases_ms.tasks / 1000 }
+  }
+}
+
+function optional<K extends string, V> (k: K, v: V | undefined): Partial<Record<K, V>> {
+  return v === undefined ? {} : { [k]: v } as Record<K, V>
+}
+
+/** A size that did not produce a report (crashed, timed out): a failing row that says why. */
+export function failedRow (nodes: number, wallMs: number, why: string): ScaleRow {
+  return { nodes, passed: false, why: [why], wall_s: wallMs / 1000, processes: 0, nodes_per_process: [] }
+}
+
+export interface Growth {
+  /** Smallest size with a discover figure: the reference. */
+  base: number
+  rows: Array<{ nodes: number, discover_ratio: number, log_ratio: number, within: boolean }>
+  /** Discover p50 grew no faster than log N at every size. */
+  within: boolean
+}
+
+/** Discover p50 at each size over the smallest size's, against ln N over ln N of the smallest. */
+export function discoverGrowth (rows: ScaleRow[]): Growth | undefined {
+  const withDiscover = rows.filter(r => r.discover !== undefined && r.discover.n > 0 && r.discover.p50 > 0).sort((a, b) => a.nodes - b.nodes)
+  const base = withDiscover[0]
+  if (base?.discover === undefined || withDiscover.length < 2) return undefined
+  const b = base.discover.p50
+  const out = withDiscover.slice(1).map(r => {
+    const discoverRatio = (r.discover?.p50 ?? 0) / b
+    const logRatio = Math.log(r.nodes) / Math.log(base.nodes)
+    return { nodes: r.nodes, discover_ratio: discoverRatio, log_ratio: logRatio, within: discoverRatio <= logRatio }
+  })
+  return { base: base.nodes, rows: out, within: out.every(r => r.within) }
+}
+
+export interface ScalingDoc {
+  command: string
+  made_at: string
+  machine: string
+  per_process: number
+  tasks: number
+  rows: ScaleRow[]
+  growth?: Growth
+  /** Heap snapshot summaries, by size: the biggest kinds of objects by self size. */
+  heap?: Array<{ nodes: number, process_nodes: number, top: Array<{ what: string, mib: number, count: number }> }>
+}
+
+const f1 = (x: number | undefined): string => x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
+const pp = (p: Pcts | undefined): string => p === undefined || p.n === 0 ? '–' : `${f1(p.p50)} / ${f1(p.p99)}`
+
+/** The Markdown page: the command first, then per size every figure, then the checks of issue #17. */
+export function renderScaling (d: ScalingDoc): string {
+  const rows = [...d.rows].sort((a, b) => a.nodes - b.nodes)
+  const inv = (r: ScaleRow, f: (i: NonNullable<ScaleRow['invariants']>) => string): string => r.invariants === undefined ? '–' : f(r.invariants)
+  const lines = [
+    '# Scaling report',
+    '',
+    `Made by \`${d.command}\` at ${d.made_at} on ${d.machine}.`,
+    '',
+    `Each size runs the Loops scenario of \`npm run sim\` with ${d.tasks} tasks. The agents are spread over group`,
+    `processes of at most ${d.per_process} nodes (\`--per-process\`), each with its own event loop; the driver process keeps`,
+    'the hostile nodes and the nodes that drive, observe and audit the tasks (which are agents too). All nodes talk',
+    'over TCP loopback. Connections are counted on every node every second; RSS is each process\'s RSS at the end',
+    'of the tasks (`process.memoryUsage().rss`), summed over the processes and divided by the nodes; "above start"',
+    'subtracts each process\'s RSS before it started its nodes (the loaded code, about the same for one node or a',
+    'hundred). Latencies include waits for the shared event loop of each process.',
+    '',
+    '## Verdict per size',
+    '',
+    '| nodes | result | traces meeting the four contracts | runs lost | forged items accepted | events lost | wall |',
+    '|---:|---|---:|---:|---:|---:|---:|',
+    ...rows.map(r => `| ${r.nodes} | ${r.passed ? 'passes' : `**fails**: ${r.why.join('; ')}`} | ${inv(r, i => `${i.traces_satisfying_contracts} / ${i.tasks}`)} | ${inv(r, i => `${i.runs_lost} of ${i.runs_acknowledged}`)} | ${inv(r, i => `${i.forged_accepted} of ${i.forged_attempted}`)} | ${inv(r, i => `${i.events_lost} of ${i.events_expected}`)} | ${f1(r.wall_s)} s |`),
+    '',
+    '## Connections per node',
+    '',
+    '| nodes | bound | peak, max over nodes | peak, p50 over nodes | at the end, max | at the end, p50 | nodes over the bound |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => r.connections === undefined
+      ? `| ${r.nodes} | – | – | – | – | – | – |`
+      : `| ${r.nodes} | ${r.connections.bound} | ${r.connections.peak_max} | ${r.connections.peak_p50} | ${r.connections.end_max} | ${r.connections.end_p50} | ${r.connections.nodes_over_bound} |`),
+    '',
+    '## Memory per node (MiB)',
+    '',
+    '| nodes | processes (nodes each, driver first) | RSS per node | RSS per node above start | group processes\' RSS per node | heap used per node | after a full GC: RSS / heap used per node | peak RSS per node | CPU cores busy |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => `| ${r.nodes} | ${r.processes} (${r.nodes_per_process.join(', ')}) | ${f1(r.rss_per_node_mib)} | ${f1(r.rss_per_node_above_start_mib)} | ${f1(r.group_rss_per_node_mib)} | ${f1(r.heap_used_per_node_mib)} | ${f1(r.after_gc_rss_per_node_mib)} / ${f1(r.after_gc_heap_per_node_mib)} | ${f1(r.rss_peak_per_node_mib)} | ${f1(r.cpu_cores_busy)} |`),
+    '',
+    `Target (issue #17): at most ${SCALE_RSS_PER_NODE_TARGET_BYTES / 1e6} MB (${f1(SCALE_RSS_PER_NODE_TARGET_BYTES / MIB)} MiB) RSS per node at 200 nodes.`,
+    '',
+    '## Latency (ms, p50 / p99)',
+    '',
+    '| nodes | discover | delegate round trip | event delivery | first event of a run | event-loop delay p99 / max (worst process) | phases: nodes up / announced / tasks (s) |',
+    '|---:|---:|---:|---:|---:|---:|---|',
+    ...rows.map(r => `| ${r.nodes} | ${pp(r.discover)} | ${pp(r.delegate)} | ${pp(r.delivery)} | ${pp(r.first_event)} | ${r.loop_delay_ms === undefined ? '–' : `${f1(r.loop_delay_ms.p99)} / ${f1(r.loop_delay_ms.max)}`} | ${r.phases_s === undefined ? '–' : `${f1(r.phases_s.start)} / ${f1(r.phases_s.announce)} / ${f1(r.phases_s.tasks)}`} |`),
+    '',
+    '## Discover p50 against log N',
+    '',
+    growthLine(d.growth),
+    ''
+  ]
+  for (const h of d.heap ?? []) {
+    lines.push(`## Heap snapshot of one group process at ${h.nodes} nodes (${h.process_nodes} nodes in it)`, '',
+      'Self size by kind of object (V8 heap snapshot; strings, arrays and code by type, objects by constructor):', '',
+      '| what | MiB | count |', '|---|---:|---:|', ...h.top.map(t => `| ${t.what.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
+  }
+  return `${lines.join('\n')}\n`
+}
+
+export function growthLine (g: Growth | undefined): string {
+  if (g === undefined) return 'Not enough sizes with discover figures to compare.'
+  const parts = g.rows.map(r => `at ${r.nodes} nodes discover p50 is ×${r.discover_ratio.toFixed(2)} of ${g.base} nodes' while ln N is ×${r.log_ratio.toFixed(2)} (${r.within ? 'within' : 'faster than log N'})`)
+  return `${parts.join('; ')}. Discover p50 ${g.within ? 'grows no faster than log N' : 'grows faster than log N'} over these sizes.`
+}
