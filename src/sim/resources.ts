@@ -4,6 +4,7 @@
  * process (group-worker.ts), so per-node figures add up across processes.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { processSignatures, type SignatureCacheStats } from '../runlog/event.ts'
 import type { SimNode } from './mesh.ts'
 import type { SimReport } from './report.ts'
 
@@ -33,6 +34,13 @@ export interface ProcessFigures {
   cpu_system_ms: number
   /** How late the process's one event loop (shared by its nodes) ran its timers. */
   event_loop_delay_ms: { p50: number, p99: number, max: number }
+  /**
+   * The process's verified-signature cache, which its nodes share (their
+   * callers pass no cache of their own): Ed25519 checks made, and hits, of
+   * which some are one node meeting another node's event (an upper bound on
+   * what sharing saved).
+   */
+  signatures: SignatureCacheStats
   /** Per node: the most connections it held at any sample, and at the end. */
   connections_peak: number[]
   connections_end: number[]
@@ -107,6 +115,7 @@ export class ProcessMeter {
       cpu_user_ms: cpu.user / 1000,
       cpu_system_ms: cpu.system / 1000,
       event_loop_delay_ms: { p50: ms(this.loop.percentile(50)), p99: ms(this.loop.percentile(99)), max: ms(this.loop.max) },
+      signatures: { ...processSignatures.stats },
       connections_peak: connections.peak,
       connections_end: connections.end
     }
