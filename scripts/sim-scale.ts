@@ -11,12 +11,14 @@
  * fails or runs out of time is reported as such and the others are kept.
  * With --heap-at, a heap snapshot of one group process is taken at those
  * sizes (written under reports/, summarized in the page). With --merge, rows
- * of sizes not run this time are kept from the existing `<out>.json`.
+ * of sizes not run this time are kept from the existing `<out>.json`. With
+ * --rerender, nothing runs: the page is made again from `<out>.json` and each
+ * size's report (after a change to the page, not to the simulation).
  * Exits non-zero when a size did not pass.
  */
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { cpus, totalmem } from 'node:os'
 import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -34,6 +36,7 @@ const { values } = parseArgs({
     'heap-dir': { type: 'string', default: 'reports/scaling-heap' },
     'size-timeout-min': { type: 'string', default: '40' },
     merge: { type: 'boolean', default: false },
+    rerender: { type: 'boolean', default: false },
     observers: { type: 'string' },
     hostile: { type: 'string' },
     concurrency: { type: 'string' },
@@ -66,17 +69,24 @@ const say = (line: string): void => { if (!values.quiet) process.stderr.write(`$
 async function runSize (nodes: number, heapSnapshot: string | undefined): Promise<{ report?: SimReport, why?: string, wallMs: number }> {
   const out = join(values.out, `n${nodes}`)
   await rm(join(out, 'report.json'), { force: true })
-  const args = ['--expose-gc', SIM_SCRIPT, '--nodes', String(nodes), '--tasks', String(tasks), '--per-process', String(perProcess), '--out', out, '--quiet']
+  const args = ['--expose-gc', SIM_SCRIPT, '--nodes', String(nodes), '--tasks', String(tasks), '--per-process', String(perProcess), '--out', out, ...(values.quiet ? ['--quiet'] : [])]
   for (const k of ['observers', 'hostile', 'concurrency', 'seed'] as const) if (values[k] !== undefined) args.push(`--${k}`, String(values[k]))
   if (heapSnapshot !== undefined) args.push('--heap-snapshot', heapSnapshot)
   const t0 = Date.now()
-  const child = spawn(process.execPath, args, { stdio: ['ignore', values.quiet ? 'ignore' : 'inherit', 'inherit'] })
+  const child = spawn(process.execPath, args, { stdio: ['ignore', values.quiet ? 'ignore' : 'inherit', 'pipe'] })
+  // the simulation's progress lines, passed on; the last says how far a stopped size got
+  let last = ''
+  child.stderr.on('data', (b: Buffer) => {
+    if (!values.quiet) process.stderr.write(b)
+    const lines = b.toString().split('\n').map(l => l.trim()).filter(l => l !== '')
+    last = lines[lines.length - 1] ?? last
+  })
   let timedOut = false
   const timer = setTimeout(() => { timedOut = true; child.kill('SIGTERM') }, sizeTimeoutMs)
   const code = await new Promise<number | string>(resolve => { child.on('exit', (c, s) => { resolve(c ?? s ?? 'unknown') }) })
   clearTimeout(timer)
   const wallMs = Date.now() - t0
-  if (timedOut) return { why: `did not finish within ${sizeTimeoutMs / 60_000} min (stopped)`, wallMs }
+  if (timedOut) return { why: `did not finish within ${sizeTimeoutMs / 60_000} min (stopped; last progress: ${last.slice(0, 200) || 'none'})`, wallMs }
   const file = join(out, 'report.json')
   if (!existsSync(file)) return { why: `the simulation exited (${code}) without a report`, wallMs }
   return { report: JSON.parse(await readFile(file, 'utf8')) as SimReport, wallMs }
@@ -86,23 +96,46 @@ const jsonPath = `${values.out}.json`
 const kept: ScaleRow[] = []
 const keptHeap: NonNullable<ScalingDoc['heap']> = []
 const commands = [command]
-if (values.merge && existsSync(jsonPath)) {
+let docTasks = tasks
+let docPerProcess = perProcess
+let madeAt: string | undefined
+if ((values.merge || values.rerender) && existsSync(jsonPath)) {
   const before = JSON.parse(await readFile(jsonPath, 'utf8')) as ScalingDoc & { commands?: string[] }
-  kept.push(...before.rows.filter(r => !sizes.includes(r.nodes)))
-  keptHeap.push(...(before.heap ?? []).filter(h => !sizes.includes(h.nodes)))
-  if (kept.length > 0) commands.unshift(...(before.commands ?? [before.command]))
+  const keep = values.rerender ? before.rows : before.rows.filter(r => !sizes.includes(r.nodes))
+  for (const r of keep) {
+    // a size that ran has its own report: its row is made again from it
+    const file = join(values.out, `n${r.nodes}`, 'report.json')
+    kept.push(r.invariants !== undefined && existsSync(file) ? scaleRow(JSON.parse(await readFile(file, 'utf8')) as SimReport) : r)
+  }
+  keptHeap.push(...(before.heap ?? []).filter(h => values.rerender || !sizes.includes(h.nodes)))
+  if (values.rerender) {
+    commands.splice(0, commands.length, ...(before.commands ?? [before.command]))
+    docTasks = before.tasks
+    docPerProcess = before.per_process
+    madeAt = before.made_at
+  } else if (kept.length > 0) {
+    commands.unshift(...(before.commands ?? [before.command]))
+  }
+} else if (values.rerender) {
+  fail(`--rerender needs ${jsonPath}`)
 }
 const rows: ScaleRow[] = [...kept]
 const heap = [...keptHeap]
+
+/** The heap snapshot of one group process at `nodes`, summarized onto the page. */
+async function summarizeInto (nodes: number, snapshot: string, processNodes: number): Promise<void> {
+  const top = await summarizeHeapSnapshot(snapshot)
+  heap.push({ nodes, process_nodes: processNodes, top: top.map(t => ({ what: t.what, mib: t.bytes / 2 ** 20, count: t.count })) })
+}
 
 async function write (): Promise<void> {
   const doc: ScalingDoc & { commands: string[] } = {
     command: commands.join('` then `'),
     commands,
-    made_at: new Date().toISOString(),
+    made_at: madeAt ?? new Date().toISOString(),
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`,
-    per_process: perProcess,
-    tasks,
+    per_process: docPerProcess,
+    tasks: docTasks,
     rows: [...rows].sort((a, b) => a.nodes - b.nodes),
     heap: [...heap].sort((a, b) => a.nodes - b.nodes)
   }
@@ -113,6 +146,25 @@ async function write (): Promise<void> {
   await writeFile(`${values.out}.md`, renderScaling(doc))
 }
 
+if (values.rerender) {
+  // sizes whose report is there but not yet on the page (a size that finished after its sim:scale process stopped)
+  const dirs = existsSync(values.out) ? await readdir(values.out) : []
+  for (const d of dirs.filter(d => /^n\d+$/.test(d)).sort()) {
+    const nodes = Number(d.slice(1))
+    const file = join(values.out, d, 'report.json')
+    if (rows.some(r => r.nodes === nodes) || !existsSync(file)) continue
+    rows.push(scaleRow(JSON.parse(await readFile(file, 'utf8')) as SimReport))
+  }
+  for (const r of rows) {
+    const snapshot = join(values['heap-dir'], `n${r.nodes}.heapsnapshot`)
+    if (heap.some(h => h.nodes === r.nodes) || !existsSync(snapshot)) continue
+    await summarizeInto(r.nodes, snapshot, r.nodes_per_process[1] ?? 0)
+  }
+  await write()
+  process.stdout.write(`scaling report: ${values.out}.md (made again)\n`)
+  process.exit(0)
+}
+
 for (const nodes of sizes) {
   say(`== ${nodes} nodes (${new Date().toISOString()})`)
   const snapshot = heapAt.has(nodes) ? join(values['heap-dir'], `n${nodes}.heapsnapshot`) : undefined
@@ -120,10 +172,7 @@ for (const nodes of sizes) {
   const r = await runSize(nodes, snapshot)
   const row = r.report === undefined ? failedRow(nodes, r.wallMs, r.why ?? 'no report') : scaleRow(r.report)
   rows.push(row)
-  if (snapshot !== undefined && existsSync(snapshot)) {
-    const top = await summarizeHeapSnapshot(snapshot)
-    heap.push({ nodes, process_nodes: r.report?.processes?.find(p => p.role === 'group')?.nodes ?? 0, top: top.map(t => ({ what: t.what, mib: t.bytes / 2 ** 20, count: t.count })) })
-  }
+  if (snapshot !== undefined && existsSync(snapshot)) await summarizeInto(nodes, snapshot, r.report?.processes?.find(p => p.role === 'group')?.nodes ?? 0)
   await write()
   say(`== ${nodes} nodes: ${row.passed ? 'passes' : `fails: ${row.why.join('; ')}`} (${row.wall_s.toFixed(0)} s)`)
 }

@@ -5,6 +5,7 @@
  * node of the driver process, each serving its card and the simulated agent
  * behaviour. Talks to the driver over the IPC channel only (group.ts):
  *
+ *   -> { type: 'progress', line }  (while it starts)
  *   -> { type: 'ready', members: [{ index, agent_id, card }], incidents }
  *   <- { id, op: 'log', agent_id, run_id, seq }   -> { type: 'reply', id, value: event | null }
  *   <- { id, op: 'stats' }                        -> { type: 'reply', id, value: ProcessFigures }
@@ -42,6 +43,7 @@ const mesh = await startSimMesh({
   nodes: count,
   transport: 'tcp',
   random,
+  onProgress: (n) => { send({ type: 'progress', line: `${n}/${count} nodes started` }) },
   ...(values['max-connections'] === undefined ? {} : { maxConnections: Number(values['max-connections']) })
 })
 const sampler = new ConnectionSampler(() => mesh)
@@ -60,11 +62,13 @@ for (const n of mesh) {
   installAgent(n.node, draft)
   const card = await n.node.discovery.publish(draft, { announce: false })
   members.push({ index: first + n.index, agent_id: n.node.agentId, card })
+  send({ type: 'progress', line: `${members.length}/${count} joined and published` })
 }
 const queue = [...mesh]
 await Promise.all(Array.from({ length: GROUP_ANNOUNCE_CONCURRENCY }, async () => {
   for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
     await n.node.discovery.announce(AbortSignal.timeout(GROUP_ANNOUNCE_TIMEOUT_MS)).catch(noted('announce'))
+    send({ type: 'progress', line: `${count - queue.length}/${count} announcing` })
   }
 }))
 const byAgent = new Map(mesh.map(n => [n.node.agentId, n]))

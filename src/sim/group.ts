@@ -35,6 +35,8 @@ export interface GroupOptions {
   /** Multiaddrs outside the group, each node joins through one of them. */
   join: string[]
   maxConnections?: number
+  /** Where the group's start goes (a line at a time). */
+  onProgress?: (line: string) => void
 }
 
 export async function spawnGroup (o: GroupOptions): Promise<Group> {
@@ -43,7 +45,11 @@ export async function spawnGroup (o: GroupOptions): Promise<Group> {
   const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const g: Group = { first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
   const ready = Promise.withResolvers<void>()
-  child.on('message', (msg: { type: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number> }) => {
+  child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number> }) => {
+    if (msg.type === 'progress') {
+      o.onProgress?.(`group ${o.first}+${o.count}: ${msg.line ?? ''}`)
+      return
+    }
     if (msg.type === 'ready') {
       g.members = msg.members ?? []
       g.incidents = msg.incidents ?? {}
@@ -118,6 +124,7 @@ export async function startGroups (o: { nodes: number, perProcess?: number, seed
       count: share,
       seed: o.seed,
       join,
+      onProgress: log,
       ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections })
     })
     ready += share

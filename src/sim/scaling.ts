@@ -4,6 +4,7 @@
  * how discover p50 grows against log N, and the Markdown page. Pure: reports
  * in, figures and text out.
  */
+import { CONNECTIONS_HEADROOM } from '../constants.ts'
 import type { SimReport } from './report.ts'
 
 const MIB = 2 ** 20
@@ -12,6 +13,30 @@ const MIB = 2 ** 20
 export const SCALE_RSS_PER_NODE_TARGET_BYTES = 10 * 1000 * 1000
 
 export interface Pcts { p50: number, p99: number, n: number }
+
+/**
+ * Connections per node against the budget (`bound`, CONNECTIONS_MAX unless
+ * --max-connections): the budget prunes down to it, but a connection in its
+ * grace period (CONNECTION_GRACE_MS) is not closed yet, and libp2p refuses
+ * past `hard_limit` (bound + CONNECTIONS_HEADROOM). Under the bound: every
+ * node at most `bound` at the end and never past `hard_limit`.
+ */
+export type ConnectionFigures = NonNullable<SimReport['connections']> & {
+  hard_limit: number
+  nodes_over_bound_at_end: number
+  nodes_over_hard_limit: number
+  under_bound: boolean
+}
+
+function connectionFigures (r: SimReport): ConnectionFigures | undefined {
+  const c = r.connections
+  if (c === undefined) return undefined
+  const hard = c.bound + CONNECTIONS_HEADROOM
+  const procs = r.processes ?? []
+  const overAtEnd = procs.flatMap(p => p.connections_end).filter(n => n > c.bound).length
+  const overHard = procs.flatMap(p => p.connections_peak).filter(n => n > hard).length
+  return { ...c, hard_limit: hard, nodes_over_bound_at_end: overAtEnd, nodes_over_hard_limit: overHard, under_bound: overAtEnd === 0 && overHard === 0 }
+}
 
 export interface ScaleRow {
   nodes: number
@@ -24,7 +49,7 @@ export interface ScaleRow {
   /** Nodes each process hosted (the driver process first). */
   nodes_per_process: number[]
   invariants?: SimReport['invariants']
-  connections?: NonNullable<SimReport['connections']>
+  connections?: ConnectionFigures
   /** Sum of every process's RSS at the end of the tasks, over the nodes. */
   rss_per_node_mib?: number
   /** The same less each process's RSS before it started nodes (loaded code): what the nodes themselves hold. */
@@ -60,8 +85,6 @@ export function invariantProblems (r: SimReport): string[] {
   if (inv.runs_lost > 0) out.push(`${inv.runs_lost} of ${inv.runs_acknowledged} acknowledged runs lost`)
   if (inv.forged_accepted > 0) out.push(`${inv.forged_accepted} forged items accepted`)
   if (inv.traces_satisfying_contracts !== inv.tasks) out.push(`${inv.tasks - inv.traces_satisfying_contracts} of ${inv.tasks} traces broke a contract or did not finish`)
-  const c = r.connections
-  if (c !== undefined && c.nodes_over_bound > 0) out.push(`${c.nodes_over_bound} nodes went over the connection bound ${c.bound} (peak ${c.peak_max})`)
   return out
 }
 
@@ -90,7 +113,7 @@ export function scaleRow (r: SimReport): ScaleRow {
     processes: Math.max(1, procs.length),
     nodes_per_process: procs.length > 0 ? procs.map(p => p.nodes) : [n],
     invariants: r.invariants,
-    ...(r.connections === undefined ? {} : { connections: r.connections }),
+    ...optional('connections', connectionFigures(r)),
     rss_per_node_mib: r.resources.rss_per_node_bytes / MIB,
     ...(procs.length === 0 ? {} : { rss_per_node_above_start_mib: sum(procs.map(p => p.rss_bytes - p.rss_start_bytes)) / n / MIB }),
     ...(groups.length === 0 ? {} : { group_rss_per_node_mib: sum(groups.map(p => p.rss_bytes)) / sum(groups.map(p => p.nodes)) / MIB }),
@@ -178,6 +201,10 @@ export function renderScaling (d: ScalingDoc): string {
     'subtracts each process\'s RSS before it started its nodes (the loaded code, about the same for one node or a',
     'hundred). Latencies include waits for the shared event loop of each process.',
     '',
+    '## Issue #17, point by point',
+    '',
+    ...checks(rows, d.growth),
+    '',
     '## Verdict per size',
     '',
     '| nodes | result | traces meeting the four contracts | runs lost | forged items accepted | events lost | wall |',
@@ -186,11 +213,18 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     '## Connections per node',
     '',
-    '| nodes | bound | peak, max over nodes | peak, p50 over nodes | at the end, max | at the end, p50 | nodes over the bound |',
-    '|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(r => r.connections === undefined
-      ? `| ${r.nodes} | – | – | – | – | – | – |`
-      : `| ${r.nodes} | ${r.connections.bound} | ${r.connections.peak_max} | ${r.connections.peak_p50} | ${r.connections.end_max} | ${r.connections.end_p50} | ${r.connections.nodes_over_bound} |`),
+    'Counted on every node every second. The budget prunes each node down to the bound; a connection in its 20 s grace',
+    'period is not closed yet, so a node can be above the bound for a while, and libp2p refuses connections past the hard',
+    'limit (bound + headroom).',
+    '',
+    '| nodes | bound / hard limit | peak, max over nodes | peak, p50 over nodes | nodes above the bound at some sample | at the end, max | at the end, p50 | verdict |',
+    '|---:|---:|---:|---:|---:|---:|---:|---|',
+    ...rows.map(r => {
+      const c = r.connections
+      if (c === undefined) return `| ${r.nodes} | – | – | – | – | – | – | – |`
+      const verdict = c.under_bound ? 'under the bound' : `**over**: ${c.nodes_over_bound_at_end} nodes above the bound at the end, ${c.nodes_over_hard_limit} past the hard limit`
+      return `| ${r.nodes} | ${c.bound} / ${c.hard_limit} | ${c.peak_max} | ${c.peak_p50} | ${c.nodes_over_bound} | ${c.end_max} | ${c.end_p50} | ${verdict} |`
+    }),
     '',
     '## Memory per node (MiB)',
     '',
@@ -235,4 +269,19 @@ export function growthLine (g: Growth | undefined): string {
   if (g === undefined) return 'Not enough sizes with discover figures to compare.'
   const parts = g.rows.map(r => `at ${r.nodes} nodes discover p50 is ×${r.discover_ratio.toFixed(2)} of ${g.base} nodes' while ln N is ×${r.log_ratio.toFixed(2)} (${r.within ? 'within' : 'faster than log N'})`)
   return `${parts.join('; ')}. Discover p50 ${g.within ? 'grows no faster than log N' : 'grows faster than log N'} over these sizes.`
+}
+
+/** The four figures issue #17 asks for, each with its verdict over the sizes run. */
+export function checks (rows: ScaleRow[], growth: Growth | undefined): string[] {
+  const failing = rows.filter(r => !r.passed).map(r => r.nodes)
+  const over = rows.filter(r => r.connections === undefined || !r.connections.under_bound).map(r => r.nodes)
+  const at200 = rows.find(r => r.nodes === 200)
+  const mem = at200?.rss_per_node_mib
+  const memOk = mem !== undefined && mem * MIB <= SCALE_RSS_PER_NODE_TARGET_BYTES
+  return [
+    `1. Every invariant (0 runs lost, 0 forgeries accepted, every trace meets the four contracts): ${failing.length === 0 ? 'yes, at every size' : `**no** at ${failing.join(', ')} nodes`}.`,
+    `2. Connections per node under the bound: ${over.length === 0 ? 'yes, at every size' : `**no** (or not measured) at ${over.join(', ')} nodes`}.`,
+    `3. RSS per node at 200 nodes ≤ 10 MB: ${mem === undefined ? 'not measured' : `${memOk ? 'yes' : '**no**'}, ${f1(mem)} MiB${at200?.after_gc_heap_per_node_mib === undefined ? '' : ` (${f1(at200.after_gc_heap_per_node_mib)} MiB of live heap after a full GC)`}`}${memOk || mem === undefined ? '' : '; what holds it up is below'}.`,
+    `4. Discover p50 grows no faster than log N: ${growth === undefined ? 'not enough sizes' : growth.within ? 'yes' : '**no**'} (below).`
+  ]
 }
