@@ -29,6 +29,7 @@ import { method, serve } from '../wire/rpc.ts'
 import { schema } from '../schema/validate.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
 import { checkTrace } from './contracts.ts'
+import { isGenuineCard } from './genuine.ts'
 import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
 import { groupFigures, startGroups, stopGroup } from './group.ts'
 import { ConnectionSampler, ProcessMeter, connectionsOf, resourcesOf } from './resources.ts'
@@ -289,10 +290,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   let forgedAccepted = 0
   let done = 0
 
-  const checkCard = (card: AgentCard): void => {
-    const genuine = cards.get(card.agent_id)
+  const checkCard = async (card: AgentCard): Promise<void> => {
     const hostileOwn = [...hostile].some(h => h.node.agentId === card.agent_id)
-    if (!hostileOwn && (genuine === undefined || genuine.signature !== card.signature)) forgedAccepted++
+    if (!hostileOwn && !await isGenuineCard(card, cards.get(card.agent_id))) forgedAccepted++
   }
 
   async function runTask (i: number): Promise<void> {
@@ -313,7 +313,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
         const d0 = performance.now()
         const found = await driver.node.discover({ capability: cap }, { limit: 4 * (attempt + 1) })
         discoverMs.add(performance.now() - d0)
-        found.forEach(checkCard)
+        for (const c of found) await checkCard(c)
         candidates = found
           .map(c => byAgent.get(c.agent_id))
           .filter((m): m is Member => m !== undefined && m.agentId !== driver.node.agentId && m.up)
