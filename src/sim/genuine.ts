@@ -11,7 +11,8 @@ import { draftOf, verifyCard, type AgentCard } from '../card/card.ts'
 
 export async function isGenuineCard (card: AgentCard, published: AgentCard | undefined): Promise<boolean> {
   if (published === undefined) return false
-  if (card.signature === published.signature) return true
+  // the same signature is not enough: a forgery keeps the victim's signature over changed fields
+  if (isDeepStrictEqual(card, published)) return true
   if (card.agent_id !== published.agent_id || card.seq < published.seq) return false
   try {
     await verifyCard(card)
