@@ -22,7 +22,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { cpus, totalmem } from 'node:os'
 import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
+import { bigBufferRetainers, summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
 import type { SimReport } from '../src/sim/report.ts'
 import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 
@@ -125,7 +125,15 @@ const heap = [...keptHeap]
 /** The heap snapshot of one group process at `nodes`, summarized onto the page. */
 async function summarizeInto (nodes: number, snapshot: string, processNodes: number): Promise<void> {
   const top = await summarizeHeapSnapshot(snapshot)
-  heap.push({ nodes, process_nodes: processNodes, top: top.map(t => ({ what: t.what, mib: t.bytes / 2 ** 20, count: t.count })) })
+  const held = await bigBufferRetainers(snapshot)
+  const at = heap.findIndex(h => h.nodes === nodes)
+  if (at >= 0) heap.splice(at, 1)
+  heap.push({
+    nodes,
+    process_nodes: processNodes,
+    top: top.map(t => ({ what: t.what, mib: t.bytes / 2 ** 20, count: t.count })),
+    held: held.map(t => ({ chain: t.chain, mib: t.bytes / 2 ** 20, count: t.count }))
+  })
 }
 
 async function write (): Promise<void> {
@@ -157,7 +165,7 @@ if (values.rerender) {
   }
   for (const r of rows) {
     const snapshot = join(values['heap-dir'], `n${r.nodes}.heapsnapshot`)
-    if (heap.some(h => h.nodes === r.nodes) || !existsSync(snapshot)) continue
+    if (!existsSync(snapshot)) continue
     await summarizeInto(r.nodes, snapshot, r.nodes_per_process[1] ?? 0)
   }
   await write()

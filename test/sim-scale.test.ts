@@ -59,6 +59,7 @@ describe('npm run sim:scale', () => {
     }
     expect(doc.growth?.rows.map(g => g.nodes)).toEqual([10])
     expect(doc.heap?.[0]?.top.length).toBeGreaterThan(0)
+    expect(Array.isArray(doc.heap?.[0]?.held)).toBe(true)
     const md = await readFile(`${out}.md`, 'utf8')
     expect(md).toContain('Made by `npm run sim:scale -- --sizes 8,10')
     for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '## Heap snapshot']) expect(md).toContain(h)

@@ -59,3 +59,69 @@ export async function summarizeHeapSnapshot (path: string, top = 20): Promise<He
   })
   return [...kinds.values()].sort((a, b) => b.bytes - a.bytes).slice(0, top)
 }
+
+/** Large ArrayBuffer backing stores of a snapshot, by what keeps them alive. */
+export interface HeldBuffers { chain: string, bytes: number, count: number }
+
+/**
+ * Backing stores of at least `minBytes` grouped by their retainer chain
+ * (`levels` steps up, the first strong retainer that is not a context or a
+ * hidden node at each step): which objects keep large buffers alive.
+ */
+export async function bigBufferRetainers (path: string, minBytes = 64 * 1024, levels = 4, top = 10): Promise<HeldBuffers[]> {
+  const buf = await readFile(path)
+  const nodesAt = buf.indexOf('"nodes":[')
+  const edgesAt = buf.indexOf('"edges":[')
+  const stringsAt = buf.indexOf('"strings":[')
+  if (nodesAt < 0 || edgesAt < 0 || stringsAt < 0) throw new Error(`${path} is not a V8 heap snapshot`)
+  const header = buf.toString('utf8', 0, nodesAt).trim().replace(/,$/, '')
+  const meta = (JSON.parse(`${header}}`) as { snapshot: { meta: SnapshotMeta & { edge_fields: string[], edge_types: [string[], ...unknown[]] } } }).snapshot.meta
+  const strings = JSON.parse(buf.toString('utf8', stringsAt + '"strings":'.length, buf.lastIndexOf(']') + 1)) as string[]
+  const nodes: number[] = []
+  eachNumber(buf, nodesAt + '"nodes":['.length, edgesAt, n => { nodes.push(n) })
+  const edges: number[] = []
+  eachNumber(buf, edgesAt + '"edges":['.length, buf.indexOf(']', edgesAt), n => { edges.push(n) })
+  const NF = meta.node_fields.length
+  const EF = meta.edge_fields.length
+  const [tI, nI, sI, ecI] = ['type', 'name', 'self_size', 'edge_count'].map(f => meta.node_fields.indexOf(f)) as [number, number, number, number]
+  const [eT, eTo] = ['type', 'to_node'].map(f => meta.edge_fields.indexOf(f)) as [number, number]
+  const types = meta.node_types[0]
+  const edgeTypes = meta.edge_types[0]
+  const count = nodes.length / NF
+  const nameOf = (i: number): string => {
+    const t = types[nodes[i * NF + tI] ?? 0] ?? '?'
+    return t === 'object' || t === 'closure' || t === 'native' ? strings[nodes[i * NF + nI] ?? 0] ?? '?' : `(${t})`
+  }
+  const retainers = new Map<number, number[]>()
+  for (let i = 0, e = 0; i < count; i++) {
+    const ec = nodes[i * NF + ecI] ?? 0
+    for (let k = 0; k < ec; k++, e += EF) {
+      if (edgeTypes[edges[e + eT] ?? 0] === 'weak') continue
+      const to = (edges[e + eTo] ?? 0) / NF
+      const r = retainers.get(to)
+      if (r === undefined) retainers.set(to, [i])
+      else r.push(i)
+    }
+  }
+  const skip = new Set(['(hidden)', 'system / Context'])
+  const chains = new Map<string, HeldBuffers>()
+  for (let i = 0; i < count; i++) {
+    const size = nodes[i * NF + sI] ?? 0
+    if (size < minBytes || nameOf(i) !== 'system / JSArrayBufferData') continue
+    const path: string[] = []
+    let cur = i
+    for (let d = 0; d < levels; d++) {
+      const rs = retainers.get(cur) ?? []
+      const up = rs.find(x => !skip.has(nameOf(x))) ?? rs[0]
+      if (up === undefined) break
+      path.push(nameOf(up))
+      cur = up
+    }
+    const chain = path.join(' ← ')
+    const c = chains.get(chain) ?? { chain, bytes: 0, count: 0 }
+    c.bytes += size
+    c.count++
+    chains.set(chain, c)
+  }
+  return [...chains.values()].sort((a, b) => b.bytes - a.bytes).slice(0, top)
+}

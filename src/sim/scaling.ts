@@ -178,7 +178,13 @@ export interface ScalingDoc {
   rows: ScaleRow[]
   growth?: Growth
   /** Heap snapshot summaries, by size: the biggest kinds of objects by self size. */
-  heap?: Array<{ nodes: number, process_nodes: number, top: Array<{ what: string, mib: number, count: number }> }>
+  heap?: Array<{
+    nodes: number
+    process_nodes: number
+    top: Array<{ what: string, mib: number, count: number }>
+    /** Backing stores of 64 KiB and more, by the objects that keep them alive. */
+    held?: Array<{ chain: string, mib: number, count: number }>
+  }>
 }
 
 const f1 = (x: number | undefined): string => x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
@@ -261,6 +267,10 @@ export function renderScaling (d: ScalingDoc): string {
     lines.push(`## Heap snapshot of one group process at ${h.nodes} nodes (${h.process_nodes} nodes in it)`, '',
       'Self size by kind of object (V8 heap snapshot; strings, arrays and code by type, objects by constructor):', '',
       '| what | MiB | count |', '|---|---:|---:|', ...h.top.map(t => `| ${t.what.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
+    if (h.held !== undefined && h.held.length > 0) {
+      lines.push('Backing stores of 64 KiB and more (network reads, by their size), by what keeps them alive (retainers, nearest first):', '',
+        '| kept alive by | MiB | buffers |', '|---|---:|---:|', ...h.held.map(t => `| ${t.chain.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
+    }
   }
   return `${lines.join('\n')}\n`
 }
