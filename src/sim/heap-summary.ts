@@ -68,7 +68,7 @@ export interface HeldBuffers { chain: string, bytes: number, count: number }
  * (`levels` steps up, the first strong retainer that is not a context or a
  * hidden node at each step): which objects keep large buffers alive.
  */
-export async function bigBufferRetainers (path: string, minBytes = 64 * 1024, levels = 4, top = 10): Promise<HeldBuffers[]> {
+export async function bigBufferRetainers (path: string, minBytes = 64 * 1024, levels = 5, top = 10): Promise<HeldBuffers[]> {
   const buf = await readFile(path)
   const nodesAt = buf.indexOf('"nodes":[')
   const edgesAt = buf.indexOf('"edges":[')
