@@ -92,7 +92,7 @@ export function invariantProblems (r: SimReport): string[] {
 export function failureKinds (r: SimReport, max = 5): string[] {
   const kinds = new Map<string, number>()
   for (const f of r.failures) {
-    const p = (f.problems[0] ?? 'no problem recorded').replace(/task-\d+-\d+/g, 'task').replace(/\d+(\.\d+)?/g, 'N').slice(0, 120)
+    const p = (f.problems[0] ?? 'no problem recorded').replace(/12D3Koo\w+/g, '<agent>').replace(/task-\d+-\d+/g, '<task>').replace(/\b\d+(\.\d+)?\b/g, 'N').slice(0, 120)
     kinds.set(p, (kinds.get(p) ?? 0) + 1)
   }
   return [...kinds.entries()].sort((a, b) => b[1] - a[1]).slice(0, max).map(([k, n]) => `${n} × ${k}`)
