@@ -57,6 +57,9 @@ export interface ScaleRow {
   /** The group processes only (they host agents and nothing else): their RSS over their nodes. */
   group_rss_per_node_mib?: number
   heap_used_per_node_mib?: number
+  /** V8 heap the processes hold (used or not) and memory outside it (buffers), per node. */
+  heap_total_per_node_mib?: number
+  external_per_node_mib?: number
   /** RSS and heap used per node after a full GC in every process (what the nodes hold, without garbage). */
   after_gc_rss_per_node_mib?: number
   after_gc_heap_per_node_mib?: number
@@ -118,6 +121,9 @@ export function scaleRow (r: SimReport): ScaleRow {
     ...(procs.length === 0 ? {} : { rss_per_node_above_start_mib: sum(procs.map(p => p.rss_bytes - p.rss_start_bytes)) / n / MIB }),
     ...(groups.length === 0 ? {} : { group_rss_per_node_mib: sum(groups.map(p => p.rss_bytes)) / sum(groups.map(p => p.nodes)) / MIB }),
     heap_used_per_node_mib: r.resources.heap_used_bytes / n / MIB,
+    ...(procs.length === 0
+      ? {}
+      : { heap_total_per_node_mib: sum(procs.map(p => p.heap_total_bytes)) / n / MIB, external_per_node_mib: sum(procs.map(p => p.external_bytes)) / n / MIB }),
     ...(procs.length === 0 || procs.some(p => p.after_gc === undefined)
       ? {}
       : {
@@ -234,11 +240,13 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     '## Memory per node (MiB)',
     '',
-    '| nodes | processes (nodes each, driver first) | RSS per node | RSS per node above start | group processes\' RSS per node | heap used per node | after a full GC: RSS / heap used per node | peak RSS per node | CPU cores busy |',
-    '|---:|---|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(r => `| ${r.nodes} | ${r.processes} (${r.nodes_per_process.join(', ')}) | ${f1(r.rss_per_node_mib)} | ${f1(r.rss_per_node_above_start_mib)} | ${f1(r.group_rss_per_node_mib)} | ${f1(r.heap_used_per_node_mib)} | ${f1(r.after_gc_rss_per_node_mib)} / ${f1(r.after_gc_heap_per_node_mib)} | ${f1(r.rss_peak_per_node_mib)} | ${f1(r.cpu_cores_busy)} |`),
+    '| nodes | processes (nodes each, driver first) | RSS per node | RSS per node above start | group processes\' RSS per node | heap used per node | V8 heap held per node | buffers outside the heap per node | after a full GC: RSS / heap used per node | peak RSS per node | CPU cores busy |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => `| ${r.nodes} | ${r.processes} (${r.nodes_per_process.join(', ')}) | ${f1(r.rss_per_node_mib)} | ${f1(r.rss_per_node_above_start_mib)} | ${f1(r.group_rss_per_node_mib)} | ${f1(r.heap_used_per_node_mib)} | ${f1(r.heap_total_per_node_mib)} | ${f1(r.external_per_node_mib)} | ${f1(r.after_gc_rss_per_node_mib)} / ${f1(r.after_gc_heap_per_node_mib)} | ${f1(r.rss_peak_per_node_mib)} | ${f1(r.cpu_cores_busy)} |`),
     '',
     `Target (issue #17): at most ${SCALE_RSS_PER_NODE_TARGET_BYTES / 1e6} MB (${f1(SCALE_RSS_PER_NODE_TARGET_BYTES / MIB)} MiB) RSS per node at 200 nodes.`,
+    'RSS is mostly the V8 heap a process grew to and keeps (far more than it uses after a full GC) and buffers outside',
+    'it (network reads, below); docs/simulations.md reads these figures.',
     '',
     '## Latency (ms, p50 / p99)',
     '',
