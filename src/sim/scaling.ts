@@ -276,7 +276,7 @@ export function renderScaling (d: ScalingDoc): string {
       'Self size by kind of object (V8 heap snapshot; strings, arrays and code by type, objects by constructor):', '',
       '| what | MiB | count |', '|---|---:|---:|', ...h.top.map(t => `| ${t.what.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
     if (h.held !== undefined && h.held.length > 0) {
-      lines.push('Backing stores of 64 KiB and more (network reads, by their size), by what keeps them alive (retainers, nearest first):', '',
+      lines.push('Backing stores of 64 KiB and more (the size of a socket read), by what keeps them alive (retainers, nearest first):', '',
         '| kept alive by | MiB | buffers |', '|---|---:|---:|', ...h.held.map(t => `| ${t.chain.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
     }
   }
