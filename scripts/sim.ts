@@ -1,10 +1,12 @@
 /**
  * npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
- *              --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim]
+ *              --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim
+ *              --per-process 50 --heap-snapshot file.heapsnapshot]
  *
  * Runs the Loops scenario on a mesh of real nodes in this process (memory
  * transport; with --processes the agents are separate node processes on TCP
- * loopback), prints live progress and a summary, and writes the report as
+ * loopback; with --per-process N the agents are spread over group processes
+ * of at most N nodes each, one event loop per group), prints live progress and a summary, and writes the report as
  * JSON and as a self-contained HTML page. Exits non-zero when an invariant
  * (no run lost, no forgery accepted, every trace meets the four contracts) fails.
  */
@@ -27,6 +29,8 @@ const { values } = parseArgs({
     processes: { type: 'boolean', default: false },
     seed: { type: 'string' },
     'max-connections': { type: 'string' },
+    'per-process': { type: 'string' },
+    'heap-snapshot': { type: 'string' },
     out: { type: 'string', default: 'reports/sim' },
     quiet: { type: 'boolean', default: false }
   }
@@ -43,8 +47,11 @@ function num (v: string | undefined, dflt: number, name: string): number {
 }
 
 const nodes = num(values.nodes, DEFAULT_SCENARIO.nodes, 'nodes')
-if (nodes < 6 || nodes > 400) {
-  process.stderr.write('--nodes must be between 6 and 400\n')
+const perProcess = values['per-process'] === undefined ? undefined : num(values['per-process'], 0, 'per-process')
+// one event loop carries at most about 100 nodes; spread over group processes, more
+const maxNodes = perProcess === undefined ? 400 : 1000
+if (nodes < 6 || nodes > maxNodes) {
+  process.stderr.write(`--nodes must be between 6 and ${maxNodes}\n`)
   process.exit(2)
 }
 const tty = process.stderr.isTTY
@@ -60,6 +67,8 @@ const opts = {
   churn: values.churn,
   processes: values.processes,
   seed: num(values.seed, DEFAULT_SCENARIO.seed, 'seed'),
+  ...(perProcess === undefined ? {} : { perProcess }),
+  ...(values['heap-snapshot'] === undefined ? {} : { heapSnapshot: values['heap-snapshot'] }),
   ...(values['max-connections'] === undefined ? {} : { maxConnections: num(values['max-connections'], 0, 'max-connections') }),
   command: ['npm run sim', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
   onProgress: values.quiet

@@ -206,8 +206,9 @@ export const EVENT_SEQ_MAX = 1_000_000_000
 export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
 /**
  * Event signatures that verified, remembered by signed bytes and signature so
- * the same event met again (re-fetched by sync, or held by many nodes of one
- * process) is not checked again. About 100 bytes each.
+ * the same event met again (re-fetched by sync) is not checked again; per
+ * SignatureCache (a node's own, or the process's for callers that pass none).
+ * About 100 bytes each.
  */
 export const EVENT_VERIFIED_CACHE_ENTRIES = 16_384
 

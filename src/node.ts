@@ -3,6 +3,7 @@
  * libp2p host, the datastore, discovery, runs and events, and starts and
  * stops them in order.
  */
+import { CompactMemoryDatastore } from './storage/compact-memory.ts'
 import type { PrivateKey } from '@libp2p/interface'
 import { componentLogger, type Logger } from './logger.ts'
 import type { Datastore } from 'interface-datastore'
@@ -194,7 +195,8 @@ export class MeshNode {
     if (o.datastore !== undefined) {
       this.datastore = guardWrites(o.datastore)
     } else {
-      this.datastore = guardWrites(await openDatastore(o.dataDir))
+      // without a data dir, a memory store that does not keep the network reads its values were cut from
+      this.datastore = guardWrites(o.dataDir === undefined ? new CompactMemoryDatastore() : await openDatastore(o.dataDir))
       this.ownsDatastore = true
     }
     this._host = await createHost({

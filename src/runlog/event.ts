@@ -41,83 +41,121 @@ export async function signEvent (key: PrivateKey, unsigned: UnsignedEvent): Prom
   return { ...unsigned, signature: await sign(key, EVENT_SIGNING_DOMAIN, unsigned) }
 }
 
-/**
- * Executor keys, imported once. Every node verifies every event it is sent,
- * and parsing the agent id plus importing the key each time cost more than
- * the Ed25519 check itself. Bounded; the oldest entry goes first.
- */
-const verifyKeys = new Map<string, KeyObject>()
-
-function executorKey (agentId: string): KeyObject | undefined {
-  let key = verifyKeys.get(agentId)
-  if (key !== undefined) return key
-  try {
-    const pub = publicKeyOfAgent(agentId)
-    if (pub.type !== 'Ed25519') return undefined
-    key = createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub.raw).toString('base64url') } })
-  } catch {
-    return undefined
-  }
-  if (verifyKeys.size >= EVENT_VERIFY_KEY_CACHE_ENTRIES) {
-    const oldest = verifyKeys.keys().next()
-    if (oldest.done !== true) verifyKeys.delete(oldest.value)
-  }
-  verifyKeys.set(agentId, key)
-  return key
-}
-
 const EVENT_SIGNING_DOMAIN_BYTES = Buffer.byteLength(EVENT_SIGNING_DOMAIN)
 
+/** What a signature cache did: signatures checked with Ed25519, met again (not checked), refused. */
+export interface SignatureCacheStats { checked: number, hits: number, refused: number }
+
 /**
- * Signatures that verified, by the SHA-256 of the signed bytes (which name the
- * executor, whose agent id is the key) and the signature itself: the same
- * event met again (a sync that re-fetches what gossip brought, a tail sync
- * that pulls a whole correlation, many nodes of one process) is not checked
- * again. Only successes are kept, so a forged or mutated event is always
- * checked. Bounded; the oldest entry goes first.
+ * Executor keys, imported once, and signatures that verified. Every node
+ * verifies every event it is sent, and parsing the agent id plus importing
+ * the key each time cost more than the Ed25519 check itself; the same event
+ * met again (a sync that re-fetches what gossip brought, a tail sync that
+ * pulls a whole correlation) is not checked again. Verified signatures are
+ * kept by the SHA-256 of the signed bytes (which name the executor, whose
+ * agent id is the key) and the signature itself; only successes are kept, so
+ * a forged or mutated event is always checked. Both bounded; the oldest entry
+ * goes first.
+ *
+ * A node that is given its own cache (`signatures` of the verify functions)
+ * shares nothing with the other nodes of its process; callers that pass none
+ * use the process's cache (`processSignatures`), shared by every node of the
+ * process, so a node of a simulation may find another node's work done.
  */
-const verifiedSignatures = new Set<string>()
+export class SignatureCache {
+  readonly stats: SignatureCacheStats = { checked: 0, hits: 0, refused: 0 }
+  private readonly keys = new Map<string, KeyObject>()
+  private readonly verified = new Set<string>()
+  private readonly maxKeys: number
+  private readonly maxVerified: number
+
+  constructor (opts: { maxKeys?: number, maxVerified?: number } = {}) {
+    this.maxKeys = opts.maxKeys ?? EVENT_VERIFY_KEY_CACHE_ENTRIES
+    this.maxVerified = opts.maxVerified ?? EVENT_VERIFIED_CACHE_ENTRIES
+  }
+
+  /** Verified signatures held now. */
+  get size (): number {
+    return this.verified.size
+  }
+
+  private executorKey (agentId: string): KeyObject | undefined {
+    let key = this.keys.get(agentId)
+    if (key !== undefined) return key
+    try {
+      const pub = publicKeyOfAgent(agentId)
+      if (pub.type !== 'Ed25519') return undefined
+      key = createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub.raw).toString('base64url') } })
+    } catch {
+      return undefined
+    }
+    bounded(this.keys, this.maxKeys)
+    this.keys.set(agentId, key)
+    return key
+  }
+
+  /** See verifySignedBytes. */
+  verify (agentId: string, signed: Uint8Array, signature: string): boolean {
+    const key = this.executorKey(agentId)
+    if (key === undefined) return this.refuse()
+    try {
+      const sig = Buffer.from(signature, 'base64url')
+      if (sig.byteLength !== 64) return this.refuse()
+      // the key names the agent too, so a cached verdict can never vouch for another signer
+      const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
+      if (this.verified.has(seen)) {
+        this.stats.hits++
+        return true
+      }
+      this.stats.checked++
+      if (!verifySignature(null, signed, key, sig)) return this.refuse()
+      bounded(this.verified, this.maxVerified)
+      this.verified.add(seen)
+      return true
+    } catch {
+      return this.refuse()
+    }
+  }
+
+  private refuse (): false {
+    this.stats.refused++
+    return false
+  }
+}
+
+/** Make room for one more entry: the oldest goes when `max` are held. */
+function bounded (m: Map<string, unknown> | Set<string>, max: number): void {
+  if (m.size < max) return
+  const oldest = m.keys().next()
+  if (oldest.done !== true) m.delete(oldest.value)
+}
+
+/** The cache of callers that pass none: one per process, shared by all its nodes. */
+export const processSignatures = new SignatureCache()
 
 /**
  * True only when `signature` is `agentId`'s Ed25519 signature of `signed`
  * (bytes that carry their own domain prefix). Never throws. Shared by every
- * signed record of the run log (events, tickets), with one key cache and one
- * cache of verified signatures.
+ * signed record of the run log (events, tickets); `signatures` is the node's
+ * own cache (the process's when none is given).
  */
-export function verifySignedBytes (agentId: string, signed: Uint8Array, signature: string): boolean {
-  const key = executorKey(agentId)
-  if (key === undefined) return false
-  try {
-    const sig = Buffer.from(signature, 'base64url')
-    if (sig.byteLength !== 64) return false
-    // the key names the agent too, so a cached verdict can never vouch for another signer
-    const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
-    if (verifiedSignatures.has(seen)) return true
-    if (!verifySignature(null, signed, key, sig)) return false
-    if (verifiedSignatures.size >= EVENT_VERIFIED_CACHE_ENTRIES) {
-      const oldest = verifiedSignatures.values().next()
-      if (oldest.done !== true) verifiedSignatures.delete(oldest.value)
-    }
-    verifiedSignatures.add(seen)
-    return true
-  } catch {
-    return false
-  }
+export function verifySignedBytes (agentId: string, signed: Uint8Array, signature: string, signatures: SignatureCache = processSignatures): boolean {
+  return signatures.verify(agentId, signed, signature)
 }
 
 /**
  * Shape, size, attribution and signature. Throws INVALID_REQUEST for shape or
  * size, INVALID_SIGNATURE when the executor named by the run id did not sign it.
  */
-export async function verifyEvent (value: unknown): Promise<AgentEvent> {
-  return verifyEventSync(value)
+export async function verifyEvent (value: unknown, signatures?: SignatureCache): Promise<AgentEvent> {
+  return verifyEventSync(value, signatures)
 }
 
 /**
  * verifyEvent without the promise: a gossip validator that can decide at once
  * does not give up its turn in the event loop.
  */
-export function verifyEventSync (value: unknown): AgentEvent {
+export function verifyEventSync (value: unknown, signatures: SignatureCache = processSignatures): AgentEvent {
   const event = isAgentEvent.assert(value, 'event')
   // JSON.stringify of parsed JSON is as long as its canonical form (only key order differs), and cheaper
   if (Buffer.byteLength(JSON.stringify(event.payload)) > EVENT_PAYLOAD_MAX_BYTES) throw new InvalidRequestError('event payload is oversized', { reason: 'oversized' })
@@ -133,7 +171,7 @@ export function verifyEventSync (value: unknown): AgentEvent {
   // the canonical event is the unsigned one plus `,"signature":"..."`
   const size = signed.byteLength - EVENT_SIGNING_DOMAIN_BYTES + ',"signature":'.length + Buffer.byteLength(JSON.stringify(signature))
   if (size > EVENT_MAX_BYTES) throw new InvalidRequestError('event is oversized', { reason: 'oversized' })
-  if (!verifySignedBytes(signer, signed, signature)) {
+  if (!signatures.verify(signer, signed, signature)) {
     throw new InvalidSignatureError('event signature does not verify with its signer\'s key', { reason: 'bad_signature' })
   }
   return event

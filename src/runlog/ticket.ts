@@ -22,7 +22,7 @@ import { agentIdOf } from '../identity/identity.ts'
 import { signRaw, signingBytes } from '../identity/signing.ts'
 import { toString } from 'uint8arrays'
 import { schema } from '../schema/validate.ts'
-import { executorOfRun, newRunId, verifySignedBytes } from './event.ts'
+import { executorOfRun, newRunId, verifySignedBytes, type SignatureCache } from './event.ts'
 import type { AgentEvent, HandoffLink } from './types.ts'
 
 export interface OriginTicket {
@@ -140,11 +140,11 @@ export function originOf (t: RunTicket): OriginTicket {
   return { ...rest, handoff_from: null, depth: 0 }
 }
 
-function checkSignature (t: { issuer: string, signature: string }, unsigned: object, what: string, self: string | undefined): void {
+function checkSignature (t: { issuer: string, signature: string }, unsigned: object, what: string, self: string | undefined, signatures: SignatureCache | undefined): void {
   const bytes = signingBytes(TICKET_SIGNING_DOMAIN, unsigned)
   // a ticket this very node signed: the same bytes are its own signature, no need to verify it
   if (self !== undefined && t.issuer === self && issued.get(`${self} ${t.signature}`) === digest(bytes)) return
-  if (!verifySignedBytes(t.issuer, bytes, t.signature)) {
+  if (!verifySignedBytes(t.issuer, bytes, t.signature, signatures)) {
     throw new InvalidSignatureError(`${what} is not signed by its issuer`, { reason: 'bad_ticket_signature' })
   }
 }
@@ -154,12 +154,13 @@ function checkSignature (t: { issuer: string, signature: string }, unsigned: obj
  * INVALID_REQUEST (shape, inconsistent fields) or INVALID_SIGNATURE. What it
  * does not check is the ticket's place in a correlation (lineage.ts) and who
  * sent it (the executor checks that against the authenticated peer).
+ * `signatures` is the node's own signature cache (the process's when none).
  */
-export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, self?: string } = {}): RunTicket {
+export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, self?: string, signatures?: SignatureCache } = {}): RunTicket {
   // a caller whose request schema already covered the ticket need not check its shape twice
   const t = opts.shapeChecked === true ? value as RunTicket : isRunTicket.assert(value, 'ticket')
   const { signature, ...unsigned } = t
-  checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket', opts.self)
+  checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket', opts.self, opts.signatures)
   if (executorOfRun(t.run_id) !== t.executor) throw new InvalidRequestError('the ticket names a run of another executor', { reason: 'bad_ticket' })
   if (t.handoff_from === null) {
     // a delegation: the delegator itself issues it, with nothing inherited
@@ -177,7 +178,7 @@ export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, se
     throw new InvalidRequestError('a handoff ticket is issued by the executor of the run handed off', { reason: 'bad_ticket' })
   }
   const { signature: originSignature, ...originUnsigned } = o
-  checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket', opts.self)
+  checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket', opts.self, opts.signatures)
   if (o.issuer !== o.delegator || executorOfRun(o.run_id) !== o.executor) {
     throw new InvalidRequestError('the origin ticket is not a delegation ticket', { reason: 'bad_ticket' })
   }

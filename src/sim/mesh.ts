@@ -3,7 +3,7 @@
  * simulations: every node joins through a couple of random earlier nodes, so
  * there is no central server, and latency per node is base ± jitter.
  */
-import { MemoryDatastore } from 'datastore-core'
+import { CompactMemoryDatastore } from '../storage/compact-memory.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { createMeshNode, type MeshNode } from '../node.ts'
@@ -31,7 +31,7 @@ export interface SimNode {
   index: number
   node: MeshNode
   key: PrivateKey
-  datastore: MemoryDatastore
+  datastore: CompactMemoryDatastore
   listen: string
   latencyMs: number
   dht: DhtTuning
@@ -79,7 +79,7 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
     const base = {
       index: i,
       key: await generateKeyPair('Ed25519'),
-      datastore: new MemoryDatastore(),
+      datastore: new CompactMemoryDatastore(),
       listen: tcp ? '/ip4/127.0.0.1/tcp/0' : `/memory/aap-sim-${id}-${i}`,
       latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter)),
       dht: opts.dht ?? SIM_DHT,

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import type { AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
+import { groupLog, type Group } from './group.ts'
 import type { SimNode } from './mesh.ts'
 
 export async function withTimeout<T> (p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -24,6 +25,8 @@ export interface Member {
   card: AgentCard
   local?: SimNode
   worker?: Worker
+  /** A member of a group process (group.ts). */
+  group?: Group
   up: boolean
 }
 
@@ -70,6 +73,7 @@ async function workerLog (w: Worker, runId: string, seq: number): Promise<AgentE
 export async function memberLog (m: Member, runId: string, seq: number): Promise<AgentEvent | undefined> {
   if (m.local !== undefined) return m.local.node.runs.store.log.get(runId, seq)
   if (m.worker !== undefined) return workerLog(m.worker, runId, seq)
+  if (m.group !== undefined) return groupLog(m.group, m.agentId, runId, seq)
   return undefined
 }
 

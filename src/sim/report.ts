@@ -2,6 +2,7 @@
  * Simulation report: JSON for machines, a self-contained HTML page (inline
  * SVG, no script, no network) for people, and a short text summary.
  */
+import type { ProcessFigures } from './resources.ts'
 
 export interface Summary {
   n: number
@@ -60,6 +61,14 @@ export interface SimReport {
     /** How late the event loop (which every in-process node shares) ran its timers. */
     event_loop_delay_ms: { p50: number, p99: number, max: number }
   }
+  /** Each process of the simulation (this one first, then any group processes), measured at the end of the tasks. */
+  processes?: ProcessFigures[]
+  /**
+   * Open connections per node, sampled every SIM_CONNECTION_SAMPLE_MS in
+   * every process: the highest count each node reached (peak) and the count at
+   * the end, as the maximum and the median over nodes, against the budget.
+   */
+  connections?: { bound: number, nodes: number, peak_max: number, peak_p50: number, end_max: number, end_p50: number, nodes_over_bound: number }
   /** Wall time of each phase: nodes up, cards announced, tasks run. */
   phases_ms: { start: number, announce: number, tasks: number }
   churn: { stops: number, restarts: number }
@@ -132,12 +141,27 @@ figure{display:inline-block;margin:0 1em 1em 0}figcaption{font-weight:600}code{b
 ${charts}
 <h2>Resources</h2><table>${row(['nodes', 'RSS', 'RSS per node', 'peak RSS', 'heap used', 'CPU user', 'CPU system', 'cores busy', 'event-loop delay p50 / p99 / max'], 'th')}
 ${row([String(res.nodes), `${(res.rss_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB`, `${(res.rss_peak_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.heap_used_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.cpu_user_ms / 1000).toFixed(1)} s`, `${(res.cpu_system_ms / 1000).toFixed(1)} s`, res.cpu_cores_busy.toFixed(2), `${fmt(res.event_loop_delay_ms.p50)} / ${fmt(res.event_loop_delay_ms.p99)} / ${fmt(res.event_loop_delay_ms.max)} ms`])}</table>
+${processesHtml(r)}
 <p>Phases: nodes up in ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced in ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ran for ${(r.phases_ms.tasks / 1000).toFixed(1)} s.</p>
 <p>Churn: ${r.churn.stops} stops, ${r.churn.restarts} restarts.</p>
 <h2>Configuration</h2><pre>${esc(JSON.stringify(r.config, null, 2))}</pre>
 <h2>Traces that broke a contract</h2>${failures}
 </body></html>
 `
+}
+
+/** Each process of the run and the connections per node, when the report has them. */
+function processesHtml (r: SimReport): string {
+  const c = r.connections
+  const conn = c === undefined
+    ? ''
+    : `<p>Connections per node (bound ${c.bound}): peak ${c.peak_max} at most, ${c.peak_p50} at the median; at the end ${c.end_max} at most, ${c.end_p50} at the median; ${c.nodes_over_bound} nodes went over the bound.</p>`
+  const procs = r.processes ?? []
+  if (procs.length <= 1) return conn
+  const mib = (b: number): string => `${(b / 2 ** 20).toFixed(0)} MiB`
+  const rows = procs.map(p => row([p.role, String(p.nodes), mib(p.rss_bytes), mib(p.rss_start_bytes), `${(p.rss_bytes / p.nodes / 2 ** 20).toFixed(1)} MiB`, mib(p.heap_used_bytes),
+    `${((p.cpu_user_ms + p.cpu_system_ms) / 1000).toFixed(1)} s`, `${fmt(p.event_loop_delay_ms.p99)} / ${fmt(p.event_loop_delay_ms.max)} ms`])).join('')
+  return `${conn}<h2>Processes</h2><table>${row(['process', 'nodes', 'RSS', 'RSS before its nodes', 'RSS per node', 'heap used', 'CPU', 'event-loop delay p99 / max'], 'th')}${rows}</table>`
 }
 
 export function renderSummary (r: SimReport): string {
@@ -157,6 +181,8 @@ export function renderSummary (r: SimReport): string {
   }
   const lag = r.resources.event_loop_delay_ms
   lines.push(`  memory: ${(r.resources.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB RSS per node (peak ${(r.resources.rss_peak_bytes / r.resources.nodes / 2 ** 20).toFixed(2)}); CPU ${r.resources.cpu_cores_busy.toFixed(2)} cores busy; event-loop delay p50 ${fmt(lag.p50)} ms, p99 ${fmt(lag.p99)} ms`)
+  const c = r.connections
+  if (c !== undefined) lines.push(`  connections per node: peak max ${c.peak_max}, p50 ${c.peak_p50} (bound ${c.bound}, ${c.nodes_over_bound} nodes over it); processes ${(r.processes ?? []).map(p => p.nodes).join(' + ')}`)
   lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s`)
   return lines.join('\n')
 }

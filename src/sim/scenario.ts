@@ -17,9 +17,8 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { Message } from '@libp2p/gossipsub'
-import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
+import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CONNECTIONS_MAX } from '../constants.ts'
 import { cardRecordKey, encodeCardRecord, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { AapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
@@ -30,8 +29,12 @@ import { method, serve } from '../wire/rpc.ts'
 import { schema } from '../schema/validate.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
 import { checkTrace } from './contracts.ts'
+import { isGenuineCard } from './genuine.ts'
 import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
+import { groupFigures, startGroups, stopGroup } from './group.ts'
+import { ConnectionSampler, ProcessMeter, connectionsOf, resourcesOf } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
+import { seeded } from './prng.ts'
 import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
 
 export interface ScenarioOptions {
@@ -51,6 +54,14 @@ export interface ScenarioOptions {
   seed: number
   /** Connections each in-process node keeps open (libp2p's default otherwise). */
   maxConnections?: number
+  /**
+   * Spread the agents over group processes of at most this many nodes each
+   * (group-worker.ts, TCP loopback); this process keeps the hostile nodes and
+   * the drivers, observers and auditors (which are agents too).
+   */
+  perProcess?: number
+  /** Write a heap snapshot of the first group process here before stopping. */
+  heapSnapshot?: string
   command: string
   /** How long one task may take before it counts as failed. */
   taskTimeoutMs: number
@@ -75,17 +86,7 @@ export const DEFAULT_SCENARIO: ScenarioOptions = {
   taskTimeoutMs: 60_000
 }
 
-/** A small seeded PRNG (mulberry32) so runs are reproducible. */
-export function seeded (seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+export { seeded }
 
 const MAX_SAMPLES = 20_000
 const SIM_ANNOUNCE_CONCURRENCY = 4
@@ -120,22 +121,23 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   }
   const log = opts.onProgress ?? (() => {})
   const started = Date.now()
-  const cpu0 = process.cpuUsage()
-  const loopDelay = monitorEventLoopDelay({ resolution: 10 })
-  loopDelay.enable()
+  const meter = new ProcessMeter()
 
   // ---- the mesh --------------------------------------------------------------------
   const hostileCount = Math.min(Math.floor(opts.nodes * opts.hostileShare), Math.floor(opts.nodes / 3))
   // with --processes, agents run in worker processes; drivers, observers, auditors and hostile nodes here
-  const localCount = opts.processes ? Math.max(6, hostileCount + 5) : opts.nodes
-  const workerCount = opts.nodes - localCount
+  // with perProcess, groups of agents run in group processes; drivers, observers, auditors, hostile nodes and a few agents here
+  const grouped = opts.perProcess !== undefined && opts.perProcess > 0
+  if (grouped && (opts.processes || opts.churn)) throw new Error('perProcess goes with neither --processes nor --churn')
+  const localCount = opts.processes ? Math.max(6, hostileCount + 5) : grouped ? Math.min(opts.nodes, hostileCount + opts.observers + 5) : opts.nodes
+  const workerCount = opts.processes ? opts.nodes - localCount : 0
   if (opts.processes && workerCount < 3) throw new Error(`--processes needs at least ${localCount + 3} nodes`)
   const mesh = await startSimMesh({
     nodes: localCount,
     latencyMs: opts.latencyMs,
     jitterMs: opts.jitterMs,
     random,
-    transport: opts.processes ? 'tcp' : 'memory',
+    transport: opts.processes || grouped ? 'tcp' : 'memory',
     ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
     onProgress: (n) => { log(`starting nodes ${n}/${opts.nodes}`) }
   })
@@ -165,6 +167,14 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       log(`starting nodes ${localCount + i + batch.length}/${opts.nodes}`)
     }
   }
+  const groups = grouped ? await startGroups(opts, localCount, mesh.flatMap(n => n.node.addresses.slice(0, 1)), log) : []
+  for (const g of groups) {
+    for (const m of g.members) {
+      cards.set(m.agent_id, m.card)
+      members.push({ agentId: m.agent_id, card: m.card, group: g, up: true })
+    }
+  }
+  const sampler = new ConnectionSampler(() => mesh)
   const meshUp = Date.now()
   const byAgent = new Map(members.map(m => [m.agentId, m]))
   // what went wrong on the way without breaking an invariant (a timed-out announcement, a refused
@@ -280,10 +290,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   let forgedAccepted = 0
   let done = 0
 
-  const checkCard = (card: AgentCard): void => {
-    const genuine = cards.get(card.agent_id)
+  const checkCard = async (card: AgentCard): Promise<void> => {
     const hostileOwn = [...hostile].some(h => h.node.agentId === card.agent_id)
-    if (!hostileOwn && (genuine === undefined || genuine.signature !== card.signature)) forgedAccepted++
+    if (!hostileOwn && !await isGenuineCard(card, cards.get(card.agent_id))) forgedAccepted++
   }
 
   async function runTask (i: number): Promise<void> {
@@ -304,7 +313,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
         const d0 = performance.now()
         const found = await driver.node.discover({ capability: cap }, { limit: 4 * (attempt + 1) })
         discoverMs.add(performance.now() - d0)
-        found.forEach(checkCard)
+        for (const c of found) await checkCard(c)
         candidates = found
           .map(c => byAgent.get(c.agent_id))
           .filter((m): m is Member => m !== undefined && m.agentId !== driver.node.agentId && m.up)
@@ -441,13 +450,13 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     if (stored === undefined) runsLost++
   }
   const tasksEnded = Date.now()
-  const rss = process.memoryUsage()
-  const cpu = process.cpuUsage(cpu0)
   const wall = Date.now() - started
-  loopDelay.disable()
-  const lagMs = (q: number): number => loopDelay.percentile(q) / 1e6
+  const here = meter.figures('driver', sampler.finish())
+  const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
+  await Promise.all(groups.map(stopGroup))
+  for (const g of groups) for (const [k, v] of Object.entries(g.incidents)) incidents[`group_${k}`] = (incidents[`group_${k}`] ?? 0) + v
   if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
 
   const report: SimReport = {
@@ -477,18 +486,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       replayMs.series('audit replay'),
       taskMs.series('whole task')
     ],
-    resources: {
-      nodes: opts.nodes,
-      rss_bytes: rss.rss,
-      rss_per_node_bytes: rss.rss / opts.nodes,
-      // maxRSS is in KiB
-      rss_peak_bytes: process.resourceUsage().maxRSS * 1024,
-      heap_used_bytes: rss.heapUsed,
-      cpu_user_ms: cpu.user / 1000,
-      cpu_system_ms: cpu.system / 1000,
-      cpu_cores_busy: (cpu.user + cpu.system) / 1000 / wall,
-      event_loop_delay_ms: { p50: lagMs(50), p99: lagMs(99), max: loopDelay.max / 1e6 }
-    },
+    resources: resourcesOf(opts.nodes, processes, wall),
+    processes,
+    connections: connectionsOf(processes, opts.maxConnections ?? CONNECTIONS_MAX),
     phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt },
     churn,
     incidents,

@@ -1,0 +1,102 @@
+/**
+ * A group of simulated agents in one process of its own (`npm run sim --
+ * --per-process N`, `npm run sim:scale`): `count` nodes on TCP loopback with
+ * their own event loop, each joined through a few nodes of its group and one
+ * node of the driver process, each serving its card and the simulated agent
+ * behaviour. Talks to the driver over the IPC channel only (group.ts):
+ *
+ *   -> { type: 'progress', line }  (while it starts)
+ *   -> { type: 'ready', members: [{ index, agent_id, card }], incidents }
+ *   <- { id, op: 'log', agent_id, run_id, seq }   -> { type: 'reply', id, value: event | null }
+ *   <- { id, op: 'stats' }                        -> { type: 'reply', id, value: ProcessFigures }
+ *   <- { id, op: 'heap', path }                   -> { type: 'reply', id, value: path }
+ *
+ *   node src/sim/group-worker.ts --first 40 --count 40 --seed 1 --join /ip4/127.0.0.1/tcp/1234/p2p/...
+ */
+import { parseArgs } from 'node:util'
+import { writeHeapSnapshot } from 'node:v8'
+import { installAgent, simCard } from './agents.ts'
+import { startSimMesh, stopSimMesh } from './mesh.ts'
+import { ConnectionSampler, ProcessMeter } from './resources.ts'
+import { seeded } from './prng.ts'
+
+/** Announcements of one group at once, and how long one may take. */
+const GROUP_ANNOUNCE_CONCURRENCY = 4
+const GROUP_ANNOUNCE_TIMEOUT_MS = 30_000
+
+const { values } = parseArgs({
+  options: {
+    first: { type: 'string' },
+    count: { type: 'string' },
+    seed: { type: 'string' },
+    'max-connections': { type: 'string' },
+    join: { type: 'string', multiple: true, default: [] }
+  }
+})
+const first = Number(values.first ?? '0')
+const count = Number(values.count ?? '1')
+const random = seeded(Number(values.seed ?? '1') * 7919 + first)
+const meter = new ProcessMeter()
+const send = (msg: unknown): void => { process.send?.(msg) }
+
+const mesh = await startSimMesh({
+  nodes: count,
+  transport: 'tcp',
+  random,
+  onProgress: (n) => { send({ type: 'progress', line: `${n}/${count} nodes started` }) },
+  ...(values['max-connections'] === undefined ? {} : { maxConnections: Number(values['max-connections']) })
+})
+const sampler = new ConnectionSampler(() => mesh)
+const incidents: Record<string, number> = {}
+const noted = (kind: string) => (err: unknown): void => {
+  incidents[kind] = (incidents[kind] ?? 0) + 1
+  process.stderr.write(`group ${first}: ${kind}: ${String(err)}\n`)
+}
+// each node also joins through one node outside its group, so the groups make one mesh
+const outside = values.join
+const members = []
+for (const n of mesh) {
+  const via = outside[Math.floor(random() * outside.length)]
+  if (via !== undefined && await n.node.join([via]) === 0) noted('join_outside')(new Error(`could not join through ${via}`))
+  const draft = simCard(first + n.index)
+  installAgent(n.node, draft)
+  const card = await n.node.discovery.publish(draft, { announce: false })
+  members.push({ index: first + n.index, agent_id: n.node.agentId, card })
+  send({ type: 'progress', line: `${members.length}/${count} joined and published` })
+}
+const queue = [...mesh]
+await Promise.all(Array.from({ length: GROUP_ANNOUNCE_CONCURRENCY }, async () => {
+  for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
+    await n.node.discovery.announce(AbortSignal.timeout(GROUP_ANNOUNCE_TIMEOUT_MS)).catch(noted('announce'))
+    send({ type: 'progress', line: `${count - queue.length}/${count} announcing` })
+  }
+}))
+const byAgent = new Map(mesh.map(n => [n.node.agentId, n]))
+
+interface Request { id: number, op: 'log' | 'stats' | 'heap', agent_id?: string, run_id?: string, seq?: number, path?: string }
+
+async function answer (msg: Request): Promise<unknown> {
+  if (msg.op === 'log') {
+    const n = byAgent.get(msg.agent_id ?? '')
+    return n === undefined ? null : (await n.node.runs.store.log.get(msg.run_id ?? '', msg.seq ?? 0)) ?? null
+  }
+  if (msg.op === 'stats') return meter.figures('group', sampler.finish())
+  if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
+  throw new Error(`unknown op ${String(msg.op)}`)
+}
+
+process.on('message', (msg: Request) => {
+  answer(msg).then(
+    value => { send({ type: 'reply', id: msg.id, value }) },
+    (err: unknown) => { send({ type: 'reply', id: msg.id, error: String(err) }) }
+  )
+})
+let stopping = false
+const stop = (): void => {
+  if (stopping) return
+  stopping = true
+  void stopSimMesh(mesh).finally(() => process.exit(0))
+}
+process.on('SIGTERM', stop)
+process.on('disconnect', stop)
+send({ type: 'ready', members, incidents })

@@ -1,0 +1,146 @@
+/**
+ * Groups of simulated agents in processes of their own (group-worker.ts):
+ * spawning them, asking one for an event of a member's log or for its
+ * figures, taking a heap snapshot of one, stopping them. Every request is
+ * bounded; a group that dies answers every pending request with null.
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import type { AgentCard } from '../card/card.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import { withTimeout } from './processes.ts'
+import type { ProcessFigures } from './resources.ts'
+
+const GROUP_SCRIPT = new URL('./group-worker.ts', import.meta.url).pathname
+/** How long a group may take to start, join and announce all its nodes. */
+export const GROUP_START_TIMEOUT_MS = 20 * 60_000
+/** How long a group may take to answer a request (a heap snapshot of a big heap takes a while). */
+const GROUP_REQUEST_TIMEOUT_MS = 5 * 60_000
+
+export interface GroupMember { index: number, agent_id: string, card: AgentCard }
+
+export interface Group {
+  first: number
+  count: number
+  child: ChildProcess
+  members: GroupMember[]
+  incidents: Record<string, number>
+  pending: Map<number, (reply: { value?: unknown, error?: string } | null) => void>
+  nextId: number
+}
+
+export interface GroupOptions {
+  first: number
+  count: number
+  seed: number
+  /** Multiaddrs outside the group, each node joins through one of them. */
+  join: string[]
+  maxConnections?: number
+  /** Where the group's start goes (a line at a time). */
+  onProgress?: (line: string) => void
+}
+
+export async function spawnGroup (o: GroupOptions): Promise<Group> {
+  const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed), ...o.join.flatMap(a => ['--join', a])]
+  if (o.maxConnections !== undefined) args.push('--max-connections', String(o.maxConnections))
+  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const g: Group = { first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
+  const ready = Promise.withResolvers<void>()
+  child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number> }) => {
+    if (msg.type === 'progress') {
+      o.onProgress?.(`group ${o.first}+${o.count}: ${msg.line ?? ''}`)
+      return
+    }
+    if (msg.type === 'ready') {
+      g.members = msg.members ?? []
+      g.incidents = msg.incidents ?? {}
+      ready.resolve()
+      return
+    }
+    const p = g.pending.get(msg.id ?? -1)
+    g.pending.delete(msg.id ?? -1)
+    p?.(msg)
+  })
+  child.on('exit', (code, signal) => {
+    ready.reject(new Error(`group ${o.first}+${o.count} exited (${code ?? signal}) before it was ready`))
+    for (const p of g.pending.values()) p(null)
+    g.pending.clear()
+  })
+  try {
+    await withTimeout(ready.promise, GROUP_START_TIMEOUT_MS, `group ${o.first}+${o.count} start`)
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+  return g
+}
+
+async function request (g: Group, msg: Record<string, unknown>): Promise<unknown> {
+  if (g.child.exitCode !== null || g.child.signalCode !== null) return null
+  const id = g.nextId++
+  const reply = new Promise<{ value?: unknown, error?: string } | null>(resolve => { g.pending.set(id, resolve) })
+  g.child.send({ ...msg, id })
+  const r = await withTimeout(reply, GROUP_REQUEST_TIMEOUT_MS, `group ${g.first} ${String(msg.op)}`)
+  if (r?.error !== undefined) throw new Error(`group ${g.first} ${String(msg.op)}: ${r.error}`)
+  return r?.value ?? null
+}
+
+/** An event of a member's log, as its own store holds it. */
+export async function groupLog (g: Group, agentId: string, runId: string, seq: number): Promise<AgentEvent | undefined> {
+  return ((await request(g, { op: 'log', agent_id: agentId, run_id: runId, seq })) as AgentEvent | null) ?? undefined
+}
+
+/** The group's process figures (stops its connection sampling: ask once, at the end). */
+export async function groupStats (g: Group): Promise<ProcessFigures | undefined> {
+  return ((await request(g, { op: 'stats' })) as ProcessFigures | null) ?? undefined
+}
+
+/** Write a heap snapshot of the group's process to `path`. */
+export async function groupHeapSnapshot (g: Group, path: string): Promise<string> {
+  return String(await request(g, { op: 'heap', path }))
+}
+
+export async function stopGroup (g: Group): Promise<void> {
+  if (g.child.exitCode !== null || g.child.signalCode !== null) return
+  const exited = new Promise<void>(resolve => { g.child.once('exit', () => { resolve() }) })
+  g.child.kill('SIGTERM')
+  await exited
+}
+
+/**
+ * The agents past this process's `local` nodes, in group processes of at most
+ * `perProcess` nodes (equal shares), started together; each of their nodes
+ * joins through one of `join` (this process's nodes).
+ */
+export async function startGroups (o: { nodes: number, perProcess?: number, seed: number, maxConnections?: number }, local: number, join: string[], log: (line: string) => void): Promise<Group[]> {
+  const rest = o.nodes - local
+  if (rest <= 0) return []
+  const count = Math.ceil(rest / Math.max(1, o.perProcess ?? rest))
+  const shares = Array.from({ length: count }, (_, i) => Math.floor(rest / count) + (i < rest % count ? 1 : 0))
+  let ready = local
+  log(`starting ${count} group processes for ${rest} nodes`)
+  return Promise.all(shares.map(async (share, i) => {
+    const g = await spawnGroup({
+      first: local + shares.slice(0, i).reduce((a, b) => a + b, 0),
+      count: share,
+      seed: o.seed,
+      join,
+      onProgress: log,
+      ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections })
+    })
+    ready += share
+    log(`starting nodes ${ready}/${o.nodes} (group processes)`)
+    return g
+  }))
+}
+
+/** Every group's figures; with `heapSnapshot`, the first group's heap written there. */
+export async function groupFigures (groups: Group[], heapSnapshot?: string): Promise<ProcessFigures[]> {
+  const out: ProcessFigures[] = []
+  for (const g of groups) {
+    const f = await groupStats(g)
+    if (f !== undefined) out.push(f)
+  }
+  const first = groups[0]
+  if (heapSnapshot !== undefined && first !== undefined) await groupHeapSnapshot(first, heapSnapshot)
+  return out
+}

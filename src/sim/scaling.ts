@@ -1,0 +1,305 @@
+/**
+ * The scaling report (`npm run sim:scale`): one row of figures per mesh size
+ * from that size's simulation report, whether each size kept every invariant,
+ * how discover p50 grows against log N, and the Markdown page. Pure: reports
+ * in, figures and text out.
+ */
+import { CONNECTIONS_HEADROOM } from '../constants.ts'
+import type { SimReport } from './report.ts'
+
+const MIB = 2 ** 20
+
+/** The most RSS per node the scaling target allows at 200 nodes (issue #17). */
+export const SCALE_RSS_PER_NODE_TARGET_BYTES = 10 * 1000 * 1000
+
+export interface Pcts { p50: number, p99: number, n: number }
+
+/**
+ * Connections per node against the budget (`bound`, CONNECTIONS_MAX unless
+ * --max-connections): the budget prunes down to it, but a connection in its
+ * grace period (CONNECTION_GRACE_MS) is not closed yet, and libp2p refuses
+ * past `hard_limit` (bound + CONNECTIONS_HEADROOM). Under the bound: every
+ * node at most `bound` at the end and never past `hard_limit`.
+ */
+export type ConnectionFigures = NonNullable<SimReport['connections']> & {
+  hard_limit: number
+  nodes_over_bound_at_end: number
+  nodes_over_hard_limit: number
+  under_bound: boolean
+}
+
+function connectionFigures (r: SimReport): ConnectionFigures | undefined {
+  const c = r.connections
+  if (c === undefined) return undefined
+  const hard = c.bound + CONNECTIONS_HEADROOM
+  const procs = r.processes ?? []
+  const overAtEnd = procs.flatMap(p => p.connections_end).filter(n => n > c.bound).length
+  const overHard = procs.flatMap(p => p.connections_peak).filter(n => n > hard).length
+  return { ...c, hard_limit: hard, nodes_over_bound_at_end: overAtEnd, nodes_over_hard_limit: overHard, under_bound: overAtEnd === 0 && overHard === 0 }
+}
+
+export interface ScaleRow {
+  nodes: number
+  /** Whether the size ran to the end and kept every invariant. */
+  passed: boolean
+  /** Why it did not pass (empty when it did). */
+  why: string[]
+  wall_s: number
+  processes: number
+  /** Nodes each process hosted (the driver process first). */
+  nodes_per_process: number[]
+  invariants?: SimReport['invariants']
+  connections?: ConnectionFigures
+  /** Sum of every process's RSS at the end of the tasks, over the nodes. */
+  rss_per_node_mib?: number
+  /** The same less each process's RSS before it started nodes (loaded code): what the nodes themselves hold. */
+  rss_per_node_above_start_mib?: number
+  /** The group processes only (they host agents and nothing else): their RSS over their nodes. */
+  group_rss_per_node_mib?: number
+  heap_used_per_node_mib?: number
+  /** V8 heap the processes hold (used or not) and memory outside it (buffers), per node. */
+  heap_total_per_node_mib?: number
+  external_per_node_mib?: number
+  /** RSS and heap used per node after a full GC in every process (what the nodes hold, without garbage). */
+  after_gc_rss_per_node_mib?: number
+  after_gc_heap_per_node_mib?: number
+  rss_peak_per_node_mib?: number
+  cpu_cores_busy?: number
+  /** Verified-signature caches, summed over processes (each shared by its process's nodes). */
+  signatures?: { checked: number, hits: number }
+  /** The worst process's event-loop delay. */
+  loop_delay_ms?: { p99: number, max: number }
+  discover?: Pcts
+  delegate?: Pcts
+  delivery?: Pcts
+  first_event?: Pcts
+  phases_s?: { start: number, announce: number, tasks: number }
+}
+
+function pcts (r: SimReport, prefix: string): Pcts | undefined {
+  const s = r.latency.find(l => l.name.startsWith(prefix))
+  return s === undefined ? undefined : { p50: s.summary.p50, p99: s.summary.p99, n: s.summary.n }
+}
+
+/** Whether a report kept every invariant: no run lost, no forgery accepted, every trace meets the four contracts. */
+export function invariantProblems (r: SimReport): string[] {
+  const inv = r.invariants
+  const out: string[] = []
+  if (inv.runs_lost > 0) out.push(`${inv.runs_lost} of ${inv.runs_acknowledged} acknowledged runs lost`)
+  if (inv.forged_accepted > 0) out.push(`${inv.forged_accepted} forged items accepted`)
+  if (inv.traces_satisfying_contracts !== inv.tasks) out.push(`${inv.tasks - inv.traces_satisfying_contracts} of ${inv.tasks} traces broke a contract or did not finish`)
+  return out
+}
+
+/** The first words of each failure's problems, counted: what made the tasks fail. */
+export function failureKinds (r: SimReport, max = 5): string[] {
+  const kinds = new Map<string, number>()
+  for (const f of r.failures) {
+    const p = (f.problems[0] ?? 'no problem recorded').replace(/12D3Koo\w+/g, '<agent>').replace(/task-\d+-\d+/g, '<task>').replace(/\b\d+(\.\d+)?\b/g, 'N').slice(0, 120)
+    kinds.set(p, (kinds.get(p) ?? 0) + 1)
+  }
+  return [...kinds.entries()].sort((a, b) => b[1] - a[1]).slice(0, max).map(([k, n]) => `${n} × ${k}`)
+}
+
+export function scaleRow (r: SimReport): ScaleRow {
+  const procs = r.processes ?? []
+  const groups = procs.filter(p => p.role === 'group')
+  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0)
+  const n = r.resources.nodes
+  const why = invariantProblems(r)
+  if (why.length > 0) why.push(...failureKinds(r))
+  return {
+    nodes: n,
+    passed: why.length === 0,
+    why,
+    wall_s: r.duration_ms / 1000,
+    processes: Math.max(1, procs.length),
+    nodes_per_process: procs.length > 0 ? procs.map(p => p.nodes) : [n],
+    invariants: r.invariants,
+    ...optional('connections', connectionFigures(r)),
+    rss_per_node_mib: r.resources.rss_per_node_bytes / MIB,
+    ...(procs.length === 0 ? {} : { rss_per_node_above_start_mib: sum(procs.map(p => p.rss_bytes - p.rss_start_bytes)) / n / MIB }),
+    ...(groups.length === 0 ? {} : { group_rss_per_node_mib: sum(groups.map(p => p.rss_bytes)) / sum(groups.map(p => p.nodes)) / MIB }),
+    heap_used_per_node_mib: r.resources.heap_used_bytes / n / MIB,
+    ...(procs.length === 0
+      ? {}
+      : { heap_total_per_node_mib: sum(procs.map(p => p.heap_total_bytes)) / n / MIB, external_per_node_mib: sum(procs.map(p => p.external_bytes)) / n / MIB }),
+    ...(procs.length === 0 || procs.some(p => p.after_gc === undefined)
+      ? {}
+      : {
+          after_gc_rss_per_node_mib: sum(procs.map(p => p.after_gc?.rss_bytes ?? 0)) / n / MIB,
+          after_gc_heap_per_node_mib: sum(procs.map(p => p.after_gc?.heap_used_bytes ?? 0)) / n / MIB
+        }),
+    rss_peak_per_node_mib: r.resources.rss_peak_bytes / n / MIB,
+    cpu_cores_busy: r.resources.cpu_cores_busy,
+    ...(procs.length === 0 || procs.some(p => p.signatures === undefined)
+      ? {}
+      : { signatures: { checked: sum(procs.map(p => p.signatures.checked)), hits: sum(procs.map(p => p.signatures.hits)) } }),
+    loop_delay_ms: { p99: r.resources.event_loop_delay_ms.p99, max: r.resources.event_loop_delay_ms.max },
+    ...optional('discover', pcts(r, 'discover')),
+    ...optional('delegate', pcts(r, 'delegate')),
+    ...optional('delivery', pcts(r, 'event delivery')),
+    ...optional('first_event', pcts(r, 'first event')),
+    phases_s: { start: r.phases_ms.start / 1000, announce: r.phases_ms.announce / 1000, tasks: r.phases_ms.tasks / 1000 }
+  }
+}
+
+function optional<K extends string, V> (k: K, v: V | undefined): Partial<Record<K, V>> {
+  return v === undefined ? {} : { [k]: v } as Record<K, V>
+}
+
+/** A size that did not produce a report (crashed, timed out): a failing row that says why. */
+export function failedRow (nodes: number, wallMs: number, why: string): ScaleRow {
+  return { nodes, passed: false, why: [why], wall_s: wallMs / 1000, processes: 0, nodes_per_process: [] }
+}
+
+export interface Growth {
+  /** Smallest size with a discover figure: the reference. */
+  base: number
+  rows: Array<{ nodes: number, discover_ratio: number, log_ratio: number, within: boolean }>
+  /** Discover p50 grew no faster than log N at every size. */
+  within: boolean
+}
+
+/** Discover p50 at each size over the smallest size's, against ln N over ln N of the smallest. */
+export function discoverGrowth (rows: ScaleRow[]): Growth | undefined {
+  const withDiscover = rows.filter(r => r.discover !== undefined && r.discover.n > 0 && r.discover.p50 > 0).sort((a, b) => a.nodes - b.nodes)
+  const base = withDiscover[0]
+  if (base?.discover === undefined || withDiscover.length < 2) return undefined
+  const b = base.discover.p50
+  const out = withDiscover.slice(1).map(r => {
+    const discoverRatio = (r.discover?.p50 ?? 0) / b
+    const logRatio = Math.log(r.nodes) / Math.log(base.nodes)
+    return { nodes: r.nodes, discover_ratio: discoverRatio, log_ratio: logRatio, within: discoverRatio <= logRatio }
+  })
+  return { base: base.nodes, rows: out, within: out.every(r => r.within) }
+}
+
+export interface ScalingDoc {
+  command: string
+  made_at: string
+  machine: string
+  per_process: number
+  tasks: number
+  rows: ScaleRow[]
+  growth?: Growth
+  /** Heap snapshot summaries, by size: the biggest kinds of objects by self size. */
+  heap?: Array<{
+    nodes: number
+    process_nodes: number
+    top: Array<{ what: string, mib: number, count: number }>
+    /** Backing stores of 64 KiB and more, by the objects that keep them alive. */
+    held?: Array<{ chain: string, mib: number, count: number }>
+  }>
+}
+
+const f1 = (x: number | undefined): string => x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
+const pp = (p: Pcts | undefined): string => p === undefined || p.n === 0 ? '–' : `${f1(p.p50)} / ${f1(p.p99)}`
+
+/** The Markdown page: the command first, then per size every figure, then the checks of issue #17. */
+export function renderScaling (d: ScalingDoc): string {
+  const rows = [...d.rows].sort((a, b) => a.nodes - b.nodes)
+  const inv = (r: ScaleRow, f: (i: NonNullable<ScaleRow['invariants']>) => string): string => r.invariants === undefined ? '–' : f(r.invariants)
+  const lines = [
+    '# Scaling report',
+    '',
+    `Made by \`${d.command}\` at ${d.made_at} on ${d.machine}.`,
+    '',
+    `Each size runs the Loops scenario of \`npm run sim\` with ${d.tasks} tasks. The agents are spread over group`,
+    `processes of at most ${d.per_process} nodes (\`--per-process\`), each with its own event loop; the driver process keeps`,
+    'the hostile nodes and the nodes that drive, observe and audit the tasks (which are agents too). All nodes talk',
+    'over TCP loopback. Connections are counted on every node every second; RSS is each process\'s RSS at the end',
+    'of the tasks (`process.memoryUsage().rss`), summed over the processes and divided by the nodes; "above start"',
+    'subtracts each process\'s RSS before it started its nodes (the loaded code, about the same for one node or a',
+    'hundred). Latencies include waits for the shared event loop of each process.',
+    '',
+    '## Issue #17, point by point',
+    '',
+    ...checks(rows, d.growth),
+    '',
+    '## Verdict per size',
+    '',
+    '| nodes | result | traces meeting the four contracts | runs lost | forged items accepted | events lost | wall |',
+    '|---:|---|---:|---:|---:|---:|---:|',
+    ...rows.map(r => `| ${r.nodes} | ${r.passed ? 'passes' : `**fails**: ${r.why.join('; ')}`} | ${inv(r, i => `${i.traces_satisfying_contracts} / ${i.tasks}`)} | ${inv(r, i => `${i.runs_lost} of ${i.runs_acknowledged}`)} | ${inv(r, i => `${i.forged_accepted} of ${i.forged_attempted}`)} | ${inv(r, i => `${i.events_lost} of ${i.events_expected}`)} | ${f1(r.wall_s)} s |`),
+    '',
+    '## Connections per node',
+    '',
+    'Counted on every node every second. The budget prunes each node down to the bound; a connection in its 20 s grace',
+    'period is not closed yet, so a node can be above the bound for a while; libp2p refuses inbound connections past the',
+    'hard limit (bound + headroom), and prunes a node\'s own dials past it after the fact.',
+    '',
+    '| nodes | bound / hard limit | peak, max over nodes | peak, p50 over nodes | nodes above the bound at some sample | at the end, max | at the end, p50 | verdict |',
+    '|---:|---:|---:|---:|---:|---:|---:|---|',
+    ...rows.map(r => {
+      const c = r.connections
+      if (c === undefined) return `| ${r.nodes} | – | – | – | – | – | – | – |`
+      const verdict = c.under_bound ? 'under the bound' : `**over**: ${c.nodes_over_bound_at_end} nodes above the bound at the end, ${c.nodes_over_hard_limit} past the hard limit`
+      return `| ${r.nodes} | ${c.bound} / ${c.hard_limit} | ${c.peak_max} | ${c.peak_p50} | ${c.nodes_over_bound} | ${c.end_max} | ${c.end_p50} | ${verdict} |`
+    }),
+    '',
+    '## Memory per node (MiB)',
+    '',
+    '| nodes | processes (nodes each, driver first) | RSS per node | RSS per node above start | group processes\' RSS per node | heap used per node | V8 heap held per node | buffers outside the heap per node | after a full GC: RSS / heap used per node | peak RSS per node | CPU cores busy |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => `| ${r.nodes} | ${r.processes} (${r.nodes_per_process.join(', ')}) | ${f1(r.rss_per_node_mib)} | ${f1(r.rss_per_node_above_start_mib)} | ${f1(r.group_rss_per_node_mib)} | ${f1(r.heap_used_per_node_mib)} | ${f1(r.heap_total_per_node_mib)} | ${f1(r.external_per_node_mib)} | ${f1(r.after_gc_rss_per_node_mib)} / ${f1(r.after_gc_heap_per_node_mib)} | ${f1(r.rss_peak_per_node_mib)} | ${f1(r.cpu_cores_busy)} |`),
+    '',
+    `Target (issue #17): at most ${SCALE_RSS_PER_NODE_TARGET_BYTES / 1e6} MB (${f1(SCALE_RSS_PER_NODE_TARGET_BYTES / MIB)} MiB) RSS per node at 200 nodes.`,
+    'RSS is mostly the V8 heap a process grew to and keeps (far more than it uses after a full GC) and buffers outside',
+    'it (network reads, below); docs/simulations.md reads these figures.',
+    '',
+    '## Latency (ms, p50 / p99)',
+    '',
+    '| nodes | discover | delegate round trip | event delivery | first event of a run | event-loop delay p99 / max (worst process) | phases: nodes up / announced / tasks (s) |',
+    '|---:|---:|---:|---:|---:|---:|---|',
+    ...rows.map(r => `| ${r.nodes} | ${pp(r.discover)} | ${pp(r.delegate)} | ${pp(r.delivery)} | ${pp(r.first_event)} | ${r.loop_delay_ms === undefined ? '–' : `${f1(r.loop_delay_ms.p99)} / ${f1(r.loop_delay_ms.max)}`} | ${r.phases_s === undefined ? '–' : `${f1(r.phases_s.start)} / ${f1(r.phases_s.announce)} / ${f1(r.phases_s.tasks)}`} |`),
+    '',
+    '## What the nodes of one process share',
+    '',
+    'The event loop and the CPU (see the delays above), the loaded code (the "above start" column leaves it out), and',
+    'the verified-signature cache: `src/runlog` now takes a cache per node (`SignatureCache`, an optional last argument',
+    'of `verifyEventSync`, `verifyEvent`, `verifySignedBytes`, `verifyTicket`), but the run and event services still',
+    'pass none, so the nodes of a process share the process\'s. Its hits are an upper bound on the Ed25519 checks that',
+    'sharing saved (a node meeting its own event again is a hit too):',
+    '',
+    '| nodes | Ed25519 checks | cache hits |',
+    '|---:|---:|---:|',
+    ...rows.map(r => `| ${r.nodes} | ${r.signatures?.checked ?? '–'} | ${r.signatures?.hits ?? '–'} |`),
+    '',
+    '## Discover p50 against log N',
+    '',
+    growthLine(d.growth),
+    ''
+  ]
+  for (const h of d.heap ?? []) {
+    lines.push(`## Heap snapshot of one group process at ${h.nodes} nodes (${h.process_nodes} nodes in it)`, '',
+      'Self size by kind of object (V8 heap snapshot; strings, arrays and code by type, objects by constructor):', '',
+      '| what | MiB | count |', '|---|---:|---:|', ...h.top.map(t => `| ${t.what.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
+    if (h.held !== undefined && h.held.length > 0) {
+      lines.push('Backing stores of 64 KiB and more (the size of a socket read), by what keeps them alive (retainers, nearest first):', '',
+        '| kept alive by | MiB | buffers |', '|---|---:|---:|', ...h.held.map(t => `| ${t.chain.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
+    }
+  }
+  return `${lines.join('\n')}\n`
+}
+
+export function growthLine (g: Growth | undefined): string {
+  if (g === undefined) return 'Not enough sizes with discover figures to compare.'
+  const parts = g.rows.map(r => `at ${r.nodes} nodes discover p50 is ×${r.discover_ratio.toFixed(2)} of ${g.base} nodes' while ln N is ×${r.log_ratio.toFixed(2)} (${r.within ? 'within' : 'faster than log N'})`)
+  return `${parts.join('; ')}. Discover p50 ${g.within ? 'grows no faster than log N' : 'grows faster than log N'} over these sizes.`
+}
+
+/** The four figures issue #17 asks for, each with its verdict over the sizes run. */
+export function checks (rows: ScaleRow[], growth: Growth | undefined): string[] {
+  const failing = rows.filter(r => !r.passed).map(r => r.nodes)
+  const over = rows.filter(r => r.connections === undefined || !r.connections.under_bound).map(r => r.nodes)
+  const at200 = rows.find(r => r.nodes === 200)
+  const mem = at200?.rss_per_node_mib
+  const memOk = mem !== undefined && mem * MIB <= SCALE_RSS_PER_NODE_TARGET_BYTES
+  return [
+    `1. Every invariant (0 runs lost, 0 forgeries accepted, every trace meets the four contracts): ${failing.length === 0 ? 'yes, at every size' : `**no** at ${failing.join(', ')} nodes`}.`,
+    `2. Connections per node under the bound: ${over.length === 0 ? 'yes, at every size' : `**no** (or not measured) at ${over.join(', ')} nodes`}.`,
+    `3. RSS per node at 200 nodes ≤ 10 MB: ${mem === undefined ? 'not measured' : `${memOk ? 'yes' : '**no**'}, ${f1(mem)} MiB${at200?.after_gc_heap_per_node_mib === undefined ? '' : ` (${f1(at200.after_gc_heap_per_node_mib)} MiB of live heap after a full GC)`}`}${memOk || mem === undefined ? '' : '; what holds it up is below'}.`,
+    `4. Discover p50 grows no faster than log N: ${growth === undefined ? 'not enough sizes' : growth.within ? 'yes' : '**no**'} (below).`
+  ]
+}

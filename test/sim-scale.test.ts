@@ -1,0 +1,82 @@
+/**
+ * npm run sim:scale on two tiny sizes: each size runs with its agents in
+ * group processes, and the report has every figure per size and the
+ * invariants. The page logic (growth against log N, a size that failed) is
+ * checked on rows made by hand.
+ */
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { discoverGrowth, failedRow, renderScaling, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
+
+const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
+const dirs: string[] = []
+afterAll(async () => { await Promise.all(dirs.map(async d => rm(d, { recursive: true, force: true }))) })
+
+async function run (args: string[], timeoutMs: number): Promise<number | string> {
+  const child = spawn(process.execPath, [SCRIPT, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let err = ''
+  child.stderr.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-4000) })
+  const timer = setTimeout(() => { child.kill('SIGKILL') }, timeoutMs)
+  const code = await new Promise<number | string>(resolve => { child.on('exit', (c, s) => { resolve(c ?? s ?? 'unknown') }) })
+  clearTimeout(timer)
+  if (code !== 0) process.stderr.write(err)
+  return code
+}
+
+describe('npm run sim:scale', () => {
+  it('runs two tiny sizes over group processes and reports every figure and the invariants', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aap-scale-'))
+    dirs.push(dir)
+    const out = join(dir, 'scaling')
+    const code = await run(['--sizes', '8,10', '--tasks', '2', '--per-process', '2', '--observers', '1', '--concurrency', '2',
+      '--out', out, '--heap-at', '10', '--heap-dir', join(dir, 'heap'), '--quiet'], 50_000)
+    expect(code).toBe(0)
+    const doc = JSON.parse(await readFile(`${out}.json`, 'utf8')) as ScalingDoc
+    expect(doc.rows.map(r => r.nodes)).toEqual([8, 10])
+    for (const r of doc.rows) {
+      expect(r.passed, r.why.join('; ')).toBe(true)
+      expect(r.invariants).toMatchObject({ tasks: 2, traces_satisfying_contracts: 2, runs_lost: 0, forged_accepted: 0 })
+      // the agents past the driver process's nodes are in group processes of at most 2 nodes
+      expect(r.processes).toBeGreaterThan(1)
+      expect(r.nodes_per_process.reduce((a, b) => a + b, 0)).toBe(r.nodes)
+      expect(Math.max(...r.nodes_per_process.slice(1))).toBeLessThanOrEqual(2)
+      expect(r.connections?.nodes).toBe(r.nodes)
+      expect(r.connections?.peak_max).toBeGreaterThan(0)
+      expect(r.connections?.peak_max).toBeLessThanOrEqual(r.connections?.bound ?? 0)
+      for (const k of ['rss_per_node_mib', 'rss_per_node_above_start_mib', 'group_rss_per_node_mib', 'heap_used_per_node_mib', 'after_gc_rss_per_node_mib', 'wall_s'] as const) {
+        expect(r[k], k).toBeGreaterThan(0)
+      }
+      for (const k of ['discover', 'delegate', 'delivery'] as const) {
+        expect(r[k]?.n, k).toBeGreaterThan(0)
+        expect(r[k]?.p99, k).toBeGreaterThanOrEqual(r[k]?.p50 ?? Infinity)
+      }
+      expect(r.signatures?.checked).toBeGreaterThan(0)
+      expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
+    }
+    expect(doc.growth?.rows.map(g => g.nodes)).toEqual([10])
+    expect(doc.heap?.[0]?.top.length).toBeGreaterThan(0)
+    expect(Array.isArray(doc.heap?.[0]?.held)).toBe(true)
+    const md = await readFile(`${out}.md`, 'utf8')
+    expect(md).toContain('Made by `npm run sim:scale -- --sizes 8,10')
+    for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '## Heap snapshot']) expect(md).toContain(h)
+    expect(md).toMatch(/\| 10 \| passes \| 2 \/ 2 \| 0 of 4 \|/)
+  })
+
+  it('compares discover p50 growth with log N, and reports a size without a report as failing with why', () => {
+    const row = (nodes: number, p50: number): ScaleRow => ({ nodes, passed: true, why: [], wall_s: 1, processes: 1, nodes_per_process: [nodes], discover: { p50, p99: p50, n: 10 } })
+    const slow = discoverGrowth([row(50, 100), row(100, 110), row(200, 120)])
+    expect(slow?.within).toBe(true)
+    expect(slow?.rows[1]?.log_ratio).toBeCloseTo(Math.log(200) / Math.log(50))
+    const fast = discoverGrowth([row(200, 300), row(50, 100)])
+    expect(fast).toMatchObject({ base: 50, within: false })
+    expect(discoverGrowth([row(50, 100)])).toBeUndefined()
+    const failed = failedRow(500, 60_000, 'did not finish within 40 min (stopped)')
+    const md = renderScaling({ command: 'x', made_at: 'now', machine: 'm', per_process: 50, tasks: 40, rows: [row(50, 100), failed] })
+    expect(md).toContain('| 500 | **fails**: did not finish within 40 min (stopped) |')
+    expect(md).toContain('Not enough sizes')
+  })
+})
