@@ -8,7 +8,22 @@ import { readFile } from 'node:fs/promises'
 
 export interface HeapKind { what: string, bytes: number, count: number }
 
-interface SnapshotMeta { node_fields: string[], node_types: [string[], ...unknown[]] }
+interface SnapshotMeta { node_fields: string[], node_types: [string[], ...unknown[]], edge_fields: string[], edge_types: [string[], ...unknown[]] }
+
+/** A snapshot file's bytes, where its node and edge arrays start, its field layout and its strings. */
+interface Snapshot { buf: Buffer, nodesAt: number, edgesAt: number, meta: SnapshotMeta, strings: string[] }
+
+async function readSnapshot (path: string): Promise<Snapshot> {
+  const buf = await readFile(path)
+  const nodesAt = buf.indexOf('"nodes":[')
+  const edgesAt = buf.indexOf('"edges":[')
+  const stringsAt = buf.indexOf('"strings":[')
+  if (nodesAt < 0 || edgesAt < 0 || stringsAt < 0) throw new Error(`${path} is not a V8 heap snapshot`)
+  const header = buf.toString('utf8', 0, nodesAt).trim().replace(/,$/, '')
+  const meta = (JSON.parse(`${header}}`) as { snapshot: { meta: SnapshotMeta } }).snapshot.meta
+  const strings = JSON.parse(buf.toString('utf8', stringsAt + '"strings":'.length, buf.lastIndexOf(']') + 1)) as string[]
+  return { buf, nodesAt, edgesAt, meta, strings }
+}
 
 /** The numbers of a JSON array of non-negative integers between byte offsets, handed to `each` in order. */
 function eachNumber (buf: Buffer, from: number, to: number, each: (n: number) => void): void {
@@ -30,14 +45,7 @@ function eachNumber (buf: Buffer, from: number, to: number, each: (n: number) =>
 
 /** The `top` biggest kinds of a heap snapshot file by self size. */
 export async function summarizeHeapSnapshot (path: string, top = 20): Promise<HeapKind[]> {
-  const buf = await readFile(path)
-  const nodesAt = buf.indexOf('"nodes":[')
-  const edgesAt = buf.indexOf('"edges":[')
-  const stringsAt = buf.indexOf('"strings":[')
-  if (nodesAt < 0 || edgesAt < 0 || stringsAt < 0) throw new Error(`${path} is not a V8 heap snapshot`)
-  const header = buf.toString('utf8', 0, nodesAt).trim().replace(/,$/, '')
-  const meta = (JSON.parse(`${header}}`) as { snapshot: { meta: SnapshotMeta } }).snapshot.meta
-  const strings = JSON.parse(buf.toString('utf8', stringsAt + '"strings":'.length, buf.lastIndexOf(']') + 1)) as string[]
+  const { buf, nodesAt, edgesAt, meta, strings } = await readSnapshot(path)
   const width = meta.node_fields.length
   const typeAt = meta.node_fields.indexOf('type')
   const nameAt = meta.node_fields.indexOf('name')
@@ -69,14 +77,7 @@ export interface HeldBuffers { chain: string, bytes: number, count: number }
  * hidden node at each step): which objects keep large buffers alive.
  */
 export async function bigBufferRetainers (path: string, minBytes = 64 * 1024, levels = 5, top = 10): Promise<HeldBuffers[]> {
-  const buf = await readFile(path)
-  const nodesAt = buf.indexOf('"nodes":[')
-  const edgesAt = buf.indexOf('"edges":[')
-  const stringsAt = buf.indexOf('"strings":[')
-  if (nodesAt < 0 || edgesAt < 0 || stringsAt < 0) throw new Error(`${path} is not a V8 heap snapshot`)
-  const header = buf.toString('utf8', 0, nodesAt).trim().replace(/,$/, '')
-  const meta = (JSON.parse(`${header}}`) as { snapshot: { meta: SnapshotMeta & { edge_fields: string[], edge_types: [string[], ...unknown[]] } } }).snapshot.meta
-  const strings = JSON.parse(buf.toString('utf8', stringsAt + '"strings":'.length, buf.lastIndexOf(']') + 1)) as string[]
+  const { buf, nodesAt, edgesAt, meta, strings } = await readSnapshot(path)
   const nodes: number[] = []
   eachNumber(buf, nodesAt + '"nodes":['.length, edgesAt, n => { nodes.push(n) })
   const edges: number[] = []
