@@ -23,6 +23,7 @@ import type { LivenessOptions } from './runs/liveness.ts'
 import { groupCommitting } from './storage/group-commit.ts'
 import { guardWrites, type GuardedDatastore } from './storage/write-guard.ts'
 import { Events } from './events/service.ts'
+import { SignatureCache } from './runlog/event.ts'
 import type { Run } from './runlog/types.ts'
 import type { CallOptions } from './wire/rpc.ts'
 import { Artifacts } from './artifacts/service.ts'
@@ -37,6 +38,11 @@ export interface MeshNodeOptions {
   privateKey?: PrivateKey
   /** Use this datastore instead of opening one (tests, simulations). */
   datastore?: Datastore
+  /**
+   * The node's cache of verified signatures (default: its own). Nodes of one
+   * process never share one unless given the same: each checks what it is sent.
+   */
+  signatures?: SignatureCache
   /** Multiaddrs to listen on; `/memory/<name>` uses the in-process memory transport. */
   listen?: string[]
   /** Multiaddrs of peers to join through. Any node can be a bootstrap node. */
@@ -124,6 +130,8 @@ export class MeshNode {
   private key?: PrivateKey
   private started = false
   private readonly log: Logger
+  /** Every signature this node checks goes through its own cache (the run and event services share it). */
+  readonly signatures: SignatureCache
   private _reachability?: Reachability
   private bootstrapper?: Bootstrapper
   private _artifacts?: Artifacts
@@ -132,6 +140,7 @@ export class MeshNode {
 
   constructor (options: MeshNodeOptions) {
     this.options = options
+    this.signatures = options.signatures ?? new SignatureCache()
     this.log = componentLogger(options.logger, 'node')
   }
 
@@ -232,6 +241,7 @@ export class MeshNode {
     })
     this._runs = new Runs({
       artifacts: this._artifacts,
+      signatures: this.signatures,
       host: wire,
       privateKey: this.key,
       datastore: runData,
@@ -244,6 +254,7 @@ export class MeshNode {
     })
     const runs = this._runs
     this._events = new Events({
+      signatures: this.signatures,
       host: wire,
       privateKey: this.key,
       datastore: runData,

@@ -14,7 +14,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
-import { checkChain, verifyEventSync } from '../runlog/event.ts'
+import { checkChain, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import type { CorrelationReplay } from '../events/replay.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
@@ -194,7 +194,7 @@ export class UiRoutes {
             ...(runs.length > 0 ? { runs } : {}),
             ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
           })
-          return { body: { replay: r, verdicts: verdicts(r) } }
+          return { body: { replay: r, verdicts: verdicts(r, this.opts.node.signatures) } }
         }
       }
     }
@@ -271,13 +271,13 @@ export function connectionType (remoteAddr: string): 'direct' | 'relayed' {
 }
 
 /** Check every event of a replay again: its signature, and its link to the event before it in its run. */
-export function verdicts (r: CorrelationReplay): Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> {
+export function verdicts (r: CorrelationReplay, signatures?: SignatureCache): Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> {
   const out: Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> = []
   const heads = new Map<string, AgentEvent>()
   for (const e of r.events) {
     let signature: 'valid' | 'invalid' = 'valid'
     try {
-      verifyEventSync(e)
+      verifyEventSync(e, signatures)
     } catch {
       signature = 'invalid'
     }

@@ -11,7 +11,7 @@ import {
 import { InvalidRequestError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
-import { eventHash, executorOfRun } from '../runlog/event.ts'
+import { eventHash, executorOfRun, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { judgeRun, type LineageVerdict, type RunStanding } from '../runlog/lineage.ts'
 import { ticketOf } from '../runlog/ticket.ts'
@@ -36,6 +36,8 @@ export interface CorrelationsInit {
   onAncestorWanted: (t: CorrTrack, rt: RunTrack) => void
   /** A run read from the log was admitted: runs waiting on it can be judged again. */
   onSettled: (t: CorrTrack, runId: string) => void
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
 }
 
 export class Correlations {
@@ -168,7 +170,7 @@ export class Correlations {
   private async judgeHeld (t: CorrTrack, rt: RunTrack): Promise<void> {
     const started = await this.init.log.get(rt.run_id, 1)
     if (started === undefined) return
-    const ticket = ticketOf(started, this.init.agentId)
+    const ticket = ticketOf(started, this.init.agentId, this.init.signatures)
     const ancestor = ticket?.handoff_from?.run_id ?? ticket?.parent_run ?? undefined
     // ancestors are loaded first; the chain is at most MAX_HANDOFF_DEPTH plus the sub-delegations
     if (ancestor !== undefined && ancestor !== rt.run_id && t.runs.get(ancestor)?.lineage !== 'admitted') await this.runTrack(t, ancestor)
@@ -198,7 +200,7 @@ export class Correlations {
    */
   judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'rejected' {
     // checked first as this node (a ticket it issued is not verified again), then judged on that
-    rt.ticket = ticketOf(started, this.init.agentId)
+    rt.ticket = ticketOf(started, this.init.agentId, this.init.signatures)
     const v = judgeRun(started, id => this.standing(t, id))
     if (v.status === 'pending') {
       rt.lineage = 'pending'

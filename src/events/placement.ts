@@ -10,7 +10,7 @@ import type { PeerId } from '@libp2p/interface'
 import type { Message } from '@libp2p/gossipsub'
 import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES } from '../constants.ts'
 import type { Logger } from '../logger.ts'
-import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
+import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
@@ -36,6 +36,8 @@ export interface PlacementInit {
   running: () => boolean
   /** Hand subscribers the events of a run of this node's that was just admitted (read from the log). */
   deliverHeld: (t: CorrTrack, runId: string) => void
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
 }
 
 export class Placement {
@@ -74,7 +76,7 @@ export class Placement {
     }
     let event: AgentEvent
     try {
-      event = verifyEventSync(value)
+      event = verifyEventSync(value, this.i.signatures)
     } catch {
       return this.count('invalid')
     }

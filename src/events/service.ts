@@ -25,7 +25,7 @@ import {
 import { AapError, InvalidRequestError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
-import { checkChain, executorOfRun } from '../runlog/event.ts'
+import { checkChain, executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { admitAll } from '../runlog/lineage.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
@@ -54,6 +54,8 @@ export interface EventsInit {
   runs: LocalRuns
   /** The node's logger (this service logs as component `events`). */
   logger?: Logger
+  /** The node's verified-signature cache (default: one of this service's own). */
+  signatures?: SignatureCache
 }
 
 export interface ReplayOptions {
@@ -105,7 +107,8 @@ export class Events {
     this.logger = componentLogger(init.logger, 'events')
     this.log = new EventLog(init.datastore)
     this.stats = newStats()
-    this.sync = new SyncClient(init.host, this.logger)
+    const signatures = init.signatures ?? new SignatureCache()
+    this.sync = new SyncClient(init.host, signatures, this.logger)
     this.copies = new CopyStore(groupCommitter(init.datastore), init.runs, this.stats, this.logger)
     this.topicMembership = new TopicMembership(init.host, this.logger, () => { this.placement.count('untracked') })
     this.correlations = new Correlations({
@@ -117,7 +120,8 @@ export class Events {
       validator: (t) => this.placement.validator(t),
       onParticipant: (t, agentId) => { this.syncer.syncCorrelationFrom(t, agentId) },
       onAncestorWanted: (t, rt) => { this.wantAncestor(t, rt.run_id) },
-      onSettled: (t, runId) => { this.placement.settled(t, runId) }
+      onSettled: (t, runId) => { this.placement.settled(t, runId) },
+      signatures
     })
     this.placement = new Placement({
       agentId: this.agentId,
@@ -128,7 +132,8 @@ export class Events {
       stats: this.stats,
       log: this.logger,
       running: () => this.started,
-      deliverHeld: (t, runId) => { this.deliverFromLog(t, runId) }
+      deliverHeld: (t, runId) => { this.deliverFromLog(t, runId) },
+      signatures
     })
     const service = this
     this.syncer = new Syncer(this.sync, {

@@ -21,7 +21,7 @@ import { schema } from '../schema/validate.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { AgentEvent } from '../runlog/types.ts'
-import { checkChain, verifyEvent } from '../runlog/event.ts'
+import { checkChain, verifyEvent, type SignatureCache } from '../runlog/event.ts'
 import { type EventLog } from '../runlog/event-log.ts'
 
 export interface SyncRunRequest { run_id: string, after_seq?: number, limit?: number }
@@ -138,11 +138,11 @@ function lie (peer: string, message: string, reason: string): InvalidRequestErro
 }
 
 /** Signature, attribution, size and shape of every event of a page; the first failure names the peer. */
-async function verifyAll (events: unknown[], peer: string): Promise<AgentEvent[]> {
+async function verifyAll (events: unknown[], peer: string, signatures: SignatureCache): Promise<AgentEvent[]> {
   const out: AgentEvent[] = []
   for (const raw of events) {
     try {
-      out.push(await verifyEvent(raw))
+      out.push(await verifyEvent(raw, signatures))
     } catch (err) {
       const e = toAapError(err)
       throw new AapError(e.code, `sync peer ${peer} sent a bad event: ${e.message}`, { ...e.details, peer })
@@ -160,8 +160,10 @@ async function verifyAll (events: unknown[], peer: string): Promise<AgentEvent[]
  */
 export class SyncClient {
   private readonly rpc: RpcClient
+  private readonly signatures: SignatureCache
 
-  constructor (host: MeshHost, log?: Logger) {
+  constructor (host: MeshHost, signatures: SignatureCache, log?: Logger) {
+    this.signatures = signatures
     this.rpc = new RpcClient(host, { protocol: EVENTS_SYNC_PROTOCOL, maxFrameBytes: EVENTS_SYNC_MAX_FRAME_BYTES, ...(log === undefined ? {} : { log }) })
   }
 
@@ -199,7 +201,7 @@ export class SyncClient {
     let last = head
     for (let pages = 0; pages < SYNC_MAX_PAGES; pages++) {
       const res = await this.page(peer, 'run', { run_id: runId, after_seq: last?.seq ?? 0 }, deadline, opts)
-      const events = await verifyAll(res.events, name)
+      const events = await verifyAll(res.events, name, this.signatures)
       for (const e of events) {
         if (e.run_id !== runId) throw lie(name, `answered for run ${runId} with an event of ${e.run_id}`, 'unrequested')
       }
@@ -232,7 +234,7 @@ export class SyncClient {
         ? { correlation_id: correlationId }
         : { correlation_id: correlationId, after_run: cursor.run_id, after_seq: cursor.seq }
       const res = await this.page(peer, 'correlation', body, deadline, opts)
-      const events = await verifyAll(res.events, name)
+      const events = await verifyAll(res.events, name, this.signatures)
       for (const e of events) {
         if (e.correlation_id !== correlationId) throw lie(name, `answered for ${correlationId} with an event of ${e.correlation_id}`, 'unrequested')
         // runs come in ascending id order, each run's events in one stretch

@@ -199,15 +199,16 @@ const judged = new WeakMap<AgentEvent, RunTicket | null>()
 /**
  * The ticket in a run.started event (verified), or undefined when it has none
  * or a bad one. `self`: the agent of the node that asks (a ticket it issued
- * itself is checked against what it signed, see `issued`).
+ * itself is checked against what it signed, see `issued`); `signatures`: its
+ * signature cache.
  */
-export function ticketOf (started: AgentEvent, self?: string): RunTicket | undefined {
+export function ticketOf (started: AgentEvent, self?: string, signatures?: SignatureCache): RunTicket | undefined {
   if (started.type !== 'run.started') return undefined
   const known = judged.get(started)
   if (known !== undefined) return known ?? undefined
   let t: RunTicket | undefined
   try {
-    t = verifyTicket(started.payload.ticket, self === undefined ? {} : { self })
+    t = verifyTicket(started.payload.ticket, { ...(self === undefined ? {} : { self }), ...(signatures === undefined ? {} : { signatures }) })
     if (t.run_id !== started.run_id || t.correlation_id !== started.correlation_id || t.executor !== started.executor) t = undefined
   } catch {
     t = undefined // the lineage judge counts it as a run without a valid ticket

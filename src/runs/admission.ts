@@ -10,7 +10,7 @@
 import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
-import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
+import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { originOf, ticketOf, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { WireDelegate, WireHandoff } from './messages.ts'
@@ -25,10 +25,10 @@ function sameList (a: string[], b: string[]): boolean {
 }
 
 /** The verified ticket of a delegation from `from` to `self`; typed errors when it does not fit. */
-export function checkDelegation (req: WireDelegate, from: string, self: string): RunTicket {
+export function checkDelegation (req: WireDelegate, from: string, self: string, signatures?: SignatureCache): RunTicket {
   if (req.ticket === undefined) throw new UnauthorizedError('a delegation carries the delegator\'s signed ticket', { reason: 'no_ticket' })
   // the request's schema (method() checked it) covers the ticket's shape
-  const t = verifyTicket(req.ticket, { shapeChecked: true })
+  const t = verifyTicket(req.ticket, { shapeChecked: true, ...(signatures === undefined ? {} : { signatures }) })
   if (t.issuer !== from || t.delegator !== from) {
     throw new UnauthorizedError('the ticket of a delegation is issued by the delegator that sends it', { reason: 'ticket_issuer' })
   }
@@ -50,15 +50,15 @@ export function checkDelegation (req: WireDelegate, from: string, self: string):
  * the request claims must be exactly those. DELEGATION_REFUSED past
  * MAX_HANDOFF_DEPTH.
  */
-export function checkHandoff (req: WireHandoff, from: string, self: string): RunTicket {
+export function checkHandoff (req: WireHandoff, from: string, self: string, signatures?: SignatureCache): RunTicket {
   if (from !== executorOfRun(req.from_run.run_id) || req.from_run.agent_id !== from) {
     throw new UnauthorizedError('a handoff must come from the executor of the run it transfers', { reason: 'not_executor' })
   }
   if (req.ticket === undefined || req.predecessor === undefined) {
     throw new UnauthorizedError('a handoff carries the successor\'s ticket and the predecessor\'s run.started', { reason: 'no_ticket' })
   }
-  const started = verifyEventSync(req.predecessor)
-  const pt = ticketOf(started)
+  const started = verifyEventSync(req.predecessor, signatures)
+  const pt = ticketOf(started, undefined, signatures)
   if (started.type !== 'run.started' || started.run_id !== req.from_run.run_id || pt === undefined) {
     throw new InvalidRequestError('a handoff carries the run.started of the run it transfers, with its ticket', { reason: 'bad_predecessor' })
   }
@@ -69,7 +69,7 @@ export function checkHandoff (req: WireHandoff, from: string, self: string): Run
   if (pt.depth + 1 > MAX_HANDOFF_DEPTH) {
     throw new DelegationRefusedError(`run ${pt.run_id} has been handed off ${pt.depth} times; at most ${MAX_HANDOFF_DEPTH}`, { reason: 'handoff_depth', max: MAX_HANDOFF_DEPTH })
   }
-  const t = verifyTicket(req.ticket, { shapeChecked: true })
+  const t = verifyTicket(req.ticket, { shapeChecked: true, ...(signatures === undefined ? {} : { signatures }) })
   if (t.issuer !== from || t.executor !== self || t.handoff_from?.run_id !== pt.run_id || t.depth !== pt.depth + 1 ||
     originOf(t).signature !== originOf(pt).signature || t.delegator !== pt.delegator || !sameList(t.authorized, pt.authorized) ||
     t.parent_run !== pt.parent_run) {

@@ -10,7 +10,7 @@ import type { Logger } from '../logger.ts'
 import { capabilityString, supports, type AgentCard } from '../card/card.ts'
 import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
-import { executorOfRun, verifyEventSync } from '../runlog/event.ts'
+import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -31,6 +31,8 @@ export interface RunCallerInit {
   store: RunStore
   resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
   log: Logger
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
 }
 
 /** The run in an executor's answer, checked to be a run of the agent that was asked. */
@@ -49,6 +51,7 @@ export class RunCaller {
   private readonly store: RunStore
   private readonly resolveCard: RunCallerInit['resolveCard']
   private readonly log: Logger
+  private readonly signatures: SignatureCache
   private readonly delegateClient: RpcClient
   private readonly controlClient: RpcClient
 
@@ -58,6 +61,7 @@ export class RunCaller {
     this.key = init.privateKey
     this.store = init.store
     this.resolveCard = init.resolveCard
+    this.signatures = init.signatures
     this.log = init.log
     this.delegateClient = new RpcClient(init.host, { protocol: DELEGATE_PROTOCOL, maxFrameBytes: DELEGATE_MAX_FRAME_BYTES, log: init.log })
     this.controlClient = new RpcClient(init.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES, log: init.log })
@@ -160,7 +164,7 @@ export class RunCaller {
     const res = await this.controlClient.call(peerOf(delegator), 'get_verdict', { run_id: runId }, opts)
     const { verdict } = isGetVerdictResponse.assert(res, 'get_verdict answer')
     if (verdict === null) return null
-    const e = verifyEventSync(verdict)
+    const e = verifyEventSync(verdict, this.signatures)
     if (e.run_id !== runId || e.declared_by !== delegator) throw new InvalidRequestError('the delegator answered with a verdict on another run or by another signer')
     return e
   }

@@ -10,7 +10,7 @@
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
 import { InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
-import { verifyEventSync } from '../runlog/event.ts'
+import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import type { HandoffLink, Run } from '../runlog/types.ts'
 
@@ -22,6 +22,8 @@ interface Awaiting {
 
 export interface ConfirmationsInit {
   log: Logger
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
   /** The predecessor as its executor knows it now (get_run). */
   getRemoteRun: (runId: string) => Promise<Run>
   /** Fail a successor that was never confirmed. */
@@ -50,7 +52,7 @@ export class HandoffConfirmations {
   confirm (runId: string, handoffEvent: unknown, peer: string): void {
     const w = this.awaiting.get(runId)
     if (w === undefined) return // confirmed already (a retry), or ended: nothing to start
-    const e = verifyEventSync(handoffEvent)
+    const e = verifyEventSync(handoffEvent, this.i.signatures)
     if (e.executor !== peer || e.run_id !== w.from.run_id) {
       throw new UnauthorizedError('a handoff is confirmed by the executor of the run handed off, with that run\'s event', { reason: 'not_executor' })
     }

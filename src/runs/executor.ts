@@ -14,7 +14,7 @@ import type { Logger } from '../logger.ts'
 import { capabilityString, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL } from '../constants.ts'
 import { AapError, AgentNotFoundError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
-import { eventHash, executorOfRun } from '../runlog/event.ts'
+import { eventHash, executorOfRun, type SignatureCache } from '../runlog/event.ts'
 import { rememberTicket, type RunTicket } from '../runlog/ticket.ts'
 import { EventSigner } from '../runlog/signer.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
@@ -52,6 +52,8 @@ export interface RunExecutorInit {
   contextData: Datastore
   /** Where a handler's `ctx.artifact` stores its bytes. */
   artifacts?: ArtifactWriter
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
 }
 
 /** A run created by an inbound request whose handler starts once the answer is out. */
@@ -66,16 +68,11 @@ interface PendingStart {
 
 const EXECUTOR: Actor = { role: 'executor' }
 
-/**
- * Why a handler's signal aborts when its run ends. Built once: an Error
- * captures a stack trace, which every completed run would otherwise pay for.
- */
+/** Why a handler's signal aborts when its run ends; built once (an Error captures a stack trace, costly per run). */
 const RUN_COMPLETED = new AapError('INVALID_TRANSITION', 'run ended: completed')
 const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
 
-function nowIso (): string {
-  return new Date().toISOString()
-}
+const nowIso = (): string => new Date().toISOString()
 
 export class RunExecutor implements HandlerHost {
   readonly log: Logger
@@ -97,6 +94,7 @@ export class RunExecutor implements HandlerHost {
   private readonly confirmations: HandoffConfirmations
   private readonly unserve: Array<() => Promise<void>> = []
   private readonly verdictFrom: RecoverySide['verdictFrom']
+  private readonly signatures: SignatureCache
   private readonly contexts: Contexts
   private readonly stopping = new AbortController()
   /** Runs that were executing when the node stopped, and recovery settling them (recovery.ts). */
@@ -111,8 +109,10 @@ export class RunExecutor implements HandlerHost {
     this.store = init.store
     this.key = init.privateKey
     this.signer = new EventSigner(init.privateKey)
+    this.signatures = init.signatures
     this.confirmations = new HandoffConfirmations({
       log: init.log,
+      signatures: init.signatures,
       getRemoteRun: init.getRemoteRun,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { timeoutMs: init.handoffConfirmTimeoutMs }),
       fail: async (runId, message) => { await this.apply(runId, { type: 'fail', code: 'HANDOFF_UNCONFIRMED', message }, EXECUTOR) }
@@ -223,7 +223,7 @@ export class RunExecutor implements HandlerHost {
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
     assertInputSize(req.input, 'input')
     assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
-    const ticket = checkDelegation(req, from, this.agentId)
+    const ticket = checkDelegation(req, from, this.agentId, this.signatures)
     const key = req.idempotency_key
     if (key === undefined) return this.acceptNew(req, ticket, from, ctx.signal)
     // retries of one key are serialised, so two of them never create two runs
@@ -289,7 +289,7 @@ export class RunExecutor implements HandlerHost {
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
     // the executor of the old run sends the handoff (also when its delegator asked for it); what the
     // new run inherits is the old run's own ticket, never the sender's claim
-    const ticket = checkHandoff(req, from, this.agentId)
+    const ticket = checkHandoff(req, from, this.agentId, this.signatures)
     assertInputSize(req.input, 'input')
     assertContextSize(req.context)
     assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
@@ -464,6 +464,7 @@ export class RunExecutor implements HandlerHost {
       agentId: this.agentId,
       key: this.key,
       log: this.log,
+      signatures: this.signatures,
       store: this.store,
       client: this.handoffClient,
       resolveCard: this.resolveCard,

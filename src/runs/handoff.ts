@@ -12,6 +12,7 @@ import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestErro
 import type { Logger } from '../logger.ts'
 import { issueHandoffTicket, ticketOf } from '../runlog/ticket.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
+import type { SignatureCache } from '../runlog/event.ts'
 import type { CallOptions, RpcClient } from '../wire/rpc.ts'
 import { runFromAnswer } from './caller.ts'
 import { assertContextSize, type WireHandoff } from './messages.ts'
@@ -26,6 +27,8 @@ export interface HandoffSide {
   agentId: string
   key: PrivateKey
   log: Logger
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
   store: RunStore
   client: RpcClient
   resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
@@ -54,7 +57,7 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
     if (!dry.ok) throw dry.error
     if (toAgent === h.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
     const started = await h.store.log.get(runId, 1)
-    const own = started === undefined ? undefined : ticketOf(started)
+    const own = started === undefined ? undefined : ticketOf(started, undefined, h.signatures)
     if (started === undefined || own === undefined) throw new InvalidRequestError(`run ${runId} has no valid ticket, so it cannot be handed off`, { reason: 'no_ticket' })
     const ticket = await issueHandoffTicket(h.key, own, toAgent)
     const card = await h.resolveCard(toAgent, opts.signal === undefined ? {} : { signal: opts.signal })

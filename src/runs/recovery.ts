@@ -9,7 +9,7 @@
 import { LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_VERDICT_ASK_TIMEOUT_MS } from '../constants.ts'
 import { InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
-import { eventHash, verifyEventSync } from '../runlog/event.ts'
+import { eventHash, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
 import { assertDeclaredBy, EXECUTOR_LOST } from '../runlog/verdict.ts'
 import { Limiter } from '../util/concurrency.ts'
@@ -20,6 +20,8 @@ import type { RunContext } from './types.ts'
 /** What recovery and verdicts use of the executor. */
 export interface RecoverySide {
   log: Logger
+  /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
+  signatures: SignatureCache
   lock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
   localRun: (runId: string) => Promise<Run>
   /** The last event of the run's log here. */
@@ -43,7 +45,7 @@ export interface RecoverySide {
  * run.failed that names the verdict. A run already ended stays as it is.
  */
 export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEvent, peer: string): Promise<Run> {
-  const verdict = verifyEventSync(raw)
+  const verdict = verifyEventSync(raw, x.signatures)
   if (verdict.run_id !== runId) throw new InvalidRequestError('the verdict is on another run', { reason: 'bad_verdict' })
   return x.lock(runId, async () => {
     const run = await x.localRun(runId)

@@ -12,7 +12,7 @@ import { componentLogger, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { MAX_CONCURRENT_INBOUND_RUNS } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
-import { executorOfRun } from '../runlog/event.ts'
+import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -55,6 +55,8 @@ export interface RunsInit {
   liveness?: LivenessOptions
   /** Where a handler's `ctx.artifact` stores its bytes. */
   artifacts?: ArtifactWriter
+  /** The node's verified-signature cache (default: one of this service's own). */
+  signatures?: SignatureCache
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -73,7 +75,8 @@ export class Runs {
     this.key = init.privateKey
     const log = componentLogger(init.logger, 'runs')
     this.store = new RunStore(init.datastore, log, this.agentId)
-    this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log })
+    const signatures = init.signatures ?? new SignatureCache()
+    this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log, signatures })
     this.executor = new RunExecutor({
       host: init.host,
       privateKey: init.privateKey,
@@ -87,6 +90,7 @@ export class Runs {
       getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {}),
       verdictFrom: async (delegator, runId, opts) => this.caller.verdictFrom(delegator, runId, opts),
       contextData: init.datastore,
+      signatures,
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
     this.liveness = new LivenessMonitor({

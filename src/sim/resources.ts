@@ -66,14 +66,26 @@ export class ConnectionSampler {
     }
   }
 
-  /** Stop sampling; per node (in `nodes()` order) the peak and the count now. */
-  finish (): { peak: number[], end: number[] } {
+  /**
+   * Stop sampling; per node (in `nodes()` order) the peak and the count now,
+   * and the signature checks of the nodes' own caches (those of the nodes
+   * that run now, plus the process's cache, which only code outside a node uses).
+   */
+  finish (): { peak: number[], end: number[], signatures: SignatureCacheStats } {
     this.sample()
     clearInterval(this.timer)
     const nodes = this.nodes()
+    const signatures = { ...processSignatures.stats }
+    for (const n of nodes) {
+      const s = n.node.signatures.stats
+      signatures.checked += s.checked
+      signatures.hits += s.hits
+      signatures.refused += s.refused
+    }
     return {
       peak: nodes.map(n => this.peaks.get(n) ?? 0),
-      end: nodes.map(n => n.up ? n.node.host.getConnections().length : 0)
+      end: nodes.map(n => n.up ? n.node.host.getConnections().length : 0),
+      signatures
     }
   }
 }
@@ -88,7 +100,7 @@ export class ProcessMeter {
     this.loop.enable()
   }
 
-  figures (role: ProcessFigures['role'], connections: { peak: number[], end: number[] }): ProcessFigures {
+  figures (role: ProcessFigures['role'], connections: { peak: number[], end: number[], signatures: SignatureCacheStats }): ProcessFigures {
     const mem = process.memoryUsage()
     const cpu = process.cpuUsage(this.cpu0)
     this.loop.disable()
@@ -115,7 +127,7 @@ export class ProcessMeter {
       cpu_user_ms: cpu.user / 1000,
       cpu_system_ms: cpu.system / 1000,
       event_loop_delay_ms: { p50: ms(this.loop.percentile(50)), p99: ms(this.loop.percentile(99)), max: ms(this.loop.max) },
-      signatures: { ...processSignatures.stats },
+      signatures: connections.signatures,
       connections_peak: connections.peak,
       connections_end: connections.end
     }
