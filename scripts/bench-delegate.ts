@@ -27,6 +27,7 @@
  * --only measures only the rows named; --profile writes a CPU profile of the
  * executor process to <dir> (run this process with --cpu-prof for its own).
  */
+import { generateKeyPairSync, sign as ed25519Sign, verify as ed25519Verify } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { availableParallelism, cpus, tmpdir } from 'node:os'
@@ -144,6 +145,34 @@ async function measureDelegate (o: Options, executorInfo: { agentId: string, add
   }
 }
 
+/**
+ * CPU of one Ed25519 signature and one verification here and now (node:crypto,
+ * the node's own path), over a message the size of a run.started.
+ */
+function ed25519Costs (rounds = 3000): { signUs: number, verifyUs: number } {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  const msg = Buffer.alloc(600, 7)
+  let sig = ed25519Sign(null, msg, privateKey)
+  let t = process.cpuUsage()
+  for (let i = 0; i < rounds; i++) sig = ed25519Sign(null, msg, privateKey)
+  let d = process.cpuUsage(t)
+  const signUs = (d.user + d.system) / rounds
+  t = process.cpuUsage()
+  for (let i = 0; i < rounds; i++) if (!ed25519Verify(null, msg, publicKey, sig)) throw new Error('verify failed')
+  d = process.cpuUsage(t)
+  return { signUs, verifyUs: (d.user + d.system) / rounds }
+}
+
+/** The a2a reference with the CPU it costs per request: this process (the client) and the server process. */
+async function measureA2aWithCpu (common: Parameters<typeof measureA2aSend>[0], serverPid: number): Promise<Awaited<ReturnType<typeof measureA2aSend>> & { clientCpuUs: number, serverCpuUs: number }> {
+  const cpu0 = process.cpuUsage()
+  const srv0 = processCpuMs(serverPid)
+  const r = await measureA2aSend(common)
+  const cpu = process.cpuUsage(cpu0)
+  const ops = r.sequentialRequests + r.concurrentRequests + r.warmup * (r.concurrentRequests > 0 ? 2 : 1)
+  return { ...r, clientCpuUs: (cpu.user + cpu.system) / ops, serverCpuUs: (processCpuMs(serverPid) - srv0) * 1000 / ops }
+}
+
 function row (name: string, r: RequestBenchResult & Partial<DelegateResult>): Record<string, string | number> {
   return {
     what: name,
@@ -205,7 +234,8 @@ async function main (): Promise<void> {
       log('bench-delegate: raw libp2p echo, one pipelined stream')
       echoPipelined = await measureEcho({ ...common, addr, payloadBytes: 256, mode: 'one-stream-pipelined' })
     }
-    const a2a = a2aSrv === undefined ? undefined : await measureA2aSend({ ...common, url: String(a2aSrv.info.url) })
+    const a2a = a2aSrv === undefined ? undefined : await measureA2aWithCpu({ ...common, url: String(a2aSrv.info.url) }, Number(a2aSrv.info.pid))
+    const ed = ed25519Costs()
 
     const div = (a: number | undefined, b: number | undefined): number => a === undefined || b === undefined ? Number.NaN : a / b
     const ratios = {
@@ -220,7 +250,7 @@ async function main (): Promise<void> {
     }
     const env = { node: process.version, cpus: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown' }
     if (o.json) {
-      process.stdout.write(JSON.stringify({ delegate, noFollow, runsOnly, echo, echoPipelined, a2a, ratios, env }, null, 2) + '\n')
+      process.stdout.write(JSON.stringify({ delegate, noFollow, runsOnly, echo, echoPipelined, a2a, ed25519: ed, ratios, env }, null, 2) + '\n')
       return
     }
     const first = delegate ?? runsOnly ?? echo
@@ -249,6 +279,17 @@ async function main (): Promise<void> {
     }
     process.stdout.write('\n')
     printTable(rows)
+    // what a delegation must sign and verify, against all the CPU the reference spends on a request
+    const sigs = (signs: number, verifies: number): string => `${signs} signs + ${verifies} verifies = ${(signs * ed.signUs + verifies * ed.verifyUs).toFixed(0)} µs`
+    const both = (r: DelegateResult): string => `${(r.delegatorCpuUs + r.executorCpuUs).toFixed(0)} µs`
+    process.stdout.write('\nCPU per request, both processes, and the Ed25519 work a delegation cannot skip (measured here, node:crypto)\n')
+    printTable([
+      // ticket: signed by the delegator, checked by the executor; run.started and run.completed: signed by the
+      // executor and, when the delegator follows, checked by it
+      ...(delegate === undefined ? [] : [{ what: 'node.delegate (follows events)', 'cpu/op': both(delegate), 'of it Ed25519 at least': sigs(3, 3) }]),
+      ...(runsOnly === undefined ? [] : [{ what: 'node.runs.delegate', 'cpu/op': both(runsOnly), 'of it Ed25519 at least': sigs(3, 1) }]),
+      ...(a2a === undefined ? [] : [{ what: 'a2a-js SendMessage', 'cpu/op': `${(a2a.clientCpuUs + a2a.serverCpuUs).toFixed(0)} µs`, 'of it Ed25519 at least': 'none' }])
+    ])
   } finally {
     await Promise.all(children.map(async c => { await c.stop() }))
   }
