@@ -22,6 +22,7 @@ import {
 } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
+import { ownedPlaintextCrypto } from './noise-crypto.ts'
 
 export type { NetworkOptions } from './network.ts'
 
@@ -96,7 +97,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       ...(usesMemory ? [memory({ latency: opts.memoryLatencyMs ?? 0 })] : []),
       ...(network === undefined ? [] : networkTransports())
     ],
-    connectionEncrypters: [noise()],
+    // each decrypted message in a buffer of its own, so kept slices do not pin 64 KiB socket reads (noise-crypto.ts)
+    connectionEncrypters: [noise({ crypto: ownedPlaintextCrypto })],
     streamMuxers: [yamux()],
     peerDiscovery,
     connectionManager: {
