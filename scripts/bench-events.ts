@@ -37,11 +37,11 @@
  *
  * Targets (docs: shared/design/targets.md): p50 <= 15 ms, p99 <= 100 ms, 0 lost.
  */
-import { fork, type ChildProcess } from 'node:child_process'
 import { performance } from 'node:perf_hooks'
 import { availableParallelism, cpus } from 'node:os'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
+import { ask as askIpc, spawnIpcChild, stopIpcChild, type IpcChild } from './lib/ipc-child.ts'
 import { intArg, parseArgs } from './lib/proc.ts'
 import { fmtMs, printTable, summarize } from './lib/stats.ts'
 
@@ -67,59 +67,18 @@ const sleep = async (ms: number): Promise<void> => new Promise(resolve => setTim
 /** The one clock of this bench (see the header). */
 const now = (): number => performance.timeOrigin + performance.now()
 
-interface Reply { type: string, id?: number, value?: unknown, error?: string, task?: string, members?: string[] }
-interface Child {
-  proc: ChildProcess
-  members: string[]
-  pending: Map<number, (r: Reply | null) => void>
-  complete: Set<string>
-  onComplete: () => void
-  nextId: number
-}
+interface Child { ipc: IpcChild, members: string[], complete: Set<string> }
 
-async function withTimeout<T> (p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const t = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`${what} timed out after ${ms} ms`)) }, ms) })
-  try {
-    return await Promise.race([p, t])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-async function spawnChild (count: number, join: string[], onComplete: () => void): Promise<Child> {
-  const proc = fork(WORKER, ['--count', String(count), ...join.flatMap(a => ['--join', a])], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
-  const c: Child = { proc, members: [], pending: new Map(), complete: new Set(), onComplete, nextId: 1 }
-  const ready = Promise.withResolvers<void>()
-  proc.on('message', (msg: Reply) => {
-    if (msg.type === 'ready') { c.members = msg.members ?? []; ready.resolve(); return }
-    if (msg.type === 'complete') { c.complete.add(msg.task ?? ''); c.onComplete(); return }
-    const p = c.pending.get(msg.id ?? -1)
-    c.pending.delete(msg.id ?? -1)
-    p?.(msg)
+async function spawnChild (count: number, join: string[]): Promise<Child> {
+  const complete = new Set<string>()
+  const ipc = await spawnIpcChild(WORKER, ['--count', String(count), ...join.flatMap(a => ['--join', a])], CHILD_START_TIMEOUT_MS, (msg) => {
+    if (msg.type === 'complete') complete.add(String(msg.task))
   })
-  proc.on('exit', (code, signal) => {
-    ready.reject(new Error(`subscriber process exited (${code ?? signal}) before it was ready`))
-    for (const p of c.pending.values()) p(null)
-    c.pending.clear()
-  })
-  try {
-    await withTimeout(ready.promise, CHILD_START_TIMEOUT_MS, 'subscriber process start')
-  } catch (err) {
-    proc.kill('SIGKILL')
-    throw err
-  }
-  return c
+  return { ipc, members: ipc.ready.members as string[], complete }
 }
 
 async function ask (c: Child, msg: Record<string, unknown>): Promise<unknown> {
-  const id = c.nextId++
-  const reply = new Promise<Reply | null>(resolve => { c.pending.set(id, resolve) })
-  c.proc.send({ ...msg, id })
-  const r = await withTimeout(reply, CHILD_REQUEST_TIMEOUT_MS, `subscriber process ${String(msg.op)}`)
-  if (r === null) throw new Error(`subscriber process died during ${String(msg.op)}`)
-  if (r.error !== undefined) throw new Error(`subscriber process ${String(msg.op)}: ${r.error}`)
-  return r.value
+  return askIpc(c.ipc, msg, CHILD_REQUEST_TIMEOUT_MS)
 }
 
 /** NTP-style: the child's clock minus the midpoint of the fastest of CLOCK_PINGS round trips. */
@@ -182,7 +141,7 @@ async function main (): Promise<void> {
   })
   await E.publishCard({ name: 'bench-executor', capabilities: [BENCH] })
 
-  const children = await Promise.all(shares.map(async share => spawnChild(share, [...D.addresses, ...E.addresses], () => {})))
+  const children = await Promise.all(shares.map(async share => spawnChild(share, [...D.addresses, ...E.addresses])))
   log(`subscriber processes up after ${fmtMs(performance.now() - started)}`)
   const clocks = []
   for (const c of children) clocks.push(await clockOffset(c))
@@ -272,12 +231,7 @@ async function main (): Promise<void> {
     duration_s: (performance.now() - started) / 1000
   }
 
-  await Promise.all(children.map(async c => {
-    if (c.proc.exitCode !== null || c.proc.signalCode !== null) return
-    const exited = new Promise<void>(resolve => { c.proc.once('exit', () => { resolve() }) })
-    c.proc.kill('SIGTERM')
-    await exited
-  }))
+  await Promise.all(children.map(async c => stopIpcChild(c.ipc)))
   await Promise.all([D.stop(), E.stop()])
 
   if (JSON_OUT) {
