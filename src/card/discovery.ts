@@ -327,7 +327,7 @@ export class Discovery {
     isDiscoveryQuery.assert(query, 'discovery query')
     const limit = Math.min(opts.limit ?? DISCOVER_MAX_RESULTS, DISCOVER_MAX_RESULTS)
     if (!(limit >= 1)) return
-    // aborted when the caller stops reading, so no lookup or fetch outlives the stream
+    // aborted when the caller stops reading, so no lookup or fetch goes on after the stream
     const stopped = new AbortController()
     const signal = AbortSignal.any([
       ...(opts.signal === undefined ? [] : [opts.signal]),
@@ -376,7 +376,7 @@ export class Discovery {
       }
       notify()
     }
-    const pump = (async () => {
+    void (async () => {
       try {
         for await (const ev of this.host.services.dht.findProviders(key, { signal })) {
           if (ev.name !== 'PROVIDER') continue
@@ -412,8 +412,10 @@ export class Discovery {
       }
     } finally {
       done = true
+      // the lookup and the fetches still going end on this abort; the caller
+      // does not wait for the DHT query to wind down (its in-flight requests
+      // abort in the background; the lookup above never rejects)
       stopped.abort()
-      await pump
     }
   }
 
