@@ -18,6 +18,7 @@ import type { AgentCard } from '../../src/card/card.ts'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import { SIM_DHT } from '../../src/sim/mesh.ts'
 import { expectedFor, lookupAll, profiles, queries } from './discover-common.ts'
+import { serveIpcWorker } from './ipc-child.ts'
 import { intArg, parseArgs } from './proc.ts'
 
 /** Announcements of one process at once, and how long one may take. */
@@ -32,7 +33,6 @@ const AGENTS = intArg(args, 'agents', 0)
 const JOIN: string[] = []
 for (let i = 0; i < argv.length; i++) if (argv[i] === '--join' && argv[i + 1] !== undefined) JOIN.push(argv[i + 1]!)
 
-const send = (msg: unknown): void => { process.send?.(msg) }
 const log = (msg: string): void => { process.stderr.write(`[discover-worker ${FIRST}] ${msg}\n`) }
 
 const nodes: MeshNode[] = []
@@ -75,21 +75,4 @@ async function answer (msg: Request): Promise<unknown> {
   throw new Error(`unknown op ${String(msg.op)}`)
 }
 
-process.on('message', (msg: Request) => {
-  answer(msg).then(
-    value => { send({ type: 'reply', id: msg.id, value }) },
-    (err: unknown) => { send({ type: 'reply', id: msg.id, error: String(err) }) }
-  )
-})
-let stopping = false
-const stop = (): void => {
-  if (stopping) return
-  stopping = true
-  Promise.all(nodes.map(async n => n.stop())).then(
-    () => { process.exit(0) },
-    (err: unknown) => { log(`stop failed: ${String(err)}`); process.exit(1) }
-  )
-}
-process.on('SIGTERM', stop)
-process.on('disconnect', stop)
-send({ type: 'ready', members: nodes.map((n, i) => ({ agent_id: n.agentId, addresses: n.addresses, card: cards[i] })) })
+serveIpcWorker(answer, nodes, { members: nodes.map((n, i) => ({ agent_id: n.agentId, addresses: n.addresses, card: cards[i] })) }, log)

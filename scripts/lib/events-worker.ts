@@ -23,6 +23,7 @@
 import { performance } from 'node:perf_hooks'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import type { EventSubscription } from '../../src/events/subscription.ts'
+import { serveIpcWorker } from './ipc-child.ts'
 import { intArg, parseArgs } from './proc.ts'
 
 const argv = process.argv.slice(2)
@@ -100,21 +101,4 @@ async function answer (msg: Request): Promise<unknown> {
   throw new Error(`unknown op ${String(msg.op)}`)
 }
 
-process.on('message', (msg: Request) => {
-  answer(msg).then(
-    value => { send({ type: 'reply', id: msg.id, value }) },
-    (err: unknown) => { send({ type: 'reply', id: msg.id, error: String(err) }) }
-  )
-})
-let stopping = false
-const stop = (): void => {
-  if (stopping) return
-  stopping = true
-  Promise.all(nodes.map(async n => n.stop())).then(
-    () => { process.exit(0) },
-    (err: unknown) => { log(`stop failed: ${String(err)}`); process.exit(1) }
-  )
-}
-process.on('SIGTERM', stop)
-process.on('disconnect', stop)
-send({ type: 'ready', members: nodes.map(n => n.agentId) })
+serveIpcWorker(answer, nodes, { members: nodes.map(n => n.agentId) }, log)

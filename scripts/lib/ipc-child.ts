@@ -67,3 +67,34 @@ export async function stopIpcChild (c: IpcChild): Promise<void> {
   c.proc.kill('SIGTERM')
   await exited
 }
+
+/**
+ * The worker's side: answer each request with `answer`, stop `nodes` (then
+ * exit) on SIGTERM or when the parent goes, and say ready with `ready`.
+ */
+export function serveIpcWorker<R extends { id: number }> (
+  answer: (msg: R) => Promise<unknown>,
+  nodes: Array<{ stop: () => Promise<void> }>,
+  ready: Record<string, unknown>,
+  log: (msg: string) => void
+): void {
+  const send = (msg: unknown): void => { process.send?.(msg) }
+  process.on('message', (msg: R) => {
+    answer(msg).then(
+      value => { send({ type: 'reply', id: msg.id, value }) },
+      (err: unknown) => { send({ type: 'reply', id: msg.id, error: String(err) }) }
+    )
+  })
+  let stopping = false
+  const stop = (): void => {
+    if (stopping) return
+    stopping = true
+    Promise.all(nodes.map(async n => n.stop())).then(
+      () => { process.exit(0) },
+      (err: unknown) => { log(`stop failed: ${String(err)}`); process.exit(1) }
+    )
+  }
+  process.on('SIGTERM', stop)
+  process.on('disconnect', stop)
+  send({ type: 'ready', ...ready })
+}
