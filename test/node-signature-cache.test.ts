@@ -19,7 +19,7 @@ describe('each node its own signature cache', () => {
   beforeAll(async () => { nodes = await startMesh(3) })
   afterAll(async () => { await stopAll(nodes) })
 
-  it('delegator and bystander each verify the run\'s events themselves; nothing goes through the process cache', async () => {
+  it('delegator and bystander each verify the run\'s events themselves, replay included; nothing goes through the process cache', async () => {
     const [D, E, B] = nodes as [MeshNode, MeshNode, MeshNode]
     expect(new Set(nodes.map(n => n.signatures)).size).toBe(3)
     E.runs.handle(WORK, async (ctx) => {
@@ -34,6 +34,9 @@ describe('each node its own signature cache', () => {
     await until(async () => (await D.runs.list({ correlation_id: TASK })).delegated[0]?.state === 'completed', 'the delegator\'s record to show the completion')
     await onB.until(es => es.some(e => e.type === 'run.completed'), 'the bystander to see the run end')
     onB.sub.close()
+    // an audit replay judges the runs' tickets (lineage) with the node's cache too
+    const replay = await B.events.replay(TASK, { owner: D.agentId })
+    expect(replay.events.some(e => e.type === 'run.completed')).toBe(true)
     const checked = nodes.map((n, i) => n.signatures.stats.checked - (before[i]?.checked ?? 0))
     // run.started (its ticket too, on the executor), PROGRESS progress events and run.completed
     expect(checked[0]).toBeGreaterThanOrEqual(PROGRESS + 2) // the delegator

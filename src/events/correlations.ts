@@ -201,7 +201,7 @@ export class Correlations {
   judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'rejected' {
     // checked first as this node (a ticket it issued is not verified again), then judged on that
     rt.ticket = ticketOf(started, this.init.agentId, this.init.signatures)
-    const v = judgeRun(started, id => this.standing(t, id))
+    const v = judgeRun(started, id => this.standing(t, id), this.init.signatures)
     if (v.status === 'pending') {
       rt.lineage = 'pending'
       rt.heldStart = started

@@ -91,6 +91,7 @@ export class Events {
   private readonly runs: LocalRuns
   private readonly logger: Logger
   private readonly sync: SyncClient
+  private readonly signatures: SignatureCache
   private readonly topicMembership: TopicMembership
   private readonly copies: CopyStore
   private readonly correlations: Correlations
@@ -108,6 +109,7 @@ export class Events {
     this.log = new EventLog(init.datastore)
     this.stats = newStats()
     const signatures = init.signatures ?? new SignatureCache()
+    this.signatures = signatures
     this.sync = new SyncClient(init.host, signatures, this.logger)
     this.copies = new CopyStore(groupCommitter(init.datastore), init.runs, this.stats, this.logger)
     this.topicMembership = new TopicMembership(init.host, this.logger, () => { this.placement.count('untracked') })
@@ -254,7 +256,7 @@ export class Events {
       await this.syncer.awaitSyncs(t, Date.now() + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS), REPLAY_MAX_ROUNDS)
       // the replay is the owner's task only: every run proves its place again, from the logs alone
       const logs = await this.readCorrelation(correlationId)
-      const admission = admitAll(logs, opts.owner ?? t.owner)
+      const admission = admitAll(logs, opts.owner ?? t.owner, this.signatures)
       if (admission.owner === undefined && admission.owners.length > 1) {
         throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
       }

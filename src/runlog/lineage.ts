@@ -15,6 +15,7 @@
  * single rule, used incrementally by the events service as events arrive and
  * in one pass (`admitAll`) by replay.
  */
+import type { SignatureCache } from './event.ts'
 import { handoffTargetOf } from './handoff.ts'
 import { originOf, ticketOf, type RunTicket } from './ticket.ts'
 import type { AgentEvent } from './types.ts'
@@ -38,8 +39,8 @@ function sameList (a: string[], b: string[]): boolean {
 }
 
 /** The place of the run that `started` (its run.started) begins, given what is known of the others. */
-export function judgeRun (started: AgentEvent, lookup: (runId: string) => RunStanding | undefined): LineageVerdict {
-  const t = ticketOf(started)
+export function judgeRun (started: AgentEvent, lookup: (runId: string) => RunStanding | undefined, signatures?: SignatureCache): LineageVerdict {
+  const t = ticketOf(started, undefined, signatures)
   if (t === undefined) return { status: 'rejected', reason: 'no_valid_ticket' }
   if (t.handoff_from !== null) {
     const p = lookup(t.handoff_from.run_id)
@@ -80,7 +81,7 @@ export interface Admission {
  * admitted root agrees on; when roots of several owners are found the task id
  * is ambiguous and `owner` stays undefined (ask with an owner).
  */
-export function admitAll (logs: Map<string, AgentEvent[]>, owner?: string): Admission {
+export function admitAll (logs: Map<string, AgentEvent[]>, owner?: string, signatures?: SignatureCache): Admission {
   const standing = new Map<string, RunStanding>()
   const starts = new Map<string, AgentEvent>()
   for (const [runId, events] of logs) {
@@ -94,9 +95,9 @@ export function admitAll (logs: Map<string, AgentEvent[]>, owner?: string): Admi
     for (const [runId, started] of starts) {
       const before = standing.get(runId)?.verdict
       if (before !== undefined && before.status !== 'pending') continue
-      const verdict = judgeRun(started, id => standing.get(id))
+      const verdict = judgeRun(started, id => standing.get(id), signatures)
       if (before === undefined || before.status !== verdict.status) changed = true
-      standing.set(runId, { ticket: ticketOf(started), verdict, handoffTo: handoffTargetOf(logs.get(runId) ?? []) })
+      standing.set(runId, { ticket: ticketOf(started, undefined, signatures), verdict, handoffTo: handoffTargetOf(logs.get(runId) ?? []) })
     }
   }
   const owners = [...new Set([...standing.values()].flatMap(s => s.verdict.status === 'admitted' ? [s.verdict.owner] : []))].sort()
