@@ -1,6 +1,9 @@
 /**
  * The wire form is A2A v1.0's canonical ProtoJSON, checked against the A2A
- * JSON examples of the spec texts (../shared/spec/): the SDK's codec
+ * JSON examples of the spec texts (the JSON objects of
+ * shared/spec/a2a-v1-profile-example-auto-agent-protocol.txt, kept as test
+ * vectors in test/fixtures/a2a-spec-examples.json so the suite runs in a
+ * clone that has only this repository): the SDK's codec
  * round-trips them unchanged, what our mapping emits has their shape
  * (messageId, ROLE_* enum names, parts typed by their member with no `kind`,
  * typed DataParts with a `type` and a `mediaType`), and the inbound server
@@ -21,29 +24,10 @@ import type { Run } from '../src/runlog/types.ts'
 import { startMesh, stopAll } from './helpers.ts'
 import { root } from './cli-helpers.ts'
 
-const SPEC = join(root, '..', 'shared', 'spec', 'a2a-v1-profile-example-auto-agent-protocol.txt')
+const EXAMPLES = join(root, 'test', 'fixtures', 'a2a-spec-examples.json')
 const AAP_TYPE = /^[a-z_]+(\.[a-z_]+){1,2}$/
 
-/** The top-level JSON objects of a text: from a line that is `{` to the brace that closes it (the examples hold no braces in strings). */
-function jsonBlocks (text: string): Array<Record<string, any>> {
-  const out: Array<Record<string, any>> = []
-  const lines = text.split('\n')
-  for (let i = 0; i < lines.length; i++) {
-    if (lines[i]?.trim() !== '{') continue
-    let depth = 0
-    for (let j = i; j < lines.length; j++) {
-      for (const ch of lines[j] ?? '') depth += ch === '{' ? 1 : ch === '}' ? -1 : 0
-      if (depth === 0) {
-        out.push(JSON.parse(lines.slice(i, j + 1).join('\n')) as Record<string, any>)
-        i = j
-        break
-      }
-    }
-  }
-  return out
-}
-
-const examples = jsonBlocks(readFileSync(SPEC, 'utf8'))
+const examples = JSON.parse(readFileSync(EXAMPLES, 'utf8')) as Array<Record<string, any>>
 const messages = examples.filter(e => typeof e.messageId === 'string')
 const parts = examples.filter(e => e.messageId === undefined && e.data !== undefined)
 
