@@ -12,6 +12,7 @@ import {
 import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseEnvelope } from './framing.ts'
+import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
 import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
 
@@ -46,6 +47,8 @@ class Session {
     this.stream = stream
     this.outbox = new Outbox(stream, log)
     this.peerName = peerName
+    // the connection budget does not close a connection while a call on it waits for its answer
+    watchRequests(stream, () => this.pending.size > 0)
     const frames = new FrameDecoder(maxFrameBytes)
     stream.addEventListener('close', () => {
       this.closed = true

@@ -15,6 +15,7 @@ import { AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError, type
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson } from './framing.ts'
+import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
 
@@ -54,6 +55,8 @@ class InboundStream {
     this.log = log
     this.frames = new FrameDecoder(spec.maxFrameBytes)
     this.outbox = new Outbox(stream, log)
+    // the connection budget does not close a connection while a request on it is being handled
+    watchRequests(stream, () => this.running.size > 0 || this.backlog.length > 0)
     this.armIdle()
     stream.addEventListener('close', () => {
       this.finished = true
