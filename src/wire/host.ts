@@ -23,6 +23,7 @@ import {
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
 import { ownedPlaintextCrypto } from './noise-crypto.ts'
+import './yamux-window.ts'
 
 export type { NetworkOptions } from './network.ts'
 

@@ -1,0 +1,93 @@
+/**
+ * Yamux window updates at half the window (src/wire/yamux-window.ts), between
+ * two real hosts over TCP: a bulk transfer many windows long still flows and
+ * arrives whole, and a stream of small messages no longer draws one window
+ * update frame per message.
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Stream, StreamMessageEvent } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { MemoryDatastore } from 'datastore-core'
+import { createHost, dialAddrs, listenAddrs, type MeshHost } from '../src/wire/host.ts'
+import { yamuxWindowStats } from '../src/wire/yamux-window.ts'
+
+const SINK = '/aap-test/yamux-sink/1.0.0'
+const ECHO = '/aap-test/yamux-echo/1.0.0'
+/** 32 x the 256 KiB initial window of a yamux stream. */
+const BULK_BYTES = 8 * 1024 * 1024
+const SMALL_MESSAGES = 200
+
+async function host (): Promise<MeshHost> {
+  const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+  await h.start()
+  return h
+}
+
+function bytesOf (evt: StreamMessageEvent): Uint8Array {
+  return evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()
+}
+
+/** Resolve once `stream` drains (or at once when it need not). */
+async function sendAll (stream: Stream, data: Uint8Array): Promise<void> {
+  if (!stream.send(data)) await new Promise<void>(resolve => { stream.addEventListener('drain', () => { resolve() }, { once: true }) })
+}
+
+describe('yamux window updates at half the window', () => {
+  let a: MeshHost
+  let b: MeshHost
+  let received: Promise<{ bytes: number, sha: string }>
+
+  beforeAll(async () => {
+    [a, b] = await Promise.all([host(), host()])
+    let done!: (v: { bytes: number, sha: string }) => void
+    received = new Promise(resolve => { done = resolve })
+    await b.handle(SINK, (stream: Stream) => {
+      const sha = createHash('sha256')
+      let bytes = 0
+      stream.addEventListener('message', (evt) => { const d = bytesOf(evt); bytes += d.byteLength; sha.update(d) })
+      stream.addEventListener('remoteCloseWrite', () => { done({ bytes, sha: sha.digest('hex') }) })
+    })
+    await b.handle(ECHO, (stream: Stream) => {
+      stream.addEventListener('message', (evt) => { stream.send(bytesOf(evt)) })
+    })
+    expect((await dialAddrs(a, listenAddrs(b))).length).toBe(1)
+  })
+
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()])
+  })
+
+  it(`moves ${BULK_BYTES / 1024 / 1024} MiB, 32 windows, in one stream and every byte arrives`, async () => {
+    const stream = await a.dialProtocol(b.peerId, SINK, { signal: AbortSignal.timeout(10_000) })
+    const sha = createHash('sha256')
+    const chunk = 64 * 1024
+    for (let off = 0; off < BULK_BYTES; off += chunk) {
+      const data = randomBytes(chunk)
+      sha.update(data)
+      await sendAll(stream, data)
+    }
+    await stream.close({ signal: AbortSignal.timeout(10_000) })
+    const got = await received
+    expect(got.bytes).toBe(BULK_BYTES)
+    expect(got.sha).toBe(sha.digest('hex'))
+  })
+
+  it(`answers ${SMALL_MESSAGES} small messages with far fewer window updates than messages`, async () => {
+    const stream = await a.dialProtocol(b.peerId, ECHO, { signal: AbortSignal.timeout(10_000) })
+    const before = { ...yamuxWindowStats }
+    for (let i = 0; i < SMALL_MESSAGES; i++) {
+      const echoed = new Promise<Uint8Array>(resolve => { stream.addEventListener('message', (evt) => { resolve(bytesOf(evt)) }, { once: true }) })
+      const msg = new TextEncoder().encode(`message ${i}`)
+      await sendAll(stream, msg)
+      expect(new TextDecoder().decode(await echoed)).toBe(`message ${i}`)
+    }
+    await stream.close({ signal: AbortSignal.timeout(10_000) })
+    // both ends received SMALL_MESSAGES data frames (a's echo, b's request): each would have drawn an update
+    const deferred = yamuxWindowStats.deferred - before.deferred
+    const sent = yamuxWindowStats.sent - before.sent
+    expect(deferred).toBeGreaterThanOrEqual(2 * SMALL_MESSAGES - 4)
+    // the few sent are new streams' ACKs (this one and any a background protocol opened meanwhile)
+    expect(sent).toBeLessThan(SMALL_MESSAGES / 10)
+  })
+})
