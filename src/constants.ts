@@ -252,6 +252,22 @@ export const EVENTS_MAX_PARTICIPANTS = 64
 export const EVENTS_TAIL_SYNC_MIN_MS = 500
 /** ... up to this; any new event of the correlation resets it to the minimum. */
 export const EVENTS_TAIL_SYNC_MAX_MS = 30_000
+/**
+ * Gossip events of a run that arrive ahead of its chain (seq past the next
+ * one: they took a faster path than their predecessor) wait for it here, at
+ * most this many per correlation and EVENTS_EARLY_MAX_BYTES in all, and are
+ * relayed meanwhile; past either bound they are ignored and fetched.
+ */
+export const EVENTS_EARLY_MAX_PER_CORRELATION = 64
+export const EVENTS_EARLY_MAX_BYTES = 512 * 1024
+/** An early event's predecessor has not come by gossip after this: the run's gap is fetched by sync. */
+export const EVENTS_GAP_SYNC_DELAY_MS = 200
+/**
+ * The last events placed per correlation whose gossip copies are relayed
+ * although this node already holds them (a sync brought them first): its mesh
+ * peers may still need them. Older repeats are ignored.
+ */
+export const EVENTS_RELAY_WINDOW = 64
 /** A participant joined a correlation topic: sync from it after this unless gossip brought its events first. */
 export const EVENTS_JOIN_SYNC_DELAY_MS = 100
 /**

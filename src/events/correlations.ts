@@ -103,6 +103,7 @@ export class Correlations {
   untrack (t: CorrTrack, now: boolean): void {
     t.closed = true
     clearTimeout(t.tailTimer)
+    for (const rt of t.runs.values()) clearTimeout(rt.gapTimer)
     if (t.gossip) {
       t.gossip = false
       this.byTopic.delete(t.topic)

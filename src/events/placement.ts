@@ -8,7 +8,11 @@
  */
 import type { PeerId } from '@libp2p/interface'
 import type { Message } from '@libp2p/gossipsub'
-import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES } from '../constants.ts'
+import {
+  EVENTS_EARLY_MAX_BYTES, EVENTS_EARLY_MAX_PER_CORRELATION, EVENTS_GAP_SYNC_DELAY_MS, EVENTS_MAX_EVENTS_PER_RUN, EVENTS_RELAY_WINDOW,
+  EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES
+} from '../constants.ts'
+import { canonicalJson } from '../identity/signing.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -69,8 +73,10 @@ export class Placement {
     if (t.closed) return this.count('untracked')
     if (msg.data.byteLength > EVENT_MAX_BYTES) return this.count('invalid')
     let value: unknown
+    let text: string
     try {
-      value = JSON.parse(dec.decode(msg.data))
+      text = dec.decode(msg.data)
+      value = JSON.parse(text)
     } catch {
       return this.count('undecodable')
     }
@@ -82,15 +88,16 @@ export class Placement {
     }
     if (event.correlation_id !== t.id) return this.count('wrong_correlation')
     if (executorOfRun(event.run_id) === this.i.agentId) return this.count('own_run')
+    const size = msg.data.byteLength
     if (t.lock.busy === 0 && this.ready(t, [event])) {
-      const placed = this.placeNow(t, [event])
+      const placed = this.placeNow(t, [event], size)
       void this.i.copies.store(t, placed.accepted)
       this.afterIngest(t, placed.accepted)
-      return this.count(placed.first)
+      return this.count(relayable(placed.first, text, event))
     }
-    return this.placeQueued(t, [event]).then((placed) => {
+    return this.placeQueued(t, [event], size).then((placed) => {
       this.afterIngest(t, placed.accepted)
-      return this.count(placed.first)
+      return this.count(relayable(placed.first, text, event))
     }, (err: unknown) => {
       // not stored here (see CopyStore): gossip does not penalise the sender, sync fetches it again
       this.i.log.warn({ err, correlation_id: t.id }, 'a gossiped event could not be placed')
@@ -108,10 +115,10 @@ export class Placement {
   }
 
   /** Load what placing `events` needs, then place and store them; on the correlation's lock. */
-  private async placeQueued (t: CorrTrack, events: AgentEvent[]): Promise<{ first: Verdict, accepted: AgentEvent[] }> {
+  private async placeQueued (t: CorrTrack, events: AgentEvent[], gossipBytes?: number): Promise<{ first: Verdict, accepted: AgentEvent[] }> {
     return t.lock.run(async () => {
       for (const runId of new Set(events.map(e => e.run_id))) await this.i.correlations.runTrack(t, runId)
-      const placed = this.placeNow(t, events)
+      const placed = this.placeNow(t, events, gossipBytes)
       await this.i.copies.persist(t, placed.accepted)
       return placed
     })
@@ -120,19 +127,21 @@ export class Placement {
   /**
    * Put verified events of one correlation where they belong, at once. Only
    * events that extend a run's contiguous chain are taken (heads moved,
-   * subscribers served); a gap or an unseen run starts a fetch. The caller
-   * stores what was taken, in order, before anything else touches the log.
+   * subscribers served); a gap or an unseen run starts a fetch. One gossip
+   * event (`gossipBytes` its size) ahead of its run's chain waits for its
+   * predecessor instead (holdEarly). The caller stores what was taken, in
+   * order, before anything else touches the log.
    */
-  private placeNow (t: CorrTrack, events: AgentEvent[]): { first: Verdict, accepted: AgentEvent[] } {
+  private placeNow (t: CorrTrack, events: AgentEvent[], gossipBytes?: number): { first: Verdict, accepted: AgentEvent[] } {
     const accepted: AgentEvent[] = []
     let first: Verdict | undefined
     const note = (v: Verdict): void => { first ??= v }
-    for (const e of events) note(this.placeOne(t, e, accepted))
+    for (const e of events) note(this.placeOne(t, e, accepted, gossipBytes))
     return { first: first ?? 'duplicate', accepted }
   }
 
-  /** Place one event (see placeNow); what it makes admissible is placed right behind it. */
-  private placeOne (t: CorrTrack, e: AgentEvent, accepted: AgentEvent[]): Verdict {
+  /** Place one event (see placeNow); what it makes admissible, and early events it leads to, are placed right behind it. */
+  private placeOne (t: CorrTrack, e: AgentEvent, accepted: AgentEvent[], gossipBytes?: number): Verdict {
     const correlations = this.i.correlations
     if (t.closed) return 'untracked'
     if (e.correlation_id !== t.id) return 'wrong_correlation'
@@ -142,9 +151,10 @@ export class Placement {
     if (rt.lineage === 'rejected') return rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
     const headSeq = rt.head?.seq ?? 0
     if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
-    if (e.seq <= headSeq) return 'duplicate'
+    if (e.seq <= headSeq) return this.repeat(t, e)
     if (rt.lineage === 'pending') return 'lineage_pending'
     if (e.seq > headSeq + 1) {
+      if (gossipBytes !== undefined && rt.head !== undefined && this.holdEarly(t, rt, e, gossipBytes)) return 'early'
       this.i.syncer().fetch(t, rt)
       return rt.head === undefined ? 'unknown_run' : 'gap'
     }
@@ -164,11 +174,69 @@ export class Placement {
     rt.state = stateAfter(e)
     accepted.push(e)
     t.placed++
+    remember(t, e)
     for (const s of t.subs) s.deliver(e)
     this.learn(t, e)
     // an admitted start, or a handoff that names its successor, may settle runs waiting on this one
     if (e.seq === 1 || handoffTarget(e) !== null) this.wake(t, e.run_id, accepted)
+    this.placeEarly(t, rt, accepted)
     return 'accepted'
+  }
+
+  /**
+   * A seq this node holds already. One of the last events placed here, with
+   * the same signature: relayed (a sync brought it before gossip did, and the
+   * mesh peers may still need it). Anything else is ignored: older repeats,
+   * and another event at a seq held (a liveness verdict the executor's own
+   * event replaced here, or a fork, which the nodes still waiting for that
+   * seq reject).
+   */
+  private repeat (t: CorrTrack, e: AgentEvent): Verdict {
+    return t.recent.get(`${e.run_id}#${e.seq}`) === e.signature ? 'relayed' : 'duplicate'
+  }
+
+  /**
+   * Keep a verified gossip event that came ahead of its run's chain until its
+   * predecessor is placed (it took a faster path), within the correlation's
+   * bounds; arm the gap's fetch for when the predecessor does not come by
+   * gossip. False: no room, the caller fetches now.
+   */
+  private holdEarly (t: CorrTrack, rt: RunTrack, e: AgentEvent, bytes: number): boolean {
+    rt.early ??= new Map()
+    if (rt.early.has(e.seq)) return true
+    if (t.earlyCount >= EVENTS_EARLY_MAX_PER_CORRELATION || t.earlyBytes + bytes > EVENTS_EARLY_MAX_BYTES) return false
+    rt.early.set(e.seq, { event: e, bytes })
+    t.earlyCount++
+    t.earlyBytes += bytes
+    if (rt.gapTimer === undefined) {
+      rt.gapTimer = setTimeout(() => {
+        rt.gapTimer = undefined
+        if (!t.closed && rt.early !== undefined && rt.early.size > 0) this.i.syncer().fetch(t, rt)
+      }, EVENTS_GAP_SYNC_DELAY_MS)
+      rt.gapTimer.unref?.()
+    }
+    return true
+  }
+
+  /** The run's head moved: place the early event that follows it (which places the next), and drop those now behind it. */
+  private placeEarly (t: CorrTrack, rt: RunTrack, accepted: AgentEvent[]): void {
+    if (rt.early === undefined || rt.head === undefined) return
+    const head = rt.head.seq
+    let next: AgentEvent | undefined
+    for (const [seq, held] of rt.early) {
+      if (seq > head + 1) continue
+      rt.early.delete(seq)
+      t.earlyCount--
+      t.earlyBytes -= held.bytes
+      if (seq === head + 1) next = held.event
+    }
+    if (rt.early.size === 0) {
+      rt.early = undefined
+      clearTimeout(rt.gapTimer)
+      rt.gapTimer = undefined
+    }
+    // a fork or a forgery held early is judged here like any other event, and dropped
+    if (next !== undefined) this.placeOne(t, next, accepted)
   }
 
   /**
@@ -183,6 +251,7 @@ export class Placement {
     rt.state = stateAfter(e)
     accepted.push(e)
     t.placed++
+    remember(t, e)
     this.i.stats.superseded++
     this.i.log.info({ run_id: e.run_id, seq: e.seq }, 'the executor\'s own event replaces a liveness verdict held here')
     for (const s of t.subs) s.supersede(e)
@@ -221,7 +290,9 @@ export class Placement {
   /** Sync results: verified and chain-checked by the sync client, placed like gossip. */
   async ingest (t: CorrTrack, events: AgentEvent[]): Promise<AgentEvent[]> {
     const { accepted } = await this.placeQueued(t, events)
-    this.i.stats.synced += accepted.length
+    // early gossip events placed behind them are not the sync's
+    const fetched = new Set(events)
+    for (const e of accepted) if (fetched.has(e)) this.i.stats.synced++
     this.afterIngest(t, accepted)
     return accepted
   }
@@ -258,7 +329,7 @@ export class Placement {
   async placeVerdict (t: CorrTrack, verdict: AgentEvent): Promise<boolean> {
     const accepted = await this.ingest(t, [verdict])
     this.i.stats.published++
-    this.i.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(verdict))).catch((err: unknown) => {
+    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalJson(verdict))).catch((err: unknown) => {
       this.i.log.debug({ err, run_id: verdict.run_id }, 'a verdict was not published on gossip (subscribers sync it)')
     })
     return accepted.length > 0
@@ -268,7 +339,7 @@ export class Placement {
   republish (t: CorrTrack, events: AgentEvent[]): void {
     for (const e of events) {
       this.i.stats.published++
-      this.i.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(e))).catch((err: unknown) => {
+      this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalJson(e))).catch((err: unknown) => {
         this.i.log.debug({ err, run_id: e.run_id, seq: e.seq }, 'an event was not published again on gossip (subscribers sync it)')
       })
     }
@@ -288,7 +359,7 @@ export class Placement {
     const correlations = this.i.correlations
     const t = correlations.ensure(event.correlation_id, false, false)
     this.i.stats.published++
-    this.i.host.services.pubsub.publish(t.topic, enc.encode(JSON.stringify(event))).catch((err: unknown) => {
+    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalJson(event))).catch((err: unknown) => {
       // nobody to send to yet, or the router is stopping: subscribers sync it from the log
       this.i.log.debug({ err, run_id: event.run_id, seq: event.seq }, 'an event was not published on gossip')
     })
@@ -319,6 +390,30 @@ export class Placement {
       void t.lock.run(async () => { apply() }).finally(() => { correlations.maybeUntrack(t) })
     }
   }
+}
+
+/** Note `e` among the correlation's last EVENTS_RELAY_WINDOW placed events (see Placement.repeat). */
+function remember (t: CorrTrack, e: AgentEvent): void {
+  const key = `${e.run_id}#${e.seq}`
+  t.recent.delete(key)
+  t.recent.set(key, e.signature)
+  if (t.recent.size > EVENTS_RELAY_WINDOW) {
+    const oldest = t.recent.keys().next()
+    if (oldest.done !== true) t.recent.delete(oldest.value)
+  }
+}
+
+/**
+ * Relay an early or repeated event only in its canonical encoding (the one
+ * every publisher sends, canonicalJson): message ids are the SHA-256 of the
+ * bytes, so gossipsub's seen-cache stops the canonical copy after one pass,
+ * while re-encoded copies (new ids each) would travel the whole mesh again.
+ * Those are still judged here, and ignored.
+ */
+function relayable (v: Verdict, text: string, event: AgentEvent): Verdict {
+  if (v !== 'early' && v !== 'relayed') return v
+  if (canonicalJson(event) === text) return v
+  return v === 'early' ? 'gap' : 'duplicate'
 }
 
 /** Whether `e`, at the seq of `held`, takes its place: held is a verdict, e the executor's own event after the same predecessor. */

@@ -12,13 +12,17 @@ import { correlationTopic } from './topic.ts'
 
 /** Why an event was or was not taken; counted in `EventsStats.gossip`. */
 export type Verdict =
-  | 'accepted' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
+  | 'accepted' | 'early' | 'relayed' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
   | 'lineage_pending' | 'foreign_owner'
   | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected' | 'forged_verdict'
 
 /** What gossipsub does with a message of each verdict: forgeries are rejected (and scored), the rest ignored. */
 export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
   accepted: TopicValidatorResult.Accept,
+  // verified, ahead of the chain held here: kept until its predecessor comes, and relayed meanwhile
+  early: TopicValidatorResult.Accept,
+  // verified, one of the last events placed here (by sync, before gossip brought it): relayed for the mesh
+  relayed: TopicValidatorResult.Accept,
   duplicate: TopicValidatorResult.Ignore,
   gap: TopicValidatorResult.Ignore,
   unknown_run: TopicValidatorResult.Ignore,
@@ -98,6 +102,10 @@ export interface RunTrack {
   ticket?: RunTicket
   /** The owner whose task the run is admitted to. */
   owner?: string
+  /** Gossip events ahead of the chain held here, by seq, until their predecessor is placed (placement.ts). */
+  early?: Map<number, { event: AgentEvent, bytes: number }>
+  /** The fetch of the run's gap, armed when an early event came (EVENTS_GAP_SYNC_DELAY_MS). */
+  gapTimer?: ReturnType<typeof setTimeout>
   /** A run.started waiting for its ancestor (lineage 'pending'), and the run it waits for. */
   heldStart?: AgentEvent
   waitingFor?: string
@@ -126,6 +134,11 @@ export interface CorrTrack {
   gossip: boolean
   /** Events placed so far: tells a participant's join sync whether gossip already delivered. */
   placed: number
+  /** The last EVENTS_RELAY_WINDOW events placed: `run_id#seq` -> signature (placement.ts relays their gossip copies). */
+  recent: Map<string, string>
+  /** Early events held for the runs of this correlation, and their bytes (see RunTrack.early). */
+  earlyCount: number
+  earlyBytes: number
   /** `placed` when the tail timer last fired: events came in since, so the correlation is flowing. */
   placedAtTail: number
   holds: number
@@ -165,6 +178,9 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     delegated: new Set(),
     gossip: false,
     placed: 0,
+    recent: new Map(),
+    earlyCount: 0,
+    earlyBytes: 0,
     placedAtTail: 0,
     holds: 0,
     pending: 0,
