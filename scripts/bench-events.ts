@@ -59,6 +59,8 @@ const EVENTS = intArg(args, 'events', 200)
 const INTERVAL_MS = intArg(args, 'interval-ms', 10)
 const FRESH = intArg(args, 'fresh', 20)
 const GRACE_MS = intArg(args, 'grace-ms', 15_000)
+/** A quiet window after start-up in which the mesh's own upkeep (DHT, gossip heartbeats, connections) is measured. */
+const IDLE_MS = intArg(args, 'idle-ms', 5_000)
 const JSON_OUT = args.has('json')
 if (N < 3) throw new Error('--nodes must be at least 3')
 
@@ -116,6 +118,8 @@ async function waitFor (done: () => boolean, timeoutMs: number): Promise<boolean
 }
 
 type Arrivals = Array<Array<[string, number]>>
+interface Collected { arrived: Arrivals, mesh: number[], topicPeers: number[] }
+interface ChildStats { checked: number, hits: number, refused: number, gossip: number, synced: number, verdicts: Record<string, number>, connections: number[], cpuMicros: number }
 
 async function main (): Promise<void> {
   const started = performance.now()
@@ -150,21 +154,41 @@ async function main (): Promise<void> {
   const subscribeAll = async (task: string, expect: number): Promise<void> => {
     await Promise.all(children.map(async c => ask(c, { op: 'subscribe', task, participants: [D.agentId, E.agentId], expect })))
   }
-  const collectAll = async (task: string): Promise<Arrivals> =>
-    (await Promise.all(children.map(async c => ask(c, { op: 'collect', task }) as Promise<Arrivals>))).flat()
+  const collectAll = async (task: string): Promise<Collected> => {
+    const parts = await Promise.all(children.map(async c => ask(c, { op: 'collect', task }) as Promise<Collected>))
+    return { arrived: parts.flatMap(p => p.arrived), mesh: parts.flatMap(p => p.mesh), topicPeers: parts.flatMap(p => p.topicPeers) }
+  }
+  const statsAll = async (): Promise<ChildStats[]> => Promise.all(children.map(async c => ask(c, { op: 'stats' }) as Promise<ChildStats>))
+  const taken = (st: ChildStats[]): { gossip: number, sync: number } =>
+    ({ gossip: st.reduce((a, s) => a + s.gossip, 0), sync: st.reduce((a, s) => a + s.synced, 0) })
+
+  // ---- phase 0: the mesh's upkeep with no events -----------------------------------------
+  const cpuNow = async (): Promise<number> => (await statsAll()).reduce((a, s) => a + s.cpuMicros, 0) + process.cpuUsage().user + process.cpuUsage().system
+  const idle0 = await cpuNow()
+  const idleT0 = performance.now()
+  await sleep(IDLE_MS)
+  const idleCores = (await cpuNow() - idle0) / 1000 / (performance.now() - idleT0)
+  log(`upkeep with no events: ${idleCores.toFixed(2)} cores for ${N} nodes over ${IDLE_MS} ms`)
 
   // ---- phase 1: steady delivery --------------------------------------------------------
   const task = `bench-${process.pid}-steady`
   const expectedCount = EVENTS + 2
   log(`${subscribers} subscribers joining ${task}`)
   await subscribeAll(task, expectedCount)
+  const before = taken(await statsAll())
+  const cpu0 = await cpuNow()
   const t0 = performance.now()
   const run = await delegate(D, E.agentId, task, EVENTS)
   const runKeys = (): string[] => [...committed.keys()].filter(k => k.startsWith(`${run.run_id}#`))
   await waitFor(() => runKeys().length >= expectedCount, EVENTS * (INTERVAL_MS + 50) + 30_000)
   const runMs = performance.now() - t0
+  const runCores = (await cpuNow() - cpu0) / 1000 / runMs
+  log(`while the run emitted: ${runCores.toFixed(2)} cores (upkeep ${idleCores.toFixed(2)})`)
   const allIn = await waitFor(allComplete(task), GRACE_MS)
-  const arrived = await collectAll(task)
+  const steadyMesh = await collectAll(task)
+  const arrived = steadyMesh.arrived
+  const after = taken(await statsAll())
+  const steadyVia = { gossip: after.gossip - before.gossip, sync: after.sync - before.sync }
 
   const latencies: number[] = []
   let lost = 0
@@ -181,6 +205,21 @@ async function main (): Promise<void> {
     lost += missing
   })
   const steady = summarize(latencies)
+  {
+    // latency by position in the run: a rising p50 is a queue building up, a flat one the path itself
+    const bySeq = new Map<number, number[]>()
+    arrived.forEach((list) => {
+      const m = new Map(list)
+      for (const k of keys) {
+        const at = m.get(k)
+        if (at === undefined) continue
+        const seq = Number(k.slice(k.lastIndexOf('#') + 1))
+        const bucket = Math.floor((seq - 1) / Math.max(1, Math.ceil(keys.length / 10)))
+        bySeq.set(bucket, [...(bySeq.get(bucket) ?? []), at - committed.get(k)!])
+      }
+    })
+    log(`delivery p50 by tenth of the run: ${[...bySeq.entries()].sort((a, b) => a[0] - b[0]).map(([, v]) => fmtMs(summarize(v).p50)).join(', ')}`)
+  }
   const deliveries = keys.length * subscribers
 
   // ---- phase 2: first event on fresh correlations ----------------------------------------
@@ -192,7 +231,7 @@ async function main (): Promise<void> {
     const r = await delegate(D, E.agentId, fresh, 0)
     const ok = await waitFor(allComplete(fresh), GRACE_MS)
     const c = committed.get(`${r.run_id}#1`)
-    const got = await collectAll(fresh)
+    const got = (await collectAll(fresh)).arrived
     let missing = 0
     for (const list of got) {
       const at = new Map(list).get(`${r.run_id}#1`)
@@ -204,7 +243,7 @@ async function main (): Promise<void> {
   }
   const first = summarize(firsts)
 
-  const stats = await Promise.all(children.map(async c => ask(c, { op: 'stats' }) as Promise<{ checked: number, hits: number, refused: number, gossip: number, synced: number, connections: number[] }>))
+  const stats = await statsAll()
   const sum = (f: (s: typeof stats[number]) => number): number => stats.reduce((a, s) => a + f(s), 0)
   const connections = stats.flatMap(s => s.connections)
   const events = committed.size
@@ -214,7 +253,8 @@ async function main (): Promise<void> {
     subscribers,
     events_per_run: expectedCount,
     interval_ms: INTERVAL_MS,
-    delivery: { ...steady, lost, deliveries, all_in_within_grace: allIn, run_ms: runMs },
+    delivery: { ...steady, lost, deliveries, all_in_within_grace: allIn, run_ms: runMs, cores_busy: runCores },
+    upkeep_cores: idleCores,
     fresh: { correlations: FRESH, ...first, lost: freshLost },
     signatures: {
       checked: sum(s => s.checked),
@@ -223,6 +263,12 @@ async function main (): Promise<void> {
       events_committed: events,
       per_subscriber_per_event: sum(s => s.checked) / subscribers / Math.max(1, events)
     },
+    steady_via: steadyVia,
+    steady_mesh: { peers: summarize(steadyMesh.mesh), topic_peers: summarize(steadyMesh.topicPeers), without_mesh: steadyMesh.mesh.filter(m => m === 0).length },
+    gossip_verdicts: stats.reduce<Record<string, number>>((all, s) => {
+      for (const [k, v] of Object.entries(s.verdicts)) if (v > 0) all[k] = (all[k] ?? 0) + v
+      return all
+    }, {}),
     via_gossip: sum(s => s.gossip),
     via_sync: sum(s => s.synced),
     connections: { max: Math.max(...connections), mean: connections.reduce((a, b) => a + b, 0) / Math.max(1, connections.length) },
@@ -267,7 +313,10 @@ async function main (): Promise<void> {
   process.stdout.write(`\nsignatures checked by the subscribers, each with its own cache: ${sg.checked} ` +
     `(${sg.per_subscriber_per_event.toFixed(2)} per subscriber per committed event; ${sg.hits} cache hits, ${sg.refused} refused)\n` +
     `taken from gossip: ${figures.via_gossip}, from sync: ${figures.via_sync} (all phases); connections per subscriber: ` +
-    `max ${figures.connections.max}, mean ${figures.connections.mean.toFixed(1)}; ${figures.duration_s.toFixed(1)} s\n`)
+    `max ${figures.connections.max}, mean ${figures.connections.mean.toFixed(1)}; ${figures.duration_s.toFixed(1)} s\n` +
+    `delivery phase: ${steadyVia.gossip} taken from gossip, ${steadyVia.sync} from sync; gossip mesh peers per subscriber at its end: ` +
+    `p50 ${figures.steady_mesh.peers.p50}, min ${figures.steady_mesh.peers.min} (${figures.steady_mesh.without_mesh} with none), topic peers p50 ${figures.steady_mesh.topic_peers.p50}\n` +
+    `gossip messages judged by the subscribers (all phases): ${Object.entries(figures.gossip_verdicts).map(([k, v]) => `${k} ${v}`).join(', ')}\n`)
   process.stdout.write('targets: p50 <= 15 ms, p99 <= 100 ms, 0 lost\n')
 }
 

@@ -12,8 +12,9 @@
  *                                                   -> { id, value: true }
  *   -> { type: 'complete', task }   once every node has seqs 1..expect of it
  *   <- { id, op: 'collect', task }  closes the subscriptions
- *                                                   -> { id, value: [[ [run_id#seq, at], ... ] per node] }
- *   <- { id, op: 'stats' }                          -> { id, value: { checked, hits, refused, gossip, synced } }
+ *                                                   -> { id, value: { arrived: [[ [run_id#seq, at], ... ] per node],
+ *                                                        mesh: [gossip mesh peers on the topic per node], topicPeers: [...] } }
+ *   <- { id, op: 'stats' }                          -> { id, value: { checked, hits, refused, gossip, synced, verdicts, connections } }
  *
  * Times are `now()`: performance.timeOrigin + performance.now() (see
  * bench-events.ts for why that clock, and how the driver checks it).
@@ -23,6 +24,7 @@
 import { performance } from 'node:perf_hooks'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import type { EventSubscription } from '../../src/events/subscription.ts'
+import { correlationTopic } from '../../src/events/topic.ts'
 import { serveIpcWorker } from './ipc-child.ts'
 import { intArg, parseArgs } from './proc.ts'
 
@@ -46,16 +48,23 @@ for (let i = 0; i < COUNT; i++) {
   nodes.push(node)
 }
 
-interface Tracked { subs: EventSubscription[], arrived: Array<Map<string, number>>, expect: number, complete: boolean }
+interface Tracked { subs: EventSubscription[], arrived: Array<Map<string, number>>, done: boolean[], expect: number, complete: boolean }
 const tracked = new Map<string, Tracked>()
 
-function checkComplete (task: string, t: Tracked): void {
+/** One node of `t` got a new seq: the task is complete once every node holds seqs 1..expect (counted, not scanned per arrival). */
+function checkComplete (task: string, t: Tracked, node: number): void {
   if (t.complete) return
-  for (const m of t.arrived) {
-    for (let s = 1; s <= t.expect; s++) if (!m.has(`#${s}`)) return
+  const m = t.arrived[node]!
+  if (t.done[node] !== true) {
+    let have = 0
+    for (let s = 1; s <= t.expect; s++) if (m.has(`#${s}`)) have++
+    if (have < t.expect) return
+    t.done[node] = true
   }
-  t.complete = true
-  send({ type: 'complete', task })
+  if (t.done.every(d => d)) {
+    t.complete = true
+    send({ type: 'complete', task })
+  }
 }
 
 interface Request { id: number, op: 'clock' | 'subscribe' | 'collect' | 'stats', task?: string, participants?: string[], expect?: number }
@@ -65,7 +74,7 @@ async function answer (msg: Request): Promise<unknown> {
   if (msg.op === 'subscribe') {
     const task = msg.task ?? ''
     // per node: `run_id#seq` -> arrival, and `#seq` as a marker for the completeness check
-    const t: Tracked = { subs: [], arrived: nodes.map(() => new Map<string, number>()), expect: msg.expect ?? 1, complete: false }
+    const t: Tracked = { subs: [], arrived: nodes.map(() => new Map<string, number>()), done: nodes.map(() => false), expect: msg.expect ?? 1, complete: false }
     tracked.set(task, t)
     t.subs = await Promise.all(nodes.map(async (n, i) => n.events.subscribe(task, {
       participants: msg.participants ?? [],
@@ -76,26 +85,40 @@ async function answer (msg: Request): Promise<unknown> {
         if (m.has(k)) return
         m.set(k, at)
         m.set(`#${e.seq}`, at)
-        checkComplete(task, t)
+        if (e.seq >= t.expect) checkComplete(task, t, i)
       }
     })))
     return true
   }
   if (msg.op === 'collect') {
     const t = tracked.get(msg.task ?? '')
-    if (t === undefined) return []
+    if (t === undefined) return { arrived: [], mesh: [], topicPeers: [] }
     tracked.delete(msg.task ?? '')
+    // the gossip mesh of the correlation as each node sees it before leaving: peers it forwards to, peers on the topic
+    const topic = correlationTopic(msg.task ?? '')
+    const pubsub = (n: MeshNode): { getMeshPeers: (t: string) => string[], getSubscribers: (t: string) => unknown[] } =>
+      n.host.services.pubsub as unknown as { getMeshPeers: (t: string) => string[], getSubscribers: (t: string) => unknown[] }
+    const mesh = nodes.map(n => pubsub(n).getMeshPeers(topic).length)
+    const topicPeers = nodes.map(n => pubsub(n).getSubscribers(topic).length)
     for (const s of t.subs) s.close()
-    return t.arrived.map(m => [...m].filter(([k]) => !k.startsWith('#')))
+    return { arrived: t.arrived.map(m => [...m].filter(([k]) => !k.startsWith('#'))), mesh, topicPeers }
   }
   if (msg.op === 'stats') {
     return {
       checked: nodes.reduce((s, n) => s + n.signatures.stats.checked, 0),
       hits: nodes.reduce((s, n) => s + n.signatures.stats.hits, 0),
       refused: nodes.reduce((s, n) => s + n.signatures.stats.refused, 0),
-      gossip: nodes.reduce((s, n) => s + n.events.stats.gossip.accepted, 0),
+      // early events were taken from gossip too, placed once their predecessor came
+      gossip: nodes.reduce((s, n) => s + n.events.stats.gossip.accepted + n.events.stats.gossip.early, 0),
       synced: nodes.reduce((s, n) => s + n.events.stats.synced, 0),
-      connections: nodes.map(n => n.host.getConnections().length)
+      // every gossip verdict (accepted, duplicate, gap, ...) summed over this process's nodes
+      verdicts: nodes.reduce<Record<string, number>>((sum, n) => {
+        for (const [k, v] of Object.entries(n.events.stats.gossip)) sum[k] = (sum[k] ?? 0) + v
+        return sum
+      }, {}),
+      connections: nodes.map(n => n.host.getConnections().length),
+      // this process's CPU time so far (µs, user + system)
+      cpuMicros: process.cpuUsage().user + process.cpuUsage().system
     }
   }
   throw new Error(`unknown op ${String(msg.op)}`)
