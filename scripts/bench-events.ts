@@ -119,7 +119,7 @@ async function waitFor (done: () => boolean, timeoutMs: number): Promise<boolean
 
 type Arrivals = Array<Array<[string, number]>>
 interface Collected { arrived: Arrivals, mesh: number[], topicPeers: number[] }
-interface ChildStats { checked: number, hits: number, refused: number, gossip: number, synced: number, verdicts: Record<string, number>, connections: number[], cpuMicros: number }
+interface ChildStats { checked: number, hits: number, refused: number, gossip: number, synced: number, syncRequests: number, verdicts: Record<string, number>, connections: number[], cpuMicros: number }
 
 async function main (): Promise<void> {
   const started = performance.now()
@@ -159,8 +159,8 @@ async function main (): Promise<void> {
     return { arrived: parts.flatMap(p => p.arrived), mesh: parts.flatMap(p => p.mesh), topicPeers: parts.flatMap(p => p.topicPeers) }
   }
   const statsAll = async (): Promise<ChildStats[]> => Promise.all(children.map(async c => ask(c, { op: 'stats' }) as Promise<ChildStats>))
-  const taken = (st: ChildStats[]): { gossip: number, sync: number } =>
-    ({ gossip: st.reduce((a, s) => a + s.gossip, 0), sync: st.reduce((a, s) => a + s.synced, 0) })
+  const taken = (st: ChildStats[]): { gossip: number, sync: number, requests: number } =>
+    ({ gossip: st.reduce((a, s) => a + s.gossip, 0), sync: st.reduce((a, s) => a + s.synced, 0), requests: st.reduce((a, s) => a + s.syncRequests, 0) })
 
   // ---- phase 0: the mesh's upkeep with no events -----------------------------------------
   const cpuNow = async (): Promise<number> => (await statsAll()).reduce((a, s) => a + s.cpuMicros, 0) + process.cpuUsage().user + process.cpuUsage().system
@@ -188,7 +188,7 @@ async function main (): Promise<void> {
   const steadyMesh = await collectAll(task)
   const arrived = steadyMesh.arrived
   const after = taken(await statsAll())
-  const steadyVia = { gossip: after.gossip - before.gossip, sync: after.sync - before.sync }
+  const steadyVia = { gossip: after.gossip - before.gossip, sync: after.sync - before.sync, sync_requests: after.requests - before.requests }
 
   const latencies: number[] = []
   let lost = 0
@@ -314,7 +314,7 @@ async function main (): Promise<void> {
     `(${sg.per_subscriber_per_event.toFixed(2)} per subscriber per committed event; ${sg.hits} cache hits, ${sg.refused} refused)\n` +
     `taken from gossip: ${figures.via_gossip}, from sync: ${figures.via_sync} (all phases); connections per subscriber: ` +
     `max ${figures.connections.max}, mean ${figures.connections.mean.toFixed(1)}; ${figures.duration_s.toFixed(1)} s\n` +
-    `delivery phase: ${steadyVia.gossip} taken from gossip, ${steadyVia.sync} from sync; gossip mesh peers per subscriber at its end: ` +
+    `delivery phase: ${steadyVia.gossip} taken from gossip, ${steadyVia.sync} from sync (${steadyVia.sync_requests} sync requests); gossip mesh peers per subscriber at its end: ` +
     `p50 ${figures.steady_mesh.peers.p50}, min ${figures.steady_mesh.peers.min} (${figures.steady_mesh.without_mesh} with none), topic peers p50 ${figures.steady_mesh.topic_peers.p50}\n` +
     `gossip messages judged by the subscribers (all phases): ${Object.entries(figures.gossip_verdicts).map(([k, v]) => `${k} ${v}`).join(', ')}\n`)
   process.stdout.write('targets: p50 <= 15 ms, p99 <= 100 ms, 0 lost\n')

@@ -32,7 +32,7 @@ describe('gossip relays early and repeated events', () => {
   const publish = async (bytes: string): Promise<void> => { await H.host.services.pubsub.publish(topic, enc.encode(bytes)) }
 
   beforeAll(async () => {
-    ;[A, B] = await startMesh(2)
+    ;[A, B] = await startMesh(2) as [MeshNode, MeshNode]
     B.runs.handle(CAP, async (ctx) => {
       for (let i = 1; i <= 3; i++) await ctx.progress({ step: i })
       await ctx.block('held for the test', 'cp-early-relay')
@@ -44,8 +44,8 @@ describe('gossip relays early and repeated events', () => {
     real = (await B.events.readCorrelation(TASK)).get(run.run_id)!
     expect(real.map(e => e.type)).toEqual(['run.started', 'run.progress', 'run.progress', 'run.progress', 'run.blocked'])
 
-    ;[S, T] = await startMesh(2)
-    ;[H] = await startMesh(1)
+    ;[S, T] = await startMesh(2) as [MeshNode, MeshNode]
+    H = (await startMesh(1))[0]!
     nodes = [A, B, S, T, H]
     expect(await H.join(S.addresses)).toBe(1)
     s = await collect(S, TASK)

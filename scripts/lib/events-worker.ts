@@ -111,6 +111,7 @@ async function answer (msg: Request): Promise<unknown> {
       // early events were taken from gossip too, placed once their predecessor came
       gossip: nodes.reduce((s, n) => s + n.events.stats.gossip.accepted + n.events.stats.gossip.early, 0),
       synced: nodes.reduce((s, n) => s + n.events.stats.synced, 0),
+      syncRequests: nodes.reduce((s, n) => s + n.events.stats.syncRequests.correlation + n.events.stats.syncRequests.run, 0),
       // every gossip verdict (accepted, duplicate, gap, ...) summed over this process's nodes
       verdicts: nodes.reduce<Record<string, number>>((sum, n) => {
         for (const [k, v] of Object.entries(n.events.stats.gossip)) sum[k] = (sum[k] ?? 0) + v

@@ -98,6 +98,7 @@ export class Syncer {
         do {
           t.syncAgain.delete(agentId)
           try {
+            this.stats.syncRequests.correlation++
             const byRun = await this.limiter.run(async () => this.client.correlation(peerIdOfAgent(agentId), t.id))
             for (const events of byRun.values()) {
               if (t.closed) return
@@ -133,6 +134,7 @@ export class Syncer {
           for (const source of sources) {
             if (t.closed) return
             try {
+              this.stats.syncRequests.run++
               const events = await this.limiter.run(async () => this.client.run(peerIdOfAgent(source), rt.run_id, rt.head))
               await this.target.ingest(t, events)
               if (events.length > 0 || source === rt.executor) break

@@ -47,6 +47,8 @@ export interface EventsStats {
   gossip: Record<Verdict, number>
   /** Events taken from sync responses (after verification). */
   synced: number
+  /** Sync requests this node made: whole correlations, and run tails (gaps, unknown runs, the tail timer). */
+  syncRequests: { correlation: number, run: number }
   /** Failed syncs by error code. */
   syncErrors: Record<string, number>
   published: number
@@ -58,7 +60,7 @@ export interface EventsStats {
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncErrors: {}, published: 0, copyWriteErrors: 0, superseded: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, copyWriteErrors: 0, superseded: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'
