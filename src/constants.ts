@@ -250,8 +250,17 @@ export const EVENTS_MAX_EVENTS_PER_RUN = 65_536
 export const EVENTS_MAX_PARTICIPANTS = 64
 /** A tracked correlation with a running or blocked run re-syncs its tails after this, doubling ... */
 export const EVENTS_TAIL_SYNC_MIN_MS = 500
-/** ... up to this; any new event of the correlation resets it to the minimum. */
+/**
+ * ... up to this. An event a sync found (gossip missed it), or any event of a
+ * correlation the node delegated into, resets it to the minimum; an event
+ * gossip brought a node that only follows sets it to
+ * EVENTS_TAIL_SYNC_FOLLOW_MS, so a hundred followers of a run whose events
+ * come seconds apart do not each poll its executor after every event.
+ */
 export const EVENTS_TAIL_SYNC_MAX_MS = 30_000
+export const EVENTS_TAIL_SYNC_FOLLOW_MS = 4_000
+/** Each tail timer is drawn within +/- this share of its delay, so followers of one run do not sync in step. */
+export const EVENTS_TAIL_SYNC_JITTER = 0.25
 /**
  * Gossip events of a run that arrive ahead of its chain (seq past the next
  * one: they took a faster path than their predecessor) wait for it here, at

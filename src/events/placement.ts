@@ -10,7 +10,7 @@ import type { PeerId } from '@libp2p/interface'
 import type { Message } from '@libp2p/gossipsub'
 import {
   EVENTS_EARLY_MAX_BYTES, EVENTS_EARLY_MAX_PER_CORRELATION, EVENTS_GAP_SYNC_DELAY_MS, EVENTS_MAX_EVENTS_PER_RUN, EVENTS_RELAY_WINDOW,
-  EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES
+  EVENTS_TAIL_SYNC_FOLLOW_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES
 } from '../constants.ts'
 import { canonicalJson } from '../identity/signing.ts'
 import type { Logger } from '../logger.ts'
@@ -92,11 +92,11 @@ export class Placement {
     if (t.lock.busy === 0 && this.ready(t, [event])) {
       const placed = this.placeNow(t, [event], size)
       void this.i.copies.store(t, placed.accepted)
-      this.afterIngest(t, placed.accepted)
+      this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
     }
     return this.placeQueued(t, [event], size).then((placed) => {
-      this.afterIngest(t, placed.accepted)
+      this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
     }, (err: unknown) => {
       // not stored here (see CopyStore): gossip does not penalise the sender, sync fetches it again
@@ -281,7 +281,7 @@ export class Placement {
       const accepted: AgentEvent[] = []
       this.wake(t, runId, accepted)
       await this.i.copies.persist(t, accepted)
-      this.afterIngest(t, accepted)
+      this.afterIngest(t, accepted, 'sync')
     }).catch((err: unknown) => {
       this.i.log.warn({ err, correlation_id: t.id, run_id: runId }, 'runs waiting on an admitted run could not be placed')
     })
@@ -293,14 +293,16 @@ export class Placement {
     // early gossip events placed behind them are not the sync's
     const fetched = new Set(events)
     for (const e of accepted) if (fetched.has(e)) this.i.stats.synced++
-    this.afterIngest(t, accepted)
+    this.afterIngest(t, accepted, 'sync')
     return accepted
   }
 
-  private afterIngest (t: CorrTrack, accepted: AgentEvent[]): void {
+  private afterIngest (t: CorrTrack, accepted: AgentEvent[], via: 'gossip' | 'sync'): void {
     if (accepted.length === 0) return
-    // something moved: look again soon
-    t.tailDelay = EVENTS_TAIL_SYNC_MIN_MS
+    // something moved: look again soon when gossip missed it or the node waits on runs it delegated; a
+    // follower that gossip serves looks again later (EVENTS_TAIL_SYNC_FOLLOW_MS), or every follower
+    // would poll the executor after every event of a slow run
+    t.tailDelay = via === 'sync' || t.delegated.size > 0 ? EVENTS_TAIL_SYNC_MIN_MS : EVENTS_TAIL_SYNC_FOLLOW_MS
     this.i.syncer().refresh(t)
     this.i.correlations.maybeUntrack(t)
   }

@@ -7,7 +7,7 @@
  * all correlations; every failure is counted by error code.
  */
 import {
-  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_MAX_MS, SYNC_CONCURRENCY
+  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_JITTER, EVENTS_TAIL_SYNC_MAX_MS, SYNC_CONCURRENCY
 } from '../constants.ts'
 import { toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
@@ -152,7 +152,8 @@ export class Syncer {
   /**
    * Re-arm the tail timer: while a run of the correlation may still move (or
    * none is known yet and someone is waiting), its tail is synced again after
-   * a delay that doubles up to EVENTS_TAIL_SYNC_MAX_MS.
+   * a delay that doubles up to EVENTS_TAIL_SYNC_MAX_MS (each drawn within
+   * EVENTS_TAIL_SYNC_JITTER of it; placement.ts says what resets it).
    */
   refresh (t: CorrTrack): void {
     if (t.closed || !this.target.running) return
@@ -171,7 +172,7 @@ export class Syncer {
       if (!flowing && isInterested(t)) for (const p of t.participants) this.syncCorrelationFrom(t, p)
       for (const rt of t.runs.values()) if (!rt.local && isLive(rt.state)) this.fetch(t, rt)
       this.refresh(t)
-    }, t.tailDelay)
+    }, t.tailDelay * (1 - EVENTS_TAIL_SYNC_JITTER + 2 * EVENTS_TAIL_SYNC_JITTER * Math.random()))
     t.tailTimer.unref?.()
   }
 }
