@@ -24,6 +24,7 @@ import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { bigBufferRetainers, summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
 import type { SimReport } from '../src/sim/report.ts'
+import { GROUP_V8_FLAGS } from '../src/sim/group.ts'
 import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 
 const { values } = parseArgs({
@@ -144,6 +145,7 @@ async function write (): Promise<void> {
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`,
     per_process: docPerProcess,
     tasks: docTasks,
+    group_flags: GROUP_V8_FLAGS,
     rows: [...rows].sort((a, b) => a.nodes - b.nodes),
     heap: [...heap].sort((a, b) => a.nodes - b.nodes)
   }

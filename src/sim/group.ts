@@ -12,7 +12,22 @@ import type { ProcessFigures } from './resources.ts'
 
 const GROUP_SCRIPT = new URL('./group-worker.ts', import.meta.url).pathname
 /** How long a group may take to start, join and announce all its nodes. */
-export const GROUP_START_TIMEOUT_MS = 20 * 60_000
+export const GROUP_START_TIMEOUT_MS = 35 * 60_000
+/**
+ * Extra Node/V8 flags of every group process, from the environment (space
+ * separated), e.g. `AAP_SIM_GROUP_FLAGS="--cpu-prof --cpu-prof-dir=reports/prof"`
+ * to profile where a group's time goes, or V8 heap flags to try.
+ */
+const groupFlags = (): string[] => (process.env.AAP_SIM_GROUP_FLAGS ?? '').split(' ').filter(f => f !== '')
+/**
+ * V8 flags of every group process (none). Tried at 200 nodes for memory per
+ * node: `--max-semi-space-size=2 --optimize-for-size` brought the group
+ * processes' RSS to 7.4 MiB per node but more than doubled their CPU (372 s
+ * against 165 s each) and their event-loop delay p50 went from 10 ms to
+ * 0.75 to 1 s, so discovery timed out and 0 of 40 tasks passed
+ * (docs/simulations.md). AAP_SIM_GROUP_FLAGS tries others.
+ */
+export const GROUP_V8_FLAGS: string[] = []
 /** How long a group may take to answer a request (a heap snapshot of a big heap takes a while). */
 const GROUP_REQUEST_TIMEOUT_MS = 5 * 60_000
 
@@ -42,7 +57,7 @@ export interface GroupOptions {
 export async function spawnGroup (o: GroupOptions): Promise<Group> {
   const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed), ...o.join.flatMap(a => ['--join', a])]
   if (o.maxConnections !== undefined) args.push('--max-connections', String(o.maxConnections))
-  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...GROUP_V8_FLAGS, ...groupFlags()], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const g: Group = { first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
   const ready = Promise.withResolvers<void>()
   child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number> }) => {

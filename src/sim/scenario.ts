@@ -17,21 +17,19 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Message } from '@libp2p/gossipsub'
-import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CONNECTIONS_MAX } from '../constants.ts'
-import { cardRecordKey, encodeCardRecord, type AgentCard, type CapabilityRef } from '../card/card.ts'
+import { CONNECTIONS_MAX } from '../constants.ts'
+import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { AapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
 import { correlationTopic } from '../events/topic.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
-import { method, serve } from '../wire/rpc.ts'
-import { schema } from '../schema/validate.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
 import { checkTrace } from './contracts.ts'
 import { isGenuineCard } from './genuine.ts'
 import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
 import { groupFigures, startGroups, stopGroup } from './group.ts'
+import { setUpHostile } from './hostile.ts'
 import { ConnectionSampler, ProcessMeter, connectionsOf, resourcesOf } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
@@ -192,53 +190,21 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     }
   }))
 
-  const announcedAt = Date.now()
-
-  // ---- hostile behaviour: forged cards and events ------------------------------------
+  // ---- hostile behaviour: forged cards and events (hostile.ts) -------------------------
   let forgedAttempted = 0
   const forgedTopics = new Set<string>()
-  for (const h of hostile) {
-    // a valid card of its own that claims every capability, served tampered (another agent's id)
-    await h.node.discovery.publish({ name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] }, { announce: false })
-    await h.node.discovery.announce(AbortSignal.timeout(SIM_ANNOUNCE_TIMEOUT_MS)).catch(noted('announce'))
-    const victim = pick(honest)
-    const victimCard = cards.get(victim.node.agentId)
-    if (victimCard !== undefined) {
-      const forged = { ...victimCard, name: 'hijacked', capabilities: SIM_CAPABILITIES, seq: victimCard.seq + 100 }
-      // DHT: a higher-seq card for the victim under the victim's key, with the victim's (now wrong) signature
-      forgedAttempted++
-      try {
-        for await (const _ of h.node.host.services.dht.put(cardRecordKey(victim.node.agentId), encodeCardRecord(forged), { signal: AbortSignal.timeout(5000) })) { /* drain */ }
-      } catch {
-        // refused, as it should be: the replicas' validator checks the signature
-        noted('forged_card_put_refused')(undefined)
-      }
-      // card protocol: answer every request with the forged card
-      await h.node.host.unhandle(CARD_PROTOCOL)
-      await serve(h.node.host, {
-        protocol: CARD_PROTOCOL,
-        maxFrameBytes: CARD_MAX_FRAME_BYTES,
-        methods: { get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { forgedAttempted++; return { card: forged } }) }
-      })
-    }
-    // events: mutate every genuine event seen on a followed topic and publish it again
-    const pubsub = h.node.host.services.pubsub
-    pubsub.addEventListener('message', (evt: CustomEvent<Message>) => {
-      const msg = evt.detail
-      if (!forgedTopics.has(msg.topic)) return
-      try {
-        const real = JSON.parse(new TextDecoder().decode(msg.data)) as AgentEvent
-        const mutated = { ...real, payload: { ...real.payload, forged: true } }
-        const misattributed = { ...real, executor: h.node.agentId }
-        for (const f of [mutated, misattributed]) {
-          forgedAttempted++
-          void pubsub.publish(msg.topic, new TextEncoder().encode(JSON.stringify(f))).catch(noted('forged_event_publish'))
-        }
-      } catch {
-        noted('hostile_saw_a_non_event')(undefined)
-      }
-    })
-  }
+  await setUpHostile({
+    hostile: [...hostile],
+    cards,
+    victim: () => pick(honest),
+    announceTimeoutMs: SIM_ANNOUNCE_TIMEOUT_MS,
+    noted,
+    topics: forgedTopics,
+    attempted: () => { forgedAttempted++ },
+    log
+  })
+  // the "announced" phase holds the hostile nodes' own announcements and forgeries too
+  const announcedAt = Date.now()
 
   // ---- churn ---------------------------------------------------------------------------
   const busy = new Map<string, number>()
