@@ -199,11 +199,14 @@ export class Placement {
    * Keep a verified gossip event that came ahead of its run's chain until its
    * predecessor is placed (it took a faster path), within the correlation's
    * bounds; arm the gap's fetch for when the predecessor does not come by
-   * gossip. False: no room, the caller fetches now.
+   * gossip. False: no room, or another event is held at that seq; the
+   * caller fetches now.
    */
   private holdEarly (t: CorrTrack, rt: RunTrack, e: AgentEvent, bytes: number): boolean {
     rt.early ??= new Map()
-    if (rt.early.has(e.seq)) return true
+    // the same event again is held already; another one at that seq (a fork) is not relayed
+    const held = rt.early.get(e.seq)
+    if (held !== undefined) return held.event.signature === e.signature
     if (t.earlyCount >= EVENTS_EARLY_MAX_PER_CORRELATION || t.earlyBytes + bytes > EVENTS_EARLY_MAX_BYTES) return false
     rt.early.set(e.seq, { event: e, bytes })
     t.earlyCount++
