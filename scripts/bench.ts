@@ -102,7 +102,7 @@ printTable([
   { what: `discover, first verified card, ${String(disc.nodes)} nodes, cold`, p50: ms(num(firstCold.p50)), p99: ms(num(firstCold.p99)), 'rate @32': `${String(firstCold.ok)} ok / ${String(firstCold.failed)} failed` },
   { what: `discover, first verified card, ${String(disc.nodes)} nodes, cached`, p50: ms(num(firstWarm.p50)), p99: ms(num(firstWarm.p99)), 'rate @32': '' },
   { what: 'A2A agent-card fetch (SDK resolver, HTTP)', p50: ms(card.latency.p50), p99: ms(card.latency.p99), 'rate @32': '' },
-  { what: `events to every subscriber, ${String(ev.nodes)} nodes, ${String(ev.processes)} subscriber processes`, p50: ms(num(delivery.p50)), p99: ms(num(delivery.p99)), 'rate @32': `${String(delivery.lost)} lost` },
+  { what: `events to every subscriber, ${String(ev.nodes)} nodes, ${String(ev.processes)} subscriber processes, 1 per ${String(ev.interval_ms)} ms`, p50: ms(num(delivery.p50)), p99: ms(num(delivery.p99)), 'rate @32': `${String(delivery.lost)} lost` },
   { what: 'first event on a fresh correlation', p50: ms(num(fresh.p50)), p99: ms(num(fresh.p99)), 'rate @32': `${String(fresh.lost)} lost` },
   { what: 'A2A client -> A2A server (COMPLETED task), @8', p50: ms(p50(a2aDirect)), p99: ms(p99(a2aDirect)), 'rate @32': rate(rps(a2aDirect)) },
   { what: 'A2A client -> 2 mesh nodes -> A2A server, @8', p50: ms(p50(a2aMesh)), p99: ms(p99(a2aMesh)), 'rate @32': rate(rps(a2aMesh)) },
