@@ -84,6 +84,11 @@ export const RUN_PEER_TAG_TTL_MS = 10 * 60 * 1000
  * cut off before it is answered.
  */
 export const CONNECTION_GRACE_MS = 20_000
+/**
+ * How long the budget trusts a peer's tag worth it read (the peer store's
+ * `peer:update` events refresh it sooner; a tag whose TTL ends sends none).
+ */
+export const BUDGET_TAG_CACHE_MS = 5_000
 /** One connection close by the budget gives up after this long (then the connection is aborted). */
 export const CONNECTION_CLOSE_TIMEOUT_MS = 1_000
 /** From sending a request to the last byte of its response frame. */

@@ -31,9 +31,9 @@
  * long-lived stream open (every gossipsub peer has one), and at its limit it
  * refuses inbound connections, new delegations included.
  */
-import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore } from '@libp2p/interface'
+import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore, type PeerUpdate } from '@libp2p/interface'
 import {
-  CONNECTION_CLOSE_TIMEOUT_MS, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
+  BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
@@ -90,6 +90,21 @@ export function tagRunPeer (host: MeshHost, peer: PeerId, log: Logger): void {
   })
 }
 
+/** What a peer's tags are worth to the budget, and when they were read (ms). */
+interface PeerWorth { sum: number, runs: boolean, keepAlive: string[], at: number }
+
+function worthOfTags (tags: Map<string, { value: number }>, at: number): PeerWorth {
+  let sum = 0
+  let runs = false
+  const keepAlive: string[] = []
+  for (const [name, tag] of tags) {
+    sum += tag.value
+    if (name === RUN_PEER_TAG) runs = true
+    if (name.startsWith(KEEP_ALIVE)) keepAlive.push(name)
+  }
+  return { sum, runs, keepAlive, at }
+}
+
 export class ConnectionBudget {
   readonly stats: BudgetStats = { pruned: 0, overBudget: 0, errors: 0, keptInFlight: 0 }
   private bound: number
@@ -101,6 +116,14 @@ export class ConnectionBudget {
   private pending = false
   private running: Promise<void> | undefined
   private stopped = false
+  /**
+   * Tag worth of the peers this node is connected to, kept current by the peer
+   * store's `peer:update` events and read again after BUDGET_TAG_CACHE_MS (a
+   * tag's TTL ends without an event). Without it, every connection opened
+   * read the tags of every connection: in a 40-node mesh over its budget that
+   * was over half of all peer-store reads.
+   */
+  private readonly worth = new Map<string, PeerWorth>()
 
   constructor (host: MeshHost, max: number, log: Logger, graceMs = CONNECTION_GRACE_MS) {
     this.host = host
@@ -123,13 +146,16 @@ export class ConnectionBudget {
 
   start (): void {
     this.host.addEventListener('connection:open', this.onOpen)
+    this.host.addEventListener('peer:update', this.onPeerUpdate)
   }
 
   async stop (): Promise<void> {
     this.stopped = true
     clearTimeout(this.again)
     this.host.removeEventListener('connection:open', this.onOpen)
+    this.host.removeEventListener('peer:update', this.onPeerUpdate)
     await this.running
+    this.worth.clear()
   }
 
   /** A connection opened: trim once the current turn of the event loop is over (a burst of opens is one round). */
@@ -154,6 +180,38 @@ export class ConnectionBudget {
     })
   }
 
+  /** A peer's record changed: a peer already valued is valued again from its new tags (others are read when needed). */
+  private readonly onPeerUpdate = (evt: CustomEvent<PeerUpdate>): void => {
+    const id = evt.detail.peer.id.toString()
+    if (this.worth.has(id)) this.worth.set(id, worthOfTags(evt.detail.peer.tags, Date.now()))
+  }
+
+  private async worthOf (peer: PeerId, now: number): Promise<PeerWorth> {
+    const id = peer.toString()
+    const known = this.worth.get(id)
+    if (known !== undefined && now - known.at < BUDGET_TAG_CACHE_MS) return known
+    let w: PeerWorth = { sum: 0, runs: false, keepAlive: [], at: now }
+    try {
+      w = worthOfTags((await this.host.peerStore.get(peer)).tags, now)
+    } catch (err) {
+      if ((err as Error).name !== 'NotFoundError') {
+        this.stats.errors++
+        this.log.warn({ err, peer: id }, 'the tags of a peer could not be read: its connection counts as worth nothing')
+        // not kept: the next round reads it again
+        return w
+      }
+    }
+    this.worth.set(id, w)
+    return w
+  }
+
+  /** Drop the worth of peers this node is no longer connected to (the map stays as small as the connection list). */
+  private forgetGone (conns: Connection[]): void {
+    if (this.worth.size <= conns.length) return
+    const open = new Set(conns.map(c => c.remotePeer.toString()))
+    for (const id of this.worth.keys()) if (!open.has(id)) this.worth.delete(id)
+  }
+
   /** One round: close the least valuable connections until the node is back under its budget. */
   async prune (): Promise<void> {
     const conns = this.host.getConnections()
@@ -161,34 +219,20 @@ export class ConnectionBudget {
     // busy now or at any point of the round (the tag reads below wait): a request answered meanwhile
     // may be a delegation whose run tag is being written
     const busy = new Set(conns.filter(carriesRequest))
-    const value = new Map<string, { sum: number, runs: boolean, keepAlive: string[] }>()
-    for (const c of conns) {
-      const id = c.remotePeer.toString()
-      if (value.has(id)) continue
-      let sum = 0
-      let runs = false
-      const keepAlive: string[] = []
-      try {
-        const peer = await this.host.peerStore.get(c.remotePeer)
-        for (const [name, tag] of peer.tags) {
-          sum += tag.value
-          if (name === RUN_PEER_TAG) runs = true
-          if (name.startsWith(KEEP_ALIVE)) keepAlive.push(name)
-        }
-      } catch (err) {
-        if ((err as Error).name !== 'NotFoundError') {
-          this.stats.errors++
-          this.log.warn({ err, peer: id }, 'the tags of a peer could not be read: its connection counts as worth nothing')
-        }
-      }
-      value.set(id, { sum, runs, keepAlive })
-    }
-    const worth = (c: Connection): number => value.get(c.remotePeer.toString())?.sum ?? 0
     const now = Date.now()
     const inGrace = conns.filter(c => now - c.timeline.open < this.graceMs)
+    // only connections out of grace may be closed, so only their peers' tags are read
+    const outOfGrace = conns.filter(c => now - c.timeline.open >= this.graceMs && !taggedNow(this.host, c.remotePeer.toString(), now))
+    const value = new Map<string, PeerWorth>()
+    for (const c of outOfGrace) {
+      const id = c.remotePeer.toString()
+      if (!value.has(id)) value.set(id, await this.worthOf(c.remotePeer, now))
+    }
+    this.forgetGone(conns)
+    const worth = (c: Connection): number => value.get(c.remotePeer.toString())?.sum ?? 0
     const runPeer = (c: Connection): boolean => value.get(c.remotePeer.toString())?.runs === true || taggedNow(this.host, c.remotePeer.toString(), Date.now())
-    const candidates = conns
-      .filter(c => !runPeer(c) && now - c.timeline.open >= this.graceMs)
+    const candidates = outOfGrace
+      .filter(c => !runPeer(c))
       .sort((a, b) => worth(a) - worth(b) || b.timeline.open - a.timeline.open)
     let excess = conns.length - this.max
     let keptBusy = 0
@@ -208,6 +252,7 @@ export class ConnectionBudget {
       if (v !== undefined && v.keepAlive.length > 0) {
         const drop = v.keepAlive
         v.keepAlive = []
+        this.worth.delete(c.remotePeer.toString())
         try {
           await this.host.peerStore.merge(c.remotePeer, { tags: Object.fromEntries(drop.map(name => [name, undefined])) })
         } catch (err) {
