@@ -32,6 +32,8 @@ export interface SimReport {
   title: string
   command: string
   started_at: string
+  /** The commit it ran from (commit.ts); absent in reports made before it was recorded. */
+  commit?: string
   duration_ms: number
   machine: { cpus: number, cpu_model: string, node: string, platform: string }
   config: Record<string, unknown>
@@ -135,7 +137,7 @@ export function renderHtml (r: SimReport): string {
 td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}td:first-child,th:first-child{text-align:left}
 figure{display:inline-block;margin:0 1em 1em 0}figcaption{font-weight:600}code{background:#f4f4f4;padding:1px 3px}</style></head>
 <body><h1>${esc(r.title)}</h1>
-<p>Command: <code>${esc(r.command)}</code><br>Started ${esc(r.started_at)}, ran ${(r.duration_ms / 1000).toFixed(1)} s on ${r.machine.cpus} × ${esc(r.machine.cpu_model)}, Node ${esc(r.machine.node)} (${esc(r.machine.platform)}).</p>
+<p>Command: <code>${esc(r.command)}</code> at commit <code>${esc(r.commit ?? 'unrecorded')}</code><br>Started ${esc(r.started_at)}, ran ${(r.duration_ms / 1000).toFixed(1)} s on ${r.machine.cpus} × ${esc(r.machine.cpu_model)}, Node ${esc(r.machine.node)} (${esc(r.machine.platform)}).</p>
 <h2>Invariants</h2><table>${row(['invariant', 'value', 'verdict'], 'th')}${invRows}</table>
 <h2>Latency (ms)</h2><table>${row(['series', 'n', 'p50', 'p90', 'p99', 'max'], 'th')}${latRows}</table>
 ${charts}

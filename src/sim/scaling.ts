@@ -40,6 +40,8 @@ function connectionFigures (r: SimReport): ConnectionFigures | undefined {
 
 export interface ScaleRow {
   nodes: number
+  /** The commit the size ran from (absent in rows made before it was recorded). */
+  commit?: string
   /** Whether the size ran to the end and kept every invariant. */
   passed: boolean
   /** Why it did not pass (empty when it did). */
@@ -110,6 +112,7 @@ export function scaleRow (r: SimReport): ScaleRow {
   if (why.length > 0) why.push(...failureKinds(r))
   return {
     nodes: n,
+    ...(r.commit === undefined ? {} : { commit: r.commit }),
     passed: why.length === 0,
     why,
     wall_s: r.duration_ms / 1000,
@@ -222,9 +225,9 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     '## Verdict per size',
     '',
-    '| nodes | result | traces meeting the four contracts | runs lost | forged items accepted | events lost | wall |',
-    '|---:|---|---:|---:|---:|---:|---:|',
-    ...rows.map(r => `| ${r.nodes} | ${r.passed ? 'passes' : `**fails**: ${r.why.join('; ')}`} | ${inv(r, i => `${i.traces_satisfying_contracts} / ${i.tasks}`)} | ${inv(r, i => `${i.runs_lost} of ${i.runs_acknowledged}`)} | ${inv(r, i => `${i.forged_accepted} of ${i.forged_attempted}`)} | ${inv(r, i => `${i.events_lost} of ${i.events_expected}`)} | ${f1(r.wall_s)} s |`),
+    '| nodes | result | traces meeting the four contracts | runs lost | forged items accepted | events lost | wall | commit |',
+    '|---:|---|---:|---:|---:|---:|---:|---|',
+    ...rows.map(r => `| ${r.nodes} | ${r.passed ? 'passes' : `**fails**: ${r.why.join('; ')}`} | ${inv(r, i => `${i.traces_satisfying_contracts} / ${i.tasks}`)} | ${inv(r, i => `${i.runs_lost} of ${i.runs_acknowledged}`)} | ${inv(r, i => `${i.forged_accepted} of ${i.forged_attempted}`)} | ${inv(r, i => `${i.events_lost} of ${i.events_expected}`)} | ${f1(r.wall_s)} s | ${r.commit ?? 'unrecorded'} |`),
     '',
     '## Connections per node',
     '',

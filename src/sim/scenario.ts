@@ -33,6 +33,7 @@ import { setUpHostile } from './hostile.ts'
 import { ConnectionSampler, ProcessMeter, connectionsOf, resourcesOf } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
+import { sourceCommit } from './commit.ts'
 import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
 
 export interface ScenarioOptions {
@@ -429,6 +430,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     title: `aap-mesh simulation (${opts.nodes} nodes)`,
     command: opts.command,
     started_at: new Date(started).toISOString(),
+    commit: sourceCommit(),
     duration_ms: wall,
     machine: { cpus: cpus().length, cpu_model: cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${process.platform}-${process.arch}` },
     config: { ...opts, onProgress: undefined, hostile_nodes: hostileCount },
