@@ -221,17 +221,18 @@ export class ConnectionBudget {
     const busy = new Set(conns.filter(carriesRequest))
     const now = Date.now()
     const inGrace = conns.filter(c => now - c.timeline.open < this.graceMs)
-    // only connections out of grace may be closed, so only their peers' tags are read
-    const outOfGrace = conns.filter(c => now - c.timeline.open >= this.graceMs && !taggedNow(this.host, c.remotePeer.toString(), now))
+    // only connections out of grace, to peers not just tagged as run peers, may be closed: only their tags are read
+    const closable = conns.filter(c => now - c.timeline.open >= this.graceMs && !taggedNow(this.host, c.remotePeer.toString(), now))
     const value = new Map<string, PeerWorth>()
-    for (const c of outOfGrace) {
+    for (const c of closable) {
       const id = c.remotePeer.toString()
       if (!value.has(id)) value.set(id, await this.worthOf(c.remotePeer, now))
     }
     this.forgetGone(conns)
     const worth = (c: Connection): number => value.get(c.remotePeer.toString())?.sum ?? 0
     const runPeer = (c: Connection): boolean => value.get(c.remotePeer.toString())?.runs === true || taggedNow(this.host, c.remotePeer.toString(), Date.now())
-    const candidates = outOfGrace
+    // run peers checked again: a run tag may have been written while the reads above waited
+    const candidates = closable
       .filter(c => !runPeer(c))
       .sort((a, b) => worth(a) - worth(b) || b.timeline.open - a.timeline.open)
     let excess = conns.length - this.max
