@@ -51,6 +51,12 @@ const START_ATTEMPTS = 3
 /** After the load stops: every run must have ended within the liveness bounds plus this. */
 const SETTLE_MARGIN_MS = 15_000
 const DUMP_INTERVAL_MS = 1_000
+/**
+ * The storm starts once a first run is acknowledged, or after this: on a
+ * loaded machine the delegators' first joins and calls could all fall in the
+ * first kills, and a quick storm then ended before any run was taken.
+ */
+const FIRST_ACK_TIMEOUT_MS = 30_000
 
 const NODE_SCRIPT = fileURLToPath(new URL('./kill9-node.ts', import.meta.url))
 const TERMINAL_TYPES = new Set(['run.completed', 'run.failed'])
@@ -95,6 +101,7 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
   const env = { ...process.env, NODE_COMPILE_CACHE: join(tmpdir(), 'aap-campaign-compile-cache') }
   const procs: Proc[] = []
   const acks = new Map<string, Ack>()
+  const firstAck = Promise.withResolvers<void>()
   const startMs: number[] = []
   /** Where a start's time goes, inside the child: imports (process start to main), createMeshNode, node.start(). */
   const startPhases: Record<string, number[]> = {}
@@ -113,6 +120,7 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
           child.on('message', (msg: Record<string, unknown>) => {
             if (msg.type === 'ready') { clearTimeout(timer); resolve(msg) } else if (msg.type === 'ack') {
               acks.set(String(msg.run_id), { run_id: String(msg.run_id), executor: String(msg.executor), correlation_id: String(msg.correlation_id), delegator: p.agentId ?? '' })
+              firstAck.resolve()
             } else if (typeof msg.id === 'number') p.pending.get(msg.id)?.(msg)
           })
         })
@@ -170,7 +178,11 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
     const targets = workers.map(p => ({ agentId: p.agentId ?? '', addr: addr(p) }))
     await Promise.all(Array.from({ length: o.delegators }, async (_, i) => make('delegator', i, targets)))
 
-    // the storm: kill one at a random instant, start it again at once from its data dir
+    // the storm: kill one at a random instant, start it again at once from its data dir (once the load
+    // reaches an executor; if none is reached in time, the check below says so)
+    let waited: ReturnType<typeof setTimeout> | undefined
+    await Promise.race([firstAck.promise, new Promise(resolve => { waited = setTimeout(resolve, FIRST_ACK_TIMEOUT_MS) })])
+    clearTimeout(waited)
     const killable = procs.filter(p => p.role !== 'hub')
     const restarts = new Set<Promise<void>>()
     const started = performance.now()
