@@ -22,6 +22,7 @@ import {
 } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
+import { libp2pLogger } from './libp2p-log.ts'
 import { ownedPlaintextCrypto } from './noise-crypto.ts'
 import './yamux-window.ts'
 
@@ -80,6 +81,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const usesWs = opts.listen.some(a => /\/wss?(\/|$)/.test(a))
   const network = opts.network
   const localMesh = opts.localMesh ?? false
+  const quietLogger = libp2pLogger()
 
   const peerDiscovery: Array<ReturnType<typeof mdns>> = []
   if (opts.mdns === true) peerDiscovery.push(mdns({ serviceTag: 'aap-mesh.local' }))
@@ -112,6 +114,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     // the monitor pings every connection; with hundreds of nodes in one process it starves the event loop
     connectionMonitor: { enabled: !localMesh },
     ...(opts.metrics === undefined ? {} : { metrics: opts.metrics }),
+    // libp2p's debug lines only when DEBUG asks for them (libp2p-log.ts)
+    ...(quietLogger === undefined ? {} : { logger: quietLogger }),
     services: {
       identify: identify(),
       ping: ping(),

@@ -1,0 +1,52 @@
+/**
+ * libp2p's own debug loggers (src/wire/libp2p-log.ts): off and free to create
+ * unless DEBUG asks for them, and libp2p works the same with them (two real
+ * hosts connect and ping over TCP).
+ */
+import { afterAll, describe, expect, it } from 'vitest'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { MemoryDatastore } from 'datastore-core'
+import { createHost, type MeshHost } from '../src/wire/host.ts'
+import { libp2pLogger, quietLibp2pLogger } from '../src/wire/libp2p-log.ts'
+
+async function host (): Promise<MeshHost> {
+  const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+  await h.start()
+  return h
+}
+
+describe("libp2p's debug loggers", () => {
+  const hosts: MeshHost[] = []
+  afterAll(async () => { await Promise.all(hosts.map(async h => h.stop())) })
+
+  it('are off, and one shared object for every scope, when DEBUG is unset or blank', () => {
+    for (const env of [{}, { DEBUG: '' }, { DEBUG: '  ' }]) {
+      const logger = libp2pLogger(env)
+      expect(logger).toBe(quietLibp2pLogger)
+      const log = logger?.forComponent('libp2p:connection')
+      expect(log?.enabled).toBe(false)
+      expect(Reflect.get(log?.error ?? {}, 'enabled')).toBe(false)
+      expect(Reflect.get(log?.trace ?? {}, 'enabled')).toBe(false)
+      expect(log?.newScope('outbound')).toBe(log)
+      expect(logger?.forComponent('libp2p:kad-dht')).toBe(log)
+      // calling them does nothing and never throws
+      expect(log?.('a %s', 'line')).toBeUndefined()
+      expect(log?.error(new Error('x'))).toBeUndefined()
+      expect(log?.trace('t')).toBeUndefined()
+    }
+  })
+
+  it("leave libp2p its own logger when DEBUG names what to print", () => {
+    expect(libp2pLogger({ DEBUG: 'libp2p:*' })).toBeUndefined()
+  })
+
+  it('are what a host uses, and two hosts still connect and ping', async () => {
+    const [a, b] = [await host(), await host()]
+    hosts.push(a, b)
+    const debugSet = (process.env.DEBUG ?? '').trim() !== ''
+    expect(a.logger === quietLibp2pLogger).toBe(!debugSet)
+    const rtt = await a.services.ping.ping(b.getMultiaddrs()[0]!, { signal: AbortSignal.timeout(10_000) })
+    expect(rtt).toBeGreaterThanOrEqual(0)
+    expect(a.getConnections(b.peerId)).toHaveLength(1)
+  })
+})
