@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util'
 import { writeHeapSnapshot } from 'node:v8'
 import { installAgent, simCard } from './agents.ts'
 import { startSimMesh, stopSimMesh } from './mesh.ts'
-import { ConnectionSampler, ProcessMeter } from './resources.ts'
+import { ConnectionSampler, ProcessMeter, settleConnections } from './resources.ts'
 import { seeded } from './prng.ts'
 
 /** Announcements of one group at once, and how long one may take. */
@@ -73,13 +73,14 @@ await Promise.all(Array.from({ length: GROUP_ANNOUNCE_CONCURRENCY }, async () =>
 }))
 const byAgent = new Map(mesh.map(n => [n.node.agentId, n]))
 
-interface Request { id: number, op: 'log' | 'stats' | 'heap', agent_id?: string, run_id?: string, seq?: number, path?: string }
+interface Request { id: number, op: 'log' | 'stats' | 'heap' | 'settle', agent_id?: string, run_id?: string, seq?: number, path?: string, within_ms?: number }
 
 async function answer (msg: Request): Promise<unknown> {
   if (msg.op === 'log') {
     const n = byAgent.get(msg.agent_id ?? '')
     return n === undefined ? null : (await n.node.runs.store.log.get(msg.run_id ?? '', msg.seq ?? 0)) ?? null
   }
+  if (msg.op === 'settle') return settleConnections(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
   if (msg.op === 'stats') return meter.figures('group', sampler.finish())
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
   throw new Error(`unknown op ${String(msg.op)}`)

@@ -104,6 +104,11 @@ export async function groupLog (g: Group, agentId: string, runId: string, seq: n
   return ((await request(g, { op: 'log', agent_id: agentId, run_id: runId, seq })) as AgentEvent | null) ?? undefined
 }
 
+/** Wait (at most `withinMs`) until every node of the group is under its connection bound; true when all are. */
+export async function groupSettle (g: Group, withinMs: number): Promise<boolean> {
+  return (await request(g, { op: 'settle', within_ms: withinMs })) === true
+}
+
 /** The group's process figures (stops its connection sampling: ask once, at the end). */
 export async function groupStats (g: Group): Promise<ProcessFigures | undefined> {
   return ((await request(g, { op: 'stats' })) as ProcessFigures | null) ?? undefined

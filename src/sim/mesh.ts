@@ -25,6 +25,8 @@ export interface SimMeshOptions {
   dht?: DhtTuning
   /** Connections each node keeps open (libp2p's default otherwise). */
   maxConnections?: number
+  /** The budget's grace period of every node (default CONNECTION_GRACE_MS). */
+  connectionGraceMs?: number
 }
 
 export interface SimNode {
@@ -36,6 +38,7 @@ export interface SimNode {
   latencyMs: number
   dht: DhtTuning
   maxConnections?: number
+  connectionGraceMs?: number
   up: boolean
 }
 
@@ -62,7 +65,8 @@ async function boot (n: Omit<SimNode, 'node' | 'up'>): Promise<MeshNode> {
     localMesh: true,
     memoryLatencyMs: n.latencyMs,
     dht: n.dht,
-    ...(n.maxConnections === undefined ? {} : { maxConnections: n.maxConnections })
+    ...(n.maxConnections === undefined ? {} : { maxConnections: n.maxConnections }),
+    ...(n.connectionGraceMs === undefined ? {} : { connectionGraceMs: n.connectionGraceMs })
   })
   await node.start()
   return node
@@ -83,7 +87,8 @@ export async function startSimMesh (opts: SimMeshOptions): Promise<SimNode[]> {
       listen: tcp ? '/ip4/127.0.0.1/tcp/0' : `/memory/aap-sim-${id}-${i}`,
       latencyMs: Math.max(0, Math.round((opts.latencyMs ?? 0) + jitter)),
       dht: opts.dht ?? SIM_DHT,
-      ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections })
+      ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
+      ...(opts.connectionGraceMs === undefined ? {} : { connectionGraceMs: opts.connectionGraceMs })
     }
     const sim: SimNode = { ...base, node: await boot(base), up: true }
     await joinSome(sim, earlier, Math.min(fanout, earlier.length), random)

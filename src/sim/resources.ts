@@ -46,6 +46,28 @@ export interface ProcessFigures {
   connections_end: number[]
 }
 
+/**
+ * After the last task, how long past the budget's grace (CONNECTION_GRACE_MS)
+ * the simulation waits at most for every node to be back under its bound
+ * before it counts the connections at the end.
+ */
+export const SIM_SETTLE_MARGIN_MS = 15_000
+
+/**
+ * Wait until no running node holds more connections than its budget allows,
+ * or until `deadline` (ms since the epoch). True when every node is under
+ * its bound. A node with more run peers than its bound stays over it (the
+ * budget never cuts a live run), so the wait is bounded.
+ */
+export async function settleConnections (nodes: () => SimNode[], deadline: number): Promise<boolean> {
+  const over = (): boolean => nodes().some(n => n.up && n.node.host.getConnections().length > n.node.connections.max)
+  while (over()) {
+    if (Date.now() >= deadline) return false
+    await new Promise(resolve => setTimeout(resolve, SIM_CONNECTION_SAMPLE_MS))
+  }
+  return true
+}
+
 /** Counts each node's open connections every SIM_CONNECTION_SAMPLE_MS and keeps each node's highest count. */
 export class ConnectionSampler {
   private readonly peaks = new Map<SimNode, number>()

@@ -4,7 +4,8 @@
  * how discover p50 grows against log N, and the Markdown page. Pure: reports
  * in, figures and text out.
  */
-import { CONNECTIONS_HEADROOM } from '../constants.ts'
+import { CONNECTION_GRACE_MS, CONNECTIONS_HEADROOM } from '../constants.ts'
+import { SIM_SETTLE_MARGIN_MS } from './resources.ts'
 import type { SimReport } from './report.ts'
 
 const MIB = 2 ** 20
@@ -75,7 +76,7 @@ export interface ScaleRow {
   delegate?: Pcts
   delivery?: Pcts
   first_event?: Pcts
-  phases_s?: { start: number, announce: number, tasks: number }
+  phases_s?: { start: number, announce: number, tasks: number, settle?: number }
 }
 
 function pcts (r: SimReport, prefix: string): Pcts | undefined {
@@ -143,7 +144,7 @@ export function scaleRow (r: SimReport): ScaleRow {
     ...optional('delegate', pcts(r, 'delegate')),
     ...optional('delivery', pcts(r, 'event delivery')),
     ...optional('first_event', pcts(r, 'first event')),
-    phases_s: { start: r.phases_ms.start / 1000, announce: r.phases_ms.announce / 1000, tasks: r.phases_ms.tasks / 1000 }
+    phases_s: { start: r.phases_ms.start / 1000, announce: r.phases_ms.announce / 1000, tasks: r.phases_ms.tasks / 1000, ...(r.phases_ms.settle === undefined ? {} : { settle: r.phases_ms.settle / 1000 }) }
   }
 }
 
@@ -231,9 +232,10 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     '## Connections per node',
     '',
-    'Counted on every node every second. The budget prunes each node down to the bound; a connection in its 20 s grace',
+    `Counted on every node every second. The budget prunes each node down to the bound; a connection in its ${CONNECTION_GRACE_MS / 1000} s grace`,
     'period is not closed yet, so a node can be above the bound for a while; libp2p refuses inbound connections past the',
-    'hard limit (bound + headroom), and prunes a node\'s own dials past it after the fact.',
+    'hard limit (bound + headroom), and prunes a node\'s own dials past it after the fact. The count at the end is taken',
+    `once every node is back under the bound after the last task (waiting at most the grace and ${SIM_SETTLE_MARGIN_MS / 1000} s more).`,
     '',
     '| nodes | bound / hard limit | peak, max over nodes | peak, p50 over nodes | nodes above the bound at some sample | at the end, max | at the end, p50 | verdict |',
     '|---:|---:|---:|---:|---:|---:|---:|---|',

@@ -17,7 +17,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { CONNECTIONS_MAX } from '../constants.ts'
+import { CONNECTION_GRACE_MS, CONNECTIONS_MAX } from '../constants.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { AapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
@@ -28,9 +28,9 @@ import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.
 import { checkTrace } from './contracts.ts'
 import { isGenuineCard } from './genuine.ts'
 import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
-import { groupFigures, startGroups, stopGroup } from './group.ts'
+import { groupFigures, groupSettle, startGroups, stopGroup } from './group.ts'
 import { setUpHostile } from './hostile.ts'
-import { ConnectionSampler, ProcessMeter, connectionsOf, resourcesOf } from './resources.ts'
+import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, resourcesOf, settleConnections } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
 import { sourceCommit } from './commit.ts'
@@ -417,6 +417,12 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     if (stored === undefined) runsLost++
   }
   const tasksEnded = Date.now()
+  // the connections at the end are counted once the budget could prune what the last tasks opened:
+  // a connection is not closed before its grace is over, so a count taken at once shows the grace
+  const settleWithin = CONNECTION_GRACE_MS + SIM_SETTLE_MARGIN_MS
+  const settled = await Promise.all([settleConnections(() => mesh, Date.now() + settleWithin), ...groups.map(async g => groupSettle(g, settleWithin))])
+  if (settled.includes(false)) log(`connections: some node still over its bound ${Math.round(settleWithin / 1000)} s after the last task`)
+  const settledAt = Date.now()
   const wall = Date.now() - started
   const here = meter.figures('driver', sampler.finish())
   const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
@@ -457,7 +463,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     resources: resourcesOf(opts.nodes, processes, wall),
     processes,
     connections: connectionsOf(processes, opts.maxConnections ?? CONNECTIONS_MAX),
-    phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt },
+    phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt, settle: settledAt - tasksEnded },
     churn,
     incidents,
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))

@@ -1,0 +1,35 @@
+/**
+ * The simulation counts connections at the end only once the budget had its
+ * grace to prune (src/sim/resources.ts settleConnections): real nodes over
+ * their bound come back under it, and the wait is bounded when they cannot.
+ */
+import { afterEach, describe, expect, it } from 'vitest'
+import { settleConnections } from '../src/sim/resources.ts'
+import { startSimMesh, stopSimMesh, type SimNode } from '../src/sim/mesh.ts'
+
+const over = (mesh: SimNode[], bound: number): number => mesh.filter(n => n.node.host.getConnections().length > bound).length
+
+describe('connections at the end of a simulation', () => {
+  let mesh: SimNode[] = []
+  afterEach(async () => { await stopSimMesh(mesh) })
+
+  it('waits until every node is back under its bound once the grace is over', async () => {
+    const bound = 2
+    mesh = await startSimMesh({ nodes: 6, transport: 'tcp', maxConnections: bound, connectionGraceMs: 300 })
+    const settled = await settleConnections(() => mesh, Date.now() + 20_000)
+    expect(settled).toBe(true)
+    expect(over(mesh, bound)).toBe(0)
+    expect(mesh.reduce((sum, n) => sum + n.node.connections.stats.pruned, 0)).toBeGreaterThan(0)
+  })
+
+  it('gives up at its deadline while nodes are still in their grace, and returns false', async () => {
+    const bound = 1
+    mesh = await startSimMesh({ nodes: 4, transport: 'tcp', maxConnections: bound, connectionGraceMs: 60_000 })
+    // each later node joined through two earlier ones: over a bound of one, and nothing can be pruned for a minute
+    expect(over(mesh, bound)).toBeGreaterThan(0)
+    const t0 = Date.now()
+    expect(await settleConnections(() => mesh, Date.now() + 1_500)).toBe(false)
+    expect(Date.now() - t0).toBeLessThan(20_000)
+    expect(over(mesh, bound)).toBeGreaterThan(0)
+  })
+})
