@@ -92,6 +92,12 @@ export const CONNECTION_GRACE_MS = 20_000
  * `peer:update` events refresh it sooner; a tag whose TTL ends sends none).
  */
 export const BUDGET_TAG_CACHE_MS = 5_000
+/**
+ * A prune round that ended over the budget because it kept connections with a
+ * request in flight comes back after this long, so a node at rest still gets
+ * back under its bound (the tag worth it read is still cached then).
+ */
+export const BUDGET_BUSY_RECHECK_MS = 5_000
 /** One connection close by the budget gives up after this long (then the connection is aborted). */
 export const CONNECTION_CLOSE_TIMEOUT_MS = 1_000
 /** From sending a request to the last byte of its response frame. */

@@ -80,4 +80,45 @@ describe('the connection budget and a request in flight', () => {
       }
     })
   }
+
+  it('gets a node kept over its bound by calls in flight back under it once they are answered, with no connection opening', async () => {
+    const opts = { nodeOptions: () => ({ connectionGraceMs: GRACE_MS }) }
+    const [A] = await startMesh(1, opts) as [MeshNode]
+    const [B] = await startMesh(1, opts) as [MeshNode]
+    const [C] = await startMesh(1, opts) as [MeshNode]
+    nodes.push(A, B, C)
+    const release = Promise.withResolvers<void>()
+    let entered = 0
+    const allIn = Promise.withResolvers<void>()
+    const stops = await Promise.all([B, C].map(async n => serve(n.host, {
+      protocol: PROTOCOL,
+      maxFrameBytes: 4096,
+      handlerTimeoutMs: LONG_MS,
+      methods: { hold: { handle: async () => { if (++entered === 2) allIn.resolve(); await release.promise; return { answered: true } } } }
+    })))
+    const client = new RpcClient(A.host, { protocol: PROTOCOL, maxFrameBytes: 4096 })
+    try {
+      await A.join(B.addresses)
+      await A.join(C.addresses)
+      const calls = [B, C].map(async n => client.call(n.host.peerId, 'hold', {}, { responseTimeoutMs: LONG_MS, callTimeoutMs: LONG_MS }))
+      await allIn.promise
+      await until(() => A.host.getConnections().length > 1 && A.host.getConnections().every(c => Date.now() - c.timeline.open > GRACE_MS), 'every connection out of its grace')
+      const over = A.connections.stats.overBudget
+      // a bound of one with every connection busy: the round closes nothing, and no connection is in its grace
+      A.connections.setMax(1)
+      await until(() => A.connections.stats.overBudget > over, 'a prune round that ended over the bound')
+      expect(A.connections.stats.keptInFlight).toBeGreaterThan(0)
+      expect(A.host.getConnections().length).toBeGreaterThan(1)
+      release.resolve()
+      expect(await Promise.all(calls)).toEqual([{ answered: true }, { answered: true }])
+      // nothing opens a connection to A now (until A closes one: a peer keeping A among its closest may
+      // redial it), so no round would come; it comes back by itself (BUDGET_BUSY_RECHECK_MS) and closes one
+      await until(() => A.host.getConnections().length <= 1, 'the node back under its bound', 15_000)
+      expect(A.connections.stats.pruned).toBeGreaterThan(0)
+    } finally {
+      release.resolve()
+      client.close()
+      await Promise.all(stops.map(async stop => stop()))
+    }
+  })
 })
