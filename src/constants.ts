@@ -95,9 +95,11 @@ export const BUDGET_TAG_CACHE_MS = 5_000
 /**
  * A prune round that ended over the budget because it kept connections with a
  * request in flight comes back after this long, so a node at rest still gets
- * back under its bound (the tag worth it read is still cached then).
+ * back under its bound. Shorter than BUDGET_TAG_CACHE_MS, so the worth the
+ * round read is still cached then: a busy node reads a peer's tags at most
+ * every other such round.
  */
-export const BUDGET_BUSY_RECHECK_MS = 5_000
+export const BUDGET_BUSY_RECHECK_MS = 4_000
 /** One connection close by the budget gives up after this long (then the connection is aborted). */
 export const CONNECTION_CLOSE_TIMEOUT_MS = 1_000
 /** From sending a request to the last byte of its response frame. */

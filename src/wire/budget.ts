@@ -271,8 +271,8 @@ export class ConnectionBudget {
     }
     if (excess > 0 && (inGrace.length > 0 || keptBusy > 0) && !this.stopped) {
       // back when the oldest connection in grace leaves it, or when a request kept in flight has likely
-      // ended (BUDGET_BUSY_RECHECK_MS, within the tag cache: such a round reads no tags again; before
-      // the cache, a timer per busy node cost a 200-node simulation 70 % more CPU in peer-store reads)
+      // ended (BUDGET_BUSY_RECHECK_MS, shorter than the tag cache, so that round mostly reads no tags;
+      // before the cache, a timer per busy node cost a 200-node simulation 70 % more CPU in peer-store reads)
       const graceEnds = inGrace.length > 0 ? Math.min(...inGrace.map(c => c.timeline.open)) + this.graceMs - now : Infinity
       const next = Math.min(graceEnds, keptBusy > 0 ? BUDGET_BUSY_RECHECK_MS : Infinity)
       clearTimeout(this.again)
