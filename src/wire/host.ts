@@ -24,6 +24,7 @@ import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
 import { libp2pLogger } from './libp2p-log.ts'
 import { ownedPlaintextCrypto } from './noise-crypto.ts'
+import './lp-decoder.ts'
 import './yamux-window.ts'
 
 export type { NetworkOptions } from './network.ts'
