@@ -22,6 +22,7 @@ import {
 } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
+import { withCachedSigning } from '../identity/signing.ts'
 import { libp2pLogger } from './libp2p-log.ts'
 import { ownedPlaintextCrypto } from './noise-crypto.ts'
 import './lp-decoder.ts'
@@ -88,7 +89,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   if (opts.mdns === true) peerDiscovery.push(mdns({ serviceTag: 'aap-mesh.local' }))
 
   const config: Libp2pOptions<HostServices> = {
-    privateKey: opts.privateKey,
+    privateKey: withCachedSigning(opts.privateKey),
     datastore: opts.datastore,
     addresses: {
       listen: [...opts.listen, ...(network === undefined ? [] : relayListenAddrs(network))],
