@@ -2,11 +2,16 @@
  * Issue #17, memory per node: a message Noise decrypts gets a buffer of its
  * own, so a slice kept from it never pins the 64 KiB socket read that
  * carried it; and it decrypts exactly what the default ciphers decrypt.
+ * CPU per connection: the handshake's X25519 steps use keys imported once,
+ * and agree with the default crypto on every shared secret.
  */
 import { randomBytes } from 'node:crypto'
 import { defaultCrypto } from '@chainsafe/libp2p-noise/crypto'
 import { describe, expect, it } from 'vitest'
-import { ownedPlaintextCrypto } from '../src/wire/noise-crypto.ts'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { MemoryDatastore } from 'datastore-core'
+import { meshNoiseCrypto, x25519Stats } from '../src/wire/noise-crypto.ts'
+import { createHost, dialAddrs, listenAddrs } from '../src/wire/host.ts'
 
 const SOCKET_READ_BYTES = 64 * 1024
 
@@ -26,7 +31,7 @@ describe('Noise ciphers with owned plaintext', () => {
     it(`a ${size}-byte message decrypts to the same bytes, in a buffer of its own size`, () => {
       const plaintext = randomBytes(size)
       const sealed = defaultCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
-      const owned = ownedPlaintextCrypto.chaCha20Poly1305Decrypt(inSocketRead(sealed), nonce, ad, k).subarray()
+      const owned = meshNoiseCrypto.chaCha20Poly1305Decrypt(inSocketRead(sealed), nonce, ad, k).subarray()
       expect(Buffer.from(owned).equals(plaintext)).toBe(true)
       expect(owned.buffer.byteLength).toBeLessThan(SOCKET_READ_BYTES)
     })
@@ -45,6 +50,63 @@ describe('Noise ciphers with owned plaintext', () => {
     const sealed = defaultCrypto.chaCha20Poly1305Encrypt(randomBytes(64), nonce, ad, k).subarray()
     const bad = Uint8Array.from(sealed)
     bad[3] = (bad[3] ?? 0) ^ 1
-    expect(() => ownedPlaintextCrypto.chaCha20Poly1305Decrypt(bad, nonce, ad, k)).toThrow()
+    expect(() => meshNoiseCrypto.chaCha20Poly1305Decrypt(bad, nonce, ad, k)).toThrow()
+  })
+})
+
+describe('Noise X25519 with keys imported once', () => {
+  /** A remote key as Noise holds one read from a message: a list of chunks, not a Uint8Array (what this module reads of it). */
+  const asList = (b: Uint8Array): Parameters<typeof meshNoiseCrypto.generateX25519SharedKey>[1] =>
+    ({ byteLength: b.byteLength, subarray: () => b }) as unknown as Parameters<typeof meshNoiseCrypto.generateX25519SharedKey>[1]
+
+  it('agrees with the default crypto on the shared secret, whoever made the keys', () => {
+    for (let i = 0; i < 20; i++) {
+      const mine = meshNoiseCrypto.generateX25519KeyPair()
+      const theirs = defaultCrypto.generateX25519KeyPair()
+      const ours = meshNoiseCrypto.generateX25519SharedKey(mine.privateKey, theirs.publicKey)
+      expect(Buffer.from(ours).equals(Buffer.from(defaultCrypto.generateX25519SharedKey(mine.privateKey, theirs.publicKey)))).toBe(true)
+      expect(Buffer.from(ours).equals(Buffer.from(defaultCrypto.generateX25519SharedKey(theirs.privateKey, mine.publicKey)))).toBe(true)
+      // the remote key as a list of chunks, used twice (the second time from the import kept)
+      const remote = asList(Uint8Array.from(theirs.publicKey))
+      const before = x25519Stats.remoteKeyReused
+      expect(Buffer.from(meshNoiseCrypto.generateX25519SharedKey(mine.privateKey, remote)).equals(Buffer.from(ours))).toBe(true)
+      expect(Buffer.from(meshNoiseCrypto.generateX25519SharedKey(mine.privateKey, remote)).equals(Buffer.from(ours))).toBe(true)
+      expect(x25519Stats.remoteKeyReused - before).toBe(1)
+    }
+  })
+
+  it('takes a private key it did not make the default way', () => {
+    const theirs = defaultCrypto.generateX25519KeyPair()
+    const other = defaultCrypto.generateX25519KeyPair()
+    const before = x25519Stats.fallback
+    const s = meshNoiseCrypto.generateX25519SharedKey(Uint8Array.from(other.privateKey), theirs.publicKey)
+    expect(Buffer.from(s).equals(Buffer.from(defaultCrypto.generateX25519SharedKey(theirs.privateKey, other.publicKey)))).toBe(true)
+    expect(x25519Stats.fallback - before).toBe(1)
+  })
+
+  it('refuses a remote key that is not a curve point encoding, as the default does', () => {
+    const mine = meshNoiseCrypto.generateX25519KeyPair()
+    expect(() => meshNoiseCrypto.generateX25519SharedKey(mine.privateKey, new Uint8Array(31))).toThrow()
+    expect(() => defaultCrypto.generateX25519SharedKey(mine.privateKey, new Uint8Array(31))).toThrow()
+  })
+
+  it('two hosts handshake with it: every step of both sides uses a key made or imported once', async () => {
+    const hosts = await Promise.all([0, 1].map(async () => {
+      const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+      await h.start()
+      return h
+    }))
+    const [a, b] = hosts as [typeof hosts[0], typeof hosts[0]]
+    try {
+      const before = { ...x25519Stats }
+      expect(await dialAddrs(a, listenAddrs(b))).toHaveLength(1)
+      expect(await a.services.ping.ping(b.peerId, { signal: AbortSignal.timeout(5000) })).toBeGreaterThanOrEqual(0)
+      // XX: three steps a side, the remote ephemeral key in two of them
+      expect(x25519Stats.ownKeyReused - before.ownKeyReused).toBe(6)
+      expect(x25519Stats.remoteKeyReused - before.remoteKeyReused).toBe(2)
+      expect(x25519Stats.fallback - before.fallback).toBe(0)
+    } finally {
+      await Promise.all(hosts.map(async h => { await h.stop() }))
+    }
   })
 })

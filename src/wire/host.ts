@@ -24,7 +24,7 @@ import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
 import { withCachedSigning } from '../identity/signing.ts'
 import { libp2pLogger } from './libp2p-log.ts'
-import { ownedPlaintextCrypto } from './noise-crypto.ts'
+import { meshNoiseCrypto } from './noise-crypto.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -103,7 +103,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       ...(network === undefined ? [] : networkTransports())
     ],
     // each decrypted message in a buffer of its own, so kept slices do not pin 64 KiB socket reads (noise-crypto.ts)
-    connectionEncrypters: [noise({ crypto: ownedPlaintextCrypto })],
+    connectionEncrypters: [noise({ crypto: meshNoiseCrypto })],
     streamMuxers: [yamux()],
     peerDiscovery,
     connectionManager: {

@@ -1,6 +1,7 @@
 /**
- * The ciphers of the Noise channel, as @chainsafe/libp2p-noise has them by
- * default, except that a decrypted message gets buffer of its own.
+ * The crypto of the Noise channel, as @chainsafe/libp2p-noise has it by
+ * default, except that a decrypted message gets buffer of its own and the
+ * handshake's X25519 keys are imported once (below).
  *
  * By default Noise decrypts a small message in place, inside the buffer the
  * socket read it into: a TCP read is a 64 KiB buffer, so every byte range
@@ -12,11 +13,78 @@
  * of the message costs one small allocation per message and lets each read
  * go as soon as it is decrypted.
  */
+import { createPublicKey, diffieHellman, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { defaultCrypto } from '@chainsafe/libp2p-noise/crypto'
 import type { ICryptoInterface } from '@chainsafe/libp2p-noise'
 
-export const ownedPlaintextCrypto: ICryptoInterface = {
+/*
+ * The X25519 steps of a handshake, with each key imported once.
+ *
+ * The default crypto hands Noise raw key bytes and, for each of the three
+ * Diffie-Hellman steps of an XX handshake, imports both keys again as
+ * KeyObjects (DER, then node:crypto's slots): 195 µs a step here, of which the
+ * exchange itself is 42. Profiles of connection set-up put those imports at
+ * a tenth of all the CPU a new connection costs. Here a key pair is made as
+ * KeyObjects, the bytes Noise keeps are taken from their JWK export, and the
+ * private KeyObject is kept beside the very bytes object Noise passes back
+ * (a WeakMap, so it goes with the handshake); a remote public key is
+ * imported once per object Noise holds for it (the remote ephemeral key is
+ * used in two steps). Keys this module did not make go the default way.
+ */
+type KeyBytes = Parameters<ICryptoInterface['generateX25519SharedKey']>[0]
+
+/** Private keys made here, by the bytes object Noise keeps for them. */
+const madeHere = new WeakMap<object, KeyObject>()
+/** Remote public keys, by the bytes object Noise keeps for them. */
+const imported = new WeakMap<object, KeyObject>()
+
+export interface X25519Stats {
+  /** Steps that used a private key made here (no import). */
+  ownKeyReused: number
+  /** Steps that used a remote key already imported for an earlier step. */
+  remoteKeyReused: number
+  /** Steps that went the default way (a private key this module did not make). */
+  fallback: number
+}
+
+/** Process-wide counts, for tests. */
+export const x25519Stats: X25519Stats = { ownKeyReused: 0, remoteKeyReused: 0, fallback: 0 }
+
+function bytesOf (k: KeyBytes): Uint8Array {
+  return k instanceof Uint8Array ? k : k.subarray()
+}
+
+function generateX25519KeyPair (): { publicKey: Uint8Array, privateKey: Uint8Array } {
+  const pair = generateKeyPairSync('x25519')
+  const priv = pair.privateKey.export({ format: 'jwk' })
+  const pub = pair.publicKey.export({ format: 'jwk' })
+  if (typeof priv.d !== 'string' || typeof pub.x !== 'string') return defaultCrypto.generateX25519KeyPair()
+  const privateKey = Buffer.from(priv.d, 'base64url')
+  madeHere.set(privateKey, pair.privateKey)
+  return { publicKey: Buffer.from(pub.x, 'base64url'), privateKey }
+}
+
+function generateX25519SharedKey (privateKey: KeyBytes, publicKey: KeyBytes): Uint8Array {
+  const own = madeHere.get(privateKey)
+  if (own === undefined) {
+    x25519Stats.fallback++
+    return defaultCrypto.generateX25519SharedKey(privateKey, publicKey)
+  }
+  x25519Stats.ownKeyReused++
+  let remote = imported.get(publicKey)
+  if (remote === undefined) {
+    remote = createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'X25519', x: Buffer.from(bytesOf(publicKey)).toString('base64url') } })
+    imported.set(publicKey, remote)
+  } else {
+    x25519Stats.remoteKeyReused++
+  }
+  return diffieHellman({ privateKey: own, publicKey: remote })
+}
+
+export const meshNoiseCrypto: ICryptoInterface = {
   ...defaultCrypto,
+  generateX25519KeyPair,
+  generateX25519SharedKey,
   // no destination: the cipher allocates the plaintext (the default reuses the ciphertext's bytes)
   chaCha20Poly1305Decrypt: (ciphertext, nonce, ad, k) => defaultCrypto.chaCha20Poly1305Decrypt(ciphertext, nonce, ad, k)
 }
