@@ -75,6 +75,16 @@ describe('Noise X25519 with keys imported once', () => {
     }
   })
 
+  it('derives what the default HKDF derives', () => {
+    for (const ikmBytes of [0, 32, 100]) {
+      const ck = randomBytes(32)
+      const ikm = randomBytes(ikmBytes)
+      const ours = meshNoiseCrypto.getHKDF(ck, ikm).map(k => Buffer.from(k).toString('hex'))
+      expect(ours).toEqual(defaultCrypto.getHKDF(ck, ikm).map(k => Buffer.from(k).toString('hex')))
+      expect(ours.every(k => k.length === 64)).toBe(true)
+    }
+  })
+
   it('takes a private key it did not make the default way', () => {
     const theirs = defaultCrypto.generateX25519KeyPair()
     const other = defaultCrypto.generateX25519KeyPair()

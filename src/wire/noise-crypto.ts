@@ -13,7 +13,7 @@
  * of the message costs one small allocation per message and lets each read
  * go as soon as it is decrypted.
  */
-import { createPublicKey, diffieHellman, generateKeyPairSync, type KeyObject } from 'node:crypto'
+import { createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, type KeyObject } from 'node:crypto'
 import { defaultCrypto } from '@chainsafe/libp2p-noise/crypto'
 import type { ICryptoInterface } from '@chainsafe/libp2p-noise'
 
@@ -81,10 +81,23 @@ function generateX25519SharedKey (privateKey: KeyBytes, publicKey: KeyBytes): Ui
   return diffieHellman({ privateKey: own, publicKey: remote })
 }
 
+const NO_INFO = new Uint8Array(0)
+
+/**
+ * Noise's HKDF (extract with the chaining key as salt, expand with no info to
+ * three 32-byte outputs) by node:crypto, not the pure-JS SHA-256 the default
+ * uses: four of them a handshake side.
+ */
+function getHKDF (ck: Uint8Array, ikm: Uint8Array): [Uint8Array, Uint8Array, Uint8Array] {
+  const okm = new Uint8Array(hkdfSync('sha256', ikm, ck, NO_INFO, 96))
+  return [okm.subarray(0, 32), okm.subarray(32, 64), okm.subarray(64, 96)]
+}
+
 export const meshNoiseCrypto: ICryptoInterface = {
   ...defaultCrypto,
   generateX25519KeyPair,
   generateX25519SharedKey,
+  getHKDF,
   // no destination: the cipher allocates the plaintext (the default reuses the ciphertext's bytes)
   chaCha20Poly1305Decrypt: (ciphertext, nonce, ad, k) => defaultCrypto.chaCha20Poly1305Decrypt(ciphertext, nonce, ad, k)
 }
