@@ -6,7 +6,7 @@
  * larger buffer: a record decoded from a 64 KiB network read keeps that
  * whole read alive for as long as it is stored. A heap snapshot of a
  * 43-node simulation process held 118 MiB of such reads through the memory
- * datastore alone (docs/scaling.md). A disk datastore copies by writing;
+ * datastore alone (session 6). A disk datastore copies by writing;
  * this one copies a value whose buffer is larger than the value.
  */
 import { MemoryDatastore } from 'datastore-core'

@@ -9,7 +9,7 @@
  * identify, a gossip message id) kept by the peer store, the routing table
  * or a connection keeps the whole 64 KiB read alive. A heap snapshot of a
  * simulation process at 200 nodes held 142 MiB of such reads for 43 nodes
- * (docs/scaling.md), several MiB per node. Decrypting into a buffer the size
+ * (session 6), several MiB per node. Decrypting into a buffer the size
  * of the message costs one small allocation per message and lets each read
  * go as soon as it is decrypted.
  */
