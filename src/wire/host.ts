@@ -102,7 +102,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       ...(usesMemory ? [memory({ latency: opts.memoryLatencyMs ?? 0 })] : []),
       ...(network === undefined ? [] : networkTransports())
     ],
-    // each decrypted message in a buffer of its own, so kept slices do not pin 64 KiB socket reads (noise-crypto.ts)
+    // each decrypted message in a buffer of its own, so kept slices do not pin 64 KiB socket reads, and the
+    // handshake's keys imported once (noise-crypto.ts)
     connectionEncrypters: [noise({ crypto: meshNoiseCrypto })],
     streamMuxers: [yamux()],
     peerDiscovery,
