@@ -2,6 +2,10 @@ import { AapError } from '../src/errors.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { PrivateKey } from '@libp2p/interface'
+import { MemoryDatastore } from 'datastore-core'
+import { createHost, type MeshHost } from '../src/wire/host.ts'
 
 let memCounter = 0
 
@@ -110,4 +114,11 @@ export function namedGates (): { get: (name: string) => PromiseWithResolvers<voi
     },
     openAll: () => { for (const g of gates.values()) g.resolve() }
   }
+}
+
+/** A bare libp2p host of this node's stack, started, on TCP loopback (a new Ed25519 key unless one is given). */
+export async function startLoopbackHost (privateKey?: PrivateKey): Promise<MeshHost> {
+  const h = await createHost({ privateKey: privateKey ?? await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+  await h.start()
+  return h
 }

@@ -7,10 +7,10 @@
 import { describe, expect, it } from 'vitest'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
-import { MemoryDatastore } from 'datastore-core'
 import { randomBytes } from 'node:crypto'
 import { signRaw, withCachedSigning } from '../src/identity/signing.ts'
-import { createHost, dialAddrs, listenAddrs } from '../src/wire/host.ts'
+import { dialAddrs, listenAddrs } from '../src/wire/host.ts'
+import { startLoopbackHost } from './helpers.ts'
 
 describe('the host key with a cached signing key', () => {
   it('signs exactly as @libp2p/crypto does and is otherwise the same key', async () => {
@@ -46,11 +46,7 @@ describe('the host key with a cached signing key', () => {
 
   it('lets two hosts authenticate each other and learn each other\'s signed peer record', async () => {
     const keys = [await generateKeyPair('Ed25519'), await generateKeyPair('Ed25519')]
-    const hosts = await Promise.all(keys.map(async privateKey => {
-      const h = await createHost({ privateKey, datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
-      await h.start()
-      return h
-    }))
+    const hosts = await Promise.all(keys.map(async privateKey => startLoopbackHost(privateKey)))
     const [a, b] = hosts as [typeof hosts[0], typeof hosts[0]]
     try {
       expect(a.peerId.equals(peerIdFromPrivateKey(keys[0]!))).toBe(true)

@@ -4,16 +4,11 @@
  * hosts connect and ping over TCP).
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { generateKeyPair } from '@libp2p/crypto/keys'
-import { MemoryDatastore } from 'datastore-core'
-import { createHost, type MeshHost } from '../src/wire/host.ts'
+import type { MeshHost } from '../src/wire/host.ts'
 import { libp2pLogger, quietLibp2pLogger } from '../src/wire/libp2p-log.ts'
+import { startLoopbackHost } from './helpers.ts'
 
-async function host (): Promise<MeshHost> {
-  const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
-  await h.start()
-  return h
-}
+const host = startLoopbackHost
 
 describe("libp2p's debug loggers", () => {
   const hosts: MeshHost[] = []

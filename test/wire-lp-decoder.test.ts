@@ -9,12 +9,11 @@
 import { randomBytes } from 'node:crypto'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { generateKeyPair } from '@libp2p/crypto/keys'
 import { LengthPrefixedDecoder, type LengthPrefixedDecoderInit } from '@libp2p/utils'
 import type { Stream, StreamMessageEvent } from '@libp2p/interface'
-import { MemoryDatastore } from 'datastore-core'
 import { lpDecoderStats, originalDecode } from '../src/wire/lp-decoder.ts'
-import { createHost, dialAddrs, listenAddrs } from '../src/wire/host.ts'
+import { dialAddrs, listenAddrs } from '../src/wire/host.ts'
+import { startLoopbackHost } from './helpers.ts'
 
 const uint16Prefix: LengthPrefixedDecoderInit = {
   // Noise's own: a big-endian uint16 read through a DataView, which throws a RangeError when short
@@ -109,12 +108,7 @@ describe('length-prefixed decoder without the end-of-buffer exception', () => {
 
   it('carries messages of every size over Noise between two real hosts', async () => {
     const ECHO = '/aap-test/lp-echo/1.0.0'
-    const mk = async () => {
-      const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
-      await h.start()
-      return h
-    }
-    const [a, b] = [await mk(), await mk()]
+    const [a, b] = [await startLoopbackHost(), await startLoopbackHost()]
     try {
       await b.handle(ECHO, (stream: Stream) => {
         stream.addEventListener('message', (evt: StreamMessageEvent) => { stream.send(evt.data) })

@@ -8,10 +8,9 @@
 import { randomBytes } from 'node:crypto'
 import { defaultCrypto } from '@chainsafe/libp2p-noise/crypto'
 import { describe, expect, it } from 'vitest'
-import { generateKeyPair } from '@libp2p/crypto/keys'
-import { MemoryDatastore } from 'datastore-core'
 import { meshNoiseCrypto, x25519Stats } from '../src/wire/noise-crypto.ts'
-import { createHost, dialAddrs, listenAddrs } from '../src/wire/host.ts'
+import { dialAddrs, listenAddrs } from '../src/wire/host.ts'
+import { startLoopbackHost } from './helpers.ts'
 
 const SOCKET_READ_BYTES = 64 * 1024
 
@@ -101,11 +100,7 @@ describe('Noise X25519 with keys imported once', () => {
   })
 
   it('two hosts handshake with it: every step of both sides uses a key made or imported once', async () => {
-    const hosts = await Promise.all([0, 1].map(async () => {
-      const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
-      await h.start()
-      return h
-    }))
+    const hosts = await Promise.all([0, 1].map(async () => startLoopbackHost()))
     const [a, b] = hosts as [typeof hosts[0], typeof hosts[0]]
     try {
       const before = { ...x25519Stats }

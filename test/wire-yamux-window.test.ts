@@ -7,10 +7,9 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Stream, StreamMessageEvent } from '@libp2p/interface'
-import { generateKeyPair } from '@libp2p/crypto/keys'
-import { MemoryDatastore } from 'datastore-core'
-import { createHost, dialAddrs, listenAddrs, type MeshHost } from '../src/wire/host.ts'
+import { dialAddrs, listenAddrs, type MeshHost } from '../src/wire/host.ts'
 import { yamuxWindowStats } from '../src/wire/yamux-window.ts'
+import { startLoopbackHost } from './helpers.ts'
 
 const SINK = '/aap-test/yamux-sink/1.0.0'
 const ECHO = '/aap-test/yamux-echo/1.0.0'
@@ -18,11 +17,7 @@ const ECHO = '/aap-test/yamux-echo/1.0.0'
 const BULK_BYTES = 8 * 1024 * 1024
 const SMALL_MESSAGES = 200
 
-async function host (): Promise<MeshHost> {
-  const h = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
-  await h.start()
-  return h
-}
+const host = startLoopbackHost
 
 function bytesOf (evt: StreamMessageEvent): Uint8Array {
   return evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()
