@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { DHT_K } from '../src/constants.ts'
+import { DHT_K, DHT_PROVIDER_VALIDITY_MS, DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS } from '../src/constants.ts'
 import { until, waitForRouting } from './helpers.ts'
 
 let memCounter = 0
@@ -60,6 +60,55 @@ describe('announcing a card published before the node had any peer', () => {
     // the caller's own announcement makes it findable
     expect(await a.discovery.announce()).toBeGreaterThan(0)
     expect(await b.discover({ capability: quiet })).toEqual([card])
+  })
+
+  it('announces each provider key once: a republished card costs no provider walk, a changed one only its new keys', async () => {
+    const a = await node()
+    const b = await node()
+    const c = await node()
+    expect(await b.join(a.addresses)).toBe(1)
+    expect(await c.join(a.addresses)).toBe(1)
+    await waitForRouting([a, b, c], 2)
+    const x1 = { capability_id: 'cap:once-x', version: '1.0.0' }
+    const x2 = { capability_id: 'cap:once-x', version: '2.0.0' }
+    const y = { capability_id: 'cap:once-y', version: '1.0.0' }
+    const z = { capability_id: 'cap:once-z', version: '1.0.0' }
+    const stats = a.discovery.stats
+
+    await a.discovery.publish({ name: 'once', capabilities: [x1, y], tags: ['once'] }, { announce: false })
+    // x, y and the tag: one walk each
+    expect(await a.discovery.announce()).toBe(3)
+    expect(stats.providerWalks).toBe(3)
+    // the same keys again (what the republish timer does): the card record is put, no key is announced again
+    const same = await a.discovery.publish({ name: 'once', capabilities: [x1, y], tags: ['once'] }, { announce: false })
+    expect(await a.discovery.announce()).toBe(3)
+    expect(stats.providerWalks).toBe(3)
+    expect(await c.discover({ capability: x1 }, { fresh: true })).toEqual([same])
+
+    // b serves x@1 as well; a moves to x@2 and z and drops y
+    const bCard = await b.discovery.publish({ name: 'b', capabilities: [x1] }, { announce: false })
+    expect(await b.discovery.announce()).toBe(1)
+    const moved = await a.discovery.publish({ name: 'once', capabilities: [x2, z], tags: ['once'] }, { announce: false })
+    expect(await a.discovery.announce()).toBe(3)
+    expect(stats.providerWalks).toBe(4)
+    expect(stats.withdrawnKeys).toBe(1)
+    // both versions share one key; each query keeps the cards that declare its version
+    expect(await c.discover({ capability: x1 }, { fresh: true })).toEqual([bCard])
+    expect(await c.discover({ capability: x2 }, { fresh: true })).toEqual([moved])
+    expect((await c.discover({ capability: { capability_id: x1.capability_id } }, { fresh: true })).map(k => k.agent_id).sort())
+      .toEqual([a.agentId, b.agentId].sort())
+    expect(await c.discover({ capability: z }, { fresh: true })).toEqual([moved])
+    // y's record on peers outlives the withdrawal (it expires by itself), but the card found there no longer declares y
+    expect(await c.discover({ capability: y }, { fresh: true })).toEqual([])
+  })
+
+  it('kad-dht keeps announced keys alive and drops others\' records on the validity the constants name', async () => {
+    const n = await node()
+    const reprovider = Reflect.get(n.host.services.dht, 'reprovider') as { validity: number, reprovideThreshold: number, interval: number }
+    expect(reprovider.validity).toBe(DHT_PROVIDER_VALIDITY_MS)
+    expect(reprovider.reprovideThreshold).toBe(DHT_REPROVIDE_THRESHOLD_MS)
+    expect(reprovider.interval).toBe(DHT_REPROVIDE_CHECK_INTERVAL_MS)
+    expect(DHT_REPROVIDE_THRESHOLD_MS).toBeLessThan(DHT_PROVIDER_VALIDITY_MS)
   })
 
   it('a node takes its Kademlia parameters from its options, and kad-dht\'s defaults (DHT_K) otherwise', async () => {

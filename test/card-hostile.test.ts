@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PrivateKey, Stream } from '@libp2p/interface'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../src/constants.ts'
-import { capabilityAnyKey, capabilityVersionKey, issueCard, tagKey, verifyCard, type AgentCard } from '../src/card/card.ts'
+import { capabilityKey, issueCard, tagKey, verifyCard, type AgentCard } from '../src/card/card.ts'
 import type { DiscoveryQuery } from '../src/card/discovery.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { encodeFrame, serve } from '../src/wire/rpc.ts'
@@ -30,7 +30,7 @@ async function claimant (key: PrivateKey, via: MeshNode): Promise<MeshNode> {
 }
 
 async function provide (node: MeshNode): Promise<void> {
-  const keys = [await capabilityVersionKey(cap), await capabilityAnyKey(cap.capability_id), await tagKey('translate')]
+  const keys = [await capabilityKey(cap.capability_id), await tagKey('translate')]
   for (const k of keys) {
     let reached = 0
     for await (const ev of node.host.services.dht.provide(k, { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { CARD_MAX_BYTES, CARD_PROTOCOL_NAME, CARD_TTL_MS } from '../src/constants.ts'
 import {
   capabilityString, cardMatches, cardRecordKey, decodeCardRecord, draftOf, encodeCardRecord, endpointOf, issueCard,
-  parseCapability, parseCardDraft, providerKeys, selectCardRecord, validateCardRecord, verifyCard, type AgentCard
+  capabilityKey, parseCapability, parseCardDraft, providerKeys, tagKey, selectCardRecord, validateCardRecord, verifyCard, type AgentCard
 } from '../src/card/card.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { codeOf, draft, expired, forged, fromTheFuture, mutated, newKey, oversized, signAs, unsigned } from './card-fixtures.ts'
@@ -196,18 +196,22 @@ describe('parseCapability and matching', () => {
     expect(cardMatches(card, { capability: { capability_id: 'cap:translate' }, tags: ['vision'] })).toBe(false)
   })
 
-  it('announces distinct provider keys per exact capability, per capability id and per tag', async () => {
+  it('announces one provider key per capability id (any version) and one per tag', async () => {
     const card = await issueCard(await newKey(), {
       name: 'x',
-      capabilities: [{ capability_id: 'cap:a', version: '1' }, { capability_id: 'cap:a', version: '2' }],
-      tags: ['t']
+      capabilities: [{ capability_id: 'cap:a', version: '1' }, { capability_id: 'cap:a', version: '2' }, { capability_id: 'cap:b', version: '1' }],
+      tags: ['t', 'u']
     }, 1)
     const keys = (await providerKeys(card)).map(k => k.toString())
-    // a@1, a@2, a (any version, once), tag t
+    // a (both versions, once), b, tags t and u
     expect(keys).toHaveLength(4)
     expect(new Set(keys).size).toBe(4)
-    const again = await issueCard(await newKey(), { name: 'y', capabilities: [{ capability_id: 'cap:a', version: '2' }], tags: ['t'] }, 1)
+    expect(keys).toContain((await capabilityKey('cap:a')).toString())
+    expect(keys).toContain((await tagKey('u')).toString())
+    // another agent with another version of the same capability shares the key, so a query finds both
+    const again = await issueCard(await newKey(), { name: 'y', capabilities: [{ capability_id: 'cap:a', version: '7' }], tags: ['t'] }, 1)
     const shared = (await providerKeys(again)).map(k => k.toString())
+    expect(shared).toHaveLength(2)
     expect(shared.every(k => keys.includes(k))).toBe(true)
   })
 })

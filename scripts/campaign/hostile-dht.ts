@@ -24,7 +24,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { Connection, PeerId, PrivateKey, Stream, StreamMessageEvent } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
 import { MemoryDatastore } from 'datastore-core'
-import { cardRecordKey, encodeCardRecord, issueCard, capabilityVersionKey, type AgentCard } from '../../src/card/card.ts'
+import { cardRecordKey, encodeCardRecord, issueCard, capabilityKey, type AgentCard } from '../../src/card/card.ts'
 import { CARD_DHT_NAMESPACE, CARD_SIGNING_DOMAIN, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../../src/constants.ts'
 import { agentIdOf } from '../../src/identity/identity.ts'
 import { sign } from '../../src/identity/signing.ts'
@@ -238,7 +238,7 @@ async function buildMesh (o: HostileDhtOptions, hostileCount: number, r: () => n
       // a forger also announces the capability and keeps another agent's card under its own key
       await putFrom(f.host, cardRecordKey(f.host.peerId.toString()), encodeCardRecord(offline[0]!.card), FORGER_PUT_MS)
       try {
-        await f.host.services.dht.provide(await capabilityVersionKey(CAP), { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })
+        await f.host.services.dht.provide(await capabilityKey(CAP.capability_id), { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })
       } catch (err) {
         if ((err as Error).name !== 'AbortError' && (err as Error).name !== 'TimeoutError' && (err as Error).name !== 'QueryError') throw err
       }

@@ -231,13 +231,13 @@ async function keyCid (text: string): Promise<CID> {
   return CID.createV1(raw.code, await sha256.digest(enc.encode(text)))
 }
 
-/** Provider key for one exact CapabilityRef. */
-export async function capabilityVersionKey (c: CapabilityRef): Promise<CID> {
-  return keyCid(`aap/cap/0.1.0/${c.capability_id}@${c.version}`)
-}
-
-/** Provider key for a capability id at any version. */
-export async function capabilityAnyKey (capabilityId: string): Promise<CID> {
+/**
+ * Provider key for a capability id, whatever the version. A query for one
+ * exact version looks this key up and keeps the cards that declare it: one
+ * key per capability id instead of one per version too saves a DHT walk per
+ * CapabilityRef on every announcement, and versions of one capability are few.
+ */
+export async function capabilityKey (capabilityId: string): Promise<CID> {
   return keyCid(`aap/cap-any/0.1.0/${capabilityId}`)
 }
 
@@ -245,17 +245,14 @@ export async function tagKey (tag: string): Promise<CID> {
   return keyCid(`aap/tag/0.1.0/${tag}`)
 }
 
-/** Every provider key a card is announced under. */
+/** Every provider key a card is announced under: one per capability id, one per tag. */
 export async function providerKeys (card: AgentCard): Promise<CID[]> {
   const keys: CID[] = []
   const seen = new Set<string>()
   const add = (cid: CID): void => {
     if (!seen.has(cid.toString())) { seen.add(cid.toString()); keys.push(cid) }
   }
-  for (const c of card.capabilities) {
-    add(await capabilityVersionKey(c))
-    add(await capabilityAnyKey(c.capability_id))
-  }
+  for (const c of card.capabilities) add(await capabilityKey(c.capability_id))
   for (const t of card.tags) add(await tagKey(t))
   return keys
 }

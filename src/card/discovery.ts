@@ -2,8 +2,10 @@
  * Card publishing and `agent.discover`.
  *
  * Publishing: the signed card goes to the DHT under /aap-card/<agentId> and the
- * node announces itself as provider of one key per CapabilityRef, per
- * capability id (any version) and per tag. Republished before expiry.
+ * node announces itself as provider of one key per capability id and one per
+ * tag. The card is re-signed and put again before it expires; a provider key
+ * is announced once while the card names it, and kad-dht provides it again
+ * before its records expire.
  *
  * Discovery: findProviders on the query's key yields peers; each peer's card
  * comes from the peer itself over /aap/card/0.1.0, or from a verified cache,
@@ -22,12 +24,13 @@ import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '.
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { CardCache, newestCardInDht } from './card-store.ts'
+import { routingTableOf, type RoutingTableView } from './routing-view.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import type { MeshHost } from '../wire/host.ts'
 import {
-  capabilityAnyKey, capabilityVersionKey, cardMatches, cardRecordKey, encodeCardRecord,
+  capabilityKey, cardMatches, cardRecordKey, encodeCardRecord,
   issueCard, providerKeys, tagKey, verifyCard,
   type AgentCard, type CapabilityQuery, type CardDraft
 } from './card.ts'
@@ -58,6 +61,10 @@ export interface DiscoveryStats {
   unreachableProviders: number
   /** Announcements that failed with an error (not just reached nobody). */
   failedAnnouncements: number
+  /** DHT walks started to announce a provider key (one per key the node did not announce yet). */
+  providerWalks: number
+  /** Provider keys withdrawn because a newer card no longer names them. */
+  withdrawnKeys: number
 }
 
 function noop (): void {}
@@ -65,31 +72,6 @@ function noop (): void {}
 const isGetCardRequest = schema<Record<string, never>>('aap:card#/definitions/GetCardRequest')
 const isDiscoveryQuery = schema<DiscoveryQuery>('aap:card#/definitions/DiscoveryQuery')
 const SELF_CARD_KEY = new Key('/aap/self/card')
-
-
-/** What discovery needs of kad-dht's routing table: its size, and an event when a peer enters it. */
-interface RoutingTableView {
-  size: number
-  addEventListener: (type: 'peer:add', listener: () => void) => void
-  removeEventListener: (type: 'peer:add', listener: () => void) => void
-}
-
-/**
- * The routing table of a kad-dht instance. The KadDHT interface does not
- * expose it (only SingleKadDHT does), so look for it; without it discovery
- * simply announces without waiting for peers.
- */
-function routingTableOf (dht: object): RoutingTableView | undefined {
-  const table: unknown = Reflect.get(dht, 'routingTable')
-  if (table instanceof EventTarget && typeof Reflect.get(table, 'size') === 'number') {
-    return {
-      get size (): number { return Number(Reflect.get(table, 'size')) },
-      addEventListener: (type, listener) => { table.addEventListener(type, listener) },
-      removeEventListener: (type, listener) => { table.removeEventListener(type, listener) }
-    }
-  }
-  return undefined
-}
 
 export interface DiscoveryInit {
   host: MeshHost
@@ -103,7 +85,7 @@ export interface DiscoveryInit {
 
 export class Discovery {
   readonly agentId: string
-  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0, announcements: 0, unreachableProviders: 0, failedAnnouncements: 0 }
+  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0, announcements: 0, unreachableProviders: 0, failedAnnouncements: 0, providerWalks: 0, withdrawnKeys: 0 }
   private readonly host: MeshHost
   private readonly key: PrivateKey
   private readonly datastore: Datastore
@@ -117,6 +99,8 @@ export class Discovery {
   private announcing?: { seq: number, done: Promise<number> }
   /** Publications run one after the other, so seq numbers never collide. */
   private publishing: Promise<unknown> = Promise.resolve()
+  /** Provider keys announced to at least one peer, by key text: kad-dht keeps them alive. */
+  private readonly provided = new Map<string, CID>()
   /** The current card has not reached any peer yet: announce it when the first one arrives. */
   private unannounced = false
   private readonly routing: RoutingTableView | undefined
@@ -231,8 +215,9 @@ export class Discovery {
   }
 
   /**
-   * Put the card record and provider records to the DHT. Returns how many
-   * provider keys were announced to at least one peer (0 when `signal` ends
+   * Put the card record to the DHT and announce the provider keys not yet
+   * announced. Returns how many of the card's provider keys are announced to at
+   * least one peer, by this call or an earlier one (0 when `signal` ends
    * first). Concurrent calls for the same card share one run; a card published
    * while an older one is being announced is announced right after it, never
    * skipped.
@@ -284,18 +269,40 @@ export class Discovery {
       this.log.debug({ err }, 'putting the card record to the DHT failed')
     })
     const keys = await providerKeys(card)
-    const results = await Promise.allSettled(keys.map(async (k: CID) => {
+    await this.withdrawKeysNotIn(keys)
+    // a key already announced stays announced (kad-dht provides it again before it
+    // expires): a republished card with the same keys costs one walk, not one per key
+    const results = await Promise.allSettled(keys.filter(k => !this.provided.has(k.toString())).map(async (k: CID) => {
+      this.stats.providerWalks++
       let reached = 0
       for await (const ev of dht.provide(k, { signal: sig })) {
         if (ev.name === 'PEER_RESPONSE') reached++
       }
+      if (reached > 0) this.provided.set(k.toString(), k)
       return reached
     }))
+    for (const r of results) {
+      if (r.status === 'rejected') this.log.debug({ err: r.reason }, 'announcing a provider key failed; the next announcement tries again')
+    }
     await put
-    const reached = results.filter(r => r.status === 'fulfilled' && r.value > 0).length
+    const reached = keys.filter(k => this.provided.has(k.toString())).length
     if (this.own === card) this.unannounced = reached === 0
     if (reached > 0) this.stats.announcements++
     return reached
+  }
+
+  /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
+  private async withdrawKeysNotIn (keys: CID[]): Promise<void> {
+    const keep = new Set(keys.map(k => k.toString()))
+    for (const [text, k] of this.provided) {
+      if (keep.has(text)) continue
+      this.provided.delete(text)
+      this.stats.withdrawnKeys++
+      // the records peers already hold expire by themselves (DHT_PROVIDER_VALIDITY_MS)
+      await this.host.services.dht.cancelReprovide(k).catch((err: unknown) => {
+        this.log.warn({ err, key: text }, 'a provider key the card no longer names could not be withdrawn')
+      })
+    }
   }
 
   /** Resolves true when a peer enters the routing table, false if `signal` ends first. */
@@ -421,11 +428,8 @@ export class Discovery {
 
   private async queryKey (query: DiscoveryQuery): Promise<CID | undefined> {
     const cap = query.capability
-    if (cap !== undefined && cap !== null) {
-      return cap.version === undefined || cap.version === null || cap.version === '*'
-        ? capabilityAnyKey(cap.capability_id)
-        : capabilityVersionKey({ capability_id: cap.capability_id, version: cap.version })
-    }
+    // one key per capability id: an exact version is checked on the cards found (cardMatches)
+    if (cap !== undefined && cap !== null) return capabilityKey(cap.capability_id)
     const first = query.tags?.[0]
     return first === undefined ? undefined : tagKey(first)
   }

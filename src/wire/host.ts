@@ -18,7 +18,8 @@ import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import {
-  CONNECTIONS_HEADROOM, CONNECTIONS_MAX, DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES
+  CONNECTIONS_HEADROOM, CONNECTIONS_MAX, DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DHT_PROVIDER_VALIDITY_MS,
+  DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, EVENT_MAX_BYTES
 } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
@@ -131,6 +132,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         disjointPaths: opts.dht?.disjointPaths ?? DHT_DISJOINT_PATHS,
         // keep loopback and /memory addresses: the default mapper drops them and the table stays empty
         peerInfoMapper: passthroughMapper,
+        // provider keys are announced once (discovery.ts); kad-dht provides them again before they
+        // expire, and drops the records of others once they are older than the validity
+        reprovide: { validity: DHT_PROVIDER_VALIDITY_MS, threshold: DHT_REPROVIDE_THRESHOLD_MS, interval: DHT_REPROVIDE_CHECK_INTERVAL_MS },
         validators: opts.dhtValidators ?? {},
         selectors: opts.dhtSelectors ?? {}
       }),
