@@ -194,5 +194,12 @@ async function main (): Promise<void> {
   await mesh.stop()
 }
 
-await main()
+// A mesh on the memory transport holds no socket, and what ends a stalled lookup or announcement is an
+// AbortSignal.timeout, whose timer does not keep a process alive: hold the loop open while the benchmark runs.
+const alive = setInterval(() => {}, 60_000)
+try {
+  await main()
+} finally {
+  clearInterval(alive)
+}
 process.exit(0)
