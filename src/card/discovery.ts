@@ -99,8 +99,11 @@ export class Discovery {
   private announcing?: { seq: number, done: Promise<number> }
   /** Publications run one after the other, so seq numbers never collide. */
   private publishing: Promise<unknown> = Promise.resolve()
-  /** Provider keys announced to at least one peer, by key text: kad-dht keeps them alive. */
-  private readonly provided = new Map<string, CID>()
+  /**
+   * Provider keys this node started to announce, by key text: kad-dht keeps each among its own
+   * (and provides it again) until it is withdrawn; `reached` once a peer heard of it.
+   */
+  private readonly provided = new Map<string, { cid: CID, reached: boolean }>()
   /** The current card has not reached any peer yet: announce it when the first one arrives. */
   private unannounced = false
   private readonly routing: RoutingTableView | undefined
@@ -268,38 +271,37 @@ export class Discovery {
       // the provider records below still say who serves what; the card comes from the peer itself
       this.log.debug({ err }, 'putting the card record to the DHT failed')
     })
-    const keys = await providerKeys(card)
+    const keys = new Map((await providerKeys(card)).map(k => [k.toString(), k]))
     await this.withdrawKeysNotIn(keys)
-    // a key already announced stays announced (kad-dht provides it again before it
+    // a key already announced to a peer stays announced (kad-dht provides it again before it
     // expires): a republished card with the same keys costs one walk, not one per key
-    const results = await Promise.allSettled(keys.filter(k => !this.provided.has(k.toString())).map(async (k: CID) => {
+    const results = await Promise.allSettled([...keys].filter(([text]) => this.provided.get(text)?.reached !== true).map(async ([text, cid]) => {
       this.stats.providerWalks++
-      let reached = 0
-      for await (const ev of dht.provide(k, { signal: sig })) {
-        if (ev.name === 'PEER_RESPONSE') reached++
+      // kad-dht keeps the key among its own from here, whether or not a peer hears of it
+      const entry = { cid, reached: false }
+      this.provided.set(text, entry)
+      for await (const ev of dht.provide(cid, { signal: sig })) {
+        if (ev.name === 'PEER_RESPONSE') entry.reached = true
       }
-      if (reached > 0) this.provided.set(k.toString(), k)
-      return reached
     }))
     for (const r of results) {
       if (r.status === 'rejected') this.log.debug({ err: r.reason }, 'announcing a provider key failed; the next announcement tries again')
     }
     await put
-    const reached = keys.filter(k => this.provided.has(k.toString())).length
+    const reached = [...keys.keys()].filter(text => this.provided.get(text)?.reached === true).length
     if (this.own === card) this.unannounced = reached === 0
     if (reached > 0) this.stats.announcements++
     return reached
   }
 
   /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
-  private async withdrawKeysNotIn (keys: CID[]): Promise<void> {
-    const keep = new Set(keys.map(k => k.toString()))
-    for (const [text, k] of this.provided) {
-      if (keep.has(text)) continue
+  private async withdrawKeysNotIn (keys: Map<string, CID>): Promise<void> {
+    for (const [text, { cid }] of this.provided) {
+      if (keys.has(text)) continue
       this.provided.delete(text)
       this.stats.withdrawnKeys++
       // the records peers already hold expire by themselves (DHT_PROVIDER_VALIDITY_MS)
-      await this.host.services.dht.cancelReprovide(k).catch((err: unknown) => {
+      await this.host.services.dht.cancelReprovide(cid).catch((err: unknown) => {
         this.log.warn({ err, key: text }, 'a provider key the card no longer names could not be withdrawn')
       })
     }
