@@ -25,6 +25,7 @@ import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { CardCache, newestCardInDht } from './card-store.ts'
 import { routingTableOf, type RoutingTableView } from './routing-view.ts'
+import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
@@ -34,6 +35,8 @@ import {
   issueCard, providerKeys, tagKey, verifyCard,
   type AgentCard, type CapabilityQuery, type CardDraft
 } from './card.ts'
+
+export type { DiscoveryStats } from './discovery-stats.ts'
 
 export interface DiscoveryQuery {
   capability?: CapabilityQuery | null
@@ -48,23 +51,6 @@ export interface DiscoverOptions {
   includeSelf?: boolean
   /** Ask every provider for its card again instead of using cached cards (still never accepts an older seq). */
   fresh?: boolean
-}
-
-/** Counters a caller (metrics, tests, simulations) can read. */
-export interface DiscoveryStats {
-  rejectedCards: number
-  fetchedCards: number
-  dhtFallbacks: number
-  /** Announcements of this node's card that reached at least one peer. */
-  announcements: number
-  /** Providers whose card could not be fetched or verified during a discover. */
-  unreachableProviders: number
-  /** Announcements that failed with an error (not just reached nobody). */
-  failedAnnouncements: number
-  /** DHT walks started to announce a provider key (one per key the node did not announce yet). */
-  providerWalks: number
-  /** Provider keys withdrawn because a newer card no longer names them. */
-  withdrawnKeys: number
 }
 
 function noop (): void {}
@@ -85,7 +71,7 @@ export interface DiscoveryInit {
 
 export class Discovery {
   readonly agentId: string
-  readonly stats: DiscoveryStats = { rejectedCards: 0, fetchedCards: 0, dhtFallbacks: 0, announcements: 0, unreachableProviders: 0, failedAnnouncements: 0, providerWalks: 0, withdrawnKeys: 0 }
+  readonly stats: DiscoveryStats = newDiscoveryStats()
   private readonly host: MeshHost
   private readonly key: PrivateKey
   private readonly datastore: Datastore
@@ -370,6 +356,8 @@ export class Discovery {
       this.getCard(peer.toString(), { signal: AbortSignal.any([signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]), fresh: opts.fresh === true })
         .then(card => { if (cardMatches(card, query)) ready.push(card) })
         .catch((err: unknown) => {
+          // the caller has what it asked for: a fetch cut off by that is not the provider's fault
+          if (stopped.signal.aborted) return
           // unreachable or invalid (rejections are counted in stats.rejectedCards): not a result
           this.stats.unreachableProviders++
           this.log.debug({ err: toAapError(err), peer: peer.toString() }, 'a provider\'s card could not be had')
@@ -386,13 +374,17 @@ export class Discovery {
       notify()
     }
     void (async () => {
+      this.stats.lookups++
       try {
         for await (const ev of this.host.services.dht.findProviders(key, { signal })) {
+          if (ev.name === 'PEER_RESPONSE') this.stats.lookupAnswers++
+          else if (ev.name === 'QUERY_ERROR') this.stats.lookupErrors++
           if (ev.name !== 'PROVIDER') continue
           for (const p of ev.providers) {
             const id = p.id.toString()
             if (seen.has(id)) continue
             seen.add(id)
+            this.stats.lookupProviders++
             pending.push(p.id)
           }
           drain()
@@ -420,6 +412,7 @@ export class Discovery {
         await new Promise<void>(resolve => { wake = resolve })
       }
     } finally {
+      if (signal.aborted && !stopped.signal.aborted) this.stats.discoversCutShort++
       done = true
       // the lookup and the fetches still going end on this abort; the caller
       // does not wait for the DHT query to wind down (its in-flight requests

@@ -77,6 +77,13 @@ export interface SimReport {
   churn: { stops: number, restarts: number }
   /** Things that went wrong on the way without breaking an invariant, by kind (timed-out announcements, refused forgeries). */
   incidents: Record<string, number>
+  /**
+   * What the discovers of the tasks phase did, summed over the nodes that
+   * drive tasks (DiscoveryStats counters: lookups, peers that answered them,
+   * providers named, cards fetched, unreachable providers, discovers cut
+   * short by their deadline). Absent in older reports.
+   */
+  discovery?: Record<string, number>
   failures: Array<{ task_id: string, problems: string[] }>
 }
 
@@ -187,5 +194,7 @@ export function renderSummary (r: SimReport): string {
   const c = r.connections
   if (c !== undefined) lines.push(`  connections per node: peak max ${c.peak_max}, p50 ${c.peak_p50} (bound ${c.bound}, ${c.nodes_over_bound} nodes over it); processes ${(r.processes ?? []).map(p => p.nodes).join(' + ')}`)
   lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections settled ${(r.phases_ms.settle / 1000).toFixed(1)} s`}`)
+  const d = r.discovery
+  if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.unreachableProviders ?? 0} unreachable, ${d.discoversCutShort ?? 0} cut short by the deadline`)
   return lines.join('\n')
 }

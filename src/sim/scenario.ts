@@ -19,6 +19,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CONNECTION_GRACE_MS, CONNECTIONS_MAX } from '../constants.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
+import type { DiscoveryStats } from '../card/discovery.ts'
 import { AapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
 import { correlationTopic } from '../events/topic.ts'
@@ -206,6 +207,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   })
   // the "announced" phase holds the hostile nodes' own announcements and forgeries too
   const announcedAt = Date.now()
+  const discoveryBefore = sumStats(honest.map(n => n.node.discovery.stats))
 
   // ---- churn ---------------------------------------------------------------------------
   const busy = new Map<string, number>()
@@ -466,9 +468,20 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt, settle: settledAt - tasksEnded },
     churn,
     incidents,
+    discovery: diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore),
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
   }
   return report
 }
 
 export { renderSummary }
+
+function sumStats (all: DiscoveryStats[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const s of all) for (const [k, v] of Object.entries(s)) out[k] = (out[k] ?? 0) + v
+  return out
+}
+
+function diffStats (after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]))
+}

@@ -1,0 +1,48 @@
+/**
+ * Counters of a node's discovery service, for metrics, tests and
+ * simulations: what announcing and looking up cost and how it ended.
+ */
+
+/** Counters a caller (metrics, tests, simulations) can read. */
+export interface DiscoveryStats {
+  rejectedCards: number
+  fetchedCards: number
+  dhtFallbacks: number
+  /** Announcements of this node's card that reached at least one peer. */
+  announcements: number
+  /** Providers whose card could not be fetched or verified during a discover. */
+  unreachableProviders: number
+  /** Announcements that failed with an error (not just reached nobody). */
+  failedAnnouncements: number
+  /** DHT walks started to announce a provider key (one per key the node did not announce yet). */
+  providerWalks: number
+  /** Provider keys withdrawn because a newer card no longer names them. */
+  withdrawnKeys: number
+  /** Provider lookups (DHT walks) started by discovers. */
+  lookups: number
+  /** Peers that answered a lookup, and requests of a lookup that failed (the walk goes on). */
+  lookupAnswers: number
+  lookupErrors: number
+  /** Providers the lookups named, other than this node and repeats. */
+  lookupProviders: number
+  /** Discovers whose deadline (DISCOVER_TIMEOUT_MS or the caller's signal) ended them before the lookup did. */
+  discoversCutShort: number
+}
+
+export function newDiscoveryStats (): DiscoveryStats {
+  return {
+    rejectedCards: 0,
+    fetchedCards: 0,
+    dhtFallbacks: 0,
+    announcements: 0,
+    unreachableProviders: 0,
+    failedAnnouncements: 0,
+    providerWalks: 0,
+    withdrawnKeys: 0,
+    lookups: 0,
+    lookupAnswers: 0,
+    lookupErrors: 0,
+    lookupProviders: 0,
+    discoversCutShort: 0
+  }
+}
