@@ -5,13 +5,15 @@
  * node of the driver process, each serving its card and the simulated agent
  * behaviour. Talks to the driver over the IPC channel only (group.ts):
  *
+ *   -> { type: 'listening', addrs }  (its nodes are up: addresses others may join through)
+ *   <- { op: 'join', join }           (addresses outside the group its nodes join through)
  *   -> { type: 'progress', line }  (while it starts)
  *   -> { type: 'ready', members: [{ index, agent_id, card }], incidents }
  *   <- { id, op: 'log', agent_id, run_id, seq }   -> { type: 'reply', id, value: event | null }
  *   <- { id, op: 'stats' }                        -> { type: 'reply', id, value: ProcessFigures }
  *   <- { id, op: 'heap', path }                   -> { type: 'reply', id, value: path }
  *
- *   node src/sim/group-worker.ts --first 40 --count 40 --seed 1 --join /ip4/127.0.0.1/tcp/1234/p2p/...
+ *   node src/sim/group-worker.ts --first 40 --count 40 --seed 1
  */
 import { parseArgs } from 'node:util'
 import { writeHeapSnapshot } from 'node:v8'
@@ -23,14 +25,15 @@ import { seeded } from './prng.ts'
 /** Announcements of one group at once, and how long one may take. */
 const GROUP_ANNOUNCE_CONCURRENCY = 4
 const GROUP_ANNOUNCE_TIMEOUT_MS = 30_000
+/** Nodes of a group that the other groups' nodes join through. */
+const GROUP_OFFERED_JOIN_NODES = 4
 
 const { values } = parseArgs({
   options: {
     first: { type: 'string' },
     count: { type: 'string' },
     seed: { type: 'string' },
-    'max-connections': { type: 'string' },
-    join: { type: 'string', multiple: true, default: [] }
+    'max-connections': { type: 'string' }
   }
 })
 const first = Number(values.first ?? '0')
@@ -52,8 +55,17 @@ const noted = (kind: string) => (err: unknown): void => {
   incidents[kind] = (incidents[kind] ?? 0) + 1
   process.stderr.write(`group ${first}: ${kind}: ${String(err)}\n`)
 }
-// each node also joins through one node outside its group, so the groups make one mesh
-const outside = values.join
+// each node also joins through one node outside its group, so the groups make one mesh: the
+// driver says which, once every group listens (these are the addresses this group offers)
+const outside = await new Promise<string[]>(resolve => {
+  const onJoin = (msg: { op?: string, join?: string[] }): void => {
+    if (msg.op !== 'join') return
+    process.off('message', onJoin)
+    resolve(msg.join ?? [])
+  }
+  process.on('message', onJoin)
+  send({ type: 'listening', addrs: mesh.slice(0, GROUP_OFFERED_JOIN_NODES).flatMap(n => n.node.addresses.slice(0, 1)) })
+})
 const members = []
 for (const n of mesh) {
   const via = outside[Math.floor(random() * outside.length)]

@@ -47,20 +47,31 @@ export interface GroupOptions {
   first: number
   count: number
   seed: number
-  /** Multiaddrs outside the group, each node joins through one of them. */
-  join: string[]
+  /**
+   * Multiaddrs outside the group, each node joins through one of them. Asked
+   * once the group's nodes listen, with the addresses the group offers to
+   * others (`listening`), so groups can join through one another.
+   */
+  join: (listening: string[]) => Promise<string[]>
   maxConnections?: number
   /** Where the group's start goes (a line at a time). */
   onProgress?: (line: string) => void
 }
 
 export async function spawnGroup (o: GroupOptions): Promise<Group> {
-  const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed), ...o.join.flatMap(a => ['--join', a])]
+  const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed)]
   if (o.maxConnections !== undefined) args.push('--max-connections', String(o.maxConnections))
   const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...GROUP_V8_FLAGS, ...groupFlags()], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const g: Group = { first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
   const ready = Promise.withResolvers<void>()
-  child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number> }) => {
+  child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number>, addrs?: string[] }) => {
+    if (msg.type === 'listening') {
+      o.join(msg.addrs ?? []).then(
+        join => { child.send({ op: 'join', join }) },
+        (err: unknown) => { ready.reject(err); child.kill('SIGKILL') }
+      )
+      return
+    }
     if (msg.type === 'progress') {
       o.onProgress?.(`group ${o.first}+${o.count}: ${msg.line ?? ''}`)
       return
@@ -129,7 +140,11 @@ export async function stopGroup (g: Group): Promise<void> {
 /**
  * The agents past this process's `local` nodes, in group processes of at most
  * `perProcess` nodes (equal shares), started together; each of their nodes
- * joins through one of `join` (this process's nodes).
+ * joins through a few nodes of its own group and one outside it: one of
+ * `join` (this process's nodes) or of the other groups' first nodes. Joining
+ * through this process's nodes only made them the hub of the mesh: at 500
+ * nodes this process used twice the CPU of a group and its discovers and
+ * delegations ran late.
  */
 export async function startGroups (o: { nodes: number, perProcess?: number, seed: number, maxConnections?: number }, local: number, join: string[], log: (line: string) => void): Promise<Group[]> {
   const rest = o.nodes - local
@@ -138,12 +153,19 @@ export async function startGroups (o: { nodes: number, perProcess?: number, seed
   const shares = Array.from({ length: count }, (_, i) => Math.floor(rest / count) + (i < rest % count ? 1 : 0))
   let ready = local
   log(`starting ${count} group processes for ${rest} nodes`)
+  // every group waits until all listen, then joins through this process's nodes and the other groups'
+  const listening = shares.map(() => Promise.withResolvers<string[]>())
+  const everyone = Promise.all(listening.map(async l => l.promise))
   return Promise.all(shares.map(async (share, i) => {
     const g = await spawnGroup({
       first: local + shares.slice(0, i).reduce((a, b) => a + b, 0),
       count: share,
       seed: o.seed,
-      join,
+      join: async (mine) => {
+        listening[i]?.resolve(mine)
+        const all = await everyone
+        return [...join, ...all.filter((_, k) => k !== i).flat()]
+      },
       onProgress: log,
       ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections })
     })

@@ -91,6 +91,14 @@ export { seeded }
 const MAX_SAMPLES = 20_000
 const SIM_ANNOUNCE_CONCURRENCY = 4
 const SIM_ANNOUNCE_TIMEOUT_MS = 30_000
+/**
+ * Hostile nodes that follow each task's topic and forge its events (seeded
+ * picks). All of them did before: at 500 nodes that was 50 per task, ten
+ * times the honest followers, and their forgeries and the gossip they drew
+ * loaded the driver's process (where the hostile nodes run) with work that
+ * grew with the size of the mesh rather than with the tasks.
+ */
+const SIM_HOSTILE_FOLLOWERS_PER_TASK = 5
 
 class Counter {
   readonly samples: number[] = []
@@ -167,7 +175,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       log(`starting nodes ${localCount + i + batch.length}/${opts.nodes}`)
     }
   }
-  const groups = grouped ? await startGroups(opts, localCount, mesh.flatMap(n => n.node.addresses.slice(0, 1)), log) : []
+  // groups join through the honest nodes here and each other's (not through the hostile ones: they are no hub)
+  const groups = grouped ? await startGroups(opts, localCount, honest.flatMap(n => n.node.addresses.slice(0, 1)), log) : []
   for (const g of groups) {
     for (const m of g.members) {
       cards.set(m.agent_id, m.card)
@@ -294,7 +303,13 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       hold(first.agentId)
       hold(second.agentId)
       forgedTopics.add(correlationTopic(taskId))
-      for (const h of hostile) {
+      // a bounded number of hostile nodes follow each task, so a task's load is the same at every size
+      const followers = [...hostile]
+      for (let k = 0; k < Math.min(SIM_HOSTILE_FOLLOWERS_PER_TASK, followers.length); k++) {
+        const j = k + Math.floor(random() * (followers.length - k))
+        const h = followers[j] as SimNode
+        followers[j] = followers[k] as SimNode
+        followers[k] = h
         void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.agentId], onEvent: () => {} })
           .then(s => { subs.push(s) }).catch(noted('hostile_subscribe'))
       }
