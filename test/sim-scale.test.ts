@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
+import { outsideJoins } from '../src/sim/group.ts'
 
 const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
 const dirs: string[] = []
@@ -64,6 +65,12 @@ describe('npm run sim:scale', () => {
     expect(md).toContain('Made by `npm run sim:scale -- --sizes 8,10')
     for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '## Heap snapshot']) expect(md).toContain(h)
     expect(md).toMatch(/\| 10 \| passes \| 2 \/ 2 \| 0 of 4 \|/)
+  })
+
+  it('has a group join through the driver and the other groups, not through itself', () => {
+    const listening = [['/g0/a', '/g0/b'], ['/g1/a'], ['/g2/a', '/g2/b']]
+    expect(outsideJoins(['/d/a'], listening, 1)).toEqual(['/d/a', '/g0/a', '/g0/b', '/g2/a', '/g2/b'])
+    expect(outsideJoins([], listening, 0)).toEqual(['/g1/a', '/g2/a', '/g2/b'])
   })
 
   it('compares discover p50 growth with log N, and reports a size without a report as failing with why', () => {

@@ -138,6 +138,14 @@ export async function stopGroup (g: Group): Promise<void> {
 }
 
 /**
+ * Where the nodes of group `i` may join from outside it: the driver's honest
+ * nodes and the offered nodes of every other group, never its own.
+ */
+export function outsideJoins (driver: string[], listening: string[][], i: number): string[] {
+  return [...driver, ...listening.filter((_, k) => k !== i).flat()]
+}
+
+/**
  * The agents past this process's `local` nodes, in group processes of at most
  * `perProcess` nodes (equal shares), started together; each of their nodes
  * joins through a few nodes of its own group and one outside it: one of
@@ -163,8 +171,7 @@ export async function startGroups (o: { nodes: number, perProcess?: number, seed
       seed: o.seed,
       join: async (mine) => {
         listening[i]?.resolve(mine)
-        const all = await everyone
-        return [...join, ...all.filter((_, k) => k !== i).flat()]
+        return outsideJoins(join, await everyone, i)
       },
       onProgress: log,
       ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections })
