@@ -16,6 +16,13 @@ describe('a small simulation keeps every invariant of the report', () => {
     expect(inv.forged_accepted).toBe(0)
     expect(inv.events_expected).toBeGreaterThan(0)
     expect(inv.events_lost).toBe(0)
+    // what the task drivers' discovers did in the tasks phase: one lookup or more per task, each card fetched or counted as not had
+    const d = report.discovery ?? {}
+    expect(d.lookups).toBeGreaterThanOrEqual(4)
+    expect(d.lookupProviders).toBeGreaterThan(0)
+    expect(d.fetchedCards).toBeGreaterThan(0)
+    expect(d.discoversCutShort).toBe(0)
+    expect(renderSummary(report)).toMatch(/discovery \(task drivers\): \d+ lookups/)
     const html = renderHtml(report)
     expect(html).toContain('<svg')
     expect(html).not.toMatch(/<script|(src|href)="https?:/)

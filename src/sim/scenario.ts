@@ -19,7 +19,6 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CONNECTION_GRACE_MS, CONNECTIONS_MAX } from '../constants.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
-import type { DiscoveryStats } from '../card/discovery.ts'
 import { AapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
 import { correlationTopic } from '../events/topic.ts'
@@ -34,6 +33,7 @@ import { setUpHostile } from './hostile.ts'
 import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, resourcesOf, settleConnections } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
+import { diffStats, sumStats } from './discovery-figures.ts'
 import { sourceCommit } from './commit.ts'
 import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
 
@@ -490,13 +490,3 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
 }
 
 export { renderSummary }
-
-function sumStats (all: DiscoveryStats[]): Record<string, number> {
-  const out: Record<string, number> = {}
-  for (const s of all) for (const [k, v] of Object.entries(s)) out[k] = (out[k] ?? 0) + v
-  return out
-}
-
-function diffStats (after: Record<string, number>, before: Record<string, number>): Record<string, number> {
-  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]))
-}
