@@ -67,7 +67,7 @@ export async function spawnGroup (o: GroupOptions): Promise<Group> {
   child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number>, addrs?: string[] }) => {
     if (msg.type === 'listening') {
       o.join(msg.addrs ?? []).then(
-        join => { child.send({ op: 'join', join }) },
+        join => { if (child.connected) child.send({ op: 'join', join }) },
         (err: unknown) => { ready.reject(err); child.kill('SIGKILL') }
       )
       return
