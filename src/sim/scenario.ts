@@ -32,7 +32,7 @@ import { groupFigures, groupSettle, startGroups, stopGroup } from './group.ts'
 import { setUpHostile } from './hostile.ts'
 import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, resourcesOf, settleConnections } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
-import { seeded } from './prng.ts'
+import { sample, seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { sourceCommit } from './commit.ts'
 import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
@@ -304,12 +304,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       hold(second.agentId)
       forgedTopics.add(correlationTopic(taskId))
       // a bounded number of hostile nodes follow each task, so a task's load is the same at every size
-      const followers = [...hostile]
-      for (let k = 0; k < Math.min(SIM_HOSTILE_FOLLOWERS_PER_TASK, followers.length); k++) {
-        const j = k + Math.floor(random() * (followers.length - k))
-        const h = followers[j] as SimNode
-        followers[j] = followers[k] as SimNode
-        followers[k] = h
+      for (const h of sample(random, [...hostile], SIM_HOSTILE_FOLLOWERS_PER_TASK)) {
         void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.agentId], onEvent: () => {} })
           .then(s => { subs.push(s) }).catch(noted('hostile_subscribe'))
       }
