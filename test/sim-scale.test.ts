@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
+import type { SimReport } from '../src/sim/report.ts'
 
 const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
 const dirs: string[] = []
@@ -58,6 +59,12 @@ describe('npm run sim:scale', () => {
       expect(r.signatures?.checked).toBeGreaterThan(0)
       expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
     }
+    // at 10 nodes the one hostile node runs in a hostile group process of its own, and forges
+    const ten = JSON.parse(await readFile(join(out, 'n10', 'report.json'), 'utf8')) as SimReport
+    expect(ten.processes?.map(p => p.role)).toEqual(['driver', 'group', 'group', 'hostile'])
+    expect(ten.processes?.find(p => p.role === 'hostile')?.nodes).toBe(1)
+    expect(ten.processes?.[0]?.nodes).toBe(6)
+    expect(ten.invariants.forged_attempted).toBeGreaterThan(0)
     expect(doc.growth?.rows.map(g => g.nodes)).toEqual([10])
     expect(doc.heap?.[0]?.top.length).toBeGreaterThan(0)
     expect(Array.isArray(doc.heap?.[0]?.held)).toBe(true)

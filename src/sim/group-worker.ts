@@ -13,11 +13,21 @@
  *   <- { id, op: 'stats' }                        -> { type: 'reply', id, value: ProcessFigures }
  *   <- { id, op: 'heap', path }                   -> { type: 'reply', id, value: path }
  *
- *   node src/sim/group-worker.ts --first 40 --count 40 --seed 1
+ * With --hostile its nodes are the simulation's hostile nodes (hostile.ts)
+ * instead of agents: each publishes HOSTILE_DRAFT as its card, and
+ *
+ *   <- { id, op: 'hostile', victims: [card | null] }      -> { type: 'reply', id, value: true }  (set up)
+ *   <- { id, op: 'follow', task_id, participants }       -> { type: 'reply', id, value: true }
+ *   <- { id, op: 'unfollow', task_id }                    -> { type: 'reply', id, value: true }
+ *   <- { id, op: 'forged' }   -> { type: 'reply', id, value: { attempted, incidents } }
+ *
+ *   node src/sim/group-worker.ts --first 40 --count 40 --seed 1 [--hostile]
  */
 import { parseArgs } from 'node:util'
 import { writeHeapSnapshot } from 'node:v8'
+import type { AgentCard } from '../card/card.ts'
 import { installAgent, simCard } from './agents.ts'
+import { HOSTILE_DRAFT, setUpHostile, type Hostiles } from './hostile.ts'
 import { startSimMesh, stopSimMesh } from './mesh.ts'
 import { ConnectionSampler, ProcessMeter, settleConnections } from './resources.ts'
 import { seeded } from './prng.ts'
@@ -33,9 +43,12 @@ const { values } = parseArgs({
     first: { type: 'string' },
     count: { type: 'string' },
     seed: { type: 'string' },
-    'max-connections': { type: 'string' }
+    'max-connections': { type: 'string' },
+    hostile: { type: 'boolean' },
+    'followers-per-task': { type: 'string' }
   }
 })
+const hostileGroup = values.hostile === true
 const first = Number(values.first ?? '0')
 const count = Number(values.count ?? '1')
 const random = seeded(Number(values.seed ?? '1') * 7919 + first)
@@ -51,9 +64,11 @@ const mesh = await startSimMesh({
 })
 const sampler = new ConnectionSampler(() => mesh)
 const incidents: Record<string, number> = {}
-const noted = (kind: string) => (err: unknown): void => {
+const noted = (kind: string) => (err: unknown): 0 => {
   incidents[kind] = (incidents[kind] ?? 0) + 1
-  process.stderr.write(`group ${first}: ${kind}: ${String(err)}\n`)
+  // a hostile group's refused forgeries are what it expects: counted, not written
+  if (!hostileGroup) process.stderr.write(`group ${first}: ${kind}: ${String(err)}\n`)
+  return 0
 }
 // each node also joins through one node outside its group, so the groups make one mesh: the
 // driver says which, once every group listens (these are the addresses this group offers)
@@ -70,13 +85,14 @@ const members = []
 for (const n of mesh) {
   const via = outside[Math.floor(random() * outside.length)]
   if (via !== undefined && await n.node.join([via]) === 0) noted('join_outside')(new Error(`could not join through ${via}`))
-  const draft = simCard(first + n.index)
-  installAgent(n.node, draft)
+  const draft = hostileGroup ? HOSTILE_DRAFT : simCard(first + n.index)
+  if (!hostileGroup) installAgent(n.node, draft)
   const card = await n.node.discovery.publish(draft, { announce: false })
   members.push({ index: first + n.index, agent_id: n.node.agentId, card })
   send({ type: 'progress', line: `${members.length}/${count} joined and published` })
 }
-const queue = [...mesh]
+// a hostile group announces when it is set up (it needs its victims' cards first)
+const queue = hostileGroup ? [] : [...mesh]
 await Promise.all(Array.from({ length: GROUP_ANNOUNCE_CONCURRENCY }, async () => {
   for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
     await n.node.discovery.announce(AbortSignal.timeout(GROUP_ANNOUNCE_TIMEOUT_MS)).catch(noted('announce'))
@@ -85,15 +101,62 @@ await Promise.all(Array.from({ length: GROUP_ANNOUNCE_CONCURRENCY }, async () =>
 }))
 const byAgent = new Map(mesh.map(n => [n.node.agentId, n]))
 
-interface Request { id: number, op: 'log' | 'stats' | 'heap' | 'settle', agent_id?: string, run_id?: string, seq?: number, path?: string, within_ms?: number }
+interface Request {
+  id: number
+  op: 'log' | 'stats' | 'heap' | 'settle' | 'hostile' | 'follow' | 'unfollow' | 'forged'
+  agent_id?: string
+  run_id?: string
+  seq?: number
+  path?: string
+  within_ms?: number
+  victims?: Array<AgentCard | null>
+  task_id?: string
+  participants?: string[]
+}
+
+let hostiles: Hostiles | undefined
+const following = new Map<string, () => void>()
+
+async function answerHostile (msg: Request): Promise<unknown> {
+  if (msg.op === 'hostile') {
+    const victims = [...(msg.victims ?? [])]
+    hostiles ??= await setUpHostile({
+      hostile: mesh,
+      victim: () => victims.shift() ?? undefined,
+      publish: false,
+      announceTimeoutMs: GROUP_ANNOUNCE_TIMEOUT_MS,
+      random,
+      followersPerTask: Number(values['followers-per-task'] ?? '1'),
+      noted,
+      log: (line) => { send({ type: 'progress', line }) }
+    })
+    return true
+  }
+  if (hostiles === undefined) throw new Error(`${msg.op} before the hostile group was set up`)
+  const taskId = msg.task_id ?? ''
+  if (msg.op === 'follow') {
+    if (!following.has(taskId)) following.set(taskId, hostiles.follow(taskId, msg.participants ?? []))
+    return true
+  }
+  if (msg.op === 'unfollow') {
+    following.get(taskId)?.()
+    following.delete(taskId)
+    return true
+  }
+  return { attempted: await hostiles.attempted(), incidents }
+}
 
 async function answer (msg: Request): Promise<unknown> {
+  if (msg.op === 'hostile' || msg.op === 'follow' || msg.op === 'unfollow' || msg.op === 'forged') {
+    if (!hostileGroup) throw new Error(`${msg.op}: not a hostile group`)
+    return answerHostile(msg)
+  }
   if (msg.op === 'log') {
     const n = byAgent.get(msg.agent_id ?? '')
     return n === undefined ? null : (await n.node.runs.store.log.get(msg.run_id ?? '', msg.seq ?? 0)) ?? null
   }
   if (msg.op === 'settle') return settleConnections(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
-  if (msg.op === 'stats') return meter.figures('group', sampler.finish())
+  if (msg.op === 'stats') return meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish())
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
   throw new Error(`unknown op ${String(msg.op)}`)
 }

@@ -7,6 +7,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import type { AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
+import type { Hostiles } from './hostile.ts'
 import { withTimeout } from './processes.ts'
 import type { ProcessFigures } from './resources.ts'
 
@@ -34,6 +35,8 @@ const GROUP_REQUEST_TIMEOUT_MS = 5 * 60_000
 export interface GroupMember { index: number, agent_id: string, card: AgentCard }
 
 export interface Group {
+  /** A hostile group (group-worker.ts --hostile): its members are the simulation's hostile nodes. */
+  hostile: boolean
   first: number
   count: number
   child: ChildProcess
@@ -54,6 +57,8 @@ export interface GroupOptions {
    */
   join: (listening: string[]) => Promise<string[]>
   maxConnections?: number
+  /** Its nodes are hostile ones, of which this many follow each task (hostile.ts). */
+  hostileFollowersPerTask?: number
   /** Where the group's start goes (a line at a time). */
   onProgress?: (line: string) => void
 }
@@ -61,8 +66,9 @@ export interface GroupOptions {
 export async function spawnGroup (o: GroupOptions): Promise<Group> {
   const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed)]
   if (o.maxConnections !== undefined) args.push('--max-connections', String(o.maxConnections))
+  if (o.hostileFollowersPerTask !== undefined) args.push('--hostile', '--followers-per-task', String(o.hostileFollowersPerTask))
   const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...GROUP_V8_FLAGS, ...groupFlags()], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
-  const g: Group = { first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
+  const g: Group = { hostile: o.hostileFollowersPerTask !== undefined, first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
   const ready = Promise.withResolvers<void>()
   child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number>, addrs?: string[] }) => {
     if (msg.type === 'listening') {
@@ -138,6 +144,28 @@ export async function stopGroup (g: Group): Promise<void> {
 }
 
 /**
+ * The hostile side of the simulation in a hostile group: sets it up (each
+ * node forges the card of its victim in `victims`, in order) and answers
+ * hostile.ts's calls over IPC. A follow that fails is counted by `noted`.
+ */
+export async function remoteHostiles (g: Group, victims: Array<AgentCard | undefined>, noted: (kind: string) => (err: unknown) => 0): Promise<Hostiles> {
+  await request(g, { op: 'hostile', victims: victims.map(v => v ?? null) })
+  return {
+    ids: new Set(g.members.map(m => m.agent_id)),
+    follow: (taskId, participants) => {
+      request(g, { op: 'follow', task_id: taskId, participants }).catch(noted('hostile_follow'))
+      return () => { request(g, { op: 'unfollow', task_id: taskId }).catch(noted('hostile_unfollow')) }
+    },
+    attempted: async () => {
+      const f = (await request(g, { op: 'forged' })) as { attempted: number, incidents: Record<string, number> } | null
+      // what the hostile group counted on the way joins the group's incidents in the report
+      if (f !== null) g.incidents = { ...g.incidents, ...f.incidents }
+      return f?.attempted ?? 0
+    }
+  }
+}
+
+/**
  * Where the nodes of group `i` may join from outside it: the driver's honest
  * nodes and the offered nodes of every other group, never its own.
  */
@@ -153,33 +181,51 @@ export function outsideJoins (driver: string[], listening: string[][], i: number
  * through this process's nodes only made them the hub of the mesh: at 500
  * nodes this process used twice the CPU of a group and its discovers and
  * delegations ran late.
+ *
+ * With `hostile`, the last `hostile.count` nodes are a hostile group of their
+ * own (last in the list): it joins like a group, but no group joins through
+ * it (hostile nodes are no hub). The process that drives the tasks then hosts
+ * none of them: at 500 nodes the 50 hostile nodes there made its event loop
+ * the slowest of all, and its discovers timed out.
  */
-export async function startGroups (o: { nodes: number, perProcess?: number, seed: number, maxConnections?: number }, local: number, join: string[], log: (line: string) => void): Promise<Group[]> {
-  const rest = o.nodes - local
-  if (rest <= 0) return []
-  const count = Math.ceil(rest / Math.max(1, o.perProcess ?? rest))
+export async function startGroups (o: { nodes: number, perProcess?: number, seed: number, maxConnections?: number }, local: number, join: string[], log: (line: string) => void,
+  hostile?: { count: number, followersPerTask: number }): Promise<Group[]> {
+  const hostileCount = hostile?.count ?? 0
+  const rest = o.nodes - local - hostileCount
+  if (rest <= 0 && hostileCount === 0) return []
+  const count = rest <= 0 ? 0 : Math.ceil(rest / Math.max(1, o.perProcess ?? rest))
   const shares = Array.from({ length: count }, (_, i) => Math.floor(rest / count) + (i < rest % count ? 1 : 0))
   let ready = local
-  log(`starting ${count} group processes for ${rest} nodes`)
+  log(`starting ${count} group processes for ${rest} nodes${hostileCount > 0 ? ` and a hostile group of ${hostileCount}` : ''}`)
   // every group waits until all listen, then joins through this process's nodes and the other groups'
   const listening = shares.map(() => Promise.withResolvers<string[]>())
   const everyone = Promise.all(listening.map(async l => l.promise))
-  return Promise.all(shares.map(async (share, i) => {
-    const g = await spawnGroup({
+  const spawned = (g: Group): Group => {
+    ready += g.count
+    log(`starting nodes ${ready}/${o.nodes} (group processes)`)
+    return g
+  }
+  const common = { seed: o.seed, onProgress: log, ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections }) }
+  return Promise.all([
+    ...shares.map(async (share, i) => spawned(await spawnGroup({
+      ...common,
       first: local + shares.slice(0, i).reduce((a, b) => a + b, 0),
       count: share,
-      seed: o.seed,
       join: async (mine) => {
         listening[i]?.resolve(mine)
         return outsideJoins(join, await everyone, i)
-      },
-      onProgress: log,
-      ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections })
-    })
-    ready += share
-    log(`starting nodes ${ready}/${o.nodes} (group processes)`)
-    return g
-  }))
+      }
+    }))),
+    ...(hostile === undefined || hostileCount === 0
+      ? []
+      : [(async () => spawned(await spawnGroup({
+          ...common,
+          first: o.nodes - hostileCount,
+          count: hostileCount,
+          hostileFollowersPerTask: hostile.followersPerTask,
+          join: async () => outsideJoins(join, await everyone, -1)
+        })))()])
+  ])
 }
 
 /** Every group's figures; with `heapSnapshot`, the first group's heap written there. */

@@ -5,61 +5,108 @@
  * republishes every genuine event it sees on a followed topic, mutated and
  * misattributed. Hostile nodes are set up a few at a time: each announcement
  * walks the DHT, and one after another they held up the tasks for minutes at
- * 200 nodes.
+ * 200 nodes. They run in the scenario's process, or with group processes in a
+ * hostile group of their own (group-worker.ts --hostile), which answers the
+ * same calls over IPC (group.ts `remoteHostiles`).
  */
 import type { Message } from '@libp2p/gossipsub'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
 import { cardRecordKey, encodeCardRecord, type AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
+import type { EventSubscription } from '../events/subscription.ts'
+import { correlationTopic } from '../events/topic.ts'
 import { method, serve } from '../wire/rpc.ts'
 import { schema } from '../schema/validate.ts'
 import { SIM_CAPABILITIES } from './agents.ts'
 import type { SimNode } from './mesh.ts'
+import { sample } from './prng.ts'
 
 /** Hostile nodes set up at once. */
 const HOSTILE_SETUP_CONCURRENCY = 4
 /** A forged DHT put gives up after this (the replicas refuse it). */
 const FORGED_PUT_TIMEOUT_MS = 5000
 
+/** The card each hostile node publishes as its own: valid, and it claims every capability. */
+export const HOSTILE_DRAFT = { name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] }
+
 export interface HostileInit {
   hostile: SimNode[]
-  /** The genuine card of each honest agent. */
-  cards: Map<string, AgentCard>
-  /** Picks the victim of each hostile node (the scenario's seeded choice). */
-  victim: () => SimNode
+  /** The genuine card of the next hostile node's victim (the scenario's seeded choice), if any. */
+  victim: () => AgentCard | undefined
+  /** Whether each node still has to publish HOSTILE_DRAFT (a hostile group publishes it before it is ready). */
+  publish: boolean
   announceTimeoutMs: number
+  /** Picks which hostile nodes follow a task. */
+  random: () => number
+  /** Hostile nodes that follow each task (a bounded number, so a task's load is the same at every size). */
+  followersPerTask: number
   /** Counts what went wrong on the way, by kind. */
   noted: (kind: string) => (err: unknown) => 0
-  /** The topics whose events the hostile nodes forge. */
-  topics: Set<string>
-  /** Told of every forgery attempted. */
-  attempted: () => void
   log: (line: string) => void
 }
 
-export async function setUpHostile (o: HostileInit): Promise<void> {
+/**
+ * The hostile side of a simulation, in this process (setUpHostile) or in a
+ * hostile group process of its own (group.ts): the same calls either way.
+ */
+export interface Hostiles {
+  /** The hostile agents' ids: their own cards are no forgeries. */
+  readonly ids: ReadonlySet<string>
+  /** A few hostile nodes follow the task's correlation and forge its events; call the result when it ends. */
+  follow: (taskId: string, participants: string[]) => () => void
+  /** Forgeries attempted so far (cards served and put, events published). */
+  attempted: () => Promise<number>
+}
+
+export async function setUpHostile (o: HostileInit): Promise<Hostiles> {
+  const topics = new Set<string>()
+  let attempted = 0
+  const state: HostileState = { topics, attempted: () => { attempted++ } }
   // victims are chosen first, in order, so a seed picks the same ones however the setups interleave
   const queue = o.hostile.map(h => ({ h, victim: o.victim() }))
   let ready = 0
   await Promise.all(Array.from({ length: HOSTILE_SETUP_CONCURRENCY }, async () => {
     for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-      await setUpOne(o, next.h, next.victim)
+      await setUpOne(o, state, next.h, next.victim)
       o.log(`hostile nodes ready ${++ready}/${o.hostile.length}`)
     }
   }))
+  return {
+    ids: new Set(o.hostile.map(h => h.node.agentId)),
+    follow: (taskId, participants) => {
+      topics.add(correlationTopic(taskId))
+      const subs: EventSubscription[] = []
+      let ended = false
+      for (const h of sample(o.random, o.hostile, o.followersPerTask)) {
+        h.node.events.subscribe(taskId, { participants, onEvent: () => {} })
+          .then(s => { if (ended) s.close(); else subs.push(s) }, o.noted('hostile_subscribe'))
+      }
+      return () => {
+        ended = true
+        for (const s of subs) s.close()
+      }
+    },
+    attempted: async () => attempted
+  }
 }
 
-async function setUpOne (o: HostileInit, h: SimNode, victim: SimNode): Promise<void> {
-  // a valid card of its own that claims every capability, served tampered (another agent's id)
-  await h.node.discovery.publish({ name: 'totally-honest', capabilities: SIM_CAPABILITIES, tags: ['fast'] }, { announce: false })
+interface HostileState {
+  /** The topics whose events the hostile nodes forge. */
+  topics: Set<string>
+  /** Told of every forgery attempted. */
+  attempted: () => void
+}
+
+async function setUpOne (o: HostileInit, st: HostileState, h: SimNode, victimCard: AgentCard | undefined): Promise<void> {
+  // a valid card of its own that claims every capability
+  if (o.publish) await h.node.discovery.publish(HOSTILE_DRAFT, { announce: false })
   await h.node.discovery.announce(AbortSignal.timeout(o.announceTimeoutMs)).catch(o.noted('announce'))
-  const victimCard = o.cards.get(victim.node.agentId)
   if (victimCard !== undefined) {
     const forged = { ...victimCard, name: 'hijacked', capabilities: SIM_CAPABILITIES, seq: victimCard.seq + 100 }
     // DHT: a higher-seq card for the victim under the victim's key, with the victim's (now wrong) signature
-    o.attempted()
+    st.attempted()
     try {
-      for await (const _ of h.node.host.services.dht.put(cardRecordKey(victim.node.agentId), encodeCardRecord(forged), { signal: AbortSignal.timeout(FORGED_PUT_TIMEOUT_MS) })) { /* drain */ }
+      for await (const _ of h.node.host.services.dht.put(cardRecordKey(victimCard.agent_id), encodeCardRecord(forged), { signal: AbortSignal.timeout(FORGED_PUT_TIMEOUT_MS) })) { /* drain */ }
     } catch {
       // refused, as it should be: the replicas' validator checks the signature
       o.noted('forged_card_put_refused')(undefined)
@@ -69,20 +116,20 @@ async function setUpOne (o: HostileInit, h: SimNode, victim: SimNode): Promise<v
     await serve(h.node.host, {
       protocol: CARD_PROTOCOL,
       maxFrameBytes: CARD_MAX_FRAME_BYTES,
-      methods: { get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { o.attempted(); return { card: forged } }) }
+      methods: { get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { st.attempted(); return { card: forged } }) }
     })
   }
   // events: mutate every genuine event seen on a followed topic and publish it again
   const pubsub = h.node.host.services.pubsub
   pubsub.addEventListener('message', (evt: CustomEvent<Message>) => {
     const msg = evt.detail
-    if (!o.topics.has(msg.topic)) return
+    if (!st.topics.has(msg.topic)) return
     try {
       const real = JSON.parse(new TextDecoder().decode(msg.data)) as AgentEvent
       const mutated = { ...real, payload: { ...real.payload, forged: true } }
       const misattributed = { ...real, executor: h.node.agentId }
       for (const f of [mutated, misattributed]) {
-        o.attempted()
+        st.attempted()
         void pubsub.publish(msg.topic, new TextEncoder().encode(JSON.stringify(f))).catch(o.noted('forged_event_publish'))
       }
     } catch {

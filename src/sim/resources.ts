@@ -13,7 +13,7 @@ export const SIM_CONNECTION_SAMPLE_MS = 1000
 
 /** One process of a simulation, measured at the end of its task phase. */
 export interface ProcessFigures {
-  role: 'driver' | 'group'
+  role: 'driver' | 'group' | 'hostile'
   /** Nodes this process hosts (its RSS is divided by this). */
   nodes: number
   rss_bytes: number

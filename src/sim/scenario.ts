@@ -21,18 +21,17 @@ import { CONNECTION_GRACE_MS, CONNECTIONS_MAX } from '../constants.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { AapError } from '../errors.ts'
 import { eventHash, executorOfRun } from '../runlog/event.ts'
-import { correlationTopic } from '../events/topic.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
 import { checkTrace } from './contracts.ts'
 import { isGenuineCard } from './genuine.ts'
 import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
-import { groupFigures, groupSettle, startGroups, stopGroup } from './group.ts'
+import { groupFigures, groupSettle, remoteHostiles, startGroups, stopGroup } from './group.ts'
 import { setUpHostile } from './hostile.ts'
 import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, resourcesOf, settleConnections } from './resources.ts'
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
-import { sample, seeded } from './prng.ts'
+import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { sourceCommit } from './commit.ts'
 import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
@@ -56,8 +55,9 @@ export interface ScenarioOptions {
   maxConnections?: number
   /**
    * Spread the agents over group processes of at most this many nodes each
-   * (group-worker.ts, TCP loopback); this process keeps the hostile nodes and
-   * the drivers, observers and auditors (which are agents too).
+   * (group-worker.ts, TCP loopback), and the hostile nodes over a hostile
+   * group process; this process keeps the drivers, observers and auditors
+   * (which are agents too).
    */
   perProcess?: number
   /** Write a heap snapshot of the first group process here before stopping. */
@@ -95,7 +95,7 @@ const SIM_ANNOUNCE_TIMEOUT_MS = 30_000
  * Hostile nodes that follow each task's topic and forge its events (seeded
  * picks). All of them did before: at 500 nodes that was 50 per task, ten
  * times the honest followers, and their forgeries and the gossip they drew
- * loaded the driver's process (where the hostile nodes run) with work that
+ * loaded the driver's process (where the hostile nodes ran then) with work that
  * grew with the size of the mesh rather than with the tasks.
  */
 const SIM_HOSTILE_FOLLOWERS_PER_TASK = 5
@@ -134,10 +134,10 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   // ---- the mesh --------------------------------------------------------------------
   const hostileCount = Math.min(Math.floor(opts.nodes * opts.hostileShare), Math.floor(opts.nodes / 3))
   // with --processes, agents run in worker processes; drivers, observers, auditors and hostile nodes here
-  // with perProcess, groups of agents run in group processes; drivers, observers, auditors, hostile nodes and a few agents here
+  // with perProcess, groups of agents run in group processes, the hostile nodes in a hostile group; drivers, observers, auditors and a few agents here
   const grouped = opts.perProcess !== undefined && opts.perProcess > 0
   if (grouped && (opts.processes || opts.churn)) throw new Error('perProcess goes with neither --processes nor --churn')
-  const localCount = opts.processes ? Math.max(6, hostileCount + 5) : grouped ? Math.min(opts.nodes, hostileCount + opts.observers + 5) : opts.nodes
+  const localCount = opts.processes ? Math.max(6, hostileCount + 5) : grouped ? Math.min(opts.nodes - hostileCount, opts.observers + 5) : opts.nodes
   const workerCount = opts.processes ? opts.nodes - localCount : 0
   if (opts.processes && workerCount < 3) throw new Error(`--processes needs at least ${localCount + 3} nodes`)
   const mesh = await startSimMesh({
@@ -149,7 +149,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
     onProgress: (n) => { log(`starting nodes ${n}/${opts.nodes}`) }
   })
-  const hostile = new Set(mesh.slice(mesh.length - hostileCount))
+  const hostile = new Set(grouped ? [] : mesh.slice(mesh.length - hostileCount))
   const honest = mesh.filter(n => !hostile.has(n))
   const cards = new Map<string, AgentCard>()
   const members: Member[] = []
@@ -175,9 +175,11 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       log(`starting nodes ${localCount + i + batch.length}/${opts.nodes}`)
     }
   }
-  // groups join through the honest nodes here and each other's (not through the hostile ones: they are no hub)
-  const groups = grouped ? await startGroups(opts, localCount, honest.flatMap(n => n.node.addresses.slice(0, 1)), log) : []
-  for (const g of groups) {
+  // groups join through the honest nodes here and each other's (not through the hostile group: it is no hub)
+  const groups = grouped
+    ? await startGroups(opts, localCount, honest.flatMap(n => n.node.addresses.slice(0, 1)), log, { count: hostileCount, followersPerTask: SIM_HOSTILE_FOLLOWERS_PER_TASK })
+    : []
+  for (const g of groups.filter(g => !g.hostile)) {
     for (const m of g.members) {
       cards.set(m.agent_id, m.card)
       members.push({ agentId: m.agent_id, card: m.card, group: g, up: true })
@@ -202,18 +204,20 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   }))
 
   // ---- hostile behaviour: forged cards and events (hostile.ts) -------------------------
-  let forgedAttempted = 0
-  const forgedTopics = new Set<string>()
-  await setUpHostile({
-    hostile: [...hostile],
-    cards,
-    victim: () => pick(honest),
-    announceTimeoutMs: SIM_ANNOUNCE_TIMEOUT_MS,
-    noted,
-    topics: forgedTopics,
-    attempted: () => { forgedAttempted++ },
-    log
-  })
+  // each hostile node forges the card of an agent picked here, in order (the seed decides)
+  const hostileGroup = groups.find(g => g.hostile)
+  const hostiles = hostileGroup !== undefined
+    ? await remoteHostiles(hostileGroup, hostileGroup.members.map(() => pick(members).card), noted)
+    : await setUpHostile({
+      hostile: [...hostile],
+      victim: () => pick(members).card,
+      publish: true,
+      announceTimeoutMs: SIM_ANNOUNCE_TIMEOUT_MS,
+      random,
+      followersPerTask: SIM_HOSTILE_FOLLOWERS_PER_TASK,
+      noted,
+      log
+    })
   // the "announced" phase holds the hostile nodes' own announcements and forgeries too
   const announcedAt = Date.now()
   const discoveryBefore = sumStats(honest.map(n => n.node.discovery.stats))
@@ -269,8 +273,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   let done = 0
 
   const checkCard = async (card: AgentCard): Promise<void> => {
-    const hostileOwn = [...hostile].some(h => h.node.agentId === card.agent_id)
-    if (!hostileOwn && !await isGenuineCard(card, cards.get(card.agent_id))) forgedAccepted++
+    if (!hostiles.ids.has(card.agent_id) && !await isGenuineCard(card, cards.get(card.agent_id))) forgedAccepted++
   }
 
   async function runTask (i: number): Promise<void> {
@@ -280,6 +283,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     const driver = pick(honest.filter(n => n.up))
     hold(driver.node.agentId)
     const subs: EventSubscription[] = []
+    let unfollow = (): void => {}
     const t0 = Date.now()
     const involved: string[] = [driver.node.agentId]
     try {
@@ -302,12 +306,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       involved.push(first.agentId, second.agentId)
       hold(first.agentId)
       hold(second.agentId)
-      forgedTopics.add(correlationTopic(taskId))
       // a bounded number of hostile nodes follow each task, so a task's load is the same at every size
-      for (const h of sample(random, [...hostile], SIM_HOSTILE_FOLLOWERS_PER_TASK)) {
-        void h.node.events.subscribe(taskId, { participants: [driver.node.agentId, first.agentId], onEvent: () => {} })
-          .then(s => { subs.push(s) }).catch(noted('hostile_subscribe'))
-      }
+      unfollow = hostiles.follow(taskId, [driver.node.agentId, first.agentId])
 
       // the driver follows its task: events wake each step (no polling)
       const waiters: Array<{ match: (e: AgentEvent) => boolean, resolve: (e: AgentEvent) => void }> = []
@@ -400,6 +400,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       rec.problems.push(err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message)
     } finally {
       for (const s of subs) s.close()
+      unfollow()
       for (const a of involved) release(a)
       done++
       log(`tasks ${done}/${opts.tasks} (${records.filter(r => r.ok).length} ok)${opts.churn ? `, churn ${churn.stops} stops` : ''}`)
@@ -436,6 +437,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   if (settled.includes(false)) log(`connections: some node still over its bound ${Math.round(settleWithin / 1000)} s after the last task`)
   const settledAt = Date.now()
   const wall = Date.now() - started
+  const forgedAttempted = await hostiles.attempted()
   const here = meter.figures('driver', sampler.finish())
   const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
   await stopSimMesh(mesh)
