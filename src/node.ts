@@ -66,6 +66,12 @@ export interface MeshNodeOptions {
    * (src/wire/budget.ts).
    */
   maxConnections?: number
+  /**
+   * The hard limit is `maxConnections` plus this (default CONNECTIONS_HEADROOM):
+   * libp2p refuses inbound connections there, and the budget closes young idle
+   * ones past it.
+   */
+  connectionHeadroom?: number
   /** A connection younger than this is not pruned (default CONNECTION_GRACE_MS, 20 s). */
   connectionGraceMs?: number
   /** The card to publish at start. */
@@ -218,6 +224,7 @@ export class MeshNode {
       ...(o.memoryLatencyMs === undefined ? {} : { memoryLatencyMs: o.memoryLatencyMs }),
       ...(o.dht === undefined ? {} : { dht: o.dht }),
       ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections }),
+      ...(o.connectionHeadroom === undefined ? {} : { connectionHeadroom: o.connectionHeadroom }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
       ...(o.network === undefined ? {} : { network: o.network }),
       ...(o.announce === undefined ? {} : { announce: o.announce }),
@@ -275,7 +282,7 @@ export class MeshNode {
     })
     try {
       await this._host.start()
-      this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs)
+      this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs, o.connectionHeadroom)
       this._budget.start()
       await this._reachability?.start()
       await this._discovery.start()

@@ -27,13 +27,22 @@
  * wins: a pruned peer loses its keep-alive tags first, or it would be redialed
  * at once and the two would fight forever.
  *
+ * Past the hard limit (the bound plus CONNECTIONS_HEADROOM, where libp2p
+ * refuses inbound connections), grace no longer protects a connection whose
+ * open streams are only long-lived ones (gossip, identify, ping): inbound
+ * connections accepted together and this node's own dials (DHT walks, card
+ * fetches) can take a node past that limit, and waiting out the grace left
+ * nodes of a 500-node simulation at up to 153 connections for seconds. A
+ * young connection with any other stream open (a DHT query, a request) is
+ * still kept.
+ *
  * libp2p's connection pruner does not do this: it leaves any connection with a
  * long-lived stream open (every gossipsub peer has one), and at its limit it
  * refuses inbound connections, new delegations included.
  */
 import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore, type PeerUpdate } from '@libp2p/interface'
 import {
-  BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
+  BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
@@ -48,7 +57,21 @@ export interface BudgetStats {
   errors: number
   /** Connections a round would have closed but kept because a request was in flight on them. */
   keptInFlight: number
+  /** Of `pruned`, connections closed in their grace period because the node was past its hard limit. */
+  prunedInGrace: number
 }
+
+/**
+ * Streams that stay open for the life of a connection, not for a request:
+ * a young connection past the hard limit with only these open is closable.
+ */
+const LONG_LIVED_PROTOCOL_PREFIXES = ['/meshsub/', '/floodsub/', '/ipfs/id/', '/ipfs/ping/']
+
+/** Whether every open stream of the connection is a long-lived one (no query or request under way). */
+function onlyLongLived (conn: Pick<Connection, 'streams'>): boolean {
+  return conn.streams.every(s => s.status !== 'open' || LONG_LIVED_PROTOCOL_PREFIXES.some(p => s.protocol.startsWith(p)))
+}
+
 
 /**
  * When each host last wrote the run tag of each peer (ms), oldest first. Keyed
@@ -106,7 +129,7 @@ function worthOfTags (tags: Map<string, { value: number }>, at: number): PeerWor
 }
 
 export class ConnectionBudget {
-  readonly stats: BudgetStats = { pruned: 0, overBudget: 0, errors: 0, keptInFlight: 0 }
+  readonly stats: BudgetStats = { pruned: 0, overBudget: 0, errors: 0, keptInFlight: 0, prunedInGrace: 0 }
   private bound: number
   readonly graceMs: number
   private readonly host: MeshHost
@@ -125,8 +148,12 @@ export class ConnectionBudget {
    */
   private readonly worth = new Map<string, PeerWorth>()
 
-  constructor (host: MeshHost, max: number, log: Logger, graceMs = CONNECTION_GRACE_MS) {
+  /** Connections above the bound up to the hard limit (libp2p refuses inbound ones there, host.ts). */
+  readonly headroom: number
+
+  constructor (host: MeshHost, max: number, log: Logger, graceMs = CONNECTION_GRACE_MS, headroom = CONNECTIONS_HEADROOM) {
     this.host = host
+    this.headroom = headroom
     this.bound = max
     this.graceMs = graceMs
     this.log = log
@@ -220,9 +247,12 @@ export class ConnectionBudget {
     // may be a delegation whose run tag is being written
     const busy = new Set(conns.filter(carriesRequest))
     const now = Date.now()
-    const inGrace = conns.filter(c => now - c.timeline.open < this.graceMs)
-    // only connections out of grace, to peers not just tagged as run peers, may be closed: only their tags are read
-    const closable = conns.filter(c => now - c.timeline.open >= this.graceMs && !taggedNow(this.host, c.remotePeer.toString(), now))
+    const young = (c: Connection): boolean => now - c.timeline.open < this.graceMs
+    const inGrace = conns.filter(young)
+    let excessHard = conns.length - (this.max + this.headroom)
+    // only connections out of grace (past the hard limit, young ones with only long-lived streams too), to peers
+    // not just tagged as run peers, may be closed: only their tags are read
+    const closable = conns.filter(c => (!young(c) || (excessHard > 0 && onlyLongLived(c))) && !taggedNow(this.host, c.remotePeer.toString(), now))
     const value = new Map<string, PeerWorth>()
     for (const c of closable) {
       const id = c.remotePeer.toString()
@@ -239,6 +269,15 @@ export class ConnectionBudget {
     let keptBusy = 0
     for (const c of candidates) {
       if (excess <= 0 || this.stopped) break
+      // a young connection only while the node is past its hard limit
+      const inItsGrace = young(c)
+      if (inItsGrace && excessHard <= 0) continue
+      if (inItsGrace && !onlyLongLived(c)) {
+        // a query or request opened it a moment ago: looked at again once it has likely ended
+        keptBusy++
+        this.stats.keptInFlight++
+        continue
+      }
       // looked at again just before closing: the closes before this one waited
       if (busy.has(c) || carriesRequest(c) || runPeer(c)) {
         if (!runPeer(c)) {
@@ -248,7 +287,9 @@ export class ConnectionBudget {
         continue
       }
       excess--
+      excessHard--
       this.stats.pruned++
+      if (inItsGrace) this.stats.prunedInGrace++
       const v = value.get(c.remotePeer.toString())
       if (v !== undefined && v.keepAlive.length > 0) {
         const drop = v.keepAlive

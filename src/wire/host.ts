@@ -67,6 +67,8 @@ export interface HostOptions {
   dht?: DhtTuning
   /** Connections kept open before the least valuable are closed (libp2p's default otherwise). */
   maxConnections?: number
+  /** libp2p's own limit is maxConnections plus this (default CONNECTIONS_HEADROOM). */
+  connectionHeadroom?: number
   /** DHT record namespaces of the layers above, each with its validator and selector. */
   dhtValidators?: Validators
   dhtSelectors?: Selectors
@@ -89,8 +91,15 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const peerDiscovery: Array<ReturnType<typeof mdns>> = []
   if (opts.mdns === true) peerDiscovery.push(mdns({ serviceTag: 'aap-mesh.local' }))
 
+  // libp2p refuses an inbound connection at its limit when it arrives, but connections accepted together
+  // are upgraded together and took nodes past it: the limit is checked again once the peer is known
+  const hardLimit = (opts.maxConnections ?? CONNECTIONS_MAX) + (opts.connectionHeadroom ?? CONNECTIONS_HEADROOM)
+  let created: MeshHost | undefined
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
+    connectionGater: {
+      denyInboundEncryptedConnection: () => (created?.getConnections().length ?? 0) >= hardLimit
+    },
     datastore: opts.datastore,
     addresses: {
       listen: [...opts.listen, ...(network === undefined ? [] : relayListenAddrs(network))],
@@ -116,7 +125,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       ...(localMesh ? { inboundConnectionThreshold: 10_000, maxIncomingPendingConnections: 1_000 } : {}),
       // the budget (budget.ts) keeps the node under maxConnections; libp2p's own limit, where it refuses
       // inbound connections, leaves room above it so a new delegation gets in before an idle one goes
-      maxConnections: (opts.maxConnections ?? CONNECTIONS_MAX) + CONNECTIONS_HEADROOM,
+      maxConnections: hardLimit,
       dialTimeout: DIAL_TIMEOUT_MS
     },
     // the monitor pings every connection; with hundreds of nodes in one process it starves the event loop
@@ -163,7 +172,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       ...(network === undefined ? {} : networkServices(network))
     }
   }
-  return createLibp2p(config)
+  created = await createLibp2p(config)
+  return created
 }
 
 /** Dial peers given as multiaddrs (bootstrap). Returns the ones that answered. */
