@@ -155,7 +155,11 @@ async function answer (msg: Request): Promise<unknown> {
     const n = byAgent.get(msg.agent_id ?? '')
     return n === undefined ? null : (await n.node.runs.store.log.get(msg.run_id ?? '', msg.seq ?? 0)) ?? null
   }
-  if (msg.op === 'settle') return settleConnections(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
+  if (msg.op === 'settle') {
+    const settled = await settleConnections(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
+    sampler.markEnd()
+    return settled
+  }
   if (msg.op === 'stats') return meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish())
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
   throw new Error(`unknown op ${String(msg.op)}`)

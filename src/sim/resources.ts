@@ -71,6 +71,8 @@ export async function settleConnections (nodes: () => SimNode[], deadline: numbe
 /** Counts each node's open connections every SIM_CONNECTION_SAMPLE_MS and keeps each node's highest count. */
 export class ConnectionSampler {
   private readonly peaks = new Map<SimNode, number>()
+  /** Each node's count when the nodes were settled (markEnd), if they were. */
+  private ended?: Map<SimNode, number>
   private readonly timer: ReturnType<typeof setInterval>
   private readonly nodes: () => SimNode[]
 
@@ -89,7 +91,18 @@ export class ConnectionSampler {
   }
 
   /**
-   * Stop sampling; per node (in `nodes()` order) the peak and the count now,
+   * Take each node's count now as its count at the end: called when the nodes
+   * settled after the last task (settleConnections), so connections opened
+   * later (while other processes settle or report) do not count as the end.
+   */
+  markEnd (): void {
+    this.sample()
+    this.ended = new Map(this.nodes().map(n => [n, n.up ? n.node.host.getConnections().length : 0]))
+  }
+
+  /**
+   * Stop sampling; per node (in `nodes()` order) the peak and the count at
+   * the end (when markEnd was called, else now),
    * and the signature checks of the nodes' own caches (those of the nodes
    * that run now, plus the process's cache, which only code outside a node uses).
    */
@@ -106,7 +119,7 @@ export class ConnectionSampler {
     }
     return {
       peak: nodes.map(n => this.peaks.get(n) ?? 0),
-      end: nodes.map(n => n.up ? n.node.host.getConnections().length : 0),
+      end: nodes.map(n => this.ended?.get(n) ?? (n.up ? n.node.host.getConnections().length : 0)),
       signatures
     }
   }

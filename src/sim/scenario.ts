@@ -433,7 +433,12 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   // the connections at the end are counted once the budget could prune what the last tasks opened:
   // a connection is not closed before its grace is over, so a count taken at once shows the grace
   const settleWithin = CONNECTION_GRACE_MS + SIM_SETTLE_MARGIN_MS
-  const settled = await Promise.all([settleConnections(() => mesh, Date.now() + settleWithin), ...groups.map(async g => groupSettle(g, settleWithin))])
+  const settleHere = async (): Promise<boolean> => {
+    const ok = await settleConnections(() => mesh, Date.now() + settleWithin)
+    sampler.markEnd()
+    return ok
+  }
+  const settled = await Promise.all([settleHere(), ...groups.map(async g => groupSettle(g, settleWithin))])
   if (settled.includes(false)) log(`connections: some node still over its bound ${Math.round(settleWithin / 1000)} s after the last task`)
   const settledAt = Date.now()
   const wall = Date.now() - started
