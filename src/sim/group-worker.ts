@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util'
 import { writeHeapSnapshot } from 'node:v8'
 import type { AgentCard } from '../card/card.ts'
 import { installAgent, simCard } from './agents.ts'
-import { HOSTILE_DRAFT, setUpHostile, type Hostiles } from './hostile.ts'
+import { HOSTILE_DRAFT, HOSTILE_GROUP_SETUP_CONCURRENCY, setUpHostile, type Hostiles } from './hostile.ts'
 import { startSimMesh, stopSimMesh } from './mesh.ts'
 import { ConnectionSampler, ProcessMeter, settleConnections } from './resources.ts'
 import { seeded } from './prng.ts'
@@ -53,7 +53,8 @@ const first = Number(values.first ?? '0')
 const count = Number(values.count ?? '1')
 const random = seeded(Number(values.seed ?? '1') * 7919 + first)
 const meter = new ProcessMeter()
-const send = (msg: unknown): void => { process.send?.(msg) }
+// nothing to tell once the driver has gone (it stops this process then)
+const send = (msg: unknown): void => { if (process.connected) process.send?.(msg) }
 
 const mesh = await startSimMesh({
   nodes: count,
@@ -124,6 +125,7 @@ async function answerHostile (msg: Request): Promise<unknown> {
       hostile: mesh,
       victim: () => victims.shift() ?? undefined,
       publish: false,
+      concurrency: HOSTILE_GROUP_SETUP_CONCURRENCY,
       announceTimeoutMs: GROUP_ANNOUNCE_TIMEOUT_MS,
       random,
       followersPerTask: Number(values['followers-per-task'] ?? '1'),

@@ -106,12 +106,12 @@ export async function spawnGroup (o: GroupOptions): Promise<Group> {
   return g
 }
 
-async function request (g: Group, msg: Record<string, unknown>): Promise<unknown> {
+async function request (g: Group, msg: Record<string, unknown>, timeoutMs = GROUP_REQUEST_TIMEOUT_MS): Promise<unknown> {
   if (g.child.exitCode !== null || g.child.signalCode !== null) return null
   const id = g.nextId++
   const reply = new Promise<{ value?: unknown, error?: string } | null>(resolve => { g.pending.set(id, resolve) })
   g.child.send({ ...msg, id })
-  const r = await withTimeout(reply, GROUP_REQUEST_TIMEOUT_MS, `group ${g.first} ${String(msg.op)}`)
+  const r = await withTimeout(reply, timeoutMs, `group ${g.first} ${String(msg.op)}`)
   if (r?.error !== undefined) throw new Error(`group ${g.first} ${String(msg.op)}: ${r.error}`)
   return r?.value ?? null
 }
@@ -149,7 +149,8 @@ export async function stopGroup (g: Group): Promise<void> {
  * hostile.ts's calls over IPC. A follow that fails is counted by `noted`.
  */
 export async function remoteHostiles (g: Group, victims: Array<AgentCard | undefined>, noted: (kind: string) => (err: unknown) => 0): Promise<Hostiles> {
-  await request(g, { op: 'hostile', victims: victims.map(v => v ?? null) })
+  // every hostile node announces its card (a DHT walk per capability) and puts a forgery: as long as a start
+  await request(g, { op: 'hostile', victims: victims.map(v => v ?? null) }, GROUP_START_TIMEOUT_MS)
   return {
     ids: new Set(g.members.map(m => m.agent_id)),
     follow: (taskId, participants) => {
