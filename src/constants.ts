@@ -132,6 +132,15 @@ export const DHT_PUT_TIMEOUT_MS = 10_000
 export const DHT_PROVIDER_VALIDITY_MS = 12 * 60 * 60 * 1000
 export const DHT_REPROVIDE_THRESHOLD_MS = 6 * 60 * 60 * 1000
 export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
+/**
+ * Providers a node names in one answer to a provider lookup (a random pick
+ * when it holds more; src/wire/provider-answers.ts). kad-dht names every one:
+ * an answer grew with the mesh (about 150 providers per capability key at 500
+ * simulated nodes), each cost the answering node a peer-store read and the
+ * asker a peer-store merge, and a capability many agents offer would not fit
+ * in a DHT message at all. An asker stops at k providers anyway.
+ */
+export const DHT_PROVIDERS_PER_ANSWER = 20
 
 // ---- agent cards (src/card) --------------------------------------------------------------
 export const CARD_MAX_BYTES = 4 * 1024

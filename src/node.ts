@@ -7,13 +7,14 @@ import { CompactMemoryDatastore } from './storage/compact-memory.ts'
 import type { PrivateKey } from '@libp2p/interface'
 import { componentLogger, type Logger } from './logger.ts'
 import type { Datastore } from 'interface-datastore'
-import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DIAL_TIMEOUT_MS } from './constants.ts'
+import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DHT_PROVIDERS_PER_ANSWER, DIAL_TIMEOUT_MS } from './constants.ts'
 import { ConnectionBudget } from './wire/budget.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
 import { keepNewestCards } from './card/record-guard.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
+import { limitProviderAnswers } from './wire/provider-answers.ts'
 import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost, type NetworkOptions } from './wire/host.ts'
 import { limitedConnectionsHost } from './wire/network.ts'
 import { Reachability } from './wire/reachability.ts'
@@ -231,6 +232,9 @@ export class MeshNode {
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
+    if (!limitProviderAnswers(this._host.services.dht, DHT_PROVIDERS_PER_ANSWER)) {
+      this.log.warn('this kad-dht has no provider store to limit: provider answers name every provider')
+    }
     // across networks the mesh's protocols must also run over relayed (limited) connections
     const wire = o.network === undefined ? this._host : limitedConnectionsHost(this._host)
     if (o.network !== undefined) this._reachability = new Reachability(this._host, o.network.relayServer, componentLogger(o.logger, 'reachability'))

@@ -1,6 +1,7 @@
 /** The seeded picks of a simulation (src/sim/prng.ts). */
 import { describe, expect, it } from 'vitest'
-import { sample, seeded } from '../src/sim/prng.ts'
+import { seeded } from '../src/sim/prng.ts'
+import { sample } from '../src/util/sample.ts'
 
 describe('a seeded sample', () => {
   it('picks k distinct items, the same ones for the same seed, all of them when there are fewer', () => {

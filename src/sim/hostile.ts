@@ -19,7 +19,7 @@ import { method, serve } from '../wire/rpc.ts'
 import { schema } from '../schema/validate.ts'
 import { SIM_CAPABILITIES } from './agents.ts'
 import type { SimNode } from './mesh.ts'
-import { sample } from './prng.ts'
+import { sample } from '../util/sample.ts'
 
 /** Hostile nodes set up at once in a process that also drives tasks. */
 const HOSTILE_SETUP_CONCURRENCY = 4

@@ -9,16 +9,3 @@ export function seeded (seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
 }
-
-/** `k` distinct items of `xs` (all of them when it has fewer), picked with `random` (a partial Fisher-Yates shuffle). */
-export function sample<T> (random: () => number, xs: readonly T[], k: number): T[] {
-  const pool = [...xs]
-  const n = Math.min(k, pool.length)
-  for (let i = 0; i < n; i++) {
-    const j = i + Math.floor(random() * (pool.length - i))
-    const x = pool[j] as T
-    pool[j] = pool[i] as T
-    pool[i] = x
-  }
-  return pool.slice(0, n)
-}
