@@ -239,6 +239,20 @@ export class ConnectionBudget {
     for (const id of this.worth.keys()) if (!open.has(id)) this.worth.delete(id)
   }
 
+  /** Drop the keep-alive tags of a peer about to be pruned (kad-dht's, which libp2p redials). */
+  private async dropKeepAlive (c: Connection, v: PeerWorth | undefined): Promise<void> {
+    if (v === undefined || v.keepAlive.length === 0) return
+    const drop = v.keepAlive
+    v.keepAlive = []
+    this.worth.delete(c.remotePeer.toString())
+    try {
+      await this.host.peerStore.merge(c.remotePeer, { tags: Object.fromEntries(drop.map(name => [name, undefined])) })
+    } catch (err) {
+      this.stats.errors++
+      this.log.warn({ err, peer: c.remotePeer.toString() }, 'a pruned peer kept its keep-alive tag: libp2p may redial it')
+    }
+  }
+
   /** One round: close the least valuable connections until the node is back under its budget. */
   async prune (): Promise<void> {
     const conns = this.host.getConnections()
@@ -267,6 +281,7 @@ export class ConnectionBudget {
       .sort((a, b) => worth(a) - worth(b) || b.timeline.open - a.timeline.open)
     let excess = conns.length - this.max
     let keptBusy = 0
+    const chosen: Connection[] = []
     for (const c of candidates) {
       if (excess <= 0 || this.stopped) break
       // a young connection only while the node is past its hard limit
@@ -278,7 +293,6 @@ export class ConnectionBudget {
         this.stats.keptInFlight++
         continue
       }
-      // looked at again just before closing: the closes before this one waited
       if (busy.has(c) || carriesRequest(c) || runPeer(c)) {
         if (!runPeer(c)) {
           keptBusy++
@@ -288,20 +302,24 @@ export class ConnectionBudget {
       }
       excess--
       excessHard--
-      this.stats.pruned++
-      if (inItsGrace) this.stats.prunedInGrace++
-      const v = value.get(c.remotePeer.toString())
-      if (v !== undefined && v.keepAlive.length > 0) {
-        const drop = v.keepAlive
-        v.keepAlive = []
-        this.worth.delete(c.remotePeer.toString())
-        try {
-          await this.host.peerStore.merge(c.remotePeer, { tags: Object.fromEntries(drop.map(name => [name, undefined])) })
-        } catch (err) {
-          this.stats.errors++
-          this.log.warn({ err, peer: c.remotePeer.toString() }, 'a pruned peer kept its keep-alive tag: libp2p may redial it')
+      chosen.push(c)
+    }
+    // a pruned peer loses its keep-alive tags first, or libp2p's reconnect queue redials it on close
+    await Promise.all(chosen.map(async c => this.dropKeepAlive(c, value.get(c.remotePeer.toString()))))
+    // closed together: one at a time, each waiting for the other side, a round took seconds under load and
+    // the node stood past its bound (or its hard limit) meanwhile
+    await Promise.all(chosen.map(async c => {
+      // looked at again: the tag writes above waited, and a request or a run may have started on it
+      if (this.stopped || carriesRequest(c) || runPeer(c)) {
+        excess++
+        if (!runPeer(c)) {
+          keptBusy++
+          this.stats.keptInFlight++
         }
+        return
       }
+      this.stats.pruned++
+      if (young(c)) this.stats.prunedInGrace++
       try {
         await c.close({ signal: AbortSignal.timeout(CONNECTION_CLOSE_TIMEOUT_MS) })
       } catch (err) {
@@ -309,7 +327,7 @@ export class ConnectionBudget {
         this.log.debug({ err, peer: c.remotePeer.toString() }, 'a pruned connection did not close in time: aborted')
         c.abort(err instanceof Error ? err : new Error(String(err)))
       }
-    }
+    }))
     if (excess > 0 && (inGrace.length > 0 || keptBusy > 0) && !this.stopped) {
       // back when the oldest connection in grace leaves it, or when a request kept in flight has likely
       // ended (BUDGET_BUSY_RECHECK_MS, shorter than the tag cache, so that round mostly reads no tags;
