@@ -91,14 +91,23 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const peerDiscovery: Array<ReturnType<typeof mdns>> = []
   if (opts.mdns === true) peerDiscovery.push(mdns({ serviceTag: 'aap-mesh.local' }))
 
-  // libp2p refuses an inbound connection at its limit when it arrives, but connections accepted together
-  // are upgraded together and took nodes past it: the limit is checked again once the peer is known
+  // libp2p refuses an inbound connection at its limit when the socket arrives, but sockets accepted
+  // together are upgraded together and took nodes past it. The gater checks again once the peer is known,
+  // and last when the upgrade is done, counting the connections it let through that are not open yet
+  // (libp2p opens an upgraded connection without waiting, so each admitted one is the next inbound open)
   const hardLimit = (opts.maxConnections ?? CONNECTIONS_MAX) + (opts.connectionHeadroom ?? CONNECTIONS_HEADROOM)
   let created: MeshHost | undefined
+  let admitted = 0
+  const full = (): boolean => (created?.getConnections().length ?? 0) + admitted >= hardLimit
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
     connectionGater: {
-      denyInboundEncryptedConnection: () => (created?.getConnections().length ?? 0) >= hardLimit
+      denyInboundEncryptedConnection: full,
+      denyInboundUpgradedConnection: () => {
+        if (full()) return true
+        admitted++
+        return false
+      }
     },
     datastore: opts.datastore,
     addresses: {
@@ -173,6 +182,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     }
   }
   created = await createLibp2p(config)
+  created.addEventListener('connection:open', (evt) => {
+    if (evt.detail.direction === 'inbound' && admitted > 0) admitted--
+  })
   return created
 }
 
