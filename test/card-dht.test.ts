@@ -61,7 +61,12 @@ async function joinAll (host: MeshHost, nodes: MeshNode[]): Promise<void> {
   const joined = await dialAddrs(host, nodes.flatMap(n => n.addresses))
   expect(joined.length).toBe(nodes.length)
   await Promise.all(nodes.map(async n => {
-    await until(async () => (await n.host.peerStore.get(host.peerId)).protocols.includes(DHT_PROTOCOL), `node knows ${host.peerId.toString()} speaks the DHT`)
+    // the node has no record of the host until the connection's identify has run (NotFoundError until then)
+    const known = async (): Promise<string[]> => n.host.peerStore.get(host.peerId).then(p => p.protocols, (err: Error) => {
+      if (err.name === 'NotFoundError') return []
+      throw err
+    })
+    await until(async () => (await known()).includes(DHT_PROTOCOL), `node knows ${host.peerId.toString()} speaks the DHT`)
   }))
 }
 
