@@ -72,7 +72,6 @@ function onlyLongLived (conn: Pick<Connection, 'streams'>): boolean {
   return conn.streams.every(s => s.status !== 'open' || LONG_LIVED_PROTOCOL_PREFIXES.some(p => s.protocol.startsWith(p)))
 }
 
-
 /**
  * When each host last wrote the run tag of each peer (ms), oldest first. Keyed
  * by the peer store: the run service may see the host through a proxy
