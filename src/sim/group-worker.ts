@@ -16,7 +16,7 @@
  * With --hostile its nodes are the simulation's hostile nodes (hostile.ts)
  * instead of agents: each publishes HOSTILE_DRAFT as its card, and
  *
- *   <- { id, op: 'hostile', victims: [card | null] }      -> { type: 'reply', id, value: true }  (set up)
+ *   <- { id, op: 'hostile', victims: [card] }             -> { type: 'reply', id, value: true }  (set up)
  *   <- { id, op: 'follow', task_id, participants }       -> { type: 'reply', id, value: true }
  *   <- { id, op: 'unfollow', task_id }                    -> { type: 'reply', id, value: true }
  *   <- { id, op: 'forged' }   -> { type: 'reply', id, value: { attempted, incidents } }
@@ -110,7 +110,7 @@ interface Request {
   seq?: number
   path?: string
   within_ms?: number
-  victims?: Array<AgentCard | null>
+  victims?: AgentCard[]
   task_id?: string
   participants?: string[]
 }
@@ -123,7 +123,7 @@ async function answerHostile (msg: Request): Promise<unknown> {
     const victims = [...(msg.victims ?? [])]
     hostiles ??= await setUpHostile({
       hostile: mesh,
-      victim: () => victims.shift() ?? undefined,
+      victim: () => victims.shift(),
       publish: false,
       concurrency: HOSTILE_GROUP_SETUP_CONCURRENCY,
       announceTimeoutMs: GROUP_ANNOUNCE_TIMEOUT_MS,

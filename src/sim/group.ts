@@ -148,9 +148,9 @@ export async function stopGroup (g: Group): Promise<void> {
  * node forges the card of its victim in `victims`, in order) and answers
  * hostile.ts's calls over IPC. A follow that fails is counted by `noted`.
  */
-export async function remoteHostiles (g: Group, victims: Array<AgentCard | undefined>, noted: (kind: string) => (err: unknown) => 0): Promise<Hostiles> {
+export async function remoteHostiles (g: Group, victims: AgentCard[], noted: (kind: string) => (err: unknown) => 0): Promise<Hostiles> {
   // every hostile node announces its card (a DHT walk per capability) and puts a forgery: as long as a start
-  await request(g, { op: 'hostile', victims: victims.map(v => v ?? null) }, GROUP_START_TIMEOUT_MS)
+  await request(g, { op: 'hostile', victims }, GROUP_START_TIMEOUT_MS)
   return {
     ids: new Set(g.members.map(m => m.agent_id)),
     follow: (taskId, participants) => {
