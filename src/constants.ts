@@ -102,12 +102,28 @@ export const BUDGET_TAG_CACHE_MS = 5_000
 export const BUDGET_BUSY_RECHECK_MS = 4_000
 /** One connection close by the budget gives up after this long (then the connection is aborted). */
 export const CONNECTION_CLOSE_TIMEOUT_MS = 1_000
-/** From sending a request to the last byte of its response frame. */
-export const RESPONSE_TIMEOUT_MS = 5_000
-/** Whole call, dial included. */
-export const CALL_TIMEOUT_MS = 10_000
-/** A responder's handler must answer within this. */
+/**
+ * A responder's handler must answer within this; past it the responder answers
+ * TIMEOUT itself. A handler that calls another agent (the executor's side of
+ * a control handoff) stops that call at this limit too.
+ */
 export const HANDLER_TIMEOUT_MS = 8_000
+/**
+ * A handler that calls another agent gives that call its budget less this
+ * (or less half its budget, if smaller), so a callee that does not answer is
+ * reported with its own typed error (AGENT_NOT_FOUND) before the handler's
+ * TIMEOUT.
+ */
+export const NESTED_CALL_MARGIN_MS = 1_000
+/**
+ * From sending a request to the last byte of its response frame. Longer than
+ * HANDLER_TIMEOUT_MS, so a responder's own TIMEOUT (or a late success) reaches
+ * the caller before it gives up: a caller never reports an agent as not
+ * answering while that agent is still within its budget.
+ */
+export const RESPONSE_TIMEOUT_MS = 10_000
+/** Whole call, dial included: room for a full dial and a full response. */
+export const CALL_TIMEOUT_MS = 15_000
 
 // ---- DHT (src/wire/host.ts) ---------------------------------------------------------------
 /**

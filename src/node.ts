@@ -81,6 +81,8 @@ export interface MeshNodeOptions {
   maxConcurrentInboundRuns?: number
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number
+  /** Each request's budget on the run protocols (default HANDLER_TIMEOUT_MS); lowered by tests. */
+  runHandlerTimeoutMs?: number
   /**
    * Liveness of the runs this node delegates (protocols/liveness.md): how
    * often each executor of a live run is probed (default
@@ -260,6 +262,7 @@ export class MeshNode {
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns }),
       ...(o.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: o.handoffConfirmTimeoutMs }),
+      ...(o.runHandlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: o.runHandlerTimeoutMs }),
       ...(o.liveness === undefined ? {} : { liveness: o.liveness }),
       ...(o.logger === undefined ? {} : { logger: o.logger })
     })

@@ -46,6 +46,8 @@ export interface RunExecutorInit {
   /** A run as its (remote) executor knows it: how a handoff receiver asks after an unconfirmed handoff. */
   getRemoteRun: (runId: string) => Promise<Run>
   handoffConfirmTimeoutMs?: number
+  /** Each request's budget on the run protocols (default HANDLER_TIMEOUT_MS). */
+  handlerTimeoutMs?: number
   /** A run's delegator's liveness verdict, if it signed one (recovery.ts). */
   verdictFrom: RecoverySide['verdictFrom']
   /** Where conversations are kept (contexts.ts). */
@@ -71,7 +73,6 @@ const EXECUTOR: Actor = { role: 'executor' }
 /** Why a handler's signal aborts when its run ends; built once (an Error captures a stack trace, costly per run). */
 const RUN_COMPLETED = new AapError('INVALID_TRANSITION', 'run ended: completed')
 const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
-
 const nowIso = (): string => new Date().toISOString()
 
 export class RunExecutor implements HandlerHost {
@@ -97,6 +98,7 @@ export class RunExecutor implements HandlerHost {
   private readonly signatures: SignatureCache
   private readonly contexts: Contexts
   private readonly stopping = new AbortController()
+  private readonly handlerTimeoutMs: number | undefined
   /** Runs that were executing when the node stopped, and recovery settling them (recovery.ts). */
   private interrupted: Run[] = []
   private settling?: Promise<void>
@@ -122,6 +124,7 @@ export class RunExecutor implements HandlerHost {
     this.maxInbound = init.maxConcurrentInboundRuns
     this.log = init.log
     this.artifacts = init.artifacts
+    this.handlerTimeoutMs = init.handlerTimeoutMs
     this.handoffClient = new RpcClient(init.host, { protocol: HANDOFF_PROTOCOL, maxFrameBytes: HANDOFF_MAX_FRAME_BYTES, log: init.log })
     this.verdictFrom = init.verdictFrom
     this.contexts = new Contexts(init.contextData, init.store, init.agentId)
@@ -131,7 +134,7 @@ export class RunExecutor implements HandlerHost {
 
   async start (): Promise<void> {
     await this.recover()
-    this.unserve.push(...await serveRunProtocols(this.host, this, this.log))
+    this.unserve.push(...await serveRunProtocols(this.host, this, this.log, this.handlerTimeoutMs))
     // the interrupted runs' delegators are asked over the network: in the background
     this.settling = settleInterrupted(this.side, this.interrupted.splice(0))
   }
@@ -186,14 +189,10 @@ export class RunExecutor implements HandlerHost {
   async conversation (run: Run, fresh = false): Promise<Conversation> { return this.contexts.conversation(run, fresh) }
   async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.contexts.save(run, context) }
 
-  isActive (runId: string): boolean {
-    return this.active.has(runId)
-  }
+  isActive (runId: string): boolean { return this.active.has(runId) }
 
   /** The run as this node holds it now (live state for active runs). */
-  current (run: Run): Run {
-    return this.active.get(run.run_id)?.run ?? run
-  }
+  current (run: Run): Run { return this.active.get(run.run_id)?.run ?? run }
 
   // ---- inbound requests -------------------------------------------------------------
 

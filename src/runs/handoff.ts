@@ -50,6 +50,13 @@ export interface HandoffSide {
 export async function sendHandoff (h: HandoffSide, runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
   // refused here, before anything is asked of the receiver (which checks it again)
   assertContextSize(context)
+  // `callTimeoutMs` bounds the whole handoff (a control request's budget): the call to the receiver gets what is left
+  const deadline = opts.callTimeoutMs === undefined ? undefined : Date.now() + opts.callTimeoutMs
+  const within = (): CallOptions => {
+    if (deadline === undefined) return opts
+    const left = Math.max(deadline - Date.now(), 1)
+    return { ...opts, callTimeoutMs: left, responseTimeoutMs: Math.min(opts.responseTimeoutMs ?? left, left) }
+  }
   const { created, event } = await h.lock(runId, async () => {
     const old = await h.localRun(runId)
     // check first, so a terminal run or a stranger's request never reaches the receiver
@@ -78,9 +85,11 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
       predecessor: started
     }
     const res = await inSpan('aap.handoff', 'client', await parentOf(undefined, h.store.log, runId), { 'aap.agent_id': h.agentId, 'aap.run_id': runId, 'aap.to_agent': toAgent },
-      async (trace) => h.client.call(peerOf(toAgent), 'handoff', trace === undefined ? body : { ...body, trace }, opts))
+      async (trace) => h.client.call(peerOf(toAgent), 'handoff', trace === undefined ? body : { ...body, trace }, within()))
     const made = runFromAnswer(res, toAgent)
     if (made.run_id !== ticket.run_id) throw new InvalidRequestError('the receiver created another run than the ticket names', { reason: 'ticket_mismatch' })
+    // a caller that gave up (or a handler past its budget) commits nothing: the receiver's unconfirmed successor is dropped
+    opts.signal?.throwIfAborted()
     const committed = await h.commit(runId, { type: 'handoff', to: { run_id: made.run_id, agent_id: toAgent } }, actor)
     return { created: made, event: committed.event }
   })

@@ -8,8 +8,8 @@
  */
 import type { Logger } from '../logger.ts'
 import {
-  CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, HANDOFF_MAX_FRAME_BYTES,
-  HANDOFF_PROTOCOL
+  CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, HANDLER_TIMEOUT_MS, HANDOFF_MAX_FRAME_BYTES,
+  HANDOFF_PROTOCOL, NESTED_CALL_MARGIN_MS
 } from '../constants.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { tagRunPeer } from '../wire/budget.ts'
@@ -18,8 +18,19 @@ import type { RunExecutor } from './executor.ts'
 import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
 import { isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
+/**
+ * What a handler's call to another agent may take of the handler's budget:
+ * the callee's typed error (AGENT_NOT_FOUND) then reaches the caller before
+ * the handler's own TIMEOUT.
+ */
+export function nestedCallLimit (handlerTimeoutMs: number = HANDLER_TIMEOUT_MS): number {
+  return handlerTimeoutMs - Math.min(NESTED_CALL_MARGIN_MS, handlerTimeoutMs / 2)
+}
+
 /** Serve the three run protocols; returns the functions that stop serving them. */
-export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger): Promise<Array<() => Promise<void>>> {
+export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Logger, handlerTimeoutMs?: number): Promise<Array<() => Promise<void>>> {
+  const limits = handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs }
+  const nestedMs = nestedCallLimit(handlerTimeoutMs)
   const agentId = host.peerId.toString()
   /** Answer a request in a server span under its trace context; `fn` gets the span's (the run's, for a new run). */
   const traced = async <T> (name: string, req: { trace?: TraceContext, run_id?: string }, fn: (trace: TraceContext | undefined) => Promise<T>): Promise<T> =>
@@ -33,6 +44,7 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       protocol: DELEGATE_PROTOCOL,
       maxFrameBytes: DELEGATE_MAX_FRAME_BYTES,
       log,
+      ...limits,
       methods: {
         delegate: method(isWireDelegate, async (req, ctx) => traced('aap.delegate.accept', req, async (trace) => {
           const run = await x.acceptDelegation(withTrace(req, trace), ctx)
@@ -47,6 +59,7 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       protocol: CONTROL_PROTOCOL,
       maxFrameBytes: CONTROL_MAX_FRAME_BYTES,
       log,
+      ...limits,
       methods: {
         block: method(isBlock, async (req, ctx) => traced('aap.control.block.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) }))),
         resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) }))),
@@ -57,7 +70,9 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         get_verdict: method(isGetVerdict, async (req) => ({ verdict: await x.verdictOn(req.run_id) })),
         handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
-          return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString())) }
+          // the receiver is called within this handler's budget (past it the caller is answered TIMEOUT, so nothing may commit later)
+          const opts = { signal: ctx.signal, callTimeoutMs: nestedMs }
+          return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString()), opts) }
         }))
       }
     }),
@@ -65,6 +80,7 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       protocol: HANDOFF_PROTOCOL,
       maxFrameBytes: HANDOFF_MAX_FRAME_BYTES,
       log,
+      ...limits,
       methods: {
         handoff: method(isWireHandoff, async (req, ctx) => traced('aap.handoff.accept', req, async (trace) => ({ run: await x.acceptHandoff(withTrace(req, trace), ctx) })),
           (res, delivered) => { x.answered(res.run.run_id, delivered) }),

@@ -51,6 +51,8 @@ export interface RunsInit {
   logger?: Logger
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number
+  /** Each request's budget on the run protocols (default HANDLER_TIMEOUT_MS). */
+  handlerTimeoutMs?: number
   /** When a delegator declares the executor of its live runs lost (liveness.ts). */
   liveness?: LivenessOptions
   /** Where a handler's `ctx.artifact` stores its bytes. */
@@ -87,6 +89,7 @@ export class Runs {
       maxConcurrentInboundRuns: init.maxConcurrentInboundRuns ?? MAX_CONCURRENT_INBOUND_RUNS,
       log,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
+      ...(init.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: init.handlerTimeoutMs }),
       getRemoteRun: async (runId) => this.caller.control(runId, 'get_run', { run_id: runId }, {}),
       verdictFrom: async (delegator, runId, opts) => this.caller.verdictFrom(delegator, runId, opts),
       contextData: init.datastore,
