@@ -2,12 +2,13 @@
  * Issue #17: past the hard limit (the budget plus its headroom) a node does
  * not wait for young connections to leave their grace. Its own dials past
  * the limit are closed at once when they carry only long-lived streams
- * (gossip, identify), a young connection with a request still open is kept,
- * and inbound connections that arrive together do not take it past the limit
- * for longer than a prune round.
+ * (gossip, identify) or a step of a DHT query; a young connection with a
+ * request still open is kept; and inbound connections that arrive together
+ * do not take it past the limit for longer than a prune round.
  */
 import type { Stream } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { DHT_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import { stopAll, until } from './helpers.ts'
@@ -42,10 +43,12 @@ describe('the hard connection limit holds while connections are in their grace',
     peers = []
     for (let i = 0; i < 6; i++) peers.push(await node({ bounded: false }))
     nodes.push(...peers)
+    for (const p of peers) await p.host.handle(HOLD, (stream) => { held.push(stream) })
   })
+  const held: Stream[] = []
+  const connected = (n: MeshNode): boolean => A.host.getConnections(peerIdOfAgent(n.agentId)).length > 0
 
   it('closes its own young idle dials past the hard limit, not down to the bound, and keeps one with a request open', async () => {
-    const connected = (n: MeshNode): boolean => A.host.getConnections(peerIdOfAgent(n.agentId)).length > 0
     for (const p of peers.slice(0, 5)) await A.host.dial(p.host.getMultiaddrs()[0]!, { signal: AbortSignal.timeout(5_000) })
     await until(() => A.host.getConnections().length <= HARD, 'A back at its hard limit')
     // in their grace: not pruned down to the bound of 1, only to the hard limit
@@ -53,8 +56,6 @@ describe('the hard connection limit holds while connections are in their grace',
     expect(A.connections.stats.prunedInGrace).toBeGreaterThanOrEqual(2)
 
     // a young connection with a request open is never the one closed
-    const held: Stream[] = []
-    await peers[5]!.host.handle(HOLD, (stream) => { held.push(stream) })
     const before = A.connections.stats.prunedInGrace
     const stream = await A.host.dialProtocol(peers[5]!.host.getMultiaddrs()[0]!, HOLD, { signal: AbortSignal.timeout(5_000) })
     await until(() => A.connections.stats.prunedInGrace > before, 'a prune round past the hard limit')
@@ -62,6 +63,34 @@ describe('the hard connection limit holds while connections are in their grace',
     expect(connected(peers[5]!)).toBe(true)
     expect(stream.status).toBe('open')
     await stream.close()
+  })
+
+  it('past the hard limit, a young connection with only a DHT query step open is closed; those with a request open are kept', async () => {
+    await until(() => A.host.getConnections().length <= HARD, 'A at its hard limit')
+    // every connection of A carries a request, and there are HARD of them
+    const requests: Stream[] = []
+    for (const c of A.host.getConnections()) requests.push(await c.newStream(HOLD, { signal: AbortSignal.timeout(5_000) }))
+    for (const p of peers) {
+      if (A.host.getConnections().length >= HARD) break
+      if (!connected(p)) requests.push(await A.host.dialProtocol(p.host.getMultiaddrs()[0]!, HOLD, { signal: AbortSignal.timeout(5_000) }))
+    }
+    expect(A.host.getConnections().length).toBe(HARD)
+    const before = A.connections.stats.prunedInGrace
+    // one more, with a DHT stream open (a step of a query, waiting for its answer): the peer holds the
+    // stream open, as a slow DHT server would, so only the budget can end it
+    const q = peers.find(p => !connected(p))!
+    await q.host.unhandle(DHT_PROTOCOL)
+    await q.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream) })
+    const step = await A.host.dialProtocol(q.host.getMultiaddrs()[0]!, DHT_PROTOCOL, { signal: AbortSignal.timeout(5_000) })
+    const conn = A.host.getConnections(peerIdOfAgent(q.agentId)).find(c => c.streams.includes(step))
+    expect(conn).toBeDefined()
+    await until(() => conn!.status !== 'open', 'the connection with only a DHT step open to be closed')
+    expect(step.status).not.toBe('open')
+    expect(A.connections.stats.prunedInGrace).toBeGreaterThan(before)
+    expect(requests.every(s => s.status === 'open')).toBe(true)
+    // (a peer may dial A meanwhile: it is refused or closed in its turn)
+    await until(() => A.host.getConnections().length <= HARD, 'A back at its hard limit')
+    for (const s of requests) await s.close()
   })
 
   it('inbound connections that arrive together never take it past the hard limit', async () => {

@@ -29,12 +29,12 @@
  *
  * Past the hard limit (the bound plus CONNECTIONS_HEADROOM, where libp2p
  * refuses inbound connections), grace no longer protects a connection whose
- * open streams are only long-lived ones (gossip, identify, ping): inbound
- * connections accepted together and this node's own dials (DHT walks, card
- * fetches) can take a node past that limit, and waiting out the grace left
- * nodes of a 500-node simulation at up to 153 connections for seconds. A
- * young connection with any other stream open (a DHT query, a request) is
- * still kept.
+ * open streams are only long-lived ones (gossip, identify, ping) or a step of
+ * a DHT query: inbound connections accepted together and this node's own
+ * dials (DHT walks, card fetches) can take a node past that limit, and waiting
+ * out the grace left nodes of a 500-node simulation at up to 153 connections
+ * for seconds (and, while DHT steps were kept, at 130). A young connection
+ * with any other stream open (a card fetch, a run request) is still kept.
  *
  * libp2p's connection pruner does not do this: it leaves any connection with a
  * long-lived stream open (every gossipsub peer has one), and at its limit it
@@ -42,7 +42,7 @@
  */
 import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore, type PeerUpdate } from '@libp2p/interface'
 import {
-  BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
+  BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, DHT_PROTOCOL, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
@@ -62,14 +62,17 @@ export interface BudgetStats {
 }
 
 /**
- * Streams that stay open for the life of a connection, not for a request:
- * a young connection past the hard limit with only these open is closable.
+ * Streams a young connection past the hard limit may lose: those that stay
+ * open for the life of a connection, not for a request (gossip, identify,
+ * ping), and one step of a DHT query (the mesh's own kad protocol). A query
+ * that loses a peer goes on with the others it knows; a run request never
+ * loses its connection this way.
  */
-const LONG_LIVED_PROTOCOL_PREFIXES = ['/meshsub/', '/floodsub/', '/ipfs/id/', '/ipfs/ping/']
+const CLOSABLE_PROTOCOL_PREFIXES = ['/meshsub/', '/floodsub/', '/ipfs/id/', '/ipfs/ping/', DHT_PROTOCOL]
 
-/** Whether every open stream of the connection is a long-lived one (no query or request under way). */
-function onlyLongLived (conn: Pick<Connection, 'streams'>): boolean {
-  return conn.streams.every(s => s.status !== 'open' || LONG_LIVED_PROTOCOL_PREFIXES.some(p => s.protocol.startsWith(p)))
+/** Whether every open stream of the connection may be lost past the hard limit (no run request under way). */
+function onlyClosableStreams (conn: Pick<Connection, 'streams'>): boolean {
+  return conn.streams.every(s => s.status !== 'open' || CLOSABLE_PROTOCOL_PREFIXES.some(p => s.protocol.startsWith(p)))
 }
 
 /**
@@ -263,9 +266,12 @@ export class ConnectionBudget {
     const young = (c: Connection): boolean => now - c.timeline.open < this.graceMs
     const inGrace = conns.filter(young)
     let excessHard = conns.length - (this.max + this.headroom)
-    // only connections out of grace (past the hard limit, young ones with only long-lived streams too), to peers
+    // only connections out of grace (past the hard limit, young ones with only closable streams too), to peers
     // not just tagged as run peers, may be closed: only their tags are read
-    const closable = conns.filter(c => (!young(c) || (excessHard > 0 && onlyLongLived(c))) && !taggedNow(this.host, c.remotePeer.toString(), now))
+    const closable = conns.filter(c => (!young(c) || (excessHard > 0 && onlyClosableStreams(c))) && !taggedNow(this.host, c.remotePeer.toString(), now))
+    // past the hard limit, young ones held by a stream (a request, or one still negotiating its protocol) are
+    // looked at again soon, not when their grace ends
+    const heldInGrace = excessHard > 0 ? inGrace.filter(c => !onlyClosableStreams(c)).length : 0
     const value = new Map<string, PeerWorth>()
     for (const c of closable) {
       const id = c.remotePeer.toString()
@@ -286,7 +292,7 @@ export class ConnectionBudget {
       // a young connection only while the node is past its hard limit
       const inItsGrace = young(c)
       if (inItsGrace && excessHard <= 0) continue
-      if (inItsGrace && !onlyLongLived(c)) {
+      if (inItsGrace && !onlyClosableStreams(c)) {
         // a query or request opened it a moment ago: looked at again once it has likely ended
         keptBusy++
         this.stats.keptInFlight++
@@ -328,11 +334,12 @@ export class ConnectionBudget {
       }
     }))
     if (excess > 0 && (inGrace.length > 0 || keptBusy > 0) && !this.stopped) {
+      const held = keptBusy + heldInGrace
       // back when the oldest connection in grace leaves it, or when a request kept in flight has likely
       // ended (BUDGET_BUSY_RECHECK_MS, shorter than the tag cache, so that round mostly reads no tags;
       // before the cache, a timer per busy node cost a 200-node simulation 70 % more CPU in peer-store reads)
       const graceEnds = inGrace.length > 0 ? Math.min(...inGrace.map(c => c.timeline.open)) + this.graceMs - now : Infinity
-      const next = Math.min(graceEnds, keptBusy > 0 ? BUDGET_BUSY_RECHECK_MS : Infinity)
+      const next = Math.min(graceEnds, held > 0 ? BUDGET_BUSY_RECHECK_MS : Infinity)
       clearTimeout(this.again)
       this.again = setTimeout(() => { this.onOpen() }, Math.max(next, 0) + 1)
       this.again.unref?.()
