@@ -10,7 +10,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { discoverGrowth, failedRow, renderScaling, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
+import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
 import type { SimReport } from '../src/sim/report.ts'
 
@@ -57,6 +57,7 @@ describe('npm run sim:scale', () => {
         expect(r[k]?.p99, k).toBeGreaterThanOrEqual(r[k]?.p50 ?? Infinity)
       }
       expect(r.signatures?.checked).toBeGreaterThan(0)
+      expect(r.discover_work?.lookups).toBeGreaterThan(0)
       expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
     }
     // at 10 nodes the one hostile node runs in a hostile group process of its own, and forges
@@ -92,5 +93,15 @@ describe('npm run sim:scale', () => {
     const md = renderScaling({ command: 'x', made_at: 'now', machine: 'm', per_process: 50, tasks: 40, rows: [row(50, 100), failed] })
     expect(md).toContain('| 500 | **fails**: did not finish within 40 min (stopped) |')
     expect(md).toContain('Not enough sizes')
+  })
+
+  it('compares the requests a discover makes per lookup with log N', () => {
+    const row = (nodes: number, answers: number, cards: number): ScaleRow => ({
+      nodes, passed: true, why: [], wall_s: 1, processes: 1, nodes_per_process: [nodes],
+      discover_work: { lookups: 40, answers_per_lookup: answers, providers_per_lookup: 10, cards_per_lookup: cards }
+    })
+    expect(workLine([row(50, 1.3, 2.6), row(500, 1.7, 2.9)])).toMatch(/×1\.18 at 500 nodes \(ln N ×1\.59\): no faster than log N/)
+    expect(workLine([row(50, 1, 1), row(100, 4, 4), row(200, 1, 1)])).toMatch(/×4\.00 at 100 nodes .*: faster than log N at 100 nodes\.$/)
+    expect(workLine([row(50, 1, 1)])).toContain('Not enough sizes')
   })
 })

@@ -73,10 +73,34 @@ export interface ScaleRow {
   /** The worst process's event-loop delay. */
   loop_delay_ms?: { p99: number, max: number }
   discover?: Pcts
+  /** What the task drivers' discovers asked of the DHT, per lookup (the work of a discover, apart from waiting for a loop). */
+  discover_work?: DiscoverWork
   delegate?: Pcts
   delivery?: Pcts
   first_event?: Pcts
   phases_s?: { start: number, announce: number, tasks: number, settle?: number }
+}
+
+export interface DiscoverWork {
+  lookups: number
+  /** DHT answers a lookup waited for (each one a request to a peer). */
+  answers_per_lookup: number
+  /** Providers those answers named. */
+  providers_per_lookup: number
+  /** Cards fetched from providers (each one a request to an agent). */
+  cards_per_lookup: number
+}
+
+function discoverWork (r: SimReport): DiscoverWork | undefined {
+  const d = r.discovery
+  const lookups = d?.lookups ?? 0
+  if (d === undefined || lookups === 0) return undefined
+  return {
+    lookups,
+    answers_per_lookup: (d.lookupAnswers ?? 0) / lookups,
+    providers_per_lookup: (d.lookupProviders ?? 0) / lookups,
+    cards_per_lookup: (d.fetchedCards ?? 0) / lookups
+  }
 }
 
 function pcts (r: SimReport, prefix: string): Pcts | undefined {
@@ -141,6 +165,7 @@ export function scaleRow (r: SimReport): ScaleRow {
       : { signatures: { checked: sum(procs.map(p => p.signatures.checked)), hits: sum(procs.map(p => p.signatures.hits)) } }),
     loop_delay_ms: { p99: r.resources.event_loop_delay_ms.p99, max: r.resources.event_loop_delay_ms.max },
     ...optional('discover', pcts(r, 'discover')),
+    ...optional('discover_work', discoverWork(r)),
     ...optional('delegate', pcts(r, 'delegate')),
     ...optional('delivery', pcts(r, 'event delivery')),
     ...optional('first_event', pcts(r, 'first event')),
@@ -278,6 +303,18 @@ export function renderScaling (d: ScalingDoc): string {
     '## Discover p50 against log N',
     '',
     growthLine(d.growth),
+    '',
+    'What a discover asks of the mesh, per DHT lookup of the task drivers, beside its p50 and the worst event-loop delay',
+    'of any process (the time a node waits for its loop on a machine whose two cores run every node):',
+    '',
+    '| nodes | lookups | DHT answers per lookup | providers named per lookup | cards fetched per lookup | discover p50 (ms) | event-loop delay p99 (ms) |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => {
+      const w = r.discover_work
+      return `| ${r.nodes} | ${w?.lookups ?? '–'} | ${f1(w?.answers_per_lookup)} | ${f1(w?.providers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${f1(r.discover?.p50)} | ${f1(r.loop_delay_ms?.p99)} |`
+    }),
+    '',
+    workLine(rows),
     ''
   ]
   for (const h of d.heap ?? []) {
@@ -296,6 +333,22 @@ export function growthLine (g: Growth | undefined): string {
   if (g === undefined) return 'Not enough sizes with discover figures to compare.'
   const parts = g.rows.map(r => `at ${r.nodes} nodes discover p50 is ×${r.discover_ratio.toFixed(2)} of ${g.base} nodes' while ln N is ×${r.log_ratio.toFixed(2)} (${r.within ? 'within' : 'faster than log N'})`)
   return `${parts.join('; ')}. Discover p50 ${g.within ? 'grows no faster than log N' : 'grows faster than log N'} over these sizes.`
+}
+
+/** Whether the requests a discover makes (DHT answers and card fetches per lookup) grow no faster than log N. */
+export function workLine (rows: ScaleRow[]): string {
+  const w = rows.filter(r => r.discover_work !== undefined).sort((a, b) => a.nodes - b.nodes)
+  const base = w[0]
+  if (base?.discover_work === undefined || w.length < 2) return 'Not enough sizes with discovery counts to compare.'
+  const requests = (r: ScaleRow): number => (r.discover_work?.answers_per_lookup ?? 0) + (r.discover_work?.cards_per_lookup ?? 0)
+  const parts = w.slice(1).map(r => {
+    const ratio = requests(r) / requests(base)
+    const log = Math.log(r.nodes) / Math.log(base.nodes)
+    return { nodes: r.nodes, ratio, within: ratio <= log, text: `×${ratio.toFixed(2)} at ${r.nodes} nodes (ln N ×${log.toFixed(2)})` }
+  })
+  const over = parts.filter(p => !p.within).map(p => p.nodes)
+  return `Requests per lookup (DHT answers plus cards fetched) against ${base.nodes} nodes: ${parts.map(p => p.text).join(', ')}: ` +
+    `${over.length === 0 ? 'no faster than log N; what grows faster is the time each request waits (compare the loop delay)' : `faster than log N at ${over.join(', ')} nodes`}.`
 }
 
 /** The four figures issue #17 asks for, each with its verdict over the sizes run. */
