@@ -95,6 +95,21 @@ describe('npm run sim:scale', () => {
     expect(md).toContain('Not enough sizes')
   })
 
+  it('says which of the nodes past the hard limit were hostile', () => {
+    const row = (nodes: number, overHard: number, hostileOver: number): ScaleRow => ({
+      nodes, passed: true, why: [], wall_s: 1, processes: 2, nodes_per_process: [nodes - 5, 5],
+      connections: {
+        bound: 64, nodes, peak_max: 64 + 64 + overHard, peak_p50: 60, end_max: 64, end_p50: 50, nodes_over_bound: 3,
+        hard_limit: 128, nodes_over_bound_at_end: 0, nodes_over_hard_limit: overHard, hostile_over_hard_limit: hostileOver, under_bound: overHard === 0
+      }
+    })
+    const hostileOnly = renderScaling({ command: 'x', made_at: 'now', machine: 'm', per_process: 50, tasks: 40, rows: [row(50, 0, 0), row(200, 2, 2)] })
+    expect(hostileOnly).toContain('past the hard limit (2 of them hostile)')
+    expect(hostileOnly).toContain('**no** (or not measured) at 200 nodes; every honest node was, at every size')
+    const honestToo = renderScaling({ command: 'x', made_at: 'now', machine: 'm', per_process: 50, tasks: 40, rows: [row(200, 3, 2)] })
+    expect(honestToo).toContain('**no** (or not measured) at 200 nodes.')
+  })
+
   it('compares the requests a discover makes per lookup with log N', () => {
     const row = (nodes: number, answers: number, cards: number): ScaleRow => ({
       nodes, passed: true, why: [], wall_s: 1, processes: 1, nodes_per_process: [nodes],

@@ -26,6 +26,8 @@ export type ConnectionFigures = NonNullable<SimReport['connections']> & {
   hard_limit: number
   nodes_over_bound_at_end: number
   nodes_over_hard_limit: number
+  /** Of those, the hostile nodes' (in the hostile group): an attacker's node runs whatever code it likes. */
+  hostile_over_hard_limit?: number
   under_bound: boolean
 }
 
@@ -36,7 +38,9 @@ function connectionFigures (r: SimReport): ConnectionFigures | undefined {
   const procs = r.processes ?? []
   const overAtEnd = procs.flatMap(p => p.connections_end).filter(n => n > c.bound).length
   const overHard = procs.flatMap(p => p.connections_peak).filter(n => n > hard).length
-  return { ...c, hard_limit: hard, nodes_over_bound_at_end: overAtEnd, nodes_over_hard_limit: overHard, under_bound: overAtEnd === 0 && overHard === 0 }
+  const hostile = procs.filter(p => p.role === 'hostile')
+  const hostileOver = hostile.length === 0 ? {} : { hostile_over_hard_limit: hostile.flatMap(p => p.connections_peak).filter(n => n > hard).length }
+  return { ...c, hard_limit: hard, nodes_over_bound_at_end: overAtEnd, nodes_over_hard_limit: overHard, ...hostileOver, under_bound: overAtEnd === 0 && overHard === 0 }
 }
 
 export interface ScaleRow {
@@ -269,7 +273,8 @@ export function renderScaling (d: ScalingDoc): string {
     ...rows.map(r => {
       const c = r.connections
       if (c === undefined) return `| ${r.nodes} | – | – | – | – | – | – | – |`
-      const verdict = c.under_bound ? 'under the bound' : `**over**: ${c.nodes_over_bound_at_end} nodes above the bound at the end, ${c.nodes_over_hard_limit} past the hard limit`
+      const hostile = c.hostile_over_hard_limit === undefined || c.hostile_over_hard_limit === 0 ? '' : ` (${c.hostile_over_hard_limit} of them hostile)`
+      const verdict = c.under_bound ? 'under the bound' : `**over**: ${c.nodes_over_bound_at_end} nodes above the bound at the end, ${c.nodes_over_hard_limit} past the hard limit${hostile}`
       return `| ${r.nodes} | ${c.bound} / ${c.hard_limit} | ${c.peak_max} | ${c.peak_p50} | ${c.nodes_over_bound} | ${c.end_max} | ${c.end_p50} | ${verdict} |`
     }),
     '',
@@ -355,12 +360,15 @@ export function workLine (rows: ScaleRow[]): string {
 export function checks (rows: ScaleRow[], growth: Growth | undefined): string[] {
   const failing = rows.filter(r => !r.passed).map(r => r.nodes)
   const over = rows.filter(r => r.connections === undefined || !r.connections.under_bound).map(r => r.nodes)
+  const honestOver = rows.filter(r => r.connections === undefined || r.connections.nodes_over_bound_at_end > 0 ||
+    r.connections.nodes_over_hard_limit > (r.connections.hostile_over_hard_limit ?? 0)).map(r => r.nodes)
   const at200 = rows.find(r => r.nodes === 200)
   const mem = at200?.rss_per_node_mib
   const memOk = mem !== undefined && mem * MIB <= SCALE_RSS_PER_NODE_TARGET_BYTES
   return [
     `1. Every invariant (0 runs lost, 0 forgeries accepted, every trace meets the four contracts): ${failing.length === 0 ? 'yes, at every size' : `**no** at ${failing.join(', ')} nodes`}.`,
-    `2. Connections per node under the bound: ${over.length === 0 ? 'yes, at every size' : `**no** (or not measured) at ${over.join(', ')} nodes`}.`,
+    `2. Connections per node under the bound: ${over.length === 0 ? 'yes, at every size' : `**no** (or not measured) at ${over.join(', ')} nodes`}` +
+      `${over.length > 0 && honestOver.length === 0 ? '; every honest node was, at every size (the nodes past the hard limit are hostile ones)' : ''}.`,
     `3. RSS per node at 200 nodes ≤ 10 MB: ${mem === undefined ? 'not measured' : `${memOk ? 'yes' : '**no**'}, ${f1(mem)} MiB${at200?.after_gc_heap_per_node_mib === undefined ? '' : ` (${f1(at200.after_gc_heap_per_node_mib)} MiB of live heap after a full GC)`}`}${memOk || mem === undefined ? '' : '; what holds it up is below'}.`,
     `4. Discover p50 grows no faster than log N: ${growth === undefined ? 'not enough sizes' : growth.within ? 'yes' : '**no**'} (below).`
   ]
