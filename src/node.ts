@@ -259,6 +259,7 @@ export class MeshNode {
       privateKey: this.key,
       datastore: runData,
       resolveCard: async (agentId, opts) => discovery.getCard(agentId, opts),
+      knownCard: (agentId) => discovery.knownCard(agentId),
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns }),
       ...(o.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: o.handoffConfirmTimeoutMs }),

@@ -438,9 +438,13 @@ export class Discovery {
    * `peer_reason` when the peer's error gave one). A card
    * older (lower seq) than one already verified and unexpired is never
    * returned: the newer one is, so a replayed record cannot roll an agent back.
+   * An `offered` card (one the caller holds, e.g. a delegator naming a
+   * handoff's receiver) is verified like a fetched one and nothing is fetched;
+   * one that fails verification is refused with its error.
    */
-  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean } = {}): Promise<AgentCard> {
+  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
+    if (opts.offered !== undefined) return this.cache.remember(await verifyCard(opts.offered, { expectAgent: agentId }))
     const peer = peerIdOfAgent(agentId)
     const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
     if (cached !== undefined) return cached
@@ -484,6 +488,9 @@ export class Discovery {
       }, { cause: peerError })
     }
   }
+
+  /** A verified card of the agent this node holds now (its own, or a fresh cached one), without asking anyone. */
+  knownCard (agentId: string): AgentCard | undefined { return agentId === this.agentId ? this.own : this.cache.fresh(agentId) }
 
   private reject (err: AapError, from: string): void {
     this.stats.rejectedCards++

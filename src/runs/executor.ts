@@ -20,11 +20,11 @@ import { EventSigner } from '../runlog/signer.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { RpcClient, type CallContext, type CallOptions } from '../wire/rpc.ts'
+import { RpcClient, type CallContext } from '../wire/rpc.ts'
 import type { ArtifactWriter } from '../artifacts/types.ts'
 import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost } from './handlers.ts'
 import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
-import { sendHandoff, type HandoffSide } from './handoff.ts'
+import { sendHandoff, type HandoffOptions, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
 import { Contexts, contextEntry } from './contexts.ts'
 import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
@@ -39,7 +39,7 @@ export interface RunExecutorInit {
   privateKey: PrivateKey
   agentId: string
   store: RunStore
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
   ownCard: () => AgentCard | undefined
   maxConcurrentInboundRuns: number
   log: Logger
@@ -453,7 +453,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   /** Hand a run this node executes to another agent (handoff.ts). */
-  async handoff (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
+  async handoff (runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: HandoffOptions = {}): Promise<Run> {
     return sendHandoff(this.side, runId, toAgent, context, actor, opts)
   }
 

@@ -22,6 +22,9 @@ import type { RunStore } from './store.ts'
 import { inSpan, parentOf } from './trace.ts'
 import type { Actor, RunCommand } from './types.ts'
 
+/** A handoff's call options, and the receiver's card when the one who asked for the handoff offered it. */
+export type HandoffOptions = CallOptions & { card?: unknown }
+
 /** What the sending side needs of the executor. */
 export interface HandoffSide {
   agentId: string
@@ -31,7 +34,7 @@ export interface HandoffSide {
   signatures: SignatureCache
   store: RunStore
   client: RpcClient
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
   /** Run `fn` holding the run's lock. */
   lock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
   localRun: (runId: string) => Promise<Run>
@@ -47,7 +50,8 @@ export interface HandoffSide {
  * (confirmations.ts). The run's lock is held from the check to the
  * transition, so two handoffs of one run never both reach a receiver.
  */
-export async function sendHandoff (h: HandoffSide, runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, opts: CallOptions = {}): Promise<Run> {
+export async function sendHandoff (h: HandoffSide, runId: string, toAgent: string, context: Record<string, unknown>, actor: Actor, handoffOpts: HandoffOptions = {}): Promise<Run> {
+  const { card: offered, ...opts } = handoffOpts
   // refused here, before anything is asked of the receiver (which checks it again)
   assertContextSize(context)
   // `callTimeoutMs` bounds the whole handoff (a control request's budget): the call to the receiver gets what is left
@@ -67,7 +71,8 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
     const own = started === undefined ? undefined : ticketOf(started, undefined, h.signatures)
     if (started === undefined || own === undefined) throw new InvalidRequestError(`run ${runId} has no valid ticket, so it cannot be handed off`, { reason: 'no_ticket' })
     const ticket = await issueHandoffTicket(h.key, own, toAgent)
-    const card = await h.resolveCard(toAgent, opts.signal === undefined ? {} : { signal: opts.signal })
+    // an offered card is verified, not fetched: a handoff to an agent the delegator just found costs no card fetch
+    const card = await h.resolveCard(toAgent, { ...(opts.signal === undefined ? {} : { signal: opts.signal }), ...(offered === undefined ? {} : { offered }) })
     if (!supports(card, old.capability)) {
       throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
     }

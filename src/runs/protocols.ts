@@ -71,7 +71,7 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
           // the receiver is called within this handler's budget (past it the caller is answered TIMEOUT, so nothing may commit later)
-          const opts = { signal: ctx.signal, callTimeoutMs: nestedMs }
+          const opts = { signal: ctx.signal, callTimeoutMs: nestedMs, ...(req.to_card === undefined ? {} : { card: req.to_card }) }
           return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString()), opts) }
         }))
       }

@@ -42,7 +42,9 @@ export interface RunsInit {
   privateKey: PrivateKey
   datastore: Datastore
   /** Verified card of an agent (cache, peer, DHT); AGENT_NOT_FOUND when it cannot be had. */
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
+  /** A verified card of the agent this node holds now, without asking anyone (sent with a handoff). */
+  knownCard?: (agentId: string) => AgentCard | undefined
   /** This node's own card, for the capability check on inbound work. */
   ownCard: () => AgentCard | undefined
   /** Runs (running or blocked) this node executes at once before it refuses more (default MAX_CONCURRENT_INBOUND_RUNS). */
@@ -69,6 +71,7 @@ export class Runs {
   private readonly key: PrivateKey
   private readonly caller: RunCaller
   private readonly executor: RunExecutor
+  private readonly knownCard: RunsInit['knownCard']
   /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
   readonly liveness: LivenessMonitor
 
@@ -78,6 +81,7 @@ export class Runs {
     const log = componentLogger(init.logger, 'runs')
     this.store = new RunStore(init.datastore, log, this.agentId)
     const signatures = init.signatures ?? new SignatureCache()
+    this.knownCard = init.knownCard
     this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log, signatures })
     this.executor = new RunExecutor({
       host: init.host,
@@ -205,11 +209,16 @@ export class Runs {
     return this.control(runId, 'cancel', body, opts)
   }
 
-  /** `agent.handoff`: a new run on `toAgent` with the same correlation_id; the old run becomes read-only. */
+  /**
+   * `agent.handoff`: a new run on `toAgent` with the same correlation_id; the
+   * old run becomes read-only. The receiver's card goes with the request when
+   * this node holds it, so the executor does not fetch it.
+   */
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
-    const body = { run_id: runId, to_agent: toAgent, context }
+    const card = this.knownCard?.(toAgent)
+    const body = { run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }) }
     isControlHandoff.assert(body, 'handoff request')
-    if (this.isLocal(runId)) return this.executor.handoff(runId, toAgent, context, EXECUTOR, opts)
+    if (this.isLocal(runId)) return this.executor.handoff(runId, toAgent, context, EXECUTOR, { ...opts, ...(card === undefined ? {} : { card }) })
     return this.control(runId, 'handoff', body, opts)
   }
 

@@ -1,0 +1,77 @@
+/**
+ * A handoff asked of a run's executor carries the receiver's card when the
+ * one who asks holds it: the executor verifies that card instead of fetching
+ * it (no card fetch, no DHT lookup on the handoff's path), and refuses a card
+ * that does not verify, leaving the run where it was.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
+import { peerIdOfAgent } from '../src/identity/identity.ts'
+import type { MeshNode } from '../src/node.ts'
+import { RpcClient } from '../src/wire/rpc.ts'
+import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+
+const WORK = { capability_id: 'cap:card-handoff', version: '1.0.0' }
+
+describe('a handoff carries the receiver\'s card', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode, D: MeshNode
+  const held = new Map<string, PromiseWithResolvers<void>>()
+
+  beforeAll(async () => {
+    nodes = await startMesh(3)
+    ;[A, B, D] = nodes as [MeshNode, MeshNode, MeshNode]
+    for (const n of [B, D]) {
+      n.runs.handle(WORK, async (ctx) => {
+        const gate = Promise.withResolvers<void>()
+        held.set(ctx.run.run_id, gate)
+        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
+        return { ok: true }
+      })
+      await n.publishCard({ name: `worker-${n === B ? 'b' : 'd'}`, capabilities: [WORK] })
+    }
+  })
+  afterAll(async () => {
+    for (const g of held.values()) g.resolve()
+    await stopAll(nodes)
+  })
+
+  async function heldRun (task: string): Promise<string> {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(run.run_id), 'the run to start')
+    return run.run_id
+  }
+
+  it('the executor uses the delegator\'s verified copy of the card: it fetches nothing', async () => {
+    const runId = await heldRun('task-card-offered')
+    // the delegator holds D's card (it found it); the executor does not
+    await A.discovery.getCard(D.agentId)
+    expect(A.discovery.knownCard(D.agentId)?.agent_id).toBe(D.agentId)
+    expect(B.discovery.knownCard(D.agentId)).toBeUndefined()
+    const before = { ...B.discovery.stats }
+    const next = await A.handoff(runId, D.agentId, { why: 'card offered' })
+    expect(next.agent_id).toBe(D.agentId)
+    expect(B.discovery.stats.fetchedCards).toBe(before.fetchedCards)
+    expect(B.discovery.stats.dhtFallbacks).toBe(before.dhtFallbacks)
+    // and it keeps the card it verified
+    expect(B.discovery.knownCard(D.agentId)?.agent_id).toBe(D.agentId)
+  })
+
+  it('a card that does not verify is refused, and the run stays with its executor', async () => {
+    const runId = await heldRun('task-card-forged')
+    const card = A.discovery.knownCard(D.agentId)
+    expect(card).toBeDefined()
+    const client = new RpcClient(A.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES })
+    try {
+      const forged = { ...card, name: 'not what D signed' }
+      const err = await rejectsWith(client.call(peerIdOfAgent(B.agentId), 'handoff', { run_id: runId, to_agent: D.agentId, context: {}, to_card: forged }), 'INVALID_SIGNATURE')
+      expect(err.message).toMatch(/signature/i)
+      // another agent's card for D is refused too
+      const other = await rejectsWith(client.call(peerIdOfAgent(B.agentId), 'handoff', { run_id: runId, to_agent: D.agentId, context: {}, to_card: B.discovery.knownCard(B.agentId) }), 'INVALID_SIGNATURE')
+      expect(other.code).toBe('INVALID_SIGNATURE')
+    } finally {
+      client.close()
+    }
+    expect((await B.runs.getRun(runId)).state).toBe('running')
+  })
+})
