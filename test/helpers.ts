@@ -116,6 +116,23 @@ export function namedGates (): { get: (name: string) => PromiseWithResolvers<voi
   }
 }
 
+/**
+ * Workers that hold their runs: each node serves `capability` (and publishes
+ * a card saying so) with a handler that waits until the test resolves the
+ * run's gate in `held` (set once the run starts) or the run ends.
+ */
+export async function holdingWorkers (nodes: MeshNode[], capability: { capability_id: string, version: string }, held: Map<string, PromiseWithResolvers<void>>): Promise<void> {
+  for (const [i, n] of nodes.entries()) {
+    n.runs.handle(capability, async (ctx) => {
+      const gate = Promise.withResolvers<void>()
+      held.set(ctx.run.run_id, gate)
+      await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
+      return { ok: true }
+    })
+    await n.publishCard({ name: `holding-worker-${i}`, capabilities: [capability] })
+  }
+}
+
 /** A bare libp2p host of this node's stack, started, on TCP loopback (a new Ed25519 key unless one is given). */
 export async function startLoopbackHost (privateKey?: PrivateKey): Promise<MeshHost> {
   const h = await createHost({ privateKey: privateKey ?? await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })

@@ -9,7 +9,7 @@
 import { describe, expect, it, beforeAll, afterAll } from 'vitest'
 import { CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, HANDLER_TIMEOUT_MS, NESTED_CALL_MARGIN_MS, RESPONSE_TIMEOUT_MS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { holdingWorkers, nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:budget-work', version: '1.0.0' }
 /** B's budget per run-protocol request: long enough for an honest request on a loaded machine. */
@@ -24,15 +24,7 @@ describe('a control handoff within the executor\'s request budget', () => {
   beforeAll(async () => {
     nodes = await startMesh(3, { nodeOptions: i => (i === 1 ? { runHandlerTimeoutMs: BUDGET_MS } : { handoffConfirmTimeoutMs: CONFIRM_TIMEOUT_MS }) })
     ;[A, B, C] = nodes as [MeshNode, MeshNode, MeshNode]
-    for (const n of [B, C]) {
-      n.runs.handle(WORK, async (ctx) => {
-        const gate = Promise.withResolvers<void>()
-        held.set(ctx.run.run_id, gate)
-        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
-        return { ok: true }
-      })
-      await n.publishCard({ name: `worker-${n === B ? 'b' : 'c'}`, capabilities: [WORK] })
-    }
+    await holdingWorkers([B, C], WORK, held)
   })
   afterAll(async () => {
     for (const g of held.values()) g.resolve()

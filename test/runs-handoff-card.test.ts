@@ -9,7 +9,7 @@ import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
-import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { holdingWorkers, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:card-handoff', version: '1.0.0' }
 
@@ -21,15 +21,7 @@ describe('a handoff carries the receiver\'s card', () => {
   beforeAll(async () => {
     nodes = await startMesh(3)
     ;[A, B, D] = nodes as [MeshNode, MeshNode, MeshNode]
-    for (const n of [B, D]) {
-      n.runs.handle(WORK, async (ctx) => {
-        const gate = Promise.withResolvers<void>()
-        held.set(ctx.run.run_id, gate)
-        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
-        return { ok: true }
-      })
-      await n.publishCard({ name: `worker-${n === B ? 'b' : 'd'}`, capabilities: [WORK] })
-    }
+    await holdingWorkers([B, D], WORK, held)
   })
   afterAll(async () => {
     for (const g of held.values()) g.resolve()
