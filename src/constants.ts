@@ -157,6 +157,15 @@ export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
  * in a DHT message at all. An asker stops at k providers anyway.
  */
 export const DHT_PROVIDERS_PER_ANSWER = 20
+/**
+ * kad-dht's routing table pings a contact before it adds it, and a full
+ * bucket's oldest contacts before it evicts one (src/wire/dht-contacts.ts). A
+ * contact this node is connected to, or whose last connection closed less than
+ * DHT_CONTACT_FRESH_MS ago, counts as alive without a ping (which would dial
+ * it); closes are remembered for the last DHT_CONTACTS_TRACKED peers.
+ */
+export const DHT_CONTACT_FRESH_MS = 60_000
+export const DHT_CONTACTS_TRACKED = 1024
 
 // ---- agent cards (src/card) --------------------------------------------------------------
 export const CARD_MAX_BYTES = 4 * 1024

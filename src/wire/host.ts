@@ -26,6 +26,7 @@ import { networkServices, networkTransports, relayListenAddrs, type NetworkOptio
 import { withCachedSigning } from '../identity/signing.ts'
 import { libp2pLogger } from './libp2p-log.ts'
 import { meshNoiseCrypto } from './noise-crypto.ts'
+import { contactLiveness, type ContactLivenessStats } from './dht-contacts.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -98,6 +99,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const hardLimit = (opts.maxConnections ?? CONNECTIONS_MAX) + (opts.connectionHeadroom ?? CONNECTIONS_HEADROOM)
   let created: MeshHost | undefined
   let admitted = 0
+  const contacts = contactLiveness()
   const full = (): boolean => (created?.getConnections().length ?? 0) + admitted >= hardLimit
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
@@ -145,7 +147,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     services: {
       identify: identify(),
       ping: ping(),
-      dht: kadDHT({
+      dht: contacts.wrap(kadDHT({
         protocol: DHT_PROTOCOL,
         // a node that reserves relay slots is not reachable directly: it asks, it does not serve
         clientMode: network?.relayClient === true,
@@ -159,7 +161,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         reprovide: { validity: DHT_PROVIDER_VALIDITY_MS, threshold: DHT_REPROVIDE_THRESHOLD_MS, interval: DHT_REPROVIDE_CHECK_INTERVAL_MS },
         validators: opts.dhtValidators ?? {},
         selectors: opts.dhtSelectors ?? {}
-      }),
+      })),
       pubsub: gossipsub({
         // events are durable in the executor's log and synced; gossip is the fast path, so a
         // publish with no mesh peers yet is not an error
@@ -182,10 +184,18 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     }
   }
   created = await createLibp2p(config)
+  contactStats.set(created, contacts.stats)
   created.addEventListener('connection:open', (evt) => {
     if (evt.detail.direction === 'inbound' && admitted > 0) admitted--
   })
   return created
+}
+
+const contactStats = new WeakMap<MeshHost, ContactLivenessStats>()
+
+/** How this host's DHT routing table judged its contacts alive (dht-contacts.ts); zeros for a host made elsewhere. */
+export function dhtContactStats (host: MeshHost): ContactLivenessStats {
+  return contactStats.get(host) ?? { connected: 0, recent: 0, unverified: 0, pinged: 0, failed: 0 }
 }
 
 /** Dial peers given as multiaddrs (bootstrap). Returns the ones that answered. */
