@@ -163,3 +163,20 @@ export function toAapError (err: unknown, fallback: ErrorCode = 'INTERNAL'): Aap
   }
   return new AapError(fallback, e?.message ?? String(err), undefined, { cause: err })
 }
+
+/**
+ * What went wrong, in words, for anything thrown: its message, or its name
+ * and code when it has no message (libp2p and the stream layers throw some
+ * errors without one; a dial failure once read "…: undefined"), or what it is
+ * when it is not an Error at all.
+ */
+export function reasonOf (err: unknown): string {
+  if (typeof err === 'string') return err
+  if (typeof err !== 'object' || err === null) return String(err)
+  const e = err as { message?: unknown, name?: unknown, code?: unknown, type?: unknown }
+  if (typeof e.message === 'string' && e.message !== '') return e.message
+  const name = typeof e.name === 'string' && e.name !== '' ? e.name : err.constructor?.name ?? 'object'
+  const code = typeof e.code === 'string' ? ` (${e.code})` : ''
+  const type = typeof e.type === 'string' ? ` of type ${e.type}` : ''
+  return `${name}${code}${type} without a message`
+}

@@ -14,7 +14,7 @@
 import type { Connection, PeerId, Stream, StreamMessageEvent, Libp2p } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
-import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, responseEnvelope } from './framing.ts'
@@ -292,7 +292,7 @@ export class BulkSession {
     } catch (err) {
       if (timer.aborted) throw new AgentNotFoundError(`agent ${peer.toString()} did not answer the dial within ${DIAL_TIMEOUT_MS} ms`, { reason: 'timeout', timeout: 'dial', limit_ms: DIAL_TIMEOUT_MS }, { cause: err })
       if (opts.signal?.aborted === true) throw new TimeoutError(`dial of agent ${peer.toString()} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
-      throw new AgentNotFoundError(`agent ${peer.toString()} is unreachable on ${protocol}: ${(err as Error).message}`, { reason: 'unreachable' }, { cause: err })
+      throw new AgentNotFoundError(`agent ${peer.toString()} is unreachable on ${protocol}: ${reasonOf(err)}`, { reason: 'unreachable' }, { cause: err })
     }
     return new BulkSession(stream, peer, opts.maxFrameBytes, opts.log)
   }

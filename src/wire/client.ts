@@ -9,7 +9,7 @@ import {
   MAX_OUTBOUND_STREAMS_PER_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS,
   STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
-import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseEnvelope } from './framing.ts'
 import { watchRequests } from './in-flight.ts'
@@ -235,12 +235,11 @@ export class RpcClient {
     try {
       stream = await this.host.dialProtocol(peer, this.protocol, { signal })
     } catch (err) {
-      const e = err as Error
       if (timer.aborted) {
         throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${dialTimeoutMs} ms`, { reason: 'timeout', timeout, limit_ms: dialTimeoutMs }, { cause: err })
       }
       if (callerSignal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
-      throw new AgentNotFoundError(`agent ${key} is unreachable on ${this.protocol}: ${e.message}`, { reason: 'unreachable' }, { cause: err })
+      throw new AgentNotFoundError(`agent ${key} is unreachable on ${this.protocol}: ${reasonOf(err)}`, { reason: 'unreachable' }, { cause: err })
     }
     const session = new Session(stream, key, this.maxFrameBytes, this.log, () => {
       const l = this.sessions.get(key)
