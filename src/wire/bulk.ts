@@ -18,6 +18,7 @@ import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutErr
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, responseEnvelope } from './framing.ts'
+import { dialStream } from './dial.ts'
 import { Outbox } from './outbox.ts'
 import type { CallContext } from './rpc.ts'
 
@@ -288,7 +289,7 @@ export class BulkSession {
     const signal = opts.signal === undefined ? timer : AbortSignal.any([opts.signal, timer])
     let stream: Stream
     try {
-      stream = await host.dialProtocol(peer, protocol, { signal })
+      stream = await dialStream(host, peer, protocol, { signal, log: opts.log })
     } catch (err) {
       if (timer.aborted) throw new AgentNotFoundError(`agent ${peer.toString()} did not answer the dial within ${DIAL_TIMEOUT_MS} ms`, { reason: 'timeout', timeout: 'dial', limit_ms: DIAL_TIMEOUT_MS }, { cause: err })
       if (opts.signal?.aborted === true) throw new TimeoutError(`dial of agent ${peer.toString()} was aborted by the caller`, { reason: 'aborted' }, { cause: err })

@@ -12,6 +12,7 @@ import {
 import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseEnvelope } from './framing.ts'
+import { dialStream } from './dial.ts'
 import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
 import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
@@ -233,7 +234,7 @@ export class RpcClient {
     const signal = callerSignal === undefined ? timer : AbortSignal.any([callerSignal, timer])
     let stream: Stream
     try {
-      stream = await this.host.dialProtocol(peer, this.protocol, { signal })
+      stream = await dialStream(this.host, peer, this.protocol, { signal, log: this.log })
     } catch (err) {
       if (timer.aborted) {
         throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${dialTimeoutMs} ms`, { reason: 'timeout', timeout, limit_ms: dialTimeoutMs }, { cause: err })

@@ -111,7 +111,8 @@ export function limitedConnectionsHost<T extends Libp2p<any>> (host: T): T {
       if (prop === 'dialProtocol') {
         return async (peer: unknown, protocols: string | string[], options?: Record<string, unknown>) => {
           const conn = isPeerId(peer) ? settledConnection(target.getConnections(peer)) : undefined
-          if (conn !== undefined) return conn.newStream(protocols, { ...options, ...LIMITED_OK })
+          // `force` asks for a new connection (dial.ts: the settled one was closing)
+          if (conn !== undefined && options?.force !== true) return conn.newStream(protocols, { ...options, ...LIMITED_OK })
           return target.dialProtocol(peer as never, protocols, { ...options, ...LIMITED_OK })
         }
       }

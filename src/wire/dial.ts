@@ -1,0 +1,35 @@
+/**
+ * A stream to a peer whose connection is closing.
+ *
+ * libp2p's dialProtocol opens the stream on a connection it already has to
+ * the peer. One that either side's connection budget is closing at that
+ * instant refuses it (ConnectionClosedError: "The connection muxer is
+ * "closed" and not "open""), and a request failed although the peer was up:
+ * one task of a 100-node simulation did. Such a refusal is tried once more,
+ * on a new connection (`force`), within the caller's signal; any other
+ * failure is the caller's to report.
+ */
+import type { Libp2p, PeerId, Stream } from '@libp2p/interface'
+import type { Logger } from '../logger.ts'
+
+/** What libp2p throws for a stream asked of a connection that is closing or closed. */
+const CLOSING_CONNECTION_ERRORS = new Set(['ConnectionClosedError', 'ConnectionClosingError', 'MuxerClosedError'])
+
+export function isClosingConnectionError (err: unknown): boolean {
+  const name = (err as { name?: unknown } | null)?.name
+  return typeof name === 'string' && CLOSING_CONNECTION_ERRORS.has(name)
+}
+
+/** Streams opened on a new connection because the one they were first asked of was closing (all hosts of the process). */
+export const dialStats = { retriedOnClosingConnection: 0 }
+
+export async function dialStream (host: Pick<Libp2p, 'dialProtocol'>, peer: PeerId, protocol: string, opts: { signal: AbortSignal, log?: Logger }): Promise<Stream> {
+  try {
+    return await host.dialProtocol(peer, protocol, { signal: opts.signal })
+  } catch (err) {
+    if (opts.signal.aborted || !isClosingConnectionError(err)) throw err
+    dialStats.retriedOnClosingConnection++
+    opts.log?.debug({ peer: peer.toString(), protocol, err: (err as Error).message }, 'the connection was closing; opening the stream on a new one')
+    return await host.dialProtocol(peer, protocol, { signal: opts.signal, force: true })
+  }
+}
