@@ -9,10 +9,11 @@
  * peer that was only named out of the table without a dial.
  */
 import type { PeerId } from '@libp2p/interface'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { ContactNotVerifiedError, livenessPing, type ContactLivenessStats } from '../src/wire/dht-contacts.ts'
 import { dhtContactStats, type MeshHost } from '../src/wire/host.ts'
-import { startLoopbackHost, until } from './helpers.ts'
+import { until } from './helpers.ts'
+import { loopbackHostsPerTest } from './loopback-hosts.ts'
 
 interface DhtInternals {
   network: { safeDispatchEvent: (type: 'peer', init: { detail: { id: PeerId, multiaddrs: unknown[], protocols: string[] } }) => void }
@@ -30,15 +31,10 @@ function opensTo (host: MeshHost, peer: PeerId): () => number {
 const zero = (): ContactLivenessStats => ({ connected: 0, recent: 0, unverified: 0, pinged: 0, failed: 0 })
 
 describe('DHT contacts are judged alive without a connection of their own', () => {
-  let hosts: MeshHost[] = []
-  afterEach(async () => {
-    await Promise.all(hosts.map(async h => h.stop()))
-    hosts = []
-  })
+  const start = loopbackHostsPerTest()
 
   it('a peer only named in a DHT answer is neither dialed nor added; a peer connected a moment ago is added without a dial', async () => {
-    hosts = await Promise.all([startLoopbackHost(), startLoopbackHost(), startLoopbackHost()])
-    const [a, named, gone] = hosts as [MeshHost, MeshHost, MeshHost]
+    const [a, named, gone] = await start(3) as [MeshHost, MeshHost, MeshHost]
     const dialsToNamed = opensTo(a, named.peerId)
     // kad-dht hears of `named` the way it hears of the closer peers in an answer
     internals(a).network.safeDispatchEvent('peer', { detail: { id: named.peerId, multiaddrs: named.getMultiaddrs(), protocols: [] } })
@@ -62,8 +58,7 @@ describe('DHT contacts are judged alive without a connection of their own', () =
   })
 
   it('a contact of the table that is not connected any more is pinged over the network, which dials it', async () => {
-    hosts = await Promise.all([startLoopbackHost(), startLoopbackHost()])
-    const [a, b] = hosts as [MeshHost, MeshHost]
+    const [a, b] = await start(2) as [MeshHost, MeshHost]
     const stats = zero()
     let inTable = false
     const ping = livenessPing({ ping: a.services.ping, connectionManager: a, events: a, logger: a.logger }, stats, { inTable: async () => inTable, freshMs: 0 })

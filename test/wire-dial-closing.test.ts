@@ -8,10 +8,10 @@
  * src/wire/dial.ts tries such a refusal once more on a new connection.
  */
 import type { Stream } from '@libp2p/interface'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { dialStats, dialStream, isClosingConnectionError } from '../src/wire/dial.ts'
 import type { MeshHost } from '../src/wire/host.ts'
-import { startLoopbackHost } from './helpers.ts'
+import { loopbackHostsPerTest } from './loopback-hosts.ts'
 
 const ECHO = '/aap-test/echo/1.0.0'
 
@@ -24,15 +24,10 @@ async function echoOnce (stream: Stream, text: string): Promise<string> {
 }
 
 describe('a stream asked of a closing connection', () => {
-  let hosts: MeshHost[] = []
-  afterEach(async () => {
-    await Promise.all(hosts.map(async h => h.stop()))
-    hosts = []
-  })
+  const start = loopbackHostsPerTest()
 
   it('is opened on a new connection, and answers', async () => {
-    hosts = await Promise.all([startLoopbackHost(), startLoopbackHost()])
-    const [a, b] = hosts as [MeshHost, MeshHost]
+    const [a, b] = await start(2) as [MeshHost, MeshHost]
     await b.handle(ECHO, (stream) => {
       stream.addEventListener('message', (evt) => { stream.send(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()) })
     })
@@ -49,8 +44,7 @@ describe('a stream asked of a closing connection', () => {
   })
 
   it('is not tried again when the failure is anything else', async () => {
-    hosts = await Promise.all([startLoopbackHost(), startLoopbackHost()])
-    const [a, b] = hosts as [MeshHost, MeshHost]
+    const [a, b] = await start(2) as [MeshHost, MeshHost]
     await a.dial(b.getMultiaddrs()[0]!)
     const before = dialStats.retriedOnClosingConnection
     // b does not speak the protocol: that is the caller's to report, at once
