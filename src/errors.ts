@@ -161,7 +161,7 @@ export function toAapError (err: unknown, fallback: ErrorCode = 'INTERNAL'): Aap
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
     return new TimeoutError(e.message ?? 'timed out', undefined, { cause: err })
   }
-  return new AapError(fallback, e?.message ?? String(err), undefined, { cause: err })
+  return new AapError(fallback, reasonOf(err), undefined, { cause: err })
 }
 
 /**

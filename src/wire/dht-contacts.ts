@@ -22,10 +22,11 @@
  *    named by another one enters the table once this node has talked to it (a
  *    lookup that asks it adds it on its answer), not on hearsay.
  */
-import type { ComponentLogger, Connection, Libp2pEvents, PeerId, TypedEventTarget } from '@libp2p/interface'
+import { isPeerId, type ComponentLogger, type Connection, type Libp2pEvents, type PeerId, type TypedEventTarget } from '@libp2p/interface'
 import type { KadDHT, KadDHTComponents } from '@libp2p/kad-dht'
 import type { Ping } from '@libp2p/ping'
 import { DHT_CONTACT_FRESH_MS, DHT_CONTACTS_TRACKED } from '../constants.ts'
+import { reasonOf } from '../errors.ts'
 
 export interface ContactLivenessStats {
   /** Contacts judged alive by an open connection. */
@@ -96,15 +97,11 @@ export function livenessPing (components: Components, stats: ContactLivenessStat
         return await components.ping.ping(peer, options)
       } catch (err) {
         stats.failed++
-        log('contact %s did not answer its ping: %s', peer.toString(), (err as Error).message)
+        log('contact %s did not answer its ping: %s', peer.toString(), reasonOf(err))
         throw err
       }
     }
   }
-}
-
-function isPeerId (p: unknown): p is PeerId {
-  return typeof p === 'object' && p !== null && 'type' in p && 'toMultihash' in p
 }
 
 /** What kad-dht's routing table offers here: `find` resolves to the peer when it is a contact. */

@@ -10,6 +10,7 @@
  * failure is the caller's to report.
  */
 import type { Libp2p, PeerId, Stream } from '@libp2p/interface'
+import { reasonOf } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 
 /** What libp2p throws for a stream asked of a connection that is closing or closed. */
@@ -29,7 +30,7 @@ export async function dialStream (host: Pick<Libp2p, 'dialProtocol'>, peer: Peer
   } catch (err) {
     if (opts.signal.aborted || !isClosingConnectionError(err)) throw err
     dialStats.retriedOnClosingConnection++
-    opts.log?.debug({ peer: peer.toString(), protocol, err: (err as Error).message }, 'the connection was closing; opening the stream on a new one')
+    opts.log?.debug({ peer: peer.toString(), protocol, err: reasonOf(err) }, 'the connection was closing; opening the stream on a new one')
     return await host.dialProtocol(peer, protocol, { signal: opts.signal, force: true })
   }
 }
