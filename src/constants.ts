@@ -149,14 +149,14 @@ export const DHT_PROVIDER_VALIDITY_MS = 12 * 60 * 60 * 1000
 export const DHT_REPROVIDE_THRESHOLD_MS = 6 * 60 * 60 * 1000
 export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
 /**
- * Providers a node names in one answer to a provider lookup (a random pick
- * when it holds more; src/wire/provider-answers.ts). kad-dht names every one:
- * an answer grew with the mesh (about 150 providers per capability key at 500
- * simulated nodes), each cost the answering node a peer-store read and the
- * asker a peer-store merge, and a capability many agents offer would not fit
- * in a DHT message at all. An asker stops at k providers anyway.
+ * Providers a node names in one answer to a provider lookup (a random pick when it holds more;
+ * src/wire/provider-answers.ts): kad-dht names every one, so an answer grew with the mesh (about 150
+ * per capability key at 500 simulated nodes), at a peer-store cost on both sides. kad-dht's lookup
+ * stops at k providers; a discover that wants more asks the key's closest peers itself,
+ * DHT_PROVIDER_SWEEP_CONCURRENCY at a time (src/wire/dht-providers.ts).
  */
 export const DHT_PROVIDERS_PER_ANSWER = 20
+export const DHT_PROVIDER_SWEEP_CONCURRENCY = 3
 /**
  * kad-dht's routing table pings a contact before it adds it, and a full
  * bucket's oldest contacts before it evicts one (src/wire/dht-contacts.ts). A

@@ -25,6 +25,9 @@ export interface DiscoveryStats {
   lookupErrors: number
   /** Providers the lookups named, other than this node and repeats. */
   lookupProviders: number
+  /** Lookups that went on past kad-dht's k providers to the key's closest peers (src/wire/dht-providers.ts), and the providers only they named. */
+  providerSweeps: number
+  sweptProviders: number
   /** Discovers whose deadline (DISCOVER_TIMEOUT_MS or the caller's signal) ended them before the lookup did. */
   discoversCutShort: number
 }
@@ -43,6 +46,8 @@ export function newDiscoveryStats (): DiscoveryStats {
     lookupAnswers: 0,
     lookupErrors: 0,
     lookupProviders: 0,
+    providerSweeps: 0,
+    sweptProviders: 0,
     discoversCutShort: 0
   }
 }

@@ -7,7 +7,9 @@
  * is announced once while the card names it, and kad-dht provides it again
  * before its records expire.
  *
- * Discovery: findProviders on the query's key yields peers; each peer's card
+ * Discovery: a provider lookup on the query's key yields peers (kad-dht's,
+ * which stops at k providers, then, when the caller wants more, the key's
+ * closest peers asked directly: src/wire/dht-providers.ts); each peer's card
  * comes from the peer itself over /aap/card/0.1.0, or from a verified cache,
  * and the DHT record is the fallback when the peer cannot be reached. Nothing
  * unverified is ever returned.
@@ -29,6 +31,7 @@ import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
+import { lookupProviders } from '../wire/dht-providers.ts'
 import type { MeshHost } from '../wire/host.ts'
 import {
   capabilityKey, cardMatches, cardRecordKey, encodeCardRecord,
@@ -329,16 +332,14 @@ export class Discovery {
       AbortSignal.timeout(DISCOVER_TIMEOUT_MS),
       stopped.signal
     ])
-    const seen = new Set<string>()
     let yielded = 0
 
     const own = this.own
+    // the lookup never names this node: its card comes from here, if asked for
     if (opts.includeSelf === true && own !== undefined && cardMatches(own, query)) {
-      seen.add(own.agent_id)
       yield own
       if (++yielded >= limit) return
     }
-    seen.add(this.agentId)
 
     const key = await this.queryKey(query)
     if (key === undefined) {
@@ -376,19 +377,18 @@ export class Discovery {
     void (async () => {
       this.stats.lookups++
       try {
-        for await (const ev of this.host.services.dht.findProviders(key, { signal })) {
-          if (ev.name === 'PEER_RESPONSE') this.stats.lookupAnswers++
-          else if (ev.name === 'QUERY_ERROR') this.stats.lookupErrors++
-          if (ev.name !== 'PROVIDER') continue
-          for (const p of ev.providers) {
-            const id = p.id.toString()
-            if (seen.has(id)) continue
-            seen.add(id)
-            this.stats.lookupProviders++
-            pending.push(p.id)
+        let swept = false // counted once per discover
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log })) {
+          if (ev.name === 'answer') this.stats.lookupAnswers++
+          else if (ev.name === 'error') this.stats.lookupErrors++
+          else {
+            if (ev.sweep && !swept) this.stats.providerSweeps++
+            if (ev.sweep) this.stats.sweptProviders += ev.providers.length
+            swept ||= ev.sweep
+            this.stats.lookupProviders += ev.providers.length
+            pending.push(...ev.providers)
+            drain()
           }
-          drain()
-          if (seen.size - 1 >= limit * 2) break
         }
       } catch (err) {
         // the lookup's time is up or no peer answers: what was found is the answer

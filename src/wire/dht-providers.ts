@@ -1,0 +1,141 @@
+/**
+ * A provider lookup that can name more than k providers.
+ *
+ * kad-dht's findProviders ends once it has named k providers (its bucket
+ * size), however many hold the key, and each answer names at most
+ * DHT_PROVIDERS_PER_ANSWER of them (provider-answers.ts). So a capability that
+ * more than k agents offer was discovered as k of them, whatever limit the
+ * caller gave: a router that compares agents saw a fixed few.
+ *
+ * This lookup runs kad-dht's own first. When that named k or more and the
+ * caller wants more, it goes on with a sweep: this node's own provider records
+ * for the key, then the k peers closest to the key (kad-dht's getClosestPeers:
+ * the holders of its provider records), each asked once with a GET_PROVIDERS
+ * of its own, DHT_PROVIDER_SWEEP_CONCURRENCY at a time, until the caller has
+ * enough, every holder has answered, or a round of answers named nobody new.
+ * Each holder names its own pick of what it holds, so their answers together
+ * cover more than any one of them.
+ *
+ * It reads kad-dht members its KadDHT interface does not declare (k, network,
+ * providers). Their shape is checked: without them the lookup is kad-dht's
+ * alone, and the log says so once.
+ */
+import type { PeerId } from '@libp2p/interface'
+import { MessageType, type KadDHT, type QueryEvent } from '@libp2p/kad-dht'
+import type { CID } from 'multiformats/cid'
+import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
+import { reasonOf } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+
+/** What a provider lookup reports, in order: answers, failed requests and new providers. */
+export type ProviderLookupEvent =
+  | { name: 'answer', from: PeerId }
+  | { name: 'error', from: PeerId, reason: string }
+  | { name: 'providers', providers: PeerId[], sweep: boolean }
+
+interface SweepParts {
+  k: number
+  network: { sendRequest: (to: PeerId, msg: { type: MessageType, key: Uint8Array }, options: { signal: AbortSignal, path: { index: number, queued: number, running: number, total: number } }) => AsyncIterable<QueryEvent> }
+  providers: { getProviders: (key: CID, options?: { signal?: AbortSignal }) => Promise<PeerId[]> }
+}
+
+function sweepPartsOf (dht: KadDHT): SweepParts | undefined {
+  const d = dht as unknown as Partial<Record<keyof SweepParts, unknown>>
+  const network = d.network as { sendRequest?: unknown } | undefined
+  const providers = d.providers as { getProviders?: unknown } | undefined
+  if (typeof d.k !== 'number' || typeof network?.sendRequest !== 'function' || typeof providers?.getProviders !== 'function') return undefined
+  return dht as unknown as SweepParts
+}
+
+/** One request outside a kad-dht query has no path of a query; kad-dht marks its own local answers the same way. */
+const NO_PATH = { index: -1, queued: 0, running: 0, total: 0 }
+
+let warnedNoSweep = false
+
+/**
+ * Providers of `key`, as kad-dht names them and then, when that was k or more
+ * and `want` is larger, from a sweep of the key's closest peers. Never names
+ * this node or a provider twice; ends at `want` providers, when the sweep is
+ * done, or on `signal`.
+ */
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger }): AsyncGenerator<ProviderLookupEvent> {
+  const seen = new Set<string>([self.toString()])
+  const asked = new Set<string>([self.toString()])
+  let found = 0
+  const fresh = (list: Iterable<PeerId>): PeerId[] => {
+    const out: PeerId[] = []
+    for (const p of list) {
+      const id = p.toString()
+      if (seen.has(id)) continue
+      seen.add(id)
+      out.push(p)
+    }
+    found += out.length
+    return out
+  }
+
+  let named = 0
+  for await (const ev of dht.findProviders(key, { signal: opts.signal })) {
+    if (ev.name === 'PEER_RESPONSE') {
+      asked.add(ev.from.toString())
+      yield { name: 'answer', from: ev.from }
+    } else if (ev.name === 'QUERY_ERROR') {
+      yield { name: 'error', from: ev.from, reason: reasonOf(ev.error) }
+    } else if (ev.name === 'PROVIDER') {
+      named += ev.providers.length
+      const news = fresh(ev.providers.map(p => p.id))
+      if (news.length > 0) yield { name: 'providers', providers: news, sweep: false }
+      if (found >= opts.want) return
+    }
+  }
+  const parts = sweepPartsOf(dht)
+  // kad-dht's lookup ran to its end without reaching k: it named every provider it met
+  if (parts === undefined || named < parts.k || opts.signal.aborted) {
+    if (parts === undefined && !warnedNoSweep) {
+      warnedNoSweep = true
+      opts.log.warn('this kad-dht does not expose k, network and providers: a discover names at most k providers')
+    }
+    return
+  }
+
+  const local = fresh(await parts.providers.getProviders(key, { signal: opts.signal }))
+  if (local.length > 0) yield { name: 'providers', providers: local, sweep: true }
+  if (found >= opts.want) return
+
+  const holders: PeerId[] = []
+  for await (const ev of dht.getClosestPeers(key.multihash.bytes, { signal: opts.signal })) {
+    if (ev.name === 'FINAL_PEER' && !asked.has(ev.peer.id.toString())) holders.push(ev.peer.id)
+  }
+  for (let i = 0; i < holders.length && found < opts.want && !opts.signal.aborted; i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
+    const batch = holders.slice(i, i + DHT_PROVIDER_SWEEP_CONCURRENCY)
+    const answers = await Promise.all(batch.map(async (peer): Promise<ProviderLookupEvent[]> => {
+      const out: ProviderLookupEvent[] = []
+      try {
+        for await (const ev of parts.network.sendRequest(peer, { type: MessageType.GET_PROVIDERS, key: key.multihash.bytes }, { signal: opts.signal, path: NO_PATH })) {
+          if (ev.name === 'PEER_RESPONSE') {
+            out.push({ name: 'answer', from: peer })
+            out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: true })
+          } else if (ev.name === 'QUERY_ERROR') {
+            out.push({ name: 'error', from: peer, reason: reasonOf(ev.error) })
+          }
+        }
+      } catch (err) {
+        out.push({ name: 'error', from: peer, reason: reasonOf(err) })
+      }
+      return out
+    }))
+    let added = 0
+    for (const ev of answers.flat()) {
+      if (ev.name !== 'providers') {
+        yield ev
+        continue
+      }
+      const news = fresh(ev.providers)
+      added += news.length
+      if (news.length > 0) yield { name: 'providers', providers: news, sweep: true }
+      if (found >= opts.want) return
+    }
+    // holders that answered and named nobody new: the others most likely hold the same
+    if (added === 0 && answers.some(list => list.some(ev => ev.name === 'answer'))) return
+  }
+}

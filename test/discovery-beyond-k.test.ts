@@ -1,0 +1,85 @@
+/**
+ * A capability that more agents offer than the DHT's k: kad-dht's provider
+ * lookup stops once it named k providers, so discover found a fixed few
+ * whatever limit the caller gave. The lookup now goes on to this node's own
+ * records and the key's closest peers (src/wire/dht-providers.ts) until the
+ * caller has its limit.
+ *
+ * Real nodes and real provider records; where a test needs the records spread
+ * in a particular way, it writes them into the nodes' provider stores as an
+ * ADD_PROVIDER would (the offering nodes' addresses are in every peer store).
+ */
+import type { PeerId } from '@libp2p/interface'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { capabilityKey } from '../src/card/card.ts'
+import { peerIdOfAgent } from '../src/identity/identity.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startMesh, stopAll } from './helpers.ts'
+
+const K = 3
+const NODES = 10
+const OFFERING = 7
+const cap = { capability_id: 'cap:widely-offered', version: '1.0.0' }
+
+interface ProviderStore {
+  addProvider: (key: unknown, peer: PeerId) => Promise<void>
+  removeProvider: (key: unknown, peer: PeerId) => Promise<void>
+}
+const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
+
+describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capability)`, () => {
+  let nodes: MeshNode[] = []
+  let offering: PeerId[] = []
+  beforeAll(async () => {
+    nodes = await startMesh(NODES, { nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
+    for (const n of nodes.slice(0, OFFERING)) {
+      await n.publishCard({ name: 'wide', description: 'one of many', capabilities: [cap], tags: ['wide'] })
+      expect(await n.discovery.announce()).toBeGreaterThan(0)
+    }
+    offering = nodes.slice(0, OFFERING).map(n => peerIdOfAgent(n.agentId))
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  const offeringIds = (): string[] => nodes.slice(0, OFFERING).map(n => n.agentId).sort()
+
+  it('finds every one when the key\'s holders each hold only some of the records', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    // the key's k closest peers as the asker sees them
+    const holders: PeerId[] = []
+    for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
+      if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
+    }
+    expect(holders).toHaveLength(K)
+    // no node holds a record of the key any more, except these parts: 3 + 2 + 2 of the 7
+    for (const n of nodes) for (const p of offering) await storeOf(n).removeProvider(key, p)
+    const parts = [offering.slice(0, 3), offering.slice(3, 5), offering.slice(5)]
+    for (const [i, holder] of holders.entries()) {
+      const node = nodes.find(n => peerIdOfAgent(n.agentId).equals(holder))!
+      for (const p of parts[i]!) await storeOf(node).addProvider(key, p)
+    }
+    // kad-dht's lookup stops at k: any two parts already make 4 or more, so it never saw all 7
+    const before = asker.discovery.stats.providerSweeps
+    const found = await asker.discover({ capability: cap }, { fresh: true })
+    expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
+    expect(asker.discovery.stats.providerSweeps).toBe(before + 1)
+  })
+
+  it('finds every one when this node holds the records itself (kad-dht hands out only k of its own)', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[OFFERING]!
+    for (const p of offering) await storeOf(asker).addProvider(key, p)
+    const before = asker.discovery.stats.providerSweeps
+    const found = await asker.discover({ capability: cap }, { fresh: true })
+    expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
+    expect(asker.discovery.stats.providerSweeps).toBe(before + 1)
+  })
+
+  it('does not sweep when the caller asks for no more than the lookup named', async () => {
+    const n = nodes[OFFERING + 1]!
+    const before = n.discovery.stats.providerSweeps
+    const found = await n.discover({ tags: ['wide'] }, { limit: 1 })
+    expect(found).toHaveLength(1)
+    expect(n.discovery.stats.providerSweeps).toBe(before)
+  })
+})
