@@ -2,6 +2,7 @@
  * Bounds and names of the A2A v1.0 bridge (inbound server and outbound
  * agents). Units are in the names.
  */
+import { CALL_TIMEOUT_MS, CARD_FETCH_TIMEOUT_MS, DHT_GET_TIMEOUT_MS } from '../constants.ts'
 
 /** The extension a mesh agent's A2A card declares: runs, checkpoints and correlation ride A2A as below. */
 export const A2A_MESH_EXTENSION_URI = 'https://aap-mesh.dev/extensions/a2a-mesh/v0.1'
@@ -43,8 +44,12 @@ export const A2A_BODY_MAX_BYTES = 100 * 1024
 export const A2A_CARD_REFRESH_MS = 60_000
 /** Bound on resolving a mesh agent's card for an A2A request. */
 export const A2A_CARD_RESOLVE_TIMEOUT_MS = 10_000
-/** Bound on a mesh call (delegate, resume, cancel) made for an A2A request. */
-export const A2A_MESH_CALL_TIMEOUT_MS = 15_000
+/**
+ * Bound on a mesh call (delegate, resume, cancel) made for an A2A request: a backstop past the
+ * call's own bounds (resolving the card, then the call), so the client is told the call's own
+ * typed error (AGENT_NOT_FOUND, or TIMEOUT naming the limit) rather than that it was aborted.
+ */
+export const A2A_MESH_CALL_TIMEOUT_MS = CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS + CALL_TIMEOUT_MS + 1_000
 
 /** Bound on fetching an A2A server's agent card. */
 export const A2A_CARD_FETCH_TIMEOUT_MS = 10_000

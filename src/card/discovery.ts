@@ -448,7 +448,8 @@ export class Discovery {
     const peer = peerIdOfAgent(agentId)
     const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
     if (cached !== undefined) return cached
-    const signal = opts.signal ?? AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)
+    // its own bound even under a longer caller budget (a delegate's), so the call after it has its time
+    const signal = AbortSignal.any([...(opts.signal === undefined ? [] : [opts.signal]), AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)])
     let peerError: AapError
     let answer: Record<string, unknown> | undefined
     try {
