@@ -286,6 +286,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     let unfollow = (): void => {}
     const t0 = Date.now()
     const involved: string[] = [driver.node.agentId]
+    let step = 'discover' // a failure's step goes with it into the report
     try {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
@@ -312,6 +313,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       // the driver follows its task: events wake each step (no polling)
       const waiters: Array<{ match: (e: AgentEvent) => boolean, resolve: (e: AgentEvent) => void }> = []
       const seen: AgentEvent[] = []
+      step = 'subscribe'
       const driverSub = await driver.node.events.subscribe(taskId, {
         participants: [first.agentId, second.agentId],
         onEvent: (e) => {
@@ -349,6 +351,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       }
 
       // task.assign -> delegate
+      step = 'delegate'
       const q0 = performance.now()
       const run = await driver.node.delegate({ to_agent: first.agentId, task_id: taskId, capability: cap, input: { task: i } })
       delegateMs.add(performance.now() - q0)
@@ -357,12 +360,14 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
 
       // checkpoint.raise (by the coordinator, while the agent works) -> block; checkpoint.resolve -> resume; the agent says it was told
       await waitFor('started progress', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'started')
+      step = 'block, resume'
       await driver.node.block(run.run_id, 'needs approval', checkpointOf(taskId))
       const resolution = { approved: true, reviewer: `human-${i}` }
       await driver.node.resume(run.run_id, resolution)
       await waitFor('resumed progress, told of the checkpoint', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'resumed' && e.payload.raised_by === driver.node.agentId)
 
       // ownership.transfer -> handoff
+      step = 'handoff'
       const next = await driver.node.handoff(run.run_id, second.agentId, { reason: 'ownership transfer', from_task: taskId })
       rec.runs.push(next)
       acknowledged.set(next.run_id, driver)
@@ -373,6 +378,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       // audit.replay on a node that took no part
       const auditor = pick(honest.filter(n => n.up && !involved.includes(n.node.agentId)))
       const r0 = performance.now()
+      step = 'replay'
       const replay = await auditor.node.events.replay(taskId, { participants: [driver.node.agentId, first.agentId] })
       replayMs.add(performance.now() - r0)
       const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1, raisedBy: driver.node.agentId })
@@ -397,7 +403,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       eventsExpected += expected.size * rec.observed.length
       for (const o of rec.observed) for (const k of expected) if (o.seen.has(k)) eventsDelivered++
     } catch (err) {
-      rec.problems.push(err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message)
+      rec.problems.push(`${step}: ${err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message}`)
     } finally {
       for (const s of subs) s.close()
       unfollow()
