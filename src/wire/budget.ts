@@ -22,10 +22,11 @@
  * peer store has it, so a round that read the tags a moment earlier does not
  * close the connection of a delegation that was just answered.
  *
- * kad-dht keeps its 20 closest peers connected (a `keep-alive` tag, which
- * libp2p's reconnect queue redials). With a budget below that, the budget
- * wins: a pruned peer loses its keep-alive tags first, or it would be redialed
- * at once and the two would fight forever.
+ * A peer with a `keep-alive` tag is redialed by libp2p's reconnect queue when
+ * its connection closes. kad-dht's closest peers no longer get one
+ * (dht-keepalive.ts: its `kad-close` value stays); for any other keep-alive
+ * tag (a relay's, say) the budget wins: a pruned peer loses its keep-alive
+ * tags first, or it would be redialed at once and the two would fight forever.
  *
  * Past the hard limit (the bound plus CONNECTIONS_HEADROOM, where libp2p
  * refuses inbound connections), grace no longer protects a connection whose
@@ -241,7 +242,7 @@ export class ConnectionBudget {
     for (const id of this.worth.keys()) if (!open.has(id)) this.worth.delete(id)
   }
 
-  /** Drop the keep-alive tags of a peer about to be pruned (kad-dht's, which libp2p redials). */
+  /** Drop the keep-alive tags of a peer about to be pruned (libp2p redials a peer that has one). */
   private async dropKeepAlive (c: Connection, v: PeerWorth | undefined): Promise<void> {
     if (v === undefined || v.keepAlive.length === 0) return
     const drop = v.keepAlive

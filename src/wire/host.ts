@@ -27,6 +27,7 @@ import { withCachedSigning } from '../identity/signing.ts'
 import { libp2pLogger } from './libp2p-log.ts'
 import { meshNoiseCrypto } from './noise-crypto.ts'
 import { contactLiveness, type ContactLivenessStats } from './dht-contacts.ts'
+import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -147,7 +148,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     services: {
       identify: identify(),
       ping: ping(),
-      dht: contacts.wrap(kadDHT({
+      // kad-dht's closest peers keep their value for the budget but are not redialed on every close (dht-keepalive.ts)
+      dht: contacts.wrap(dhtWithoutKeepAlive(kadDHT({
         protocol: DHT_PROTOCOL,
         // a node that reserves relay slots is not reachable directly: it asks, it does not serve
         clientMode: network?.relayClient === true,
@@ -161,7 +163,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         reprovide: { validity: DHT_PROVIDER_VALIDITY_MS, threshold: DHT_REPROVIDE_THRESHOLD_MS, interval: DHT_REPROVIDE_CHECK_INTERVAL_MS },
         validators: opts.dhtValidators ?? {},
         selectors: opts.dhtSelectors ?? {}
-      })),
+      }))),
       pubsub: gossipsub({
         // events are durable in the executor's log and synced; gossip is the fast path, so a
         // publish with no mesh peers yet is not an error
