@@ -25,7 +25,7 @@ export interface DiscoveryStats {
   lookupErrors: number
   /** Providers the lookups named, other than this node and repeats. */
   lookupProviders: number
-  /** Lookups that went on past kad-dht's k providers to the key's closest peers (src/wire/dht-providers.ts), and the providers only they named. */
+  /** Lookups that found providers past kad-dht's walk (this node's own records, the key's closest peers: src/wire/dht-providers.ts), and those providers. */
   providerSweeps: number
   sweptProviders: number
   /** Discovers whose deadline (DISCOVER_TIMEOUT_MS or the caller's signal) ended them before the lookup did. */

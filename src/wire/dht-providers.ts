@@ -7,11 +7,12 @@
  * more than k agents offer was discovered as k of them, whatever limit the
  * caller gave: a router that compares agents saw a fixed few.
  *
- * This lookup runs kad-dht's own first. When that named k or more and the
- * caller wants more, it goes on with a sweep: this node's own provider records
- * for the key, then the k peers closest to the key (kad-dht's getClosestPeers:
- * the holders of its provider records), each asked once with a GET_PROVIDERS
- * of its own, DHT_PROVIDER_SWEEP_CONCURRENCY at a time, until the caller has
+ * This lookup runs kad-dht's own first. When the caller wants more, it reads
+ * this node's own provider records for the key (kad-dht hands out at most k
+ * of them, and none whose peer is missing from the peer store). When kad-dht's
+ * walk named k or more, it goes on with a sweep: the k peers closest to the
+ * key (kad-dht's getClosestPeers: the holders of its provider records), each
+ * asked once with a GET_PROVIDERS of its own, DHT_PROVIDER_SWEEP_CONCURRENCY at a time, until the caller has
  * enough, every holder has answered, or a round of answers named nobody new.
  * Each holder names its own pick of what it holds, so their answers together
  * cover more than any one of them.
@@ -89,18 +90,19 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     }
   }
   const parts = sweepPartsOf(dht)
-  // kad-dht's lookup ran to its end without reaching k: it named every provider it met
-  if (parts === undefined || named < parts.k || opts.signal.aborted) {
-    if (parts === undefined && !warnedNoSweep) {
+  if (parts === undefined) {
+    if (!warnedNoSweep) {
       warnedNoSweep = true
       opts.log.warn('this kad-dht does not expose k, network and providers: a discover names at most k providers')
     }
     return
   }
-
+  if (opts.signal.aborted) return
+  // kad-dht names at most k of this node's own records, and none whose peer it has no address for
   const local = fresh(await parts.providers.getProviders(key, { signal: opts.signal }))
   if (local.length > 0) yield { name: 'providers', providers: local, sweep: true }
-  if (found >= opts.want) return
+  // a walk that named fewer than k ran to its end: it named every provider the network told it of
+  if (found >= opts.want || named < parts.k) return
 
   const holders: PeerId[] = []
   for await (const ev of dht.getClosestPeers(key.multihash.bytes, { signal: opts.signal })) {
