@@ -8,8 +8,8 @@
  * before its records expire.
  *
  * Discovery: a provider lookup on the query's key yields peers (kad-dht's,
- * which stops at k providers, then, when the caller wants more, the key's
- * closest peers asked directly: src/wire/dht-providers.ts); each peer's card
+ * which stops at k providers, then, when the caller wants more, this node's
+ * own records and the key's closest peers: src/wire/dht-providers.ts); each peer's card
  * comes from the peer itself over /aap/card/0.1.0, or from a verified cache,
  * and the DHT record is the fallback when the peer cannot be reached. Nothing
  * unverified is ever returned.

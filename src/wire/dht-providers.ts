@@ -12,8 +12,9 @@
  * of them, and none whose peer is missing from the peer store). When kad-dht's
  * walk named k or more, it goes on with a sweep: the k peers closest to the
  * key (kad-dht's getClosestPeers: the holders of its provider records), each
- * asked once with a GET_PROVIDERS of its own, DHT_PROVIDER_SWEEP_CONCURRENCY at a time, until the caller has
- * enough, every holder has answered, or a round of answers named nobody new.
+ * asked once with a GET_PROVIDERS of its own, DHT_PROVIDER_SWEEP_CONCURRENCY
+ * at a time, until the caller has enough, every holder has answered, or a
+ * round of answers named nobody new.
  * Each holder names its own pick of what it holds, so their answers together
  * cover more than any one of them.
  *
@@ -54,8 +55,9 @@ const NO_PATH = { index: -1, queued: 0, running: 0, total: 0 }
 let warnedNoSweep = false
 
 /**
- * Providers of `key`, as kad-dht names them and then, when that was k or more
- * and `want` is larger, from a sweep of the key's closest peers. Never names
+ * Providers of `key`, as kad-dht names them; then, while fewer than `want`,
+ * this node's own records, and (when kad-dht named k or more) those of the
+ * key's closest peers. Never names
  * this node or a provider twice; ends at `want` providers, when the sweep is
  * done, or on `signal`.
  */
