@@ -151,6 +151,8 @@ async function write (): Promise<void> {
   }
   const growth = discoverGrowth(doc.rows)
   if (growth !== undefined) doc.growth = growth
+  const quietGrowth = discoverGrowth(doc.rows, 'quiet_discover')
+  if (quietGrowth !== undefined) doc.quiet_growth = quietGrowth
   await mkdir(dirname(jsonPath), { recursive: true })
   await writeFile(jsonPath, `${JSON.stringify(doc, null, 2)}\n`)
   await writeFile(`${values.out}.md`, renderScaling(doc))

@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
 import type { SimReport } from '../src/sim/report.ts'
+import { SIM_QUIET_DISCOVERS } from '../src/sim/quiet-discover.ts'
 
 const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
 const dirs: string[] = []
@@ -58,6 +59,9 @@ describe('npm run sim:scale', () => {
       }
       expect(r.signatures?.checked).toBeGreaterThan(0)
       expect(r.discover_work?.lookups).toBeGreaterThan(0)
+      // the discovers at rest after the tasks: each found cards, each counted as one lookup
+      expect(r.quiet_discover?.n).toBe(SIM_QUIET_DISCOVERS)
+      expect(r.quiet_discover_work).toMatchObject({ lookups: SIM_QUIET_DISCOVERS, empty: 0 })
       expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
     }
     // at 10 nodes the one hostile node runs in a hostile group process of its own, and forges
@@ -67,11 +71,13 @@ describe('npm run sim:scale', () => {
     expect(ten.processes?.[0]?.nodes).toBe(6)
     expect(ten.invariants.forged_attempted).toBeGreaterThan(0)
     expect(doc.growth?.rows.map(g => g.nodes)).toEqual([10])
+    expect(doc.quiet_growth?.rows.map(g => g.nodes)).toEqual([10])
     expect(doc.heap?.[0]?.top.length).toBeGreaterThan(0)
     expect(Array.isArray(doc.heap?.[0]?.held)).toBe(true)
     const md = await readFile(`${out}.md`, 'utf8')
     expect(md).toContain('Made by `npm run sim:scale -- --sizes 8,10')
-    for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '## Heap snapshot']) expect(md).toContain(h)
+    for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '### At rest', '## Heap snapshot']) expect(md).toContain(h)
+    expect(md).toMatch(/4\. Discover p50 grows no faster than log N: during the tasks .*; in the mesh at rest /)
     expect(md).toMatch(/\| 10 \| passes \| 2 \/ 2 \| 0 of 4 \|/)
   })
 
@@ -89,6 +95,12 @@ describe('npm run sim:scale', () => {
     const fast = discoverGrowth([row(200, 300), row(50, 100)])
     expect(fast).toMatchObject({ base: 50, within: false })
     expect(discoverGrowth([row(50, 100)])).toBeUndefined()
+    // the discovers at rest are compared on their own figures
+    const quiet = (nodes: number, p50: number): ScaleRow => ({ ...row(nodes, 10 * p50), quiet_discover: { p50, p99: p50, n: 40 } })
+    expect(discoverGrowth([quiet(50, 20), quiet(500, 30)], 'quiet_discover')).toMatchObject({ base: 50, within: true })
+    expect(discoverGrowth([quiet(50, 20), quiet(500, 30)])).toMatchObject({ within: true })
+    expect(discoverGrowth([quiet(50, 20), quiet(500, 60)], 'quiet_discover')?.within).toBe(false)
+    expect(discoverGrowth([row(50, 100), row(100, 110)], 'quiet_discover')).toBeUndefined()
     const failed = failedRow(500, 60_000, 'did not finish within 40 min (stopped)')
     const md = renderScaling({ command: 'x', made_at: 'now', machine: 'm', per_process: 50, tasks: 40, rows: [row(50, 100), failed] })
     expect(md).toContain('| 500 | **fails**: did not finish within 40 min (stopped) |')

@@ -13,6 +13,16 @@ export interface Summary {
   mean: number
 }
 
+/** Samples kept per latency series. */
+const MAX_SAMPLES = 20_000
+
+/** One latency series of a simulation, filled as it runs. */
+export class Counter {
+  readonly samples: number[] = []
+  add (ms: number): void { if (this.samples.length < MAX_SAMPLES) this.samples.push(ms) }
+  series (name: string): LatencySeries { return { name, unit: 'ms', summary: summarize(this.samples), samples: this.samples } }
+}
+
 export function summarize (samples: number[]): Summary {
   if (samples.length === 0) return { n: 0, p50: 0, p90: 0, p99: 0, max: 0, mean: 0 }
   const s = [...samples].sort((a, b) => a - b)
@@ -84,6 +94,8 @@ export interface SimReport {
    * short by their deadline). Absent in older reports.
    */
   discovery?: Record<string, number>
+  /** What the discovers at rest after the tasks added (src/sim/quiet-discover.ts), with `empty`: those that found nothing, and `machine_busy`: the machine's CPU busy meanwhile, 0 to 1. */
+  quiet_discovery?: Record<string, number>
   failures: Array<{ task_id: string, problems: string[] }>
 }
 
@@ -196,5 +208,7 @@ export function renderSummary (r: SimReport): string {
   lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections settled ${(r.phases_ms.settle / 1000).toFixed(1)} s`}`)
   const d = r.discovery
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.unreachableProviders ?? 0} unreachable, ${d.discoversCutShort ?? 0} cut short by the deadline`)
+  const q = r.quiet_discovery
+  if (q !== undefined) lines.push(`  discovery at rest (after the tasks): ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.empty ?? 0} found nothing; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile`)
   return lines.join('\n')
 }

@@ -7,6 +7,7 @@
 import { CONNECTION_GRACE_MS, CONNECTIONS_HEADROOM } from '../constants.ts'
 import { SIM_SETTLE_MARGIN_MS } from './resources.ts'
 import type { SimReport } from './report.ts'
+import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES } from './quiet-discover.ts'
 
 const MIB = 2 ** 20
 
@@ -79,6 +80,10 @@ export interface ScaleRow {
   discover?: Pcts
   /** What the task drivers' discovers asked of the DHT, per lookup (the work of a discover, apart from waiting for a loop). */
   discover_work?: DiscoverWork
+  /** Discovers one after the other in the mesh at rest, after the tasks (src/sim/quiet-discover.ts). */
+  quiet_discover?: Pcts
+  quiet_first_card?: Pcts
+  quiet_discover_work?: DiscoverWork & { empty: number, machine_busy: number }
   delegate?: Pcts
   delivery?: Pcts
   first_event?: Pcts
@@ -95,8 +100,7 @@ export interface DiscoverWork {
   cards_per_lookup: number
 }
 
-function discoverWork (r: SimReport): DiscoverWork | undefined {
-  const d = r.discovery
+function discoverWork (d: Record<string, number> | undefined): DiscoverWork | undefined {
   const lookups = d?.lookups ?? 0
   if (d === undefined || lookups === 0) return undefined
   return {
@@ -105,6 +109,11 @@ function discoverWork (r: SimReport): DiscoverWork | undefined {
     providers_per_lookup: (d.lookupProviders ?? 0) / lookups,
     cards_per_lookup: (d.fetchedCards ?? 0) / lookups
   }
+}
+
+function quietWork (d: Record<string, number> | undefined): (DiscoverWork & { empty: number, machine_busy: number }) | undefined {
+  const w = discoverWork(d)
+  return w === undefined ? undefined : { ...w, empty: d?.empty ?? 0, machine_busy: d?.machine_busy ?? 0 }
 }
 
 function pcts (r: SimReport, prefix: string): Pcts | undefined {
@@ -169,7 +178,10 @@ export function scaleRow (r: SimReport): ScaleRow {
       : { signatures: { checked: sum(procs.map(p => p.signatures.checked)), hits: sum(procs.map(p => p.signatures.hits)) } }),
     loop_delay_ms: { p99: r.resources.event_loop_delay_ms.p99, max: r.resources.event_loop_delay_ms.max },
     ...optional('discover', pcts(r, 'discover')),
-    ...optional('discover_work', discoverWork(r)),
+    ...optional('discover_work', discoverWork(r.discovery)),
+    ...optional('quiet_discover', pcts(r, QUIET_DISCOVER_SERIES)),
+    ...optional('quiet_first_card', pcts(r, QUIET_FIRST_CARD_SERIES)),
+    ...optional('quiet_discover_work', quietWork(r.quiet_discovery)),
     ...optional('delegate', pcts(r, 'delegate')),
     ...optional('delivery', pcts(r, 'event delivery')),
     ...optional('first_event', pcts(r, 'first event')),
@@ -194,14 +206,17 @@ export interface Growth {
   within: boolean
 }
 
-/** Discover p50 at each size over the smallest size's, against ln N over ln N of the smallest. */
-export function discoverGrowth (rows: ScaleRow[]): Growth | undefined {
-  const withDiscover = rows.filter(r => r.discover !== undefined && r.discover.n > 0 && r.discover.p50 > 0).sort((a, b) => a.nodes - b.nodes)
+/**
+ * Discover p50 at each size over the smallest size's, against ln N over ln N
+ * of the smallest: the tasks' discovers (`discover`) or those at rest (`quiet_discover`).
+ */
+export function discoverGrowth (rows: ScaleRow[], which: 'discover' | 'quiet_discover' | 'quiet_first_card' = 'discover'): Growth | undefined {
+  const withDiscover = rows.filter(r => r[which] !== undefined && (r[which]?.n ?? 0) > 0 && (r[which]?.p50 ?? 0) > 0).sort((a, b) => a.nodes - b.nodes)
   const base = withDiscover[0]
-  if (base?.discover === undefined || withDiscover.length < 2) return undefined
-  const b = base.discover.p50
+  const b = base?.[which]?.p50
+  if (base === undefined || b === undefined || withDiscover.length < 2) return undefined
   const out = withDiscover.slice(1).map(r => {
-    const discoverRatio = (r.discover?.p50 ?? 0) / b
+    const discoverRatio = (r[which]?.p50 ?? 0) / b
     const logRatio = Math.log(r.nodes) / Math.log(base.nodes)
     return { nodes: r.nodes, discover_ratio: discoverRatio, log_ratio: logRatio, within: discoverRatio <= logRatio }
   })
@@ -218,6 +233,8 @@ export interface ScalingDoc {
   group_flags?: string[]
   rows: ScaleRow[]
   growth?: Growth
+  /** The same for the discovers at rest after the tasks. */
+  quiet_growth?: Growth
   /** Heap snapshot summaries, by size: the biggest kinds of objects by self size. */
   heap?: Array<{
     nodes: number
@@ -252,7 +269,7 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     '## Issue #17, point by point',
     '',
-    ...checks(rows, d.growth),
+    ...checks(rows, d.growth, d.quiet_growth),
     '',
     '## Verdict per size',
     '',
@@ -320,6 +337,24 @@ export function renderScaling (d: ScalingDoc): string {
     }),
     '',
     workLine(rows),
+    '',
+    '### At rest',
+    '',
+    'After the tasks, once connections have settled, the nodes of the driver process run discovers one after the other',
+    '(src/sim/quiet-discover.ts: the same query as a task driver\'s first attempt, every card fetched from its agent and',
+    'verified). Nothing else is asked of the mesh then, so a discover waits mostly for its own requests and not for event',
+    'loops that every node of the mesh shares. Its growth with N is the protocol\'s; the figures above are the machine\'s.',
+    '',
+    growthLine(d.quiet_growth, 'discover p50 at rest'),
+    '',
+    growthLine(discoverGrowth(rows, 'quiet_first_card'), 'first verified card at rest'),
+    '',
+    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | found nothing | machine CPU busy |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => {
+      const w = r.quiet_discover_work
+      return `| ${r.nodes} | ${r.quiet_discover?.n ?? '–'} | ${pp(r.quiet_discover)} | ${pp(r.quiet_first_card)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} %`} |`
+    }),
     ''
   ]
   for (const h of d.heap ?? []) {
@@ -334,10 +369,10 @@ export function renderScaling (d: ScalingDoc): string {
   return `${lines.join('\n')}\n`
 }
 
-export function growthLine (g: Growth | undefined): string {
-  if (g === undefined) return 'Not enough sizes with discover figures to compare.'
-  const parts = g.rows.map(r => `at ${r.nodes} nodes discover p50 is ×${r.discover_ratio.toFixed(2)} of ${g.base} nodes' while ln N is ×${r.log_ratio.toFixed(2)} (${r.within ? 'within' : 'faster than log N'})`)
-  return `${parts.join('; ')}. Discover p50 ${g.within ? 'grows no faster than log N' : 'grows faster than log N'} over these sizes.`
+export function growthLine (g: Growth | undefined, what = 'discover p50'): string {
+  if (g === undefined) return `Not enough sizes with ${what} figures to compare.`
+  const parts = g.rows.map(r => `at ${r.nodes} nodes ${what} is ×${r.discover_ratio.toFixed(2)} of ${g.base} nodes' while ln N is ×${r.log_ratio.toFixed(2)} (${r.within ? 'within' : 'faster than log N'})`)
+  return `${parts.join('; ')}. ${what[0]?.toUpperCase() ?? ''}${what.slice(1)} ${g.within ? 'grows no faster than log N' : 'grows faster than log N'} over these sizes.`
 }
 
 /** Whether the requests a discover makes (DHT answers and card fetches per lookup) grow no faster than log N. */
@@ -356,8 +391,10 @@ export function workLine (rows: ScaleRow[]): string {
     `${over.length === 0 ? 'no faster than log N; what grows faster is the time each request waits (compare the loop delay)' : `faster than log N at ${over.join(', ')} nodes`}.`
 }
 
+const verdict = (g: Growth | undefined): string => g === undefined ? 'not enough sizes' : g.within ? 'yes' : '**no**'
+
 /** The four figures issue #17 asks for, each with its verdict over the sizes run. */
-export function checks (rows: ScaleRow[], growth: Growth | undefined): string[] {
+export function checks (rows: ScaleRow[], growth: Growth | undefined, quietGrowth?: Growth): string[] {
   const failing = rows.filter(r => !r.passed).map(r => r.nodes)
   const over = rows.filter(r => r.connections === undefined || !r.connections.under_bound).map(r => r.nodes)
   const honestOver = rows.filter(r => r.connections === undefined || r.connections.nodes_over_bound_at_end > 0 ||
@@ -370,6 +407,6 @@ export function checks (rows: ScaleRow[], growth: Growth | undefined): string[] 
     `2. Connections per node under the bound: ${over.length === 0 ? 'yes, at every size' : `**no** (or not measured) at ${over.join(', ')} nodes`}` +
       `${over.length > 0 && honestOver.length === 0 ? '; every honest node was, at every size (the nodes past the hard limit are hostile ones)' : ''}.`,
     `3. RSS per node at 200 nodes ≤ 10 MB: ${mem === undefined ? 'not measured' : `${memOk ? 'yes' : '**no**'}, ${f1(mem)} MiB${at200?.after_gc_heap_per_node_mib === undefined ? '' : ` (${f1(at200.after_gc_heap_per_node_mib)} MiB of live heap after a full GC)`}`}${memOk || mem === undefined ? '' : '; what holds it up is below'}.`,
-    `4. Discover p50 grows no faster than log N: ${growth === undefined ? 'not enough sizes' : growth.within ? 'yes' : '**no**'} (below).`
+    `4. Discover p50 grows no faster than log N: during the tasks ${verdict(growth)}; in the mesh at rest ${verdict(quietGrowth)} (below).`
   ]
 }

@@ -33,8 +33,9 @@ import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, r
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
+import { SIM_QUIET_DISCOVERS, quietDiscovers } from './quiet-discover.ts'
 import { sourceCommit } from './commit.ts'
-import { renderSummary, summarize, type LatencySeries, type SimReport } from './report.ts'
+import { Counter, renderSummary, type SimReport } from './report.ts'
 
 export interface ScenarioOptions {
   nodes: number
@@ -88,7 +89,6 @@ export const DEFAULT_SCENARIO: ScenarioOptions = {
 
 export { seeded }
 
-const MAX_SAMPLES = 20_000
 const SIM_ANNOUNCE_CONCURRENCY = 4
 const SIM_ANNOUNCE_TIMEOUT_MS = 30_000
 /**
@@ -99,12 +99,6 @@ const SIM_ANNOUNCE_TIMEOUT_MS = 30_000
  * grew with the size of the mesh rather than with the tasks.
  */
 const SIM_HOSTILE_FOLLOWERS_PER_TASK = 5
-
-class Counter {
-  readonly samples: number[] = []
-  add (ms: number): void { if (this.samples.length < MAX_SAMPLES) this.samples.push(ms) }
-  series (name: string): LatencySeries { return { name, unit: 'ms', summary: summarize(this.samples), samples: this.samples } }
-}
 
 interface TaskRecord {
   task_id: string
@@ -451,6 +445,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const forgedAttempted = await hostiles.attempted()
   const here = meter.figures('driver', sampler.finish())
   const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
+  // after the figures of the end (the discovers at rest open connections of their own)
+  const discovery = diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore)
+  log(`discovers at rest (${SIM_QUIET_DISCOVERS})`); const quiet = await quietDiscovers(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
   await Promise.all(groups.map(stopGroup))
@@ -483,7 +480,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       firstEventMs.series('first event to observers'),
       deliveryMs.series('event delivery to observers'),
       replayMs.series('audit replay'),
-      taskMs.series('whole task')
+      taskMs.series('whole task'),
+      quiet.series,
+      quiet.firstCard
     ],
     resources: resourcesOf(opts.nodes, processes, wall),
     processes,
@@ -491,7 +490,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt, settle: settledAt - tasksEnded },
     churn,
     incidents,
-    discovery: diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore),
+    discovery,
+    quiet_discovery: { ...quiet.discovery, empty: quiet.empty, machine_busy: quiet.machineBusy },
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
   }
   return report

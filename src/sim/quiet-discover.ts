@@ -1,0 +1,85 @@
+/**
+ * Discovers in a mesh at rest: after the tasks, once connections have
+ * settled, the driver process's nodes run discovers one after the other
+ * while nothing else is asked of the mesh. During the tasks every latency
+ * includes the wait for event loops that N nodes share on the machine's
+ * cores, which grows with N whatever the protocol does; here each discover
+ * waits mostly for its own requests (DHT hops and card fetches), so its
+ * growth with N is the protocol's. Every card is fetched from its agent
+ * and verified (`fresh`), and each goes through the scenario's forgery check.
+ */
+import { cpus } from 'node:os'
+import type { AgentCard, CapabilityRef } from '../card/card.ts'
+import type { MeshNode } from '../node.ts'
+import { diffStats, sumStats } from './discovery-figures.ts'
+import { summarize, type LatencySeries } from './report.ts'
+
+/** Discovers run at rest per simulation. */
+export const SIM_QUIET_DISCOVERS = 40
+/** Cards a quiet discover asks for: the task drivers' first attempt. */
+export const SIM_QUIET_DISCOVER_LIMIT = 4
+/** The names of its series in a report (kept apart from the tasks' "discover ..." series). */
+export const QUIET_DISCOVER_SERIES = 'quiet discover (mesh at rest, cards fetched and verified)'
+export const QUIET_FIRST_CARD_SERIES = 'quiet first verified card (mesh at rest)'
+
+export interface QuietDiscovers {
+  /** The whole discover (up to SIM_QUIET_DISCOVER_LIMIT cards), and its first verified card. */
+  series: LatencySeries
+  firstCard: LatencySeries
+  /** Discovery counters the phase added on the nodes that ran it. */
+  discovery: Record<string, number>
+  /** Discovers that found no card (or failed). */
+  empty: number
+  /** The machine's CPU busy during the phase, 0 to 1 of all its cores (whether the mesh was at rest). */
+  machineBusy: number
+}
+
+/** Busy and total CPU time of the machine so far (all cores). */
+function machineCpu (): { busy: number, total: number } {
+  let busy = 0
+  let total = 0
+  for (const c of cpus()) {
+    const t = c.times.user + c.times.nice + c.times.sys + c.times.irq
+    busy += t
+    total += t + c.times.idle
+  }
+  return { busy, total }
+}
+
+export async function quietDiscovers (
+  nodes: MeshNode[],
+  capabilities: CapabilityRef[],
+  opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
+): Promise<QuietDiscovers> {
+  const before = sumStats(nodes.map(n => n.discovery.stats))
+  const cpu0 = machineCpu()
+  const whole: number[] = []
+  const first: number[] = []
+  let empty = 0
+  for (let i = 0; i < (opts.count ?? SIM_QUIET_DISCOVERS); i++) {
+    const node = opts.pick(nodes)
+    const query = { capability: opts.pick(capabilities) }
+    const t0 = performance.now()
+    const found: AgentCard[] = []
+    try {
+      for await (const card of node.discovery.discoverStream(query, { limit: SIM_QUIET_DISCOVER_LIMIT, fresh: true })) {
+        if (found.length === 0) first.push(performance.now() - t0)
+        found.push(card)
+      }
+    } catch {
+      // a discover that fails (its time is up) counts as one that found nothing more, with the time it took
+    }
+    whole.push(performance.now() - t0)
+    if (found.length === 0) empty++
+    for (const c of found) await opts.onCard(c)
+  }
+  const cpu1 = machineCpu()
+  const series = (name: string, samples: number[]): LatencySeries => ({ name, unit: 'ms', summary: summarize(samples), samples })
+  return {
+    series: series(QUIET_DISCOVER_SERIES, whole),
+    firstCard: series(QUIET_FIRST_CARD_SERIES, first),
+    discovery: diffStats(sumStats(nodes.map(n => n.discovery.stats)), before),
+    empty,
+    machineBusy: cpu1.total > cpu0.total ? (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total) : 0
+  }
+}
