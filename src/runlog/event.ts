@@ -96,25 +96,52 @@ export class SignatureCache {
 
   /** See verifySignedBytes. */
   verify (agentId: string, signed: Uint8Array, signature: string): boolean {
-    const key = this.executorKey(agentId)
-    if (key === undefined) return this.refuse()
+    const c = this.lookup(agentId, signed, signature)
+    if (typeof c === 'boolean') return c
     try {
-      const sig = Buffer.from(signature, 'base64url')
-      if (sig.byteLength !== 64) return this.refuse()
-      // the key names the agent too, so a cached verdict can never vouch for another signer
-      const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
-      if (this.verified.has(seen)) {
-        this.stats.hits++
-        return true
-      }
-      this.stats.checked++
-      if (!verifySignature(null, signed, key, sig)) return this.refuse()
-      bounded(this.verified, this.maxVerified)
-      this.verified.add(seen)
-      return true
+      return verifySignature(null, signed, c.key, c.sig) ? this.remember(c.seen) : this.refuse()
     } catch {
       return this.refuse()
     }
+  }
+
+  /**
+   * As `verify`, with the Ed25519 check on libuv's thread pool: the caller's
+   * thread goes on meanwhile (an executor signs and looks up while the
+   * delegator's ticket is checked). Never rejects.
+   */
+  async verifyAsync (agentId: string, signed: Uint8Array, signature: string): Promise<boolean> {
+    const c = this.lookup(agentId, signed, signature)
+    if (typeof c === 'boolean') return c
+    return new Promise<boolean>((resolve) => {
+      try {
+        verifySignature(null, signed, c.key, c.sig, (err, ok) => { resolve(err === null && ok ? this.remember(c.seen) : this.refuse()) })
+      } catch {
+        resolve(this.refuse())
+      }
+    })
+  }
+
+  /** The verdict without Ed25519 (a refusal, or a signature met before), or what the check needs. */
+  private lookup (agentId: string, signed: Uint8Array, signature: string): boolean | { key: KeyObject, sig: Buffer, seen: string } {
+    const key = this.executorKey(agentId)
+    if (key === undefined) return this.refuse()
+    const sig = Buffer.from(signature, 'base64url')
+    if (sig.byteLength !== 64) return this.refuse()
+    // the key names the agent too, so a cached verdict can never vouch for another signer
+    const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
+    if (this.verified.has(seen)) {
+      this.stats.hits++
+      return true
+    }
+    this.stats.checked++
+    return { key, sig, seen }
+  }
+
+  private remember (seen: string): true {
+    bounded(this.verified, this.maxVerified)
+    this.verified.add(seen)
+    return true
   }
 
   private refuse (): false {

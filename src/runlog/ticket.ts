@@ -22,7 +22,7 @@ import { agentIdOf } from '../identity/identity.ts'
 import { signRaw, signingBytes } from '../identity/signing.ts'
 import { toString } from 'uint8arrays'
 import { schema } from '../schema/validate.ts'
-import { executorOfRun, newRunId, verifySignedBytes, type SignatureCache } from './event.ts'
+import { executorOfRun, newRunId, processSignatures, verifySignedBytes, type SignatureCache } from './event.ts'
 import type { AgentEvent, HandoffLink } from './types.ts'
 
 export interface OriginTicket {
@@ -144,9 +144,28 @@ function checkSignature (t: { issuer: string, signature: string }, unsigned: obj
   const bytes = signingBytes(TICKET_SIGNING_DOMAIN, unsigned)
   // a ticket this very node signed: the same bytes are its own signature, no need to verify it
   if (self !== undefined && t.issuer === self && issued.get(`${self} ${t.signature}`) === digest(bytes)) return
-  if (!verifySignedBytes(t.issuer, bytes, t.signature, signatures)) {
-    throw new InvalidSignatureError(`${what} is not signed by its issuer`, { reason: 'bad_ticket_signature' })
+  if (!verifySignedBytes(t.issuer, bytes, t.signature, signatures)) throw badSignature(what)
+}
+
+const badSignature = (what: string): InvalidSignatureError => new InvalidSignatureError(`${what} is not signed by its issuer`, { reason: 'bad_ticket_signature' })
+
+/**
+ * The signatures of a ticket (and of its origin, for a handoff's), checked
+ * on libuv's thread pool while the caller goes on: resolves when they verify,
+ * rejects with INVALID_SIGNATURE otherwise. For a caller that then checks the
+ * rest with `verifyTicket(..., { signatureChecked: true })` and trusts the
+ * ticket only once this has resolved.
+ */
+export async function ticketSignatures (t: RunTicket, signatures: SignatureCache = processSignatures): Promise<void> {
+  const { signature, ...unsigned } = t
+  const checks = [signatures.verifyAsync(t.issuer, signingBytes(TICKET_SIGNING_DOMAIN, unsigned), signature)]
+  if (t.origin !== undefined) {
+    const { signature: originSignature, ...originUnsigned } = t.origin
+    checks.push(signatures.verifyAsync(t.origin.issuer, signingBytes(TICKET_SIGNING_DOMAIN, originUnsigned), originSignature))
   }
+  const [own, origin] = await Promise.all(checks)
+  if (own !== true) throw badSignature('the ticket')
+  if (origin === false) throw badSignature('the origin ticket')
 }
 
 /**
@@ -156,11 +175,13 @@ function checkSignature (t: { issuer: string, signature: string }, unsigned: obj
  * sent it (the executor checks that against the authenticated peer).
  * `signatures` is the node's own signature cache (the process's when none).
  */
-export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, self?: string, signatures?: SignatureCache } = {}): RunTicket {
+export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, signatureChecked?: boolean, self?: string, signatures?: SignatureCache } = {}): RunTicket {
   // a caller whose request schema already covered the ticket need not check its shape twice
   const t = opts.shapeChecked === true ? value as RunTicket : isRunTicket.assert(value, 'ticket')
   const { signature, ...unsigned } = t
-  checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket', opts.self, opts.signatures)
+  // a caller that checks the signatures itself (ticketSignatures) does not trust the ticket before they verify
+  const sigs = opts.signatureChecked !== true
+  if (sigs) checkSignature({ issuer: t.issuer, signature }, unsigned, 'the ticket', opts.self, opts.signatures)
   if (executorOfRun(t.run_id) !== t.executor) throw new InvalidRequestError('the ticket names a run of another executor', { reason: 'bad_ticket' })
   if (t.handoff_from === null) {
     // a delegation: the delegator itself issues it, with nothing inherited
@@ -178,7 +199,7 @@ export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, se
     throw new InvalidRequestError('a handoff ticket is issued by the executor of the run handed off', { reason: 'bad_ticket' })
   }
   const { signature: originSignature, ...originUnsigned } = o
-  checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket', opts.self, opts.signatures)
+  if (sigs) checkSignature({ issuer: o.issuer, signature: originSignature }, originUnsigned, 'the origin ticket', opts.self, opts.signatures)
   if (o.issuer !== o.delegator || executorOfRun(o.run_id) !== o.executor) {
     throw new InvalidRequestError('the origin ticket is not a delegation ticket', { reason: 'bad_ticket' })
   }

@@ -11,7 +11,7 @@ import { capabilityString, supports, type AgentCard, type CapabilityRef } from '
 import { MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
 import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
-import { originOf, ticketOf, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
+import { originOf, ticketOf, ticketSignatures, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { WireDelegate, WireHandoff } from './messages.ts'
 import type { DelegationPolicy, RunHandler } from './types.ts'
@@ -24,11 +24,14 @@ function sameList (a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i])
 }
 
-/** The verified ticket of a delegation from `from` to `self`; typed errors when it does not fit. */
-export function checkDelegation (req: WireDelegate, from: string, self: string, signatures?: SignatureCache): RunTicket {
+/**
+ * The verified ticket of a delegation from `from` to `self`; typed errors when it does not fit.
+ * With `signatureChecked` the caller checks the signature itself (ticketSignatures) before it trusts the ticket.
+ */
+export function checkDelegation (req: WireDelegate, from: string, self: string, signatures?: SignatureCache, opts: { signatureChecked?: boolean } = {}): RunTicket {
   if (req.ticket === undefined) throw new UnauthorizedError('a delegation carries the delegator\'s signed ticket', { reason: 'no_ticket' })
   // the request's schema (method() checked it) covers the ticket's shape
-  const t = verifyTicket(req.ticket, { shapeChecked: true, ...(signatures === undefined ? {} : { signatures }) })
+  const t = verifyTicket(req.ticket, { shapeChecked: true, ...opts, ...(signatures === undefined ? {} : { signatures }) })
   if (t.issuer !== from || t.delegator !== from) {
     throw new UnauthorizedError('the ticket of a delegation is issued by the delegator that sends it', { reason: 'ticket_issuer' })
   }
@@ -41,6 +44,18 @@ export function checkDelegation (req: WireDelegate, from: string, self: string, 
     throw new UnauthorizedError(`only the executor of run ${t.parent_run.slice(0, 160)} may delegate under it`, { reason: 'not_parent_executor' })
   }
   return t
+}
+
+/**
+ * The delegation ticket's signature, checked on libuv's thread pool
+ * (ticketSignatures) while the executor checks the rest, signs run.started
+ * and looks the run id up: resolves to INVALID_SIGNATURE's error, or to
+ * undefined when it verifies (or there is no ticket, which checkDelegation
+ * refuses). Never rejects, so it may wait unawaited; nothing is stored
+ * before it resolves.
+ */
+export async function signatureVerdict (req: WireDelegate, signatures?: SignatureCache): Promise<unknown> {
+  return req.ticket === undefined ? undefined : ticketSignatures(req.ticket, signatures).then(() => undefined, (err: unknown) => err)
 }
 
 /**

@@ -22,8 +22,8 @@ import { KeyedMutex } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { RpcClient, type CallContext } from '../wire/rpc.ts'
 import type { ArtifactWriter } from '../artifacts/types.ts'
-import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost } from './handlers.ts'
-import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket } from './admission.ts'
+import { noteBlocked, noteResumed, startHandler, type Active, type HandlerHost, type PendingStart } from './handlers.ts'
+import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket, signatureVerdict } from './admission.ts'
 import { sendHandoff, type HandoffOptions, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
 import { Contexts, contextEntry } from './contexts.ts'
@@ -56,16 +56,6 @@ export interface RunExecutorInit {
   artifacts?: ArtifactWriter
   /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
   signatures: SignatureCache
-}
-
-/** A run created by an inbound request whose handler starts once the answer is out. */
-interface PendingStart {
-  input: Record<string, unknown>
-  handoff: RunContext['handedOff']
-  /** The delegator can still learn the handle (it set an idempotency key), so an undelivered answer is not fatal. */
-  recoverable: boolean
-  /** A handoff successor: it starts once the sender confirms (confirmations.ts). */
-  confirm?: boolean
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -222,14 +212,23 @@ export class RunExecutor implements HandlerHost {
     if (req.to_agent !== this.agentId) throw new AgentNotFoundError(`this node is agent ${this.agentId}, not ${req.to_agent}`)
     assertInputSize(req.input, 'input')
     assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
-    const ticket = checkDelegation(req, from, this.agentId, this.signatures)
+    // the signature is checked on the thread pool meanwhile (see signatureVerdict); a bad one is the answer
+    const verdict = signatureVerdict(req, this.signatures)
+    const refuse = async (err?: unknown): Promise<never> => { throw (await verdict) ?? err }
+    let ticket: RunTicket
+    try {
+      ticket = checkDelegation(req, from, this.agentId, this.signatures, { signatureChecked: true })
+    } catch (err) {
+      return refuse(err)
+    }
     const key = req.idempotency_key
-    if (key === undefined) return this.acceptNew(req, ticket, from, ctx.signal)
+    if (key === undefined) return this.acceptNew(req, ticket, from, ctx.signal, verdict).catch(refuse)
+    if (await verdict !== undefined) return refuse()
     // retries of one key are serialised, so two of them never create two runs
     return this.locks.run(`idem:${from}:${key}`, async () => {
       const existing = await this.store.idempotent(from, key)
       const run = existing === undefined ? undefined : this.active.get(existing)?.run ?? await this.store.get(existing)
-      if (run === undefined) return this.acceptNew(req, ticket, from, ctx.signal)
+      if (run === undefined) return this.acceptNew(req, ticket, from, ctx.signal, verdict)
       if (run.correlation_id !== req.task_id || capabilityString(run.capability) !== capabilityString(req.capability) || run.parent_run !== req.parent_run) {
         throw new InvalidRequestError('this idempotency_key was used for a different delegation', { reason: 'idempotency_conflict', run_id: run.run_id })
       }
@@ -237,13 +236,15 @@ export class RunExecutor implements HandlerHost {
     })
   }
 
-  private async acceptNew (req: WireDelegate, ticket: RunTicket, from: string, signal: AbortSignal): Promise<Run> {
+  private async acceptNew (req: WireDelegate, ticket: RunTicket, from: string, signal: AbortSignal, verdict: Promise<unknown>): Promise<Run> {
     this.reserveSlot()
     let created: Run
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
-      // the lookup runs while run.started is signed; its refusal (held, never left unhandled) comes first, as if awaited here
-      const unique = this.assertNewRunId(ticket.run_id).then(() => undefined, (err: unknown) => err)
+      // the lookup runs while run.started is signed; its refusal (held, never left unhandled) comes first, as if awaited
+      // here, and a bad ticket signature before that: `create` writes nothing until both are known
+      const lookup = this.assertNewRunId(ticket.run_id).then(() => undefined, (err: unknown) => err)
+      const unique = verdict.then(async (bad) => bad ?? lookup)
       const idem = req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key }
       // a turn of a conversation is linked to the one before, in its run and its signed run.started (turns.md)
       created = await this.contexts.withTurn(req, from, ticket.run_id, async (t) => this.create(runOfTicket(ticket, t), {

@@ -23,6 +23,16 @@ export interface RunWatch {
   resumed: Set<(resolved: ResolvedCheckpoint) => void>
 }
 
+/** A run created by an inbound request whose handler starts once the answer is out. */
+export interface PendingStart {
+  input: Record<string, unknown>
+  handoff: RunContext['handedOff']
+  /** The delegator can still learn the handle (it set an idempotency key), so an undelivered answer is not fatal. */
+  recoverable: boolean
+  /** A handoff successor: it starts once the sender confirms (confirmations.ts). */
+  confirm?: boolean
+}
+
 /** A run this node executes that has not ended: the executor's working state of it. */
 export interface Active {
   run: Run
