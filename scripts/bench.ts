@@ -116,7 +116,7 @@ process.stdout.write('\nratios (same run)\n')
 printTable([
   { ratio: 'runs.delegate p50 / raw echo p50', value: ratio(p50(runsOnly) / p50(echo)), target: '<= 1.5x' },
   { ratio: 'node.delegate p50 / raw echo p50', value: ratio(p50(delegate) / p50(echo)), target: '<= 1.5x' },
-  { ratio: 'runs.delegate p50 / a2a-js p50', value: ratio(p50(runsOnly) / p50(a2aSend)), target: '<= 1.0x' },
+  { ratio: 'runs.delegate p50 / a2a-js p50', value: ratio(p50(runsOnly) / p50(a2aSend)), target: '<= 0.8x' },
   { ratio: 'node.delegate p50 / a2a-js p50', value: ratio(p50(delegate) / p50(a2aSend)), target: '<= 1.0x' },
   { ratio: 'node.delegate (follow: false) p50 / raw echo p50', value: ratio(p50(noFollow) / p50(echo)), target: '<= 1.5x' },
   { ratio: 'node.delegate (follow: false) p50 / a2a-js p50', value: ratio(p50(noFollow) / p50(a2aSend)), target: '<= 1.0x' },
