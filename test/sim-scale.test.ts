@@ -62,6 +62,11 @@ describe('npm run sim:scale', () => {
       // the discovers at rest after the tasks: each found cards, each counted as one lookup
       expect(r.quiet_discover?.n).toBe(SIM_QUIET_DISCOVERS)
       expect(r.quiet_discover_work).toMatchObject({ lookups: SIM_QUIET_DISCOVERS, empty: 0 })
+      // the machine did the discovers' work: its CPU was busy during them, and is measured before them too
+      expect(r.quiet_discover_work?.machine_busy).toBeGreaterThan(0)
+      expect(r.quiet_discover_work?.machine_busy_idle).toBeGreaterThanOrEqual(0)
+      expect(r.quiet_discover_work?.dials_per_lookup).toBeGreaterThanOrEqual(0)
+      expect(r.quiet_first_card?.n).toBe(SIM_QUIET_DISCOVERS)
       expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
     }
     // at 10 nodes the one hostile node runs in a hostile group process of its own, and forges

@@ -9,6 +9,7 @@
  * and verified (`fresh`), and each goes through the scenario's forgery check.
  */
 import { cpus } from 'node:os'
+import type { Connection } from '@libp2p/interface'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import type { MeshNode } from '../node.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
@@ -18,6 +19,8 @@ import { summarize, type LatencySeries } from './report.ts'
 export const SIM_QUIET_DISCOVERS = 40
 /** Cards a quiet discover asks for: the task drivers' first attempt. */
 export const SIM_QUIET_DISCOVER_LIMIT = 4
+/** How long the machine's CPU is measured, before the discovers, with nothing asked of the mesh. */
+export const SIM_QUIET_BASELINE_MS = 3000
 /** The names of its series in a report (kept apart from the tasks' "discover ..." series). */
 export const QUIET_DISCOVER_SERIES = 'quiet discover (mesh at rest, cards fetched and verified)'
 export const QUIET_FIRST_CARD_SERIES = 'quiet first verified card (mesh at rest)'
@@ -30,8 +33,12 @@ export interface QuietDiscovers {
   discovery: Record<string, number>
   /** Discovers that found no card (or failed). */
   empty: number
-  /** The machine's CPU busy during the phase, 0 to 1 of all its cores (whether the mesh was at rest). */
+  /** The machine's CPU busy during the phase, 0 to 1 of all its cores. */
   machineBusy: number
+  /** The same over SIM_QUIET_BASELINE_MS just before, with nothing asked of the mesh: its upkeep alone. */
+  machineBusyIdle: number
+  /** Connections the discovering nodes dialed during the phase (a lookup's peer or agent it held no connection to). */
+  dials: number
 }
 
 /** Busy and total CPU time of the machine so far (all cores). */
@@ -46,12 +53,23 @@ function machineCpu (): { busy: number, total: number } {
   return { busy, total }
 }
 
+function busyBetween (a: { busy: number, total: number }, b: { busy: number, total: number }): number {
+  return b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0
+}
+
 export async function quietDiscovers (
   nodes: MeshNode[],
   capabilities: CapabilityRef[],
   opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
 ): Promise<QuietDiscovers> {
+  // what the mesh's upkeep (gossip heartbeats, DHT refreshes, pings) costs the machine with nothing asked of it
+  const idle0 = machineCpu()
+  await new Promise(resolve => setTimeout(resolve, SIM_QUIET_BASELINE_MS))
+  const idle1 = machineCpu()
   const before = sumStats(nodes.map(n => n.discovery.stats))
+  let dials = 0
+  const onOpen = (evt: CustomEvent<Connection>): void => { if (evt.detail.direction === 'outbound') dials++ }
+  for (const n of nodes) n.host.addEventListener('connection:open', onOpen)
   const cpu0 = machineCpu()
   const whole: number[] = []
   const first: number[] = []
@@ -74,12 +92,15 @@ export async function quietDiscovers (
     for (const c of found) await opts.onCard(c)
   }
   const cpu1 = machineCpu()
+  for (const n of nodes) n.host.removeEventListener('connection:open', onOpen)
   const series = (name: string, samples: number[]): LatencySeries => ({ name, unit: 'ms', summary: summarize(samples), samples })
   return {
     series: series(QUIET_DISCOVER_SERIES, whole),
     firstCard: series(QUIET_FIRST_CARD_SERIES, first),
     discovery: diffStats(sumStats(nodes.map(n => n.discovery.stats)), before),
     empty,
-    machineBusy: cpu1.total > cpu0.total ? (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total) : 0
+    machineBusy: busyBetween(cpu0, cpu1),
+    machineBusyIdle: busyBetween(idle0, idle1),
+    dials
   }
 }

@@ -94,7 +94,7 @@ export interface SimReport {
    * short by their deadline). Absent in older reports.
    */
   discovery?: Record<string, number>
-  /** What the discovers at rest after the tasks added (src/sim/quiet-discover.ts), with `empty`: those that found nothing, and `machine_busy`: the machine's CPU busy meanwhile, 0 to 1. */
+  /** What the discovers at rest after the tasks added (src/sim/quiet-discover.ts), with `empty`: those that found nothing, `machine_busy`: the machine's CPU busy meanwhile, 0 to 1 (`machine_busy_idle`: just before, nothing asked), and `dials`: connections the discovering nodes dialed. */
   quiet_discovery?: Record<string, number>
   failures: Array<{ task_id: string, problems: string[] }>
 }
@@ -209,6 +209,6 @@ export function renderSummary (r: SimReport): string {
   const d = r.discovery
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.unreachableProviders ?? 0} unreachable, ${d.discoversCutShort ?? 0} cut short by the deadline`)
   const q = r.quiet_discovery
-  if (q !== undefined) lines.push(`  discovery at rest (after the tasks): ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.empty ?? 0} found nothing; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile`)
+  if (q !== undefined) lines.push(`  discovery at rest (after the tasks): ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)
   return lines.join('\n')
 }

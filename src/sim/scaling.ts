@@ -83,7 +83,7 @@ export interface ScaleRow {
   /** Discovers one after the other in the mesh at rest, after the tasks (src/sim/quiet-discover.ts). */
   quiet_discover?: Pcts
   quiet_first_card?: Pcts
-  quiet_discover_work?: DiscoverWork & { empty: number, machine_busy: number }
+  quiet_discover_work?: DiscoverWork & { empty: number, machine_busy: number, machine_busy_idle: number, dials_per_lookup: number }
   delegate?: Pcts
   delivery?: Pcts
   first_event?: Pcts
@@ -111,9 +111,9 @@ function discoverWork (d: Record<string, number> | undefined): DiscoverWork | un
   }
 }
 
-function quietWork (d: Record<string, number> | undefined): (DiscoverWork & { empty: number, machine_busy: number }) | undefined {
+function quietWork (d: Record<string, number> | undefined): (DiscoverWork & { empty: number, machine_busy: number, machine_busy_idle: number, dials_per_lookup: number }) | undefined {
   const w = discoverWork(d)
-  return w === undefined ? undefined : { ...w, empty: d?.empty ?? 0, machine_busy: d?.machine_busy ?? 0 }
+  return w === undefined ? undefined : { ...w, empty: d?.empty ?? 0, machine_busy: d?.machine_busy ?? 0, machine_busy_idle: d?.machine_busy_idle ?? 0, dials_per_lookup: (d?.dials ?? 0) / w.lookups }
 }
 
 function pcts (r: SimReport, prefix: string): Pcts | undefined {
@@ -342,18 +342,20 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     'After the tasks, once connections have settled, the nodes of the driver process run discovers one after the other',
     '(src/sim/quiet-discover.ts: the same query as a task driver\'s first attempt, every card fetched from its agent and',
-    'verified). Nothing else is asked of the mesh then, so a discover waits mostly for its own requests and not for event',
-    'loops that every node of the mesh shares. Its growth with N is the protocol\'s; the figures above are the machine\'s.',
+    'verified). Nothing else is asked of the mesh then, so a discover does not wait behind other tasks\' work, only behind',
+    'its own requests and the mesh\'s upkeep. The machine\'s CPU is measured during the discovers and for a few seconds',
+    'just before them, with nothing asked (the upkeep alone); connections dialed count those the discovering nodes opened',
+    '(a lookup\'s peer or an agent they held no connection to).',
     '',
     growthLine(d.quiet_growth, 'discover p50 at rest'),
     '',
     growthLine(discoverGrowth(rows, 'quiet_first_card'), 'first verified card at rest'),
     '',
-    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | found nothing | machine CPU busy |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(r => {
       const w = r.quiet_discover_work
-      return `| ${r.nodes} | ${r.quiet_discover?.n ?? '–'} | ${pp(r.quiet_discover)} | ${pp(r.quiet_first_card)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} %`} |`
+      return `| ${r.nodes} | ${r.quiet_discover?.n ?? '–'} | ${pp(r.quiet_discover)} | ${pp(r.quiet_first_card)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
     }),
     ''
   ]

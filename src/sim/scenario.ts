@@ -491,7 +491,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     churn,
     incidents,
     discovery,
-    quiet_discovery: { ...quiet.discovery, empty: quiet.empty, machine_busy: quiet.machineBusy },
+    quiet_discovery: { ...quiet.discovery, empty: quiet.empty, machine_busy: quiet.machineBusy, machine_busy_idle: quiet.machineBusyIdle, dials: quiet.dials },
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
   }
   return report
