@@ -32,19 +32,15 @@ import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import { lookupProviders } from '../wire/dht-providers.ts'
+import { holdsConnection } from '../wire/dial.ts'
+import { nextProvider } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
-import {
-  capabilityKey, cardMatches, cardRecordKey, encodeCardRecord,
-  issueCard, providerKeys, tagKey, verifyCard,
-  type AgentCard, type CapabilityQuery, type CardDraft
-} from './card.ts'
+import { capabilityKey, cardMatches, cardRecordKey, encodeCardRecord, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
+import type { AgentCard, CapabilityQuery, CardDraft } from './card.ts'
 
 export type { DiscoveryStats } from './discovery-stats.ts'
 
-export interface DiscoveryQuery {
-  capability?: CapabilityQuery | null
-  tags?: string[] | null
-}
+export interface DiscoveryQuery { capability?: CapabilityQuery | null, tags?: string[] | null }
 
 export interface DiscoverOptions {
   signal?: AbortSignal
@@ -367,9 +363,13 @@ export class Discovery {
     }
 
     const pending: PeerId[] = []
+    // connected providers first, and dials only as many as the cards still wanted (fetch-order.ts)
+    const connected = (p: PeerId): boolean => holdsConnection(this.host, p)
     const drain = (): void => {
-      while (!stopped.signal.aborted && pending.length > 0 && inFlight < DISCOVER_FETCH_CONCURRENCY) {
-        const next = pending.shift()
+      while (!stopped.signal.aborted && inFlight < DISCOVER_FETCH_CONCURRENCY) {
+        const i = nextProvider(pending, connected, inFlight, limit - yielded - ready.length)
+        if (i < 0) break
+        const [next] = pending.splice(i, 1)
         if (next !== undefined) consider(next)
       }
       notify()

@@ -34,3 +34,8 @@ export async function dialStream (host: Pick<Libp2p, 'dialProtocol'>, peer: Peer
     return await host.dialProtocol(peer, protocol, { signal: opts.signal, force: true })
   }
 }
+
+/** Whether a stream to `peer` can open without a dial: this node holds an open connection to it. */
+export function holdsConnection (host: Pick<Libp2p, 'getConnections'>, peer: PeerId): boolean {
+  return host.getConnections(peer).some(c => c.status === 'open')
+}
