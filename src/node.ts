@@ -234,7 +234,8 @@ export class MeshNode {
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })
-    if (!limitProviderAnswers(this._host.services.dht, DHT_PROVIDERS_PER_ANSWER)) {
+    const peers = this._host.peerStore
+    if (!limitProviderAnswers(this._host.services.dht, DHT_PROVIDERS_PER_ANSWER, async (peer) => peers.has(peer))) {
       this.log.warn('this kad-dht has no provider store to limit: provider answers name every provider')
     }
     // across networks the mesh's protocols must also run over relayed (limited) connections

@@ -2,7 +2,8 @@
  * Issue #17: an answer to a provider lookup names at most
  * DHT_PROVIDERS_PER_ANSWER providers, a fresh random pick each time when the
  * node holds more (kad-dht alone names every one it holds, so an answer grew
- * with the mesh).
+ * with the mesh). A provider the node has no peer entry for is left out of
+ * the answer, not allowed to fail it.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
@@ -12,7 +13,7 @@ import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
-import { limitProviderAnswers } from '../src/wire/provider-answers.ts'
+import { limitProviderAnswers, providerAnswerStats } from '../src/wire/provider-answers.ts'
 import { startMesh, stopAll } from './helpers.ts'
 
 const HELD = DHT_PROVIDERS_PER_ANSWER + 10
@@ -51,8 +52,31 @@ describe('provider answers are bounded', () => {
     expect(new Set([...first, ...second]).size).toBeGreaterThan(DHT_PROVIDERS_PER_ANSWER)
   })
 
+  it('names the providers it knows when it holds a record of one it has no peer entry for', async () => {
+    const [S, A] = nodes as [MeshNode, MeshNode]
+    const key = await capabilityKey('cap:stale-record')
+    const store = (S.host.services.dht as unknown as { providers: { addProvider: (k: unknown, p: unknown) => Promise<void> } }).providers
+    const known = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+    await S.host.peerStore.merge(known, { multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/4999')] })
+    await store.addProvider(key, known)
+    // a record whose provider's peer entry is gone (entries expire after 6 h without contact, records after 12 h):
+    // kad-dht alone failed the whole answer on it
+    const gone = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+    await store.addProvider(key, gone)
+    const before = providerAnswerStats(S.host.services.dht).unknownProviders
+    let named: string[] | undefined
+    for await (const ev of A.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
+      if (ev.name === 'QUERY_ERROR') throw ev.error
+      if (ev.name === 'PEER_RESPONSE' && ev.from.equals(peerIdOfAgent(S.agentId))) named = ev.providers.map(p => p.id.toString())
+    }
+    expect(named).toEqual([known.toString()])
+    expect(providerAnswerStats(S.host.services.dht).unknownProviders).toBe(before + 1)
+  })
+
   it('says so when a kad-dht has no provider store to limit', () => {
-    expect(limitProviderAnswers({}, 5)).toBe(false)
-    expect(limitProviderAnswers(undefined, 5)).toBe(false)
+    const known = async (): Promise<boolean> => true
+    expect(limitProviderAnswers({}, 5, known)).toBe(false)
+    expect(limitProviderAnswers(undefined, 5, known)).toBe(false)
+    expect(providerAnswerStats(undefined).unknownProviders).toBe(0)
   })
 })

@@ -7,7 +7,8 @@
  *
  * Real nodes and real provider records; where a test needs the records spread
  * in a particular way, it writes them into the nodes' provider stores as an
- * ADD_PROVIDER would (the offering nodes' addresses are in every peer store).
+ * ADD_PROVIDER would: the record, and the provider's addresses in the
+ * holder's peer store.
  */
 import type { PeerId } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -56,7 +57,12 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const parts = [offering.slice(0, 3), offering.slice(3, 5), offering.slice(5)]
     for (const [i, holder] of holders.entries()) {
       const node = nodes.find(n => peerIdOfAgent(n.agentId).equals(holder))!
-      for (const p of parts[i]!) await storeOf(node).addProvider(key, p)
+      for (const p of parts[i]!) {
+        // as an ADD_PROVIDER from p would: the record, and p's addresses in the holder's peer store
+        const from = nodes.find(n => peerIdOfAgent(n.agentId).equals(p))!
+        await storeOf(node).addProvider(key, p)
+        await node.host.peerStore.merge(p, { multiaddrs: from.host.getMultiaddrs() })
+      }
     }
     // kad-dht's lookup stops at k: any two parts already make 4 or more, so it never saw all 7
     const before = asker.discovery.stats.providerSweeps

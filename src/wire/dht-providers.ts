@@ -9,7 +9,8 @@
  *
  * This lookup runs kad-dht's own first. When the caller wants more, it reads
  * this node's own provider records for the key (kad-dht hands out at most k
- * of them, and none whose peer is missing from the peer store). When kad-dht's
+ * of them, and none whose peer is missing from the peer store; this read
+ * names those too: the card fetch finds them through the DHT). When kad-dht's
  * walk named k or more, it goes on with a sweep: the k peers closest to the
  * key (kad-dht's getClosestPeers: the holders of its provider records), each
  * asked once with a GET_PROVIDERS of its own, DHT_PROVIDER_SWEEP_CONCURRENCY
@@ -27,6 +28,7 @@ import { MessageType, type KadDHT, type QueryEvent } from '@libp2p/kad-dht'
 import type { CID } from 'multiformats/cid'
 import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
+import { ownProviderRecords } from './provider-answers.ts'
 import type { Logger } from '../logger.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
@@ -101,7 +103,8 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   }
   if (opts.signal.aborted) return
   // kad-dht names at most k of this node's own records, and none whose peer it has no address for
-  const local = fresh(await parts.providers.getProviders(key, { signal: opts.signal }))
+  const own = ownProviderRecords(dht) ?? parts.providers.getProviders
+  const local = fresh(await own(key, { signal: opts.signal }))
   if (local.length > 0) yield { name: 'providers', providers: local, sweep: true }
   // a walk that named fewer than k ran to its end: it named every provider the network told it of
   if (found >= opts.want || named < parts.k) return
