@@ -87,10 +87,7 @@ export const RUN_PEER_TAG_TTL_MS = 10 * 60 * 1000
  * (docs/simulations.md); the bound is the contract, so 20 s.
  */
 export const CONNECTION_GRACE_MS = 20_000
-/**
- * How long the budget trusts a peer's tag worth it read (the peer store's
- * `peer:update` events refresh it sooner; a tag whose TTL ends sends none).
- */
+/** How long the budget trusts a peer's tag worth it read (`peer:update` events refresh it sooner; a tag whose TTL ends sends none). */
 export const BUDGET_TAG_CACHE_MS = 5_000
 /**
  * A prune round that ended over the budget because it kept connections with a
@@ -149,10 +146,9 @@ export const DHT_PROVIDER_VALIDITY_MS = 12 * 60 * 60 * 1000
 export const DHT_REPROVIDE_THRESHOLD_MS = 6 * 60 * 60 * 1000
 export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
 /**
- * Providers a node names in one answer to a provider lookup (a random pick when it holds more;
- * src/wire/provider-answers.ts): kad-dht names every one, so an answer grew with the mesh (about 150
- * per capability key at 500 simulated nodes), at a peer-store cost on both sides. kad-dht's lookup
- * stops at k providers; a discover that wants more asks the key's closest peers itself,
+ * Providers a node names in one answer (a random pick when it holds more; src/wire/provider-answers.ts):
+ * kad-dht names every one, so an answer grew with the mesh, at a peer-store cost on both sides. kad-dht's
+ * lookup stops at k providers; a discover that wants more asks the key's closest peers itself,
  * DHT_PROVIDER_SWEEP_CONCURRENCY at a time (src/wire/dht-providers.ts).
  */
 export const DHT_PROVIDERS_PER_ANSWER = 20
@@ -166,6 +162,9 @@ export const DHT_PROVIDER_SWEEP_CONCURRENCY = 3
  */
 export const DHT_CONTACT_FRESH_MS = 60_000
 export const DHT_CONTACTS_TRACKED = 1024
+/** Peer-store read cache (src/wire/peer-store-cache.ts): how long a peer read or written is answered from memory, and peers held. */
+export const PEER_STORE_CACHE_TTL_MS = 5_000
+export const PEER_STORE_CACHE_MAX = 1024
 
 // ---- agent cards (src/card) --------------------------------------------------------------
 export const CARD_MAX_BYTES = 4 * 1024

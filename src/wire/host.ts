@@ -28,6 +28,7 @@ import { libp2pLogger } from './libp2p-log.ts'
 import { meshNoiseCrypto } from './noise-crypto.ts'
 import { contactLiveness, type ContactLivenessStats } from './dht-contacts.ts'
 import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
+import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -187,6 +188,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   }
   created = await createLibp2p(config)
   contactStats.set(created, contacts.stats)
+  peerStoreStats.set(created, cachePeerStore(created.peerStore))
   created.addEventListener('connection:open', (evt) => {
     if (evt.detail.direction === 'inbound' && admitted > 0) admitted--
   })
@@ -194,6 +196,12 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
 }
 
 const contactStats = new WeakMap<MeshHost, ContactLivenessStats>()
+const peerStoreStats = new WeakMap<MeshHost, PeerStoreCacheStats>()
+
+/** What this host's peer-store cache saved (peer-store-cache.ts); zeros for a host made elsewhere. */
+export function peerStoreCacheStats (host: MeshHost): PeerStoreCacheStats {
+  return peerStoreStats.get(host) ?? { hits: 0, misses: 0, mergesSkipped: 0 }
+}
 
 /** How this host's DHT routing table judged its contacts alive (dht-contacts.ts); zeros for a host made elsewhere. */
 export function dhtContactStats (host: MeshHost): ContactLivenessStats {
