@@ -68,21 +68,24 @@ describe('peer-store read cache', () => {
     expect(await store.has(p)).toBe(false)
   })
 
-  it('skips a merge of addresses it already holds, and only that', async () => {
+  it('skips a merge of addresses and protocols it already holds, and only that', async () => {
     const { store, stats } = await cachedStore()
     const p = await newPeer()
-    await store.merge(p, { multiaddrs: [A, B] })
+    await store.merge(p, { multiaddrs: [A, B], protocols: ['/a/1'] })
     await store.merge(p, { multiaddrs: [B] })
     await store.merge(p, { multiaddrs: [A, B] })
-    expect(stats.mergesSkipped).toBe(2)
-    // new address, or anything besides addresses: written
+    await store.merge(p, { protocols: ['/a/1'] })
+    expect(stats.mergesSkipped).toBe(3)
+    // a new protocol or address, or anything besides those: written
+    await store.merge(p, { protocols: ['/b/1'] })
+    expect((await store.get(p)).protocols.sort()).toEqual(['/a/1', '/b/1'])
     await store.merge(p, { multiaddrs: [A], tags: { x: { value: 1 } } })
-    expect(stats.mergesSkipped).toBe(2)
+    expect(stats.mergesSkipped).toBe(3)
     expect((await store.get(p)).tags.get('x')?.value).toBe(1)
     // a peer the cache does not hold is merged by the store
     const q = await newPeer()
     await store.merge(q, { multiaddrs: [A] })
-    expect(stats.mergesSkipped).toBe(2)
+    expect(stats.mergesSkipped).toBe(3)
     expect(addrs(await store.get(q))).toEqual([A.toString()])
   })
 

@@ -14,10 +14,12 @@
  * - Every write (`save`, `patch`, `merge`, `delete`, `consumePeerRecord`)
  *   drops the peer's entry before it starts, and a read that began before a
  *   write ended is not cached, so a read never returns what a write replaced.
- * - A `merge` of addresses alone, every one of which the fresh entry already
- *   holds, is answered from the cache without a write. What it skips is the
- *   refresh of those addresses' last-seen time, which then lags by at most
- *   the TTL (libp2p keeps an address for an hour).
+ * - A `merge` of addresses and protocols alone, every one of which the fresh
+ *   entry already holds, is answered from the cache without a write (libp2p
+ *   merges the protocol of every stream it opens or accepts, before the
+ *   stream is handed over). What it skips is the refresh of those addresses'
+ *   last-seen time, which then lags by at most the TTL (libp2p keeps an
+ *   address for an hour).
  * Readers get a copy of the cached peer, so no caller can change another's,
  * without the tags that expired since it was cached.
  */
@@ -43,13 +45,15 @@ function copyPeer (peer: Peer, at: number): Peer {
   return { ...peer, addresses: peer.addresses.slice(), protocols: peer.protocols.slice(), metadata: new Map(peer.metadata), tags }
 }
 
-/** True when `data` only adds addresses and `peer` already holds each of them. */
+/** True when `data` only adds addresses and protocols, and `peer` already holds each of them. */
 function mergeChangesNothing (peer: Peer, data: PeerData): boolean {
   for (const key of Object.keys(data)) {
-    if (key !== 'multiaddrs') return false
+    if (key !== 'multiaddrs' && key !== 'protocols') return false
   }
+  if (data.protocols !== undefined && !data.protocols.every(p => peer.protocols.includes(p))) return false
+  if (data.multiaddrs === undefined || data.multiaddrs.length === 0) return true
   const held = new Set(peer.addresses.map(a => a.multiaddr.toString()))
-  return (data.multiaddrs ?? []).every(ma => held.has(ma.toString()))
+  return data.multiaddrs.every(ma => held.has(ma.toString()))
 }
 
 /**
