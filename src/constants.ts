@@ -154,14 +154,15 @@ export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
 export const DHT_PROVIDERS_PER_ANSWER = 20
 export const DHT_PROVIDER_SWEEP_CONCURRENCY = 3
 /**
- * kad-dht's routing table pings a contact before it adds it, and a full
- * bucket's oldest contacts before it evicts one (src/wire/dht-contacts.ts). A
- * contact this node is connected to, or whose last connection closed less than
- * DHT_CONTACT_FRESH_MS ago, counts as alive without a ping (which would dial
- * it); closes are remembered for the last DHT_CONTACTS_TRACKED peers.
- */
+ * kad-dht pings a contact before it adds it, and a full bucket's oldest before it evicts one (src/wire/dht-contacts.ts).
+ * A contact connected now, or less than DHT_CONTACT_FRESH_MS ago, counts as alive without a ping (which would dial
+ * it); closes are remembered for the last DHT_CONTACTS_TRACKED peers. */
 export const DHT_CONTACT_FRESH_MS = 60_000
 export const DHT_CONTACTS_TRACKED = 1024
+/** kad-dht's repeated work (src/wire/dht-repeats.ts): keys whose closest contacts are kept; a peer named again with the same addresses within this is not handled again; peers remembered. */
+export const DHT_CLOSEST_CACHED = 256
+export const DHT_NAMED_AGAIN_MS = 5_000
+export const DHT_NAMED_TRACKED = 1024
 /** Peer-store read cache (src/wire/peer-store-cache.ts): how long a peer read or written is answered from memory, and peers held. */
 export const PEER_STORE_CACHE_TTL_MS = 5_000
 export const PEER_STORE_CACHE_MAX = 1024

@@ -28,6 +28,7 @@ import { libp2pLogger } from './libp2p-log.ts'
 import { meshNoiseCrypto } from './noise-crypto.ts'
 import { contactLiveness, type ContactLivenessStats } from './dht-contacts.ts'
 import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
+import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-repeats.ts'
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
@@ -102,6 +103,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   let created: MeshHost | undefined
   let admitted = 0
   const contacts = contactLiveness()
+  const repeats = dhtRepeatStats()
   const full = (): boolean => (created?.getConnections().length ?? 0) + admitted >= hardLimit
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
@@ -150,7 +152,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       identify: identify(),
       ping: ping(),
       // kad-dht's closest peers keep their value for the budget but are not redialed on every close (dht-keepalive.ts)
-      dht: contacts.wrap(dhtWithoutKeepAlive(kadDHT({
+      dht: contacts.wrap(dhtWithoutRepeats(dhtWithoutKeepAlive(kadDHT({
         protocol: DHT_PROTOCOL,
         // a node that reserves relay slots is not reachable directly: it asks, it does not serve
         clientMode: network?.relayClient === true,
@@ -164,7 +166,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         reprovide: { validity: DHT_PROVIDER_VALIDITY_MS, threshold: DHT_REPROVIDE_THRESHOLD_MS, interval: DHT_REPROVIDE_CHECK_INTERVAL_MS },
         validators: opts.dhtValidators ?? {},
         selectors: opts.dhtSelectors ?? {}
-      }))),
+      })), repeats)),
       pubsub: gossipsub({
         // events are durable in the executor's log and synced; gossip is the fast path, so a
         // publish with no mesh peers yet is not an error
@@ -188,6 +190,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   }
   created = await createLibp2p(config)
   contactStats.set(created, contacts.stats)
+  repeatStats.set(created, repeats)
   peerStoreStats.set(created, cachePeerStore(created.peerStore))
   created.addEventListener('connection:open', (evt) => {
     if (evt.detail.direction === 'inbound' && admitted > 0) admitted--
@@ -197,6 +200,12 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
 
 const contactStats = new WeakMap<MeshHost, ContactLivenessStats>()
 const peerStoreStats = new WeakMap<MeshHost, PeerStoreCacheStats>()
+const repeatStats = new WeakMap<MeshHost, DhtRepeatStats>()
+
+/** What this host's kad-dht was spared (dht-repeats.ts); not applied for a host made elsewhere. */
+export function dhtRepeats (host: MeshHost): DhtRepeatStats {
+  return repeatStats.get(host) ?? dhtRepeatStats()
+}
 
 /** What this host's peer-store cache saved (peer-store-cache.ts); zeros for a host made elsewhere. */
 export function peerStoreCacheStats (host: MeshHost): PeerStoreCacheStats {

@@ -1,0 +1,93 @@
+/**
+ * Issue #17: kad-dht's repeated work, done once (src/wire/dht-repeats.ts).
+ * The closest contacts of a key are kept until the routing table changes,
+ * and a peer named again with the same addresses a moment later is not
+ * handled again. Real hosts for what the DHT does; the time window and the
+ * address check against the wrapper alone, with a clock the test moves.
+ */
+import type { PeerId } from '@libp2p/interface'
+import { multiaddr } from '@multiformats/multiaddr'
+import { createHash } from 'node:crypto'
+import { describe, expect, it } from 'vitest'
+import { DHT_NAMED_AGAIN_MS } from '../src/constants.ts'
+import { dhtRepeatStats, dhtWithoutRepeats } from '../src/wire/dht-repeats.ts'
+import { dhtRepeats, type MeshHost } from '../src/wire/host.ts'
+import { until } from './helpers.ts'
+import { loopbackHostsPerTest } from './loopback-hosts.ts'
+import type { KadDHT } from '@libp2p/kad-dht'
+
+interface Table { size: number, kb: { closest: (id: Uint8Array) => Iterable<PeerId> }, closestPeers: (id: Uint8Array) => PeerId[] }
+const tableOf = (h: MeshHost): Table => (h.services.dht as unknown as { routingTable: Table }).routingTable
+const kadId = (text: string): Uint8Array => new Uint8Array(createHash('sha256').update(text).digest())
+const ids = (peers: Iterable<PeerId>): string[] => [...peers].map(String)
+
+describe('kad-dht repeats', () => {
+  const start = loopbackHostsPerTest()
+
+  it('keeps a key\'s closest contacts until the routing table gains one, and hands out copies', async () => {
+    const [a, b, c] = await start(3) as [MeshHost, MeshHost, MeshHost]
+    const table = tableOf(a)
+    const key = kadId('cap:closest')
+    await a.dial(b.getMultiaddrs()[0]!)
+    await until(() => table.size >= 1, 'b in a\'s routing table')
+    const first = table.closestPeers(key)
+    expect(ids(first)).toEqual(ids(table.kb.closest(key)))
+    first.length = 0
+    const before = dhtRepeats(a).closestHits
+    expect(ids(table.closestPeers(key))).toEqual([b.peerId.toString()])
+    expect(dhtRepeats(a).closestHits).toBe(before + 1)
+    // a new contact: the next answer is computed again, and names it
+    await a.dial(c.getMultiaddrs()[0]!)
+    await until(() => table.size >= 2, 'c in a\'s routing table')
+    expect(ids(table.closestPeers(key)).sort()).toEqual([b.peerId.toString(), c.peerId.toString()].sort())
+    expect(ids(table.closestPeers(key))).toEqual(ids(table.kb.closest(key)))
+  })
+
+  it('does not handle a peer named again in the next answer, and the first naming still counts', async () => {
+    const [a, b, c] = await start(3) as [MeshHost, MeshHost, MeshHost]
+    await b.dial(c.getMultiaddrs()[0]!)
+    await until(() => tableOf(b).size >= 1, 'c in b\'s routing table')
+    await a.dial(b.getMultiaddrs()[0]!)
+    await until(() => tableOf(a).size >= 1, 'b in a\'s routing table')
+    const ask = async (): Promise<void> => {
+      // b answers with its closest contacts to a's own id: c
+      for await (const ev of a.services.dht.getClosestPeers(kadId('anything'), { signal: AbortSignal.timeout(10_000) })) void ev
+    }
+    await ask()
+    // c's addresses reached a's peer store from b's answer
+    expect((await a.peerStore.get(c.peerId)).addresses.length).toBeGreaterThan(0)
+    const before = dhtRepeats(a).namedAgain
+    await ask()
+    expect(dhtRepeats(a).namedAgain).toBeGreaterThan(before)
+    expect(dhtRepeats(a).applied).toBe(true)
+  })
+
+  it('handles a peer named again once the window has passed or with other addresses', () => {
+    const dispatched: string[] = []
+    const network = { safeDispatchEvent: (type: string, init?: { detail?: { id: PeerId } }) => { dispatched.push(`${type} ${String(init?.detail?.id)}`); return true } }
+    const table = Object.assign(new EventTarget(), { closestPeers: () => [] })
+    const clock = { t: 0 }
+    const stats = dhtRepeatStats()
+    const dht = dhtWithoutRepeats(() => ({ routingTable: table, network }) as unknown as KadDHT, stats, () => clock.t)({} as never) as unknown as { network: typeof network }
+    expect(stats.applied).toBe(true)
+    const peer = { toString: () => 'P' } as unknown as PeerId
+    const name = (...addrs: string[]): boolean => dht.network.safeDispatchEvent('peer', { detail: { id: peer, multiaddrs: addrs.map(a => multiaddr(a)) } as never })
+    name('/ip4/127.0.0.1/tcp/1')
+    name('/ip4/127.0.0.1/tcp/1')
+    expect(stats.namedAgain).toBe(1)
+    name('/ip4/127.0.0.1/tcp/1', '/ip4/127.0.0.1/tcp/2')
+    clock.t += DHT_NAMED_AGAIN_MS
+    name('/ip4/127.0.0.1/tcp/2', '/ip4/127.0.0.1/tcp/1')
+    // other events go through as they are
+    dht.network.safeDispatchEvent('other', { detail: { id: peer } as never })
+    expect(dispatched).toEqual(['peer P', 'peer P', 'peer P', 'other P'])
+    expect(stats.namedAgain).toBe(1)
+  })
+
+  it('leaves a kad-dht without the members it needs as it is', () => {
+    const stats = dhtRepeatStats()
+    const plain = {}
+    expect(dhtWithoutRepeats(() => plain as unknown as KadDHT, stats)({} as never)).toBe(plain)
+    expect(stats.applied).toBe(false)
+  })
+})
