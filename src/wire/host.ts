@@ -30,6 +30,7 @@ import { contactLiveness, type ContactLivenessStats } from './dht-contacts.ts'
 import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
 import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-repeats.ts'
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
+import { coalesceTcpWrites } from './tcp-writes.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -194,10 +195,13 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   peerStoreStats.set(created, cachePeerStore(created.peerStore))
   created.addEventListener('connection:open', (evt) => {
     if (evt.detail.direction === 'inbound' && admitted > 0) admitted--
+    if (!tcpWritesCoalesced) tcpWritesCoalesced = coalesceTcpWrites(Reflect.get(evt.detail, 'maConn'))
   })
   return created
 }
 
+// libp2p's TCP connection class is patched once, on the first TCP connection any host opens (tcp-writes.ts)
+let tcpWritesCoalesced = false
 const contactStats = new WeakMap<MeshHost, ContactLivenessStats>()
 const peerStoreStats = new WeakMap<MeshHost, PeerStoreCacheStats>()
 const repeatStats = new WeakMap<MeshHost, DhtRepeatStats>()
