@@ -56,6 +56,14 @@ function mergeChangesNothing (peer: Peer, data: PeerData): boolean {
   return data.multiaddrs.every(ma => held.has(ma.toString()))
 }
 
+/** One fewer of `id` in `counts`; true when none is left. */
+function countDown (counts: Map<string, number>, id: string): boolean {
+  const left = (counts.get(id) ?? 1) - 1
+  if (left > 0) counts.set(id, left)
+  else counts.delete(id)
+  return left <= 0
+}
+
 /**
  * Put the cache in front of `store`, in place: libp2p's services hold this
  * very object. Returns the cache's counters.
@@ -101,12 +109,7 @@ export function cachePeerStore (store: PeerStore, now: () => number = Date.now):
       if (!overwritten.has(id) && !writing.has(id)) remember(id, copyPeer(peer, now()))
       return peer
     } finally {
-      const left = (reading.get(id) ?? 1) - 1
-      if (left > 0) reading.set(id, left)
-      else {
-        reading.delete(id)
-        overwritten.delete(id)
-      }
+      if (countDown(reading, id)) overwritten.delete(id)
     }
   }
   const has = store.has.bind(store)
@@ -129,10 +132,7 @@ export function cachePeerStore (store: PeerStore, now: () => number = Date.now):
       result = await run()
       return result
     } finally {
-      const left = (writing.get(id) ?? 1) - 1
-      if (left > 0) writing.set(id, left)
-      else {
-        writing.delete(id)
+      if (countDown(writing, id)) {
         const peer = result === undefined ? undefined : stored(result)
         if (peer !== undefined) remember(id, copyPeer(peer, now()))
       }
