@@ -78,24 +78,11 @@ export const CONNECTIONS_HEADROOM = 64
 export const RUN_PEER_TAG = 'aap-run'
 export const RUN_PEER_TAG_VALUE = 100
 export const RUN_PEER_TAG_TTL_MS = 10 * 60 * 1000
-/**
- * A connection younger than this is not pruned (the default of
- * `connectionGraceMs`): a card fetch or DHT query on a new connection is not
- * cut off before it is answered. A longer grace opens fewer connections again
- * (60 s: a third less CPU at 200 simulated nodes) but keeps busy nodes far
- * above their bound, and it did not make 200 nodes pass reliably
- * (docs/simulations.md); the bound is the contract, so 20 s.
- */
+/** A connection younger than this is not pruned (default of `connectionGraceMs`), so a request on a new connection is answered first; why 20 s: docs/simulations.md. */
 export const CONNECTION_GRACE_MS = 20_000
 /** How long the budget trusts a peer's tag worth it read (`peer:update` events refresh it sooner; a tag whose TTL ends sends none). */
 export const BUDGET_TAG_CACHE_MS = 5_000
-/**
- * A prune round that ended over the budget because it kept connections with a
- * request in flight comes back after this long, so a node at rest still gets
- * back under its bound. Shorter than BUDGET_TAG_CACHE_MS, so the worth the
- * round read is still cached then: a busy node reads a peer's tags at most
- * every other such round.
- */
+/** A prune round left over the budget by requests in flight comes back after this (under BUDGET_TAG_CACHE_MS, so its tag reads are still cached). */
 export const BUDGET_BUSY_RECHECK_MS = 4_000
 /** One connection close by the budget gives up after this long (then the connection is aborted). */
 export const CONNECTION_CLOSE_TIMEOUT_MS = 1_000
@@ -199,6 +186,18 @@ export const CARD_FETCH_TIMEOUT_MS = 2_000
 export const CARD_CACHE_MAX_ENTRIES = 1024
 /** How long a fetched card is trusted without re-fetching (still bounded by expires_at). */
 export const CARD_CACHE_TTL_MS = 60_000
+/**
+ * Cards held for the providers whose records a node keeps (src/card/held-cards.ts): how many; agents per
+ * `get_held_cards` ask (and cards per answer, which also fit in CARD_MAX_FRAME_BYTES); how long a discover
+ * waits for the holder before it dials the providers; card pulls in flight and waiting; and how soon the
+ * same agent's card is pulled again.
+ */
+export const CARD_HELD_MAX = 1024
+export const CARD_HELD_ASK_MAX = 16
+export const CARD_HELD_ASK_TIMEOUT_MS = 500
+export const CARD_HELD_PULL_CONCURRENCY = 4
+export const CARD_HELD_PULL_QUEUE = 256
+export const CARD_HELD_PULL_MIN_INTERVAL_MS = 60_000
 
 // ---- runs (src/runs) ------------------------------------------------------------------------
 export const MAX_CONCURRENT_INBOUND_RUNS = 256

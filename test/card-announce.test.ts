@@ -36,13 +36,19 @@ describe('announcing a card published before the node had any peer', () => {
     // no event says "provider records stored on a peer", so watch the counter
     await until(() => first.discovery.stats.announcements >= 1, 'the card to be announced to the first peer')
 
-    // with the agent gone, a newcomer that only knows `second` still finds the card
+    // `second` keeps the provider record, and the card it asked `first` for then
+    await until(() => second.discovery.stats.heldCardPulls >= 1, 'the holder to pull the provider\'s card')
+
+    // with the agent gone, a newcomer that only knows `second` still finds the card:
+    // from the holder that named it, and from the DHT record when asked for a fresh one
     await first.stop()
     const third = await node()
     expect(await third.join(second.addresses)).toBe(1)
     await waitForRouting([second, third], 1)
     expect(await third.discover({ capability: cap })).toEqual([card])
-    expect(third.discovery.stats.dhtFallbacks).toBeGreaterThan(0)
+    expect(third.discovery.stats.heldCardsReceived).toBe(1)
+    expect(await third.discovery.getCard(card.agent_id, { fresh: true })).toEqual(card)
+    expect(third.discovery.stats.dhtFallbacks).toBe(1)
   })
 
   it('publish with announce: false serves the card at once and leaves the DHT side to the caller', async () => {

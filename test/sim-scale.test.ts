@@ -130,7 +130,7 @@ describe('npm run sim:scale', () => {
   it('compares the requests a discover makes per lookup with log N', () => {
     const row = (nodes: number, answers: number, cards: number): ScaleRow => ({
       nodes, passed: true, why: [], wall_s: 1, processes: 1, nodes_per_process: [nodes],
-      discover_work: { lookups: 40, answers_per_lookup: answers, providers_per_lookup: 10, cards_per_lookup: cards }
+      discover_work: { lookups: 40, answers_per_lookup: answers, providers_per_lookup: 10, cards_per_lookup: cards, held_asks_per_lookup: 0, held_cards_per_lookup: 0 }
     })
     expect(workLine([row(50, 1.3, 2.6), row(500, 1.7, 2.9)])).toMatch(/×1\.18 at 500 nodes \(ln N ×1\.59\): no faster than log N/)
     expect(workLine([row(50, 1, 1), row(100, 4, 4), row(200, 1, 1)])).toMatch(/×4\.00 at 100 nodes .*: faster than log N at 100 nodes\.$/)

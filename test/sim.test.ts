@@ -20,7 +20,8 @@ describe('a small simulation keeps every invariant of the report', () => {
     const d = report.discovery ?? {}
     expect(d.lookups).toBeGreaterThanOrEqual(4)
     expect(d.lookupProviders).toBeGreaterThan(0)
-    expect(d.fetchedCards).toBeGreaterThan(0)
+    // cards come from the agents, or from the peers that named them (held-cards.ts)
+    expect((d.fetchedCards ?? 0) + (d.heldCardsReceived ?? 0)).toBeGreaterThan(0)
     expect(d.discoversCutShort).toBe(0)
     expect(renderSummary(report)).toMatch(/discovery \(task drivers\): \d+ lookups/)
     const html = renderHtml(report)

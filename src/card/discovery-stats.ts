@@ -30,6 +30,15 @@ export interface DiscoveryStats {
   sweptProviders: number
   /** Discovers whose deadline (DISCOVER_TIMEOUT_MS or the caller's signal) ended them before the lookup did. */
   discoversCutShort: number
+  /** Cards held for others (held-cards.ts): pulled from their agents, pulls that failed, pulls dropped with the queue full, cards handed out. */
+  heldCardPulls: number
+  heldCardPullFailures: number
+  heldCardPullsDropped: number
+  heldCardsServed: number
+  /** Asks this node's discovers sent to a peer whose DHT answer named providers, asks that failed, and the verified cards they brought. */
+  heldCardAsks: number
+  heldCardAskFailures: number
+  heldCardsReceived: number
 }
 
 export function newDiscoveryStats (): DiscoveryStats {
@@ -48,6 +57,13 @@ export function newDiscoveryStats (): DiscoveryStats {
     lookupProviders: 0,
     providerSweeps: 0,
     sweptProviders: 0,
-    discoversCutShort: 0
+    discoversCutShort: 0,
+    heldCardPulls: 0,
+    heldCardPullFailures: 0,
+    heldCardPullsDropped: 0,
+    heldCardsServed: 0,
+    heldCardAsks: 0,
+    heldCardAskFailures: 0,
+    heldCardsReceived: 0
   }
 }

@@ -19,21 +19,23 @@ import type { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
   CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
-  CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DHT_PUT_TIMEOUT_MS, DISCOVER_FETCH_CONCURRENCY,
+  CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DHT_PUT_TIMEOUT_MS,
   DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { CardCache, newestCardInDht } from './card-store.ts'
-import { routingTableOf, type RoutingTableView } from './routing-view.ts'
+import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
+import { firstRoutingPeer, routingTableOf, type RoutingTableView } from './routing-view.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import { lookupProviders } from '../wire/dht-providers.ts'
+import { watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection } from '../wire/dial.ts'
-import { nextProvider } from './fetch-order.ts'
+import { CardFetches } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { capabilityKey, cardMatches, cardRecordKey, encodeCardRecord, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
 import type { AgentCard, CapabilityQuery, CardDraft } from './card.ts'
@@ -76,6 +78,7 @@ export class Discovery {
   private readonly datastore: Datastore
   private readonly client: RpcClient
   private readonly cache = new CardCache()
+  private readonly held: HeldCards
   private readonly onRejected?: (err: AapError, from: string) => void
   private own?: AgentCard
   private unserve?: () => Promise<void>
@@ -108,6 +111,10 @@ export class Discovery {
     this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES, log: this.log })
     if (init.onRejected !== undefined) this.onRejected = init.onRejected
     this.routing = routingTableOf(init.host.services.dht)
+    this.held = new HeldCards({ pull: async (peer, signal) => this.pullCard(peer, signal), connected: p => holdsConnection(this.host, p), stats: this.stats, log: this.log })
+    if (!watchProviderRecords(init.host.services.dht, init.host.peerId, peer => { this.held.onProviderRecord(peer) })) {
+      this.log.warn('this kad-dht has no provider store to watch: this node holds no cards for others')
+    }
   }
 
   async start (): Promise<void> {
@@ -130,7 +137,8 @@ export class Discovery {
           const card = await this.currentCard()
           if (card === undefined) throw new AgentNotFoundError('this node has not published a card')
           return { card }
-        })
+        }),
+        get_held_cards: method(isGetHeldCardsRequest, async req => ({ cards: this.held.answer(req.agents) }))
       }
     })
     this.republishTimer = setInterval(() => { void this.republish() }, CARD_REPUBLISH_INTERVAL_MS)
@@ -140,6 +148,7 @@ export class Discovery {
 
   async stop (): Promise<void> {
     this.stopping.abort()
+    this.held.stop()
     this.routing?.removeEventListener('peer:add', this.onRoutingPeer)
     clearInterval(this.republishTimer)
     this.client.close()
@@ -247,7 +256,7 @@ export class Discovery {
     // in time, the first one to come later triggers the announcement.
     if (this.routing !== undefined && this.routing.size === 0) {
       this.unannounced = true
-      if (!await this.firstRoutingPeer(this.routing, sig)) return 0
+      if (!await firstRoutingPeer(this.routing, sig)) return 0
     }
     const dht = this.host.services.dht
     const put = (async () => {
@@ -293,22 +302,6 @@ export class Discovery {
   }
 
   /** Resolves true when a peer enters the routing table, false if `signal` ends first. */
-  private async firstRoutingPeer (routing: RoutingTableView, signal: AbortSignal): Promise<boolean> {
-    if (routing.size > 0) return true
-    if (signal.aborted) return false
-    return new Promise<boolean>(resolve => {
-      const done = (added: boolean): void => {
-        routing.removeEventListener('peer:add', onAdd)
-        signal.removeEventListener('abort', onAbort)
-        resolve(added)
-      }
-      const onAdd = (): void => { done(true) }
-      const onAbort = (): void => { done(false) }
-      routing.addEventListener('peer:add', onAdd)
-      signal.addEventListener('abort', onAbort, { once: true })
-    })
-  }
-
   /** `agent.discover`: verified cards matching the query. Empty when none match. */
   async discover (query: DiscoveryQuery, opts: DiscoverOptions = {}): Promise<AgentCard[]> {
     const out: AgentCard[] = []
@@ -341,39 +334,25 @@ export class Discovery {
     if (key === undefined) {
       throw new InvalidRequestError('a discovery query needs a capability or at least one tag')
     }
-    // fetch cards of providers concurrently, yield in arrival order
-    const ready: AgentCard[] = []
+    // fetch cards of providers concurrently, yield in arrival order (fetch-order.ts)
     let wake: (() => void) | undefined
-    let inFlight = 0
     let done = false
     const notify = (): void => { wake?.(); wake = undefined }
-
-    const consider = (peer: PeerId): void => {
-      inFlight++
-      this.getCard(peer.toString(), { signal: AbortSignal.any([signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]), fresh: opts.fresh === true })
-        .then(card => { if (cardMatches(card, query)) ready.push(card) })
-        .catch((err: unknown) => {
-          // the caller has what it asked for: a fetch cut off by that is not the provider's fault
-          if (stopped.signal.aborted) return
-          // unreachable or invalid (rejections are counted in stats.rejectedCards): not a result
-          this.stats.unreachableProviders++
-          this.log.debug({ err: toAapError(err), peer: peer.toString() }, 'a provider\'s card could not be had')
-        })
-        .finally(() => { inFlight--; notify() })
-    }
-
-    const pending: PeerId[] = []
-    // connected providers first, and dials only as many as the cards still wanted (fetch-order.ts)
-    const connected = (p: PeerId): boolean => holdsConnection(this.host, p)
-    const drain = (): void => {
-      while (!stopped.signal.aborted && inFlight < DISCOVER_FETCH_CONCURRENCY) {
-        const i = nextProvider(pending, connected, inFlight, limit - yielded - ready.length)
-        if (i < 0) break
-        const [next] = pending.splice(i, 1)
-        if (next !== undefined) consider(next)
-      }
-      notify()
-    }
+    const fetches = new CardFetches<AgentCard>({
+      self: this.host.peerId,
+      wanted: () => limit - yielded,
+      matches: card => cardMatches(card, query),
+      signal,
+      stopped: stopped.signal,
+      connected: p => holdsConnection(this.host, p),
+      known: p => this.cache.fresh(p.toString()) !== undefined,
+      fetch: async (p, s) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true }),
+      ...(opts.fresh === true ? {} : { ask: async (holder, agents, s) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }) }),
+      remember: card => this.cache.remember(card),
+      stats: this.stats,
+      log: this.log,
+      onChange: notify
+    })
     void (async () => {
       this.stats.lookups++
       try {
@@ -386,8 +365,7 @@ export class Discovery {
             if (ev.sweep) this.stats.sweptProviders += ev.providers.length
             swept ||= ev.sweep
             this.stats.lookupProviders += ev.providers.length
-            pending.push(...ev.providers)
-            drain()
+            fetches.add(ev.providers, ev.from)
           }
         }
       } catch (err) {
@@ -401,14 +379,14 @@ export class Discovery {
 
     try {
       while (true) {
-        drain()
-        const card = ready.shift()
+        fetches.drain()
+        const card = fetches.ready.shift()
         if (card !== undefined) {
           yield card
           if (++yielded >= limit) return
           continue
         }
-        if (done && inFlight === 0 && pending.length === 0) return
+        if (done && fetches.idle) return
         await new Promise<void>(resolve => { wake = resolve })
       }
     } finally {
@@ -492,6 +470,17 @@ export class Discovery {
 
   /** A verified card of the agent this node holds now (its own, or a fresh cached one), without asking anyone. */
   knownCard (agentId: string): AgentCard | undefined { return agentId === this.agentId ? this.own : this.cache.fresh(agentId) }
+
+  /** An agent's own card, verified, for the cards this node holds for others (held-cards.ts; not this node's own cache). */
+  private async pullCard (peer: PeerId, signal: AbortSignal): Promise<AgentCard> {
+    const answer = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
+    try {
+      return await verifyCard(answer.card, { expectAgent: peer.toString() })
+    } catch (err) {
+      this.reject(toAapError(err), peer.toString())
+      throw err
+    }
+  }
 
   private reject (err: AapError, from: string): void {
     this.stats.rejectedCards++

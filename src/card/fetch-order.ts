@@ -7,6 +7,11 @@
  * fetch covers a slow or gone provider, instead of dials to every provider
  * named (protocols/card.md).
  */
+import type { PeerId } from '@libp2p/interface'
+import { CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_FETCH_CONCURRENCY } from '../constants.ts'
+import { toAapError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import type { DiscoveryStats } from './discovery-stats.ts'
 
 /** The index in `pending` to fetch next, or -1 to wait for a fetch in flight to end. */
 export function nextProvider<P> (pending: readonly P[], connected: (p: P) => boolean, inFlight: number, wanted: number): number {
@@ -14,4 +19,108 @@ export function nextProvider<P> (pending: readonly P[], connected: (p: P) => boo
   const i = pending.findIndex(connected)
   if (i >= 0) return i
   return inFlight > wanted ? -1 : 0
+}
+
+export interface CardFetchesInit<Card extends { agent_id: string }> {
+  self: PeerId
+  /** Cards still wanted beyond those ready (the caller's limit less what it has yielded). */
+  wanted: () => number
+  matches: (card: Card) => boolean
+  /** The discover's deadline and its caller's stop: fetches end on either. */
+  signal: AbortSignal
+  stopped: AbortSignal
+  connected: (peer: PeerId) => boolean
+  /** A verified card of this agent is cached. */
+  known: (peer: PeerId) => boolean
+  fetch: (peer: PeerId, signal: AbortSignal) => Promise<Card>
+  /** Ask the peer whose answer named providers for their cards (held-cards.ts); absent: never. */
+  ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal) => Promise<Card[]>
+  /** Keep a card a holder sent; returns the newest known of that agent. */
+  remember: (card: Card) => Card
+  stats: DiscoveryStats
+  log: Logger
+  /** Something changed: a card is ready or every fetch has ended. */
+  onChange: () => void
+}
+
+/**
+ * The card fetches of one discover: providers wait in `pending` and are
+ * fetched DISCOVER_FETCH_CONCURRENCY at a time in `nextProvider`'s order; the
+ * cards that match are `ready` in the order they arrive. Providers named by a
+ * peer's answer are first asked of that peer when it holds their cards
+ * (held-cards.ts): unconnected agents without a cached card, at most
+ * CARD_HELD_ASK_MAX; the agents are asked only for what it does not send.
+ */
+export class CardFetches<Card extends { agent_id: string }> {
+  readonly ready: Card[] = []
+  private readonly pending: PeerId[] = []
+  private inFlight = 0
+
+  private readonly init: CardFetchesInit<Card>
+
+  constructor (init: CardFetchesInit<Card>) { this.init = init }
+
+  /** Nothing waits and nothing is in flight. */
+  get idle (): boolean { return this.inFlight === 0 && this.pending.length === 0 }
+
+  add (providers: PeerId[], from?: PeerId): void {
+    this.pending.push(...(from === undefined ? providers : this.viaHolder(from, providers)))
+    this.drain()
+  }
+
+  drain (): void {
+    const { init } = this
+    while (!init.stopped.aborted && this.inFlight < DISCOVER_FETCH_CONCURRENCY) {
+      const i = nextProvider(this.pending, init.connected, this.inFlight, init.wanted() - this.ready.length)
+      if (i < 0) break
+      const [next] = this.pending.splice(i, 1)
+      if (next !== undefined) this.fetch(next)
+    }
+    init.onChange()
+  }
+
+  private fetch (peer: PeerId): void {
+    const { init } = this
+    this.inFlight++
+    init.fetch(peer, AbortSignal.any([init.signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]))
+      .then(card => { if (init.matches(card)) this.ready.push(card) })
+      .catch((err: unknown) => {
+        // the caller has what it asked for: a fetch cut off by that is not the provider's fault
+        if (init.stopped.aborted) return
+        // unreachable or invalid (rejections are counted in stats.rejectedCards): not a result
+        init.stats.unreachableProviders++
+        init.log.debug({ err: toAapError(err), peer: peer.toString() }, 'a provider\'s card could not be had')
+      })
+      .finally(() => { this.inFlight--; init.onChange() })
+  }
+
+  /** Ask `holder` for what it may hold of `providers`; returns those to fetch from the agents now. */
+  private viaHolder (holder: PeerId, providers: PeerId[]): PeerId[] {
+    const { init } = this
+    const ask = init.ask === undefined || holder.equals(init.self) || !init.connected(holder)
+      ? []
+      : providers.filter(p => !init.connected(p) && !init.known(p)).slice(0, CARD_HELD_ASK_MAX)
+    if (init.ask === undefined || ask.length === 0) return providers
+    this.inFlight++
+    init.stats.heldCardAsks++
+    init.ask(holder, ask, init.signal)
+      .then(cards => {
+        const got = new Set(cards.map(card => card.agent_id))
+        for (const card of cards) {
+          init.stats.heldCardsReceived++
+          const newest = init.remember(card)
+          if (init.matches(newest)) this.ready.push(newest)
+        }
+        this.pending.push(...ask.filter(p => !got.has(p.toString())))
+      }, (err: unknown) => {
+        if (!init.stopped.aborted) init.stats.heldCardAskFailures++
+        init.log.debug({ err: toAapError(err), peer: holder.toString() }, 'the peer that named providers did not send their cards')
+        this.pending.push(...ask)
+      })
+      .finally(() => {
+        this.inFlight--
+        this.drain()
+      })
+    return providers.filter(p => !ask.includes(p))
+  }
 }

@@ -21,3 +21,20 @@ export function routingTableOf (dht: object): RoutingTableView | undefined {
   }
   return undefined
 }
+
+/** True once `routing` holds a peer (at once when it does); false when `signal` aborts first. */
+export async function firstRoutingPeer (routing: RoutingTableView, signal: AbortSignal): Promise<boolean> {
+  if (routing.size > 0) return true
+  if (signal.aborted) return false
+  return new Promise<boolean>(resolve => {
+    const done = (added: boolean): void => {
+      routing.removeEventListener('peer:add', onAdd)
+      signal.removeEventListener('abort', onAbort)
+      resolve(added)
+    }
+    const onAdd = (): void => { done(true) }
+    const onAbort = (): void => { done(false) }
+    routing.addEventListener('peer:add', onAdd)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}

@@ -1,7 +1,8 @@
 /**
  * The hostile nodes of a simulation (scenario.ts): each publishes a card of
  * its own that claims every capability, puts a forged higher-seq card of a
- * victim to the DHT, serves that forged card over the card protocol, and
+ * victim to the DHT, serves that forged card over the card protocol (and, to
+ * whoever asks for held cards, a card like it for every agent asked for), and
  * republishes every genuine event it sees on a followed topic, mutated and
  * misattributed. Hostile nodes are set up a few at a time: each announcement
  * walks the DHT, and one after another they held up the tasks for minutes at
@@ -11,7 +12,8 @@
  */
 import type { Message } from '@libp2p/gossipsub'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../constants.ts'
-import { cardRecordKey, encodeCardRecord, type AgentCard } from '../card/card.ts'
+import { cardRecordKey, encodeCardRecord, endpointOf, type AgentCard } from '../card/card.ts'
+import { isGetHeldCardsRequest } from '../card/held-cards.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import { correlationTopic } from '../events/topic.ts'
@@ -123,7 +125,22 @@ async function setUpOne (o: HostileInit, st: HostileState, h: SimNode, victimCar
     await serve(h.node.host, {
       protocol: CARD_PROTOCOL,
       maxFrameBytes: CARD_MAX_FRAME_BYTES,
-      methods: { get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { st.attempted(); return { card: forged } }) }
+      methods: {
+        get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { st.attempted(); return { card: forged } }),
+        // a "held" card of every agent asked for: the victim's signature over another agent's fields
+        get_held_cards: method(isGetHeldCardsRequest, async req => {
+          const cards: AgentCard[] = []
+          let room = CARD_MAX_FRAME_BYTES - 256
+          for (const id of req.agents) {
+            const card = { ...forged, agent_id: id, endpoint: endpointOf(id) }
+            room -= Buffer.byteLength(JSON.stringify(card)) + 1
+            if (room < 0) break // as many as one answer frame carries: each one sent is an attempt
+            st.attempted()
+            cards.push(card)
+          }
+          return { cards }
+        })
+      }
     })
   }
   // events: mutate every genuine event seen on a followed topic and publish it again

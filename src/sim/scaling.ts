@@ -98,6 +98,9 @@ export interface DiscoverWork {
   providers_per_lookup: number
   /** Cards fetched from providers (each one a request to an agent). */
   cards_per_lookup: number
+  /** Asks to the peer whose answer named providers (src/card/held-cards.ts), and the cards they brought. */
+  held_asks_per_lookup: number
+  held_cards_per_lookup: number
 }
 
 function discoverWork (d: Record<string, number> | undefined): DiscoverWork | undefined {
@@ -107,7 +110,9 @@ function discoverWork (d: Record<string, number> | undefined): DiscoverWork | un
     lookups,
     answers_per_lookup: (d.lookupAnswers ?? 0) / lookups,
     providers_per_lookup: (d.lookupProviders ?? 0) / lookups,
-    cards_per_lookup: (d.fetchedCards ?? 0) / lookups
+    cards_per_lookup: (d.fetchedCards ?? 0) / lookups,
+    held_asks_per_lookup: (d.heldCardAsks ?? 0) / lookups,
+    held_cards_per_lookup: (d.heldCardsReceived ?? 0) / lookups
   }
 }
 
@@ -245,6 +250,7 @@ export interface ScalingDoc {
   }>
 }
 
+const held = (w: DiscoverWork | undefined): string => w === undefined ? '–' : `${f1(w.held_asks_per_lookup)} / ${f1(w.held_cards_per_lookup)}`
 const f1 = (x: number | undefined): string => x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
 const pp = (p: Pcts | undefined): string => p === undefined || p.n === 0 ? '–' : `${f1(p.p50)} / ${f1(p.p99)}`
 
@@ -329,11 +335,11 @@ export function renderScaling (d: ScalingDoc): string {
     'What a discover asks of the mesh, per DHT lookup of the task drivers, beside its p50 and the worst event-loop delay',
     'of any process (the time a node waits for its loop on a machine whose two cores run every node):',
     '',
-    '| nodes | lookups | DHT answers per lookup | providers named per lookup | cards fetched per lookup | discover p50 (ms) | event-loop delay p99 (ms) |',
-    '|---:|---:|---:|---:|---:|---:|---:|',
+    '| nodes | lookups | DHT answers per lookup | providers named per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | discover p50 (ms) | event-loop delay p99 (ms) |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(r => {
       const w = r.discover_work
-      return `| ${r.nodes} | ${w?.lookups ?? '–'} | ${f1(w?.answers_per_lookup)} | ${f1(w?.providers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${f1(r.discover?.p50)} | ${f1(r.loop_delay_ms?.p99)} |`
+      return `| ${r.nodes} | ${w?.lookups ?? '–'} | ${f1(w?.answers_per_lookup)} | ${f1(w?.providers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(r.discover?.p50)} | ${f1(r.loop_delay_ms?.p99)} |`
     }),
     '',
     workLine(rows),
@@ -351,11 +357,11 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     growthLine(discoverGrowth(rows, 'quiet_first_card'), 'first verified card at rest'),
     '',
-    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(r => {
       const w = r.quiet_discover_work
-      return `| ${r.nodes} | ${r.quiet_discover?.n ?? '–'} | ${pp(r.quiet_discover)} | ${pp(r.quiet_first_card)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
+      return `| ${r.nodes} | ${r.quiet_discover?.n ?? '–'} | ${pp(r.quiet_discover)} | ${pp(r.quiet_first_card)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
     }),
     ''
   ]
@@ -382,7 +388,7 @@ export function workLine (rows: ScaleRow[]): string {
   const w = rows.filter(r => r.discover_work !== undefined).sort((a, b) => a.nodes - b.nodes)
   const base = w[0]
   if (base?.discover_work === undefined || w.length < 2) return 'Not enough sizes with discovery counts to compare.'
-  const requests = (r: ScaleRow): number => (r.discover_work?.answers_per_lookup ?? 0) + (r.discover_work?.cards_per_lookup ?? 0)
+  const requests = (r: ScaleRow): number => (r.discover_work?.answers_per_lookup ?? 0) + (r.discover_work?.cards_per_lookup ?? 0) + (r.discover_work?.held_asks_per_lookup ?? 0)
   const parts = w.slice(1).map(r => {
     const ratio = requests(r) / requests(base)
     const log = Math.log(r.nodes) / Math.log(base.nodes)

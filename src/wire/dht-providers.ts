@@ -35,7 +35,8 @@ import type { Logger } from '../logger.ts'
 export type ProviderLookupEvent =
   | { name: 'answer', from: PeerId }
   | { name: 'error', from: PeerId, reason: string }
-  | { name: 'providers', providers: PeerId[], sweep: boolean }
+  /** `from`: the peer whose answer named them (none for this node's own records). */
+  | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId }
 
 interface SweepParts {
   k: number
@@ -89,7 +90,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     } else if (ev.name === 'PROVIDER') {
       named += ev.providers.length
       const news = fresh(ev.providers.map(p => p.id))
-      if (news.length > 0) yield { name: 'providers', providers: news, sweep: false }
+      if (news.length > 0) yield { name: 'providers', providers: news, sweep: false, from: ev.from }
       if (found >= opts.want) return
     }
   }
@@ -121,7 +122,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
         for await (const ev of parts.network.sendRequest(peer, { type: MessageType.GET_PROVIDERS, key: key.multihash.bytes }, { signal: opts.signal, path: NO_PATH })) {
           if (ev.name === 'PEER_RESPONSE') {
             out.push({ name: 'answer', from: peer })
-            out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: true })
+            out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: true, from: peer })
           } else if (ev.name === 'QUERY_ERROR') {
             out.push({ name: 'error', from: peer, reason: reasonOf(ev.error) })
           }
@@ -139,7 +140,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
       }
       const news = fresh(ev.providers)
       added += news.length
-      if (news.length > 0) yield { name: 'providers', providers: news, sweep: true }
+      if (news.length > 0) yield { name: 'providers', providers: news, sweep: true, ...(ev.from === undefined ? {} : { from: ev.from }) }
       if (found >= opts.want) return
     }
     // holders that answered and named nobody new: the others most likely hold the same

@@ -73,3 +73,22 @@ export function limitProviderAnswers (dht: unknown, max: number, known: (peer: P
   }
   return true
 }
+
+/**
+ * Call `listener` with every provider record another peer stores here
+ * (kad-dht's ADD_PROVIDER: the provider itself, over its own connection),
+ * once the record is written. This node's own records are not reported.
+ * False when this kad-dht has no provider store to watch.
+ */
+export function watchProviderRecords (dht: unknown, self: PeerId, listener: (provider: PeerId) => void): boolean {
+  const store: unknown = (dht as { providers?: unknown } | undefined)?.providers
+  if (typeof store !== 'object' || store === null) return false
+  const add: unknown = Reflect.get(store, 'addProvider')
+  if (typeof add !== 'function') return false
+  const write = add.bind(store) as (key: unknown, provider: PeerId, options?: unknown) => Promise<void>
+  Reflect.set(store, 'addProvider', async (key: unknown, provider: PeerId, options?: unknown): Promise<void> => {
+    await write(key, provider, options)
+    if (!provider.equals(self)) listener(provider)
+  })
+  return true
+}

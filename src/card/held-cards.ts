@@ -1,0 +1,183 @@
+/**
+ * Cards held for others, so a discover does not dial every provider it is told of.
+ *
+ * A node that keeps provider records of a key (kad-dht's ADD_PROVIDER: the
+ * provider stores its record here over its own connection) asks that
+ * provider for its card over the same connection and keeps the verified card.
+ * A discover whose DHT answer named providers then asks the peer that answered
+ * (`get_held_cards`, over the connection the answer came on) for the cards it
+ * holds of the providers it has no card of, and verifies each as if the agent
+ * had served it (protocols/card.md). What the holder does not have, or does
+ * not send within CARD_HELD_ASK_TIMEOUT_MS, is fetched from the agents.
+ *
+ * Bounds: at most CARD_HELD_MAX cards (the least recently stored dropped);
+ * pulls run CARD_HELD_PULL_CONCURRENCY at a time with at most
+ * CARD_HELD_PULL_QUEUE waiting (more are dropped and counted), at most once
+ * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A pull after a provider
+ * record never dials. A card is handed out only until it expires, and never
+ * replaced by an older one. One that an agent has likely re-signed since (it
+ * was issued a republish interval ago) is still handed out while valid, and
+ * pulled again when asked for: the only pulls that may dial, and only for
+ * agents whose card this node held, so an asker cannot make it dial anyone.
+ */
+import type { PeerId } from '@libp2p/interface'
+import {
+  CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_PULL_CONCURRENCY,
+  CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
+} from '../constants.ts'
+import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
+import { peerIdOfAgent } from '../identity/identity.ts'
+import type { Logger } from '../logger.ts'
+import { schema } from '../schema/validate.ts'
+import type { RpcClient } from '../wire/rpc.ts'
+import { verifyCard, type AgentCard } from './card.ts'
+import type { DiscoveryStats } from './discovery-stats.ts'
+
+export interface GetHeldCardsRequest { agents: string[] }
+export const isGetHeldCardsRequest = schema<GetHeldCardsRequest>('aap:card#/definitions/GetHeldCardsRequest')
+const isGetHeldCardsResponse = schema<{ cards: unknown[] }>('aap:card#/definitions/GetHeldCardsResponse')
+
+/** Room an answer leaves for its envelope (`{"id":…,"ok":true,"body":{"cards":[…]}}`) in one frame. */
+const ANSWER_ENVELOPE_BYTES = 256
+
+interface Held { card: AgentCard, bytes: number }
+
+export interface HeldCardsInit {
+  /** The agent's own card over /aap/card/0.1.0, verified. */
+  pull: (peer: PeerId, signal: AbortSignal) => Promise<AgentCard>
+  connected: (peer: PeerId) => boolean
+  stats: DiscoveryStats
+  log: Logger
+  now?: () => number
+}
+
+export class HeldCards {
+  private readonly held = new Map<string, Held>()
+  /** When each agent's card was last pulled (or tried), by agent id; as bounded as `held`. */
+  private readonly pulledAt = new Map<string, number>()
+  private readonly queue = new Map<string, { peer: PeerId, dial: boolean }>()
+  private running = 0
+  private readonly stopping = new AbortController()
+  private readonly now: () => number
+  private readonly init: HeldCardsInit
+
+  constructor (init: HeldCardsInit) {
+    this.init = init
+    this.now = init.now ?? Date.now
+  }
+
+  get size (): number { return this.held.size }
+
+  /** Keep a verified card, unless a newer unexpired one of the same agent is kept. */
+  hold (card: AgentCard): void {
+    const prev = this.held.get(card.agent_id)
+    if (prev !== undefined && this.valid(prev.card) && (prev.card.seq > card.seq || (prev.card.seq === card.seq && prev.card.expires_at >= card.expires_at))) return
+    this.held.delete(card.agent_id)
+    this.held.set(card.agent_id, { card, bytes: Buffer.byteLength(JSON.stringify(card)) })
+    if (this.held.size > CARD_HELD_MAX) this.dropOldest(this.held)
+  }
+
+  /** A peer stored a provider record here: pull its card over that connection unless one held is recent. */
+  onProviderRecord (peer: PeerId): void {
+    const held = this.held.get(peer.toString())
+    if (held !== undefined && !this.due(held.card)) return
+    this.enqueue(peer, false)
+  }
+
+  /**
+   * The held, unexpired cards of `agents`, as many as fit in one answer frame;
+   * those likely re-signed since are pulled again for the next asker.
+   */
+  answer (agents: string[]): AgentCard[] {
+    const out: AgentCard[] = []
+    let room = CARD_MAX_FRAME_BYTES - ANSWER_ENVELOPE_BYTES
+    for (const id of new Set(agents)) {
+      const held = this.held.get(id)
+      if (held === undefined) continue
+      if (this.due(held.card)) this.enqueue(peerIdOfAgent(id), true)
+      if (!this.valid(held.card) || held.bytes + 1 > room) continue
+      room -= held.bytes + 1
+      out.push(held.card)
+    }
+    this.init.stats.heldCardsServed += out.length
+    return out
+  }
+
+  stop (): void {
+    this.stopping.abort()
+    this.queue.clear()
+  }
+
+  private valid (card: AgentCard): boolean { return Date.parse(card.expires_at) > this.now() }
+  private due (card: AgentCard): boolean { return this.now() - Date.parse(card.issued_at) >= CARD_REPUBLISH_INTERVAL_MS || !this.valid(card) }
+
+  private enqueue (peer: PeerId, dial: boolean): void {
+    const id = peer.toString()
+    if (this.stopping.signal.aborted || this.queue.has(id)) return
+    const last = this.pulledAt.get(id)
+    if (last !== undefined && this.now() - last < CARD_HELD_PULL_MIN_INTERVAL_MS) return
+    if (this.queue.size >= CARD_HELD_PULL_QUEUE) {
+      this.init.stats.heldCardPullsDropped++
+      return
+    }
+    this.queue.set(id, { peer, dial })
+    this.pump()
+  }
+
+  private pump (): void {
+    while (this.running < CARD_HELD_PULL_CONCURRENCY && this.queue.size > 0) {
+      const [id, next] = this.queue.entries().next().value as [string, { peer: PeerId, dial: boolean }]
+      this.queue.delete(id)
+      // a pull after a provider record rides the connection that record came on; it never dials
+      if (!next.dial && !this.init.connected(next.peer)) continue
+      this.pulledAt.delete(id)
+      this.pulledAt.set(id, this.now())
+      if (this.pulledAt.size > CARD_HELD_MAX) this.dropOldest(this.pulledAt)
+      this.running++
+      this.init.pull(next.peer, this.stopping.signal)
+        .then(card => {
+          this.init.stats.heldCardPulls++
+          this.hold(card)
+        }, (err: unknown) => {
+          this.init.stats.heldCardPullFailures++
+          this.init.log.debug({ err: toAapError(err), peer: id }, 'could not pull the card of a provider whose record this node keeps')
+        })
+        .finally(() => {
+          this.running--
+          this.pump()
+        })
+    }
+  }
+
+  private dropOldest (map: Map<string, unknown>): void {
+    const oldest = map.keys().next().value
+    if (oldest !== undefined) map.delete(oldest)
+  }
+}
+
+/**
+ * Ask `holder` for the cards it holds of `agents` (at most CARD_HELD_ASK_MAX).
+ * Returns the verified ones; a card that fails verification, or names an agent
+ * not asked for or one twice, goes to `onRejected` and is not returned.
+ */
+export async function askHolder (client: RpcClient, holder: PeerId, agents: PeerId[], signal: AbortSignal, onRejected: (err: AapError, from: string) => void): Promise<AgentCard[]> {
+  const wanted = new Set(agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString()))
+  const from = holder.toString()
+  const answer = await client.call(holder, 'get_held_cards', { agents: [...wanted] }, {
+    signal, callTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS, responseTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS
+  })
+  const out: AgentCard[] = []
+  for (const value of isGetHeldCardsResponse.assert(answer, 'get_held_cards answer').cards) {
+    const id = (value as { agent_id?: unknown }).agent_id
+    if (typeof id !== 'string' || !wanted.delete(id)) {
+      onRejected(new InvalidRequestError('a held card names an agent that was not asked for, or one twice', { reason: 'not_asked' }), from)
+      continue
+    }
+    try {
+      out.push(await verifyCard(value, { expectAgent: id }))
+    } catch (err) {
+      onRejected(toAapError(err), from)
+    }
+  }
+  return out
+}

@@ -1,0 +1,226 @@
+/**
+ * Cards held for others (src/card/held-cards.ts, protocols/card.md
+ * `get_held_cards`): a node that keeps an agent's provider record pulls and
+ * keeps its card, and a discover gets cards from the peer whose DHT answer
+ * named the providers instead of dialing each provider.
+ */
+import { afterAll, describe, expect, it } from 'vitest'
+import type { PeerId } from '@libp2p/interface'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { CARD_HELD_ASK_MAX, CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS } from '../src/constants.ts'
+import { issueCard, type AgentCard } from '../src/card/card.ts'
+import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
+import { CardFetches } from '../src/card/fetch-order.ts'
+import { askHolder, HeldCards } from '../src/card/held-cards.ts'
+import { agentIdOf } from '../src/identity/identity.ts'
+import { componentLogger } from '../src/logger.ts'
+import type { MeshNode } from '../src/node.ts'
+import { RpcClient } from '../src/wire/rpc.ts'
+import { draft, expired, forged, newKey } from './card-fixtures.ts'
+import { rejectsWith, startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
+
+const log = componentLogger(undefined, 'test')
+const cap = { capability_id: 'cap:held', version: '1.0.0' }
+
+async function cardOf (seq = 1, issuedAt = Date.now()): Promise<AgentCard> {
+  return issueCard(await newKey(), draft, seq, issuedAt)
+}
+
+describe('HeldCards', () => {
+  const quiet = (): { held: HeldCards, pulls: PeerId[], stats: ReturnType<typeof newDiscoveryStats>, clock: { now: number }, connected: Set<string> } => {
+    const pulls: PeerId[] = []
+    const stats = newDiscoveryStats()
+    const clock = { now: Date.now() }
+    const connected = new Set<string>()
+    // a pull that never ends: the test sees what was asked for, nothing more
+    const held = new HeldCards({ pull: async (peer) => { pulls.push(peer); return new Promise<AgentCard>(() => {}) }, connected: p => connected.has(p.toString()), stats, log, now: () => clock.now })
+    return { held, pulls, stats, clock, connected }
+  }
+
+  it('keeps the newest unexpired card of an agent and hands out only unexpired ones', async () => {
+    const { held } = quiet()
+    const key = await newKey()
+    const id = agentIdOf(key)
+    const newer = await issueCard(key, draft, 5)
+    held.hold(newer)
+    held.hold(await issueCard(key, draft, 4))
+    expect(held.answer([id])).toEqual([newer])
+    const old = await expired(await newKey())
+    held.hold(old)
+    expect(held.answer([old.agent_id, id, 'not-held'])).toEqual([newer])
+  })
+
+  it('answers no more than one frame holds and forgets the least recently stored past CARD_HELD_MAX', async () => {
+    const { held } = quiet()
+    const cards = await Promise.all(Array.from({ length: CARD_HELD_ASK_MAX }, async () => cardOf()))
+    for (const c of cards) held.hold(c)
+    const answer = held.answer(cards.map(c => c.agent_id))
+    expect(answer.length).toBeGreaterThan(0)
+    expect(Buffer.byteLength(JSON.stringify({ id: 1, ok: true, body: { cards: answer } }))).toBeLessThanOrEqual(CARD_MAX_FRAME_BYTES)
+    expect(answer.length).toBeLessThanOrEqual(cards.length)
+    const first = cards[0]!
+    for (let i = 0; i < CARD_HELD_MAX; i++) held.hold({ ...first, agent_id: `filler-${i}` })
+    expect(held.size).toBe(CARD_HELD_MAX)
+    expect(held.answer([first.agent_id])).toEqual([])
+  })
+
+  it('pulls after a provider record only over a connection it holds, once per interval, and again when a card asked for is due', async () => {
+    const { held, pulls, stats, clock, connected } = quiet()
+    const card = await cardOf()
+    const peer = peerIdFromString(card.agent_id)
+    held.onProviderRecord(peer)
+    expect(pulls).toEqual([]) // not connected: a record's pull never dials
+    connected.add(card.agent_id)
+    clock.now += CARD_HELD_PULL_MIN_INTERVAL_MS
+    held.onProviderRecord(peer)
+    expect(pulls.map(String)).toEqual([card.agent_id])
+    held.hold(card)
+    clock.now += CARD_HELD_PULL_MIN_INTERVAL_MS
+    held.onProviderRecord(peer) // a recent card held: nothing to pull
+    expect(pulls.length).toBe(1)
+    // a republish interval later the agent has likely re-signed: still handed out, and pulled again
+    clock.now = Date.parse(card.issued_at) + CARD_REPUBLISH_INTERVAL_MS
+    connected.clear()
+    expect(held.answer([card.agent_id])).toEqual([card])
+    expect(pulls.length).toBe(2)
+    expect(stats.heldCardsServed).toBe(1)
+  })
+
+  it('drops pulls past CARD_HELD_PULL_QUEUE and counts them', async () => {
+    const { held, stats, connected } = quiet()
+    const peers = await Promise.all(Array.from({ length: CARD_HELD_PULL_QUEUE + 10 }, async () => peerIdFromString(agentIdOf(await newKey()))))
+    for (const p of peers) connected.add(p.toString())
+    for (const p of peers) held.onProviderRecord(p)
+    // CARD_HELD_PULL_CONCURRENCY run (and never end), the queue fills, the rest are counted
+    expect(stats.heldCardPullsDropped).toBeGreaterThan(0)
+    expect(stats.heldCardPullsDropped).toBeLessThanOrEqual(10)
+  })
+})
+
+describe('CardFetches with a holder', () => {
+  /** Three unconnected providers named by `holder`'s answer; `sends` picks what the holder sends of what it is asked for. */
+  const run = async (sends: (cards: AgentCard[]) => AgentCard[]): Promise<{ ready: AgentCard[], fetched: string[], asked: number, stats: ReturnType<typeof newDiscoveryStats> }> => {
+    const cards = await Promise.all([1, 2, 3].map(async () => cardOf()))
+    const byId = new Map(cards.map(c => [c.agent_id, c]))
+    const holder = peerIdFromString(agentIdOf(await newKey()))
+    const fetched: string[] = []
+    let asked = 0
+    const stats = newDiscoveryStats()
+    const ended = Promise.withResolvers<void>()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 10,
+      matches: () => true,
+      signal: AbortSignal.timeout(10_000),
+      stopped: new AbortController().signal,
+      connected: p => p.equals(holder),
+      known: () => false,
+      fetch: async (p) => { fetched.push(p.toString()); return byId.get(p.toString())! },
+      ask: async (_holder, agents) => {
+        asked += agents.length
+        return sends(agents.map(a => byId.get(a.toString())!))
+      },
+      remember: c => c,
+      stats,
+      log,
+      onChange: () => { if (fetches.idle) ended.resolve() }
+    })
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
+    await ended.promise
+    return { ready: fetches.ready, fetched, asked, stats }
+  }
+
+  it('takes what the holder sends and fetches only the rest from the agents', async () => {
+    const r = await run(cards => cards.slice(0, 2))
+    expect(r.asked).toBe(3)
+    expect(r.fetched.length).toBe(1)
+    expect(r.ready.length).toBe(3)
+    expect(r.stats.heldCardsReceived).toBe(2)
+  })
+
+  it('fetches every provider from its agent when the holder sends nothing or fails', async () => {
+    const none = await run(() => [])
+    expect(none.fetched.length).toBe(3)
+    expect(none.ready.length).toBe(3)
+    const failed = await run(() => { throw new Error('holder gone') })
+    expect(failed.fetched.length).toBe(3)
+    expect(failed.ready.length).toBe(3)
+    expect(failed.stats.heldCardAskFailures).toBe(1)
+  })
+
+  it('askHolder rejects a card nobody asked for, and a second card of one agent', async () => {
+    const asked = await cardOf()
+    const extra = await cardOf()
+    const client = { call: async () => ({ cards: [asked, extra, asked] }) } as unknown as RpcClient
+    const reasons: string[] = []
+    const got = await askHolder(client, peerIdFromString(agentIdOf(await newKey())), [peerIdFromString(asked.agent_id)], AbortSignal.timeout(5_000), err => { reasons.push(String(err.details?.reason)) })
+    expect(got).toEqual([asked])
+    expect(reasons).toEqual(['not_asked', 'not_asked'])
+  })
+})
+
+describe('held cards between real nodes', () => {
+  const nodes: MeshNode[] = []
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('a discover gets the cards from the holder that named the providers, even with the agents gone', async () => {
+    // a holder and three agents that joined through it
+    const [holder, ...agents] = await Promise.all([1, 2, 3, 4].map(async () => (await startMesh(1))[0]!))
+    if (holder === undefined) throw new Error('no holder')
+    nodes.push(holder, ...agents)
+    for (const a of agents) expect(await a.join(holder.addresses)).toBe(1)
+    const cards = await Promise.all(agents.map(async (a, i) => a.publishCard({ ...draft, name: `agent-${i}`, capabilities: [cap] })))
+    await Promise.all(agents.map(async a => a.discovery.announce()))
+    await until(() => holder.discovery.stats.heldCardPulls >= agents.length, 'the holder to pull the three cards')
+    await Promise.all(agents.map(async a => a.stop()))
+
+    const [asker] = await startMesh(1)
+    nodes.push(asker!)
+    expect(await asker!.join(holder.addresses)).toBe(1)
+    const found = await asker!.discover({ capability: cap })
+    expect(found.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(asker!.discovery.stats.heldCardsReceived).toBe(agents.length)
+    expect(asker!.discovery.stats.fetchedCards).toBe(0)
+    expect(asker!.discovery.stats.dhtFallbacks).toBe(0)
+    expect(holder.discovery.stats.heldCardsServed).toBeGreaterThanOrEqual(agents.length)
+  })
+
+  it('the asker verifies every held card: forged ones and ones not asked for are rejected, not returned', async () => {
+    const [holder] = await startMesh(1, { transport: 'tcp' })
+    nodes.push(holder!)
+    const asked = await newKey()
+    const other = await cardOf()
+    const genuine = await issueCard(asked, draft, 1)
+    // the holder trusts what it keeps (it verified it when it pulled it): put bad cards there directly
+    const held = (holder!.discovery as unknown as { held: HeldCards }).held
+    held.hold(await forged(asked, await newKey(), 2))
+    held.hold(other)
+    const host = await startLoopbackHost()
+    const client = new RpcClient(host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
+    try {
+      await host.peerStore.merge(holder!.host.peerId, { multiaddrs: holder!.host.getMultiaddrs() })
+      const rejected: string[] = []
+      const got = await askHolder(client, holder!.host.peerId, [peerIdFromString(genuine.agent_id)], AbortSignal.timeout(5_000), err => { rejected.push(String(err.details?.reason)) })
+      expect(got).toEqual([])
+      expect(rejected).toEqual(['bad_signature'])
+      // an older genuine card does not replace the newer forged one the holder keeps...
+      held.hold(genuine)
+      expect(await askHolder(client, holder!.host.peerId, [peerIdFromString(genuine.agent_id)], AbortSignal.timeout(5_000), () => {})).toEqual([])
+      // ...a newer one does
+      const newer = await issueCard(asked, draft, 3)
+      held.hold(newer)
+      expect(await askHolder(client, holder!.host.peerId, [peerIdFromString(genuine.agent_id)], AbortSignal.timeout(5_000), () => {})).toEqual([newer])
+
+      // bad asks get INVALID_REQUEST frames
+      const ids = await Promise.all(Array.from({ length: CARD_HELD_ASK_MAX + 1 }, async () => agentIdOf(await newKey())))
+      await rejectsWith(client.call(holder!.host.peerId, 'get_held_cards', { agents: ids }), 'INVALID_REQUEST')
+      await rejectsWith(client.call(holder!.host.peerId, 'get_held_cards', { agents: [] }), 'INVALID_REQUEST')
+      await rejectsWith(client.call(holder!.host.peerId, 'get_held_cards', { agents: ['not an agent id'] }), 'INVALID_REQUEST')
+      await rejectsWith(client.call(holder!.host.peerId, 'get_held_cards', {}), 'INVALID_REQUEST')
+      expect(await client.call(holder!.host.peerId, 'get_held_cards', { agents: [other.agent_id] })).toEqual({ cards: [other] })
+    } finally {
+      client.close()
+      await host.stop()
+    }
+  })
+})
