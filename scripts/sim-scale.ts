@@ -21,30 +21,32 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { cpus, totalmem } from 'node:os'
 import { dirname, join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseOptions } from './lib/options.ts'
 import { bigBufferRetainers, summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
 import type { SimReport } from '../src/sim/report.ts'
 import { GROUP_V8_FLAGS } from '../src/sim/group.ts'
 import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 
-const { values } = parseArgs({
-  options: {
-    sizes: { type: 'string', default: '50,100,200,500' },
-    tasks: { type: 'string', default: '40' },
-    'per-process': { type: 'string', default: '50' },
-    out: { type: 'string', default: 'docs/scaling' },
-    'heap-at': { type: 'string', default: '200' },
-    'heap-dir': { type: 'string', default: 'reports/scaling-heap' },
-    'size-timeout-min': { type: 'string', default: '40' },
-    merge: { type: 'boolean', default: false },
-    rerender: { type: 'boolean', default: false },
-    observers: { type: 'string' },
-    hostile: { type: 'string' },
-    concurrency: { type: 'string' },
-    seed: { type: 'string' },
-    quiet: { type: 'boolean', default: false }
-  }
-})
+const USAGE = `usage: npm run sim:scale [-- --sizes 50,100,200,500 --tasks 40 --per-process 50 --out docs/scaling
+                           --heap-at 200 --heap-dir reports/scaling-heap --size-timeout-min 40 --merge --rerender
+                           --observers 3 --hostile 0.1 --concurrency 8 --seed 1 --quiet]`
+
+const values = parseOptions({
+  sizes: { type: 'string', default: '50,100,200,500' },
+  tasks: { type: 'string', default: '40' },
+  'per-process': { type: 'string', default: '50' },
+  out: { type: 'string', default: 'docs/scaling' },
+  'heap-at': { type: 'string', default: '200' },
+  'heap-dir': { type: 'string', default: 'reports/scaling-heap' },
+  'size-timeout-min': { type: 'string', default: '40' },
+  merge: { type: 'boolean', default: false },
+  rerender: { type: 'boolean', default: false },
+  observers: { type: 'string' },
+  hostile: { type: 'string' },
+  concurrency: { type: 'string' },
+  seed: { type: 'string' },
+  quiet: { type: 'boolean', default: false }
+}, USAGE)
 
 function fail (msg: string): never {
   process.stderr.write(`${msg}\n`)

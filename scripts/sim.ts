@@ -12,29 +12,31 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseOptions } from './lib/options.ts'
 import { DEFAULT_SCENARIO, runScenario } from '../src/sim/scenario.ts'
 import { renderHtml, renderSummary } from '../src/sim/report.ts'
 
-const { values } = parseArgs({
-  options: {
-    nodes: { type: 'string' },
-    tasks: { type: 'string' },
-    concurrency: { type: 'string' },
-    observers: { type: 'string' },
-    latency: { type: 'string' },
-    jitter: { type: 'string' },
-    hostile: { type: 'string' },
-    churn: { type: 'boolean', default: false },
-    processes: { type: 'boolean', default: false },
-    seed: { type: 'string' },
-    'max-connections': { type: 'string' },
-    'per-process': { type: 'string' },
-    'heap-snapshot': { type: 'string' },
-    out: { type: 'string', default: 'reports/sim' },
-    quiet: { type: 'boolean', default: false }
-  }
-})
+const USAGE = `usage: npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
+                     --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim
+                     --per-process 50 --heap-snapshot file.heapsnapshot --quiet]`
+
+const values = parseOptions({
+  nodes: { type: 'string' },
+  tasks: { type: 'string' },
+  concurrency: { type: 'string' },
+  observers: { type: 'string' },
+  latency: { type: 'string' },
+  jitter: { type: 'string' },
+  hostile: { type: 'string' },
+  churn: { type: 'boolean', default: false },
+  processes: { type: 'boolean', default: false },
+  seed: { type: 'string' },
+  'max-connections': { type: 'string' },
+  'per-process': { type: 'string' },
+  'heap-snapshot': { type: 'string' },
+  out: { type: 'string', default: 'reports/sim' },
+  quiet: { type: 'boolean', default: false }
+}, USAGE)
 
 function num (v: string | undefined, dflt: number, name: string): number {
   if (v === undefined) return dflt

@@ -17,7 +17,7 @@
  */
 import { mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseOptions } from './lib/options.ts'
 import { ApiClient } from '../src/api/client.ts'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer } from '../src/api/server.ts'
@@ -25,7 +25,7 @@ import type { CapabilityRef } from '../src/card/card.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { openBrowser } from './lib/chromium.ts'
 
-const { values: args } = parseArgs({ options: { out: { type: 'string', default: 'docs' } } })
+const args = parseOptions({ out: { type: 'string', default: 'docs' } }, 'usage: node scripts/ui-screenshots.ts [--out docs]')
 const out = resolve(args.out)
 const SUMMARIZE: CapabilityRef = { capability_id: 'cap:summarize', version: '1.0.0' }
 const FACT_CHECK: CapabilityRef = { capability_id: 'cap:fact-check', version: '1.0.0' }
