@@ -50,8 +50,10 @@ export interface DiscoverOptions {
   limit?: number
   /** Include this node's own card when it matches (default false). */
   includeSelf?: boolean
-  /** Ask every provider for its card again instead of using cached cards (still never accepts an older seq). */
+  /** Ask every provider for its card again instead of using cached cards or the holders' (still never accepts an older seq). */
   fresh?: boolean
+  /** False: do not answer from this node's card cache; the holders and agents are asked (a node that just started). Default true. */
+  cache?: boolean
 }
 
 function noop (): void {}
@@ -345,8 +347,8 @@ export class Discovery {
       signal,
       stopped: stopped.signal,
       connected: p => holdsConnection(this.host, p),
-      known: p => this.cache.fresh(p.toString()) !== undefined,
-      fetch: async (p, s) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true }),
+      known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
+      fetch: async (p, s) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false }),
       ...(opts.fresh === true ? {} : { ask: async (holder, agents, s) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }) }),
       remember: card => this.cache.remember(card),
       stats: this.stats,

@@ -5,8 +5,11 @@
  * includes the wait for event loops that N nodes share on the machine's
  * cores, which grows with N whatever the protocol does; here each discover
  * waits mostly for its own requests (DHT hops and card fetches), so its
- * growth with N is the protocol's. Every card is fetched from its agent
- * and verified (`fresh`), and each goes through the scenario's forgery check.
+ * growth with N is the protocol's. No discover answers from its node's card
+ * cache: the first pass asks as a node that just started would (the peers
+ * whose DHT answers named providers send the cards they hold, the agents the
+ * rest: `cache: false`), the second asks every agent itself (`fresh`). Every
+ * card is verified, and each goes through the scenario's forgery check.
  */
 import { cpus } from 'node:os'
 import type { Connection } from '@libp2p/interface'
@@ -24,6 +27,8 @@ export const SIM_QUIET_BASELINE_MS = 3000
 /** The names of its series in a report (kept apart from the tasks' "discover ..." series). */
 export const QUIET_DISCOVER_SERIES = 'quiet discover (mesh at rest, cards fetched and verified)'
 export const QUIET_FIRST_CARD_SERIES = 'quiet first verified card (mesh at rest)'
+export const QUIET_FRESH_DISCOVER_SERIES = 'quiet discover, every card from its agent (mesh at rest)'
+export const QUIET_FRESH_FIRST_CARD_SERIES = 'quiet first verified card from its agent (mesh at rest)'
 
 export interface QuietDiscovers {
   /** The whole discover (up to SIM_QUIET_DISCOVER_LIMIT cards), and its first verified card. */
@@ -60,12 +65,13 @@ function busyBetween (a: { busy: number, total: number }, b: { busy: number, tot
 export async function quietDiscovers (
   nodes: MeshNode[],
   capabilities: CapabilityRef[],
-  opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
+  opts: { count?: number, fresh?: boolean, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
 ): Promise<QuietDiscovers> {
   // what the mesh's upkeep (gossip heartbeats, DHT refreshes, pings) costs the machine with nothing asked of it
   const idle0 = machineCpu()
   await new Promise(resolve => setTimeout(resolve, SIM_QUIET_BASELINE_MS))
   const idle1 = machineCpu()
+  const fresh = opts.fresh === true
   const before = sumStats(nodes.map(n => n.discovery.stats))
   let dials = 0
   const onOpen = (evt: CustomEvent<Connection>): void => { if (evt.detail.direction === 'outbound') dials++ }
@@ -80,7 +86,7 @@ export async function quietDiscovers (
     const t0 = performance.now()
     const found: AgentCard[] = []
     try {
-      for await (const card of node.discovery.discoverStream(query, { limit: SIM_QUIET_DISCOVER_LIMIT, fresh: true })) {
+      for await (const card of node.discovery.discoverStream(query, { limit: SIM_QUIET_DISCOVER_LIMIT, ...(fresh ? { fresh } : { cache: false }) })) {
         if (found.length === 0) first.push(performance.now() - t0)
         found.push(card)
       }
@@ -95,12 +101,27 @@ export async function quietDiscovers (
   for (const n of nodes) n.host.removeEventListener('connection:open', onOpen)
   const series = (name: string, samples: number[]): LatencySeries => ({ name, unit: 'ms', summary: summarize(samples), samples })
   return {
-    series: series(QUIET_DISCOVER_SERIES, whole),
-    firstCard: series(QUIET_FIRST_CARD_SERIES, first),
+    series: series(fresh ? QUIET_FRESH_DISCOVER_SERIES : QUIET_DISCOVER_SERIES, whole),
+    firstCard: series(fresh ? QUIET_FRESH_FIRST_CARD_SERIES : QUIET_FIRST_CARD_SERIES, first),
     discovery: diffStats(sumStats(nodes.map(n => n.discovery.stats)), before),
     empty,
     machineBusy: busyBetween(cpu0, cpu1),
     machineBusyIdle: busyBetween(idle0, idle1),
     dials
   }
+}
+
+/** The two passes: as a node that just started (holders may send cards), then every card from its agent. */
+export async function quietDiscoverPasses (
+  nodes: MeshNode[],
+  capabilities: CapabilityRef[],
+  opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
+): Promise<{ cold: QuietDiscovers, fresh: QuietDiscovers }> {
+  const cold = await quietDiscovers(nodes, capabilities, opts)
+  return { cold, fresh: await quietDiscovers(nodes, capabilities, { ...opts, fresh: true }) }
+}
+
+/** What a report keeps of a pass: its discovery counters and the phase's own figures. */
+export function quietFigures (q: QuietDiscovers): Record<string, number> {
+  return { ...q.discovery, empty: q.empty, machine_busy: q.machineBusy, machine_busy_idle: q.machineBusyIdle, dials: q.dials }
 }

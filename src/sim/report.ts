@@ -96,6 +96,8 @@ export interface SimReport {
   discovery?: Record<string, number>
   /** What the discovers at rest after the tasks added (src/sim/quiet-discover.ts), with `empty`: those that found nothing, `machine_busy`: the machine's CPU busy meanwhile, 0 to 1 (`machine_busy_idle`: just before, nothing asked), and `dials`: connections the discovering nodes dialed. */
   quiet_discovery?: Record<string, number>
+  /** The same with every card from its agent (`fresh`), run right after. */
+  quiet_fresh_discovery?: Record<string, number>
   failures: Array<{ task_id: string, problems: string[] }>
 }
 
@@ -208,7 +210,10 @@ export function renderSummary (r: SimReport): string {
   lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections settled ${(r.phases_ms.settle / 1000).toFixed(1)} s`}`)
   const d = r.discovery
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.heldCardsReceived ?? 0} from the holders that named them, ${d.unreachableProviders ?? 0} unreachable, ${d.discoversCutShort ?? 0} cut short by the deadline`)
-  const q = r.quiet_discovery
-  if (q !== undefined) lines.push(`  discovery at rest (after the tasks): ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)
+  const atRest = (what: string, q: Record<string, number> | undefined): void => {
+    if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)
+  }
+  atRest('no card cache', r.quiet_discovery)
+  atRest('every card from its agent', r.quiet_fresh_discovery)
   return lines.join('\n')
 }

@@ -7,7 +7,7 @@
 import { CONNECTION_GRACE_MS, CONNECTIONS_HEADROOM } from '../constants.ts'
 import { SIM_SETTLE_MARGIN_MS } from './resources.ts'
 import type { SimReport } from './report.ts'
-import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES } from './quiet-discover.ts'
+import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES, QUIET_FRESH_DISCOVER_SERIES, QUIET_FRESH_FIRST_CARD_SERIES } from './quiet-discover.ts'
 
 const MIB = 2 ** 20
 
@@ -83,7 +83,11 @@ export interface ScaleRow {
   /** Discovers one after the other in the mesh at rest, after the tasks (src/sim/quiet-discover.ts). */
   quiet_discover?: Pcts
   quiet_first_card?: Pcts
-  quiet_discover_work?: DiscoverWork & { empty: number, machine_busy: number, machine_busy_idle: number, dials_per_lookup: number }
+  quiet_discover_work?: QuietWork
+  /** The same, right after, with every card from its agent (`fresh`); rows before session 19 had only this, as quiet_discover. */
+  quiet_fresh_discover?: Pcts
+  quiet_fresh_first_card?: Pcts
+  quiet_fresh_work?: QuietWork
   delegate?: Pcts
   delivery?: Pcts
   first_event?: Pcts
@@ -116,7 +120,9 @@ function discoverWork (d: Record<string, number> | undefined): DiscoverWork | un
   }
 }
 
-function quietWork (d: Record<string, number> | undefined): (DiscoverWork & { empty: number, machine_busy: number, machine_busy_idle: number, dials_per_lookup: number }) | undefined {
+type QuietWork = DiscoverWork & { empty: number, machine_busy: number, machine_busy_idle: number, dials_per_lookup: number }
+
+function quietWork (d: Record<string, number> | undefined): QuietWork | undefined {
   const w = discoverWork(d)
   return w === undefined ? undefined : { ...w, empty: d?.empty ?? 0, machine_busy: d?.machine_busy ?? 0, machine_busy_idle: d?.machine_busy_idle ?? 0, dials_per_lookup: (d?.dials ?? 0) / w.lookups }
 }
@@ -187,6 +193,9 @@ export function scaleRow (r: SimReport): ScaleRow {
     ...optional('quiet_discover', pcts(r, QUIET_DISCOVER_SERIES)),
     ...optional('quiet_first_card', pcts(r, QUIET_FIRST_CARD_SERIES)),
     ...optional('quiet_discover_work', quietWork(r.quiet_discovery)),
+    ...optional('quiet_fresh_discover', pcts(r, QUIET_FRESH_DISCOVER_SERIES)),
+    ...optional('quiet_fresh_first_card', pcts(r, QUIET_FRESH_FIRST_CARD_SERIES)),
+    ...optional('quiet_fresh_work', quietWork(r.quiet_fresh_discovery)),
     ...optional('delegate', pcts(r, 'delegate')),
     ...optional('delivery', pcts(r, 'event delivery')),
     ...optional('first_event', pcts(r, 'first event')),
@@ -248,6 +257,18 @@ export interface ScalingDoc {
     /** Backing stores of 64 KiB and more, by the objects that keep them alive. */
     held?: Array<{ chain: string, mib: number, count: number }>
   }>
+}
+
+function quietTable (rows: ScaleRow[], pass: (r: ScaleRow) => [Pcts | undefined, Pcts | undefined, QuietWork | undefined]): string[] {
+  return [
+    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(r => {
+      const [whole, first, w] = pass(r)
+      return `| ${r.nodes} | ${whole?.n ?? '–'} | ${pp(whole)} | ${pp(first)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
+    }),
+    ''
+  ]
 }
 
 const held = (w: DiscoverWork | undefined): string => w === undefined ? '–' : `${f1(w.held_asks_per_lookup)} / ${f1(w.held_cards_per_lookup)}`
@@ -347,9 +368,11 @@ export function renderScaling (d: ScalingDoc): string {
     '### At rest',
     '',
     'After the tasks, once connections have settled, the nodes of the driver process run discovers one after the other',
-    '(src/sim/quiet-discover.ts: the same query as a task driver\'s first attempt, every card fetched from its agent and',
-    'verified). Nothing else is asked of the mesh then, so a discover does not wait behind other tasks\' work, only behind',
-    'its own requests and the mesh\'s upkeep. The machine\'s CPU is measured during the discovers and for a few seconds',
+    '(src/sim/quiet-discover.ts: the same query as a task driver\'s first attempt, none answered from the node\'s card cache,',
+    'every card verified): first as a node that just started would (the peers whose DHT answers named providers send the',
+    'cards they hold, src/card/held-cards.ts; the agents the rest), then with every card from its agent (`fresh`; the',
+    'second table; before session 19 the only pass). Nothing else is asked of the mesh then, so a discover does not wait',
+    'behind other tasks\' work, only behind its own requests and the mesh\'s upkeep. The machine\'s CPU is measured during the discovers and for a few seconds',
     'just before them, with nothing asked (the upkeep alone); connections dialed count those the discovering nodes opened',
     '(a lookup\'s peer or an agent they held no connection to).',
     '',
@@ -357,13 +380,10 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     growthLine(discoverGrowth(rows, 'quiet_first_card'), 'first verified card at rest'),
     '',
-    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(r => {
-      const w = r.quiet_discover_work
-      return `| ${r.nodes} | ${r.quiet_discover?.n ?? '–'} | ${pp(r.quiet_discover)} | ${pp(r.quiet_first_card)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
-    }),
-    ''
+    ...quietTable(rows, r => [r.quiet_discover, r.quiet_first_card, r.quiet_discover_work]),
+    'Every card from its agent (`fresh`), right after:',
+    '',
+    ...quietTable(rows, r => r.quiet_fresh_discover === undefined ? [undefined, undefined, undefined] : [r.quiet_fresh_discover, r.quiet_fresh_first_card, r.quiet_fresh_work])
   ]
   for (const h of d.heap ?? []) {
     lines.push(`## Heap snapshot of one group process at ${h.nodes} nodes (${h.process_nodes} nodes in it)`, '',

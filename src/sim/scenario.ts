@@ -33,7 +33,7 @@ import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, r
 import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
-import { SIM_QUIET_DISCOVERS, quietDiscovers } from './quiet-discover.ts'
+import { SIM_QUIET_DISCOVERS, quietDiscoverPasses, quietFigures } from './quiet-discover.ts'
 import { sourceCommit } from './commit.ts'
 import { Counter, renderSummary, type SimReport } from './report.ts'
 
@@ -447,7 +447,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
   // after the figures of the end (the discovers at rest open connections of their own)
   const discovery = diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore)
-  log(`discovers at rest (${SIM_QUIET_DISCOVERS})`); const quiet = await quietDiscovers(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
+  log(`discovers at rest (${SIM_QUIET_DISCOVERS})`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
   await Promise.all(groups.map(stopGroup))
@@ -481,8 +481,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       deliveryMs.series('event delivery to observers'),
       replayMs.series('audit replay'),
       taskMs.series('whole task'),
-      quiet.series,
-      quiet.firstCard
+      quiet.series, quietFresh.series,
+      quiet.firstCard, quietFresh.firstCard
     ],
     resources: resourcesOf(opts.nodes, processes, wall),
     processes,
@@ -491,7 +491,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     churn,
     incidents,
     discovery,
-    quiet_discovery: { ...quiet.discovery, empty: quiet.empty, machine_busy: quiet.machineBusy, machine_busy_idle: quiet.machineBusyIdle, dials: quiet.dials },
+    quiet_discovery: quietFigures(quiet), quiet_fresh_discovery: quietFigures(quietFresh),
     failures: records.filter(r => !r.ok).map(r => ({ task_id: r.task_id, problems: r.problems }))
   }
   return report
