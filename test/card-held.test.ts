@@ -116,9 +116,11 @@ describe('CardFetches with a holder', () => {
       connected: p => p.equals(holder),
       known: () => false,
       fetch: async (p) => { fetched.push(p.toString()); return byId.get(p.toString())! },
-      ask: async (_holder, agents) => {
+      ask: async (_holder, agents, _signal, onCard) => {
         asked += agents.length
-        return sends(agents.map(a => byId.get(a.toString())!))
+        const sent = sends(agents.map(a => byId.get(a.toString())!))
+        for (const c of sent) onCard(c)
+        return sent
       },
       remember: c => c,
       stats,
@@ -136,6 +138,46 @@ describe('CardFetches with a holder', () => {
     expect(r.fetched.length).toBe(1)
     expect(r.ready.length).toBe(3)
     expect(r.stats.heldCardsReceived).toBe(2)
+  })
+
+  it('asks the holder for twice the cards still wanted and one more, and dials nobody meanwhile', async () => {
+    const cards = await Promise.all(Array.from({ length: 8 }, async () => cardOf()))
+    const holder = peerIdFromString(agentIdOf(await newKey()))
+    const fetched: string[] = []
+    let asked: string[] = []
+    let fetchedWhileAsking = -1
+    const answer = Promise.withResolvers<void>()
+    const stats = newDiscoveryStats()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 2,
+      matches: () => true,
+      signal: AbortSignal.timeout(10_000),
+      stopped: new AbortController().signal,
+      connected: p => p.equals(holder),
+      known: () => false,
+      fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
+      ask: async (_h, agents, _s, onCard) => {
+        asked = agents.map(String)
+        await answer.promise
+        fetchedWhileAsking = fetched.length
+        const sent = cards.filter(c => asked.includes(c.agent_id)).slice(0, 1)
+        for (const c of sent) onCard(c)
+        return sent
+      },
+      remember: c => c,
+      stats,
+      log,
+      onChange: () => {}
+    })
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
+    expect(asked.length).toBe(5)
+    answer.resolve()
+    await until(() => fetches.idle || fetched.length > 0, 'the holder\'s answer to be used')
+    expect(fetchedWhileAsking).toBe(0)
+    // one card came from the holder: the agents are asked for what is still wanted, and a spare
+    expect(fetches.ready.length).toBeGreaterThanOrEqual(1)
+    expect(stats.heldCardsReceived).toBe(1)
   })
 
   it('fetches every provider from its agent when the holder sends nothing or fails', async () => {

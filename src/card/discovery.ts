@@ -349,7 +349,7 @@ export class Discovery {
       connected: p => holdsConnection(this.host, p),
       known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
       fetch: async (p, s) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false }),
-      ...(opts.fresh === true ? {} : { ask: async (holder, agents, s) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }) }),
+      ...(opts.fresh === true ? {} : { ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }, onCard) }),
       remember: card => this.cache.remember(card),
       stats: this.stats,
       log: this.log,

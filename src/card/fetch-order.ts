@@ -33,8 +33,8 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
   /** A verified card of this agent is cached. */
   known: (peer: PeerId) => boolean
   fetch: (peer: PeerId, signal: AbortSignal) => Promise<Card>
-  /** Ask the peer whose answer named providers for their cards (held-cards.ts); absent: never. */
-  ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal) => Promise<Card[]>
+  /** Ask the peer whose answer named providers for their cards (held-cards.ts), each verified card handed to `onCard` at once; absent: never. */
+  ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
   /** Keep a card a holder sent; returns the newest known of that agent. */
   remember: (card: Card) => Card
   stats: DiscoveryStats
@@ -48,8 +48,11 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
  * fetched DISCOVER_FETCH_CONCURRENCY at a time in `nextProvider`'s order; the
  * cards that match are `ready` in the order they arrive. Providers named by a
  * peer's answer are first asked of that peer when it holds their cards
- * (held-cards.ts): unconnected agents without a cached card, at most
- * CARD_HELD_ASK_MAX; the agents are asked only for what it does not send.
+ * (held-cards.ts): unconnected agents without a cached card, twice as many
+ * as are still wanted and one more, at most CARD_HELD_ASK_MAX; each counts
+ * as a fetch in flight until the answer comes, so nobody is dialed while the
+ * holder may still send enough, and the agents are asked only for what it
+ * does not send.
  */
 export class CardFetches<Card extends { agent_id: string }> {
   readonly ready: Card[] = []
@@ -99,18 +102,19 @@ export class CardFetches<Card extends { agent_id: string }> {
     const { init } = this
     const ask = init.ask === undefined || holder.equals(init.self) || !init.connected(holder)
       ? []
-      : providers.filter(p => !init.connected(p) && !init.known(p)).slice(0, CARD_HELD_ASK_MAX)
+      : providers.filter(p => !init.connected(p) && !init.known(p)).slice(0, Math.min(CARD_HELD_ASK_MAX, 2 * Math.max(0, init.wanted() - this.ready.length) + 1))
     if (init.ask === undefined || ask.length === 0) return providers
-    this.inFlight++
+    this.inFlight += ask.length
     init.stats.heldCardAsks++
-    init.ask(holder, ask, init.signal)
+    const onCard = (card: Card): void => {
+      init.stats.heldCardsReceived++
+      const newest = init.remember(card)
+      if (init.matches(newest)) this.ready.push(newest)
+      init.onChange()
+    }
+    init.ask(holder, ask, init.signal, onCard)
       .then(cards => {
         const got = new Set(cards.map(card => card.agent_id))
-        for (const card of cards) {
-          init.stats.heldCardsReceived++
-          const newest = init.remember(card)
-          if (init.matches(newest)) this.ready.push(newest)
-        }
         this.pending.push(...ask.filter(p => !got.has(p.toString())))
       }, (err: unknown) => {
         if (!init.stopped.aborted) init.stats.heldCardAskFailures++
@@ -118,7 +122,7 @@ export class CardFetches<Card extends { agent_id: string }> {
         this.pending.push(...ask)
       })
       .finally(() => {
-        this.inFlight--
+        this.inFlight -= ask.length
         this.drain()
       })
     return providers.filter(p => !ask.includes(p))

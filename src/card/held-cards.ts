@@ -157,10 +157,11 @@ export class HeldCards {
 
 /**
  * Ask `holder` for the cards it holds of `agents` (at most CARD_HELD_ASK_MAX).
- * Returns the verified ones; a card that fails verification, or names an agent
- * not asked for or one twice, goes to `onRejected` and is not returned.
+ * Each card is handed to `onCard` as soon as it is verified, and the verified
+ * ones are returned; a card that fails verification, or names an agent not
+ * asked for or one twice, goes to `onRejected` instead.
  */
-export async function askHolder (client: RpcClient, holder: PeerId, agents: PeerId[], signal: AbortSignal, onRejected: (err: AapError, from: string) => void): Promise<AgentCard[]> {
+export async function askHolder (client: RpcClient, holder: PeerId, agents: PeerId[], signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void): Promise<AgentCard[]> {
   const wanted = new Set(agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString()))
   const from = holder.toString()
   const answer = await client.call(holder, 'get_held_cards', { agents: [...wanted] }, {
@@ -173,11 +174,15 @@ export async function askHolder (client: RpcClient, holder: PeerId, agents: Peer
       onRejected(new InvalidRequestError('a held card names an agent that was not asked for, or one twice', { reason: 'not_asked' }), from)
       continue
     }
+    let card: AgentCard
     try {
-      out.push(await verifyCard(value, { expectAgent: id }))
+      card = await verifyCard(value, { expectAgent: id })
     } catch (err) {
       onRejected(toAapError(err), from)
+      continue
     }
+    out.push(card)
+    onCard?.(card)
   }
   return out
 }

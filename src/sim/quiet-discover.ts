@@ -6,10 +6,11 @@
  * cores, which grows with N whatever the protocol does; here each discover
  * waits mostly for its own requests (DHT hops and card fetches), so its
  * growth with N is the protocol's. No discover answers from its node's card
- * cache: the first pass asks as a node that just started would (the peers
- * whose DHT answers named providers send the cards they hold, the agents the
- * rest: `cache: false`), the second asks every agent itself (`fresh`). Every
- * card is verified, and each goes through the scenario's forgery check.
+ * cache: one kind asks as a node that just started would (the peers whose
+ * DHT answers named providers send the cards they hold, the agents the rest:
+ * `cache: false`), the other asks every agent itself (`fresh`); they take
+ * turns. Every card is verified, and each goes through the scenario's
+ * forgery check.
  */
 import { cpus } from 'node:os'
 import type { Connection } from '@libp2p/interface'
@@ -18,7 +19,7 @@ import type { MeshNode } from '../node.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { summarize, type LatencySeries } from './report.ts'
 
-/** Discovers run at rest per simulation. */
+/** Discovers run at rest per simulation, of each kind. */
 export const SIM_QUIET_DISCOVERS = 40
 /** Cards a quiet discover asks for: the task drivers' first attempt. */
 export const SIM_QUIET_DISCOVER_LIMIT = 4
@@ -62,63 +63,80 @@ function busyBetween (a: { busy: number, total: number }, b: { busy: number, tot
   return b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0
 }
 
-export async function quietDiscovers (
-  nodes: MeshNode[],
-  capabilities: CapabilityRef[],
-  opts: { count?: number, fresh?: boolean, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
-): Promise<QuietDiscovers> {
-  // what the mesh's upkeep (gossip heartbeats, DHT refreshes, pings) costs the machine with nothing asked of it
-  const idle0 = machineCpu()
-  await new Promise(resolve => setTimeout(resolve, SIM_QUIET_BASELINE_MS))
-  const idle1 = machineCpu()
-  const fresh = opts.fresh === true
-  const before = sumStats(nodes.map(n => n.discovery.stats))
-  let dials = 0
-  const onOpen = (evt: CustomEvent<Connection>): void => { if (evt.detail.direction === 'outbound') dials++ }
-  for (const n of nodes) n.host.addEventListener('connection:open', onOpen)
-  const cpu0 = machineCpu()
-  const whole: number[] = []
-  const first: number[] = []
-  let empty = 0
-  for (let i = 0; i < (opts.count ?? SIM_QUIET_DISCOVERS); i++) {
-    const node = opts.pick(nodes)
-    const query = { capability: opts.pick(capabilities) }
-    const t0 = performance.now()
-    const found: AgentCard[] = []
-    try {
-      for await (const card of node.discovery.discoverStream(query, { limit: SIM_QUIET_DISCOVER_LIMIT, ...(fresh ? { fresh } : { cache: false }) })) {
-        if (found.length === 0) first.push(performance.now() - t0)
-        found.push(card)
-      }
-    } catch {
-      // a discover that fails (its time is up) counts as one that found nothing more, with the time it took
+/** What one kind of discover at rest added up to, while it is measured. */
+class Pass {
+  readonly whole: number[] = []
+  readonly first: number[] = []
+  empty = 0
+  dials = 0
+  cpu = { busy: 0, total: 0 }
+  stats: Record<string, number> = {}
+  readonly fresh: boolean
+
+  constructor (fresh: boolean) { this.fresh = fresh }
+
+  result (idle: number): QuietDiscovers {
+    const series = (name: string, samples: number[]): LatencySeries => ({ name, unit: 'ms', summary: summarize(samples), samples })
+    return {
+      series: series(this.fresh ? QUIET_FRESH_DISCOVER_SERIES : QUIET_DISCOVER_SERIES, this.whole),
+      firstCard: series(this.fresh ? QUIET_FRESH_FIRST_CARD_SERIES : QUIET_FIRST_CARD_SERIES, this.first),
+      discovery: this.stats,
+      empty: this.empty,
+      machineBusy: this.cpu.total > 0 ? this.cpu.busy / this.cpu.total : 0,
+      machineBusyIdle: idle,
+      dials: this.dials
     }
-    whole.push(performance.now() - t0)
-    if (found.length === 0) empty++
-    for (const c of found) await opts.onCard(c)
-  }
-  const cpu1 = machineCpu()
-  for (const n of nodes) n.host.removeEventListener('connection:open', onOpen)
-  const series = (name: string, samples: number[]): LatencySeries => ({ name, unit: 'ms', summary: summarize(samples), samples })
-  return {
-    series: series(fresh ? QUIET_FRESH_DISCOVER_SERIES : QUIET_DISCOVER_SERIES, whole),
-    firstCard: series(fresh ? QUIET_FRESH_FIRST_CARD_SERIES : QUIET_FIRST_CARD_SERIES, first),
-    discovery: diffStats(sumStats(nodes.map(n => n.discovery.stats)), before),
-    empty,
-    machineBusy: busyBetween(cpu0, cpu1),
-    machineBusyIdle: busyBetween(idle0, idle1),
-    dials
   }
 }
 
-/** The two passes: as a node that just started (holders may send cards), then every card from its agent. */
+/**
+ * The two kinds, taking turns (so neither finds only the connections the
+ * other opened): as a node that just started (holders may send cards), and
+ * every card from its agent (`fresh`); `count` of each.
+ */
 export async function quietDiscoverPasses (
   nodes: MeshNode[],
   capabilities: CapabilityRef[],
   opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
 ): Promise<{ cold: QuietDiscovers, fresh: QuietDiscovers }> {
-  const cold = await quietDiscovers(nodes, capabilities, opts)
-  return { cold, fresh: await quietDiscovers(nodes, capabilities, { ...opts, fresh: true }) }
+  // what the mesh's upkeep (gossip heartbeats, DHT refreshes, pings) costs the machine with nothing asked of it
+  const idle0 = machineCpu()
+  await new Promise(resolve => setTimeout(resolve, SIM_QUIET_BASELINE_MS))
+  const idle = busyBetween(idle0, machineCpu())
+  let dials = 0
+  const onOpen = (evt: CustomEvent<Connection>): void => { if (evt.detail.direction === 'outbound') dials++ }
+  for (const n of nodes) n.host.addEventListener('connection:open', onOpen)
+  const passes = [new Pass(false), new Pass(true)] as const
+  try {
+    for (let i = 0; i < 2 * (opts.count ?? SIM_QUIET_DISCOVERS); i++) {
+      const pass = passes[i % 2]!
+      const node = opts.pick(nodes)
+      const query = { capability: opts.pick(capabilities) }
+      const before = sumStats(nodes.map(n => n.discovery.stats))
+      const dials0 = dials
+      const cpu0 = machineCpu()
+      const t0 = performance.now()
+      const found: AgentCard[] = []
+      try {
+        for await (const card of node.discovery.discoverStream(query, { limit: SIM_QUIET_DISCOVER_LIMIT, ...(pass.fresh ? { fresh: true } : { cache: false }) })) {
+          if (found.length === 0) pass.first.push(performance.now() - t0)
+          found.push(card)
+        }
+      } catch {
+        // a discover that fails (its time is up) counts as one that found nothing more, with the time it took
+      }
+      pass.whole.push(performance.now() - t0)
+      const cpu1 = machineCpu()
+      pass.cpu = { busy: pass.cpu.busy + cpu1.busy - cpu0.busy, total: pass.cpu.total + cpu1.total - cpu0.total }
+      pass.dials += dials - dials0
+      for (const [k, v] of Object.entries(diffStats(sumStats(nodes.map(n => n.discovery.stats)), before))) pass.stats[k] = (pass.stats[k] ?? 0) + v
+      if (found.length === 0) pass.empty++
+      for (const c of found) await opts.onCard(c)
+    }
+  } finally {
+    for (const n of nodes) n.host.removeEventListener('connection:open', onOpen)
+  }
+  return { cold: passes[0].result(idle), fresh: passes[1].result(idle) }
 }
 
 /** What a report keeps of a pass: its discovery counters and the phase's own figures. */

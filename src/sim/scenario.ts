@@ -447,7 +447,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
   // after the figures of the end (the discovers at rest open connections of their own)
   const discovery = diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore)
-  log(`discovers at rest (${SIM_QUIET_DISCOVERS})`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
+  log(`discovers at rest (${SIM_QUIET_DISCOVERS} of each kind)`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
   await Promise.all(groups.map(stopGroup))
