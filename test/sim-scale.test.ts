@@ -36,7 +36,7 @@ describe('npm run sim:scale', () => {
     dirs.push(dir)
     const out = join(dir, 'scaling')
     const code = await run(['--sizes', '8,10', '--tasks', '2', '--per-process', '2', '--observers', '1', '--concurrency', '2',
-      '--out', out, '--heap-at', '10', '--heap-dir', join(dir, 'heap'), '--quiet'], 50_000)
+      '--out', out, '--heap-at', '10', '--heap-dir', join(dir, 'heap'), '--quiet'], 150_000)
     expect(code).toBe(0)
     const doc = JSON.parse(await readFile(`${out}.json`, 'utf8')) as ScalingDoc
     expect(doc.rows.map(r => r.nodes)).toEqual([8, 10])
@@ -84,7 +84,7 @@ describe('npm run sim:scale', () => {
     for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '### At rest', '## Heap snapshot']) expect(md).toContain(h)
     expect(md).toMatch(/4\. Discover p50 grows no faster than log N: during the tasks .*; in the mesh at rest /)
     expect(md).toMatch(/\| 10 \| passes \| 2 \/ 2 \| 0 of 4 \|/)
-  })
+  }, 180_000) // about 25 s alone; two sizes of group processes under a parallel test run take longer
 
   it('has a group join through the driver and the other groups, not through itself', () => {
     const listening = [['/g0/a', '/g0/b'], ['/g1/a'], ['/g2/a', '/g2/b']]
