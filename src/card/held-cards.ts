@@ -169,6 +169,8 @@ export async function askHolder (client: RpcClient, holder: PeerId, agents: Peer
   })
   const out: AgentCard[] = []
   for (const value of isGetHeldCardsResponse.assert(answer, 'get_held_cards answer').cards) {
+    // a discover that has what it wanted stops here: the rest is not verified, used or counted
+    if (signal.aborted) break
     const id = (value as { agent_id?: unknown }).agent_id
     if (typeof id !== 'string' || !wanted.delete(id)) {
       onRejected(new InvalidRequestError('a held card names an agent that was not asked for, or one twice', { reason: 'not_asked' }), from)
