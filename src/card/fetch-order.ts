@@ -49,22 +49,24 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
  * cards that match are `ready` in the order they arrive. Providers named by a
  * peer's answer are first asked of that peer when it holds their cards
  * (held-cards.ts): unconnected agents without a cached card, twice as many
- * as are still wanted and one more, at most CARD_HELD_ASK_MAX; each counts
- * as a fetch in flight until the answer comes, so nobody is dialed while the
- * holder may still send enough, and the agents are asked only for what it
- * does not send.
+ * as are still wanted and one more, at most CARD_HELD_ASK_MAX; until the
+ * answer comes each counts as a fetch in flight for dials (nobody is dialed
+ * while the holder may still send enough) but not for connected agents, and
+ * the agents are asked only for what it does not send.
  */
 export class CardFetches<Card extends { agent_id: string }> {
   readonly ready: Card[] = []
   private readonly pending: PeerId[] = []
   private inFlight = 0
+  /** Cards asked of holders whose answers have not come yet. */
+  private expected = 0
 
   private readonly init: CardFetchesInit<Card>
 
   constructor (init: CardFetchesInit<Card>) { this.init = init }
 
   /** Nothing waits and nothing is in flight. */
-  get idle (): boolean { return this.inFlight === 0 && this.pending.length === 0 }
+  get idle (): boolean { return this.inFlight === 0 && this.expected === 0 && this.pending.length === 0 }
 
   add (providers: PeerId[], from?: PeerId): void {
     this.pending.push(...(from === undefined ? providers : this.viaHolder(from, providers)))
@@ -74,7 +76,8 @@ export class CardFetches<Card extends { agent_id: string }> {
   drain (): void {
     const { init } = this
     while (!init.stopped.aborted && this.inFlight < DISCOVER_FETCH_CONCURRENCY) {
-      const i = nextProvider(this.pending, init.connected, this.inFlight, init.wanted() - this.ready.length)
+      // cards a holder may still send count against dials, not against fetches of connected agents
+      const i = nextProvider(this.pending, init.connected, this.inFlight + this.expected, init.wanted() - this.ready.length)
       if (i < 0) break
       const [next] = this.pending.splice(i, 1)
       if (next !== undefined) this.fetch(next)
@@ -104,7 +107,7 @@ export class CardFetches<Card extends { agent_id: string }> {
       ? []
       : providers.filter(p => !init.connected(p) && !init.known(p)).slice(0, Math.min(CARD_HELD_ASK_MAX, 2 * Math.max(0, init.wanted() - this.ready.length) + 1))
     if (init.ask === undefined || ask.length === 0) return providers
-    this.inFlight += ask.length
+    this.expected += ask.length
     init.stats.heldCardAsks++
     const onCard = (card: Card): void => {
       init.stats.heldCardsReceived++
@@ -122,7 +125,7 @@ export class CardFetches<Card extends { agent_id: string }> {
         this.pending.push(...ask)
       })
       .finally(() => {
-        this.inFlight -= ask.length
+        this.expected -= ask.length
         this.drain()
       })
     return providers.filter(p => !ask.includes(p))
