@@ -84,6 +84,10 @@ describe('HeldCards', () => {
     expect(held.answer([card.agent_id])).toEqual([card])
     expect(pulls.length).toBe(2)
     expect(stats.heldCardsServed).toBe(1)
+    // an asker cannot make a holder pull (and so dial) an agent whose card it never held
+    const stranger = await cardOf()
+    expect(held.answer([stranger.agent_id])).toEqual([])
+    expect(pulls.length).toBe(2)
   })
 
   it('drops pulls past CARD_HELD_PULL_QUEUE and counts them', async () => {
