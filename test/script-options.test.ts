@@ -1,5 +1,5 @@
 /**
- * The simulation scripts read their options strictly (scripts/lib/options.ts):
+ * The simulation and campaign scripts read their options strictly (scripts/lib/options.ts):
  * a bad command line ends with the reason and the usage, exit code 2, never a
  * stack trace; --help prints the usage.
  */
@@ -12,7 +12,7 @@ const run = (script: string, ...args: string[]): { status: number | null, stdout
 }
 
 describe('script options', () => {
-  it.each(['scripts/sim.ts', 'scripts/sim-scale.ts', 'scripts/ui-screenshots.ts'])('%s: an unknown option or a missing value is a usage error, --help the usage', (script) => {
+  it.each(['scripts/sim.ts', 'scripts/sim-scale.ts', 'scripts/ui-screenshots.ts', 'scripts/campaign/main.ts'])('%s: an unknown option or a missing value is a usage error, --help the usage', (script) => {
     const unknown = run(script, '--no-such-option')
     expect(unknown.status).toBe(2)
     expect(unknown.stderr).toMatch(/^Unknown option '--no-such-option'\nusage: /)

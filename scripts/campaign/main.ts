@@ -16,6 +16,18 @@ import { runKill9 } from './kill9.ts'
 import { runSpam } from './spam.ts'
 import { markdown, passed, writeReport, type PartResult } from './report.ts'
 import { carryOver, readEarlier } from './carry.ts'
+import { parseOptions } from '../lib/options.ts'
+
+const USAGE = 'usage: npm run campaign [-- --quick] [--part <name>] [--skip <name>] [--seed <n>] [--kills <n>] [--out <file>]'
+// strict: a mistyped --quick must not start the full campaign, which rewrites docs/reliability.md
+const values = parseOptions({
+  quick: { type: 'boolean', default: false },
+  part: { type: 'string' },
+  skip: { type: 'string' },
+  seed: { type: 'string' },
+  kills: { type: 'string' },
+  out: { type: 'string' }
+}, USAGE)
 
 interface Part {
   name: string
@@ -54,13 +66,12 @@ const PARTS: Part[] = [
   { name: 'disk-faults', title: 'a datastore that fails writes or runs out of space', run: async (quick, seed) => runDiskFaults({ rounds: quick ? 5 : 20, perRound: quick ? 20 : 25, seed }) }
 ]
 
-function arg (name: string): string | undefined {
-  const i = process.argv.indexOf(name)
-  return i >= 0 ? process.argv[i + 1] : undefined
+function arg (name: '--part' | '--skip' | '--seed' | '--kills' | '--out'): string | undefined {
+  return values[name.slice(2) as 'part' | 'skip' | 'seed' | 'kills' | 'out']
 }
 
 async function main (): Promise<void> {
-  const quick = process.argv.includes('--quick')
+  const quick = values.quick === true
   const only = arg('--part')
   // a part left out of this run (its figures are carried over like with --part)
   const skip = arg('--skip')
