@@ -102,6 +102,19 @@ describe('HeldCards', () => {
 })
 
 describe('CardFetches with a holder', () => {
+  type Init = ConstructorParameters<typeof CardFetches<AgentCard>>[0]
+  /** A discover's fetches with what these tests do not vary: every card matches, none is cached. */
+  const fetchesOf = async (init: Pick<Init, 'wanted' | 'connected' | 'fetch' | 'ask' | 'stats' | 'onChange'>): Promise<CardFetches<AgentCard>> => new CardFetches<AgentCard>({
+    self: peerIdFromString(agentIdOf(await newKey())),
+    matches: () => true,
+    signal: AbortSignal.timeout(10_000),
+    stopped: new AbortController().signal,
+    known: () => false,
+    remember: c => c,
+    log,
+    ...init
+  })
+
   /** Three unconnected providers named by `holder`'s answer; `sends` picks what the holder sends of what it is asked for. */
   const run = async (sends: (cards: AgentCard[]) => AgentCard[]): Promise<{ ready: AgentCard[], fetched: string[], asked: number, stats: ReturnType<typeof newDiscoveryStats> }> => {
     const cards = await Promise.all([1, 2, 3].map(async () => cardOf()))
@@ -111,14 +124,9 @@ describe('CardFetches with a holder', () => {
     let asked = 0
     const stats = newDiscoveryStats()
     const ended = Promise.withResolvers<void>()
-    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
-      self: peerIdFromString(agentIdOf(await newKey())),
+    const fetches: CardFetches<AgentCard> = await fetchesOf({
       wanted: () => 10,
-      matches: () => true,
-      signal: AbortSignal.timeout(10_000),
-      stopped: new AbortController().signal,
       connected: p => p.equals(holder),
-      known: () => false,
       fetch: async (p) => { fetched.push(p.toString()); return byId.get(p.toString())! },
       ask: async (_holder, agents, _signal, onCard) => {
         asked += agents.length
@@ -126,9 +134,7 @@ describe('CardFetches with a holder', () => {
         for (const c of sent) onCard(c)
         return sent
       },
-      remember: c => c,
       stats,
-      log,
       onChange: () => { if (fetches.idle) ended.resolve() }
     })
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
@@ -152,15 +158,10 @@ describe('CardFetches with a holder', () => {
     let fetchedWhileAsking = -1
     const answer = Promise.withResolvers<void>()
     const stats = newDiscoveryStats()
-    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
-      self: peerIdFromString(agentIdOf(await newKey())),
+    const fetches = await fetchesOf({
       wanted: () => 4,
-      matches: () => true,
-      signal: AbortSignal.timeout(10_000),
-      stopped: new AbortController().signal,
       // the last provider is connected: fetching its card costs no dial
       connected: p => p.equals(holder) || p.toString() === cards[11]!.agent_id,
-      known: () => false,
       fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
       ask: async (_h, agents, _s, onCard) => {
         asked = agents.map(String)
@@ -170,9 +171,7 @@ describe('CardFetches with a holder', () => {
         for (const c of sent) onCard(c)
         return sent
       },
-      remember: c => c,
       stats,
-      log,
       onChange: () => {}
     })
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
