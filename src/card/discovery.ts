@@ -10,9 +10,10 @@
  * Discovery: a provider lookup on the query's key yields peers (kad-dht's,
  * which stops at k providers, then, when the caller wants more, this node's
  * own records and the key's closest peers: src/wire/dht-providers.ts); each peer's card
- * comes from the peer itself over /aap/card/0.1.0, or from a verified cache,
- * and the DHT record is the fallback when the peer cannot be reached. Nothing
- * unverified is ever returned.
+ * comes from a verified cache, from the peer whose DHT answer named it (it keeps
+ * the cards of the providers whose records it holds: held-cards.ts), or from the
+ * peer itself over /aap/card/0.1.0, and the DHT record is the fallback when the
+ * peer cannot be reached. Nothing unverified is ever returned.
  */
 import type { PeerId, PrivateKey } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
@@ -303,7 +304,6 @@ export class Discovery {
     }
   }
 
-  /** Resolves true when a peer enters the routing table, false if `signal` ends first. */
   /** `agent.discover`: verified cards matching the query. Empty when none match. */
   async discover (query: DiscoveryQuery, opts: DiscoverOptions = {}): Promise<AgentCard[]> {
     const out: AgentCard[] = []
