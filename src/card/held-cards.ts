@@ -30,7 +30,7 @@ import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import type { RpcClient } from '../wire/rpc.ts'
-import { verifyCard, type AgentCard } from './card.ts'
+import { compareCards, verifyCard, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 
 export interface GetHeldCardsRequest { agents: string[] }
@@ -71,7 +71,7 @@ export class HeldCards {
   /** Keep a verified card, unless a newer unexpired one of the same agent is kept. */
   hold (card: AgentCard): void {
     const prev = this.held.get(card.agent_id)
-    if (prev !== undefined && this.valid(prev.card) && (prev.card.seq > card.seq || (prev.card.seq === card.seq && prev.card.expires_at >= card.expires_at))) return
+    if (prev !== undefined && this.valid(prev.card) && compareCards(prev.card, card) >= 0) return
     this.held.delete(card.agent_id)
     this.held.set(card.agent_id, { card, bytes: Buffer.byteLength(JSON.stringify(card)) })
     if (this.held.size > CARD_HELD_MAX) this.dropOldest(this.held)
