@@ -28,7 +28,10 @@ import { intArg, parseArgs } from './lib/proc.ts'
 import { completingTaskExecutor, startA2aServer } from './lib/ref-a2a.ts'
 import { benchRequests, fmtMs, fmtRate, printTable, type RequestBenchResult } from './lib/stats.ts'
 
-const args = parseArgs(process.argv.slice(2))
+const args = parseArgs(process.argv.slice(2), {
+  known: ['requests', 'concurrency', 'json'],
+  text: 'usage: node scripts/bench-a2a.ts [--requests 300] [--concurrency 8] [--json]'
+})
 const REQUESTS = intArg(args, 'requests', 300)
 const CONCURRENCY = intArg(args, 'concurrency', 8)
 const JSON_OUT = args.has('json')

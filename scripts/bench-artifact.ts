@@ -25,7 +25,10 @@ import { printTable } from './lib/stats.ts'
 
 const RAW_PROTOCOL = '/aap-bench/blob/1.0.0'
 const MIB = 1024 * 1024
-const args = parseArgs(process.argv.slice(2))
+const args = parseArgs(process.argv.slice(2), {
+  known: ['mib', 'runs', 'json', 'holder'],
+  text: 'usage: node scripts/bench-artifact.ts [--mib 64] [--runs 3] [--json]'
+})
 const SIZE_MIB = intArg(args, 'mib', 64)
 const RUNS = intArg(args, 'runs', 3)
 const JSON_OUT = args.has('json')

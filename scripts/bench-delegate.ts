@@ -82,9 +82,12 @@ interface Options {
 }
 
 function options (argv: readonly string[]): Options {
-  const args = parseArgs(argv)
-  const known = new Set(['requests', 'concurrency', 'concurrent-requests', 'warmup', 'no-a2a', 'json', 'executor', 'only', 'profile'])
-  for (const k of args.keys()) if (!known.has(k)) throw new Error(`unknown option --${k}`)
+  const args = parseArgs(argv, {
+    // --executor is how the bench starts its executor process
+    known: ['requests', 'concurrency', 'concurrent-requests', 'warmup', 'no-a2a', 'json', 'executor', 'only', 'profile'],
+    text: 'usage: node scripts/bench-delegate.ts [--requests 2000] [--concurrency 32] [--concurrent-requests 5000] [--warmup 200]\n' +
+      '         [--no-a2a] [--json] [--only node,nofollow,runs,echo,a2a] [--profile <dir>]'
+  })
   return {
     requests: intArg(args, 'requests', 2000),
     concurrency: intArg(args, 'concurrency', 32),

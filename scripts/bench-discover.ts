@@ -41,7 +41,10 @@ import { ask, spawnIpcChild, stopIpcChild, type IpcChild } from './lib/ipc-child
 import { intArg, parseArgs } from './lib/proc.ts'
 import { fmtMs, printTable, summarize } from './lib/stats.ts'
 
-const args = parseArgs(process.argv.slice(2))
+const args = parseArgs(process.argv.slice(2), {
+  known: ['nodes', 'lookups', 'agents', 'processes', 'tcp', 'json'],
+  text: 'usage: node scripts/bench-discover.ts [--nodes 20] [--lookups 100] [--agents N] [--processes 0] [--tcp] [--json]'
+})
 const NODES = intArg(args, 'nodes', 20)
 const LOOKUPS = intArg(args, 'lookups', 100)
 const AGENTS = Math.min(NODES, intArg(args, 'agents', Math.max(1, Math.ceil(NODES * 0.4))))

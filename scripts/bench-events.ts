@@ -66,7 +66,7 @@ import { availableParallelism, cpus } from 'node:os'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { ask as askIpc, spawnIpcChild, stopIpcChild, type IpcChild } from './lib/ipc-child.ts'
-import { intArg, parseArgs } from './lib/proc.ts'
+import { intArg, parseArgs, usageError } from './lib/proc.ts'
 import { fmtMs, printTable, summarize } from './lib/stats.ts'
 
 const BENCH = { capability_id: 'cap:bench-events', version: '1.0.0' }
@@ -80,7 +80,11 @@ const SETTLE_WINDOW_MS = 1_000
 /** Progress events of the warm-up run. */
 const WARMUP_EVENTS = 3
 
-const args = parseArgs(process.argv.slice(2))
+const args = parseArgs(process.argv.slice(2), {
+  known: ['nodes', 'processes', 'events', 'interval-ms', 'fresh', 'grace-ms', 'idle-ms', 'quiet-cores', 'settle-max-ms', 'json'],
+  text: 'usage: node scripts/bench-events.ts [--nodes 100] [--processes 4] [--events 60] [--interval-ms 500] [--fresh 20]\n' +
+    '         [--grace-ms 15000] [--idle-ms 5000] [--quiet-cores 0.15] [--settle-max-ms 60000] [--json]'
+})
 const N = intArg(args, 'nodes', 100)
 const PROCESSES = Math.max(1, Math.min(intArg(args, 'processes', 4), N - 2))
 const EVENTS = intArg(args, 'events', 60)
@@ -93,8 +97,8 @@ const JSON_OUT = args.has('json')
 /** A settled mesh uses at most this many cores (all processes); default 0.15 per 100 nodes, at least 0.05. */
 const QUIET_CORES = args.has('quiet-cores') ? Number(args.get('quiet-cores')) : Math.max(0.05, 0.15 * N / 100)
 const SETTLE_MAX_MS = intArg(args, 'settle-max-ms', 60_000)
-if (!Number.isFinite(QUIET_CORES) || QUIET_CORES <= 0) throw new Error('--quiet-cores must be a positive number')
-if (N < 3) throw new Error('--nodes must be at least 3')
+if (!Number.isFinite(QUIET_CORES) || QUIET_CORES <= 0) usageError('--quiet-cores must be a positive number')
+if (N < 3) usageError('--nodes must be at least 3')
 
 const log = (msg: string): void => { process.stderr.write(`[bench-events] ${msg}\n`) }
 const sleep = async (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))

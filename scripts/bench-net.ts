@@ -122,7 +122,11 @@ function worker (ns: string, args: string[]): Worker {
 }
 
 async function main (): Promise<void> {
-  const args = parseArgs(process.argv.slice(2))
+  const args = parseArgs(process.argv.slice(2), {
+    // --worker, --bootstrap and --target are how the bench starts its own processes in the namespaces
+    known: ['requests', 'json', 'worker', 'bootstrap', 'target'],
+    text: 'usage: npm run bench:net [-- --requests 200 --json]'
+  })
   const role = args.get('worker')
   if (role === 'executor') return executorWorker(args)
   if (role === 'delegator') return delegatorWorker(args)

@@ -18,7 +18,7 @@
  */
 import { availableParallelism, cpus } from 'node:os'
 import { fileURLToPath } from 'node:url'
-import { intArg, parseArgs, spawnReady } from './lib/proc.ts'
+import { intArg, parseArgs, spawnReady, usageError } from './lib/proc.ts'
 import type { ReadyChild } from './lib/proc.ts'
 import { measureA2aCardFetch, measureA2aSend } from './lib/ref-a2a.ts'
 import type { A2aCardFetchResult, A2aSendResult } from './lib/ref-a2a.ts'
@@ -152,14 +152,16 @@ export function referenceRows (f: ReferenceFigures): Array<Record<string, string
 
 /** Parse `--requests N --concurrency N --concurrent-requests N --warmup N --payload N --timeout MS`. */
 export function parseReferenceArgs (argv: readonly string[]): ReferenceOptions & { json: boolean } {
-  const args = parseArgs(argv)
-  const known = new Set(['requests', 'concurrency', 'concurrent-requests', 'warmup', 'payload', 'timeout', 'json'])
-  for (const k of args.keys()) if (!known.has(k)) throw new Error(`unknown option --${k}`)
+  const args = parseArgs(argv, {
+    known: ['requests', 'concurrency', 'concurrent-requests', 'warmup', 'payload', 'timeout', 'json'],
+    text: 'usage: node scripts/bench-reference.ts [--requests 2000] [--concurrency 32] [--concurrent-requests 5000] [--warmup 200]\n' +
+      '         [--payload 256] [--timeout <ms>] [--json]'
+  })
   const opt = (name: string): number | undefined => args.has(name) ? intArg(args, name, 0) : undefined
   const requests = opt('requests')
   const concurrency = opt('concurrency')
-  if (requests === 0) throw new Error('--requests must be at least 1')
-  if (concurrency === 0) throw new Error('--concurrency must be at least 1')
+  if (requests === 0) usageError('--requests must be at least 1')
+  if (concurrency === 0) usageError('--concurrency must be at least 1')
   return {
     requests,
     concurrency,

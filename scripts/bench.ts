@@ -23,9 +23,10 @@ import { spawn } from 'node:child_process'
 import { availableParallelism, cpus } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { measureA2aCardFetch, startA2aServer } from './lib/ref-a2a.ts'
+import { parseArgs } from './lib/proc.ts'
 import { printTable } from './lib/stats.ts'
 
-const quick = process.argv.includes('--quick')
+const quick = parseArgs(process.argv.slice(2), { known: ['quick'], text: 'usage: npm run bench [-- --quick]' }).has('quick')
 const here = (rel: string): string => fileURLToPath(new URL(rel, import.meta.url))
 const BENCH_CHILD_TIMEOUT_MS = 10 * 60_000
 

@@ -13,7 +13,10 @@ import { announceReady, exitOnShutdown, intArg, parseArgs } from './lib/proc.ts'
 import { startA2aServer } from './lib/ref-a2a.ts'
 import type { A2aBinding } from './lib/ref-a2a.ts'
 
-const args = parseArgs(process.argv.slice(2))
+const args = parseArgs(process.argv.slice(2), {
+  known: ['host', 'port', 'first'],
+  text: 'usage: node scripts/ref-server-a2a.ts [--host 127.0.0.1] [--port 0] [--first JSONRPC|HTTP+JSON]'
+})
 const first = args.get('first') ?? 'JSONRPC'
 if (first !== 'JSONRPC' && first !== 'HTTP+JSON') throw new Error(`--first must be JSONRPC or HTTP+JSON, got ${first}`)
 

@@ -9,7 +9,7 @@
 import { announceReady, exitOnShutdown, parseArgs } from './lib/proc.ts'
 import { createEchoNode, ECHO_PROTOCOL, handleEcho } from './lib/ref-echo.ts'
 
-const args = parseArgs(process.argv.slice(2))
+const args = parseArgs(process.argv.slice(2), { known: ['listen'], text: 'usage: node scripts/ref-server-echo.ts [--listen /ip4/127.0.0.1/tcp/0]' })
 const listen = args.get('listen') ?? '/ip4/127.0.0.1/tcp/0'
 
 const node = await createEchoNode([listen])

@@ -1,7 +1,8 @@
 /**
- * The simulation and campaign scripts read their options strictly (scripts/lib/options.ts):
- * a bad command line ends with the reason and the usage, exit code 2, never a
- * stack trace; --help prints the usage.
+ * The simulation and campaign scripts read their options strictly (scripts/lib/options.ts),
+ * and so do the benchmarks and reference servers (scripts/lib/proc.ts parseArgs with
+ * a usage): a bad command line ends with the reason and the usage, exit code 2,
+ * never a stack trace, before the script starts anything; --help prints the usage.
  */
 import { spawnSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
@@ -23,5 +24,31 @@ describe('script options', () => {
     const help = run(script, '--help')
     expect(help.status).toBe(0)
     expect(help.stdout).toMatch(/^usage: /)
+  })
+
+  it.each([
+    'scripts/bench.ts', 'scripts/bench-events.ts', 'scripts/bench-discover.ts', 'scripts/bench-delegate.ts',
+    'scripts/bench-reference.ts', 'scripts/bench-artifact.ts', 'scripts/bench-a2a.ts', 'scripts/bench-net.ts',
+    'scripts/ref-server-a2a.ts', 'scripts/ref-server-echo.ts'
+  ])('%s: an unknown option or a stray argument is a usage error, --help the usage', (script) => {
+    const unknown = run(script, '--no-such-option')
+    expect(unknown.status).toBe(2)
+    expect(unknown.stderr).toMatch(/^Unknown option '--no-such-option'\nusage: /)
+    expect(unknown.stderr).not.toMatch(/\n\s+at /)
+    const stray = run(script, 'stray')
+    expect(stray.status).toBe(2)
+    expect(stray.stderr).toMatch(/^Unexpected argument 'stray'\nusage: /)
+    const help = run(script, '--help')
+    expect(help.status).toBe(0)
+    expect(help.stdout).toMatch(/^usage: /)
+  })
+
+  it.each([
+    ['scripts/bench-events.ts', '--nodes'], ['scripts/bench-discover.ts', '--lookups'], ['scripts/bench-a2a.ts', '--requests']
+  ])('%s %s with a value that is not a count is a usage error', (script, option) => {
+    const bad = run(script, option, 'many')
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toMatch(new RegExp(`^${option} must be a non-negative integer, got "many"`))
+    expect(bad.stderr).not.toMatch(/\n\s+at /)
   })
 })

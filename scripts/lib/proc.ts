@@ -211,12 +211,26 @@ export function exitOnShutdown (close: () => Promise<void>, timeoutMs = 5_000): 
   process.stdin.resume()
 }
 
-/** Tiny `--name value` / `--flag` argv parser. */
-export function parseArgs (argv: readonly string[]): Map<string, string> {
+/**
+ * Tiny `--name value` / `--flag` argv parser. With `usage` it is strict, as
+ * scripts/lib/options.ts is for the simulation scripts: an option not in
+ * `usage.known` or a stray argument ends the script with the reason and the
+ * usage line on stderr, exit code 2 (no stack trace); `--help` prints the
+ * usage and exits 0. Without it (internal workers) unknown options are kept.
+ */
+export function parseArgs (argv: readonly string[], usage?: { known: readonly string[], text: string }): Map<string, string> {
+  if (usage !== undefined && (argv.includes('--help') || argv.includes('-h'))) {
+    process.stdout.write(`${usage.text}\n`)
+    process.exit(0)
+  }
   const out = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
-    if (a === undefined || !a.startsWith('--')) continue
+    if (a === undefined) continue
+    if (!a.startsWith('--')) {
+      if (usage !== undefined) usageError(`Unexpected argument '${a}'`, usage.text)
+      continue
+    }
     const eq = a.indexOf('=')
     if (eq > 0) {
       out.set(a.slice(2, eq), a.slice(eq + 1))
@@ -230,14 +244,23 @@ export function parseArgs (argv: readonly string[]): Map<string, string> {
       out.set(a.slice(2), 'true')
     }
   }
+  if (usage !== undefined) {
+    for (const k of out.keys()) if (!usage.known.includes(k)) usageError(`Unknown option '--${k}'`, usage.text)
+  }
   return out
 }
 
-/** Read a positive integer option, or the default. Throws on garbage. */
+/** End the script on a bad command line: the reason and the usage on stderr, exit code 2. */
+export function usageError (reason: string, usage?: string): never {
+  process.stderr.write(`${reason}\n${usage === undefined ? '' : `${usage}\n`}`)
+  process.exit(2)
+}
+
+/** Read a non-negative integer option, or the default; anything else is a usage error (exit 2). */
 export function intArg (args: Map<string, string>, name: string, dflt: number): number {
   const raw = args.get(name)
   if (raw === undefined) return dflt
   const v = Number(raw)
-  if (!Number.isInteger(v) || v < 0) throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(raw)}`)
+  if (!Number.isInteger(v) || v < 0) usageError(`--${name} must be a non-negative integer, got ${JSON.stringify(raw)}`)
   return v
 }
