@@ -263,12 +263,8 @@ export const EVENT_MAX_BYTES = 48 * 1024
 export const EVENT_SEQ_MAX = 1_000_000_000
 /** Executor public keys kept imported for event verification. */
 export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
-/**
- * Event signatures that verified, remembered by signed bytes and signature so
- * the same event met again (re-fetched by sync) is not checked again; per
- * SignatureCache (a node's own, or the process's for callers that pass none).
- * About 100 bytes each.
- */
+/** Verified event signatures (by signed bytes and signature), so an event synced again is not checked again;
+ * per SignatureCache (a node's own, or the process's for callers that pass none). About 100 bytes each. */
 export const EVENT_VERIFIED_CACHE_ENTRIES = 16_384
 
 // ---- correlated events: gossip, sync, subscriptions (src/events; protocols/events.md) -------
@@ -276,12 +272,16 @@ export const MAX_CORRELATION_TOPICS = 256
 /** gossipsub's per-peer topic budget (bounds topics a peer can make us track). */
 export const GOSSIP_MAX_TOPIC_BYTES_PER_PEER = 512 * 1024
 /**
- * gossipsub charges each topic a peer subscribes to its length plus about 1 KiB,
- * so GOSSIP_MAX_TOPIC_BYTES_PER_PEER (512 KiB) lets a peer hold roughly 500 topics:
- * above MAX_CORRELATION_TOPICS (256) of the longest correlation id, with room for
- * a few others. test/events-limits.test.ts keeps the two in step.
+ * gossipsub charges each topic a peer subscribes to its length plus about 1 KiB, so 512 KiB lets a peer hold
+ * ~500 topics: above MAX_CORRELATION_TOPICS (256) of the longest id. test/events-limits.test.ts keeps them in step.
  */
 export const GOSSIP_TOPIC_OVERHEAD_BYTES = 1024
+/**
+ * gossipsub (v1.2) tells its mesh peers IDONTWANT for a message of at least this many bytes. Each is one frame
+ * per mesh peer, and below a few KiB a frame costs what the duplicate it may spare does (docs/simulations.md,
+ * session 20): the first event of a run (~1.2 KB, its ticket) reached subscribers 26 % sooner without them.
+ */
+export const GOSSIP_IDONTWANT_MIN_BYTES = 8 * 1024
 export const SYNC_MAX_EVENTS_PER_RESPONSE = 256
 /** A sync response frame carries at most this many bytes of events (below EVENTS_SYNC_MAX_FRAME_BYTES). */
 export const SYNC_MAX_RESPONSE_BYTES = EVENTS_SYNC_MAX_FRAME_BYTES - 64 * 1024
