@@ -27,7 +27,7 @@ describe('script options', () => {
   })
 
   it.each([
-    'scripts/bench.ts', 'scripts/bench-events.ts', 'scripts/bench-discover.ts', 'scripts/bench-delegate.ts',
+    'scripts/bench.ts', 'scripts/bench-events.ts', 'scripts/bench-gossip.ts', 'scripts/bench-discover.ts', 'scripts/bench-delegate.ts',
     'scripts/bench-reference.ts', 'scripts/bench-artifact.ts', 'scripts/bench-a2a.ts', 'scripts/bench-net.ts',
     'scripts/ref-server-a2a.ts', 'scripts/ref-server-echo.ts'
   ])('%s: an unknown option or a stray argument is a usage error, --help the usage', (script) => {
