@@ -13,17 +13,22 @@ const run = (script: string, ...args: string[]): { status: number | null, stdout
 }
 
 describe('script options', () => {
-  it.each(['scripts/sim.ts', 'scripts/sim-scale.ts', 'scripts/ui-screenshots.ts', 'scripts/campaign/main.ts'])('%s: an unknown option or a missing value is a usage error, --help the usage', (script) => {
+  /** An unknown option and `bad` are usage errors (exit 2, the reason, no stack trace); --help prints the usage. */
+  const expectUsage = (script: string, bad: string[], reason: RegExp): void => {
     const unknown = run(script, '--no-such-option')
     expect(unknown.status).toBe(2)
     expect(unknown.stderr).toMatch(/^Unknown option '--no-such-option'\nusage: /)
     expect(unknown.stderr).not.toMatch(/\n\s+at /)
-    const missing = run(script, '--out')
-    expect(missing.status).toBe(2)
-    expect(missing.stderr).toMatch(/argument missing/)
+    const wrong = run(script, ...bad)
+    expect(wrong.status).toBe(2)
+    expect(wrong.stderr).toMatch(reason)
     const help = run(script, '--help')
     expect(help.status).toBe(0)
     expect(help.stdout).toMatch(/^usage: /)
+  }
+
+  it.each(['scripts/sim.ts', 'scripts/sim-scale.ts', 'scripts/ui-screenshots.ts', 'scripts/campaign/main.ts'])('%s: an unknown option or a missing value is a usage error, --help the usage', (script) => {
+    expectUsage(script, ['--out'], /argument missing/)
   })
 
   it.each([
@@ -31,16 +36,7 @@ describe('script options', () => {
     'scripts/bench-reference.ts', 'scripts/bench-artifact.ts', 'scripts/bench-a2a.ts', 'scripts/bench-net.ts',
     'scripts/ref-server-a2a.ts', 'scripts/ref-server-echo.ts'
   ])('%s: an unknown option or a stray argument is a usage error, --help the usage', (script) => {
-    const unknown = run(script, '--no-such-option')
-    expect(unknown.status).toBe(2)
-    expect(unknown.stderr).toMatch(/^Unknown option '--no-such-option'\nusage: /)
-    expect(unknown.stderr).not.toMatch(/\n\s+at /)
-    const stray = run(script, 'stray')
-    expect(stray.status).toBe(2)
-    expect(stray.stderr).toMatch(/^Unexpected argument 'stray'\nusage: /)
-    const help = run(script, '--help')
-    expect(help.status).toBe(0)
-    expect(help.stdout).toMatch(/^usage: /)
+    expectUsage(script, ['stray'], /^Unexpected argument 'stray'\nusage: /)
   })
 
   it.each([
