@@ -230,17 +230,21 @@ async function main (): Promise<void> {
   log(`upkeep with no events: ${idleCores.toFixed(2)} cores for ${N} nodes over ${IDLE_MS} ms`)
 
   // ---- warm-up: one short run through the same paths, measured on its own ----------------
-  const latenciesOf = (c: Collected, keys: string[]): { latencies: number[], missing: number } => {
+  /** Commit-to-arrival latencies of `keys` at every subscriber, and how many arrivals never came (logged per subscriber). */
+  const latenciesOf = (arrived: Arrivals, keys: string[], phase: string): { latencies: number[], missing: number } => {
     const latencies: number[] = []
     let missing = 0
-    for (const list of c.arrived) {
+    arrived.forEach((list, i) => {
       const m = new Map(list)
+      let mine = 0
       for (const k of keys) {
         const at = m.get(k)
-        if (at === undefined) missing++
+        if (at === undefined) mine++
         else latencies.push(at - committed.get(k)!)
       }
-    }
+      if (mine > 0) log(`${phase}: subscriber ${i} missed ${mine} of ${keys.length} events`)
+      missing += mine
+    })
     return { latencies, missing }
   }
   const warmTask = `bench-${process.pid}-warmup`
@@ -249,7 +253,7 @@ async function main (): Promise<void> {
   const warmKeys = (): string[] => [...committed.keys()].filter(k => k.startsWith(`${warmRun.run_id}#`))
   await waitFor(() => warmKeys().length >= WARMUP_EVENTS + 2, WARMUP_EVENTS * (INTERVAL_MS + 50) + 30_000)
   const warmAllIn = await waitFor(allComplete(warmTask), GRACE_MS)
-  const warm = latenciesOf(await collectAll(warmTask), warmKeys())
+  const warm = latenciesOf((await collectAll(warmTask)).arrived, warmKeys(), 'warm-up')
   const warmup = summarize(warm.latencies)
   log(`warm-up run (${WARMUP_EVENTS + 2} events, cold code paths): p50 ${fmtMs(warmup.p50)}, p99 ${fmtMs(warmup.p99)}, ${warm.missing} missing${warmAllIn ? '' : ' (not all in within the grace)'}`)
 
@@ -273,20 +277,8 @@ async function main (): Promise<void> {
   const after = taken(await statsAll())
   const steadyVia = { gossip: after.gossip - before.gossip, sync: after.sync - before.sync, sync_requests: after.requests - before.requests }
 
-  const latencies: number[] = []
-  let lost = 0
   const keys = runKeys()
-  arrived.forEach((list, i) => {
-    const m = new Map(list)
-    let missing = 0
-    for (const k of keys) {
-      const at = m.get(k)
-      if (at === undefined) missing++
-      else latencies.push(at - committed.get(k)!)
-    }
-    if (missing > 0) log(`steady: subscriber ${i} missed ${missing} of ${keys.length} events`)
-    lost += missing
-  })
+  const { latencies, missing: lost } = latenciesOf(arrived, keys, 'steady')
   const steady = summarize(latencies)
   {
     // latency by position in the run: a rising p50 is a queue building up, a flat one the path itself
