@@ -105,7 +105,7 @@ describe('nearestConnected', () => {
     const client = byDistance[0]! // connected, but a DHT client
     const unknown = byDistance[2]! // connected, identify has not told of it yet
     const host = {
-      getPeers: () => [...ids].reverse(),
+      getConnections: () => [...ids].reverse().map(remotePeer => ({ remotePeer, status: 'open' })),
       peerStore: {
         get: async (p: PeerId) => {
           if (p.equals(unknown)) throw new Error('Not Found')
@@ -115,7 +115,10 @@ describe('nearestConnected', () => {
     }
     const got = await nearestConnected(host, DHT_PROTOCOL, key, 2, log)
     expect(got.map(String)).toEqual([byDistance[1], byDistance[3]].map(String))
-    expect(await nearestConnected({ ...host, getPeers: () => [] }, DHT_PROTOCOL, key, 2, log)).toEqual([])
+    expect(await nearestConnected({ ...host, getConnections: () => [] }, DHT_PROTOCOL, key, 2, log)).toEqual([])
+    // a closing connection's peer is not asked
+    const closing = { ...host, getConnections: () => ids.map(remotePeer => ({ remotePeer, status: remotePeer.equals(byDistance[1]) ? 'closing' : 'open' })) }
+    expect((await nearestConnected(closing, DHT_PROTOCOL, key, 2, log)).map(String)).toEqual([byDistance[3], byDistance[4]].map(String))
   })
 })
 

@@ -23,14 +23,30 @@ import type { Logger } from '../logger.ts'
 
 /** What this needs of the libp2p node. */
 export interface NearbyHost {
-  /** The peers this node holds an open connection to. */
-  getPeers: () => PeerId[]
+  /** This node's connections (libp2p's `getPeers` builds new PeerId objects each call). */
+  getConnections: () => Array<{ remotePeer: PeerId, status: string }>
   peerStore: { get: (peer: PeerId) => Promise<Peer> }
 }
 
 /** kad-dht's id of a key or of a peer id's multihash bytes. */
 export function kadIdOf (bytes: Uint8Array): Buffer {
   return hash('sha256', bytes, 'buffer')
+}
+
+/**
+ * Peer ids' kad ids, per PeerId object: libp2p hands out the same object for
+ * a connection's remote peer as long as the connection lives, and a weak map
+ * lets the entry go with it.
+ */
+const peerKadIds = new WeakMap<PeerId, Buffer>()
+
+function peerKadId (peer: PeerId): Buffer {
+  let id = peerKadIds.get(peer)
+  if (id === undefined) {
+    id = kadIdOf(peer.toMultihash().bytes)
+    peerKadIds.set(peer, id)
+  }
+  return id
 }
 
 /** Negative when `a` is nearer `target` than `b` (XOR distance, compared byte by byte). */
@@ -48,8 +64,10 @@ export function compareDistance (a: Uint8Array, b: Uint8Array, target: Uint8Arra
  */
 export async function nearestConnected (host: NearbyHost, protocol: string, key: Uint8Array, count: number, log: Logger): Promise<PeerId[]> {
   const target = kadIdOf(key)
-  const ranked = host.getPeers()
-    .map(peer => ({ peer, id: kadIdOf(peer.toMultihash().bytes) }))
+  const peers = new Map<string, PeerId>()
+  for (const c of host.getConnections()) if (c.status === 'open') peers.set(c.remotePeer.toString(), c.remotePeer)
+  const ranked = [...peers.values()]
+    .map(peer => ({ peer, id: peerKadId(peer) }))
     .sort((a, b) => compareDistance(a.id, b.id, target))
   const out: PeerId[] = []
   for (const { peer } of ranked) {
