@@ -5,9 +5,12 @@
  *
  * The mesh case uses real nodes. The peer nearest the key is made slow: its
  * provider store never answers until the test lets it, as a loaded or
- * faraway peer would, while it still answers pings and FIND_NODE. kad-dht's
- * walk (alpha 1, one path) asks that peer first and waits for it; the nearby
- * asks get the record from the next nearest peer meanwhile.
+ * faraway peer would, while it still answers pings and FIND_NODE. The
+ * asker's routing table keeps that peer alone (kad-dht starts a walk with a
+ * random one of its closest peers, so with more it could start at the
+ * holder), so kad-dht's walk (alpha 1, one path) waits for it; the nearby
+ * asks, which go by the asker's connections, get the record from the next
+ * nearest peer meanwhile.
  */
 import type { PeerId } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -129,6 +132,10 @@ interface ProviderStore {
 }
 const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
 const peerOf = (n: MeshNode): PeerId => peerIdOfAgent(n.agentId)
+interface RoutingTable {
+  remove: (peer: PeerId) => Promise<void>
+  closestPeers: (kadId: Uint8Array, options: { count: number }) => PeerId[]
+}
 
 describe('a provider lookup while the peer nearest the key is slow (real nodes)', () => {
   const NODES = 6
@@ -167,6 +174,10 @@ describe('a provider lookup while the peer nearest the key is slow (real nodes)'
     await holder.host.peerStore.merge(peerOf(provider), { multiaddrs: provider.host.getMultiaddrs() })
     // the slow peer answers no GET_PROVIDERS until the test ends
     storeOf(slow).getProviders = async () => release.promise
+    // the asker's routing table holds the slow peer alone; it stays connected to every peer
+    const table = (asker.host.services.dht as unknown as { routingTable: RoutingTable }).routingTable
+    for (const n of others) if (n !== slow) await table.remove(peerOf(n))
+    expect(table.closestPeers(kadIdOf(key.multihash.bytes), { count: 10 }).map(String)).toEqual([String(peerOf(slow))])
   })
   afterAll(async () => {
     release.resolve([])
