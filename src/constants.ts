@@ -139,7 +139,7 @@ export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
 export const DHT_PROVIDERS_PER_ANSWER = 20
 export const DHT_PROVIDER_SWEEP_CONCURRENCY = 3
 /** Connected peers nearest the key a provider lookup asks beside kad-dht's walk (src/wire/dht-nearby.ts). */
-export const DHT_NEARBY_ASKS = 3
+export const DHT_NEARBY_ASKS = 2
 /**
  * kad-dht pings a contact before it adds it, and a full bucket's oldest before it evicts one (src/wire/dht-contacts.ts).
  * A contact connected now, or less than DHT_CONTACT_FRESH_MS ago, counts as alive without a ping (which would dial

@@ -6,11 +6,12 @@
  * The mesh case uses real nodes. The peer nearest the key is made slow: its
  * provider store never answers until the test lets it, as a loaded or
  * faraway peer would, while it still answers pings and FIND_NODE. The
- * asker's routing table keeps that peer alone (kad-dht starts a walk with a
- * random one of its closest peers, so with more it could start at the
- * holder), so kad-dht's walk (alpha 1, one path) waits for it; the nearby
- * asks, which go by the asker's connections, get the record from the next
- * nearest peer meanwhile.
+ * asker's routing table keeps that peer and one that has stopped, and no
+ * other (kad-dht starts a walk with a random one of its closest peers, so
+ * with more it could start at the holder). kad-dht's walk (alpha 1, one
+ * path) fails to dial the stopped one and waits on the slow one. The walk
+ * would dial, so the nearby asks go out, by the asker's connections, and get
+ * the record from the next nearest peer meanwhile.
  */
 import type { PeerId } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -22,7 +23,7 @@ import { peerIdOfAgent } from '../src/identity/identity.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { mergeSources } from '../src/util/merge.ts'
-import { compareDistance, kadIdOf, nearestConnected } from '../src/wire/dht-nearby.ts'
+import { compareDistance, kadIdOf, nearbyAsks, nearestConnected } from '../src/wire/dht-nearby.ts'
 import { lookupProviders, type ProviderLookupEvent } from '../src/wire/dht-providers.ts'
 import { startMesh, stopAll } from './helpers.ts'
 
@@ -123,6 +124,27 @@ describe('nearestConnected', () => {
     const closing = { ...host, getConnections: () => ids.map(remotePeer => ({ remotePeer, status: remotePeer.equals(byDistance[1]) ? 'closing' : 'open' })) }
     expect((await nearestConnected(closing, DHT_PROTOCOL, key, 2, log)).map(String)).toEqual([byDistance[3], byDistance[4]].map(String))
   })
+
+  it('asks none when every peer the walk starts with is connected, else the nearest connected within its reach', async () => {
+    const hostOf = (connected: PeerId[]) => ({
+      getConnections: () => connected.map(remotePeer => ({ remotePeer, status: 'open' })),
+      peerStore: { get: async (p: PeerId) => ({ id: p, protocols: [DHT_PROTOCOL] }) as never }
+    })
+    // kad-dht hands its closest peers nearest first; the order must not matter here
+    const starts = (list: PeerId[]) => ({ closestPeers: (_: Uint8Array, o: { count: number }) => [...list].reverse().slice(0, o.count) })
+    const [d0, d1, d2, d3, d4] = byDistance as [PeerId, PeerId, PeerId, PeerId, PeerId]
+    // the walk starts with connected peers only: its first round needs no dial, so no asks
+    expect(await nearbyAsks(hostOf([d0, d1, d2]), starts([d0, d1, d2]), DHT_PROTOCOL, key, { count: 2, k: 3, log })).toEqual([])
+    // d3 would be dialed: the nearest connected are asked
+    const asked = await nearbyAsks(hostOf([d4, d2, d1, d0]), starts([d1, d2, d3]), DHT_PROTOCOL, key, { count: 2, k: 3, log })
+    expect(asked.map(String)).toEqual([d0, d1].map(String))
+    // d4 lies beyond the farthest peer the walk starts with (d3): never asked
+    const all = await nearbyAsks(hostOf([d4, d2, d1, d0]), starts([d1, d2, d3]), DHT_PROTOCOL, key, { count: 5, k: 3, log })
+    expect(all.map(String)).toEqual([d0, d1, d2].map(String))
+    // with fewer than k peers in the table there is no reach to judge by: d4 is asked too
+    const few = await nearbyAsks(hostOf([d4, d2]), starts([d3]), DHT_PROTOCOL, key, { count: 5, k: 3, log })
+    expect(few.map(String)).toEqual([d2, d4].map(String))
+  })
 })
 
 interface ProviderStore {
@@ -174,10 +196,14 @@ describe('a provider lookup while the peer nearest the key is slow (real nodes)'
     await holder.host.peerStore.merge(peerOf(provider), { multiaddrs: provider.host.getMultiaddrs() })
     // the slow peer answers no GET_PROVIDERS until the test ends
     storeOf(slow).getProviders = async () => release.promise
-    // the asker's routing table holds the slow peer alone; it stays connected to every peer
+    // the asker's routing table holds the slow peer and a stopped one, the walk's only starts
+    const gone = others.find(n => n !== provider && n !== slow && n !== holder)!
+    await gone.stop()
+    nodes = nodes.filter(n => n !== gone)
     const table = (asker.host.services.dht as unknown as { routingTable: RoutingTable }).routingTable
-    for (const n of others) if (n !== slow) await table.remove(peerOf(n))
-    expect(table.closestPeers(kadIdOf(key.multihash.bytes), { count: 10 }).map(String)).toEqual([String(peerOf(slow))])
+    for (const n of others) if (n !== slow && n !== gone) await table.remove(peerOf(n))
+    expect(table.closestPeers(kadIdOf(key.multihash.bytes), { count: 10 }).map(String).sort()).toEqual([peerOf(slow), peerOf(gone)].map(String).sort())
+    expect(asker.host.getConnections(peerOf(gone))).toEqual([])
   })
   afterAll(async () => {
     release.resolve([])

@@ -15,6 +15,12 @@
  * Distances are kad-dht's: XOR of the SHA-256 of the key and of the peer id's
  * multihash. Only peers whose peer-store entry lists the DHT protocol are
  * named (a DHT client, e.g. a node behind a relay, answers no DHT requests).
+ *
+ * When this node is connected to every peer kad-dht's walk starts with (the
+ * routing table's k closest to the key), the walk's first round needs no
+ * dial, and the asks would only repeat its requests: then there are none. In
+ * a one-process mesh of 100 nodes, where that is mostly so, asking anyway
+ * made a discover's first card slower (10.5 to 13.7 ms p50).
  */
 import { hash } from 'node:crypto'
 import type { Peer, PeerId } from '@libp2p/interface'
@@ -58,15 +64,52 @@ export function compareDistance (a: Uint8Array, b: Uint8Array, target: Uint8Arra
   return 0
 }
 
+/** The open connections' peers, by peer id string. */
+function connectedPeers (host: NearbyHost): Map<string, PeerId> {
+  const peers = new Map<string, PeerId>()
+  for (const c of host.getConnections()) if (c.status === 'open') peers.set(c.remotePeer.toString(), c.remotePeer)
+  return peers
+}
+
 /**
  * Up to `count` peers this node is connected to that serve `protocol`,
  * nearest `key` (the DHT key's bytes, as kad-dht hashes them) first.
  */
 export async function nearestConnected (host: NearbyHost, protocol: string, key: Uint8Array, count: number, log: Logger): Promise<PeerId[]> {
+  return rankConnected(host, connectedPeers(host), protocol, kadIdOf(key), count, log)
+}
+
+/**
+ * The peers a lookup of `key` asks beside kad-dht's walk: none when this
+ * node holds a connection to each of the `k` routing-table peers the walk
+ * starts with (its first round then needs no dial, and asking more would
+ * only add requests), else `nearestConnected`'s among those nearer the key
+ * than the farthest of the `k`.
+ */
+export async function nearbyAsks (host: NearbyHost, table: WalkStart, protocol: string, key: Uint8Array, opts: { count: number, k: number, log: Logger }): Promise<PeerId[]> {
   const target = kadIdOf(key)
-  const peers = new Map<string, PeerId>()
-  for (const c of host.getConnections()) if (c.status === 'open') peers.set(c.remotePeer.toString(), c.remotePeer)
-  const ranked = [...peers.values()]
+  const open = connectedPeers(host)
+  const start = table.closestPeers(target, { count: opts.k })
+  if (start.every(p => open.has(p.toString()))) return []
+  // a peer farther than all the walk starts with is unlikely to keep the key's records
+  if (start.length >= opts.k) {
+    let limit: Uint8Array | undefined
+    for (const p of start) {
+      const id = peerKadId(p)
+      if (limit === undefined || compareDistance(id, limit, target) > 0) limit = id
+    }
+    if (limit !== undefined) for (const [id, p] of open) if (compareDistance(peerKadId(p), limit, target) > 0) open.delete(id)
+  }
+  return rankConnected(host, open, protocol, target, opts.count, opts.log)
+}
+
+/** What this reads of kad-dht's routing table: the peers a walk starts with. */
+export interface WalkStart {
+  closestPeers: (kadId: Uint8Array, options: { count: number }) => PeerId[]
+}
+
+async function rankConnected (host: NearbyHost, open: Map<string, PeerId>, protocol: string, target: Uint8Array, count: number, log: Logger): Promise<PeerId[]> {
+  const ranked = [...open.values()]
     .map(peer => ({ peer, id: peerKadId(peer) }))
     .sort((a, b) => compareDistance(a.id, b.id, target))
   const out: PeerId[] = []

@@ -9,8 +9,8 @@
  *
  * This lookup runs kad-dht's own first, and beside it asks the connected
  * peers nearest the key (DHT_NEARBY_ASKS of them, dht-nearby.ts) for the
- * key's providers, so a lookup whose answer is one open connection away does
- * not wait for the dials of kad-dht's first round. When the caller wants more, it reads
+ * key's providers when kad-dht's first round would dial, so a lookup whose
+ * answer is one open connection away does not wait for those dials. When the caller wants more, it reads
  * this node's own provider records for the key (kad-dht hands out at most k
  * of them, and none whose peer is missing from the peer store; this read
  * names those too: the card fetch finds them through the DHT). When kad-dht's
@@ -33,7 +33,7 @@ import { DHT_NEARBY_ASKS, DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts
 import { reasonOf } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { mergeSources } from '../util/merge.ts'
-import { nearestConnected, type NearbyHost } from './dht-nearby.ts'
+import { nearbyAsks, type NearbyHost, type WalkStart } from './dht-nearby.ts'
 import { ownProviderRecords } from './provider-answers.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
@@ -49,6 +49,7 @@ export type ProviderLookupEvent =
 interface SweepParts {
   k: number
   protocol: string
+  routingTable: WalkStart
   network: { sendRequest: (to: PeerId, msg: { type: MessageType, key: Uint8Array }, options: { signal: AbortSignal, path: { index: number, queued: number, running: number, total: number } }) => AsyncIterable<QueryEvent> }
   providers: { getProviders: (key: CID, options?: { signal?: AbortSignal }) => Promise<PeerId[]> }
 }
@@ -56,8 +57,9 @@ interface SweepParts {
 function sweepPartsOf (dht: KadDHT): SweepParts | undefined {
   const d = dht as unknown as Partial<Record<keyof SweepParts, unknown>>
   const network = d.network as { sendRequest?: unknown } | undefined
+  const table = d.routingTable as { closestPeers?: unknown } | undefined
   const providers = d.providers as { getProviders?: unknown } | undefined
-  if (typeof d.k !== 'number' || typeof d.protocol !== 'string' || typeof network?.sendRequest !== 'function' || typeof providers?.getProviders !== 'function') return undefined
+  if (typeof d.k !== 'number' || typeof d.protocol !== 'string' || typeof table?.closestPeers !== 'function' || typeof network?.sendRequest !== 'function' || typeof providers?.getProviders !== 'function') return undefined
   return dht as unknown as SweepParts
 }
 
@@ -96,9 +98,9 @@ async function * walk (dht: KadDHT, key: CID, signal: AbortSignal, counts: { nam
   }
 }
 
-/** The connected peers nearest the key, asked at once; each answer as it comes. */
+/** The connected peers nearest the key (when the walk would dial: dht-nearby.ts), asked at once; each answer as it comes. */
 async function * askNearby (parts: SweepParts, host: NearbyHost, key: CID, signal: AbortSignal, log: Logger): AsyncGenerator<ProviderLookupEvent> {
-  const peers = await nearestConnected(host, parts.protocol, key.multihash.bytes, DHT_NEARBY_ASKS, log)
+  const peers = await nearbyAsks(host, parts.routingTable, parts.protocol, key.multihash.bytes, { count: DHT_NEARBY_ASKS, k: parts.k, log })
   yield * mergeSources(peers.map(async function * (peer) { yield * await askOne(parts, peer, key, signal, true) }))
 }
 
