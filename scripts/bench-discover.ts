@@ -38,12 +38,12 @@ import type { MeshNode } from '../src/node.ts'
 import { startSimMesh, waitForDhtPeers } from '../src/sim/mesh.ts'
 import { expectedFor, lookupAll, profiles, queries, type Sample } from './lib/discover-common.ts'
 import { ask, spawnIpcChild, stopIpcChild, type IpcChild } from './lib/ipc-child.ts'
-import { intArg, parseArgs, usageError } from './lib/proc.ts'
+import { intArg, parseArgs } from './lib/proc.ts'
 import { fmtMs, printTable, summarize } from './lib/stats.ts'
 
 const args = parseArgs(process.argv.slice(2), {
-  known: ['nodes', 'lookups', 'agents', 'processes', 'tcp', 'latency-ms', 'json'],
-  text: 'usage: node scripts/bench-discover.ts [--nodes 20] [--lookups 100] [--agents N] [--processes 0] [--tcp] [--latency-ms 0] [--json]'
+  known: ['nodes', 'lookups', 'agents', 'processes', 'tcp', 'json'],
+  text: 'usage: node scripts/bench-discover.ts [--nodes 20] [--lookups 100] [--agents N] [--processes 0] [--tcp] [--json]'
 })
 const NODES = intArg(args, 'nodes', 20)
 const LOOKUPS = intArg(args, 'lookups', 100)
@@ -51,9 +51,6 @@ const AGENTS = Math.min(NODES, intArg(args, 'agents', Math.max(1, Math.ceil(NODE
 const PROCESSES = Math.min(intArg(args, 'processes', 0), NODES)
 const TCP = args.has('tcp') || PROCESSES > 0
 const JSON_OUT = args.has('json')
-/** One-way latency the memory transport adds to every write (one-process mesh only): dials then cost round trips. */
-const LATENCY_MS = intArg(args, 'latency-ms', 0)
-if (LATENCY_MS > 0 && TCP) usageError('--latency-ms applies to the one-process memory mesh only (not with --tcp or --processes)')
 /** Bound on waiting for the mesh to form and for every card to be findable. */
 const READY_TIMEOUT_MS = 60_000
 const POLL_MS = 20
@@ -94,7 +91,7 @@ interface Mesh {
 async function oneProcessMesh (): Promise<Mesh> {
   // the simulation's mesh: nodes start in small batches, each joining through
   // two earlier ones, with the simulation's Kademlia parameters (SIM_DHT)
-  const sim = await startSimMesh({ nodes: NODES, transport: TCP ? 'tcp' : 'memory', ...(LATENCY_MS > 0 ? { latencyMs: LATENCY_MS } : {}) })
+  const sim = await startSimMesh({ nodes: NODES, transport: TCP ? 'tcp' : 'memory' })
   // every node has a routing-table peer; that every card is findable is checked by lookups below
   await waitForDhtPeers(sim, 1, READY_TIMEOUT_MS)
   const nodes: MeshNode[] = sim.map(n => n.node)
@@ -156,7 +153,7 @@ async function processMesh (): Promise<Mesh> {
 
 async function main (): Promise<void> {
   const setupStart = performance.now()
-  const where = PROCESSES > 0 ? `${PROCESSES} processes, TCP loopback` : `one process, ${TCP ? 'TCP loopback' : 'memory transport'}${LATENCY_MS > 0 ? `, ${LATENCY_MS} ms added to every write` : ''}`
+  const where = PROCESSES > 0 ? `${PROCESSES} processes, TCP loopback` : `one process, ${TCP ? 'TCP loopback' : 'memory transport'}`
   log(`starting ${NODES} nodes (${where}), ${AGENTS} of them agents ...`)
   const mesh = PROCESSES > 0 ? await processMesh() : await oneProcessMesh()
   log(`  cards published and announced after ${fmtMs(performance.now() - setupStart)}`)

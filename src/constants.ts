@@ -111,9 +111,11 @@ export const CALL_TIMEOUT_MS = 15_000
 
 // ---- DHT (src/wire/host.ts) ---------------------------------------------------------------
 /**
- * Kademlia k (peers per bucket, replicas of each record and provider key), alpha (peers asked at once per
- * lookup path) and disjoint lookup paths (S/Kademlia): kad-dht's defaults, pinned here. Lookups make about
- * k requests per path. Simulations of many nodes on one CPU pass smaller figures (SIM_DHT in src/sim/mesh.ts).
+ * Kademlia k (peers per bucket, replicas of each record and provider key),
+ * alpha (peers asked at once per lookup path) and disjoint lookup paths
+ * (S/Kademlia): kad-dht's defaults, pinned here. Lookups make about k requests
+ * per path. Simulations of many nodes on one CPU pass smaller figures
+ * (SIM_DHT in src/sim/mesh.ts), where each request costs several ms.
  */
 export const DHT_K = 20
 export const DHT_ALPHA = 10
@@ -138,8 +140,6 @@ export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
  */
 export const DHT_PROVIDERS_PER_ANSWER = 20
 export const DHT_PROVIDER_SWEEP_CONCURRENCY = 3
-/** Connected peers nearest the key a provider lookup asks beside kad-dht's walk (src/wire/dht-nearby.ts). */
-export const DHT_NEARBY_ASKS = 2
 /**
  * kad-dht pings a contact before it adds it, and a full bucket's oldest before it evicts one (src/wire/dht-contacts.ts).
  * A contact connected now, or less than DHT_CONTACT_FRESH_MS ago, counts as alive without a ping (which would dial

@@ -28,8 +28,6 @@ export interface DiscoveryStats {
   /** Lookups that found providers past kad-dht's walk (this node's own records, the key's closest peers: src/wire/dht-providers.ts), and those providers. */
   providerSweeps: number
   sweptProviders: number
-  /** Providers first named by a connected peer near the key, asked beside the walk (src/wire/dht-nearby.ts). */
-  nearbyProviders: number
   /** Discovers whose deadline (DISCOVER_TIMEOUT_MS or the caller's signal) ended them before the lookup did. */
   discoversCutShort: number
   /** Cards held for others (held-cards.ts): pulled from their agents, pulls that failed, pulls dropped with the queue full, cards handed out. */
@@ -59,7 +57,6 @@ export function newDiscoveryStats (): DiscoveryStats {
     lookupProviders: 0,
     providerSweeps: 0,
     sweptProviders: 0,
-    nearbyProviders: 0,
     discoversCutShort: 0,
     heldCardPulls: 0,
     heldCardPullFailures: 0,

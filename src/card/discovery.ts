@@ -359,13 +359,12 @@ export class Discovery {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, host: this.host })) {
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log })) {
           if (ev.name === 'answer') this.stats.lookupAnswers++
           else if (ev.name === 'error') this.stats.lookupErrors++
           else {
             if (ev.sweep && !swept) this.stats.providerSweeps++
             if (ev.sweep) this.stats.sweptProviders += ev.providers.length
-            if (ev.nearby === true) this.stats.nearbyProviders += ev.providers.length
             swept ||= ev.sweep
             this.stats.lookupProviders += ev.providers.length
             fetches.add(ev.providers, ev.from)

@@ -7,10 +7,7 @@
  * more than k agents offer was discovered as k of them, whatever limit the
  * caller gave: a router that compares agents saw a fixed few.
  *
- * This lookup runs kad-dht's own first, and beside it asks the connected
- * peers nearest the key (DHT_NEARBY_ASKS of them, dht-nearby.ts) for the
- * key's providers when kad-dht's first round would dial, so a lookup whose
- * answer is one open connection away does not wait for those dials. When the caller wants more, it reads
+ * This lookup runs kad-dht's own first. When the caller wants more, it reads
  * this node's own provider records for the key (kad-dht hands out at most k
  * of them, and none whose peer is missing from the peer store; this read
  * names those too: the card fetch finds them through the DHT). When kad-dht's
@@ -29,27 +26,20 @@
 import type { PeerId } from '@libp2p/interface'
 import { MessageType, type KadDHT, type QueryEvent } from '@libp2p/kad-dht'
 import type { CID } from 'multiformats/cid'
-import { DHT_NEARBY_ASKS, DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
+import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
-import type { Logger } from '../logger.ts'
-import { mergeSources } from '../util/merge.ts'
-import { nearbyAsks, type NearbyHost, type WalkStart } from './dht-nearby.ts'
 import { ownProviderRecords } from './provider-answers.ts'
+import type { Logger } from '../logger.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
 export type ProviderLookupEvent =
   | { name: 'answer', from: PeerId }
   | { name: 'error', from: PeerId, reason: string }
-  /**
-   * `from`: the peer whose answer named them (none for this node's own records);
-   * `nearby`: that peer was asked beside the walk, as one of the connected peers nearest the key.
-   */
-  | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId, nearby?: true }
+  /** `from`: the peer whose answer named them (none for this node's own records). */
+  | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId }
 
 interface SweepParts {
   k: number
-  protocol: string
-  routingTable: WalkStart
   network: { sendRequest: (to: PeerId, msg: { type: MessageType, key: Uint8Array }, options: { signal: AbortSignal, path: { index: number, queued: number, running: number, total: number } }) => AsyncIterable<QueryEvent> }
   providers: { getProviders: (key: CID, options?: { signal?: AbortSignal }) => Promise<PeerId[]> }
 }
@@ -57,9 +47,8 @@ interface SweepParts {
 function sweepPartsOf (dht: KadDHT): SweepParts | undefined {
   const d = dht as unknown as Partial<Record<keyof SweepParts, unknown>>
   const network = d.network as { sendRequest?: unknown } | undefined
-  const table = d.routingTable as { closestPeers?: unknown } | undefined
   const providers = d.providers as { getProviders?: unknown } | undefined
-  if (typeof d.k !== 'number' || typeof d.protocol !== 'string' || typeof table?.closestPeers !== 'function' || typeof network?.sendRequest !== 'function' || typeof providers?.getProviders !== 'function') return undefined
+  if (typeof d.k !== 'number' || typeof network?.sendRequest !== 'function' || typeof providers?.getProviders !== 'function') return undefined
   return dht as unknown as SweepParts
 }
 
@@ -68,51 +57,14 @@ const NO_PATH = { index: -1, queued: 0, running: 0, total: 0 }
 
 let warnedNoSweep = false
 
-/** One GET_PROVIDERS to `peer`, outside kad-dht's walk, as lookup events. */
-async function askOne (parts: SweepParts, peer: PeerId, key: CID, signal: AbortSignal, nearby: boolean): Promise<ProviderLookupEvent[]> {
-  const out: ProviderLookupEvent[] = []
-  try {
-    for await (const ev of parts.network.sendRequest(peer, { type: MessageType.GET_PROVIDERS, key: key.multihash.bytes }, { signal, path: NO_PATH })) {
-      if (ev.name === 'PEER_RESPONSE') {
-        out.push({ name: 'answer', from: peer })
-        out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: !nearby, from: peer, ...(nearby ? { nearby: true as const } : {}) })
-      } else if (ev.name === 'QUERY_ERROR') {
-        out.push({ name: 'error', from: peer, reason: reasonOf(ev.error) })
-      }
-    }
-  } catch (err) {
-    out.push({ name: 'error', from: peer, reason: reasonOf(err) })
-  }
-  return out
-}
-
-/** kad-dht's walk, as lookup events (providers not yet told apart from those named before). */
-async function * walk (dht: KadDHT, key: CID, signal: AbortSignal, counts: { named: number }): AsyncGenerator<ProviderLookupEvent> {
-  for await (const ev of dht.findProviders(key, { signal })) {
-    if (ev.name === 'PEER_RESPONSE') yield { name: 'answer', from: ev.from }
-    else if (ev.name === 'QUERY_ERROR') yield { name: 'error', from: ev.from, reason: reasonOf(ev.error) }
-    else if (ev.name === 'PROVIDER') {
-      counts.named += ev.providers.length
-      yield { name: 'providers', providers: ev.providers.map(p => p.id), sweep: false, from: ev.from }
-    }
-  }
-}
-
-/** The connected peers nearest the key (when the walk would dial: dht-nearby.ts), asked at once; each answer as it comes. */
-async function * askNearby (parts: SweepParts, host: NearbyHost, key: CID, signal: AbortSignal, log: Logger): AsyncGenerator<ProviderLookupEvent> {
-  const peers = await nearbyAsks(host, parts.routingTable, parts.protocol, key.multihash.bytes, { count: DHT_NEARBY_ASKS, k: parts.k, log })
-  yield * mergeSources(peers.map(async function * (peer) { yield * await askOne(parts, peer, key, signal, true) }))
-}
-
 /**
- * Providers of `key`, as kad-dht names them and (with `host`) as the
- * connected peers nearest the key name them; then, while fewer than `want`,
+ * Providers of `key`, as kad-dht names them; then, while fewer than `want`,
  * this node's own records, and (when kad-dht named k or more) those of the
  * key's closest peers. Never names
  * this node or a provider twice; ends at `want` providers, when the sweep is
  * done, or on `signal`.
  */
-export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, host?: NearbyHost }): AsyncGenerator<ProviderLookupEvent> {
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger }): AsyncGenerator<ProviderLookupEvent> {
   const seen = new Set<string>([self.toString()])
   const asked = new Set<string>([self.toString()])
   let found = 0
@@ -128,27 +80,21 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     return out
   }
 
-  const parts = sweepPartsOf(dht)
-  const counts = { named: 0 }
-  // the walk and the nearby asks stop together once the caller has enough
-  const done = new AbortController()
-  const signal = AbortSignal.any([opts.signal, done.signal])
-  const sources = [walk(dht, key, signal, counts)]
-  if (parts !== undefined && opts.host !== undefined) sources.push(askNearby(parts, opts.host, key, signal, opts.log))
-  try {
-    for await (const ev of mergeSources(sources)) {
-      if (ev.name !== 'providers') {
-        if (ev.name === 'answer') asked.add(ev.from.toString())
-        yield ev
-        continue
-      }
-      const news = fresh(ev.providers)
-      if (news.length > 0) yield { ...ev, providers: news }
+  let named = 0
+  for await (const ev of dht.findProviders(key, { signal: opts.signal })) {
+    if (ev.name === 'PEER_RESPONSE') {
+      asked.add(ev.from.toString())
+      yield { name: 'answer', from: ev.from }
+    } else if (ev.name === 'QUERY_ERROR') {
+      yield { name: 'error', from: ev.from, reason: reasonOf(ev.error) }
+    } else if (ev.name === 'PROVIDER') {
+      named += ev.providers.length
+      const news = fresh(ev.providers.map(p => p.id))
+      if (news.length > 0) yield { name: 'providers', providers: news, sweep: false, from: ev.from }
       if (found >= opts.want) return
     }
-  } finally {
-    done.abort()
   }
+  const parts = sweepPartsOf(dht)
   if (parts === undefined) {
     if (!warnedNoSweep) {
       warnedNoSweep = true
@@ -162,7 +108,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   const local = fresh(await own(key, { signal: opts.signal }))
   if (local.length > 0) yield { name: 'providers', providers: local, sweep: true }
   // a walk that named fewer than k ran to its end: it named every provider the network told it of
-  if (found >= opts.want || counts.named < parts.k) return
+  if (found >= opts.want || named < parts.k) return
 
   const holders: PeerId[] = []
   for await (const ev of dht.getClosestPeers(key.multihash.bytes, { signal: opts.signal })) {
@@ -170,7 +116,22 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   }
   for (let i = 0; i < holders.length && found < opts.want && !opts.signal.aborted; i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
     const batch = holders.slice(i, i + DHT_PROVIDER_SWEEP_CONCURRENCY)
-    const answers = await Promise.all(batch.map(async peer => askOne(parts, peer, key, opts.signal, false)))
+    const answers = await Promise.all(batch.map(async (peer): Promise<ProviderLookupEvent[]> => {
+      const out: ProviderLookupEvent[] = []
+      try {
+        for await (const ev of parts.network.sendRequest(peer, { type: MessageType.GET_PROVIDERS, key: key.multihash.bytes }, { signal: opts.signal, path: NO_PATH })) {
+          if (ev.name === 'PEER_RESPONSE') {
+            out.push({ name: 'answer', from: peer })
+            out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: true, from: peer })
+          } else if (ev.name === 'QUERY_ERROR') {
+            out.push({ name: 'error', from: peer, reason: reasonOf(ev.error) })
+          }
+        }
+      } catch (err) {
+        out.push({ name: 'error', from: peer, reason: reasonOf(err) })
+      }
+      return out
+    }))
     let added = 0
     for (const ev of answers.flat()) {
       if (ev.name !== 'providers') {
