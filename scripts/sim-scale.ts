@@ -23,6 +23,7 @@ import { cpus, totalmem } from 'node:os'
 import { dirname, join } from 'node:path'
 import { parseOptions } from './lib/options.ts'
 import { bigBufferRetainers, summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
+import { BUFFER_POOL_BYTES } from '../src/wire/network-constants.ts'
 import type { SimReport } from '../src/sim/report.ts'
 import { GROUP_V8_FLAGS } from '../src/sim/group.ts'
 import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
@@ -125,17 +126,25 @@ if ((values.merge || values.rerender) && existsSync(jsonPath)) {
 const rows: ScaleRow[] = [...kept]
 const heap = [...keptHeap]
 
+/**
+ * Backing stores this large and larger are traced to what keeps them alive: a
+ * slab of the Buffer pool (src/wire/buffer-pool.ts) is the smallest that
+ * many small values can pin at once.
+ */
+const HELD_MIN_BYTES = BUFFER_POOL_BYTES
+
 /** The heap snapshot of one group process at `nodes`, summarized onto the page. */
 async function summarizeInto (nodes: number, snapshot: string, processNodes: number): Promise<void> {
   const top = await summarizeHeapSnapshot(snapshot)
-  const held = await bigBufferRetainers(snapshot)
+  const held = await bigBufferRetainers(snapshot, HELD_MIN_BYTES)
   const at = heap.findIndex(h => h.nodes === nodes)
   if (at >= 0) heap.splice(at, 1)
   heap.push({
     nodes,
     process_nodes: processNodes,
     top: top.map(t => ({ what: t.what, mib: t.bytes / 2 ** 20, count: t.count })),
-    held: held.map(t => ({ chain: t.chain, mib: t.bytes / 2 ** 20, count: t.count }))
+    held: held.map(t => ({ chain: t.chain, mib: t.bytes / 2 ** 20, count: t.count })),
+    held_min_bytes: HELD_MIN_BYTES
   })
 }
 

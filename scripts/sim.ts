@@ -15,6 +15,10 @@ import { join } from 'node:path'
 import { parseOptions } from './lib/options.ts'
 import { DEFAULT_SCENARIO, runScenario } from '../src/sim/scenario.ts'
 import { renderHtml, renderSummary } from '../src/sim/report.ts'
+import { useNodeBufferPool } from '../src/wire/buffer-pool.ts'
+
+// the driver's process runs nodes too: small buffers on small slabs (src/wire/buffer-pool.ts)
+useNodeBufferPool()
 
 const USAGE = `usage: npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
                      --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim

@@ -12,6 +12,7 @@ import { registerStart } from './start.ts'
 import { registerMcp } from './mcp.ts'
 import { registerUi } from './ui.ts'
 import { registerArtifact } from './artifact.ts'
+import { useNodeBufferPool } from '../wire/buffer-pool.ts'
 
 export function buildProgram (): Command {
   const program = new Command()
@@ -55,4 +56,8 @@ export async function run (argv: readonly string[] = process.argv): Promise<void
   }
 }
 
-if (import.meta.main) await run()
+if (import.meta.main) {
+  // this process runs a node: small buffers on small slabs (src/wire/buffer-pool.ts)
+  useNodeBufferPool()
+  await run()
+}

@@ -31,6 +31,10 @@ import { HOSTILE_DRAFT, HOSTILE_GROUP_SETUP_CONCURRENCY, setUpHostile, type Host
 import { startSimMesh, stopSimMesh } from './mesh.ts'
 import { ConnectionSampler, ProcessMeter, settleConnections } from './resources.ts'
 import { seeded } from './prng.ts'
+import { useNodeBufferPool } from '../wire/buffer-pool.ts'
+
+// a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
+useNodeBufferPool()
 
 /** Announcements of one group at once, and how long one may take. */
 const GROUP_ANNOUNCE_CONCURRENCY = 4

@@ -254,8 +254,10 @@ export interface ScalingDoc {
     nodes: number
     process_nodes: number
     top: Array<{ what: string, mib: number, count: number }>
-    /** Backing stores of 64 KiB and more, by the objects that keep them alive. */
+    /** Backing stores of `held_min_bytes` and more, by the objects that keep them alive. */
     held?: Array<{ chain: string, mib: number, count: number }>
+    /** The smallest backing store `held` counts (64 KiB in reports made before it was recorded). */
+    held_min_bytes?: number
   }>
 }
 
@@ -390,7 +392,8 @@ export function renderScaling (d: ScalingDoc): string {
       'Self size by kind of object (V8 heap snapshot; strings, arrays and code by type, objects by constructor):', '',
       '| what | MiB | count |', '|---|---:|---:|', ...h.top.map(t => `| ${t.what.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
     if (h.held !== undefined && h.held.length > 0) {
-      lines.push('Backing stores of 64 KiB and more (the size of a socket read), by what keeps them alive (retainers, nearest first):', '',
+      const min = h.held_min_bytes ?? 64 * 1024
+      lines.push(`Backing stores of ${min / 1024} KiB and more (Buffer pool slabs of Node, 64 KiB by default in Node 24, and socket reads among them), by what keeps them alive (retainers, nearest first):`, '',
         '| kept alive by | MiB | buffers |', '|---|---:|---:|', ...h.held.map(t => `| ${t.chain.replace(/\|/g, '\\|')} | ${f1(t.mib)} | ${t.count} |`), '')
     }
   }

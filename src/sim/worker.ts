@@ -9,6 +9,10 @@
 import { parseArgs } from 'node:util'
 import { createMeshNode } from '../node.ts'
 import { installAgent, simCard } from './agents.ts'
+import { useNodeBufferPool } from '../wire/buffer-pool.ts'
+
+// a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
+useNodeBufferPool()
 
 const { values } = parseArgs({
   options: {
