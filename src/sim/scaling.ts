@@ -332,7 +332,7 @@ export function renderScaling (d: ScalingDoc): string {
     '',
     `Target (issue #17): at most ${SCALE_RSS_PER_NODE_TARGET_BYTES / 1e6} MB (${f1(SCALE_RSS_PER_NODE_TARGET_BYTES / MIB)} MiB) RSS per node at 200 nodes.`,
     'RSS is mostly the V8 heap a process grew to and keeps (far more than it uses after a full GC) and buffers outside',
-    'it (network reads, below); docs/simulations.md reads these figures.',
+    'it (slabs of the Buffer pool, src/wire/buffer-pool.ts, and network reads: below); docs/simulations.md reads these figures.',
     '',
     '## Latency (ms, p50 / p99)',
     '',
