@@ -183,6 +183,8 @@ export const DISCOVER_TIMEOUT_MS = 5_000
 /** Card fetches in flight per discover(). */
 export const DISCOVER_FETCH_CONCURRENCY = 8
 export const CARD_FETCH_TIMEOUT_MS = 2_000
+/** A card fetch unanswered this long is slow: it goes on, and another provider may be dialed beside it (src/card/fetch-order.ts). */
+export const CARD_FETCH_HEDGE_MS = 500
 export const CARD_CACHE_MAX_ENTRIES = 1024
 /** How long a fetched card is trusted without re-fetching (still bounded by expires_at). */
 export const CARD_CACHE_TTL_MS = 60_000

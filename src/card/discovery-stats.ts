@@ -10,8 +10,12 @@ export interface DiscoveryStats {
   dhtFallbacks: number
   /** Announcements of this node's card that reached at least one peer. */
   announcements: number
-  /** Providers whose card could not be fetched or verified during a discover. */
+  /** Providers whose card could not be fetched or verified during a discover; of them, fetches that ran out their own time (CARD_FETCH_TIMEOUT_MS) and fetches the discover's deadline ended. */
   unreachableProviders: number
+  providerFetchTimeouts: number
+  providerFetchesCutShort: number
+  /** Card fetches still unanswered after CARD_FETCH_HEDGE_MS: from then on another provider may be dialed beside each (fetch-order.ts). */
+  slowProviderFetches: number
   /** Announcements that failed with an error (not just reached nobody). */
   failedAnnouncements: number
   /** DHT walks started to announce a provider key (one per key the node did not announce yet). */
@@ -48,6 +52,9 @@ export function newDiscoveryStats (): DiscoveryStats {
     dhtFallbacks: 0,
     announcements: 0,
     unreachableProviders: 0,
+    providerFetchTimeouts: 0,
+    providerFetchesCutShort: 0,
+    slowProviderFetches: 0,
     failedAnnouncements: 0,
     providerWalks: 0,
     withdrawnKeys: 0,

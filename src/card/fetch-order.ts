@@ -8,7 +8,7 @@
  * named (protocols/card.md).
  */
 import type { PeerId } from '@libp2p/interface'
-import { CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_FETCH_CONCURRENCY } from '../constants.ts'
+import { CARD_FETCH_HEDGE_MS, CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_FETCH_CONCURRENCY } from '../constants.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
@@ -58,6 +58,8 @@ export class CardFetches<Card extends { agent_id: string }> {
   readonly ready: Card[] = []
   private readonly pending: PeerId[] = []
   private inFlight = 0
+  /** Fetches in flight for longer than CARD_FETCH_HEDGE_MS. */
+  private slow = 0
   /** Cards asked of holders whose answers have not come yet. */
   private expected = 0
 
@@ -88,16 +90,30 @@ export class CardFetches<Card extends { agent_id: string }> {
   private fetch (peer: PeerId): void {
     const { init } = this
     this.inFlight++
-    init.fetch(peer, AbortSignal.any([init.signal, AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)]))
+    const own = AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)
+    let slow = false
+    const hedge = setTimeout(() => {
+      slow = true
+      this.slow++
+      init.stats.slowProviderFetches++
+    }, CARD_FETCH_HEDGE_MS)
+    init.fetch(peer, AbortSignal.any([init.signal, own]))
       .then(card => { if (init.matches(card)) this.ready.push(card) })
       .catch((err: unknown) => {
         // the caller has what it asked for: a fetch cut off by that is not the provider's fault
         if (init.stopped.aborted) return
         // unreachable or invalid (rejections are counted in stats.rejectedCards): not a result
         init.stats.unreachableProviders++
+        if (init.signal.aborted) init.stats.providerFetchesCutShort++
+        else if (own.aborted) init.stats.providerFetchTimeouts++
         init.log.debug({ err: toAapError(err), peer: peer.toString() }, 'a provider\'s card could not be had')
       })
-      .finally(() => { this.inFlight--; init.onChange() })
+      .finally(() => {
+        clearTimeout(hedge)
+        if (slow) this.slow--
+        this.inFlight--
+        init.onChange()
+      })
   }
 
   /** Ask `holder` for what it may hold of `providers`; returns those to fetch from the agents now. */
