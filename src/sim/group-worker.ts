@@ -22,7 +22,14 @@
  *   <- { id, op: 'forged' }   -> { type: 'reply', id, value: { attempted, incidents } }
  *
  *   node src/sim/group-worker.ts --first 40 --count 40 --seed 1 [--hostile]
+ *
+ * With AAP_SIM_TASK_PROFILE_DIR set, the process writes a CPU profile of its
+ * task phase (from `ready` to the driver's `settle`) to that directory:
+ * where a group's time goes while tasks run, without its start-up.
  */
+import { writeFile } from 'node:fs/promises'
+import { Session } from 'node:inspector/promises'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { writeHeapSnapshot } from 'node:v8'
 import type { AgentCard } from '../card/card.ts'
@@ -162,6 +169,7 @@ async function answer (msg: Request): Promise<unknown> {
     return n === undefined ? null : (await n.node.runs.store.log.get(msg.run_id ?? '', msg.seq ?? 0)) ?? null
   }
   if (msg.op === 'settle') {
+    await taskProfile?.stop()
     const settled = await settleConnections(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
     sampler.markEnd()
     return settled
@@ -185,4 +193,22 @@ const stop = (): void => {
 }
 process.on('SIGTERM', stop)
 process.on('disconnect', stop)
+/** A CPU profile of the task phase (AAP_SIM_TASK_PROFILE_DIR), or undefined. */
+const taskProfile = await (async (dir: string | undefined) => {
+  if (dir === undefined || dir === '') return undefined
+  const session = new Session()
+  session.connect()
+  await session.post('Profiler.enable')
+  await session.post('Profiler.start')
+  let stopped = false
+  return {
+    stop: async (): Promise<void> => {
+      if (stopped) return
+      stopped = true
+      const { profile } = await session.post('Profiler.stop')
+      await writeFile(join(dir, `tasks-${hostileGroup ? 'hostile' : 'group'}-${first}.cpuprofile`), JSON.stringify(profile))
+      session.disconnect()
+    }
+  }
+})(process.env.AAP_SIM_TASK_PROFILE_DIR)
 send({ type: 'ready', members, incidents })

@@ -285,17 +285,22 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
       let candidates: Member[] = []
+      // what each attempt found, for the report when none found enough: cards of the limit, hostile ones, time
+      const attempts: string[] = []
       // an agent may be down (churn): look again, wider, a bounded number of times
       for (let attempt = 0; attempt < 3 && candidates.length < 2; attempt++) {
         const d0 = performance.now()
-        const found = await driver.node.discover({ capability: cap }, { limit: 4 * (attempt + 1) })
-        discoverMs.add(performance.now() - d0)
+        const limit = 4 * (attempt + 1)
+        const found = await driver.node.discover({ capability: cap }, { limit })
+        const took = performance.now() - d0
+        discoverMs.add(took)
+        attempts.push(`${found.length}/${limit} cards, ${found.filter(c => hostiles.ids.has(c.agent_id)).length} hostile, ${Math.round(took)} ms`)
         for (const c of found) await checkCard(c)
         candidates = found
           .map(c => byAgent.get(c.agent_id))
           .filter((m): m is Member => m !== undefined && m.agentId !== driver.node.agentId && m.up)
       }
-      if (candidates.length < 2) throw new Error(`only ${candidates.length} agents found for ${cap.capability_id}`)
+      if (candidates.length < 2) throw new Error(`only ${candidates.length} agents found for ${cap.capability_id} (${attempts.join('; ')})`)
       const first = pick(candidates)
       const second = pick(candidates.filter(c => c !== first))
       involved.push(first.agentId, second.agentId)
