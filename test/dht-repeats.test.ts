@@ -91,3 +91,64 @@ describe('kad-dht repeats', () => {
     expect(stats.applied).toBe(false)
   })
 })
+
+describe('kad-dht closest-peer tags', () => {
+  const start = loopbackHostsPerTest()
+
+  interface Tagger { newPeers?: { peers: Array<{ peer: { id: PeerId } }> }, updatePeerTags: () => Promise<void> }
+  const taggerOf = (h: MeshHost): Tagger => (h.services.dht as unknown as { routingTable: { closestPeerTagger: Tagger } }).routingTable.closestPeerTagger
+
+  it('tags the closest contacts kad-close as kad-dht does, and writes nothing when they did not change', async () => {
+    const [a, b, c] = await start(3) as [MeshHost, MeshHost, MeshHost]
+    await a.dial(b.getMultiaddrs()[0]!)
+    await a.dial(c.getMultiaddrs()[0]!)
+    const tagger = taggerOf(a)
+    // kad-dht hears of each contact that answered its ping (here: connected, dht-contacts.ts)
+    await until(() => (tagger.newPeers?.peers.length ?? 0) >= 2, 'b and c among a\'s closest peers')
+    const stats = dhtRepeats(a)
+    expect(stats.closeTagsApplied).toBe(true)
+    await tagger.updatePeerTags()
+    for (const peer of [b, c]) {
+      const tags = (await a.peerStore.get(peer.peerId)).tags
+      expect(tags.get('kad-close')?.value).toBe(50)
+      // kad-dht's keep-alive stays out of the store (dht-keepalive.ts)
+      expect([...tags.keys()].some(k => k.startsWith('keep-alive'))).toBe(false)
+    }
+    const { closeTagRefreshes, closeTagChanges } = stats
+    await tagger.updatePeerTags()
+    expect(stats.closeTagRefreshes).toBe(closeTagRefreshes + 1)
+    expect(stats.closeTagChanges).toBe(closeTagChanges)
+  })
+
+  it('tags a peer that joins the closest set and untags one that leaves it', async () => {
+    const peer = (name: string): PeerId => ({ toString: () => name }) as unknown as PeerId
+    const [p1, p2, p3] = [peer('P1'), peer('P2'), peer('P3')]
+    const writes: string[] = []
+    const tagger = {
+      newPeers: { peers: [p1, p2].map(id => ({ peer: { id } })) },
+      closeTagName: 'kad-close',
+      closeTagValue: 50,
+      components: {
+        peerStore: {
+          merge: async (p: PeerId, data: { tags: Record<string, { value: number } | undefined> }) => {
+            writes.push(`${String(p)} ${Object.entries(data.tags).map(([k, v]) => `${k}=${v?.value ?? '-'}`).join(' ')}`)
+          }
+        }
+      },
+      updatePeerTags: async () => {}
+    }
+    const stats = dhtRepeatStats()
+    dhtWithoutRepeats(() => ({ routingTable: { closestPeerTagger: tagger } }) as unknown as KadDHT, stats)({} as never)
+    expect(stats.closeTagsApplied).toBe(true)
+    await tagger.updatePeerTags()
+    expect(writes.sort()).toEqual(['P1 kad-close=50 keep-alive-kad-dht=1', 'P2 kad-close=50 keep-alive-kad-dht=1'])
+    writes.length = 0
+    tagger.newPeers.peers = [p2, p3].map(id => ({ peer: { id } }))
+    await tagger.updatePeerTags()
+    expect(writes.sort()).toEqual(['P1 kad-close=- keep-alive-kad-dht=-', 'P3 kad-close=50 keep-alive-kad-dht=1'])
+    writes.length = 0
+    await tagger.updatePeerTags()
+    expect(writes).toEqual([])
+    expect(stats).toMatchObject({ closeTagRefreshes: 3, closeTagChanges: 2 })
+  })
+})
