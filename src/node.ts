@@ -31,6 +31,7 @@ import { Artifacts } from './artifacts/service.ts'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { compileSchemas } from './schema/validate.ts'
 
 export interface MeshNodeOptions {
   /** Keeps the key and the LevelDB datastore. Without it the node is ephemeral (memory datastore). */
@@ -208,6 +209,8 @@ export class MeshNode {
   async start (): Promise<void> {
     if (this.started) return
     const o = this.options
+    // the validators' first use would otherwise compile them inside the first requests (once per process)
+    compileSchemas()
     this.key = o.privateKey ?? (o.dataDir === undefined ? await generateKeyPair('Ed25519') : await loadOrCreateKey(o.dataDir))
     // a full or failing disk makes writes fail with STORAGE_FULL, not with the store's plain errors
     if (o.datastore !== undefined) {

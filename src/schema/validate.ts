@@ -14,6 +14,8 @@ const ajv = new Ajv({ allErrors: false, strict: true, allowUnionTypes: true })
 ajv.addSchema([common, card, runs, events, artifact])
 
 const cache = new Map<string, ValidateFunction>()
+/** Every definition a validator was made for (module load makes most of them). */
+const refs = new Set<string>()
 
 function compiled (ref: string): ValidateFunction {
   let fn = cache.get(ref)
@@ -34,6 +36,7 @@ export interface Validator<T> {
 
 /** A validator for one definition, e.g. `schema<AgentCard>('aap:card#/definitions/AgentCard')`. */
 export function schema<T> (ref: string): Validator<T> {
+  refs.add(ref)
   const check = ((value: unknown): value is T => compiled(ref)(value) === true) as Validator<T>
   check.ref = ref
   check.assert = (value: unknown, what = ref): T => {
@@ -47,4 +50,29 @@ export function schema<T> (ref: string): Validator<T> {
     })
   }
   return check
+}
+
+/**
+ * Compile every validator made so far. Ajv compiles a definition on its
+ * first use, which takes from a few to a couple of hundred milliseconds
+ * each (all of them: about half a second here) and holds the event loop
+ * meanwhile: without this, the first requests of each kind a node answered
+ * waited for it. A node calls this as it starts, before it serves anyone.
+ * Returns how many were compiled now.
+ */
+export function compileSchemas (): number {
+  let n = 0
+  for (const ref of refs) {
+    if (cache.has(ref)) continue
+    compiled(ref)
+    n++
+  }
+  return n
+}
+
+/** Validators made but not compiled yet. */
+export function uncompiledSchemas (): number {
+  let n = 0
+  for (const ref of refs) if (!cache.has(ref)) n++
+  return n
 }
