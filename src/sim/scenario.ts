@@ -34,6 +34,7 @@ import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './
 import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { SIM_QUIET_DISCOVERS, quietDiscoverPasses, quietFigures } from './quiet-discover.ts'
+import { findAgents } from './find-agents.ts'
 import { sourceCommit } from './commit.ts'
 import { Counter, renderSummary, type SimReport } from './report.ts'
 
@@ -284,23 +285,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     try {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
-      let candidates: Member[] = []
-      // what each attempt found, for the report when none found enough: cards of the limit, hostile ones, time
-      const attempts: string[] = []
-      // an agent may be down (churn): look again, wider, a bounded number of times
-      for (let attempt = 0; attempt < 3 && candidates.length < 2; attempt++) {
-        const d0 = performance.now()
-        const limit = 4 * (attempt + 1)
-        const found = await driver.node.discover({ capability: cap }, { limit })
-        const took = performance.now() - d0
-        discoverMs.add(took)
-        attempts.push(`${found.length}/${limit} cards, ${found.filter(c => hostiles.ids.has(c.agent_id)).length} hostile, ${Math.round(took)} ms`)
-        for (const c of found) await checkCard(c)
-        candidates = found
-          .map(c => byAgent.get(c.agent_id))
-          .filter((m): m is Member => m !== undefined && m.agentId !== driver.node.agentId && m.up)
-      }
-      if (candidates.length < 2) throw new Error(`only ${candidates.length} agents found for ${cap.capability_id} (${attempts.join('; ')})`)
+      const candidates = await findAgents(driver.node, cap, { byAgent, hostile: hostiles.ids, onDiscover: ms => { discoverMs.add(ms) }, onCard: checkCard })
       const first = pick(candidates)
       const second = pick(candidates.filter(c => c !== first))
       involved.push(first.agentId, second.agentId)
