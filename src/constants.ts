@@ -180,11 +180,10 @@ export const DISCOVER_MAX_RESULTS = 64
 export const DISCOVER_QUERY_MAX_TAGS = 8
 /** How long one discover() may collect providers. */
 export const DISCOVER_TIMEOUT_MS = 5_000
-/** Card fetches in flight per discover(). */
+/** Card fetches in flight per discover(); one fetch's time limit, and after how long it counts as slow (DiscoveryStats). */
 export const DISCOVER_FETCH_CONCURRENCY = 8
 export const CARD_FETCH_TIMEOUT_MS = 2_000
-/** A card fetch unanswered this long is slow: it goes on, and another provider may be dialed beside it (src/card/fetch-order.ts). */
-export const CARD_FETCH_HEDGE_MS = 500
+export const CARD_FETCH_SLOW_MS = 500
 export const CARD_CACHE_MAX_ENTRIES = 1024
 /** How long a fetched card is trusted without re-fetching (still bounded by expires_at). */
 export const CARD_CACHE_TTL_MS = 60_000

@@ -1,10 +1,17 @@
 /**
  * The order in which a discover fetches providers' cards (src/card/fetch-order.ts):
  * connected providers first, and a provider that needs a dial only while the
- * fetches in flight are no more than the cards still wanted.
+ * fetches in flight are no more than the cards still wanted; only a connection
+ * this node opened puts a provider first.
  */
+import { peerIdFromString } from '@libp2p/peer-id'
 import { describe, expect, it } from 'vitest'
-import { nextProvider } from '../src/card/fetch-order.ts'
+import { issueCard, type AgentCard } from '../src/card/card.ts'
+import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
+import { CardFetches, nextProvider } from '../src/card/fetch-order.ts'
+import { agentIdOf } from '../src/identity/identity.ts'
+import { componentLogger } from '../src/logger.ts'
+import { draft, newKey } from './card-fixtures.ts'
 
 describe('which provider a discover asks for its card next', () => {
   const connected = new Set(['c1', 'c2'])
@@ -37,5 +44,38 @@ describe('which provider a discover asks for its card next', () => {
     }
     expect(fetched).toEqual(['c1', 'c2', 'd1'])
     expect(pending).toEqual(['d2', 'd3', 'd4'])
+  })
+})
+
+describe('providers connected by their own choice (CardFetches `preferred`)', () => {
+  it('asks first only the providers on connections this node opened; the others in the order named, within the dial rule', async () => {
+    const cards = await Promise.all([1, 2, 3, 4].map(async () => issueCard(await newKey(), draft, 1)))
+    // in the order the lookup named them: two that connected to this node, one it connected to, one it is not connected to
+    const [inA, inB, own, far] = cards.map(c => c.agent_id) as [string, string, string, string]
+    const fetched: string[] = []
+    const fetches = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 1,
+      matches: () => true,
+      signal: AbortSignal.timeout(60_000),
+      stopped: new AbortController().signal,
+      connected: p => p.toString() !== far,
+      preferred: p => p.toString() === own,
+      known: () => false,
+      // nothing answers within the test: what it shows is the order of asking
+      fetch: async (p, signal) => {
+        fetched.push(p.toString())
+        return new Promise<AgentCard>((_resolve, reject) => { signal.addEventListener('abort', () => { reject(signal.reason) }) })
+      },
+      remember: c => c,
+      stats: newDiscoveryStats(),
+      log: componentLogger(undefined, 'test'),
+      onChange: () => {}
+    })
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)))
+    // the one it connected to, then one card wanted plus one spare, in the order named
+    expect(fetched).toEqual([own, inA])
+    expect(fetched).not.toContain(inB)
+    expect(fetched).not.toContain(far)
   })
 })

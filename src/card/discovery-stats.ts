@@ -14,7 +14,7 @@ export interface DiscoveryStats {
   unreachableProviders: number
   providerFetchTimeouts: number
   providerFetchesCutShort: number
-  /** Card fetches still unanswered after CARD_FETCH_HEDGE_MS: from then on another provider may be dialed beside each (fetch-order.ts). */
+  /** Card fetches still unanswered after CARD_FETCH_SLOW_MS. */
   slowProviderFetches: number
   /** Announcements that failed with an error (not just reached nobody). */
   failedAnnouncements: number

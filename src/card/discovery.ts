@@ -35,7 +35,7 @@ import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import { lookupProviders } from '../wire/dht-providers.ts'
 import { watchProviderRecords } from '../wire/provider-answers.ts'
-import { holdsConnection } from '../wire/dial.ts'
+import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
 import { CardFetches } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { capabilityKey, cardMatches, cardRecordKey, encodeCardRecord, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
@@ -347,6 +347,7 @@ export class Discovery {
       signal,
       stopped: stopped.signal,
       connected: p => holdsConnection(this.host, p),
+      preferred: p => holdsOwnConnection(this.host, p),
       known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
       fetch: async (p, s) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false }),
       ...(opts.fresh === true ? {} : { ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }, onCard) }),

@@ -39,3 +39,12 @@ export async function dialStream (host: Pick<Libp2p, 'dialProtocol'>, peer: Peer
 export function holdsConnection (host: Pick<Libp2p, 'getConnections'>, peer: PeerId): boolean {
   return host.getConnections(peer).some(c => c.status === 'open')
 }
+
+/**
+ * Whether this node holds an open connection to `peer` that it opened itself.
+ * Any peer can connect to a node, so a connection the peer opened says
+ * nothing about it: what ranks peers (discovery's fetch order) asks this.
+ */
+export function holdsOwnConnection (host: Pick<Libp2p, 'getConnections'>, peer: PeerId): boolean {
+  return host.getConnections(peer).some(c => c.status === 'open' && c.direction === 'outbound')
+}
