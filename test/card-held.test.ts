@@ -70,6 +70,7 @@ describe('HeldCards', () => {
     const peer = peerIdFromString(card.agent_id)
     held.onProviderRecord(peer)
     expect(pulls).toEqual([]) // not connected: a record's pull never dials
+    expect(stats.heldCardPullsSkipped).toBe(1) // and the pull not made is counted
     connected.add(card.agent_id)
     clock.now += CARD_HELD_PULL_MIN_INTERVAL_MS
     held.onProviderRecord(peer)

@@ -34,10 +34,11 @@ export interface DiscoveryStats {
   sweptProviders: number
   /** Discovers whose deadline (DISCOVER_TIMEOUT_MS or the caller's signal) ended them before the lookup did. */
   discoversCutShort: number
-  /** Cards held for others (held-cards.ts): pulled from their agents, pulls that failed, pulls dropped with the queue full, cards handed out. */
+  /** Cards held for others (held-cards.ts): pulled from their agents, pulls that failed, pulls dropped with the queue full, pulls not made because the provider's connection had closed by their turn, cards handed out. */
   heldCardPulls: number
   heldCardPullFailures: number
   heldCardPullsDropped: number
+  heldCardPullsSkipped: number
   heldCardsServed: number
   /** Asks this node's discovers sent to a peer whose DHT answer named providers, asks that failed, and the verified cards they brought. */
   heldCardAsks: number
@@ -68,6 +69,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     heldCardPulls: 0,
     heldCardPullFailures: 0,
     heldCardPullsDropped: 0,
+    heldCardPullsSkipped: 0,
     heldCardsServed: 0,
     heldCardAsks: 0,
     heldCardAskFailures: 0,

@@ -129,7 +129,10 @@ export class HeldCards {
       const [id, next] = this.queue.entries().next().value as [string, { peer: PeerId, dial: boolean }]
       this.queue.delete(id)
       // a pull after a provider record rides the connection that record came on; it never dials
-      if (!next.dial && !this.init.connected(next.peer)) continue
+      if (!next.dial && !this.init.connected(next.peer)) {
+        this.init.stats.heldCardPullsSkipped++
+        continue
+      }
       this.pulledAt.delete(id)
       this.pulledAt.set(id, this.now())
       if (this.pulledAt.size > CARD_HELD_MAX) this.dropOldest(this.pulledAt)

@@ -38,6 +38,7 @@ import { HOSTILE_DRAFT, HOSTILE_GROUP_SETUP_CONCURRENCY, setUpHostile, type Host
 import { startSimMesh, stopSimMesh } from './mesh.ts'
 import { ConnectionSampler, ProcessMeter, settleConnections } from './resources.ts'
 import { seeded } from './prng.ts'
+import { sumStats } from './discovery-figures.ts'
 import { useNodeBufferPool } from '../wire/buffer-pool.ts'
 
 // a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
@@ -174,7 +175,7 @@ async function answer (msg: Request): Promise<unknown> {
     sampler.markEnd()
     return settled
   }
-  if (msg.op === 'stats') return meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish())
+  if (msg.op === 'stats') return { ...meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish()), discovery: sumStats(mesh.map(n => n.node.discovery.stats)) }
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
   throw new Error(`unknown op ${String(msg.op)}`)
 }
