@@ -89,6 +89,7 @@ describe('kad-dht repeats', () => {
     const plain = {}
     expect(dhtWithoutRepeats(() => plain as unknown as KadDHT, stats)({} as never)).toBe(plain)
     expect(stats.applied).toBe(false)
+    expect(stats.closeTagsApplied).toBe(false)
   })
 })
 
