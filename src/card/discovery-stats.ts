@@ -14,7 +14,7 @@ export interface DiscoveryStats {
   unreachableProviders: number
   providerFetchTimeouts: number
   providerFetchesCutShort: number
-  /** Card fetches still unanswered after CARD_FETCH_SLOW_MS. */
+  /** Card fetches that ended (answered or not) CARD_FETCH_SLOW_MS or more after they started. */
   slowProviderFetches: number
   /** Announcements that failed with an error (not just reached nobody). */
   failedAnnouncements: number
