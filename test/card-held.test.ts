@@ -11,6 +11,7 @@ import { CARD_HELD_ASK_MAX, CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_
 import { issueCard, type AgentCard } from '../src/card/card.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { CardFetches } from '../src/card/fetch-order.ts'
+import type { CardOrigin } from '../src/card/discovery.ts'
 import { askHolder, HeldCards } from '../src/card/held-cards.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
@@ -226,8 +227,11 @@ describe('held cards between real nodes', () => {
     const [asker] = await startMesh(1)
     nodes.push(asker!)
     expect(await asker!.join(holder.addresses)).toBe(1)
-    const found = await asker!.discover({ capability: cap })
+    const origins: CardOrigin[] = []
+    const found = await asker!.discover({ capability: cap }, { explain: (o) => { origins.push(o) } })
     expect(found.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    // each card is said to come from the holder, named by it
+    expect(origins.map(o => [o.agent_id, o.source, o.named_by]).sort()).toEqual(cards.map(c => [c.agent_id, 'holder', holder.agentId]).sort())
     expect(asker!.discovery.stats.heldCardsReceived).toBe(agents.length)
     expect(asker!.discovery.stats.fetchedCards).toBe(0)
     expect(asker!.discovery.stats.dhtFallbacks).toBe(0)

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { CardOrigin } from '../src/card/discovery.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll } from './helpers.ts'
 
@@ -34,5 +35,24 @@ describe('discovery across a 5-node mesh with no central server', () => {
   it('returns an empty list for a capability nobody offers, and for a version nobody offers', async () => {
     expect(await nodes[0]!.discover({ capability: { capability_id: 'cap:nothing', version: '1.0.0' } })).toEqual([])
     expect(await nodes[0]!.discover({ capability: { capability_id: 'cap:code-review', version: '9.9.9' } })).toEqual([])
+  })
+
+  it('says where each card came from: the agent when asked fresh, then this node\'s cache', async () => {
+    const provider = nodes[2]!
+    const asker = nodes[4]!
+    const cap = { capability: { capability_id: 'cap:code-review', version: '2.1.0' } }
+    const seen = async (opts: { fresh?: boolean } = {}): Promise<CardOrigin[]> => {
+      const origins: CardOrigin[] = []
+      const found = await asker.discover(cap, { ...opts, explain: (o) => { origins.push(o) } })
+      expect(found.map(c => c.agent_id)).toEqual([provider.agentId])
+      return origins
+    }
+    const fresh = await seen({ fresh: true })
+    expect(fresh.map(o => [o.agent_id, o.source])).toEqual([[provider.agentId, 'agent']])
+    expect(fresh[0]!.ms).toBeGreaterThanOrEqual(0)
+    const again = await seen()
+    expect(again.map(o => [o.agent_id, o.source])).toEqual([[provider.agentId, 'cache']])
+    // whoever's DHT answer named the provider is said (this node's own records name nobody)
+    for (const o of [...fresh, ...again]) if (o.named_by !== undefined) expect(nodes.map(n => n.agentId)).toContain(o.named_by)
   })
 })

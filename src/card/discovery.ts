@@ -36,12 +36,13 @@ import { RpcClient, method, serve } from '../wire/rpc.ts'
 import { lookupProviders } from '../wire/dht-providers.ts'
 import { watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
-import { CardFetches } from './fetch-order.ts'
+import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { capabilityKey, cardMatches, cardRecordKey, encodeCardRecord, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
 import type { AgentCard, CapabilityQuery, CardDraft } from './card.ts'
 
 export type { DiscoveryStats } from './discovery-stats.ts'
+export type { CardOrigin, CardSource } from './fetch-order.ts'
 
 export interface DiscoveryQuery { capability?: CapabilityQuery | null, tags?: string[] | null }
 
@@ -55,6 +56,8 @@ export interface DiscoverOptions {
   fresh?: boolean
   /** False: do not answer from this node's card cache; the holders and agents are asked (a node that just started). Default true. */
   cache?: boolean
+  /** Told where each card made ready came from (a holder, the cache, the agent, the DHT), for diagnosis. */
+  explain?: (origin: CardOrigin) => void
 }
 
 function noop (): void {}
@@ -349,12 +352,13 @@ export class Discovery {
       connected: p => holdsConnection(this.host, p),
       preferred: p => holdsOwnConnection(this.host, p),
       known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
-      fetch: async (p, s) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false }),
+      fetch: async (p, s, source) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false, source }),
       ...(opts.fresh === true ? {} : { ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }, onCard) }),
       remember: card => this.cache.remember(card),
       stats: this.stats,
       log: this.log,
-      onChange: notify
+      onChange: notify,
+      ...(opts.explain === undefined ? {} : { explain: opts.explain })
     })
     void (async () => {
       this.stats.lookups++
@@ -423,12 +427,15 @@ export class Discovery {
    * handoff's receiver) is verified like a fetched one and nothing is fetched;
    * one that fails verification is refused with its error.
    */
-  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown } = {}): Promise<AgentCard> {
+  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
     if (opts.offered !== undefined) return this.cache.remember(await verifyCard(opts.offered, { expectAgent: agentId }))
     const peer = peerIdOfAgent(agentId)
     const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
-    if (cached !== undefined) return cached
+    if (cached !== undefined) {
+      opts.source?.('cache')
+      return cached
+    }
     // its own bound even under a longer caller budget (a delegate's), so the call after it has its time
     const signal = AbortSignal.any([...(opts.signal === undefined ? [] : [opts.signal]), AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)])
     let peerError: AapError
@@ -462,6 +469,7 @@ export class Discovery {
     }
     try {
       this.stats.dhtFallbacks++
+      opts.source?.('dht')
       return this.cache.remember(await newestCardInDht(this.host.services.dht, agentId, signal, (err, from) => { this.reject(err, from) }))
     } catch (err) {
       const dhtError = toAapError(err)

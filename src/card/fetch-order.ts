@@ -26,6 +26,21 @@ export function nextProvider<P> (pending: readonly P[], connected: (p: P) => boo
   return inFlight > wanted ? -1 : 0
 }
 
+/** Where a discover's card came from: a holder's answer, this node's cache, the agent itself, or the DHT record. */
+export type CardSource = 'holder' | 'cache' | 'agent' | 'dht'
+
+/** One card a discover made ready, and how (DiscoverOptions.explain). */
+export interface CardOrigin {
+  agent_id: string
+  source: CardSource
+  /** The peer whose DHT answer named the provider and, for `holder`, sent its card. */
+  named_by?: string
+  /** A connection this node opened to the provider was open when its fetch started. */
+  preferred: boolean
+  /** Milliseconds from the discover's start to this card being ready. */
+  ms: number
+}
+
 export interface CardFetchesInit<Card extends { agent_id: string }> {
   self: PeerId
   /** Cards still wanted beyond those ready (the caller's limit less what it has yielded). */
@@ -39,7 +54,8 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
   preferred?: (peer: PeerId) => boolean
   /** A verified card of this agent is cached. */
   known: (peer: PeerId) => boolean
-  fetch: (peer: PeerId, signal: AbortSignal) => Promise<Card>
+  /** The card of `peer`; `source` is told where it came from (absent: `agent`). */
+  fetch: (peer: PeerId, signal: AbortSignal, source: (s: CardSource) => void) => Promise<Card>
   /** Ask the peer whose answer named providers for their cards (held-cards.ts), each verified card handed to `onCard` at once; absent: never. */
   ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
   /** Keep a card a holder sent; returns the newest known of that agent. */
@@ -48,6 +64,8 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
   log: Logger
   /** Something changed: a card is ready or every fetch has ended. */
   onChange: () => void
+  /** Told of every card made ready, and how (absent: nobody asks). */
+  explain?: (origin: CardOrigin) => void
 }
 
 /**
@@ -67,15 +85,24 @@ export class CardFetches<Card extends { agent_id: string }> {
   private inFlight = 0
   /** Cards asked of holders whose answers have not come yet. */
   private expected = 0
+  /** Which peer's answer named each provider (for `explain`). */
+  private readonly namedBy = new Map<string, string>()
+  private readonly started = performance.now()
 
   private readonly init: CardFetchesInit<Card>
 
   constructor (init: CardFetchesInit<Card>) { this.init = init }
 
+  private origin (card: Card, source: CardSource, preferred: boolean): void {
+    const named = this.namedBy.get(card.agent_id)
+    this.init.explain?.({ agent_id: card.agent_id, source, ...(named === undefined ? {} : { named_by: named }), preferred, ms: Math.round(performance.now() - this.started) })
+  }
+
   /** Nothing waits and nothing is in flight. */
   get idle (): boolean { return this.inFlight === 0 && this.expected === 0 && this.pending.length === 0 }
 
   add (providers: PeerId[], from?: PeerId): void {
+    if (this.init.explain !== undefined && from !== undefined) for (const p of providers) this.namedBy.set(p.toString(), from.toString())
     this.pending.push(...(from === undefined ? providers : this.viaHolder(from, providers)))
     this.drain()
   }
@@ -97,8 +124,14 @@ export class CardFetches<Card extends { agent_id: string }> {
     this.inFlight++
     const own = AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)
     const started = performance.now()
-    init.fetch(peer, AbortSignal.any([init.signal, own]))
-      .then(card => { if (init.matches(card)) this.ready.push(card) })
+    let source: CardSource = 'agent'
+    const preferred = init.explain !== undefined && (init.preferred ?? init.connected)(peer)
+    init.fetch(peer, AbortSignal.any([init.signal, own]), (s) => { source = s })
+      .then(card => {
+        if (!init.matches(card)) return
+        this.ready.push(card)
+        this.origin(card, source, preferred)
+      })
       .catch((err: unknown) => {
         // the caller has what it asked for: a fetch cut off by that is not the provider's fault
         if (init.stopped.aborted) return
@@ -128,7 +161,10 @@ export class CardFetches<Card extends { agent_id: string }> {
     const onCard = (card: Card): void => {
       init.stats.heldCardsReceived++
       const newest = init.remember(card)
-      if (init.matches(newest)) this.ready.push(newest)
+      if (init.matches(newest)) {
+        this.ready.push(newest)
+        this.origin(newest, 'holder', false)
+      }
       init.onChange()
     }
     init.ask(holder, ask, init.signal, onCard)

@@ -5,6 +5,7 @@
  * none found enough, the error says what each attempt found.
  */
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
+import type { CardOrigin } from '../card/discovery.ts'
 import type { MeshNode } from '../node.ts'
 import type { Member } from './processes.ts'
 
@@ -26,10 +27,12 @@ export async function findAgents (driver: MeshNode, cap: CapabilityRef, init: Fi
   for (let attempt = 0; attempt < ATTEMPTS && candidates.length < 2; attempt++) {
     const d0 = performance.now()
     const limit = CARDS_PER_ATTEMPT * (attempt + 1)
-    const found = await driver.discover({ capability: cap }, { limit })
+    const origins = new Map<string, CardOrigin>()
+    const found = await driver.discover({ capability: cap }, { limit, explain: (o) => { origins.set(o.agent_id, o) } })
     const took = performance.now() - d0
     init.onDiscover(took)
-    attempts.push(`${found.length}/${limit} cards, ${found.filter(c => init.hostile.has(c.agent_id)).length} hostile, ${Math.round(took)} ms`)
+    attempts.push(`${found.length}/${limit} cards, ${found.filter(c => init.hostile.has(c.agent_id)).length} hostile, ${Math.round(took)} ms` +
+      ` [${found.map(c => describe(origins.get(c.agent_id), init.hostile.has(c.agent_id), init.hostile)).join(' ')}]`)
     for (const c of found) await init.onCard(c)
     candidates = found
       .map(c => init.byAgent.get(c.agent_id))
@@ -37,4 +40,11 @@ export async function findAgents (driver: MeshNode, cap: CapabilityRef, init: Fi
   }
   if (candidates.length < 2) throw new Error(`only ${candidates.length} agents found for ${cap.capability_id} (${attempts.join('; ')})`)
   return candidates
+}
+
+/** One card's origin in a failure message: H/h hostile/honest, its source, who named it (a hostile holder: !), and when. */
+function describe (o: CardOrigin | undefined, hostile: boolean, hostiles: ReadonlySet<string>): string {
+  if (o === undefined) return `${hostile ? 'H' : 'h'}:?`
+  const namer = o.named_by === undefined ? '' : hostiles.has(o.named_by) ? '!' : ''
+  return `${hostile ? 'H' : 'h'}:${o.source}${o.preferred ? '+own' : ''}${namer}@${o.ms}`
 }
