@@ -15,6 +15,8 @@ export interface FindAgentsInit {
   hostile: ReadonlySet<string>
   onDiscover: (ms: number) => void
   onCard: (card: AgentCard) => Promise<void>
+  /** Counts every card the task discovers returned, by `hostile|honest source` (the scenario logs it at the end). */
+  origins?: Map<string, number>
 }
 
 /** How many discovers a driver tries, asking for this many more cards each time. */
@@ -33,7 +35,11 @@ export async function findAgents (driver: MeshNode, cap: CapabilityRef, init: Fi
     init.onDiscover(took)
     attempts.push(`${found.length}/${limit} cards, ${found.filter(c => init.hostile.has(c.agent_id)).length} hostile, ${Math.round(took)} ms` +
       ` [${found.map(c => describe(origins.get(c.agent_id), init.hostile.has(c.agent_id), init.hostile)).join(' ')}]`)
-    for (const c of found) await init.onCard(c)
+    for (const c of found) {
+      const k = `${init.hostile.has(c.agent_id) ? 'hostile' : 'honest'} ${origins.get(c.agent_id)?.source ?? 'unknown'}`
+      init.origins?.set(k, (init.origins.get(k) ?? 0) + 1)
+      await init.onCard(c)
+    }
     candidates = found
       .map(c => init.byAgent.get(c.agent_id))
       .filter((m): m is Member => m !== undefined && m.agentId !== driver.agentId && m.up)

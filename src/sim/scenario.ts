@@ -257,6 +257,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
 
   // ---- tasks -----------------------------------------------------------------------------
   const discoverMs = new Counter()
+  const cardOrigins = new Map<string, number>()
   const delegateMs = new Counter()
   const deliveryMs = new Counter()
   const firstEventMs = new Counter()
@@ -285,7 +286,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     try {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
-      const candidates = await findAgents(driver.node, cap, { byAgent, hostile: hostiles.ids, onDiscover: ms => { discoverMs.add(ms) }, onCard: checkCard })
+      const candidates = await findAgents(driver.node, cap, { byAgent, hostile: hostiles.ids, onDiscover: ms => { discoverMs.add(ms) }, onCard: checkCard, origins: cardOrigins })
       const first = pick(candidates)
       const second = pick(candidates.filter(c => c !== first))
       involved.push(first.agentId, second.agentId)
@@ -429,6 +430,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     return ok
   }
   const settled = await Promise.all([settleHere(), ...groups.map(async g => groupSettle(g, settleWithin))])
+  log(`task discovers' cards by source: ${[...cardOrigins].sort().map(([k, n]) => `${k} ${n}`).join(', ')}`)
   if (settled.includes(false)) log(`connections: some node still over its bound ${Math.round(settleWithin / 1000)} s after the last task`)
   const settledAt = Date.now()
   const wall = Date.now() - started
