@@ -58,6 +58,8 @@ export interface DiscoverOptions {
   cache?: boolean
   /** Told where each card made ready came from (a holder, the cache, the agent, the DHT), for diagnosis. */
   explain?: (origin: CardOrigin) => void
+  /** Told of the providers the lookup names, in order, and whose DHT answer named them (none: this node's own records). */
+  onNamed?: (providers: string[], by: string | undefined) => void
 }
 
 function noop (): void {}
@@ -372,6 +374,7 @@ export class Discovery {
             if (ev.sweep) this.stats.sweptProviders += ev.providers.length
             swept ||= ev.sweep
             this.stats.lookupProviders += ev.providers.length
+            opts.onNamed?.(ev.providers.map(p => p.toString()), ev.from?.toString())
             fetches.add(ev.providers, ev.from)
           }
         }

@@ -30,10 +30,16 @@ export async function findAgents (driver: MeshNode, cap: CapabilityRef, init: Fi
     const d0 = performance.now()
     const limit = CARDS_PER_ATTEMPT * (attempt + 1)
     const origins = new Map<string, CardOrigin>()
-    const found = await driver.discover({ capability: cap }, { limit, explain: (o) => { origins.set(o.agent_id, o) } })
+    const named = { hostile: 0, honest: 0 }
+    const found = await driver.discover({ capability: cap }, {
+      limit,
+      explain: (o) => { origins.set(o.agent_id, o) },
+      onNamed: (providers) => { for (const p of providers) named[init.hostile.has(p) ? 'hostile' : 'honest']++ }
+    })
+    for (const [k, n] of Object.entries(named)) init.origins?.set(`named ${k}`, (init.origins.get(`named ${k}`) ?? 0) + n)
     const took = performance.now() - d0
     init.onDiscover(took)
-    attempts.push(`${found.length}/${limit} cards, ${found.filter(c => init.hostile.has(c.agent_id)).length} hostile, ${Math.round(took)} ms` +
+    attempts.push(`${found.length}/${limit} cards, ${found.filter(c => init.hostile.has(c.agent_id)).length} hostile, ${Math.round(took)} ms, named ${named.hostile} hostile + ${named.honest} honest` +
       ` [${found.map(c => describe(origins.get(c.agent_id), init.hostile.has(c.agent_id), init.hostile)).join(' ')}]`)
     for (const c of found) {
       const k = `${init.hostile.has(c.agent_id) ? 'hostile' : 'honest'} ${origins.get(c.agent_id)?.source ?? 'unknown'}`
