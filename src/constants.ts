@@ -122,13 +122,9 @@ export const DHT_ALPHA = 10
 export const DHT_DISJOINT_PATHS = 10
 export const DHT_GET_TIMEOUT_MS = 5_000
 export const DHT_PUT_TIMEOUT_MS = 10_000
-/**
- * Provider records: how long a node keeps a record it was given (and how long
- * the records it gives out stay valid), how long before that end kad-dht
- * provides its own keys again, and how often it checks. A node announces each
- * provider key once while it keeps the key; kad-dht's reprovider keeps it
- * alive, and a node that left drops out of lookups within the validity.
- */
+/** Provider records: how long a node keeps a record it was given (and how long the records it gives out stay valid), how long before
+ * that end kad-dht provides its own keys again, and how often it checks. A node announces each provider key until its records are out
+ * (ANNOUNCE_MIN_PROVIDER_RECORDS); kad-dht's reprovider keeps it alive, and a node that left drops out of lookups within the validity. */
 export const DHT_PROVIDER_VALIDITY_MS = 12 * 60 * 60 * 1000
 export const DHT_REPROVIDE_THRESHOLD_MS = 6 * 60 * 60 * 1000
 export const DHT_REPROVIDE_CHECK_INTERVAL_MS = 60 * 60 * 1000
@@ -171,6 +167,10 @@ export const CARD_SEQ_MAX = Number.MAX_SAFE_INTEGER
 export const CARD_TTL_MS = 60 * 60 * 1000
 /** Re-sign the card and put its DHT record this often, well before the TTL ends (provider keys are not announced again: DHT_REPROVIDE_THRESHOLD_MS). */
 export const CARD_REPUBLISH_INTERVAL_MS = 20 * 60 * 1000
+/** A provider key is announced once ADD_PROVIDER reached this many peers (fewer in a smaller routing table); a key short of it is
+ * walked again after ANNOUNCE_RETRY_MS, doubling up to CARD_REPUBLISH_INTERVAL_MS (src/card/announce.ts). */
+export const ANNOUNCE_MIN_PROVIDER_RECORDS = 10
+export const ANNOUNCE_RETRY_MS = 30_000
 /** Accepted clock skew when checking issued_at against now. */
 export const CARD_MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
 

@@ -18,8 +18,12 @@ export interface DiscoveryStats {
   slowProviderFetches: number
   /** Announcements that failed with an error (not just reached nobody). */
   failedAnnouncements: number
-  /** DHT walks started to announce a provider key (one per key the node did not announce yet). */
+  /** DHT walks started to announce a provider key (one per key the node did not announce yet, and per retry of a short one). */
   providerWalks: number
+  /** Provider records those walks sent (ADD_PROVIDER), walks that sent fewer than enough (announce.ts), and retries of such keys. */
+  providerRecordsSent: number
+  shortProviderWalks: number
+  announceRetries: number
   /** Provider keys withdrawn because a newer card no longer names them. */
   withdrawnKeys: number
   /** Provider lookups (DHT walks) started by discovers. */
@@ -58,6 +62,9 @@ export function newDiscoveryStats (): DiscoveryStats {
     slowProviderFetches: 0,
     failedAnnouncements: 0,
     providerWalks: 0,
+    providerRecordsSent: 0,
+    shortProviderWalks: 0,
+    announceRetries: 0,
     withdrawnKeys: 0,
     lookups: 0,
     lookupAnswers: 0,

@@ -3,9 +3,9 @@
  *
  * Publishing: the signed card goes to the DHT under /aap-card/<agentId> and the
  * node announces itself as provider of one key per capability id and one per
- * tag. The card is re-signed and put again before it expires; a provider key
- * is announced once while the card names it, and kad-dht provides it again
- * before its records expire.
+ * tag (announce.ts). The card is re-signed and put again before it expires; a
+ * provider key is announced until its records are out while the card names
+ * it, and kad-dht provides it again before its records expire.
  *
  * Discovery: a provider lookup on the query's key yields peers (kad-dht's,
  * which stops at k providers, then, when the caller wants more, this node's
@@ -20,7 +20,7 @@ import type { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
   CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
-  CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DHT_PUT_TIMEOUT_MS,
+  CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS,
   DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
@@ -28,7 +28,8 @@ import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { CardCache, newestCardInDht } from './card-store.ts'
 import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
-import { firstRoutingPeer, routingTableOf, type RoutingTableView } from './routing-view.ts'
+import { routingTableOf } from './routing-view.ts'
+import { Announcer } from './announce.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
@@ -38,7 +39,7 @@ import { watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
 import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { capabilityKey, cardMatches, cardRecordKey, encodeCardRecord, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
+import { capabilityKey, cardMatches, issueCard, tagKey, verifyCard } from './card.ts'
 import type { AgentCard, CapabilityQuery, CardDraft } from './card.ts'
 
 export type { DiscoveryStats } from './discovery-stats.ts'
@@ -91,24 +92,10 @@ export class Discovery {
   private own?: AgentCard
   private unserve?: () => Promise<void>
   private republishTimer?: ReturnType<typeof setInterval>
-  /** The announcement in progress and the seq of the card it carries. */
-  private announcing?: { seq: number, done: Promise<number> }
   /** Publications run one after the other, so seq numbers never collide. */
   private publishing: Promise<unknown> = Promise.resolve()
-  /**
-   * Provider keys this node started to announce, by key text: kad-dht keeps each among its own
-   * (and provides it again) until it is withdrawn; `reached` once a peer heard of it.
-   */
-  private readonly provided = new Map<string, { cid: CID, reached: boolean }>()
-  /** The current card has not reached any peer yet: announce it when the first one arrives. */
-  private unannounced = false
-  private readonly routing: RoutingTableView | undefined
-  /** Aborted by stop(): ends announcements still waiting on the DHT. */
-  private readonly stopping = new AbortController()
+  private readonly announcer: Announcer
   private readonly log: Logger
-  private readonly onRoutingPeer = (): void => {
-    if (this.unannounced && this.own !== undefined) this.announceInBackground()
-  }
 
   constructor (init: DiscoveryInit) {
     this.host = init.host
@@ -118,7 +105,7 @@ export class Discovery {
     this.log = componentLogger(init.logger, 'discovery')
     this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES, log: this.log })
     if (init.onRejected !== undefined) this.onRejected = init.onRejected
-    this.routing = routingTableOf(init.host.services.dht)
+    this.announcer = new Announcer({ host: init.host, stats: this.stats, log: this.log, routing: routingTableOf(init.host.services.dht), card: () => this.own })
     this.held = new HeldCards({ pull: async (peer, signal) => this.pullCard(peer, signal), connected: p => holdsConnection(this.host, p), stats: this.stats, log: this.log })
     if (!watchProviderRecords(init.host.services.dht, init.host.peerId, peer => { this.held.onProviderRecord(peer) })) {
       this.log.warn('this kad-dht has no provider store to watch: this node holds no cards for others')
@@ -151,13 +138,11 @@ export class Discovery {
     })
     this.republishTimer = setInterval(() => { void this.republish() }, CARD_REPUBLISH_INTERVAL_MS)
     this.republishTimer.unref?.()
-    this.routing?.addEventListener('peer:add', this.onRoutingPeer)
   }
 
   async stop (): Promise<void> {
-    this.stopping.abort()
+    this.announcer.stop()
     this.held.stop()
-    this.routing?.removeEventListener('peer:add', this.onRoutingPeer)
     clearInterval(this.republishTimer)
     this.client.close()
     await this.unserve?.()
@@ -192,7 +177,7 @@ export class Discovery {
       // the card is served over the card protocol at once; the DHT side follows
       // now, or when the caller schedules it (`announce: false`, e.g. a simulation
       // that spreads the announcements of many nodes sharing one CPU)
-      if (opts.announce !== false) this.announceInBackground()
+      if (opts.announce !== false) this.announcer.inBackground()
       return card
     })
     this.publishing = run
@@ -209,104 +194,13 @@ export class Discovery {
     }
   }
 
-  /** Announce the current card without waiting; the outcome is counted and logged. */
-  private announceInBackground (): void {
-    this.announce().then((reached) => {
-      if (reached === 0) this.log.debug('the card announcement reached no peer yet')
-    }, (err: unknown) => {
-      this.stats.failedAnnouncements++
-      this.log.warn({ err: toAapError(err) }, 'announcing this node\'s card failed')
-    })
-  }
-
   /**
    * Put the card record to the DHT and announce the provider keys not yet
-   * announced. Returns how many of the card's provider keys are announced to at
-   * least one peer, by this call or an earlier one (0 when `signal` ends
-   * first). Concurrent calls for the same card share one run; a card published
-   * while an older one is being announced is announced right after it, never
-   * skipped.
+   * announced (announce.ts). Returns how many of the card's provider keys have
+   * records at one peer or more (0 when `signal` ends first).
    */
   async announce (signal?: AbortSignal): Promise<number> {
-    const seq = this.own?.seq
-    if (seq === undefined) return 0
-    let entry = this.announcing
-    if (entry === undefined || entry.seq !== seq) {
-      // the announcement before this one ends first, however it ends (its callers heard how)
-      const previous = entry?.done.then(noop, noop) ?? Promise.resolve()
-      const next = { seq, done: previous.then(async () => this.doAnnounce(signal)) }
-      const forget = (): void => { if (this.announcing === next) this.announcing = undefined }
-      next.done.then(forget, forget)
-      this.announcing = next
-      entry = next
-    }
-    if (signal === undefined) return entry.done
-    // a caller that joins a run already going still gets its answer within its own signal
-    let onAbort: (() => void) | undefined
-    const ended = new Promise<number>(resolve => {
-      onAbort = () => { resolve(0) }
-      if (signal.aborted) resolve(0)
-      else signal.addEventListener('abort', onAbort, { once: true })
-    })
-    try {
-      return await Promise.race([entry.done, ended])
-    } finally {
-      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
-    }
-  }
-
-  private async doAnnounce (signal?: AbortSignal): Promise<number> {
-    const card = this.own
-    if (card === undefined) return 0
-    const sig = AbortSignal.any([signal ?? AbortSignal.timeout(DHT_PUT_TIMEOUT_MS), this.stopping.signal])
-    // With an empty routing table a DHT put or provide reaches nobody and only
-    // ends when its signal does: wait for the first peer instead. If none comes
-    // in time, the first one to come later triggers the announcement.
-    if (this.routing !== undefined && this.routing.size === 0) {
-      this.unannounced = true
-      if (!await firstRoutingPeer(this.routing, sig)) return 0
-    }
-    const dht = this.host.services.dht
-    const put = (async () => {
-      for await (const _ of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) { /* drain */ }
-    })().catch((err: unknown) => {
-      // the provider records below still say who serves what; the card comes from the peer itself
-      this.log.debug({ err }, 'putting the card record to the DHT failed')
-    })
-    const keys = new Map((await providerKeys(card)).map(k => [k.toString(), k]))
-    await this.withdrawKeysNotIn(keys)
-    // a key already announced to a peer stays announced (kad-dht provides it again before it
-    // expires): a republished card with the same keys costs one walk, not one per key
-    const results = await Promise.allSettled([...keys].filter(([text]) => this.provided.get(text)?.reached !== true).map(async ([text, cid]) => {
-      this.stats.providerWalks++
-      // kad-dht keeps the key among its own from here, whether or not a peer hears of it
-      const entry = { cid, reached: false }
-      this.provided.set(text, entry)
-      for await (const ev of dht.provide(cid, { signal: sig })) {
-        if (ev.name === 'PEER_RESPONSE') entry.reached = true
-      }
-    }))
-    for (const r of results) {
-      if (r.status === 'rejected') this.log.debug({ err: r.reason }, 'announcing a provider key failed; the next announcement tries again')
-    }
-    await put
-    const reached = [...keys.keys()].filter(text => this.provided.get(text)?.reached === true).length
-    if (this.own === card) this.unannounced = reached === 0
-    if (reached > 0) this.stats.announcements++
-    return reached
-  }
-
-  /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
-  private async withdrawKeysNotIn (keys: Map<string, CID>): Promise<void> {
-    for (const [text, { cid }] of this.provided) {
-      if (keys.has(text)) continue
-      this.provided.delete(text)
-      this.stats.withdrawnKeys++
-      // the records peers already hold expire by themselves (DHT_PROVIDER_VALIDITY_MS)
-      await this.host.services.dht.cancelReprovide(cid).catch((err: unknown) => {
-        this.log.warn({ err, key: text }, 'a provider key the card no longer names could not be withdrawn')
-      })
-    }
+    return this.announcer.announce(signal)
   }
 
   /** `agent.discover`: verified cards matching the query. Empty when none match. */

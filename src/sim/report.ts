@@ -214,6 +214,7 @@ export function renderSummary (r: SimReport): string {
   if (held.length > 0) {
     const sum = (k: string): number => held.reduce((n, x) => n + (x[k] ?? 0), 0)
     lines.push(`  cards held for others (group processes, whole run): ${sum('heldCardPulls')} pulled, ${sum('heldCardPullsSkipped')} not pulled (the provider's connection had closed), ${sum('heldCardPullsDropped')} dropped (queue full), ${sum('heldCardPullFailures')} failed, ${sum('heldCardsServed')} handed out`)
+    lines.push(`  announcements (group processes, whole run): ${sum('providerWalks')} provider walks, ${sum('providerRecordsSent')} provider records sent, ${sum('shortProviderWalks')} walks that sent too few, ${sum('announceRetries')} retries`)
   }
   const atRest = (what: string, q: Record<string, number> | undefined): void => {
     if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)

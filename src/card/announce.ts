@@ -1,0 +1,195 @@
+/**
+ * Announcing this node's card: its DHT record, and one provider record per
+ * capability id and tag at the key's closest peers.
+ *
+ * kad-dht's `provide` walks to the key's closest peers and only then sends
+ * each of them an ADD_PROVIDER, all within the caller's one signal. On a busy
+ * node the walk can use up that time, and the records then go to few peers or
+ * none, although peers answered the walk. So a key counts as announced only
+ * by the records actually sent (ADD_PROVIDER), and a key whose records
+ * reached fewer than ANNOUNCE_MIN_PROVIDER_RECORDS peers (or fewer than the
+ * routing table holds, in a small mesh) is walked again: after
+ * ANNOUNCE_RETRY_MS, doubling up to CARD_REPUBLISH_INTERVAL_MS. A key whose
+ * records went out stays announced: kad-dht provides it again before the
+ * records expire, so a republished card with the same keys costs one walk
+ * (its DHT record), not one per key.
+ */
+import type { CID } from 'multiformats/cid'
+import { ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, CARD_REPUBLISH_INTERVAL_MS, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
+import { toAapError } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import type { MeshHost } from '../wire/host.ts'
+import { cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from './card.ts'
+import type { DiscoveryStats } from './discovery-stats.ts'
+import { firstRoutingPeer, type RoutingTableView } from './routing-view.ts'
+
+function noop (): void {}
+
+export interface AnnouncerInit {
+  host: MeshHost
+  stats: DiscoveryStats
+  log: Logger
+  routing: RoutingTableView | undefined
+  /** The card to announce now (undefined before the first publish). */
+  card: () => AgentCard | undefined
+}
+
+/** A provider key this node started to announce, and the peers its records reached so far. */
+interface Provided { cid: CID, records: number, settled: boolean }
+
+export class Announcer {
+  private readonly init: AnnouncerInit
+  /** The announcement in progress and the seq of the card it carries. */
+  private announcing?: { seq: number, done: Promise<number> }
+  /** Provider keys by key text: kad-dht keeps each among its own (and provides it again) until it is withdrawn. */
+  private readonly provided = new Map<string, Provided>()
+  /** The current card has not reached any peer yet: announce it when the first one arrives. */
+  private unannounced = false
+  private retryTimer: ReturnType<typeof setTimeout> | undefined
+  private retryDelay = ANNOUNCE_RETRY_MS
+  /** Aborted by stop(): ends announcements still waiting on the DHT. */
+  private readonly stopping = new AbortController()
+  private readonly onRoutingPeer = (): void => {
+    if (this.unannounced && this.init.card() !== undefined) this.inBackground()
+  }
+
+  constructor (init: AnnouncerInit) {
+    this.init = init
+    init.routing?.addEventListener('peer:add', this.onRoutingPeer)
+  }
+
+  stop (): void {
+    this.stopping.abort()
+    clearTimeout(this.retryTimer)
+    this.init.routing?.removeEventListener('peer:add', this.onRoutingPeer)
+  }
+
+  /** Announce the current card without waiting; the outcome is counted and logged. */
+  inBackground (): void {
+    this.announce().then((reached) => {
+      if (reached === 0) this.init.log.debug('the card announcement reached no peer yet')
+    }, (err: unknown) => {
+      this.init.stats.failedAnnouncements++
+      this.init.log.warn({ err: toAapError(err) }, 'announcing this node\'s card failed')
+    })
+  }
+
+  /**
+   * Put the card record to the DHT and announce the provider keys not yet
+   * announced. Returns how many of the card's provider keys have records at
+   * one peer or more, by this call or an earlier one (0 when `signal` ends
+   * first). Concurrent calls for the same card share one run; a card published
+   * while an older one is being announced is announced right after it, never
+   * skipped.
+   */
+  async announce (signal?: AbortSignal): Promise<number> {
+    const seq = this.init.card()?.seq
+    if (seq === undefined) return 0
+    let entry = this.announcing
+    if (entry === undefined || entry.seq !== seq) {
+      // the announcement before this one ends first, however it ends (its callers heard how)
+      const previous = entry?.done.then(noop, noop) ?? Promise.resolve()
+      const next = { seq, done: previous.then(async () => this.run(signal)) }
+      const forget = (): void => { if (this.announcing === next) this.announcing = undefined }
+      next.done.then(forget, forget)
+      this.announcing = next
+      entry = next
+    }
+    if (signal === undefined) return entry.done
+    // a caller that joins a run already going still gets its answer within its own signal
+    let onAbort: (() => void) | undefined
+    const ended = new Promise<number>(resolve => {
+      onAbort = () => { resolve(0) }
+      if (signal.aborted) resolve(0)
+      else signal.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      return await Promise.race([entry.done, ended])
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  private async run (signal?: AbortSignal): Promise<number> {
+    const card = this.init.card()
+    if (card === undefined) return 0
+    const { host, stats, routing, log } = this.init
+    const sig = AbortSignal.any([signal ?? AbortSignal.timeout(DHT_PUT_TIMEOUT_MS), this.stopping.signal])
+    // With an empty routing table a DHT put or provide reaches nobody and only
+    // ends when its signal does: wait for the first peer instead. If none comes
+    // in time, the first one to come later triggers the announcement.
+    if (routing !== undefined && routing.size === 0) {
+      this.unannounced = true
+      if (!await firstRoutingPeer(routing, sig)) return 0
+    }
+    const dht = host.services.dht
+    const put = (async () => {
+      for await (const _ of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) { /* drain */ }
+    })().catch((err: unknown) => {
+      // the provider records below still say who serves what; the card comes from the peer itself
+      log.debug({ err }, 'putting the card record to the DHT failed')
+    })
+    const keys = new Map((await providerKeys(card)).map(k => [k.toString(), k]))
+    await this.withdrawKeysNotIn(keys)
+    // enough records for a key where the mesh has that many peers: a small mesh has fewer
+    const enough = Math.max(1, Math.min(ANNOUNCE_MIN_PROVIDER_RECORDS, routing?.size ?? ANNOUNCE_MIN_PROVIDER_RECORDS))
+    const results = await Promise.allSettled([...keys].filter(([text]) => this.provided.get(text)?.settled !== true).map(async ([text, cid]) => {
+      stats.providerWalks++
+      // kad-dht keeps the key among its own from here, whether or not a peer hears of it
+      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false }
+      this.provided.set(text, entry)
+      let sent = 0
+      try {
+        for await (const ev of dht.provide(cid, { signal: sig })) {
+          if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') sent++
+        }
+      } finally {
+        stats.providerRecordsSent += sent
+        entry.records += sent
+        entry.settled = sent >= enough
+        if (!entry.settled) stats.shortProviderWalks++
+      }
+    }))
+    for (const r of results) {
+      if (r.status === 'rejected') log.debug({ err: r.reason }, 'announcing a provider key failed; it is tried again')
+    }
+    await put
+    const reached = [...keys.keys()].filter(text => (this.provided.get(text)?.records ?? 0) > 0).length
+    if (this.init.card() === card) this.unannounced = reached === 0
+    if (reached > 0) stats.announcements++
+    this.scheduleRetry([...keys.keys()].some(text => this.provided.get(text)?.settled !== true))
+    return reached
+  }
+
+  /** Walk the keys whose records reached too few peers again later, backing off; reset once all are out. */
+  private scheduleRetry (short: boolean): void {
+    clearTimeout(this.retryTimer)
+    this.retryTimer = undefined
+    if (!short) {
+      this.retryDelay = ANNOUNCE_RETRY_MS
+      return
+    }
+    if (this.stopping.signal.aborted) return
+    const delay = this.retryDelay
+    this.retryDelay = Math.min(this.retryDelay * 2, CARD_REPUBLISH_INTERVAL_MS)
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined
+      this.init.stats.announceRetries++
+      this.inBackground()
+    }, delay)
+    this.retryTimer.unref?.()
+  }
+
+  /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
+  private async withdrawKeysNotIn (keys: Map<string, CID>): Promise<void> {
+    for (const [text, { cid }] of this.provided) {
+      if (keys.has(text)) continue
+      this.provided.delete(text)
+      this.init.stats.withdrawnKeys++
+      // the records peers already hold expire by themselves (DHT_PROVIDER_VALIDITY_MS)
+      await this.init.host.services.dht.cancelReprovide(cid).catch((err: unknown) => {
+        this.init.log.warn({ err, key: text }, 'a provider key the card no longer names could not be withdrawn')
+      })
+    }
+  }
+}
