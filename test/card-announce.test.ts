@@ -7,6 +7,12 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { DHT_K, DHT_PROVIDER_VALIDITY_MS, DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS } from '../src/constants.ts'
 import { until, waitForRouting } from './helpers.ts'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { Announcer } from '../src/card/announce.ts'
+import { issueCard } from '../src/card/card.ts'
+import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
+import { routingTableOf } from '../src/card/routing-view.ts'
+import { componentLogger } from '../src/logger.ts'
 
 let memCounter = 0
 const cap = { capability_id: 'cap:first', version: '1.0.0' }
@@ -106,6 +112,57 @@ describe('announcing a card published before the node had any peer', () => {
     expect(await c.discover({ capability: z }, { fresh: true })).toEqual([moved])
     // y's record on peers outlives the withdrawal (it expires by itself), but the card found there no longer declares y
     expect(await c.discover({ capability: y }, { fresh: true })).toEqual([])
+  })
+
+  it('counts a key as announced by the ADD_PROVIDER records it sent: a walk that sent none is walked again, one that sent them is not', async () => {
+    const a = await node()
+    const b = await node()
+    const c = await node()
+    expect(await b.join(a.addresses)).toBe(1)
+    expect(await c.join(a.addresses)).toBe(1)
+    await waitForRouting([a, b, c], 2)
+    const short = { capability_id: 'cap:short', version: '1.0.0' }
+    const stats = a.discovery.stats
+    const card = await a.discovery.publish({ name: 'short', capabilities: [short] }, { announce: false })
+    // the walk's time is up before it starts: peers are there, but no record goes out
+    expect(await a.discovery.announce(AbortSignal.abort())).toBe(0)
+    await until(() => stats.shortProviderWalks >= 1, 'the cut-short walk to end')
+    expect(stats.providerRecordsSent).toBe(0)
+    expect(stats.providerWalks).toBe(1)
+    // the next announcement walks that key again, and this time its records reach both peers
+    expect(await a.discovery.announce()).toBe(1)
+    expect(stats.providerWalks).toBe(2)
+    expect(stats.providerRecordsSent).toBe(2)
+    expect(stats.shortProviderWalks).toBe(1)
+    expect(await c.discover({ capability: short }, { fresh: true })).toEqual([card])
+    // out now: announcing again walks nothing
+    expect(await a.discovery.announce()).toBe(1)
+    expect(stats.providerWalks).toBe(2)
+    expect(stats.announceRetries).toBe(0)
+  })
+
+  it('walks a short key again by itself after the retry wait, and stops once its records are out', async () => {
+    const key = await generateKeyPair('Ed25519')
+    const a = await createMeshNode({ privateKey: key, listen: [`/memory/aap-card-announce-${process.pid}-${memCounter++}`], localMesh: true })
+    await a.start()
+    nodes.push(a)
+    const b = await node()
+    expect(await b.join(a.addresses)).toBe(1)
+    await waitForRouting([a, b], 1)
+    const card = await issueCard(key, { name: 'retried', capabilities: [{ capability_id: 'cap:retried', version: '1.0.0' }] }, Date.now())
+    const stats = newDiscoveryStats()
+    const announcer = new Announcer({ host: a.host, stats, log: componentLogger(undefined, 'test'), routing: routingTableOf(a.host.services.dht), card: () => card, retryMs: 20 })
+    try {
+      expect(await announcer.announce(AbortSignal.abort())).toBe(0)
+      await until(() => stats.announceRetries >= 1 && stats.providerRecordsSent >= 1, 'the retry to send the record')
+      expect(stats.shortProviderWalks).toBe(1)
+      // out now: the next announcement walks nothing, and no retry is pending
+      expect(await announcer.announce()).toBe(1)
+      expect(stats.providerWalks).toBe(2)
+      expect(stats.announceRetries).toBe(1)
+    } finally {
+      announcer.stop()
+    }
   })
 
   it('kad-dht keeps announced keys alive and drops others\' records on the validity the constants name', async () => {

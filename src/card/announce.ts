@@ -32,6 +32,8 @@ export interface AnnouncerInit {
   routing: RoutingTableView | undefined
   /** The card to announce now (undefined before the first publish). */
   card: () => AgentCard | undefined
+  /** The first wait before a short key is walked again (default ANNOUNCE_RETRY_MS). */
+  retryMs?: number
 }
 
 /** A provider key this node started to announce, and the peers its records reached so far. */
@@ -46,7 +48,7 @@ export class Announcer {
   /** The current card has not reached any peer yet: announce it when the first one arrives. */
   private unannounced = false
   private retryTimer: ReturnType<typeof setTimeout> | undefined
-  private retryDelay = ANNOUNCE_RETRY_MS
+  private retryDelay: number
   /** Aborted by stop(): ends announcements still waiting on the DHT. */
   private readonly stopping = new AbortController()
   private readonly onRoutingPeer = (): void => {
@@ -55,6 +57,7 @@ export class Announcer {
 
   constructor (init: AnnouncerInit) {
     this.init = init
+    this.retryDelay = init.retryMs ?? ANNOUNCE_RETRY_MS
     init.routing?.addEventListener('peer:add', this.onRoutingPeer)
   }
 
@@ -166,7 +169,7 @@ export class Announcer {
     clearTimeout(this.retryTimer)
     this.retryTimer = undefined
     if (!short) {
-      this.retryDelay = ANNOUNCE_RETRY_MS
+      this.retryDelay = this.init.retryMs ?? ANNOUNCE_RETRY_MS
       return
     }
     if (this.stopping.signal.aborted) return
