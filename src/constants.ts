@@ -168,11 +168,11 @@ export const CARD_TTL_MS = 60 * 60 * 1000
 /** Re-sign the card and put its DHT record this often, well before the TTL ends (provider keys are not announced again: DHT_REPROVIDE_THRESHOLD_MS). */
 export const CARD_REPUBLISH_INTERVAL_MS = 20 * 60 * 1000
 /** A provider key is announced once ADD_PROVIDER reached this many peers (fewer in a smaller routing table); a key short of it is
- * walked again after ANNOUNCE_RETRY_MS, doubling up to CARD_REPUBLISH_INTERVAL_MS (src/card/announce.ts). */
+ * walked again up to ANNOUNCE_MAX_RETRIES times per card, after about ANNOUNCE_RETRY_MS, then twice that (src/card/announce.ts). */
 export const ANNOUNCE_MIN_PROVIDER_RECORDS = 10
 export const ANNOUNCE_RETRY_MS = 30_000
-/** Accepted clock skew when checking issued_at against now. */
-export const CARD_MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
+export const ANNOUNCE_MAX_RETRIES = 2
+export const CARD_MAX_CLOCK_SKEW_MS = 5 * 60 * 1000 // accepted clock skew when checking issued_at against now
 
 // ---- discovery (src/card/discovery.ts) ------------------------------------------------------
 export const DISCOVER_MAX_RESULTS = 64

@@ -8,14 +8,18 @@
  * none, although peers answered the walk. So a key counts as announced only
  * by the records actually sent (ADD_PROVIDER), and a key whose records
  * reached fewer than ANNOUNCE_MIN_PROVIDER_RECORDS peers (or fewer than the
- * routing table holds, in a small mesh) is walked again: after
- * ANNOUNCE_RETRY_MS, doubling up to CARD_REPUBLISH_INTERVAL_MS. A key whose
- * records went out stays announced: kad-dht provides it again before the
- * records expire, so a republished card with the same keys costs one walk
- * (its DHT record), not one per key.
+ * routing table holds, in a small mesh) is walked again, at most
+ * ANNOUNCE_MAX_RETRIES times per card: after about ANNOUNCE_RETRY_MS, then
+ * twice that, each wait drawn from half to all of it, so nodes that announced
+ * together under load do not walk again together (a busy mesh walks short,
+ * and unbounded retries only made it busier). A key whose records went out
+ * stays announced: kad-dht provides it again before the records expire, so a
+ * republished card with the same keys costs one walk (its DHT record), not
+ * one per key. A key still short after its retries is walked again when the
+ * card is next published.
  */
 import type { CID } from 'multiformats/cid'
-import { ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, CARD_REPUBLISH_INTERVAL_MS, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
+import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -48,7 +52,8 @@ export class Announcer {
   /** The current card has not reached any peer yet: announce it when the first one arrives. */
   private unannounced = false
   private retryTimer: ReturnType<typeof setTimeout> | undefined
-  private retryDelay: number
+  /** Retries made for the card of this seq (none after ANNOUNCE_MAX_RETRIES). */
+  private retries = { seq: -1, made: 0 }
   /** Aborted by stop(): ends announcements still waiting on the DHT. */
   private readonly stopping = new AbortController()
   private readonly onRoutingPeer = (): void => {
@@ -57,7 +62,6 @@ export class Announcer {
 
   constructor (init: AnnouncerInit) {
     this.init = init
-    this.retryDelay = init.retryMs ?? ANNOUNCE_RETRY_MS
     init.routing?.addEventListener('peer:add', this.onRoutingPeer)
   }
 
@@ -160,26 +164,23 @@ export class Announcer {
     const reached = [...keys.keys()].filter(text => (this.provided.get(text)?.records ?? 0) > 0).length
     if (this.init.card() === card) this.unannounced = reached === 0
     if (reached > 0) stats.announcements++
-    this.scheduleRetry([...keys.keys()].some(text => this.provided.get(text)?.settled !== true))
+    this.scheduleRetry(card.seq, [...keys.keys()].some(text => this.provided.get(text)?.settled !== true))
     return reached
   }
 
-  /** Walk the keys whose records reached too few peers again later, backing off; reset once all are out. */
-  private scheduleRetry (short: boolean): void {
+  /** Walk the keys whose records reached too few peers again later, a bounded number of times per card. */
+  private scheduleRetry (seq: number, short: boolean): void {
     clearTimeout(this.retryTimer)
     this.retryTimer = undefined
-    if (!short) {
-      this.retryDelay = this.init.retryMs ?? ANNOUNCE_RETRY_MS
-      return
-    }
-    if (this.stopping.signal.aborted) return
-    const delay = this.retryDelay
-    this.retryDelay = Math.min(this.retryDelay * 2, CARD_REPUBLISH_INTERVAL_MS)
+    if (this.retries.seq !== seq) this.retries = { seq, made: 0 }
+    if (!short || this.stopping.signal.aborted || this.retries.made >= ANNOUNCE_MAX_RETRIES) return
+    const base = (this.init.retryMs ?? ANNOUNCE_RETRY_MS) * 2 ** this.retries.made
+    this.retries.made++
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined
       this.init.stats.announceRetries++
       this.inBackground()
-    }, delay)
+    }, base / 2 + Math.random() * base / 2)
     this.retryTimer.unref?.()
   }
 

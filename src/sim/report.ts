@@ -211,6 +211,8 @@ export function renderSummary (r: SimReport): string {
   const d = r.discovery
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.heldCardsReceived ?? 0} from the holders that named them, ${d.unreachableProviders ?? 0} unreachable (${d.rejectedCards ?? 0} cards rejected, ${d.providerFetchTimeouts ?? 0} fetches timed out, ${d.providerFetchesCutShort ?? 0} ended by the deadline), ${d.discoversCutShort ?? 0} cut short by the deadline`)
   const held = (r.processes ?? []).filter(p => p.role === 'group' && p.discovery !== undefined).map(p => p.discovery ?? {})
+  const hostileAnnounced = (r.processes ?? []).find(p => p.role === 'hostile')?.discovery
+  if (hostileAnnounced !== undefined) lines.push(`  announcements (hostile group): ${hostileAnnounced.providerWalks ?? 0} provider walks, ${hostileAnnounced.providerRecordsSent ?? 0} records sent, ${hostileAnnounced.shortProviderWalks ?? 0} too few, ${hostileAnnounced.announceRetries ?? 0} retries`)
   if (held.length > 0) {
     const sum = (k: string): number => held.reduce((n, x) => n + (x[k] ?? 0), 0)
     lines.push(`  cards held for others (group processes, whole run): ${sum('heldCardPulls')} pulled, ${sum('heldCardPullsSkipped')} not pulled (the provider's connection had closed), ${sum('heldCardPullsDropped')} dropped (queue full), ${sum('heldCardPullFailures')} failed, ${sum('heldCardsServed')} handed out`)
