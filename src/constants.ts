@@ -122,6 +122,9 @@ export const DHT_ALPHA = 10
 export const DHT_DISJOINT_PATHS = 10
 export const DHT_GET_TIMEOUT_MS = 5_000
 export const DHT_PUT_TIMEOUT_MS = 10_000
+/** A provider walk's own bound, and each ADD_PROVIDER's; together under DHT_PUT_TIMEOUT_MS (src/wire/dht-provide.ts). */
+export const DHT_PROVIDE_WALK_MS = 6_000
+export const DHT_PROVIDE_SEND_TIMEOUT_MS = 3_000
 /** Provider records: how long a node keeps a record it was given (and how long the records it gives out stay valid), how long before
  * that end kad-dht provides its own keys again, and how often it checks. A node announces each provider key until its records are out
  * (ANNOUNCE_MIN_PROVIDER_RECORDS); kad-dht's reprovider keeps it alive, and a node that left drops out of lookups within the validity. */
@@ -367,8 +370,7 @@ export const EVENTS_SCORE_INVALID_WEIGHT = -10
 export const EVENTS_SCORE_INVALID_DECAY = 0.95
 
 // ---- storage (src/storage) ------------------------------------------------------------------
-/** Operations that may linger in the group committer before a batch goes out regardless. */
-export const STORAGE_LINGER_MAX_OPS = 512
+export const STORAGE_LINGER_MAX_OPS = 512 // operations that may linger in the group committer before a batch goes out regardless
 
 // ---- local agent API and sidecar (src/api) ---------------------------------------------------
 export const API_DEFAULT_HOST = '127.0.0.1'
@@ -399,8 +401,7 @@ export const API_CLOSE_TIMEOUT_MS = 2_000
 export const METRICS_DEFAULT_HOST = '127.0.0.1'
 
 // ---- command line (src/cli) -----------------------------------------------------------------
-/** The CLI gives up on a (non-streaming) API request after this (above REPLAY_TIMEOUT_MS). */
-export const CLI_REQUEST_TIMEOUT_MS = 60_000
+export const CLI_REQUEST_TIMEOUT_MS = 60_000 // the CLI gives up on a (non-streaming) API request after this (above REPLAY_TIMEOUT_MS)
 /** `start --discover`: keep looking (announcements take a moment to spread) for at most this long. */
 export const CLI_DISCOVER_DEADLINE_MS = 30_000
 /** `start --discover`: pause between two lookups that found nothing. */
@@ -409,8 +410,7 @@ export const CLI_DISCOVER_RETRY_MS = 250
 // ---- node defaults (src/node.ts, src/cli/start.ts) ---------------------------------------------
 export const DEFAULT_DATA_DIR = '.aap-mesh'
 export const DEFAULT_TCP_LISTEN = '/ip4/0.0.0.0/tcp/0'
-/** Graceful stop budget of a node process. */
-export const STOP_TIMEOUT_MS = 5_000
+export const STOP_TIMEOUT_MS = 5_000 // graceful stop budget of a node process
 
 // ---- turns: conversations with an agent (protocols/turns.md) ----
 /** Turns one context (conversation) holds; the next delegation into a full one is refused (DELEGATION_REFUSED, reason context_full). */

@@ -5,8 +5,9 @@
  * kad-dht's `provide` walks to the key's closest peers and only then sends
  * each of them an ADD_PROVIDER, all within the caller's one signal. On a busy
  * node the walk can use up that time, and the records then go to few peers or
- * none, although peers answered the walk. So a key counts as announced only
- * by the records actually sent (ADD_PROVIDER), and a key whose records
+ * none, although peers answered the walk; src/wire/dht-provide.ts bounds the
+ * walk on its own so the records go out. A key counts as announced only by
+ * the records actually sent (ADD_PROVIDER), and a key whose records
  * reached fewer than ANNOUNCE_MIN_PROVIDER_RECORDS peers (or fewer than the
  * routing table holds, in a small mesh) is walked again, at most
  * ANNOUNCE_MAX_RETRIES times per card: after about ANNOUNCE_RETRY_MS, then
@@ -26,6 +27,7 @@ import type { MeshHost } from '../wire/host.ts'
 import { cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { firstRoutingPeer, type RoutingTableView } from './routing-view.ts'
+import { provideKey } from '../wire/dht-provide.ts'
 
 function noop (): void {}
 
@@ -147,9 +149,9 @@ export class Announcer {
       this.provided.set(text, entry)
       let sent = 0
       try {
-        for await (const ev of dht.provide(cid, { signal: sig })) {
-          if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') sent++
-        }
+        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig)
+        sent = outcome.sent
+        if (!outcome.walked) stats.providerWalksCut++
       } finally {
         stats.providerRecordsSent += sent
         entry.records += sent
@@ -162,7 +164,8 @@ export class Announcer {
     }
     await put
     const reached = [...keys.keys()].filter(text => (this.provided.get(text)?.records ?? 0) > 0).length
-    if (this.init.card() === card) this.unannounced = reached === 0
+    // waiting for a first peer is for a node alone; a node with peers whose records did not go out retries (below)
+    if (this.init.card() === card) this.unannounced = false
     if (reached > 0) stats.announcements++
     this.scheduleRetry(card.seq, [...keys.keys()].some(text => this.provided.get(text)?.settled !== true))
     return reached

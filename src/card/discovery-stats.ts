@@ -20,8 +20,9 @@ export interface DiscoveryStats {
   failedAnnouncements: number
   /** DHT walks started to announce a provider key (one per key the node did not announce yet, and per retry of a short one). */
   providerWalks: number
-  /** Provider records those walks sent (ADD_PROVIDER), walks that sent fewer than enough (announce.ts), and retries of such keys. */
+  /** Provider records those walks sent (ADD_PROVIDER), walks cut at DHT_PROVIDE_WALK_MS (records sent to the closest that answered), walks that sent fewer than enough (announce.ts), and retries of such keys. */
   providerRecordsSent: number
+  providerWalksCut: number
   shortProviderWalks: number
   announceRetries: number
   /** Provider keys withdrawn because a newer card no longer names them. */
@@ -63,6 +64,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     failedAnnouncements: 0,
     providerWalks: 0,
     providerRecordsSent: 0,
+    providerWalksCut: 0,
     shortProviderWalks: 0,
     announceRetries: 0,
     withdrawnKeys: 0,
