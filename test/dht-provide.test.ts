@@ -1,0 +1,47 @@
+/**
+ * Provider records that go out whatever the walk does (src/wire/dht-provide.ts):
+ * the XOR order it picks a cut walk's targets by, and a provide on a real mesh.
+ */
+import { createHash } from 'node:crypto'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { afterAll, describe, expect, it } from 'vitest'
+import { capabilityKey } from '../src/card/card.ts'
+import type { MeshNode } from '../src/node.ts'
+import { closestTo, provideKey } from '../src/wire/dht-provide.ts'
+import { startMesh, stopAll, waitForRouting } from './helpers.ts'
+
+const asBig = (b: Uint8Array): bigint => BigInt('0x' + Buffer.from(b).toString('hex'))
+const digest = (b: Uint8Array): Uint8Array => createHash('sha256').update(b).digest()
+
+describe('the k peers closest to a key', () => {
+  it('orders by the XOR of the SHA-256 of the key and of each peer id, and keeps k', async () => {
+    const peers = await Promise.all(Array.from({ length: 12 }, async () => peerIdFromPrivateKey(await generateKeyPair('Ed25519'))))
+    const key = new TextEncoder().encode('aap/cap-any/0.1.0/cap:test')
+    const d = (p: typeof peers[number]): bigint => asBig(digest(key)) ^ asBig(digest(p.toMultihash().bytes))
+    const expected = [...peers].sort((a, b) => (d(a) < d(b) ? -1 : d(a) > d(b) ? 1 : 0)).slice(0, 5)
+    expect(closestTo(key, peers, 5).map(p => p.toString())).toEqual(expected.map(p => p.toString()))
+    expect(closestTo(key, peers, 50)).toHaveLength(12)
+    expect(closestTo(key, [], 5)).toEqual([])
+  })
+})
+
+describe('providing a key on a real mesh', () => {
+  let nodes: MeshNode[] = []
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('sends a record to every peer of a small mesh, and the key is found; the caller\'s own abort ends it', async () => {
+    nodes = await startMesh(4)
+    await waitForRouting(nodes, 3)
+    const [a, , , d] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    const key = await capabilityKey('cap:provided-here')
+    const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000))
+    expect(outcome).toEqual({ sent: 3, walked: true })
+    const found: string[] = []
+    for await (const ev of d.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
+      if (ev.name === 'PROVIDER') found.push(...ev.providers.map(p => p.id.toString()))
+    }
+    expect(found).toContain(a.agentId)
+    await expect(provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.abort())).rejects.toThrow()
+  })
+})
