@@ -15,32 +15,17 @@
  * own. The key is kept among this node's own records first, as kad-dht does,
  * so its reprovider provides it again before the records expire.
  *
- * It uses kad-dht members its KadDHT interface does not declare (k, network,
- * providers); their shape is checked, and without them this is kad-dht's own
- * `provide`, its ADD_PROVIDER responses counted.
+ * It uses kad-dht members its KadDHT interface does not declare
+ * (kad-internals.ts); without them this is kad-dht's own `provide`, its
+ * ADD_PROVIDER responses counted.
  */
 import { createHash } from 'node:crypto'
 import type { PeerId } from '@libp2p/interface'
-import { MessageType, type KadDHT, type QueryEvent } from '@libp2p/kad-dht'
+import { MessageType, type KadDHT } from '@libp2p/kad-dht'
 import type { Multiaddr } from '@multiformats/multiaddr'
 import type { CID } from 'multiformats/cid'
 import { DHT_PROVIDE_SEND_TIMEOUT_MS, DHT_PROVIDE_WALK_MS } from '../constants.ts'
-
-interface ProvideParts {
-  k: number
-  network: { sendMessage: (to: PeerId, msg: unknown, options: { signal: AbortSignal, path: { index: number, queued: number, running: number, total: number } }) => AsyncIterable<QueryEvent> }
-  providers: { addProvider: (key: CID, provider: PeerId, options?: { signal?: AbortSignal }) => Promise<void> }
-}
-
-function providePartsOf (dht: KadDHT): ProvideParts | undefined {
-  const d = dht as unknown as Partial<Record<keyof ProvideParts, unknown>>
-  const network = d.network as { sendMessage?: unknown } | undefined
-  const providers = d.providers as { addProvider?: unknown } | undefined
-  if (typeof d.k !== 'number' || typeof network?.sendMessage !== 'function' || typeof providers?.addProvider !== 'function') return undefined
-  return dht as unknown as ProvideParts
-}
-
-const NO_PATH = { index: -1, queued: 0, running: 0, total: 0 }
+import { kadInternals, NO_PATH } from './kad-internals.ts'
 
 /** What one provide did: records sent, and whether the walk ended before its bound. */
 export interface ProvideOutcome { sent: number, walked: boolean }
@@ -60,7 +45,7 @@ export function closestTo (key: Uint8Array, peers: readonly PeerId[], k: number)
 
 /** Provide `key` (see above); never rejects for a walk that ran out of time, only for the caller's own abort before anything was sent. */
 export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[], key: CID, signal: AbortSignal): Promise<ProvideOutcome> {
-  const parts = providePartsOf(dht)
+  const parts = kadInternals(dht)
   if (parts === undefined) {
     let sent = 0
     for await (const ev of dht.provide(key, { signal })) {

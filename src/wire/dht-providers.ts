@@ -24,11 +24,12 @@
  * alone, and the log says so once.
  */
 import type { PeerId } from '@libp2p/interface'
-import { MessageType, type KadDHT, type QueryEvent } from '@libp2p/kad-dht'
+import { MessageType, type KadDHT } from '@libp2p/kad-dht'
 import type { CID } from 'multiformats/cid'
 import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
 import { ownProviderRecords } from './provider-answers.ts'
+import { kadInternals, NO_PATH } from './kad-internals.ts'
 import type { Logger } from '../logger.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
@@ -37,23 +38,6 @@ export type ProviderLookupEvent =
   | { name: 'error', from: PeerId, reason: string }
   /** `from`: the peer whose answer named them (none for this node's own records). */
   | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId }
-
-interface SweepParts {
-  k: number
-  network: { sendRequest: (to: PeerId, msg: { type: MessageType, key: Uint8Array }, options: { signal: AbortSignal, path: { index: number, queued: number, running: number, total: number } }) => AsyncIterable<QueryEvent> }
-  providers: { getProviders: (key: CID, options?: { signal?: AbortSignal }) => Promise<PeerId[]> }
-}
-
-function sweepPartsOf (dht: KadDHT): SweepParts | undefined {
-  const d = dht as unknown as Partial<Record<keyof SweepParts, unknown>>
-  const network = d.network as { sendRequest?: unknown } | undefined
-  const providers = d.providers as { getProviders?: unknown } | undefined
-  if (typeof d.k !== 'number' || typeof network?.sendRequest !== 'function' || typeof providers?.getProviders !== 'function') return undefined
-  return dht as unknown as SweepParts
-}
-
-/** One request outside a kad-dht query has no path of a query; kad-dht marks its own local answers the same way. */
-const NO_PATH = { index: -1, queued: 0, running: 0, total: 0 }
 
 let warnedNoSweep = false
 
@@ -94,7 +78,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
       if (found >= opts.want) return
     }
   }
-  const parts = sweepPartsOf(dht)
+  const parts = kadInternals(dht)
   if (parts === undefined) {
     if (!warnedNoSweep) {
       warnedNoSweep = true
