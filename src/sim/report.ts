@@ -211,12 +211,14 @@ export function renderSummary (r: SimReport): string {
   const d = r.discovery
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.heldCardsReceived ?? 0} from the holders that named them, ${d.unreachableProviders ?? 0} unreachable (${d.rejectedCards ?? 0} cards rejected, ${d.providerFetchTimeouts ?? 0} fetches timed out, ${d.providerFetchesCutShort ?? 0} ended by the deadline), ${d.discoversCutShort ?? 0} cut short by the deadline`)
   const held = (r.processes ?? []).filter(p => p.role === 'group' && p.discovery !== undefined).map(p => p.discovery ?? {})
+  const announced = (who: string, get: (k: string) => number): string =>
+    `  announcements (${who}): ${get('providerWalks')} provider walks, ${get('providerRecordsSent')} provider records sent, ${get('providerWalksCut')} walks cut at their bound, ${get('shortProviderWalks')} walks that sent too few, ${get('announceRetries')} retries`
   const hostileAnnounced = (r.processes ?? []).find(p => p.role === 'hostile')?.discovery
-  if (hostileAnnounced !== undefined) lines.push(`  announcements (hostile group): ${hostileAnnounced.providerWalks ?? 0} provider walks, ${hostileAnnounced.providerRecordsSent ?? 0} records sent, ${hostileAnnounced.shortProviderWalks ?? 0} too few, ${hostileAnnounced.announceRetries ?? 0} retries`)
+  if (hostileAnnounced !== undefined) lines.push(announced('hostile group', k => hostileAnnounced[k] ?? 0))
   if (held.length > 0) {
     const sum = (k: string): number => held.reduce((n, x) => n + (x[k] ?? 0), 0)
     lines.push(`  cards held for others (group processes, whole run): ${sum('heldCardPulls')} pulled, ${sum('heldCardPullsSkipped')} not pulled (the provider's connection had closed), ${sum('heldCardPullsDropped')} dropped (queue full), ${sum('heldCardPullFailures')} failed, ${sum('heldCardsServed')} handed out`)
-    lines.push(`  announcements (group processes, whole run): ${sum('providerWalks')} provider walks, ${sum('providerRecordsSent')} provider records sent, ${sum('shortProviderWalks')} walks that sent too few, ${sum('announceRetries')} retries`)
+    lines.push(announced('group processes, whole run', sum))
   }
   const atRest = (what: string, q: Record<string, number> | undefined): void => {
     if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)
