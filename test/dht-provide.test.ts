@@ -5,8 +5,10 @@
 import { createHash } from 'node:crypto'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import type { Stream } from '@libp2p/interface'
 import { afterAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
+import { DHT_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { closestTo, provideKey } from '../src/wire/dht-provide.ts'
 import { startMesh, stopAll, waitForRouting } from './helpers.ts'
@@ -40,8 +42,37 @@ describe('providing a key on a real mesh', () => {
     const found: string[] = []
     for await (const ev of d.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
       if (ev.name === 'PROVIDER') found.push(...ev.providers.map(p => p.id.toString()))
+      if (found.includes(a.agentId)) break
     }
     expect(found).toContain(a.agentId)
     await expect(provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.abort())).rejects.toThrow()
   })
+
+  it('when a peer holds the walk past its bound, sends the records to the peers that answered, not to the silent one', async () => {
+    const [a, b, c, d] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    // c keeps every DHT request it is sent and never answers: a's walk cannot end before kad-dht gives up on c (5 s at least)
+    const held: Stream[] = []
+    let reachedSilent!: () => void
+    const silentAsked = new Promise<void>(resolve => { reachedSilent = resolve })
+    await c.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream); reachedSilent() }, { force: true })
+    try {
+      const key = await capabilityKey('cap:provided-past-a-slow-peer')
+      const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000), 300)
+      await silentAsked
+      expect(held.length).toBeGreaterThan(0)
+      // the walk was cut; b and d answered it, so the records went to them (k is larger than the two)
+      expect(outcome).toEqual({ sent: 2, walked: false })
+      for (const holder of [b, d]) {
+        const found: string[] = []
+        for await (const ev of holder.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
+          if (ev.name === 'PROVIDER') found.push(...ev.providers.map(p => p.id.toString()))
+          if (found.includes(a.agentId)) break
+        }
+        expect(found).toContain(a.agentId)
+      }
+    } finally {
+      for (const s of held) s.abort(new Error('test over'))
+    }
+  })
 })
+

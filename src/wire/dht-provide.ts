@@ -43,8 +43,11 @@ export function closestTo (key: Uint8Array, peers: readonly PeerId[], k: number)
   return peers.map(p => ({ p, d: distance(p) })).sort((a, b) => Buffer.compare(a.d, b.d)).slice(0, k).map(x => x.p)
 }
 
-/** Provide `key` (see above); never rejects for a walk that ran out of time, only for the caller's own abort before anything was sent. */
-export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[], key: CID, signal: AbortSignal): Promise<ProvideOutcome> {
+/**
+ * Provide `key` (see above); never rejects for a walk that ran out of time, only for the caller's own abort before anything was sent.
+ * `walkMs` bounds the walk (default DHT_PROVIDE_WALK_MS).
+ */
+export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[], key: CID, signal: AbortSignal, walkMs = DHT_PROVIDE_WALK_MS): Promise<ProvideOutcome> {
   const parts = kadInternals(dht)
   if (parts === undefined) {
     let sent = 0
@@ -55,7 +58,7 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
   }
   await parts.providers.addProvider(key, self, { signal })
   const target = key.multihash.bytes
-  const walk = AbortSignal.any([signal, AbortSignal.timeout(DHT_PROVIDE_WALK_MS)])
+  const walk = AbortSignal.any([signal, AbortSignal.timeout(walkMs)])
   const answered = new Map<string, PeerId>()
   const final: PeerId[] = []
   let walked = false
