@@ -13,6 +13,7 @@ import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { CardFetches } from '../src/card/fetch-order.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
 import { askHolder, HeldCards } from '../src/card/held-cards.ts'
+import { AgentNotFoundError, TimeoutError } from '../src/errors.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -100,6 +101,17 @@ describe('HeldCards', () => {
     // CARD_HELD_PULL_CONCURRENCY run (and never end), the queue fills, the rest are counted
     expect(stats.heldCardPullsDropped).toBeGreaterThan(0)
     expect(stats.heldCardPullsDropped).toBeLessThanOrEqual(10)
+  })
+
+  it('counts failed pulls, and of them those that ran out of time', async () => {
+    const stats = newDiscoveryStats()
+    const outcomes = [new TimeoutError('no answer in time'), new AgentNotFoundError('connection closed')]
+    const held = new HeldCards({ pull: async () => { throw outcomes.shift() }, connected: () => true, stats, log })
+    for (let i = 0; i < 2; i++) held.onProviderRecord(peerIdFromString(agentIdOf(await newKey())))
+    await until(() => stats.heldCardPullFailures === 2, 'both pulls failed')
+    expect(stats.heldCardPullTimeouts).toBe(1)
+    expect(stats.heldCardPulls).toBe(0)
+    held.stop()
   })
 })
 

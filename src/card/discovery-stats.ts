@@ -42,6 +42,9 @@ export interface DiscoveryStats {
   /** Cards held for others (held-cards.ts): pulled from their agents, pulls that failed, pulls dropped with the queue full, pulls not made because the provider's connection had closed by their turn, cards handed out. */
   heldCardPulls: number
   heldCardPullFailures: number
+  /** Of the failed pulls: those that ran out their time (TIMEOUT), and those whose card did not verify (INVALID_CARD); the rest lost their connection or stream. */
+  heldCardPullTimeouts: number
+  heldCardPullsInvalid: number
   heldCardPullsDropped: number
   heldCardPullsSkipped: number
   heldCardsServed: number
@@ -77,6 +80,8 @@ export function newDiscoveryStats (): DiscoveryStats {
     discoversCutShort: 0,
     heldCardPulls: 0,
     heldCardPullFailures: 0,
+    heldCardPullTimeouts: 0,
+    heldCardPullsInvalid: 0,
     heldCardPullsDropped: 0,
     heldCardPullsSkipped: 0,
     heldCardsServed: 0,

@@ -385,6 +385,7 @@ export class Discovery {
     try {
       return await verifyCard(answer.card, { expectAgent: peer.toString() })
     } catch (err) {
+      this.stats.heldCardPullsInvalid++
       this.reject(toAapError(err), peer.toString())
       throw err
     }

@@ -143,6 +143,7 @@ export class HeldCards {
           this.hold(card)
         }, (err: unknown) => {
           this.init.stats.heldCardPullFailures++
+          if (toAapError(err).code === 'TIMEOUT') this.init.stats.heldCardPullTimeouts++
           this.init.log.debug({ err: toAapError(err), peer: id }, 'could not pull the card of a provider whose record this node keeps')
         })
         .finally(() => {
