@@ -170,7 +170,7 @@ export const CARD_SEQ_MAX = Number.MAX_SAFE_INTEGER
 export const CARD_TTL_MS = 60 * 60 * 1000
 /** Re-sign the card and put its DHT record this often, well before the TTL ends (provider keys are not announced again: DHT_REPROVIDE_THRESHOLD_MS). */
 export const CARD_REPUBLISH_INTERVAL_MS = 20 * 60 * 1000
-/** A provider key is announced once ADD_PROVIDER reached this many peers (fewer in a smaller routing table); a key short of it is
+/** A provider key is announced once ADD_PROVIDER reached this many peers (at most half the DHT's k, fewer in a smaller routing table); a key short of it is
  * walked again up to ANNOUNCE_MAX_RETRIES times per card, after about ANNOUNCE_RETRY_MS, then twice that (src/card/announce.ts). */
 export const ANNOUNCE_MIN_PROVIDER_RECORDS = 10
 export const ANNOUNCE_RETRY_MS = 30_000

@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { DHT_K, DHT_PROVIDER_VALIDITY_MS, DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS } from '../src/constants.ts'
+import { DHT_K, DHT_PROTOCOL, DHT_PROVIDER_VALIDITY_MS, DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS } from '../src/constants.ts'
 import { until, waitForRouting } from './helpers.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { Announcer } from '../src/card/announce.ts'
@@ -154,15 +154,35 @@ describe('announcing a card published before the node had any peer', () => {
     const announcer = new Announcer({ host: a.host, stats, log: componentLogger(undefined, 'test'), routing: routingTableOf(a.host.services.dht), card: () => card, retryMs: 20 })
     try {
       expect(await announcer.announce(AbortSignal.abort())).toBe(0)
+      expect(announcer.pending).toBe(true)
       await until(() => stats.announceRetries >= 1 && stats.providerRecordsSent >= 1, 'the retry to send the record')
       expect(stats.shortProviderWalks).toBe(1)
       // out now: the next announcement walks nothing, and no retry is pending
       expect(await announcer.announce()).toBe(1)
       expect(stats.providerWalks).toBe(2)
       expect(stats.announceRetries).toBe(1)
+      expect(announcer.pending).toBe(false)
     } finally {
       announcer.stop()
     }
+  })
+
+  it('counts a key as out once its records reached half of kad-dht\'s k, when k is smaller than ANNOUNCE_MIN_PROVIDER_RECORDS', async () => {
+    // kad-dht sends a provider record to at most k peers: with k 4 (under ANNOUNCE_MIN_PROVIDER_RECORDS, and under this
+    // mesh's five other peers) a key that had to reach the routing table's size could never be out
+    const a = await createMeshNode({ listen: [`/memory/aap-card-announce-${process.pid}-${memCounter++}`], localMesh: true, dht: { k: 4, alpha: 2, disjointPaths: 1 } })
+    await a.start()
+    nodes.push(a)
+    const others = [await node(), await node(), await node(), await node(), await node()]
+    for (const o of others) expect(await o.join(a.addresses)).toBe(1)
+    await until(async () => (await a.host.peerStore.all()).filter(p => p.protocols.includes(DHT_PROTOCOL)).length === 5, 'a to know its five peers')
+    const stats = a.discovery.stats
+    await a.discovery.publish({ name: 'small-k', capabilities: [{ capability_id: 'cap:small-k', version: '1.0.0' }] }, { announce: false })
+    expect(await a.discovery.announce()).toBe(1)
+    expect(stats.providerRecordsSent).toBeGreaterThanOrEqual(2)
+    expect(stats.providerRecordsSent).toBeLessThanOrEqual(4)
+    expect(stats.shortProviderWalks).toBe(0)
+    expect(a.discovery.announcing).toBe(false)
   })
 
   it('kad-dht keeps announced keys alive and drops others\' records on the validity the constants name', async () => {

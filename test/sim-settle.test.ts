@@ -2,9 +2,11 @@
  * The simulation counts connections at the end only once the budget had its
  * grace to prune (src/sim/resources.ts settleConnections): real nodes over
  * their bound come back under it, and the wait is bounded when they cannot.
+ * The discovers at rest wait the same way for the announcements' retries
+ * (settleAnnouncements).
  */
 import { afterEach, describe, expect, it } from 'vitest'
-import { settleConnections } from '../src/sim/resources.ts'
+import { settleAnnouncements, settleConnections } from '../src/sim/resources.ts'
 import { startSimMesh, stopSimMesh, type SimNode } from '../src/sim/mesh.ts'
 
 const over = (mesh: SimNode[], bound: number): number => mesh.filter(n => n.node.host.getConnections().length > bound).length
@@ -31,5 +33,19 @@ describe('connections at the end of a simulation', () => {
     expect(await settleConnections(() => mesh, Date.now() + 1_500)).toBe(false)
     expect(Date.now() - t0).toBeLessThan(20_000)
     expect(over(mesh, bound)).toBeGreaterThan(0)
+  })
+
+  it('waits for the announcements\' retries to be over before the mesh is at rest, and gives up at its deadline', async () => {
+    mesh = await startSimMesh({ nodes: 4, transport: 'tcp' })
+    const n = mesh[0]!.node
+    await n.discovery.publish({ name: 'settling', capabilities: [{ capability_id: 'cap:settling', version: '1.0.0' }] }, { announce: false })
+    // a walk whose time is up sends nothing: its key is walked again after ANNOUNCE_RETRY_MS, so the node is not at rest
+    expect(await n.discovery.announce(AbortSignal.abort())).toBe(0)
+    expect(n.discovery.announcing).toBe(true)
+    expect(await settleAnnouncements(() => mesh, Date.now() + 1_000)).toBe(false)
+    // the next announcement sends the records; no retry is left
+    expect(await n.discovery.announce()).toBe(1)
+    expect(await settleAnnouncements(() => mesh, Date.now() + 20_000)).toBe(true)
+    expect(mesh.some(m => m.node.discovery.announcing)).toBe(false)
   })
 })

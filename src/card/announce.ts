@@ -8,8 +8,9 @@
  * none, although peers answered the walk; src/wire/dht-provide.ts bounds the
  * walk on its own so the records go out. A key counts as announced only by
  * the records actually sent (ADD_PROVIDER), and a key whose records
- * reached fewer than ANNOUNCE_MIN_PROVIDER_RECORDS peers (or fewer than the
- * routing table holds, in a small mesh) is walked again, at most
+ * reached fewer than ANNOUNCE_MIN_PROVIDER_RECORDS peers (or half of kad-dht's
+ * k, if smaller; or fewer than the routing table holds, in a small mesh) is
+ * walked again, at most
  * ANNOUNCE_MAX_RETRIES times per card: after about ANNOUNCE_RETRY_MS, then
  * twice that, each wait drawn from half to all of it, so nodes that announced
  * together under load do not walk again together (a busy mesh walks short,
@@ -20,7 +21,7 @@
  * card is next published.
  */
 import type { CID } from 'multiformats/cid'
-import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
+import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_K, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -28,6 +29,7 @@ import { cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from '.
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { firstRoutingPeer, type RoutingTableView } from './routing-view.ts'
 import { provideKey } from '../wire/dht-provide.ts'
+import { kadInternals } from '../wire/kad-internals.ts'
 
 function noop (): void {}
 
@@ -65,6 +67,11 @@ export class Announcer {
   constructor (init: AnnouncerInit) {
     this.init = init
     init.routing?.addEventListener('peer:add', this.onRoutingPeer)
+  }
+
+  /** An announcement is running, or a walk of short keys is scheduled (scheduleRetry). */
+  get pending (): boolean {
+    return this.announcing !== undefined || this.retryTimer !== undefined
   }
 
   stop (): void {
@@ -140,8 +147,10 @@ export class Announcer {
     })
     const keys = new Map((await providerKeys(card)).map(k => [k.toString(), k]))
     await this.withdrawKeysNotIn(keys)
-    // enough records for a key where the mesh has that many peers: a small mesh has fewer
-    const enough = Math.max(1, Math.min(ANNOUNCE_MIN_PROVIDER_RECORDS, routing?.size ?? ANNOUNCE_MIN_PROVIDER_RECORDS))
+    // enough records for a key: half the peers kad-dht places a record at (a lookup walking to the key meets one of them),
+    // where the mesh has that many peers (a small mesh has fewer)
+    const k = kadInternals(dht)?.k ?? DHT_K
+    const enough = Math.max(1, Math.min(ANNOUNCE_MIN_PROVIDER_RECORDS, Math.ceil(k / 2), routing?.size ?? ANNOUNCE_MIN_PROVIDER_RECORDS))
     const results = await Promise.allSettled([...keys].filter(([text]) => this.provided.get(text)?.settled !== true).map(async ([text, cid]) => {
       stats.providerWalks++
       // kad-dht keeps the key among its own from here, whether or not a peer hears of it

@@ -203,6 +203,9 @@ export class Discovery {
     return this.announcer.announce(signal)
   }
 
+  /** This node is announcing its card, or will walk keys whose records reached too few peers again (announce.ts). */
+  get announcing (): boolean { return this.announcer.pending }
+
   /** `agent.discover`: verified cards matching the query. Empty when none match. */
   async discover (query: DiscoveryQuery, opts: DiscoverOptions = {}): Promise<AgentCard[]> {
     const out: AgentCard[] = []

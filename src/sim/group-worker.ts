@@ -36,7 +36,7 @@ import type { AgentCard } from '../card/card.ts'
 import { installAgent, simCard } from './agents.ts'
 import { HOSTILE_DRAFT, HOSTILE_GROUP_SETUP_CONCURRENCY, setUpHostile, type Hostiles } from './hostile.ts'
 import { startSimMesh, stopSimMesh } from './mesh.ts'
-import { ConnectionSampler, ProcessMeter, settleConnections } from './resources.ts'
+import { ConnectionSampler, ProcessMeter, settleAnnouncements, settleConnections } from './resources.ts'
 import { seeded } from './prng.ts'
 import { sumStats } from './discovery-figures.ts'
 import { useNodeBufferPool } from '../wire/buffer-pool.ts'
@@ -116,7 +116,7 @@ const byAgent = new Map(mesh.map(n => [n.node.agentId, n]))
 
 interface Request {
   id: number
-  op: 'log' | 'stats' | 'heap' | 'settle' | 'hostile' | 'follow' | 'unfollow' | 'forged'
+  op: 'log' | 'stats' | 'heap' | 'settle' | 'quiet' | 'hostile' | 'follow' | 'unfollow' | 'forged'
   agent_id?: string
   run_id?: string
   seq?: number
@@ -175,6 +175,7 @@ async function answer (msg: Request): Promise<unknown> {
     sampler.markEnd()
     return settled
   }
+  if (msg.op === 'quiet') return settleAnnouncements(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
   if (msg.op === 'stats') return { ...meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish()), discovery: sumStats(mesh.map(n => n.node.discovery.stats)) }
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
   throw new Error(`unknown op ${String(msg.op)}`)

@@ -126,6 +126,11 @@ export async function groupSettle (g: Group, withinMs: number): Promise<boolean>
   return (await request(g, { op: 'settle', within_ms: withinMs })) === true
 }
 
+/** Wait until no node of the group is announcing or about to retry an announcement (settleAnnouncements), at most `withinMs`. */
+export async function groupQuiet (g: Group, withinMs: number): Promise<boolean> {
+  return (await request(g, { op: 'quiet', within_ms: withinMs }, withinMs + GROUP_REQUEST_TIMEOUT_MS)) === true
+}
+
 /** The group's process figures (stops its connection sampling: ask once, at the end). */
 export async function groupStats (g: Group): Promise<ProcessFigures | undefined> {
   return ((await request(g, { op: 'stats' })) as ProcessFigures | null) ?? undefined

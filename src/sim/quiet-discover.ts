@@ -17,6 +17,9 @@ import type { Connection } from '@libp2p/interface'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import type { MeshNode } from '../node.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
+import { groupQuiet, type Group } from './group.ts'
+import type { SimNode } from './mesh.ts'
+import { SIM_ANNOUNCE_SETTLE_MS, settleAnnouncements } from './resources.ts'
 import { summarize, type LatencySeries } from './report.ts'
 
 /** Discovers run at rest per simulation, of each kind. */
@@ -45,6 +48,18 @@ export interface QuietDiscovers {
   machineBusyIdle: number
   /** Connections the discovering nodes dialed during the phase (a lookup's peer or agent it held no connection to). */
   dials: number
+}
+
+/**
+ * Wait until no node (here or in a group process) is announcing or about to
+ * walk short provider keys again (SIM_ANNOUNCE_SETTLE_MS at most): those
+ * walks are the mesh's start, not its rest. Returns when it was over.
+ */
+export async function quietAfterAnnouncements (here: SimNode[], groups: Group[], log: (line: string) => void): Promise<number> {
+  const deadline = Date.now() + SIM_ANNOUNCE_SETTLE_MS
+  const quiet = await Promise.all([settleAnnouncements(() => here, deadline), ...groups.map(async g => groupQuiet(g, Math.max(0, deadline - Date.now())))])
+  if (quiet.includes(false)) log(`announcements: some node still announcing ${Math.round(SIM_ANNOUNCE_SETTLE_MS / 1000)} s after the connections settled`)
+  return Date.now()
 }
 
 /** Busy and total CPU time of the machine so far (all cores). */

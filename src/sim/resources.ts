@@ -4,6 +4,7 @@
  * process (group-worker.ts), so per-node figures add up across processes.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_RETRY_MS, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
 import { processSignatures, type SignatureCacheStats } from '../runlog/event.ts'
 import type { SimNode } from './mesh.ts'
 import type { SimReport } from './report.ts'
@@ -54,6 +55,11 @@ export interface ProcessFigures {
  * before it counts the connections at the end.
  */
 export const SIM_SETTLE_MARGIN_MS = 15_000
+/**
+ * How long the simulation waits, after the tasks, for the announcements' retries to end (settleAnnouncements):
+ * every retry's wait at its longest, and as many announcements at their longest.
+ */
+export const SIM_ANNOUNCE_SETTLE_MS = ANNOUNCE_RETRY_MS * (2 ** ANNOUNCE_MAX_RETRIES - 1) + (ANNOUNCE_MAX_RETRIES + 1) * DHT_PUT_TIMEOUT_MS
 
 /**
  * Wait until no running node holds more connections than its budget allows,
@@ -64,6 +70,19 @@ export const SIM_SETTLE_MARGIN_MS = 15_000
 export async function settleConnections (nodes: () => SimNode[], deadline: number): Promise<boolean> {
   const over = (): boolean => nodes().some(n => n.up && n.node.host.getConnections().length > n.node.connections.max)
   while (over()) {
+    if (Date.now() >= deadline) return false
+    await new Promise(resolve => setTimeout(resolve, SIM_CONNECTION_SAMPLE_MS))
+  }
+  return true
+}
+
+/**
+ * Wait until no node is announcing its card or waiting to walk short keys again (src/card/announce.ts), or the
+ * deadline: the discovers at rest are measured once the announcements' retries are over, not beside them.
+ */
+export async function settleAnnouncements (nodes: () => SimNode[], deadline: number): Promise<boolean> {
+  const busy = (): boolean => nodes().some(n => n.up && n.node.discovery.announcing)
+  while (busy()) {
     if (Date.now() >= deadline) return false
     await new Promise(resolve => setTimeout(resolve, SIM_CONNECTION_SAMPLE_MS))
   }
