@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { closestTo, provideKey } from '../src/wire/dht-provide.ts'
+import { closestTo, provideKey, WalkProgress } from '../src/wire/dht-provide.ts'
 import { startMesh, stopAll, waitForRouting } from './helpers.ts'
 
 const asBig = (b: Uint8Array): bigint => BigInt('0x' + Buffer.from(b).toString('hex'))
@@ -28,6 +28,33 @@ describe('the k peers closest to a key', () => {
   })
 })
 
+describe('a walk that has converged', () => {
+  it('has once k peers answered and every request still out is to a peer farther than the k-th of them', async () => {
+    const self = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+    const peers = await Promise.all(Array.from({ length: 8 }, async () => peerIdFromPrivateKey(await generateKeyPair('Ed25519'))))
+    const key = new TextEncoder().encode('aap/cap-any/0.1.0/cap:walk')
+    const [p0, p1, p2, p3, p4, p5, p6, p7] = closestTo(key, peers, 8) as [typeof self, typeof self, typeof self, typeof self, typeof self, typeof self, typeof self, typeof self]
+    const walk = new WalkProgress(key, 3, self)
+    for (const p of [p1, p3, p4, p6, p7, self]) walk.asked(p)
+    walk.answer(p3)
+    walk.answer(p4)
+    walk.answer(self)
+    expect(walk.converged).toBe(false) // two answered, fewer than k (this node never counts)
+    walk.answer(p6)
+    expect(walk.converged).toBe(false) // p1 is still out and closer than p6, the third closest that answered
+    walk.failed(p1)
+    expect(walk.converged).toBe(true) // only p7 is out, farther than p6
+    expect(walk.closest()).toEqual([p3, p4, p6])
+    // a closer peer asked later holds it again, until it answers
+    walk.asked(p0)
+    expect(walk.converged).toBe(false)
+    walk.answer(p0)
+    expect(walk.converged).toBe(true)
+    expect(walk.closest()).toEqual([p0, p3, p4])
+    expect([p2, p5].every(p => !walk.closest().includes(p))).toBe(true)
+  })
+})
+
 describe('providing a key on a real mesh', () => {
   let nodes: MeshNode[] = []
   afterAll(async () => { await stopAll(nodes) })
@@ -38,7 +65,7 @@ describe('providing a key on a real mesh', () => {
     const [a, , , d] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
     const key = await capabilityKey('cap:provided-here')
     const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000))
-    expect(outcome).toEqual({ sent: 3, walked: true })
+    expect(outcome).toEqual({ sent: 3, walked: true, converged: false })
     const found: string[] = []
     for await (const ev of d.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
       if (ev.name === 'PROVIDER') found.push(...ev.providers.map(p => p.id.toString()))
@@ -61,7 +88,7 @@ describe('providing a key on a real mesh', () => {
       await silentAsked
       expect(held.length).toBeGreaterThan(0)
       // the walk was cut; b and d answered it, so the records went to them (k is larger than the two)
-      expect(outcome).toEqual({ sent: 2, walked: false })
+      expect(outcome).toEqual({ sent: 2, walked: false, converged: false })
       for (const holder of [b, d]) {
         const found: string[] = []
         for await (const ev of holder.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {

@@ -161,6 +161,7 @@ export class Announcer {
         const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig)
         sent = outcome.sent
         if (!outcome.walked) stats.providerWalksCut++
+        if (outcome.converged) stats.providerWalksConverged++
       } finally {
         stats.providerRecordsSent += sent
         entry.records += sent

@@ -23,6 +23,8 @@ export interface DiscoveryStats {
   /** Provider records those walks sent (ADD_PROVIDER), walks cut at DHT_PROVIDE_WALK_MS (records sent to the closest that answered), walks that sent fewer than enough (announce.ts), and retries of such keys. */
   providerRecordsSent: number
   providerWalksCut: number
+  /** Provider walks that ended once converged, before kad-dht's own end (src/wire/dht-provide.ts WalkProgress). */
+  providerWalksConverged: number
   shortProviderWalks: number
   announceRetries: number
   /** Provider keys withdrawn because a newer card no longer names them. */
@@ -68,6 +70,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     providerWalks: 0,
     providerRecordsSent: 0,
     providerWalksCut: 0,
+    providerWalksConverged: 0,
     shortProviderWalks: 0,
     announceRetries: 0,
     withdrawnKeys: 0,

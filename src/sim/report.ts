@@ -212,7 +212,7 @@ export function renderSummary (r: SimReport): string {
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.heldCardsReceived ?? 0} from the holders that named them, ${d.unreachableProviders ?? 0} unreachable (${d.rejectedCards ?? 0} cards rejected, ${d.providerFetchTimeouts ?? 0} fetches timed out, ${d.providerFetchesCutShort ?? 0} ended by the deadline), ${d.discoversCutShort ?? 0} cut short by the deadline`)
   const held = (r.processes ?? []).filter(p => p.role === 'group' && p.discovery !== undefined).map(p => p.discovery ?? {})
   const announced = (who: string, get: (k: string) => number): string =>
-    `  announcements (${who}): ${get('providerWalks')} provider walks, ${get('providerRecordsSent')} provider records sent, ${get('providerWalksCut')} walks cut at their bound, ${get('shortProviderWalks')} walks that sent too few, ${get('announceRetries')} retries`
+    `  announcements (${who}): ${get('providerWalks')} provider walks, ${get('providerRecordsSent')} provider records sent, ${get('providerWalksCut')} walks cut at their bound, ${get('providerWalksConverged')} ended once converged, ${get('shortProviderWalks')} walks that sent too few, ${get('announceRetries')} retries`
   const hostileAnnounced = (r.processes ?? []).find(p => p.role === 'hostile')?.discovery
   if (hostileAnnounced !== undefined) lines.push(announced('hostile group', k => hostileAnnounced[k] ?? 0))
   if (held.length > 0) {

@@ -7,7 +7,9 @@
  * all, although dozens of peers answered the walk. Measured at 500 nodes in
  * one simulation: 18,704 provider walks sent 215 records.
  *
- * Here the walk has its own bound (DHT_PROVIDE_WALK_MS). If it ends in time,
+ * Here the walk has its own bound (DHT_PROVIDE_WALK_MS), and ends as soon as
+ * it has converged (WalkProgress: the k closest peers answered, and only
+ * farther peers are still being asked). If it ends in time,
  * the records go to the peers kad-dht names as closest; if not, to the k
  * peers closest to the key among those that answered it: not the best
  * placement, but a lookup walking toward the key meets them, where before it
@@ -27,20 +29,85 @@ import type { CID } from 'multiformats/cid'
 import { DHT_PROVIDE_SEND_TIMEOUT_MS, DHT_PROVIDE_WALK_MS } from '../constants.ts'
 import { kadInternals, NO_PATH } from './kad-internals.ts'
 
-/** What one provide did: records sent, and whether the walk ended before its bound. */
-export interface ProvideOutcome { sent: number, walked: boolean }
+/**
+ * What one provide did: records sent, whether the walk ended before its bound, and whether it ended because it
+ * had converged (WalkProgress) rather than by kad-dht's own end.
+ */
+export interface ProvideOutcome { sent: number, walked: boolean, converged: boolean }
 
 const sha256 = (bytes: Uint8Array): Buffer => createHash('sha256').update(bytes).digest()
+
+/** `peer`'s distance to a target (the SHA-256 of a key) in kad-dht's XOR metric. */
+function distanceTo (target: Buffer, peer: PeerId): Buffer {
+  const d = sha256(peer.toMultihash().bytes)
+  for (let i = 0; i < d.length; i++) d[i] = (d[i] ?? 0) ^ (target[i] ?? 0)
+  return d
+}
 
 /** The `k` of `peers` closest to `key` in kad-dht's XOR metric (SHA-256 of the key's and the peers' multihash bytes). */
 export function closestTo (key: Uint8Array, peers: readonly PeerId[], k: number): PeerId[] {
   const target = sha256(key)
-  const distance = (p: PeerId): Buffer => {
-    const d = sha256(p.toMultihash().bytes)
-    for (let i = 0; i < d.length; i++) d[i] = (d[i] ?? 0) ^ (target[i] ?? 0)
+  return peers.map(p => ({ p, d: distanceTo(target, p) })).sort((a, b) => Buffer.compare(a.d, b.d)).slice(0, k).map(x => x.p)
+}
+
+/**
+ * A walk toward a key, as its events tell it. kad-dht ends a walk only when
+ * every request it sent has ended, so one slow peer (a busy node, a dial that
+ * hangs) holds the whole walk for up to kad-dht's request timeout although
+ * the closest peers answered long before. The walk has converged once k
+ * peers answered and every request still out goes to a peer farther from
+ * the key than the k-th closest of them: whatever those answer, the k
+ * closest that answered stay the same.
+ */
+export class WalkProgress {
+  private readonly target: Buffer
+  private readonly k: number
+  private readonly self: PeerId
+  private readonly distances = new Map<string, Buffer>()
+  private readonly out = new Map<string, PeerId>()
+  private readonly answered = new Map<string, PeerId>()
+
+  constructor (key: Uint8Array, k: number, self: PeerId) {
+    this.target = sha256(key)
+    this.k = k
+    this.self = self
+  }
+
+  /** A request to `peer` started (kad-dht's DIAL_PEER: the dial, then the request). */
+  asked (peer: PeerId): void { if (!peer.equals(this.self)) this.out.set(peer.toString(), peer) }
+  /** `peer` answered the walk. */
+  answer (peer: PeerId): void {
+    const id = peer.toString()
+    this.out.delete(id)
+    if (!peer.equals(this.self)) this.answered.set(id, peer)
+  }
+
+  /** The request to `peer` failed. */
+  failed (peer: PeerId): void { this.out.delete(peer.toString()) }
+
+  /** The `k` closest peers that answered. */
+  closest (): PeerId[] { return this.sorted().slice(0, this.k) }
+
+  get converged (): boolean {
+    if (this.answered.size < this.k) return false
+    const kth = this.distance(this.sorted()[this.k - 1]!)
+    for (const p of this.out.values()) if (Buffer.compare(this.distance(p), kth) < 0) return false
+    return true
+  }
+
+  private sorted (): PeerId[] {
+    return [...this.answered.values()].sort((a, b) => Buffer.compare(this.distance(a), this.distance(b)))
+  }
+
+  private distance (p: PeerId): Buffer {
+    const id = p.toString()
+    let d = this.distances.get(id)
+    if (d === undefined) {
+      d = distanceTo(this.target, p)
+      this.distances.set(id, d)
+    }
     return d
   }
-  return peers.map(p => ({ p, d: distance(p) })).sort((a, b) => Buffer.compare(a.d, b.d)).slice(0, k).map(x => x.p)
 }
 
 /**
@@ -54,25 +121,33 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
     for await (const ev of dht.provide(key, { signal })) {
       if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') sent++
     }
-    return { sent, walked: true }
+    return { sent, walked: true, converged: false }
   }
   await parts.providers.addProvider(key, self, { signal })
   const target = key.multihash.bytes
   const walk = AbortSignal.any([signal, AbortSignal.timeout(walkMs)])
-  const answered = new Map<string, PeerId>()
+  const progress = new WalkProgress(target, parts.k, self)
   const final: PeerId[] = []
   let walked = false
+  let converged = false
   try {
     for await (const ev of dht.getClosestPeers(target, { signal: walk })) {
-      if (ev.name === 'PEER_RESPONSE') answered.set(ev.from.toString(), ev.from)
+      if (ev.name === 'DIAL_PEER') progress.asked(ev.peer)
+      else if (ev.name === 'PEER_RESPONSE') progress.answer(ev.from)
+      else if (ev.name === 'QUERY_ERROR') progress.failed(ev.from)
       else if (ev.name === 'FINAL_PEER') final.push(ev.peer.id)
+      // leaving the loop ends kad-dht's query, and the requests still out with it
+      if ((ev.name === 'PEER_RESPONSE' || ev.name === 'QUERY_ERROR') && progress.converged) {
+        converged = true
+        break
+      }
     }
     walked = true
   } catch (err) {
     // the caller's own end stops everything; the walk's bound only ends the walk
     if (signal.aborted) throw err
   }
-  const to = final.length > 0 ? final : closestTo(target, [...answered.values()].filter(p => !p.equals(self)), parts.k)
+  const to = final.length > 0 ? final : progress.closest()
   const msg = { type: MessageType.ADD_PROVIDER, key: target, providers: [{ id: self.toMultihash().bytes, multiaddrs: addrs.map(a => a.bytes) }] }
   const sent = await Promise.all(to.map(async (peer): Promise<number> => {
     try {
@@ -84,5 +159,5 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
     }
     return 0
   }))
-  return { sent: sent.reduce((a, b) => a + b, 0), walked }
+  return { sent: sent.reduce((a, b) => a + b, 0), walked, converged }
 }
