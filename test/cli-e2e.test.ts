@@ -139,7 +139,7 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(ts.lines.at(-1)).toEqual({ event: 'stopped' })
   })
 
-  it('serves Prometheus metrics: libp2p\'s, runs by state, delegations, run events and errors by code', async () => {
+  it('serves Prometheus metrics: libp2p\'s, runs by state, delegations, run events, errors by code and discovery counters', async () => {
     // one error for the error counter
     expect((await a.cli(['runs', 'show', 'no-such-run', '--json'])).json.error.code).toBe('RUN_NOT_FOUND')
     const res = await fetch(metricsUrl)
@@ -158,6 +158,10 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(text).toMatch(/^aap_liveness\{what="notices_open"\} 0$/m)
     expect(text).toMatch(/^aap_connections\{what="max"\} 64$/m)
     expect(text).toMatch(/^aap_connections\{what="open"\} [1-9]/m)
+    // discovery: the card's provider keys were walked and their records sent; failed held-card pulls by kind
+    expect(text).toMatch(/^aap_discovery\{what="providerWalks"\} [1-9]/m)
+    expect(text).toMatch(/^aap_discovery\{what="providerRecordsSent"\} [1-9]/m)
+    expect(text).toMatch(/^aap_discovery\{what="heldCardPullTimeouts"\} \d+$/m)
   })
 
   it('SIGTERM stops a node cleanly: its agent\'s stream ends, the API files go, and a restart still has every run', async () => {

@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics of a node: libp2p's own (through @libp2p/prometheus-metrics,
  * passed to the node as its `metrics` option) and the node's: runs by state,
- * delegations, run events, errors by code, API streams. Served on an opt-in
+ * delegations, run events, errors by code, API streams, discovery counters. Served on an opt-in
  * port by `aap-mesh start --metrics-port`.
  */
 import { createServer, type Server } from 'node:http'
@@ -106,6 +106,17 @@ export class NodeMetrics {
         this.set({ what: 'pruned' }, b.stats.pruned)
         this.set({ what: 'over_budget' }, b.stats.overBudget)
         this.set({ what: 'errors' }, b.stats.errors)
+      }
+    })
+    new Gauge({
+      name: 'aap_discovery',
+      help: 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed',
+      labelNames: ['what'],
+      registers,
+      collect () {
+        const stats = self.node?.discovery.stats
+        if (stats === undefined) return
+        for (const [what, n] of Object.entries(stats)) this.set({ what }, n)
       }
     })
     new Gauge({
