@@ -13,7 +13,7 @@ import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { CardFetches } from '../src/card/fetch-order.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
 import { askHolder, HeldCards } from '../src/card/held-cards.ts'
-import { AgentNotFoundError, TimeoutError } from '../src/errors.ts'
+import { AgentNotFoundError, DelegationRefusedError, TimeoutError } from '../src/errors.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -103,13 +103,21 @@ describe('HeldCards', () => {
     expect(stats.heldCardPullsDropped).toBeLessThanOrEqual(10)
   })
 
-  it('counts failed pulls, and of them those that ran out of time', async () => {
+  it('counts failed pulls, and of them those that ran out of time and those that lost their stream', async () => {
     const stats = newDiscoveryStats()
-    const outcomes = [new TimeoutError('no answer in time'), new AgentNotFoundError('connection closed')]
+    // as the client reports them (wire/client.ts): its own time limits and lost streams are AGENT_NOT_FOUND with a reason
+    const outcomes = [
+      new TimeoutError('no answer in time'),
+      new AgentNotFoundError('agent did not answer get_card within 2000 ms', { reason: 'timeout', timeout: 'call', limit_ms: 2000 }),
+      new AgentNotFoundError('stream to agent closed before it answered', { reason: 'closed' }),
+      new AgentNotFoundError('agent is unreachable', { reason: 'unreachable' }),
+      new DelegationRefusedError('not now', { reason: 'policy' })
+    ]
     const held = new HeldCards({ pull: async () => { throw outcomes.shift() }, connected: () => true, stats, log })
-    for (let i = 0; i < 2; i++) held.onProviderRecord(peerIdFromString(agentIdOf(await newKey())))
-    await until(() => stats.heldCardPullFailures === 2, 'both pulls failed')
-    expect(stats.heldCardPullTimeouts).toBe(1)
+    for (let i = 0; i < 5; i++) held.onProviderRecord(peerIdFromString(agentIdOf(await newKey())))
+    await until(() => stats.heldCardPullFailures === 5, 'every pull failed')
+    expect(stats.heldCardPullTimeouts).toBe(2)
+    expect(stats.heldCardPullsLost).toBe(2)
     expect(stats.heldCardPulls).toBe(0)
     held.stop()
   })

@@ -44,8 +44,9 @@ export interface DiscoveryStats {
   /** Cards held for others (held-cards.ts): pulled from their agents, pulls that failed, pulls dropped with the queue full, pulls not made because the provider's connection had closed by their turn, cards handed out. */
   heldCardPulls: number
   heldCardPullFailures: number
-  /** Of the failed pulls: those that ran out their time (TIMEOUT), and those whose card did not verify (INVALID_CARD); the rest lost their connection or stream. */
+  /** Of the failed pulls: those that ran out of time, those whose stream or connection was lost (or could not be opened), and those whose card did not verify; the rest were refused by the provider (a typed error). */
   heldCardPullTimeouts: number
+  heldCardPullsLost: number
   heldCardPullsInvalid: number
   heldCardPullsDropped: number
   heldCardPullsSkipped: number
@@ -84,6 +85,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     heldCardPulls: 0,
     heldCardPullFailures: 0,
     heldCardPullTimeouts: 0,
+    heldCardPullsLost: 0,
     heldCardPullsInvalid: 0,
     heldCardPullsDropped: 0,
     heldCardPullsSkipped: 0,

@@ -143,7 +143,11 @@ export class HeldCards {
           this.hold(card)
         }, (err: unknown) => {
           this.init.stats.heldCardPullFailures++
-          if (toAapError(err).code === 'TIMEOUT') this.init.stats.heldCardPullTimeouts++
+          // the client reports its own time limits and lost streams as AGENT_NOT_FOUND with a reason (wire/client.ts)
+          const e = toAapError(err)
+          const reason = e.details?.reason
+          if (e.code === 'TIMEOUT' || reason === 'timeout') this.init.stats.heldCardPullTimeouts++
+          else if (reason === 'closed' || reason === 'unreachable') this.init.stats.heldCardPullsLost++
           this.init.log.debug({ err: toAapError(err), peer: id }, 'could not pull the card of a provider whose record this node keeps')
         })
         .finally(() => {
