@@ -10,21 +10,32 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { closestTo, provideKey, WalkProgress } from '../src/wire/dht-provide.ts'
+import { provideKey, WalkProgress } from '../src/wire/dht-provide.ts'
 import { startMesh, stopAll, waitForRouting } from './helpers.ts'
 
 const asBig = (b: Uint8Array): bigint => BigInt('0x' + Buffer.from(b).toString('hex'))
 const digest = (b: Uint8Array): Uint8Array => createHash('sha256').update(b).digest()
 
+/** `peers` sorted by their XOR distance to `key` (SHA-256 of each), computed with BigInt: the reference the code is checked against. */
+function byDistance<T extends { toMultihash: () => { bytes: Uint8Array } }> (key: Uint8Array, peers: T[]): T[] {
+  const d = (p: T): bigint => asBig(digest(key)) ^ asBig(digest(p.toMultihash().bytes))
+  return [...peers].sort((a, b) => (d(a) < d(b) ? -1 : d(a) > d(b) ? 1 : 0))
+}
+
 describe('the k peers closest to a key', () => {
   it('orders by the XOR of the SHA-256 of the key and of each peer id, and keeps k', async () => {
+    const self = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
     const peers = await Promise.all(Array.from({ length: 12 }, async () => peerIdFromPrivateKey(await generateKeyPair('Ed25519'))))
     const key = new TextEncoder().encode('aap/cap-any/0.1.0/cap:test')
-    const d = (p: typeof peers[number]): bigint => asBig(digest(key)) ^ asBig(digest(p.toMultihash().bytes))
-    const expected = [...peers].sort((a, b) => (d(a) < d(b) ? -1 : d(a) > d(b) ? 1 : 0)).slice(0, 5)
-    expect(closestTo(key, peers, 5).map(p => p.toString())).toEqual(expected.map(p => p.toString()))
-    expect(closestTo(key, peers, 50)).toHaveLength(12)
-    expect(closestTo(key, [], 5)).toEqual([])
+    const expected = byDistance(key, peers).slice(0, 5)
+    const walk = (k: number, answered: typeof peers): WalkProgress => {
+      const w = new WalkProgress(key, k, self)
+      for (const p of answered) w.answer(p)
+      return w
+    }
+    expect(walk(5, peers).closest().map(p => p.toString())).toEqual(expected.map(p => p.toString()))
+    expect(walk(50, peers).closest()).toHaveLength(12)
+    expect(walk(5, []).closest()).toEqual([])
   })
 })
 
@@ -33,7 +44,7 @@ describe('a walk that has converged', () => {
     const self = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
     const peers = await Promise.all(Array.from({ length: 8 }, async () => peerIdFromPrivateKey(await generateKeyPair('Ed25519'))))
     const key = new TextEncoder().encode('aap/cap-any/0.1.0/cap:walk')
-    const [p0, p1, p2, p3, p4, p5, p6, p7] = closestTo(key, peers, 8) as [typeof self, typeof self, typeof self, typeof self, typeof self, typeof self, typeof self, typeof self]
+    const [p0, p1, p2, p3, p4, p5, p6, p7] = byDistance(key, peers) as [typeof self, typeof self, typeof self, typeof self, typeof self, typeof self, typeof self, typeof self]
     const walk = new WalkProgress(key, 3, self)
     for (const p of [p1, p3, p4, p6, p7, self]) walk.asked(p)
     walk.answer(p3)
@@ -65,7 +76,7 @@ describe('providing a key on a real mesh', () => {
     const [a, , , d] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
     const key = await capabilityKey('cap:provided-here')
     const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000))
-    expect(outcome).toEqual({ sent: 3, walked: true, converged: false })
+    expect(outcome).toEqual({ sent: 3, failed: 0, walked: true, converged: false })
     const found: string[] = []
     for await (const ev of d.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
       if (ev.name === 'PROVIDER') found.push(...ev.providers.map(p => p.id.toString()))
@@ -88,7 +99,7 @@ describe('providing a key on a real mesh', () => {
       await silentAsked
       expect(held.length).toBeGreaterThan(0)
       // the walk was cut; b and d answered it, so the records went to them (k is larger than the two)
-      expect(outcome).toEqual({ sent: 2, walked: false, converged: false })
+      expect(outcome).toEqual({ sent: 2, failed: 0, walked: false, converged: false })
       for (const holder of [b, d]) {
         const found: string[] = []
         for await (const ev of holder.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {

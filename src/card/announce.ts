@@ -160,6 +160,7 @@ export class Announcer {
       try {
         const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig)
         sent = outcome.sent
+        stats.providerRecordsFailed += outcome.failed
         if (!outcome.walked) stats.providerWalksCut++
         if (outcome.converged) stats.providerWalksConverged++
       } finally {

@@ -22,6 +22,8 @@ export interface DiscoveryStats {
   providerWalks: number
   /** Provider records those walks sent (ADD_PROVIDER), walks cut at DHT_PROVIDE_WALK_MS (records sent to the closest that answered), walks that sent fewer than enough (announce.ts), and retries of such keys. */
   providerRecordsSent: number
+  /** ADD_PROVIDER sends that failed or got no answer within DHT_PROVIDE_SEND_TIMEOUT_MS. */
+  providerRecordsFailed: number
   providerWalksCut: number
   /** Provider walks that ended once converged, before kad-dht's own end (src/wire/dht-provide.ts WalkProgress). */
   providerWalksConverged: number
@@ -70,6 +72,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     failedAnnouncements: 0,
     providerWalks: 0,
     providerRecordsSent: 0,
+    providerRecordsFailed: 0,
     providerWalksCut: 0,
     providerWalksConverged: 0,
     shortProviderWalks: 0,

@@ -148,7 +148,7 @@ export class HeldCards {
           const reason = e.details?.reason
           if (e.code === 'TIMEOUT' || reason === 'timeout') this.init.stats.heldCardPullTimeouts++
           else if (reason === 'closed' || reason === 'unreachable') this.init.stats.heldCardPullsLost++
-          this.init.log.debug({ err: toAapError(err), peer: id }, 'could not pull the card of a provider whose record this node keeps')
+          this.init.log.debug({ err: e, peer: id }, 'could not pull the card of a provider whose record this node keeps')
         })
         .finally(() => {
           this.running--

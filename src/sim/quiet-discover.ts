@@ -53,13 +53,14 @@ export interface QuietDiscovers {
 /**
  * Wait until no node (here or in a group process) is announcing or about to
  * walk short provider keys again (SIM_ANNOUNCE_SETTLE_MS at most): those
- * walks are the mesh's start, not its rest. Returns when it was over.
+ * walks are the mesh's start, not its rest. Returns how long it waited (ms).
  */
 export async function quietAfterAnnouncements (here: SimNode[], groups: Group[], log: (line: string) => void): Promise<number> {
-  const deadline = Date.now() + SIM_ANNOUNCE_SETTLE_MS
+  const started = Date.now()
+  const deadline = started + SIM_ANNOUNCE_SETTLE_MS
   const quiet = await Promise.all([settleAnnouncements(() => here, deadline), ...groups.map(async g => groupQuiet(g, Math.max(0, deadline - Date.now())))])
   if (quiet.includes(false)) log(`announcements: some node still announcing ${Math.round(SIM_ANNOUNCE_SETTLE_MS / 1000)} s after the connections settled`)
-  return Date.now()
+  return Date.now() - started
 }
 
 /** Busy and total CPU time of the machine so far (all cores). */

@@ -83,7 +83,7 @@ export interface SimReport {
   connections?: { bound: number, nodes: number, peak_max: number, peak_p50: number, end_max: number, end_p50: number, nodes_over_bound: number }
   /** Wall time of each phase: nodes up, cards announced, tasks run. */
   /** settle: after the last task, until every node was back under its connection bound (bounded; absent in older reports). */
-  phases_ms: { start: number, announce: number, tasks: number, settle?: number, /** After the settle: until no node announced or waited to retry (the discovers at rest start then). */ announcements_over?: number }
+  phases_ms: { start: number, announce: number, tasks: number, settle?: number, /** After the settle and the end figures: the wait until no node announced or waited to retry (the discovers at rest start then). */ announcements_over?: number }
   churn: { stops: number, restarts: number }
   /** Things that went wrong on the way without breaking an invariant, by kind (timed-out announcements, refused forgeries). */
   incidents: Record<string, number>
@@ -166,7 +166,7 @@ ${charts}
 <h2>Resources</h2><table>${row(['nodes', 'RSS', 'RSS per node', 'peak RSS', 'heap used', 'CPU user', 'CPU system', 'cores busy', 'event-loop delay p50 / p99 / max'], 'th')}
 ${row([String(res.nodes), `${(res.rss_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB`, `${(res.rss_peak_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.heap_used_bytes / 2 ** 20).toFixed(0)} MiB`, `${(res.cpu_user_ms / 1000).toFixed(1)} s`, `${(res.cpu_system_ms / 1000).toFixed(1)} s`, res.cpu_cores_busy.toFixed(2), `${fmt(res.event_loop_delay_ms.p50)} / ${fmt(res.event_loop_delay_ms.p99)} / ${fmt(res.event_loop_delay_ms.max)} ms`])}</table>
 ${processesHtml(r)}
-<p>Phases: nodes up in ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced in ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ran for ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections back under the bound ${(r.phases_ms.settle / 1000).toFixed(1)} s later`}${r.phases_ms.announcements_over === undefined ? '' : `, announcement retries over ${(r.phases_ms.announcements_over / 1000).toFixed(1)} s after that`}.</p>
+<p>Phases: nodes up in ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced in ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ran for ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections back under the bound ${(r.phases_ms.settle / 1000).toFixed(1)} s later`}${r.phases_ms.announcements_over === undefined ? '' : `, then ${(r.phases_ms.announcements_over / 1000).toFixed(1)} s until announcement retries were over`}.</p>
 <p>Churn: ${r.churn.stops} stops, ${r.churn.restarts} restarts.</p>
 <h2>Configuration</h2><pre>${esc(JSON.stringify(r.config, null, 2))}</pre>
 <h2>Traces that broke a contract</h2>${failures}
@@ -207,12 +207,12 @@ export function renderSummary (r: SimReport): string {
   lines.push(`  memory: ${(r.resources.rss_per_node_bytes / 2 ** 20).toFixed(2)} MiB RSS per node (peak ${(r.resources.rss_peak_bytes / r.resources.nodes / 2 ** 20).toFixed(2)}); CPU ${r.resources.cpu_cores_busy.toFixed(2)} cores busy; event-loop delay p50 ${fmt(lag.p50)} ms, p99 ${fmt(lag.p99)} ms`)
   const c = r.connections
   if (c !== undefined) lines.push(`  connections per node: peak max ${c.peak_max}, p50 ${c.peak_p50} (bound ${c.bound}, ${c.nodes_over_bound} nodes over it); processes ${(r.processes ?? []).map(p => p.nodes).join(' + ')}`)
-  lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections settled ${(r.phases_ms.settle / 1000).toFixed(1)} s`}${r.phases_ms.announcements_over === undefined ? '' : `, announcement retries over ${(r.phases_ms.announcements_over / 1000).toFixed(1)} s later`}`)
+  lines.push(`  phases: nodes up ${(r.phases_ms.start / 1000).toFixed(1)} s, cards announced ${(r.phases_ms.announce / 1000).toFixed(1)} s, tasks ${(r.phases_ms.tasks / 1000).toFixed(1)} s${r.phases_ms.settle === undefined ? '' : `, connections settled ${(r.phases_ms.settle / 1000).toFixed(1)} s`}${r.phases_ms.announcements_over === undefined ? '' : `, then ${(r.phases_ms.announcements_over / 1000).toFixed(1)} s until announcement retries were over`}`)
   const d = r.discovery
   if (d !== undefined) lines.push(`  discovery (task drivers): ${d.lookups ?? 0} lookups, ${d.lookupAnswers ?? 0} answers, ${d.lookupErrors ?? 0} failed requests, ${d.lookupProviders ?? 0} providers named, ${d.fetchedCards ?? 0} cards fetched, ${d.heldCardsReceived ?? 0} from the holders that named them, ${d.unreachableProviders ?? 0} unreachable (${d.rejectedCards ?? 0} cards rejected, ${d.providerFetchTimeouts ?? 0} fetches timed out, ${d.providerFetchesCutShort ?? 0} ended by the deadline), ${d.discoversCutShort ?? 0} cut short by the deadline`)
   const held = (r.processes ?? []).filter(p => p.role === 'group' && p.discovery !== undefined).map(p => p.discovery ?? {})
   const announced = (who: string, get: (k: string) => number): string =>
-    `  announcements (${who}): ${get('providerWalks')} provider walks, ${get('providerRecordsSent')} provider records sent, ${get('providerWalksCut')} walks cut at their bound, ${get('providerWalksConverged')} ended once converged, ${get('shortProviderWalks')} walks that sent too few, ${get('announceRetries')} retries`
+    `  announcements (${who}): ${get('providerWalks')} provider walks, ${get('providerRecordsSent')} provider records sent (${get('providerRecordsFailed')} sends failed), ${get('providerWalksCut')} walks cut at their bound, ${get('providerWalksConverged')} ended once converged, ${get('shortProviderWalks')} walks that sent too few, ${get('announceRetries')} retries`
   const hostileAnnounced = (r.processes ?? []).find(p => p.role === 'hostile')?.discovery
   if (hostileAnnounced !== undefined) lines.push(announced('hostile group', k => hostileAnnounced[k] ?? 0))
   if (held.length > 0) {

@@ -68,8 +68,12 @@ export const SIM_ANNOUNCE_SETTLE_MS = ANNOUNCE_RETRY_MS * (2 ** ANNOUNCE_MAX_RET
  * budget never cuts a live run), so the wait is bounded.
  */
 export async function settleConnections (nodes: () => SimNode[], deadline: number): Promise<boolean> {
-  const over = (): boolean => nodes().some(n => n.up && n.node.host.getConnections().length > n.node.connections.max)
-  while (over()) {
+  return whileAny(nodes, n => n.node.host.getConnections().length > n.node.connections.max, deadline)
+}
+
+/** Check every SIM_CONNECTION_SAMPLE_MS until no running node is `busy`, or the deadline (false then). */
+async function whileAny (nodes: () => SimNode[], busy: (n: SimNode) => boolean, deadline: number): Promise<boolean> {
+  while (nodes().some(n => n.up && busy(n))) {
     if (Date.now() >= deadline) return false
     await new Promise(resolve => setTimeout(resolve, SIM_CONNECTION_SAMPLE_MS))
   }
@@ -81,12 +85,7 @@ export async function settleConnections (nodes: () => SimNode[], deadline: numbe
  * deadline: the discovers at rest are measured once the announcements' retries are over, not beside them.
  */
 export async function settleAnnouncements (nodes: () => SimNode[], deadline: number): Promise<boolean> {
-  const busy = (): boolean => nodes().some(n => n.up && n.node.discovery.announcing)
-  while (busy()) {
-    if (Date.now() >= deadline) return false
-    await new Promise(resolve => setTimeout(resolve, SIM_CONNECTION_SAMPLE_MS))
-  }
-  return true
+  return whileAny(nodes, n => n.node.discovery.announcing, deadline)
 }
 
 /** Counts each node's open connections every SIM_CONNECTION_SAMPLE_MS and keeps each node's highest count. */

@@ -440,7 +440,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const processes = [here, ...await groupFigures(groups, opts.heapSnapshot)]
   // after the figures of the end (the discovers at rest open connections of their own)
   const discovery = diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore)
-  const quietAt = await quietAfterAnnouncements(mesh, groups, log)
+  const announcementsOver = await quietAfterAnnouncements(mesh, groups, log)
   log(`discovers at rest (${SIM_QUIET_DISCOVERS} of each kind)`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
@@ -481,7 +481,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     resources: resourcesOf(opts.nodes, processes, wall),
     processes,
     connections: connectionsOf(processes, opts.maxConnections ?? CONNECTIONS_MAX),
-    phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt, settle: settledAt - tasksEnded, announcements_over: quietAt - settledAt },
+    phases_ms: { start: meshUp - started, announce: announcedAt - meshUp, tasks: tasksEnded - announcedAt, settle: settledAt - tasksEnded, announcements_over: announcementsOver },
     churn,
     incidents,
     discovery,

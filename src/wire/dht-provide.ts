@@ -30,10 +30,10 @@ import { DHT_PROVIDE_SEND_TIMEOUT_MS, DHT_PROVIDE_WALK_MS } from '../constants.t
 import { kadInternals, NO_PATH } from './kad-internals.ts'
 
 /**
- * What one provide did: records sent, whether the walk ended before its bound, and whether it ended because it
+ * What one provide did: records sent and sends that failed (or got no answer in time), whether the walk ended before its bound, and whether it ended because it
  * had converged (WalkProgress) rather than by kad-dht's own end.
  */
-export interface ProvideOutcome { sent: number, walked: boolean, converged: boolean }
+export interface ProvideOutcome { sent: number, failed: number, walked: boolean, converged: boolean }
 
 const sha256 = (bytes: Uint8Array): Buffer => createHash('sha256').update(bytes).digest()
 
@@ -42,12 +42,6 @@ function distanceTo (target: Buffer, peer: PeerId): Buffer {
   const d = sha256(peer.toMultihash().bytes)
   for (let i = 0; i < d.length; i++) d[i] = (d[i] ?? 0) ^ (target[i] ?? 0)
   return d
-}
-
-/** The `k` of `peers` closest to `key` in kad-dht's XOR metric (SHA-256 of the key's and the peers' multihash bytes). */
-export function closestTo (key: Uint8Array, peers: readonly PeerId[], k: number): PeerId[] {
-  const target = sha256(key)
-  return peers.map(p => ({ p, d: distanceTo(target, p) })).sort((a, b) => Buffer.compare(a.d, b.d)).slice(0, k).map(x => x.p)
 }
 
 /**
@@ -85,7 +79,7 @@ export class WalkProgress {
   /** The request to `peer` failed. */
   failed (peer: PeerId): void { this.out.delete(peer.toString()) }
 
-  /** The `k` closest peers that answered. */
+  /** The `k` closest peers that answered, in kad-dht's XOR metric (SHA-256 of the key's and the peers' multihash bytes). */
   closest (): PeerId[] { return this.sorted().slice(0, this.k) }
 
   get converged (): boolean {
@@ -121,7 +115,7 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
     for await (const ev of dht.provide(key, { signal })) {
       if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') sent++
     }
-    return { sent, walked: true, converged: false }
+    return { sent, failed: 0, walked: true, converged: false }
   }
   await parts.providers.addProvider(key, self, { signal })
   const target = key.multihash.bytes
@@ -155,9 +149,10 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
         if (ev.name === 'PEER_RESPONSE') return 1
       }
     } catch {
-      // one peer not taking the record is counted by what was sent (the caller's stats)
+      // counted: the outcome's `failed` (the caller's stats)
     }
     return 0
   }))
-  return { sent: sent.reduce((a, b) => a + b, 0), walked, converged }
+  const made = sent.reduce((a, b) => a + b, 0)
+  return { sent: made, failed: to.length - made, walked, converged }
 }
