@@ -191,17 +191,18 @@ export const CARD_CACHE_MAX_ENTRIES = 1024
 /** How long a fetched card is trusted without re-fetching (still bounded by expires_at). */
 export const CARD_CACHE_TTL_MS = 60_000
 /**
- * Cards held for the providers whose records a node keeps (src/card/held-cards.ts): how many; agents per
- * `get_held_cards` ask (and cards per answer, which also fit in CARD_MAX_FRAME_BYTES); how long a discover
- * waits for the holder before it dials the providers; card pulls in flight and waiting; and how soon the
- * same agent's card is pulled again.
- */
+ * Cards held for the providers whose records a node keeps (src/card/held-cards.ts): how many; agents per ask
+ * (and cards per answer, within CARD_MAX_FRAME_BYTES); how long a discover waits for the holder before it
+ * dials the providers; pulls in flight and waiting; how soon the same agent's card is pulled again. */
 export const CARD_HELD_MAX = 1024
 export const CARD_HELD_ASK_MAX = 16
 export const CARD_HELD_ASK_TIMEOUT_MS = 500
 export const CARD_HELD_PULL_CONCURRENCY = 4
 export const CARD_HELD_PULL_QUEUE = 256
 export const CARD_HELD_PULL_MIN_INTERVAL_MS = 60_000
+/** A pull that ran out of time or lost its connection is tried again this long after (n times it the n-th time, half to all of that), at most this often. */
+export const CARD_HELD_PULL_RETRY_MS = 30_000
+export const CARD_HELD_PULL_RETRIES = 2
 
 // ---- runs (src/runs) ------------------------------------------------------------------------
 export const MAX_CONCURRENT_INBOUND_RUNS = 256
@@ -368,7 +369,6 @@ export const REPLAY_TIMEOUT_MS = 20_000
 export const EVENTS_SCORE_INVALID_WEIGHT = -10
 /** Kept per decay interval (1 s): a counter of 3 falls under the graylist line after about 1.2 s, 10 after about 25 s. */
 export const EVENTS_SCORE_INVALID_DECAY = 0.95
-
 // ---- storage (src/storage) ------------------------------------------------------------------
 export const STORAGE_LINGER_MAX_OPS = 512 // operations that may linger in the group committer before a batch goes out regardless
 

@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
-import { CARD_HELD_ASK_MAX, CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS } from '../src/constants.ts'
+import { CARD_HELD_ASK_MAX, CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS } from '../src/constants.ts'
 import { issueCard, type AgentCard } from '../src/card/card.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { CardFetches } from '../src/card/fetch-order.ts'
@@ -119,6 +119,87 @@ describe('HeldCards', () => {
     expect(stats.heldCardPullTimeouts).toBe(2)
     expect(stats.heldCardPullsLost).toBe(2)
     expect(stats.heldCardPulls).toBe(0)
+    // the four that ran out of time or lost their connection wait to be tried again; the refused one does not
+    expect(stats.heldCardPullRetries).toBe(4)
+    held.stop()
+  })
+
+  it('tries a pull that ran out of time again later, at most CARD_HELD_PULL_RETRIES times, and one asked for after that', async () => {
+    const stats = newDiscoveryStats()
+    const clock = { now: Date.now() }
+    const waits: Array<{ fn: () => void, ms: number }> = []
+    let failing = true
+    const card = await cardOf()
+    const peer = peerIdFromString(card.agent_id)
+    const connected = new Set([card.agent_id])
+    const held = new HeldCards({
+      pull: async () => {
+        if (failing) throw new AgentNotFoundError('agent did not answer get_card within 2000 ms', { reason: 'timeout' })
+        return card
+      },
+      connected: p => connected.has(p.toString()),
+      stats,
+      log,
+      now: () => clock.now,
+      schedule: (fn, ms) => { waits.push({ fn, ms }); return () => {} }
+    })
+    const fire = async (): Promise<number> => {
+      const w = waits.shift()
+      if (w === undefined) throw new Error('no pull waits to be tried again')
+      const failed = stats.heldCardPullFailures
+      w.fn()
+      await until(() => stats.heldCardPullFailures > failed || stats.heldCardPulls > 0, 'the pull tried again ended')
+      return w.ms
+    }
+    held.onProviderRecord(peer)
+    await until(() => stats.heldCardPullFailures === 1, 'the first pull failed')
+    // each wait is half to all of CARD_HELD_PULL_RETRY_MS times the try, and does not wait for the pull interval
+    for (let t = 1; t <= CARD_HELD_PULL_RETRIES; t++) {
+      const ms = await fire()
+      expect(ms).toBeGreaterThanOrEqual(CARD_HELD_PULL_RETRY_MS * t / 2)
+      expect(ms).toBeLessThanOrEqual(CARD_HELD_PULL_RETRY_MS * t)
+    }
+    expect(stats.heldCardPullFailures).toBe(1 + CARD_HELD_PULL_RETRIES)
+    expect(waits).toEqual([]) // no more tries of its own
+    expect(stats.heldCardPullRetries).toBe(CARD_HELD_PULL_RETRIES)
+    // a discover asks this node for the card: not held, its record is, so it is pulled again (once the interval is over)
+    failing = false
+    expect(held.answer([card.agent_id])).toEqual([])
+    expect(stats.heldCardPullFailures).toBe(1 + CARD_HELD_PULL_RETRIES) // not within the interval
+    clock.now += CARD_HELD_PULL_MIN_INTERVAL_MS
+    expect(held.answer([card.agent_id])).toEqual([])
+    await until(() => stats.heldCardPulls === 1, 'the card asked for was pulled')
+    expect(held.answer([card.agent_id])).toEqual([card])
+    held.stop()
+  })
+
+  it('a pull to be tried again whose connection closed meanwhile is not made, and does not hold its place', async () => {
+    const stats = newDiscoveryStats()
+    const clock = { now: Date.now() }
+    const waits: Array<() => void> = []
+    const peer = peerIdFromString(agentIdOf(await newKey()))
+    const connected = new Set([peer.toString()])
+    let pulls = 0
+    const held = new HeldCards({
+      pull: async () => { pulls++; throw new AgentNotFoundError('stream to agent closed before it answered', { reason: 'closed' }) },
+      connected: p => connected.has(p.toString()),
+      stats,
+      log,
+      now: () => clock.now,
+      schedule: (fn) => { waits.push(fn); return () => {} }
+    })
+    held.onProviderRecord(peer)
+    await until(() => stats.heldCardPullFailures === 1, 'the pull failed')
+    connected.clear()
+    waits.shift()?.()
+    expect(stats.heldCardPullsSkipped).toBe(1) // a pull never dials
+    expect(pulls).toBe(1)
+    // nothing waits for it any more: a discover asking for the card makes it pull again, once connected
+    connected.add(peer.toString())
+    clock.now += CARD_HELD_PULL_MIN_INTERVAL_MS
+    held.answer([peer.toString()])
+    await until(() => stats.heldCardPullFailures === 2, 'the card asked for was pulled again')
+    expect(pulls).toBe(2)
     held.stop()
   })
 })

@@ -52,6 +52,8 @@ export interface DiscoveryStats {
   heldCardPullsInvalid: number
   heldCardPullsDropped: number
   heldCardPullsSkipped: number
+  /** Failed pulls (out of time, connection lost) set to be tried again later. */
+  heldCardPullRetries: number
   heldCardsServed: number
   /** Asks this node's discovers sent to a peer whose DHT answer named providers, asks that failed, and the verified cards they brought. */
   heldCardAsks: number
@@ -92,6 +94,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     heldCardPullsInvalid: 0,
     heldCardPullsDropped: 0,
     heldCardPullsSkipped: 0,
+    heldCardPullRetries: 0,
     heldCardsServed: 0,
     heldCardAsks: 0,
     heldCardAskFailures: 0,

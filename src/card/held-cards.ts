@@ -14,7 +14,9 @@
  * pulls run CARD_HELD_PULL_CONCURRENCY at a time with at most
  * CARD_HELD_PULL_QUEUE waiting (more are dropped and counted), at most once
  * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A pull after a provider
- * record never dials. A card is handed out only until it expires, and never
+ * record never dials. One that ran out of time or lost its connection (the
+ * provider was busy, most often announcing) is tried again later, at most
+ * CARD_HELD_PULL_RETRIES times, and so is one whose card a discover asks for. A card is handed out only until it expires, and never
  * replaced by an older one. One that an agent has likely re-signed since (it
  * was issued a republish interval ago) is still handed out while valid, and
  * pulled again when asked for: the only pulls that may dial, and only for
@@ -23,7 +25,7 @@
 import type { PeerId } from '@libp2p/interface'
 import {
   CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_PULL_CONCURRENCY,
-  CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
+  CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
 } from '../constants.ts'
 import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
@@ -49,6 +51,14 @@ export interface HeldCardsInit {
   stats: DiscoveryStats
   log: Logger
   now?: () => number
+  /** Runs `fn` in `ms` (setTimeout, unref'd); a test passes its own. Returns what cancels it. */
+  schedule?: (fn: () => void, ms: number) => () => void
+}
+
+function later (fn: () => void, ms: number): () => void {
+  const timer = setTimeout(fn, ms)
+  timer.unref()
+  return () => { clearTimeout(timer) }
 }
 
 export class HeldCards {
@@ -56,14 +66,18 @@ export class HeldCards {
   /** When each agent's card was last pulled (or tried), by agent id; as bounded as `held`. */
   private readonly pulledAt = new Map<string, number>()
   private readonly queue = new Map<string, { peer: PeerId, dial: boolean }>()
+  /** Pulls waiting to be tried again, by agent id: how many times tried, and what cancels the wait (at most CARD_HELD_PULL_QUEUE). */
+  private readonly retries = new Map<string, { tries: number, cancel: (() => void) | undefined }>()
   private running = 0
   private readonly stopping = new AbortController()
   private readonly now: () => number
+  private readonly schedule: (fn: () => void, ms: number) => () => void
   private readonly init: HeldCardsInit
 
   constructor (init: HeldCardsInit) {
     this.init = init
     this.now = init.now ?? Date.now
+    this.schedule = init.schedule ?? later
   }
 
   get size (): number { return this.held.size }
@@ -93,7 +107,11 @@ export class HeldCards {
     let room = CARD_MAX_FRAME_BYTES - ANSWER_ENVELOPE_BYTES
     for (const id of new Set(agents)) {
       const held = this.held.get(id)
-      if (held === undefined) continue
+      if (held === undefined) {
+        // its record is kept here but its pull failed: asked for, pull it again (never a dial)
+        if (this.pulledAt.has(id) && !this.retries.has(id)) this.enqueue(peerIdOfAgent(id), false)
+        continue
+      }
       if (this.due(held.card)) this.enqueue(peerIdOfAgent(id), true)
       if (!this.valid(held.card) || held.bytes + 1 > room) continue
       room -= held.bytes + 1
@@ -106,22 +124,27 @@ export class HeldCards {
   stop (): void {
     this.stopping.abort()
     this.queue.clear()
+    for (const r of this.retries.values()) r.cancel?.()
+    this.retries.clear()
   }
 
   private valid (card: AgentCard): boolean { return Date.parse(card.expires_at) > this.now() }
   private due (card: AgentCard): boolean { return this.now() - Date.parse(card.issued_at) >= CARD_REPUBLISH_INTERVAL_MS || !this.valid(card) }
 
-  private enqueue (peer: PeerId, dial: boolean): void {
+  /** Queue a pull; false when none is queued or waiting for its turn. */
+  private enqueue (peer: PeerId, dial: boolean, retry = false): boolean {
     const id = peer.toString()
-    if (this.stopping.signal.aborted || this.queue.has(id)) return
+    if (this.stopping.signal.aborted) return false
+    if (this.queue.has(id)) return true
     const last = this.pulledAt.get(id)
-    if (last !== undefined && this.now() - last < CARD_HELD_PULL_MIN_INTERVAL_MS) return
+    if (!retry && last !== undefined && this.now() - last < CARD_HELD_PULL_MIN_INTERVAL_MS) return false
     if (this.queue.size >= CARD_HELD_PULL_QUEUE) {
       this.init.stats.heldCardPullsDropped++
-      return
+      return false
     }
     this.queue.set(id, { peer, dial })
     this.pump()
+    return true
   }
 
   private pump (): void {
@@ -131,6 +154,7 @@ export class HeldCards {
       // a pull after a provider record rides the connection that record came on; it never dials
       if (!next.dial && !this.init.connected(next.peer)) {
         this.init.stats.heldCardPullsSkipped++
+        this.retries.delete(id)
         continue
       }
       this.pulledAt.delete(id)
@@ -140,21 +164,48 @@ export class HeldCards {
       this.init.pull(next.peer, this.stopping.signal)
         .then(card => {
           this.init.stats.heldCardPulls++
+          this.retries.delete(id)
           this.hold(card)
         }, (err: unknown) => {
           this.init.stats.heldCardPullFailures++
           // the client reports its own time limits and lost streams as AGENT_NOT_FOUND with a reason (wire/client.ts)
           const e = toAapError(err)
           const reason = e.details?.reason
-          if (e.code === 'TIMEOUT' || reason === 'timeout') this.init.stats.heldCardPullTimeouts++
-          else if (reason === 'closed' || reason === 'unreachable') this.init.stats.heldCardPullsLost++
+          const timedOut = e.code === 'TIMEOUT' || reason === 'timeout'
+          const lost = reason === 'closed' || reason === 'unreachable'
+          if (timedOut) this.init.stats.heldCardPullTimeouts++
+          else if (lost) this.init.stats.heldCardPullsLost++
           this.init.log.debug({ err: e, peer: id }, 'could not pull the card of a provider whose record this node keeps')
+          if (timedOut || lost) this.retryLater(next.peer)
+          else this.retries.delete(id)
         })
         .finally(() => {
           this.running--
           this.pump()
         })
     }
+  }
+
+  /** Try a pull that ran out of time or lost its connection again, unless it was tried CARD_HELD_PULL_RETRIES times. */
+  private retryLater (peer: PeerId): void {
+    const id = peer.toString()
+    const tries = (this.retries.get(id)?.tries ?? 0) + 1
+    if (this.stopping.signal.aborted || tries > CARD_HELD_PULL_RETRIES) {
+      this.retries.delete(id)
+      return
+    }
+    if (!this.retries.has(id) && this.retries.size >= CARD_HELD_PULL_QUEUE) {
+      this.init.stats.heldCardPullsDropped++
+      return
+    }
+    const wait = CARD_HELD_PULL_RETRY_MS * tries * (0.5 + Math.random() / 2)
+    const entry: { tries: number, cancel: (() => void) | undefined } = { tries, cancel: undefined }
+    this.retries.set(id, entry)
+    this.init.stats.heldCardPullRetries++
+    entry.cancel = this.schedule(() => {
+      entry.cancel = undefined
+      if (!this.enqueue(peer, false, true)) this.retries.delete(id)
+    }, wait)
   }
 
   private dropOldest (map: Map<string, unknown>): void {

@@ -217,7 +217,7 @@ export function renderSummary (r: SimReport): string {
   if (hostileAnnounced !== undefined) lines.push(announced('hostile group', k => hostileAnnounced[k] ?? 0))
   if (held.length > 0) {
     const sum = (k: string): number => held.reduce((n, x) => n + (x[k] ?? 0), 0)
-    lines.push(`  cards held for others (group processes, whole run): ${sum('heldCardPulls')} pulled, ${sum('heldCardPullsSkipped')} not pulled (the provider's connection had closed), ${sum('heldCardPullsDropped')} dropped (queue full), ${sum('heldCardPullFailures')} failed (${sum('heldCardPullTimeouts')} ran out of time, ${sum('heldCardPullsLost')} lost their stream or connection, ${sum('heldCardPullsInvalid')} answered with a card that did not verify, the rest refused), ${sum('heldCardsServed')} handed out`)
+    lines.push(`  cards held for others (group processes, whole run): ${sum('heldCardPulls')} pulled, ${sum('heldCardPullsSkipped')} not pulled (the provider's connection had closed), ${sum('heldCardPullsDropped')} dropped (queue full), ${sum('heldCardPullFailures')} failed (${sum('heldCardPullTimeouts')} ran out of time, ${sum('heldCardPullsLost')} lost their stream or connection, ${sum('heldCardPullsInvalid')} answered with a card that did not verify, the rest refused; ${sum('heldCardPullRetries')} tried again later), ${sum('heldCardsServed')} handed out`)
     lines.push(announced('group processes, whole run', sum))
   }
   const atRest = (what: string, q: Record<string, number> | undefined): void => {
