@@ -25,7 +25,7 @@ import { parseOptions } from './lib/options.ts'
 import { bigBufferRetainers, summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
 import { BUFFER_POOL_BYTES } from '../src/wire/network-constants.ts'
 import type { SimReport } from '../src/sim/report.ts'
-import { GROUP_V8_FLAGS } from '../src/sim/group.ts'
+import { GROUP_V8_FLAGS_RULE } from '../src/sim/group.ts'
 import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 
 const USAGE = `usage: npm run sim:scale [-- --sizes 50,100,200,500 --tasks 40 --per-process 50 --out docs/scaling
@@ -156,7 +156,7 @@ async function write (): Promise<void> {
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`,
     per_process: docPerProcess,
     tasks: docTasks,
-    group_flags: GROUP_V8_FLAGS,
+    group_flags: [GROUP_V8_FLAGS_RULE],
     rows: [...rows].sort((a, b) => a.nodes - b.nodes),
     heap: [...heap].sort((a, b) => a.nodes - b.nodes)
   }

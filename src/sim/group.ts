@@ -21,14 +21,27 @@ export const GROUP_START_TIMEOUT_MS = 35 * 60_000
  */
 const groupFlags = (): string[] => (process.env.AAP_SIM_GROUP_FLAGS ?? '').split(' ').filter(f => f !== '')
 /**
- * V8 flags of every group process (none). Tried at 200 nodes for memory per
- * node: `--max-semi-space-size=2 --optimize-for-size` brought the group
- * processes' RSS to 7.4 MiB per node but more than doubled their CPU (372 s
- * against 165 s each) and their event-loop delay p50 went from 10 ms to
- * 0.75 to 1 s, so discovery timed out and 0 of 40 tasks passed
- * (docs/simulations.md). AAP_SIM_GROUP_FLAGS tries others.
+ * Old space a group process may grow to, per node it runs (at least the
+ * floor). Below V8's default limit (a quarter of the machine's memory, at
+ * most 4 GiB) V8 lets the heap grow less past what is live after each full
+ * GC: at 200 nodes (43 per group) with a flat 1024 MiB the groups held 350 to
+ * 380 MiB of heap for about 143 MiB live, against 364 to 481 MiB with the
+ * default, and RSS per node went from 16.8 to 15.0 MiB with no more CPU
+ * (379 s against 428 s, one run each, docs/simulations.md). 20 MiB per node
+ * is six times what an honest node of that run kept live after a full GC
+ * (3.3 MiB) and three and a half times a hostile one (5.6 MiB).
+ * Tried before: `--max-semi-space-size=2 --optimize-for-size` brought the
+ * groups to 7.4 MiB per node but more than doubled their CPU and let 0 of 40
+ * tasks pass (the event loops fell behind). AAP_SIM_GROUP_FLAGS tries others.
  */
-export const GROUP_V8_FLAGS: string[] = []
+export const GROUP_OLD_SPACE_MIB_PER_NODE = 20
+export const GROUP_OLD_SPACE_MIN_MIB = 512
+/** The V8 flags of a group process of `count` nodes. */
+export function groupV8Flags (count: number): string[] {
+  return [`--max-old-space-size=${Math.max(GROUP_OLD_SPACE_MIN_MIB, GROUP_OLD_SPACE_MIB_PER_NODE * count)}`]
+}
+/** The same, as the scaling report names it. */
+export const GROUP_V8_FLAGS_RULE = `--max-old-space-size=max(${GROUP_OLD_SPACE_MIN_MIB}, ${GROUP_OLD_SPACE_MIB_PER_NODE} × nodes of the group)`
 /** How long a group may take to answer a request (a heap snapshot of a big heap takes a while). */
 const GROUP_REQUEST_TIMEOUT_MS = 5 * 60_000
 
@@ -67,7 +80,7 @@ export async function spawnGroup (o: GroupOptions): Promise<Group> {
   const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed)]
   if (o.maxConnections !== undefined) args.push('--max-connections', String(o.maxConnections))
   if (o.hostileFollowersPerTask !== undefined) args.push('--hostile', '--followers-per-task', String(o.hostileFollowersPerTask))
-  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...GROUP_V8_FLAGS, ...groupFlags()], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...groupV8Flags(o.count), ...groupFlags()], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const g: Group = { hostile: o.hostileFollowersPerTask !== undefined, first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
   const ready = Promise.withResolvers<void>()
   child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number>, addrs?: string[] }) => {
