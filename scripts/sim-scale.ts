@@ -25,7 +25,7 @@ import { parseOptions } from './lib/options.ts'
 import { bigBufferRetainers, summarizeHeapSnapshot } from '../src/sim/heap-summary.ts'
 import { BUFFER_POOL_BYTES } from '../src/wire/network-constants.ts'
 import type { SimReport } from '../src/sim/report.ts'
-import { GROUP_V8_FLAGS_RULE } from '../src/sim/group.ts'
+import { DRIVER_V8_FLAGS, SIM_PROCESS_FLAGS_RULE, simProcessEnv } from '../src/sim/group.ts'
 import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 
 const USAGE = `usage: npm run sim:scale [-- --sizes 50,100,200,500 --tasks 40 --per-process 50 --out docs/scaling
@@ -73,11 +73,11 @@ const say = (line: string): void => { if (!values.quiet) process.stderr.write(`$
 async function runSize (nodes: number, heapSnapshot: string | undefined): Promise<{ report?: SimReport, why?: string, wallMs: number }> {
   const out = join(values.out, `n${nodes}`)
   await rm(join(out, 'report.json'), { force: true })
-  const args = ['--expose-gc', SIM_SCRIPT, '--nodes', String(nodes), '--tasks', String(tasks), '--per-process', String(perProcess), '--out', out, ...(values.quiet ? ['--quiet'] : [])]
+  const args = ['--expose-gc', ...DRIVER_V8_FLAGS, SIM_SCRIPT, '--nodes', String(nodes), '--tasks', String(tasks), '--per-process', String(perProcess), '--out', out, ...(values.quiet ? ['--quiet'] : [])]
   for (const k of ['observers', 'hostile', 'concurrency', 'seed'] as const) if (values[k] !== undefined) args.push(`--${k}`, String(values[k]))
   if (heapSnapshot !== undefined) args.push('--heap-snapshot', heapSnapshot)
   const t0 = Date.now()
-  const child = spawn(process.execPath, args, { stdio: ['ignore', values.quiet ? 'ignore' : 'inherit', 'pipe'] })
+  const child = spawn(process.execPath, args, { env: simProcessEnv(), stdio: ['ignore', values.quiet ? 'ignore' : 'inherit', 'pipe'] })
   // the simulation's progress lines, passed on; the last says how far a stopped size got
   let last = ''
   child.stderr.on('data', (b: Buffer) => {
@@ -156,7 +156,7 @@ async function write (): Promise<void> {
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`,
     per_process: docPerProcess,
     tasks: docTasks,
-    group_flags: [GROUP_V8_FLAGS_RULE],
+    group_flags: SIM_PROCESS_FLAGS_RULE,
     rows: [...rows].sort((a, b) => a.nodes - b.nodes),
     heap: [...heap].sort((a, b) => a.nodes - b.nodes)
   }

@@ -5,6 +5,8 @@
  * bounded; a group that dies answers every pending request with null.
  */
 import { fork, type ChildProcess } from 'node:child_process'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import type { Hostiles } from './hostile.ts'
@@ -30,18 +32,43 @@ const groupFlags = (): string[] => (process.env.AAP_SIM_GROUP_FLAGS ?? '').split
  * (379 s against 428 s, one run each, docs/simulations.md). 20 MiB per node
  * is six times what an honest node of that run kept live after a full GC
  * (3.3 MiB) and three and a half times a hostile one (5.6 MiB).
- * Tried before: `--max-semi-space-size=2 --optimize-for-size` brought the
- * groups to 7.4 MiB per node but more than doubled their CPU and let 0 of 40
- * tasks pass (the event loops fell behind). AAP_SIM_GROUP_FLAGS tries others.
+ *
+ * Young space: V8 grows each of its two semi-spaces to 32 MiB in a process
+ * this busy (64 MiB committed, much of it touched while the code loads). At
+ * 8 MiB, at 200 nodes, RSS per node went from 15.1 to 12.1 MiB, the group
+ * processes' CPU from 76 to 80 s to 88 to 91 s each (more scavenges), and the
+ * latencies stayed where they were (discover p50 494 against 489 ms, one run
+ * each). Tried before: `--max-semi-space-size=2 --optimize-for-size` brought
+ * the groups to 7.4 MiB per node but more than doubled their CPU and let 0 of
+ * 40 tasks pass (the event loops fell behind). AAP_SIM_GROUP_FLAGS tries others.
  */
 export const GROUP_OLD_SPACE_MIB_PER_NODE = 20
 export const GROUP_OLD_SPACE_MIN_MIB = 512
+export const GROUP_SEMI_SPACE_MIB = 8
+/** The driver's old space (its nodes, and every task's trace and figures): more than ten times what it kept live after a full GC at 500 nodes (76 MiB). */
+export const DRIVER_OLD_SPACE_MIB = 1024
 /** The V8 flags of a group process of `count` nodes. */
 export function groupV8Flags (count: number): string[] {
-  return [`--max-old-space-size=${Math.max(GROUP_OLD_SPACE_MIN_MIB, GROUP_OLD_SPACE_MIB_PER_NODE * count)}`]
+  return [`--max-old-space-size=${Math.max(GROUP_OLD_SPACE_MIN_MIB, GROUP_OLD_SPACE_MIB_PER_NODE * count)}`, `--max-semi-space-size=${GROUP_SEMI_SPACE_MIB}`]
 }
-/** The same, as the scaling report names it. */
-export const GROUP_V8_FLAGS_RULE = `--max-old-space-size=max(${GROUP_OLD_SPACE_MIN_MIB}, ${GROUP_OLD_SPACE_MIB_PER_NODE} × nodes of the group)`
+/** The V8 flags of the driver process, as `npm run sim:scale` starts it. */
+export const DRIVER_V8_FLAGS = [`--max-old-space-size=${DRIVER_OLD_SPACE_MIB}`]
+/** What the scaling report says the processes ran with. */
+export const SIM_PROCESS_FLAGS_RULE = [
+  `group processes: --max-old-space-size=max(${GROUP_OLD_SPACE_MIN_MIB}, ${GROUP_OLD_SPACE_MIB_PER_NODE} × their nodes) --max-semi-space-size=${GROUP_SEMI_SPACE_MIB}`,
+  `driver: ${DRIVER_V8_FLAGS.join(' ')}`,
+  'NODE_COMPILE_CACHE'
+]
+/**
+ * The environment of a simulation process: Node's module compile cache on
+ * (the TypeScript it strips and V8's code for it, kept on disk), unless the
+ * caller chose a directory or NODE_DISABLE_COMPILE_CACHE. A process that loads
+ * from the cache never loads the type stripper: 18 MiB less RSS at start
+ * (123 against 141 MiB for src/node.ts), and a faster start.
+ */
+export function simProcessEnv (): NodeJS.ProcessEnv {
+  return { ...process.env, NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), 'node-compile-cache') }
+}
 /** How long a group may take to answer a request (a heap snapshot of a big heap takes a while). */
 const GROUP_REQUEST_TIMEOUT_MS = 5 * 60_000
 
@@ -80,7 +107,7 @@ export async function spawnGroup (o: GroupOptions): Promise<Group> {
   const args = ['--first', String(o.first), '--count', String(o.count), '--seed', String(o.seed)]
   if (o.maxConnections !== undefined) args.push('--max-connections', String(o.maxConnections))
   if (o.hostileFollowersPerTask !== undefined) args.push('--hostile', '--followers-per-task', String(o.hostileFollowersPerTask))
-  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...groupV8Flags(o.count), ...groupFlags()], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(GROUP_SCRIPT, args, { execArgv: ['--expose-gc', ...groupV8Flags(o.count), ...groupFlags()], env: simProcessEnv(), stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   const g: Group = { hostile: o.hostileFollowersPerTask !== undefined, first: o.first, count: o.count, child, members: [], incidents: {}, pending: new Map(), nextId: 1 }
   const ready = Promise.withResolvers<void>()
   child.on('message', (msg: { type: string, line?: string, id?: number, value?: unknown, error?: string, members?: GroupMember[], incidents?: Record<string, number>, addrs?: string[] }) => {

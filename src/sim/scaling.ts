@@ -243,7 +243,7 @@ export interface ScalingDoc {
   machine: string
   per_process: number
   tasks: number
-  /** The V8 flags of the group processes (src/sim/group.ts groupV8Flags), when the report was made with some. */
+  /** The V8 flags (and environment) of the simulation's processes (src/sim/group.ts), when the report was made with some. */
   group_flags?: string[]
   rows: ScaleRow[]
   growth?: Growth
@@ -294,7 +294,7 @@ export function renderScaling (d: ScalingDoc): string {
     'of the tasks (`process.memoryUsage().rss`), summed over the processes and divided by the nodes; "above start"',
     'subtracts each process\'s RSS before it started its nodes (the loaded code, about the same for one node or a',
     'hundred). Latencies include waits for the shared event loop of each process.',
-    ...(d.group_flags === undefined || d.group_flags.length === 0 ? [] : ['', `The group processes run with \`${d.group_flags.join(' ')}\` (src/sim/group.ts, \`groupV8Flags\`).`]),
+    ...(d.group_flags === undefined || d.group_flags.length === 0 ? [] : ['', `The processes ran with ${d.group_flags.map(f => `\`${f}\``).join('; ')} (src/sim/group.ts).`]),
     '',
     '## Issue #17, point by point',
     '',
