@@ -4,6 +4,7 @@
 // `node` devDependency. Under an older Node (the system one, say), hand over
 // to that runtime instead of failing.
 import { spawn } from 'node:child_process'
+import module from 'node:module'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
@@ -31,6 +32,9 @@ if (handOver) {
     }
   })
 } else {
+  // Node's module compile cache (on disk, under the OS's temp dir unless NODE_COMPILE_CACHE names one; off with
+  // NODE_DISABLE_COMPILE_CACHE=1): the TypeScript below is stripped and compiled once, not on every command
+  module.enableCompileCache?.()
   const { run } = await import('../src/cli/main.ts')
   await run(process.argv)
 }

@@ -4,7 +4,7 @@
  * discovers it. Each process gets its own temporary data directory.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -195,6 +195,25 @@ describe('aap-mesh start, as separate processes', () => {
     await until(() => c.text.length > 0, 'the version line')
     expect(c.text).toEqual([pkg.version])
     expect(c.stderr).toBe('')
+  })
+
+  it('bin/aap-mesh.mjs keeps the compiled CLI in Node\'s compile cache and runs again from it', async () => {
+    const cache = await mkdtemp(join(tmpdir(), 'aap-compile-cache-'))
+    try {
+      const env: NodeJS.ProcessEnv = { ...process.env, NODE_COMPILE_CACHE: cache }
+      delete env.NODE_DISABLE_COMPILE_CACHE
+      const first = cli(['--version'], BIN, env)
+      expect((await first.exited).code).toBe(0)
+      // Node writes the cache as the process exits: the command's TypeScript modules are in it
+      const files = (await readdir(cache, { recursive: true })).filter(f => !f.endsWith('/'))
+      expect(files.length).toBeGreaterThan(10)
+      const second = cli(['--version'], BIN, env)
+      expect((await second.exited).code).toBe(0)
+      await until(() => second.text.length > 0, 'the version line')
+      expect(second.text).toEqual([pkg.version])
+    } finally {
+      await rm(cache, { recursive: true, force: true })
+    }
   })
 
   it('bin/aap-mesh.mjs handing over to the pinned Node passes a SIGTERM sent to it alone on to the node, which stops cleanly', async () => {
