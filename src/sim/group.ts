@@ -33,29 +33,29 @@ const groupFlags = (): string[] => (process.env.AAP_SIM_GROUP_FLAGS ?? '').split
  * is six times what an honest node of that run kept live after a full GC
  * (3.3 MiB) and three and a half times a hostile one (5.6 MiB).
  *
- * Young space: V8 grows each of its two semi-spaces to 32 MiB in a process
- * this busy (64 MiB committed, much of it touched while the code loads). At
- * 8 MiB, at 200 nodes, RSS per node went from 15.1 to 12.1 MiB, the group
- * processes' CPU from 76 to 80 s to 88 to 91 s each (more scavenges), and the
- * latencies stayed where they were (discover p50 494 against 489 ms, one run
- * each). Tried before: `--max-semi-space-size=2 --optimize-for-size` brought
- * the groups to 7.4 MiB per node but more than doubled their CPU and let 0 of
- * 40 tasks pass (the event loops fell behind). AAP_SIM_GROUP_FLAGS tries others.
+ * Young space, tried and not kept: V8 grows each of its two semi-spaces to
+ * 32 MiB in a process this busy. At 8 MiB (`--max-semi-space-size=8`) RSS per
+ * node at 200 nodes went from 15.1 to 12.1 MiB (11.5 in the scaling run), for
+ * about 12 % more CPU in the group processes (more scavenges); at 500 nodes,
+ * where the two cores are saturated, 2 of 40 handoffs then timed out dialing
+ * their receiver (one run; docs/simulations.md). Before that,
+ * `--max-semi-space-size=2 --optimize-for-size` brought the groups to 7.4 MiB
+ * per node but more than doubled their CPU and let 0 of 40 tasks pass.
+ * AAP_SIM_GROUP_FLAGS tries others.
  */
 export const GROUP_OLD_SPACE_MIB_PER_NODE = 20
 export const GROUP_OLD_SPACE_MIN_MIB = 512
-export const GROUP_SEMI_SPACE_MIB = 8
 /** The driver's old space (its nodes, and every task's trace and figures): more than ten times what it kept live after a full GC at 500 nodes (76 MiB). */
 export const DRIVER_OLD_SPACE_MIB = 1024
 /** The V8 flags of a group process of `count` nodes. */
 export function groupV8Flags (count: number): string[] {
-  return [`--max-old-space-size=${Math.max(GROUP_OLD_SPACE_MIN_MIB, GROUP_OLD_SPACE_MIB_PER_NODE * count)}`, `--max-semi-space-size=${GROUP_SEMI_SPACE_MIB}`]
+  return [`--max-old-space-size=${Math.max(GROUP_OLD_SPACE_MIN_MIB, GROUP_OLD_SPACE_MIB_PER_NODE * count)}`]
 }
 /** The V8 flags of the driver process, as `npm run sim:scale` starts it. */
 export const DRIVER_V8_FLAGS = [`--max-old-space-size=${DRIVER_OLD_SPACE_MIB}`]
 /** What the scaling report says the processes ran with. */
 export const SIM_PROCESS_FLAGS_RULE = [
-  `group processes: --max-old-space-size=max(${GROUP_OLD_SPACE_MIN_MIB}, ${GROUP_OLD_SPACE_MIB_PER_NODE} × their nodes) --max-semi-space-size=${GROUP_SEMI_SPACE_MIB}`,
+  `group processes: --max-old-space-size=max(${GROUP_OLD_SPACE_MIN_MIB}, ${GROUP_OLD_SPACE_MIB_PER_NODE} × their nodes)`,
   `driver: ${DRIVER_V8_FLAGS.join(' ')}`,
   'NODE_COMPILE_CACHE'
 ]
