@@ -4,8 +4,8 @@
 // `node` devDependency. Under an older Node (the system one, say), hand over
 // to that runtime instead of failing.
 import { spawn } from 'node:child_process'
-import module from 'node:module'
 import { existsSync } from 'node:fs'
+import module from 'node:module'
 import { fileURLToPath } from 'node:url'
 
 const major = Number(process.versions.node.split('.')[0])

@@ -16,8 +16,9 @@
  * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A pull after a provider
  * record never dials. One that ran out of time or lost its connection (the
  * provider was busy, most often announcing) is tried again later, at most
- * CARD_HELD_PULL_RETRIES times, and so is one whose card a discover asks for. A card is handed out only until it expires, and never
- * replaced by an older one. One that an agent has likely re-signed since (it
+ * CARD_HELD_PULL_RETRIES times, and so is one whose card a discover asks for.
+ * A card is handed out only until it expires, and never replaced by an older
+ * one. One that an agent has likely re-signed since (it
  * was issued a republish interval ago) is still handed out while valid, and
  * pulled again when asked for: the only pulls that may dial, and only for
  * agents whose card this node held, so an asker cannot make it dial anyone.
