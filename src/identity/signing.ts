@@ -9,16 +9,70 @@ import type { PrivateKey } from '@libp2p/interface'
 import { fromString, toString } from 'uint8arrays'
 import { publicKeyOfAgent } from './identity.ts'
 
-/** JSON with object keys sorted at every level: the bytes every signer and verifier agree on. */
+/**
+ * JSON with object keys sorted at every level: the bytes every signer and
+ * verifier agree on. Keys sort by UTF-16 code units (Array.prototype.sort),
+ * strings and numbers are written as JSON.stringify writes them, undefined
+ * members are left out, non-finite numbers throw.
+ *
+ * The serialization is V8's own (JSON.stringify with a replacer that hands it
+ * each object with its keys in order), about twice as fast as building the
+ * string here; every event is encoded this way when it is signed, hashed and
+ * published. An object whose keys include array indices cannot be handed
+ * over reordered (JavaScript lists integer keys first, in numeric order):
+ * a value that holds one is written member by member instead.
+ */
 export function canonicalJson (value: unknown): string {
+  try {
+    return JSON.stringify(value, sortKeys)
+  } catch (err) {
+    if (err !== INDEX_KEYS) throw err
+    return written(value)
+  }
+}
+
+/** Thrown by sortKeys, caught by canonicalJson alone. */
+const INDEX_KEYS = Symbol('index keys out of text order')
+
+function sortKeys (_key: string, value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('non-finite number')
+    return value
+  }
+  if (Array.isArray(value)) return value
+  const obj = value as Record<string, unknown>
+  const keys = Object.keys(obj)
+  let sorted = true
+  for (let i = 1; i < keys.length; i++) {
+    if ((keys[i - 1] as string) > (keys[i] as string)) {
+      sorted = false
+      break
+    }
+  }
+  if (sorted) return obj
+  if (keys.some(isIndexKey)) throw INDEX_KEYS
+  keys.sort()
+  // no prototype: a member named __proto__ (JSON.parse makes it an own one) stays a member
+  const out = Object.create(null) as Record<string, unknown>
+  for (const k of keys) out[k] = obj[k]
+  return out
+}
+
+/** A key JavaScript orders as an array index (numeric, before every other key). */
+function isIndexKey (k: string): boolean {
+  return /^(?:0|[1-9]\d{0,9})$/.test(k) && Number(k) < 2 ** 32 - 1
+}
+
+/** The canonical form built member by member: slower, for values the replacer cannot reorder. */
+function written (value: unknown): string {
   if (value === null || typeof value !== 'object') {
     if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('non-finite number')
     return JSON.stringify(value)
   }
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  if (Array.isArray(value)) return `[${value.map(written).join(',')}]`
   const obj = value as Record<string, unknown>
   const keys = Object.keys(obj).filter(k => obj[k] !== undefined).sort()
-  return `{${keys.map(k => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`
+  return `{${keys.map(k => `${JSON.stringify(k)}:${written(obj[k])}`).join(',')}}`
 }
 
 const enc = new TextEncoder()
