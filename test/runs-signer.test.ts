@@ -2,10 +2,12 @@
  * The run service's event signer is a faster path to exactly what
  * signEvent produces: same bytes, same signature, verifiable by anyone.
  */
+import { createHash } from 'node:crypto'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { describe, expect, it } from 'vitest'
 import { EVENT_PAYLOAD_MAX_BYTES } from '../src/constants.ts'
-import { signEvent, verifyEvent } from '../src/runlog/event.ts'
+import { canonicalEvent, eventHash, signEvent, verifyEvent } from '../src/runlog/event.ts'
+import { canonicalJson } from '../src/identity/signing.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { EventSigner } from '../src/runlog/signer.ts'
 import type { UnsignedEvent } from '../src/runlog/types.ts'
@@ -34,7 +36,24 @@ describe('EventSigner', () => {
       const fast = await signer.sign(unsigned)
       expect(fast).toEqual(await signEvent(key, unsigned))
       expect(await verifyEvent(fast)).toEqual(fast)
+      // the text the signer built beside the signature is the event's canonical JSON
+      expect(canonicalEvent(fast)).toBe(canonicalJson(fast))
+      expect(eventHash(fast)).toBe(createHash('sha256').update(canonicalJson(fast)).digest('hex'))
     }
+  })
+
+  it('builds the canonical text right whatever members the event has, and around the signature', async () => {
+    const key = await generateKeyPair('Ed25519')
+    const agent = agentIdOf(key)
+    const signer = new EventSigner(key)
+    // a verdict's declared_by sorts before `signature`; members the schema does not name may sort after it
+    const unsigned = {
+      run_id: `${agent}:00aa11bb`, correlation_id: 'task-signer', type: 'run.failed', payload: { 10: 'a', 9: 'b' },
+      at: '2026-06-20T10:00:00.000Z', seq: 3, prev: 'c'.repeat(64), executor: agent, declared_by: agent, zz: undefined, tz: 1
+    } as unknown as UnsignedEvent
+    const fast = await signer.sign(unsigned)
+    expect(fast).toEqual(await signEvent(key, unsigned))
+    expect(canonicalEvent(fast)).toBe(canonicalJson(fast))
   })
 
   it('refuses a payload over EVENT_PAYLOAD_MAX_BYTES, as signEvent does', async () => {

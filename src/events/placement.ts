@@ -12,9 +12,8 @@ import {
   EVENTS_EARLY_MAX_BYTES, EVENTS_EARLY_MAX_PER_CORRELATION, EVENTS_GAP_SYNC_DELAY_MS, EVENTS_MAX_EVENTS_PER_RUN, EVENTS_RELAY_WINDOW,
   EVENTS_TAIL_SYNC_FOLLOW_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES
 } from '../constants.ts'
-import { canonicalJson } from '../identity/signing.ts'
 import type { Logger } from '../logger.ts'
-import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
+import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
@@ -334,7 +333,7 @@ export class Placement {
   async placeVerdict (t: CorrTrack, verdict: AgentEvent): Promise<boolean> {
     const accepted = await this.ingest(t, [verdict])
     this.i.stats.published++
-    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalJson(verdict))).catch((err: unknown) => {
+    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalEvent(verdict))).catch((err: unknown) => {
       this.i.log.debug({ err, run_id: verdict.run_id }, 'a verdict was not published on gossip (subscribers sync it)')
     })
     return accepted.length > 0
@@ -344,7 +343,7 @@ export class Placement {
   republish (t: CorrTrack, events: AgentEvent[]): void {
     for (const e of events) {
       this.i.stats.published++
-      this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalJson(e))).catch((err: unknown) => {
+      this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalEvent(e))).catch((err: unknown) => {
         this.i.log.debug({ err, run_id: e.run_id, seq: e.seq }, 'an event was not published again on gossip (subscribers sync it)')
       })
     }
@@ -364,7 +363,7 @@ export class Placement {
     const correlations = this.i.correlations
     const t = correlations.ensure(event.correlation_id, false, false)
     this.i.stats.published++
-    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalJson(event))).catch((err: unknown) => {
+    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalEvent(event))).catch((err: unknown) => {
       // nobody to send to yet, or the router is stopping: subscribers sync it from the log
       this.i.log.debug({ err, run_id: event.run_id, seq: event.seq }, 'an event was not published on gossip')
     })
@@ -417,7 +416,7 @@ function remember (t: CorrTrack, e: AgentEvent): void {
  */
 function relayable (v: Verdict, text: string, event: AgentEvent): Verdict {
   if (v !== 'early' && v !== 'relayed') return v
-  if (canonicalJson(event) === text) return v
+  if (canonicalEvent(event) === text) return v
   return v === 'early' ? 'gap' : 'duplicate'
 }
 

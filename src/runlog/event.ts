@@ -29,8 +29,32 @@ export function newRunId (agentId: string): string {
   return `${agentId}:${randomBytes(12).toString('hex')}`
 }
 
+/**
+ * The canonical JSON of events, by event object: the same event is encoded
+ * when it is signed, published, stored and hashed as the next event's
+ * `prev`, and the encoding is the larger part of each of those. Events are
+ * never changed once signed (a change would break the signature), so the
+ * text of an object stays its text.
+ */
+const canonicalTexts = new WeakMap<AgentEvent, string>()
+
+/** canonicalJson(event), encoded once per event object. */
+export function canonicalEvent (event: AgentEvent): string {
+  let text = canonicalTexts.get(event)
+  if (text === undefined) {
+    text = canonicalJson(event)
+    canonicalTexts.set(event, text)
+  }
+  return text
+}
+
+/** Record the canonical text of an event whose signer built it along with the signature (signer.ts). */
+export function knowCanonical (event: AgentEvent, text: string): void {
+  canonicalTexts.set(event, text)
+}
+
 export function eventHash (event: AgentEvent): string {
-  return createHash('sha256').update(canonicalJson(event)).digest('hex')
+  return createHash('sha256').update(canonicalEvent(event)).digest('hex')
 }
 
 export async function signEvent (key: PrivateKey, unsigned: UnsignedEvent): Promise<AgentEvent> {

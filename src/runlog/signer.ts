@@ -12,8 +12,8 @@ import { sign, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import { EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
-import { signEvent } from './event.ts'
-import { signingBytes, signingKeyObject } from '../identity/signing.ts'
+import { knowCanonical, signEvent } from './event.ts'
+import { canonicalJson, signingKeyObject } from '../identity/signing.ts'
 import type { AgentEvent, UnsignedEvent } from './types.ts'
 
 export class EventSigner {
@@ -32,7 +32,22 @@ export class EventSigner {
     if (payloadBytes > EVENT_PAYLOAD_MAX_BYTES) {
       throw new InvalidRequestError(`event payload is ${payloadBytes} bytes, over ${EVENT_PAYLOAD_MAX_BYTES}`, { reason: 'oversized' })
     }
-    const signature = sign(null, signingBytes(EVENT_SIGNING_DOMAIN, unsigned), this.keyObject).toString('base64url')
-    return { ...unsigned, signature }
+    // the canonical text of the unsigned event is that of its members before and after `signature`
+    // joined; the signed event's adds the signature between them, so neither is encoded twice
+    const before: Record<string, unknown> = {}
+    const after: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(unsigned)) (k < 'signature' ? before : after)[k] = v
+    const head = canonicalJson(before).slice(1, -1)
+    const tail = canonicalJson(after).slice(1, -1)
+    const signedText = `{${joined(head, tail)}}`
+    const signature = sign(null, Buffer.from(EVENT_SIGNING_DOMAIN + signedText), this.keyObject).toString('base64url')
+    const event: AgentEvent = { ...unsigned, signature }
+    knowCanonical(event, `{${joined(joined(head, `"signature":${JSON.stringify(signature)}`), tail)}}`)
+    return event
   }
+}
+
+/** Two runs of canonical members, one after the other. */
+function joined (a: string, b: string): string {
+  return a === '' ? b : b === '' ? a : `${a},${b}`
 }
