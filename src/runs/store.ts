@@ -11,7 +11,7 @@ import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { silentLogger, type Logger } from '../logger.ts'
 import { groupCommitting } from '../storage/group-commit.ts'
-import { readJson } from '../storage/read.ts'
+import { hasKey, readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent } from './state-machine.ts'
@@ -124,7 +124,7 @@ export class RunStore {
 
   /** Whether this node holds a run with this id (a key lookup, nothing parsed). */
   async has (runId: string): Promise<boolean> {
-    return this.ds.has(runKey(runId))
+    return hasKey(this.ds, runKey(runId))
   }
 
   async get (runId: string): Promise<Run | undefined> {
