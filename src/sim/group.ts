@@ -39,7 +39,7 @@ const groupFlags = (): string[] => (process.env.AAP_SIM_GROUP_FLAGS ?? '').split
  * about 12 % more CPU in the group processes (more scavenges); at 500 nodes,
  * where the two cores are saturated, 2 of 40 handoffs then timed out dialing
  * their receiver (one run; docs/simulations.md). At 16 MiB, 9.0 to 9.8 MiB
- * per node at 500 nodes, and one of three runs lost a handoff the same way
+ * per node at 500 nodes, and two of four runs lost handoffs the same way
  * (session 27). Earlier still,
  * `--max-semi-space-size=2 --optimize-for-size` brought the groups to 7.4 MiB
  * per node but more than doubled their CPU and let 0 of 40 tasks pass.
