@@ -8,6 +8,7 @@
  * than it yields; the memory path reads (and sorts) the whole prefix.
  */
 import { Key, type Datastore } from 'interface-datastore'
+import { levelDbWith } from './read.ts'
 
 export interface RangeQuery {
   /** Only keys that start with this. */
@@ -31,11 +32,7 @@ interface LevelLike {
   iterator: (opts: Record<string, unknown>) => AsyncIterable<[string, Uint8Array | undefined]> & { close: () => Promise<void> }
 }
 
-function levelOf (ds: Datastore): LevelLike | undefined {
-  const db = (ds as unknown as { db?: unknown }).db
-  if (db === null || typeof db !== 'object') return undefined
-  return typeof (db as { iterator?: unknown }).iterator === 'function' ? db as LevelLike : undefined
-}
+const levelOf = (ds: Datastore): LevelLike | undefined => levelDbWith<LevelLike>(ds, 'iterator')
 
 function after (key: string, q: RangeQuery): boolean {
   if (q.gt !== undefined && key <= q.gt) return false

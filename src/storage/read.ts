@@ -4,14 +4,21 @@
  */
 import type { Datastore, Key } from 'interface-datastore'
 
-/** classic-level's synchronous read (3.0 and later), as datastore-level's `db`. */
-interface SyncReads { getSync: (key: string) => unknown }
-
-function syncReads (ds: object): SyncReads | undefined {
+/**
+ * The abstract-level database under a LevelDB datastore (datastore-level's
+ * `db`, seen through the node's wrappers), when it has `method`; undefined
+ * for any other datastore.
+ */
+export function levelDbWith<T> (ds: object, method: string): T | undefined {
   const db = (ds as { db?: unknown }).db
   if (db === null || typeof db !== 'object') return undefined
-  return typeof (db as { getSync?: unknown }).getSync === 'function' ? db as SyncReads : undefined
+  return typeof (db as Record<string, unknown>)[method] === 'function' ? db as T : undefined
 }
+
+/** classic-level's synchronous read (3.0 and later). */
+interface SyncReads { getSync: (key: string) => unknown }
+
+const syncReads = (ds: object): SyncReads | undefined => levelDbWith<SyncReads>(ds, 'getSync')
 
 /**
  * Whether `key` is held. A LevelDB datastore is asked on this thread
