@@ -7,6 +7,7 @@
 import { Key, type Batch, type Datastore } from 'interface-datastore'
 import { SYNC_MAX_EVENTS_PER_RESPONSE } from '../constants.ts'
 import { readOptional } from '../storage/read.ts'
+import { canonicalEvent } from './event.ts'
 import type { AgentEvent } from './types.ts'
 
 const seqKey = (seq: number): string => seq.toString().padStart(10, '0')
@@ -33,9 +34,9 @@ export class EventLog {
     return `/aap/log/${encodeURIComponent(runId)}/`
   }
 
-  /** The writes that store an event (and, for seq 1, the correlation index). */
+  /** The writes that store an event (and, for seq 1, the correlation index); its canonical text, which the signer already built. */
   static writes (event: AgentEvent): Array<[Key, Uint8Array]> {
-    const out: Array<[Key, Uint8Array]> = [[EventLog.eventKey(event.run_id, event.seq), enc.encode(JSON.stringify(event))]]
+    const out: Array<[Key, Uint8Array]> = [[EventLog.eventKey(event.run_id, event.seq), enc.encode(canonicalEvent(event))]]
     if (event.seq === 1) out.push([EventLog.correlationKey(event.correlation_id, event.run_id), new Uint8Array(0)])
     return out
   }
