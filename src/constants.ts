@@ -1,9 +1,8 @@
 /**
- * Every size, count and time the node relies on, named once and grouped by
- * the concern that owns it. Units are in the name: _BYTES, _MS, _CHARS,
- * _ENTRIES, _MAX (a count). Protocol ids are versioned: change the version
- * when the wire format changes. Limits that the JSON Schemas in protocols/
- * also state are kept equal to these by test/schema-limits.test.ts.
+ * Every size, count and time the node relies on, named once and grouped by the concern that owns
+ * it. Units are in the name: _BYTES, _MS, _CHARS, _ENTRIES, _MAX (a count). Protocol ids are
+ * versioned: change the version when the wire format changes. Limits that the JSON Schemas in
+ * protocols/ also state are kept equal to these by test/schema-limits.test.ts.
  */
 
 // ---- protocol ids and names ------------------------------------------------------------
@@ -69,15 +68,16 @@ export const DIAL_TIMEOUT_MS = 5_000
  */
 export const CONNECTIONS_MAX = 64
 /**
- * libp2p's own hard limit is the budget plus this: libp2p refuses inbound
- * connections at its limit, and a new delegation must get in before the
- * budget trims an idle connection.
+ * libp2p's own hard limit is the budget plus this: libp2p refuses inbound connections at its
+ * limit, and a new delegation must get in before the budget trims an idle connection.
  */
 export const CONNECTIONS_HEADROOM = 64
 /** The peer tag that marks a peer this node has live runs with (protected from pruning), and how long one lasts unrenewed. */
 export const RUN_PEER_TAG = 'aap-run'
 export const RUN_PEER_TAG_VALUE = 100
 export const RUN_PEER_TAG_TTL_MS = 10 * 60 * 1000
+/** What each topic on which a peer is in this node's gossip mesh adds to its worth to the budget (gossipsub's own tag value; budget.ts). */
+export const GOSSIP_MESH_LINK_WORTH = 100
 /** A connection younger than this is not pruned (default of `connectionGraceMs`), so a request on a new connection is answered first; why 20 s: docs/simulations.md. */
 export const CONNECTION_GRACE_MS = 20_000
 /** How long the budget trusts a peer's tag worth it read (`peer:update` events refresh it sooner; a tag whose TTL ends sends none). */

@@ -2,9 +2,11 @@
  * The connection budget: a node keeps at most `max` open connections
  * (CONNECTIONS_MAX by default), whatever the size of the mesh. Above it, the
  * connections worth least are closed: value is the sum of the peer's tags
- * (gossipsub tags the mesh peers of every topic the node is on, kad-dht its
- * closest peers, the run service the peers it has live runs with), then the
- * newest go first. A connection younger than the grace period
+ * (kad-dht tags its closest peers, the run service the peers it has live runs
+ * with) plus GOSSIP_MESH_LINK_WORTH for each topic on which the peer is in this
+ * node's gossip mesh (read from gossipsub at each round; gossipsub's own
+ * peer-store tags are off, host.ts), then the newest go first. A connection
+ * younger than the grace period
  * (CONNECTION_GRACE_MS) is not closed yet, so the request it was opened for is
  * answered; a round that ends over the budget for that reason comes back when
  * the youngest such connection is out of grace. A peer with live runs
@@ -43,7 +45,7 @@
  */
 import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore, type PeerUpdate } from '@libp2p/interface'
 import {
-  BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, DHT_PROTOCOL, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
+  BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, DHT_PROTOCOL, GOSSIP_MESH_LINK_WORTH, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
@@ -69,6 +71,8 @@ export interface BudgetStats {
  * that loses a peer goes on with the others it knows; a run request never
  * loses its connection this way.
  */
+let warnedNoMesh = false
+
 const CLOSABLE_PROTOCOL_PREFIXES = ['/meshsub/', '/floodsub/', '/ipfs/id/', '/ipfs/ping/', DHT_PROTOCOL]
 
 /** Whether every open stream of the connection may be lost past the hard limit (no run request under way). */
@@ -242,6 +246,26 @@ export class ConnectionBudget {
     for (const id of this.worth.keys()) if (!open.has(id)) this.worth.delete(id)
   }
 
+  /** Per peer, the topics on which it is in this node's gossip mesh (at most MAX_CORRELATION_TOPICS topics of a bounded mesh each). */
+  private meshLinks (): Map<string, number> {
+    const links = new Map<string, number>()
+    const pubsub = this.host.services.pubsub
+    // the GossipSub class has it; its exported interface does not declare it
+    const meshOf = (pubsub as Partial<{ getMeshPeers: (topic: string) => string[] }>).getMeshPeers
+    if (typeof meshOf !== 'function') {
+      this.stats.errors++
+      if (!warnedNoMesh) {
+        warnedNoMesh = true
+        this.log.warn('gossipsub does not expose getMeshPeers: mesh links count as worth nothing')
+      }
+      return links
+    }
+    for (const topic of pubsub.getTopics()) {
+      for (const peer of meshOf.call(pubsub, topic)) links.set(peer, (links.get(peer) ?? 0) + 1)
+    }
+    return links
+  }
+
   /** Drop the keep-alive tags of a peer about to be pruned (libp2p redials a peer that has one). */
   private async dropKeepAlive (c: Connection, v: PeerWorth | undefined): Promise<void> {
     if (v === undefined || v.keepAlive.length === 0) return
@@ -279,7 +303,11 @@ export class ConnectionBudget {
       if (!value.has(id)) value.set(id, await this.worthOf(c.remotePeer, now))
     }
     this.forgetGone(conns)
-    const worth = (c: Connection): number => value.get(c.remotePeer.toString())?.sum ?? 0
+    const links = this.meshLinks()
+    const worth = (c: Connection): number => {
+      const id = c.remotePeer.toString()
+      return (value.get(id)?.sum ?? 0) + (links.get(id) ?? 0) * GOSSIP_MESH_LINK_WORTH
+    }
     const runPeer = (c: Connection): boolean => value.get(c.remotePeer.toString())?.runs === true || taggedNow(this.host, c.remotePeer.toString(), Date.now())
     // run peers checked again: a run tag may have been written while the reads above waited
     const candidates = closable

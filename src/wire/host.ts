@@ -178,6 +178,11 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         // a content id (SHA-256 of the data), so one event republished by anyone is one message.
         globalSignaturePolicy: 'StrictNoSign',
         emitSelf: false,
+        // Deliberate: gossipsub would write a tag to the peer store at every GRAFT and PRUNE (a
+        // record read, re-encoded and stored, and a peer:update to every listener), about a dozen
+        // per correlation topic a node joins and leaves. The connection budget reads the mesh
+        // from gossipsub itself instead (budget.ts).
+        tagMeshPeers: false,
         maxInboundDataLength: EVENT_MAX_BYTES + 1024,
         maxTopicBytesPerPeer: GOSSIP_MAX_TOPIC_BYTES_PER_PEER,
         idontwantMinDataSize: GOSSIP_IDONTWANT_MIN_BYTES,
