@@ -59,12 +59,12 @@ export const RAW_CALL_MAX_FRAME_BYTES = 1024 * 1024
 export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
 
 // ---- wire: call timeouts (each a separate limit; see src/wire/rpc.ts) ------------------------
-/** Connect (dial) plus protocol negotiation. */
+/** Connect (dial) plus protocol negotiation; a call whose dial timed out dials again (DIAL_ATTEMPTS_MAX in all) while its call budget lasts. */
 export const DIAL_TIMEOUT_MS = 5_000
+export const DIAL_ATTEMPTS_MAX = 2
 /**
- * Open connections a node keeps (the default of `maxConnections`): above it,
- * the connection budget (src/wire/budget.ts) closes the least valuable ones,
- * never a peer it has live runs with. It does not grow with the mesh.
+ * Open connections a node keeps (the default of `maxConnections`): above it, the connection budget
+ * (src/wire/budget.ts) closes the least valuable ones, never a peer it has live runs with. It does not grow with the mesh.
  */
 export const CONNECTIONS_MAX = 64
 /**

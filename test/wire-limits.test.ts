@@ -5,13 +5,13 @@
  * timeouts. Real libp2p nodes; the test protocols are served with the same
  * serve()/RpcClient the aap protocols use.
  */
-import { createServer, type Server, type Socket } from 'node:net'
+import { connect, createServer, type Server, type Socket } from 'node:net'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as C from '../src/constants.ts'
-import type { MeshNode } from '../src/node.ts'
+import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 import { schema } from '../src/schema/validate.ts'
 import { RpcClient, serve, type RpcMethod } from '../src/wire/rpc.ts'
@@ -231,7 +231,42 @@ describe('dial timeout', () => {
     const ghost = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
     await A.host.peerStore.merge(ghost, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${address.port}`)] })
     const err = await rejectsWith(A.getRun(`${ghost.toString()}:r1`, { dialTimeoutMs: 300 }), 'AGENT_NOT_FOUND')
-    expect(err.details).toEqual({ reason: 'timeout', timeout: 'dial', limit_ms: 300 })
-    expect(sockets.length).toBeGreaterThan(0)
+    // a dial that timed out is made once more within the call's budget (C.DIAL_ATTEMPTS_MAX in all)
+    expect(err.details).toEqual({ reason: 'timeout', timeout: 'dial', limit_ms: 300, attempts: C.DIAL_ATTEMPTS_MAX })
+    expect(err.message).toContain(`(${C.DIAL_ATTEMPTS_MAX} attempts)`)
+    expect(sockets.length).toBe(C.DIAL_ATTEMPTS_MAX)
+  })
+
+  it('a dial that timed out once is made again, and the call is answered', async () => {
+    const A = nodes[0]!
+    const B = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'] })
+    await B.start()
+    const port = Number(/\/tcp\/(\d+)/.exec(B.host.getMultiaddrs()[0]!.toString())?.[1])
+    // A knows B only behind this proxy: its first connection hangs like the black hole, later ones reach B
+    let accepted = 0
+    const held: Socket[] = []
+    const proxy = createServer((socket) => {
+      accepted++
+      held.push(socket)
+      if (accepted === 1) return
+      const upstream = connect(port, '127.0.0.1')
+      held.push(upstream)
+      socket.on('error', () => { upstream.destroy() })
+      upstream.on('error', () => { socket.destroy() })
+      socket.pipe(upstream).pipe(socket)
+    })
+    await new Promise<void>(resolve => { proxy.listen(0, '127.0.0.1', resolve) })
+    try {
+      const address = proxy.address()
+      if (address === null || typeof address === 'string') throw new Error('no port')
+      await A.host.peerStore.merge(B.host.peerId, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${address.port}`)] })
+      // B itself answers: it holds no such run
+      await rejectsWith(A.getRun(`${B.agentId}:r1`, { dialTimeoutMs: 500 }), 'RUN_NOT_FOUND')
+      expect(accepted).toBe(2)
+    } finally {
+      for (const s of held) s.destroy()
+      await new Promise(resolve => { proxy.close(resolve) })
+      await B.stop()
+    }
   })
 })

@@ -5,7 +5,7 @@
  */
 import type { PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
 import {
-  CALL_TIMEOUT_MS, DIAL_TIMEOUT_MS, FRAME_ID_MAX, LATE_ANSWERS_TRACKED_PER_STREAM,
+  CALL_TIMEOUT_MS, DIAL_ATTEMPTS_MAX, DIAL_TIMEOUT_MS, FRAME_ID_MAX, LATE_ANSWERS_TRACKED_PER_STREAM,
   MAX_OUTBOUND_STREAMS_PER_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS,
   STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
@@ -178,6 +178,8 @@ export class RpcClient {
   private readonly sessions = new Map<string, Session[]>()
   private readonly opening = new Map<string, Promise<Session>>()
   private readonly sweeper: ReturnType<typeof setInterval>
+  /** Dials made again after one timed out (see `dialed`). */
+  readonly stats = { dialRetries: 0 }
 
   constructor (host: RpcHost, init: { protocol: string, maxFrameBytes: number, maxStreamsPerPeer?: number, log?: Logger }) {
     this.host = host
@@ -194,7 +196,7 @@ export class RpcClient {
     const callTimeoutMs = opts.callTimeoutMs ?? CALL_TIMEOUT_MS
     const responseTimeoutMs = opts.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS
     const key = peer.toString()
-    const session = this.pick(key) ?? await this.session(peer, key, opts, callTimeoutMs)
+    const session = this.pick(key) ?? await this.dialed(peer, key, opts, callTimeoutMs, started)
     const left = callTimeoutMs - (Date.now() - started)
     if (left <= 0) {
       throw new AgentNotFoundError(`agent ${key} did not answer ${type} within ${callTimeoutMs} ms`, { reason: 'timeout', timeout: 'call', limit_ms: callTimeoutMs })
@@ -217,6 +219,30 @@ export class RpcClient {
     for (const s of list) if (!s.closed && s.stream.writeStatus === 'writable' && (best === undefined || s.pending.size < best.pending.size)) best = s
     if (best !== undefined && (best.pending.size < MAX_PIPELINED_REQUESTS_PER_STREAM || list.length >= this.maxStreams)) return best
     return undefined
+  }
+
+  /**
+   * A new stream to the peer. A dial that timed out is made again, up to
+   * DIAL_ATTEMPTS_MAX in all, while the call's budget lasts: no request was
+   * sent, so nothing is done twice, and a dial that missed its time on a busy
+   * peer or path (a peer lookup, a handshake behind a stalled event loop)
+   * often gets through the second time. Refusals and unreachable peers fail at once.
+   */
+  private async dialed (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number, started: number): Promise<Session> {
+    for (let attempt = 1; ; attempt++) {
+      const left = callTimeoutMs - (Date.now() - started)
+      try {
+        return await this.session(peer, key, opts, left)
+      } catch (err) {
+        const timedOut = err instanceof AgentNotFoundError && err.details?.timeout === 'dial'
+        if (!timedOut || attempt >= DIAL_ATTEMPTS_MAX || opts.signal?.aborted === true || callTimeoutMs - (Date.now() - started) <= 0) {
+          if (timedOut && attempt > 1) throw new AgentNotFoundError(`${err.message} (${attempt} attempts)`, { ...err.details, attempts: attempt }, { cause: err })
+          throw err
+        }
+        this.stats.dialRetries++
+        this.log.debug({ peer: key, protocol: this.protocol, attempt }, 'a dial timed out; dialing again within the call budget')
+      }
+    }
   }
 
   private async session (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number): Promise<Session> {
