@@ -59,7 +59,7 @@ export const RAW_CALL_MAX_FRAME_BYTES = 1024 * 1024
 export const LATE_ANSWERS_TRACKED_PER_STREAM = 256
 
 // ---- wire: call timeouts (each a separate limit; see src/wire/rpc.ts) ------------------------
-/** Connect (dial) plus protocol negotiation; a call whose dial timed out dials again (DIAL_ATTEMPTS_MAX in all) while its call budget lasts. */
+/** Connect (dial) plus protocol negotiation; a call whose dial timed out or found no address dials again (DIAL_ATTEMPTS_MAX in all) while its budget lasts. */
 export const DIAL_TIMEOUT_MS = 5_000
 export const DIAL_ATTEMPTS_MAX = 2
 /**

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import { correlationTopic } from '../src/events/topic.ts'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { stopAll, until } from './helpers.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 const GRACE_MS = 300
 const TASK = 'task-budget-mesh'
@@ -17,11 +17,7 @@ describe('the connection budget and the gossip mesh', () => {
   let nodes: MeshNode[] = []
 
   beforeAll(async () => {
-    for (let i = 0; i < 5; i++) {
-      const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, connectionGraceMs: GRACE_MS })
-      await n.start()
-      nodes.push(n)
-    }
+    nodes = await startLoneNodes(5, { connectionGraceMs: GRACE_MS })
   })
   afterAll(async () => { await stopAll(nodes) })
 

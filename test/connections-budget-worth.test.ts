@@ -5,9 +5,9 @@
  * was read counts at the next round.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
+import type { MeshNode } from '../src/node.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
-import { stopAll, until } from './helpers.ts'
+import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 const GRACE_MS = 300
 /** Two tags of the most a tag may be worth: above any libp2p writes itself (kad-dht's closest peers: 50 + 1, gossipsub's mesh peers: small). */
@@ -17,11 +17,7 @@ describe('the connection budget values peers by their current tags', () => {
   let nodes: MeshNode[] = []
 
   beforeAll(async () => {
-    for (let i = 0; i < 5; i++) {
-      const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, connectionGraceMs: GRACE_MS })
-      await n.start()
-      nodes.push(n)
-    }
+    nodes = await startLoneNodes(5, { connectionGraceMs: GRACE_MS })
   })
   afterAll(async () => { await stopAll(nodes) })
 

@@ -68,6 +68,17 @@ export async function until (cond: () => boolean | Promise<boolean>, what: strin
   }
 }
 
+/** `n` nodes on TCP loopback that know nothing of each other: the test dials what it needs. */
+export async function startLoneNodes (n: number, options: MeshNodeOptions = {}): Promise<MeshNode[]> {
+  const nodes: MeshNode[] = []
+  for (let i = 0; i < n; i++) {
+    const node = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, ...options })
+    await node.start()
+    nodes.push(node)
+  }
+  return nodes
+}
+
 export async function stopAll (nodes: MeshNode[]): Promise<void> {
   await Promise.all(nodes.map(async n => n.stop()))
 }

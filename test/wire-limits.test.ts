@@ -14,7 +14,7 @@ import * as C from '../src/constants.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 import { schema } from '../src/schema/validate.ts'
-import { RpcClient, serve, type RpcMethod } from '../src/wire/rpc.ts'
+import { RpcClient, serve, type RpcHost, type RpcMethod } from '../src/wire/rpc.ts'
 import common from '../protocols/common.schema.json' with { type: 'json' }
 import runs from '../protocols/runs.schema.json' with { type: 'json' }
 import { RawWire, lengthPrefix, rawFrame } from './fixtures/raw-wire.ts'
@@ -266,6 +266,38 @@ describe('dial timeout', () => {
     } finally {
       for (const s of held) s.destroy()
       await new Promise(resolve => { proxy.close(resolve) })
+      await B.stop()
+    }
+  })
+
+  it('a peer whose address a lookup did not find: reported after a second lookup, answered when the second finds it', async () => {
+    const A = nodes[0]!
+    // nobody knows this peer, and A has no DHT peer to ask: each dial ends with no address
+    const ghost = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+    const err = await rejectsWith(A.getRun(`${ghost.toString()}:r1`), 'AGENT_NOT_FOUND')
+    expect(err.details).toMatchObject({ reason: 'unreachable', attempts: C.DIAL_ATTEMPTS_MAX })
+
+    const B = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'] })
+    await B.start()
+    // A's real dials; between the first (no address) and the second, A learns B's address, as a DHT
+    // answer that came late would have brought it
+    let dials = 0
+    const host: RpcHost = {
+      handle: A.host.handle.bind(A.host),
+      unhandle: A.host.unhandle.bind(A.host),
+      dialProtocol: async (...args: Parameters<RpcHost['dialProtocol']>) => {
+        if (++dials === 2) await A.host.peerStore.merge(B.host.peerId, { multiaddrs: B.host.getMultiaddrs() })
+        return A.host.dialProtocol(...args)
+      }
+    }
+    const client = new RpcClient(host, { protocol: C.CONTROL_PROTOCOL, maxFrameBytes: C.CONTROL_MAX_FRAME_BYTES })
+    try {
+      // B answers: it holds no such run
+      await rejectsWith(client.call(B.host.peerId, 'get_run', { run_id: `${B.agentId}:r1` }), 'RUN_NOT_FOUND')
+      expect(dials).toBe(2)
+      expect(client.stats.dialRetries).toBe(1)
+    } finally {
+      client.close()
       await B.stop()
     }
   })

@@ -222,11 +222,12 @@ export class RpcClient {
   }
 
   /**
-   * A new stream to the peer. A dial that timed out is made again, up to
+   * A new stream to the peer. A dial that timed out, or that found no address
+   * for the peer (its peer lookup failed), is made again, up to
    * DIAL_ATTEMPTS_MAX in all, while the call's budget lasts: no request was
    * sent, so nothing is done twice, and a dial that missed its time on a busy
-   * peer or path (a peer lookup, a handshake behind a stalled event loop)
-   * often gets through the second time. Refusals and unreachable peers fail at once.
+   * path (a peer lookup, a handshake behind a stalled event loop) often gets
+   * through the second time. A peer that refused the connection is not dialed again.
    */
   private async dialed (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number, started: number): Promise<Session> {
     for (let attempt = 1; ; attempt++) {
@@ -234,13 +235,13 @@ export class RpcClient {
       try {
         return await this.session(peer, key, opts, left)
       } catch (err) {
-        const timedOut = err instanceof AgentNotFoundError && err.details?.timeout === 'dial'
-        if (!timedOut || attempt >= DIAL_ATTEMPTS_MAX || opts.signal?.aborted === true || callTimeoutMs - (Date.now() - started) <= 0) {
-          if (timedOut && attempt > 1) throw new AgentNotFoundError(`${err.message} (${attempt} attempts)`, { ...err.details, attempts: attempt }, { cause: err })
+        const again = err instanceof AgentNotFoundError && (err.details?.timeout === 'dial' || (err.cause as Error | undefined)?.name === 'NoValidAddressesError')
+        if (!again || attempt >= DIAL_ATTEMPTS_MAX || opts.signal?.aborted === true || callTimeoutMs - (Date.now() - started) <= 0) {
+          if (again && attempt > 1) throw new AgentNotFoundError(`${err.message} (${attempt} attempts)`, { ...err.details, attempts: attempt }, { cause: err })
           throw err
         }
         this.stats.dialRetries++
-        this.log.debug({ peer: key, protocol: this.protocol, attempt }, 'a dial timed out; dialing again within the call budget')
+        this.log.debug({ peer: key, protocol: this.protocol, attempt, reason: err.details?.reason }, 'a dial failed to reach the peer in time or found no address; dialing again within the call budget')
       }
     }
   }

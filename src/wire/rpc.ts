@@ -14,8 +14,9 @@
  * Timeouts, as the caller sees them (all AGENT_NOT_FOUND with
  * `details.reason = "timeout"` and `details.timeout` naming the limit, since an
  * agent that does not answer is, for the profile, unavailable):
- *  - `dial`: connect + protocol negotiation (DIAL_TIMEOUT_MS), made again once
- *    it timed out, DIAL_ATTEMPTS_MAX dials in all, while the call's budget lasts;
+ *  - `dial`: connect + protocol negotiation (DIAL_TIMEOUT_MS), made again when
+ *    it timed out or found no address, DIAL_ATTEMPTS_MAX dials in all, while
+ *    the call's budget lasts;
  *  - `response`: from writing the request to its whole response frame (RESPONSE_TIMEOUT_MS);
  *  - `call`: the whole call, dial included (CALL_TIMEOUT_MS).
  * A responder whose handler overruns HANDLER_TIMEOUT_MS answers TIMEOUT itself.
