@@ -21,6 +21,8 @@ import { Dirs, killSpawned, procIn, startNode, type NetNode } from './nodes.ts'
 const CAP = 'cap:summarize@1.0.0'
 /** Typed failures a call across a cut may end with (unreachable, or reached but no answer in time). */
 const CUT_ERRORS = ['AGENT_NOT_FOUND', 'TIMEOUT']
+/** Longer than the cut lasts in this test (the default, EXECUTOR_LOST_AFTER_MS, is 30 s). */
+const LEFT_LOST_AFTER_MS = 180_000
 
 describe('a partition between two groups of hosts, then the heal', () => {
   let lab: Lab
@@ -36,7 +38,9 @@ describe('a partition between two groups of hosts, then the heal', () => {
     n.pub1 = await startNode(hosts.pub1!, dirs)
     procs.push(n.pub1)
     for (const name of ['left', 'pub2', 'right', 'right2']) {
-      const card = name === 'left' ? ['--name', 'left', '--capability', 'cap:left@1.0.0'] : []
+      // the left delegator keeps its run across the cut blocked for the whole test: the calls that fail across
+      // the cut (each dials twice, DIAL_ATTEMPTS_MAX) must not outlast its liveness bound (protocols/liveness.md)
+      const card = name === 'left' ? ['--name', 'left', '--capability', 'cap:left@1.0.0', '--executor-lost-after', String(LEFT_LOST_AFTER_MS)] : []
       n[name] = await startNode(hosts[name]!, dirs, ['--bootstrap', n.pub1.tcpAddr, ...card])
       procs.push(n[name])
     }
