@@ -64,6 +64,9 @@ export interface BudgetStats {
   prunedInGrace: number
 }
 
+/** Whether this process has logged, once, that gossipsub does not show its mesh (meshLinks). */
+let warnedNoMesh = false
+
 /**
  * Streams a young connection past the hard limit may lose: those that stay
  * open for the life of a connection, not for a request (gossip, identify,
@@ -71,8 +74,6 @@ export interface BudgetStats {
  * that loses a peer goes on with the others it knows; a run request never
  * loses its connection this way.
  */
-let warnedNoMesh = false
-
 const CLOSABLE_PROTOCOL_PREFIXES = ['/meshsub/', '/floodsub/', '/ipfs/id/', '/ipfs/ping/', DHT_PROTOCOL]
 
 /** Whether every open stream of the connection may be lost past the hard limit (no run request under way). */

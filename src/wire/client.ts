@@ -178,7 +178,7 @@ export class RpcClient {
   private readonly sessions = new Map<string, Session[]>()
   private readonly opening = new Map<string, Promise<Session>>()
   private readonly sweeper: ReturnType<typeof setInterval>
-  /** Dials made again after one timed out (see `dialed`). */
+  /** Dials made again after one timed out or found no address (see `dialed`). */
   readonly stats = { dialRetries: 0 }
 
   constructor (host: RpcHost, init: { protocol: string, maxFrameBytes: number, maxStreamsPerPeer?: number, log?: Logger }) {
@@ -230,13 +230,15 @@ export class RpcClient {
    * through the second time. A peer that refused the connection is not dialed again.
    */
   private async dialed (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number, started: number): Promise<Session> {
+    let left = callTimeoutMs - (Date.now() - started)
     for (let attempt = 1; ; attempt++) {
-      const left = callTimeoutMs - (Date.now() - started)
       try {
         return await this.session(peer, key, opts, left)
       } catch (err) {
+        // the budget left is read once, so the next dial never gets a limit of zero or less
+        left = callTimeoutMs - (Date.now() - started)
         const again = err instanceof AgentNotFoundError && (err.details?.timeout === 'dial' || (err.cause as Error | undefined)?.name === 'NoValidAddressesError')
-        if (!again || attempt >= DIAL_ATTEMPTS_MAX || opts.signal?.aborted === true || callTimeoutMs - (Date.now() - started) <= 0) {
+        if (!again || attempt >= DIAL_ATTEMPTS_MAX || opts.signal?.aborted === true || left <= 0) {
           if (again && attempt > 1) throw new AgentNotFoundError(`${err.message} (${attempt} attempts)`, { ...err.details, attempts: attempt }, { cause: err })
           throw err
         }
