@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest'
 import { settleAnnouncements, settleConnections } from '../src/sim/resources.ts'
-import { startSimMesh, stopSimMesh, type SimNode } from '../src/sim/mesh.ts'
+import { startSimMesh, stopSimMesh, waitForDhtPeers, type SimNode } from '../src/sim/mesh.ts'
 
 const over = (mesh: SimNode[], bound: number): number => mesh.filter(n => n.node.host.getConnections().length > bound).length
 
@@ -38,6 +38,9 @@ describe('connections at the end of a simulation', () => {
   it('waits for the announcements\' retries to be over before the mesh is at rest, and gives up at its deadline', async () => {
     mesh = await startSimMesh({ nodes: 4, transport: 'tcp' })
     const n = mesh[0]!.node
+    // with an empty routing table an announcement only waits for a first peer and schedules no retry: under load
+    // the table could still be empty here, and the node was then at rest within the test's deadline
+    await waitForDhtPeers([mesh[0]!], 1)
     await n.discovery.publish({ name: 'settling', capabilities: [{ capability_id: 'cap:settling', version: '1.0.0' }] }, { announce: false })
     // a walk whose time is up sends nothing: its key is walked again after ANNOUNCE_RETRY_MS, so the node is not at rest
     expect(await n.discovery.announce(AbortSignal.abort())).toBe(0)
