@@ -6,6 +6,8 @@
  * address check against the wrapper alone, with a clock the test moves.
  */
 import type { PeerId } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createHash } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
@@ -62,7 +64,7 @@ describe('kad-dht repeats', () => {
     expect(dhtRepeats(a).applied).toBe(true)
   })
 
-  it('handles a peer named again once the window has passed or with other addresses', () => {
+  it('handles a peer named again once the window has passed or with other addresses', async () => {
     const dispatched: string[] = []
     const network = { safeDispatchEvent: (type: string, init?: { detail?: { id: PeerId } }) => { dispatched.push(`${type} ${String(init?.detail?.id)}`); return true } }
     const table = Object.assign(new EventTarget(), { closestPeers: () => [] })
@@ -70,8 +72,9 @@ describe('kad-dht repeats', () => {
     const stats = dhtRepeatStats()
     const dht = dhtWithoutRepeats(() => ({ routingTable: table, network }) as unknown as KadDHT, stats, () => clock.t)({} as never) as unknown as { network: typeof network }
     expect(stats.applied).toBe(true)
-    const peer = { toString: () => 'P' } as unknown as PeerId
-    const name = (...addrs: string[]): boolean => dht.network.safeDispatchEvent('peer', { detail: { id: peer, multiaddrs: addrs.map(a => multiaddr(a)) } as never })
+    const P = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
+    // each answer decodes its own PeerId instance, as kad-dht's do
+    const name = (...addrs: string[]): boolean => dht.network.safeDispatchEvent('peer', { detail: { id: peerIdFromString(P), multiaddrs: addrs.map(a => multiaddr(a)) } as never })
     name('/ip4/127.0.0.1/tcp/1')
     name('/ip4/127.0.0.1/tcp/1')
     expect(stats.namedAgain).toBe(1)
@@ -79,8 +82,8 @@ describe('kad-dht repeats', () => {
     clock.t += DHT_NAMED_AGAIN_MS
     name('/ip4/127.0.0.1/tcp/2', '/ip4/127.0.0.1/tcp/1')
     // other events go through as they are
-    dht.network.safeDispatchEvent('other', { detail: { id: peer } as never })
-    expect(dispatched).toEqual(['peer P', 'peer P', 'peer P', 'other P'])
+    dht.network.safeDispatchEvent('other', { detail: { id: peerIdFromString(P) } as never })
+    expect(dispatched).toEqual([`peer ${P}`, `peer ${P}`, `peer ${P}`, `other ${P}`])
     expect(stats.namedAgain).toBe(1)
   })
 
