@@ -11,6 +11,7 @@ import events from '../protocols/events.schema.json' with { type: 'json' }
 import runs from '../protocols/runs.schema.json' with { type: 'json' }
 import artifact from '../protocols/artifact.schema.json' with { type: 'json' }
 import * as C from '../src/constants.ts'
+import { PEER_RECORD_MAX_CHARS } from '../src/wire/network-constants.ts'
 
 const schemas: Record<string, unknown> = { card, common, events, runs, artifact }
 
@@ -33,6 +34,7 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['card', '/definitions/DiscoveryQuery/properties/tags/anyOf/0', 'maxItems', C.DISCOVER_QUERY_MAX_TAGS],
   ['card', '/definitions/GetHeldCardsRequest/properties/agents', 'maxItems', C.CARD_HELD_ASK_MAX],
   ['card', '/definitions/GetHeldCardsResponse/properties/cards', 'maxItems', C.CARD_HELD_ASK_MAX],
+  ['runs', '/definitions/ControlHandoffRequest/properties/to_record', 'maxLength', PEER_RECORD_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/capability_id', 'maxLength', C.CAPABILITY_ID_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/version', 'maxLength', C.CAPABILITY_VERSION_MAX_CHARS],
   ['common', '/definitions/Tag', 'maxLength', C.CARD_TAG_MAX_CHARS],

@@ -13,8 +13,10 @@ import {
 } from '../constants.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { tagRunPeer } from '../wire/budget.ts'
+import { takePeerRecord } from '../wire/peer-records.ts'
 import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
+import { peerOf } from './peers.ts'
 import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
 import { isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
@@ -70,6 +72,8 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         get_verdict: method(isGetVerdict, async (req) => ({ verdict: await x.verdictOn(req.run_id) })),
         handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
+          // the receiver's signed addresses, when the caller sent them: the dial to it then needs no DHT lookup
+          if (req.to_record !== undefined) await takePeerRecord(host, peerOf(req.to_agent), req.to_record, log)
           // the receiver is called within this handler's budget (past it the caller is answered TIMEOUT, so nothing may commit later)
           const opts = { signal: ctx.signal, callTimeoutMs: nestedMs, ...(req.to_card === undefined ? {} : { card: req.to_card }) }
           return { run: await x.handoff(run.run_id, req.to_agent, req.context, x.actorOf(run, ctx.peer.toString()), opts) }

@@ -18,6 +18,7 @@ import type { Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import { tagRunPeer } from '../wire/budget.ts'
+import { heldPeerRecord } from '../wire/peer-records.ts'
 import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import { RunExecutor } from './executor.ts'
@@ -72,6 +73,8 @@ export class Runs {
   private readonly caller: RunCaller
   private readonly executor: RunExecutor
   private readonly knownCard: RunsInit['knownCard']
+  private readonly host: MeshHost
+  private readonly log: Logger
   /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
   readonly liveness: LivenessMonitor
 
@@ -82,6 +85,8 @@ export class Runs {
     this.store = new RunStore(init.datastore, log, this.agentId)
     const signatures = init.signatures ?? new SignatureCache()
     this.knownCard = init.knownCard
+    this.host = init.host
+    this.log = log
     this.caller = new RunCaller({ host: init.host, privateKey: init.privateKey, agentId: this.agentId, store: this.store, resolveCard: init.resolveCard, log, signatures })
     this.executor = new RunExecutor({
       host: init.host,
@@ -212,13 +217,19 @@ export class Runs {
   /**
    * `agent.handoff`: a new run on `toAgent` with the same correlation_id; the
    * old run becomes read-only. The receiver's card goes with the request when
-   * this node holds it, so the executor does not fetch it.
+   * this node holds it, so the executor does not fetch it, and so does the
+   * receiver's signed peer record (src/wire/peer-records.ts), so the executor
+   * need not look the receiver up before it dials it.
    */
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
     const card = this.knownCard?.(toAgent)
-    const body = { run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }) }
+    if (this.isLocal(runId)) {
+      isControlHandoff.assert({ run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }) }, 'handoff request')
+      return this.executor.handoff(runId, toAgent, context, EXECUTOR, { ...opts, ...(card === undefined ? {} : { card }) })
+    }
+    const record = await heldPeerRecord(this.host, peerOf(toAgent), this.log)
+    const body = { run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }), ...(record === undefined ? {} : { to_record: record }) }
     isControlHandoff.assert(body, 'handoff request')
-    if (this.isLocal(runId)) return this.executor.handoff(runId, toAgent, context, EXECUTOR, { ...opts, ...(card === undefined ? {} : { card }) })
     return this.control(runId, 'handoff', body, opts)
   }
 

@@ -53,6 +53,12 @@ export interface DhtTuning {
   alpha?: number
   /** Disjoint lookup paths. */
   disjointPaths?: number
+  /**
+   * Ask the DHT but do not serve it: the node does not announce the DHT
+   * protocol, so no other node keeps it in its routing table (default: only
+   * a node that reserves relay slots, which others cannot reach directly).
+   */
+  clientMode?: boolean
 }
 
 export interface HostOptions {
@@ -156,7 +162,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       dht: contacts.wrap(dhtWithoutRepeats(dhtWithoutKeepAlive(kadDHT({
         protocol: DHT_PROTOCOL,
         // a node that reserves relay slots is not reachable directly: it asks, it does not serve
-        clientMode: network?.relayClient === true,
+        clientMode: opts.dht?.clientMode ?? network?.relayClient === true,
         kBucketSize: opts.dht?.k ?? DHT_K,
         alpha: opts.dht?.alpha ?? DHT_ALPHA,
         disjointPaths: opts.dht?.disjointPaths ?? DHT_DISJOINT_PATHS,

@@ -46,3 +46,8 @@ export const BOOTSTRAP_RETRY_MAX_MS = 15_000
 export const BOOTSTRAP_CHECK_INTERVAL_MS = 5_000
 /** Bootstrap: one dial of a bootstrap peer must answer within this. */
 export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5_000
+
+/** Largest signed peer record (libp2p envelope) a node sends along with a request or takes from one; about 40 addresses. */
+export const PEER_RECORD_MAX_BYTES = 4 * 1024
+/** PEER_RECORD_MAX_BYTES as base64url without padding: the schema's maxLength of such a field. */
+export const PEER_RECORD_MAX_CHARS = Math.ceil(PEER_RECORD_MAX_BYTES * 4 / 3)
