@@ -40,6 +40,7 @@ import { ConnectionSampler, ProcessMeter, settleAnnouncements, settleConnections
 import { seeded } from './prng.ts'
 import { sumStats } from './discovery-figures.ts'
 import { useNodeBufferPool } from '../wire/buffer-pool.ts'
+import { peerRecordStats, type PeerRecordStats } from '../wire/peer-records.ts'
 
 // a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
 useNodeBufferPool()
@@ -176,7 +177,13 @@ async function answer (msg: Request): Promise<unknown> {
     return settled
   }
   if (msg.op === 'quiet') return settleAnnouncements(() => mesh, Date.now() + Math.max(0, Number(msg.within_ms ?? 0)))
-  if (msg.op === 'stats') return { ...meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish()), discovery: sumStats(mesh.map(n => n.node.discovery.stats)) }
+  if (msg.op === 'stats') {
+    return {
+      ...meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish()),
+      discovery: sumStats(mesh.map(n => n.node.discovery.stats)),
+      peer_records: sumPeerRecordStats(mesh.map(n => peerRecordStats(n.node.host)))
+    }
+  }
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
   throw new Error(`unknown op ${String(msg.op)}`)
 }
@@ -195,6 +202,10 @@ const stop = (): void => {
 }
 process.on('SIGTERM', stop)
 process.on('disconnect', stop)
+function sumPeerRecordStats (all: PeerRecordStats[]): Record<string, number> {
+  return { taken: all.reduce((n, s) => n + s.taken, 0), notTaken: all.reduce((n, s) => n + s.notTaken, 0), refused: all.reduce((n, s) => n + s.refused, 0) }
+}
+
 /** A CPU profile of the task phase (AAP_SIM_TASK_PROFILE_DIR), or undefined. */
 const taskProfile = await (async (dir: string | undefined) => {
   if (dir === undefined || dir === '') return undefined

@@ -220,6 +220,11 @@ export function renderSummary (r: SimReport): string {
     lines.push(`  cards held for others (group processes, whole run): ${sum('heldCardPulls')} pulled, ${sum('heldCardPullsSkipped')} not pulled (the provider's connection had closed), ${sum('heldCardPullsDropped')} dropped (queue full), ${sum('heldCardPullFailures')} failed (${sum('heldCardPullTimeouts')} ran out of time, ${sum('heldCardPullsLost')} lost their stream or connection, ${sum('heldCardPullsInvalid')} answered with a card that did not verify, the rest refused; ${sum('heldCardPullRetries')} tried again later), ${sum('heldCardsServed')} handed out`)
     lines.push(announced('group processes, whole run', sum))
   }
+  const records = (r.processes ?? []).filter(p => p.role === 'group' && p.peer_records !== undefined).map(p => p.peer_records ?? {})
+  if (records.length > 0) {
+    const sum = (k: string): number => records.reduce((n, x) => n + (x[k] ?? 0), 0)
+    lines.push(`  receivers' peer records sent with handoffs (group processes): ${sum('taken')} taken, ${sum('notTaken')} not taken (no newer than the one held, or not the receiver's), ${sum('refused')} refused`)
+  }
   const atRest = (what: string, q: Record<string, number> | undefined): void => {
     if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups, ${q.lookupAnswers ?? 0} answers, ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)
   }

@@ -35,6 +35,8 @@ export interface ProcessFigures {
   cpu_system_ms: number
   /** The DiscoveryStats of the process's nodes, summed over the whole run (a group process's holders among them). */
   discovery?: Record<string, number>
+  /** What the process's nodes did with the peer records handoff requests carried (src/wire/peer-records.ts), summed. */
+  peer_records?: Record<string, number>
   /** How late the process's one event loop (shared by its nodes) ran its timers. */
   event_loop_delay_ms: { p50: number, p99: number, max: number }
   /**
