@@ -144,6 +144,13 @@ export async function holdingWorkers (nodes: MeshNode[], capability: { capabilit
   }
 }
 
+/** Delegate a task from `from` to the holding worker `to` (holdingWorkers) and wait until its run has started and is held; its run id. */
+export async function heldRun (from: MeshNode, to: MeshNode, capability: { capability_id: string, version: string }, task: string, held: Map<string, PromiseWithResolvers<void>>): Promise<string> {
+  const run = await from.delegate({ to_agent: to.agentId, task_id: task, capability, input: {} })
+  await until(() => held.has(run.run_id), 'the run to start')
+  return run.run_id
+}
+
 /** A bare libp2p host of this node's stack, started, on TCP loopback (a new Ed25519 key unless one is given). */
 export async function startLoopbackHost (privateKey?: PrivateKey): Promise<MeshHost> {
   const h = await createHost({ privateKey: privateKey ?? await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })

@@ -9,7 +9,7 @@ import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
-import { holdingWorkers, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { heldRun, holdingWorkers, rejectsWith, startMesh, stopAll } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:card-handoff', version: '1.0.0' }
 
@@ -28,14 +28,8 @@ describe('a handoff carries the receiver\'s card', () => {
     await stopAll(nodes)
   })
 
-  async function heldRun (task: string): Promise<string> {
-    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
-    return run.run_id
-  }
-
   it('the executor uses the delegator\'s verified copy of the card: it fetches nothing', async () => {
-    const runId = await heldRun('task-card-offered')
+    const runId = await heldRun(A, B, WORK, 'task-card-offered', held)
     // the delegator holds D's card (it found it); the executor does not
     await A.discovery.getCard(D.agentId)
     expect(A.discovery.knownCard(D.agentId)?.agent_id).toBe(D.agentId)
@@ -50,7 +44,7 @@ describe('a handoff carries the receiver\'s card', () => {
   })
 
   it('a card that does not verify is refused, and the run stays with its executor', async () => {
-    const runId = await heldRun('task-card-forged')
+    const runId = await heldRun(A, B, WORK, 'task-card-forged', held)
     const card = A.discovery.knownCard(D.agentId)
     expect(card).toBeDefined()
     const client = new RpcClient(A.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES })

@@ -14,7 +14,7 @@ import { silentLogger } from '../src/logger.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { heldPeerRecord, peerRecordStats } from '../src/wire/peer-records.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
-import { holdingWorkers, rejectsWith, stopAll, until } from './helpers.ts'
+import { heldRun, holdingWorkers, rejectsWith, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:record-handoff', version: '1.0.0' }
 
@@ -44,14 +44,8 @@ describe('a handoff carries the receiver\'s signed peer record', () => {
     await stopAll(nodes)
   })
 
-  async function heldRun (task: string): Promise<string> {
-    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
-    return run.run_id
-  }
-
   it('with another agent\'s record, the executor cannot reach the receiver, and the run stays where it was', async () => {
-    const runId = await heldRun('task-record-wrong')
+    const runId = await heldRun(A, B, WORK, 'task-record-wrong', held)
     expect(await B.host.peerStore.has(peerIdOfAgent(D.agentId))).toBe(false)
     const wrong = await heldPeerRecord(A.host, peerIdOfAgent(B.agentId), silentLogger())
     expect(wrong).toBeDefined()
@@ -72,7 +66,7 @@ describe('a handoff carries the receiver\'s signed peer record', () => {
   })
 
   it('with the receiver\'s record, the executor dials the receiver with no lookup and the run moves to it', async () => {
-    const runId = await heldRun('task-record-offered')
+    const runId = await heldRun(A, B, WORK, 'task-record-offered', held)
     const taken = peerRecordStats(B.host).taken
     const next = await A.handoff(runId, D.agentId, { why: 'record offered' })
     expect(next.agent_id).toBe(D.agentId)
