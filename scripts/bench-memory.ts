@@ -61,25 +61,13 @@ function live (): Mem {
   return { heap: m.heapUsed, external: m.external, rss: m.rss }
 }
 
-/**
- * Resolve once `done()` holds: checked at each connection or identify event of
- * any node, and on a short tick, since gossipsub opens its streams after
- * identify with no event of its own. Rejects after `withinMs`.
- */
-async function whenAll (nodes: MeshNode[], done: () => boolean, withinMs: number, what: string): Promise<void> {
-  if (done()) return
-  const events = ['connection:open', 'peer:identify'] as const
-  await new Promise<void>((resolve, reject) => {
-    const stop = (): void => {
-      clearTimeout(timer)
-      clearInterval(tick)
-      for (const n of nodes) for (const e of events) n.host.removeEventListener(e, check)
-    }
-    const check = (): void => { if (done()) { stop(); resolve() } }
-    const timer = setTimeout(() => { stop(); reject(new Error(`${what}: not within ${withinMs} ms`)) }, withinMs)
-    const tick = setInterval(check, 50)
-    for (const n of nodes) for (const e of events) n.host.addEventListener(e, check)
-  })
+/** Resolve once `done()` holds, looked at every 50 ms (gossipsub opens its streams with no event of its own); reject after `withinMs`. */
+async function whenAll (done: () => boolean, withinMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + withinMs
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
 }
 
 function streamsOpen (nodes: MeshNode[]): number {
@@ -110,7 +98,7 @@ try {
     }
   }
   // each connection carries gossipsub's two streams (one opened by each end), seen from both ends
-  await whenAll(nodes, () => streamsOpen(nodes) >= connections * 4, STREAMS_WITHIN_MS, 'gossip streams')
+  await whenAll(() => streamsOpen(nodes) >= connections * 4, STREAMS_WITHIN_MS, 'gossip streams')
   const m2 = live()
   writeHeapSnapshot(join(dir, 'after.heapsnapshot'))
   const streams = streamsOpen(nodes) / 2

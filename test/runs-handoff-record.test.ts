@@ -11,26 +11,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import { silentLogger } from '../src/logger.ts'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
+import type { MeshNode } from '../src/node.ts'
 import { heldPeerRecord, peerRecordStats } from '../src/wire/peer-records.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
-import { heldRun, holdingWorkers, rejectsWith, stopAll, until } from './helpers.ts'
+import { heldRun, holdingWorkers, rejectsWith, startLoneNodes, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:record-handoff', version: '1.0.0' }
 
 describe('a handoff carries the receiver\'s signed peer record', () => {
-  const nodes: MeshNode[] = []
+  let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode, D: MeshNode
   const held = new Map<string, PromiseWithResolvers<void>>()
 
   beforeAll(async () => {
-    // A: the delegator, asking the DHT but serving none; B: the executor; D: the receiver
-    for (const clientMode of [true, false, false]) {
-      // a short budget per request: a handoff whose receiver cannot be reached fails within it
-      const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, dht: { clientMode }, runHandlerTimeoutMs: 3_000 })
-      await n.start()
-      nodes.push(n)
-    }
+    // A: the delegator, asking the DHT but serving none; B: the executor; D: the receiver. A short
+    // budget per request: a handoff whose receiver cannot be reached fails within it
+    nodes = [
+      ...await startLoneNodes(1, { dht: { clientMode: true }, runHandlerTimeoutMs: 3_000 }),
+      ...await startLoneNodes(2, { runHandlerTimeoutMs: 3_000 })
+    ]
     ;[A, B, D] = nodes as [MeshNode, MeshNode, MeshNode]
     await holdingWorkers([B, D], WORK, held)
     // only A connects to the others; identify brings A each one's signed record

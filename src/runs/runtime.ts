@@ -223,14 +223,12 @@ export class Runs {
    */
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
     const card = this.knownCard?.(toAgent)
-    if (this.isLocal(runId)) {
-      isControlHandoff.assert({ run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }) }, 'handoff request')
-      return this.executor.handoff(runId, toAgent, context, EXECUTOR, { ...opts, ...(card === undefined ? {} : { card }) })
-    }
-    const record = await heldPeerRecord(this.host, peerOf(toAgent), this.log)
-    const body = { run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }), ...(record === undefined ? {} : { to_record: record }) }
+    const body = { run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }) }
     isControlHandoff.assert(body, 'handoff request')
-    return this.control(runId, 'handoff', body, opts)
+    if (this.isLocal(runId)) return this.executor.handoff(runId, toAgent, context, EXECUTOR, { ...opts, ...(card === undefined ? {} : { card }) })
+    // an executor elsewhere dials the receiver: its record is bounded and checked where it is read (peer-records.ts)
+    const record = await heldPeerRecord(this.host, peerOf(toAgent), this.log)
+    return this.control(runId, 'handoff', record === undefined ? body : { ...body, to_record: record }, opts)
   }
 
   /** The run as its executor knows it (RUN_NOT_FOUND if it does not exist). */

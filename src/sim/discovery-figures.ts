@@ -2,11 +2,10 @@
  * The discovery counters of a simulation's report: summed over nodes, and
  * what a phase added (DiscoveryStats, src/card/discovery-stats.ts).
  */
-import type { DiscoveryStats } from '../card/discovery.ts'
-
-export function sumStats (all: DiscoveryStats[]): Record<string, number> {
+/** Counters summed over nodes: DiscoveryStats, or any other record of counts (PeerRecordStats). */
+export function sumStats (all: readonly object[]): Record<string, number> {
   const out: Record<string, number> = {}
-  for (const s of all) for (const [k, v] of Object.entries(s)) out[k] = (out[k] ?? 0) + v
+  for (const s of all) for (const [k, v] of Object.entries(s)) if (typeof v === 'number') out[k] = (out[k] ?? 0) + v
   return out
 }
 

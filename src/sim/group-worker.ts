@@ -40,7 +40,7 @@ import { ConnectionSampler, ProcessMeter, settleAnnouncements, settleConnections
 import { seeded } from './prng.ts'
 import { sumStats } from './discovery-figures.ts'
 import { useNodeBufferPool } from '../wire/buffer-pool.ts'
-import { peerRecordStats, type PeerRecordStats } from '../wire/peer-records.ts'
+import { peerRecordStats } from '../wire/peer-records.ts'
 
 // a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
 useNodeBufferPool()
@@ -181,7 +181,7 @@ async function answer (msg: Request): Promise<unknown> {
     return {
       ...meter.figures(hostileGroup ? 'hostile' : 'group', sampler.finish()),
       discovery: sumStats(mesh.map(n => n.node.discovery.stats)),
-      peer_records: sumPeerRecordStats(mesh.map(n => peerRecordStats(n.node.host)))
+      peer_records: sumStats(mesh.map(n => peerRecordStats(n.node.host)))
     }
   }
   if (msg.op === 'heap') return writeHeapSnapshot(msg.path)
@@ -202,10 +202,6 @@ const stop = (): void => {
 }
 process.on('SIGTERM', stop)
 process.on('disconnect', stop)
-function sumPeerRecordStats (all: PeerRecordStats[]): Record<string, number> {
-  return { taken: all.reduce((n, s) => n + s.taken, 0), notTaken: all.reduce((n, s) => n + s.notTaken, 0), refused: all.reduce((n, s) => n + s.refused, 0) }
-}
-
 /** A CPU profile of the task phase (AAP_SIM_TASK_PROFILE_DIR), or undefined. */
 const taskProfile = await (async (dir: string | undefined) => {
   if (dir === undefined || dir === '') return undefined

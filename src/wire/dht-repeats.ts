@@ -94,7 +94,7 @@ function cacheClosest (table: Table, stats: DhtRepeatStats): void {
       cached.clear()
       hook(kb, clear)
     }
-    const key = `${options?.count ?? ''}:${Buffer.from(kadId.buffer, kadId.byteOffset, kadId.byteLength).toString('base64')}`
+    const key = `${options?.count ?? ''}:${bytesKey(kadId)}`
     let peers = cached.get(key)
     if (peers === undefined) {
       stats.closestMisses++
