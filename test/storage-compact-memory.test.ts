@@ -1,10 +1,38 @@
 /**
  * The compact memory datastore keeps a small value without the large
- * buffer it was a view into, whatever way it is put (put, putMany, batch).
+ * buffer it was a view into, whatever way it is put (put, putMany, batch),
+ * and answers every query as datastore-core's memory datastore does, in key
+ * order, reading only the keys under the query's prefix.
  */
-import { Key } from 'interface-datastore'
+import { MemoryDatastore } from 'datastore-core'
+import fc from 'fast-check'
+import { Key, type Datastore } from 'interface-datastore'
 import { describe, expect, it } from 'vitest'
 import { CompactMemoryDatastore } from '../src/storage/compact-memory.ts'
+
+/** Keys from a small alphabet, so prefixes often share keys, and some that are prefixes of others. */
+const segment = fc.string({ unit: fc.constantFrom('a', 'b', 'B', '0', 'é', '-'), minLength: 1, maxLength: 3 })
+const keyText = fc.array(segment, { minLength: 1, maxLength: 3 }).map(parts => '/' + parts.join('/'))
+const op = fc.oneof(
+  fc.record({ put: keyText, byte: fc.nat({ max: 255 }) }),
+  fc.record({ del: keyText })
+)
+
+async function apply (ds: Datastore, ops: ReadonlyArray<{ put: string, byte: number } | { del: string }>): Promise<void> {
+  for (const o of ops) {
+    if ('put' in o) await ds.put(new Key(o.put), Uint8Array.of(o.byte))
+    else await ds.delete(new Key(o.del))
+  }
+}
+
+async function read (ds: Datastore, prefix: string | undefined): Promise<{ pairs: Array<[string, number]>, keys: string[] }> {
+  const q = prefix === undefined ? {} : { prefix }
+  const pairs: Array<[string, number]> = []
+  for await (const p of ds.query(q)) pairs.push([p.key.toString(), p.value[0]!])
+  const keys: string[] = []
+  for await (const k of ds.queryKeys(q)) keys.push(k.toString())
+  return { pairs, keys }
+}
 
 describe('CompactMemoryDatastore', () => {
   it('stores a view into a large buffer in a buffer of its own size, and a whole buffer as it is', async () => {
@@ -27,4 +55,49 @@ describe('CompactMemoryDatastore', () => {
     expect(got).toEqual(read.subarray(5, 12))
     expect(got.buffer.byteLength).toBe(7)
   })
+
+  it('answers prefix queries with the entries of datastore-core\'s memory datastore, in key order', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(op, { maxLength: 60 }), fc.option(fc.oneof(keyText, keyText.map(k => k.slice(0, -1)), fc.constant('/')), { nil: undefined }), async (ops, prefix) => {
+      const ours = new CompactMemoryDatastore()
+      const reference = new MemoryDatastore()
+      await apply(ours, ops)
+      await apply(reference, ops)
+      const got = await read(ours, prefix)
+      const want = await read(reference, prefix)
+      const byKey = (a: [string, number], b: [string, number]): number => a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0
+      // the same entries, and ours in key order (the reference keeps them in insertion order)
+      expect(got.pairs).toEqual([...want.pairs].sort(byKey))
+      expect(got.keys).toEqual(got.pairs.map(([k]) => k))
+      expect([...got.keys].sort()).toEqual([...want.keys].sort())
+    }), { numRuns: 300 })
+  })
+
+  it('reads a query as it was when it started, leaving out what is deleted meanwhile', async () => {
+    const ds = new CompactMemoryDatastore()
+    for (const k of ['/p/a', '/p/b', '/p/c', '/p/d', '/q/a']) await ds.put(new Key(k), Uint8Array.of(1))
+    const seen: string[] = []
+    for await (const { key } of ds.query({ prefix: '/p/' })) {
+      seen.push(key.toString())
+      if (seen.length === 1) {
+        await ds.delete(new Key('/p/c'))
+        await ds.put(new Key('/p/bb'), Uint8Array.of(2))
+      }
+    }
+    expect(seen).toEqual(['/p/a', '/p/b', '/p/d'])
+    const keys: string[] = []
+    for await (const k of ds.queryKeys({ prefix: '/p' })) keys.push(k.toString())
+    expect(keys).toEqual(['/p/a', '/p/b', '/p/bb', '/p/d'])
+  })
+
+  it('a prefix query visits only the keys under its prefix', async () => {
+    const ds = new CompactMemoryDatastore()
+    for (let i = 0; i < 1000; i++) await ds.put(new Key(`/peers/${String(i).padStart(4, '0')}`), Uint8Array.of(1))
+    await ds.put(new Key('/dht/provider/x/1'), Uint8Array.of(1))
+    await ds.put(new Key('/dht/provider/x/2'), Uint8Array.of(1))
+    // count the keys the query reads before its prefix filter: the datastore's own _all
+    let visited = 0
+    for (const _ of ds._all({ prefix: '/dht/provider/x' })) visited++
+    expect(visited).toBe(2)
+  })
 })
+
