@@ -10,9 +10,10 @@
  * ADD_PROVIDER would: the record, and the provider's addresses in the
  * holder's peer store.
  */
-import type { PeerId } from '@libp2p/interface'
+import type { PeerId, Stream } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
+import { DHT_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll } from './helpers.ts'
@@ -64,11 +65,44 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
         await node.host.peerStore.merge(p, { multiaddrs: from.host.getMultiaddrs() })
       }
     }
-    // kad-dht's lookup stops at k: any two parts already make 4 or more, so it never saw all 7
-    const before = asker.discovery.stats.providerSweeps
+    // kad-dht's lookup stops at k: any two parts already make 4 or more, so it never saw all 7. The asker holds
+    // no connection to the holders, so the lookup has no connected round: it walks, then sweeps
+    for (const holder of holders) await asker.host.hangUp(holder)
+    const before = { ...asker.discovery.stats }
     const found = await asker.discover({ capability: cap }, { fresh: true })
     expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
-    expect(asker.discovery.stats.providerSweeps).toBe(before + 1)
+    expect(asker.discovery.stats.providerSweeps).toBe(before.providerSweeps + 1)
+    expect(asker.discovery.stats.lookupWalks).toBe(before.lookupWalks + 1)
+    expect(asker.discovery.stats.connectedAnswers).toBe(before.connectedAnswers)
+  })
+
+  it('asks the closest contacts it is connected to first, and walks no further when they name enough', async () => {
+    // the records are where the first test left them: 3 + 2 + 2 over the key's k closest peers
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders: PeerId[] = []
+    for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
+      if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
+    }
+    for (const holder of holders) await asker.host.dial(holder)
+    let dials = 0
+    const onOpen = (evt: CustomEvent<{ direction: string }>): void => { if (evt.detail.direction === 'outbound') dials++ }
+    asker.host.addEventListener('connection:open', onOpen)
+    try {
+      const before = { ...asker.discovery.stats }
+      // 4 providers are enough for a limit of 2; each holder names its own part
+      const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
+      expect(found).toHaveLength(2)
+      const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
+      expect(added('lookupWalks')).toBe(0)
+      expect(added('connectedAnswers')).toBeGreaterThan(0)
+      expect(added('connectedAnswers')).toBe(added('lookupAnswers'))
+      expect(added('lookupProviders')).toBeGreaterThanOrEqual(4)
+      // no contact dialed for the lookup; the cards came from holders or agents it was connected to
+      expect(dials).toBe(0)
+    } finally {
+      asker.host.removeEventListener('connection:open', onOpen)
+    }
   })
 
   it('finds every one when this node holds the records itself (kad-dht hands out only k of its own)', async () => {
@@ -88,4 +122,27 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     expect(found).toHaveLength(1)
     expect(n.discovery.stats.providerSweeps).toBe(before)
   })
+
+  // last: it leaves one holder deaf to the DHT
+  it('a connected contact that never answers does not hold the lookup up: the others\' answers end the round', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders: PeerId[] = []
+    for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
+      if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
+    }
+    expect(holders).toHaveLength(K)
+    // the holder of the 3-record part reads a GET_PROVIDERS and never answers; the other two name 2 + 2
+    const silent = nodes.find(n => peerIdOfAgent(n.agentId).equals(holders[0]!))!
+    const held: Stream[] = []
+    await silent.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream) }, { force: true })
+    for (const holder of holders) await asker.host.dial(holder)
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
+    expect(found).toHaveLength(2)
+    expect(held.length).toBeGreaterThan(0)
+    expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)
+    expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBe(2)
+  })
 })
+

@@ -35,6 +35,10 @@ export interface DiscoveryStats {
   lookups: number
   /** Peers that answered a lookup, and requests of a lookup that failed (the walk goes on). */
   lookupAnswers: number
+  /** Of the answers, those of contacts this node held a connection to, asked before any walk (src/wire/dht-providers.ts). */
+  connectedAnswers: number
+  /** Lookups that went on to kad-dht's walk: the connected round named too few providers (the others dialed nobody for it). */
+  lookupWalks: number
   lookupErrors: number
   /** Providers the lookups named, other than this node and repeats. */
   lookupProviders: number
@@ -82,6 +86,8 @@ export function newDiscoveryStats (): DiscoveryStats {
     withdrawnKeys: 0,
     lookups: 0,
     lookupAnswers: 0,
+    connectedAnswers: 0,
+    lookupWalks: 0,
     lookupErrors: 0,
     lookupProviders: 0,
     providerSweeps: 0,

@@ -263,8 +263,11 @@ export class Discovery {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log })) {
-          if (ev.name === 'answer') this.stats.lookupAnswers++
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsConnection(this.host, p) })) {
+          if (ev.name === 'answer') {
+            this.stats.lookupAnswers++
+            if (ev.connected === true) this.stats.connectedAnswers++
+          } else if (ev.name === 'walk') this.stats.lookupWalks++
           else if (ev.name === 'error') this.stats.lookupErrors++
           else {
             if (ev.sweep && !swept) this.stats.providerSweeps++

@@ -1,5 +1,17 @@
 /**
- * A provider lookup that can name more than k providers.
+ * A provider lookup that dials nobody when the contacts it is connected to
+ * can answer, and that can name more than k providers.
+ *
+ * kad-dht's walk starts from the k contacts of its routing table closest to
+ * the key, nearest first, and dials each one it holds no connection to. A
+ * node keeps connections to a bounded few (CONNECTIONS_MAX), so in a mesh
+ * larger than that bound most walks dialed: a TCP connection, a Noise
+ * handshake, identify both ways, on both nodes, and often a pruned
+ * connection in exchange. The holders of a key's provider records are its
+ * closest peers, and each names up to DHT_PROVIDERS_PER_ANSWER providers; so
+ * the lookup first asks the connected ones among those k contacts,
+ * DHT_CONNECTED_FIRST_ASKS at most, all at once. The walk runs only when
+ * their answers name fewer providers than the caller wants.
  *
  * kad-dht's findProviders ends once it has named k providers (its bucket
  * size), however many hold the key, and each answer names at most
@@ -7,7 +19,7 @@
  * more than k agents offer was discovered as k of them, whatever limit the
  * caller gave: a router that compares agents saw a fixed few.
  *
- * This lookup runs kad-dht's own first. When the caller wants more, it reads
+ * After that round this lookup runs kad-dht's own. When the caller wants more, it reads
  * this node's own provider records for the key (kad-dht hands out at most k
  * of them, and none whose peer is missing from the peer store; this read
  * names those too: the card fetch finds them through the DHT). When kad-dht's
@@ -25,30 +37,80 @@
  */
 import type { PeerId } from '@libp2p/interface'
 import { MessageType, type KadDHT } from '@libp2p/kad-dht'
+import { createHash } from 'node:crypto'
 import type { CID } from 'multiformats/cid'
 import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
 import { ownProviderRecords } from './provider-answers.ts'
-import { kadInternals, NO_PATH } from './kad-internals.ts'
+import { kadInternals, kadRoutingTable, NO_PATH, type KadInternals, type KadRoutingTable } from './kad-internals.ts'
+import { DHT_CONNECTED_FIRST_ASKS, DHT_CONNECTED_ROUND_MS } from './network-constants.ts'
 import type { Logger } from '../logger.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
 export type ProviderLookupEvent =
-  | { name: 'answer', from: PeerId }
+  /** `connected`: from the connected round, before any walk. */
+  | { name: 'answer', from: PeerId, connected?: true }
+  /** kad-dht's walk starts: the connected round did not name enough providers. */
+  | { name: 'walk' }
   | { name: 'error', from: PeerId, reason: string }
   /** `from`: the peer whose answer named them (none for this node's own records). */
   | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId }
 
 let warnedNoSweep = false
 
+/** One GET_PROVIDERS to `peer`, outside kad-dht's walk (in the connected round or the sweep): its answer, or why it failed. */
+async function askProviders (parts: KadInternals, peer: PeerId, key: CID, signal: AbortSignal, connected: boolean): Promise<ProviderLookupEvent[]> {
+  const out: ProviderLookupEvent[] = []
+  try {
+    for await (const ev of parts.network.sendRequest(peer, { type: MessageType.GET_PROVIDERS, key: key.multihash.bytes }, { signal, path: NO_PATH })) {
+      if (ev.name === 'PEER_RESPONSE') {
+        out.push(connected ? { name: 'answer', from: peer, connected } : { name: 'answer', from: peer })
+        out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: !connected, from: peer })
+      } else if (ev.name === 'QUERY_ERROR') {
+        out.push({ name: 'error', from: peer, reason: reasonOf(ev.error) })
+      }
+    }
+  } catch (err) {
+    out.push({ name: 'error', from: peer, reason: reasonOf(err) })
+  }
+  return out
+}
+
 /**
- * Providers of `key`, as kad-dht names them; then, while fewer than `want`,
- * this node's own records, and (when kad-dht named k or more) those of the
- * key's closest peers. Never names
+ * The connected round: of the routing table's k contacts closest to `key`
+ * (those kad-dht's walk starts from), the ones this node holds a connection
+ * to, DHT_CONNECTED_FIRST_ASKS at most, asked at once; each answer handed
+ * on as it arrives. Whatever the caller stops at, the requests still out
+ * end; so do those still out after DHT_CONNECTED_ROUND_MS (each an `error`).
+ */
+async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal): AsyncGenerator<ProviderLookupEvent[]> {
+  const kadId = createHash('sha256').update(key.multihash.bytes).digest()
+  const near = table.closestPeers(kadId, { count: parts.k }).filter(p => !p.equals(self) && connected(p)).slice(0, DHT_CONNECTED_FIRST_ASKS)
+  if (near.length === 0) return
+  const done = new AbortController()
+  // a contact that does not answer holds the lookup up for DHT_CONNECTED_ROUND_MS at most: then the walk goes on
+  const asking = AbortSignal.any([signal, done.signal, AbortSignal.timeout(DHT_CONNECTED_ROUND_MS)])
+  const pending = new Map(near.map((peer, i) => [i, askProviders(parts, peer, key, asking, true).then(evs => [i, evs] as const)]))
+  try {
+    while (pending.size > 0) {
+      const [i, evs] = await Promise.race(pending.values())
+      pending.delete(i)
+      yield evs
+    }
+  } finally {
+    done.abort()
+  }
+}
+
+/**
+ * Providers of `key`: first from the closest contacts this node holds a
+ * connection to (`connected`), which cost no dial; then, while fewer than
+ * `want`, as kad-dht's walk names them; then this node's own records, and
+ * (when kad-dht named k or more) those of the key's closest peers. Never names
  * this node or a provider twice; ends at `want` providers, when the sweep is
  * done, or on `signal`.
  */
-export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger }): AsyncGenerator<ProviderLookupEvent> {
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean }): AsyncGenerator<ProviderLookupEvent> {
   const seen = new Set<string>([self.toString()])
   const asked = new Set<string>([self.toString()])
   let found = 0
@@ -63,8 +125,26 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     found += out.length
     return out
   }
+  const parts = kadInternals(dht)
+
+  const table = kadRoutingTable(dht)
+  if (parts !== undefined && table !== undefined && opts.connected !== undefined) {
+    for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal)) {
+      for (const ev of evs) {
+        if (ev.name !== 'providers') {
+          if (ev.name === 'answer') asked.add(ev.from.toString())
+          yield ev
+          continue
+        }
+        const news = fresh(ev.providers)
+        if (news.length > 0) yield { ...ev, providers: news }
+        if (found >= opts.want) return
+      }
+    }
+  }
 
   let named = 0
+  yield { name: 'walk' }
   for await (const ev of dht.findProviders(key, { signal: opts.signal })) {
     if (ev.name === 'PEER_RESPONSE') {
       asked.add(ev.from.toString())
@@ -78,7 +158,6 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
       if (found >= opts.want) return
     }
   }
-  const parts = kadInternals(dht)
   if (parts === undefined) {
     if (!warnedNoSweep) {
       warnedNoSweep = true
@@ -100,22 +179,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   }
   for (let i = 0; i < holders.length && found < opts.want && !opts.signal.aborted; i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
     const batch = holders.slice(i, i + DHT_PROVIDER_SWEEP_CONCURRENCY)
-    const answers = await Promise.all(batch.map(async (peer): Promise<ProviderLookupEvent[]> => {
-      const out: ProviderLookupEvent[] = []
-      try {
-        for await (const ev of parts.network.sendRequest(peer, { type: MessageType.GET_PROVIDERS, key: key.multihash.bytes }, { signal: opts.signal, path: NO_PATH })) {
-          if (ev.name === 'PEER_RESPONSE') {
-            out.push({ name: 'answer', from: peer })
-            out.push({ name: 'providers', providers: ev.providers.map(p => p.id), sweep: true, from: peer })
-          } else if (ev.name === 'QUERY_ERROR') {
-            out.push({ name: 'error', from: peer, reason: reasonOf(ev.error) })
-          }
-        }
-      } catch (err) {
-        out.push({ name: 'error', from: peer, reason: reasonOf(err) })
-      }
-      return out
-    }))
+    const answers = await Promise.all(batch.map(async peer => askProviders(parts, peer, key, opts.signal, false)))
     let added = 0
     for (const ev of answers.flat()) {
       if (ev.name !== 'providers') {

@@ -35,3 +35,14 @@ export function kadInternals (dht: KadDHT): KadInternals | undefined {
     typeof providers?.getProviders !== 'function' || typeof providers.addProvider !== 'function') return undefined
   return dht as unknown as KadInternals
 }
+
+/** What a provider lookup reads of kad-dht's routing table: the contacts closest to a kad id (sha256 of the key). */
+export interface KadRoutingTable {
+  closestPeers: (kadId: Uint8Array, options: { count: number }) => PeerId[]
+}
+
+/** `dht`'s routing table, or undefined when this kad-dht has none of that shape. */
+export function kadRoutingTable (dht: KadDHT): KadRoutingTable | undefined {
+  const table = (dht as unknown as { routingTable?: Partial<Record<keyof KadRoutingTable, unknown>> }).routingTable
+  return typeof table?.closestPeers === 'function' ? table as KadRoutingTable : undefined
+}

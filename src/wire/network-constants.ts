@@ -51,3 +51,12 @@ export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5_000
 export const PEER_RECORD_MAX_BYTES = 4 * 1024
 /** PEER_RECORD_MAX_BYTES as base64url without padding: the schema's maxLength of such a field. */
 export const PEER_RECORD_MAX_CHARS = Math.ceil(PEER_RECORD_MAX_BYTES * 4 / 3)
+
+/**
+ * A provider lookup first asks, at once, at most this many of the routing table's k contacts closest to the key
+ * that this node holds a connection to (src/wire/dht-providers.ts): when their answers name enough providers, the
+ * lookup dials nobody. Simulations' kad-dht alpha (3), so the round costs no more requests than a walk's first.
+ */
+export const DHT_CONNECTED_FIRST_ASKS = 3
+/** The connected round's bound: requests of it still out then end, and kad-dht's walk starts. */
+export const DHT_CONNECTED_ROUND_MS = 1_000
