@@ -98,6 +98,8 @@ export interface DiscoverWork {
   lookups: number
   /** DHT answers a lookup waited for (each one a request to a peer). */
   answers_per_lookup: number
+  /** Lookups that went on to kad-dht's walk (the others ended with the connected round); absent in rows made before session 30. */
+  walked_share?: number
   /** Providers those answers named. */
   providers_per_lookup: number
   /** Cards fetched from providers (each one a request to an agent). */
@@ -113,6 +115,7 @@ function discoverWork (d: Record<string, number> | undefined): DiscoverWork | un
   return {
     lookups,
     answers_per_lookup: (d.lookupAnswers ?? 0) / lookups,
+    ...(d.lookupWalks === undefined ? {} : { walked_share: d.lookupWalks / lookups }),
     providers_per_lookup: (d.lookupProviders ?? 0) / lookups,
     cards_per_lookup: (d.fetchedCards ?? 0) / lookups,
     held_asks_per_lookup: (d.heldCardAsks ?? 0) / lookups,
@@ -263,11 +266,11 @@ export interface ScalingDoc {
 
 function quietTable (rows: ScaleRow[], pass: (r: ScaleRow) => [Pcts | undefined, Pcts | undefined, QuietWork | undefined]): string[] {
   return [
-    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | lookups that walked | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(r => {
       const [whole, first, w] = pass(r)
-      return `| ${r.nodes} | ${whole?.n ?? '–'} | ${pp(whole)} | ${pp(first)} | ${f1(w?.answers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
+      return `| ${r.nodes} | ${whole?.n ?? '–'} | ${pp(whole)} | ${pp(first)} | ${f1(w?.answers_per_lookup)} | ${share(w?.walked_share)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} |`
     }),
     ''
   ]
@@ -276,6 +279,7 @@ function quietTable (rows: ScaleRow[], pass: (r: ScaleRow) => [Pcts | undefined,
 const held = (w: DiscoverWork | undefined): string => w === undefined ? '–' : `${f1(w.held_asks_per_lookup)} / ${f1(w.held_cards_per_lookup)}`
 const f1 = (x: number | undefined): string => x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
 const pp = (p: Pcts | undefined): string => p === undefined || p.n === 0 ? '–' : `${f1(p.p50)} / ${f1(p.p99)}`
+const share = (x: number | undefined): string => x === undefined ? '–' : `${(x * 100).toFixed(0)} %`
 
 /** The Markdown page: the command first, then per size every figure, then the checks of issue #17. */
 export function renderScaling (d: ScalingDoc): string {
@@ -361,11 +365,11 @@ export function renderScaling (d: ScalingDoc): string {
     'What a discover asks of the mesh, per DHT lookup of the task drivers, beside its p50 and the worst event-loop delay',
     'of any process (the time a node waits for its loop on a machine whose two cores run every node):',
     '',
-    '| nodes | lookups | DHT answers per lookup | providers named per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | discover p50 (ms) | event-loop delay p99 (ms) |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| nodes | lookups | DHT answers per lookup | lookups that walked | providers named per lookup | cards fetched per lookup | holder asks / cards from holders per lookup | discover p50 (ms) | event-loop delay p99 (ms) |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(r => {
       const w = r.discover_work
-      return `| ${r.nodes} | ${w?.lookups ?? '–'} | ${f1(w?.answers_per_lookup)} | ${f1(w?.providers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(r.discover?.p50)} | ${f1(r.loop_delay_ms?.p99)} |`
+      return `| ${r.nodes} | ${w?.lookups ?? '–'} | ${f1(w?.answers_per_lookup)} | ${share(w?.walked_share)} | ${f1(w?.providers_per_lookup)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(r.discover?.p50)} | ${f1(r.loop_delay_ms?.p99)} |`
     }),
     '',
     workLine(rows),
