@@ -11,6 +11,7 @@
  * holder's peer store.
  */
 import type { PeerId, Stream } from '@libp2p/interface'
+import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
@@ -26,6 +27,14 @@ const cap = { capability_id: 'cap:widely-offered', version: '1.0.0' }
 interface ProviderStore {
   addProvider: (key: unknown, peer: PeerId) => Promise<void>
   removeProvider: (key: unknown, peer: PeerId) => Promise<void>
+}
+/** The key's k closest peers as `asker` sees them: the holders of its provider records. */
+async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
+  const holders: PeerId[] = []
+  for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
+    if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
+  }
+  return holders
 }
 const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
 
@@ -47,11 +56,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('finds every one when the key\'s holders each hold only some of the records', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    // the key's k closest peers as the asker sees them
-    const holders: PeerId[] = []
-    for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
-      if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
-    }
+    const holders = await holdersOf(asker, key)
     expect(holders).toHaveLength(K)
     // no node holds a record of the key any more, except these parts: 3 + 2 + 2 of the 7
     for (const n of nodes) for (const p of offering) await storeOf(n).removeProvider(key, p)
@@ -80,10 +85,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     // the records are where the first test left them: 3 + 2 + 2 over the key's k closest peers
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders: PeerId[] = []
-    for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
-      if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
-    }
+    const holders = await holdersOf(asker, key)
     for (const holder of holders) await asker.host.dial(holder)
     let dials = 0
     const onOpen = (evt: CustomEvent<{ direction: string }>): void => { if (evt.detail.direction === 'outbound') dials++ }
@@ -127,10 +129,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('a connected contact that never answers does not hold the lookup up: the others\' answers end the round', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders: PeerId[] = []
-    for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
-      if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
-    }
+    const holders = await holdersOf(asker, key)
     expect(holders).toHaveLength(K)
     // the holder of the 3-record part reads a GET_PROVIDERS and never answers; the other two name 2 + 2
     const silent = nodes.find(n => peerIdOfAgent(n.agentId).equals(holders[0]!))!
