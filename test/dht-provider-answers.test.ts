@@ -3,9 +3,11 @@
  * DHT_PROVIDERS_PER_ANSWER providers, a fresh random pick each time when the
  * node holds more (kad-dht alone names every one it holds, so an answer grew
  * with the mesh). A provider the node has no peer entry for is left out of
- * the answer, not allowed to fail it.
+ * the answer, not allowed to fail it. A key's records are read once for the
+ * answers of DHT_PROVIDER_READ_TTL_MS, and again at once after a change.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { PeerId } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -13,6 +15,7 @@ import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
+import { DHT_PROVIDER_READ_TTL_MS } from '../src/wire/network-constants.ts'
 import { limitProviderAnswers, providerAnswerStats } from '../src/wire/provider-answers.ts'
 import { startMesh, stopAll } from './helpers.ts'
 
@@ -78,5 +81,70 @@ describe('provider answers are bounded', () => {
     expect(limitProviderAnswers({}, 5, known)).toBe(false)
     expect(limitProviderAnswers(undefined, 5, known)).toBe(false)
     expect(providerAnswerStats(undefined).unknownProviders).toBe(0)
+  })
+})
+
+describe('a key\'s provider records are read once for the answers of a few seconds', () => {
+  /** A provider store as kad-dht's looks to the wrapper: reads counted, each one waiting for `gate` when set. */
+  function store (): { dht: { providers: Record<string, unknown> }, held: Map<string, PeerId[]>, reads: () => number, gate: { wait?: Promise<void> } } {
+    const held = new Map<string, PeerId[]>()
+    let reads = 0
+    const gate: { wait?: Promise<void> } = {}
+    const providers = {
+      getProviders: async (key: unknown) => {
+        reads++
+        const now = [...(held.get(String(key)) ?? [])]
+        await gate.wait
+        return now
+      },
+      addProvider: async (key: unknown, peer: PeerId) => { held.set(String(key), [...(held.get(String(key)) ?? []), peer]) },
+      removeProvider: async (key: unknown, peer: PeerId) => { held.set(String(key), (held.get(String(key)) ?? []).filter(p => !p.equals(peer))) }
+    }
+    return { dht: { providers }, held, reads: () => reads, gate }
+  }
+  const newPeer = async (): Promise<PeerId> => peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+
+  it('answers from one read until DHT_PROVIDER_READ_TTL_MS has passed, and reads again at once after a record is added or removed', async () => {
+    const s = store()
+    let clock = 1_000_000
+    expect(limitProviderAnswers(s.dht, DHT_PROVIDERS_PER_ANSWER, async () => true, () => clock)).toBe(true)
+    const p = s.dht.providers as unknown as { getProviders: (k: unknown) => Promise<PeerId[]>, addProvider: (k: unknown, p: PeerId) => Promise<void>, removeProvider: (k: unknown, p: PeerId) => Promise<void> }
+    const key = await capabilityKey('cap:read-once')
+    const [a, b] = [await newPeer(), await newPeer()]
+    await p.addProvider(key, a)
+    expect((await p.getProviders(key)).map(String)).toEqual([a.toString()])
+    expect((await p.getProviders(key)).map(String)).toEqual([a.toString()])
+    expect(s.reads()).toBe(1)
+    // a record added through the store is named by the next answer
+    await p.addProvider(key, b)
+    expect((await p.getProviders(key)).map(String).sort()).toEqual([a.toString(), b.toString()].sort())
+    expect(s.reads()).toBe(2)
+    await p.removeProvider(key, a)
+    expect((await p.getProviders(key)).map(String)).toEqual([b.toString()])
+    expect(s.reads()).toBe(3)
+    // a record deleted from the datastore directly (kad-dht's cleanup of expired ones) is named until the read is old
+    s.held.set(String(key), [])
+    clock += DHT_PROVIDER_READ_TTL_MS - 1
+    expect(await p.getProviders(key)).toHaveLength(1)
+    clock += 1
+    expect(await p.getProviders(key)).toHaveLength(0)
+    expect(s.reads()).toBe(4)
+  })
+
+  it('does not keep a read that a record added meanwhile has made stale', async () => {
+    const s = store()
+    expect(limitProviderAnswers(s.dht, DHT_PROVIDERS_PER_ANSWER, async () => true)).toBe(true)
+    const p = s.dht.providers as unknown as { getProviders: (k: unknown) => Promise<PeerId[]>, addProvider: (k: unknown, p: PeerId) => Promise<void> }
+    const key = await capabilityKey('cap:read-raced')
+    const a = await newPeer()
+    let open!: () => void
+    s.gate.wait = new Promise<void>(resolve => { open = resolve })
+    const early = p.getProviders(key)
+    await p.addProvider(key, a)
+    open()
+    // the read began before the record: it names nobody, and the next answer reads again
+    expect(await early).toEqual([])
+    expect((await p.getProviders(key)).map(String)).toEqual([a.toString()])
+    expect(s.reads()).toBe(2)
   })
 })

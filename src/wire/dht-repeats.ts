@@ -37,6 +37,7 @@
 import { KEEP_ALIVE, type PeerId } from '@libp2p/interface'
 import type { KadDHT, KadDHTComponents } from '@libp2p/kad-dht'
 import { DHT_CLOSEST_CACHED, DHT_NAMED_AGAIN_MS, DHT_NAMED_TRACKED } from '../constants.ts'
+import { bytesKey } from '../util/bytes-key.ts'
 
 export interface DhtRepeatStats {
   /** Whether this kad-dht had the members both caches need. */
@@ -106,11 +107,6 @@ function cacheClosest (table: Table, stats: DhtRepeatStats): void {
     }
     return peers.slice()
   }
-}
-
-/** A Map key for bytes: one char per byte (latin1), made natively, no encoding work. */
-function bytesKey (b: Uint8Array): string {
-  return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1')
 }
 
 function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => number): void {
