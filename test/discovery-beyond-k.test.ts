@@ -36,6 +36,14 @@ async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
   }
   return holders
 }
+/** Leave `asker` with one connection to each of `peers`, opened by itself (what the connected round asks). */
+async function connectFrom (asker: MeshNode, peers: PeerId[]): Promise<void> {
+  for (const peer of peers) {
+    await asker.host.hangUp(peer)
+    await asker.host.dial(peer)
+    expect(asker.host.getConnections(peer).map(c => c.direction)).toEqual(['outbound'])
+  }
+}
 const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
 
 describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capability)`, () => {
@@ -86,7 +94,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
     const holders = await holdersOf(asker, key)
-    for (const holder of holders) await asker.host.dial(holder)
+    await connectFrom(asker, holders)
     let dials = 0
     const onOpen = (evt: CustomEvent<{ direction: string }>): void => { if (evt.detail.direction === 'outbound') dials++ }
     asker.host.addEventListener('connection:open', onOpen)
@@ -125,6 +133,24 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     expect(n.discovery.stats.providerSweeps).toBe(before)
   })
 
+  it('does not ask first a contact that connected to it: a peer buys no rank by connecting', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    // every holder connected to the asker, none by the asker
+    for (const holder of holders) {
+      await asker.host.hangUp(holder)
+      const node = nodes.find(n => peerIdOfAgent(n.agentId).equals(holder))!
+      await node.host.dial(peerIdOfAgent(asker.agentId))
+      expect(asker.host.getConnections(holder).map(c => c.direction)).toEqual(['inbound'])
+    }
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
+    expect(found).toHaveLength(2)
+    expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBe(0)
+    expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(1)
+  })
+
   // last: it leaves one holder deaf to the DHT
   it('a connected contact that never answers does not hold the lookup up: the others\' answers end the round', async () => {
     const key = await capabilityKey(cap.capability_id)
@@ -135,7 +161,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const silent = nodes.find(n => peerIdOfAgent(n.agentId).equals(holders[0]!))!
     const held: Stream[] = []
     await silent.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream) }, { force: true })
-    for (const holder of holders) await asker.host.dial(holder)
+    await connectFrom(asker, holders)
     const before = { ...asker.discovery.stats }
     const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
     expect(found).toHaveLength(2)

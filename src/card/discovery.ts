@@ -263,7 +263,7 @@ export class Discovery {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsConnection(this.host, p) })) {
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p) })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
             if (ev.connected === true) this.stats.connectedAnswers++

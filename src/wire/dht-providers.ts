@@ -11,7 +11,12 @@
  * closest peers, and each names up to DHT_PROVIDERS_PER_ANSWER providers; so
  * the lookup first asks the connected ones among those k contacts,
  * DHT_CONNECTED_FIRST_ASKS at most, all at once. The walk runs only when
- * their answers name fewer providers than the caller wants.
+ * their answers name fewer providers than the caller wants. Discovery counts
+ * only connections this node opened itself (`connected`): any peer can
+ * connect to a node, and a contact asked first whose answer names enough
+ * providers ends the lookup, so a hostile peer that connected to everyone
+ * would otherwise answer every lookup with providers of its choosing
+ * (session 30: 7 of 40 discovers at rest found nothing at 100 nodes).
  *
  * kad-dht's findProviders ends once it has named k providers (its bucket
  * size), however many hold the key, and each answer names at most
