@@ -28,6 +28,15 @@ export const SIM_QUIET_DISCOVERS = 40
 export const SIM_QUIET_DISCOVER_LIMIT = 4
 /** How long the machine's CPU is measured, before the discovers, with nothing asked of the mesh. */
 export const SIM_QUIET_BASELINE_MS = 3000
+/**
+ * Before that, the phase waits until the machine is at rest: its CPU busy at most SIM_QUIET_MAX_BUSY over a
+ * window of SIM_QUIET_WINDOW_MS, for SIM_QUIET_WAIT_MAX_MS at most. Work left over from the tasks (a burst of
+ * DHT upkeep, say) had kept a 500-node machine 100 % busy through the baseline, and the discovers "at rest"
+ * then waited behind it (session 30).
+ */
+export const SIM_QUIET_MAX_BUSY = 0.3
+export const SIM_QUIET_WINDOW_MS = 1000
+export const SIM_QUIET_WAIT_MAX_MS = 60_000
 /** The names of its series in a report (kept apart from the tasks' "discover ..." series). */
 export const QUIET_DISCOVER_SERIES = 'quiet discover (mesh at rest, cards fetched and verified)'
 export const QUIET_FIRST_CARD_SERIES = 'quiet first verified card (mesh at rest)'
@@ -46,6 +55,9 @@ export interface QuietDiscovers {
   machineBusy: number
   /** The same over SIM_QUIET_BASELINE_MS just before, with nothing asked of the mesh: its upkeep alone. */
   machineBusyIdle: number
+  /** How long the phase waited for the machine to be at rest first (ms), and whether it was by then. */
+  restWaitMs: number
+  rested: boolean
   /** Connections the discovering nodes dialed during the phase (a lookup's peer or agent it held no connection to). */
   dials: number
 }
@@ -79,6 +91,17 @@ function busyBetween (a: { busy: number, total: number }, b: { busy: number, tot
   return b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0
 }
 
+/** Wait until the machine's CPU is at rest (SIM_QUIET_MAX_BUSY), SIM_QUIET_WAIT_MAX_MS at most: how long it took, and whether it was. */
+async function machineAtRest (): Promise<{ ms: number, rested: boolean }> {
+  const started = Date.now()
+  while (true) {
+    const a = machineCpu()
+    await new Promise(resolve => setTimeout(resolve, SIM_QUIET_WINDOW_MS))
+    if (busyBetween(a, machineCpu()) <= SIM_QUIET_MAX_BUSY) return { ms: Date.now() - started, rested: true }
+    if (Date.now() - started >= SIM_QUIET_WAIT_MAX_MS) return { ms: Date.now() - started, rested: false }
+  }
+}
+
 /** What one kind of discover at rest added up to, while it is measured. */
 class Pass {
   readonly whole: number[] = []
@@ -91,7 +114,7 @@ class Pass {
 
   constructor (fresh: boolean) { this.fresh = fresh }
 
-  result (idle: number): QuietDiscovers {
+  result (idle: number, rest: { ms: number, rested: boolean }): QuietDiscovers {
     const series = (name: string, samples: number[]): LatencySeries => ({ name, unit: 'ms', summary: summarize(samples), samples })
     return {
       series: series(this.fresh ? QUIET_FRESH_DISCOVER_SERIES : QUIET_DISCOVER_SERIES, this.whole),
@@ -100,6 +123,8 @@ class Pass {
       empty: this.empty,
       machineBusy: this.cpu.total > 0 ? this.cpu.busy / this.cpu.total : 0,
       machineBusyIdle: idle,
+      restWaitMs: rest.ms,
+      rested: rest.rested,
       dials: this.dials
     }
   }
@@ -115,6 +140,7 @@ export async function quietDiscoverPasses (
   capabilities: CapabilityRef[],
   opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
 ): Promise<{ cold: QuietDiscovers, fresh: QuietDiscovers }> {
+  const rest = await machineAtRest()
   // what the mesh's upkeep (gossip heartbeats, DHT refreshes, pings) costs the machine with nothing asked of it
   const idle0 = machineCpu()
   await new Promise(resolve => setTimeout(resolve, SIM_QUIET_BASELINE_MS))
@@ -152,10 +178,10 @@ export async function quietDiscoverPasses (
   } finally {
     for (const n of nodes) n.host.removeEventListener('connection:open', onOpen)
   }
-  return { cold: passes[0].result(idle), fresh: passes[1].result(idle) }
+  return { cold: passes[0].result(idle, rest), fresh: passes[1].result(idle, rest) }
 }
 
 /** What a report keeps of a pass: its discovery counters and the phase's own figures. */
 export function quietFigures (q: QuietDiscovers): Record<string, number> {
-  return { ...q.discovery, empty: q.empty, machine_busy: q.machineBusy, machine_busy_idle: q.machineBusyIdle, dials: q.dials }
+  return { ...q.discovery, empty: q.empty, machine_busy: q.machineBusy, machine_busy_idle: q.machineBusyIdle, dials: q.dials, rest_wait_ms: q.restWaitMs, rested: q.rested ? 1 : 0 }
 }

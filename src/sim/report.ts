@@ -226,7 +226,7 @@ export function renderSummary (r: SimReport): string {
     lines.push(`  receivers' peer records sent with handoffs (group processes): ${sum('taken')} taken, ${sum('notTaken')} not taken (no newer than the one held, or not the receiver's), ${sum('refused')} refused`)
   }
   const atRest = (what: string, q: Record<string, number> | undefined): void => {
-    if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups (${q.lookupWalks ?? 0} walked on), ${q.lookupAnswers ?? 0} answers (${q.connectedAnswers ?? 0} from connected contacts), ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked)`)
+    if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups (${q.lookupWalks ?? 0} walked on), ${q.lookupAnswers ?? 0} answers (${q.connectedAnswers ?? 0} from connected contacts), ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked${q.rest_wait_ms === undefined ? '' : `, after ${(q.rest_wait_ms / 1000).toFixed(0)} s waiting for ${q.rested === 1 ? 'the machine to rest' : 'a rest that did not come'}`})`)
   }
   atRest('no card cache', r.quiet_discovery)
   atRest('every card from its agent', r.quiet_fresh_discovery)
