@@ -5,11 +5,14 @@
  * closed at that instant (by either side's connection budget) refuses the
  * stream, and a delegation in a 100-node simulation failed with "The
  * connection muxer is "closed" and not "open"" although its executor was up.
- * src/wire/dial.ts tries such a refusal once more on a new connection.
+ * src/wire/dial.ts tries such a refusal once more on a new connection, and so
+ * a stream the peer's side ended while its protocol was negotiated.
  */
 import type { Stream } from '@libp2p/interface'
+import { StreamResetError } from '@libp2p/interface'
+import { UnexpectedEOFError } from '@libp2p/utils'
 import { describe, expect, it } from 'vitest'
-import { dialStats, dialStream, isClosingConnectionError } from '../src/wire/dial.ts'
+import { dialStats, dialStream, isClosingConnectionError, isCutNegotiationError } from '../src/wire/dial.ts'
 import type { MeshHost } from '../src/wire/host.ts'
 import { loopbackHostsPerTest } from './loopback-hosts.ts'
 
@@ -53,4 +56,33 @@ describe('a stream asked of a closing connection', () => {
     expect(isClosingConnectionError(err)).toBe(false)
     expect(dialStats.retriedOnClosingConnection).toBe(before)
   })
+
+  it('is opened on a new connection when the peer\'s side ended it during the protocol negotiation', async () => {
+    const [a, b] = await start(2) as [MeshHost, MeshHost]
+    await b.handle(ECHO, (stream) => {
+      stream.addEventListener('message', (evt) => { stream.send(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()) })
+    })
+    const first = await a.dial(b.getMultiaddrs()[0]!)
+    for (const cut of [new UnexpectedEOFError('Unexpected EOF - stream closed while reading 0/1 bytes'), new StreamResetError('the stream was reset')]) {
+      expect(isCutNegotiationError(cut)).toBe(true)
+      // the first negotiation ends as libp2p reports one the peer's side cut; the next is real
+      const calls: Array<{ force?: boolean }> = []
+      const host = {
+        dialProtocol: async (...args: Parameters<MeshHost['dialProtocol']>) => {
+          calls.push({ force: (args[2] as { force?: boolean } | undefined)?.force })
+          if (calls.length === 1) throw cut
+          return a.dialProtocol(...args)
+        }
+      }
+      const before = dialStats.retriedOnCutNegotiation
+      const stream = await dialStream(host, b.peerId, ECHO, { signal: AbortSignal.timeout(5_000) })
+      expect(calls).toEqual([{ force: undefined }, { force: true }])
+      expect(dialStats.retriedOnCutNegotiation).toBe(before + 1)
+      expect(await echoOnce(stream, 'answered')).toBe('answered')
+    }
+    // each retry opened a connection of its own beside the first
+    expect(a.getConnections(b.peerId).map(c => c.id)).toContain(first.id)
+    expect(a.getConnections(b.peerId)).toHaveLength(3)
+  })
 })
+

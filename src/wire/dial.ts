@@ -6,8 +6,11 @@
  * instant refuses it (ConnectionClosedError: "The connection muxer is
  * "closed" and not "open""), and a request failed although the peer was up:
  * one task of a 100-node simulation did. Such a refusal is tried once more,
- * on a new connection (`force`), within the caller's signal; any other
- * failure is the caller's to report.
+ * on a new connection (`force`), within the caller's signal; so is a stream
+ * the peer's side closed or reset while the protocol was being negotiated
+ * (UnexpectedEOFError "stream closed while reading 0/1 bytes": a delegation
+ * of a 200-node simulation failed so, session 30). Either way no byte of the
+ * caller's request was sent. Any other failure is the caller's to report.
  */
 import type { Libp2p, PeerId, Stream } from '@libp2p/interface'
 import { reasonOf } from '../errors.ts'
@@ -15,22 +18,32 @@ import type { Logger } from '../logger.ts'
 
 /** What libp2p throws for a stream asked of a connection that is closing or closed. */
 const CLOSING_CONNECTION_ERRORS = new Set(['ConnectionClosedError', 'ConnectionClosingError', 'MuxerClosedError'])
+/** What it throws for a stream that ended while its protocol was negotiated. */
+const CUT_NEGOTIATION_ERRORS = new Set(['UnexpectedEOFError', 'StreamResetError'])
 
 export function isClosingConnectionError (err: unknown): boolean {
   const name = (err as { name?: unknown } | null)?.name
   return typeof name === 'string' && CLOSING_CONNECTION_ERRORS.has(name)
 }
 
-/** Streams opened on a new connection because the one they were first asked of was closing (all hosts of the process). */
-export const dialStats = { retriedOnClosingConnection: 0 }
+/** Whether `err` says the stream ended while its protocol was negotiated (nothing of a request was sent on it). */
+export function isCutNegotiationError (err: unknown): boolean {
+  const name = (err as { name?: unknown } | null)?.name
+  return typeof name === 'string' && CUT_NEGOTIATION_ERRORS.has(name)
+}
+
+/** Streams opened on a new connection because the one they were first asked of was closing, or their negotiation was cut (all hosts of the process). */
+export const dialStats = { retriedOnClosingConnection: 0, retriedOnCutNegotiation: 0 }
 
 export async function dialStream (host: Pick<Libp2p, 'dialProtocol'>, peer: PeerId, protocol: string, opts: { signal: AbortSignal, log?: Logger }): Promise<Stream> {
   try {
     return await host.dialProtocol(peer, protocol, { signal: opts.signal })
   } catch (err) {
-    if (opts.signal.aborted || !isClosingConnectionError(err)) throw err
-    dialStats.retriedOnClosingConnection++
-    opts.log?.debug({ peer: peer.toString(), protocol, err: reasonOf(err) }, 'the connection was closing; opening the stream on a new one')
+    const closing = isClosingConnectionError(err)
+    if (opts.signal.aborted || (!closing && !isCutNegotiationError(err))) throw err
+    if (closing) dialStats.retriedOnClosingConnection++
+    else dialStats.retriedOnCutNegotiation++
+    opts.log?.debug({ peer: peer.toString(), protocol, err: reasonOf(err) }, closing ? 'the connection was closing; opening the stream on a new one' : 'the stream ended while its protocol was negotiated; opening it on a new connection')
     return await host.dialProtocol(peer, protocol, { signal: opts.signal, force: true })
   }
 }
