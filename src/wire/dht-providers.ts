@@ -130,21 +130,29 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     found += out.length
     return out
   }
+  /** The answers of requests outside the walk, handed on with only providers not named before; how many were new. */
+  function * handOn (evs: ProviderLookupEvent[]): Generator<ProviderLookupEvent, number> {
+    let added = 0
+    for (const ev of evs) {
+      if (ev.name === 'answer') asked.add(ev.from.toString())
+      if (ev.name !== 'providers') {
+        yield ev
+        continue
+      }
+      const news = fresh(ev.providers)
+      added += news.length
+      if (news.length > 0) yield { ...ev, providers: news }
+      if (found >= opts.want) break
+    }
+    return added
+  }
   const parts = kadInternals(dht)
 
   const table = kadRoutingTable(dht)
   if (parts !== undefined && table !== undefined && opts.connected !== undefined) {
     for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal)) {
-      for (const ev of evs) {
-        if (ev.name !== 'providers') {
-          if (ev.name === 'answer') asked.add(ev.from.toString())
-          yield ev
-          continue
-        }
-        const news = fresh(ev.providers)
-        if (news.length > 0) yield { ...ev, providers: news }
-        if (found >= opts.want) return
-      }
+      yield * handOn(evs)
+      if (found >= opts.want) return
     }
   }
 
@@ -185,17 +193,8 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   for (let i = 0; i < holders.length && found < opts.want && !opts.signal.aborted; i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
     const batch = holders.slice(i, i + DHT_PROVIDER_SWEEP_CONCURRENCY)
     const answers = await Promise.all(batch.map(async peer => askProviders(parts, peer, key, opts.signal, false)))
-    let added = 0
-    for (const ev of answers.flat()) {
-      if (ev.name !== 'providers') {
-        yield ev
-        continue
-      }
-      const news = fresh(ev.providers)
-      added += news.length
-      if (news.length > 0) yield { name: 'providers', providers: news, sweep: true, ...(ev.from === undefined ? {} : { from: ev.from }) }
-      if (found >= opts.want) return
-    }
+    const added = yield * handOn(answers.flat())
+    if (found >= opts.want) return
     // holders that answered and named nobody new: the others most likely hold the same
     if (added === 0 && answers.some(list => list.some(ev => ev.name === 'answer'))) return
   }

@@ -27,8 +27,6 @@ import { DHT_PROVIDER_READ_TTL_MS, DHT_PROVIDER_READS_CACHED } from './network-c
 
 interface ProviderStore {
   getProviders: (key: unknown, options?: unknown) => Promise<PeerId[]>
-  addProvider?: unknown
-  removeProvider?: unknown
 }
 
 type ReadProviders = (key: unknown, options?: unknown) => Promise<PeerId[]>
@@ -78,18 +76,20 @@ class ProviderReads {
   }
 }
 
-/** Make `store`'s method `name` tell `reads` of the key it changes (its first argument), once it has. */
-function tellChanges (store: ProviderStore, name: 'addProvider' | 'removeProvider', reads: ProviderReads): void {
+/**
+ * Make `store`'s method `name` (addProvider or removeProvider: key, provider,
+ * options) call `after` with its key and provider once a write succeeded.
+ * False when the store has no such method.
+ */
+function afterWrite (store: object, name: 'addProvider' | 'removeProvider', after: (key: unknown, provider: PeerId) => void): boolean {
   const method: unknown = Reflect.get(store, name)
-  if (typeof method !== 'function') return
-  const call = method.bind(store) as (key: unknown, ...rest: unknown[]) => Promise<void>
-  Reflect.set(store, name, async (key: unknown, ...rest: unknown[]): Promise<void> => {
-    try {
-      await call(key, ...rest)
-    } finally {
-      reads.changed(key)
-    }
+  if (typeof method !== 'function') return false
+  const write = method.bind(store) as (key: unknown, provider: PeerId, options?: unknown) => Promise<void>
+  Reflect.set(store, name, async (key: unknown, provider: PeerId, options?: unknown): Promise<void> => {
+    await write(key, provider, options)
+    after(key, provider)
   })
+  return true
 }
 
 function providerStoreOf (dht: unknown): ProviderStore | undefined {
@@ -132,9 +132,9 @@ export function limitProviderAnswers (dht: unknown, max: number, known: (peer: P
   const stats: ProviderAnswerStats = { unknownProviders: 0 }
   answerStats.set(dht, stats)
   const reads = new ProviderReads(store.getProviders.bind(store), now)
-  tellChanges(store, 'addProvider', reads)
-  tellChanges(store, 'removeProvider', reads)
-  const all = async (key: unknown, options?: unknown): Promise<readonly PeerId[]> => reads.get(key, options)
+  afterWrite(store, 'addProvider', key => { reads.changed(key) })
+  afterWrite(store, 'removeProvider', key => { reads.changed(key) })
+  const all = reads.get.bind(reads)
   ownReads.set(dht, async (key, options) => {
     const found = await all(key, options)
     return found.length <= max ? [...found] : sample(Math.random, found, max)
@@ -162,12 +162,5 @@ export function limitProviderAnswers (dht: unknown, max: number, known: (peer: P
 export function watchProviderRecords (dht: unknown, self: PeerId, listener: (provider: PeerId) => void): boolean {
   const store: unknown = (dht as { providers?: unknown } | undefined)?.providers
   if (typeof store !== 'object' || store === null) return false
-  const add: unknown = Reflect.get(store, 'addProvider')
-  if (typeof add !== 'function') return false
-  const write = add.bind(store) as (key: unknown, provider: PeerId, options?: unknown) => Promise<void>
-  Reflect.set(store, 'addProvider', async (key: unknown, provider: PeerId, options?: unknown): Promise<void> => {
-    await write(key, provider, options)
-    if (!provider.equals(self)) listener(provider)
-  })
-  return true
+  return afterWrite(store, 'addProvider', (_key, provider) => { if (!provider.equals(self)) listener(provider) })
 }
