@@ -31,6 +31,7 @@ import { sign } from '../../src/identity/signing.ts'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import { createHost, dialAddrs, type MeshHost } from '../../src/wire/host.ts'
 import { lengthPrefix } from '../../test/fixtures/raw-wire.ts'
+import { sample } from '../../src/util/sample.ts'
 import { until } from '../../test/helpers.ts'
 import { latencyFigures, prng } from './common.ts'
 import type { PartResult } from './report.ts'
@@ -187,7 +188,9 @@ async function buildMesh (o: HostileDhtOptions, hostileCount: number, r: () => n
       const key = liveKeys[i]
       const node = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, ...(key === undefined ? {} : { privateKey: key }) })
       await node.start()
-      for (let j = 0; j < Math.min(i, JOIN_FANOUT); j++) await node.join(honest[Math.floor(r() * i)]!.addresses)
+      // distinct earlier nodes: picks that repeat left a node with fewer peers than the wait below asks for, and its
+      // mesh then waited on the DHT's own dials (a CI run timed out so, session 30)
+      for (const peer of sample(r, honest, JOIN_FANOUT)) await node.join(peer.addresses)
       honest.push(node)
     }
     const kinds: Kind[] = ['drop', 'forge', 'eclipse']
