@@ -34,7 +34,7 @@ import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
-import { lookupProviders } from '../wire/dht-providers.ts'
+import { lookupProviders, type ProviderDemand } from '../wire/dht-providers.ts'
 import { watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
 import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
@@ -241,7 +241,12 @@ export class Discovery {
     // fetch cards of providers concurrently, yield in arrival order (fetch-order.ts)
     let wake: (() => void) | undefined
     let done = false
-    const notify = (): void => { wake?.(); wake = undefined }
+    /** The lookup waiting for fetches to prove providers useless (ProviderDemand). */
+    let lookupWaits: (() => void) | undefined
+    const notify = (): void => {
+      wake?.(); wake = undefined
+      lookupWaits?.(); lookupWaits = undefined
+    }
     const fetches = new CardFetches<AgentCard>({
       self: this.host.peerId,
       wanted: () => limit - yielded,
@@ -259,11 +264,20 @@ export class Discovery {
       onChange: notify,
       ...(opts.explain === undefined ? {} : { explain: opts.explain })
     })
+    // named providers whose cards could not be had do not count: the lookup goes on past them
+    const demand: ProviderDemand = {
+      spent: () => fetches.spent,
+      changed: async (s) => new Promise<void>(resolve => {
+        const stop = (): void => { resolve() }
+        s.addEventListener('abort', stop, { once: true })
+        lookupWaits = () => { s.removeEventListener('abort', stop); resolve() }
+      })
+    }
     void (async () => {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p) })) {
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
             if (ev.connected === true) this.stats.connectedAnswers++

@@ -88,6 +88,8 @@ export class CardFetches<Card extends { agent_id: string }> {
   /** Which peer's answer named each provider (for `explain`). */
   private readonly namedBy = new Map<string, string>()
   private readonly started = performance.now()
+  /** Providers handed over whose card could not be had or did not match (the lookup's ProviderDemand). */
+  spent = 0
 
   private readonly init: CardFetchesInit<Card>
 
@@ -128,7 +130,10 @@ export class CardFetches<Card extends { agent_id: string }> {
     const preferred = init.explain !== undefined && (init.preferred ?? init.connected)(peer)
     init.fetch(peer, AbortSignal.any([init.signal, own]), (s) => { source = s })
       .then(card => {
-        if (!init.matches(card)) return
+        if (!init.matches(card)) {
+          this.spent++
+          return
+        }
         this.ready.push(card)
         this.origin(card, source, preferred)
       })
@@ -136,6 +141,7 @@ export class CardFetches<Card extends { agent_id: string }> {
         // the caller has what it asked for: a fetch cut off by that is not the provider's fault
         if (init.stopped.aborted) return
         // unreachable or invalid (rejections are counted in stats.rejectedCards): not a result
+        this.spent++
         init.stats.unreachableProviders++
         if (init.signal.aborted) init.stats.providerFetchesCutShort++
         else if (own.aborted) init.stats.providerFetchTimeouts++
@@ -164,6 +170,8 @@ export class CardFetches<Card extends { agent_id: string }> {
       if (init.matches(newest)) {
         this.ready.push(newest)
         this.origin(newest, 'holder', false)
+      } else {
+        this.spent++
       }
       init.onChange()
     }

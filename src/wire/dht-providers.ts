@@ -61,6 +61,21 @@ export type ProviderLookupEvent =
   /** `from`: the peer whose answer named them (none for this node's own records). */
   | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId }
 
+/**
+ * What the caller made of the providers named so far. A provider named is
+ * not a card found: its fetch may fail, or its card may not match. With a
+ * demand the lookup counts only providers not `spent`, so providers that
+ * serve nothing useful (a hostile holder's pick, agents gone) do not end it;
+ * while enough are still being fetched it waits on `changed` instead of
+ * ending, and goes on once they proved useless.
+ */
+export interface ProviderDemand {
+  /** Providers named so far that proved useless: no card could be had, or it did not match. */
+  spent: () => number
+  /** Resolves once `spent` may have grown, or `signal` ends. */
+  changed: (signal: AbortSignal) => Promise<void>
+}
+
 let warnedNoSweep = false
 
 /** One GET_PROVIDERS to `peer`, outside kad-dht's walk (in the connected round or the sweep): its answer, or why it failed. */
@@ -112,13 +127,21 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
  * connection to (`connected`), which cost no dial; then, while fewer than
  * `want`, as kad-dht's walk names them; then this node's own records, and
  * (when kad-dht named k or more) those of the key's closest peers. Never names
- * this node or a provider twice; ends at `want` providers, when the sweep is
- * done, or on `signal`.
+ * this node or a provider twice; ends at `want` providers (with a `demand`:
+ * `want` not yet spent), when the sweep is done, or on `signal`.
  */
-export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean }): AsyncGenerator<ProviderLookupEvent> {
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand }): AsyncGenerator<ProviderLookupEvent> {
   const seen = new Set<string>([self.toString()])
   const asked = new Set<string>([self.toString()])
   let found = 0
+  const { demand } = opts
+  const enough = (): boolean => found - (demand?.spent() ?? 0) >= opts.want
+  /** Name more providers? Without a demand: while fewer than `want`. With one: once enough of those named proved useless. */
+  const goOn = async (): Promise<boolean> => {
+    if (demand === undefined) return !enough() && !opts.signal.aborted
+    while (enough() && !opts.signal.aborted) await demand.changed(opts.signal)
+    return !opts.signal.aborted
+  }
   const fresh = (list: Iterable<PeerId>): PeerId[] => {
     const out: PeerId[] = []
     for (const p of list) {
@@ -142,7 +165,6 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
       const news = fresh(ev.providers)
       added += news.length
       if (news.length > 0) yield { ...ev, providers: news }
-      if (found >= opts.want) break
     }
     return added
   }
@@ -152,7 +174,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   if (parts !== undefined && table !== undefined && opts.connected !== undefined) {
     for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal)) {
       yield * handOn(evs)
-      if (found >= opts.want) return
+      if (enough() && !(await goOn())) return
     }
   }
 
@@ -168,7 +190,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
       named += ev.providers.length
       const news = fresh(ev.providers.map(p => p.id))
       if (news.length > 0) yield { name: 'providers', providers: news, sweep: false, from: ev.from }
-      if (found >= opts.want) return
+      if (enough() && !(await goOn())) return
     }
   }
   if (parts === undefined) {
@@ -184,17 +206,16 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   const local = fresh(await own(key, { signal: opts.signal }))
   if (local.length > 0) yield { name: 'providers', providers: local, sweep: true }
   // a walk that named fewer than k ran to its end: it named every provider the network told it of
-  if (found >= opts.want || named < parts.k) return
+  if (named < parts.k || !(await goOn())) return
 
   const holders: PeerId[] = []
   for await (const ev of dht.getClosestPeers(key.multihash.bytes, { signal: opts.signal })) {
     if (ev.name === 'FINAL_PEER' && !asked.has(ev.peer.id.toString())) holders.push(ev.peer.id)
   }
-  for (let i = 0; i < holders.length && found < opts.want && !opts.signal.aborted; i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
+  for (let i = 0; i < holders.length && await goOn(); i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
     const batch = holders.slice(i, i + DHT_PROVIDER_SWEEP_CONCURRENCY)
     const answers = await Promise.all(batch.map(async peer => askProviders(parts, peer, key, opts.signal, false)))
     const added = yield * handOn(answers.flat())
-    if (found >= opts.want) return
     // holders that answered and named nobody new: the others most likely hold the same
     if (added === 0 && answers.some(list => list.some(ev => ev.name === 'answer'))) return
   }

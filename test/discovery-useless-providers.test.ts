@@ -1,0 +1,118 @@
+/**
+ * A provider lookup used to end once it had named twice the caller's limit,
+ * whether or not those providers' cards could be had. So a contact whose
+ * answer named providers that serve no matching card (a hostile holder, or
+ * agents that went away or dropped the capability) left a discover empty
+ * while an honest agent was a walk away. The lookup now goes on when the
+ * named providers' fetches fail or their cards do not match
+ * (src/wire/dht-providers.ts, `demand`).
+ *
+ * Real nodes; the provider records are written into the holders' stores as an
+ * ADD_PROVIDER would write them (the record, and the provider's addresses in
+ * the holder's peer store).
+ */
+import type { PeerId } from '@libp2p/interface'
+import type { CID } from 'multiformats/cid'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { capabilityKey } from '../src/card/card.ts'
+import { peerIdOfAgent } from '../src/identity/identity.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const K = 3
+const NODES = 9
+const cap = { capability_id: 'cap:few-honest', version: '1.0.0' }
+
+interface ProviderStore {
+  addProvider: (key: unknown, peer: PeerId) => Promise<void>
+  removeProvider: (key: unknown, peer: PeerId) => Promise<void>
+}
+const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
+const peerOf = (n: MeshNode): PeerId => peerIdOfAgent(n.agentId)
+
+async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
+  const holders: PeerId[] = []
+  for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
+    if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
+  }
+  return holders
+}
+
+/** As an ADD_PROVIDER from `provider` to `holder` would leave it. */
+async function recordAt (holder: MeshNode, key: CID, provider: MeshNode): Promise<void> {
+  await storeOf(holder).addProvider(key, peerOf(provider))
+  await holder.host.peerStore.merge(peerOf(provider), { multiaddrs: provider.host.getMultiaddrs() })
+}
+
+describe('a discover whose first answer names only providers without a matching card', () => {
+  let nodes: MeshNode[] = []
+  let honest: MeshNode, other: MeshNode, cardless: MeshNode
+  beforeAll(async () => {
+    nodes = await startMesh(NODES, { nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('goes on looking and finds the honest agent', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    expect(holders).toHaveLength(K)
+    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
+    const others = nodes.filter(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))
+    if (others.length < 3) throw new Error('the mesh is too small')
+    ;[honest, other, cardless] = others as [MeshNode, MeshNode, MeshNode]
+    await honest.publishCard({ name: 'honest', capabilities: [cap] })
+    // a provider whose card does not offer the capability (it dropped it), and one with no card at all
+    await other.publishCard({ name: 'other', capabilities: [{ capability_id: 'cap:something-else', version: '1.0.0' }] })
+    // their announces are done before the records are laid out by hand
+    for (const n of [honest, other]) {
+      expect(await n.discovery.announce()).toBeGreaterThan(0)
+      await until(() => !n.discovery.announcing, 'announce done')
+    }
+    for (const n of nodes) for (const p of [honest, other, cardless]) await storeOf(n).removeProvider(key, peerOf(p))
+
+    // the one holder the asker is connected to names only the two useless providers; the honest agent's
+    // record is with the other holders, which the asker holds no connection to
+    const [first, ...rest] = holders.map(byPeer)
+    await recordAt(first!, key, other)
+    await recordAt(first!, key, cardless)
+    for (const h of rest) await recordAt(h!, key, honest)
+    for (const h of holders) await asker.host.hangUp(h)
+    await asker.host.dial(peerOf(first!))
+    expect(asker.host.getConnections(peerOf(first!)).map(c => c.direction)).toEqual(['outbound'])
+
+    const before = { ...asker.discovery.stats }
+    const named: string[] = []
+    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, onNamed: (ids) => { named.push(...ids) } })
+    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
+    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    // the connected round named the two (want: twice the limit); the walk went on once one proved useless
+    // (the other's card does not match; the cardless one's fetch may still be going when the honest card comes)
+    expect(named.slice(0, 2).sort()).toEqual([other.agentId, cardless.agentId].sort())
+    expect(named).toContain(honest.agentId)
+    expect(added('connectedAnswers')).toBe(1)
+    expect(added('lookupWalks')).toBe(1)
+  })
+
+  it('does not walk when the providers named first have matching cards', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
+    // the other agent offers the capability again, the cardless one's records are gone: every holder names two
+    // agents whose cards match
+    await other.publishCard({ name: 'other', capabilities: [cap] })
+    expect(await other.discovery.announce()).toBeGreaterThan(0)
+    await until(() => !other.discovery.announcing, 'announce done')
+    for (const h of holders) {
+      await storeOf(byPeer(h)).removeProvider(key, peerOf(cardless))
+      await recordAt(byPeer(h), key, honest)
+      await recordAt(byPeer(h), key, other)
+    }
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
+    expect(found).toHaveLength(1)
+    expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBeGreaterThan(0)
+    expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)
+  })
+})
