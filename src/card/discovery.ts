@@ -267,6 +267,7 @@ export class Discovery {
     // named providers whose cards could not be had do not count: the lookup goes on past them
     const demand: ProviderDemand = {
       spent: () => fetches.spent,
+      least: limit,
       changed: async (s) => new Promise<void>(resolve => {
         const stop = (): void => { resolve() }
         s.addEventListener('abort', stop, { once: true })

@@ -65,13 +65,15 @@ export type ProviderLookupEvent =
  * What the caller made of the providers named so far. A provider named is
  * not a card found: its fetch may fail, or its card may not match. With a
  * demand the lookup counts only providers not `spent`, so providers that
- * serve nothing useful (a hostile holder's pick, agents gone) do not end it;
- * while enough are still being fetched it waits on `changed` instead of
- * ending, and goes on once they proved useless.
+ * serve nothing useful (a hostile holder's pick, agents gone) do not end it:
+ * once it named `want`, it waits on `changed` instead of ending, and goes on
+ * when fewer than `least` of them may still give a card.
  */
 export interface ProviderDemand {
   /** Providers named so far that proved useless: no card could be had, or it did not match. */
   spent: () => number
+  /** Once `want` are named, the lookup goes on only when fewer than this many are not spent (the caller's limit). */
+  least: number
   /** Resolves once `spent` may have grown, or `signal` ends. */
   changed: (signal: AbortSignal) => Promise<void>
 }
@@ -135,11 +137,17 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   const asked = new Set<string>([self.toString()])
   let found = 0
   const { demand } = opts
-  const enough = (): boolean => found - (demand?.spent() ?? 0) >= opts.want
-  /** Name more providers? Without a demand: while fewer than `want`. With one: once enough of those named proved useless. */
+  /** Providers named that may still give the caller a card. */
+  const live = (): number => found - (demand?.spent() ?? 0)
+  /**
+   * Name more? While fewer than `want` are live. With a demand, once `want`
+   * are: it waits until fewer than `demand.least` are (the rest proved useless).
+   */
   const goOn = async (): Promise<boolean> => {
-    if (demand === undefined) return !enough() && !opts.signal.aborted
-    while (enough() && !opts.signal.aborted) await demand.changed(opts.signal)
+    if (opts.signal.aborted) return false
+    if (live() < opts.want) return true
+    if (demand === undefined) return false
+    while (live() >= demand.least && !opts.signal.aborted) await demand.changed(opts.signal)
     return !opts.signal.aborted
   }
   const fresh = (list: Iterable<PeerId>): PeerId[] => {
@@ -174,7 +182,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   if (parts !== undefined && table !== undefined && opts.connected !== undefined) {
     for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal)) {
       yield * handOn(evs)
-      if (enough() && !(await goOn())) return
+      if (!(await goOn())) return
     }
   }
 
@@ -190,7 +198,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
       named += ev.providers.length
       const news = fresh(ev.providers.map(p => p.id))
       if (news.length > 0) yield { name: 'providers', providers: news, sweep: false, from: ev.from }
-      if (enough() && !(await goOn())) return
+      if (!(await goOn())) return
     }
   }
   if (parts === undefined) {
