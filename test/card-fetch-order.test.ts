@@ -79,3 +79,35 @@ describe('providers connected by their own choice (CardFetches `preferred`)', ()
     expect(fetched).not.toContain(far)
   })
 })
+
+describe('providers a discover spent (CardFetches `spent`, the lookup\'s ProviderDemand)', () => {
+  it('counts a provider whose card could not be had or did not match, and not one whose card matched', async () => {
+    const cards = await Promise.all([1, 2, 3].map(async () => issueCard(await newKey(), draft, 1)))
+    const [good, gone, other] = cards.map(c => c.agent_id) as [string, string, string]
+    let changes = 0
+    const fetches = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 3,
+      matches: c => c.agent_id !== other,
+      signal: AbortSignal.timeout(60_000),
+      stopped: new AbortController().signal,
+      connected: () => true,
+      known: () => false,
+      fetch: async (p) => {
+        if (p.toString() === gone) throw new Error('unreachable')
+        return cards.find(c => c.agent_id === p.toString())!
+      },
+      remember: c => c,
+      stats: newDiscoveryStats(),
+      log: componentLogger(undefined, 'test'),
+      onChange: () => { changes++ }
+    })
+    fetches.add([good, gone, other].map(id => peerIdFromString(id)))
+    expect(fetches.spent).toBe(0)
+    await new Promise<void>(resolve => { const poll = (): void => { if (fetches.idle) resolve(); else setImmediate(poll) }; poll() })
+    expect(fetches.ready.map(c => c.agent_id)).toEqual([good])
+    expect(fetches.spent).toBe(2)
+    // each fetch that ended told the discover (and through it a waiting lookup)
+    expect(changes).toBeGreaterThanOrEqual(3)
+  })
+})
