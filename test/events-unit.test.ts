@@ -3,6 +3,7 @@
  * verification, sync pages (bounds and cursors, straight on a log), the
  * replay builder and the subscription's ordering and overflow rules.
  */
+import { getEventListeners } from 'node:events'
 import { describe, expect, it } from 'vitest'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
@@ -242,5 +243,27 @@ describe('subscription', () => {
     gap.deliver(ev('r', 3))
     expect((await gap.next()).value?.seq).toBe(1)
     await expect(gap.next()).rejects.toMatchObject({ code: 'INTERNAL', details: { reason: 'order' } })
+  })
+
+  it('leaves no listener on a signal that outlives it, and still ends when that signal aborts', async () => {
+    // an A2A handler passes its own stopping signal to every run it follows: one listener per
+    // subscription ever made had piled up on it, each keeping its subscription alive
+    const stopping = new AbortController()
+    let closed = 0
+    for (let i = 0; i < 500; i++) {
+      const sub = new EventSubscription(`T${i}`, { signal: stopping.signal }, () => { closed++ })
+      sub.deliver(ev('r', 1))
+      if (i % 2 === 0) sub.close()
+      else await sub.return()
+    }
+    expect(closed).toBe(500)
+    expect(getEventListeners(stopping.signal, 'abort')).toHaveLength(0)
+    const open = new EventSubscription('T', { signal: stopping.signal }, () => { closed++ })
+    expect(getEventListeners(stopping.signal, 'abort')).toHaveLength(1)
+    const reading = open.next()
+    stopping.abort()
+    expect(await reading).toEqual({ value: undefined, done: true })
+    expect(open.closed).toBe(true)
+    expect(closed).toBe(501)
   })
 })

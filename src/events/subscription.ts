@@ -46,6 +46,9 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   private waiter?: PromiseWithResolvers<IteratorResult<AgentEvent>>
   private failure?: AapError
   private done = false
+  /** The caller's signal and this subscription's listener on it, removed when the subscription ends. */
+  private readonly signal?: AbortSignal
+  private readonly onAbort = (): void => { this.close() }
   /** Calls of the `onEvent` callback that threw (delivery went on), and the last such error. */
   callbackErrors = 0
   lastCallbackError: unknown
@@ -57,7 +60,11 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
     this.onClose = onClose
     if (opts.signal !== undefined) {
       if (opts.signal.aborted) this.done = true
-      else opts.signal.addEventListener('abort', () => { this.close() }, { once: true })
+      else {
+        // a signal may outlive many subscriptions (a handler's own, say): the listener goes when this one ends
+        this.signal = opts.signal
+        opts.signal.addEventListener('abort', this.onAbort, { once: true })
+      }
     }
   }
 
@@ -136,6 +143,7 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
 
   private finish (): void {
     this.done = true
+    this.signal?.removeEventListener('abort', this.onAbort)
     this.onClose(this)
     if (this.waiter !== undefined) {
       const w = this.waiter
