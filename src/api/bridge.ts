@@ -23,6 +23,7 @@
  * reconnects receives what it missed; Last-Event-ID skips what it already saw. Item ids grow by one and
  * start from the clock at every start, so they keep growing across restarts.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import { API_WEBHOOK_MAX_ATTEMPTS, API_WEBHOOK_QUEUE_MAX_ITEMS, API_WEBHOOK_RETRY_MS, API_WEBHOOK_TIMEOUT_MS } from '../constants.ts'
 import { capabilityString, type CapabilityRef } from '../card/card.ts'
 import { InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
@@ -356,10 +357,9 @@ export class WorkBridge {
         return
       }
       this.log.debug({ item: item.id, attempt, why }, 'webhook delivery failed; retrying')
-      await new Promise<void>(resolve => {
-        const t = setTimeout(resolve, delay)
-        this.stopping.signal.addEventListener('abort', () => { clearTimeout(t); resolve() }, { once: true })
-      })
+      // the wait's listener on the bridge's signal goes with the wait (one per retry had stayed for the node's life)
+      const waited = await sleep(delay, true, { signal: this.stopping.signal }).catch(() => false)
+      if (!waited) return // the node is stopping: the item stays on the work stream
       delay *= 2
     }
   }
