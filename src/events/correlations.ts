@@ -130,6 +130,7 @@ export class Correlations {
       executor,
       local: mine,
       interest: mine,
+      told: 0,
       headHash: undefined,
       // a run the log does not hold has nothing to load
       headLoaded: t.logRuns !== undefined && !t.logRuns.has(runId),
@@ -247,7 +248,7 @@ export class Correlations {
   private evictUnproven (t: CorrTrack): boolean {
     let victim: RunTrack | undefined
     for (const rt of t.runs.values()) {
-      if (rt.local || rt.interest || rt.lineage === 'admitted') continue
+      if (rt.local || rt.interest || rt.told > 0 || rt.lineage === 'admitted') continue
       if (rt.lineage === 'rejected') { victim = rt; break }
       victim ??= rt.lineage === 'pending' ? rt : undefined
     }

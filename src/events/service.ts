@@ -40,7 +40,7 @@ import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
 import { Syncer } from './syncer.ts'
 import { correlationTopic, isCorrelationId } from './topic.ts'
 import { TopicMembership } from './membership.ts'
-import { isInterested, isLive, newStats, type CorrTrack, type EventsStats } from './track.ts'
+import { isInterested, isLive, newStats, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 import { Correlations } from './correlations.ts'
 import { reconcileVerdict, type VerdictOutcome } from './verdicts.ts'
 
@@ -81,6 +81,12 @@ export interface FollowOptions {
    * be in the log unless this node has already placed some of it.
    */
   fresh?: boolean
+}
+
+/** A subscription or replay that named these runs is gone (RunTrack.told). */
+function untell (told: RunTrack[]): void {
+  for (const rt of told) rt.told--
+  told.length = 0
 }
 
 export class Events {
@@ -193,8 +199,10 @@ export class Events {
     const hints = this.checkHints(opts)
     const t = this.correlations.ensure(correlationId, true, true)
     this.claimOwner(t, opts.owner)
+    let told: RunTrack[] = []
     const sub = new EventSubscription(correlationId, opts, (s) => {
       t.subs.delete(s)
+      untell(told)
       this.correlations.maybeUntrack(t)
     })
     if (sub.closed) {
@@ -204,7 +212,7 @@ export class Events {
     t.holds++
     try {
       const known = [...t.participants]
-      this.addHints(t, hints)
+      told = this.addHints(t, hints)
       for (const p of known) this.syncer.syncCorrelationFrom(t, p)
       // history from the log, and the subscriber joins live delivery in the same
       // locked step: events are placed on this lock or while it is idle, and stored
@@ -228,6 +236,10 @@ export class Events {
       })
       this.syncer.refresh(t)
       await this.syncer.awaitSyncs(t, Date.now() + SYNC_TIMEOUT_MS, 1)
+    } catch (err) {
+      // nobody will hold a subscription that failed to start: it ends here (its listener on the caller's signal too)
+      sub.close()
+      throw err
     } finally {
       t.holds--
       // a subscription closed meanwhile (its signal aborted) no longer keeps the topic
@@ -248,9 +260,10 @@ export class Events {
     const hints = this.checkHints(opts)
     const t = this.correlations.ensure(correlationId, false, false)
     t.holds++
+    let told: RunTrack[] = []
     try {
       this.claimOwner(t, opts.owner)
-      this.addHints(t, hints)
+      told = this.addHints(t, hints)
       for (const p of t.participants) this.syncer.syncCorrelationFrom(t, p)
       this.syncer.refresh(t)
       await this.syncer.awaitSyncs(t, Date.now() + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS), REPLAY_MAX_ROUNDS)
@@ -264,6 +277,7 @@ export class Events {
       return buildReplay(correlationId, mine, { owner: admission.owner ?? null, rejected: admission.rejected })
     } finally {
       t.holds--
+      untell(told)
       this.correlations.maybeUntrack(t)
     }
   }
@@ -473,14 +487,18 @@ export class Events {
     return { participants, runs }
   }
 
-  private addHints (t: CorrTrack, hints: { participants: string[], runs: string[] }): void {
+  /** The caller's hints: participants to sync from, runs to fetch. Returns the runs told (RunTrack.told), for `untell` when the caller goes. */
+  private addHints (t: CorrTrack, hints: { participants: string[], runs: string[] }): RunTrack[] {
     for (const p of hints.participants) this.correlations.addParticipant(t, p)
-    for (const r of hints.runs) {
+    const told: RunTrack[] = []
+    for (const r of new Set(hints.runs)) {
       const rt = this.correlations.newRunTrack(t, r, false)
       if (rt === undefined) continue
-      rt.interest = true
+      rt.told++
+      told.push(rt)
       this.syncer.fetch(t, rt)
     }
+    return told
   }
 
   /** A run this node executes that was live before a restart. */

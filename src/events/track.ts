@@ -76,11 +76,20 @@ export interface RunTrack {
   local: boolean
   /**
    * A run this node has its own reason to follow: it executes it, delegated
-   * it, was told about it, or it continues such a run after a handoff. Only
+   * it, or it continues such a run after a handoff (a subscriber's hint is
+   * `told`, not this). Only
    * these keep an automatically tracked correlation on gossip, so a stranger
    * announcing runs of its own cannot keep a node on a topic.
    */
   interest: boolean
+  /**
+   * Subscriptions and replays in progress that named this run (their `runs`
+   * hint). A hint counts while its caller is there: it keeps the run from
+   * being forgotten to make room, and its caller keeps the correlation
+   * tracked; once they are gone it counts for nothing (a hint that named a run
+   * which never shows up had kept the correlation on gossip for good).
+   */
+  told: number
   /** Last event of the contiguous log held here (from seq 1). */
   head?: AgentEvent
   /**
