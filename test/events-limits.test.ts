@@ -74,4 +74,27 @@ describe('topic bounds', () => {
     // topics linger (EVENTS_TOPIC_LINGER_MS) and are then left together
     await until(() => X.host.services.pubsub.getTopics().length === 0, 'X leaving every topic on gossip')
   })
+
+  it('gives an explicit subscriber the topic of a correlation kept only by runs the node delegated', async () => {
+    // Z delegates MAX_CORRELATION_TOPICS runs that wait on a human: it follows each, on gossip, with no subscriber
+    const WAIT = { capability_id: 'cap:wait', version: '1.0.0' }
+    Y.runs.handle(WAIT, async (ctx) => { await ctx.block('waits on a human', 'cp-wait') })
+    await Y.publishCard({ name: 'waiting-worker', capabilities: [WAIT] })
+    const runs = []
+    for (let i = 0; i < MAX_CORRELATION_TOPICS; i++) {
+      runs.push(await Z.delegate({ to_agent: Y.agentId, task_id: `waiting-${i}`, capability: WAIT, input: {} }))
+    }
+    await until(() => Z.events.topics().length === MAX_CORRELATION_TOPICS, 'Z following every run it delegated on gossip')
+    // a new subscriber (an A2A task, an event stream) is not refused: the oldest such correlation leaves gossip
+    const yielded = Z.events.stats.topicsYielded
+    const sub = await Z.events.subscribe('limits-new-subscriber', { participants: [X.agentId] })
+    expect(Z.events.stats.topicsYielded).toBe(yielded + 1)
+    expect(Z.events.topics()).toContain('limits-new-subscriber')
+    expect(Z.events.topics()).toHaveLength(MAX_CORRELATION_TOPICS)
+    expect(Z.events.topics()).not.toContain('waiting-0')
+    // it is still followed, by the tail sync: its executor stays a participant
+    expect(Z.events.participants('waiting-0')).toContain(Y.agentId)
+    sub.close()
+    for (const r of runs) await Z.cancel(r.run_id, 'the test is over')
+  })
 })

@@ -20,7 +20,7 @@ import type { EventLog } from '../runlog/event-log.ts'
 import type { CopyStore } from './copies.ts'
 import { stateAfter } from './replay.ts'
 import type { TopicMembership, TopicValidator } from './membership.ts'
-import { isInterested, isLive, newCorrTrack, type CorrTrack, type RunTrack } from './track.ts'
+import { isInterested, isLive, newCorrTrack, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
 export interface CorrelationsInit {
   agentId: string
@@ -38,6 +38,7 @@ export interface CorrelationsInit {
   onSettled: (t: CorrTrack, runId: string) => void
   /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
   signatures: SignatureCache
+  stats: EventsStats
 }
 
 export class Correlations {
@@ -64,9 +65,11 @@ export class Correlations {
 
   /**
    * The track of a correlation, created if needed. With `gossip`, the node
-   * joins the topic (validator and score parameters first); an explicit
-   * subscriber over MAX_CORRELATION_TOPICS gets a typed error, automatic
-   * tracking (executor, delegator) just stays off gossip.
+   * joins the topic (validator and score parameters first). At
+   * MAX_CORRELATION_TOPICS an explicit subscriber takes the topic of an
+   * automatically tracked correlation (`yieldTopic`), and gets a typed error
+   * only when every joined topic has a subscriber or a caller of its own;
+   * automatic tracking (executor, delegator) just stays off gossip.
    */
   ensure (correlationId: string, gossip: boolean, explicit: boolean): CorrTrack {
     let t = this.tracks.get(correlationId)
@@ -75,7 +78,7 @@ export class Correlations {
       this.tracks.set(correlationId, t)
     }
     if (gossip && !t.gossip) {
-      if (this.init.topics.full) {
+      if (this.init.topics.full && !(explicit && this.yieldTopic(t))) {
         if (explicit) {
           if (t.subs.size === 0 && t.holds === 0) this.maybeUntrack(t)
           throw new InvalidRequestError(`this node already follows ${MAX_CORRELATION_TOPICS} correlations`, { reason: 'topic_limit', max: MAX_CORRELATION_TOPICS })
@@ -87,6 +90,27 @@ export class Correlations {
       this.byTopic.set(t.topic, t)
     }
     return t
+  }
+
+  /**
+   * Take the longest-tracked correlation that no subscriber, replay or
+   * delegation in flight holds (one kept only by runs this node delegated,
+   * say blocked ones) off gossip, so that an explicit subscriber gets its
+   * topic. The correlation stays tracked: its live runs are fetched by the
+   * tail sync (protocols/events.md, Tails) instead of coming by gossip. A
+   * delegator with MAX_CORRELATION_TOPICS runs waiting on humans had refused
+   * every new subscriber (an A2A task, an event stream) with `topic_limit`.
+   */
+  private yieldTopic (wanted: CorrTrack): boolean {
+    for (const t of this.tracks.values()) {
+      if (t === wanted || !t.gossip || t.subs.size > 0 || t.holds > 0 || t.pending > 0) continue
+      t.gossip = false
+      this.byTopic.delete(t.topic)
+      this.init.topics.leave(t.topic, false)
+      this.init.stats.topicsYielded++
+      return true
+    }
+    return false
   }
 
   private keep (t: CorrTrack): boolean {

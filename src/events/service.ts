@@ -129,7 +129,8 @@ export class Events {
       onParticipant: (t, agentId) => { this.syncer.syncCorrelationFrom(t, agentId) },
       onAncestorWanted: (t, rt) => { this.wantAncestor(t, rt.run_id) },
       onSettled: (t, runId) => { this.placement.settled(t, runId) },
-      signatures
+      signatures,
+      stats: this.stats
     })
     this.placement = new Placement({
       agentId: this.agentId,

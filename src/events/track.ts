@@ -56,11 +56,13 @@ export interface EventsStats {
   copyWriteErrors: number
   /** Liveness verdicts held here that the executor's own event at their seq replaced (protocols/liveness.md). */
   superseded: number
+  /** Correlations taken off gossip, still followed by the tail sync, to give their topic to an explicit subscriber. */
+  topicsYielded: number
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, copyWriteErrors: 0, superseded: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'
