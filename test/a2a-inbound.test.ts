@@ -138,6 +138,21 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
     expect(got.history.length).toBeGreaterThanOrEqual(2)
   })
 
+  it('follows no task that waits for input: one its client never resumes keeps nothing here', async () => {
+    // the handler of the gateway's agent, as the server made it (its entries are private)
+    const handler = async (): Promise<{ following: number }> => {
+      const entries = (a2a as unknown as { entries: Map<string, Promise<{ handler: { following: number } }>> }).entries
+      return (await entries.get(worker.agentId)!).handler
+    }
+    const before = (await handler()).following
+    for (let i = 0; i < 3; i++) {
+      const blocked = asTask(await client.sendMessage(send(APPROVE, { doc: 100 + i }, `corr-abandoned-${i}`)))
+      expect(blocked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+    }
+    await until(async () => (await handler()).following === before, 'the followers of the blocked tasks to end')
+    expect((await handler()).following).toBe(0)
+  })
+
   it('CancelTask cancels the run; SubscribeToTask sees it end', async () => {
     const params = { ...send(WAIT, {}), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true } }
     const task = asTask(await client.sendMessage(params))

@@ -91,14 +91,16 @@ describe('a2a mapping', () => {
     expect(toA2aError(new Error('x')).metadata?.aap_code).toBe('INTERNAL')
   })
 
-  it('the task store is bounded (finished tasks go first) and pages', async () => {
-    const store = new BoundedTaskStore(3)
+  it('the task store is bounded (finished tasks go first), tells of each task it drops, and pages', async () => {
+    const dropped: string[] = []
+    const store = new BoundedTaskStore(3, (id) => { dropped.push(id) })
     const task = (id: string, state: TaskState, ts: string): Task => ({ id, contextId: 'c', status: { state, message: undefined, timestamp: ts }, artifacts: [], history: [], metadata: undefined })
     await store.save(task('w1', TaskState.TASK_STATE_WORKING, '2026-01-01T00:00:01Z'), ctx)
     await store.save(task('d1', TaskState.TASK_STATE_COMPLETED, '2026-01-01T00:00:02Z'), ctx)
     await store.save(task('w2', TaskState.TASK_STATE_WORKING, '2026-01-01T00:00:03Z'), ctx)
     await store.save(task('w3', TaskState.TASK_STATE_WORKING, '2026-01-01T00:00:04Z'), ctx)
     expect(store.size).toBe(3)
+    expect(dropped).toEqual(['d1'])
     expect(await store.load('d1', ctx)).toBeUndefined()
     expect(await store.load('w1', ctx)).toBeDefined()
     const req = { tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', statusTimestampAfter: undefined }

@@ -63,12 +63,23 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.meshCard = meshCard
     this._card = card
     this.log = log
-    this.store = new BoundedTaskStore(A2A_TASKS_MAX_PER_AGENT)
+    // a task dropped from the store takes what is kept for it here and in the SDK's bus manager (which keeps
+    // the bus of an input-required task until a follow-up or a cancel that may never come)
+    this.store = new BoundedTaskStore(A2A_TASKS_MAX_PER_AGENT, (taskId) => {
+      const f = this.followed.get(taskId)
+      if (f !== undefined) this.finish(taskId, f)
+      this.buses.cleanupByTaskId(taskId)
+    })
     const executor: AgentExecutor = {
       execute: async (ctx, bus) => { await this.execute(ctx, bus) },
       cancelTask: async (taskId, bus) => { await this.cancelExecution(taskId, bus) }
     }
     this.inner = new DefaultRequestHandler(card, this.store, executor, this.buses)
+  }
+
+  /** Tasks whose runs this handler follows now. */
+  get following (): number {
+    return this.followed.size
   }
 
   /** Stop following runs (the tasks keep their last state). */
@@ -193,8 +204,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.followed.get(ctx.taskId)?.sub?.close()
     this.followed.set(ctx.taskId, f)
     if (p.run.state !== 'running') {
-      // already blocked or over (a quick run): the task above says so
-      if (p.run.state !== 'blocked') this.finish(ctx.taskId, f)
+      // already blocked or over (a quick run): the task above says so; a resume starts a new follower
+      this.finish(ctx.taskId, f)
       return
     }
     await this.follow(p.run, f, ids, bus)
@@ -238,8 +249,10 @@ export class MeshAgentHandler implements A2ARequestHandler {
       await done.promise
     } finally {
       this.stopping.signal.removeEventListener('abort', onClose)
-      // blocked or over: a resume starts a new follower
+      // blocked or over: a resume starts a new follower (an input-required task abandoned by its
+      // client had kept its entry, and through it its closed subscription, for the node's life)
       f.sub?.close()
+      if (this.followed.get(ids.taskId) === f) this.followed.delete(ids.taskId)
     }
   }
 

@@ -16,9 +16,12 @@ export const LIST_PAGE_SIZE_MAX = 100
 export class BoundedTaskStore implements TaskStore {
   private readonly tasks = new Map<string, Task>()
   private readonly max: number
+  /** Told of each task dropped to stay within `max`, so what else is kept per task goes with it. */
+  private readonly onEvict: ((taskId: string) => void) | undefined
 
-  constructor (max: number) {
+  constructor (max: number, onEvict?: (taskId: string) => void) {
     this.max = max
+    this.onEvict = onEvict
   }
 
   get size (): number {
@@ -34,7 +37,9 @@ export class BoundedTaskStore implements TaskStore {
     for (const [id, t] of this.tasks) {
       if (t.status !== undefined && isFinalState(t.status.state)) { victim = id; break }
     }
-    this.tasks.delete(victim ?? this.tasks.keys().next().value as string)
+    const dropped = victim ?? this.tasks.keys().next().value as string
+    this.tasks.delete(dropped)
+    this.onEvict?.(dropped)
   }
 
   async load (taskId: string, _context: ServerCallContext): Promise<Task | undefined> {
