@@ -11,7 +11,8 @@ import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { provideKey, WalkProgress } from '../src/wire/dht-provide.ts'
-import { startMesh, stopAll, waitForRouting } from './helpers.ts'
+import { kadRoutingTable } from '../src/wire/kad-internals.ts'
+import { startMesh, stopAll, until, waitForRouting } from './helpers.ts'
 
 const asBig = (b: Uint8Array): bigint => BigInt('0x' + Buffer.from(b).toString('hex'))
 const digest = (b: Uint8Array): Uint8Array => createHash('sha256').update(b).digest()
@@ -73,6 +74,12 @@ describe('providing a key on a real mesh', () => {
   it('sends a record to every peer of a small mesh, and the key is found; the caller\'s own abort ends it', async () => {
     nodes = await startMesh(4)
     await waitForRouting(nodes, 3)
+    // the walk starts from the routing tables, which a peer-store entry does not put a peer in: every node's
+    // table holds the other three first (one CI run had a walk reach two of them)
+    const anyKadId = new Uint8Array(32)
+    for (const n of nodes) {
+      await until(() => (kadRoutingTable(n.host.services.dht)?.closestPeers(anyKadId, { count: 20 }).length ?? 0) >= 3, 'a routing table holding the other three nodes')
+    }
     const [a, , , d] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
     const key = await capabilityKey('cap:provided-here')
     const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000))

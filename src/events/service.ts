@@ -42,6 +42,7 @@ import { correlationTopic, isCorrelationId } from './topic.ts'
 import { TopicMembership } from './membership.ts'
 import { isInterested, isLive, newStats, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 import { Correlations } from './correlations.ts'
+import { addHints, checkHints, untell } from './hints.ts'
 import { reconcileVerdict, type VerdictOutcome } from './verdicts.ts'
 
 export { gossipScore } from './membership.ts'
@@ -81,12 +82,6 @@ export interface FollowOptions {
    * be in the log unless this node has already placed some of it.
    */
   fresh?: boolean
-}
-
-/** A subscription or replay that named these runs is gone (RunTrack.told). */
-function untell (told: RunTrack[]): void {
-  for (const rt of told) rt.told--
-  told.length = 0
 }
 
 export class Events {
@@ -197,7 +192,7 @@ export class Events {
   async subscribe (correlationId: string, opts: SubscribeOptions = {}): Promise<EventSubscription> {
     this.assertStarted()
     correlationTopic(correlationId)
-    const hints = this.checkHints(opts)
+    const hints = checkHints(opts)
     const t = this.correlations.ensure(correlationId, true, true)
     this.claimOwner(t, opts.owner)
     let told: RunTrack[] = []
@@ -213,7 +208,7 @@ export class Events {
     t.holds++
     try {
       const known = [...t.participants]
-      told = this.addHints(t, hints)
+      told = addHints(this.correlations, this.syncer, t, hints)
       for (const p of known) this.syncer.syncCorrelationFrom(t, p)
       // history from the log, and the subscriber joins live delivery in the same
       // locked step: events are placed on this lock or while it is idle, and stored
@@ -258,13 +253,13 @@ export class Events {
   async replay (correlationId: string, opts: ReplayOptions = {}): Promise<CorrelationReplay> {
     this.assertStarted()
     correlationTopic(correlationId)
-    const hints = this.checkHints(opts)
+    const hints = checkHints(opts)
     const t = this.correlations.ensure(correlationId, false, false)
     t.holds++
     let told: RunTrack[] = []
     try {
       this.claimOwner(t, opts.owner)
-      told = this.addHints(t, hints)
+      told = addHints(this.correlations, this.syncer, t, hints)
       for (const p of t.participants) this.syncer.syncCorrelationFrom(t, p)
       this.syncer.refresh(t)
       await this.syncer.awaitSyncs(t, Date.now() + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS), REPLAY_MAX_ROUNDS)
@@ -474,32 +469,6 @@ export class Events {
 
   private assertStarted (): void {
     if (!this.started) throw new AapError('INTERNAL', 'the events service is not started')
-  }
-
-  private checkHints (opts: { participants?: string[], runs?: string[] }): { participants: string[], runs: string[] } {
-    const participants = opts.participants ?? []
-    const runs = opts.runs ?? []
-    if (participants.length > EVENTS_MAX_PARTICIPANTS) throw new InvalidRequestError(`at most ${EVENTS_MAX_PARTICIPANTS} participants`)
-    for (const p of participants) peerIdOfAgent(p)
-    for (const r of runs) {
-      if (executorOfRun(r) === '') throw new InvalidRequestError(`"${r.slice(0, 80)}" is not a run id`)
-      peerIdOfAgent(executorOfRun(r))
-    }
-    return { participants, runs }
-  }
-
-  /** The caller's hints: participants to sync from, runs to fetch. Returns the runs told (RunTrack.told), for `untell` when the caller goes. */
-  private addHints (t: CorrTrack, hints: { participants: string[], runs: string[] }): RunTrack[] {
-    for (const p of hints.participants) this.correlations.addParticipant(t, p)
-    const told: RunTrack[] = []
-    for (const r of new Set(hints.runs)) {
-      const rt = this.correlations.newRunTrack(t, r, false)
-      if (rt === undefined) continue
-      rt.told++
-      told.push(rt)
-      this.syncer.fetch(t, rt)
-    }
-    return told
   }
 
   /** A run this node executes that was live before a restart. */
