@@ -20,6 +20,7 @@ import { InvalidRequestError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { RunContext } from '../runs/runtime.ts'
+import { withDeadline, withinDeadline } from '../util/deadline.ts'
 import {
   A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_POLL_INTERVAL_MS, A2A_TASK_MAX_MS
 } from './constants.ts'
@@ -165,7 +166,8 @@ export class A2aOutbound {
     }
     const view = new TaskView()
     const contextId = ctx.run.correlation_id
-    const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(A2A_TASK_MAX_MS)])
+    const deadline = withDeadline(ctx.signal, A2A_TASK_MAX_MS)
+    const signal = deadline.signal
     const onCancel = (): void => {
       if (view.taskId === '' || view.status === undefined || isFinalState(view.status.state)) return
       client.cancelTask({ tenant: '', id: view.taskId, metadata: undefined }, { signal: AbortSignal.timeout(A2A_CALL_TIMEOUT_MS) }).then(
@@ -197,6 +199,7 @@ export class A2aOutbound {
       if (ctx.signal.aborted) throw err
       throw new Error(`A2A agent ${agent.url}: ${messageOf(err)}`.slice(0, 1000), { cause: err })
     } finally {
+      deadline.clear()
       ctx.signal.removeEventListener('abort', onCancel)
     }
   }
@@ -235,15 +238,14 @@ export class A2aOutbound {
     }
     // a stream that ended early: ask for the task as it is
     if (view.taskId === '') return outcome
-    const task = await client.getTask({ tenant: '', id: view.taskId }, { signal: AbortSignal.any([signal, AbortSignal.timeout(A2A_CALL_TIMEOUT_MS)]) })
+    const task = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.getTask({ tenant: '', id: view.taskId }, { signal: s }))
     for (const a of task.artifacts) view.artifact(a, false)
     view.status = task.status
     return outcomeOf(view.taskId, view.status, view.list(), view.inputs)
   }
 
   private async poll (client: Client, msg: Message, view: TaskView, ctx: RunContext, signal: AbortSignal): Promise<TaskOutcome> {
-    const call = (): AbortSignal => AbortSignal.any([signal, AbortSignal.timeout(A2A_CALL_TIMEOUT_MS)])
-    const first = await client.sendMessage(sendRequest(msg, true), { signal: call() })
+    const first = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.sendMessage(sendRequest(msg, true), { signal: s }))
     if (!('status' in first)) return { kind: 'completed', output: { message: partsOf(first) } }
     await this.noteTask(view, first.id, ctx)
     let task = first
@@ -259,7 +261,7 @@ export class A2aOutbound {
         await ctx.progress(outcome.progress)
       }
       await sleep(A2A_POLL_INTERVAL_MS, undefined, { signal })
-      task = await client.getTask({ tenant: '', id: view.taskId }, { signal: call() })
+      task = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.getTask({ tenant: '', id: view.taskId }, { signal: s }))
     }
   }
 }
