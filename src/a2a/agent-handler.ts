@@ -200,14 +200,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
     const ids = { taskId: ctx.taskId, contextId: ctx.contextId }
     const history = [...(ctx.task?.history ?? []), ctx.userMessage]
     bus.publish(Bus.task({ ...runToTask(p.run, ctx.taskId, history), contextId: ctx.contextId }))
-    const f: Followed = { runId: p.run.run_id, finished: false }
     this.followed.get(ctx.taskId)?.sub?.close()
-    this.followed.set(ctx.taskId, f)
     if (p.run.state !== 'running') {
-      // already blocked or over (a quick run): the task above says so; a resume starts a new follower
-      this.finish(ctx.taskId, f)
+      // already blocked or over (a quick run): the task above says so, and nothing is followed; a resume starts a new follower
+      this.followed.delete(ctx.taskId)
       return
     }
+    const f: Followed = { runId: p.run.run_id, finished: false }
+    this.followed.set(ctx.taskId, f)
     await this.follow(p.run, f, ids, bus)
   }
 
