@@ -119,10 +119,15 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[OFFERING]!
     for (const p of offering) await storeOf(asker).addProvider(key, p)
-    const before = asker.discovery.stats.providerSweeps
+    // with no connection, the connected round asks no holder (whose 3 + 2 + 2 would name all 7 before the
+    // sweep); kad-dht's walk then hands out k of the asker's own records and ends, and the sweep names the rest
+    await Promise.all(asker.host.getConnections().map(async c => { await c.close() }))
+    const before = { ...asker.discovery.stats }
     const found = await asker.discover({ capability: cap }, { fresh: true })
     expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
-    expect(asker.discovery.stats.providerSweeps).toBe(before + 1)
+    expect(asker.discovery.stats.connectedAnswers).toBe(before.connectedAnswers)
+    expect(asker.discovery.stats.providerSweeps).toBe(before.providerSweeps + 1)
+    expect(asker.discovery.stats.sweptProviders - before.sweptProviders).toBe(OFFERING - K)
   })
 
   it('does not sweep when the caller asks for no more than the lookup named', async () => {
@@ -167,7 +172,11 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     expect(found).toHaveLength(2)
     expect(held.length).toBeGreaterThan(0)
     expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)
-    expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBe(2)
+    // the first answer names the limit, and the discover may end on its two cards before the second answer comes;
+    // the silent holder's answer never counts
+    const answered = asker.discovery.stats.connectedAnswers - before.connectedAnswers
+    expect(answered).toBeGreaterThanOrEqual(1)
+    expect(answered).toBeLessThanOrEqual(2)
   })
 })
 
