@@ -75,7 +75,7 @@ export class NodeMetrics {
     })
     new Gauge({
       name: 'aap_liveness',
-      help: 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, runs declared lost (EXECUTOR_LOST), verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict',
+      help: 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, runs declared lost (EXECUTOR_LOST), verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict',
       labelNames: ['what'],
       registers,
       collect () {
@@ -87,6 +87,9 @@ export class NodeMetrics {
         this.set({ what: 'unchained' }, s.unchained)
         this.set({ what: 'notices_delivered' }, s.noticesDelivered)
         this.set({ what: 'notices_expired' }, s.noticesExpired)
+        this.set({ what: 'notices_dropped' }, s.noticesDropped)
+        this.set({ what: 'notice_rounds' }, s.noticeRounds)
+        this.set({ what: 'notice_offers' }, s.noticeOffers)
         this.set({ what: 'superseded' }, s.superseded)
         this.set({ what: 'ended_unseen' }, s.endedUnseen)
         this.set({ what: 'notices_open' }, self.node?.runs.liveness.openNotices ?? 0)

@@ -35,6 +35,8 @@ export interface LivenessOptions {
   lostAfterMs?: number
   /** How often each executor is probed (default LIVENESS_PROBE_INTERVAL_MS). */
   probeIntervalMs?: number
+  /** Open notices held at most; past it the oldest is dropped, as if expired (default LIVENESS_MAX_WATCHED_RUNS). */
+  maxNotices?: number
 }
 
 /** What the monitor needs from the rest of the node. */
@@ -76,6 +78,12 @@ export interface LivenessStats {
   noticesDelivered: number
   /** Verdicts dropped unseen by their executor after LIVENESS_NOTICE_MAX_AGE_MS. */
   noticesExpired: number
+  /** Verdicts dropped unseen because more notices were open than the bound (the oldest go first). */
+  noticesDropped: number
+  /** Rounds of offers, one per executor with open notices per probe interval (its notices in turn, until one is not reached). */
+  noticeRounds: number
+  /** Notices offered (a get_run or an executor_lost sent). */
+  noticeOffers: number
   /** Verdicts replaced by the executor's own events at their seq. */
   superseded: number
   /** Runs about to be declared whose held log already ended: the record followed it instead. */
@@ -90,17 +98,21 @@ interface ExecutorWatch {
 }
 
 /** A run declared lost whose executor has not been heard from since; `verdict` null when none could be chained. */
-interface Notice { executor: string, verdict: AgentEvent | null, since: number, sending: boolean }
+interface Notice { executor: string, verdict: AgentEvent | null, since: number }
 
 export class LivenessMonitor {
-  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, superseded: 0, endedUnseen: 0 }
+  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0 }
   readonly lostAfterMs: number
   readonly probeIntervalMs: number
+  readonly maxNotices: number
   private readonly i: LivenessInit
   private ports?: LivenessPorts
   private readonly executors = new Map<string, ExecutorWatch>()
   private readonly watched = new Map<string, string>()
+  /** By run id, oldest first. */
   private readonly notices = new Map<string, Notice>()
+  /** Executors whose round of offers is under way. */
+  private readonly offering = new Set<string>()
   private readonly limiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
   private readonly stopping = new AbortController()
   private readonly inflight = new Set<Promise<void>>()
@@ -111,6 +123,7 @@ export class LivenessMonitor {
     this.i = init
     this.lostAfterMs = init.lostAfterMs ?? EXECUTOR_LOST_AFTER_MS
     this.probeIntervalMs = init.probeIntervalMs ?? LIVENESS_PROBE_INTERVAL_MS
+    this.maxNotices = init.maxNotices ?? LIVENESS_MAX_WATCHED_RUNS
   }
 
   /** Wire the ports (the events service exists after the run service). */
@@ -124,8 +137,8 @@ export class LivenessMonitor {
     // the live records from the run index, not a scan of every record
     for await (const run of this.i.store.live('delegated')) this.track(run)
     // verdicts whose executor was not heard from before the node stopped
-    for await (const { notice, verdict } of this.i.store.notices(LIVENESS_MAX_WATCHED_RUNS)) {
-      this.notices.set(notice.run_id, { executor: notice.executor, verdict, since: notice.since, sending: false })
+    for await (const { notice, verdict } of this.i.store.notices(this.maxNotices)) {
+      this.notices.set(notice.run_id, { executor: notice.executor, verdict, since: notice.since })
     }
     this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
     this.timer.unref?.()
@@ -201,25 +214,43 @@ export class LivenessMonitor {
         }
       })
     }
+    // notices: one round per executor at a time, its notices in turn; an executor that is not reached
+    // costs one call per interval however many of its runs were declared
     const now = Date.now()
+    const due = new Map<string, string[]>()
     for (const [runId, n] of this.notices) {
-      if (n.sending) continue
+      if (this.offering.has(n.executor)) continue
       if (now - n.since > LIVENESS_NOTICE_MAX_AGE_MS) {
-        this.notices.delete(runId)
+        this.drop(runId, n, 'a verdict was never seen by its executor')
         this.stats.noticesExpired++
-        this.i.log.warn({ run_id: runId, executor: n.executor }, 'a verdict was never seen by its executor')
-        this.spawn(async () => { await this.i.store.closeNotice(runId) })
         continue
       }
-      n.sending = true
+      const list = due.get(n.executor)
+      if (list === undefined) due.set(n.executor, [runId])
+      else list.push(runId)
+    }
+    for (const [executor, runIds] of due) {
+      this.offering.add(executor)
+      this.stats.noticeRounds++
       this.spawn(async () => {
         try {
-          await this.offer(runId, n)
+          for (const runId of runIds) {
+            const n = this.notices.get(runId)
+            if (n === undefined) continue
+            if (this.stopping.signal.aborted || await this.offer(runId, n) === 'unreached') return
+          }
         } finally {
-          n.sending = false
+          this.offering.delete(executor)
         }
       })
     }
+  }
+
+  /** Forget an open notice unseen by its executor (expired, or past the bound). */
+  private drop (runId: string, n: Notice, why: string): void {
+    this.notices.delete(runId)
+    this.i.log.warn({ run_id: runId, executor: n.executor }, why)
+    this.spawn(async () => { await this.i.store.closeNotice(runId) })
   }
 
   private async probe (executor: string, w: ExecutorWatch): Promise<void> {
@@ -285,7 +316,12 @@ export class LivenessMonitor {
       return declared
     })
     if (declared === undefined) return
-    this.notices.set(runId, { executor, verdict: verdict ?? null, since: Date.now(), sending: false })
+    this.notices.set(runId, { executor, verdict: verdict ?? null, since: Date.now() })
+    for (const [oldest, n] of this.notices) {
+      if (this.notices.size <= this.maxNotices) break
+      this.drop(oldest, n, 'too many open notices: the oldest verdict is dropped unseen by its executor')
+      this.stats.noticesDropped++
+    }
     if (verdict === undefined) return
     try {
       await this.ports?.onDeclared(verdict)
@@ -298,7 +334,8 @@ export class LivenessMonitor {
    * Tell the executor, if it is back, that its run was declared lost; then
    * settle the verdict against the log it answers from.
    */
-  private async offer (runId: string, n: Notice): Promise<void> {
+  private async offer (runId: string, n: Notice): Promise<'unreached' | 'settled' | 'behind'> {
+    this.stats.noticeOffers++
     try {
       // without a verdict there is nothing to tell: the executor's answer moves the record (RunCaller.control)
       if (n.verdict === null) await this.i.probe(runId, this.callOpts())
@@ -306,13 +343,14 @@ export class LivenessMonitor {
     } catch (err) {
       const e = toAapError(err)
       // not there (yet): the next round tries again; a run it does not hold needs no notice
-      if (e.code !== 'RUN_NOT_FOUND') return
+      if (e.code !== 'RUN_NOT_FOUND') return 'unreached'
       await this.settled(runId, 'delivered')
-      return
+      return 'settled'
     }
     const outcome = n.verdict === null ? 'delivered' : await this.ports?.reconcile(n.verdict, this.stopping.signal)
-    if (outcome === 'behind') return
+    if (outcome === 'behind') return 'behind'
     await this.settled(runId, outcome === 'superseded' ? 'superseded' : 'delivered')
+    return 'settled'
   }
 
   private async settled (runId: string, how: 'delivered' | 'superseded'): Promise<void> {
