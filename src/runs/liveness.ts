@@ -114,6 +114,8 @@ export class LivenessMonitor {
   /** Executors whose round of offers is under way. */
   private readonly offering = new Set<string>()
   private readonly limiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
+  /** Rounds of notices apart from probes: a long round (an executor back with many notices) never holds a probe up. */
+  private readonly noticeLimiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
   private readonly stopping = new AbortController()
   private readonly inflight = new Set<Promise<void>>()
   private timer?: ReturnType<typeof setInterval>
@@ -137,9 +139,13 @@ export class LivenessMonitor {
     // the live records from the run index, not a scan of every record
     for await (const run of this.i.store.live('delegated')) this.track(run)
     // verdicts whose executor was not heard from before the node stopped
+    // the store reads them by run id: oldest first again, for the bound
+    const stored: Array<[string, Notice]> = []
     for await (const { notice, verdict } of this.i.store.notices(this.maxNotices)) {
-      this.notices.set(notice.run_id, { executor: notice.executor, verdict, since: notice.since })
+      stored.push([notice.run_id, { executor: notice.executor, verdict, since: notice.since }])
     }
+    stored.sort((a, b) => a[1].since - b[1].since)
+    for (const [runId, n] of stored) this.notices.set(runId, n)
     this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
     this.timer.unref?.()
   }
@@ -189,8 +195,8 @@ export class LivenessMonitor {
     w.runs.add(run.run_id)
   }
 
-  private spawn (fn: () => Promise<void>): void {
-    const p = this.limiter.run(fn).catch((err: unknown) => {
+  private spawn (fn: () => Promise<void>, limiter = this.limiter): void {
+    const p = limiter.run(fn).catch((err: unknown) => {
       this.i.log.error({ err: toAapError(err) }, 'a liveness step failed')
     })
     this.inflight.add(p)
@@ -242,7 +248,7 @@ export class LivenessMonitor {
         } finally {
           this.offering.delete(executor)
         }
-      })
+      }, this.noticeLimiter)
     }
   }
 
@@ -334,7 +340,7 @@ export class LivenessMonitor {
    * Tell the executor, if it is back, that its run was declared lost; then
    * settle the verdict against the log it answers from.
    */
-  private async offer (runId: string, n: Notice): Promise<'unreached' | 'settled' | 'behind'> {
+  private async offer (runId: string, n: Notice): Promise<'unreached' | 'settled' | 'open'> {
     this.stats.noticeOffers++
     try {
       // without a verdict there is nothing to tell: the executor's answer moves the record (RunCaller.control)
@@ -342,18 +348,32 @@ export class LivenessMonitor {
       else await this.i.notify(runId, n.verdict, this.callOpts())
     } catch (err) {
       const e = toAapError(err)
-      // not there (yet): the next round tries again; a run it does not hold needs no notice
-      if (e.code !== 'RUN_NOT_FOUND') return 'unreached'
-      await this.settled(runId, 'delivered')
-      return 'settled'
+      // a run it does not hold needs no notice
+      if (e.code === 'RUN_NOT_FOUND') {
+        await this.settled(runId, n, 'delivered')
+        return 'settled'
+      }
+      // not there (yet): the round ends and the next one tries again
+      if (e.code === 'AGENT_NOT_FOUND' || e.code === 'TIMEOUT') return 'unreached'
+      // the executor answered and refused this one: its other notices still go
+      this.i.log.warn({ run_id: runId, executor: n.executor, err: e }, 'the executor refused a verdict\'s notice: offered again next round')
+      return 'open'
     }
-    const outcome = n.verdict === null ? 'delivered' : await this.ports?.reconcile(n.verdict, this.stopping.signal)
-    if (outcome === 'behind') return 'behind'
-    await this.settled(runId, outcome === 'superseded' ? 'superseded' : 'delivered')
+    let outcome: 'kept' | 'superseded' | 'behind' | undefined
+    try {
+      outcome = n.verdict === null ? 'kept' : await this.ports?.reconcile(n.verdict, this.stopping.signal)
+    } catch (err) {
+      this.i.log.warn({ run_id: runId, executor: n.executor, err: toAapError(err) }, 'a verdict could not be settled against the executor\'s log: tried again next round')
+      return 'open'
+    }
+    if (outcome === 'behind') return 'open'
+    await this.settled(runId, n, outcome === 'superseded' ? 'superseded' : 'delivered')
     return 'settled'
   }
 
-  private async settled (runId: string, how: 'delivered' | 'superseded'): Promise<void> {
+  private async settled (runId: string, n: Notice, how: 'delivered' | 'superseded'): Promise<void> {
+    // dropped (the bound) while it was offered: counted and closed there already
+    if (this.notices.get(runId) !== n) return
     await this.i.store.closeNotice(runId)
     this.notices.delete(runId)
     this.stats.noticesDelivered++
