@@ -138,6 +138,11 @@ class Session {
       this.abandon(id, new AgentNotFoundError(`agent ${this.peerName} did not answer ${type} within ${opts.timeoutMs} ms`, {
         reason: 'timeout', timeout: opts.timeout, limit_ms: opts.timeoutMs
       }))
+      // still waiting for the peer to read what was sent, as long as a call may wait: the stream is stuck, and
+      // requests queued behind it would only pile up
+      if (this.outbox.waiting && !this.closed) {
+        this.fatal(new AgentNotFoundError(`agent ${this.peerName} stopped reading its stream`, { reason: 'stalled' }))
+      }
     }, opts.timeoutMs)
     this.pending.set(id, { type, resolve, reject, timer, onLateAnswer: opts.onLateAnswer })
     const onAbort = (): void => {
@@ -146,7 +151,7 @@ class Session {
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       if (this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
-      // a peer that does not read holds the frame in the outbox, bounded by this call's own timeout
+      // a peer that does not read holds the frame in the outbox until a call's timeout ends the stream
       void this.outbox.send(encodeFrame({ id, type, body })).then((sent) => {
         if (!sent) this.abandon(id, new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' }))
       })

@@ -18,10 +18,18 @@ export class Outbox {
   private size = 0
   private batch: PromiseWithResolvers<boolean> | undefined
   private draining: Promise<void> | undefined
+  private readonly onDrained: (() => void) | undefined
 
-  constructor (stream: Stream, log: Logger) {
+  /** `onDrained`: told once the stream drained and what waited for it was handed on. */
+  constructor (stream: Stream, log: Logger, onDrained?: () => void) {
     this.stream = stream
     this.log = log
+    this.onDrained = onDrained
+  }
+
+  /** The stream's buffer is full and what is sent now waits for it to drain (the peer reads slower than it asks). */
+  get waiting (): boolean {
+    return this.draining !== undefined
   }
 
   /** Resolves true once the frame is handed to the stream, false if the stream cannot take it. */
@@ -86,6 +94,7 @@ export class Outbox {
     this.draining = this.stream.onDrain().then(() => {
       this.draining = undefined
       this.flush()
+      this.onDrained?.()
     }, (err: unknown) => {
       this.log.debug({ err }, 'a stream closed while its writes waited for it to drain')
       this.draining = undefined

@@ -54,7 +54,8 @@ class InboundStream {
     this.limits = limits
     this.log = log
     this.frames = new FrameDecoder(spec.maxFrameBytes)
-    this.outbox = new Outbox(stream, log)
+    // answers wait for the caller to read them: requests behind them are read once they are out
+    this.outbox = new Outbox(stream, log, () => { this.pump() })
     // the connection budget does not close a connection while a request on it is being handled
     watchRequests(stream, () => this.running.size > 0 || this.backlog.length > 0)
     this.armIdle()
@@ -181,14 +182,23 @@ class InboundStream {
     })
   }
 
-  /** Handle backlogged frames while there is room; read more only when the backlog is empty. */
+  /**
+   * Handle backlogged frames while there is room; read more only when the
+   * backlog is empty. A caller that does not read its answers gets no more
+   * handled (and nothing more read) until they drain: what it asks for stays
+   * unread in its own send window, not queued here as answers.
+   */
   private pump (): void {
-    while (this.backlog.length > 0 && this.running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !this.finished) {
+    while (this.backlog.length > 0 && this.running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !this.finished && !this.outbox.waiting) {
       const next = this.backlog.shift()
       if (next !== undefined) this.handleFrame(next)
     }
-    const full = this.backlog.length > 0 || this.running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM
-    if (full && this.stream.readStatus === 'readable') this.stream.pause()
+    const held = this.outbox.waiting
+    const full = this.backlog.length > 0 || this.running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM || held
+    if (full && this.stream.readStatus === 'readable') {
+      this.stream.pause()
+      if (held) this.spec.onReadsHeld?.(this.peer)
+    }
     else if (!full && this.stream.readStatus === 'paused') this.stream.resume()
   }
 

@@ -71,6 +71,8 @@ export interface RpcProtocol {
   frameTimeoutMs?: number
   /** The logger of the service that answers (component `wire` of the process logger without one). */
   log?: Logger
+  /** Told when a stream stops reading because its caller does not read the answers it has (tests, metrics). */
+  onReadsHeld?: (peer: PeerId) => void
 }
 
 export interface CallOptions {
