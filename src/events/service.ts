@@ -193,6 +193,8 @@ export class Events {
     this.assertStarted()
     correlationTopic(correlationId)
     const hints = checkHints(opts)
+    // a bad or conflicting owner is refused before the correlation is tracked (or takes a topic)
+    this.claimOwner(this.correlations.get(correlationId), opts.owner)
     const t = this.correlations.ensure(correlationId, true, true)
     this.claimOwner(t, opts.owner)
     let told: RunTrack[] = []
@@ -458,9 +460,11 @@ export class Events {
   }
 
   /** Take the owner a caller names for a correlation (typed error when the node follows another owner's task under it). */
-  private claimOwner (t: CorrTrack, owner: string | undefined): void {
+  /** Without a track: only checks the owner. */
+  private claimOwner (t: CorrTrack | undefined, owner: string | undefined): void {
     if (owner === undefined) return
     peerIdOfAgent(owner)
+    if (t === undefined) return
     if (t.owner !== undefined && t.owner !== owner) {
       throw new InvalidRequestError(`this node follows ${t.id} as the task of ${t.owner}, not of ${owner}`, { reason: 'owner_conflict', owner: t.owner })
     }
