@@ -462,7 +462,8 @@ export class ApiServer {
             sub.close()
             this.subscriptions.delete(sub)
           })
-          for (const e of early.splice(0)) stream.send(e.type, e)
+          // the history is the backlog a client is sent on connecting: not counted against the cut-off
+          stream.burst(() => { for (const e of early.splice(0)) stream.send(e.type, e) })
           stream.send('ready', { stream: 'events', correlation_id: correlation })
         }
       },
