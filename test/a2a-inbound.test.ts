@@ -3,6 +3,7 @@
  * client only: send, stream, input-required then resume, cancel, get, list,
  * and bad requests that get A2A's JSON-RPC errors.
  */
+import { getEventListeners } from 'node:events'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Role, TaskState } from '@a2a-js/sdk'
 import type { Message, Part, StreamResponse, Task } from '@a2a-js/sdk'
@@ -154,6 +155,11 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
   })
 
   it('CancelTask cancels the run; SubscribeToTask sees it end', async () => {
+    // the follower of the task ends with the cancel: its listener on the handler's stop signal goes (it stayed, one per cancel)
+    const entries = (a2a as unknown as { entries: Map<string, Promise<{ handler: { stopping: AbortController } }>> }).entries
+    const stopSignal = (await entries.get(worker.agentId)!).handler.stopping.signal
+    const listening = (): number => getEventListeners(stopSignal, 'abort').length
+    const listeners = listening()
     const params = { ...send(WAIT, {}), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true } }
     const task = asTask(await client.sendMessage(params))
     const runId = (task.metadata?.[A2A_MESH_EXTENSION_URI] as { run_id: string }).run_id
@@ -179,6 +185,7 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
     expect(lastState).toBe(TaskState.TASK_STATE_CANCELED)
     // a final task cannot be canceled again
     await expect(client.cancelTask({ tenant: '', id: task.id, metadata: undefined })).resolves.toMatchObject({ status: { state: TaskState.TASK_STATE_CANCELED } })
+    await until(() => listening() === listeners, 'the canceled task\'s follower to end')
   })
 
   it('ListTasks pages through the agent\'s tasks and filters by context', async () => {

@@ -44,6 +44,8 @@ interface Followed {
   /** Set once the task reached a final state here: later events of the run are not published. */
   finished: boolean
   sub?: EventSubscription
+  /** Ends the follower's wait (the run blocked or ended, the task was canceled or evicted, the node stops). */
+  stop?: () => void
 }
 
 export class MeshAgentHandler implements A2ARequestHandler {
@@ -214,6 +216,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
   /** Publish the run's events (after the handle's) until it blocks or ends; follow handoffs to the next run. */
   private async follow (run: Run, f: Followed, ids: { taskId: string, contextId: string }, bus: ExecutionEventBus): Promise<void> {
     const done = Promise.withResolvers<void>()
+    f.stop = () => { done.resolve() }
     let seen = run.last_seq
     const onEvent = (e: AgentEvent): void => {
       if (f.finished || e.run_id !== f.runId || e.seq <= seen) return
@@ -245,6 +248,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
     }
     const onClose = (): void => { done.resolve() }
     this.stopping.signal.addEventListener('abort', onClose, { once: true })
+    // finished (canceled, evicted) or stopping while the subscription started: nothing more to wait for
+    if (f.finished || this.stopping.signal.aborted || f.sub.closed) done.resolve()
     try {
       await done.promise
     } finally {
@@ -259,6 +264,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private finish (taskId: string, f: Followed): void {
     f.finished = true
     f.sub?.close()
+    f.stop?.()
     if (this.followed.get(taskId) === f) this.followed.delete(taskId)
   }
 
