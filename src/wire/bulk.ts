@@ -40,6 +40,8 @@ export interface BulkProtocol {
   maxPipelined: number
   maxInboundStreams: number
   handlerTimeoutMs: number
+  /** A stream with no request for this long is closed (default STREAM_IDLE_TIMEOUT_MS). */
+  idleTimeoutMs?: number
   methods: Record<string, BulkMethod>
   log: Logger
 }
@@ -81,13 +83,25 @@ class BulkInbound {
 
   private armIdle (): void {
     clearTimeout(this.idle)
-    this.idle = setTimeout(() => { this.close('idle') }, STREAM_IDLE_TIMEOUT_MS)
+    this.idle = setTimeout(() => { this.close('idle') }, this.spec.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS)
     this.idle.unref?.()
   }
 
+  /**
+   * Send what is queued and close, all within STREAM_CLOSE_TIMEOUT_MS, else
+   * abort: a caller that stopped reading would keep the answers it has not
+   * read (a chunk each) waiting to drain for as long as the connection lives.
+   */
   private close (why: string): void {
     this.finished = true
-    this.outbox.whenSent().then(async () => this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) })).catch((err: unknown) => {
+    const limit = new AbortController()
+    const timer = setTimeout(() => { limit.abort(new TimeoutError(`${why}: the stream did not drain and close within ${STREAM_CLOSE_TIMEOUT_MS} ms`)) }, STREAM_CLOSE_TIMEOUT_MS)
+    timer.unref?.()
+    const gaveUp = new Promise<never>((_resolve, reject) => { limit.signal.addEventListener('abort', () => { reject(limit.signal.reason) }, { once: true }) })
+    Promise.race([this.outbox.whenSent(), gaveUp]).then(async () => this.stream.close({ signal: limit.signal })).then(() => {
+      clearTimeout(timer)
+    }, (err: unknown) => {
+      clearTimeout(timer)
       this.spec.log.debug({ err, protocol: this.spec.protocol, why }, 'a bulk stream did not close in time and was aborted')
       this.stream.abort(new Error(`${why}: close timed out`))
     })
