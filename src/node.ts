@@ -401,7 +401,7 @@ export class MeshNode {
     if (!this.follows(follow)) return this.runs.delegate(req, call)
     // the delegator follows its run's events: it joins the topic first, so the first event
     // reaches it by gossip, and syncs only what gossip did not bring
-    const release = this._events?.prepare(req.task_id)
+    const release = this._events?.prepare(req.task_id, (req.parent_run ?? null) === null)
     try {
       const run = await this.runs.delegate(req, call)
       // without an idempotency key the executor created this run just now (a key may return an

@@ -382,11 +382,15 @@ export class Events {
    * ahead of the delegate request on the same connection, so the executor
    * counts this node among the topic's subscribers when it publishes
    * run.started, and gossip brings it: follow() then need not fetch. Call the
-   * returned function once the delegation returned or failed.
+   * returned function once the delegation returned or failed. `root`: the
+   * delegation starts the task (no parent run), so the task is this node's
+   * from now on; a root run.started another agent publishes meanwhile cannot
+   * make the task its own.
    */
-  prepare (correlationId: string): () => void {
+  prepare (correlationId: string, root = false): () => void {
     if (!this.started || !isCorrelationId(correlationId)) return () => {}
     const t = this.correlations.ensure(correlationId, true, false)
+    if (root) t.owner ??= this.agentId
     t.pending++
     let released = false
     return () => {
