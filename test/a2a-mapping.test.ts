@@ -4,7 +4,7 @@ import { Role, TaskState } from '@a2a-js/sdk'
 import type { AgentCard, Message, Part, Task } from '@a2a-js/sdk'
 import { A2AError } from '@a2a-js/sdk/errors'
 import { AapError, InvalidRequestError, RunNotFoundError } from '../src/errors.ts'
-import { PART_CHECKPOINT, PART_DELEGATE, PART_FAILURE, PART_OUTPUT, PART_PROGRESS, PART_RESUME } from '../src/a2a/constants.ts'
+import { A2A_TASK_HISTORY_MAX, PART_CHECKPOINT, PART_DELEGATE, PART_FAILURE, PART_OUTPUT, PART_PROGRESS, PART_RESUME } from '../src/a2a/constants.ts'
 import {
   a2aToMeshDraft, dataPart, eventToUpdates, meshToA2aCard, outcomeOf, readDelegate, readResume, skillCapability, taskStateOf, textPart, toA2aError
 } from '../src/a2a/mapping.ts'
@@ -111,5 +111,17 @@ describe('a2a mapping', () => {
     expect(p2.nextPageToken).toBe('')
     await expect(store.list({ ...req, pageSize: 1000 }, ctx)).rejects.toThrow(/pageSize/)
     await expect(store.list({ ...req, pageToken: 'x' }, ctx)).rejects.toThrow(/pageToken/)
+  })
+
+  it(`the task store keeps the latest ${A2A_TASK_HISTORY_MAX} messages of a task's history`, async () => {
+    const store = new BoundedTaskStore(3)
+    const message = (i: number): Message => ({ messageId: `m${i}`, contextId: 'c', taskId: 'h1', role: Role.ROLE_AGENT, parts: [], metadata: undefined, extensions: [], referenceTaskIds: [] })
+    const history = Array.from({ length: A2A_TASK_HISTORY_MAX + 10 }, (_, i) => message(i))
+    await store.save({ id: 'h1', contextId: 'c', status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: '2026-01-01T00:00:01Z' }, artifacts: [], history, metadata: undefined }, ctx)
+    const kept = (await store.load('h1', ctx))!.history
+    expect(kept).toHaveLength(A2A_TASK_HISTORY_MAX)
+    expect(kept[0]?.messageId).toBe('m10')
+    expect(kept.at(-1)?.messageId).toBe(`m${A2A_TASK_HISTORY_MAX + 9}`)
+    expect(store.historyTrimmed).toBe(10)
   })
 })

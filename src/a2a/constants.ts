@@ -38,6 +38,11 @@ export const A2A_DEFAULT_HOST = '127.0.0.1'
 export const A2A_AGENT_HANDLERS_MAX = 256
 /** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
 export const A2A_TASKS_MAX_PER_AGENT = 10_000
+/**
+ * Messages of a task's history the inbound server keeps (the latest; each run.progress adds one).
+ * The run's own log keeps every event (GetRun, replay).
+ */
+export const A2A_TASK_HISTORY_MAX = 64
 /** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
 export const A2A_BODY_MAX_BYTES = 100 * 1024
 /** Age past which the inbound server resolves a served agent's mesh card again (on its next request). */

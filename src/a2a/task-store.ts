@@ -8,6 +8,7 @@ import type { ListTasksRequest, ListTasksResponse, Task } from '@a2a-js/sdk'
 import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server'
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import { TaskState } from '@a2a-js/sdk'
+import { A2A_TASK_HISTORY_MAX } from './constants.ts'
 import { isFinalState } from './mapping.ts'
 
 export const LIST_PAGE_SIZE_DEFAULT = 50
@@ -28,9 +29,15 @@ export class BoundedTaskStore implements TaskStore {
     return this.tasks.size
   }
 
+  /** Messages dropped from the front of task histories to keep each within A2A_TASK_HISTORY_MAX. */
+  historyTrimmed = 0
+
   async save (task: Task, _context: ServerCallContext): Promise<void> {
     this.tasks.delete(task.id)
-    this.tasks.set(task.id, structuredClone(task))
+    // the SDK appends a message per status update and copies the whole task on each load and save
+    const over = task.history.length - A2A_TASK_HISTORY_MAX
+    if (over > 0) this.historyTrimmed += over
+    this.tasks.set(task.id, structuredClone(over > 0 ? { ...task, history: task.history.slice(over) } : task))
     if (this.tasks.size <= this.max) return
     // drop the least recently written finished task, else the least recently written one
     let victim: string | undefined
