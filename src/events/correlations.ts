@@ -268,17 +268,33 @@ export class Correlations {
     this.init.onAncestorWanted(t, rt)
   }
 
-  /** Make room for an unproven run: forget a refused one, else the oldest waiting one nobody here needs. */
+  /**
+   * Make room for an unproven run: forget a refused one, else the oldest
+   * waiting one nobody here needs, else the oldest one whose start has not
+   * come (events past seq 1 with no run.started: a flood of those would
+   * otherwise lock every new run out) and is not being fetched.
+   */
   private evictUnproven (t: CorrTrack): boolean {
     let victim: RunTrack | undefined
+    let pending: RunTrack | undefined
+    let startless: RunTrack | undefined
     for (const rt of t.runs.values()) {
       if (rt.local || rt.interest || rt.told > 0 || rt.lineage === 'admitted') continue
       if (rt.lineage === 'rejected') { victim = rt; break }
-      victim ??= rt.lineage === 'pending' ? rt : undefined
+      if (rt.lineage === 'pending') pending ??= rt
+      else if (!rt.fetching && rt.loading === undefined) startless ??= rt
     }
+    victim ??= pending ?? startless
     if (victim === undefined) return false
     t.runs.delete(victim.run_id)
     t.unprovenRuns--
+    clearTimeout(victim.gapTimer)
+    victim.gapTimer = undefined
+    for (const held of victim.early?.values() ?? []) {
+      t.earlyCount--
+      t.earlyBytes -= held.bytes
+    }
+    victim.early = undefined
     return true
   }
 
