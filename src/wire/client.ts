@@ -253,27 +253,52 @@ export class RpcClient {
     }
   }
 
+  /**
+   * A new stream, dialed once for every caller that asks meanwhile. The dial
+   * belongs to none of them (its own limit, the first caller's dial timeout):
+   * each caller waits for it within its own signal and budget, so one that
+   * gives up or has a short budget does not fail the others.
+   */
   private async session (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number): Promise<Session> {
-    const inProgress = this.opening.get(key)
-    if (inProgress !== undefined) return inProgress
-    const dialTimeoutMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, callTimeoutMs)
-    const timeout = dialTimeoutMs < callTimeoutMs ? 'dial' : 'call'
-    const opening = this.open(peer, key, opts.signal, dialTimeoutMs, timeout).finally(() => { this.opening.delete(key) })
-    this.opening.set(key, opening)
-    return opening
+    let opening = this.opening.get(key)
+    if (opening === undefined) {
+      opening = this.open(peer, key, opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS).finally(() => { this.opening.delete(key) })
+      this.opening.set(key, opening)
+    }
+    const waitMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, callTimeoutMs)
+    const timeout = waitMs < callTimeoutMs ? 'dial' : 'call'
+    const dialing = opening
+    const signal = opts.signal
+    if (signal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
+    return new Promise<Session>((resolve, reject) => {
+      const onAbort = (): void => {
+        done()
+        reject(new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: signal?.reason }))
+      }
+      const timer = setTimeout(() => {
+        done()
+        reject(new AgentNotFoundError(`agent ${key} did not answer the dial within ${waitMs} ms`, { reason: 'timeout', timeout, limit_ms: waitMs }))
+      }, waitMs)
+      const done = (): void => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      // the dial failing on its own limit is a dial that timed out, for every caller (each may dial again within its budget)
+      dialing.then((session) => { done(); resolve(session) }, (err: unknown) => { done(); reject(err) })
+    })
   }
 
-  private async open (peer: PeerId, key: string, callerSignal: AbortSignal | undefined, dialTimeoutMs: number, timeout: 'dial' | 'call'): Promise<Session> {
-    const timer = AbortSignal.timeout(dialTimeoutMs)
-    const signal = callerSignal === undefined ? timer : AbortSignal.any([callerSignal, timer])
+  /** Dial a stream within `dialTimeoutMs` (for no caller in particular: see `session`). */
+  private async open (peer: PeerId, key: string, dialTimeoutMs: number): Promise<Session> {
+    const signal = AbortSignal.timeout(dialTimeoutMs)
     let stream: Stream
     try {
       stream = await dialStream(this.host, peer, this.protocol, { signal, log: this.log })
     } catch (err) {
-      if (timer.aborted) {
-        throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${dialTimeoutMs} ms`, { reason: 'timeout', timeout, limit_ms: dialTimeoutMs }, { cause: err })
+      if (signal.aborted) {
+        throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${dialTimeoutMs} ms`, { reason: 'timeout', timeout: 'dial', limit_ms: dialTimeoutMs }, { cause: err })
       }
-      if (callerSignal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
       throw new AgentNotFoundError(`agent ${key} is unreachable on ${this.protocol}: ${reasonOf(err)}`, { reason: 'unreachable' }, { cause: err })
     }
     const session = new Session(stream, key, this.maxFrameBytes, this.log, () => {
