@@ -34,7 +34,7 @@ export const A2A_REST_SUBPATH = '/rest'
 /** Default host of the inbound server: loopback only. */
 export const A2A_DEFAULT_HOST = '127.0.0.1'
 
-/** Per-agent A2A request handlers the inbound server keeps (least recently used dropped beyond). */
+/** Mesh agents the inbound server serves at once: past it the least recently used one with no open task goes, and with none a new agent is refused. */
 export const A2A_AGENT_HANDLERS_MAX = 256
 /** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
 export const A2A_TASKS_MAX_PER_AGENT = 10_000

@@ -18,7 +18,7 @@ import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a
 import { toJsonRpcError } from '@a2a-js/sdk/errors'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
-import { AgentNotFoundError } from '../errors.ts'
+import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
   A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
@@ -36,6 +36,8 @@ export interface A2aServerOptions {
   logger: Logger
   /** Age past which an agent's mesh card is resolved again on its next request (default A2A_CARD_REFRESH_MS). */
   cardRefreshMs?: number
+  /** Agents served at once (default A2A_AGENT_HANDLERS_MAX). */
+  maxAgents?: number
 }
 
 interface Entry {
@@ -52,10 +54,16 @@ export class A2aServer {
   private readonly log: Logger
   private readonly server: Server
   private readonly entries = new Map<string, Promise<Entry>>()
+  /** The entries made so far (an entry still being made is not here). */
+  private readonly ready = new Map<string, Entry>()
   private readonly refreshMs: number
+  private readonly maxAgents: number
+  /** Entries dropped to make room for another agent (each had no open task). */
+  readonly stats = { evicted: 0 }
 
-  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number) {
+  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number) {
     this.refreshMs = refreshMs
+    this.maxAgents = maxAgents
     this.node = node
     this.log = log
     this.server = server
@@ -69,7 +77,7 @@ export class A2aServer {
     const server = app.listen(opts.port, host)
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
     const { port } = server.address() as AddressInfo
-    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS)
+    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS, opts.maxAgents ?? A2A_AGENT_HANDLERS_MAX)
     a2a.routes(app)
     return a2a
   }
@@ -92,6 +100,7 @@ export class A2aServer {
   async close (): Promise<void> {
     for (const e of this.entries.values()) this.closeEntry(e)
     this.entries.clear()
+    this.ready.clear()
     const closed = once(this.server, 'close')
     this.server.close()
     this.server.closeAllConnections()
@@ -149,15 +158,33 @@ export class A2aServer {
       }
       return e
     }
+    if (this.entries.size >= this.maxAgents && !this.evictIdle()) {
+      throw new DelegationRefusedError(`this server serves ${this.maxAgents} agents with open tasks already`, { reason: 'capacity', limit: this.maxAgents })
+    }
     const made = this.makeEntry(agentId)
     this.entries.set(agentId, made)
-    made.catch(() => { this.entries.delete(agentId) })
-    while (this.entries.size > A2A_AGENT_HANDLERS_MAX) {
-      const [oldId, old] = this.entries.entries().next().value as [string, Promise<Entry>]
-      this.entries.delete(oldId)
-      this.closeEntry(old)
-    }
+    made.then((e) => { this.ready.set(agentId, e) }, () => { this.entries.delete(agentId) })
     return made
+  }
+
+  /**
+   * Make room for one more agent: drop the least recently used entry with no
+   * open task (none followed, none working or waiting for input), whose
+   * tasks are all over; an entry still being made counts as busy. False
+   * when every entry has open tasks: a client reading other agents' cards
+   * does not push out the tasks of another.
+   */
+  private evictIdle (): boolean {
+    for (const [id, entry] of this.entries) {
+      const e = this.ready.get(id)
+      if (e === undefined || e.handler.following > 0 || e.handler.store.open > 0) continue
+      this.entries.delete(id)
+      this.ready.delete(id)
+      this.closeEntry(entry)
+      this.stats.evicted++
+      return true
+    }
+    return false
   }
 
   private async meshCard (agentId: string, fresh = false): Promise<MeshCard> {

@@ -29,10 +29,22 @@ export class BoundedTaskStore implements TaskStore {
     return this.tasks.size
   }
 
+  /** Tasks not in a final state (working, or waiting for input): a client may still come back for them. */
+  get open (): number {
+    return this.openTasks
+  }
+
+  private openTasks = 0
+  private count (t: Task | undefined, by: number): void {
+    if (t !== undefined && !(t.status !== undefined && isFinalState(t.status.state))) this.openTasks += by
+  }
+
   /** Messages dropped from the front of task histories to keep each within A2A_TASK_HISTORY_MAX. */
   historyTrimmed = 0
 
   async save (task: Task, _context: ServerCallContext): Promise<void> {
+    this.count(this.tasks.get(task.id), -1)
+    this.count(task, 1)
     this.tasks.delete(task.id)
     // the SDK appends a message per status update and copies the whole task on each load and save
     const over = task.history.length - A2A_TASK_HISTORY_MAX
@@ -45,6 +57,7 @@ export class BoundedTaskStore implements TaskStore {
       if (t.status !== undefined && isFinalState(t.status.state)) { victim = id; break }
     }
     const dropped = victim ?? this.tasks.keys().next().value as string
+    this.count(this.tasks.get(dropped), -1)
     this.tasks.delete(dropped)
     this.onEvict?.(dropped)
   }

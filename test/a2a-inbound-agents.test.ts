@@ -1,0 +1,87 @@
+/**
+ * The inbound A2A server serves a bounded number of mesh agents. Making room
+ * for another drops the least recently used agent with no open task; an
+ * agent with a task still working (or waiting for input) is never dropped,
+ * so a client reading other agents' cards cannot push out another client's
+ * task. Before, the least recently used entry went whatever it held, and its
+ * tasks with it. Real nodes; the A2A side is @a2a-js/sdk's client.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Role, TaskState } from '@a2a-js/sdk'
+import type { Message, Part, Task } from '@a2a-js/sdk'
+import { ClientFactory } from '@a2a-js/sdk/client'
+import { PART_DELEGATE } from '../src/a2a/constants.ts'
+import { A2aServer } from '../src/a2a/server.ts'
+import { silentLogger } from '../src/logger.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const WAIT = { capability_id: 'cap:wait-for-abort', version: '1.0.0' }
+
+function delegateMessage (): Message {
+  const part: Part = { content: { $case: 'data', value: { type: PART_DELEGATE, capability: WAIT, input: {} } }, metadata: undefined, filename: '', mediaType: 'application/json' }
+  return { messageId: crypto.randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts: [part], metadata: undefined, extensions: [], referenceTaskIds: [] }
+}
+
+describe('the agents an A2A server serves at once', () => {
+  let nodes: MeshNode[] = []
+  let gateway: MeshNode, busy: MeshNode, idle1: MeshNode, idle2: MeshNode
+  let a2a: A2aServer
+  let started = 0
+
+  beforeAll(async () => {
+    nodes = await startMesh(4)
+    ;[gateway, busy, idle1, idle2] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    busy.runs.handle(WAIT, async (ctx) => {
+      started++
+      await new Promise<void>(resolve => { ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
+      return {}
+    })
+    for (const [n, name] of [[busy, 'busy'], [idle1, 'idle-1'], [idle2, 'idle-2']] as const) {
+      await n.publishCard({ name, capabilities: n === busy ? [WAIT] : [{ capability_id: 'cap:nothing', version: '1.0.0' }] })
+    }
+    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxAgents: 2 })
+  })
+  afterAll(async () => {
+    await a2a?.close()
+    await stopAll(nodes)
+  })
+
+  it('reading other agents\' cards drops an idle agent, never one with a working task; with no idle one, a new agent is refused', async () => {
+    const client = await new ClientFactory().createFromUrl(a2a.clientUrl(busy.agentId))
+    const sent = await client.sendMessage({ tenant: '', message: delegateMessage(), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true }, metadata: undefined })
+    const task = sent as Task
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+    await until(() => started === 1, 'the run to start')
+
+    // busy's entry is now the least recently used; two more agents' cards are read
+    for (const n of [idle1, idle2]) {
+      const res = await fetch(a2a.agentCardUrl(n.agentId))
+      expect(res.status).toBe(200)
+    }
+    expect(a2a.stats.evicted).toBe(1)
+    // the working task is still served
+    expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_WORKING)
+
+    // and it is not dropped however many other agents are asked for
+    expect((await fetch(a2a.agentCardUrl(idle1.agentId))).status).toBe(200)
+    expect(a2a.stats.evicted).toBe(2)
+    expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_WORKING)
+  })
+
+  it('with every agent holding an open task, another agent is refused and the open tasks stay', async () => {
+    const one = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxAgents: 1 })
+    try {
+      const client = await new ClientFactory().createFromUrl(one.clientUrl(busy.agentId))
+      const task = await client.sendMessage({ tenant: '', message: delegateMessage(), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true }, metadata: undefined }) as Task
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+      const refused = await fetch(one.agentCardUrl(idle1.agentId))
+      expect(refused.status).toBe(404)
+      expect(await refused.text()).toContain('open tasks already')
+      expect(one.stats.evicted).toBe(0)
+      expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_WORKING)
+    } finally {
+      await one.close()
+    }
+  })
+})
