@@ -11,6 +11,8 @@ import { Role, TaskState } from '@a2a-js/sdk'
 import type { Message, Part, Task } from '@a2a-js/sdk'
 import { ClientFactory } from '@a2a-js/sdk/client'
 import { PART_DELEGATE } from '../src/a2a/constants.ts'
+import { MAX_CORRELATION_TOPICS } from '../src/constants.ts'
+import type { EventSubscription } from '../src/events/subscription.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -28,12 +30,14 @@ describe('the agents an A2A server serves at once', () => {
   let gateway: MeshNode, busy: MeshNode, idle1: MeshNode, idle2: MeshNode
   let a2a: A2aServer
   let started = 0
+  const runs: string[] = []
 
   beforeAll(async () => {
     nodes = await startMesh(4)
     ;[gateway, busy, idle1, idle2] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
     busy.runs.handle(WAIT, async (ctx) => {
       started++
+      runs.push(ctx.run.run_id)
       await new Promise<void>(resolve => { ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
       return {}
     })
@@ -82,6 +86,31 @@ describe('the agents an A2A server serves at once', () => {
       expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_WORKING)
     } finally {
       await one.close()
+    }
+  })
+
+  it('a task whose run the server cannot follow fails, and its run is canceled rather than left working unseen', async () => {
+    // the gateway follows as many correlations as it may, each for a subscriber of its own
+    const subs: EventSubscription[] = []
+    try {
+      for (let i = 0; subs.length < MAX_CORRELATION_TOPICS; i++) {
+        try {
+          subs.push(await gateway.events.subscribe(`topics-full-${i}`))
+        } catch {
+          break
+        }
+      }
+      expect(gateway.events.topics()).toHaveLength(MAX_CORRELATION_TOPICS)
+      const client = await new ClientFactory().createFromUrl(a2a.clientUrl(busy.agentId))
+      const before = runs.length
+      const failed = await client.sendMessage({ tenant: '', message: delegateMessage(), configuration: undefined, metadata: undefined }) as Task
+      expect(failed.status?.state).toBe(TaskState.TASK_STATE_FAILED)
+      expect(runs.length).toBe(before + 1)
+      const runId = runs.at(-1)!
+      await until(async () => (await busy.runs.store.get(runId))?.state === 'failed', 'the run to be canceled')
+      expect((await busy.runs.store.get(runId))?.failure?.code).toBe('CANCELED')
+    } finally {
+      for (const sub of subs) sub.close()
     }
   })
 })

@@ -244,6 +244,12 @@ export class MeshAgentHandler implements A2ARequestHandler {
       })
     } catch (err) {
       this.log.warn({ err: (err as Error).message, run_id: run.run_id }, 'a2a: cannot follow the run\'s events')
+      // the task fails with this error: its run is canceled, so no work goes on whose end no client would see
+      f.finished = true
+      if (this.followed.get(ids.taskId) === f) this.followed.delete(ids.taskId)
+      await this.node.cancel(run.run_id, 'the A2A server could not follow the run', { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) }).catch((cancelErr: unknown) => {
+        this.log.warn({ err: (cancelErr as Error).message, run_id: run.run_id }, 'a2a: a run it could not follow could not be canceled either')
+      })
       throw err
     }
     const onClose = (): void => { done.resolve() }
