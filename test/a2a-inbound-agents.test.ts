@@ -19,9 +19,11 @@ import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const WAIT = { capability_id: 'cap:wait-for-abort', version: '1.0.0' }
+const TALK = { capability_id: 'cap:talkative', version: '1.0.0' }
+const TALK_STEPS = 200
 
-function delegateMessage (): Message {
-  const part: Part = { content: { $case: 'data', value: { type: PART_DELEGATE, capability: WAIT, input: {} } }, metadata: undefined, filename: '', mediaType: 'application/json' }
+function delegateMessage (capability = WAIT): Message {
+  const part: Part = { content: { $case: 'data', value: { type: PART_DELEGATE, capability, input: {} } }, metadata: undefined, filename: '', mediaType: 'application/json' }
   return { messageId: crypto.randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts: [part], metadata: undefined, extensions: [], referenceTaskIds: [] }
 }
 
@@ -41,10 +43,14 @@ describe('the agents an A2A server serves at once', () => {
       await new Promise<void>(resolve => { ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
       return {}
     })
+    busy.runs.handle(TALK, async (ctx) => {
+      for (let i = 0; i < TALK_STEPS; i++) await ctx.progress({ step: i, text: 't'.repeat(24 * 1024) })
+      return { said: TALK_STEPS }
+    })
     for (const [n, name] of [[busy, 'busy'], [idle1, 'idle-1'], [idle2, 'idle-2']] as const) {
-      await n.publishCard({ name, capabilities: n === busy ? [WAIT] : [{ capability_id: 'cap:nothing', version: '1.0.0' }] })
+      await n.publishCard({ name, capabilities: n === busy ? [WAIT, TALK] : [{ capability_id: 'cap:nothing', version: '1.0.0' }] })
     }
-    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxAgents: 2 })
+    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxAgents: 2, maxUnreadBytes: 64 * 1024 })
   })
   afterAll(async () => {
     await a2a?.close()
@@ -112,5 +118,18 @@ describe('the agents an A2A server serves at once', () => {
     } finally {
       for (const sub of subs) sub.close()
     }
+  })
+
+  it('cuts off a stream client that stopped reading, and goes on serving', async () => {
+    const client = await new ClientFactory().createFromUrl(a2a.clientUrl(busy.agentId))
+    const stream = client.sendMessageStream({ tenant: '', message: delegateMessage(TALK), configuration: undefined, metadata: undefined })
+    const first = await stream.next()
+    expect(first.done).toBe(false)
+    // the client reads nothing more while the run says about 4.8 MB
+    await until(() => a2a.stats.cutOff === 1, 'the client to be cut off', 60_000)
+    const task = (first.value as { payload?: { $case: string, value: Task } }).payload?.value
+    expect(task?.id).toBeDefined()
+    await until(async () => (await client.getTask({ tenant: '', id: task!.id })).status?.state === TaskState.TASK_STATE_COMPLETED, 'the task to complete', 60_000)
+    await stream.return(undefined)
   })
 })

@@ -43,6 +43,8 @@ export const A2A_TASKS_MAX_PER_AGENT = 10_000
  * The run's own log keeps every event (GetRun, replay).
  */
 export const A2A_TASK_HISTORY_MAX = 64
+/** Unread output past which the inbound server cuts off an A2A client (a stream it stopped reading); it may subscribe again. */
+export const A2A_MAX_UNREAD_BYTES = 1024 * 1024
 /** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
 export const A2A_BODY_MAX_BYTES = 100 * 1024
 /** Age past which the inbound server resolves a served agent's mesh card again (on its next request). */

@@ -21,7 +21,7 @@ import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
-  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
 } from './constants.ts'
 import { MeshAgentHandler } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
@@ -38,6 +38,8 @@ export interface A2aServerOptions {
   cardRefreshMs?: number
   /** Agents served at once (default A2A_AGENT_HANDLERS_MAX). */
   maxAgents?: number
+  /** Unread output past which a client is cut off (default A2A_MAX_UNREAD_BYTES). */
+  maxUnreadBytes?: number
 }
 
 interface Entry {
@@ -58,12 +60,14 @@ export class A2aServer {
   private readonly ready = new Map<string, Entry>()
   private readonly refreshMs: number
   private readonly maxAgents: number
-  /** Entries dropped to make room for another agent (each had no open task). */
-  readonly stats = { evicted: 0 }
+  private readonly maxUnread: number
+  /** Entries dropped to make room for another agent (each had no open task); clients cut off for not reading. */
+  readonly stats = { evicted: 0, cutOff: 0 }
 
-  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number) {
+  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number) {
     this.refreshMs = refreshMs
     this.maxAgents = maxAgents
+    this.maxUnread = maxUnread
     this.node = node
     this.log = log
     this.server = server
@@ -77,7 +81,7 @@ export class A2aServer {
     const server = app.listen(opts.port, host)
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
     const { port } = server.address() as AddressInfo
-    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS, opts.maxAgents ?? A2A_AGENT_HANDLERS_MAX)
+    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS, opts.maxAgents ?? A2A_AGENT_HANDLERS_MAX, opts.maxUnreadBytes ?? A2A_MAX_UNREAD_BYTES)
     a2a.routes(app)
     return a2a
   }
@@ -126,13 +130,37 @@ export class A2aServer {
     app.use(`${A2A_AGENTS_PATH}/:agentId`, (req: Request<{ agentId: string }>, res, next) => {
       const agentId = req.params.agentId
       const entry = AGENT_ID.test(agentId) ? this.entry(agentId) : Promise.reject(new AgentNotFoundError('not an agent id'))
-      entry.then(e => { e.router(req, res, next) }, (err: unknown) => { this.refuse(req, res, err) })
+      entry.then(e => {
+        this.boundUnread(res)
+        e.router(req, res, next)
+      }, (err: unknown) => { this.refuse(req, res, err) })
     })
     app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
       this.log.warn({ err: (err as Error).message, path: req.path }, 'a2a: request failed')
       if (!res.headersSent) res.status(500).json({ error: 'internal error' })
       else res.end()
     })
+  }
+
+  /**
+   * The SDK writes a stream's events with no regard for whether its client
+   * reads them: past A2A_MAX_UNREAD_BYTES unread, the client is cut off and
+   * later writes go nowhere (the SDK's loop ends with the task's events).
+   */
+  private boundUnread (res: Response): void {
+    const write = res.write.bind(res) as (...args: unknown[]) => boolean
+    let cut = false
+    res.write = ((...args: unknown[]): boolean => {
+      if (cut) return false
+      if (res.writableLength > this.maxUnread) {
+        cut = true
+        this.stats.cutOff++
+        this.log.warn({ unread: res.writableLength, limit: this.maxUnread }, 'a2a: a client stopped reading its stream: cut off')
+        res.destroy()
+        return false
+      }
+      return write(...args)
+    }) as typeof res.write
   }
 
   /** The agent could not be served: a JSON-RPC error on the JSON-RPC binding, a 404 elsewhere. */
