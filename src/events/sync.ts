@@ -118,6 +118,14 @@ export interface SyncCallOptions {
   /** All pages together (default SYNC_TOTAL_TIMEOUT_MS). */
   totalTimeoutMs?: number
   signal?: AbortSignal
+  /**
+   * Each page's verified, chained events, handed on (in order, one run's
+   * stretch at a time) as they come instead of kept for the result: a peer's
+   * answer then takes at most one page of memory here, not SYNC_MAX_PAGES of
+   * them. What earlier pages handed on stays handed on when a later page
+   * fails.
+   */
+  sink?: (events: AgentEvent[]) => Promise<void>
 }
 
 /**
@@ -211,7 +219,8 @@ export class SyncClient {
         const e = toAapError(err)
         throw lie(name, e.message, String(e.details?.reason ?? 'bad_chain'))
       }
-      out.push(...events)
+      if (opts.sink === undefined) out.push(...events)
+      else if (events.length > 0) await opts.sink(events)
       last = events.at(-1) ?? last
       if (!res.more) return out
       if (events.length === 0) throw lie(name, 'claims more events but sent none', 'stall')
@@ -253,6 +262,10 @@ export class SyncClient {
         }
         list.push(e)
         cursor = e
+      }
+      if (opts.sink !== undefined) {
+        for (const list of out.values()) await opts.sink(list)
+        out.clear()
       }
       if (!res.more) return out
       if (events.length === 0) throw lie(name, 'claims more events but sent none', 'stall')

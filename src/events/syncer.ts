@@ -99,11 +99,10 @@ export class Syncer {
           t.syncAgain.delete(agentId)
           try {
             this.stats.syncRequests.correlation++
-            const byRun = await this.limiter.run(async () => this.client.correlation(peerIdOfAgent(agentId), t.id))
-            for (const events of byRun.values()) {
-              if (t.closed) return
-              await this.target.ingest(t, events)
-            }
+            // each page placed as it comes: a peer's answer takes one page of memory here
+            await this.limiter.run(async () => this.client.correlation(peerIdOfAgent(agentId), t.id, {
+              sink: async (events) => { if (!t.closed) await this.target.ingest(t, events) }
+            }))
           } catch (err) {
             this.noteSyncError(err, 'correlation', agentId)
           }
@@ -135,9 +134,14 @@ export class Syncer {
             if (t.closed) return
             try {
               this.stats.syncRequests.run++
-              const events = await this.limiter.run(async () => this.client.run(peerIdOfAgent(source), rt.run_id, rt.head))
-              await this.target.ingest(t, events)
-              if (events.length > 0 || source === rt.executor) break
+              let got = 0
+              await this.limiter.run(async () => this.client.run(peerIdOfAgent(source), rt.run_id, rt.head, {
+                sink: async (events) => {
+                  got += events.length
+                  if (!t.closed) await this.target.ingest(t, events)
+                }
+              }))
+              if (got > 0 || source === rt.executor) break
             } catch (err) {
               this.noteSyncError(err, 'run', source)
             }
