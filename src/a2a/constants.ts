@@ -2,7 +2,7 @@
  * Bounds and names of the A2A v1.0 bridge (inbound server and outbound
  * agents). Units are in the names.
  */
-import { CALL_TIMEOUT_MS, CARD_FETCH_TIMEOUT_MS, DHT_GET_TIMEOUT_MS } from '../constants.ts'
+import { CALL_TIMEOUT_MS, CARD_FETCH_TIMEOUT_MS, DHT_GET_TIMEOUT_MS, EVENT_PAYLOAD_MAX_BYTES } from '../constants.ts'
 
 /** The extension a mesh agent's A2A card declares: runs, checkpoints and correlation ride A2A as below. */
 export const A2A_MESH_EXTENSION_URI = 'https://aap-mesh.dev/extensions/a2a-mesh/v0.1'
@@ -45,6 +45,11 @@ export const A2A_TASKS_MAX_PER_AGENT = 10_000
 export const A2A_TASK_HISTORY_MAX = 64
 /** Unread output past which the inbound server cuts off an A2A client (a stream it stopped reading); it may subscribe again. */
 export const A2A_MAX_UNREAD_BYTES = 1024 * 1024
+/**
+ * Bytes of artifact parts (as JSON) a forwarded A2A task may show: twice what a run's output can carry
+ * (EVENT_PAYLOAD_MAX_BYTES), so a task that passes it fails at once rather than at its end.
+ */
+export const A2A_OUTBOUND_ARTIFACT_MAX_BYTES = 2 * EVENT_PAYLOAD_MAX_BYTES
 /** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
 export const A2A_BODY_MAX_BYTES = 100 * 1024
 /** Age past which the inbound server resolves a served agent's mesh card again (on its next request). */

@@ -22,7 +22,7 @@ import type { MeshNode } from '../node.ts'
 import type { RunContext } from '../runs/runtime.ts'
 import { withDeadline, withinDeadline } from '../util/deadline.ts'
 import {
-  A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_POLL_INTERVAL_MS, A2A_TASK_MAX_MS
+  A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_OUTBOUND_ARTIFACT_MAX_BYTES, A2A_POLL_INTERVAL_MS, A2A_TASK_MAX_MS
 } from './constants.ts'
 import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
 
@@ -67,15 +67,30 @@ class TaskView {
   /** Input requests so far (numbers the checkpoints of a server that names none). */
   inputs = 0
   status: TaskStatus | undefined
-  readonly artifacts = new Map<string, Artifact>()
+  private readonly artifacts = new Map<string, { artifact: Artifact, bytes: number }>()
+  /** Bytes of the artifacts' parts held (as JSON): bounded by A2A_OUTBOUND_ARTIFACT_MAX_BYTES. */
+  private bytes = 0
 
+  /** Take an artifact (or parts appended to one); an error once they pass what a run's output could ever carry. */
   artifact (a: Artifact, append: boolean): void {
+    let added = 0
+    for (const p of a.parts) added += JSON.stringify(p).length
     const have = this.artifacts.get(a.artifactId)
-    this.artifacts.set(a.artifactId, append && have !== undefined ? { ...have, parts: [...have.parts, ...a.parts] } : a)
+    if (append && have !== undefined) {
+      have.artifact.parts.push(...a.parts)
+      have.bytes += added
+      this.bytes += added
+    } else {
+      this.bytes += added - (have?.bytes ?? 0)
+      this.artifacts.set(a.artifactId, { artifact: { ...a, parts: [...a.parts] }, bytes: added })
+    }
+    if (this.bytes > A2A_OUTBOUND_ARTIFACT_MAX_BYTES) {
+      throw new Error(`the task's artifacts passed ${A2A_OUTBOUND_ARTIFACT_MAX_BYTES} bytes, more than a run's output can carry`)
+    }
   }
 
   list (): Artifact[] {
-    return [...this.artifacts.values()]
+    return [...this.artifacts.values()].map(a => a.artifact)
   }
 }
 
