@@ -150,7 +150,10 @@ export async function sign (key: PrivateKey, domain: string, unsigned: unknown):
 export async function verify (agentId: string, domain: string, unsigned: unknown, signature: string): Promise<boolean> {
   try {
     const key = publicKeyOfAgent(agentId)
-    return await key.verify(signingBytes(domain, unsigned), fromString(signature, 'base64url'))
+    const sig = fromString(signature, 'base64url')
+    // only the one text of these bytes (see SignatureCache.lookup in src/runlog/event.ts)
+    if (toString(sig, 'base64url') !== signature) return false
+    return await key.verify(signingBytes(domain, unsigned), sig)
   } catch {
     return false
   }

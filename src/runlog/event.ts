@@ -151,7 +151,10 @@ export class SignatureCache {
     const key = this.executorKey(agentId)
     if (key === undefined) return this.refuse()
     const sig = Buffer.from(signature, 'base64url')
-    if (sig.byteLength !== 64) return this.refuse()
+    // only the one text of these bytes: base64url of 64 bytes leaves 4 bits of its last character unused (and
+    // Buffer skips characters outside the alphabet), so other texts decode to the same valid signature and give
+    // the same event another hash, which forks the run's chain for whoever places that copy first
+    if (sig.byteLength !== 64 || sig.toString('base64url') !== signature) return this.refuse()
     // the key names the agent too, so a cached verdict can never vouch for another signer
     const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
     if (this.verified.has(seen)) {
