@@ -92,6 +92,14 @@ describe('aap-mesh mcp over stdio', () => {
     const replay = await call('replay', { correlation_id: 'corr-mcp' })
     expect(replay.isError).toBe(false)
     expect(replay.data.runs.map((r: { state: string }) => r.state)).toEqual(['completed'])
+    // the owner is passed on (it was dropped): the task's own owner replays its run; under another owner the run
+    // is not that owner's task
+    const owned = await call('replay', { correlation_id: 'corr-mcp', owner: replay.data.owner })
+    expect(owned.data.runs.map((r: { state: string }) => r.state)).toEqual(['completed'])
+    const other = await call('replay', { correlation_id: 'corr-mcp', owner: worker.agentId })
+    expect(other.isError).toBe(false)
+    expect(other.data.owner).toBe(worker.agentId)
+    expect(other.data.runs).toEqual([])
 
     const w = await call('delegate', { to_agent: worker.agentId, task_id: 'corr-mcp-cancel', capability: WAIT, input: {} })
     const canceled = await call('cancel', { run_id: w.data.run.run_id, reason: 'from an AI tool' })

@@ -93,6 +93,11 @@ function query (args: Record<string, unknown>, names: string[]): Record<string, 
   return q
 }
 
+/** The query parameters of an operation, from the OpenAPI document: every one its tool's schema offers is passed on. */
+function queryNames (method: string, path: string): string[] {
+  return (operation(method, path).parameters ?? []).filter(p => p.in === 'query').map(p => p.name)
+}
+
 function pick (args: Record<string, unknown>, names: string[]): Record<string, unknown> {
   return Object.fromEntries(Object.entries(args).filter(([k]) => names.includes(k)))
 }
@@ -112,7 +117,7 @@ export const TOOLS: Tool[] = [
     name: 'discover',
     description: DESCRIBE('get', '/v1/discover', 'find mesh agents by capability or tag'),
     inputSchema: inputSchema('get', '/v1/discover'),
-    run: async (c, a) => c.call('GET', '/v1/discover', undefined, query(a, ['capability', 'tag', 'limit', 'fresh', 'include_self']))
+    run: async (c, a) => c.call('GET', '/v1/discover', undefined, query(a, queryNames('get', '/v1/discover')))
   },
   {
     name: 'delegate',
@@ -130,7 +135,7 @@ export const TOOLS: Tool[] = [
     name: 'list_runs',
     description: DESCRIBE('get', '/v1/runs', 'runs this node executes and delegated'),
     inputSchema: inputSchema('get', '/v1/runs'),
-    run: async (c, a) => c.call('GET', '/v1/runs', undefined, query(a, ['state', 'correlation_id', 'agent', 'capability', 'since', 'side', 'order', 'cursor', 'limit']))
+    run: async (c, a) => c.call('GET', '/v1/runs', undefined, query(a, queryNames('get', '/v1/runs')))
   },
   {
     name: 'resume',
@@ -158,7 +163,7 @@ export const TOOLS: Tool[] = [
     name: 'replay',
     description: DESCRIBE('get', '/v1/events/{correlation_id}/replay', 'the whole lifecycle of a correlation'),
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/replay'),
-    run: async (c, a) => c.call('GET', `/v1/events/${seg(a.correlation_id)}/replay`, undefined, query(a, ['participant', 'run', 'timeout_ms']))
+    run: async (c, a) => c.call('GET', `/v1/events/${seg(a.correlation_id)}/replay`, undefined, query(a, queryNames('get', '/v1/events/{correlation_id}/replay')))
   }
 ]
 
@@ -170,7 +175,7 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>): Promise
   let timer: NodeJS.Timeout | undefined
   let reason = 'waited'
   try {
-    const stream = c.stream(`/v1/events/${seg(a.correlation_id)}/stream`, { ...query(a, ['participant', 'run', 'history']) }, { signal: ctl.signal })
+    const stream = c.stream(`/v1/events/${seg(a.correlation_id)}/stream`, { ...query(a, queryNames('get', '/v1/events/{correlation_id}/stream')) }, { signal: ctl.signal })
     for await (const ev of stream) {
       if (ev.event === 'ready') {
         timer ??= setTimeout(() => { ctl.abort() }, waitMs)
