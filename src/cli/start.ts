@@ -85,8 +85,12 @@ function collect (value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value]
 }
 
+/** Set once stdout failed (whoever read it closed the pipe): the node goes on, with no more lines. */
+let stdoutGone = false
+
 /** One JSON line on stdout. */
 function emit (event: string, fields: Record<string, unknown>): void {
+  if (stdoutGone) return
   process.stdout.write(JSON.stringify({ event, ...fields }) + '\n')
 }
 
@@ -201,6 +205,11 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   const { NodeMetrics, serveMetrics } = await import('../api/metrics.ts')
   const { newToken, writeApiFiles } = await import('../api/files.ts')
   const log = createLogger(opts.logLevel)
+  // a supervisor that read the `started` line and closed the pipe: an unhandled EPIPE would end the node
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (!stdoutGone) log.warn({ code: err.code }, 'stdout failed: no more event lines are written; the node goes on')
+    stdoutGone = true
+  })
   const { needsRelay } = await import('../wire/network.ts')
   const metrics = opts.metricsPort === undefined ? undefined : new NodeMetrics()
   const listen = opts.listen ?? [DEFAULT_TCP_LISTEN]
