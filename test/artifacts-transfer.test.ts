@@ -91,20 +91,20 @@ describe('artifacts between nodes', () => {
 
     // the fetch, measured: live memory sampled after every chunk B stores
     const store = B.artifacts.store
-    const keep = store.keepChunk.bind(store)
+    const keep = store.stage.bind(store)
     const base = liveBytes()
     let peak = 0
     let samples = 0
-    store.keepChunk = async (cid, bytes) => {
+    store.stage = async (w, cid, bytes) => {
       peak = Math.max(peak, liveBytes() - base)
       samples++
-      return keep(cid, bytes)
+      return keep(w, cid, bytes)
     }
     try {
       const m = await B.artifacts.fetch(ref.artifact, { holders: [run.agent_id] })
       expect(m.size).toBe(BIG)
     } finally {
-      store.keepChunk = keep
+      store.stage = keep
     }
     expect(samples).toBe(BIG / ARTIFACT_CHUNK_BYTES)
     // 50 MiB went through; at no point did the process hold more than a few chunks of it
@@ -159,9 +159,13 @@ describe('damaged artifacts are refused', () => {
     } finally {
       await fh.close()
     }
+    const usedBefore = X.artifacts.store.used
     const err = await rejectsWith(X.artifacts.fetch(part.artifact, { holders: [P.agentId] }), 'ARTIFACT_CORRUPT')
     expect(err.details).toMatchObject({ reason: 'hash_mismatch', index: 1 })
     expect(await X.artifacts.local(part.artifact)).toBeUndefined()
+    // chunk 0, verified before chunk 1 failed, went with the fetch (it stayed on disk for good before)
+    expect(X.artifacts.store.used).toBe(usedBefore)
+    expect(await readdir(join(X.artifacts.store.dir, 'tmp'))).toEqual([])
     expect(X.artifacts.stats.rejected).toBeGreaterThan(0)
     // the holder's own reads check the chunks too
     const own = await P.artifacts.open(part.artifact)

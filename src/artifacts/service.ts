@@ -10,6 +10,7 @@
  * holds an artifact (made or fetched) serves it and announces it in the DHT.
  */
 import type { Libp2p, PeerId } from '@libp2p/interface'
+import type { CID } from 'multiformats/cid'
 import {
   ARTIFACT_CHUNK_BYTES, ARTIFACT_CHUNK_TIMEOUT_MS, ARTIFACT_FETCH_WINDOW_CHUNKS, ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS, ARTIFACT_MANIFEST_MAX_BYTES,
   ARTIFACT_MAX_HOLDERS_TRIED, ARTIFACT_MAX_INBOUND_STREAMS, ARTIFACT_MAX_PIPELINED_REQUESTS, ARTIFACT_MAX_REQUEST_FRAME_BYTES, ARTIFACT_PROTOCOL,
@@ -21,7 +22,7 @@ import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, provide, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
 import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
-import { ArtifactStore } from './store.ts'
+import { ArtifactStore, type StagedWrite } from './store.ts'
 import type { ArtifactSource, ArtifactWriter, FilePart } from './types.ts'
 
 const isManifestRequest = schema<{ artifact: string }>('aap:artifact#/definitions/ManifestRequest')
@@ -202,6 +203,16 @@ export class Artifacts implements ArtifactWriter {
 
   private async fetchFromHolders (id: string, opts: FetchOptions): Promise<Manifest> {
     const cid = parseId(id, JSON_CODEC)
+    // the chunks fetched wait in a staged write until the artifact is whole; a fetch that fails takes them away
+    const w = await this.store.begin()
+    try {
+      return await this.fetchFromEach(id, cid, w, opts)
+    } finally {
+      await this.store.abandon(w)
+    }
+  }
+
+  private async fetchFromEach (id: string, cid: CID, w: StagedWrite, opts: FetchOptions): Promise<Manifest> {
     let manifest: { m: Manifest, bytes: Uint8Array } | undefined
     const have: boolean[] = []
     let corrupt: AapError | undefined
@@ -226,11 +237,11 @@ export class Artifacts implements ArtifactWriter {
             this.stats.rejected++
             throw err
           }
-          for (let i = 0; i < manifest.m.chunks.length; i++) have[i] = await this.store.hasChunk(manifest.m.chunks[i] ?? '')
+          for (let i = 0; i < manifest.m.chunks.length; i++) have[i] = await this.store.hasChunk(manifest.m.chunks[i] ?? '', w)
         }
-        await this.pullChunks(session, id, manifest.m, have, opts.signal)
+        await this.pullChunks(session, id, manifest.m, have, w, opts.signal)
         await session.close()
-        await this.store.keepManifest(id, manifest.bytes)
+        await this.store.commit(w, id, manifest.bytes)
         this.stats.fetched++
         this.announce(id)
         return manifest.m
@@ -248,7 +259,7 @@ export class Artifacts implements ArtifactWriter {
   }
 
   /** Fetch the chunks not yet here, ARTIFACT_FETCH_WINDOW_CHUNKS requests in flight, verifying and storing each in order. */
-  private async pullChunks (session: BulkSession, id: string, m: Manifest, have: boolean[], signal: AbortSignal | undefined): Promise<void> {
+  private async pullChunks (session: BulkSession, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined): Promise<void> {
     const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
     let next = 0
     for (;;) {
@@ -271,7 +282,7 @@ export class Artifacts implements ArtifactWriter {
         this.stats.rejected++
         throw err
       }
-      await this.store.keepChunk(m.chunks[head.index] ?? '', bytes)
+      await this.store.stage(w, m.chunks[head.index] ?? '', bytes)
       have[head.index] = true
       this.stats.chunksFetched++
     }

@@ -1,10 +1,13 @@
 /**
  * The node's artifact store on disk: `chunks/<chunk cid>` and
  * `manifests/<artifact id>`, written through `tmp/` and renamed into place.
- * A manifest is written only after all its chunks, so a manifest on disk
- * means the artifact is whole here. The total size of both folders is
- * bounded by `maxBytes`: a write that would pass it fails with STORAGE_FULL
- * and leaves nothing of itself behind.
+ * The chunks of a write in progress (an upload, or a fetch from peers) wait
+ * in `tmp/<write>/` and move into `chunks/` with the manifest: a manifest on
+ * disk means the artifact is whole here, a write that fails takes away only
+ * what it staged, and nothing in `chunks/` is ever removed, so a chunk that
+ * complete artifacts share is never lost to another write's failure. The
+ * total size is bounded by `maxBytes`: a write that would pass it fails with
+ * STORAGE_FULL and leaves nothing of itself behind.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
@@ -18,11 +21,25 @@ function isMissing (err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT'
 }
 
+/** One write in progress: the chunks it stored that `chunks/` did not hold, waiting in `dir` (see ArtifactStore.commit). */
+export class StagedWrite {
+  readonly dir: string
+  /** Chunk id to its bytes on disk. */
+  readonly staged = new Map<string, number>()
+  settled = false
+
+  constructor (dir: string) {
+    this.dir = dir
+  }
+}
+
 export class ArtifactStore {
   readonly dir: string
   private readonly maxBytes: number
   private readonly log: Logger
   private usedBytes = 0
+  /** Commits one at a time: a chunk two writes staged moves into `chunks/` once, and is counted once. */
+  private committing: Promise<void> = Promise.resolve()
 
   constructor (dir: string, maxBytes: number, log: Logger) {
     this.dir = dir
@@ -82,20 +99,6 @@ export class ArtifactStore {
     }
   }
 
-  /** Store one chunk by its id unless it is there already; true when this call wrote it. */
-  private async writeChunk (cid: string, bytes: Uint8Array): Promise<boolean> {
-    const path = this.chunkPath(cid)
-    if (await this.exists(path)) return false
-    this.reserve(bytes.byteLength)
-    try {
-      await this.writeFile(path, bytes)
-    } catch (err) {
-      this.usedBytes -= bytes.byteLength
-      throw err
-    }
-    return true
-  }
-
   private async writeManifest (id: string, bytes: Uint8Array): Promise<void> {
     const path = this.manifestPath(id)
     if (await this.exists(path)) return
@@ -108,15 +111,65 @@ export class ArtifactStore {
     }
   }
 
-  /** Remove chunks a failed write created (best effort, logged). */
-  private async forget (cids: string[], sizes: number[]): Promise<void> {
-    for (let i = 0; i < cids.length; i++) {
-      try {
-        await rm(this.chunkPath(cids[i] ?? ''), { force: true })
-        this.usedBytes -= sizes[i] ?? 0
-      } catch (err) {
-        this.log.warn({ err, chunk: cids[i] }, 'a chunk of a failed artifact write could not be removed')
+  /** A new write: stage its chunks with `stage`, then `commit` it or `abandon` it (exactly one of them). */
+  async begin (): Promise<StagedWrite> {
+    const w = new StagedWrite(join(this.dir, 'tmp', `w-${randomBytes(12).toString('hex')}`))
+    await mkdir(w.dir)
+    return w
+  }
+
+  /** Whether chunk `cid` is stored, or staged by `w`. */
+  async hasChunk (cid: string, w?: StagedWrite): Promise<boolean> {
+    return w?.staged.has(cid) === true || await this.exists(this.chunkPath(cid))
+  }
+
+  /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already. */
+  async stage (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
+    if (await this.hasChunk(cid, w)) return
+    this.reserve(bytes.byteLength)
+    try {
+      await writeFile(join(w.dir, cid), bytes)
+    } catch (err) {
+      this.usedBytes -= bytes.byteLength
+      throw err
+    }
+    w.staged.set(cid, bytes.byteLength)
+  }
+
+  /** The write is whole: its chunks move into `chunks/`, then its manifest is written; from then on the artifact is here. */
+  async commit (w: StagedWrite, id: string, manifest: Uint8Array): Promise<void> {
+    const turn = this.committing.then(async () => {
+      for (const [cid, size] of w.staged) {
+        const path = this.chunkPath(cid)
+        if (await this.exists(path)) {
+          // another write brought the same chunk meanwhile: one copy, counted once
+          await rm(join(w.dir, cid), { force: true })
+          this.usedBytes -= size
+        } else {
+          await rename(join(w.dir, cid), path)
+        }
+        w.staged.delete(cid)
       }
+      await this.writeManifest(id, manifest)
+    })
+    this.committing = turn.catch(() => {})
+    try {
+      await turn
+    } finally {
+      await this.abandon(w)
+    }
+  }
+
+  /** The write failed: what it staged goes, and only that (best effort, logged). */
+  async abandon (w: StagedWrite): Promise<void> {
+    if (w.settled) return
+    w.settled = true
+    try {
+      await rm(w.dir, { recursive: true, force: true })
+      for (const size of w.staged.values()) this.usedBytes -= size
+      w.staged.clear()
+    } catch (err) {
+      this.log.warn({ err, dir: w.dir }, 'the chunks of a failed artifact write could not be removed (they go when the store opens again)')
     }
   }
 
@@ -127,18 +180,14 @@ export class ArtifactStore {
    */
   async put (source: AsyncIterable<Uint8Array>): Promise<{ id: string, size: number }> {
     const chunks: string[] = []
-    const created: string[] = []
-    const createdSizes: number[] = []
+    const w = await this.begin()
     let buf = new Uint8Array(ARTIFACT_CHUNK_BYTES)
     let filled = 0
     let size = 0
     const flush = async (): Promise<void> => {
       const bytes = buf.subarray(0, filled)
       const cid = cidOf(RAW_CODEC, bytes).toString()
-      if (await this.writeChunk(cid, bytes)) {
-        created.push(cid)
-        createdSizes.push(bytes.byteLength)
-      }
+      await this.stage(w, cid, bytes)
       chunks.push(cid)
       // the chunk is on disk: a fresh buffer, since writeFile may still hold the old one's view
       buf = new Uint8Array(ARTIFACT_CHUNK_BYTES)
@@ -161,11 +210,10 @@ export class ArtifactStore {
       const manifest: Manifest = { v: 1, size, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks }
       const bytes = encodeManifest(manifest)
       const id = cidOf(JSON_CODEC, bytes).toString()
-      await this.writeManifest(id, bytes)
+      await this.commit(w, id, bytes)
       return { id, size }
-    } catch (err) {
-      await this.forget(created, createdSizes)
-      throw err
+    } finally {
+      await this.abandon(w)
     }
   }
 
@@ -194,21 +242,6 @@ export class ArtifactStore {
       if (isMissing(err)) return undefined
       throw err
     }
-  }
-
-  /** Keep a chunk fetched from a peer; the caller has verified it against the manifest. */
-  async keepChunk (cid: string, bytes: Uint8Array): Promise<void> {
-    await this.writeChunk(cid, bytes)
-  }
-
-  /** Keep a fetched manifest once all its chunks are kept: from then on the artifact is whole here. */
-  async keepManifest (id: string, bytes: Uint8Array): Promise<void> {
-    await this.writeManifest(id, bytes)
-  }
-
-  /** Whether chunk `cid` is stored. */
-  async hasChunk (cid: string): Promise<boolean> {
-    return this.exists(this.chunkPath(cid))
   }
 
   /**
