@@ -152,7 +152,8 @@ export class ArtifactStore {
       }
       await this.writeManifest(id, manifest)
     })
-    this.committing = turn.catch(() => {})
+    // the next commit waits for this one, not for its success (its caller has the error)
+    this.committing = turn.then(() => {}, (err: unknown) => { this.log.debug({ err, artifact: id }, 'an artifact commit failed') })
     try {
       await turn
     } finally {
