@@ -192,6 +192,21 @@ describe('damaged artifacts are refused', () => {
     expect(await digestOf((await X.artifacts.open(part.artifact)).chunks)).toEqual(await digestOf(pseudoRandom(4 * MIB, 19)))
   })
 
+  it('a fetch shared by two callers goes on for the second when the first leaves', async () => {
+    const part = await P.artifacts.put(pseudoRandom(3 * MIB, 23), { media_type: 'application/octet-stream' })
+    const first = new AbortController()
+    const f1 = X.artifacts.fetch(part.artifact, { holders: [P.agentId], signal: first.signal })
+    const f2 = X.artifacts.fetch(part.artifact, { holders: [P.agentId] })
+    // both wait on the one fetch (the service's map of fetches is private)
+    const fetching = (X.artifacts as unknown as { fetching: Map<string, { callers: number }> }).fetching
+    await until(() => fetching.get(part.artifact)?.callers === 2, 'both callers on the one fetch')
+    first.abort(new Error('the first caller left'))
+    await expect(f1).rejects.toThrow('the first caller left')
+    // (it failed the second caller too, with the first one's reason)
+    expect((await f2).size).toBe(3 * MIB)
+    expect(await digestOf((await X.artifacts.open(part.artifact)).chunks)).toEqual(await digestOf(pseudoRandom(3 * MIB, 23)))
+  })
+
   it('a truncated chunk is rejected with ARTIFACT_CORRUPT (truncated)', async () => {
     const part = await P.artifacts.put(pseudoRandom(2 * MIB + 1, 13), { media_type: 'application/octet-stream' })
     await truncate(await chunkFile(P, part.artifact, 0), 4096)

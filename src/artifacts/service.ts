@@ -46,6 +46,28 @@ export interface FetchOptions {
   signal?: AbortSignal
 }
 
+interface SharedFetch {
+  promise: Promise<Manifest>
+  ctl: AbortController
+  callers: number
+  settled: boolean
+}
+
+/** `p`, or the reason of `signal` once it aborts first. */
+async function untilAborted<T> (p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return p
+  signal.throwIfAborted()
+  let onAbort: (() => void) | undefined
+  try {
+    return await Promise.race([p, new Promise<never>((_resolve, reject) => {
+      onAbort = () => { reject(signal.reason) }
+      signal.addEventListener('abort', onAbort, { once: true })
+    })])
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+  }
+}
+
 /** What the service has done, for metrics and tests. */
 export interface ArtifactStats {
   stored: number
@@ -65,7 +87,8 @@ export class Artifacts implements ArtifactWriter {
   readonly stats: ArtifactStats = { stored: 0, fetched: 0, chunksServed: 0, chunksFetched: 0, rejected: 0 }
   private readonly host: ArtifactHost
   private readonly log: Logger
-  private readonly fetching = new Map<string, Promise<Manifest>>()
+  /** Fetches in progress, one per artifact, shared by every caller that asks meanwhile (see `fetch`). */
+  private readonly fetching = new Map<string, SharedFetch>()
   private unserve: (() => Promise<void>) | undefined
   /** Manifests of artifacts being served, parsed once (a fetch asks for every chunk of one). */
   private readonly served = new Map<string, Manifest>()
@@ -149,12 +172,27 @@ export class Artifacts implements ArtifactWriter {
     parseId(id, JSON_CODEC)
     const here = await this.store.manifest(id)
     if (here !== undefined) return here
-    let p = this.fetching.get(id)
-    if (p === undefined) {
-      p = this.fetchFromHolders(id, opts).finally(() => { this.fetching.delete(id) })
-      this.fetching.set(id, p)
+    opts.signal?.throwIfAborted()
+    let f = this.fetching.get(id)
+    // one its callers all left is ending: a new caller starts another
+    if (f === undefined || f.ctl.signal.aborted) {
+      // the fetch belongs to no caller: it ends when the last one leaves, not when the first does
+      const ctl = new AbortController()
+      const shared: SharedFetch = { ctl, callers: 0, settled: false, promise: Promise.resolve() as unknown as Promise<Manifest> }
+      shared.promise = this.fetchFromHolders(id, { ...opts, signal: ctl.signal }).finally(() => {
+        shared.settled = true
+        if (this.fetching.get(id) === shared) this.fetching.delete(id)
+      })
+      f = shared
+      this.fetching.set(id, f)
     }
-    return p
+    const shared = f
+    shared.callers++
+    try {
+      return await untilAborted(shared.promise, opts.signal)
+    } finally {
+      if (--shared.callers === 0 && !shared.settled) shared.ctl.abort(new Error('every caller of the fetch left'))
+    }
   }
 
   /** The artifact's bytes chunk by chunk (fetched first if not here), each verified. */
