@@ -39,7 +39,7 @@ import { watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
 import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { capabilityKey, cardMatches, issueCard, tagKey, verifyCard } from './card.ts'
+import { capabilityKey, cardMatches, draftOf, issueCard, tagKey, verifyCard } from './card.ts'
 import type { AgentCard, CapabilityQuery, CardDraft } from './card.ts'
 
 export type { DiscoveryStats } from './discovery-stats.ts'
@@ -92,6 +92,7 @@ export class Discovery {
   private own?: AgentCard
   private unserve?: () => Promise<void>
   private republishTimer?: ReturnType<typeof setInterval>
+  private republishing?: Promise<void>
   /** Publications run one after the other, so seq numbers never collide. */
   private publishing: Promise<unknown> = Promise.resolve()
   private readonly announcer: Announcer
@@ -166,12 +167,12 @@ export class Discovery {
    * milliseconds: a node that lost its data directory (and so its last seq)
    * still outranks the cards it published before.
    */
-  async publish (draft: CardDraft, opts: { announce?: boolean } = {}): Promise<AgentCard> {
+  async publish (draft: CardDraft | (() => CardDraft), opts: { announce?: boolean } = {}): Promise<AgentCard> {
     // a publication that failed was reported to its own caller; the next one goes on regardless
     const run = this.publishing.then(noop, noop).then(async () => {
       const now = Date.now()
       const seq = Math.max((this.own?.seq ?? 0) + 1, now)
-      const card = await issueCard(this.key, draft, seq, now)
+      const card = await issueCard(this.key, typeof draft === 'function' ? draft() : draft, seq, now)
       await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
       this.own = card
       // the card is served over the card protocol at once; the DHT side follows
@@ -184,14 +185,23 @@ export class Discovery {
     return run
   }
 
+  /**
+   * Re-sign the card as it is when its turn comes (a publish of a new draft
+   * queued before it is not undone); one at a time: every caller that finds
+   * the card near expiry meanwhile waits for the same one.
+   */
   private async republish (): Promise<void> {
     if (this.own === undefined) return
-    const { name, description, capabilities, tags } = this.own
-    try {
-      await this.publish({ name, description, capabilities, tags })
-    } catch (err) {
-      this.log.warn({ err: toAapError(err) }, 'republishing this node\'s card failed; the next interval tries again')
-    }
+    this.republishing ??= (async () => {
+      try {
+        await this.publish(() => draftOf(this.own!))
+      } catch (err) {
+        this.log.warn({ err: toAapError(err) }, 'republishing this node\'s card failed; the next interval tries again')
+      } finally {
+        this.republishing = undefined
+      }
+    })()
+    await this.republishing
   }
 
   /**
