@@ -74,7 +74,8 @@ describe('backpressure on the wire', () => {
     const client = new RpcClient(A.host, { protocol: DEAF, maxFrameBytes: 64 * 1024, maxStreamsPerPeer: 1 })
     try {
       const payload = { data: 'y'.repeat(60 * 1024) }
-      // enough requests to fill the stream's send window; each waits 300 ms for an answer that never comes
+      // more requests than the stream's send window takes; each waits 300 ms for an answer that never comes, and
+      // those that never left end the stream
       const calls = Array.from({ length: 16 }, async () => client.call(B.host.peerId, 'any', payload, { responseTimeoutMs: 300, callTimeoutMs: 5_000 }))
       const results = await Promise.allSettled(calls)
       expect(results.every(r => r.status === 'rejected')).toBe(true)
@@ -84,7 +85,7 @@ describe('backpressure on the wire', () => {
       await until(() => A.host.getConnections(B.host.peerId).every(c => c.streams.filter(s => s.protocol === DEAF).length <= deaf.length), 'the stuck stream closed')
       await rejectsWith(client.call(B.host.peerId, 'any', {}, { responseTimeoutMs: 200, callTimeoutMs: 2_000 }), 'AGENT_NOT_FOUND')
     } finally {
-      await client.close()
+      client.close()
     }
   })
 })

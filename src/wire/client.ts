@@ -138,9 +138,9 @@ class Session {
       this.abandon(id, new AgentNotFoundError(`agent ${this.peerName} did not answer ${type} within ${opts.timeoutMs} ms`, {
         reason: 'timeout', timeout: opts.timeout, limit_ms: opts.timeoutMs
       }))
-      // still waiting for the peer to read what was sent, as long as a call may wait: the stream is stuck, and
-      // requests queued behind it would only pile up
-      if (this.outbox.waiting && !this.closed) {
+      // the stream has not drained for at least half the call's time (a peer that reads, however slowly, drains
+      // it now and then): the peer stopped reading, and requests queued behind would only pile up
+      if (this.outbox.waitingFor() >= opts.timeoutMs / 2 && !this.closed) {
         this.fatal(new AgentNotFoundError(`agent ${this.peerName} stopped reading its stream`, { reason: 'stalled' }))
       }
     }, opts.timeoutMs)
@@ -260,16 +260,18 @@ export class RpcClient {
    * gives up or has a short budget does not fail the others.
    */
   private async session (peer: PeerId, key: string, opts: CallOptions, callTimeoutMs: number): Promise<Session> {
+    const signal = opts.signal
+    if (signal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
     let opening = this.opening.get(key)
     if (opening === undefined) {
       opening = this.open(peer, key, opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS).finally(() => { this.opening.delete(key) })
+      // every caller may have left before it ends: its failure is then nobody's, and only logged
+      opening.catch((err: unknown) => { this.log.debug({ err, peer: key, protocol: this.protocol }, 'a dial failed') })
       this.opening.set(key, opening)
     }
     const waitMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, callTimeoutMs)
     const timeout = waitMs < callTimeoutMs ? 'dial' : 'call'
     const dialing = opening
-    const signal = opts.signal
-    if (signal?.aborted === true) throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
     return new Promise<Session>((resolve, reject) => {
       const onAbort = (): void => {
         done()
@@ -301,6 +303,11 @@ export class RpcClient {
       }
       throw new AgentNotFoundError(`agent ${key} is unreachable on ${this.protocol}: ${reasonOf(err)}`, { reason: 'unreachable' }, { cause: err })
     }
+    if (this.closed) {
+      // the client closed while the dial was under way (it no longer follows any caller's signal)
+      stream.abort(new Error('client closed'))
+      throw new AgentNotFoundError(`stream to agent ${key} opened after its client closed`, { reason: 'closed' })
+    }
     const session = new Session(stream, key, this.maxFrameBytes, this.log, () => {
       const l = this.sessions.get(key)
       if (l === undefined) return
@@ -328,7 +335,10 @@ export class RpcClient {
     }
   }
 
+  private closed = false
+
   close (): void {
+    this.closed = true
     clearInterval(this.sweeper)
     for (const list of this.sessions.values()) for (const s of list) s.stream.abort(new Error('client closed'))
     this.sessions.clear()

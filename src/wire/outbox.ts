@@ -32,6 +32,13 @@ export class Outbox {
     return this.draining !== undefined
   }
 
+  /** Milliseconds the stream has waited to drain without a drain (0 while it is not waiting). */
+  waitingFor (): number {
+    return this.draining === undefined ? 0 : Date.now() - this.drainingSince
+  }
+
+  private drainingSince = 0
+
   /** Resolves true once the frame is handed to the stream, false if the stream cannot take it. */
   async send (frame: Uint8Array): Promise<boolean> {
     if (this.batch === undefined) {
@@ -91,6 +98,7 @@ export class Outbox {
     }
     // accepted, but the stream's buffer is full: what comes next waits for the drain
     batch.resolve(true)
+    this.drainingSince = Date.now()
     this.draining = this.stream.onDrain().then(() => {
       this.draining = undefined
       this.flush()

@@ -55,7 +55,10 @@ class InboundStream {
     this.log = log
     this.frames = new FrameDecoder(spec.maxFrameBytes)
     // answers wait for the caller to read them: requests behind them are read once they are out
-    this.outbox = new Outbox(stream, log, () => { this.pump() })
+    this.outbox = new Outbox(stream, log, () => {
+      this.pump()
+      this.maybeFinish()
+    })
     // the connection budget does not close a connection while a request on it is being handled
     watchRequests(stream, () => this.running.size > 0 || this.backlog.length > 0)
     this.armIdle()
