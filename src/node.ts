@@ -402,14 +402,16 @@ export class MeshNode {
     // the delegator follows its run's events: it joins the topic first, so the first event
     // reaches it by gossip, and syncs only what gossip did not bring
     const release = this._events?.prepare(req.task_id, (req.parent_run ?? null) === null)
+    let delegated = false
     try {
       const run = await this.runs.delegate(req, call)
+      delegated = true
       // without an idempotency key the executor created this run just now (a key may return an
       // earlier run, whose events this node may hold): its head is known to be empty here
       this._events?.follow(run, { prepared: true, fresh: req.idempotency_key === undefined })
       return run
     } finally {
-      release?.()
+      release?.(delegated)
     }
   }
 

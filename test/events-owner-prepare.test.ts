@@ -66,4 +66,17 @@ describe('the owner of a task being delegated', () => {
       sub.close()
     }
   })
+
+  it('a root delegation that fails takes its claim on the task back', async () => {
+    // a subscriber that names no owner keeps the task followed meanwhile
+    const watcher = await A.events.subscribe('task-failed-claim')
+    try {
+      await expect(A.delegate({ to_agent: C.agentId, task_id: 'task-failed-claim', capability: SLOW, input: {} })).rejects.toMatchObject({ code: 'CAPABILITY_NOT_SUPPORTED' })
+      // the task is nobody's here yet: a subscriber may name another owner
+      const other = await A.events.subscribe('task-failed-claim', { owner: H.agentId })
+      other.close()
+    } finally {
+      watcher.close()
+    }
+  })
 })

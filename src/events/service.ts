@@ -382,21 +382,24 @@ export class Events {
    * ahead of the delegate request on the same connection, so the executor
    * counts this node among the topic's subscribers when it publishes
    * run.started, and gossip brings it: follow() then need not fetch. Call the
-   * returned function once the delegation returned or failed. `root`: the
-   * delegation starts the task (no parent run), so the task is this node's
-   * from now on; a root run.started another agent publishes meanwhile cannot
-   * make the task its own.
+   * returned function once the delegation returned (`true`) or failed.
+   * `root`: the delegation starts the task (no parent run), so the task is
+   * this node's from now on; a root run.started another agent publishes
+   * meanwhile cannot make the task its own. A claim whose delegation failed
+   * is taken back while this node has delegated nothing else into the task.
    */
-  prepare (correlationId: string, root = false): () => void {
+  prepare (correlationId: string, root = false): (delegated?: boolean) => void {
     if (!this.started || !isCorrelationId(correlationId)) return () => {}
     const t = this.correlations.ensure(correlationId, true, false)
-    if (root) t.owner ??= this.agentId
+    const claimed = root && t.owner === undefined
+    if (claimed) t.owner = this.agentId
     t.pending++
     let released = false
-    return () => {
+    return (delegated = false) => {
       if (released) return
       released = true
       t.pending--
+      if (claimed && !delegated && t.pending === 0 && t.delegated.size === 0 && t.owner === this.agentId) t.owner = undefined
       this.correlations.maybeUntrack(t)
     }
   }
