@@ -374,8 +374,8 @@ export class LivenessMonitor {
   private async settled (runId: string, n: Notice, how: 'delivered' | 'superseded'): Promise<void> {
     // dropped (the bound) while it was offered: counted and closed there already
     if (this.notices.get(runId) !== n) return
-    await this.i.store.closeNotice(runId)
     this.notices.delete(runId)
+    await this.i.store.closeNotice(runId)
     this.stats.noticesDelivered++
     if (how === 'superseded') {
       this.stats.superseded++
