@@ -20,6 +20,7 @@ import { startMesh, stopAll, until } from './helpers.ts'
 
 const WAIT = { capability_id: 'cap:wait-for-abort', version: '1.0.0' }
 const TALK = { capability_id: 'cap:talkative', version: '1.0.0' }
+const ASK = { capability_id: 'cap:asks-a-human', version: '1.0.0' }
 const TALK_STEPS = 200
 
 function delegateMessage (capability = WAIT): Message {
@@ -43,12 +44,16 @@ describe('the agents an A2A server serves at once', () => {
       await new Promise<void>(resolve => { ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
       return {}
     })
+    busy.runs.handle(ASK, async (ctx) => {
+      const resolution = await ctx.block('a human decides', `cp-${ctx.run.run_id.slice(-8)}`)
+      return { resolution }
+    })
     busy.runs.handle(TALK, async (ctx) => {
       for (let i = 0; i < TALK_STEPS; i++) await ctx.progress({ step: i, text: 't'.repeat(24 * 1024) })
       return { said: TALK_STEPS }
     })
     for (const [n, name] of [[busy, 'busy'], [idle1, 'idle-1'], [idle2, 'idle-2']] as const) {
-      await n.publishCard({ name, capabilities: n === busy ? [WAIT, TALK] : [{ capability_id: 'cap:nothing', version: '1.0.0' }] })
+      await n.publishCard({ name, capabilities: n === busy ? [WAIT, TALK, ASK] : [{ capability_id: 'cap:nothing', version: '1.0.0' }] })
     }
     a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxAgents: 2, maxUnreadBytes: 64 * 1024 })
   })
@@ -131,5 +136,18 @@ describe('the agents an A2A server serves at once', () => {
     expect(task?.id).toBeDefined()
     await until(async () => (await client.getTask({ tenant: '', id: task!.id })).status?.state === TaskState.TASK_STATE_COMPLETED, 'the task to complete', 60_000)
     await stream.return(undefined)
+  })
+
+  it('with no idle agent, one whose open tasks only wait for input goes before a new agent is refused', async () => {
+    const one = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxAgents: 1 })
+    try {
+      const client = await new ClientFactory().createFromUrl(one.clientUrl(busy.agentId))
+      const task = await client.sendMessage({ tenant: '', message: delegateMessage(ASK), configuration: undefined, metadata: undefined }) as Task
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect((await fetch(one.agentCardUrl(idle1.agentId))).status).toBe(200)
+      expect(one.stats.evicted).toBe(1)
+    } finally {
+      await one.close()
+    }
   })
 })

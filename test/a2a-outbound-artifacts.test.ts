@@ -17,8 +17,9 @@ import { startMesh, stopAll, until } from './helpers.ts'
 const CHUNK_CHARS = 8 * 1024
 const CHUNKS = Math.ceil(A2A_OUTBOUND_ARTIFACT_MAX_BYTES / CHUNK_CHARS) * 4
 let published = 0
+const canceled = Promise.withResolvers<string>()
 
-/** WORKING, then one artifact appended to in chunks, far past the bound, then COMPLETED. */
+/** WORKING, then one artifact appended to in chunks, far past the bound; then it works on until canceled. */
 const growingArtifact: AgentExecutor = {
   execute: async (ctx: RequestContext, bus: ExecutionEventBus): Promise<void> => {
     const { taskId, contextId } = ctx
@@ -31,9 +32,11 @@ const growingArtifact: AgentExecutor = {
         artifact: { artifactId: 'big', name: 'big', description: '', parts: [{ content: { $case: 'text', value: 'x'.repeat(CHUNK_CHARS) }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [] }
       }))
     }
-    bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: now }, metadata: undefined }))
+    const taskId2 = await canceled.promise
+    bus.publish(AgentEvent.statusUpdate({ taskId: taskId2, contextId, status: { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() }, metadata: undefined }))
+    bus.finished()
   },
-  cancelTask: async (): Promise<void> => {}
+  cancelTask: async (taskId: string): Promise<void> => { canceled.resolve(taskId) }
 }
 
 describe('a forwarded A2A task with artifacts past the bound', () => {
@@ -54,12 +57,14 @@ describe('a forwarded A2A task with artifacts past the bound', () => {
     await stopAll(nodes)
   })
 
-  it('fails its run with the reason', async () => {
+  it('fails its run with the reason, and cancels the A2A task', async () => {
     const [caller, bridge] = nodes as [MeshNode, MeshNode]
     const run = await caller.delegate({ to_agent: bridge.agentId, task_id: 'task-big-artifact', capability: cap, input: { text: 'go' } })
     await until(async () => (await bridge.runs.store.get(run.run_id))?.state === 'failed', 'the run to fail', 30_000)
     const failed = await bridge.runs.store.get(run.run_id)
     expect(failed?.failure?.message).toContain(`passed ${A2A_OUTBOUND_ARTIFACT_MAX_BYTES} bytes`)
     expect(published).toBe(CHUNKS)
+    // the agent is told to stop the work nobody will read
+    expect(await canceled.promise).toBeTruthy()
   })
 })

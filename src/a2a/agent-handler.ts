@@ -84,6 +84,13 @@ export class MeshAgentHandler implements A2ARequestHandler {
     return this.followed.size
   }
 
+  /** SendMessage requests in progress (from the mesh call before the task exists to the SDK's answer). */
+  get sending (): number {
+    return this.inFlight
+  }
+
+  private inFlight = 0
+
   /** Stop following runs (the tasks keep their last state). */
   close (): void {
     this.stopping.abort()
@@ -112,20 +119,30 @@ export class MeshAgentHandler implements A2ARequestHandler {
   }
 
   async sendMessage (params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
-    const key = await this.prepare(params, context)
+    this.inFlight++
     try {
-      return await this.inner.sendMessage(params, context)
+      const key = await this.prepare(params, context)
+      try {
+        return await this.inner.sendMessage(params, context)
+      } finally {
+        this.prepared.delete(key)
+      }
     } finally {
-      this.prepared.delete(key)
+      this.inFlight--
     }
   }
 
   async * sendMessageStream (params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    const key = await this.prepare(params, context)
+    this.inFlight++
     try {
-      yield * this.inner.sendMessageStream(params, context)
+      const key = await this.prepare(params, context)
+      try {
+        yield * this.inner.sendMessageStream(params, context)
+      } finally {
+        this.prepared.delete(key)
+      }
     } finally {
-      this.prepared.delete(key)
+      this.inFlight--
     }
   }
 

@@ -212,6 +212,9 @@ export class A2aOutbound {
       }
     } catch (err) {
       if (ctx.signal.aborted) throw err
+      // the run fails here (its artifacts past the bound, its time limit, a broken stream): the A2A task is
+      // canceled too, so the agent does not go on with work nobody will read
+      onCancel()
       throw new Error(`A2A agent ${agent.url}: ${messageOf(err)}`.slice(0, 1000), { cause: err })
     } finally {
       deadline.clear()

@@ -125,7 +125,7 @@ export class A2aServer {
         res.status(404).json({ error: 'this node\'s agent has no card yet' })
         return
       }
-      this.entry(own.agent_id).then(e => { req.url = CARD_PATH; e.router(req, res, next) }, next)
+      this.entry(own.agent_id).then(e => { req.url = CARD_PATH; e.router(req, res, next) }, (err: unknown) => { this.refuse(req, res, err) })
     })
     app.use(`${A2A_AGENTS_PATH}/:agentId`, (req: Request<{ agentId: string }>, res, next) => {
       const agentId = req.params.agentId
@@ -197,22 +197,32 @@ export class A2aServer {
 
   /**
    * Make room for one more agent: drop the least recently used entry with no
-   * open task (none followed, none working or waiting for input), whose
-   * tasks are all over; an entry still being made counts as busy. False
-   * when every entry has open tasks: a client reading other agents' cards
-   * does not push out the tasks of another.
+   * open task, else the least recently used one whose open tasks only wait
+   * for input (a client may never come back for them); never one with work
+   * under way (a task followed, a SendMessage in progress), nor one still
+   * being made, nor this node's own agent. False when none can go: a client
+   * reading other agents' cards does not push out work another client has
+   * under way.
    */
   private evictIdle (): boolean {
-    for (const [id, entry] of this.entries) {
+    const own = this.node.card?.agent_id
+    let waiting: string | undefined
+    for (const id of this.entries.keys()) {
       const e = this.ready.get(id)
-      if (e === undefined || e.handler.following > 0 || e.handler.store.open > 0) continue
-      this.entries.delete(id)
-      this.ready.delete(id)
-      this.closeEntry(entry)
-      this.stats.evicted++
-      return true
+      if (e === undefined || id === own || e.handler.following > 0 || e.handler.sending > 0) continue
+      if (e.handler.store.open === 0) return this.evict(id)
+      waiting ??= id
     }
-    return false
+    return waiting !== undefined && this.evict(waiting)
+  }
+
+  private evict (id: string): true {
+    const entry = this.entries.get(id)
+    this.entries.delete(id)
+    this.ready.delete(id)
+    if (entry !== undefined) this.closeEntry(entry)
+    this.stats.evicted++
+    return true
   }
 
   private async meshCard (agentId: string, fresh = false): Promise<MeshCard> {
