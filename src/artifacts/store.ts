@@ -99,18 +99,6 @@ export class ArtifactStore {
     }
   }
 
-  private async writeManifest (id: string, bytes: Uint8Array): Promise<void> {
-    const path = this.manifestPath(id)
-    if (await this.exists(path)) return
-    this.reserve(bytes.byteLength)
-    try {
-      await this.writeFile(path, bytes)
-    } catch (err) {
-      this.usedBytes -= bytes.byteLength
-      throw err
-    }
-  }
-
   /** A new write: stage its chunks with `stage`, then `commit` it or `abandon` it (exactly one of them). */
   async begin (): Promise<StagedWrite> {
     const w = new StagedWrite(join(this.dir, 'tmp', `w-${randomBytes(12).toString('hex')}`))
@@ -139,18 +127,17 @@ export class ArtifactStore {
   /** The write is whole: its chunks move into `chunks/`, then its manifest is written; from then on the artifact is here. */
   async commit (w: StagedWrite, id: string, manifest: Uint8Array): Promise<void> {
     const turn = this.committing.then(async () => {
-      for (const [cid, size] of w.staged) {
-        const path = this.chunkPath(cid)
-        if (await this.exists(path)) {
-          // another write brought the same chunk meanwhile: one copy, counted once
-          await rm(join(w.dir, cid), { force: true })
-          this.usedBytes -= size
-        } else {
-          await rename(join(w.dir, cid), path)
-        }
-        w.staged.delete(cid)
+      // the manifest's room first: a store too full for it refuses the write before any chunk has moved
+      const manifestPath = this.manifestPath(id)
+      const fresh = !(await this.exists(manifestPath))
+      if (fresh) this.reserve(manifest.byteLength)
+      try {
+        await this.moveStaged(w)
+        if (fresh) await this.writeFile(manifestPath, manifest)
+      } catch (err) {
+        if (fresh) this.usedBytes -= manifest.byteLength
+        throw err
       }
-      await this.writeManifest(id, manifest)
     })
     // the next commit waits for this one, not for its success (its caller has the error)
     this.committing = turn.then(() => {}, (err: unknown) => { this.log.debug({ err, artifact: id }, 'an artifact commit failed') })
@@ -158,6 +145,20 @@ export class ArtifactStore {
       await turn
     } finally {
       await this.abandon(w)
+    }
+  }
+
+  /** Move a write's staged chunks into `chunks/` (a chunk another write brought meanwhile is kept once, counted once). */
+  private async moveStaged (w: StagedWrite): Promise<void> {
+    for (const [cid, size] of w.staged) {
+      const path = this.chunkPath(cid)
+      if (await this.exists(path)) {
+        await rm(join(w.dir, cid), { force: true })
+        this.usedBytes -= size
+      } else {
+        await rename(join(w.dir, cid), path)
+      }
+      w.staged.delete(cid)
     }
   }
 
