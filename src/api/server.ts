@@ -23,7 +23,7 @@ import type { EventSubscription } from '../events/subscription.ts'
 import { silentLogger, type Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { DelegateRequest } from '../runs/runtime.ts'
-import type { AgentEvent, Run } from '../runlog/types.ts'
+import type { Run } from '../runlog/types.ts'
 import { WorkBridge } from './bridge.ts'
 import { errorReply, HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
@@ -31,6 +31,7 @@ import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
 import { SseStream, type SseLimits } from './sse.ts'
+import { serveEventStream } from './event-stream.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
@@ -422,50 +423,12 @@ export class ApiServer {
       },
 
       eventStream: {
-        stream: async (req, reply) => {
-          const correlation = (req.params as Params).correlation_id ?? ''
-          const q = req.query as Query
-          const release = this.reserveStream()
-          // The client may leave while the node subscribes (dials and syncs take a moment). The
-          // subscription is then closed once subscribe() has returned, not aborted through its
-          // signal: a subscription aborted while subscribe() is still running leaves the node on
-          // the correlation's topic (Events keeps the track while subscribe holds it, and nothing
-          // untracks it afterwards). Waiting costs at most SYNC_TIMEOUT_MS.
-          const gone = new AbortController()
-          const onGone = (): void => { gone.abort() }
-          reply.raw.once('close', onGone)
-          let sse: SseStream | undefined
-          const early: AgentEvent[] = []
-          let sub: EventSubscription
-          try {
-            sub = await node.events.subscribe(correlation, {
-              ...correlationHints(q),
-              history: q.history !== false,
-              onEvent: (e) => { if (sse === undefined) early.push(e); else sse.send(e.type, e) }
-            })
-          } catch (err) {
-            release()
-            reply.raw.off('close', onGone)
-            throw err
-          }
-          reply.raw.off('close', onGone)
-          this.subscriptions.add(sub)
-          if (gone.signal.aborted || sub.closed) {
-            sub.close()
-            this.subscriptions.delete(sub)
-            release()
-            return
-          }
-          const stream = this.openStream(reply, 'events', release)
-          sse = stream
-          stream.onClose(() => {
-            sub.close()
-            this.subscriptions.delete(sub)
-          })
-          // the history is the backlog a client is sent on connecting: not counted against the cut-off
-          stream.burst(() => { for (const e of early.splice(0)) stream.send(e.type, e) })
-          stream.send('ready', { stream: 'events', correlation_id: correlation })
-        }
+        stream: async (req, reply) => serveEventStream({
+          node,
+          reserve: () => this.reserveStream(),
+          open: (r, release) => this.openStream(r, 'events', release),
+          subscriptions: this.subscriptions
+        }, (req.params as Params).correlation_id ?? '', req.query as Query, reply)
       },
 
       replay: {
