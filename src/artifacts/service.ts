@@ -23,6 +23,7 @@ import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, provide, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
 import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { ArtifactStore, type StagedWrite } from './store.ts'
+import { untilAborted } from '../util/deadline.ts'
 import type { ArtifactSource, ArtifactWriter, FilePart } from './types.ts'
 
 const isManifestRequest = schema<{ artifact: string }>('aap:artifact#/definitions/ManifestRequest')
@@ -51,21 +52,6 @@ interface SharedFetch {
   ctl: AbortController
   callers: number
   settled: boolean
-}
-
-/** `p`, or the reason of `signal` once it aborts first. */
-async function untilAborted<T> (p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return p
-  signal.throwIfAborted()
-  let onAbort: (() => void) | undefined
-  try {
-    return await Promise.race([p, new Promise<never>((_resolve, reject) => {
-      onAbort = () => { reject(signal.reason) }
-      signal.addEventListener('abort', onAbort, { once: true })
-    })])
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
-  }
 }
 
 /** What the service has done, for metrics and tests. */

@@ -150,17 +150,18 @@ export class SignatureCache {
   private lookup (agentId: string, signed: Uint8Array, signature: string): boolean | { key: KeyObject, sig: Buffer, seen: string } {
     const key = this.executorKey(agentId)
     if (key === undefined) return this.refuse()
-    const sig = Buffer.from(signature, 'base64url')
-    // only the one text of these bytes: base64url of 64 bytes leaves 4 bits of its last character unused (and
-    // Buffer skips characters outside the alphabet), so other texts decode to the same valid signature and give
-    // the same event another hash, which forks the run's chain for whoever places that copy first
-    if (sig.byteLength !== 64 || sig.toString('base64url') !== signature) return this.refuse()
-    // the key names the agent too, so a cached verdict can never vouch for another signer
+    // the key names the agent and the signature's text too, so a cached verdict can never vouch for another
+    // signer, nor for another text of the same signature (only the one text is ever remembered, below)
     const seen = `${agentId} ${createHash('sha256').update(signed).digest('base64')} ${signature}`
     if (this.verified.has(seen)) {
       this.stats.hits++
       return true
     }
+    const sig = Buffer.from(signature, 'base64url')
+    // only the one text of these bytes: base64url of 64 bytes leaves 4 bits of its last character unused (and
+    // Buffer skips characters outside the alphabet), so other texts decode to the same valid signature and give
+    // the same event another hash, which forks the run's chain for whoever places that copy first
+    if (sig.byteLength !== 64 || sig.toString('base64url') !== signature) return this.refuse()
     this.stats.checked++
     return { key, sig, seen }
   }

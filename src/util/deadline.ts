@@ -29,3 +29,22 @@ export async function withinDeadline<T> (signal: AbortSignal, ms: number, fn: (s
     d.clear()
   }
 }
+
+/**
+ * `p`, or the reason of `signal` once it aborts first; the listener goes when
+ * either ends. For a caller waiting on work it shares with others: leaving
+ * ends its own wait, not the work.
+ */
+export async function untilAborted<T> (p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return p
+  signal.throwIfAborted()
+  let onAbort: (() => void) | undefined
+  try {
+    return await Promise.race([p, new Promise<never>((_resolve, reject) => {
+      onAbort = () => { reject(signal.reason) }
+      signal.addEventListener('abort', onAbort, { once: true })
+    })])
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+  }
+}

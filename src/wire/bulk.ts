@@ -20,6 +20,7 @@ import { schema } from '../schema/validate.ts'
 import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
 import { Outbox } from './outbox.ts'
+import { untilAborted, withDeadline } from '../util/deadline.ts'
 import type { CallContext } from './rpc.ts'
 
 const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
@@ -94,14 +95,9 @@ class BulkInbound {
    */
   private close (why: string): void {
     this.finished = true
-    const limit = new AbortController()
-    const timer = setTimeout(() => { limit.abort(new TimeoutError(`${why}: the stream did not drain and close within ${STREAM_CLOSE_TIMEOUT_MS} ms`)) }, STREAM_CLOSE_TIMEOUT_MS)
-    timer.unref?.()
-    const gaveUp = new Promise<never>((_resolve, reject) => { limit.signal.addEventListener('abort', () => { reject(limit.signal.reason) }, { once: true }) })
-    Promise.race([this.outbox.whenSent(), gaveUp]).then(async () => this.stream.close({ signal: limit.signal })).then(() => {
-      clearTimeout(timer)
-    }, (err: unknown) => {
-      clearTimeout(timer)
+    const limit = withDeadline(new AbortController().signal, STREAM_CLOSE_TIMEOUT_MS)
+    untilAborted(this.outbox.whenSent(), limit.signal).then(async () => this.stream.close({ signal: limit.signal })).then(limit.clear, (err: unknown) => {
+      limit.clear()
       this.spec.log.debug({ err, protocol: this.spec.protocol, why }, 'a bulk stream did not close in time and was aborted')
       this.stream.abort(new Error(`${why}: close timed out`))
     })

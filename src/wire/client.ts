@@ -15,6 +15,10 @@ import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseE
 import { dialStream } from './dial.ts'
 import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
+import { untilAborted, withDeadline } from '../util/deadline.ts'
+
+/** A signal that never aborts (a caller with none). */
+const NEVER = new AbortController().signal
 import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
 
 interface Pending {
@@ -271,24 +275,19 @@ export class RpcClient {
     }
     const waitMs = Math.min(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS, callTimeoutMs)
     const timeout = waitMs < callTimeoutMs ? 'dial' : 'call'
-    const dialing = opening
-    return new Promise<Session>((resolve, reject) => {
-      const onAbort = (): void => {
-        done()
-        reject(new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: signal?.reason }))
-      }
-      const timer = setTimeout(() => {
-        done()
-        reject(new AgentNotFoundError(`agent ${key} did not answer the dial within ${waitMs} ms`, { reason: 'timeout', timeout, limit_ms: waitMs }))
-      }, waitMs)
-      const done = (): void => {
-        clearTimeout(timer)
-        signal?.removeEventListener('abort', onAbort)
-      }
-      signal?.addEventListener('abort', onAbort, { once: true })
+    const wait = withDeadline(signal ?? NEVER, waitMs)
+    try {
       // the dial failing on its own limit is a dial that timed out, for every caller (each may dial again within its budget)
-      dialing.then((session) => { done(); resolve(session) }, (err: unknown) => { done(); reject(err) })
-    })
+      return await untilAborted(opening, wait.signal)
+    } catch (err) {
+      if (wait.signal.aborted && signal !== undefined && signal.reason === wait.signal.reason) {
+        throw new TimeoutError(`dial of agent ${key} was aborted by the caller`, { reason: 'aborted' }, { cause: signal.reason })
+      }
+      if (wait.signal.aborted) throw new AgentNotFoundError(`agent ${key} did not answer the dial within ${waitMs} ms`, { reason: 'timeout', timeout, limit_ms: waitMs })
+      throw err
+    } finally {
+      wait.clear()
+    }
   }
 
   /** Dial a stream within `dialTimeoutMs` (for no caller in particular: see `session`). */
