@@ -80,6 +80,8 @@ export interface MeshNodeOptions {
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
   maxConcurrentInboundRuns?: number
+  /** Of those, the most one delegator may hold (default MAX_INBOUND_RUNS_PER_DELEGATOR, 64). */
+  maxInboundRunsPerDelegator?: number
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number
   /** Each request's budget on the run protocols (default HANDLER_TIMEOUT_MS); lowered by tests. */
@@ -266,6 +268,7 @@ export class MeshNode {
       knownCard: (agentId) => discovery.knownCard(agentId),
       ownCard: () => discovery.card,
       ...(o.maxConcurrentInboundRuns === undefined ? {} : { maxConcurrentInboundRuns: o.maxConcurrentInboundRuns }),
+      ...(o.maxInboundRunsPerDelegator === undefined ? {} : { maxInboundRunsPerDelegator: o.maxInboundRunsPerDelegator }),
       ...(o.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: o.handoffConfirmTimeoutMs }),
       ...(o.runHandlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: o.runHandlerTimeoutMs }),
       ...(o.liveness === undefined ? {} : { liveness: o.liveness }),

@@ -96,6 +96,21 @@ export class NodeMetrics {
       }
     })
     new Gauge({
+      name: 'aap_run_slots',
+      help: 'Run slots of this node as executor (src/runs/slots.ts): held now, new runs refused since start because the node (refused_node) or the delegator\'s share (refused_delegator) was full; expired idempotency records deleted since start, and sweeps that failed',
+      labelNames: ['what'],
+      registers,
+      collect () {
+        const runs = self.node?.runs
+        if (runs === undefined) return
+        this.set({ what: 'held' }, runs.slots.size)
+        this.set({ what: 'refused_node' }, runs.slots.refused.node)
+        this.set({ what: 'refused_delegator' }, runs.slots.refused.delegator)
+        this.set({ what: 'idempotency_deleted' }, runs.idempotency.stats.deleted)
+        this.set({ what: 'idempotency_sweep_failures' }, runs.idempotency.stats.failures)
+      }
+    })
+    new Gauge({
       name: 'aap_connections',
       help: 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors',
       labelNames: ['what'],

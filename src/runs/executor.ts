@@ -13,7 +13,7 @@ import type { Datastore } from 'interface-datastore'
 import type { Logger } from '../logger.ts'
 import { capabilityString, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { HANDOFF_MAX_FRAME_BYTES, HANDOFF_PROTOCOL } from '../constants.ts'
-import { AapError, AgentNotFoundError, DelegationRefusedError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, RunNotFoundError, toAapError } from '../errors.ts'
 import { eventHash, executorOfRun, type SignatureCache } from '../runlog/event.ts'
 import { rememberTicket, type RunTicket } from '../runlog/ticket.ts'
 import { EventSigner } from '../runlog/signer.ts'
@@ -30,6 +30,8 @@ import { Contexts, contextEntry } from './contexts.ts'
 import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
+import { MAX_INBOUND_RUNS_PER_DELEGATOR } from './constants.ts'
+import { RunSlots } from './slots.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
 import type { Actor, Conversation, DelegationPolicy, RunCommand, RunContext, RunEventListener, RunHandler } from './types.ts'
@@ -42,6 +44,8 @@ export interface RunExecutorInit {
   resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
   ownCard: () => AgentCard | undefined
   maxConcurrentInboundRuns: number
+  /** One delegator's share of them (default MAX_INBOUND_RUNS_PER_DELEGATOR). */
+  maxInboundRunsPerDelegator?: number
   log: Logger
   /** A run as its (remote) executor knows it: how a handoff receiver asks after an unconfirmed handoff. */
   getRemoteRun: (runId: string) => Promise<Run>
@@ -74,7 +78,8 @@ export class RunExecutor implements HandlerHost {
   private readonly signer: EventSigner
   private readonly resolveCard: RunExecutorInit['resolveCard']
   private readonly ownCard: RunExecutorInit['ownCard']
-  private readonly maxInbound: number
+  /** Running or blocked runs held, for the node and per delegator (slots.ts). */
+  readonly slots: RunSlots
   private readonly handlers = new Map<string, RunHandler>()
   private readonly active = new Map<string, Active>()
   private readonly locks = new KeyedMutex()
@@ -93,7 +98,6 @@ export class RunExecutor implements HandlerHost {
   private interrupted: Run[] = []
   private settling?: Promise<void>
   private policy?: DelegationPolicy
-  private inboundActive = 0
 
   constructor (init: RunExecutorInit) {
     this.host = init.host
@@ -111,7 +115,7 @@ export class RunExecutor implements HandlerHost {
     })
     this.resolveCard = init.resolveCard
     this.ownCard = init.ownCard
-    this.maxInbound = init.maxConcurrentInboundRuns
+    this.slots = new RunSlots(init.maxConcurrentInboundRuns, init.maxInboundRunsPerDelegator ?? MAX_INBOUND_RUNS_PER_DELEGATOR)
     this.log = init.log
     this.artifacts = init.artifacts
     this.handlerTimeoutMs = init.handlerTimeoutMs
@@ -153,7 +157,7 @@ export class RunExecutor implements HandlerHost {
   private async recover (): Promise<void> {
     for await (const run of this.store.live('executing')) {
       if (isTerminal(run.state)) continue
-      this.inboundActive++
+      this.slots.restore(run.delegator)
       this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false })
       if (run.state === 'running') this.interrupted.push(run)
     }
@@ -237,7 +241,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   private async acceptNew (req: WireDelegate, ticket: RunTicket, from: string, signal: AbortSignal, verdict: Promise<unknown>): Promise<Run> {
-    this.reserveSlot()
+    this.slots.take(from)
     let created: Run
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
@@ -253,7 +257,7 @@ export class RunExecutor implements HandlerHost {
         ...(t === undefined ? {} : { turn: { context_id: t.context_id, turn: t.turn, previous_turn: t.previous_turn } })
       }, idem, t === undefined ? [] : [contextEntry(t.record)], unique)).catch(async (err: unknown) => { throw (await unique) ?? err })
     } catch (err) {
-      this.inboundActive--
+      this.slots.release(from)
       throw err
     }
     this.pendingStart.set(created.run_id, { input: req.input, handoff: null, recoverable: req.idempotency_key !== undefined })
@@ -293,7 +297,7 @@ export class RunExecutor implements HandlerHost {
     assertInputSize(req.input, 'input')
     assertContextSize(req.context)
     assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
-    this.reserveSlot()
+    this.slots.take(ticket.delegator)
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal: ctx.signal })
       await this.assertNewRunId(ticket.run_id)
@@ -305,7 +309,7 @@ export class RunExecutor implements HandlerHost {
       this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false, confirm: true })
       return created
     } catch (err) {
-      this.inboundActive--
+      this.slots.release(ticket.delegator)
       throw err
     }
   }
@@ -321,14 +325,6 @@ export class RunExecutor implements HandlerHost {
     if (this.active.has(runId) || await this.store.has(runId)) {
       throw new InvalidRequestError('the ticket names a run that exists already', { reason: 'run_id_taken' })
     }
-  }
-
-  /** Take one of the node's run slots now (released when the run ends or is never created). */
-  private reserveSlot (): void {
-    if (this.inboundActive >= this.maxInbound) {
-      throw new DelegationRefusedError(`agent is at its limit of ${this.maxInbound} concurrent runs`, { reason: 'capacity', limit: this.maxInbound })
-    }
-    this.inboundActive++
   }
 
   // ---- transitions ------------------------------------------------------------------
@@ -435,7 +431,7 @@ export class RunExecutor implements HandlerHost {
     }
     if (isTerminal(next.state)) {
       this.active.delete(runId)
-      this.inboundActive--
+      this.slots.release(a.run.delegator)
       a.abort.abort(next.state === 'completed' ? RUN_COMPLETED : RUN_FAILED)
       // handler calls waiting for a resume go on, and the state machine refuses them
       a.resumed?.resolve()

@@ -26,6 +26,8 @@ import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messa
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
+import { IdempotencySweeper } from './idempotency-sweeper.ts'
+import type { RunSlots } from './slots.ts'
 import { inSpan, parentOf } from './trace.ts'
 import type { ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
@@ -50,6 +52,8 @@ export interface RunsInit {
   ownCard: () => AgentCard | undefined
   /** Runs (running or blocked) this node executes at once before it refuses more (default MAX_CONCURRENT_INBOUND_RUNS). */
   maxConcurrentInboundRuns?: number
+  /** Of those, the most one delegator may hold (default MAX_INBOUND_RUNS_PER_DELEGATOR). */
+  maxInboundRunsPerDelegator?: number
   /** The node's logger (this service logs as component `runs`). */
   logger?: Logger
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
@@ -77,6 +81,8 @@ export class Runs {
   private readonly log: Logger
   /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
   readonly liveness: LivenessMonitor
+  /** Deletes expired idempotency records. */
+  readonly idempotency: IdempotencySweeper
 
   constructor (init: RunsInit) {
     this.agentId = agentIdOf(init.privateKey)
@@ -96,6 +102,7 @@ export class Runs {
       resolveCard: init.resolveCard,
       ownCard: init.ownCard,
       maxConcurrentInboundRuns: init.maxConcurrentInboundRuns ?? MAX_CONCURRENT_INBOUND_RUNS,
+      ...(init.maxInboundRunsPerDelegator === undefined ? {} : { maxInboundRunsPerDelegator: init.maxInboundRunsPerDelegator }),
       log,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: init.handoffConfirmTimeoutMs }),
       ...(init.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: init.handlerTimeoutMs }),
@@ -105,6 +112,7 @@ export class Runs {
       signatures,
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
+    this.idempotency = new IdempotencySweeper(this.store, log)
     this.liveness = new LivenessMonitor({
       host: init.host,
       agentId: this.agentId,
@@ -126,6 +134,12 @@ export class Runs {
     await this.store.open()
     await this.executor.start()
     await this.liveness.start()
+    this.idempotency.start()
+  }
+
+  /** The executor's run slots: held now, and new runs refused for want of one (slots.ts). */
+  get slots (): RunSlots {
+    return this.executor.slots
   }
 
   /**
@@ -139,6 +153,7 @@ export class Runs {
   }
 
   async stop (): Promise<void> {
+    await this.idempotency.stop()
     await this.liveness.stop()
     this.caller.close()
     await this.executor.stop()

@@ -15,6 +15,7 @@ import { hasKey, readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent } from './state-machine.ts'
+import { IDEMPOTENCY_SWEEP_BATCH } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 
 const enc = new TextEncoder()
@@ -25,7 +26,8 @@ const outgoingKey = (runId: string): Key => new Key(`/aap/outgoing/${encodeURICo
 const verdictKey = (runId: string): Key => new Key(`/aap/verdicts/${encodeURIComponent(runId)}`)
 const NOTICE_PREFIX = '/aap/verdict-notices'
 const noticeKey = (runId: string): Key => new Key(`${NOTICE_PREFIX}/${encodeURIComponent(runId)}`)
-const idemKey = (delegator: string, key: string): Key => new Key(`/aap/idem/${encodeURIComponent(delegator)}/${encodeURIComponent(key)}`)
+const IDEM_PREFIX = '/aap/idem/'
+const idemKey = (delegator: string, key: string): Key => new Key(`${IDEM_PREFIX}${encodeURIComponent(delegator)}/${encodeURIComponent(key)}`)
 
 interface IdemRecord { run_id: string, at: number }
 
@@ -61,12 +63,15 @@ export class RunStore {
   /** Secondary keys that list the runs (run-index.ts), written in the batches of the records. */
   readonly index: RunIndex
 
+  private readonly logger: Logger
+
   constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
+    this.logger = logger ?? silentLogger()
     this.log = new EventLog(this.ds)
     this.index = new RunIndex({
       datastore: this.ds,
-      log: logger ?? silentLogger(),
+      log: this.logger,
       ...(agentId === undefined ? {} : { agentId }),
       records: (side) => side === 'executing' ? this.all() : this.storedOutgoing()
     })
@@ -141,6 +146,42 @@ export class RunStore {
   async idempotent (delegator: string, key: string): Promise<string | undefined> {
     const rec = await readJson<IdemRecord>(this.ds, idemKey(delegator, key))
     return rec !== undefined && Date.now() - rec.at < IDEMPOTENCY_TTL_MS ? rec.run_id : undefined
+  }
+
+  /**
+   * Delete the idempotency records that expired by `now` (older than
+   * IDEMPOTENCY_TTL_MS, so `idempotent` no longer returns them): without
+   * this every key a delegator ever sent stays on disk. Reads every record
+   * once, deleting in batches of `batchSize`; returns how many it deleted.
+   * A record that cannot be read is deleted too (nothing can use it) and logged.
+   */
+  async sweepIdempotency (now = Date.now(), batchSize = IDEMPOTENCY_SWEEP_BATCH, signal?: AbortSignal): Promise<number> {
+    let deleted = 0
+    let batch = this.ds.batch()
+    let queued = 0
+    const flush = async (): Promise<void> => {
+      if (queued === 0) return
+      await batch.commit()
+      deleted += queued
+      batch = this.ds.batch()
+      queued = 0
+    }
+    for await (const { key, value } of this.ds.query({ prefix: IDEM_PREFIX })) {
+      if (signal?.aborted === true) break
+      let at: number
+      try {
+        at = (JSON.parse(dec.decode(value)) as IdemRecord).at
+      } catch (err) {
+        this.logger.warn({ err, key: key.toString().slice(0, 300) }, 'an idempotency record could not be read; deleting it')
+        at = Number.NaN
+      }
+      if (!(now - at < IDEMPOTENCY_TTL_MS)) {
+        batch.delete(key)
+        if (++queued >= batchSize) await flush()
+      }
+    }
+    await flush()
+    return deleted
   }
 
   /**
