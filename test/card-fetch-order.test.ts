@@ -4,6 +4,7 @@
  * fetches in flight are no more than the cards still wanted; only a connection
  * this node opened puts a provider first.
  */
+import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { describe, expect, it } from 'vitest'
 import { issueCard, type AgentCard } from '../src/card/card.ts'
@@ -109,5 +110,64 @@ describe('providers a discover spent (CardFetches `spent`, the lookup\'s Provide
     expect(fetches.spent).toBe(2)
     // each fetch that ended told the discover (and through it a waiting lookup)
     expect(changes).toBeGreaterThanOrEqual(3)
+  })
+})
+
+describe('providers named by many peers (provider-queue.ts): in turn over the naming peers, a share per peer', () => {
+  it('one peer naming many providers that do not exist does not hold the fetches ahead of a provider another peer named', async () => {
+    const honest = await issueCard(await newKey(), draft, 1)
+    const fakes = await Promise.all(Array.from({ length: 50 }, async () => peerIdFromString(agentIdOf(await newKey()))))
+    const [liar, friend] = await Promise.all([1, 2].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId]
+    const fetched: string[] = []
+    /** The dials to fake providers under way: each fails when the test says. */
+    const dials: Array<() => void> = []
+    const stats = newDiscoveryStats()
+    const fetches = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 1,
+      matches: () => true,
+      signal: AbortSignal.timeout(60_000),
+      stopped: new AbortController().signal,
+      connected: () => false,
+      known: () => false,
+      fetch: async (p) => {
+        fetched.push(p.toString())
+        if (p.toString() === honest.agent_id) return honest
+        return new Promise<AgentCard>((_resolve, reject) => { dials.push(() => { reject(new Error('no such peer')) }) })
+      },
+      remember: c => c,
+      stats,
+      log: componentLogger(undefined, 'test'),
+      onChange: () => {}
+    })
+    const settled = async (): Promise<void> => { for (let i = 0; i < 5; i++) await new Promise(resolve => setImmediate(resolve)) }
+    // the liar's answer comes first, with 50 providers: 20 are kept
+    fetches.add(fakes, liar)
+    expect(stats.providersOverShare).toBe(50 - 20)
+    // one card wanted plus one spare: two of the liar's are dialed, then the fetches wait
+    expect(fetched).toEqual([fakes[0]!.toString(), fakes[1]!.toString()])
+    // the friend's answer names the honest agent
+    fetches.add([peerIdFromString(honest.agent_id)], friend)
+    expect(fetched).toHaveLength(2)
+    // one of the liar's dials fails: the next turn is the friend's, not the liar's third
+    dials.shift()?.()
+    await settled()
+    fetches.drain()
+    expect(fetched).toEqual([fakes[0]!.toString(), fakes[1]!.toString(), honest.agent_id])
+    await settled()
+    expect(fetches.ready.map(c => c.agent_id)).toEqual([honest.agent_id])
+    for (const fail of dials.splice(0)) fail()
+    await settled()
+  })
+
+  it('a peer\'s share holds over all its answers to one discover; this node\'s own records are not capped', async () => {
+    const { ProviderQueue } = await import('../src/card/provider-queue.ts')
+    const q = new ProviderQueue(3)
+    const ids = await Promise.all(Array.from({ length: 8 }, async () => peerIdFromString(agentIdOf(await newKey()))))
+    const peer = ids[7]!
+    expect(q.admit(ids.slice(0, 2), peer)).toHaveLength(2)
+    expect(q.admit(ids.slice(2, 4), peer)).toEqual([ids[2]])
+    expect(q.dropped).toBe(1)
+    expect(q.admit(ids.slice(0, 6), undefined)).toHaveLength(6)
   })
 })

@@ -8,17 +8,18 @@ import { describe, expect, it } from 'vitest'
 import * as constants from '../src/constants.ts'
 import * as networkConstants from '../src/wire/network-constants.ts'
 import * as runsConstants from '../src/runs/constants.ts'
+import * as cardConstants from '../src/card/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
 import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 
 const DOCS = ['README.md', 'card.md', 'delegate.md', 'control.md', 'handoff.md', 'errors.md', 'lineage.md', 'liveness.md', 'events.md', 'artifact.md']
 const UNIT: Record<string, number> = { KiB: 1024, MiB: 1024 * 1024, ms: 1, s: 1000, min: 60_000, h: 3_600_000 }
-// the node's limits live in src/constants.ts, the transport's own in src/wire/network-constants.ts, the run
-// service's later ones in src/runs/constants.ts
-const values = { ...constants, ...networkConstants, ...runsConstants } as unknown as Record<string, unknown>
+// the node's limits live in src/constants.ts, the transport's own in src/wire/network-constants.ts, the later
+// ones of the run service and of discovery in src/runs/constants.ts and src/card/constants.ts
+const values = { ...constants, ...networkConstants, ...runsConstants, ...cardConstants } as unknown as Record<string, unknown>
 const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES, ...RUN_FAILURE_CODES, 'RUN_FAILURE_CODES'])
 
-describe('protocols/*.md agree with src/constants.ts, src/wire/network-constants.ts and src/runs/constants.ts', () => {
+describe('protocols/*.md agree with the constants files', () => {
   for (const doc of DOCS) {
     it(`${doc}: every constant it names exists, with the value it states`, () => {
       const text = readFileSync(new URL(`../protocols/${doc}`, import.meta.url), 'utf8')

@@ -42,6 +42,8 @@ export interface DiscoveryStats {
   lookupErrors: number
   /** Providers the lookups named, other than this node and repeats. */
   lookupProviders: number
+  /** Of them, those dropped past their naming peer's share of one discover (DISCOVER_PROVIDERS_PER_PEER_MAX, provider-queue.ts). */
+  providersOverShare: number
   /** Lookups that found providers past kad-dht's walk (this node's own records, the key's closest peers: src/wire/dht-providers.ts), and those providers. */
   providerSweeps: number
   sweptProviders: number
@@ -90,6 +92,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     lookupWalks: 0,
     lookupErrors: 0,
     lookupProviders: 0,
+    providersOverShare: 0,
     providerSweeps: 0,
     sweptProviders: 0,
     discoversCutShort: 0,

@@ -17,6 +17,7 @@ import { CARD_FETCH_SLOW_MS, CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
+import { ProviderQueue } from './provider-queue.ts'
 
 /** The index in `pending` to fetch next, or -1 to wait for a fetch in flight to end. */
 export function nextProvider<P> (pending: readonly P[], connected: (p: P) => boolean, inFlight: number, wanted: number): number {
@@ -81,7 +82,8 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
  */
 export class CardFetches<Card extends { agent_id: string }> {
   readonly ready: Card[] = []
-  private readonly pending: PeerId[] = []
+  /** Providers yet to be asked, round-robin over the peers that named them (provider-queue.ts). */
+  private readonly pending = new ProviderQueue()
   private inFlight = 0
   /** Cards asked of holders whose answers have not come yet. */
   private expected = 0
@@ -103,9 +105,12 @@ export class CardFetches<Card extends { agent_id: string }> {
   /** Nothing waits and nothing is in flight. */
   get idle (): boolean { return this.inFlight === 0 && this.expected === 0 && this.pending.length === 0 }
 
-  add (providers: PeerId[], from?: PeerId): void {
+  add (named: PeerId[], from?: PeerId): void {
+    const providers = this.pending.admit(named, from)
+    // past the naming peer's share (provider-queue.ts)
+    this.init.stats.providersOverShare += named.length - providers.length
     if (this.init.explain !== undefined && from !== undefined) for (const p of providers) this.namedBy.set(p.toString(), from.toString())
-    this.pending.push(...(from === undefined ? providers : this.viaHolder(from, providers)))
+    this.pending.push(from === undefined ? providers : this.viaHolder(from, providers))
     this.drain()
   }
 
@@ -113,9 +118,9 @@ export class CardFetches<Card extends { agent_id: string }> {
     const { init } = this
     while (!init.stopped.aborted && this.inFlight < DISCOVER_FETCH_CONCURRENCY) {
       // cards a holder may still send count against dials, not against fetches of connected agents
-      const i = nextProvider(this.pending, init.preferred ?? init.connected, this.inFlight + this.expected, init.wanted() - this.ready.length)
+      const i = nextProvider(this.pending.peers, init.preferred ?? init.connected, this.inFlight + this.expected, init.wanted() - this.ready.length)
       if (i < 0) break
-      const [next] = this.pending.splice(i, 1)
+      const next = this.pending.take(i)
       if (next !== undefined) this.fetch(next)
     }
     init.onChange()
@@ -178,11 +183,11 @@ export class CardFetches<Card extends { agent_id: string }> {
     init.ask(holder, ask, init.signal, onCard)
       .then(cards => {
         const got = new Set(cards.map(card => card.agent_id))
-        this.pending.push(...ask.filter(p => !got.has(p.toString())))
+        this.pending.push(ask.filter(p => !got.has(p.toString())))
       }, (err: unknown) => {
         if (!init.stopped.aborted) init.stats.heldCardAskFailures++
         init.log.debug({ err: toAapError(err), peer: holder.toString() }, 'the peer that named providers did not send their cards')
-        this.pending.push(...ask)
+        this.pending.push(ask)
       })
       .finally(() => {
         this.expected -= ask.length
