@@ -11,7 +11,11 @@
  * ADD_PROVIDER would write them (the record, and the provider's addresses in
  * the holder's peer store).
  */
+import { createServer, type AddressInfo, type Socket } from 'node:net'
+import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PeerId } from '@libp2p/interface'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
@@ -114,5 +118,65 @@ describe('a discover whose first answer names only providers without a matching 
     expect(found).toHaveLength(1)
     expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBeGreaterThan(0)
     expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)
+  })
+})
+
+describe('a discover whose first answer names many providers that never answer', () => {
+  let nodes: MeshNode[] = []
+  const sockets = new Set<Socket>()
+  let accepted = 0
+  // takes every connection and never speaks: a dial to a provider here runs out its time
+  const blackhole = createServer((s) => {
+    accepted++
+    sockets.add(s)
+    s.on('error', () => { sockets.delete(s) })
+    s.on('close', () => { sockets.delete(s) })
+  })
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => { blackhole.listen(0, '127.0.0.1', resolve) })
+    // on TCP: the providers' address is a TCP listener
+    nodes = await startMesh(NODES, { transport: 'tcp', nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
+  })
+  afterAll(async () => {
+    await stopAll(nodes)
+    for (const s of sockets) s.destroy()
+    await new Promise<void>((resolve) => { blackhole.close(() => { resolve() }) })
+  })
+
+  it('goes on past them after DHT_LOOKUP_PATIENCE_MS instead of waiting for every dial to fail, and finds the honest agent', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    expect(holders).toHaveLength(K)
+    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
+    const honest = nodes.find(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))!
+    await honest.publishCard({ name: 'honest', capabilities: [cap] })
+    expect(await honest.discovery.announce()).toBeGreaterThan(0)
+    await until(() => !honest.discovery.announcing, 'announce done')
+    for (const n of nodes) await storeOf(n).removeProvider(key, peerOf(honest))
+
+    // the holder the asker is connected to names 20 providers nobody runs (its answer's limit), all at the blackhole
+    const port = (blackhole.address() as AddressInfo).port
+    const [first, ...rest] = holders.map(byPeer)
+    for (let i = 0; i < 30; i++) {
+      const fake = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+      await storeOf(first!).addProvider(key, fake)
+      // the asker knows where they are (as from an answer that carried their addresses): its dials go there
+      for (const n of [first!, asker]) await n.host.peerStore.merge(fake, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`)] })
+    }
+    for (const h of rest) await recordAt(h!, key, honest)
+    for (const h of holders) await asker.host.hangUp(h)
+    await asker.host.dial(peerOf(first!))
+
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
+    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
+    // before, the lookup waited for all 20 to be spent, two dials at a time of CARD_FETCH_TIMEOUT_MS each: the
+    // discover ran out of time with nothing
+    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    expect(added('lookupsWaitedOut')).toBeGreaterThanOrEqual(1)
+    expect(added('lookupWalks')).toBe(1)
+    // one card wanted, one spare: two of the 20 were dialed (each dial made at most twice)
+    expect(accepted).toBeLessThanOrEqual(4)
   })
 })

@@ -44,6 +44,8 @@ export interface DiscoveryStats {
   lookupProviders: number
   /** Of them, those dropped past their naming peer's share of one discover (DISCOVER_PROVIDERS_PER_PEER_MAX, provider-queue.ts). */
   providersOverShare: number
+  /** Waits of a lookup for named providers to prove useless that ran out (DHT_LOOKUP_PATIENCE_MS): it named more all the same. */
+  lookupsWaitedOut: number
   /** Lookups that found providers past kad-dht's walk (this node's own records, the key's closest peers: src/wire/dht-providers.ts), and those providers. */
   providerSweeps: number
   sweptProviders: number
@@ -93,6 +95,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     lookupErrors: 0,
     lookupProviders: 0,
     providersOverShare: 0,
+    lookupsWaitedOut: 0,
     providerSweeps: 0,
     sweptProviders: 0,
     discoversCutShort: 0,

@@ -278,6 +278,7 @@ export class Discovery {
     const demand: ProviderDemand = {
       spent: () => fetches.spent,
       least: limit,
+      waitedOut: () => { this.stats.lookupsWaitedOut++ },
       changed: async (s) => new Promise<void>(resolve => {
         const stop = (): void => { resolve() }
         s.addEventListener('abort', stop, { once: true })

@@ -107,8 +107,9 @@ export class CardFetches<Card extends { agent_id: string }> {
 
   add (named: PeerId[], from?: PeerId): void {
     const providers = this.pending.admit(named, from)
-    // past the naming peer's share (provider-queue.ts)
+    // past the naming peer's share (provider-queue.ts): never asked, so spent for the lookup (it names others)
     this.init.stats.providersOverShare += named.length - providers.length
+    this.spent += named.length - providers.length
     if (this.init.explain !== undefined && from !== undefined) for (const p of providers) this.namedBy.set(p.toString(), from.toString())
     this.pending.push(from === undefined ? providers : this.viaHolder(from, providers))
     this.drain()

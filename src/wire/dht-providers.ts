@@ -48,7 +48,7 @@ import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
 import { ownProviderRecords } from './provider-answers.ts'
 import { kadInternals, kadRoutingTable, NO_PATH, type KadInternals, type KadRoutingTable } from './kad-internals.ts'
-import { DHT_CONNECTED_FIRST_ASKS, DHT_CONNECTED_ROUND_MS } from './network-constants.ts'
+import { DHT_CONNECTED_FIRST_ASKS, DHT_CONNECTED_ROUND_MS, DHT_LOOKUP_PATIENCE_MS } from './network-constants.ts'
 import type { Logger } from '../logger.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
@@ -76,6 +76,10 @@ export interface ProviderDemand {
   least: number
   /** Resolves once `spent` may have grown, or `signal` ends. */
   changed: (signal: AbortSignal) => Promise<void>
+  /** How long one wait lasts at most (default DHT_LOOKUP_PATIENCE_MS). */
+  patienceMs?: number
+  /** Told when a wait ran out with providers still live: the lookup names more all the same. */
+  waitedOut?: () => void
 }
 
 let warnedNoSweep = false
@@ -139,15 +143,29 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   const { demand } = opts
   /** Providers named that may still give the caller a card. */
   const live = (): number => found - (demand?.spent() ?? 0)
+  const patienceMs = demand?.patienceMs ?? DHT_LOOKUP_PATIENCE_MS
+  /** How many were live when a wait last ran out (-1: none did). */
+  let liveAtWaitOut = -1
   /**
    * Name more? While fewer than `want` are live. With a demand, once `want`
-   * are: it waits until fewer than `demand.least` are (the rest proved useless).
+   * are: it waits until fewer than `demand.least` are (the rest proved
+   * useless), or DHT_LOOKUP_PATIENCE_MS at most: providers that never answer
+   * are proved useless only when their dials run out of time, a few at a
+   * time, and one peer can name many of them. After a wait ran out it waits
+   * again only once more live providers were named.
    */
   const goOn = async (): Promise<boolean> => {
     if (opts.signal.aborted) return false
     if (live() < opts.want) return true
     if (demand === undefined) return false
-    while (live() >= demand.least && !opts.signal.aborted) await demand.changed(opts.signal)
+    // a wait ran out and no provider that may still give a card was named since: nothing new to wait for
+    if (live() < demand.least || live() <= liveAtWaitOut) return true
+    const waiting = AbortSignal.any([opts.signal, AbortSignal.timeout(patienceMs)])
+    while (live() >= demand.least && !waiting.aborted) await demand.changed(waiting)
+    if (live() >= demand.least && !opts.signal.aborted) {
+      liveAtWaitOut = live()
+      demand.waitedOut?.()
+    }
     return !opts.signal.aborted
   }
   const fresh = (list: Iterable<PeerId>): PeerId[] => {

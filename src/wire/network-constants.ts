@@ -60,6 +60,13 @@ export const PEER_RECORD_MAX_CHARS = Math.ceil(PEER_RECORD_MAX_BYTES * 4 / 3)
 export const DHT_CONNECTED_FIRST_ASKS = 3
 /** The connected round's bound: requests of it still out then end, and kad-dht's walk starts. */
 export const DHT_CONNECTED_ROUND_MS = 1_000
+/**
+ * A provider lookup that named enough providers waits at most this long, each
+ * time, for their cards to prove useless before it names more (dht-providers.ts
+ * ProviderDemand): a peer that names providers that do not exist, each costing
+ * a dial that runs out its time, cannot hold the lookup for the whole discover.
+ */
+export const DHT_LOOKUP_PATIENCE_MS = 1_000
 /** A key's provider records, read for one answer, serve the answers of this long after, for at most this many keys (src/wire/provider-answers.ts). */
 export const DHT_PROVIDER_READ_TTL_MS = 5_000
 export const DHT_PROVIDER_READS_CACHED = 256
