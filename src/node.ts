@@ -21,7 +21,9 @@ import { Reachability } from './wire/reachability.ts'
 import { Bootstrapper } from './wire/bootstrap.ts'
 import { Runs, type DelegateRequest } from './runs/runtime.ts'
 import type { LivenessOptions } from './runs/liveness.ts'
-import { groupCommitting } from './storage/group-commit.ts'
+import { groupCommitter, groupCommitting } from './storage/group-commit.ts'
+import { DurableSync, levelOf } from './storage/durability.ts'
+import { STORAGE_SYNC_INTERVAL_MS } from './storage/constants.ts'
 import { guardWrites, type GuardedDatastore } from './storage/write-guard.ts'
 import { Events } from './events/service.ts'
 import { SignatureCache } from './runlog/event.ts'
@@ -38,6 +40,8 @@ export interface MeshNodeOptions {
   dataDir?: string
   /** Use this key instead of the data directory's (tests, simulations). */
   privateKey?: PrivateKey
+  /** With a data dir: how often the log is synced to disk for power-loss durability (default STORAGE_SYNC_INTERVAL_MS, 1 s; 0: never). */
+  storageSyncIntervalMs?: number
   /** Use this datastore instead of opening one (tests, simulations). */
   datastore?: Datastore
   /**
@@ -138,6 +142,8 @@ export class MeshNode {
   private _runs?: Runs
   private _events?: Events
   private datastore?: GuardedDatastore & { close?: () => Promise<void> }
+  /** Syncs the LevelDB log to disk (storage/durability.ts); only with a data dir this node opened. */
+  durability?: DurableSync
   private ownsDatastore = false
   private key?: PrivateKey
   private started = false
@@ -219,8 +225,15 @@ export class MeshNode {
       this.datastore = guardWrites(o.datastore)
     } else {
       // without a data dir, a memory store that does not keep the network reads its values were cut from
-      this.datastore = guardWrites(o.dataDir === undefined ? new CompactMemoryDatastore() : await openDatastore(o.dataDir))
+      const opened = o.dataDir === undefined ? new CompactMemoryDatastore() : await openDatastore(o.dataDir)
+      this.datastore = guardWrites(opened)
       this.ownsDatastore = true
+      const level = levelOf(opened)
+      const intervalMs = o.storageSyncIntervalMs ?? STORAGE_SYNC_INTERVAL_MS
+      if (level !== undefined && intervalMs > 0) {
+        this.durability = new DurableSync({ level, committer: groupCommitter(this.datastore), intervalMs, log: componentLogger(o.logger, 'storage') })
+        this.durability.start()
+      }
     }
     this._host = await createHost({
       privateKey: this.key,
@@ -350,6 +363,7 @@ export class MeshNode {
       this._budget === undefined ? undefined : async () => this._budget?.stop(),
       this._artifacts === undefined ? undefined : async () => this._artifacts?.stop(),
       this._host === undefined ? undefined : async () => this._host?.stop(),
+      this.durability === undefined ? undefined : async () => this.durability?.stop(),
       this.ownsDatastore ? async () => this.datastore?.close?.() : undefined,
       this.tempArtifactDir === undefined ? undefined : async () => rm(this.tempArtifactDir ?? '', { recursive: true, force: true })
     ]

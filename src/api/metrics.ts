@@ -111,6 +111,18 @@ export class NodeMetrics {
       }
     })
     new Gauge({
+      name: 'aap_storage_syncs',
+      help: 'Syncs of the datastore\'s log to disk since start (src/storage/durability.ts), and those that failed; absent without a data dir',
+      labelNames: ['what'],
+      registers,
+      collect () {
+        const d = self.node?.durability
+        if (d === undefined) return
+        this.set({ what: 'syncs' }, d.stats.syncs)
+        this.set({ what: 'failures' }, d.stats.failures)
+      }
+    })
+    new Gauge({
       name: 'aap_connections',
       help: 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors',
       labelNames: ['what'],

@@ -36,6 +36,8 @@ export class GroupCommitter {
   private busy = false
   private current: Promise<void> = Promise.resolve()
   private lingerTimer: ReturnType<typeof setTimeout> | undefined
+  /** Batches committed so far (durability.ts syncs the log when this moved). */
+  committed = 0
 
   constructor (ds: Datastore) {
     this.ds = ds
@@ -93,7 +95,10 @@ export class GroupCommitter {
       committed = Promise.reject(err)
     }
     const done = committed.then(
-      () => { for (const w of group) w.resolve() },
+      () => {
+        this.committed++
+        for (const w of group) w.resolve()
+      },
       (err: unknown) => { for (const w of group) w.reject(err) }
     )
     // `current` never rejects: failures reach the writers of the batch, each on its own promise

@@ -1,0 +1,14 @@
+/**
+ * Limits of the storage layer (src/storage) added after src/constants.ts
+ * filled up.
+ */
+
+/**
+ * The run store's writes are durable across a crash of the process at once
+ * (LevelDB's log is written before a batch resolves) and across a power loss
+ * once the log is synced to disk: at most this long after they were
+ * acknowledged (durability.ts). 0 turns the sync off.
+ */
+export const STORAGE_SYNC_INTERVAL_MS = 1_000
+/** The key the sync writes (its value: when, ms since the epoch). */
+export const STORAGE_SYNC_KEY = '/aap/storage/synced'
