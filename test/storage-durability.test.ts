@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { openDatastore } from '../src/identity/identity.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { STORAGE_SYNC_KEY } from '../src/storage/constants.ts'
-import { until } from './helpers.ts'
+import { nextEvent, until } from './helpers.ts'
 
 const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }
 
@@ -39,9 +39,11 @@ describe('the run store\'s log is synced to disk', () => {
     await exec.publishCard({ name: 'durable', capabilities: [REVIEW] })
     await caller.join(exec.addresses)
     const before = d.stats.syncs
+    const completed = nextEvent(exec, e => e.type === 'run.completed' && e.correlation_id === 'task-durable')
     const run = await caller.delegate({ to_agent: exec.agentId, task_id: 'task-durable', capability: REVIEW, input: {} }, { follow: false })
     expect(run.state === 'running' || run.state === 'completed').toBe(true)
     await until(() => d.stats.syncs > before, 'a sync after the run was written')
+    await completed
     // nothing written since the last sync: a sync now writes nothing
     await d.sync()
     await d.sync()
