@@ -3,14 +3,20 @@
  * are hostile, beside the same lookups in an all-honest mesh of the same
  * size, in the same run. Every node is a real libp2p node on TCP 127.0.0.1 in
  * this process; the hostile ones speak the mesh's DHT protocol
- * (/aap/kad/1.0.0) in three ways, a third of them each:
+ * (/aap/kad/1.0.0) in four ways:
  *  - drop: they take every DHT stream and never answer;
  *  - forge: a real kad-dht that stores anything and serves forged cards
  *    (wrong signer, mutated after signing, another agent's card under the
  *    key) and stale ones (an older valid card of the same agent) for every
  *    agent, and announces itself as a provider of the agents' capability;
  *  - eclipse: they answer every DHT request with only each other as the
- *    closer peers (no record, no providers).
+ *    closer peers (no record, no providers);
+ *  - flood: every DHT request is answered with honest peers it is
+ *    connected to as the closer ones, and a provider lookup also with many
+ *    providers that do not exist, at an address on 127.0.0.1 that takes
+ *    the TCP connection and never speaks (each dial of one runs out its
+ *    time).
+ * (a quarter of them each).
  * Lookups, from honest nodes that are not agents, alternately:
  *  - `discover` by capability (limit 1): found when it returns a card of an
  *    honest agent;
@@ -23,6 +29,8 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { Connection, PeerId, PrivateKey, Stream, StreamMessageEvent } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { MemoryDatastore } from 'datastore-core'
 import { cardRecordKey, encodeCardRecord, issueCard, capabilityKey, type AgentCard } from '../../src/card/card.ts'
 import { CARD_DHT_NAMESPACE, CARD_SIGNING_DOMAIN, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../../src/constants.ts'
@@ -53,7 +61,9 @@ const FOUND_MIN_PERCENT = 99
 /** A forger's own puts: long enough to store locally and reach some replicas. */
 const FORGER_PUT_MS = 1_500
 
-type Kind = 'drop' | 'forge' | 'eclipse'
+type Kind = 'drop' | 'forge' | 'eclipse' | 'flood'
+/** Providers that do not exist, named in each of a flooder's provider answers. */
+const FLOOD_PROVIDERS = 60
 
 interface Hostile { kind: Kind, host: MeshHost, /** DHT streams it took (drop) or answered (eclipse). */ streams: number }
 
@@ -67,21 +77,26 @@ interface Mesh {
   older: Set<string>
   liveIds: string[]
   offlineIds: string[]
+  /** Where the flooders' providers point: takes connections and never speaks. */
+  blackhole?: Server
 }
 
 interface Tally {
   /** Cards the honest nodes refused (forged, mutated, another agent's) while looking up. */
   rejected: number
-  /** DHT streams the droppers took and the eclipsers answered. */
+  /** DHT streams the droppers took and the eclipsers answered, provider answers the flooders sent. */
   dropped: number
   eclipsed: number
+  flooded: number
+  /** Providers the honest nodes dropped past a naming peer's share. */
+  overShare: number
   lookups: number
   found: number
   forged: number
   stale: number
   errors: Record<string, number>
   latencies: number[]
-  byKind: Record<string, { n: number, found: number }>
+  byKind: Record<string, { n: number, found: number, latencies: number[] }>
 }
 
 // ---- the DHT wire, as much of it as a hostile node needs (kad-dht's Message protobuf) ----
@@ -97,15 +112,19 @@ function field (no: number, bytes: Uint8Array): number[] {
   return [...varint((no << 3) | 2), ...varint(bytes.byteLength), ...bytes]
 }
 
-/** A response of `type` whose closer peers are `peers`, and nothing else. */
-function closerOnly (type: number, peers: Array<{ id: PeerId, addrs: Uint8Array[] }>): Uint8Array {
+interface PeerInfo { id: PeerId, addrs: Uint8Array[] }
+
+/** A response of `type` whose closer peers are `peers` and whose provider peers are `providers`, and nothing else. */
+function closerOnly (type: number, peers: PeerInfo[], providers: PeerInfo[] = []): Uint8Array {
   const body: number[] = type === 0 ? [] : [0x08, ...varint(type)]
-  for (const p of peers) {
-    const info = [...field(1, p.id.toMultihash().bytes), ...p.addrs.flatMap(a => field(2, a))]
-    body.push(...field(8, Uint8Array.from(info)))
-  }
+  const peer = (p: PeerInfo): Uint8Array => Uint8Array.from([...field(1, p.id.toMultihash().bytes), ...p.addrs.flatMap(a => field(2, a))])
+  for (const p of peers) body.push(...field(8, peer(p)))
+  for (const p of providers) body.push(...field(9, peer(p)))
   return Uint8Array.from([...lengthPrefix(body.length), ...body])
 }
+
+/** kad-dht's message type of a provider lookup. */
+const GET_PROVIDERS = 3
 
 /** The type of the first request in `buf` (0 when absent: PUT_VALUE), or undefined while it is incomplete. */
 function requestType (buf: Uint8Array): number | undefined {
@@ -134,12 +153,16 @@ async function hostileHost (kind: Kind): Promise<MeshHost> {
   return host
 }
 
-/** Replace the host's DHT handler: a dropper reads and never answers, an eclipser names only its colluders. */
-async function subvert (h: Hostile, colluders: () => Array<{ id: PeerId, addrs: Uint8Array[] }>): Promise<void> {
+/**
+ * Replace the host's DHT handler: a dropper reads and never answers, an
+ * eclipser names only its colluders, a flooder also names `fakes` as the
+ * providers of any key.
+ */
+async function subvert (h: Hostile, colluders: () => PeerInfo[], fakes: PeerInfo[]): Promise<void> {
   if (h.kind === 'forge') return
   await h.host.unhandle(DHT_PROTOCOL)
   await h.host.handle(DHT_PROTOCOL, (stream: Stream, _conn: Connection) => {
-    h.streams++
+    if (h.kind !== 'flood') h.streams++
     if (h.kind === 'drop') {
       const timer = setTimeout(() => { stream.abort(new Error('dropped')) }, DROP_HOLD_MS)
       stream.addEventListener('close', () => { clearTimeout(timer) })
@@ -155,6 +178,14 @@ async function subvert (h: Hostile, colluders: () => Array<{ id: PeerId, addrs: 
       const type = requestType(buf)
       if (type === undefined) return
       buf = new Uint8Array(0)
+      if (h.kind === 'flood') {
+        // a flooder eclipses nobody: it names the honest peers it is connected to as the closer ones
+        if (type === GET_PROVIDERS) h.streams++
+        void honestPeers(h, colluders()).then((near) => {
+          stream.send(closerOnly(type, near, type === GET_PROVIDERS ? fakes : []))
+        }).catch((err: unknown) => { stream.abort(err as Error) })
+        return
+      }
       try {
         stream.send(closerOnly(type, colluders()))
       } catch (err) {
@@ -193,11 +224,12 @@ async function buildMesh (o: HostileDhtOptions, hostileCount: number, r: () => n
       for (const peer of sample(r, honest, JOIN_FANOUT)) await node.join(peer.addresses)
       honest.push(node)
     }
-    const kinds: Kind[] = ['drop', 'forge', 'eclipse']
-    for (let i = 0; i < hostileCount; i++) hostile.push({ kind: kinds[i % 3]!, host: await hostileHost(kinds[i % 3]!), streams: 0 })
-    const colluders = (): Array<{ id: PeerId, addrs: Uint8Array[] }> => hostile.map(h => ({ id: h.host.peerId, addrs: h.host.getMultiaddrs().map(a => multiaddr(a.toString()).bytes) }))
+    const kinds: Kind[] = ['drop', 'forge', 'eclipse', 'flood']
+    for (let i = 0; i < hostileCount; i++) hostile.push({ kind: kinds[i % kinds.length]!, host: await hostileHost(kinds[i % kinds.length]!), streams: 0 })
+    const colluders = (): PeerInfo[] => hostile.map(h => ({ id: h.host.peerId, addrs: h.host.getMultiaddrs().map(a => multiaddr(a.toString()).bytes) }))
+    const fakes = hostile.some(h => h.kind === 'flood') ? await floodTargets(mesh) : []
     for (const h of hostile) {
-      await subvert(h, colluders)
+      await subvert(h, colluders, fakes)
       // each hostile node connects to honest nodes, so it sits in their routing tables
       const targets = honest.filter(() => r() < 0.5)
       if ((await dialAddrs(h.host, targets.flatMap(n => n.addresses))).length === 0 && targets.length > 0) throw new Error('a hostile node reached no honest node')
@@ -253,17 +285,56 @@ async function buildMesh (o: HostileDhtOptions, hostileCount: number, r: () => n
   }
 }
 
+/** The peers `h` is connected to that are not `hostile`, with the addresses its peer store holds. */
+async function honestPeers (h: Hostile, hostile: PeerInfo[]): Promise<PeerInfo[]> {
+  const out: PeerInfo[] = []
+  for (const id of h.host.getPeers()) {
+    if (hostile.some(x => x.id.equals(id))) continue
+    try {
+      const peer = await h.host.peerStore.get(id)
+      out.push({ id, addrs: peer.addresses.map(a => a.multiaddr.bytes) })
+    } catch {
+      // no entry (yet): not named
+    }
+    if (out.length >= 20) break
+  }
+  return out
+}
+
+/** FLOOD_PROVIDERS peer ids nobody runs, all at the address of a listener (on 127.0.0.1) that never speaks. */
+async function floodTargets (m: Mesh): Promise<PeerInfo[]> {
+  const sockets = new Set<Socket>()
+  const server = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => { sockets.delete(socket) })
+    socket.on('close', () => { sockets.delete(socket) })
+  })
+  server.on('close', () => { for (const s of sockets) s.destroy() })
+  m.blackhole = server
+  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(0, '127.0.0.1', resolve) })
+  const port = (server.address() as AddressInfo).port
+  const addr = multiaddr(`/ip4/127.0.0.1/tcp/${port}`).bytes
+  return Promise.all(Array.from({ length: FLOOD_PROVIDERS }, async () => ({ id: peerIdFromPrivateKey(await generateKeyPair('Ed25519')), addrs: [addr] })))
+}
+
 async function stopMesh (m: Mesh): Promise<void> {
   await Promise.all(m.honest.map(async n => n.stop()))
   await Promise.all(m.hostile.map(async h => h.host.stop()))
+  const server = m.blackhole
+  if (server !== undefined) {
+    server.close()
+    server.emit('close')
+  }
 }
 
 async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
   const rejectedBefore = m.honest.reduce((n, x) => n + x.discovery.stats.rejectedCards, 0)
+  const overShareBefore = m.honest.reduce((n, x) => n + x.discovery.stats.providersOverShare, 0)
   const streamsBefore = (k: Kind): number => m.hostile.filter(h => h.kind === k).reduce((n, h) => n + h.streams, 0)
   const droppedBefore = streamsBefore('drop')
   const eclipsedBefore = streamsBefore('eclipse')
-  const t: Tally = { rejected: 0, dropped: 0, eclipsed: 0, lookups: 0, found: 0, forged: 0, stale: 0, errors: {}, latencies: [], byKind: {} }
+  const floodedBefore = streamsBefore('flood')
+  const t: Tally = { rejected: 0, dropped: 0, eclipsed: 0, flooded: 0, overShare: 0, lookups: 0, found: 0, forged: 0, stale: 0, errors: {}, latencies: [], byKind: {} }
   const live = new Set(m.liveIds)
   const judge = (card: AgentCard): 'genuine' | 'stale' | 'forged' => {
     if (m.newest.get(card.agent_id) === card.signature) return 'genuine'
@@ -273,7 +344,7 @@ async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
   const one = async (i: number): Promise<void> => {
     const looker = m.lookers[Math.floor(r() * m.lookers.length)]!
     const kind = i % 2 === 0 ? 'discover by capability' : 'card of an offline agent'
-    const k = t.byKind[kind] ?? (t.byKind[kind] = { n: 0, found: 0 })
+    const k = t.byKind[kind] ?? (t.byKind[kind] = { n: 0, found: 0, latencies: [] })
     const t0 = performance.now()
     let found = false
     try {
@@ -298,6 +369,7 @@ async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
       t.errors[code] = (t.errors[code] ?? 0) + 1
     }
     t.latencies.push(performance.now() - t0)
+    k.latencies.push(performance.now() - t0)
     t.lookups++
     k.n++
     if (found) { t.found++; k.found++ }
@@ -306,8 +378,10 @@ async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
     while (next < n) await one(next++)
   }))
   t.rejected = m.honest.reduce((n, x) => n + x.discovery.stats.rejectedCards, 0) - rejectedBefore
+  t.overShare = m.honest.reduce((n, x) => n + x.discovery.stats.providersOverShare, 0) - overShareBefore
   t.dropped = streamsBefore('drop') - droppedBefore
   t.eclipsed = streamsBefore('eclipse') - eclipsedBefore
+  t.flooded = streamsBefore('flood') - floodedBefore
   return t
 }
 
@@ -317,7 +391,7 @@ function describe (t: Tally): string {
 }
 
 export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> {
-  const result: PartResult = { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', built: true, ran: true }
+  const result: PartResult = { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse, flood)', built: true, ran: true }
   const hostileCount = Math.round(o.nodes * HOSTILE_SHARE)
   try {
     const t0 = performance.now()
@@ -341,13 +415,17 @@ export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> 
       { figure: 'stale cards returned', value: x.stale + h.stale, max: 0 }
     ]
     result.figures = [
-      ['nodes in each mesh', `${o.nodes}; hostile mesh: ${o.nodes - hostileCount} honest, ${hostileCount} hostile (${hostileMesh.hostile.filter(q => q.kind === 'drop').length} drop, ${hostileMesh.hostile.filter(q => q.kind === 'forge').length} forge and stale, ${hostileMesh.hostile.filter(q => q.kind === 'eclipse').length} eclipse)`],
+      ['nodes in each mesh', `${o.nodes}; hostile mesh: ${o.nodes - hostileCount} honest, ${hostileCount} hostile (${hostileMesh.hostile.filter(q => q.kind === 'drop').length} drop, ${hostileMesh.hostile.filter(q => q.kind === 'forge').length} forge and stale, ${hostileMesh.hostile.filter(q => q.kind === 'eclipse').length} eclipse, ${hostileMesh.hostile.filter(q => q.kind === 'flood').length} flood)`],
       ['agents', `${LIVE_AGENTS} online (card and provider record), ${OFFLINE_AGENTS} offline (card in the DHT only)`],
       ['lookups that found an honest agent, honest mesh', `${h.found} of ${h.lookups} (${pct(h.found, h.lookups)}%)`],
       ['lookups that found an honest agent, hostile mesh', `${x.found} of ${x.lookups} (${pct(x.found, x.lookups)}%)`],
-      ...Object.entries(x.byKind).map(([k, v]): [string, string] => [`hostile mesh, ${k}`, `${v.found} of ${v.n} found`]),
+      ...Object.entries(x.byKind).map(([k, v]): [string, string] => {
+        const l = latencyFigures(v.latencies, 0)
+        return [`hostile mesh, ${k}`, `${v.found} of ${v.n} found; p50 ${l.p50} ms, p99 ${l.p99} ms`]
+      }),
       ['lookup errors, honest mesh / hostile mesh', `${JSON.stringify(h.errors)} / ${JSON.stringify(x.errors)}`],
-      ['what the hostile nodes did during the lookups', `${x.dropped} DHT streams taken and never answered, ${x.eclipsed} DHT requests answered with only hostile peers`],
+      ['what the hostile nodes did during the lookups', `${x.dropped} DHT streams taken and never answered, ${x.eclipsed} DHT requests answered with only hostile peers, ${x.flooded} provider answers naming ${FLOOD_PROVIDERS} providers that do not exist`],
+      ['providers dropped past their naming peer\'s share, hostile mesh', x.overShare],
       ['cards refused by discovery after the DHT\'s record validator (honest / hostile mesh)', `${h.rejected} / ${x.rejected} (forged records are refused first by the DHT's record validator at the asking node, not counted here)`],
       ['forged cards accepted (honest + hostile mesh)', h.forged + x.forged],
       ['stale cards returned (honest + hostile mesh)', h.stale + x.stale],
@@ -356,7 +434,7 @@ export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> 
       ['hostile / honest latency, p50 and p99', `${(xl.p50 / hl.p50).toFixed(2)} and ${(xl.p99 / hl.p99).toFixed(2)}`]
     ]
     result.notes = [
-      `Seed ${o.seed}; both meshes in this process on TCP 127.0.0.1, one after the other, with the same agents' layout and the same lookups (${LOOKUP_CONCURRENCY} at a time, every lookup fresh: no cache). Lookups alternate between discover by capability (limit 1) and the card of an offline agent by id. Droppers take DHT streams and never answer; forgers are real kad-dht replicas that keep and serve forged and older cards of every agent, provide the capability and hold another agent's card under their own key; eclipsers answer every DHT request with only the hostile nodes as closer peers. A "forged" card is one no agent issued; "stale" is an agent's own older card.`
+      `Seed ${o.seed}; both meshes in this process on TCP 127.0.0.1, one after the other, with the same agents' layout and the same lookups (${LOOKUP_CONCURRENCY} at a time, every lookup fresh: no cache). Lookups alternate between discover by capability (limit 1) and the card of an offline agent by id. Droppers take DHT streams and never answer; forgers are real kad-dht replicas that keep and serve forged and older cards of every agent, provide the capability and hold another agent's card under their own key; eclipsers answer every DHT request with only the hostile nodes as closer peers; flooders name the honest peers they are connected to as closer peers and ${FLOOD_PROVIDERS} providers that do not exist in every provider answer, at an address on 127.0.0.1 that takes connections and never speaks. A "forged" card is one no agent issued; "stale" is an agent's own older card.`
     ]
   } catch (err) {
     result.error = (err as Error).stack ?? (err as Error).message

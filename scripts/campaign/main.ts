@@ -56,7 +56,7 @@ const PARTS: Part[] = [
     title: 'forged cards, tickets, events and commands against real nodes',
     run: async (quick, seed) => runForgeries({ perKind: quick ? 60 : 300, seed })
   },
-  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 16 : 40, lookups: quick ? 30 : 400, seed }) },
+  { name: 'hostile-dht', title: '30% hostile DHT nodes (drop, forge, stale, eclipse, flood)', run: async (quick, seed) => runHostileDht({ nodes: quick ? 16 : 40, lookups: quick ? 30 : 400, seed }) },
   {
     name: 'spam',
     title: 'topic, stream and gossip floods',
