@@ -5,10 +5,14 @@
  * cannot take them all; and expired idempotency records are deleted from the
  * executor's store instead of staying for good.
  */
+import { MemoryDatastore } from 'datastore-core'
+import { Key } from 'interface-datastore'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { IDEMPOTENCY_TTL_MS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { RunContext } from '../src/runs/runtime.ts'
+import { RunSlots } from '../src/runs/slots.ts'
+import { RunStore } from '../src/runs/store.ts'
 import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }
@@ -88,5 +92,46 @@ describe('run slots per delegator, and the idempotency sweep', () => {
     // the key is free again: a new delegation with it creates a new run
     const again = await A.delegate(req)
     expect(again.run_id).not.toBe(first.run_id)
+  })
+})
+
+describe('run slots and the idempotency sweep, one part at a time', () => {
+  it('a slot is charged to whom asked for it, per run: given back once, never twice, and a live run id cannot take a second', () => {
+    const slots = new RunSlots(3, 2)
+    slots.take('D', 'r1')
+    // a handoff is charged to its sender, not to the run's delegator
+    slots.take('sender', 'r2')
+    expect([slots.heldBy('D'), slots.heldBy('sender'), slots.size]).toEqual([1, 1, 2])
+    expect(() => { slots.take('D', 'r1') }).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST', details: expect.objectContaining({ reason: 'run_id_taken' }) }))
+    expect(slots.size).toBe(2)
+    slots.release('r1')
+    slots.release('r1')
+    slots.release('never-held')
+    expect([slots.heldBy('D'), slots.size]).toEqual([0, 1])
+    // after a restart a live run holds its slot again, past the limits if need be
+    slots.restore('D', 'r3')
+    slots.restore('D', 'r4')
+    slots.restore('D', 'r5')
+    expect(slots.size).toBe(4)
+    expect(() => { slots.take('E', 'r6') }).toThrow(expect.objectContaining({ code: 'DELEGATION_REFUSED' }))
+  })
+
+  it('a record written anew while a sweep runs is not deleted by it', async () => {
+    const ds = new MemoryDatastore()
+    const store = new RunStore(ds)
+    const record = (at: number): Uint8Array => new TextEncoder().encode(JSON.stringify({ run_id: `run-${at}`, at }))
+    for (const k of ['K1', 'K2', 'K3']) await ds.put(new Key(`/aap/idem/A/${k}`), record(1))
+    let sweeping: Promise<number> | undefined
+    await store.withIdempotencyKey('A', 'K2', async () => {
+      // the sweep reads K2 as expired, then waits for its key to delete it
+      sweeping = store.sweepIdempotency(Date.now(), 1)
+      for (let i = 0; i < 10; i++) await new Promise(resolve => setImmediate(resolve))
+      // meanwhile a delegation reuses the key: a fresh record
+      await ds.put(new Key('/aap/idem/A/K2'), record(Date.now()))
+    })
+    expect(await sweeping).toBe(2)
+    expect(await store.idempotent('A', 'K2')).toMatch(/^run-/)
+    expect(await ds.has(new Key('/aap/idem/A/K1'))).toBe(false)
+    expect(await ds.has(new Key('/aap/idem/A/K3'))).toBe(false)
   })
 })

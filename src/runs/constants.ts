@@ -5,9 +5,12 @@
  */
 
 /**
- * Running or blocked runs one delegator may hold on this node at once (its
- * share of MAX_CONCURRENT_INBOUND_RUNS, a quarter of it): one stranger that
- * delegates without end, or leaves its runs blocked, cannot take every slot.
+ * Running or blocked runs one agent may hold on this node at once (a quarter
+ * of the default MAX_CONCURRENT_INBOUND_RUNS): one stranger that delegates
+ * without end, or leaves its runs blocked, cannot take every slot. Charged
+ * to the delegator of a delegated run, to the sender of a handoff. A node
+ * that lowers its own limit keeps this share (at most the limit) unless it
+ * lowers the share too (`maxInboundRunsPerDelegator`).
  */
 export const MAX_INBOUND_RUNS_PER_DELEGATOR = 64
 /** Expired idempotency records are deleted this often (and once at start). */

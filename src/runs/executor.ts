@@ -145,6 +145,7 @@ export class RunExecutor implements HandlerHost {
     // a handoff in progress holds its run's lock while it waits on the receiver: end it now
     this.handoffClient.close()
     // let in-flight commits finish so nothing acknowledged is half-written
+    await this.store.idempotencyIdle()
     await this.locks.idle()
   }
 
@@ -157,7 +158,7 @@ export class RunExecutor implements HandlerHost {
   private async recover (): Promise<void> {
     for await (const run of this.store.live('executing')) {
       if (isTerminal(run.state)) continue
-      this.slots.restore(run.delegator)
+      this.slots.restore(run.delegator, run.run_id)
       this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false })
       if (run.state === 'running') this.interrupted.push(run)
     }
@@ -228,8 +229,8 @@ export class RunExecutor implements HandlerHost {
     const key = req.idempotency_key
     if (key === undefined) return this.acceptNew(req, ticket, from, ctx.signal, verdict).catch(refuse)
     if (await verdict !== undefined) return refuse()
-    // retries of one key are serialised, so two of them never create two runs
-    return this.locks.run(`idem:${from}:${key}`, async () => {
+    // retries of one key are serialised, so two of them never create two runs (and the sweep of expired records waits)
+    return this.store.withIdempotencyKey(from, key, async () => {
       const existing = await this.store.idempotent(from, key)
       const run = existing === undefined ? undefined : this.active.get(existing)?.run ?? await this.store.get(existing)
       if (run === undefined) return this.acceptNew(req, ticket, from, ctx.signal, verdict)
@@ -241,7 +242,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   private async acceptNew (req: WireDelegate, ticket: RunTicket, from: string, signal: AbortSignal, verdict: Promise<unknown>): Promise<Run> {
-    this.slots.take(from)
+    this.slots.take(from, ticket.run_id)
     let created: Run
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
@@ -257,7 +258,7 @@ export class RunExecutor implements HandlerHost {
         ...(t === undefined ? {} : { turn: { context_id: t.context_id, turn: t.turn, previous_turn: t.previous_turn } })
       }, idem, t === undefined ? [] : [contextEntry(t.record)], unique)).catch(async (err: unknown) => { throw (await unique) ?? err })
     } catch (err) {
-      this.slots.release(from)
+      this.slots.release(ticket.run_id)
       throw err
     }
     this.pendingStart.set(created.run_id, { input: req.input, handoff: null, recoverable: req.idempotency_key !== undefined })
@@ -297,7 +298,8 @@ export class RunExecutor implements HandlerHost {
     assertInputSize(req.input, 'input')
     assertContextSize(req.context)
     assertServes(this.ownCard(), this.handlers, req.capability, this.agentId)
-    this.slots.take(ticket.delegator)
+    // charged to the sender: one that hands off a run many times spends its own share, not the delegator's
+    this.slots.take(from, ticket.run_id)
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal: ctx.signal })
       await this.assertNewRunId(ticket.run_id)
@@ -309,7 +311,7 @@ export class RunExecutor implements HandlerHost {
       this.pendingStart.set(created.run_id, { input: req.input, handoff: { from: req.from_run, context: req.context }, recoverable: false, confirm: true })
       return created
     } catch (err) {
-      this.slots.release(ticket.delegator)
+      this.slots.release(ticket.run_id)
       throw err
     }
   }
@@ -431,7 +433,7 @@ export class RunExecutor implements HandlerHost {
     }
     if (isTerminal(next.state)) {
       this.active.delete(runId)
-      this.slots.release(a.run.delegator)
+      this.slots.release(runId)
       a.abort.abort(next.state === 'completed' ? RUN_COMPLETED : RUN_FAILED)
       // handler calls waiting for a resume go on, and the state machine refuses them
       a.resumed?.resolve()

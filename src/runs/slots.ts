@@ -1,14 +1,19 @@
 /**
  * The executor's run slots: running or blocked runs held at once, for the
- * node and for each delegator. A slot is taken before anything of a new run
- * is written and given back when the run ends (or is never created).
+ * node and for each agent that asked for them. A slot is taken before
+ * anything of a new run is written and given back when the run ends (or is
+ * never created). It is charged to the agent that asked: the delegator of a
+ * delegated run, the sender of a handoff (an executor handing off one run
+ * many times spends its own share, not its delegator's).
  */
-import { DelegationRefusedError } from '../errors.ts'
+import { DelegationRefusedError, InvalidRequestError } from '../errors.ts'
 
 export class RunSlots {
   private readonly max: number
   private readonly maxPerDelegator: number
   private readonly byDelegator = new Map<string, number>()
+  /** Whom each run's slot is charged to. */
+  private readonly holders = new Map<string, string>()
   private held = 0
   /** New runs refused for want of a slot: the node's, or the delegator's share. */
   readonly refused = { node: 0, delegator: 0 }
@@ -22,8 +27,10 @@ export class RunSlots {
   get size (): number { return this.held }
   heldBy (delegator: string): number { return this.byDelegator.get(delegator) ?? 0 }
 
-  /** Take a slot for a run of `delegator`, or throw DELEGATION_REFUSED (`reason: capacity`). */
-  take (delegator: string): void {
+  /** Take a slot for run `runId` charged to `delegator`, or throw DELEGATION_REFUSED (`reason: capacity`). */
+  take (delegator: string, runId: string): void {
+    // a live run's id: the run exists already (and its slot is its own, never given back for this request)
+    if (this.holders.has(runId)) throw new InvalidRequestError('the ticket names a run that exists already', { reason: 'run_id_taken' })
     if (this.held >= this.max) {
       this.refused.node++
       throw new DelegationRefusedError(`agent is at its limit of ${this.max} concurrent runs`, { reason: 'capacity', limit: this.max, scope: 'node' })
@@ -33,21 +40,29 @@ export class RunSlots {
       this.refused.delegator++
       throw new DelegationRefusedError(`agent holds ${mine} concurrent runs of this delegator, its limit per delegator`, { reason: 'capacity', limit: this.maxPerDelegator, scope: 'delegator' })
     }
-    this.held++
-    this.byDelegator.set(delegator, mine + 1)
+    this.charge(delegator, runId)
   }
 
-  /** A run that was live before a restart holds its slot again, whatever the limits say now. */
-  restore (delegator: string): void {
+  /** A run that was live before a restart holds its slot again (charged to its delegator), whatever the limits say now. */
+  restore (delegator: string, runId: string): void {
+    this.charge(delegator, runId)
+  }
+
+  /** Give back run `runId`'s slot, if it holds one. */
+  release (runId: string): void {
+    const holder = this.holders.get(runId)
+    if (holder === undefined) return
+    this.holders.delete(runId)
+    this.held--
+    const mine = this.heldBy(holder)
+    if (mine <= 1) this.byDelegator.delete(holder)
+    else this.byDelegator.set(holder, mine - 1)
+  }
+
+  private charge (delegator: string, runId: string): void {
+    if (this.holders.has(runId)) return
+    this.holders.set(runId, delegator)
     this.held++
     this.byDelegator.set(delegator, this.heldBy(delegator) + 1)
-  }
-
-  release (delegator: string): void {
-    const mine = this.heldBy(delegator)
-    if (mine <= 0) return
-    this.held--
-    if (mine === 1) this.byDelegator.delete(delegator)
-    else this.byDelegator.set(delegator, mine - 1)
   }
 }

@@ -64,6 +64,8 @@ export class RunStore {
   readonly index: RunIndex
 
   private readonly logger: Logger
+  /** Idempotency keys in use (withIdempotencyKey). */
+  private readonly idemLocks = new KeyedMutex()
 
   constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
@@ -149,38 +151,65 @@ export class RunStore {
   }
 
   /**
+   * Run `fn` holding idempotency key `key` of `delegator`: the executor looks
+   * the key up and creates its run under it, and the sweep below deletes a
+   * record only under it, so a record written anew while a sweep runs is
+   * never deleted by that sweep.
+   */
+  async withIdempotencyKey<T> (delegator: string, key: string, fn: () => Promise<T>): Promise<T> {
+    return this.idemLocks.run(idemKey(delegator, key).toString(), fn)
+  }
+
+  /** Resolves once no idempotency key is held (the executor's stop waits for delegations under way). */
+  async idempotencyIdle (): Promise<void> {
+    await this.idemLocks.idle()
+  }
+
+  /**
    * Delete the idempotency records that expired by `now` (older than
    * IDEMPOTENCY_TTL_MS, so `idempotent` no longer returns them): without
    * this every key a delegator ever sent stays on disk. Reads every record
-   * once, deleting in batches of `batchSize`; returns how many it deleted.
-   * A record that cannot be read is deleted too (nothing can use it) and logged.
+   * once; each one it found expired is read again and deleted under its
+   * key's lock (the store's reads come from a snapshot, and a delegation may
+   * have written the key anew since). Returns how many it deleted. A record
+   * that cannot be read is deleted too (nothing can use it) and logged.
+   * `batchSize`: expired records collected before they are deleted.
    */
   async sweepIdempotency (now = Date.now(), batchSize = IDEMPOTENCY_SWEEP_BATCH, signal?: AbortSignal): Promise<number> {
     let deleted = 0
-    let batch = this.ds.batch()
-    let queued = 0
-    const flush = async (): Promise<void> => {
-      if (queued === 0) return
-      await batch.commit()
-      deleted += queued
-      batch = this.ds.batch()
-      queued = 0
+    let expired: Key[] = []
+    const expiredAt = (value: Uint8Array | undefined, key: Key): boolean => {
+      if (value === undefined) return false
+      try {
+        return !(now - (JSON.parse(dec.decode(value)) as IdemRecord).at < IDEMPOTENCY_TTL_MS)
+      } catch (err) {
+        this.logger.warn({ err, key: key.toString().slice(0, 300) }, 'an idempotency record could not be read; deleting it')
+        return true
+      }
+    }
+    const drop = async (): Promise<void> => {
+      for (const key of expired) {
+        await this.idemLocks.run(key.toString(), async () => {
+          // read again under the lock: a delegation may have written the key anew since the snapshot
+          let value: Uint8Array | undefined
+          try {
+            value = await this.ds.get(key)
+          } catch (err) {
+            if ((err as { name?: string }).name !== 'NotFoundError') throw err
+          }
+          if (!expiredAt(value, key)) return
+          await this.ds.delete(key)
+          deleted++
+        })
+      }
+      expired = []
     }
     for await (const { key, value } of this.ds.query({ prefix: IDEM_PREFIX })) {
       if (signal?.aborted === true) break
-      let at: number
-      try {
-        at = (JSON.parse(dec.decode(value)) as IdemRecord).at
-      } catch (err) {
-        this.logger.warn({ err, key: key.toString().slice(0, 300) }, 'an idempotency record could not be read; deleting it')
-        at = Number.NaN
-      }
-      if (!(now - at < IDEMPOTENCY_TTL_MS)) {
-        batch.delete(key)
-        if (++queued >= batchSize) await flush()
-      }
+      if (expiredAt(value, key)) expired.push(key)
+      if (expired.length >= batchSize) await drop()
     }
-    await flush()
+    await drop()
     return deleted
   }
 
