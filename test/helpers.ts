@@ -1,5 +1,6 @@
 import { AapError } from '../src/errors.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
+import type { RunContext } from '../src/runs/runtime.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -156,4 +157,18 @@ export async function startLoopbackHost (privateKey?: PrivateKey): Promise<MeshH
   const h = await createHost({ privateKey: privateKey ?? await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
   await h.start()
   return h
+}
+
+/**
+ * A handler that blocks first when its input says `block: true` (at
+ * checkpoint `checkpoint`) and, with `hold: true`, holds until its run ends.
+ */
+export function holdingHandler (checkpoint: string): (ctx: RunContext) => Promise<Record<string, unknown>> {
+  return async (ctx) => {
+    if (ctx.input.block === true) await ctx.block('waiting', checkpoint)
+    if (ctx.input.hold === true) {
+      await new Promise((_resolve, reject) => { ctx.signal.addEventListener('abort', () => { reject(ctx.signal.reason) }, { once: true }) })
+    }
+    return { ok: true }
+  }
 }

@@ -9,10 +9,9 @@ import type { Stream } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTROL_PROTOCOL, DELEGATE_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import type { RunContext } from '../src/runs/runtime.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
-import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
+import { holdingHandler, nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
 
 const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }
 const GHOST = { capability_id: 'cap:ghost', version: '1.0.0' }
@@ -24,13 +23,7 @@ describe('the five AAP error codes, over the wire from real nodes', () => {
   const held: Stream[] = []
 
   /** Holds until the run ends; blocks first when asked. */
-  const hold = async (ctx: RunContext): Promise<Record<string, unknown>> => {
-    if (ctx.input.block === true) await ctx.block('waiting', 'cp-err')
-    if (ctx.input.hold === true) {
-      await new Promise((_resolve, reject) => { ctx.signal.addEventListener('abort', () => { reject(ctx.signal.reason) }, { once: true }) })
-    }
-    return { ok: true }
-  }
+  const hold = holdingHandler('cp-err')
 
   beforeAll(async () => {
     nodes = await startMesh(5, {

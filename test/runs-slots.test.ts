@@ -10,10 +10,9 @@ import { Key } from 'interface-datastore'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { IDEMPOTENCY_TTL_MS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import type { RunContext } from '../src/runs/runtime.ts'
 import { RunSlots } from '../src/runs/slots.ts'
 import { RunStore } from '../src/runs/store.ts'
-import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { holdingHandler, nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }
 
@@ -21,13 +20,7 @@ describe('run slots per delegator, and the idempotency sweep', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode, C: MeshNode
 
-  const hold = async (ctx: RunContext): Promise<Record<string, unknown>> => {
-    if (ctx.input.block === true) await ctx.block('waiting', 'cp-slots')
-    if (ctx.input.hold === true) {
-      await new Promise((_resolve, reject) => { ctx.signal.addEventListener('abort', () => { reject(ctx.signal.reason) }, { once: true }) })
-    }
-    return { ok: true }
-  }
+  const hold = holdingHandler('cp-slots')
 
   beforeAll(async () => {
     nodes = await startMesh(3, {
