@@ -127,6 +127,8 @@ export class ConformanceAgent {
     const off = this.node.runs.onEvent((e) => { if (e.run_id === runId && e.type === 'run.blocked') committed.resolve() })
     const timer = setTimeout(() => { committed.reject(new Error(`run.blocked of ${runId} not seen within ${AGENT_SELF_RESUME_WAIT_MS} ms`)) }, AGENT_SELF_RESUME_WAIT_MS)
     const blocking = ctx.block('conformance: the run will try to resume itself', str(ctx.input.checkpoint, 'cp-self-resume'))
+    // a block that fails (the run was canceled first) ends the wait at once; its error is the run's, below
+    blocking.catch((err: unknown) => { committed.reject(err) })
     let attempt: SelfResumeAttempt
     try {
       await committed.promise
