@@ -7,6 +7,8 @@ import type { Logger } from '../logger.ts'
 import { AapError, toAapError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { checkParts, type ArtifactWriter } from '../artifacts/types.ts'
+import { REASON_MAX_CHARS } from '../constants.ts'
+import { isBlock } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
@@ -231,7 +233,11 @@ function contextFor (
       checkParts(payload, 'progress')
       if (await whenRunning({ type: 'progress', payload }) === undefined) throw endedError(a, 'progress')
     },
-    block: async (reason, checkpointId) => {
+    block: async (text, checkpointId) => {
+      // what the API checks of a block request holds for a handler's too (a handler may pass on what a remote
+      // agent said: an A2A agent's question): a run the schema refuses could be read by nobody; the reason is cut
+      const reason = String(text).slice(0, REASON_MAX_CHARS)
+      isBlock.assert({ run_id: runId, reason, checkpoint_id: checkpointId }, 'block')
       for (;;) {
         await untilRunning()
         const { promise, resolve } = Promise.withResolvers<Record<string, unknown>>()
