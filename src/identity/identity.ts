@@ -2,7 +2,8 @@
  * Identity and storage of one node: the Ed25519 key that the agent id is
  * derived from, and the datastore that libp2p, the DHT and the run store share.
  */
-import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { link, mkdir, open, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id'
@@ -15,19 +16,54 @@ import { AgentNotFoundError } from '../errors.ts'
 export const KEY_FILE = 'peer.key'
 export const DATASTORE_DIR = 'datastore'
 
-/** Load the node's key from `dataDir`, creating it (owner-only) on first start. */
+/**
+ * Load the node's key from `dataDir`, creating it (owner-only) on first
+ * start. The new key is written to a file of its own, flushed to disk, then
+ * linked to its name in one step: a crash never leaves a key file half
+ * written, and of two processes starting at once on one data dir, the one
+ * that links second reads the other's key.
+ */
 export async function loadOrCreateKey (dataDir: string): Promise<PrivateKey> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
   const file = join(dataDir, KEY_FILE)
-  try {
-    return privateKeyFromProtobuf(await readFile(file))
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-  }
+  const existing = await readKey(file)
+  if (existing !== undefined) return existing
   const key = await generateKeyPair('Ed25519')
-  await writeFile(file, privateKeyToProtobuf(key), { mode: 0o600, flag: 'wx' })
-  await chmod(file, 0o600)
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+  const fh = await open(tmp, 'wx', 0o600)
+  try {
+    await fh.writeFile(privateKeyToProtobuf(key))
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+  try {
+    await link(tmp, file)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    const theirs = await readKey(file)
+    if (theirs !== undefined) return theirs
+    throw err
+  } finally {
+    await rm(tmp, { force: true })
+  }
   return key
+}
+
+/** The key in `file`; undefined when there is none; a clear error when what is there is not a key. */
+async function readKey (file: string): Promise<PrivateKey | undefined> {
+  let bytes: Uint8Array
+  try {
+    bytes = await readFile(file)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw err
+  }
+  try {
+    return privateKeyFromProtobuf(bytes)
+  } catch (err) {
+    throw new Error(`the key file ${file} (${bytes.byteLength} bytes) is not a private key: ${(err as Error).message}; move it away to start with a new identity`, { cause: err })
+  }
 }
 
 export async function openDatastore (dataDir: string | undefined): Promise<Datastore & { close?: () => Promise<void> }> {
@@ -56,6 +92,9 @@ export function peerIdOfAgent (agentId: string): PeerId {
   try {
     const id = peerIdFromString(agentId)
     if (id.publicKey === undefined) throw new Error('agent id does not embed a public key')
+    // the profile's agent ids are Ed25519 (protocols/errors.md, common.schema.json): another key type would sign
+    // what implementations that follow it refuse, and ECDSA gives one content many valid signatures
+    if (id.type !== 'Ed25519') throw new Error(`agent id is a ${id.type} key, not Ed25519`)
     return id
   } catch (err) {
     throw new AgentNotFoundError(`"${agentId.slice(0, 80)}" is not a valid agent id`, { agent_id: agentId.slice(0, 128) }, { cause: err })

@@ -69,13 +69,16 @@ export class Limiter {
   }
 
   async run<T> (fn: () => Promise<T>): Promise<T> {
+    // a task that ends hands its slot to the first waiter directly: a caller that comes between the wake-up and
+    // the waiter's turn finds no free slot, so never more than `n` run at once
     if (this.active >= this.n) await new Promise<void>(resolve => { this.waiting.push(resolve) })
-    this.active++
+    else this.active++
     try {
       return await fn()
     } finally {
-      this.active--
-      this.waiting.shift()?.()
+      const next = this.waiting.shift()
+      if (next === undefined) this.active--
+      else next()
     }
   }
 }
