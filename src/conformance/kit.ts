@@ -53,7 +53,8 @@ export interface Evidence {
 }
 
 function short (v: unknown): string {
-  const s = typeof v === 'string' ? v : JSON.stringify(v)
+  // JSON.stringify(undefined) is undefined, not a string
+  const s = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v)
   return s.length > KIT_EVIDENCE_MAX_CHARS ? `${s.slice(0, KIT_EVIDENCE_MAX_CHARS)}…` : s
 }
 
