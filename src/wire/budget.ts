@@ -78,7 +78,8 @@ const CLOSABLE_PROTOCOL_PREFIXES = ['/meshsub/', '/floodsub/', '/ipfs/id/', '/ip
 
 /** Whether every open stream of the connection may be lost past the hard limit (no run request under way). */
 function onlyClosableStreams (conn: Pick<Connection, 'streams'>): boolean {
-  return conn.streams.every(s => s.status !== 'open' || CLOSABLE_PROTOCOL_PREFIXES.some(p => s.protocol.startsWith(p)))
+  // a stream the peer opened and has not negotiated yet holds nothing of ours (in-flight.ts)
+  return conn.streams.every(s => s.status !== 'open' || (s.protocol === '' && s.direction === 'inbound') || CLOSABLE_PROTOCOL_PREFIXES.some(p => s.protocol.startsWith(p)))
 }
 
 /**

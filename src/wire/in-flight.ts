@@ -3,9 +3,14 @@
  * budget (budget.ts): closing such a connection would cut the request (a
  * delegation cut that way fails with AGENT_NOT_FOUND although both agents are
  * up). The calling side (client.ts) and the answering side (responder.ts) of
- * each aap stream register a probe for their stream; a stream still
- * negotiating its protocol (empty protocol, bounded by libp2p's negotiation
- * timeout) counts as busy too, since it is opened for a request.
+ * each aap stream register a probe for their stream; a stream this node
+ * opened that is still negotiating its protocol (empty protocol) counts as
+ * busy too, since it is opened for one of its own requests. One the peer
+ * opened does not: nothing of a request on it has been read yet, and a peer
+ * that kept one such stream always pending (libp2p's negotiation timeout is
+ * per stream) would otherwise make its connection one the budget never
+ * closes; some hundred throwaway peer ids doing so held a node at its hard
+ * limit, refusing everyone else (found by a review).
  */
 import type { Connection, Stream } from '@libp2p/interface'
 
@@ -19,7 +24,7 @@ export function watchRequests (stream: Stream, busy: () => boolean): void {
 /** Whether closing the connection now would cut a request in flight on it. */
 export function carriesRequest (conn: Pick<Connection, 'streams'>): boolean {
   for (const s of conn.streams) {
-    if (s.protocol === '' && s.status === 'open') return true
+    if (s.protocol === '' && s.status === 'open' && s.direction === 'outbound') return true
     if (probes.get(s)?.() === true) return true
   }
   return false
