@@ -22,7 +22,8 @@ describe('topic bounds', () => {
   const subs: EventSubscription[] = []
 
   beforeAll(async () => {
-    nodes = await startMesh(3, { bootstrapOf: () => 0 })
+    // Z delegates every run of the last test to Y: Y lets one delegator hold that many
+    nodes = await startMesh(3, { bootstrapOf: () => 0, nodeOptions: () => ({ maxInboundRunsPerDelegator: MAX_CORRELATION_TOPICS }) })
     ;[X, Y, Z] = nodes as [MeshNode, MeshNode, MeshNode]
   })
   afterAll(async () => { await stopAll(nodes) })
