@@ -31,6 +31,7 @@ import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
 import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-repeats.ts'
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
 import { coalesceTcpWrites } from './tcp-writes.ts'
+import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -108,17 +109,24 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   // (libp2p opens an upgraded connection without waiting, so each admitted one is the next inbound open)
   const hardLimit = (opts.maxConnections ?? CONNECTIONS_MAX) + (opts.connectionHeadroom ?? CONNECTIONS_HEADROOM)
   let created: MeshHost | undefined
-  let admitted = 0
+  // when each admitted connection was let through; one not seen open within INBOUND_ADMITTED_OPEN_MS no longer counts
+  // (libp2p starts before the listener that sees them open is on, so one admitted then would count for good)
+  const admitted: number[] = []
+  const admittedNow = (): number => {
+    const cutoff = Date.now() - INBOUND_ADMITTED_OPEN_MS
+    while (admitted.length > 0 && (admitted[0] ?? 0) < cutoff) admitted.shift()
+    return admitted.length
+  }
   const contacts = contactLiveness()
   const repeats = dhtRepeatStats()
-  const full = (): boolean => (created?.getConnections().length ?? 0) + admitted >= hardLimit
+  const full = (): boolean => (created?.getConnections().length ?? 0) + admittedNow() >= hardLimit
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
     connectionGater: {
       denyInboundEncryptedConnection: full,
       denyInboundUpgradedConnection: () => {
         if (full()) return true
-        admitted++
+        admitted.push(Date.now())
         return false
       }
     },
@@ -206,7 +214,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   repeatStats.set(created, repeats)
   peerStoreStats.set(created, cachePeerStore(created.peerStore))
   created.addEventListener('connection:open', (evt) => {
-    if (evt.detail.direction === 'inbound' && admitted > 0) admitted--
+    if (evt.detail.direction === 'inbound') admitted.shift()
     if (!tcpWritesCoalesced) tcpWritesCoalesced = coalesceTcpWrites(Reflect.get(evt.detail, 'maConn'))
   })
   return created

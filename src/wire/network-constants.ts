@@ -70,3 +70,8 @@ export const DHT_LOOKUP_PATIENCE_MS = 1_000
 /** A key's provider records, read for one answer, serve the answers of this long after, for at most this many keys (src/wire/provider-answers.ts). */
 export const DHT_PROVIDER_READ_TTL_MS = 5_000
 export const DHT_PROVIDER_READS_CACHED = 256
+/**
+ * The hard connection limit counts inbound connections the gater let through that are not open yet (host.ts);
+ * an upgraded one opens at once, so one admitted longer ago than this is no longer counted.
+ */
+export const INBOUND_ADMITTED_OPEN_MS = 10_000

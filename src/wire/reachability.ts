@@ -91,7 +91,10 @@ export class Reachability {
   }
 
   private async update (): Promise<void> {
-    this.updating = this.updating.then(async () => this.apply())
+    // one update that fails (a listener that throws) is logged and does not stop the ones after it
+    this.updating = this.updating.then(async () => this.apply()).catch((err: unknown) => {
+      this.log.error({ err: err instanceof Error ? err.message : String(err) }, 'a reachability update failed')
+    })
     return this.updating
   }
 
