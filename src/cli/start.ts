@@ -126,7 +126,7 @@ export function registerStart (program: Command): Command {
     .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
     .option('--a2a-host <host>', 'address of the A2A server', A2A_DEFAULT_HOST)
     .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
-    .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md)')
+    .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md); for test meshes only: any peer may make this node delegate or hand off to an agent it names, under this node\'s identity')
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
     .addOption(new Option('--report-connections', 'print a `connection` line per opened connection and a `disconnection` line per closed one').default(false).hideHelp())
     .addHelpText('after', `

@@ -9,14 +9,14 @@
  * younger than the grace period
  * (CONNECTION_GRACE_MS) is not closed yet, so the request it was opened for is
  * answered; a round that ends over the budget for that reason comes back when
- * the youngest such connection is out of grace. A peer with live runs
+ * the oldest such connection is out of grace. A peer with live runs
  * (RUN_PEER_TAG) is never closed, so
  * a node with more run peers than its budget stays over it (counted in
  * `stats.overBudget`) rather than break a run. One-off DHT lookups and card
  * fetches leave untagged connections, the first to go.
  *
  * A connection that carries a request in flight (in-flight.ts: a delegation,
- * a control call, a card fetch, a stream still negotiating) is not closed
+ * a control call, a card fetch, a stream this node opened still negotiating) is not closed
  * either, whatever its value: cutting it fails the request although both
  * peers are up. It is looked at again at the next round (a connection
  * opening, one leaving its grace, or BUDGET_BUSY_RECHECK_MS later). A peer
