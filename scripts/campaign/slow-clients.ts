@@ -124,7 +124,9 @@ export async function runSlowClients (o: SlowClientOptions): Promise<PartResult>
 
     // both nodes keep their runs in LevelDB (as a real node does), so the heap figure is what the node holds, not the runs' data
     tmp = await mkdtemp(join(tmpdir(), 'aap-campaign-slow-'))
-    a = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), dataDir: join(tmp, 'executor') })
+    // one delegator leaves every round's runs untaken at once, beside its chatty run: its share of the executor's run slots must hold them all
+    // (MAX_INBOUND_RUNS_PER_DELEGATOR, 64, would refuse the 65th, which is what runs-slots.test.ts shows, not this part)
+    a = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), dataDir: join(tmp, 'executor'), maxInboundRunsPerDelegator: o.runsPerRound + 1 })
     await a.start()
     b = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), dataDir: join(tmp, 'delegator') })
     await b.start()
