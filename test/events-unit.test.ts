@@ -266,4 +266,39 @@ describe('subscription', () => {
     expect(open.closed).toBe(true)
     expect(closed).toBe(501)
   })
+
+  it('behind the log: ignores live events, hands out a superseding event it missed, and fails with the reason of a failed read', async () => {
+    // a stand-in for the log's catch-up (the real one is in events-catch-up.test.ts): two pages, then live
+    const pages = [[ev('r', 1), ev('r', 2)], [ev('r', 3)]]
+    const sub = new EventSubscription('T', { maxBuffered: 2 }, () => {})
+    sub.readFrom({
+      pull: async (s) => {
+        s.settleSupersedes()
+        const page = pages.shift()
+        if (page === undefined) { s.goLive(); return }
+        for (const e of page) s.acceptHistory(e)
+      }
+    })
+    expect(sub.catchingUp).toBe(true)
+    sub.deliver(ev('r', 9)) // live, while behind: the log has it, in its turn
+    expect((await sub.next()).value?.seq).toBe(1)
+    expect((await sub.next()).value?.seq).toBe(2)
+    // the executor's event replaces what seq 2 held (a delegator's verdict), after the consumer read it
+    const own = { ...ev('r', 2), signature: 'executor' }
+    sub.supersede(own)
+    const third = await sub.next()
+    expect([third.value?.seq, third.value?.signature]).toEqual([2, 'executor'])
+    expect((await sub.next()).value?.seq).toBe(3)
+    // nothing left: live from now on
+    const waiting = sub.next()
+    await expect.poll(() => sub.catchingUp).toBe(false)
+    sub.deliver(ev('r', 4))
+    expect((await waiting).value?.seq).toBe(4)
+    sub.close()
+
+    const broken = new EventSubscription('T', {}, () => {})
+    broken.readFrom({ pull: async () => { throw new Error('disk gone') } })
+    await expect(broken.next()).rejects.toMatchObject({ code: 'INTERNAL' })
+    expect(broken.closed).toBe(true)
+  })
 })

@@ -35,6 +35,7 @@ import { CopyStore } from './copies.ts'
 import { Placement } from './placement.ts'
 import type { LocalRuns } from './ports.ts'
 import { buildReplay, type CorrelationReplay } from './replay.ts'
+import { CatchUp } from './catch-up.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
 import { Syncer } from './syncer.ts'
@@ -215,12 +216,15 @@ export class Events {
       // history from the log, and the subscriber joins live delivery in the same
       // locked step: events are placed on this lock or while it is idle, and stored
       // before any later task on it runs, so none falls between
+      // an iterator reads its history at its own pace, from the log (catch-up.ts)
+      const pull = opts.history !== false && opts.onEvent === undefined
       await t.lock.run(async () => {
         await this.correlations.flushCopies()
         const held = (await this.log.runsOf(correlationId)).sort()
         // from now on a run missing from this list has nothing in the log to look up
         t.logRuns ??= new Set(held)
-        for (const runId of held) {
+        if (pull) sub.readFrom(new CatchUp(t, { log: this.log, correlations: this.correlations }))
+        for (const runId of pull ? [] : held) {
           const rt = await this.correlations.runTrack(t, runId)
           // only runs admitted to the owner's task are handed over (protocols/lineage.md)
           if (rt?.lineage !== 'admitted') continue

@@ -4,7 +4,7 @@
  * once. The events service feeds it; closing it is the consumer's way out.
  */
 import { SUBSCRIBER_BUFFER_MAX_EVENTS } from '../constants.ts'
-import { AapError } from '../errors.ts'
+import { AapError, toAapError } from '../errors.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 
 export interface SubscribeOptions {
@@ -36,12 +36,22 @@ export class SubscriberOverflowError extends AapError {
   }
 }
 
+/**
+ * Where a subscription that is behind the log reads the rest of its history
+ * (catch-up.ts). One `pull` calls `settleSupersedes`, then queues at most
+ * a page of events through `acceptHistory`, or calls `goLive` once nothing
+ * is left to read.
+ */
+export interface HistorySource {
+  pull: (sub: EventSubscription) => Promise<void>
+}
+
 export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   readonly correlation_id: string
   private readonly queue: AgentEvent[] = []
   private readonly cursor = new Map<string, number>()
   private readonly onEvent?: (event: AgentEvent) => void
-  private readonly maxBuffered: number
+  readonly maxBuffered: number
   private readonly onClose: (sub: EventSubscription) => void
   private waiter?: PromiseWithResolvers<IteratorResult<AgentEvent>>
   private failure?: AapError
@@ -49,6 +59,11 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   /** The caller's signal and this subscription's listener on it, removed when the subscription ends. */
   private readonly signal?: AbortSignal
   private readonly onAbort = (): void => { this.close() }
+  /** While set, the subscription reads its history from here and ignores live events (the log holds them). */
+  private history?: HistorySource
+  private pulling?: Promise<void>
+  /** Executors' events that replaced a verdict while catching up, by run: settled on the next pull. */
+  private superseding?: Map<string, AgentEvent>
   /** Calls of the `onEvent` callback that threw (delivery went on), and the last such error. */
   callbackErrors = 0
   lastCallbackError: unknown
@@ -87,6 +102,51 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
    * at or below the cursor are repeats (history and live overlap) and dropped.
    */
   deliver (event: AgentEvent): void {
+    if (this.history !== undefined) return
+    this.accept(event, true)
+  }
+
+  /**
+   * Read the history from `source` at the consumer's pace (an iterator
+   * subscription): live events are ignored until `goLive`, since the log
+   * holds them and the catch-up reads them there in order.
+   */
+  readFrom (source: HistorySource): void {
+    if (!this.done && this.onEvent === undefined) this.history = source
+  }
+
+  get catchingUp (): boolean {
+    return this.history !== undefined
+  }
+
+  /** An event read from the log by the catch-up: never more than a page per pull, so never an overflow. */
+  acceptHistory (event: AgentEvent): void {
+    this.accept(event, false)
+  }
+
+  /**
+   * Called by the catch-up, in the correlation's locked step, before it reads:
+   * an executor's event that replaced a verdict this subscription already
+   * handed out is handed out now; one at a seq not reached yet is read from
+   * the log in its turn.
+   */
+  settleSupersedes (): void {
+    const pending = this.superseding
+    if (pending === undefined) return
+    this.superseding = undefined
+    for (const e of pending.values()) {
+      if (this.position(e.run_id) === e.seq) this.cursor.set(e.run_id, e.seq - 1)
+      this.accept(e, false)
+    }
+  }
+
+  /** Caught up, in the correlation's locked step: from now on live events are delivered. */
+  goLive (): void {
+    this.settleSupersedes()
+    this.history = undefined
+  }
+
+  private accept (event: AgentEvent, bounded: boolean): void {
     if (this.done) return
     const at = this.position(event.run_id)
     if (event.seq <= at) return
@@ -112,7 +172,7 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
       w.resolve({ value: event, done: false })
       return
     }
-    if (this.queue.length >= this.maxBuffered) {
+    if (bounded && this.queue.length >= this.maxBuffered) {
       this.fail(new SubscriberOverflowError(this.correlation_id, this.maxBuffered))
       return
     }
@@ -125,6 +185,11 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
    * (protocols/liveness.md). The only event ever handed out twice for a seq.
    */
   supersede (event: AgentEvent): void {
+    if (this.history !== undefined) {
+      // the catch-up may have read the verdict already: settled on its next locked step
+      (this.superseding ??= new Map()).set(event.run_id, event)
+      return
+    }
     if (this.position(event.run_id) === event.seq) this.cursor.set(event.run_id, event.seq - 1)
     this.deliver(event)
   }
@@ -156,16 +221,26 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   }
 
   async next (): Promise<IteratorResult<AgentEvent>> {
-    const e = this.queue.shift()
-    if (e !== undefined) return { value: e, done: false }
-    if (this.failure !== undefined) {
-      const f = this.failure
-      this.failure = undefined
-      throw f
+    for (;;) {
+      const e = this.queue.shift()
+      if (e !== undefined) return { value: e, done: false }
+      if (this.failure !== undefined) {
+        const f = this.failure
+        this.failure = undefined
+        throw f
+      }
+      if (this.done) return { value: undefined, done: true }
+      const source = this.history
+      if (source === undefined) {
+        this.waiter = Promise.withResolvers()
+        return this.waiter.promise
+      }
+      // behind the log: read the next page (one pull at a time, whoever calls next)
+      this.pulling ??= source.pull(this).then(undefined, (err: unknown) => {
+        this.fail(toAapError(err))
+      }).finally(() => { this.pulling = undefined })
+      await this.pulling
     }
-    if (this.done) return { value: undefined, done: true }
-    this.waiter = Promise.withResolvers()
-    return this.waiter.promise
   }
 
   async return (): Promise<IteratorResult<AgentEvent>> {
