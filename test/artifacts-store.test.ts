@@ -5,7 +5,7 @@
  * had found there and counted on meanwhile: that artifact then read as
  * ARTIFACT_CORRUPT (missing_chunk) for good, and was served broken.
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -70,5 +70,36 @@ describe('artifact store writes', () => {
     await reopened.open()
     expect(store.used).toBe(reopened.used)
     expect(await readAll(store, a.id)).toBe(ARTIFACT_CHUNK_BYTES)
+  })
+
+  it('chunks a write moved in but no manifest names (it died before its manifest) are swept when the store opens; shared ones stay', async () => {
+    const store = await openStore()
+    const shared = new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(5)
+    const kept = await store.put((async function * () { yield shared })())
+    const usedBefore = store.used
+    const other = await store.put((async function * () { yield shared; yield new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(6); yield new Uint8Array(9) })())
+    // what a kill -9 between moving the chunks and writing the manifest leaves on disk
+    await rm(join(store.dir, 'manifests', other.id))
+    expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(3)
+    const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
+    await reopened.open()
+    // before, the two orphans stayed on disk and counted against the store's bound for good
+    expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(1)
+    expect(reopened.used).toBe(usedBefore)
+    expect(reopened.stats.orphanChunksSwept).toBe(2)
+    expect(await readAll(reopened, kept.id)).toBe(ARTIFACT_CHUNK_BYTES)
+    expect(await reopened.manifest(other.id)).toBeUndefined()
+  })
+
+  it('sweeps nothing when a manifest cannot be read (its chunks are not known)', async () => {
+    const store = await openStore()
+    const a = await store.put((async function * () { yield new Uint8Array(100).fill(1) })())
+    await store.put((async function * () { yield new Uint8Array(100).fill(2) })())
+    await writeFile(join(store.dir, 'manifests', a.id), 'damaged')
+    const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
+    await reopened.open()
+    expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(2)
+    expect(reopened.stats.orphanChunksSwept).toBe(0)
+    expect(reopened.stats.unreadableManifests).toBe(1)
   })
 })

@@ -38,6 +38,8 @@ export class ArtifactStore {
   private readonly maxBytes: number
   private readonly log: Logger
   private usedBytes = 0
+  /** What `open` found: chunks no manifest named (removed), and manifests it could not read (nothing swept then). */
+  readonly stats = { orphanChunksSwept: 0, unreadableManifests: 0 }
   /** Commits one at a time: a chunk two writes staged moves into `chunks/` once, and is counted once. */
   private committing: Promise<void> = Promise.resolve()
 
@@ -61,11 +63,40 @@ export class ArtifactStore {
     // what a crashed write left in tmp/ is not part of any artifact
     await rm(join(this.dir, 'tmp'), { recursive: true, force: true })
     await mkdir(join(this.dir, 'tmp'), { recursive: true })
+    await this.sweepOrphans()
     let used = 0
     for (const sub of ['chunks', 'manifests']) {
       for (const name of await readdir(join(this.dir, sub))) used += (await stat(join(this.dir, sub, name))).size
     }
     this.usedBytes = used
+  }
+
+  /**
+   * Remove the chunks no manifest names. A write moves its chunks into
+   * `chunks/` before it writes its manifest, so a node killed (or a manifest
+   * write failed) in between leaves chunks no artifact uses, counted against
+   * the bound for good. While the node runs such a chunk may be counted on by
+   * a write in progress (stage skips chunks `chunks/` holds), so they go only
+   * here, before any write. A manifest that cannot be read stops the sweep:
+   * its chunks are not known.
+   */
+  private async sweepOrphans (): Promise<void> {
+    const named = new Set<string>()
+    for (const id of await readdir(join(this.dir, 'manifests'))) {
+      try {
+        for (const cid of verifyManifest(parseId(id, JSON_CODEC), await readFile(this.manifestPath(id))).chunks) named.add(cid)
+      } catch (err) {
+        this.stats.unreadableManifests++
+        this.log.warn({ err, artifact: id }, 'an artifact manifest on disk cannot be read: no chunk is swept')
+      }
+    }
+    if (this.stats.unreadableManifests > 0) return
+    for (const cid of await readdir(join(this.dir, 'chunks'))) {
+      if (named.has(cid)) continue
+      await rm(this.chunkPath(cid), { force: true })
+      this.stats.orphanChunksSwept++
+    }
+    if (this.stats.orphanChunksSwept > 0) this.log.info({ chunks: this.stats.orphanChunksSwept }, 'removed artifact chunks no manifest names (left by writes that did not finish)')
   }
 
   private reserve (bytes: number): void {
