@@ -153,6 +153,20 @@ describe('kad-dht closest-peer tags', () => {
     writes.length = 0
     await tagger.updatePeerTags()
     expect(writes).toEqual([])
-    expect(stats).toMatchObject({ closeTagRefreshes: 3, closeTagChanges: 2 })
+    expect(stats).toMatchObject({ closeTagRefreshes: 3, closeTagChanges: 2, closeTagWriteFailures: 0 })
+
+    // a write the peer store refuses is made again on the next refresh (before, the peer stayed untagged for good)
+    let refuse = true
+    const merge = tagger.components.peerStore.merge
+    tagger.components.peerStore.merge = async (p, data) => {
+      if (refuse) throw new Error('peer store busy')
+      await merge(p, data)
+    }
+    tagger.newPeers.peers = [p1, p3].map(id => ({ peer: { id } }))
+    await tagger.updatePeerTags()
+    expect(stats.closeTagWriteFailures).toBe(2)
+    refuse = false
+    await tagger.updatePeerTags()
+    expect(writes.sort()).toEqual(['P1 kad-close=50 keep-alive-kad-dht=1', 'P2 kad-close=- keep-alive-kad-dht=-'])
   })
 })

@@ -50,6 +50,8 @@ export interface DhtRepeatStats {
   closeTagsApplied: boolean
   closeTagRefreshes: number
   closeTagChanges: number
+  /** Tag writes the peer store refused: each is made again on the next refresh. */
+  closeTagWriteFailures: number
 }
 
 interface Table extends EventTarget {
@@ -149,7 +151,7 @@ export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => Ka
 }
 
 export function dhtRepeatStats (): DhtRepeatStats {
-  return { applied: false, closestHits: 0, closestMisses: 0, namedAgain: 0, closeTagsApplied: false, closeTagRefreshes: 0, closeTagChanges: 0 }
+  return { applied: false, closestHits: 0, closestMisses: 0, namedAgain: 0, closeTagsApplied: false, closeTagRefreshes: 0, closeTagChanges: 0, closeTagWriteFailures: 0 }
 }
 
 interface TagWrite { tags: Record<string, { value: number } | undefined> }
@@ -192,10 +194,19 @@ function cheapCloseTags (tagger: CloseTagger, stats: DhtRepeatStats): void {
     current = next
     const { closeTagName: name, closeTagValue: value } = tagger
     const store = tagger.components.peerStore
-    await Promise.all([
+    const results = await Promise.allSettled([
       ...added.map(async (peer) => store.merge(peer, { tags: { [name]: { value }, [KAD_KEEP_ALIVE_TAG]: { value: 1 } } })),
       ...removed.map(async (peer) => store.merge(peer, { tags: { [name]: undefined, [KAD_KEEP_ALIVE_TAG]: undefined } }))
     ])
+    // a write that failed is made again on the next refresh: the peer is held as it was before this one
+    results.forEach((r, i) => {
+      if (r.status === 'fulfilled') return
+      stats.closeTagWriteFailures++
+      const peer = i < added.length ? added[i] : removed[i - added.length]
+      if (peer === undefined) return
+      if (i < added.length) current.delete(peer.toString())
+      else current.set(peer.toString(), peer)
+    })
   }
   stats.closeTagsApplied = true
 }
