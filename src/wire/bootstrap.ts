@@ -5,13 +5,24 @@
  * check every BOOTSTRAP_CHECK_INTERVAL_MS that one still is. So a node started
  * before its bootstrap peer joins when that peer comes up, and a node cut off
  * by a partition dials back in when it heals.
+ *
+ * A bootstrap peer is the first peer of many nodes, and its connection budget
+ * prunes most of them once they have other peers. A node that still holds
+ * other connections and finds its bootstrap connection closed again after it
+ * dialed it back does not dial again at the next check: it waits
+ * BOOTSTRAP_CHURN_MIN_MS, doubling per such redial up to
+ * BOOTSTRAP_CHURN_MAX_MS, so the pruned nodes of a mesh do not redial their
+ * bootstrap peer every few seconds for good. A node with no connection at
+ * all, or whose redial failed, is cut off: it dials at once and the wait
+ * starts over.
  */
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Libp2p } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
 import {
-  BOOTSTRAP_CHECK_INTERVAL_MS, BOOTSTRAP_DIAL_TIMEOUT_MS, BOOTSTRAP_RETRY_MAX_MS, BOOTSTRAP_RETRY_MIN_MS
+  BOOTSTRAP_CHECK_INTERVAL_MS, BOOTSTRAP_CHURN_MAX_MS, BOOTSTRAP_CHURN_MIN_MS, BOOTSTRAP_DIAL_TIMEOUT_MS, BOOTSTRAP_RETRY_MAX_MS,
+  BOOTSTRAP_RETRY_MIN_MS
 } from './network-constants.ts'
 
 export interface BootstrapInit {
@@ -21,6 +32,10 @@ export interface BootstrapInit {
   log: Logger
   /** Called after each round that connected a bootstrap peer none was connected before. */
   onJoined?: (peers: number) => void
+  /** The check interval and the churn waits (default the BOOTSTRAP_* constants; shorter in tests). */
+  checkMs?: number
+  churnMinMs?: number
+  churnMaxMs?: number
 }
 
 export class Bootstrapper {
@@ -30,10 +45,24 @@ export class Bootstrapper {
   private loop?: Promise<void>
   /** Dial rounds that reached no bootstrap peer, since the last that did (a metric for operators). */
   failedRounds = 0
+  /** Redials of a bootstrap peer that closed the connection again while this node held others. */
+  churnRedials = 0
+  /** Checks that found the bootstrap connection closed but waited (the node held others; see the module comment). */
+  churnWaits = 0
+  /** The wait before the next such redial: BOOTSTRAP_CHURN_MIN_MS, doubled per redial. */
+  churnDelayMs: number
+  private nextChurnRedial = 0
+  private readonly checkMs: number
+  private readonly churnMinMs: number
+  private readonly churnMaxMs: number
 
   constructor (init: BootstrapInit) {
     this.init = init
     this.addrs = init.addrs.map(a => multiaddr(a))
+    this.checkMs = init.checkMs ?? BOOTSTRAP_CHECK_INTERVAL_MS
+    this.churnMinMs = init.churnMinMs ?? BOOTSTRAP_CHURN_MIN_MS
+    this.churnMaxMs = init.churnMaxMs ?? BOOTSTRAP_CHURN_MAX_MS
+    this.churnDelayMs = this.churnMinMs
   }
 
   /** One round of dials now; then the loop runs until stop(). Returns how many answered. */
@@ -69,7 +98,7 @@ export class Bootstrapper {
     let joined = wasJoined
     let wait = BOOTSTRAP_RETRY_MIN_MS
     while (!this.ctl.signal.aborted) {
-      const ok = await sleep(joined ? BOOTSTRAP_CHECK_INTERVAL_MS : wait, true, { signal: this.ctl.signal }).catch((err: unknown) => {
+      const ok = await sleep(joined ? this.checkMs : wait, true, { signal: this.ctl.signal }).catch((err: unknown) => {
         if (!this.ctl.signal.aborted) this.init.log.warn({ err: messageOf(err) }, 'bootstrap wait failed')
         return false
       })
@@ -78,8 +107,24 @@ export class Bootstrapper {
         joined = true
         continue
       }
+      // joined, and still holding other peers: the bootstrap peer closed the connection (its budget), not the network
+      const churn = joined && this.init.host.getConnections().length > 0
+      if (churn && Date.now() < this.nextChurnRedial) {
+        this.churnWaits++
+        continue
+      }
       const answered = await this.round()
       if (this.ctl.signal.aborted) return
+      if (answered > 0 && churn) {
+        this.churnRedials++
+        this.nextChurnRedial = Date.now() + this.churnDelayMs
+        this.init.log.debug({ next_ms: this.churnDelayMs }, 'dialed a bootstrap peer that had closed the connection again; the next such redial waits')
+        this.churnDelayMs = Math.min(this.churnDelayMs * 2, this.churnMaxMs)
+      } else {
+        // cut off (or a failed round): the next redial comes at once, and the churn wait starts over
+        this.churnDelayMs = this.churnMinMs
+        this.nextChurnRedial = 0
+      }
       if (answered > 0) {
         this.init.log.info({ peers: answered, after_rounds: this.failedRounds }, 'joined through bootstrap peers')
         this.failedRounds = 0

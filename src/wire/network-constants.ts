@@ -44,6 +44,14 @@ export const BOOTSTRAP_RETRY_MIN_MS = 250
 export const BOOTSTRAP_RETRY_MAX_MS = 15_000
 /** Bootstrap: with a bootstrap peer connected, check this often that one still is (heals partitions). */
 export const BOOTSTRAP_CHECK_INTERVAL_MS = 5_000
+/**
+ * Bootstrap: a node that holds other connections, and whose bootstrap
+ * connection was closed again after it dialed it back (the bootstrap peer's
+ * budget pruned it), waits this long before the next such redial, doubling up
+ * to BOOTSTRAP_CHURN_MAX_MS. A node with no connection at all dials at once.
+ */
+export const BOOTSTRAP_CHURN_MIN_MS = 5_000
+export const BOOTSTRAP_CHURN_MAX_MS = 300_000
 /** Bootstrap: one dial of a bootstrap peer must answer within this. */
 export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5_000
 
