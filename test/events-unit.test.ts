@@ -15,6 +15,9 @@ import { EventLog } from '../src/runlog/event-log.ts'
 import { checkChain, eventHash, signEvent, verifyEvent } from '../src/runlog/event.ts'
 import { buildReplay } from '../src/events/replay.ts'
 import { EventSubscription, SubscriberOverflowError } from '../src/events/subscription.ts'
+import { CatchUp } from '../src/events/catch-up.ts'
+import type { CorrTrack, RunTrack } from '../src/events/track.ts'
+import { Mutex } from '../src/util/concurrency.ts'
 import { correlationPage, isSyncResponse, runPage } from '../src/events/sync.ts'
 import { correlationTopic, parseCorrelationTopic } from '../src/events/topic.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
@@ -300,5 +303,55 @@ describe('subscription', () => {
     broken.readFrom({ pull: async () => { throw new Error('disk gone') } })
     await expect(broken.next()).rejects.toMatchObject({ code: 'INTERNAL' })
     expect(broken.closed).toBe(true)
+  })
+
+  it('catching up on a real log: a replaced verdict at a seq not read yet, in this run or another, is read in its turn', async () => {
+    const log = new EventLog(new MemoryDatastore())
+    const withSig = (e: AgentEvent, signature: string): AgentEvent => ({ ...e, signature })
+    await log.append([ev('a', 1), ev('a', 2), ev('a', 3), withSig(ev('a', 4), 'verdict'), ev('b', 1), withSig(ev('b', 2), 'verdict')])
+    const t = { id: 'T', lock: new Mutex() } as unknown as CorrTrack
+    const admitted = { lineage: 'admitted' } as unknown as RunTrack
+    const sub = new EventSubscription('T', { maxBuffered: 2 }, () => {})
+    sub.readFrom(new CatchUp(t, { log, correlations: { runTrack: async () => admitted, flushCopies: async () => {} } }))
+    expect((await sub.next()).value?.seq).toBe(1)
+    // the executors' own events take the verdicts' places, in the log (the copy) and for the subscribers
+    for (const own of [withSig(ev('a', 4), 'executor'), withSig(ev('b', 2), 'executor')]) {
+      await log.append([own])
+      sub.supersede(own)
+    }
+    const got: string[] = []
+    while (got.length < 5) {
+      const r = await sub.next()
+      if (r.done === true) break
+      got.push(`${r.value.run_id}${r.value.seq}:${r.value.signature}`)
+    }
+    // before, the first pull failed the subscription ('order': handed a#4 after #1)
+    expect(got).toEqual(['a2:s', 'a3:s', 'a4:executor', 'b1:s', 'b2:executor'])
+    sub.close()
+  })
+
+  it('ends a call waiting on a pull when it is closed, not when the pull gets its turn', async () => {
+    // the pull waits behind the correlation's lock (a long delivery, a write): it never gets its turn here
+    const held = Promise.withResolvers<void>()
+    const sub = new EventSubscription('T', {}, () => {})
+    sub.readFrom({ pull: async () => held.promise })
+    const waiting = sub.next()
+    sub.close()
+    expect(await waiting).toEqual({ value: undefined, done: true })
+    held.resolve()
+  })
+
+  it('settles every call of next() made before an event comes, in order', async () => {
+    // before, a second call replaced the first one's waiter, which then never settled
+    const sub = new EventSubscription('T', {}, () => {})
+    const first = sub.next()
+    const second = sub.next()
+    const third = sub.next()
+    sub.deliver(ev('r', 1))
+    sub.deliver(ev('r', 2))
+    sub.close()
+    expect((await first).value?.seq).toBe(1)
+    expect((await second).value?.seq).toBe(2)
+    expect(await third).toEqual({ value: undefined, done: true })
   })
 })

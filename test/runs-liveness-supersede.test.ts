@@ -96,6 +96,13 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     const verdict = await eventAt(A, run.run_id, 2)
     expect(verdict?.declared_by).toBe(A.agentId)
     await onD.until(es => es.some(e => e.run_id === run.run_id && e.declared_by !== undefined), 'the bystander holding the verdict')
+    // iterator subscribers still catching up on the log: one has read the verdict (a page of one event at a
+    // time, so it is not live yet), one has read nothing
+    const sees = (e: AgentEvent | undefined): string => e === undefined ? 'end' : `${e.seq}:${e.declared_by === undefined ? e.type : 'verdict'}`
+    const readVerdict = await D.events.subscribe(task, { owner: A.agentId, maxBuffered: 1 })
+    expect([sees((await readVerdict.next()).value), sees((await readVerdict.next()).value)]).toEqual(['1:run.started', '2:verdict'])
+    expect(readVerdict.catchingUp).toBe(true)
+    const readNothing = await D.events.subscribe(task, { owner: A.agentId })
 
     // the executor, which never heard of the verdict, completes the run; then it answers control again
     gates.get(task)!.resolve()
@@ -126,6 +133,11 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
         .filter(e => e.run_id === run.run_id && e.seq === 2)
       expect(at2.map(e => e.declared_by === undefined ? e.type : 'verdict')).toEqual(['verdict', 'run.completed'])
     }
+    // and so did the iterators: the replacement after the verdict it read, or the executor's log alone
+    expect(sees((await readVerdict.next()).value)).toBe('2:run.completed')
+    expect([sees((await readNothing.next()).value), sees((await readNothing.next()).value)]).toEqual(['1:run.started', '2:run.completed'])
+    readVerdict.close()
+    readNothing.close()
     const replay = await D.events.replay(task, { owner: A.agentId, participants: [A.agentId, B.agentId] })
     const r = replay.runs.find(x => x.run_id === run.run_id)
     expect(r?.state).toBe('completed')

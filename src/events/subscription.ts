@@ -53,7 +53,10 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   private readonly onEvent?: (event: AgentEvent) => void
   readonly maxBuffered: number
   private readonly onClose: (sub: EventSubscription) => void
-  private waiter?: PromiseWithResolvers<IteratorResult<AgentEvent>>
+  /** Calls of `next` waiting for an event, oldest first (a consumer may call it again before one settles). */
+  private readonly waiters: Array<PromiseWithResolvers<IteratorResult<AgentEvent>>> = []
+  /** Settled when the subscription ends: a `next` waiting on a pull returns then, not when the pull gets its turn. */
+  private readonly ended = Promise.withResolvers<void>()
   private failure?: AapError
   private done = false
   /** The caller's signal and this subscription's listener on it, removed when the subscription ends. */
@@ -63,7 +66,7 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   private history?: HistorySource
   private pulling?: Promise<void>
   /** Executors' events that replaced a verdict while catching up, by run: settled on the next pull. */
-  private superseding?: Map<string, AgentEvent>
+  private superseding?: AgentEvent[]
   /** Calls of the `onEvent` callback that threw (delivery went on), and the last such error. */
   callbackErrors = 0
   lastCallbackError: unknown
@@ -127,15 +130,18 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   /**
    * Called by the catch-up, in the correlation's locked step, before it reads:
    * an executor's event that replaced a verdict this subscription already
-   * handed out is handed out now; one at a seq not reached yet is read from
-   * the log in its turn.
+   * handed out (its position is that seq) is handed out now; one at a seq not
+   * reached yet is read from the log in its turn, since the log holds it now
+   * (the copies are written before this step). Past that seq, what was read
+   * there was read after the replacement was stored. In the order they came.
    */
   settleSupersedes (): void {
     const pending = this.superseding
     if (pending === undefined) return
     this.superseding = undefined
-    for (const e of pending.values()) {
-      if (this.position(e.run_id) === e.seq) this.cursor.set(e.run_id, e.seq - 1)
+    for (const e of pending) {
+      if (this.position(e.run_id) !== e.seq) continue
+      this.cursor.set(e.run_id, e.seq - 1)
       this.accept(e, false)
     }
   }
@@ -166,9 +172,8 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
       }
       return
     }
-    if (this.waiter !== undefined) {
-      const w = this.waiter
-      this.waiter = undefined
+    const w = this.waiters.shift()
+    if (w !== undefined) {
       w.resolve({ value: event, done: false })
       return
     }
@@ -187,7 +192,7 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   supersede (event: AgentEvent): void {
     if (this.history !== undefined) {
       // the catch-up may have read the verdict already: settled on its next locked step
-      (this.superseding ??= new Map()).set(event.run_id, event)
+      (this.superseding ??= []).push(event)
       return
     }
     if (this.position(event.run_id) === event.seq) this.cursor.set(event.run_id, event.seq - 1)
@@ -210,9 +215,9 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
     this.done = true
     this.signal?.removeEventListener('abort', this.onAbort)
     this.onClose(this)
-    if (this.waiter !== undefined) {
-      const w = this.waiter
-      this.waiter = undefined
+    this.ended.resolve()
+    // the oldest waiting call gets the failure, if any; every other one the end
+    for (const w of this.waiters.splice(0)) {
       const f = this.failure
       this.failure = undefined
       if (f !== undefined) w.reject(f)
@@ -232,14 +237,15 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
       if (this.done) return { value: undefined, done: true }
       const source = this.history
       if (source === undefined) {
-        this.waiter = Promise.withResolvers()
-        return this.waiter.promise
+        const w = Promise.withResolvers<IteratorResult<AgentEvent>>()
+        this.waiters.push(w)
+        return w.promise
       }
-      // behind the log: read the next page (one pull at a time, whoever calls next)
+      // behind the log: read the next page (one pull at a time, whoever calls next); an end comes first
       this.pulling ??= source.pull(this).then(undefined, (err: unknown) => {
         this.fail(toAapError(err))
       }).finally(() => { this.pulling = undefined })
-      await this.pulling
+      await Promise.race([this.pulling, this.ended.promise])
     }
   }
 
