@@ -7,14 +7,17 @@
  * by a partition dials back in when it heals.
  *
  * A bootstrap peer is the first peer of many nodes, and its connection budget
- * prunes most of them once they have other peers. A node that still holds
- * other connections and finds its bootstrap connection closed again after it
- * dialed it back does not dial again at the next check: it waits
- * BOOTSTRAP_CHURN_MIN_MS, doubling per such redial up to
- * BOOTSTRAP_CHURN_MAX_MS, so the pruned nodes of a mesh do not redial their
- * bootstrap peer every few seconds for good. A node with no connection at
- * all, or whose redial failed, is cut off: it dials at once and the wait
- * starts over.
+ * prunes most of them once they have other peers (a new connection is kept
+ * CONNECTION_GRACE_MS first). A node that still holds other connections and
+ * finds its bootstrap connection closed again after it dialed it back does
+ * not dial again at the next check: it waits BOOTSTRAP_CHURN_MIN_MS from that
+ * redial, doubling per such redial up to BOOTSTRAP_CHURN_MAX_MS, so the
+ * pruned nodes of a mesh do not redial their bootstrap peer about every
+ * 25 s (grace and check) for good. A node that looks cut off dials at once
+ * and the wait starts over: it holds no connection, or at most half of those
+ * it held at its last redial (a partition closes many connections at once, a
+ * budget one), or its redial failed. A partition that closes fewer than half
+ * of a node's connections is noticed at the end of the wait at the latest.
  */
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -49,6 +52,10 @@ export class Bootstrapper {
   churnRedials = 0
   /** Checks that found the bootstrap connection closed but waited (the node held others; see the module comment). */
   churnWaits = 0
+  /** Redials at once because the node looked cut off (most of its connections gone) while a churn wait ran. */
+  cutOffRedials = 0
+  /** Connections the node held at its last churn redial. */
+  private heldAtRedial = 0
   /** The wait before the next such redial: BOOTSTRAP_CHURN_MIN_MS, doubled per redial. */
   churnDelayMs: number
   private nextChurnRedial = 0
@@ -107,24 +114,28 @@ export class Bootstrapper {
         joined = true
         continue
       }
-      // joined, and still holding other peers: the bootstrap peer closed the connection (its budget), not the network
-      const churn = joined && this.init.host.getConnections().length > 0
-      if (churn && Date.now() < this.nextChurnRedial) {
+      // joined, and still holding most of its peers: the bootstrap peer closed the connection (its budget), not the network
+      const held = this.init.host.getConnections().length
+      const churn = joined && held > 0 && held * 2 > this.heldAtRedial
+      if (churn && performance.now() < this.nextChurnRedial) {
         this.churnWaits++
         continue
       }
+      if (!churn && this.nextChurnRedial > performance.now()) this.cutOffRedials++
       const answered = await this.round()
       if (this.ctl.signal.aborted) return
       if (answered > 0 && churn) {
         this.churnRedials++
-        this.nextChurnRedial = Date.now() + this.churnDelayMs
+        this.heldAtRedial = this.init.host.getConnections().length
+        this.nextChurnRedial = performance.now() + this.churnDelayMs
         this.init.log.debug({ next_ms: this.churnDelayMs }, 'dialed a bootstrap peer that had closed the connection again; the next such redial waits')
         this.churnDelayMs = Math.min(this.churnDelayMs * 2, this.churnMaxMs)
-      } else {
-        // cut off (or a failed round): the next redial comes at once, and the churn wait starts over
-        this.churnDelayMs = this.churnMinMs
-        this.nextChurnRedial = 0
+        continue
       }
+      // cut off (or a failed round): the next redial comes at once, and the churn wait starts over
+      this.churnDelayMs = this.churnMinMs
+      this.nextChurnRedial = 0
+      this.heldAtRedial = 0
       if (answered > 0) {
         this.init.log.info({ peers: answered, after_rounds: this.failedRounds }, 'joined through bootstrap peers')
         this.failedRounds = 0

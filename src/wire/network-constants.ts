@@ -47,11 +47,12 @@ export const BOOTSTRAP_CHECK_INTERVAL_MS = 5_000
 /**
  * Bootstrap: a node that holds other connections, and whose bootstrap
  * connection was closed again after it dialed it back (the bootstrap peer's
- * budget pruned it), waits this long before the next such redial, doubling up
- * to BOOTSTRAP_CHURN_MAX_MS. A node with no connection at all dials at once.
+ * budget pruned it, past CONNECTION_GRACE_MS), waits this long from that
+ * redial before the next such one, doubling up to BOOTSTRAP_CHURN_MAX_MS. A
+ * node that looks cut off dials at once (src/wire/bootstrap.ts).
  */
-export const BOOTSTRAP_CHURN_MIN_MS = 5_000
-export const BOOTSTRAP_CHURN_MAX_MS = 300_000
+export const BOOTSTRAP_CHURN_MIN_MS = 30_000
+export const BOOTSTRAP_CHURN_MAX_MS = 120_000
 /** Bootstrap: one dial of a bootstrap peer must answer within this. */
 export const BOOTSTRAP_DIAL_TIMEOUT_MS = 5_000
 
