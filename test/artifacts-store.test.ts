@@ -5,12 +5,14 @@
  * had found there and counted on meanwhile: that artifact then read as
  * ARTIFACT_CORRUPT (missing_chunk) for good, and was served broken.
  */
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { base58btc } from 'multiformats/bases/base58'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { ArtifactStore } from '../src/artifacts/store.ts'
+import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
 import { silentLogger } from '../src/logger.ts'
 
 const dirs: string[] = []
@@ -55,6 +57,7 @@ describe('artifact store writes', () => {
     // and the store counts what it holds: one chunk and one manifest, nothing staged left
     expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(1)
     expect(await readdir(join(store.dir, 'tmp'))).toEqual([])
+    await store.close()
     const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
     await reopened.open()
     expect(store.used).toBe(reopened.used)
@@ -66,6 +69,7 @@ describe('artifact store writes', () => {
     const [a, b] = await Promise.all([store.put((async function * () { yield bytes })()), store.put((async function * () { yield bytes })())])
     expect(a.id).toBe(b.id)
     expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(1)
+    await store.close()
     const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
     await reopened.open()
     expect(store.used).toBe(reopened.used)
@@ -81,6 +85,7 @@ describe('artifact store writes', () => {
     // what a kill -9 between moving the chunks and writing the manifest leaves on disk
     await rm(join(store.dir, 'manifests', other.id))
     expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(3)
+    await store.close()
     const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
     await reopened.open()
     // before, the two orphans stayed on disk and counted against the store's bound for good
@@ -96,10 +101,56 @@ describe('artifact store writes', () => {
     const a = await store.put((async function * () { yield new Uint8Array(100).fill(1) })())
     await store.put((async function * () { yield new Uint8Array(100).fill(2) })())
     await writeFile(join(store.dir, 'manifests', a.id), 'damaged')
+    await store.close()
     const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
     await reopened.open()
     expect(await readdir(join(store.dir, 'chunks'))).toHaveLength(2)
     expect(reopened.stats.orphanChunksSwept).toBe(0)
     expect(reopened.stats.unreadableManifests).toBe(1)
+  })
+
+  it('is one store per folder in a process: a second open is refused until the first closes, and a write left in progress then fails', async () => {
+    const store = await openStore()
+    const second = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
+    await expect(second.open()).rejects.toThrow('open already')
+    const gate = Promise.withResolvers<void>()
+    const staged = Promise.withResolvers<void>()
+    const writing = store.put((async function * () {
+      yield new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(4)
+      staged.resolve()
+      await gate.promise
+      yield new Uint8Array(3)
+    })())
+    await staged.promise
+    await store.close()
+    await second.open()
+    gate.resolve()
+    await expect(writing).rejects.toMatchObject({ code: 'INTERNAL', details: { reason: 'store_closed' } })
+    expect(await readdir(join(store.dir, 'manifests'))).toEqual([])
+    await second.close()
+  })
+
+  it('keeps, reads and sweeps chunks by their canonical id whatever multibase a manifest spells them in; leaves other files alone', async () => {
+    const store = await openStore()
+    const bytes = new Uint8Array(100).fill(8)
+    const chunk = cidOf(RAW_CODEC, bytes)
+    // a peer's manifest may name its chunks in base58btc
+    const manifest = encodeManifest({ v: 1, size: 100, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [chunk.toString(base58btc)] })
+    const id = cidOf(JSON_CODEC, manifest)
+    const w = await store.begin()
+    await store.stage(w, chunk.toString(base58btc), bytes)
+    await store.commit(w, id.toString(base58btc), manifest)
+    // before, the chunk was kept under its base58 name and read under its base32 one: ARTIFACT_CORRUPT (missing_chunk)
+    expect(await readAll(store, id.toString())).toBe(100)
+    await mkdir(join(store.dir, 'chunks', 'lost+found'))
+    await writeFile(join(store.dir, 'chunks', 'notes.txt'), 'not a chunk')
+    await writeFile(join(store.dir, 'manifests', '.DS_Store'), 'not a manifest')
+    await store.close()
+    const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
+    await reopened.open()
+    expect(reopened.stats).toEqual({ orphanChunksSwept: 0, unreadableManifests: 0 })
+    expect(await readAll(reopened, id.toString())).toBe(100)
+    expect((await readdir(join(store.dir, 'chunks'))).sort()).toEqual([chunk.toString(), 'lost+found', 'notes.txt'].sort())
+    await reopened.close()
   })
 })

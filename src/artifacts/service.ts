@@ -132,6 +132,8 @@ export class Artifacts implements ArtifactWriter {
   async stop (): Promise<void> {
     await this.unserve?.()
     this.unserve = undefined
+    // writes still in progress fail; the folder may be opened again (a restart in this process)
+    await this.store.close()
   }
 
   /**

@@ -11,14 +11,31 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { ARTIFACT_CHUNK_BYTES, ARTIFACT_MAX_BYTES } from '../constants.ts'
-import { ArtifactCorruptError, InvalidRequestError, StorageFullError } from '../errors.ts'
+import { AapError, ArtifactCorruptError, InvalidRequestError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 
 function isMissing (err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT'
+}
+
+/** Manifests read at once when a store opens (the sweep of chunks no manifest names). */
+const OPEN_MANIFEST_READS_AT_ONCE = 32
+
+/**
+ * Store folders open in this process: a second store on the same folder
+ * would sweep (and clear `tmp/` of) the first one's writes. Across processes
+ * the node's LevelDB lock on its data directory keeps a second node out.
+ */
+const openDirs = new Set<string>()
+
+/** A canonical id (CIDv1, base32) whatever multibase a peer's manifest spelled it in. */
+const canonical = (id: string, codec: number): string => parseId(id, codec, codec === RAW_CODEC ? 'chunk id' : 'artifact id').toString()
+
+function storeClosed (): AapError {
+  return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
 }
 
 /** One write in progress: the chunks it stored that `chunks/` did not hold, waiting in `dir` (see ArtifactStore.commit). */
@@ -40,6 +57,8 @@ export class ArtifactStore {
   private usedBytes = 0
   /** What `open` found: chunks no manifest named (removed), and manifests it could not read (nothing swept then). */
   readonly stats = { orphanChunksSwept: 0, unreadableManifests: 0 }
+  private opened = false
+  private closed = false
   /** Commits one at a time: a chunk two writes staged moves into `chunks/` once, and is counted once. */
   private committing: Promise<void> = Promise.resolve()
 
@@ -59,6 +78,10 @@ export class ArtifactStore {
   }
 
   async open (): Promise<void> {
+    const dir = resolve(this.dir)
+    if (openDirs.has(dir)) throw new Error(`the artifact store ${dir} is open already in this process`)
+    openDirs.add(dir)
+    this.opened = true
     for (const sub of ['chunks', 'manifests', 'tmp']) await mkdir(join(this.dir, sub), { recursive: true })
     // what a crashed write left in tmp/ is not part of any artifact
     await rm(join(this.dir, 'tmp'), { recursive: true, force: true })
@@ -72,6 +95,18 @@ export class ArtifactStore {
   }
 
   /**
+   * No write commits after this (a write in progress fails with
+   * `store_closed`); the commit under way, if any, ends first. The folder may
+   * then be opened again.
+   */
+  async close (): Promise<void> {
+    if (!this.opened || this.closed) return
+    this.closed = true
+    await this.committing
+    openDirs.delete(resolve(this.dir))
+  }
+
+  /**
    * Remove the chunks no manifest names. A write moves its chunks into
    * `chunks/` before it writes its manifest, so a node killed (or a manifest
    * write failed) in between leaves chunks no artifact uses, counted against
@@ -82,18 +117,32 @@ export class ArtifactStore {
    */
   private async sweepOrphans (): Promise<void> {
     const named = new Set<string>()
-    for (const id of await readdir(join(this.dir, 'manifests'))) {
-      try {
-        for (const cid of verifyManifest(parseId(id, JSON_CODEC), await readFile(this.manifestPath(id))).chunks) named.add(cid)
-      } catch (err) {
-        this.stats.unreadableManifests++
-        this.log.warn({ err, artifact: id }, 'an artifact manifest on disk cannot be read: no chunk is swept')
-      }
+    const ids = await readdir(join(this.dir, 'manifests'))
+    // names that are no artifact id are no manifest (an editor's or a file manager's file): left alone
+    const manifests = ids.filter(id => { try { canonical(id, JSON_CODEC); return true } catch { return false } })
+    for (let i = 0; i < manifests.length; i += OPEN_MANIFEST_READS_AT_ONCE) {
+      await Promise.all(manifests.slice(i, i + OPEN_MANIFEST_READS_AT_ONCE).map(async (id) => {
+        try {
+          const m = verifyManifest(parseId(id, JSON_CODEC), await readFile(join(this.dir, 'manifests', id)))
+          for (const cid of m.chunks) named.add(canonical(cid, RAW_CODEC))
+        } catch (err) {
+          this.stats.unreadableManifests++
+          this.log.warn({ err, artifact: id }, 'an artifact manifest on disk cannot be read: no chunk is swept')
+        }
+      }))
     }
     if (this.stats.unreadableManifests > 0) return
-    for (const cid of await readdir(join(this.dir, 'chunks'))) {
+    for (const entry of await readdir(join(this.dir, 'chunks'), { withFileTypes: true })) {
+      // only files named by a chunk id are chunks; anything else there is left alone
+      if (!entry.isFile()) continue
+      let cid: string
+      try {
+        cid = canonical(entry.name, RAW_CODEC)
+      } catch {
+        continue
+      }
       if (named.has(cid)) continue
-      await rm(this.chunkPath(cid), { force: true })
+      await rm(join(this.dir, 'chunks', entry.name), { force: true })
       this.stats.orphanChunksSwept++
     }
     if (this.stats.orphanChunksSwept > 0) this.log.info({ chunks: this.stats.orphanChunksSwept }, 'removed artifact chunks no manifest names (left by writes that did not finish)')
@@ -113,11 +162,11 @@ export class ArtifactStore {
   }
 
   private chunkPath (cid: string): string {
-    return join(this.dir, 'chunks', cid)
+    return join(this.dir, 'chunks', canonical(cid, RAW_CODEC))
   }
 
   private manifestPath (id: string): string {
-    return join(this.dir, 'manifests', id)
+    return join(this.dir, 'manifests', canonical(id, JSON_CODEC))
   }
 
   private async exists (path: string): Promise<boolean> {
@@ -144,6 +193,7 @@ export class ArtifactStore {
 
   /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already. */
   async stage (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
+    if (this.closed) throw storeClosed()
     if (await this.hasChunk(cid, w)) return
     this.reserve(bytes.byteLength)
     try {
@@ -158,6 +208,7 @@ export class ArtifactStore {
   /** The write is whole: its chunks move into `chunks/`, then its manifest is written; from then on the artifact is here. */
   async commit (w: StagedWrite, id: string, manifest: Uint8Array): Promise<void> {
     const turn = this.committing.then(async () => {
+      if (this.closed) throw storeClosed()
       // the manifest's room first: a store too full for it refuses the write before any chunk has moved
       const manifestPath = this.manifestPath(id)
       const fresh = !(await this.exists(manifestPath))
