@@ -27,7 +27,8 @@
  *    encoding), whether anything changed or not: in a 500-node simulation,
  *    10 % of a group process's CPU while tasks ran. The comparison now keys
  *    the peer ids kad-dht holds by their strings, which each keeps once made;
- *    what it writes to the peer store, and when, is unchanged.
+ *    what it writes to the peer store, and when, is unchanged, except that a
+ *    write the store refuses is made again on the next refresh (counted).
  *
  * Reads kad-dht members its KadDHT interface does not declare
  * (`routingTable`, `network`, the table's `closestPeerTagger`); their shape
