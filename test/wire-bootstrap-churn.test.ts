@@ -48,6 +48,14 @@ async function standIn (others: number, churn: { churnMinMs: number, churnMaxMs:
   return { s, boot }
 }
 
+/** A node with six other peers whose bootstrap peer pruned it once and was redialed; the next churn wait is ten minutes. */
+async function prunedOnce (): Promise<{ s: StandIn, boot: Bootstrapper }> {
+  const { s, boot } = await standIn(6, { churnMinMs: 600_000, churnMaxMs: 600_000 })
+  s.prune()
+  await until(() => boot.churnRedials === 1, 'the first redial')
+  return { s, boot }
+}
+
 describe('bootstrap: a peer that prunes the connection, a node that is cut off', () => {
   it('redials a pruning peer after a wait that doubles while the node holds its other peers', async () => {
     const { s, boot } = await standIn(6, { churnMinMs: 20, churnMaxMs: 80 })
@@ -68,10 +76,8 @@ describe('bootstrap: a peer that prunes the connection, a node that is cut off',
   })
 
   it('dials at once when most of its connections closed together (a partition), however long the churn wait', async () => {
-    const { s, boot } = await standIn(6, { churnMinMs: 600_000, churnMaxMs: 600_000 })
+    const { s, boot } = await prunedOnce()
     try {
-      s.prune()
-      await until(() => boot.churnRedials === 1, 'the first redial')
       // a partition: the bootstrap peer and four of the six others, at once; the wait would be ten minutes
       s.prune()
       for (let i = 0; i < 4; i++) s.open.delete(`other-${i}`)
@@ -90,10 +96,8 @@ describe('bootstrap: a peer that prunes the connection, a node that is cut off',
   })
 
   it('falls back to the backoff of an unreachable bootstrap peer, and is joined again with no churn wait once it answers', async () => {
-    const { s, boot } = await standIn(6, { churnMinMs: 600_000, churnMaxMs: 600_000 })
+    const { s, boot } = await prunedOnce()
     try {
-      s.prune()
-      await until(() => boot.churnRedials === 1, 'the first redial')
       s.reachable = false
       s.prune()
       for (let i = 0; i < 6; i++) s.open.delete(`other-${i}`)
