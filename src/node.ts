@@ -350,6 +350,11 @@ export class MeshNode {
     return this.bootstrapper.start()
   }
 
+  /** The bootstrap loop's counters (src/wire/bootstrap.ts), once keepJoined was called. */
+  get bootstrap (): Pick<Bootstrapper, 'failedRounds' | 'churnRedials' | 'churnWaits' | 'cutOffRedials' | 'churnDelayMs'> | undefined {
+    return this.bootstrapper
+  }
+
   async stop (): Promise<void> {
     if (!this.started) return
     this.started = false

@@ -123,6 +123,21 @@ export class NodeMetrics {
       }
     })
     new Gauge({
+      name: 'aap_bootstrap',
+      help: 'The bootstrap loop (src/wire/bootstrap.ts), since start: rounds that reached no bootstrap peer since the last that did, redials of a peer that closed the connection again while this node held others, checks that waited before such a redial, redials at once of a node that looked cut off, and the wait before the next such redial (ms); absent without --bootstrap',
+      labelNames: ['what'],
+      registers,
+      collect () {
+        const b = self.node?.bootstrap
+        if (b === undefined) return
+        this.set({ what: 'failed_rounds' }, b.failedRounds)
+        this.set({ what: 'churn_redials' }, b.churnRedials)
+        this.set({ what: 'churn_waits' }, b.churnWaits)
+        this.set({ what: 'cut_off_redials' }, b.cutOffRedials)
+        this.set({ what: 'churn_delay_ms' }, b.churnDelayMs)
+      }
+    })
+    new Gauge({
       name: 'aap_connections',
       help: 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors',
       labelNames: ['what'],
