@@ -8,9 +8,6 @@ export interface DiscoveryStats {
   rejectedCards: number
   fetchedCards: number
   dhtFallbacks: number
-  /** getCard of an agent with no connection and no known address: its DHT GET started beside the call to it (`earlyDhtGets`); of them, those the agent's own card made needless. */
-  earlyDhtGets: number
-  earlyDhtGetsUnused: number
   /** Announcements of this node's card that reached at least one peer. */
   announcements: number
   /** Providers whose card could not be fetched or verified during a discover; of them, fetches that ran out their own time (CARD_FETCH_TIMEOUT_MS) and fetches the discover's deadline ended. */
@@ -77,8 +74,6 @@ export function newDiscoveryStats (): DiscoveryStats {
     rejectedCards: 0,
     fetchedCards: 0,
     dhtFallbacks: 0,
-    earlyDhtGets: 0,
-    earlyDhtGetsUnused: 0,
     announcements: 0,
     unreachableProviders: 0,
     providerFetchTimeouts: 0,

@@ -347,9 +347,6 @@ export class Discovery {
    * One agent's verified card: cache, then the agent itself, then the DHT
    * when the agent cannot be reached or answers with an error (not when it
    * answers with an invalid card: `reason: invalid_card`).
-   * An agent this node holds no connection to and knows no address of can
-   * only be dialed after a DHT peer lookup, so the DHT GET of its card starts
-   * beside the call to it (the agent's own card, if it answers, still wins).
    * AGENT_NOT_FOUND when none of them yields a valid card; its details name
    * why each source failed (`peer_error`, `dht_error`: error codes, and
    * `peer_reason` when the peer's error gave one). A card
@@ -370,25 +367,12 @@ export class Discovery {
     }
     // its own bound even under a longer caller budget (a delegate's), so the call after it has its time
     const signal = AbortSignal.any([...(opts.signal === undefined ? [] : [opts.signal]), AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)])
-    const dhtGet = (s: AbortSignal): Promise<AgentCard> => newestCardInDht(this.host.services.dht, agentId, s, (err, from) => { this.reject(err, from) })
-    const early = await this.addressUnknown(peer) ? new AbortController() : undefined
-    let earlyGet: Promise<AgentCard> | undefined
-    if (early !== undefined) {
-      this.stats.earlyDhtGets++
-      earlyGet = dhtGet(AbortSignal.any([signal, early.signal]))
-      // awaited below when the agent does not answer (its error is told there); ended (aborted) when it does
-      earlyGet.catch((err: unknown) => { if (!early.signal.aborted) this.log.debug({ err: toAapError(err).message, agent_id: agentId }, 'the DHT GET beside a card call found no card') })
-    }
     let peerError: AapError
     let answer: Record<string, unknown> | undefined
     try {
       answer = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
     } catch (err) {
       peerError = toAapError(err)
-    }
-    if (answer !== undefined && early !== undefined) {
-      this.stats.earlyDhtGetsUnused++
-      early.abort()
     }
     if (answer !== undefined) {
       try {
@@ -415,23 +399,12 @@ export class Discovery {
     try {
       this.stats.dhtFallbacks++
       opts.source?.('dht')
-      return this.cache.remember(await (earlyGet ?? dhtGet(signal)))
+      return this.cache.remember(await newestCardInDht(this.host.services.dht, agentId, signal, (err, from) => { this.reject(err, from) }))
     } catch (err) {
       const dhtError = toAapError(err)
       throw new AgentNotFoundError(`agent ${agentId} not found: ${peerError.message}; DHT: ${dhtError.message}`, {
         agent_id: agentId, ...peerDetails, dht_error: dhtError.code
       }, { cause: peerError })
-    }
-  }
-
-  /** Whether this node holds no connection to the peer and no address of it (a dial would look it up in the DHT first). */
-  private async addressUnknown (peer: PeerId): Promise<boolean> {
-    if (this.host.getConnections(peer).length > 0) return false
-    try {
-      return (await this.host.peerStore.get(peer)).addresses.length === 0
-    } catch {
-      // not in the peer store at all
-      return true
     }
   }
 
