@@ -311,7 +311,7 @@ export class ArtifactStore {
   /** The manifest's bytes as stored (served to peers, who verify them). */
   async manifestBytes (id: string): Promise<Uint8Array | undefined> {
     try {
-      return await readFile(this.manifestPath(parseId(id, JSON_CODEC).toString()))
+      return await readFile(this.manifestPath(id))
     } catch (err) {
       if (isMissing(err)) return undefined
       throw err
@@ -321,7 +321,7 @@ export class ArtifactStore {
   /** A chunk's bytes as stored (served to peers, who verify them). */
   async chunk (cid: string): Promise<Uint8Array | undefined> {
     try {
-      return await readFile(this.chunkPath(parseId(cid, RAW_CODEC, 'chunk id').toString()))
+      return await readFile(this.chunkPath(cid))
     } catch (err) {
       if (isMissing(err)) return undefined
       throw err
