@@ -31,7 +31,7 @@ import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
 import { SseStream, type SseLimits } from './sse.ts'
-import { serveEventStream } from './event-stream.ts'
+import { serveEventStream, type EventStreamCounts } from './event-stream.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
@@ -65,6 +65,10 @@ export interface ApiStats {
   eventSubscriptions: number
   workClients: number
   openRuns: number
+  /** The most bytes any open SSE stream has written that its client has not taken yet. */
+  sseBufferedBytes: number
+  /** Event streams: waits for a client to read history, streams ended by a failed subscription. */
+  eventStreams: EventStreamCounts
 }
 
 interface Answer { status?: number, body: unknown }
@@ -97,6 +101,7 @@ export class ApiServer {
   private readonly log: Logger
   private readonly streams = new Set<SseStream>()
   private readonly subscriptions = new Set<EventSubscription>()
+  private readonly eventStreams: EventStreamCounts = { historyWaits: 0, failed: 0 }
   private readonly routeList: Array<{ method: string, url: string }> = []
   private reservedStreams = 0
   private workClients = 0
@@ -141,7 +146,9 @@ export class ApiServer {
   stats (): ApiStats {
     let open = 0
     for (const s of this.subscriptions) if (!s.closed) open++
-    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns }
+    let buffered = 0
+    for (const s of this.streams) buffered = Math.max(buffered, s.buffered)
+    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams } }
   }
 
   async listen (): Promise<string> {
@@ -427,7 +434,9 @@ export class ApiServer {
           node,
           reserve: () => this.reserveStream(),
           open: (r, release) => this.openStream(r, 'events', release),
-          subscriptions: this.subscriptions
+          subscriptions: this.subscriptions,
+          log: this.log.child({ component: 'api' }),
+          counts: this.eventStreams
         }, (req.params as Params).correlation_id ?? '', req.query as Query, reply)
       },
 

@@ -81,6 +81,21 @@ export class SseStream {
     }
   }
 
+  /** Bytes written that the client has not taken yet. */
+  get buffered (): number {
+    return this.ended ? 0 : this.res.writableLength
+  }
+
+  /** Resolves once what was written has drained to the client, or the stream has ended. */
+  async drained (): Promise<void> {
+    if (this.ended || this.res.writableLength === 0) return
+    const { promise, resolve } = Promise.withResolvers<void>()
+    this.res.once('drain', resolve)
+    this.onClose(resolve)
+    await promise
+    this.res.off('drain', resolve)
+  }
+
   /** End the stream from the server side. */
   close (): void {
     if (this.ended) return

@@ -67,6 +67,8 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   private pulling?: Promise<void>
   /** Executors' events that replaced a verdict while catching up, by run: settled on the next pull. */
   private superseding?: AgentEvent[]
+  /** Events of the history still buffered when the subscription went live: the ones behind them are live. */
+  private historyBuffered = 0
   /** Calls of the `onEvent` callback that threw (delivery went on), and the last such error. */
   callbackErrors = 0
   lastCallbackError: unknown
@@ -150,6 +152,26 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   goLive (): void {
     this.settleSupersedes()
     this.history = undefined
+    this.historyBuffered = this.queue.length
+  }
+
+  /**
+   * Whether every event of the history has been handed out, so what `next`
+   * gives from now on is live. Reads the next page when the buffer is empty
+   * and history remains, and never waits for a live event: a consumer that
+   * marks where the history ends (the API's `ready`) asks before each `next`.
+   */
+  async pastHistory (): Promise<boolean> {
+    while (this.queue.length === 0 && this.history !== undefined && !this.done) await this.pullPage(this.history)
+    return this.history === undefined && this.historyBuffered === 0
+  }
+
+  /** One page from the log (one pull at a time, whoever asks); the subscription ending comes first. */
+  private async pullPage (source: HistorySource): Promise<void> {
+    this.pulling ??= source.pull(this).then(undefined, (err: unknown) => {
+      this.fail(toAapError(err))
+    }).finally(() => { this.pulling = undefined })
+    await Promise.race([this.pulling, this.ended.promise])
   }
 
   private accept (event: AgentEvent, bounded: boolean): void {
@@ -228,7 +250,10 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
   async next (): Promise<IteratorResult<AgentEvent>> {
     for (;;) {
       const e = this.queue.shift()
-      if (e !== undefined) return { value: e, done: false }
+      if (e !== undefined) {
+        if (this.historyBuffered > 0) this.historyBuffered--
+        return { value: e, done: false }
+      }
       if (this.failure !== undefined) {
         const f = this.failure
         this.failure = undefined
@@ -241,16 +266,14 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
         this.waiters.push(w)
         return w.promise
       }
-      // behind the log: read the next page (one pull at a time, whoever calls next); an end comes first
-      this.pulling ??= source.pull(this).then(undefined, (err: unknown) => {
-        this.fail(toAapError(err))
-      }).finally(() => { this.pulling = undefined })
-      await Promise.race([this.pulling, this.ended.promise])
+      // behind the log: read the next page
+      await this.pullPage(source)
     }
   }
 
   async return (): Promise<IteratorResult<AgentEvent>> {
     this.queue.length = 0
+    this.historyBuffered = 0
     this.close()
     return { value: undefined, done: true }
   }
