@@ -92,4 +92,26 @@ describe('an iterator subscription catches up on a long history at its own pace'
     await until(async () => ((await B.events.readCorrelation('task-catch-up')).get(second.run_id)?.length ?? 0) > BUFFER + 2, 'the second run past the buffer')
     await expect(async () => { for await (const e of sub) expect(e.correlation_id).toBe('task-catch-up') }).rejects.toMatchObject({ code: 'INTERNAL', details: { reason: 'overflow' } })
   })
+
+  it('says where the history ends (pastHistory), without waiting for a live event', async () => {
+    // every run of the task has ended: what the log holds is the whole history
+    await until(async () => [...(await B.events.readCorrelation('task-catch-up')).values()].every(es => es.at(-1)?.type === 'run.completed'), 'every run of the task to end')
+    const logs = await B.events.readCorrelation('task-catch-up')
+    const total = [...logs.values()].reduce((n, es) => n + es.length, 0)
+    expect(total).toBeGreaterThan(BUFFER * 2)
+    const sub = await B.events.subscribe('task-catch-up', { maxBuffered: BUFFER })
+    let read = 0
+    while (!await sub.pastHistory()) {
+      const r = await sub.next()
+      expect(r.done).toBe(false)
+      read++
+    }
+    expect(read).toBe(total)
+    // asked again, with nothing live to hand out, it answers at once
+    expect(await sub.pastHistory()).toBe(true)
+    sub.close()
+    const live = await B.events.subscribe('task-catch-up', { history: false })
+    expect(await live.pastHistory()).toBe(true)
+    live.close()
+  })
 })
