@@ -362,11 +362,18 @@ export class Placement {
     if (!this.i.running()) return
     const correlations = this.i.correlations
     const t = correlations.ensure(event.correlation_id, false, false)
-    this.i.stats.published++
-    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalEvent(event))).catch((err: unknown) => {
-      // nobody to send to yet, or the router is stopping: subscribers sync it from the log
-      this.i.log.debug({ err, run_id: event.run_id, seq: event.seq }, 'an event was not published on gossip')
-    })
+    const pubsub = this.i.host.services.pubsub
+    if (pubsub.getSubscribers(t.topic).length === 0) {
+      // no peer takes the topic (a delegator that follows its run sends its SUBSCRIBE ahead of the delegate
+      // request): flood publish would reach nobody, and one who subscribes later syncs the event from the log
+      this.i.stats.unpublished++
+    } else {
+      this.i.stats.published++
+      pubsub.publish(t.topic, enc.encode(canonicalEvent(event))).catch((err: unknown) => {
+        // the router is stopping, or the subscribers left meanwhile: they sync it from the log
+        this.i.log.debug({ err, run_id: event.run_id, seq: event.seq }, 'an event was not published on gossip')
+      })
+    }
     const apply = (): void => {
       const rt = correlations.newRunTrack(t, event.run_id, true)
       if (rt === undefined) return

@@ -52,6 +52,8 @@ export interface EventsStats {
   /** Failed syncs by error code. */
   syncErrors: Record<string, number>
   published: number
+  /** The executor's events not published on gossip: no connected peer took the correlation's topic. */
+  unpublished: number
   /** Writes of event copies that failed (the events are fetched and stored again). */
   copyWriteErrors: number
   /** Liveness verdicts held here that the executor's own event at their seq replaced (protocols/liveness.md). */
@@ -62,7 +64,7 @@ export interface EventsStats {
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'
