@@ -37,6 +37,9 @@ export interface DiscoveryStats {
   lookupAnswers: number
   /** Of the answers, those of contacts this node held a connection to, asked before any walk (src/wire/dht-providers.ts). */
   connectedAnswers: number
+  /** GET_PROVIDERS sent in that round, one at a time; of them, those sent because the one before was slow (DHT_CONNECTED_HEDGE_MS). */
+  connectedAsks: number
+  connectedHedges: number
   /** Lookups that went on to kad-dht's walk: the connected round named too few providers (the others dialed nobody for it). */
   lookupWalks: number
   lookupErrors: number
@@ -91,6 +94,8 @@ export function newDiscoveryStats (): DiscoveryStats {
     lookups: 0,
     lookupAnswers: 0,
     connectedAnswers: 0,
+    connectedAsks: 0,
+    connectedHedges: 0,
     lookupWalks: 0,
     lookupErrors: 0,
     lookupProviders: 0,

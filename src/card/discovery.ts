@@ -289,7 +289,10 @@ export class Discovery {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand })) {
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk: (hedged) => {
+          this.stats.connectedAsks++
+          if (hedged) this.stats.connectedHedges++
+        } })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
             if (ev.connected === true) this.stats.connectedAnswers++

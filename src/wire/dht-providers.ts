@@ -48,7 +48,7 @@ import { DHT_PROVIDER_SWEEP_CONCURRENCY } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
 import { ownProviderRecords } from './provider-answers.ts'
 import { kadInternals, kadRoutingTable, NO_PATH, type KadInternals, type KadRoutingTable } from './kad-internals.ts'
-import { DHT_CONNECTED_FIRST_ASKS, DHT_CONNECTED_ROUND_MS, DHT_LOOKUP_PATIENCE_MS } from './network-constants.ts'
+import { DHT_CONNECTED_FIRST_ASKS, DHT_CONNECTED_HEDGE_MS, DHT_CONNECTED_ROUND_MS, DHT_LOOKUP_PATIENCE_MS } from './network-constants.ts'
 import type { Logger } from '../logger.ts'
 
 /** What a provider lookup reports, in order: answers, failed requests and new providers. */
@@ -105,25 +105,55 @@ async function askProviders (parts: KadInternals, peer: PeerId, key: CID, signal
 /**
  * The connected round: of the routing table's k contacts closest to `key`
  * (those kad-dht's walk starts from), the ones this node holds a connection
- * to, DHT_CONNECTED_FIRST_ASKS at most, asked at once; each answer handed
- * on as it arrives. Whatever the caller stops at, the requests still out
- * end; so do those still out after DHT_CONNECTED_ROUND_MS (each an `error`).
+ * to, DHT_CONNECTED_FIRST_ASKS at most, asked one at a time: the next is
+ * asked when the caller wants more than the answers so far named (it
+ * resumes this generator), or when no answer has come DHT_CONNECTED_HEDGE_MS
+ * after the last ask. Each answer is handed on as it arrives. Whatever the
+ * caller stops at, the requests still out end; so do those still out after
+ * DHT_CONNECTED_ROUND_MS (each an `error`).
+ *
+ * Asking all of them at once (before session 35) cost two answers in three
+ * for nothing at rest: the first named enough providers, and the others were
+ * read, parsed and their peers handled all the same (2.4 to 2.9
+ * GET_PROVIDERS per discover, the largest part of a discover's CPU).
  */
-async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal): AsyncGenerator<ProviderLookupEvent[]> {
+async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal, onAsk?: (hedged: boolean) => void): AsyncGenerator<ProviderLookupEvent[]> {
   const kadId = createHash('sha256').update(key.multihash.bytes).digest()
   const near = table.closestPeers(kadId, { count: parts.k }).filter(p => !p.equals(self) && connected(p)).slice(0, DHT_CONNECTED_FIRST_ASKS)
   if (near.length === 0) return
   const done = new AbortController()
   // a contact that does not answer holds the lookup up for DHT_CONNECTED_ROUND_MS at most: then the walk goes on
   const asking = AbortSignal.any([signal, done.signal, AbortSignal.timeout(DHT_CONNECTED_ROUND_MS)])
-  const pending = new Map(near.map((peer, i) => [i, askProviders(parts, peer, key, asking, true).then(evs => [i, evs] as const)]))
+  const pending = new Map<number, Promise<readonly [number, ProviderLookupEvent[]]>>()
+  let asked = 0
+  const askNext = (hedged: boolean): void => {
+    onAsk?.(hedged)
+    const i = asked++
+    pending.set(i, askProviders(parts, near[i] as PeerId, key, asking, true).then(evs => [i, evs] as const))
+  }
+  askNext(false)
+  let hedge: ReturnType<typeof setTimeout> | undefined
   try {
     while (pending.size > 0) {
-      const [i, evs] = await Promise.race(pending.values())
+      const hedged = asked < near.length && !asking.aborted
+        ? new Promise<'hedge'>((resolve) => { hedge = setTimeout(() => { resolve('hedge') }, DHT_CONNECTED_HEDGE_MS) })
+        : undefined
+      const racing: Array<Promise<readonly [number, ProviderLookupEvent[]] | 'hedge'>> = [...pending.values()]
+      if (hedged !== undefined) racing.push(hedged)
+      const first = await Promise.race(racing)
+      clearTimeout(hedge)
+      if (first === 'hedge') {
+        askNext(true)
+        continue
+      }
+      const [i, evs] = first
       pending.delete(i)
       yield evs
+      // resumed: the caller wants more than the answers so far named
+      if (pending.size === 0 && asked < near.length && !asking.aborted) askNext(false)
     }
   } finally {
+    clearTimeout(hedge)
     done.abort()
   }
 }
@@ -136,7 +166,7 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
  * this node or a provider twice; ends at `want` providers (with a `demand`:
  * `want` not yet spent), when the sweep is done, or on `signal`.
  */
-export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand }): AsyncGenerator<ProviderLookupEvent> {
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand, onConnectedAsk?: (hedged: boolean) => void }): AsyncGenerator<ProviderLookupEvent> {
   const seen = new Set<string>([self.toString()])
   const asked = new Set<string>([self.toString()])
   let found = 0
@@ -198,7 +228,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
 
   const table = kadRoutingTable(dht)
   if (parts !== undefined && table !== undefined && opts.connected !== undefined) {
-    for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal)) {
+    for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal, opts.onConnectedAsk)) {
       yield * handOn(evs)
       if (!(await goOn())) return
     }

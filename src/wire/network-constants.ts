@@ -62,13 +62,18 @@ export const PEER_RECORD_MAX_BYTES = 4 * 1024
 export const PEER_RECORD_MAX_CHARS = Math.ceil(PEER_RECORD_MAX_BYTES * 4 / 3)
 
 /**
- * A provider lookup first asks, at once, at most this many of the routing table's k contacts closest to the key
- * that this node holds a connection to (src/wire/dht-providers.ts): when their answers name enough providers, the
- * lookup dials nobody. Simulations' kad-dht alpha (3), so the round costs no more requests than a walk's first.
+ * A provider lookup first asks, one at a time, at most this many of the routing table's k contacts closest to the
+ * key that this node holds a connection to (src/wire/dht-providers.ts): when their answers name enough providers,
+ * the lookup dials nobody. Simulations' kad-dht alpha (3), so the round costs no more requests than a walk's first.
  */
 export const DHT_CONNECTED_FIRST_ASKS = 3
 /** The connected round's bound: requests of it still out then end, and kad-dht's walk starts. */
 export const DHT_CONNECTED_ROUND_MS = 1_000
+/**
+ * The connected round asks its contacts one at a time; one that has not answered this long after the last ask
+ * is hedged: the next is asked too (an answer at rest takes a few ms; a contact that never answers costs this).
+ */
+export const DHT_CONNECTED_HEDGE_MS = 50
 /**
  * A provider lookup that named enough providers waits at most this long, each
  * time, for their cards to prove useless before it names more (dht-providers.ts
