@@ -11,7 +11,7 @@
 import type { PeerId } from '@libp2p/interface'
 import { describe, expect, it } from 'vitest'
 import { ContactNotVerifiedError, livenessPing, type ContactLivenessStats } from '../src/wire/dht-contacts.ts'
-import { dhtContactStats, type MeshHost } from '../src/wire/host.ts'
+import { dhtContactStats, dhtRepeats, type MeshHost } from '../src/wire/host.ts'
 import { until } from './helpers.ts'
 import { loopbackHostsPerTest } from './loopback-hosts.ts'
 
@@ -38,7 +38,10 @@ describe('DHT contacts are judged alive without a connection of their own', () =
     const dialsToNamed = opensTo(a, named.peerId)
     // kad-dht hears of `named` the way it hears of the closer peers in an answer
     internals(a).network.safeDispatchEvent('peer', { detail: { id: named.peerId, multiaddrs: named.getMultiaddrs(), protocols: [] } })
-    await until(() => dhtContactStats(a).unverified >= 1, 'the named peer to be judged')
+    // no routing-table job at all (dht-repeats.ts: it could only be refused), but its addresses reach the peer store
+    expect(dhtRepeats(a).namedUnconnected).toBe(1)
+    await until(async () => (await a.peerStore.get(named.peerId).catch(() => undefined))?.addresses.length === named.getMultiaddrs().length, 'the named peer\'s addresses in the peer store')
+    expect(dhtContactStats(a).unverified).toBe(0)
     expect(dialsToNamed()).toBe(0)
     expect(a.getConnections(named.peerId)).toHaveLength(0)
     expect(await internals(a).routingTable.find(named.peerId)).toBeUndefined()

@@ -70,7 +70,9 @@ describe('kad-dht repeats', () => {
     const table = Object.assign(new EventTarget(), { closestPeers: () => [] })
     const clock = { t: 0 }
     const stats = dhtRepeatStats()
-    const dht = dhtWithoutRepeats(() => ({ routingTable: table, network }) as unknown as KadDHT, stats, () => clock.t)({} as never) as unknown as { network: typeof network }
+    // a peer this node holds a connection to: named peers go to the routing table's job (the network's event)
+    const components = { connectionManager: { getConnections: () => [{}] } }
+    const dht = dhtWithoutRepeats(() => ({ routingTable: table, network }) as unknown as KadDHT, stats, () => clock.t)(components as never) as unknown as { network: typeof network }
     expect(stats.applied).toBe(true)
     const P = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
     // each answer decodes its own PeerId instance, as kad-dht's do
@@ -85,6 +87,26 @@ describe('kad-dht repeats', () => {
     dht.network.safeDispatchEvent('other', { detail: { id: peerIdFromString(P) } as never })
     expect(dispatched).toEqual([`peer ${P}`, `peer ${P}`, `peer ${P}`, `other ${P}`])
     expect(stats.namedAgain).toBe(1)
+  })
+
+  it('hands a named peer it holds no connection to only to peer discovery, not to the routing table\'s job', async () => {
+    const dispatched: string[] = []
+    const network = { safeDispatchEvent: (type: string, init?: { detail?: { id: PeerId } }) => { dispatched.push(`${type} ${String(init?.detail?.id)}`); return true } }
+    const table = Object.assign(new EventTarget(), { closestPeers: () => [] })
+    const stats = dhtRepeatStats()
+    const discovered: string[] = []
+    const made = Object.assign(new EventTarget(), { routingTable: table, network })
+    made.addEventListener('peer', (evt) => { discovered.push(String((evt as CustomEvent<{ id: PeerId }>).detail.id)) })
+    const connected = new Set<string>()
+    const components = { connectionManager: { getConnections: (p: PeerId) => connected.has(p.toString()) ? [{}] : [] } }
+    const dht = dhtWithoutRepeats(() => made as unknown as KadDHT, stats)(components as never) as unknown as { network: typeof network }
+    const [P, Q] = await Promise.all([1, 2].map(async () => peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()))
+    connected.add(Q!)
+    for (const id of [P!, Q!]) dht.network.safeDispatchEvent('peer', { detail: { id: peerIdFromString(id), multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/1')] } as never })
+    // P: its addresses reach the peer store through discovery; no table job (it could only be refused)
+    expect(discovered).toEqual([P])
+    expect(dispatched).toEqual([`peer ${Q}`])
+    expect(stats.namedUnconnected).toBe(1)
   })
 
   it('leaves a kad-dht without the members it needs as it is', () => {

@@ -59,8 +59,18 @@ export interface LivenessOptions {
   tracked?: number
 }
 
+/**
+ * The ping given to kad-dht, which also says, without a ping, whether a peer
+ * counts as alive (an open connection, or one closed less than
+ * DHT_CONTACT_FRESH_MS ago): dht-repeats.ts queues a routing-table job for a
+ * named peer only then (any other new contact would be refused).
+ */
+export interface LivenessPing extends Ping {
+  aliveWithoutPing: (peer: PeerId) => boolean
+}
+
 /** The ping kad-dht's routing table is given (see the module comment). */
-export function livenessPing (components: Components, stats: ContactLivenessStats, opts: LivenessOptions): Ping {
+export function livenessPing (components: Components, stats: ContactLivenessStats, opts: LivenessOptions): LivenessPing {
   const log = components.logger.forComponent('aap:wire:dht-contacts')
   const freshMs = opts.freshMs ?? DHT_CONTACT_FRESH_MS
   const tracked = opts.tracked ?? DHT_CONTACTS_TRACKED
@@ -75,15 +85,20 @@ export function livenessPing (components: Components, stats: ContactLivenessStat
       if (oldest.done !== true) closedAt.delete(oldest.value)
     }
   })
+  const connectedNow = (peer: PeerId): boolean => components.connectionManager.getConnections(peer).some(c => c.status === 'open')
+  const closedLately = (peer: PeerId): boolean => {
+    const closed = closedAt.get(peer.toString())
+    return closed !== undefined && Date.now() - closed < freshMs
+  }
   return {
+    aliveWithoutPing: (peer) => connectedNow(peer) || closedLately(peer),
     ping: async (peer, options) => {
       if (isPeerId(peer)) {
-        if (components.connectionManager.getConnections(peer).some(c => c.status === 'open')) {
+        if (connectedNow(peer)) {
           stats.connected++
           return 0
         }
-        const closed = closedAt.get(peer.toString())
-        if (closed !== undefined && Date.now() - closed < freshMs) {
+        if (closedLately(peer)) {
           stats.recent++
           return 0
         }

@@ -18,6 +18,16 @@
  *    again: its update ran a moment ago and would find what it found then (a
  *    contact already in the table, or one the table has no room for without a
  *    ping it just decided on), and its addresses are in the peer store.
+ *    A peer named that this node holds no connection to (nor held one a
+ *    moment ago) gets only the peer discovery (its addresses, for a later
+ *    dial), not the routing-table job:
+ *    that job could only end one way, since the table takes a new contact
+ *    after a ping and the ping kad-dht is given here refuses, without a dial,
+ *    a peer that is neither connected nor a contact (dht-contacts.ts); a
+ *    contact is found in the table and left as it is. In a mesh larger than a
+ *    node's connections most peers an answer names are such peers, and their
+ *    jobs (a queue entry, an abort signal, a thrown error, a log line) were
+ *    the part of a discover's CPU that grew with the mesh (session 35).
  *
  * 3. Tags of the closest peers. Every few seconds kad-dht's closest-peer
  *    tagger builds a set of the (at most 20) peers closest to this node
@@ -47,6 +57,8 @@ export interface DhtRepeatStats {
   closestMisses: number
   /** `peer` events not dispatched: the peer was named with the same addresses a moment ago. */
   namedAgain: number
+  /** Peers named that this node held no connection to (nor lately): discovered (peer store), no routing-table job. */
+  namedUnconnected: number
   /** Whether the closest-peer tagger is the one here (3. above); its refreshes, and those that changed the tags. */
   closeTagsApplied: boolean
   closeTagRefreshes: number
@@ -112,7 +124,7 @@ function cacheClosest (table: Table, stats: DhtRepeatStats): void {
   }
 }
 
-function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => number): void {
+function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => number, discovered: (detail: unknown) => void, connected: (peer: PeerId) => boolean): void {
   const dispatch = network.safeDispatchEvent.bind(network)
   const named = new Map<string, { addrs: string, at: number }>()
   network.safeDispatchEvent = (type, init) => {
@@ -131,6 +143,11 @@ function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => num
     named.delete(id)
     named.set(id, { addrs, at: t })
     if (named.size > DHT_NAMED_TRACKED) named.delete(named.keys().next().value as string)
+    if (!connected(peer.id)) {
+      stats.namedUnconnected++
+      discovered(init?.detail)
+      return true
+    }
     return dispatch(type, init)
   }
 }
@@ -142,7 +159,12 @@ export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => Ka
     const parts = partsOf(dht)
     if (parts !== undefined) {
       cacheClosest(parts.table, stats)
-      dropNamedAgain(parts.network, stats, now)
+      // what kad-dht does with a named peer besides its routing-table job: hand it to libp2p's peer discovery
+      const discovered = (detail: unknown): void => { (dht as unknown as EventTarget).dispatchEvent(new CustomEvent('peer', { detail })) }
+      // the ping dht-contacts.ts gives kad-dht says which peers it takes without a ping (connected, or lately)
+      const judge = (components.ping as { aliveWithoutPing?: (peer: PeerId) => boolean } | undefined)?.aliveWithoutPing
+      const connected = judge ?? ((peer: PeerId): boolean => components.connectionManager.getConnections(peer).length > 0)
+      dropNamedAgain(parts.network, stats, now, discovered, connected)
       stats.applied = true
     }
     const tagger = closeTaggerOf(Reflect.get(dht, 'routingTable'))
@@ -152,7 +174,7 @@ export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => Ka
 }
 
 export function dhtRepeatStats (): DhtRepeatStats {
-  return { applied: false, closestHits: 0, closestMisses: 0, namedAgain: 0, closeTagsApplied: false, closeTagRefreshes: 0, closeTagChanges: 0, closeTagWriteFailures: 0 }
+  return { applied: false, closestHits: 0, closestMisses: 0, namedAgain: 0, namedUnconnected: 0, closeTagsApplied: false, closeTagRefreshes: 0, closeTagChanges: 0, closeTagWriteFailures: 0 }
 }
 
 interface TagWrite { tags: Record<string, { value: number } | undefined> }
