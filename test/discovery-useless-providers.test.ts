@@ -11,6 +11,7 @@
  * ADD_PROVIDER would write them (the record, and the provider's addresses in
  * the holder's peer store).
  */
+import { createHash } from 'node:crypto'
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PeerId } from '@libp2p/interface'
@@ -173,5 +174,40 @@ describe('a discover whose first answer names many providers that never answer',
     expect(added('lookupWalks')).toBe(1)
     // one card wanted, one spare: two of the 20 were dialed (each dial made at most twice)
     expect(accepted).toBeLessThanOrEqual(4)
+  })
+
+  it('asks the other connected holders once the first one\'s providers have had their time, and does not walk', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    expect(holders).toHaveLength(K)
+    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
+    const honest = nodes.find(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))!
+    // the connected round asks the contact closest to the key first (kad-dht's ids: SHA-256 of the bytes)
+    const sha = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest()
+    const target = sha(key.multihash.bytes)
+    const distance = (p: PeerId): Buffer => Buffer.from(sha(p.toMultihash().bytes).map((x, i) => x ^ (target[i] ?? 0)))
+    const [closest, ...farther] = [...holders].sort((a, b) => Buffer.compare(distance(a), distance(b))).map(byPeer) as [MeshNode, ...MeshNode[]]
+    // the closest names only providers nobody runs (at the blackhole); the two farther ones name the honest agent
+    await storeOf(closest).removeProvider(key, peerOf(honest))
+    const port = (blackhole.address() as AddressInfo).port
+    for (let i = 0; i < 20; i++) {
+      const fake = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+      await storeOf(closest).addProvider(key, fake)
+      for (const n of [closest, asker]) await n.host.peerStore.merge(fake, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`)] })
+    }
+    for (const h of farther) await recordAt(h, key, honest)
+    for (const h of holders) await asker.host.hangUp(h)
+    for (const h of holders) await asker.host.dial(h)
+
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
+    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
+    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    // the first answer named enough providers; once they had DHT_LOOKUP_PATIENCE_MS the lookup came back for more,
+    // and the connected holders not asked yet were asked then. (The first version of one-at-a-time asking let its
+    // round's clock run while the lookup waited: past 1 s it asked no one else and walked, dialing.)
+    expect(added('lookupWalks')).toBe(0)
+    expect(added('connectedAnswers')).toBeGreaterThanOrEqual(2)
   })
 })

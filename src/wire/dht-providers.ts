@@ -105,12 +105,13 @@ async function askProviders (parts: KadInternals, peer: PeerId, key: CID, signal
 /**
  * The connected round: of the routing table's k contacts closest to `key`
  * (those kad-dht's walk starts from), the ones this node holds a connection
- * to, DHT_CONNECTED_FIRST_ASKS at most, asked one at a time: the next is
- * asked when the caller wants more than the answers so far named (it
- * resumes this generator), or when no answer has come DHT_CONNECTED_HEDGE_MS
- * after the last ask. Each answer is handed on as it arrives. Whatever the
- * caller stops at, the requests still out end; so do those still out after
- * DHT_CONNECTED_ROUND_MS (each an `error`).
+ * to, DHT_CONNECTED_FIRST_ASKS at most: the closest first, then the next
+ * when no answer has come DHT_CONNECTED_HEDGE_MS after the last ask, and all
+ * the rest once the caller wants more than the answers so far named (it
+ * resumes this generator; a caller whose providers proved useless comes back
+ * after DHT_LOOKUP_PATIENCE_MS at most). Each answer is handed on as it
+ * arrives. Whatever the caller stops at, the requests still out end; so does
+ * each one DHT_CONNECTED_ROUND_MS after it was sent (an `error`).
  *
  * Asking all of them at once (before session 35) cost two answers in three
  * for nothing at rest: the first named enough providers, and the others were
@@ -122,20 +123,22 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
   const near = table.closestPeers(kadId, { count: parts.k }).filter(p => !p.equals(self) && connected(p)).slice(0, DHT_CONNECTED_FIRST_ASKS)
   if (near.length === 0) return
   const done = new AbortController()
-  // a contact that does not answer holds the lookup up for DHT_CONNECTED_ROUND_MS at most: then the walk goes on
-  const asking = AbortSignal.any([signal, done.signal, AbortSignal.timeout(DHT_CONNECTED_ROUND_MS)])
   const pending = new Map<number, Promise<readonly [number, ProviderLookupEvent[]]>>()
   let asked = 0
   const askNext = (hedged: boolean): void => {
     onAsk?.(hedged)
     const i = asked++
+    // a contact that does not answer holds the lookup up for DHT_CONNECTED_ROUND_MS at most: then the walk goes on.
+    // Each ask has its own clock: the caller may wait between answers (for the providers named to prove useless)
+    // as long as that, and the contacts not yet asked must still be asked when it comes back for more
+    const asking = AbortSignal.any([signal, done.signal, AbortSignal.timeout(DHT_CONNECTED_ROUND_MS)])
     pending.set(i, askProviders(parts, near[i] as PeerId, key, asking, true).then(evs => [i, evs] as const))
   }
   askNext(false)
   let hedge: ReturnType<typeof setTimeout> | undefined
   try {
     while (pending.size > 0) {
-      const hedged = asked < near.length && !asking.aborted
+      const hedged = asked < near.length && !signal.aborted
         ? new Promise<'hedge'>((resolve) => { hedge = setTimeout(() => { resolve('hedge') }, DHT_CONNECTED_HEDGE_MS) })
         : undefined
       const racing: Array<Promise<readonly [number, ProviderLookupEvent[]] | 'hedge'>> = [...pending.values()]
@@ -143,14 +146,15 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
       const first = await Promise.race(racing)
       clearTimeout(hedge)
       if (first === 'hedge') {
-        askNext(true)
+        if (!signal.aborted) askNext(true)
         continue
       }
       const [i, evs] = first
       pending.delete(i)
       yield evs
-      // resumed: the caller wants more than the answers so far named
-      if (pending.size === 0 && asked < near.length && !asking.aborted) askNext(false)
+      // resumed: the caller wants more than the answers so far named (or they proved useless): every contact
+      // left is asked now, as the round once asked them all at its start
+      while (asked < near.length && !signal.aborted) askNext(false)
     }
   } finally {
     clearTimeout(hedge)
