@@ -4,7 +4,10 @@
  * the backlog a client is sent on connecting, which it has had no chance to
  * read, so it does not count against the cut-off (as the work stream's
  * backlog does not). Before, the history went out under the cut-off and
- * such a stream was destroyed before `ready`, on every reconnect.
+ * such a stream was destroyed before `ready`, on every reconnect. Since
+ * session 35 the history is also sent no faster than the client reads it
+ * (API_SSE_HISTORY_HIGH_WATER_BYTES unread at most), read from the log a page
+ * at a time; before, all of it was read into memory and written at once.
  */
 import { request, type IncomingMessage } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'

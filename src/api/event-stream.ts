@@ -84,7 +84,11 @@ async function pump (ports: EventStreamPorts, sub: EventSubscription, stream: Ss
       }
       const r = await sub.next()
       if (r.done === true || stream.closed) break
-      stream.send(r.value.type, r.value)
+      const e = r.value
+      // history is the backlog a client is sent on connecting: the cut-off counts above it (a keep-alive written
+      // while the stream waits for the client must not cut it off); live events count in full
+      if (live) stream.send(e.type, e)
+      else stream.burst(() => { stream.send(e.type, e) })
       if (!live && stream.buffered > API_SSE_HISTORY_HIGH_WATER_BYTES) {
         ports.counts.historyWaits++
         await stream.drained()

@@ -25,6 +25,8 @@ export class SseStream {
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
+  /** Settled when the stream ends, however it ends. */
+  private readonly end = Promise.withResolvers<void>()
   /** Closers that threw (each is still called); the last error, for whoever looks. */
   closerErrors = 0
   lastCloserError: unknown
@@ -86,14 +88,20 @@ export class SseStream {
     return this.ended ? 0 : this.res.writableLength
   }
 
-  /** Resolves once what was written has drained to the client, or the stream has ended. */
+  /**
+   * Resolves once what was written has drained to the client, or the stream
+   * has ended. At once when the response has not asked for a drain (a write
+   * returned false): it would emit none.
+   */
   async drained (): Promise<void> {
-    if (this.ended || this.res.writableLength === 0) return
+    if (this.ended || !this.res.writableNeedDrain) return
     const { promise, resolve } = Promise.withResolvers<void>()
     this.res.once('drain', resolve)
-    this.onClose(resolve)
-    await promise
-    this.res.off('drain', resolve)
+    try {
+      await Promise.race([promise, this.end.promise])
+    } finally {
+      this.res.off('drain', resolve)
+    }
   }
 
   /** End the stream from the server side. */
@@ -118,6 +126,7 @@ export class SseStream {
   private finish (): void {
     if (this.ended) return
     this.ended = true
+    this.end.resolve()
     clearInterval(this.heartbeat)
     for (const fn of this.closers.splice(0)) {
       try {
