@@ -71,7 +71,7 @@ describe('kad-dht repeats', () => {
     const clock = { t: 0 }
     const stats = dhtRepeatStats()
     // a peer this node holds a connection to: named peers go to the routing table's job (the network's event)
-    const components = { connectionManager: { getConnections: () => [{}] } }
+    const components = { connectionManager: { getConnections: () => [{ status: 'open' }] } }
     const dht = dhtWithoutRepeats(() => ({ routingTable: table, network }) as unknown as KadDHT, stats, () => clock.t)(components as never) as unknown as { network: typeof network }
     expect(stats.applied).toBe(true)
     const P = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
@@ -98,7 +98,7 @@ describe('kad-dht repeats', () => {
     const made = Object.assign(new EventTarget(), { routingTable: table, network })
     made.addEventListener('peer', (evt) => { discovered.push(String((evt as CustomEvent<{ id: PeerId }>).detail.id)) })
     const connected = new Set<string>()
-    const components = { connectionManager: { getConnections: (p: PeerId) => connected.has(p.toString()) ? [{}] : [] } }
+    const components = { connectionManager: { getConnections: (p: PeerId) => connected.has(p.toString()) ? [{ status: 'open' }] : [] } }
     const dht = dhtWithoutRepeats(() => made as unknown as KadDHT, stats)(components as never) as unknown as { network: typeof network }
     const [P, Q] = await Promise.all([1, 2].map(async () => peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()))
     connected.add(Q!)

@@ -20,11 +20,15 @@
  *    ping it just decided on), and its addresses are in the peer store.
  *    A peer named that this node holds no connection to (nor held one a
  *    moment ago) gets only the peer discovery (its addresses, for a later
- *    dial), not the routing-table job:
- *    that job could only end one way, since the table takes a new contact
- *    after a ping and the ping kad-dht is given here refuses, without a dial,
+ *    dial), not the routing-table job. The table takes a new contact only
+ *    after a ping, and the ping kad-dht is given here refuses, without a dial,
  *    a peer that is neither connected nor a contact (dht-contacts.ts); a
- *    contact is found in the table and left as it is. In a mesh larger than a
+ *    contact is found in the table and left as it is. The one thing the job
+ *    did besides: for a full bucket it first pinged the bucket's oldest
+ *    contacts (which may dial) and evicted those that did not answer. Hearsay
+ *    no longer starts that; walks (each answer adds its responder) and new
+ *    connections still do, which is the rule dht-contacts.ts already keeps
+ *    (a peer enters the table once this node has talked to it). In a mesh larger than a
  *    node's connections most peers an answer names are such peers, and their
  *    jobs (a queue entry, an abort signal, a thrown error, a log line) were
  *    the part of a discover's CPU that grew with the mesh (session 35).
@@ -163,7 +167,7 @@ export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => Ka
       const discovered = (detail: unknown): void => { (dht as unknown as EventTarget).dispatchEvent(new CustomEvent('peer', { detail })) }
       // the ping dht-contacts.ts gives kad-dht says which peers it takes without a ping (connected, or lately)
       const judge = (components.ping as { aliveWithoutPing?: (peer: PeerId) => boolean } | undefined)?.aliveWithoutPing
-      const connected = judge ?? ((peer: PeerId): boolean => components.connectionManager.getConnections(peer).length > 0)
+      const connected = judge ?? ((peer: PeerId): boolean => components.connectionManager.getConnections(peer).some(c => c.status === 'open'))
       dropNamedAgain(parts.network, stats, now, discovered, connected)
       stats.applied = true
     }
