@@ -130,6 +130,32 @@ describe('a discover whose first answer names many providers that never answer',
     s.on('error', () => { sockets.delete(s) })
     s.on('close', () => { sockets.delete(s) })
   })
+  /** The key, the asker (the last node), the key's K holders, and an agent that holds none of its records. */
+  async function scene (): Promise<{ key: CID, asker: MeshNode, holders: PeerId[], byPeer: (p: PeerId) => MeshNode, honest: MeshNode }> {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    expect(holders).toHaveLength(K)
+    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
+    const honest = nodes.find(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))!
+    return { key, asker, holders, byPeer, honest }
+  }
+  /** `count` providers nobody runs, recorded at `holder`, whose address (known to `holder` and `asker`) is the blackhole. */
+  async function blackholeProviders (holder: MeshNode, asker: MeshNode, key: CID, count: number): Promise<void> {
+    const port = (blackhole.address() as AddressInfo).port
+    for (let i = 0; i < count; i++) {
+      const fake = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
+      await storeOf(holder).addProvider(key, fake)
+      // the asker knows where they are (as from an answer that carried their addresses): its dials go there
+      for (const n of [holder, asker]) await n.host.peerStore.merge(fake, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`)] })
+    }
+  }
+  /** One discover of a card (limit 1, no cache), and what it added to each discovery counter. */
+  async function discoverOne (asker: MeshNode): Promise<{ found: string[], added: (k: keyof MeshNode['discovery']['stats']) => number }> {
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
+    return { found: found.map(c => c.agent_id), added: (k) => asker.discovery.stats[k] - before[k] }
+  }
   beforeAll(async () => {
     await new Promise<void>((resolve) => { blackhole.listen(0, '127.0.0.1', resolve) })
     // on TCP: the providers' address is a TCP listener
@@ -142,34 +168,21 @@ describe('a discover whose first answer names many providers that never answer',
   })
 
   it('goes on past them after DHT_LOOKUP_PATIENCE_MS instead of waiting for every dial to fail, and finds the honest agent', async () => {
-    const key = await capabilityKey(cap.capability_id)
-    const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
-    expect(holders).toHaveLength(K)
-    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
-    const honest = nodes.find(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))!
+    const { key, asker, holders, byPeer, honest } = await scene()
     // announced by no one: its records are laid out by hand below (see the first case)
     await honest.discovery.publish({ name: 'honest', capabilities: [cap] }, { announce: false })
 
     // the holder the asker is connected to names 20 providers nobody runs (its answer's limit), all at the blackhole
-    const port = (blackhole.address() as AddressInfo).port
     const [first, ...rest] = holders.map(byPeer)
-    for (let i = 0; i < 30; i++) {
-      const fake = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
-      await storeOf(first!).addProvider(key, fake)
-      // the asker knows where they are (as from an answer that carried their addresses): its dials go there
-      for (const n of [first!, asker]) await n.host.peerStore.merge(fake, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`)] })
-    }
+    await blackholeProviders(first!, asker, key, 30)
     for (const h of rest) await recordAt(h!, key, honest)
     for (const h of holders) await asker.host.hangUp(h)
     await asker.host.dial(peerOf(first!))
 
-    const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
-    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
+    const { found, added } = await discoverOne(asker)
     // before, the lookup waited for all 20 to be spent, two dials at a time of CARD_FETCH_TIMEOUT_MS each: the
     // discover ran out of time with nothing
-    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    expect(found).toEqual([honest.agentId])
     expect(added('lookupsWaitedOut')).toBeGreaterThanOrEqual(1)
     expect(added('lookupWalks')).toBe(1)
     // one card wanted, one spare: two of the 20 were dialed (each dial made at most twice)
@@ -177,12 +190,7 @@ describe('a discover whose first answer names many providers that never answer',
   })
 
   it('asks the other connected holders once the first one\'s providers have had their time, and does not walk', async () => {
-    const key = await capabilityKey(cap.capability_id)
-    const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
-    expect(holders).toHaveLength(K)
-    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
-    const honest = nodes.find(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))!
+    const { key, asker, holders, byPeer, honest } = await scene()
     // the connected round asks the contact closest to the key first (kad-dht's ids: SHA-256 of the bytes)
     const sha = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest()
     const target = sha(key.multihash.bytes)
@@ -190,20 +198,13 @@ describe('a discover whose first answer names many providers that never answer',
     const [closest, ...farther] = [...holders].sort((a, b) => Buffer.compare(distance(a), distance(b))).map(byPeer) as [MeshNode, ...MeshNode[]]
     // the closest names only providers nobody runs (at the blackhole); the two farther ones name the honest agent
     await storeOf(closest).removeProvider(key, peerOf(honest))
-    const port = (blackhole.address() as AddressInfo).port
-    for (let i = 0; i < 20; i++) {
-      const fake = peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
-      await storeOf(closest).addProvider(key, fake)
-      for (const n of [closest, asker]) await n.host.peerStore.merge(fake, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`)] })
-    }
+    await blackholeProviders(closest, asker, key, 20)
     for (const h of farther) await recordAt(h, key, honest)
     for (const h of holders) await asker.host.hangUp(h)
     for (const h of holders) await asker.host.dial(h)
 
-    const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
-    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
-    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    const { found, added } = await discoverOne(asker)
+    expect(found).toEqual([honest.agentId])
     // the first answer named enough providers; once they had DHT_LOOKUP_PATIENCE_MS the lookup came back for more,
     // and the connected holders not asked yet were asked then. (The first version of one-at-a-time asking let its
     // round's clock run while the lookup waited: past 1 s it asked no one else and walked, dialing.)
