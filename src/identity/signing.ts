@@ -8,6 +8,7 @@ import { createPrivateKey, createPublicKey, sign as signBytes, verify as verifyB
 import type { PrivateKey } from '@libp2p/interface'
 import { fromString, toString } from 'uint8arrays'
 import { EVENT_VERIFY_KEY_CACHE_ENTRIES } from '../constants.ts'
+import { makeRoom } from '../util/bounded.ts'
 import { publicKeyOfAgent } from './identity.ts'
 
 /**
@@ -156,15 +157,17 @@ export async function sign (key: PrivateKey, domain: string, unsigned: unknown):
  */
 const verifyKeys = new Map<string, KeyObject | null>()
 
+/** The node:crypto public key of an Ed25519 agent (null for another key type). Throws for an id that is no agent id. */
+export function agentPublicKeyObject (agentId: string): KeyObject | null {
+  const pub = publicKeyOfAgent(agentId)
+  return pub.type === 'Ed25519' ? createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub.raw).toString('base64url') } }) : null
+}
+
 function verifyingKeyObject (agentId: string): KeyObject | null {
   let ko = verifyKeys.get(agentId)
   if (ko !== undefined) return ko
-  const pub = publicKeyOfAgent(agentId)
-  ko = pub.type === 'Ed25519' ? createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub.raw).toString('base64url') } }) : null
-  if (verifyKeys.size >= EVENT_VERIFY_KEY_CACHE_ENTRIES) {
-    const oldest = verifyKeys.keys().next()
-    if (oldest.done !== true) verifyKeys.delete(oldest.value)
-  }
+  ko = agentPublicKeyObject(agentId)
+  makeRoom(verifyKeys, EVENT_VERIFY_KEY_CACHE_ENTRIES)
   verifyKeys.set(agentId, ko)
   return ko
 }

@@ -4,14 +4,14 @@
  * can serve it and any receiver can check it without trusting the holder.
  * The run id names its executor (`<agentId>:<random>`).
  */
-import { createHash, createPublicKey, randomBytes, verify as verifySignature, type KeyObject } from 'node:crypto'
+import { createHash, randomBytes, verify as verifySignature, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import {
   EVENT_MAX_BYTES, EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN, EVENT_VERIFIED_CACHE_ENTRIES, EVENT_VERIFY_KEY_CACHE_ENTRIES
 } from '../constants.ts'
 import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
-import { publicKeyOfAgent } from '../identity/identity.ts'
-import { canonicalJson, sign, signingBytes } from '../identity/signing.ts'
+import { agentPublicKeyObject, canonicalJson, sign, signingBytes } from '../identity/signing.ts'
+import { makeRoom } from '../util/bounded.ts'
 import { schema } from '../schema/validate.ts'
 import type { AgentEvent, UnsignedEvent } from './types.ts'
 import { assertVerdictShape } from './verdict-shape.ts'
@@ -107,13 +107,12 @@ export class SignatureCache {
     let key = this.keys.get(agentId)
     if (key !== undefined) return key
     try {
-      const pub = publicKeyOfAgent(agentId)
-      if (pub.type !== 'Ed25519') return undefined
-      key = createPublicKey({ format: 'jwk', key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(pub.raw).toString('base64url') } })
+      key = agentPublicKeyObject(agentId) ?? undefined
     } catch {
       return undefined
     }
-    bounded(this.keys, this.maxKeys)
+    if (key === undefined) return undefined
+    makeRoom(this.keys, this.maxKeys)
     this.keys.set(agentId, key)
     return key
   }
@@ -167,7 +166,7 @@ export class SignatureCache {
   }
 
   private remember (seen: string): true {
-    bounded(this.verified, this.maxVerified)
+    makeRoom(this.verified, this.maxVerified)
     this.verified.add(seen)
     return true
   }
@@ -176,13 +175,6 @@ export class SignatureCache {
     this.stats.refused++
     return false
   }
-}
-
-/** Make room for one more entry: the oldest goes when `max` are held. */
-function bounded (m: Map<string, unknown> | Set<string>, max: number): void {
-  if (m.size < max) return
-  const oldest = m.keys().next()
-  if (oldest.done !== true) m.delete(oldest.value)
 }
 
 /** The cache of callers that pass none: one per process, shared by all its nodes. */
