@@ -73,97 +73,53 @@ export class NodeMetrics {
         for (const [code, n] of Object.entries(stats.syncErrors)) this.set({ code }, n)
       }
     })
-    new Gauge({
-      name: 'aap_liveness',
-      help: 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, runs declared lost (EXECUTOR_LOST), verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict',
-      labelNames: ['what'],
-      registers,
-      collect () {
-        const s = self.node?.runs.liveness.stats
-        if (s === undefined) return
-        this.set({ what: 'probes' }, s.probes)
-        this.set({ what: 'probe_failures' }, s.probeFailures)
-        this.set({ what: 'declared' }, s.declared)
-        this.set({ what: 'unchained' }, s.unchained)
-        this.set({ what: 'notices_delivered' }, s.noticesDelivered)
-        this.set({ what: 'notices_expired' }, s.noticesExpired)
-        this.set({ what: 'notices_dropped' }, s.noticesDropped)
-        this.set({ what: 'notice_rounds' }, s.noticeRounds)
-        this.set({ what: 'notice_offers' }, s.noticeOffers)
-        this.set({ what: 'superseded' }, s.superseded)
-        this.set({ what: 'ended_unseen' }, s.endedUnseen)
-        this.set({ what: 'notices_open' }, self.node?.runs.liveness.openNotices ?? 0)
+    /** A gauge of named figures, label `what`; `read` gives them (undefined: the part is absent, no samples). */
+    const figures = (name: string, help: string, read: (node: MeshNode) => Record<string, number> | undefined): void => {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['what'],
+        registers,
+        collect () {
+          const f = self.node === undefined ? undefined : read(self.node)
+          if (f !== undefined) for (const [what, n] of Object.entries(f)) this.set({ what }, n)
+        }
+      })
+    }
+    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, runs declared lost (EXECUTOR_LOST), verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict', (node) => {
+      const l = node.runs.liveness
+      const s = l.stats
+      return {
+        probes: s.probes,
+        probe_failures: s.probeFailures,
+        declared: s.declared,
+        unchained: s.unchained,
+        notices_delivered: s.noticesDelivered,
+        notices_expired: s.noticesExpired,
+        notices_dropped: s.noticesDropped,
+        notice_rounds: s.noticeRounds,
+        notice_offers: s.noticeOffers,
+        superseded: s.superseded,
+        ended_unseen: s.endedUnseen,
+        notices_open: l.openNotices
       }
     })
-    new Gauge({
-      name: 'aap_run_slots',
-      help: 'Run slots of this node as executor (src/runs/slots.ts): held now, new runs refused since start because the node (refused_node) or the delegator\'s share (refused_delegator) was full; expired idempotency records deleted since start, and sweeps that failed',
-      labelNames: ['what'],
-      registers,
-      collect () {
-        const runs = self.node?.runs
-        if (runs === undefined) return
-        this.set({ what: 'held' }, runs.slots.size)
-        this.set({ what: 'refused_node' }, runs.slots.refused.node)
-        this.set({ what: 'refused_delegator' }, runs.slots.refused.delegator)
-        this.set({ what: 'idempotency_deleted' }, runs.idempotency.stats.deleted)
-        this.set({ what: 'idempotency_sweep_failures' }, runs.idempotency.stats.failures)
-      }
+    figures('aap_run_slots', 'Run slots of this node as executor (src/runs/slots.ts): held now, new runs refused since start because the node (refused_node) or the delegator\'s share (refused_delegator) was full; expired idempotency records deleted since start, and sweeps that failed', ({ runs }) => ({
+      held: runs.slots.size,
+      refused_node: runs.slots.refused.node,
+      refused_delegator: runs.slots.refused.delegator,
+      idempotency_deleted: runs.idempotency.stats.deleted,
+      idempotency_sweep_failures: runs.idempotency.stats.failures
+    }))
+    figures('aap_storage_syncs', 'Syncs of the datastore\'s log to disk since start (src/storage/durability.ts), and those that failed; absent without a data dir', ({ durability: d }) =>
+      d === undefined ? undefined : { syncs: d.stats.syncs, failures: d.stats.failures })
+    figures('aap_bootstrap', 'The bootstrap loop (src/wire/bootstrap.ts), since start: rounds that reached no bootstrap peer since the last that did, redials of a peer that closed the connection again while this node held others, checks that waited before such a redial, redials at once of a node that looked cut off, and the wait before the next such redial (ms); absent without --bootstrap', ({ bootstrap: b }) =>
+      b === undefined ? undefined : { failed_rounds: b.failedRounds, churn_redials: b.churnRedials, churn_waits: b.churnWaits, cut_off_redials: b.cutOffRedials, churn_delay_ms: b.churnDelayMs })
+    figures('aap_connections', 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors', (node) => {
+      const b = node.connections
+      return { open: node.host.getConnections().length, max: b.max, pruned: b.stats.pruned, over_budget: b.stats.overBudget, errors: b.stats.errors }
     })
-    new Gauge({
-      name: 'aap_storage_syncs',
-      help: 'Syncs of the datastore\'s log to disk since start (src/storage/durability.ts), and those that failed; absent without a data dir',
-      labelNames: ['what'],
-      registers,
-      collect () {
-        const d = self.node?.durability
-        if (d === undefined) return
-        this.set({ what: 'syncs' }, d.stats.syncs)
-        this.set({ what: 'failures' }, d.stats.failures)
-      }
-    })
-    new Gauge({
-      name: 'aap_bootstrap',
-      help: 'The bootstrap loop (src/wire/bootstrap.ts), since start: rounds that reached no bootstrap peer since the last that did, redials of a peer that closed the connection again while this node held others, checks that waited before such a redial, redials at once of a node that looked cut off, and the wait before the next such redial (ms); absent without --bootstrap',
-      labelNames: ['what'],
-      registers,
-      collect () {
-        const b = self.node?.bootstrap
-        if (b === undefined) return
-        this.set({ what: 'failed_rounds' }, b.failedRounds)
-        this.set({ what: 'churn_redials' }, b.churnRedials)
-        this.set({ what: 'churn_waits' }, b.churnWaits)
-        this.set({ what: 'cut_off_redials' }, b.cutOffRedials)
-        this.set({ what: 'churn_delay_ms' }, b.churnDelayMs)
-      }
-    })
-    new Gauge({
-      name: 'aap_connections',
-      help: 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors',
-      labelNames: ['what'],
-      registers,
-      collect () {
-        const node = self.node
-        if (node === undefined) return
-        const b = node.connections
-        this.set({ what: 'open' }, node.host.getConnections().length)
-        this.set({ what: 'max' }, b.max)
-        this.set({ what: 'pruned' }, b.stats.pruned)
-        this.set({ what: 'over_budget' }, b.stats.overBudget)
-        this.set({ what: 'errors' }, b.stats.errors)
-      }
-    })
-    new Gauge({
-      name: 'aap_discovery',
-      help: 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed',
-      labelNames: ['what'],
-      registers,
-      collect () {
-        const stats = self.node?.discovery.stats
-        if (stats === undefined) return
-        for (const [what, n] of Object.entries(stats)) this.set({ what }, n)
-      }
-    })
+    figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
     new Gauge({
       name: 'aap_events_published',
       help: 'Run events this node published on gossip since start',
