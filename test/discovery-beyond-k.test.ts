@@ -13,7 +13,8 @@
 import type { PeerId, Stream } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { capabilityKey } from '../src/card/card.ts'
+import { capabilityKey, type AgentCard } from '../src/card/card.ts'
+import type { DiscoveryStats } from '../src/card/discovery-stats.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -36,6 +37,13 @@ async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
   }
   return holders
 }
+/** A discover of `cap` (no cache) by `asker`, and what it added to each discovery counter. */
+async function discoverCounting (asker: MeshNode, limit: number): Promise<{ found: AgentCard[], added: (k: keyof DiscoveryStats) => number }> {
+  const before = { ...asker.discovery.stats }
+  const found = await asker.discover({ capability: cap }, { limit, cache: false })
+  return { found, added: (k) => asker.discovery.stats[k] - before[k] }
+}
+
 /** Leave `asker` with one connection to each of `peers`, opened by itself (what the connected round asks). */
 async function connectFrom (asker: MeshNode, peers: PeerId[]): Promise<void> {
   for (const peer of peers) {
@@ -99,11 +107,9 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const onOpen = (evt: CustomEvent<{ direction: string }>): void => { if (evt.detail.direction === 'outbound') dials++ }
     asker.host.addEventListener('connection:open', onOpen)
     try {
-      const before = { ...asker.discovery.stats }
       // each holder names its own part; two providers with cards are enough for a limit of 2
-      const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
+      const { found, added } = await discoverCounting(asker, 2)
       expect(found).toHaveLength(2)
-      const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
       expect(added('lookupWalks')).toBe(0)
       expect(added('connectedAnswers')).toBeGreaterThan(0)
       expect(added('connectedAnswers')).toBe(added('lookupAnswers'))
@@ -121,11 +127,9 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
     await connectFrom(asker, await holdersOf(asker, key))
-    const before = { ...asker.discovery.stats }
     // every holder names at least 2 providers, as many as a limit of 1 wants (twice the limit)
-    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false })
+    const { found, added } = await discoverCounting(asker, 1)
     expect(found).toHaveLength(1)
-    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
     expect(added('lookupWalks')).toBe(0)
     expect(added('connectedAnswers')).toBe(1)
     // before, all three were asked at once, and two answers were read for nothing; a second ask here only hedges a
