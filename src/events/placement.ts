@@ -332,21 +332,32 @@ export class Placement {
    */
   async placeVerdict (t: CorrTrack, verdict: AgentEvent): Promise<boolean> {
     const accepted = await this.ingest(t, [verdict])
-    this.i.stats.published++
-    this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalEvent(verdict))).catch((err: unknown) => {
-      this.i.log.debug({ err, run_id: verdict.run_id }, 'a verdict was not published on gossip (subscribers sync it)')
-    })
+    this.publish(t, verdict, 'a verdict')
     return accepted.length > 0
   }
 
   /** Publish events of another node's run again (the executor's events that replaced a verdict here). */
   republish (t: CorrTrack, events: AgentEvent[]): void {
-    for (const e of events) {
-      this.i.stats.published++
-      this.i.host.services.pubsub.publish(t.topic, enc.encode(canonicalEvent(e))).catch((err: unknown) => {
-        this.i.log.debug({ err, run_id: e.run_id, seq: e.seq }, 'an event was not published again on gossip (subscribers sync it)')
-      })
+    for (const e of events) this.publish(t, e, 'an event published again')
+  }
+
+  /**
+   * Publish one event on its correlation's topic, unless no connected peer
+   * takes the topic: flood publish would reach nobody, and one who subscribes
+   * later syncs the event from a log (counted as `unpublished`). A publish
+   * that fails (the router is stopping, the subscribers left meanwhile) is
+   * logged; they sync it too.
+   */
+  private publish (t: CorrTrack, event: AgentEvent, what: string): void {
+    const pubsub = this.i.host.services.pubsub
+    if (pubsub.getSubscribers(t.topic).length === 0) {
+      this.i.stats.unpublished++
+      return
     }
+    this.i.stats.published++
+    pubsub.publish(t.topic, enc.encode(canonicalEvent(event))).catch((err: unknown) => {
+      this.i.log.debug({ err, run_id: event.run_id, seq: event.seq }, `${what} was not published on gossip (subscribers sync it)`)
+    })
   }
 
   /**
@@ -362,18 +373,8 @@ export class Placement {
     if (!this.i.running()) return
     const correlations = this.i.correlations
     const t = correlations.ensure(event.correlation_id, false, false)
-    const pubsub = this.i.host.services.pubsub
-    if (pubsub.getSubscribers(t.topic).length === 0) {
-      // no peer takes the topic (a delegator that follows its run sends its SUBSCRIBE ahead of the delegate
-      // request): flood publish would reach nobody, and one who subscribes later syncs the event from the log
-      this.i.stats.unpublished++
-    } else {
-      this.i.stats.published++
-      pubsub.publish(t.topic, enc.encode(canonicalEvent(event))).catch((err: unknown) => {
-        // the router is stopping, or the subscribers left meanwhile: they sync it from the log
-        this.i.log.debug({ err, run_id: event.run_id, seq: event.seq }, 'an event was not published on gossip')
-      })
-    }
+    // a delegator that follows its run sends its SUBSCRIBE ahead of the delegate request, so it is counted here
+    this.publish(t, event, 'an event')
     const apply = (): void => {
       const rt = correlations.newRunTrack(t, event.run_id, true)
       if (rt === undefined) return

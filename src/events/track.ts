@@ -51,8 +51,9 @@ export interface EventsStats {
   syncRequests: { correlation: number, run: number }
   /** Failed syncs by error code. */
   syncErrors: Record<string, number>
+  /** Events this node published on gossip: its own runs', its verdicts, the executor's events it republished. */
   published: number
-  /** The executor's events not published on gossip: no connected peer took the correlation's topic. */
+  /** The same, not published: no connected peer took the correlation's topic. */
   unpublished: number
   /** Writes of event copies that failed (the events are fetched and stored again). */
   copyWriteErrors: number
