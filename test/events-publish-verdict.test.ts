@@ -8,29 +8,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { correlationTopic } from '../src/events/topic.ts'
 import type { MeshNode } from '../src/node.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
 
 const GATE = { capability_id: 'cap:verdict-gate', version: '1.0.0' }
 
 describe('publishing a liveness verdict', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode, C: MeshNode
-  const gates: Array<PromiseWithResolvers<void>> = []
+  const held = new Map<string, PromiseWithResolvers<void>>()
 
   beforeAll(async () => {
     // A delegates and declares, B executes and goes away, C follows one of the two tasks
     nodes = await startMesh(3, { nodeOptions: (i) => i === 0 ? { liveness: { lostAfterMs: 1500, probeIntervalMs: 200 } } : {} })
     ;[A, B, C] = nodes as [MeshNode, MeshNode, MeshNode]
-    B.runs.handle(GATE, async () => {
-      const gate = Promise.withResolvers<void>()
-      gates.push(gate)
-      await gate.promise
-      return { done: true }
-    })
-    await B.publishCard({ name: 'gated', capabilities: [GATE] })
+    await holdingWorkers([B], GATE, held)
   })
   afterAll(async () => {
-    for (const g of gates) g.resolve()
+    for (const g of held.values()) g.resolve()
     await stopAll(nodes)
   })
 
@@ -39,7 +33,7 @@ describe('publishing a liveness verdict', () => {
     const sub = await C.events.subscribe('task-verdict-followed', { onEvent: (e) => { seen.push(e.type) } })
     const followed = await A.delegate({ to_agent: B.agentId, task_id: 'task-verdict-followed', capability: GATE, input: {} })
     const alone = await A.delegate({ to_agent: B.agentId, task_id: 'task-verdict-alone', capability: GATE, input: {} })
-    await until(() => gates.length === 2, 'both handlers at work')
+    await until(() => held.size === 2, 'both handlers at work')
     await until(() => seen.includes('run.started'), 'C to hold the followed run\'s start')
     const topic = correlationTopic(followed.correlation_id)
     await until(() => A.host.services.pubsub.getSubscribers(topic).some(p => p.equals(C.host.peerId)), 'A to know that C takes the task\'s topic')
