@@ -304,7 +304,7 @@ describe('CardFetches with a holder', () => {
     const extra = await cardOf()
     const client = { call: async () => ({ cards: [asked, extra, asked] }) } as unknown as RpcClient
     const reasons: string[] = []
-    const got = await askHolder(client, peerIdFromString(agentIdOf(await newKey())), [peerIdFromString(asked.agent_id)], AbortSignal.timeout(5_000), err => { reasons.push(String(err.details?.reason)) })
+    const got = await askHolder(client, peerIdFromString(agentIdOf(await newKey())), { agents: [peerIdFromString(asked.agent_id)] }, AbortSignal.timeout(5_000), err => { reasons.push(String(err.details?.reason)) })
     expect(got).toEqual([asked])
     expect(reasons).toEqual(['not_asked', 'not_asked'])
   })
@@ -354,16 +354,16 @@ describe('held cards between real nodes', () => {
     try {
       await host.peerStore.merge(holder!.host.peerId, { multiaddrs: holder!.host.getMultiaddrs() })
       const rejected: string[] = []
-      const got = await askHolder(client, holder!.host.peerId, [peerIdFromString(genuine.agent_id)], AbortSignal.timeout(5_000), err => { rejected.push(String(err.details?.reason)) })
+      const got = await askHolder(client, holder!.host.peerId, { agents: [peerIdFromString(genuine.agent_id)] }, AbortSignal.timeout(5_000), err => { rejected.push(String(err.details?.reason)) })
       expect(got).toEqual([])
       expect(rejected).toEqual(['bad_signature'])
       // an older genuine card does not replace the newer forged one the holder keeps...
       held.hold(genuine)
-      expect(await askHolder(client, holder!.host.peerId, [peerIdFromString(genuine.agent_id)], AbortSignal.timeout(5_000), () => {})).toEqual([])
+      expect(await askHolder(client, holder!.host.peerId, { agents: [peerIdFromString(genuine.agent_id)] }, AbortSignal.timeout(5_000), () => {})).toEqual([])
       // ...a newer one does
       const newer = await issueCard(asked, draft, 3)
       held.hold(newer)
-      expect(await askHolder(client, holder!.host.peerId, [peerIdFromString(genuine.agent_id)], AbortSignal.timeout(5_000), () => {})).toEqual([newer])
+      expect(await askHolder(client, holder!.host.peerId, { agents: [peerIdFromString(genuine.agent_id)] }, AbortSignal.timeout(5_000), () => {})).toEqual([newer])
 
       // bad asks get INVALID_REQUEST frames
       const ids = await Promise.all(Array.from({ length: CARD_HELD_ASK_MAX + 1 }, async () => agentIdOf(await newKey())))

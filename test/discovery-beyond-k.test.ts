@@ -18,7 +18,11 @@ import type { DiscoveryStats } from '../src/card/discovery-stats.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
+import { componentLogger } from '../src/logger.ts'
+import { lookupProviders } from '../src/wire/dht-providers.ts'
 import { startMesh, stopAll } from './helpers.ts'
+
+const log = componentLogger(undefined, 'test')
 
 const K = 3
 const NODES = 10
@@ -40,7 +44,8 @@ async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
 /** A discover of `cap` (no cache) by `asker`, and what it added to each discovery counter. */
 async function discoverCounting (asker: MeshNode, limit: number): Promise<{ found: AgentCard[], added: (k: keyof DiscoveryStats) => number }> {
   const before = { ...asker.discovery.stats }
-  const found = await asker.discover({ capability: cap }, { limit, cache: false })
+  // the lookup alone: no ask by key to the first contact, whose cards would end the discover before its answer
+  const found = await asker.discover({ capability: cap }, { limit, cache: false, byKey: false })
   return { found, added: (k) => asker.discovery.stats[k] - before[k] }
 }
 
@@ -190,7 +195,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     await silent.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream) }, { force: true })
     await connectFrom(asker, holders)
     const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
+    const found = await asker.discover({ capability: cap }, { limit: 2, cache: false, byKey: false })
     expect(found).toHaveLength(2)
     expect(held.length).toBeGreaterThan(0)
     expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)
@@ -199,6 +204,17 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     const answered = asker.discovery.stats.connectedAnswers - before.connectedAnswers
     expect(answered).toBeGreaterThanOrEqual(1)
     expect(answered).toBeLessThanOrEqual(2)
+
+    // a caller that stops while the connected round is still out (a discover that had its cards from the
+    // contact's answer by key) ends the lookup with that round's last ask: no walk, so no dial. Only the
+    // silent holder is asked here.
+    const stop = new AbortController()
+    const events: string[] = []
+    for await (const ev of lookupProviders(asker.host.services.dht, asker.host.peerId, key, {
+      want: 4, signal: stop.signal, log, connected: p => p.equals(holders[0]!), onConnectedAsk: () => { queueMicrotask(() => { stop.abort() }) }
+    })) events.push(ev.name)
+    expect(stop.signal.aborted).toBe(true)
+    expect(events).not.toContain('walk')
   })
 })
 

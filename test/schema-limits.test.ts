@@ -32,7 +32,7 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['card', '/definitions/AgentCardView/properties/tags', 'maxItems', C.CARD_MAX_TAGS],
   ['card', '/definitions/AgentCardView/properties/seq', 'maximum', C.CARD_SEQ_MAX],
   ['card', '/definitions/DiscoveryQuery/properties/tags/anyOf/0', 'maxItems', C.DISCOVER_QUERY_MAX_TAGS],
-  ['card', '/definitions/GetHeldCardsRequest/properties/agents', 'maxItems', C.CARD_HELD_ASK_MAX],
+  ['card', '/definitions/GetHeldCardsRequest/oneOf/0/properties/agents', 'maxItems', C.CARD_HELD_ASK_MAX],
   ['card', '/definitions/GetHeldCardsResponse/properties/cards', 'maxItems', C.CARD_HELD_ASK_MAX],
   ['runs', '/definitions/ControlHandoffRequest/properties/to_record', 'maxLength', PEER_RECORD_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/capability_id', 'maxLength', C.CAPABILITY_ID_MAX_CHARS],

@@ -66,10 +66,15 @@ export interface DiscoveryStats {
   /** Failed pulls (out of time, connection lost) set to be tried again later. */
   heldCardPullRetries: number
   heldCardsServed: number
+  /** get_held_cards asked by provider key, answered here. */
+  heldKeyAnswers: number
   /** Asks this node's discovers sent to a peer whose DHT answer named providers, asks that failed, and the verified cards they brought. */
   heldCardAsks: number
   heldCardAskFailures: number
   heldCardsReceived: number
+  /** get_held_cards asked by provider key (of the contact the lookup asks first), and those that failed or ran out of time. */
+  heldKeyAsks: number
+  heldKeyAskFailures: number
 }
 
 export function newDiscoveryStats (): DiscoveryStats {
@@ -113,8 +118,11 @@ export function newDiscoveryStats (): DiscoveryStats {
     heldCardPullsSkipped: 0,
     heldCardPullRetries: 0,
     heldCardsServed: 0,
+    heldKeyAnswers: 0,
     heldCardAsks: 0,
     heldCardAskFailures: 0,
-    heldCardsReceived: 0
+    heldCardsReceived: 0,
+    heldKeyAsks: 0,
+    heldKeyAskFailures: 0
   }
 }

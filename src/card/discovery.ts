@@ -16,7 +16,7 @@
  * peer cannot be reached. Nothing unverified is ever returned.
  */
 import type { PeerId, PrivateKey } from '@libp2p/interface'
-import type { CID } from 'multiformats/cid'
+import { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
   CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
@@ -35,7 +35,7 @@ import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
 import { lookupProviders, type ProviderDemand } from '../wire/dht-providers.ts'
-import { watchProviderRecords } from '../wire/provider-answers.ts'
+import { ownProviderRecords, watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
 import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -57,6 +57,13 @@ export interface DiscoverOptions {
   fresh?: boolean
   /** False: do not answer from this node's card cache; the holders and agents are asked (a node that just started). Default true. */
   cache?: boolean
+  /**
+   * Ask the contact the lookup asks first, at the same time, for the cards it
+   * holds of the providers of the query's key (protocols/card.md,
+   * get_held_cards by key). Default true; false leaves naming providers to the
+   * lookup's answers alone (diagnosis, tests). Never with `fresh`.
+   */
+  byKey?: boolean
   /** Told where each card made ready came from (a holder, the cache, the agent, the DHT), for diagnosis. */
   explain?: (origin: CardOrigin) => void
   /** Told of the providers the lookup names, in order, and whose DHT answer named them (none: this node's own records). */
@@ -134,7 +141,7 @@ export class Discovery {
           if (card === undefined) throw new AgentNotFoundError('this node has not published a card')
           return { card }
         }),
-        get_held_cards: method(isGetHeldCardsRequest, async req => ({ cards: this.held.answer(req.agents) }))
+        get_held_cards: method(isGetHeldCardsRequest, async req => ({ cards: req.agents !== undefined ? this.held.answer(req.agents) : await this.heldOfKey(req.key ?? '') }))
       }
     })
     this.republishTimer = setInterval(() => { void this.republish() }, CARD_REPUBLISH_INTERVAL_MS)
@@ -267,7 +274,12 @@ export class Discovery {
       preferred: p => holdsOwnConnection(this.host, p),
       known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
       fetch: async (p, s, source) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false, source }),
-      ...(opts.fresh === true ? {} : { ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, agents, s, (err, from) => { this.reject(err, from) }, onCard) }),
+      ...(opts.fresh === true
+        ? {}
+        : {
+            ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard),
+            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key }, s, (err, from) => { this.reject(err, from) }, onCard) })
+          }),
       remember: card => this.cache.remember(card),
       stats: this.stats,
       log: this.log,
@@ -289,9 +301,11 @@ export class Discovery {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk: (hedged) => {
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk: (hedged, peer) => {
           this.stats.connectedAsks++
           if (hedged) this.stats.connectedHedges++
+          // the contact asked first holds the key's records most likely: its cards come with its answer
+          else fetches.askKey(peer)
         } })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
@@ -336,6 +350,24 @@ export class Discovery {
       // abort in the background; the lookup above never rejects)
       stopped.abort()
     }
+  }
+
+  /**
+   * get_held_cards by key: the held cards of providers whose records this
+   * node keeps under `key` (a random pick of them when it keeps more than an
+   * answer names, as for GET_PROVIDERS; provider-answers.ts).
+   */
+  private async heldOfKey (key: string): Promise<AgentCard[]> {
+    let cid: CID
+    try {
+      cid = CID.parse(key)
+    } catch {
+      throw new InvalidRequestError('get_held_cards: key is not a CID', { reason: 'bad_key' })
+    }
+    const records = ownProviderRecords(this.host.services.dht)
+    if (records === undefined) return []
+    this.stats.heldKeyAnswers++
+    return this.held.answer((await records(cid)).map(p => p.toString()))
   }
 
   private async queryKey (query: DiscoveryQuery): Promise<CID | undefined> {

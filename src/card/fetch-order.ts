@@ -15,6 +15,7 @@
 import type { PeerId } from '@libp2p/interface'
 import { CARD_FETCH_SLOW_MS, CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_FETCH_CONCURRENCY } from '../constants.ts'
 import { toAapError } from '../errors.ts'
+import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { ProviderQueue } from './provider-queue.ts'
@@ -59,6 +60,8 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
   fetch: (peer: PeerId, signal: AbortSignal, source: (s: CardSource) => void) => Promise<Card>
   /** Ask the peer whose answer named providers for their cards (held-cards.ts), each verified card handed to `onCard` at once; absent: never. */
   ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
+  /** Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed to `onCard`; absent: never. */
+  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
   /** Keep a card a holder sent; returns the newest known of that agent. */
   remember: (card: Card) => Card
   stats: DiscoveryStats
@@ -89,6 +92,10 @@ export class CardFetches<Card extends { agent_id: string }> {
   private expected = 0
   /** Which peer's answer named each provider (for `explain`). */
   private readonly namedBy = new Map<string, string>()
+  /** Agents whose cards are ready: a holder's answer by key may send a card the lookup names too. */
+  private readonly delivered = new Set<string>()
+  /** Asks by key in flight, by holder: what that holder's DHT answer names waits for its cards (`askKey`). */
+  private readonly keyAsks = new Map<string, PeerId[][]>()
   private readonly started = performance.now()
   /** Providers handed over whose card could not be had or did not match (the lookup's ProviderDemand). */
   spent = 0
@@ -105,7 +112,24 @@ export class CardFetches<Card extends { agent_id: string }> {
   /** Nothing waits and nothing is in flight. */
   get idle (): boolean { return this.inFlight === 0 && this.expected === 0 && this.pending.length === 0 }
 
-  add (named: PeerId[], from?: PeerId): void {
+  /** A card made ready, once per agent; false when that agent's card is ready already. */
+  private deliver (card: Card, source: CardSource, preferred: boolean): boolean {
+    if (this.delivered.has(card.agent_id)) return false
+    this.delivered.add(card.agent_id)
+    this.ready.push(card)
+    this.origin(card, source, preferred)
+    return true
+  }
+
+  add (all: PeerId[], from?: PeerId): void {
+    // the peer is sending the cards it holds under the key: what it names waits for them
+    const waiting = from === undefined ? undefined : this.keyAsks.get(from.toString())
+    if (waiting !== undefined) {
+      waiting.push(all)
+      return
+    }
+    // providers whose cards a holder sent already are neither asked again nor spent
+    const named = all.filter(p => !this.delivered.has(p.toString()))
     const providers = this.pending.admit(named, from)
     // past the naming peer's share (provider-queue.ts): never asked, so spent for the lookup (it names others)
     this.init.stats.providersOverShare += named.length - providers.length
@@ -140,8 +164,7 @@ export class CardFetches<Card extends { agent_id: string }> {
           this.spent++
           return
         }
-        this.ready.push(card)
-        this.origin(card, source, preferred)
+        this.deliver(card, source, preferred)
       })
       .catch((err: unknown) => {
         // the caller has what it asked for: a fetch cut off by that is not the provider's fault
@@ -171,15 +194,7 @@ export class CardFetches<Card extends { agent_id: string }> {
     this.expected += ask.length
     init.stats.heldCardAsks++
     const onCard = (card: Card): void => {
-      init.stats.heldCardsReceived++
-      const newest = init.remember(card)
-      if (init.matches(newest)) {
-        this.ready.push(newest)
-        this.origin(newest, 'holder', false)
-      } else {
-        this.spent++
-      }
-      init.onChange()
+      if (!this.fromHolder(card, holder)) this.spent++
     }
     init.ask(holder, ask, init.signal, onCard)
       .then(cards => {
@@ -195,5 +210,53 @@ export class CardFetches<Card extends { agent_id: string }> {
         this.drain()
       })
     return providers.filter(p => !ask.includes(p))
+  }
+
+  /** A card `holder` sent, kept; whether it matches (made ready unless it was already). */
+  private fromHolder (card: Card, holder: PeerId): boolean {
+    const { init } = this
+    init.stats.heldCardsReceived++
+    // a card sent by key: the holder names its agent by sending it
+    if (init.explain !== undefined && !this.namedBy.has(card.agent_id)) this.namedBy.set(card.agent_id, holder.toString())
+    const newest = init.remember(card)
+    const matches = init.matches(newest)
+    if (matches) this.deliver(newest, 'holder', false)
+    init.onChange()
+    return matches
+  }
+
+  /**
+   * Ask `holder` (the contact the lookup asks first, at the same time) for
+   * the cards it holds of the providers of the discover's key. Until it
+   * answers, nobody is dialed (it may send every card wanted) and what its
+   * DHT answer names waits; then the providers it sent no card of are asked
+   * for as usual. A card it sends that does not match is not spent: the
+   * lookup did not name it (if it does, its fetch finds the card cached).
+   */
+  askKey (holder: PeerId): void {
+    const { init } = this
+    const id = holder.toString()
+    if (init.askKey === undefined || holder.equals(init.self) || this.keyAsks.has(id) || init.stopped.aborted) return
+    const deferred: PeerId[][] = []
+    this.keyAsks.set(id, deferred)
+    const hold = Math.max(1, init.wanted() - this.ready.length)
+    this.expected += hold
+    init.stats.heldKeyAsks++
+    init.askKey(holder, init.signal, card => {
+      // this node's own card is never a result (unless asked for, which discovery adds itself); one cached here
+      // is taken from the cache once the lookup names its agent, as without the ask
+      if (card.agent_id === init.self.toString() || init.known(peerIdOfAgent(card.agent_id))) return
+      this.fromHolder(card, holder)
+    })
+      .catch((err: unknown) => {
+        if (!init.stopped.aborted) init.stats.heldKeyAskFailures++
+        init.log.debug({ err: toAapError(err), peer: id }, 'the contact asked by key did not send the cards it holds')
+      })
+      .finally(() => {
+        this.expected -= hold
+        this.keyAsks.delete(id)
+        for (const named of deferred) this.add(named, holder)
+        this.drain()
+      })
   }
 }

@@ -24,6 +24,7 @@
  * agents whose card this node held, so an asker cannot make it dial anyone.
  */
 import type { PeerId } from '@libp2p/interface'
+import type { CID } from 'multiformats/cid'
 import {
   CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_PULL_CONCURRENCY,
   CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
@@ -36,7 +37,8 @@ import type { RpcClient } from '../wire/rpc.ts'
 import { compareCards, verifyCard, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 
-export interface GetHeldCardsRequest { agents: string[] }
+/** One of the two: the agents whose cards are wanted, or the provider key whose providers' cards are. */
+export interface GetHeldCardsRequest { agents?: string[], key?: string }
 export const isGetHeldCardsRequest = schema<GetHeldCardsRequest>('aap:card#/definitions/GetHeldCardsRequest')
 const isGetHeldCardsResponse = schema<{ cards: unknown[] }>('aap:card#/definitions/GetHeldCardsResponse')
 
@@ -100,13 +102,15 @@ export class HeldCards {
   }
 
   /**
-   * The held, unexpired cards of `agents`, as many as fit in one answer frame;
-   * those likely re-signed since are pulled again for the next asker.
+   * The held, unexpired cards of `agents`, as many as fit in one answer frame
+   * (and `max` at most); those likely re-signed since are pulled again for
+   * the next asker.
    */
-  answer (agents: string[]): AgentCard[] {
+  answer (agents: Iterable<string>, max = CARD_HELD_ASK_MAX): AgentCard[] {
     const out: AgentCard[] = []
     let room = CARD_MAX_FRAME_BYTES - ANSWER_ENVELOPE_BYTES
     for (const id of new Set(agents)) {
+      if (out.length >= max) break
       const held = this.held.get(id)
       if (held === undefined) {
         // its record is kept here but its pull failed: asked for, pull it again (never a dial)
@@ -216,15 +220,19 @@ export class HeldCards {
 }
 
 /**
- * Ask `holder` for the cards it holds of `agents` (at most CARD_HELD_ASK_MAX).
+ * Ask `holder` for the cards it holds: of `agents` (at most
+ * CARD_HELD_ASK_MAX), or of the providers whose records it keeps under `key`.
  * Each card is handed to `onCard` as soon as it is verified, and the verified
  * ones are returned; a card that fails verification, or names an agent not
- * asked for or one twice, goes to `onRejected` instead.
+ * asked for or one twice, goes to `onRejected` instead. A card sent for a key
+ * need not match the query: the caller checks that, as for any provider.
  */
-export async function askHolder (client: RpcClient, holder: PeerId, agents: PeerId[], signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void): Promise<AgentCard[]> {
-  const wanted = new Set(agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString()))
+export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void): Promise<AgentCard[]> {
+  const wanted = 'agents' in what ? new Set(what.agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString())) : undefined
+  const seen = new Set<string>()
   const from = holder.toString()
-  const answer = await client.call(holder, 'get_held_cards', { agents: [...wanted] }, {
+  const body = wanted === undefined ? { key: (what as { key: CID }).key.toString() } : { agents: [...wanted] }
+  const answer = await client.call(holder, 'get_held_cards', body, {
     signal, callTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS, responseTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS
   })
   const out: AgentCard[] = []
@@ -232,10 +240,11 @@ export async function askHolder (client: RpcClient, holder: PeerId, agents: Peer
     // a discover that has what it wanted stops here: the rest is not verified, used or counted
     if (signal.aborted) break
     const id = (value as { agent_id?: unknown }).agent_id
-    if (typeof id !== 'string' || !wanted.delete(id)) {
+    if (typeof id !== 'string' || seen.has(id) || (wanted !== undefined && !wanted.has(id))) {
       onRejected(new InvalidRequestError('a held card names an agent that was not asked for, or one twice', { reason: 'not_asked' }), from)
       continue
     }
+    seen.add(id)
     let card: AgentCard
     try {
       card = await verifyCard(value, { expectAgent: id })

@@ -127,11 +127,11 @@ async function setUpOne (o: HostileInit, st: HostileState, h: SimNode, victimCar
       maxFrameBytes: CARD_MAX_FRAME_BYTES,
       methods: {
         get_card: method(schema<Record<string, never>>('aap:card#/definitions/GetCardRequest'), async () => { st.attempted(); return { card: forged } }),
-        // a "held" card of every agent asked for: the victim's signature over another agent's fields
+        // a "held" card of every agent asked for (asked by key: of the victim itself): the victim's signature over another agent's fields
         get_held_cards: method(isGetHeldCardsRequest, async req => {
           const cards: AgentCard[] = []
           let room = CARD_MAX_FRAME_BYTES - 256
-          for (const id of req.agents) {
+          for (const id of req.agents ?? [forged.agent_id]) {
             const card = { ...forged, agent_id: id, endpoint: endpointOf(id) }
             room -= Buffer.byteLength(JSON.stringify(card)) + 1
             if (room < 0) break // as many as one answer frame carries: each one sent is an attempt

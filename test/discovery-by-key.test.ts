@@ -1,0 +1,200 @@
+/**
+ * get_held_cards by key (protocols/card.md): a discover asks the contact its
+ * lookup asks first, at the same time as the GET_PROVIDERS, for the cards it
+ * holds of the providers of the query's key. Before, the held cards came
+ * only after that contact's DHT answer had named the providers: a second
+ * round trip to the same peer before the first verified card.
+ */
+import { createHash } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { PeerId } from '@libp2p/interface'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
+import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
+import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
+import type { CardOrigin } from '../src/card/discovery.ts'
+import { CardFetches } from '../src/card/fetch-order.ts'
+import { askHolder } from '../src/card/held-cards.ts'
+import { agentIdOf } from '../src/identity/identity.ts'
+import { componentLogger } from '../src/logger.ts'
+import type { MeshHost } from '../src/wire/host.ts'
+import { kadRoutingTable } from '../src/wire/kad-internals.ts'
+import type { MeshNode } from '../src/node.ts'
+import { RpcClient } from '../src/wire/rpc.ts'
+import { draft, forged, newKey } from './card-fixtures.ts'
+import { rejectsWith, startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
+
+const log = componentLogger(undefined, 'test')
+const cap = { capability_id: 'cap:by-key', version: '1.0.0' }
+
+async function cardOf (): Promise<AgentCard> {
+  return issueCard(await newKey(), draft, 1)
+}
+
+describe('a discover asks its first contact for the cards it holds under the key', () => {
+  const nodes: MeshNode[] = []
+  let holder: MeshNode
+  let cards: AgentCard[] = []
+  beforeAll(async () => {
+    // a holder, and three agents that announced through it and are gone
+    const [h, ...agents] = await Promise.all([1, 2, 3, 4].map(async () => (await startMesh(1, { transport: 'tcp' }))[0]!))
+    holder = h!
+    nodes.push(holder, ...agents)
+    for (const a of agents) expect(await a.join(holder.addresses)).toBe(1)
+    cards = await Promise.all(agents.map(async (a, i) => a.publishCard({ ...draft, name: `agent-${i}`, capabilities: [cap] })))
+    await Promise.all(agents.map(async a => a.discovery.announce()))
+    await until(() => holder.discovery.stats.heldCardPulls >= agents.length, 'the holder to pull the three cards')
+    await Promise.all(agents.map(async a => a.stop()))
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  /** A new node that joined through the holder, with the holder in its routing table (what the lookup asks first). */
+  async function newAsker (): Promise<MeshNode> {
+    const [asker] = await startMesh(1, { transport: 'tcp' })
+    nodes.push(asker!)
+    expect(await asker!.join(holder.addresses)).toBe(1)
+    const table = kadRoutingTable(asker!.host.services.dht)!
+    const kadId = createHash('sha256').update((await capabilityKey(cap.capability_id)).multihash.bytes).digest()
+    await until(() => table.closestPeers(kadId, { count: 20 }).some(p => p.equals(holder.host.peerId)), 'the holder in the asker\'s routing table')
+    return asker!
+  }
+
+  it('gets every card from that one ask: no ask by agent afterwards, no fetch, no dial', async () => {
+    const asker = await newAsker()
+    let dials = 0
+    asker.host.addEventListener('connection:open', (evt) => { if (evt.detail.direction === 'outbound') dials++ })
+    const origins: CardOrigin[] = []
+    const before = { ...asker.discovery.stats }
+    const served = holder.discovery.stats.heldKeyAnswers
+    // as many as there are: the discover ends on the third card
+    const found = await asker.discover({ capability: cap }, { limit: cards.length, explain: (o) => { origins.push(o) } })
+    const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
+    expect(found.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(origins.map(o => [o.agent_id, o.source, o.named_by]).sort()).toEqual(cards.map(c => [c.agent_id, 'holder', holder.agentId]).sort())
+    expect(added('heldKeyAsks')).toBe(1)
+    expect(added('heldKeyAskFailures')).toBe(0)
+    // the holder's DHT answer named the same three: it waited for the cards, and nothing more was asked
+    expect(added('heldCardAsks')).toBe(0)
+    expect(added('fetchedCards')).toBe(0)
+    // the discover ended on the cards, with the lookup's first ask still out: it does not walk (dialing) after that
+    expect(added('lookupWalks')).toBe(0)
+    expect(dials).toBe(0)
+    expect(holder.discovery.stats.heldKeyAnswers - served).toBe(1)
+  })
+
+  it('without it (byKey: false) the cards take the ask by agent after the DHT answer, as before', async () => {
+    const asker = await newAsker()
+    const before = { ...asker.discovery.stats }
+    const found = await asker.discover({ capability: cap }, { byKey: false })
+    expect(found).toHaveLength(cards.length)
+    expect(asker.discovery.stats.heldKeyAsks - before.heldKeyAsks).toBe(0)
+    expect(asker.discovery.stats.heldCardAsks - before.heldCardAsks).toBe(1)
+  })
+
+  it('answers a key it keeps no records of with no cards, and a bad ask with INVALID_REQUEST', async () => {
+    const host: MeshHost = await startLoopbackHost()
+    const client = new RpcClient(host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
+    try {
+      await host.peerStore.merge(holder.host.peerId, { multiaddrs: holder.host.getMultiaddrs() })
+      const other = await capabilityKey('cap:nobody-offers-this')
+      expect(await client.call(holder.host.peerId, 'get_held_cards', { key: other.toString() })).toEqual({ cards: [] })
+      const key = (await capabilityKey(cap.capability_id)).toString()
+      const got = await client.call(holder.host.peerId, 'get_held_cards', { key }) as { cards: AgentCard[] }
+      expect(got.cards.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+      // one of the two forms, never both; a key is a base32 CID
+      await rejectsWith(client.call(holder.host.peerId, 'get_held_cards', { key, agents: [cards[0]!.agent_id] }), 'INVALID_REQUEST')
+      await rejectsWith(client.call(holder.host.peerId, 'get_held_cards', { key: 'not a key' }), 'INVALID_REQUEST')
+      await rejectsWith(client.call(holder.host.peerId, 'get_held_cards', { key: 'b' + 'a'.repeat(40) }), 'INVALID_REQUEST')
+    } finally {
+      client.close()
+      await host.stop()
+    }
+  })
+})
+
+describe('what a holder sends by key', () => {
+  it('askHolder by key verifies every card and takes one per agent: a forged one and a repeat are rejected', async () => {
+    const good = await cardOf()
+    const victim = await newKey()
+    const bad = await forged(victim, await newKey(), 2)
+    const client = { call: async () => ({ cards: [good, bad, good] }) } as unknown as RpcClient
+    const reasons: string[] = []
+    const got = await askHolder(client, peerIdFromString(agentIdOf(await newKey())), { key: await capabilityKey(cap.capability_id) }, AbortSignal.timeout(5_000), err => { reasons.push(String(err.details?.reason)) })
+    expect(got).toEqual([good])
+    expect(reasons).toEqual(['bad_signature', 'not_asked'])
+  })
+
+  it('CardFetches: the holder\'s named providers wait for its cards; only those it did not send are fetched, and nobody is dialed meanwhile', async () => {
+    const cards = await Promise.all([1, 2, 3].map(async () => cardOf()))
+    const self = peerIdFromString(agentIdOf(await newKey()))
+    const selfCard = { ...cards[0]!, agent_id: self.toString() }
+    const holder = peerIdFromString(agentIdOf(await newKey()))
+    const fetched: string[] = []
+    const answer = Promise.withResolvers<void>()
+    const stats = newDiscoveryStats()
+    const ended = Promise.withResolvers<void>()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self,
+      wanted: () => 10,
+      matches: () => true,
+      signal: AbortSignal.timeout(10_000),
+      stopped: new AbortController().signal,
+      connected: p => p.equals(holder),
+      known: () => false,
+      remember: c => c,
+      log,
+      fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
+      ask: async () => { throw new Error('no ask by agent: the holder was asked by key') },
+      // it sends the first card, this node's own (never a result), and nothing of the other two
+      askKey: async (_h, _s, onCard) => {
+        await answer.promise
+        onCard(cards[0]!)
+        onCard(selfCard)
+        return [cards[0]!, selfCard]
+      },
+      stats,
+      onChange: () => { if (fetches.idle) ended.resolve() }
+    })
+    fetches.askKey(holder)
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
+    // the answer by key is out: nothing fetched yet, though the holder's answer named three
+    expect(fetched).toEqual([])
+    expect(fetches.idle).toBe(false)
+    answer.resolve()
+    await ended.promise
+    expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(fetched.sort()).toEqual(cards.slice(1).map(c => c.agent_id).sort())
+    expect(stats.heldKeyAsks).toBe(1)
+    expect(stats.heldCardsReceived).toBe(1)
+    expect(fetches.spent).toBe(0)
+  })
+
+  it('CardFetches: an ask by key that fails leaves every named provider to its agent', async () => {
+    const cards = await Promise.all([1, 2].map(async () => cardOf()))
+    const holder = peerIdFromString(agentIdOf(await newKey()))
+    const fetched: PeerId[] = []
+    const stats = newDiscoveryStats()
+    const ended = Promise.withResolvers<void>()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 10,
+      matches: () => true,
+      signal: AbortSignal.timeout(10_000),
+      stopped: new AbortController().signal,
+      connected: () => true,
+      known: () => false,
+      remember: c => c,
+      log,
+      fetch: async (p) => { fetched.push(p); return cards.find(c => c.agent_id === p.toString())! },
+      askKey: async () => { throw new Error('holder gone') },
+      stats,
+      onChange: () => { if (fetches.idle) ended.resolve() }
+    })
+    fetches.askKey(holder)
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
+    await ended.promise
+    expect(fetches.ready).toHaveLength(2)
+    expect(fetched).toHaveLength(2)
+    expect(stats.heldKeyAskFailures).toBe(1)
+  })
+})
