@@ -113,6 +113,57 @@ describe('providers a discover spent (CardFetches `spent`, the lookup\'s Provide
   })
 })
 
+describe('fetches written off once the lookup has waited them out (CardFetches.writeOff)', () => {
+  it('no longer hold back a dial to a provider named after: it is asked at once, and a late card of theirs still counts', async () => {
+    const cards = await Promise.all([1, 2, 3, 4, 5].map(async () => issueCard(await newKey(), draft, 1)))
+    const [slowA, slowB, early, late, spare] = cards.map(c => c.agent_id) as [string, string, string, string, string]
+    const fetched: string[] = []
+    /** Fetches under way, by agent: each answers when the test says. */
+    const answer = new Map<string, () => void>()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      // one card still wanted whatever is ready (a caller that has not taken the ready ones yet)
+      wanted: (): number => 1 + fetches.ready.length,
+      matches: () => true,
+      signal: AbortSignal.timeout(60_000),
+      stopped: new AbortController().signal,
+      connected: () => false,
+      known: () => false,
+      fetch: async (p) => {
+        fetched.push(p.toString())
+        return new Promise<AgentCard>((resolve) => { answer.set(p.toString(), () => { resolve(cards.find(c => c.agent_id === p.toString())!) }) })
+      },
+      remember: c => c,
+      stats: newDiscoveryStats(),
+      log: componentLogger(undefined, 'test'),
+      onChange: () => {}
+    })
+    const settled = async (): Promise<void> => { for (let i = 0; i < 5; i++) await new Promise(resolve => setImmediate(resolve)) }
+    fetches.add([slowA, slowB].map(id => peerIdFromString(id)))
+    // one card wanted plus one spare: both dialed; one named now waits behind them
+    fetches.add([peerIdFromString(early)])
+    expect(fetched).toEqual([slowA, slowB])
+    // the lookup waited them out and names two more: those are asked at once (one wanted, one spare, as at the
+    // start), while the one named before still waits its turn as it did
+    fetches.writeOff()
+    fetches.add([late, spare].map(id => peerIdFromString(id)))
+    expect(fetched).toEqual([slowA, slowB, late, spare])
+    // a written-off fetch that answers after all is a result like any other, and frees no slot
+    answer.get(slowA)?.()
+    await settled()
+    fetches.drain()
+    expect(fetches.ready.map(c => c.agent_id)).toEqual([slowA])
+    expect(fetched).toEqual([slowA, slowB, late, spare])
+    // the new fetches count against dials as ever: once they end, the early one's turn comes
+    answer.get(late)?.()
+    answer.get(spare)?.()
+    await settled()
+    fetches.drain()
+    expect(fetches.ready.map(c => c.agent_id)).toEqual([slowA, late, spare])
+    expect(fetched).toEqual([slowA, slowB, late, spare, early])
+  })
+})
+
 describe('providers named by many peers (provider-queue.ts): in turn over the naming peers, a share per peer', () => {
   it('one peer naming many providers that do not exist does not hold the fetches ahead of a provider another peer named', async () => {
     const honest = await issueCard(await newKey(), draft, 1)

@@ -290,7 +290,11 @@ export class Discovery {
     const demand: ProviderDemand = {
       spent: () => fetches.spent,
       least: limit,
-      waitedOut: () => { this.stats.lookupsWaitedOut++ },
+      waitedOut: () => {
+        this.stats.lookupsWaitedOut++
+        // the providers named so far had their time: those still being fetched no longer hold the next ones back
+        fetches.writeOff()
+      },
       changed: async (s) => new Promise<void>(resolve => {
         const stop = (): void => { resolve() }
         s.addEventListener('abort', stop, { once: true })

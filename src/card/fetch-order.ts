@@ -88,6 +88,14 @@ export class CardFetches<Card extends { agent_id: string }> {
   /** Providers yet to be asked, round-robin over the peers that named them (provider-queue.ts). */
   private readonly pending = new ProviderQueue()
   private inFlight = 0
+  /** Fetches in flight, each marked once it is written off (`writeOff`). */
+  private readonly flights = new Set<{ off: boolean }>()
+  /** Of `inFlight`, those written off: they no longer hold back a dial to a provider named after (`writeOff`). */
+  private writtenOff = 0
+  /** Calls of `add` so far, each provider's at its first, and their count at the last `writeOff`. */
+  private adds = 0
+  private readonly addedAt = new Map<string, number>()
+  private writeOffMark = 0
   /** Cards asked of holders whose answers have not come yet. */
   private expected = 0
   /** Which peer's answer named each provider (for `explain`). */
@@ -122,6 +130,8 @@ export class CardFetches<Card extends { agent_id: string }> {
   }
 
   add (all: PeerId[], from?: PeerId): void {
+    this.adds++
+    for (const p of all) if (!this.addedAt.has(p.toString())) this.addedAt.set(p.toString(), this.adds)
     // the peer is sending the cards it holds under the key: what it names waits for them
     const waiting = from === undefined ? undefined : this.keyAsks.get(from.toString())
     if (waiting !== undefined) {
@@ -143,7 +153,7 @@ export class CardFetches<Card extends { agent_id: string }> {
     const { init } = this
     while (!init.stopped.aborted && this.inFlight < DISCOVER_FETCH_CONCURRENCY) {
       // cards a holder may still send count against dials, not against fetches of connected agents
-      const i = nextProvider(this.pending.peers, init.preferred ?? init.connected, this.inFlight + this.expected, init.wanted() - this.ready.length)
+      const i = this.next()
       if (i < 0) break
       const next = this.pending.take(i)
       if (next !== undefined) this.fetch(next)
@@ -151,9 +161,43 @@ export class CardFetches<Card extends { agent_id: string }> {
     init.onChange()
   }
 
+  /** The index in `pending` to fetch next (nextProvider's rule, with written-off fetches freeing dials for providers named after), or -1. */
+  private next (): number {
+    const { init } = this
+    const first = init.preferred ?? init.connected
+    const peers = this.pending.peers
+    const wanted = init.wanted() - this.ready.length
+    const i = nextProvider(peers, first, this.inFlight + this.expected, wanted)
+    if (i >= 0 || this.writtenOff === 0 || peers.length === 0) return i
+    const j = peers.findIndex(p => (this.addedAt.get(p.toString()) ?? 0) > this.writeOffMark)
+    return j >= 0 && nextProvider([peers[j] as PeerId], first, this.inFlight - this.writtenOff + this.expected, wanted) === 0 ? j : -1
+  }
+
+  /**
+   * The lookup waited DHT_LOOKUP_PATIENCE_MS for the providers named so far
+   * and their fetches are still out (dials that hang, say): it goes on for
+   * more, and so do the fetches. Those in flight no longer count against
+   * dials for the providers named from then on, so one the lookup finds next
+   * is asked at once instead of behind them; the providers named before still
+   * wait their turn as they did (one peer's list of dead providers does not
+   * get more dials), and DISCOVER_FETCH_CONCURRENCY still bounds all in
+   * flight. The fetches written off go on, and their cards still count.
+   */
+  writeOff (): void {
+    this.writeOffMark = this.adds
+    for (const f of this.flights) {
+      if (f.off) continue
+      f.off = true
+      this.writtenOff++
+    }
+    this.drain()
+  }
+
   private fetch (peer: PeerId): void {
     const { init } = this
     this.inFlight++
+    const flight = { off: false }
+    this.flights.add(flight)
     const own = AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS)
     const started = performance.now()
     let source: CardSource = 'agent'
@@ -180,6 +224,8 @@ export class CardFetches<Card extends { agent_id: string }> {
         // slow: still unanswered CARD_FETCH_SLOW_MS after it started (one clock read, no timer per fetch)
         if (performance.now() - started >= CARD_FETCH_SLOW_MS) init.stats.slowProviderFetches++
         this.inFlight--
+        this.flights.delete(flight)
+        if (flight.off) this.writtenOff--
         init.onChange()
       })
   }
