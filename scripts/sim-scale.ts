@@ -1,6 +1,7 @@
 /**
  * npm run sim:scale [-- --sizes 50,100,200,500 --tasks 40 --per-process 50 --out docs/scaling
- *                    --heap-at 200 --size-timeout-min 40 --merge --observers 3 --hostile 0.1 --concurrency 8 --seed 1]
+ *                    --heap-at 200 --size-timeout-min 40 --merge --observers 3 --hostile 0.1 --concurrency 8 --seed 1
+ *                    --quiet-discovers 100]
  *
  * Runs the simulation (scripts/sim.ts) at each size in turn, each in a fresh
  * process whose agents are spread over group processes of at most
@@ -30,7 +31,7 @@ import { discoverGrowth, failedRow, renderScaling, scaleRow, type ScaleRow, type
 
 const USAGE = `usage: npm run sim:scale [-- --sizes 50,100,200,500 --tasks 40 --per-process 50 --out docs/scaling
                            --heap-at 200 --heap-dir reports/scaling-heap --size-timeout-min 40 --merge --rerender
-                           --observers 3 --hostile 0.1 --concurrency 8 --seed 1 --quiet]`
+                           --observers 3 --hostile 0.1 --concurrency 8 --seed 1 --quiet-discovers 100 --quiet]`
 
 const values = parseOptions({
   sizes: { type: 'string', default: '50,100,200,500' },
@@ -46,6 +47,7 @@ const values = parseOptions({
   hostile: { type: 'string' },
   concurrency: { type: 'string' },
   seed: { type: 'string' },
+  'quiet-discovers': { type: 'string' },
   quiet: { type: 'boolean', default: false }
 }, USAGE)
 
@@ -74,7 +76,7 @@ async function runSize (nodes: number, heapSnapshot: string | undefined): Promis
   const out = join(values.out, `n${nodes}`)
   await rm(join(out, 'report.json'), { force: true })
   const args = ['--expose-gc', ...DRIVER_V8_FLAGS, SIM_SCRIPT, '--nodes', String(nodes), '--tasks', String(tasks), '--per-process', String(perProcess), '--out', out, ...(values.quiet ? ['--quiet'] : [])]
-  for (const k of ['observers', 'hostile', 'concurrency', 'seed'] as const) if (values[k] !== undefined) args.push(`--${k}`, String(values[k]))
+  for (const k of ['observers', 'hostile', 'concurrency', 'seed', 'quiet-discovers'] as const) if (values[k] !== undefined) args.push(`--${k}`, String(values[k]))
   if (heapSnapshot !== undefined) args.push('--heap-snapshot', heapSnapshot)
   const t0 = Date.now()
   const child = spawn(process.execPath, args, { env: simProcessEnv(), stdio: ['ignore', values.quiet ? 'ignore' : 'inherit', 'pipe'] })

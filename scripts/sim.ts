@@ -1,7 +1,7 @@
 /**
  * npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
  *              --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim
- *              --per-process 50 --heap-snapshot file.heapsnapshot]
+ *              --per-process 50 --heap-snapshot file.heapsnapshot --quiet-discovers 100]
  *
  * Runs the Loops scenario on a mesh of real nodes in this process (memory
  * transport; with --processes the agents are separate node processes on TCP
@@ -22,7 +22,7 @@ useNodeBufferPool()
 
 const USAGE = `usage: npm run sim [-- --nodes 20 --tasks 40 --concurrency 8 --observers 3 --latency 2 --jitter 1
                      --hostile 0.1 --churn --processes --seed 1 --max-connections N --out reports/sim
-                     --per-process 50 --heap-snapshot file.heapsnapshot --quiet]`
+                     --per-process 50 --heap-snapshot file.heapsnapshot --quiet-discovers 100 --quiet]`
 
 const values = parseOptions({
   nodes: { type: 'string' },
@@ -38,6 +38,7 @@ const values = parseOptions({
   'max-connections': { type: 'string' },
   'per-process': { type: 'string' },
   'heap-snapshot': { type: 'string' },
+  'quiet-discovers': { type: 'string' },
   out: { type: 'string', default: 'reports/sim' },
   quiet: { type: 'boolean', default: false }
 }, USAGE)
@@ -76,6 +77,7 @@ const opts = {
   ...(perProcess === undefined ? {} : { perProcess }),
   ...(values['heap-snapshot'] === undefined ? {} : { heapSnapshot: values['heap-snapshot'] }),
   ...(values['max-connections'] === undefined ? {} : { maxConnections: num(values['max-connections'], 0, 'max-connections') }),
+  ...(values['quiet-discovers'] === undefined ? {} : { quietDiscovers: Math.floor(num(values['quiet-discovers'], 0, 'quiet-discovers')) }),
   command: ['npm run sim', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
   onProgress: values.quiet
     ? undefined

@@ -13,7 +13,9 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
 import type { SimReport } from '../src/sim/report.ts'
-import { SIM_QUIET_DISCOVERS } from '../src/sim/quiet-discover.ts'
+
+/** Discovers at rest of each kind per size: fewer than a report's SIM_QUIET_DISCOVERS, each waits for the machine to settle. */
+const QUIET = 12
 
 const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
 const dirs: string[] = []
@@ -35,7 +37,7 @@ describe('npm run sim:scale', () => {
     const dir = await mkdtemp(join(tmpdir(), 'aap-scale-'))
     dirs.push(dir)
     const out = join(dir, 'scaling')
-    const code = await run(['--sizes', '8,10', '--tasks', '2', '--per-process', '2', '--observers', '1', '--concurrency', '2',
+    const code = await run(['--sizes', '8,10', '--tasks', '2', '--quiet-discovers', String(QUIET), '--per-process', '2', '--observers', '1', '--concurrency', '2',
       '--out', out, '--heap-at', '10', '--heap-dir', join(dir, 'heap'), '--quiet'], 150_000)
     expect(code).toBe(0)
     const doc = JSON.parse(await readFile(`${out}.json`, 'utf8')) as ScalingDoc
@@ -60,13 +62,16 @@ describe('npm run sim:scale', () => {
       expect(r.signatures?.checked).toBeGreaterThan(0)
       expect(r.discover_work?.lookups).toBeGreaterThan(0)
       // the discovers at rest after the tasks: each found cards, each counted as one lookup
-      expect(r.quiet_discover?.n).toBe(SIM_QUIET_DISCOVERS)
-      expect(r.quiet_discover_work).toMatchObject({ lookups: SIM_QUIET_DISCOVERS, empty: 0 })
+      expect(r.quiet_discover?.n).toBe(QUIET)
+      expect(r.quiet_discover_work).toMatchObject({ lookups: QUIET, empty: 0 })
       // the machine did the discovers' work: its CPU was busy during them, and is measured before them too
       expect(r.quiet_discover_work?.machine_busy).toBeGreaterThan(0)
       expect(r.quiet_discover_work?.machine_busy_idle).toBeGreaterThanOrEqual(0)
       expect(r.quiet_discover_work?.dials_per_lookup).toBeGreaterThanOrEqual(0)
-      expect(r.quiet_first_card?.n).toBe(SIM_QUIET_DISCOVERS)
+      // each discover waited for the machine to settle after the one before (or is counted as not)
+      expect(r.quiet_discover_work?.unsettled).toBeGreaterThanOrEqual(0)
+      expect(r.quiet_discover_work?.settle_ms).toBeGreaterThan(0)
+      expect(r.quiet_first_card?.n).toBe(QUIET)
       expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
     }
     // at 10 nodes the one hostile node runs in a hostile group process of its own, and forges

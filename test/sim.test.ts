@@ -5,7 +5,7 @@ import { renderHtml, renderSummary } from '../src/sim/report.ts'
 
 describe('a small simulation keeps every invariant of the report', () => {
   it('8 nodes, one hostile, a few tasks: all contracts hold, nothing lost, no forgery accepted', async () => {
-    const report = await runScenario({ ...DEFAULT_SCENARIO, nodes: 8, tasks: 4, concurrency: 2, observers: 2, hostileShare: 0.125, seed: 7, command: 'test' })
+    const report = await runScenario({ ...DEFAULT_SCENARIO, nodes: 8, tasks: 4, concurrency: 2, observers: 2, hostileShare: 0.125, seed: 7, quietDiscovers: 6, command: 'test' })
     const inv = report.invariants
     expect(report.failures).toEqual([])
     expect(inv.tasks_completed).toBe(4)
@@ -36,7 +36,7 @@ describe('a small simulation keeps every invariant of the report', () => {
   })
 
   it('with churn, nodes stop and restart during the run and no acknowledged run is lost', async () => {
-    const report = await runScenario({ ...DEFAULT_SCENARIO, nodes: 10, tasks: 6, concurrency: 2, observers: 1, hostileShare: 0, churn: true, seed: 3, command: 'test --churn' })
+    const report = await runScenario({ ...DEFAULT_SCENARIO, nodes: 10, tasks: 6, concurrency: 2, observers: 1, hostileShare: 0, churn: true, seed: 3, quietDiscovers: 6, command: 'test --churn' })
     expect(report.churn.stops).toBeGreaterThan(0)
     expect(report.churn.restarts).toBe(report.churn.stops)
     expect(report.invariants.runs_lost).toBe(0)

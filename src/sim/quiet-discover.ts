@@ -9,8 +9,9 @@
  * cache: one kind asks as a node that just started would (the peers whose
  * DHT answers named providers send the cards they hold, the agents the rest:
  * `cache: false`), the other asks every agent itself (`fresh`); they take
- * turns. Every card is verified, and each goes through the scenario's
- * forgery check.
+ * turns, each once the machine is back at rest after the one before
+ * (SIM_QUIET_SETTLE_*). Every card is verified, and each goes through the
+ * scenario's forgery check.
  */
 import { cpus } from 'node:os'
 import type { Connection } from '@libp2p/interface'
@@ -22,8 +23,11 @@ import type { SimNode } from './mesh.ts'
 import { SIM_ANNOUNCE_SETTLE_MS, settleAnnouncements } from './resources.ts'
 import { summarize, type LatencySeries } from './report.ts'
 
-/** Discovers run at rest per simulation, of each kind. */
-export const SIM_QUIET_DISCOVERS = 40
+/**
+ * Discovers run at rest per simulation, of each kind (ScenarioOptions.quietDiscovers). 40 until session 37: the
+ * p50 of 40 moved by a third between runs of one size, as much as the growth it is compared with.
+ */
+export const SIM_QUIET_DISCOVERS = 100
 /** Cards a quiet discover asks for: the task drivers' first attempt. */
 export const SIM_QUIET_DISCOVER_LIMIT = 4
 /** How long the machine's CPU is measured, before the discovers, with nothing asked of the mesh. */
@@ -37,6 +41,19 @@ export const SIM_QUIET_BASELINE_MS = 3000
 export const SIM_QUIET_MAX_BUSY = 0.3
 export const SIM_QUIET_WINDOW_MS = 1000
 export const SIM_QUIET_WAIT_MAX_MS = 60_000
+/**
+ * Before each discover, the machine's CPU must be back at rest too: busy at
+ * most the upkeep measured just before the phase plus SIM_QUIET_SETTLE_MARGIN,
+ * over a window of SIM_QUIET_SETTLE_WINDOW_MS, for SIM_QUIET_SETTLE_MAX_MS at
+ * most (a discover that starts without it is counted, `unsettled`). The two
+ * kinds take turns, and a discover's dials go on costing both nodes CPU after
+ * it returns (identify both ways, the routing table, the budget's prune): at
+ * 500 nodes the fresh kind dialed 3 agents per discover and the next discover,
+ * "at rest", waited behind that work (session 37).
+ */
+export const SIM_QUIET_SETTLE_MARGIN = 0.1
+export const SIM_QUIET_SETTLE_WINDOW_MS = 200
+export const SIM_QUIET_SETTLE_MAX_MS = 3000
 /** The names of its series in a report (kept apart from the tasks' "discover ..." series). */
 export const QUIET_DISCOVER_SERIES = 'quiet discover (mesh at rest, cards fetched and verified)'
 export const QUIET_FIRST_CARD_SERIES = 'quiet first verified card (mesh at rest)'
@@ -60,6 +77,9 @@ export interface QuietDiscovers {
   rested: boolean
   /** Connections the discovering nodes dialed during the phase (a lookup's peer or agent it held no connection to). */
   dials: number
+  /** Discovers that started before the machine had settled (SIM_QUIET_SETTLE_MAX_MS ran out), and the mean wait for it (ms). */
+  unsettled: number
+  settleMs: number
 }
 
 /**
@@ -102,12 +122,25 @@ async function machineAtRest (): Promise<{ ms: number, rested: boolean }> {
   }
 }
 
+/** Wait until the machine's CPU is back at `busy` or less over a window (SIM_QUIET_SETTLE_*): whether it was, and how long it took. */
+async function machineSettled (busy: number): Promise<{ ms: number, settled: boolean }> {
+  const started = Date.now()
+  while (true) {
+    const a = machineCpu()
+    await new Promise(resolve => setTimeout(resolve, SIM_QUIET_SETTLE_WINDOW_MS))
+    if (busyBetween(a, machineCpu()) <= busy) return { ms: Date.now() - started, settled: true }
+    if (Date.now() - started >= SIM_QUIET_SETTLE_MAX_MS) return { ms: Date.now() - started, settled: false }
+  }
+}
+
 /** What one kind of discover at rest added up to, while it is measured. */
 class Pass {
   readonly whole: number[] = []
   readonly first: number[] = []
   empty = 0
   dials = 0
+  unsettled = 0
+  settleMs = 0
   cpu = { busy: 0, total: 0 }
   stats: Record<string, number> = {}
   readonly fresh: boolean
@@ -125,7 +158,9 @@ class Pass {
       machineBusyIdle: idle,
       restWaitMs: rest.ms,
       rested: rest.rested,
-      dials: this.dials
+      dials: this.dials,
+      unsettled: this.unsettled,
+      settleMs: this.whole.length > 0 ? this.settleMs / this.whole.length : 0
     }
   }
 }
@@ -152,6 +187,9 @@ export async function quietDiscoverPasses (
   try {
     for (let i = 0; i < 2 * (opts.count ?? SIM_QUIET_DISCOVERS); i++) {
       const pass = passes[i % 2]!
+      const settle = await machineSettled(idle + SIM_QUIET_SETTLE_MARGIN)
+      pass.settleMs += settle.ms
+      if (!settle.settled) pass.unsettled++
       const node = opts.pick(nodes)
       const query = { capability: opts.pick(capabilities) }
       const before = sumStats(nodes.map(n => n.discovery.stats))
@@ -183,5 +221,5 @@ export async function quietDiscoverPasses (
 
 /** What a report keeps of a pass: its discovery counters and the phase's own figures. */
 export function quietFigures (q: QuietDiscovers): Record<string, number> {
-  return { ...q.discovery, empty: q.empty, machine_busy: q.machineBusy, machine_busy_idle: q.machineBusyIdle, dials: q.dials, rest_wait_ms: q.restWaitMs, rested: q.rested ? 1 : 0 }
+  return { ...q.discovery, empty: q.empty, machine_busy: q.machineBusy, machine_busy_idle: q.machineBusyIdle, dials: q.dials, rest_wait_ms: q.restWaitMs, rested: q.rested ? 1 : 0, unsettled: q.unsettled, settle_ms: q.settleMs }
 }

@@ -94,7 +94,7 @@ export interface SimReport {
    * short by their deadline). Absent in older reports.
    */
   discovery?: Record<string, number>
-  /** What the discovers at rest after the tasks added (src/sim/quiet-discover.ts), with `empty`: those that found nothing, `machine_busy`: the machine's CPU busy meanwhile, 0 to 1 (`machine_busy_idle`: just before, nothing asked), and `dials`: connections the discovering nodes dialed. */
+  /** What the discovers at rest after the tasks added (src/sim/quiet-discover.ts), with `empty`: those that found nothing, `machine_busy`: the machine's CPU busy meanwhile, 0 to 1 (`machine_busy_idle`: just before, nothing asked), `dials`: connections the discovering nodes dialed, and `unsettled`: discovers that started before the machine settled after the one before (`settle_ms`: the mean wait). */
   quiet_discovery?: Record<string, number>
   /** The same with every card from its agent (`fresh`), run right after. */
   quiet_fresh_discovery?: Record<string, number>
@@ -226,7 +226,7 @@ export function renderSummary (r: SimReport): string {
     lines.push(`  receivers' peer records sent with handoffs (group processes): ${sum('taken')} taken, ${sum('notTaken')} not taken (no newer than the one held, or not the receiver's), ${sum('refused')} refused`)
   }
   const atRest = (what: string, q: Record<string, number> | undefined): void => {
-    if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups (${q.lookupWalks ?? 0} walked on), ${q.lookupAnswers ?? 0} answers (${q.connectedAnswers ?? 0} from connected contacts), ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked${q.rest_wait_ms === undefined ? '' : `, after ${(q.rest_wait_ms / 1000).toFixed(0)} s waiting for ${q.rested === 1 ? 'the machine to rest' : 'a rest that did not come'}`})`)
+    if (q !== undefined) lines.push(`  discovery at rest, ${what}: ${q.lookups ?? 0} lookups (${q.lookupWalks ?? 0} walked on), ${q.lookupAnswers ?? 0} answers (${q.connectedAnswers ?? 0} from connected contacts), ${q.fetchedCards ?? 0} cards fetched, ${q.heldCardsReceived ?? 0} from holders, ${q.empty ?? 0} found nothing, ${q.dials ?? 0} connections dialed; the machine's CPU ${((q.machine_busy ?? 0) * 100).toFixed(0)} % busy meanwhile (${((q.machine_busy_idle ?? 0) * 100).toFixed(0)} % just before, nothing asked${q.rest_wait_ms === undefined ? '' : `, after ${(q.rest_wait_ms / 1000).toFixed(0)} s waiting for ${q.rested === 1 ? 'the machine to rest' : 'a rest that did not come'}`}${q.unsettled === undefined ? '' : `; ${q.unsettled} started before the machine settled after the one before`})`)
   }
   atRest('no card cache', r.quiet_discovery)
   atRest('every card from its agent', r.quiet_fresh_discovery)

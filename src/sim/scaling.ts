@@ -7,7 +7,7 @@
 import { CONNECTION_GRACE_MS, CONNECTIONS_HEADROOM } from '../constants.ts'
 import { SIM_SETTLE_MARGIN_MS } from './resources.ts'
 import type { SimReport } from './report.ts'
-import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES, QUIET_FRESH_DISCOVER_SERIES, QUIET_FRESH_FIRST_CARD_SERIES, SIM_QUIET_MAX_BUSY, SIM_QUIET_WAIT_MAX_MS } from './quiet-discover.ts'
+import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES, QUIET_FRESH_DISCOVER_SERIES, QUIET_FRESH_FIRST_CARD_SERIES, SIM_QUIET_MAX_BUSY, SIM_QUIET_SETTLE_MARGIN, SIM_QUIET_SETTLE_MAX_MS, SIM_QUIET_SETTLE_WINDOW_MS, SIM_QUIET_WAIT_MAX_MS } from './quiet-discover.ts'
 
 const MIB = 2 ** 20
 
@@ -131,12 +131,18 @@ type QuietWork = DiscoverWork & {
   /** How long the phase first waited for the machine to rest (s), and whether it did; absent before session 30. */
   rest_wait_s?: number
   rested?: boolean
+  /** Discovers that started before the machine had settled after the one before, and the mean wait for it (ms); absent before session 37. */
+  unsettled?: number
+  settle_ms?: number
 }
 
 function quietWork (d: Record<string, number> | undefined): QuietWork | undefined {
   const w = discoverWork(d)
   if (w === undefined) return undefined
-  const rest = d?.rest_wait_ms === undefined ? {} : { rest_wait_s: d.rest_wait_ms / 1000, rested: d.rested === 1 }
+  const rest = {
+    ...(d?.rest_wait_ms === undefined ? {} : { rest_wait_s: d.rest_wait_ms / 1000, rested: d.rested === 1 }),
+    ...(d?.unsettled === undefined ? {} : { unsettled: d.unsettled, settle_ms: d.settle_ms ?? 0 })
+  }
   return { ...w, empty: d?.empty ?? 0, machine_busy: d?.machine_busy ?? 0, machine_busy_idle: d?.machine_busy_idle ?? 0, dials_per_lookup: (d?.dials ?? 0) / w.lookups, ...rest }
 }
 
@@ -276,11 +282,11 @@ export interface ScalingDoc {
 
 function quietTable (rows: ScaleRow[], pass: (r: ScaleRow) => [Pcts | undefined, Pcts | undefined, QuietWork | undefined]): string[] {
   return [
-    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | lookups that walked | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before | waited for the machine to rest |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | lookups that walked | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before | waited for the machine to rest | before each discover: mean wait / started unsettled |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(r => {
       const [whole, first, w] = pass(r)
-      return `| ${r.nodes} | ${whole?.n ?? '–'} | ${pp(whole)} | ${pp(first)} | ${f1(w?.answers_per_lookup)} | ${share(w?.walked_share)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} | ${w?.rest_wait_s === undefined ? '–' : `${w.rest_wait_s.toFixed(0)} s${w.rested === true ? '' : ', not at rest'}`} |`
+      return `| ${r.nodes} | ${whole?.n ?? '–'} | ${pp(whole)} | ${pp(first)} | ${f1(w?.answers_per_lookup)} | ${share(w?.walked_share)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} | ${w?.rest_wait_s === undefined ? '–' : `${w.rest_wait_s.toFixed(0)} s${w.rested === true ? '' : ', not at rest'}`} | ${w?.unsettled === undefined ? '–' : `${(w.settle_ms ?? 0).toFixed(0)} ms / ${w.unsettled}`} |`
     }),
     ''
   ]
@@ -394,7 +400,11 @@ export function renderScaling (d: ScalingDoc): string {
     'behind other tasks\' work, only behind its own requests and the mesh\'s upkeep. The machine\'s CPU is measured during the discovers and for a few seconds',
     'just before them, with nothing asked (the upkeep alone); connections dialed count those the discovering nodes opened',
     '(a lookup\'s peer or an agent they held no connection to). Since session 30 the phase first waits until the machine',
-    `is at rest (its CPU busy ${SIM_QUIET_MAX_BUSY * 100} % or less over a second, ${SIM_QUIET_WAIT_MAX_MS / 1000} s at most; the last column).`,
+    `is at rest (its CPU busy ${SIM_QUIET_MAX_BUSY * 100} % or less over a second, ${SIM_QUIET_WAIT_MAX_MS / 1000} s at most; the column before last).`,
+    'Since session 37 each discover also waits until the machine is back at rest after the one before (its CPU busy at',
+    `most the upkeep just before plus ${SIM_QUIET_SETTLE_MARGIN * 100} points, over ${SIM_QUIET_SETTLE_WINDOW_MS} ms, ${SIM_QUIET_SETTLE_MAX_MS / 1000} s at most; the last column):`,
+    'a discover\'s dials go on costing CPU after it returns, and the kinds take turns, so a discover had waited behind',
+    'the work of the fresh one before it (3 agents dialed per discover at 500 nodes). Rows from before have no last column.',
     '',
     growthLine(d.quiet_growth, 'discover p50 at rest'),
     '',

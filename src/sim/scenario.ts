@@ -68,6 +68,8 @@ export interface ScenarioOptions {
   command: string
   /** How long one task may take before it counts as failed. */
   taskTimeoutMs: number
+  /** Discovers of each kind in the mesh at rest after the tasks (default SIM_QUIET_DISCOVERS). */
+  quietDiscovers?: number
   onProgress?: (line: string) => void
 }
 
@@ -441,7 +443,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   // after the figures of the end (the discovers at rest open connections of their own)
   const discovery = diffStats(sumStats(honest.map(n => n.node.discovery.stats)), discoveryBefore)
   const announcementsOver = await quietAfterAnnouncements(mesh, groups, log)
-  log(`discovers at rest (${SIM_QUIET_DISCOVERS} of each kind)`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard })
+  const quietCount = opts.quietDiscovers ?? SIM_QUIET_DISCOVERS
+  log(`discovers at rest (${quietCount} of each kind)`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard, count: quietCount })
   await stopSimMesh(mesh)
   await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
   await Promise.all(groups.map(stopGroup))
