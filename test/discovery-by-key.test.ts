@@ -169,6 +169,88 @@ describe('what a holder sends by key', () => {
     expect(fetches.spent).toBe(0)
   })
 
+  it('CardFetches: a first contact that sends fewer cards than wanted (forged ones, say) is followed by the next contact by key, before any dial', async () => {
+    const cards = await Promise.all([1, 2, 3].map(async () => cardOf()))
+    const [first, second, third] = await Promise.all([1, 2, 3].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId, PeerId]
+    const fetched: string[] = []
+    const asked: string[] = []
+    const stats = newDiscoveryStats()
+    const ended = Promise.withResolvers<void>()
+    const secondAnswers = Promise.withResolvers<void>()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      // three cards wanted in all
+      wanted: () => 3,
+      matches: () => true,
+      signal: AbortSignal.timeout(10_000),
+      stopped: new AbortController().signal,
+      connected: p => p.equals(first) || p.equals(second) || p.equals(third),
+      known: () => false,
+      remember: c => c,
+      log,
+      fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
+      // the first contact sends nothing that verifies (askHolder hands on only verified cards); the second all three
+      askKey: async (h, _s, onCard) => {
+        asked.push(h.toString())
+        if (h.equals(first)) return []
+        await secondAnswers.promise
+        for (const c of cards) onCard(c)
+        return cards
+      },
+      stats,
+      onChange: () => { if (fetches.idle) ended.resolve() }
+    })
+    fetches.contacts([first, second, third])
+    fetches.askKey(first)
+    // the first contact's DHT answer named the three agents
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)), first)
+    await until(() => asked.length === 2, 'the second contact asked by key')
+    expect(asked).toEqual([first.toString(), second.toString()])
+    // the second contact's answer is out: the agents the first named are not dialed meanwhile
+    expect(fetched).toEqual([])
+    secondAnswers.resolve()
+    await ended.promise
+    expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(fetched).toEqual([])
+    // the second sent enough: the third is never asked
+    expect(asked).toHaveLength(2)
+    expect(stats.heldKeyAsks).toBe(2)
+    expect(stats.heldKeyAsksNext).toBe(1)
+  })
+
+  it('CardFetches: a first contact that sends every card wanted is the only one asked by key', async () => {
+    const cards = await Promise.all([1, 2].map(async () => cardOf()))
+    const [first, second] = await Promise.all([1, 2].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId]
+    const asked: string[] = []
+    const stats = newDiscoveryStats()
+    const ended = Promise.withResolvers<void>()
+    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 2,
+      matches: () => true,
+      signal: AbortSignal.timeout(10_000),
+      stopped: new AbortController().signal,
+      connected: () => true,
+      known: () => false,
+      remember: c => c,
+      log,
+      fetch: async () => { throw new Error('no fetch: the first contact sent every card') },
+      askKey: async (h, _s, onCard) => {
+        asked.push(h.toString())
+        for (const c of cards) onCard(c)
+        return cards
+      },
+      stats,
+      onChange: () => { if (fetches.idle) ended.resolve() }
+    })
+    fetches.contacts([first, second])
+    fetches.askKey(first)
+    await ended.promise
+    expect(fetches.ready).toHaveLength(2)
+    expect(asked).toEqual([first.toString()])
+    expect(stats.heldKeyAsksNext).toBe(0)
+  })
+
   it('CardFetches: an ask by key that fails leaves every named provider to its agent', async () => {
     const cards = await Promise.all([1, 2].map(async () => cardOf()))
     const holder = peerIdFromString(agentIdOf(await newKey()))

@@ -75,6 +75,8 @@ export interface DiscoveryStats {
   /** get_held_cards asked by provider key (of the contact the lookup asks first), and those that failed or ran out of time. */
   heldKeyAsks: number
   heldKeyAskFailures: number
+  /** Of `heldKeyAsks`, those sent to a further connected contact because the asks before left cards wanted. */
+  heldKeyAsksNext: number
 }
 
 export function newDiscoveryStats (): DiscoveryStats {
@@ -123,6 +125,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     heldCardAskFailures: 0,
     heldCardsReceived: 0,
     heldKeyAsks: 0,
-    heldKeyAskFailures: 0
+    heldKeyAskFailures: 0,
+    heldKeyAsksNext: 0
   }
 }

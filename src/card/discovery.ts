@@ -310,7 +310,7 @@ export class Discovery {
           if (hedged) this.stats.connectedHedges++
           // the contact asked first holds the key's records most likely: its cards come with its answer
           else fetches.askKey(peer)
-        } })) {
+        }, onContacts: near => { fetches.contacts(near) } })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
             if (ev.connected === true) this.stats.connectedAnswers++

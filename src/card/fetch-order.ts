@@ -72,6 +72,9 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
   explain?: (origin: CardOrigin) => void
 }
 
+/** Providers a peer's DHT answer named, waiting for an answer by key. */
+interface Deferred { named: PeerId[], from: PeerId }
+
 /**
  * The card fetches of one discover: providers wait in `pending` and are
  * fetched DISCOVER_FETCH_CONCURRENCY at a time in `nextProvider`'s order; the
@@ -81,7 +84,9 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
  * as are still wanted and one more, at most CARD_HELD_ASK_MAX; until the
  * answer comes each counts as a fetch in flight for dials (nobody is dialed
  * while the holder may still send enough) but not for connected agents, and
- * the agents are asked only for what it does not send.
+ * the agents are asked only for what it does not send. The contact the
+ * lookup asks first is also asked by key (`askKey`), and when its answer
+ * leaves cards wanted the lookup's next connected contact is (`contacts`).
  */
 export class CardFetches<Card extends { agent_id: string }> {
   readonly ready: Card[] = []
@@ -103,7 +108,10 @@ export class CardFetches<Card extends { agent_id: string }> {
   /** Agents whose cards are ready: a holder's answer by key may send a card the lookup names too. */
   private readonly delivered = new Set<string>()
   /** Asks by key in flight, by holder: what that holder's DHT answer names waits for its cards (`askKey`). */
-  private readonly keyAsks = new Map<string, PeerId[][]>()
+  private readonly keyAsks = new Map<string, Deferred[]>()
+  /** Every contact asked by key in this discover, and the lookup's connected contacts, closest to the key first (`contacts`). */
+  private readonly keyAsked = new Set<string>()
+  private nearContacts: readonly PeerId[] = []
   private readonly started = performance.now()
   /** Providers handed over whose card could not be had or did not match (the lookup's ProviderDemand). */
   spent = 0
@@ -134,8 +142,8 @@ export class CardFetches<Card extends { agent_id: string }> {
     for (const p of all) if (!this.addedAt.has(p.toString())) this.addedAt.set(p.toString(), this.adds)
     // the peer is sending the cards it holds under the key: what it names waits for them
     const waiting = from === undefined ? undefined : this.keyAsks.get(from.toString())
-    if (waiting !== undefined) {
-      waiting.push(all)
+    if (waiting !== undefined && from !== undefined) {
+      waiting.push({ named: all, from })
       return
     }
     // providers whose cards a holder sent already are neither asked again nor spent
@@ -280,11 +288,17 @@ export class CardFetches<Card extends { agent_id: string }> {
    * lookup did not name it (if it does, its fetch finds the card cached).
    */
   askKey (holder: PeerId): void {
+    this.askByKey(holder)
+  }
+
+  /** `askKey`; what waits for its answer (undefined: not asked). */
+  private askByKey (holder: PeerId): Deferred[] | undefined {
     const { init } = this
     const id = holder.toString()
-    if (init.askKey === undefined || holder.equals(init.self) || this.keyAsks.has(id) || init.stopped.aborted) return
-    const deferred: PeerId[][] = []
+    if (init.askKey === undefined || holder.equals(init.self) || this.keyAsked.has(id) || init.stopped.aborted) return undefined
+    const deferred: Deferred[] = []
     this.keyAsks.set(id, deferred)
+    this.keyAsked.add(id)
     const hold = Math.max(1, init.wanted() - this.ready.length)
     this.expected += hold
     init.stats.heldKeyAsks++
@@ -301,8 +315,33 @@ export class CardFetches<Card extends { agent_id: string }> {
       .finally(() => {
         this.expected -= hold
         this.keyAsks.delete(id)
-        for (const named of deferred) this.add(named, holder)
+        // fewer cards than wanted (it holds few, sent forged ones, or failed): the next contact is asked by key,
+        // and what this one named waits for that answer too before any of it is dialed
+        const next = !init.stopped.aborted && init.wanted() - this.ready.length > 0 ? this.askNextContact() : undefined
+        if (next !== undefined) next.push(...deferred)
+        else for (const d of deferred) this.add(d.named, d.from)
         this.drain()
       })
+    return deferred
+  }
+
+  /**
+   * The connected contacts of the lookup's first round, closest to the key
+   * first (DHT_CONNECTED_FIRST_ASKS at most): after an ask by key that left
+   * cards wanted, the next of them not asked yet is asked by key too, so a
+   * contact that holds few cards, or a hostile one that sends forged cards,
+   * costs one more round trip over a connection already open rather than
+   * dials to the agents it named.
+   */
+  contacts (near: readonly PeerId[]): void {
+    this.nearContacts = near
+  }
+
+  private askNextContact (): Deferred[] | undefined {
+    const next = this.nearContacts.find(p => !this.keyAsked.has(p.toString()) && !p.equals(this.init.self))
+    if (next === undefined) return undefined
+    const waiting = this.askByKey(next)
+    if (waiting !== undefined) this.init.stats.heldKeyAsksNext++
+    return waiting
   }
 }

@@ -118,10 +118,11 @@ async function askProviders (parts: KadInternals, peer: PeerId, key: CID, signal
  * read, parsed and their peers handled all the same (2.4 to 2.9
  * GET_PROVIDERS per discover, the largest part of a discover's CPU).
  */
-async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal, onAsk?: (hedged: boolean, peer: PeerId) => void): AsyncGenerator<ProviderLookupEvent[]> {
+async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal, onAsk?: (hedged: boolean, peer: PeerId) => void, onContacts?: (near: PeerId[]) => void): AsyncGenerator<ProviderLookupEvent[]> {
   const kadId = createHash('sha256').update(key.multihash.bytes).digest()
   const near = table.closestPeers(kadId, { count: parts.k }).filter(p => !p.equals(self) && connected(p)).slice(0, DHT_CONNECTED_FIRST_ASKS)
   if (near.length === 0) return
+  onContacts?.([...near])
   const done = new AbortController()
   const pending = new Map<number, Promise<readonly [number, ProviderLookupEvent[]]>>()
   let asked = 0
@@ -170,7 +171,7 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
  * this node or a provider twice; ends at `want` providers (with a `demand`:
  * `want` not yet spent), when the sweep is done, or on `signal`.
  */
-export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand, onConnectedAsk?: (hedged: boolean, peer: PeerId) => void }): AsyncGenerator<ProviderLookupEvent> {
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand, onConnectedAsk?: (hedged: boolean, peer: PeerId) => void, onContacts?: (near: PeerId[]) => void }): AsyncGenerator<ProviderLookupEvent> {
   const seen = new Set<string>([self.toString()])
   const asked = new Set<string>([self.toString()])
   let found = 0
@@ -232,7 +233,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
 
   const table = kadRoutingTable(dht)
   if (parts !== undefined && table !== undefined && opts.connected !== undefined) {
-    for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal, opts.onConnectedAsk)) {
+    for await (const evs of connectedAnswers(parts, table, self, key, opts.connected, opts.signal, opts.onConnectedAsk, opts.onContacts)) {
       yield * handOn(evs)
       if (!(await goOn())) return
     }
