@@ -11,9 +11,9 @@ import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
 import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
-import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
+import { newDiscoveryStats, type DiscoveryStats } from '../src/card/discovery-stats.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
-import { CardFetches } from '../src/card/fetch-order.ts'
+import { CardFetches, type CardFetchesInit } from '../src/card/fetch-order.ts'
 import { askHolder } from '../src/card/held-cards.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
@@ -29,6 +29,25 @@ const cap = { capability_id: 'cap:by-key', version: '1.0.0' }
 
 async function cardOf (): Promise<AgentCard> {
   return issueCard(await newKey(), draft, 1)
+}
+
+/** A discover's CardFetches with what a case sets (every card matches, none is cached); `ended` once nothing waits or is in flight. */
+async function cardFetches (init: Pick<CardFetchesInit<AgentCard>, 'wanted' | 'connected' | 'fetch' | 'askKey'> & Partial<CardFetchesInit<AgentCard>>): Promise<{ fetches: CardFetches<AgentCard>, stats: DiscoveryStats, ended: Promise<void> }> {
+  const stats = newDiscoveryStats()
+  const ended = Promise.withResolvers<void>()
+  const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+    self: peerIdFromString(agentIdOf(await newKey())),
+    matches: () => true,
+    signal: AbortSignal.timeout(10_000),
+    stopped: new AbortController().signal,
+    known: () => false,
+    remember: c => c,
+    log,
+    stats,
+    onChange: () => { if (fetches.idle) ended.resolve() },
+    ...init
+  })
+  return { fetches, stats, ended: ended.promise }
 }
 
 describe('a discover asks its first contact for the cards it holds under the key', () => {
@@ -131,18 +150,10 @@ describe('what a holder sends by key', () => {
     const holder = peerIdFromString(agentIdOf(await newKey()))
     const fetched: string[] = []
     const answer = Promise.withResolvers<void>()
-    const stats = newDiscoveryStats()
-    const ended = Promise.withResolvers<void>()
-    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
+    const { fetches, stats, ended } = await cardFetches({
       self,
       wanted: () => 10,
-      matches: () => true,
-      signal: AbortSignal.timeout(10_000),
-      stopped: new AbortController().signal,
       connected: p => p.equals(holder),
-      known: () => false,
-      remember: c => c,
-      log,
       fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
       ask: async () => { throw new Error('no ask by agent: the holder was asked by key') },
       // it sends the first card, this node's own (never a result), and nothing of the other two
@@ -151,9 +162,7 @@ describe('what a holder sends by key', () => {
         onCard(cards[0]!)
         onCard(selfCard)
         return [cards[0]!, selfCard]
-      },
-      stats,
-      onChange: () => { if (fetches.idle) ended.resolve() }
+      }
     })
     fetches.askKey(holder)
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
@@ -161,7 +170,7 @@ describe('what a holder sends by key', () => {
     expect(fetched).toEqual([])
     expect(fetches.idle).toBe(false)
     answer.resolve()
-    await ended.promise
+    await ended
     expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
     expect(fetched.sort()).toEqual(cards.slice(1).map(c => c.agent_id).sort())
     expect(stats.heldKeyAsks).toBe(1)
@@ -174,20 +183,11 @@ describe('what a holder sends by key', () => {
     const [first, second, third] = await Promise.all([1, 2, 3].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId, PeerId]
     const fetched: string[] = []
     const asked: string[] = []
-    const stats = newDiscoveryStats()
-    const ended = Promise.withResolvers<void>()
     const secondAnswers = Promise.withResolvers<void>()
-    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
-      self: peerIdFromString(agentIdOf(await newKey())),
+    const { fetches, stats, ended } = await cardFetches({
       // three cards wanted in all
       wanted: () => 3,
-      matches: () => true,
-      signal: AbortSignal.timeout(10_000),
-      stopped: new AbortController().signal,
       connected: p => p.equals(first) || p.equals(second) || p.equals(third),
-      known: () => false,
-      remember: c => c,
-      log,
       fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
       // the first contact sends nothing that verifies (askHolder hands on only verified cards); the second all three
       askKey: async (h, _s, onCard) => {
@@ -196,9 +196,7 @@ describe('what a holder sends by key', () => {
         await secondAnswers.promise
         for (const c of cards) onCard(c)
         return cards
-      },
-      stats,
-      onChange: () => { if (fetches.idle) ended.resolve() }
+      }
     })
     fetches.contacts([first, second, third])
     fetches.askKey(first)
@@ -209,7 +207,7 @@ describe('what a holder sends by key', () => {
     // the second contact's answer is out: the agents the first named are not dialed meanwhile
     expect(fetched).toEqual([])
     secondAnswers.resolve()
-    await ended.promise
+    await ended
     expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
     expect(fetched).toEqual([])
     // the second sent enough: the third is never asked
@@ -222,30 +220,19 @@ describe('what a holder sends by key', () => {
     const cards = await Promise.all([1, 2].map(async () => cardOf()))
     const [first, second] = await Promise.all([1, 2].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId]
     const asked: string[] = []
-    const stats = newDiscoveryStats()
-    const ended = Promise.withResolvers<void>()
-    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
-      self: peerIdFromString(agentIdOf(await newKey())),
+    const { fetches, stats, ended } = await cardFetches({
       wanted: () => 2,
-      matches: () => true,
-      signal: AbortSignal.timeout(10_000),
-      stopped: new AbortController().signal,
       connected: () => true,
-      known: () => false,
-      remember: c => c,
-      log,
       fetch: async () => { throw new Error('no fetch: the first contact sent every card') },
       askKey: async (h, _s, onCard) => {
         asked.push(h.toString())
         for (const c of cards) onCard(c)
         return cards
-      },
-      stats,
-      onChange: () => { if (fetches.idle) ended.resolve() }
+      }
     })
     fetches.contacts([first, second])
     fetches.askKey(first)
-    await ended.promise
+    await ended
     expect(fetches.ready).toHaveLength(2)
     expect(asked).toEqual([first.toString()])
     expect(stats.heldKeyAsksNext).toBe(0)
@@ -255,26 +242,15 @@ describe('what a holder sends by key', () => {
     const cards = await Promise.all([1, 2].map(async () => cardOf()))
     const holder = peerIdFromString(agentIdOf(await newKey()))
     const fetched: PeerId[] = []
-    const stats = newDiscoveryStats()
-    const ended = Promise.withResolvers<void>()
-    const fetches: CardFetches<AgentCard> = new CardFetches<AgentCard>({
-      self: peerIdFromString(agentIdOf(await newKey())),
+    const { fetches, stats, ended } = await cardFetches({
       wanted: () => 10,
-      matches: () => true,
-      signal: AbortSignal.timeout(10_000),
-      stopped: new AbortController().signal,
       connected: () => true,
-      known: () => false,
-      remember: c => c,
-      log,
       fetch: async (p) => { fetched.push(p); return cards.find(c => c.agent_id === p.toString())! },
-      askKey: async () => { throw new Error('holder gone') },
-      stats,
-      onChange: () => { if (fetches.idle) ended.resolve() }
+      askKey: async () => { throw new Error('holder gone') }
     })
     fetches.askKey(holder)
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
-    await ended.promise
+    await ended
     expect(fetches.ready).toHaveLength(2)
     expect(fetched).toHaveLength(2)
     expect(stats.heldKeyAskFailures).toBe(1)

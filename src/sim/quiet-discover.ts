@@ -111,25 +111,17 @@ function busyBetween (a: { busy: number, total: number }, b: { busy: number, tot
   return b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0
 }
 
-/** Wait until the machine's CPU is at rest (SIM_QUIET_MAX_BUSY), SIM_QUIET_WAIT_MAX_MS at most: how long it took, and whether it was. */
-async function machineAtRest (): Promise<{ ms: number, rested: boolean }> {
+/**
+ * Wait until the machine's CPU is busy at most `busy` (0 to 1 of all its cores) over a window of `windowMs`, for
+ * `maxMs` at most: how long it took, and whether it was.
+ */
+async function machineQuiet (busy: number, windowMs: number, maxMs: number): Promise<{ ms: number, quiet: boolean }> {
   const started = Date.now()
   while (true) {
     const a = machineCpu()
-    await new Promise(resolve => setTimeout(resolve, SIM_QUIET_WINDOW_MS))
-    if (busyBetween(a, machineCpu()) <= SIM_QUIET_MAX_BUSY) return { ms: Date.now() - started, rested: true }
-    if (Date.now() - started >= SIM_QUIET_WAIT_MAX_MS) return { ms: Date.now() - started, rested: false }
-  }
-}
-
-/** Wait until the machine's CPU is back at `busy` or less over a window (SIM_QUIET_SETTLE_*): whether it was, and how long it took. */
-async function machineSettled (busy: number): Promise<{ ms: number, settled: boolean }> {
-  const started = Date.now()
-  while (true) {
-    const a = machineCpu()
-    await new Promise(resolve => setTimeout(resolve, SIM_QUIET_SETTLE_WINDOW_MS))
-    if (busyBetween(a, machineCpu()) <= busy) return { ms: Date.now() - started, settled: true }
-    if (Date.now() - started >= SIM_QUIET_SETTLE_MAX_MS) return { ms: Date.now() - started, settled: false }
+    await new Promise(resolve => setTimeout(resolve, windowMs))
+    if (busyBetween(a, machineCpu()) <= busy) return { ms: Date.now() - started, quiet: true }
+    if (Date.now() - started >= maxMs) return { ms: Date.now() - started, quiet: false }
   }
 }
 
@@ -175,7 +167,8 @@ export async function quietDiscoverPasses (
   capabilities: CapabilityRef[],
   opts: { count?: number, pick: <T>(xs: T[]) => T, onCard: (card: AgentCard) => Promise<void> }
 ): Promise<{ cold: QuietDiscovers, fresh: QuietDiscovers }> {
-  const rest = await machineAtRest()
+  const atRest = await machineQuiet(SIM_QUIET_MAX_BUSY, SIM_QUIET_WINDOW_MS, SIM_QUIET_WAIT_MAX_MS)
+  const rest = { ms: atRest.ms, rested: atRest.quiet }
   // what the mesh's upkeep (gossip heartbeats, DHT refreshes, pings) costs the machine with nothing asked of it
   const idle0 = machineCpu()
   await new Promise(resolve => setTimeout(resolve, SIM_QUIET_BASELINE_MS))
@@ -187,9 +180,9 @@ export async function quietDiscoverPasses (
   try {
     for (let i = 0; i < 2 * (opts.count ?? SIM_QUIET_DISCOVERS); i++) {
       const pass = passes[i % 2]!
-      const settle = await machineSettled(idle + SIM_QUIET_SETTLE_MARGIN)
+      const settle = await machineQuiet(idle + SIM_QUIET_SETTLE_MARGIN, SIM_QUIET_SETTLE_WINDOW_MS, SIM_QUIET_SETTLE_MAX_MS)
       pass.settleMs += settle.ms
-      if (!settle.settled) pass.unsettled++
+      if (!settle.quiet) pass.unsettled++
       const node = opts.pick(nodes)
       const query = { capability: opts.pick(capabilities) }
       const before = sumStats(nodes.map(n => n.discovery.stats))
