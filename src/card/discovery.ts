@@ -305,12 +305,13 @@ export class Discovery {
       this.stats.lookups++
       try {
         let swept = false // counted once per discover
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk: (hedged, peer) => {
+        const onConnectedAsk = (hedged: boolean): void => {
           this.stats.connectedAsks++
           if (hedged) this.stats.connectedHedges++
-          // the contact asked first holds the key's records most likely: its cards come with its answer
-          else fetches.askKey(peer)
-        }, onContacts: near => { fetches.contacts(near) } })) {
+        }
+        // the contact asked first holds the key's records most likely: it is asked by key too, and its cards come with its answer
+        const onContacts = (near: PeerId[]): void => { fetches.contacts(near) }
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk, onContacts })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
             if (ev.connected === true) this.stats.connectedAnswers++

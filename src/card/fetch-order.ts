@@ -85,8 +85,8 @@ interface Deferred { named: PeerId[], from: PeerId }
  * answer comes each counts as a fetch in flight for dials (nobody is dialed
  * while the holder may still send enough) but not for connected agents, and
  * the agents are asked only for what it does not send. The contact the
- * lookup asks first is also asked by key (`askKey`), and when its answer
- * leaves cards wanted the lookup's next connected contact is (`contacts`).
+ * lookup asks first is also asked by key, and when its answer leaves cards
+ * wanted the lookup's next connected contact is (`contacts`).
  */
 export class CardFetches<Card extends { agent_id: string }> {
   readonly ready: Card[] = []
@@ -176,9 +176,9 @@ export class CardFetches<Card extends { agent_id: string }> {
     const peers = this.pending.peers
     const wanted = init.wanted() - this.ready.length
     const i = nextProvider(peers, first, this.inFlight + this.expected, wanted)
-    if (i >= 0 || this.writtenOff === 0 || peers.length === 0) return i
-    const j = peers.findIndex(p => (this.addedAt.get(p.toString()) ?? 0) > this.writeOffMark)
-    return j >= 0 && nextProvider([peers[j] as PeerId], first, this.inFlight - this.writtenOff + this.expected, wanted) === 0 ? j : -1
+    // none connected is pending (nextProvider takes those first): the dial rule again, without the written-off fetches
+    if (i >= 0 || this.writtenOff === 0 || this.inFlight - this.writtenOff + this.expected > wanted) return i
+    return peers.findIndex(p => (this.addedAt.get(p.toString()) ?? 0) > this.writeOffMark)
   }
 
   /**
@@ -327,14 +327,17 @@ export class CardFetches<Card extends { agent_id: string }> {
 
   /**
    * The connected contacts of the lookup's first round, closest to the key
-   * first (DHT_CONNECTED_FIRST_ASKS at most): after an ask by key that left
-   * cards wanted, the next of them not asked yet is asked by key too, so a
-   * contact that holds few cards, or a hostile one that sends forged cards,
-   * costs one more round trip over a connection already open rather than
-   * dials to the agents it named.
+   * first (DHT_CONNECTED_FIRST_ASKS at most), told as the lookup sends its
+   * GET_PROVIDERS to the first: that one is asked by key at the same time.
+   * After an ask by key that left cards wanted, the next of them not asked
+   * yet is asked by key too, so a contact that holds few cards, or a hostile
+   * one that sends forged cards, costs one more round trip over a connection
+   * already open rather than dials to the agents it named.
    */
   contacts (near: readonly PeerId[]): void {
     this.nearContacts = near
+    const first = near[0]
+    if (first !== undefined) this.askKey(first)
   }
 
   private askNextContact (): Deferred[] | undefined {

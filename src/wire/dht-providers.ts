@@ -118,7 +118,7 @@ async function askProviders (parts: KadInternals, peer: PeerId, key: CID, signal
  * read, parsed and their peers handled all the same (2.4 to 2.9
  * GET_PROVIDERS per discover, the largest part of a discover's CPU).
  */
-async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal, onAsk?: (hedged: boolean, peer: PeerId) => void, onContacts?: (near: PeerId[]) => void): AsyncGenerator<ProviderLookupEvent[]> {
+async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, self: PeerId, key: CID, connected: (peer: PeerId) => boolean, signal: AbortSignal, onAsk?: (hedged: boolean) => void, onContacts?: (near: PeerId[]) => void): AsyncGenerator<ProviderLookupEvent[]> {
   const kadId = createHash('sha256').update(key.multihash.bytes).digest()
   const near = table.closestPeers(kadId, { count: parts.k }).filter(p => !p.equals(self) && connected(p)).slice(0, DHT_CONNECTED_FIRST_ASKS)
   if (near.length === 0) return
@@ -127,8 +127,8 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
   const pending = new Map<number, Promise<readonly [number, ProviderLookupEvent[]]>>()
   let asked = 0
   const askNext = (hedged: boolean): void => {
+    onAsk?.(hedged)
     const i = asked++
-    onAsk?.(hedged, near[i] as PeerId)
     // a contact that does not answer holds the lookup up for DHT_CONNECTED_ROUND_MS at most: then the walk goes on.
     // Each ask has its own clock: the caller may wait between answers (for the providers named to prove useless)
     // as long as that, and the contacts not yet asked must still be asked when it comes back for more
@@ -169,9 +169,11 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
  * `want`, as kad-dht's walk names them; then this node's own records, and
  * (when kad-dht named k or more) those of the key's closest peers. Never names
  * this node or a provider twice; ends at `want` providers (with a `demand`:
- * `want` not yet spent), when the sweep is done, or on `signal`.
+ * `want` not yet spent), when the sweep is done, or on `signal`. The
+ * connected contacts, closest to the key first, go to `onContacts` just
+ * before the first is asked.
  */
-export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand, onConnectedAsk?: (hedged: boolean, peer: PeerId) => void, onContacts?: (near: PeerId[]) => void }): AsyncGenerator<ProviderLookupEvent> {
+export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, opts: { want: number, signal: AbortSignal, log: Logger, connected?: (peer: PeerId) => boolean, demand?: ProviderDemand, onConnectedAsk?: (hedged: boolean) => void, onContacts?: (near: PeerId[]) => void }): AsyncGenerator<ProviderLookupEvent> {
   const seen = new Set<string>([self.toString()])
   const asked = new Set<string>([self.toString()])
   let found = 0
