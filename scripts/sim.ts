@@ -53,6 +53,16 @@ function num (v: string | undefined, dflt: number, name: string): number {
   return n
 }
 
+/** Discovers at rest of each kind: a whole number, at least 1 (the report divides by it). */
+function quietDiscovers (v: string): number {
+  const n = num(v, 0, 'quiet-discovers')
+  if (!Number.isInteger(n) || n < 1) {
+    process.stderr.write('--quiet-discovers must be a whole number of 1 or more\n')
+    process.exit(2)
+  }
+  return n
+}
+
 const nodes = num(values.nodes, DEFAULT_SCENARIO.nodes, 'nodes')
 const perProcess = values['per-process'] === undefined ? undefined : num(values['per-process'], 0, 'per-process')
 // one event loop carries at most about 100 nodes; spread over group processes, more
@@ -77,7 +87,7 @@ const opts = {
   ...(perProcess === undefined ? {} : { perProcess }),
   ...(values['heap-snapshot'] === undefined ? {} : { heapSnapshot: values['heap-snapshot'] }),
   ...(values['max-connections'] === undefined ? {} : { maxConnections: num(values['max-connections'], 0, 'max-connections') }),
-  ...(values['quiet-discovers'] === undefined ? {} : { quietDiscovers: Math.floor(num(values['quiet-discovers'], 0, 'quiet-discovers')) }),
+  ...(values['quiet-discovers'] === undefined ? {} : { quietDiscovers: quietDiscovers(values['quiet-discovers']) }),
   command: ['npm run sim', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
   onProgress: values.quiet
     ? undefined

@@ -47,4 +47,11 @@ describe('script options', () => {
     expect(bad.stderr).toMatch(new RegExp(`^${option} must be a non-negative integer, got "many"`))
     expect(bad.stderr).not.toMatch(/\n\s+at /)
   })
+
+  it.each(['0', '2.5'])('scripts/sim.ts --quiet-discovers %s is a usage error before any node starts (the report divides by it)', (value) => {
+    const bad = run('scripts/sim.ts', '--quiet-discovers', value)
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toMatch(/^--quiet-discovers must be a whole number of 1 or more/)
+    expect(bad.stderr).not.toMatch(/\n\s+at /)
+  })
 })
