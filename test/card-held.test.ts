@@ -52,6 +52,19 @@ describe('HeldCards', () => {
     expect(held.answer([old.agent_id, id, 'not-held'])).toEqual([newer])
   })
 
+  it('puts the node\'s own card first when it is given, once, and never an expired one', async () => {
+    const { held, stats } = quiet()
+    const mine = await cardOf()
+    const other = await cardOf()
+    held.hold(other)
+    const served = stats.heldCardsServed
+    expect(held.answer([other.agent_id, mine.agent_id], mine)).toEqual([mine, other])
+    expect(held.answer([mine.agent_id], mine)).toEqual([mine])
+    expect(held.answer([other.agent_id], await expired(await newKey()))).toEqual([other])
+    expect(held.answer([other.agent_id], mine, 1)).toEqual([mine])
+    expect(stats.heldCardsServed - served).toBe(5)
+  })
+
   it('answers no more than one frame holds and forgets the least recently stored past CARD_HELD_MAX', async () => {
     const { held } = quiet()
     const cards = await Promise.all(Array.from({ length: CARD_HELD_ASK_MAX }, async () => cardOf()))

@@ -50,6 +50,17 @@ async function cardFetches (init: Pick<CardFetchesInit<AgentCard>, 'wanted' | 'c
   return { fetches, stats, ended: ended.promise }
 }
 
+/** A new node that joined through `holder`, with the holder in its routing table (what the lookup of `capabilityId` asks first). */
+async function askerThrough (holder: MeshNode, capabilityId: string, nodes: MeshNode[]): Promise<MeshNode> {
+  const [asker] = await startMesh(1, { transport: 'tcp' })
+  nodes.push(asker!)
+  expect(await asker!.join(holder.addresses)).toBe(1)
+  const table = kadRoutingTable(asker!.host.services.dht)!
+  const kadId = createHash('sha256').update((await capabilityKey(capabilityId)).multihash.bytes).digest()
+  await until(() => table.closestPeers(kadId, { count: 20 }).some(p => p.equals(holder.host.peerId)), 'the holder in the asker\'s routing table')
+  return asker!
+}
+
 describe('a discover asks its first contact for the cards it holds under the key', () => {
   const nodes: MeshNode[] = []
   let holder: MeshNode
@@ -67,16 +78,7 @@ describe('a discover asks its first contact for the cards it holds under the key
   })
   afterAll(async () => { await stopAll(nodes) })
 
-  /** A new node that joined through the holder, with the holder in its routing table (what the lookup asks first). */
-  async function newAsker (): Promise<MeshNode> {
-    const [asker] = await startMesh(1, { transport: 'tcp' })
-    nodes.push(asker!)
-    expect(await asker!.join(holder.addresses)).toBe(1)
-    const table = kadRoutingTable(asker!.host.services.dht)!
-    const kadId = createHash('sha256').update((await capabilityKey(cap.capability_id)).multihash.bytes).digest()
-    await until(() => table.closestPeers(kadId, { count: 20 }).some(p => p.equals(holder.host.peerId)), 'the holder in the asker\'s routing table')
-    return asker!
-  }
+  const newAsker = async (): Promise<MeshNode> => askerThrough(holder, cap.capability_id, nodes)
 
   it('gets every card from that one ask: no ask by agent afterwards, no fetch, no dial', async () => {
     const asker = await newAsker()
@@ -253,5 +255,54 @@ describe('what a holder sends by key', () => {
     expect(fetches.ready).toHaveLength(2)
     expect(fetched).toHaveLength(2)
     expect(stats.heldKeyAskFailures).toBe(1)
+  })
+})
+
+describe('a holder that provides the key itself', () => {
+  const nodes: MeshNode[] = []
+  const own = { capability_id: 'cap:by-key-own', version: '1.0.0' }
+  let holder: MeshNode
+  let holderCard: AgentCard
+  let agentCard: AgentCard
+  beforeAll(async () => {
+    const [h, a] = await Promise.all([1, 2].map(async () => (await startMesh(1, { transport: 'tcp' }))[0]!))
+    holder = h!
+    nodes.push(holder, a!)
+    expect(await a!.join(holder.addresses)).toBe(1)
+    holderCard = await holder.publishCard({ ...draft, name: 'holder', capabilities: [own] })
+    agentCard = await a!.publishCard({ ...draft, name: 'agent', capabilities: [own] })
+    await a!.discovery.announce()
+    await until(() => holder.discovery.stats.heldCardPulls >= 1, 'the holder to pull the agent\'s card')
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('sends its own card first by key, and when asked for its agent, once; not for a key it does not provide', async () => {
+    const host: MeshHost = await startLoopbackHost()
+    const client = new RpcClient(host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
+    try {
+      await host.peerStore.merge(holder.host.peerId, { multiaddrs: holder.host.getMultiaddrs() })
+      const key = (await capabilityKey(own.capability_id)).toString()
+      const byKey = await client.call(holder.host.peerId, 'get_held_cards', { key }) as { cards: AgentCard[] }
+      expect(byKey.cards.map(c => c.agent_id)).toEqual([holderCard.agent_id, agentCard.agent_id])
+      expect(byKey.cards[0]).toEqual(holderCard)
+      const byAgent = await client.call(holder.host.peerId, 'get_held_cards', { agents: [agentCard.agent_id, holderCard.agent_id] }) as { cards: AgentCard[] }
+      expect(byAgent.cards.map(c => c.agent_id)).toEqual([holderCard.agent_id, agentCard.agent_id])
+      const other = (await capabilityKey(cap.capability_id)).toString()
+      expect(await client.call(holder.host.peerId, 'get_held_cards', { key: other })).toEqual({ cards: [] })
+    } finally {
+      client.close()
+      await host.stop()
+    }
+  })
+
+  it('a discover through it gets both cards from its answer by key: neither agent is asked for its card', async () => {
+    const asker = await askerThrough(holder, own.capability_id, nodes)
+    const before = { ...asker.discovery.stats }
+    const origins: CardOrigin[] = []
+    const found = await asker.discover({ capability: own }, { limit: 2, explain: (o) => { origins.push(o) } })
+    expect(found.map(c => c.agent_id).sort()).toEqual([holderCard.agent_id, agentCard.agent_id].sort())
+    expect(origins.map(o => [o.source, o.named_by])).toEqual([['holder', holder.agentId], ['holder', holder.agentId]])
+    expect(asker.discovery.stats.heldKeyAsks - before.heldKeyAsks).toBe(1)
+    expect(asker.discovery.stats.fetchedCards - before.fetchedCards).toBe(0)
   })
 })

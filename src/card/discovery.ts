@@ -39,7 +39,7 @@ import { ownProviderRecords, watchProviderRecords } from '../wire/provider-answe
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
 import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { capabilityKey, cardMatches, draftOf, issueCard, tagKey, verifyCard } from './card.ts'
+import { capabilityKey, cardMatches, draftOf, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
 import type { AgentCard, CapabilityQuery, CardDraft } from './card.ts'
 
 export type { DiscoveryStats } from './discovery-stats.ts'
@@ -97,6 +97,8 @@ export class Discovery {
   private readonly held: HeldCards
   private readonly onRejected?: (err: AapError, from: string) => void
   private own?: AgentCard
+  /** The provider keys of the own card (providerKeys), for the card they were made of. */
+  private ownKeys?: { card: AgentCard, keys: Set<string> }
   private unserve?: () => Promise<void>
   private republishTimer?: ReturnType<typeof setInterval>
   private republishing?: Promise<void>
@@ -141,7 +143,11 @@ export class Discovery {
           if (card === undefined) throw new AgentNotFoundError('this node has not published a card')
           return { card }
         }),
-        get_held_cards: method(isGetHeldCardsRequest, async req => ({ cards: req.agents !== undefined ? this.held.answer(req.agents) : await this.heldOfKey(req.key ?? '') }))
+        get_held_cards: method(isGetHeldCardsRequest, async req => ({
+          cards: req.agents !== undefined
+            ? this.held.answer(req.agents, req.agents.includes(this.agentId) ? await this.currentCard() : undefined)
+            : await this.heldOfKey(req.key ?? '')
+        }))
       }
     })
     this.republishTimer = setInterval(() => { void this.republish() }, CARD_REPUBLISH_INTERVAL_MS)
@@ -370,9 +376,18 @@ export class Discovery {
       throw new InvalidRequestError('get_held_cards: key is not a CID', { reason: 'bad_key' })
     }
     const records = ownProviderRecords(this.host.services.dht)
-    if (records === undefined) return []
+    const own = await this.ownCardUnder(cid)
+    if (records === undefined) return own === undefined ? [] : [own]
     this.stats.heldKeyAnswers++
-    return this.held.answer((await records(cid)).map(p => p.toString()))
+    return this.held.answer((await records(cid)).map(p => p.toString()), own)
+  }
+
+  /** This node's current card when it is announced under `key` (so the asker gets it without asking this agent again). */
+  private async ownCardUnder (key: CID): Promise<AgentCard | undefined> {
+    const card = await this.currentCard()
+    if (card === undefined) return undefined
+    if (this.ownKeys?.card !== card) this.ownKeys = { card, keys: new Set((await providerKeys(card)).map(k => k.toString())) }
+    return this.ownKeys.keys.has(key.toString()) ? card : undefined
   }
 
   private async queryKey (query: DiscoveryQuery): Promise<CID | undefined> {

@@ -104,13 +104,22 @@ export class HeldCards {
   /**
    * The held, unexpired cards of `agents`, as many as fit in one answer frame
    * (and `max` at most); those likely re-signed since are pulled again for
-   * the next asker.
+   * the next asker. `own`, this node's own card when the asker wants it (it
+   * asked for this agent, or for a key this node provides), comes first.
    */
-  answer (agents: Iterable<string>, max = CARD_HELD_ASK_MAX): AgentCard[] {
+  answer (agents: Iterable<string>, own?: AgentCard, max = CARD_HELD_ASK_MAX): AgentCard[] {
     const out: AgentCard[] = []
     let room = CARD_MAX_FRAME_BYTES - ANSWER_ENVELOPE_BYTES
+    if (own !== undefined && this.valid(own)) {
+      const bytes = Buffer.byteLength(JSON.stringify(own))
+      if (bytes + 1 <= room && max > 0) {
+        room -= bytes + 1
+        out.push(own)
+      }
+    }
     for (const id of new Set(agents)) {
       if (out.length >= max) break
+      if (id === own?.agent_id) continue
       const held = this.held.get(id)
       if (held === undefined) {
         // its record is kept here but its pull failed: asked for, pull it again (never a dial)
