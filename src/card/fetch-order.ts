@@ -128,13 +128,12 @@ export class CardFetches<Card extends { agent_id: string }> {
   /** Nothing waits and nothing is in flight. */
   get idle (): boolean { return this.inFlight === 0 && this.expected === 0 && this.pending.length === 0 }
 
-  /** A card made ready, once per agent; false when that agent's card is ready already. */
-  private deliver (card: Card, source: CardSource, preferred: boolean): boolean {
-    if (this.delivered.has(card.agent_id)) return false
+  /** A card made ready, once per agent (nothing when that agent's card is ready already). */
+  private deliver (card: Card, source: CardSource, preferred: boolean): void {
+    if (this.delivered.has(card.agent_id)) return
     this.delivered.add(card.agent_id)
     this.ready.push(card)
     this.origin(card, source, preferred)
-    return true
   }
 
   add (all: PeerId[], from?: PeerId): void {
