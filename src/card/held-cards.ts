@@ -72,6 +72,8 @@ export class HeldCards {
   /** Pulls waiting to be tried again, by agent id: how many times tried, and what cancels the wait (at most CARD_HELD_PULL_QUEUE). */
   private readonly retries = new Map<string, { tries: number, cancel: (() => void) | undefined }>()
   private running = 0
+  /** The size of the last own card `answer` was given. */
+  private ownBytes?: { card: AgentCard, bytes: number }
   private readonly stopping = new AbortController()
   private readonly now: () => number
   private readonly schedule: (fn: () => void, ms: number) => () => void
@@ -111,7 +113,9 @@ export class HeldCards {
     const out: AgentCard[] = []
     let room = CARD_MAX_FRAME_BYTES - ANSWER_ENVELOPE_BYTES
     if (own !== undefined && this.valid(own)) {
-      const bytes = Buffer.byteLength(JSON.stringify(own))
+      // the own card changes only when it is re-signed: measured once per card, not per answer
+      if (this.ownBytes?.card !== own) this.ownBytes = { card: own, bytes: Buffer.byteLength(JSON.stringify(own)) }
+      const bytes = this.ownBytes.bytes
       if (bytes + 1 <= room && max > 0) {
         room -= bytes + 1
         out.push(own)
