@@ -45,7 +45,7 @@ export interface DiscoveryStats {
   lookupErrors: number
   /** Providers the lookups named, other than this node and repeats. */
   lookupProviders: number
-  /** Of them, those dropped past their naming peer's share of one discover (DISCOVER_PROVIDERS_PER_PEER_MAX, provider-queue.ts). */
+  /** New providers an answer named past its peer's share of one discover (DISCOVER_PROVIDERS_PER_PEER_MAX, src/wire/dht-providers.ts): dropped, not counted above, and still named if another peer names them. */
   providersOverShare: number
   /** Waits of a lookup for named providers to prove useless that ran out (DHT_LOOKUP_PATIENCE_MS): it named more all the same. */
   lookupsWaitedOut: number

@@ -31,6 +31,7 @@ import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
 import { routingTableOf } from './routing-view.ts'
 import { Announcer } from './announce.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
+import { DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
@@ -317,12 +318,13 @@ export class Discovery {
         }
         // the contact asked first holds the key's records most likely: it is asked by key too, and its cards come with its answer
         const onContacts = (near: PeerId[]): void => { fetches.contacts(near) }
-        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk, onContacts })) {
+        for await (const ev of lookupProviders(this.host.services.dht, this.host.peerId, key, { want: limit * 2, signal, log: this.log, connected: p => holdsOwnConnection(this.host, p), demand, onConnectedAsk, onContacts, perPeerMax: DISCOVER_PROVIDERS_PER_PEER_MAX })) {
           if (ev.name === 'answer') {
             this.stats.lookupAnswers++
             if (ev.connected === true) this.stats.connectedAnswers++
           } else if (ev.name === 'walk') this.stats.lookupWalks++
           else if (ev.name === 'error') this.stats.lookupErrors++
+          else if (ev.name === 'over_share') this.stats.providersOverShare += ev.providers
           else {
             if (ev.sweep && !swept) this.stats.providerSweeps++
             if (ev.sweep) this.stats.sweptProviders += ev.providers.length

@@ -146,11 +146,8 @@ export class CardFetches<Card extends { agent_id: string }> {
       return
     }
     // providers whose cards a holder sent already are neither asked again nor spent
-    const named = all.filter(p => !this.delivered.has(p.toString()))
-    const providers = this.pending.admit(named, from)
-    // past the naming peer's share (provider-queue.ts): never asked, so spent for the lookup (it names others)
-    this.init.stats.providersOverShare += named.length - providers.length
-    this.spent += named.length - providers.length
+    const providers = all.filter(p => !this.delivered.has(p.toString()))
+    this.pending.rank(providers, from)
     if (this.init.explain !== undefined && from !== undefined) for (const p of providers) this.namedBy.set(p.toString(), from.toString())
     this.pending.push(from === undefined ? providers : this.viaHolder(from, providers))
     this.drain()

@@ -4,13 +4,13 @@
  * peer named, then the second of each, and so on. One peer that names a
  * hundred providers that do not exist (each costing a dial that times out)
  * would otherwise hold the discover's fetches until its list ran out, ahead
- * of every provider an honest peer named after it. A peer names at most
- * DISCOVER_PROVIDERS_PER_PEER_MAX providers to one discover; the rest are
- * dropped and counted. This node's own records (no naming peer) are one
- * source among the others, and not capped (they are its own pick).
+ * of every provider an honest peer named after it. How many one peer may
+ * name to a discover (DISCOVER_PROVIDERS_PER_PEER_MAX) is the lookup's to
+ * bound (src/wire/dht-providers.ts), where a provider past a peer's share stays
+ * unnamed for the next peer. This node's own records (no naming peer) are one
+ * source among the others.
  */
 import type { PeerId } from '@libp2p/interface'
-import { DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
 
 interface Rank { round: number, source: number }
 
@@ -21,43 +21,24 @@ export class ProviderQueue {
   private readonly ranks = new Map<string, Rank>()
   /** Per naming peer: its place among the sources, and how many providers it named. */
   private readonly sources = new Map<string, { source: number, named: number }>()
-  private readonly maxPerPeer: number
-  /** Providers dropped past a peer's share. */
-  dropped = 0
-
-  constructor (maxPerPeer = DISCOVER_PROVIDERS_PER_PEER_MAX) {
-    this.maxPerPeer = maxPerPeer
-  }
 
   get length (): number { return this.waiting.length }
 
   /** The waiting providers in the order they are to be asked (a view: `take` removes one). */
   get peers (): readonly PeerId[] { return this.waiting }
 
-  /**
-   * Rank `providers` named by `from` (undefined: this node's own records) and
-   * return those within its share, in the order given; nothing is queued yet.
-   */
-  admit (providers: PeerId[], from: PeerId | undefined): PeerId[] {
+  /** Rank `providers` named by `from` (undefined: this node's own records), in the order given; nothing is queued yet. */
+  rank (providers: PeerId[], from: PeerId | undefined): void {
     const key = from === undefined ? '' : from.toString()
     let s = this.sources.get(key)
     if (s === undefined) {
       s = { source: this.sources.size, named: 0 }
       this.sources.set(key, s)
     }
-    const out: PeerId[] = []
-    for (const p of providers) {
-      if (from !== undefined && s.named >= this.maxPerPeer) {
-        this.dropped++
-        continue
-      }
-      this.ranks.set(p.toString(), { round: s.named++, source: s.source })
-      out.push(p)
-    }
-    return out
+    for (const p of providers) this.ranks.set(p.toString(), { round: s.named++, source: s.source })
   }
 
-  /** Queue admitted providers (again, after a holder did not send their cards) at their rank. */
+  /** Queue ranked providers (again, after a holder did not send their cards) at their rank. */
   push (providers: PeerId[]): void {
     for (const peer of providers) {
       const rank = this.ranks.get(peer.toString()) ?? { round: Number.MAX_SAFE_INTEGER, source: 0 }
