@@ -15,11 +15,14 @@ import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, type AgentCard } from '../src/card/card.ts'
 import type { DiscoveryStats } from '../src/card/discovery-stats.ts'
-import { DHT_PROTOCOL } from '../src/constants.ts'
+import { DHT_PROTOCOL, DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { componentLogger } from '../src/logger.ts'
 import { lookupProviders } from '../src/wire/dht-providers.ts'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
+import { newKey } from './card-fixtures.ts'
 import { startMesh, stopAll } from './helpers.ts'
 
 const log = componentLogger(undefined, 'test')
@@ -211,6 +214,37 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
       expect(Math.max(...byPeer.values())).toBeLessThanOrEqual(3)
     } finally {
       // as the tests after this one expect them: 3 + 2 + 2
+      await placeRecords(key, holders, [offering.slice(0, 3), offering.slice(3, 5), offering.slice(5)])
+    }
+  })
+
+  it('asks a holder again while its answers are full picks of what it holds: each names a fresh pick', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    // one holder holds twice as many records as an answer names, the others none; no share (the discover's is 20)
+    const many = await Promise.all(Array.from({ length: 2 * DHT_PROVIDERS_PER_ANSWER }, async () => peerIdFromPrivateKey(await newKey())))
+    const holder = nodeOf(holders[0]!)
+    await placeRecords(key, holders, [])
+    for (const [i, p] of many.entries()) {
+      await storeOf(holder).addProvider(key, p)
+      // an answer names only providers its peer store has addresses for; the lookup dials none of them
+      await holder.host.peerStore.merge(p, { multiaddrs: [multiaddr(`/ip4/127.0.0.1/tcp/${10_000 + i}`)] })
+    }
+    try {
+      const named = new Set<string>()
+      let answers = 0
+      for await (const ev of lookupProviders(asker.host.services.dht, asker.host.peerId, key, { want: 100, signal: AbortSignal.timeout(10_000), log })) {
+        if (ev.name === 'answer' && ev.from.equals(holders[0]!)) answers++
+        if (ev.name === 'providers') for (const p of ev.providers) named.add(p.toString())
+      }
+      // its first answer names 20 of the 40; asked again, it names a fresh 20 (that they are all among the first 20
+      // has a chance of 1 in C(40, 20), about 1e-11)
+      expect(answers).toBeGreaterThanOrEqual(2)
+      expect(named.size).toBeGreaterThan(DHT_PROVIDERS_PER_ANSWER)
+      for (const p of named) expect(many.some(m => m.toString() === p)).toBe(true)
+    } finally {
+      for (const p of many) await storeOf(holder).removeProvider(key, p)
       await placeRecords(key, holders, [offering.slice(0, 3), offering.slice(3, 5), offering.slice(5)])
     }
   })
