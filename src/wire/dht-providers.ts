@@ -200,8 +200,6 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   /** Providers each peer named so far (its share: `perPeerMax`). */
   const shares = new Map<string, number>()
   const asked = new Set<string>([self.toString()])
-  /** Peers that answered a GET_PROVIDERS of this lookup (a sweep round may ask them again). */
-  const answered = new Set<string>()
   /** Peers whose last answer named as many providers as an answer holds (DHT_PROVIDERS_PER_ANSWER): they may hold more. */
   const full = new Set<string>()
   const heard = (from: PeerId, providers: number): void => {
@@ -270,10 +268,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   function * handOn (evs: ProviderLookupEvent[]): Generator<ProviderLookupEvent, number> {
     let added = 0
     for (const ev of evs) {
-      if (ev.name === 'answer') {
-        asked.add(ev.from.toString())
-        answered.add(ev.from.toString())
-      }
+      if (ev.name === 'answer') asked.add(ev.from.toString())
       if (ev.name !== 'providers') {
         yield ev
         continue
@@ -298,7 +293,6 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   for await (const ev of dht.findProviders(key, { signal: opts.signal })) {
     if (ev.name === 'PEER_RESPONSE') {
       asked.add(ev.from.toString())
-      answered.add(ev.from.toString())
       heard(ev.from, ev.providers.length)
       yield { name: 'answer', from: ev.from }
       // the answer's own providers: kad-dht's PROVIDER events leave out those it met in an earlier answer
