@@ -41,7 +41,7 @@
  * DHT_PROVIDER_SWEEP_ROUNDS rounds in all at most. (With 60 agents under one
  * key at 100 nodes, k 10, one round left 128 of 200 whole cold discovers 1 to
  * 6 agents short: ten answers of 20 picked from 60 rarely cover all 60. With
- * the rounds, 3 to 5 of 200 were 1 or 2 short.)
+ * the rounds, 1 to 5 of 200 were 1 or 2 short, in four runs.)
  *
  * One peer names at most `perPeerMax` providers to one lookup, all its answers
  * together (this node's own records are not capped). A provider past that
