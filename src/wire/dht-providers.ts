@@ -261,7 +261,7 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   function * naming (list: PeerId[], from: PeerId | undefined, sweep: boolean): Generator<ProviderLookupEvent, number> {
     const { news, dropped } = fresh(list, from)
     if (dropped > 0 && from !== undefined) yield { name: 'over_share', from, providers: dropped }
-    if (news.length > 0) yield from === undefined ? { name: 'providers', providers: news, sweep } : { name: 'providers', providers: news, sweep, from }
+    if (news.length > 0) yield { name: 'providers', providers: news, sweep, ...(from === undefined ? {} : { from }) }
     return news.length
   }
   /** The answers of requests outside the walk, handed on with only providers not named before; how many were new. */
@@ -326,19 +326,19 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   const again = (p: PeerId): boolean => full.has(p.toString()) && (opts.perPeerMax === undefined || (shares.get(p.toString()) ?? 0) < opts.perPeerMax)
   for (let round = 0; round < DHT_PROVIDER_SWEEP_ROUNDS; round++) {
     const targets = holders.filter(p => round === 0 ? !asked.has(p.toString()) : again(p))
-    let named = 0
+    let roundNamed = 0
     for (let i = 0; i < targets.length; i += DHT_PROVIDER_SWEEP_CONCURRENCY) {
       if (!(await goOn())) return
       const batch = targets.slice(i, i + DHT_PROVIDER_SWEEP_CONCURRENCY)
       const answers = await Promise.all(batch.map(async peer => askProviders(parts, peer, key, opts.signal, false)))
       const added = yield * handOn(answers.flat())
-      named += added
+      roundNamed += added
       // holders that named all they hold and nobody new: the others most likely hold the same, and the round ends
       // (a full pick that named nobody new may be a chance draw: the round goes on)
       if (added === 0 && answers.some(list => list.some(ev => ev.name === 'answer')) && !batch.some(p => full.has(p.toString()))) break
     }
     // a round of fresh picks that named nobody new ends the sweep (the first round asks holders not asked before:
     // those that answered with a full pick are asked again whatever it named)
-    if (named === 0 && round > 0) return
+    if (roundNamed === 0 && round > 0) return
   }
 }

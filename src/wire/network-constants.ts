@@ -91,7 +91,7 @@ export const DHT_PROVIDER_READS_CACHED = 256
 export const INBOUND_ADMITTED_OPEN_MS = 10_000
 /**
  * Rounds of a provider lookup's sweep of the key's closest peers (dht-providers.ts): the first asks those the
- * walk did not; each next one asks again those that answered and may still name providers (a holder names a
- * fresh pick of what it holds each time), while the round before named someone new.
+ * walk did not; each next one asks again those whose last answer was a full pick (a holder names a fresh pick
+ * of what it holds each time) and whose share is not spent, until a round names nobody new.
  */
 export const DHT_PROVIDER_SWEEP_ROUNDS = 3
