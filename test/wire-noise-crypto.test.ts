@@ -3,12 +3,16 @@
  * own, so a slice kept from it never pins the 64 KiB socket read that
  * carried it; and it decrypts exactly what the default ciphers decrypt.
  * CPU per connection: the handshake's X25519 steps use keys imported once,
- * and agree with the default crypto on every shared secret.
+ * and agree with the default crypto on every shared secret; a session's
+ * cipher key is imported once, and what it seals the default opens, and back.
  */
 import { randomBytes } from 'node:crypto'
 import { defaultCrypto } from '@chainsafe/libp2p-noise/crypto'
 import { describe, expect, it } from 'vitest'
-import { meshNoiseCrypto, x25519Stats } from '../src/wire/noise-crypto.ts'
+import { Uint8ArrayList } from 'uint8arraylist'
+import { lpStream } from '@libp2p/utils'
+import { cipherKeyStats, meshNoiseCrypto, x25519Stats } from '../src/wire/noise-crypto.ts'
+import { NOISE_NATIVE_CIPHER_MIN_BYTES } from '../src/wire/network-constants.ts'
 import { dialAddrs, listenAddrs } from '../src/wire/host.ts'
 import { startLoopbackHost } from './helpers.ts'
 
@@ -50,6 +54,88 @@ describe('Noise ciphers with owned plaintext', () => {
     const bad = Uint8Array.from(sealed)
     bad[3] = (bad[3] ?? 0) ^ 1
     expect(() => meshNoiseCrypto.chaCha20Poly1305Decrypt(bad, nonce, ad, k)).toThrow()
+  })
+})
+
+describe('Noise ciphers with session keys imported once', () => {
+  const ad = randomBytes(32)
+  const sizes = [1, NOISE_NATIVE_CIPHER_MIN_BYTES - 1, NOISE_NATIVE_CIPHER_MIN_BYTES, 1500, 60_000]
+
+  for (const size of sizes) {
+    it(`a ${size}-byte message sealed here opens with the default, and one the default sealed opens here`, () => {
+      const k = randomBytes(32)
+      const nonce = randomBytes(12)
+      const plaintext = randomBytes(size)
+      const ours = meshNoiseCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
+      const theirs = defaultCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
+      expect(Buffer.from(ours).equals(Buffer.from(theirs))).toBe(true)
+      expect(Buffer.from(defaultCrypto.chaCha20Poly1305Decrypt(ours, nonce, ad, k).subarray()).equals(plaintext)).toBe(true)
+      expect(Buffer.from(meshNoiseCrypto.chaCha20Poly1305Decrypt(inSocketRead(theirs), nonce, ad, k).subarray()).equals(plaintext)).toBe(true)
+    })
+  }
+
+  it('seals and opens a message held in pieces (a Uint8ArrayList) as one held whole', () => {
+    const k = randomBytes(32)
+    const nonce = randomBytes(12)
+    const plaintext = randomBytes(3000)
+    const pieces = new Uint8ArrayList(plaintext.subarray(0, 700), plaintext.subarray(700, 701), plaintext.subarray(701))
+    const whole = meshNoiseCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
+    expect(Buffer.from(meshNoiseCrypto.chaCha20Poly1305Encrypt(pieces, nonce, ad, k).subarray()).equals(Buffer.from(whole))).toBe(true)
+    const sealedPieces = new Uint8ArrayList(whole.subarray(0, 1000), whole.subarray(1000))
+    expect(Buffer.from(meshNoiseCrypto.chaCha20Poly1305Decrypt(sealedPieces, nonce, ad, k).subarray()).equals(plaintext)).toBe(true)
+  })
+
+  it('imports a key once for all its messages, and again when its bytes changed in place', () => {
+    const k = randomBytes(32)
+    const plaintext = randomBytes(2000)
+    const before = { ...cipherKeyStats }
+    for (let i = 0; i < 5; i++) meshNoiseCrypto.chaCha20Poly1305Encrypt(plaintext, randomBytes(12), ad, k)
+    expect(cipherKeyStats.imported - before.imported).toBe(1)
+    expect(cipherKeyStats.reused - before.reused).toBe(4)
+    const nonce = randomBytes(12)
+    k[0] = (k[0] ?? 0) ^ 0xff
+    const sealed = meshNoiseCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
+    expect(cipherKeyStats.imported - before.imported).toBe(2)
+    expect(Buffer.from(defaultCrypto.chaCha20Poly1305Decrypt(sealed, nonce, ad, Uint8Array.from(k)).subarray()).equals(plaintext)).toBe(true)
+  })
+
+  it('refuses a large message with a changed byte or a wrong key, as the default does', () => {
+    const k = randomBytes(32)
+    const nonce = randomBytes(12)
+    const sealed = meshNoiseCrypto.chaCha20Poly1305Encrypt(randomBytes(5000), nonce, ad, k).subarray()
+    const bad = Uint8Array.from(sealed)
+    bad[2500] = (bad[2500] ?? 0) ^ 1
+    expect(() => meshNoiseCrypto.chaCha20Poly1305Decrypt(bad, nonce, ad, k)).toThrow()
+    expect(() => meshNoiseCrypto.chaCha20Poly1305Decrypt(sealed, nonce, ad, randomBytes(32))).toThrow()
+    expect(() => meshNoiseCrypto.chaCha20Poly1305Decrypt(sealed, nonce, randomBytes(32), k)).toThrow()
+  })
+
+  it('two hosts carry large frames both ways, each side importing its two session keys once', async () => {
+    const hosts = await Promise.all([0, 1].map(async () => startLoopbackHost()))
+    const [a, b] = hosts as [typeof hosts[0], typeof hosts[0]]
+    const protocol = '/aap-test/echo-large/1.0.0'
+    try {
+      await b.handle(protocol, async (stream) => {
+        const lp = lpStream(stream)
+        for (let i = 0; i < 3; i++) await lp.write(await lp.read({ signal: AbortSignal.timeout(5000) }), { signal: AbortSignal.timeout(5000) })
+        await stream.close()
+      })
+      expect(await dialAddrs(a, listenAddrs(b))).toHaveLength(1)
+      const before = { ...cipherKeyStats }
+      const stream = await a.dialProtocol(b.peerId, protocol, { signal: AbortSignal.timeout(5000) })
+      const lp = lpStream(stream)
+      for (let i = 0; i < 3; i++) {
+        const frame = randomBytes(8000 + i)
+        await lp.write(frame, { signal: AbortSignal.timeout(5000) })
+        expect(Buffer.from((await lp.read({ signal: AbortSignal.timeout(5000) })).subarray()).equals(frame)).toBe(true)
+      }
+      await stream.close()
+      // one key a direction a side: a's sending key is b's receiving key, and the other way round
+      expect(cipherKeyStats.imported - before.imported).toBe(4)
+      expect(cipherKeyStats.reused - before.reused).toBeGreaterThan(0)
+    } finally {
+      await Promise.all(hosts.map(async h => { await h.stop() }))
+    }
   })
 })
 
