@@ -142,9 +142,10 @@ function seal (plaintext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8Ar
   if (plaintext.byteLength < NOISE_NATIVE_CIPHER_MIN_BYTES) return defaultCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k)
   const cipher = createCipheriv(CHACHA, sessionKey(k), nonce, { authTagLength: TAG_BYTES })
   cipher.setAAD(ad, { plaintextLength: plaintext.byteLength })
-  const parts = plaintext instanceof Uint8Array ? [cipher.update(plaintext)] : [...plaintext].map(b => cipher.update(b))
-  parts.push(cipher.final(), cipher.getAuthTag())
-  return Buffer.concat(parts)
+  // a list (a yamux header and its data) is joined first: one update costs less than one per piece
+  const sealed = cipher.update(plaintext.subarray())
+  const final = cipher.final()
+  return Buffer.concat([sealed, final, cipher.getAuthTag()])
 }
 
 /** The plaintext always gets a buffer of its own (the default may decrypt in place, inside the socket read). */
@@ -154,10 +155,9 @@ function open (ciphertext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8A
   const decipher = createDecipheriv(CHACHA, sessionKey(k), nonce, { authTagLength: TAG_BYTES })
   decipher.setAAD(ad, { plaintextLength: textBytes })
   decipher.setAuthTag(ciphertext.subarray(textBytes))
-  const text = ciphertext instanceof Uint8Array ? [ciphertext.subarray(0, textBytes)] : [...ciphertext.sublist(0, textBytes)]
-  const parts = text.map(b => decipher.update(b))
-  parts.push(decipher.final())
-  return parts.length === 2 && parts[1]!.byteLength === 0 ? parts[0]! : Buffer.concat(parts)
+  const text = decipher.update(ciphertext.subarray(0, textBytes))
+  const final = decipher.final()
+  return final.byteLength === 0 ? text : Buffer.concat([text, final])
 }
 
 export const meshNoiseCrypto: ICryptoInterface = {
