@@ -123,18 +123,19 @@ export interface CipherKeyStats {
 /** Process-wide counts, for tests. */
 export const cipherKeyStats: CipherKeyStats = { imported: 0, reused: 0 }
 
-const sessionKeys = new WeakMap<object, { bytes: Buffer, key: KeyObject }>()
+/** The bytes are a copy with a buffer of its own (a pooled copy would pin a pool slab for the connection's life). */
+const sessionKeys = new WeakMap<object, { bytes: Uint8Array, key: KeyObject }>()
 
 function sessionKey (k: Uint8Array): KeyObject {
   const view = Buffer.from(k.buffer, k.byteOffset, k.byteLength)
   const held = sessionKeys.get(k)
-  if (held?.bytes.equals(view) === true) {
+  if (held !== undefined && view.equals(held.bytes)) {
     cipherKeyStats.reused++
     return held.key
   }
   cipherKeyStats.imported++
   const key = createSecretKey(view)
-  sessionKeys.set(k, { bytes: Buffer.from(view), key })
+  sessionKeys.set(k, { bytes: new Uint8Array(view), key })
   return key
 }
 
