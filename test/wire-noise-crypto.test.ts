@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest'
 import { Uint8ArrayList } from 'uint8arraylist'
 import { lpStream } from '@libp2p/utils'
 import { cipherKeyStats, meshNoiseCrypto, x25519Stats } from '../src/wire/noise-crypto.ts'
-import { NOISE_NATIVE_CIPHER_MIN_BYTES } from '../src/wire/network-constants.ts'
+import { NOISE_NATIVE_CIPHER_MIN_BYTES, NOISE_PIECEWISE_MIN_BYTES } from '../src/wire/network-constants.ts'
 import { dialAddrs, listenAddrs } from '../src/wire/host.ts'
 import { startLoopbackHost } from './helpers.ts'
 
@@ -74,16 +74,23 @@ describe('Noise ciphers with session keys imported once', () => {
     })
   }
 
-  it('seals and opens a message held in pieces (a Uint8ArrayList) as one held whole', () => {
-    const k = randomBytes(32)
-    const nonce = randomBytes(12)
-    const plaintext = randomBytes(3000)
-    const pieces = new Uint8ArrayList(plaintext.subarray(0, 700), plaintext.subarray(700, 701), plaintext.subarray(701))
-    const whole = meshNoiseCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
-    expect(Buffer.from(meshNoiseCrypto.chaCha20Poly1305Encrypt(pieces, nonce, ad, k).subarray()).equals(Buffer.from(whole))).toBe(true)
-    const sealedPieces = new Uint8ArrayList(whole.subarray(0, 1000), whole.subarray(1000))
-    expect(Buffer.from(meshNoiseCrypto.chaCha20Poly1305Decrypt(sealedPieces, nonce, ad, k).subarray()).equals(plaintext)).toBe(true)
-  })
+  // joined first below NOISE_PIECEWISE_MIN_BYTES, piece by piece from there
+  for (const size of [3000, NOISE_PIECEWISE_MIN_BYTES - 1, NOISE_PIECEWISE_MIN_BYTES, 50_000]) {
+    it(`seals and opens a ${size}-byte message held in pieces (a Uint8ArrayList) as one held whole`, () => {
+      const k = randomBytes(32)
+      const nonce = randomBytes(12)
+      const plaintext = randomBytes(size)
+      const pieces = new Uint8ArrayList(plaintext.subarray(0, 700), plaintext.subarray(700, 701), plaintext.subarray(701))
+      const whole = defaultCrypto.chaCha20Poly1305Encrypt(plaintext, nonce, ad, k).subarray()
+      expect(Buffer.from(meshNoiseCrypto.chaCha20Poly1305Encrypt(pieces, nonce, ad, k).subarray()).equals(Buffer.from(whole))).toBe(true)
+      // as socket reads cut it: each decrypted piece in a buffer of its own, not inside the read
+      const read = inSocketRead(whole)
+      const sealedPieces = new Uint8ArrayList(read.subarray(0, 1000), read.subarray(1000))
+      const opened = meshNoiseCrypto.chaCha20Poly1305Decrypt(sealedPieces, nonce, ad, k)
+      expect(Buffer.from(opened.subarray()).equals(plaintext)).toBe(true)
+      for (const piece of opened instanceof Uint8Array ? [opened] : opened) expect(piece.buffer.byteLength).toBeLessThan(SOCKET_READ_BYTES)
+    })
+  }
 
   it('imports a key once for all its messages, and again when its bytes changed in place', () => {
     const k = randomBytes(32)
