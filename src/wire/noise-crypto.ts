@@ -157,7 +157,9 @@ function seal (plaintext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8Ar
   cipher.setAAD(ad, { plaintextLength: plaintext.byteLength })
   const out = new Uint8ArrayList()
   for (const piece of pieces(plaintext)) out.append(cipher.update(piece))
-  out.append(cipher.final(), cipher.getAuthTag())
+  const final = cipher.final() // empty for a stream cipher; kept should that ever change
+  if (final.byteLength > 0) out.append(final)
+  out.append(cipher.getAuthTag())
   return out
 }
 
@@ -169,9 +171,8 @@ function open (ciphertext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8A
   decipher.setAAD(ad, { plaintextLength: textBytes })
   decipher.setAuthTag(ciphertext.subarray(textBytes))
   const text = ciphertext instanceof Uint8Array ? ciphertext.subarray(0, textBytes) : ciphertext.sublist(0, textBytes)
-  const parts = pieces(text).map(piece => decipher.update(piece))
-  parts.push(decipher.final())
-  return parts.length === 2 && parts[1]!.byteLength === 0 ? parts[0]! : new Uint8ArrayList(...parts)
+  const parts = [...pieces(text).map(piece => decipher.update(piece)), decipher.final()].filter(p => p.byteLength > 0)
+  return parts.length === 1 ? parts[0]! : new Uint8ArrayList(...parts)
 }
 
 export const meshNoiseCrypto: ICryptoInterface = {
