@@ -163,7 +163,10 @@ function seal (plaintext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8Ar
   return out
 }
 
-/** The plaintext always gets buffers of its own (the default may decrypt in place, inside the socket read). */
+/**
+ * The plaintext always gets buffers of its own: Noise's destination argument
+ * is not taken (the default may decrypt in place, inside the socket read).
+ */
 function open (ciphertext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8Array): Payload {
   if (ciphertext.byteLength < NOISE_NATIVE_CIPHER_MIN_BYTES) return defaultCrypto.chaCha20Poly1305Decrypt(ciphertext, nonce, ad, k)
   const textBytes = ciphertext.byteLength - TAG_BYTES
@@ -171,7 +174,10 @@ function open (ciphertext: Payload, nonce: Uint8Array, ad: Uint8Array, k: Uint8A
   decipher.setAAD(ad, { plaintextLength: textBytes })
   decipher.setAuthTag(ciphertext.subarray(textBytes))
   const text = ciphertext instanceof Uint8Array ? ciphertext.subarray(0, textBytes) : ciphertext.sublist(0, textBytes)
-  const parts = [...pieces(text).map(piece => decipher.update(piece)), decipher.final()].filter(p => p.byteLength > 0)
+  const parts: Uint8Array[] = []
+  for (const piece of pieces(text)) parts.push(decipher.update(piece))
+  const final = decipher.final() // empty for a stream cipher, as in seal
+  if (final.byteLength > 0) parts.push(final)
   return parts.length === 1 ? parts[0]! : new Uint8ArrayList(...parts)
 }
 
@@ -181,5 +187,5 @@ export const meshNoiseCrypto: ICryptoInterface = {
   generateX25519SharedKey,
   getHKDF,
   chaCha20Poly1305Encrypt: seal,
-  chaCha20Poly1305Decrypt: (ciphertext, nonce, ad, k) => open(ciphertext, nonce, ad, k)
+  chaCha20Poly1305Decrypt: open
 }
