@@ -84,7 +84,7 @@ export interface MeshNodeOptions {
   card?: CardDraft
   /** Runs this node executes at once before it refuses delegations (default MAX_CONCURRENT_INBOUND_RUNS). */
   maxConcurrentInboundRuns?: number
-  /** Of those, the most one delegator may hold (default MAX_INBOUND_RUNS_PER_DELEGATOR, 64). */
+  /** Of those, the most one delegator may hold (default: a quarter of the limit, rounded up, at most MAX_INBOUND_RUNS_PER_DELEGATOR: 64 of the default 256). */
   maxInboundRunsPerDelegator?: number
   /** How long a run handed to this node waits for the sender's confirmation (default HANDOFF_CONFIRM_TIMEOUT_MS). */
   handoffConfirmTimeoutMs?: number

@@ -150,29 +150,38 @@ describe('the five AAP error codes, over the wire from real nodes', () => {
     })
 
     it('by capacity: over the node\'s concurrent-run limit (running and blocked runs count) until one ends', async () => {
+      // C's limit is 2 and no share was set: each delegator's share is a quarter of it, rounded up (1)
+      expect(C.runs.slots.share).toBe(1)
       const r1 = await A.delegate({ to_agent: C.agentId, task_id: 'task-cap-a', capability: REVIEW, input: { hold: true } })
+      const own = await rejectsWith(A.delegate({ to_agent: C.agentId, task_id: 'task-cap-a2', capability: REVIEW, input: {} }), 'DELEGATION_REFUSED')
+      expect(own.details).toMatchObject({ reason: 'capacity', limit: 1, scope: 'delegator' })
       const blocked = nextEvent(C, e => e.type === 'run.blocked' && e.correlation_id === 'task-cap-b')
-      const r2 = await A.delegate({ to_agent: C.agentId, task_id: 'task-cap-b', capability: REVIEW, input: { block: true } })
+      const r2 = await B.delegate({ to_agent: C.agentId, task_id: 'task-cap-b', capability: REVIEW, input: { block: true } })
       await blocked
-      const err = await rejectsWith(A.delegate({ to_agent: C.agentId, task_id: 'task-cap-c', capability: REVIEW, input: {} }), 'DELEGATION_REFUSED')
-      expect(err.details).toMatchObject({ reason: 'capacity', limit: 2 })
+      // E holds nothing on C, and is refused by the node's limit
+      const err = await rejectsWith(E.delegate({ to_agent: C.agentId, task_id: 'task-cap-c', capability: REVIEW, input: {} }), 'DELEGATION_REFUSED')
+      expect(err.details).toMatchObject({ reason: 'capacity', limit: 2, scope: 'node' })
       await A.cancel(r1.run_id)
-      const r3 = await A.delegate({ to_agent: C.agentId, task_id: 'task-cap-c', capability: REVIEW, input: { hold: true } })
+      const r3 = await E.delegate({ to_agent: C.agentId, task_id: 'task-cap-c', capability: REVIEW, input: { hold: true } })
       expect(r3.state).toBe('running')
-      for (const r of [r2, r3]) await A.cancel(r.run_id)
+      await B.cancel(r2.run_id)
+      await E.cancel(r3.run_id)
     })
 
-    it('by capacity under a burst: with a slow policy, a burst of six at a limit of two admits exactly two', async () => {
+    it('by capacity under a burst: with a slow policy, a burst of nine at a limit of two admits exactly two, one per delegator', async () => {
       expect((await C.runs.list({ state: 'running' })).executing.length + (await C.runs.list({ state: 'blocked' })).executing.length).toBe(0)
       C.runs.setPolicy(async () => { await new Promise(resolve => setImmediate(resolve)); return undefined })
       try {
-        const results = await Promise.allSettled(Array.from({ length: 6 }, async (_, i) =>
-          A.delegate({ to_agent: C.agentId, task_id: `task-burst-${i}`, capability: REVIEW, input: { hold: true } })))
-        const ok = results.filter((r): r is PromiseFulfilledResult<Run> => r.status === 'fulfilled')
+        // three each from A, B and E: within the node's limit, and within each one's share (1)
+        const from = [A, B, E]
+        const results = await Promise.allSettled(Array.from({ length: 9 }, async (_, i) =>
+          from[i % 3]!.delegate({ to_agent: C.agentId, task_id: `task-burst-${i}`, capability: REVIEW, input: { hold: true } })))
+        const ok = results.map((r, i) => ({ r, by: from[i % 3]! })).filter((x): x is { r: PromiseFulfilledResult<Run>, by: MeshNode } => x.r.status === 'fulfilled')
         const refused = results.filter(r => r.status === 'rejected' && (r.reason as { code?: string }).code === 'DELEGATION_REFUSED')
         expect(ok.length).toBe(2)
-        expect(refused.length).toBe(4)
-        for (const r of ok) await A.cancel(r.value.run_id)
+        expect(refused.length).toBe(7)
+        expect(new Set(ok.map(x => x.by)).size).toBe(2)
+        for (const x of ok) await x.by.cancel(x.r.value.run_id)
       } finally {
         C.runs.setPolicy(undefined)
       }

@@ -8,9 +8,10 @@
 import { MemoryDatastore } from 'datastore-core'
 import { Key } from 'interface-datastore'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { IDEMPOTENCY_TTL_MS } from '../src/constants.ts'
+import { IDEMPOTENCY_TTL_MS, MAX_CONCURRENT_INBOUND_RUNS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { RunSlots } from '../src/runs/slots.ts'
+import { MAX_INBOUND_RUNS_PER_DELEGATOR } from '../src/runs/constants.ts'
+import { delegatorShare, RunSlots } from '../src/runs/slots.ts'
 import { RunStore } from '../src/runs/store.ts'
 import { holdingHandler, nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
@@ -107,6 +108,20 @@ describe('run slots and the idempotency sweep, one part at a time', () => {
     slots.restore('D', 'r5')
     expect(slots.size).toBe(4)
     expect(() => { slots.take('E', 'r6') }).toThrow(expect.objectContaining({ code: 'DELEGATION_REFUSED' }))
+  })
+
+  it('a delegator\'s share follows the node\'s limit unless it is set: a quarter, rounded up, at most MAX_INBOUND_RUNS_PER_DELEGATOR', () => {
+    expect(delegatorShare(MAX_CONCURRENT_INBOUND_RUNS)).toBe(MAX_INBOUND_RUNS_PER_DELEGATOR)
+    expect(delegatorShare(1024)).toBe(MAX_INBOUND_RUNS_PER_DELEGATOR)
+    expect([16, 10, 2, 1].map(max => delegatorShare(max))).toEqual([4, 3, 1, 1])
+    // a share that is set is kept, at most the node's limit
+    expect([delegatorShare(16, 16), delegatorShare(16, 40), delegatorShare(1024, 100)]).toEqual([16, 16, 100])
+    // a node that lowered its limit to 16: one delegator's fifth run is refused, another delegator is still served
+    const slots = new RunSlots(16)
+    for (let i = 0; i < 4; i++) slots.take('D', `d${i}`)
+    expect(() => { slots.take('D', 'd4') }).toThrow(expect.objectContaining({ code: 'DELEGATION_REFUSED', details: expect.objectContaining({ reason: 'capacity', limit: 4, scope: 'delegator' }) }))
+    slots.take('E', 'e0')
+    expect([slots.size, slots.heldBy('D'), slots.refused.delegator]).toEqual([5, 4, 1])
   })
 
   it('a record written anew while a sweep runs is not deleted by it', async () => {

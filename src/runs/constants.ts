@@ -8,11 +8,17 @@
  * Running or blocked runs one agent may hold on this node at once (a quarter
  * of the default MAX_CONCURRENT_INBOUND_RUNS): one stranger that delegates
  * without end, or leaves its runs blocked, cannot take every slot. Charged
- * to the delegator of a delegated run, to the sender of a handoff. A node
- * that lowers its own limit keeps this share (at most the limit) unless it
- * lowers the share too (`maxInboundRunsPerDelegator`).
+ * to the delegator of a delegated run, to the sender of a handoff.
  */
 export const MAX_INBOUND_RUNS_PER_DELEGATOR = 64
+/**
+ * Unless it is set (`maxInboundRunsPerDelegator`), a delegator's share is the
+ * node's limit divided by this (rounded up), at most
+ * MAX_INBOUND_RUNS_PER_DELEGATOR: a node that lowers its limit to 16 gives
+ * each delegator 4, not all 16. A share that is set is kept (at most the
+ * node's limit).
+ */
+export const INBOUND_RUNS_SHARE_DIVISOR = 4
 /** Expired idempotency records are deleted this often (and once at start). */
 export const IDEMPOTENCY_SWEEP_INTERVAL_MS = 60 * 60 * 1000
 /** Idempotency records one sweep reads, and deletes, per batch before it yields. */

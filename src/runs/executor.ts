@@ -30,7 +30,6 @@ import { Contexts, contextEntry } from './contexts.ts'
 import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
-import { MAX_INBOUND_RUNS_PER_DELEGATOR } from './constants.ts'
 import { RunSlots } from './slots.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
@@ -44,7 +43,7 @@ export interface RunExecutorInit {
   resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
   ownCard: () => AgentCard | undefined
   maxConcurrentInboundRuns: number
-  /** One delegator's share of them (default MAX_INBOUND_RUNS_PER_DELEGATOR). */
+  /** One delegator's share of them (default: a quarter of the limit, at most MAX_INBOUND_RUNS_PER_DELEGATOR; slots.ts). */
   maxInboundRunsPerDelegator?: number
   log: Logger
   /** A run as its (remote) executor knows it: how a handoff receiver asks after an unconfirmed handoff. */
@@ -115,7 +114,7 @@ export class RunExecutor implements HandlerHost {
     })
     this.resolveCard = init.resolveCard
     this.ownCard = init.ownCard
-    this.slots = new RunSlots(init.maxConcurrentInboundRuns, init.maxInboundRunsPerDelegator ?? MAX_INBOUND_RUNS_PER_DELEGATOR)
+    this.slots = new RunSlots(init.maxConcurrentInboundRuns, init.maxInboundRunsPerDelegator)
     this.log = init.log
     this.artifacts = init.artifacts
     this.handlerTimeoutMs = init.handlerTimeoutMs

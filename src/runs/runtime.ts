@@ -52,7 +52,7 @@ export interface RunsInit {
   ownCard: () => AgentCard | undefined
   /** Runs (running or blocked) this node executes at once before it refuses more (default MAX_CONCURRENT_INBOUND_RUNS). */
   maxConcurrentInboundRuns?: number
-  /** Of those, the most one delegator may hold (default MAX_INBOUND_RUNS_PER_DELEGATOR). */
+  /** Of those, the most one delegator may hold (default: a quarter of the limit, rounded up, at most MAX_INBOUND_RUNS_PER_DELEGATOR). */
   maxInboundRunsPerDelegator?: number
   /** The node's logger (this service logs as component `runs`). */
   logger?: Logger

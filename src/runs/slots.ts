@@ -7,6 +7,17 @@
  * many times spends its own share, not its delegator's).
  */
 import { DelegationRefusedError, InvalidRequestError } from '../errors.ts'
+import { INBOUND_RUNS_SHARE_DIVISOR, MAX_INBOUND_RUNS_PER_DELEGATOR } from './constants.ts'
+
+/**
+ * One delegator's share of a node's `max` slots: the one set, at most `max`;
+ * or, when none is set, `max` / INBOUND_RUNS_SHARE_DIVISOR rounded up, at
+ * most MAX_INBOUND_RUNS_PER_DELEGATOR (64 of the default 256).
+ */
+export function delegatorShare (max: number, set?: number): number {
+  if (set !== undefined) return Math.min(max, set)
+  return Math.min(MAX_INBOUND_RUNS_PER_DELEGATOR, Math.ceil(max / INBOUND_RUNS_SHARE_DIVISOR))
+}
 
 export class RunSlots {
   private readonly max: number
@@ -18,10 +29,14 @@ export class RunSlots {
   /** New runs refused for want of a slot: the node's, or the delegator's share. */
   readonly refused = { node: 0, delegator: 0 }
 
-  constructor (max: number, maxPerDelegator: number) {
+  /** `maxPerDelegator`: the share that was set, if one was (delegatorShare). */
+  constructor (max: number, maxPerDelegator?: number) {
     this.max = max
-    this.maxPerDelegator = Math.min(max, maxPerDelegator)
+    this.maxPerDelegator = delegatorShare(max, maxPerDelegator)
   }
+
+  /** The most one delegator may hold. */
+  get share (): number { return this.maxPerDelegator }
 
   /** Slots held now, in all and by one delegator. */
   get size (): number { return this.held }
