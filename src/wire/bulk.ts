@@ -1,8 +1,9 @@
 /**
  * Bulk transfer over an aap stream protocol: the frames of framing.ts, where
  * an answer may carry one binary frame after its JSON header. The caller
- * writes request frames `{id, type, body}`; the responder answers them one at
- * a time, in order, each with `{id, ok: true, body, data?: n}` followed (when
+ * writes request frames `{id, type, body}`; the responder answers them in
+ * order (the next answer made while one drains, never more than one ahead),
+ * each with `{id, ok: true, body, data?: n}` followed (when
  * `data` is set) by one frame of exactly n raw bytes, or with an error frame.
  * Flow control is the caller's: it keeps a bounded number of requests in
  * flight, so it never holds more than that many answers unread, and the
@@ -47,7 +48,7 @@ export interface BulkProtocol {
   log: Logger
 }
 
-/** One inbound stream: requests answered one at a time, in order. */
+/** One inbound stream: requests answered in order, the next answer made while the one before drains. */
 class BulkInbound {
   private readonly queue: Uint8Array[] = []
   private readonly frames: FrameDecoder
@@ -134,13 +135,24 @@ class BulkInbound {
     if (!this.working) void this.work()
   }
 
+  /**
+   * Answer the queued requests in order. While one answer drains, the next
+   * request's answer is made (a chunk read from the store), so the stream
+   * does not run dry between answers; at most two answers are held at once.
+   * `answer` never rejects: a failure is its error frame.
+   */
   private async work (): Promise<void> {
     this.working = true
+    let next: Promise<Uint8Array[]> | undefined
     try {
-      while (this.queue.length > 0 && !this.finished) {
-        const frame = this.queue.shift()
-        if (frame === undefined) break
-        const parts = await this.answer(frame)
+      while (!this.finished) {
+        if (next === undefined) {
+          const frame = this.queue.shift()
+          if (frame === undefined) break
+          next = this.answer(frame)
+        }
+        const parts = await next
+        next = undefined
         if (this.finished) break
         // header and data go out in one outbox turn, so they stay together on the stream
         const sent = await Promise.all(parts.map(async p => this.outbox.send(p)))
@@ -148,6 +160,8 @@ class BulkInbound {
           this.stream.abort(new Error('the caller stopped reading'))
           return
         }
+        const following = this.queue.shift()
+        if (following !== undefined) next = this.answer(following)
         await this.outbox.whenSent()
       }
     } finally {

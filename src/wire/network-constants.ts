@@ -22,6 +22,14 @@ export const NOISE_NATIVE_CIPHER_MIN_BYTES = 640
  */
 export const NOISE_PIECEWISE_MIN_BYTES = 16 * 1024
 
+/**
+ * Frames a stream's outbox sends together are joined into one buffer; a
+ * frame of this size or more is handed to the stream by itself, as it is
+ * (outbox.ts), so a bulk answer's chunk of a MiB is not copied whole once
+ * more before Noise seals it piece by piece.
+ */
+export const OUTBOX_JOIN_MAX_BYTES = NOISE_PIECEWISE_MIN_BYTES
+
 /** Reservations a relaying node holds at once (libp2p's default is 15). */
 export const RELAY_MAX_RESERVATIONS = 64
 /** How long one reservation lasts before the client must renew it. */

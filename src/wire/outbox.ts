@@ -3,11 +3,13 @@
  */
 import type { Logger } from '../logger.ts'
 import type { Stream } from '@libp2p/interface'
+import { OUTBOX_JOIN_MAX_BYTES } from './network-constants.ts'
 
 /**
  * The frames one stream sends. Frames queued in the same run of the
  * microtask queue leave as one write (one yamux frame, one Noise encryption,
- * one socket write) instead of one each: under load, answers released by one
+ * one socket write) instead of one each (a large frame is not copied into
+ * the joined buffer: sendAll): under load, answers released by one
  * group commit, or calls issued as earlier answers arrive, share a write.
  * While the stream waits to drain, frames queue behind it.
  */
@@ -63,6 +65,37 @@ export class Outbox {
     }
   }
 
+  /**
+   * Small frames are joined into one buffer per run of them; a frame of
+   * OUTBOX_JOIN_MAX_BYTES or more is handed on as it is, not copied into a
+   * joined buffer. All of it goes to the stream in this one synchronous turn,
+   * in order, so nothing else is written between the frames. False when the
+   * stream must drain before it takes more.
+   */
+  private sendAll (frames: Uint8Array[], size: number): boolean {
+    if (frames.length === 1 && frames[0] !== undefined) return this.stream.send(frames[0])
+    if (size < OUTBOX_JOIN_MAX_BYTES) return this.stream.send(join(frames, 0, frames.length, size))
+    let ok = true
+    let from = 0
+    let run = 0
+    const flushRun = (to: number): void => {
+      if (to > from) ok = this.stream.send(to - from === 1 ? frames[from]! : join(frames, from, to, run))
+      run = 0
+    }
+    for (let i = 0; i < frames.length; i++) {
+      const f = frames[i]!
+      if (f.byteLength < OUTBOX_JOIN_MAX_BYTES) {
+        run += f.byteLength
+        continue
+      }
+      flushRun(i)
+      ok = this.stream.send(f)
+      from = i + 1
+    }
+    flushRun(frames.length)
+    return ok
+  }
+
   /** Hand everything queued to the stream now (unless it waits for a drain). */
   flush (): void {
     const batch = this.batch
@@ -77,16 +110,8 @@ export class Outbox {
       batch.resolve(false)
       return
     }
-    let data: Uint8Array
-    if (frames.length === 1 && frames[0] !== undefined) {
-      data = frames[0]
-    } else {
-      data = new Uint8Array(size)
-      let at = 0
-      for (const f of frames) { data.set(f, at); at += f.byteLength }
-    }
     try {
-      if (this.stream.send(data)) {
+      if (this.sendAll(frames, size)) {
         batch.resolve(true)
         return
       }
@@ -114,3 +139,10 @@ export class Outbox {
   }
 }
 
+/** frames[from..to), `bytes` in all, as one buffer. */
+function join (frames: Uint8Array[], from: number, to: number, bytes: number): Uint8Array {
+  const out = new Uint8Array(bytes)
+  let at = 0
+  for (let i = from; i < to; i++) { out.set(frames[i]!, at); at += frames[i]!.byteLength }
+  return out
+}
