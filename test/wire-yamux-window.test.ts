@@ -1,13 +1,15 @@
 /**
  * Yamux window updates at half the window (src/wire/yamux-window.ts), between
  * two real hosts over TCP: a bulk transfer many windows long still flows and
- * arrives whole, and a stream of small messages no longer draws one window
- * update frame per message.
+ * arrives whole, its window grown to at most YAMUX_MAX_STREAM_WINDOW_BYTES,
+ * and a stream of small messages no longer draws one window update frame per
+ * message, nor grows its window.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Stream, StreamMessageEvent } from '@libp2p/interface'
 import { dialAddrs, listenAddrs, type MeshHost } from '../src/wire/host.ts'
+import { YAMUX_MAX_STREAM_WINDOW_BYTES } from '../src/wire/network-constants.ts'
 import { yamuxWindowStats } from '../src/wire/yamux-window.ts'
 import { startLoopbackHost } from './helpers.ts'
 
@@ -54,6 +56,7 @@ describe('yamux window updates at half the window', () => {
   })
 
   it(`moves ${BULK_BYTES / 1024 / 1024} MiB, 32 windows, in one stream and every byte arrives`, async () => {
+    const before = { ...yamuxWindowStats }
     const stream = await a.dialProtocol(b.peerId, SINK, { signal: AbortSignal.timeout(10_000) })
     const sha = createHash('sha256')
     const chunk = 64 * 1024
@@ -66,6 +69,10 @@ describe('yamux window updates at half the window', () => {
     const got = await received
     expect(got.bytes).toBe(BULK_BYTES)
     expect(got.sha).toBe(sha.digest('hex'))
+    // read as fast as it came: the receiver grew the stream's window past the initial 256 KiB, never past its ceiling
+    expect(yamuxWindowStats.grown - before.grown).toBeGreaterThan(0)
+    expect(yamuxWindowStats.largest).toBeGreaterThan(256 * 1024)
+    expect(yamuxWindowStats.largest).toBeLessThanOrEqual(YAMUX_MAX_STREAM_WINDOW_BYTES)
   })
 
   it(`answers ${SMALL_MESSAGES} small messages with far fewer window updates than messages`, async () => {
@@ -84,5 +91,7 @@ describe('yamux window updates at half the window', () => {
     expect(deferred).toBeGreaterThanOrEqual(2 * SMALL_MESSAGES - 4)
     // the few sent are new streams' ACKs (this one and any a background protocol opened meanwhile)
     expect(sent).toBeLessThan(SMALL_MESSAGES / 10)
+    // and no window grew: small messages never use half a window
+    expect(yamuxWindowStats.grown).toBe(before.grown)
   })
 })

@@ -23,14 +23,27 @@
  * version is checked at load, and test/wire-yamux-window.test.ts shows both
  * that bulk transfers past the window still flow and that small messages no
  * longer draw an update each.
+ *
+ * It also grows the window of a stream that is read fast. The library doubles
+ * a stream's receive window when the window was used within four round trips,
+ * but it learns the round trip only from keep-alive pings, which this node
+ * turns off (host.ts), so every stream kept 256 KiB: a bulk sender (an
+ * artifact chunk of a MiB) waited for credit whenever the reader's event loop
+ * was busy for a moment. Here an update that follows the previous one within
+ * YAMUX_WINDOW_GROW_WITHIN_MS (half the window used that fast) doubles the
+ * window, up to YAMUX_MAX_STREAM_WINDOW_BYTES. The bigger window reaches the
+ * sender as an ordinary window update, as in any yamux implementation.
  */
 import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
+import { YAMUX_MAX_STREAM_WINDOW_BYTES, YAMUX_WINDOW_GROW_WITHIN_MS } from './network-constants.ts'
 
 /** What the patched method reads of a YamuxStream (private in its types). */
 interface WindowFields {
   state: StreamState
   recvWindow: number
   recvWindowCapacity: number
+  /** When the last update was sent (or the stream opened), ms since the epoch. */
+  epochStart: number
   sendWindowUpdate: (this: WindowFields) => void
 }
 
@@ -39,10 +52,14 @@ export interface YamuxWindowStats {
   sent: number
   /** Updates left out: less than half the receive window was used since the last one. */
   deferred: number
+  /** Updates that doubled a stream's window (it was read fast). */
+  grown: number
+  /** The largest receive window any stream was given. */
+  largest: number
 }
 
 /** Process-wide counts, for tests and the benchmarks. */
-export const yamuxWindowStats: YamuxWindowStats = { sent: 0, deferred: 0 }
+export const yamuxWindowStats: YamuxWindowStats = { sent: 0, deferred: 0, grown: 0, largest: 0 }
 
 const proto = YamuxStream.prototype as unknown as WindowFields
 const PATCHED = Symbol.for('aap-mesh.yamux-half-window')
@@ -60,6 +77,11 @@ function install (): void {
       return
     }
     yamuxWindowStats.sent++
+    if (this.state === StreamState.Established && this.recvWindow < YAMUX_MAX_STREAM_WINDOW_BYTES && Date.now() - this.epochStart <= YAMUX_WINDOW_GROW_WITHIN_MS) {
+      this.recvWindow = Math.min(this.recvWindow * 2, YAMUX_MAX_STREAM_WINDOW_BYTES)
+      yamuxWindowStats.grown++
+      if (this.recvWindow > yamuxWindowStats.largest) yamuxWindowStats.largest = this.recvWindow
+    }
     original.call(this)
   }
   marked[PATCHED] = true
