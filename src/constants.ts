@@ -459,7 +459,7 @@ export const ARTIFACT_NAME_MAX_CHARS = 255
 export const ARTIFACT_MAX_REQUEST_FRAME_BYTES = 4 * 1024
 /** Requests an artifact stream may have waiting on the responder; more break the stream. */
 export const ARTIFACT_MAX_PIPELINED_REQUESTS = 16
-/** Chunk requests a fetcher keeps in flight per stream (the bytes it may hold unread: this many chunks). */
+/** Chunk requests in flight and chunks being written, together, per fetch stream (the chunks a fetch may hold). */
 export const ARTIFACT_FETCH_WINDOW_CHUNKS = 8
 /** Parsed manifests a holder keeps while serving (each about ARTIFACT_MANIFEST_MAX_BYTES at most). */
 export const ARTIFACT_SERVED_MANIFESTS_CACHED = 64

@@ -254,3 +254,46 @@ describe('damaged artifacts are refused', () => {
   })
 })
 
+
+describe('a fetch writes several chunks at once', () => {
+  let nodes: MeshNode[] = []
+  let H: MeshNode, F: MeshNode
+
+  beforeAll(async () => {
+    nodes = await startMesh(2, { transport: 'tcp' })
+    ;[H, F] = nodes as [MeshNode, MeshNode]
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('an artifact that repeats a chunk is fetched whole and its chunk stored and counted once', async () => {
+    // four equal chunks, then one of their own: two distinct chunk ids
+    async function * repeated (): AsyncGenerator<Uint8Array> {
+      for (let i = 0; i < 4; i++) yield new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(9)
+      yield * pseudoRandom(ARTIFACT_CHUNK_BYTES, 23)
+    }
+    const part = await H.artifacts.put(repeated(), { media_type: 'application/octet-stream' })
+    const before = F.artifacts.store.used
+    const m = await F.artifacts.fetch(part.artifact, { holders: [H.agentId] })
+    expect(new Set(m.chunks).size).toBe(2)
+    expect(await readdir(join(F.artifacts.store.dir, 'chunks'))).toHaveLength(2)
+    const manifestBytes = (await F.artifacts.store.manifestBytes(part.artifact))?.byteLength ?? 0
+    expect(F.artifacts.store.used - before).toBe(2 * ARTIFACT_CHUNK_BYTES + manifestBytes)
+    const { chunks } = await F.artifacts.open(part.artifact)
+    expect((await digestOf(chunks)).size).toBe(5 * ARTIFACT_CHUNK_BYTES)
+  })
+
+  it('a store that fills in the middle of a fetch refuses it with STORAGE_FULL, every write ended and nothing kept', async () => {
+    const part = await H.artifacts.put(pseudoRandom(6 * MIB, 29), { media_type: 'application/octet-stream' })
+    const small = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, artifactStoreMaxBytes: 3 * MIB, bootstrap: H.addresses })
+    await small.start()
+    try {
+      await until(() => small.host.getConnections(H.host.peerId).length > 0, 'the small node to join through H')
+      await rejectsWith(small.artifacts.fetch(part.artifact, { holders: [H.agentId] }), 'STORAGE_FULL')
+      expect(small.artifacts.store.used).toBe(0)
+      expect(await readdir(join(small.artifacts.store.dir, 'chunks'))).toEqual([])
+      expect(await readdir(join(small.artifacts.store.dir, 'tmp'))).toEqual([])
+    } finally {
+      await small.stop()
+    }
+  })
+})

@@ -284,33 +284,63 @@ export class Artifacts implements ArtifactWriter {
     throw new ArtifactNotFoundError(`no holder of artifact ${id} answered (${tried} tried)`, { artifact: id, tried, ...(last === undefined ? {} : { last: last.code }) })
   }
 
-  /** Fetch the chunks not yet here, ARTIFACT_FETCH_WINDOW_CHUNKS requests in flight, verifying and storing each in order. */
+  /**
+   * Fetch the chunks not yet here and store each, verified, as it comes.
+   * Requests in flight and chunks being written together stay within
+   * ARTIFACT_FETCH_WINDOW_CHUNKS, so the fetch holds at most that many
+   * chunks; a chunk's write does not hold up the next chunk's check. Every
+   * write started has ended when this returns or throws.
+   */
   private async pullChunks (session: BulkSession, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined): Promise<void> {
     const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
+    const writes = new Set<Promise<void>>()
+    // set by a write that failed (a closure, so kept in an object the checks below read afresh)
+    const failure: { err?: unknown, failed: boolean } = { failed: false }
     let next = 0
-    for (;;) {
-      while (inflight.length < ARTIFACT_FETCH_WINDOW_CHUNKS && next < m.chunks.length) {
-        const index = next++
-        if (have[index] === true) continue
-        const answer = session.request('chunk', { artifact: id, index }, ARTIFACT_CHUNK_TIMEOUT_MS)
-        // when an earlier chunk fails the session is aborted and this one is never awaited
-        answer.catch((err: unknown) => { this.log.debug({ err, artifact: id, index }, 'a chunk request ended with its session') })
-        inflight.push({ index, answer })
+    try {
+      for (;;) {
+        if (failure.failed) throw failure.err
+        while (inflight.length + writes.size < ARTIFACT_FETCH_WINDOW_CHUNKS && next < m.chunks.length) {
+          const index = next++
+          if (have[index] === true) continue
+          const answer = session.request('chunk', { artifact: id, index }, ARTIFACT_CHUNK_TIMEOUT_MS)
+          // when an earlier chunk fails the session is aborted and this one is never awaited
+          answer.catch((err: unknown) => { this.log.debug({ err, artifact: id, index }, 'a chunk request ended with its session') })
+          inflight.push({ index, answer })
+        }
+        const head = inflight.shift()
+        if (head === undefined) {
+          if (writes.size === 0) {
+            if (failure.failed) throw failure.err
+            return
+          }
+          // the window is taken by writes: wait for one to end
+          await Promise.race(writes)
+          continue
+        }
+        signal?.throwIfAborted()
+        const a = await head.answer
+        const bytes = a.data ?? new Uint8Array(0)
+        try {
+          verifyChunk(id, m, head.index, bytes)
+        } catch (err) {
+          this.stats.rejected++
+          throw err
+        }
+        const index = head.index
+        // never rejects: a failed write is kept in `failure` and thrown by the loop
+        const write: Promise<void> = this.store.stage(w, m.chunks[index] ?? '', bytes).then(() => {
+          have[index] = true
+          this.stats.chunksFetched++
+        }, (err: unknown) => {
+          if (failure.failed) return
+          failure.failed = true
+          failure.err = err
+        }).finally(() => { writes.delete(write) })
+        writes.add(write)
       }
-      const head = inflight.shift()
-      if (head === undefined) return
-      signal?.throwIfAborted()
-      const a = await head.answer
-      const bytes = a.data ?? new Uint8Array(0)
-      try {
-        verifyChunk(id, m, head.index, bytes)
-      } catch (err) {
-        this.stats.rejected++
-        throw err
-      }
-      await this.store.stage(w, m.chunks[head.index] ?? '', bytes)
-      have[head.index] = true
-      this.stats.chunksFetched++
+    } finally {
+      if (writes.size > 0) await Promise.all(writes)
     }
   }
 }

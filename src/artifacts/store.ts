@@ -43,6 +43,8 @@ export class StagedWrite {
   readonly dir: string
   /** Chunk id to its bytes on disk. */
   readonly staged = new Map<string, number>()
+  /** Chunks being written now, so a second stage of the same chunk (an artifact that repeats one) waits for the first. */
+  readonly writing = new Map<string, Promise<void>>()
   settled = false
 
   constructor (dir: string) {
@@ -191,9 +193,21 @@ export class ArtifactStore {
     return w?.staged.has(cid) === true || await this.exists(this.chunkPath(cid))
   }
 
-  /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already. */
+  /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already; stages of one write may run at once. */
   async stage (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
     if (this.closed) throw storeClosed()
+    const earlier = w.writing.get(cid)
+    if (earlier !== undefined) return await earlier
+    const writing = this.stageOnce(w, cid, bytes)
+    w.writing.set(cid, writing)
+    try {
+      await writing
+    } finally {
+      w.writing.delete(cid)
+    }
+  }
+
+  private async stageOnce (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
     if (await this.hasChunk(cid, w)) return
     this.reserve(bytes.byteLength)
     try {
