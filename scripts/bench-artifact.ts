@@ -22,6 +22,7 @@ import { peerIdFromString } from '@libp2p/peer-id'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { announceReady, exitOnShutdown, intArg, parseArgs, spawnReady } from './lib/proc.ts'
 import { printTable } from './lib/stats.ts'
+import { allowWindowGrowth } from '../src/wire/yamux-window.ts'
 
 const RAW_PROTOCOL = '/aap-bench/blob/1.0.0'
 const MIB = 1024 * 1024
@@ -67,6 +68,8 @@ async function holder (): Promise<void> {
 
 async function rawCopy (node: MeshNode, agentId: string): Promise<number> {
   const stream = await node.host.dialProtocol(peerIdFromString(agentId), RAW_PROTOCOL, { signal: AbortSignal.timeout(10_000) })
+  // the same window rule as the artifact fetch's stream (bulk.ts), so both ride the same transport settings
+  allowWindowGrowth(stream)
   let n = 0
   for await (const c of stream) n += c.byteLength
   return n

@@ -10,10 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Stream, StreamMessageEvent } from '@libp2p/interface'
 import { dialAddrs, listenAddrs, type MeshHost } from '../src/wire/host.ts'
 import { YAMUX_MAX_STREAM_WINDOW_BYTES } from '../src/wire/network-constants.ts'
-import { yamuxWindowStats } from '../src/wire/yamux-window.ts'
+import { allowWindowGrowth, yamuxWindowStats } from '../src/wire/yamux-window.ts'
 import { startLoopbackHost } from './helpers.ts'
 
 const SINK = '/aap-test/yamux-sink/1.0.0'
+/** The same sink, its streams left as libp2p makes them (no window growth). */
+const PLAIN_SINK = '/aap-test/yamux-plain-sink/1.0.0'
 const ECHO = '/aap-test/yamux-echo/1.0.0'
 /** 32 x the 256 KiB initial window of a yamux stream. */
 const BULK_BYTES = 8 * 1024 * 1024
@@ -33,18 +35,20 @@ async function sendAll (stream: Stream, data: Uint8Array): Promise<void> {
 describe('yamux window updates at half the window', () => {
   let a: MeshHost
   let b: MeshHost
-  let received: Promise<{ bytes: number, sha: string }>
+  /** Told what the sink received once the sender ends the stream. */
+  let onReceived: (v: { bytes: number, sha: string }) => void = () => {}
 
   beforeAll(async () => {
     [a, b] = await Promise.all([host(), host()])
-    let done!: (v: { bytes: number, sha: string }) => void
-    received = new Promise(resolve => { done = resolve })
-    await b.handle(SINK, (stream: Stream) => {
+    const sink = (grow: boolean) => (stream: Stream): void => {
+      if (grow) allowWindowGrowth(stream)
       const sha = createHash('sha256')
       let bytes = 0
       stream.addEventListener('message', (evt) => { const d = bytesOf(evt); bytes += d.byteLength; sha.update(d) })
-      stream.addEventListener('remoteCloseWrite', () => { done({ bytes, sha: sha.digest('hex') }) })
-    })
+      stream.addEventListener('remoteCloseWrite', () => { onReceived({ bytes, sha: sha.digest('hex') }) })
+    }
+    await b.handle(SINK, sink(true))
+    await b.handle(PLAIN_SINK, sink(false))
     await b.handle(ECHO, (stream: Stream) => {
       stream.addEventListener('message', (evt) => { stream.send(bytesOf(evt)) })
     })
@@ -55,9 +59,10 @@ describe('yamux window updates at half the window', () => {
     await Promise.all([a?.stop(), b?.stop()])
   })
 
-  it(`moves ${BULK_BYTES / 1024 / 1024} MiB, 32 windows, in one stream and every byte arrives`, async () => {
-    const before = { ...yamuxWindowStats }
-    const stream = await a.dialProtocol(b.peerId, SINK, { signal: AbortSignal.timeout(10_000) })
+  /** Send BULK_BYTES on a new stream of `protocol`; resolves with what the sink saw and what was sent. */
+  async function bulk (protocol: string): Promise<{ got: { bytes: number, sha: string }, sent: string }> {
+    const arrived = new Promise<{ bytes: number, sha: string }>(resolve => { onReceived = resolve })
+    const stream = await a.dialProtocol(b.peerId, protocol, { signal: AbortSignal.timeout(10_000) })
     const sha = createHash('sha256')
     const chunk = 64 * 1024
     for (let off = 0; off < BULK_BYTES; off += chunk) {
@@ -66,13 +71,28 @@ describe('yamux window updates at half the window', () => {
       await sendAll(stream, data)
     }
     await stream.close({ signal: AbortSignal.timeout(10_000) })
-    const got = await received
+    return { got: await arrived, sent: sha.digest('hex') }
+  }
+
+  it(`moves ${BULK_BYTES / 1024 / 1024} MiB, 32 windows, in one stream and every byte arrives; a stream marked for it grows its window`, async () => {
+    const before = { ...yamuxWindowStats }
+    const { got, sent } = await bulk(SINK)
     expect(got.bytes).toBe(BULK_BYTES)
-    expect(got.sha).toBe(sha.digest('hex'))
+    expect(got.sha).toBe(sent)
     // read as fast as it came: the receiver grew the stream's window past the initial 256 KiB, never past its ceiling
     expect(yamuxWindowStats.grown - before.grown).toBeGreaterThan(0)
     expect(yamuxWindowStats.largest).toBeGreaterThan(256 * 1024)
     expect(yamuxWindowStats.largest).toBeLessThanOrEqual(YAMUX_MAX_STREAM_WINDOW_BYTES)
+  })
+
+  it('a stream nobody marked keeps its window, however fast the sender sends', async () => {
+    const before = { ...yamuxWindowStats }
+    const { got, sent } = await bulk(PLAIN_SINK)
+    expect(got.bytes).toBe(BULK_BYTES)
+    expect(got.sha).toBe(sent)
+    // updates went out (the window was used many times over), and none grew it
+    expect(yamuxWindowStats.sent - before.sent).toBeGreaterThan(BULK_BYTES / (256 * 1024))
+    expect(yamuxWindowStats.grown).toBe(before.grown)
   })
 
   it(`answers ${SMALL_MESSAGES} small messages with far fewer window updates than messages`, async () => {

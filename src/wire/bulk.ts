@@ -21,6 +21,7 @@ import { schema } from '../schema/validate.ts'
 import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
 import { Outbox } from './outbox.ts'
+import { allowWindowGrowth } from './yamux-window.ts'
 import { untilAborted, withDeadline } from '../util/deadline.ts'
 import type { CallContext } from './rpc.ts'
 
@@ -319,6 +320,8 @@ export class BulkSession {
       if (opts.signal?.aborted === true) throw new TimeoutError(`dial of agent ${peer.toString()} was aborted by the caller`, { reason: 'aborted' }, { cause: err })
       throw new AgentNotFoundError(`agent ${peer.toString()} is unreachable on ${protocol}: ${reasonOf(err)}`, { reason: 'unreachable' }, { cause: err })
     }
+    // what comes back is bounded by this session's own requests: let the window grow while it is read fast
+    allowWindowGrowth(stream)
     return new BulkSession(stream, peer, opts.maxFrameBytes, opts.log)
   }
 

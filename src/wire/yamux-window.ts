@@ -24,15 +24,22 @@
  * that bulk transfers past the window still flow and that small messages no
  * longer draw an update each.
  *
- * It also grows the window of a stream that is read fast. The library doubles
- * a stream's receive window when the window was used within four round trips,
- * but it learns the round trip only from keep-alive pings, which this node
- * turns off (host.ts), so every stream kept 256 KiB: a bulk sender (an
- * artifact chunk of a MiB) waited for credit whenever the reader's event loop
- * was busy for a moment. Here an update that follows the previous one within
- * YAMUX_WINDOW_GROW_WITHIN_MS (half the window used that fast) doubles the
- * window, up to YAMUX_MAX_STREAM_WINDOW_BYTES. The bigger window reaches the
- * sender as an ordinary window update, as in any yamux implementation.
+ * It also grows the window of the streams that ask for it: a fetcher's bulk
+ * streams (bulk.ts), whose own requests bound what the other side may send.
+ * The library doubles a stream's receive window when the window was used
+ * within four round trips, but it learns the round trip only from keep-alive
+ * pings, which this node turns off (host.ts), so every stream kept 256 KiB: a
+ * holder sending an artifact chunk of a MiB waited for credit whenever the
+ * fetcher's event loop was busy for a moment. On a stream marked with
+ * `allowWindowGrowth`, an update that follows this node's previous update
+ * within YAMUX_WINDOW_GROW_WITHIN_MS (half the window taken that fast)
+ * doubles the window, up to YAMUX_MAX_STREAM_WINDOW_BYTES; the first update
+ * after a pause never does. The bigger window reaches the sender as an
+ * ordinary window update, as in any yamux implementation. Other streams keep
+ * 256 KiB: there the sender decides how fast data comes, and a responder
+ * that pauses a stream it cannot keep up with must not have granted more.
+ * (The ceiling holds while keep-alive is off; with it on, the library's own
+ * growth would run too, up to 16 MiB.)
  */
 import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
 import { YAMUX_MAX_STREAM_WINDOW_BYTES, YAMUX_WINDOW_GROW_WITHIN_MS } from './network-constants.ts'
@@ -42,9 +49,8 @@ interface WindowFields {
   state: StreamState
   recvWindow: number
   recvWindowCapacity: number
-  /** When the last update was sent (or the stream opened), ms since the epoch. */
-  epochStart: number
   sendWindowUpdate: (this: WindowFields) => void
+  sendPause: (this: WindowFields) => void
 }
 
 export interface YamuxWindowStats {
@@ -52,14 +58,40 @@ export interface YamuxWindowStats {
   sent: number
   /** Updates left out: less than half the receive window was used since the last one. */
   deferred: number
-  /** Updates that doubled a stream's window (it was read fast). */
+  /** Updates that doubled a stream's window (a growable stream read fast). */
   grown: number
   /** The largest receive window any stream was given. */
   largest: number
 }
 
+/** What the patch keeps, once per process (every copy of this module shares it, like the patch itself). */
+interface WindowState {
+  stats: YamuxWindowStats
+  /** Streams allowed to grow their window. */
+  growable: WeakSet<object>
+  /** When this node last sent a window update on a growable stream, while it was not paused. */
+  lastSent: WeakMap<object, number>
+}
+
+const STATE = Symbol.for('aap-mesh.yamux-window.state')
+const registry = globalThis as unknown as Record<symbol, WindowState | undefined>
+const state: WindowState = registry[STATE] ??= {
+  stats: { sent: 0, deferred: 0, grown: 0, largest: 0 },
+  growable: new WeakSet(),
+  lastSent: new WeakMap()
+}
+
 /** Process-wide counts, for tests and the benchmarks. */
-export const yamuxWindowStats: YamuxWindowStats = { sent: 0, deferred: 0, grown: 0, largest: 0 }
+export const yamuxWindowStats: YamuxWindowStats = state.stats
+
+/**
+ * Let `stream`'s receive window grow while it is read fast (a no-op for a
+ * stream of another muxer). For streams whose reader bounds what it is sent
+ * by its own requests, as a bulk fetcher does.
+ */
+export function allowWindowGrowth (stream: object): void {
+  if (stream instanceof YamuxStream) state.growable.add(stream)
+}
 
 const proto = YamuxStream.prototype as unknown as WindowFields
 const PATCHED = Symbol.for('aap-mesh.yamux-half-window')
@@ -68,21 +100,38 @@ function install (): void {
   const marked = proto as unknown as Record<symbol, boolean>
   if (marked[PATCHED] === true) return
   const original = proto.sendWindowUpdate
-  if (typeof original !== 'function') {
-    throw new Error('@chainsafe/libp2p-yamux has no YamuxStream.sendWindowUpdate: the half-window patch (src/wire/yamux-window.ts) needs updating for this version')
+  const pause = proto.sendPause
+  if (typeof original !== 'function' || typeof pause !== 'function') {
+    throw new Error('@chainsafe/libp2p-yamux has no YamuxStream.sendWindowUpdate or sendPause: the window patch (src/wire/yamux-window.ts) needs updating for this version')
   }
+  const { stats, growable, lastSent } = state
   proto.sendWindowUpdate = function (this: WindowFields): void {
     if (this.state === StreamState.Established && this.recvWindow - this.recvWindowCapacity < this.recvWindow / 2) {
-      yamuxWindowStats.deferred++
+      stats.deferred++
       return
     }
-    yamuxWindowStats.sent++
-    if (this.state === StreamState.Established && this.recvWindow < YAMUX_MAX_STREAM_WINDOW_BYTES && Date.now() - this.epochStart <= YAMUX_WINDOW_GROW_WITHIN_MS) {
-      this.recvWindow = Math.min(this.recvWindow * 2, YAMUX_MAX_STREAM_WINDOW_BYTES)
-      yamuxWindowStats.grown++
-      if (this.recvWindow > yamuxWindowStats.largest) yamuxWindowStats.largest = this.recvWindow
+    // a paused stream sends nothing (the library only restarts its epoch)
+    if (this.state === StreamState.Paused) {
+      original.call(this)
+      return
+    }
+    stats.sent++
+    if (this.state === StreamState.Established && growable.has(this)) {
+      const now = Date.now()
+      const last = lastSent.get(this)
+      if (last !== undefined && now - last <= YAMUX_WINDOW_GROW_WITHIN_MS && this.recvWindow < YAMUX_MAX_STREAM_WINDOW_BYTES) {
+        this.recvWindow = Math.min(this.recvWindow * 2, YAMUX_MAX_STREAM_WINDOW_BYTES)
+        stats.grown++
+        if (this.recvWindow > stats.largest) stats.largest = this.recvWindow
+      }
+      lastSent.set(this, now)
     }
     original.call(this)
+  }
+  // a pause forgets the last update: the first one after the resume never grows the window
+  proto.sendPause = function (this: WindowFields): void {
+    lastSent.delete(this)
+    pause.call(this)
   }
   marked[PATCHED] = true
 }
