@@ -56,6 +56,8 @@ class BulkInbound {
   private readonly outbox: Outbox
   private readonly ctl = new AbortController()
   private working = false
+  /** The next answer, made while the one before drains (it counts against maxPipelined like a queued request). */
+  private ahead: Promise<Uint8Array[]> | undefined
   private remoteEnded = false
   private finished = false
   private idle: ReturnType<typeof setTimeout> | undefined
@@ -129,7 +131,7 @@ class BulkInbound {
       return
     }
     for (const f of list) this.queue.push(f)
-    if (this.queue.length > this.spec.maxPipelined) {
+    if (this.queue.length + (this.ahead === undefined ? 0 : 1) > this.spec.maxPipelined) {
       this.fatal(new InvalidRequestError(`more than ${this.spec.maxPipelined} requests waiting on one stream`, { reason: 'too_many_requests', limit: this.spec.maxPipelined }))
       return
     }
@@ -139,21 +141,22 @@ class BulkInbound {
   /**
    * Answer the queued requests in order. While one answer drains, the next
    * request's answer is made (a chunk read from the store), so the stream
-   * does not run dry between answers; at most two answers are held at once.
-   * `answer` never rejects: a failure is its error frame.
+   * does not run dry between answers. The one after that is started only
+   * once the draining answer has wholly left the stream's buffer, so at most
+   * two answers are held at once. `answer` never rejects: a failure is its
+   * error frame.
    */
   private async work (): Promise<void> {
     this.working = true
-    let next: Promise<Uint8Array[]> | undefined
     try {
       while (!this.finished) {
-        if (next === undefined) {
+        if (this.ahead === undefined) {
           const frame = this.queue.shift()
           if (frame === undefined) break
-          next = this.answer(frame)
+          this.ahead = this.answer(frame)
         }
-        const parts = await next
-        next = undefined
+        const parts = await this.ahead
+        this.ahead = undefined
         if (this.finished) break
         // header and data go out in one outbox turn, so they stay together on the stream
         const sent = await Promise.all(parts.map(async p => this.outbox.send(p)))
@@ -162,8 +165,8 @@ class BulkInbound {
           return
         }
         const following = this.queue.shift()
-        if (following !== undefined) next = this.answer(following)
-        await this.outbox.whenSent()
+        if (following !== undefined) this.ahead = this.answer(following)
+        await this.outbox.whenEmpty()
       }
     } finally {
       this.working = false

@@ -66,6 +66,26 @@ export class Outbox {
   }
 
   /**
+   * Resolves once the stream's own write buffer is empty too: every byte
+   * sent has gone on to the muxer (or the stream ended). `whenSent` resolves
+   * at the first drain, when most of a large answer may still be buffered.
+   */
+  async whenEmpty (): Promise<void> {
+    await this.whenSent()
+    const stream = this.stream
+    if (stream.writeBufferLength === 0 || stream.status !== 'open') return
+    await new Promise<void>(resolve => {
+      const done = (): void => {
+        stream.removeEventListener('idle', done)
+        stream.removeEventListener('close', done)
+        resolve()
+      }
+      stream.addEventListener('idle', done)
+      stream.addEventListener('close', done)
+    })
+  }
+
+  /**
    * Small frames are joined into one buffer per run of them; a frame of
    * OUTBOX_JOIN_MAX_BYTES or more is handed on as it is, not copied into a
    * joined buffer. All of it goes to the stream in this one synchronous turn,
