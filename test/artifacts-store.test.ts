@@ -76,6 +76,24 @@ describe('artifact store writes', () => {
     expect(await readAll(store, a.id)).toBe(ARTIFACT_CHUNK_BYTES)
   })
 
+  it('one write that stages the same chunk twice at once (an artifact that repeats it) writes it once and counts it once', async () => {
+    const store = await openStore()
+    const bytes = new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(5)
+    const cid = cidOf(RAW_CODEC, bytes).toString()
+    const w = await store.begin()
+    const before = store.used
+    await Promise.all([store.stage(w, cid, bytes), store.stage(w, cid, bytes), store.stage(w, cid, bytes)])
+    expect(store.used - before).toBe(ARTIFACT_CHUNK_BYTES)
+    expect([...w.staged.keys()]).toEqual([cid])
+    expect(await readdir(w.dir)).toEqual([cid])
+    expect(w.writing.size).toBe(0)
+    const manifest = encodeManifest({ v: 1, size: 2 * ARTIFACT_CHUNK_BYTES, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [cid, cid] })
+    const id = cidOf(JSON_CODEC, manifest).toString()
+    await store.commit(w, id, manifest)
+    expect(store.used - before).toBe(ARTIFACT_CHUNK_BYTES + manifest.byteLength)
+    expect(await readAll(store, id)).toBe(2 * ARTIFACT_CHUNK_BYTES)
+  })
+
   it('chunks a write moved in but no manifest names (it died before its manifest) are swept when the store opens; shared ones stay', async () => {
     const store = await openStore()
     const shared = new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(5)

@@ -274,7 +274,7 @@ export class Artifacts implements ArtifactWriter {
       } catch (err) {
         const e = toAapError(err)
         session?.abort(e)
-        if (e.code === 'STORAGE_FULL' || opts.signal?.aborted === true) throw e
+        if (storeRefused(e) || opts.signal?.aborted === true) throw e
         if (e.code === 'ARTIFACT_CORRUPT') corrupt = e
         last = e
         this.log.debug({ err: e, artifact: id, peer: peer.toString() }, 'an artifact holder failed; trying the next')
@@ -289,7 +289,8 @@ export class Artifacts implements ArtifactWriter {
    * Requests in flight and chunks being written together stay within
    * ARTIFACT_FETCH_WINDOW_CHUNKS, so the fetch holds at most that many
    * chunks; a chunk's write does not hold up the next chunk's check. Every
-   * write started has ended when this returns or throws.
+   * write started has ended when this returns or throws (it returns only
+   * once none is left).
    */
   private async pullChunks (session: BulkSession, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined): Promise<void> {
     const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
@@ -339,8 +340,16 @@ export class Artifacts implements ArtifactWriter {
         }).finally(() => { writes.delete(write) })
         writes.add(write)
       }
-    } finally {
+    } catch (err) {
       if (writes.size > 0) await Promise.all(writes)
+      // a store that is full or closed is the answer, whatever else failed meanwhile: the next holder would meet it too
+      throw failure.failed && storeRefused(failure.err) ? failure.err : err
     }
   }
+}
+
+/** The store, not the holder, refused a chunk: it is full (STORAGE_FULL) or closed (`reason: store_closed`). */
+function storeRefused (err: unknown): boolean {
+  const e = toAapError(err)
+  return e.code === 'STORAGE_FULL' || e.details?.reason === 'store_closed'
 }
