@@ -238,9 +238,12 @@ interface Waiting {
 
 /**
  * Reads frames into buffers allocated once at their full length (a binary
- * frame of a MiB is filled in place, not re-concatenated per message).
+ * frame of a MiB is filled in place, not re-concatenated per message). A
+ * message that comes as a list of pieces (yamux hands on its frames' Noise
+ * messages so, up to the stream's window) is read piece by piece: joining it
+ * first copied each MiB once more.
  */
-class FrameReader {
+export class FrameReader {
   private prefix: number[] = []
   private body: Uint8Array | undefined
   private filled = 0
@@ -250,7 +253,16 @@ class FrameReader {
     this.maxFrameBytes = maxFrameBytes
   }
 
-  push (chunk: Uint8Array, out: (frame: Uint8Array) => void): void {
+  /** Read a message; a message in pieces is read piece by piece, never joined first. */
+  push (data: Uint8Array | Iterable<Uint8Array>, out: (frame: Uint8Array) => void): void {
+    if (data instanceof Uint8Array) {
+      this.pushPiece(data, out)
+      return
+    }
+    for (const piece of data) this.pushPiece(piece, out)
+  }
+
+  private pushPiece (chunk: Uint8Array, out: (frame: Uint8Array) => void): void {
     let at = 0
     while (at < chunk.byteLength) {
       if (this.body === undefined) {
@@ -304,7 +316,7 @@ export class BulkSession {
     stream.addEventListener('message', (evt: StreamMessageEvent) => {
       if (this.closed) return
       try {
-        reader.push(chunkOf(evt), (f) => { this.onFrame(f) })
+        reader.push(evt.data, (f) => { this.onFrame(f) })
       } catch (err) {
         this.fatal(new InvalidRequestError(`agent ${this.peerName} sent a bad frame: ${(err as Error).message}`, { reason: 'bad_response' }))
       }
