@@ -94,25 +94,25 @@ export class Outbox {
    */
   private sendAll (frames: Uint8Array[], size: number): boolean {
     if (frames.length === 1 && frames[0] !== undefined) return this.stream.send(frames[0])
-    if (size < OUTBOX_JOIN_MAX_BYTES) return this.stream.send(join(frames, 0, frames.length, size))
+    if (size < OUTBOX_JOIN_MAX_BYTES) return this.stream.send(join(frames, size))
     let ok = true
-    let from = 0
-    let run = 0
-    const flushRun = (to: number): void => {
-      if (to > from) ok = this.stream.send(to - from === 1 ? frames[from]! : join(frames, from, to, run))
-      run = 0
+    let run: Uint8Array[] = []
+    let runBytes = 0
+    const sendRun = (): void => {
+      if (run.length > 0) ok = this.stream.send(run.length === 1 ? run[0]! : join(run, runBytes))
+      run = []
+      runBytes = 0
     }
-    for (let i = 0; i < frames.length; i++) {
-      const f = frames[i]!
+    for (const f of frames) {
       if (f.byteLength < OUTBOX_JOIN_MAX_BYTES) {
-        run += f.byteLength
+        run.push(f)
+        runBytes += f.byteLength
         continue
       }
-      flushRun(i)
+      sendRun()
       ok = this.stream.send(f)
-      from = i + 1
     }
-    flushRun(frames.length)
+    sendRun()
     return ok
   }
 
@@ -159,10 +159,10 @@ export class Outbox {
   }
 }
 
-/** frames[from..to), `bytes` in all, as one buffer. */
-function join (frames: Uint8Array[], from: number, to: number, bytes: number): Uint8Array {
+/** `frames`, `bytes` in all, as one buffer. */
+function join (frames: Uint8Array[], bytes: number): Uint8Array {
   const out = new Uint8Array(bytes)
   let at = 0
-  for (let i = from; i < to; i++) { out.set(frames[i]!, at); at += frames[i]!.byteLength }
+  for (const f of frames) { out.set(f, at); at += f.byteLength }
   return out
 }
