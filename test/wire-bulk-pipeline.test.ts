@@ -13,7 +13,7 @@ import type { Stream } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
-import { serveBulk } from '../src/wire/bulk.ts'
+import { serveTestBulk } from './fixtures/test-bulk.ts'
 import { FrameDecoder, encodeFrame } from '../src/wire/framing.ts'
 import { OUTBOX_JOIN_MAX_BYTES } from '../src/wire/network-constants.ts'
 import { Outbox } from '../src/wire/outbox.ts'
@@ -45,21 +45,13 @@ describe('bulk answers: the next one made while one drains, large frames not cop
   beforeAll(async () => {
     nodes = await startMesh(2)
     ;[A, B] = nodes as [MeshNode, MeshNode]
-    unserve = await serveBulk(B.host, {
-      protocol: BULK,
-      maxRequestBytes: 1024,
-      maxPipelined: 8,
-      maxInboundStreams: 4,
-      handlerTimeoutMs: 10_000,
-      methods: {
-        chunk: async (body) => {
-          const i = Number(body.i)
-          asked.push(i)
-          return { body: { i }, data: pattern(i, CHUNK_BYTES) }
-        }
-      },
-      log: silentLogger()
-    })
+    unserve = await serveTestBulk(B.host, BULK, {
+      chunk: async (body) => {
+        const i = Number(body.i)
+        asked.push(i)
+        return { body: { i }, data: pattern(i, CHUNK_BYTES) }
+      }
+    }, { maxPipelined: 8, handlerTimeoutMs: 10_000 })
     await B.host.handle(SINK, (stream: Stream) => {
       stream.addEventListener('message', (evt) => { sunk.push(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()) })
       stream.addEventListener('remoteCloseWrite', () => { sinkEnded = true })

@@ -7,9 +7,8 @@
  * Real libp2p nodes; the protocol is served with serveBulk.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
-import { serveBulk } from '../src/wire/bulk.ts'
+import { serveTestBulk } from './fixtures/test-bulk.ts'
 import { encodeFrame } from '../src/wire/rpc.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
@@ -25,16 +24,9 @@ describe('a bulk stream whose caller stopped reading', () => {
   beforeAll(async () => {
     nodes = await startMesh(2)
     ;[A, B] = nodes as [MeshNode, MeshNode]
-    unserve = await serveBulk(B.host, {
-      protocol: BULK,
-      maxRequestBytes: 1024,
-      maxPipelined: 4,
-      maxInboundStreams: 4,
-      handlerTimeoutMs: 5_000,
-      idleTimeoutMs: 200,
-      methods: { chunk: async () => { asked++; return { body: { bytes: CHUNK_BYTES }, data: new Uint8Array(CHUNK_BYTES) } } },
-      log: silentLogger()
-    })
+    unserve = await serveTestBulk(B.host, BULK, {
+      chunk: async () => { asked++; return { body: { bytes: CHUNK_BYTES }, data: new Uint8Array(CHUNK_BYTES) } }
+    }, { maxPipelined: 4, handlerTimeoutMs: 5_000, idleTimeoutMs: 200 })
   })
   afterAll(async () => {
     await unserve?.()
