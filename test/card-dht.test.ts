@@ -4,13 +4,13 @@
  * to keep them out of every lookup.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { PrivateKey } from '@libp2p/interface'
+import type { PeerId, PrivateKey, Stream } from '@libp2p/interface'
 import type { ValidateFn } from '@libp2p/kad-dht'
 import { MemoryDatastore } from 'datastore-core'
 import { Libp2pRecord } from '@libp2p/record'
 import { Key } from 'interface-datastore'
 import { equals, toString } from 'uint8arrays'
-import { CARD_DHT_NAMESPACE, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS, DHT_RECORD_DATASTORE_PREFIX } from '../src/constants.ts'
+import { CARD_DHT_NAMESPACE, DHT_GET_TIMEOUT_MS, DHT_PROTOCOL, DHT_PUT_TIMEOUT_MS, DHT_RECORD_DATASTORE_PREFIX } from '../src/constants.ts'
 import { cardRecordKey, decodeCardRecord, encodeCardRecord, issueCard, selectCardRecord } from '../src/card/card.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
@@ -175,9 +175,36 @@ describe('card records on the DHT', () => {
     try {
       expect(await reader.discovery.getCard(otherId, { fresh: true })).toEqual(current)
       expect(await late.discovery.getCard(otherId, { fresh: true })).toEqual(current)
-      expect(await heldSeq(lateStore, otherId)).toBe(9)
+      // the correction goes out at the walk's end, which may come after the answer (CARD_DHT_SETTLE_MS)
+      await until(async () => await heldSeq(lateStore, otherId) === 9, 'the late replica to take the correction')
     } finally {
       await late.stop()
+    }
+  })
+  it('a replica that takes the lookup and never answers does not hold the answer, and the walk still ends within its bound', async () => {
+    const reader = nodes[3]!
+    const key = await newKey()
+    const id = agentIdOf(key)
+    const card = await issueCard(key, draft, 3)
+    expect((await put(nodes[1]!.host, cardRecordKey(id), encodeCardRecord(card))).acks).toBeGreaterThan(0)
+    // a DHT host that takes every request and never answers; without the settle, it would hold the answer for DHT_GET_TIMEOUT_MS
+    const dropper = await rogueHost(async () => {})
+    rogues.push(dropper)
+    const held: Stream[] = []
+    await dropper.unhandle(DHT_PROTOCOL)
+    await dropper.handle(DHT_PROTOCOL, (stream: Stream) => { held.push(stream) }, { maxInboundStreams: 100 })
+    await joinAll(dropper, [reader])
+    const table = Reflect.get(reader.host.services.dht, 'routingTable') as { find: (p: PeerId) => Promise<PeerId | undefined> }
+    await until(async () => await table.find(dropper.peerId) !== undefined, 'the reader to hold the dropper as a DHT contact')
+    try {
+      const before = { ...reader.discovery.stats }
+      expect(await reader.discovery.getCard(id, { fresh: true })).toEqual(card)
+      expect(held.length).toBeGreaterThan(0)
+      expect(reader.discovery.stats.dhtSettled - before.dhtSettled).toBe(1)
+      // the walk went on after the answer (kad-dht corrects stale replicas at its end) until its own bound cut it
+      await until(() => reader.discovery.stats.dhtWalksEndedBadly > before.dhtWalksEndedBadly, 'the walk to end at DHT_GET_TIMEOUT_MS', DHT_GET_TIMEOUT_MS * 3)
+    } finally {
+      for (const s of held) s.abort(new Error('test over'))
     }
   })
 })

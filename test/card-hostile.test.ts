@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { PrivateKey, Stream } from '@libp2p/interface'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, DHT_PUT_TIMEOUT_MS } from '../src/constants.ts'
-import { capabilityKey, issueCard, tagKey, verifyCard, type AgentCard } from '../src/card/card.ts'
+import { capabilityKey, cardRecordKey, encodeCardRecord, issueCard, tagKey, verifyCard, type AgentCard } from '../src/card/card.ts'
 import type { DiscoveryQuery } from '../src/card/discovery.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { encodeFrame, serve } from '../src/wire/rpc.ts'
@@ -51,6 +51,7 @@ describe('discovery with hostile and broken card-protocol peers', () => {
   let liar: MeshNode
   let liarKey: PrivateKey
   let broken: MeshNode
+  let brokenKey: PrivateKey
   /** What the liar answers to get_card. */
   let lie: () => Promise<object> = async () => ({})
   /** What the broken peer writes back on the raw stream. */
@@ -75,7 +76,8 @@ describe('discovery with hostile and broken card-protocol peers', () => {
     })
 
     // the broken peer accepts the stream and then misbehaves at the byte level
-    broken = await claimant(await newKey(), nodes[2]!)
+    brokenKey = await newKey()
+    broken = await claimant(brokenKey, nodes[2]!)
     await broken.host.unhandle(CARD_PROTOCOL)
     await broken.host.handle(CARD_PROTOCOL, (stream) => {
       held.push(stream)
@@ -155,6 +157,28 @@ describe('discovery with hostile and broken card-protocol peers', () => {
     const { code, details } = await codeOf(reader.discovery.getCard(broken.agentId, { fresh: true, signal: AbortSignal.timeout(300) }))
     expect(code).toBe('AGENT_NOT_FOUND')
     expect(details.reason).toBe('timeout')
+  })
+
+  it('an agent that takes the card call and never answers: its DHT record answers once the call has gone unanswered CARD_DHT_HEDGE_MS', async () => {
+    rawMode = 'stall'
+    // a card that matches none of this file's queries, so the discovers after this test are not changed by it
+    const card = await issueCard(brokenKey, { name: 'quiet', description: 'answers nothing', capabilities: [{ capability_id: 'cap:quiet', version: '1.0.0' }], tags: [] }, 1)
+    let stored = 0
+    for await (const ev of nodes[0]!.host.services.dht.put(cardRecordKey(broken.agentId), encodeCardRecord(card), { signal: AbortSignal.timeout(DHT_PUT_TIMEOUT_MS) })) {
+      if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'PUT_VALUE') stored++
+    }
+    expect(stored).toBeGreaterThan(0)
+    const before = { ...reader.discovery.stats }
+    const sources: string[] = []
+    expect(await reader.discovery.getCard(broken.agentId, { fresh: true, source: s => { sources.push(s) } })).toEqual(card)
+    expect(sources).toEqual(['dht'])
+    expect(reader.discovery.stats.dhtHedges - before.dhtHedges).toBe(1)
+    expect(reader.discovery.stats.fetchedCards - before.fetchedCards).toBe(0)
+    // without the hedge (what a discover asks for), the call runs out its time first, then the record answers
+    const unhedged = await reader.discovery.getCard(broken.agentId, { fresh: true, hedge: false })
+    expect(unhedged).toEqual(card)
+    expect(reader.discovery.stats.dhtHedges - before.dhtHedges).toBe(1)
+    expect(reader.discovery.stats.dhtFallbacks - before.dhtFallbacks).toBe(2)
   })
 
   it('the first card of a stream arrives from the honest agent, and a stream stopped early leaves discovery usable', async () => {

@@ -6,6 +6,7 @@
 import type { PeerId } from '@libp2p/interface'
 import type { KadDHT } from '@libp2p/kad-dht'
 import { CARD_CACHE_MAX_ENTRIES, CARD_CACHE_TTL_MS, DHT_GET_TIMEOUT_MS } from '../constants.ts'
+import { CARD_DHT_SETTLE_MS } from './constants.ts'
 import { AgentNotFoundError, toAapError, type AapError } from '../errors.ts'
 import { cardRecordKey, compareCards, decodeCardRecord, verifyCard, type AgentCard } from './card.ts'
 
@@ -37,6 +38,12 @@ export class CardCache {
   }
 }
 
+/** What newestCardInDht counts (DiscoveryStats). */
+export interface CardLookupStats {
+  dhtSettled: number
+  dhtWalksEndedBadly: number
+}
+
 /**
  * The newest valid record of the agent in the DHT. kad-dht yields its pick
  * only after pushing it to replicas that hold another value, and throws when
@@ -44,25 +51,56 @@ export class CardCache {
  * correction would hide every newer one. So every valid record seen in the
  * query counts, and an error after one was seen does not lose it. Records
  * that do not verify are reported to `onRejected`.
+ *
+ * The answer comes CARD_DHT_SETTLE_MS after the first valid record at the
+ * latest: replicas that answer at all answer within a round trip or two of
+ * each other, so waiting for the rest only waits for peers that take a
+ * request and never answer (each would hold the answer for
+ * DHT_GET_TIMEOUT_MS). The walk itself goes on after such an answer, within
+ * its own DHT_GET_TIMEOUT_MS, so kad-dht still corrects the replicas that
+ * served an older record at its end; `signal` ends it only before the answer.
  */
-export async function newestCardInDht (dht: KadDHT, agentId: string, signal: AbortSignal, onRejected: (err: AapError, from: string) => void): Promise<AgentCard> {
+export async function newestCardInDht (dht: KadDHT, agentId: string, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, stats?: CardLookupStats): Promise<AgentCard> {
   let best: AgentCard | undefined
+  let settleTimer: ReturnType<typeof setTimeout> | undefined
+  let answered = false
+  const { promise: settled, resolve: settle } = Promise.withResolvers<'settled'>()
   const consider = async (value: Uint8Array, from: PeerId): Promise<void> => {
     try {
       const card = await verifyCard(decodeCardRecord(value), { expectAgent: agentId })
       if (best === undefined || compareCards(card, best) > 0) best = card
+      settleTimer ??= setTimeout(() => { settle('settled') }, CARD_DHT_SETTLE_MS)
     } catch (err) {
       onRejected(toAapError(err), from.toString())
     }
   }
-  try {
-    for await (const ev of dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
-      if (ev.name === 'VALUE') await consider(ev.value, ev.from)
-      else if (ev.name === 'PEER_RESPONSE' && ev.record !== undefined) await consider(ev.record.value, ev.from)
+  // the caller's signal ends the walk until there is an answer, not after
+  const callerGone = new AbortController()
+  const onAbort = (): void => { if (!answered) callerGone.abort(signal.reason) }
+  signal.addEventListener('abort', onAbort, { once: true })
+  if (signal.aborted) onAbort()
+  const walk = (async (): Promise<unknown> => {
+    try {
+      for await (const ev of dht.get(cardRecordKey(agentId), { signal: AbortSignal.any([callerGone.signal, AbortSignal.timeout(DHT_GET_TIMEOUT_MS)]) })) {
+        if (ev.name === 'VALUE') await consider(ev.value, ev.from)
+        else if (ev.name === 'PEER_RESPONSE' && ev.record !== undefined) await consider(ev.record.value, ev.from)
+      }
+      return undefined
+    } catch (err) {
+      return err
+    } finally {
+      clearTimeout(settleTimer)
+      signal.removeEventListener('abort', onAbort)
     }
-  } catch (err) {
-    if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT: ${toAapError(err).message}`)
+  })()
+  const ended = await Promise.race([walk.then(err => ({ err })), settled])
+  answered = true
+  if (ended === 'settled') {
+    if (stats !== undefined) stats.dhtSettled++
+    // the walk's own end (its corrections) is no longer the caller's business; how it ended is counted
+    void walk.then(err => { if (err !== undefined && stats !== undefined) stats.dhtWalksEndedBadly++ })
+    return best as AgentCard
   }
-  if (best === undefined) throw new AgentNotFoundError(`no valid card for ${agentId} in the DHT`)
-  return best
+  if (best !== undefined) return best
+  throw new AgentNotFoundError(ended.err === undefined ? `no valid card for ${agentId} in the DHT` : `no valid card for ${agentId} in the DHT: ${toAapError(ended.err).message}`)
 }

@@ -11,3 +11,19 @@ import { DHT_PROVIDERS_PER_ANSWER } from '../constants.ts'
  * answer); the rest are dropped and counted.
  */
 export const DISCOVER_PROVIDERS_PER_PEER_MAX = DHT_PROVIDERS_PER_ANSWER
+
+/**
+ * A card's DHT lookup ends at most this long after the first valid record
+ * came (card-store.ts newestCardInDht): the newest of the records seen by
+ * then is the answer, so peers that take the request and never answer cannot
+ * hold it for DHT_GET_TIMEOUT_MS.
+ */
+export const CARD_DHT_SETTLE_MS = 500
+
+/**
+ * `getCard` asks the agent first; when the agent has not answered this long
+ * after, the DHT lookup starts beside the call (card-fetch.ts), and whichever
+ * valid card comes first is the answer. An offline agent then costs this
+ * plus the lookup, not CARD_FETCH_TIMEOUT_MS before it.
+ */
+export const CARD_DHT_HEDGE_MS = 1_000

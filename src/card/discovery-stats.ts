@@ -7,7 +7,11 @@
 export interface DiscoveryStats {
   rejectedCards: number
   fetchedCards: number
+  /** DHT lookups of one agent's card (card-fetch.ts); of them, those started beside a call the agent had not answered within CARD_DHT_HEDGE_MS, and those answered CARD_DHT_SETTLE_MS after their first valid record (before the walk ended), and of those, walks that then ran out of time or failed (a refused correction, DHT_GET_TIMEOUT_MS). */
   dhtFallbacks: number
+  dhtHedges: number
+  dhtSettled: number
+  dhtWalksEndedBadly: number
   /** Announcements of this node's card that reached at least one peer. */
   announcements: number
   /** Providers whose card could not be fetched or verified during a discover; of them, fetches that ran out their own time (CARD_FETCH_TIMEOUT_MS) and fetches the discover's deadline ended. */
@@ -84,6 +88,9 @@ export function newDiscoveryStats (): DiscoveryStats {
     rejectedCards: 0,
     fetchedCards: 0,
     dhtFallbacks: 0,
+    dhtHedges: 0,
+    dhtSettled: 0,
+    dhtWalksEndedBadly: 0,
     announcements: 0,
     unreachableProviders: 0,
     providerFetchTimeouts: 0,

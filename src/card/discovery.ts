@@ -26,7 +26,8 @@ import {
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
-import { CardCache, newestCardInDht } from './card-store.ts'
+import { CardCache } from './card-store.ts'
+import { fetchCard } from './card-fetch.ts'
 import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
 import { routingTableOf } from './routing-view.ts'
 import { Announcer } from './announce.ts'
@@ -280,7 +281,7 @@ export class Discovery {
       connected: p => holdsConnection(this.host, p),
       preferred: p => holdsOwnConnection(this.host, p),
       known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
-      fetch: async (p, s, source) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false, source }),
+      fetch: async (p, s, source) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false, source, hedge: false }),
       ...(opts.fresh === true
         ? {}
         : {
@@ -403,7 +404,9 @@ export class Discovery {
   /**
    * One agent's verified card: cache, then the agent itself, then the DHT
    * when the agent cannot be reached or answers with an error (not when it
-   * answers with an invalid card: `reason: invalid_card`).
+   * answers with an invalid card: `reason: invalid_card`), or beside the
+   * agent's call once that has gone unanswered CARD_DHT_HEDGE_MS (unless
+   * `hedge` is false; card-fetch.ts).
    * AGENT_NOT_FOUND when none of them yields a valid card; its details name
    * why each source failed (`peer_error`, `dht_error`: error codes, and
    * `peer_reason` when the peer's error gave one). A card
@@ -413,7 +416,7 @@ export class Discovery {
    * handoff's receiver) is verified like a fetched one and nothing is fetched;
    * one that fails verification is refused with its error.
    */
-  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void } = {}): Promise<AgentCard> {
+  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void, hedge?: boolean } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
     if (opts.offered !== undefined) return this.cache.remember(await verifyCard(opts.offered, { expectAgent: agentId }))
     const peer = peerIdOfAgent(agentId)
@@ -424,45 +427,12 @@ export class Discovery {
     }
     // its own bound even under a longer caller budget (a delegate's), so the call after it has its time
     const signal = AbortSignal.any([...(opts.signal === undefined ? [] : [opts.signal]), AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)])
-    let peerError: AapError
-    let answer: Record<string, unknown> | undefined
-    try {
-      answer = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
-    } catch (err) {
-      peerError = toAapError(err)
-    }
-    if (answer !== undefined) {
-      try {
-        const card = await verifyCard(answer.card, { expectAgent: agentId })
-        this.stats.fetchedCards++
-        return this.cache.remember(card)
-      } catch (err) {
-        // The agent answered, with a card that is not its own valid card: it is
-        // broken or lying. Its DHT record would be an older card of the same
-        // key at best, and looking for it costs a DHT query per lie, so a
-        // provider that lies cannot slow discovery down: no fallback.
-        const e = toAapError(err)
-        this.reject(e, agentId)
-        throw new AgentNotFoundError(`agent ${agentId} answered with an invalid card: ${e.message}`, {
-          agent_id: agentId, reason: 'invalid_card', peer_error: e.code
-        }, { cause: e })
-      }
-    }
-    peerError ??= new AgentNotFoundError(`agent ${agentId} did not answer`)
-    const peerDetails = { peer_error: peerError.code, ...(typeof peerError.details?.reason === 'string' ? { peer_reason: peerError.details.reason } : {}) }
-    if (signal.aborted) {
-      throw new AgentNotFoundError(`agent ${agentId} did not answer in time`, { agent_id: agentId, reason: 'timeout', ...peerDetails }, { cause: peerError })
-    }
-    try {
-      this.stats.dhtFallbacks++
-      opts.source?.('dht')
-      return this.cache.remember(await newestCardInDht(this.host.services.dht, agentId, signal, (err, from) => { this.reject(err, from) }))
-    } catch (err) {
-      const dhtError = toAapError(err)
-      throw new AgentNotFoundError(`agent ${agentId} not found: ${peerError.message}; DHT: ${dhtError.message}`, {
-        agent_id: agentId, ...peerDetails, dht_error: dhtError.code
-      }, { cause: peerError })
-    }
+    const deps = { client: this.client, dht: this.host.services.dht, stats: this.stats, reject: (err: AapError, from: string) => { this.reject(err, from) } }
+    return this.cache.remember(await fetchCard(deps, agentId, peer, {
+      signal,
+      ...(opts.hedge === undefined ? {} : { hedge: opts.hedge }),
+      ...(opts.source === undefined ? {} : { source: opts.source })
+    }))
   }
 
   /** A verified card of the agent this node holds now (its own, or a fresh cached one), without asking anyone. */
