@@ -149,4 +149,36 @@ describe('handoff authority and lineage of real chains', () => {
       held.get(run.run_id)?.resolve()
     }
   })
+  it('a successor its sender never confirmed cannot be blocked or resumed into running its handler beside the predecessor', async () => {
+    const task = 'task-authority-unconfirmed-resume'
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: { hold: true } })
+    await until(() => held.has(run.run_id), 'the run to start')
+    const predecessor = (await B.runs.store.log.get(run.run_id, 1))!
+    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
+    // phase one only: B's side creates the successor at C and never confirms it
+    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
+    try {
+      const failed = nextEvent(C, e => e.correlation_id === task && e.type === 'run.failed')
+      const answer = await wire.call({
+        id: 1,
+        type: 'handoff',
+        body: { to_agent: C.agentId, from_run: { run_id: run.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: {}, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
+      }) as { ok: boolean, body: { run: Run } }
+      expect(answer.ok).toBe(true)
+      const successor = answer.body.run.run_id
+      // a block and then a resume by the delegator used to start the successor's handler here, beside B's
+      const blocked = await rejectsWith(A.runs.block(successor, 'wait', 'cp-1'), 'INVALID_TRANSITION')
+      expect(blocked.details).toMatchObject({ reason: 'handoff_unconfirmed', command: 'block' })
+      // still running, so a resume is refused by the state machine first
+      await rejectsWith(A.runs.resume(successor, { go: true }), 'INVALID_TRANSITION')
+      const e = await failed
+      expect(e.run_id).toBe(successor)
+      expect(e.payload).toMatchObject({ failure: { code: 'HANDOFF_UNCONFIRMED' } })
+      expect(started.has(successor)).toBe(false)
+      expect((await B.runs.getRun(run.run_id)).state).toBe('running')
+    } finally {
+      wire.abort()
+      held.get(run.run_id)?.resolve()
+    }
+  })
 })

@@ -8,7 +8,7 @@
  * no run is left running that nobody will ever hear about.
  */
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
-import { InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
+import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -33,7 +33,7 @@ export interface ConfirmationsInit {
 
 export class HandoffConfirmations {
   private readonly i: ConfirmationsInit
-  private readonly awaiting = new Map<string, Awaiting>()
+  private readonly waiting = new Map<string, Awaiting>()
   private readonly timeoutMs: number
 
   constructor (init: ConfirmationsInit) {
@@ -45,12 +45,24 @@ export class HandoffConfirmations {
   expect (runId: string, from: HandoffLink, start: () => void): void {
     const timer = setTimeout(() => { void this.expire(runId) }, this.timeoutMs)
     timer.unref?.()
-    this.awaiting.set(runId, { from, start, timer })
+    this.waiting.set(runId, { from, start, timer })
+  }
+
+  /**
+   * INVALID_TRANSITION (`reason: handoff_unconfirmed`) for a block or resume
+   * of a successor still waiting for its sender's confirmation: its handler
+   * has not started, and until it does the predecessor is the live run.
+   */
+  refuseUnconfirmed (runId: string, command: string, state: string): void {
+    if (!this.waiting.has(runId)) return
+    throw new InvalidTransitionError(`cannot ${command} run ${runId.slice(0, 160)}: it is a handoff successor its sender has not confirmed yet`, {
+      run_id: runId.slice(0, 128), state, command, reason: 'handoff_unconfirmed'
+    })
   }
 
   /** Phase two from `peer`: the predecessor's handoff event naming `runId`. */
   confirm (runId: string, handoffEvent: unknown, peer: string): void {
-    const w = this.awaiting.get(runId)
+    const w = this.waiting.get(runId)
     if (w === undefined) return // confirmed already (a retry), or ended: nothing to start
     const e = verifyEventSync(handoffEvent, this.i.signatures)
     if (e.executor !== peer || e.run_id !== w.from.run_id) {
@@ -64,19 +76,19 @@ export class HandoffConfirmations {
 
   /** Stop waiting (node stopping): nothing starts, the timers go. */
   stop (): void {
-    for (const w of this.awaiting.values()) clearTimeout(w.timer)
-    this.awaiting.clear()
+    for (const w of this.waiting.values()) clearTimeout(w.timer)
+    this.waiting.clear()
   }
 
   private started (runId: string, w: Awaiting): void {
     clearTimeout(w.timer)
-    this.awaiting.delete(runId)
+    this.waiting.delete(runId)
     w.start()
   }
 
   /** No confirmation in time: ask the predecessor's executor once, then fail the successor. */
   private async expire (runId: string): Promise<void> {
-    const w = this.awaiting.get(runId)
+    const w = this.waiting.get(runId)
     if (w === undefined) return
     let why = 'the sender did not confirm the handoff'
     try {
@@ -90,7 +102,7 @@ export class HandoffConfirmations {
     } catch (err) {
       why = `the sender did not confirm the handoff and cannot be asked: ${toAapError(err).message}`
     }
-    this.awaiting.delete(runId)
+    this.waiting.delete(runId)
     this.i.log.warn({ run_id: runId, from: w.from.run_id, why }, 'failing a handoff successor that was never confirmed')
     try {
       await this.i.fail(runId, why.slice(0, 1000))

@@ -158,7 +158,7 @@ export class RunExecutor implements HandlerHost {
     for await (const run of this.store.live('executing')) {
       if (isTerminal(run.state)) continue
       this.slots.restore(run.delegator, run.run_id)
-      this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false })
+      this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false, ...(run.state === 'blocked' ? { blockedAcrossRestart: true as const } : {}) })
       if (run.state === 'running') this.interrupted.push(run)
     }
   }
@@ -386,6 +386,7 @@ export class RunExecutor implements HandlerHost {
     const now = nowIso()
     const outcome = transition(run, command, actor, now)
     if (!outcome.ok) throw outcome.error
+    if (command.type === 'block' || command.type === 'resume') this.confirmations.refuseUnconfirmed(runId, command.type, run.state)
     const last = a?.last ?? await this.store.log.head(runId)
     const seq = (last?.seq ?? 0) + 1
     const event = await this.signer.sign({
@@ -409,8 +410,10 @@ export class RunExecutor implements HandlerHost {
   /**
    * The working state of an active run follows its committed transition. The
    * handler is told of every block and resume (whoever raised it); a resume
-   * starts the handler again only when none is alive in this process (the run
-   * was blocked across a restart), never a second one beside a live handler.
+   * starts the handler again only for a run that was blocked across a restart
+   * (its first resume since), never a second one beside a live handler, and
+   * never a handler that has not started yet (a handoff successor waiting for
+   * its confirmation, a run interrupted by the restart that recovery ends).
    */
   private afterTransition (runId: string, a: Active, next: Run, event: AgentEvent, command: RunCommand): void {
     a.run = next
@@ -422,8 +425,9 @@ export class RunExecutor implements HandlerHost {
       const resumed = a.resumed
       a.resumed = undefined
       noteResumed(this.log, a, event)
-      if (!a.handlerRunning && !this.pendingStart.has(runId)) {
+      if (a.blockedAcrossRestart === true && !a.handlerRunning) {
         // blocked across a restart: the handler starts again with the resolution
+        a.blockedAcrossRestart = undefined
         this.dispatchRestored(runId, next, resolution).catch((err: unknown) => {
           this.log.warn({ err: toAapError(err), run_id: runId }, 'a run resumed after a restart could not be handed to its handler')
         })

@@ -46,6 +46,8 @@ export interface Active {
   resumed?: PromiseWithResolvers<void>
   /** True from the handler's start until its outcome is applied (so a resume never starts a second one). */
   handlerRunning: boolean
+  /** The run was blocked when the node restarted: its handler's memory is gone, so its resume starts the handler again (once). */
+  blockedAcrossRestart?: true
   /** The run.started of a run whose handle is not out yet: announced once it is. */
   unannounced?: { event: AgentEvent, run: Run }
   /** The open checkpoint while the run is blocked, as its event recorded it. */
