@@ -285,7 +285,9 @@ export class MeshNode {
       ...(o.handoffConfirmTimeoutMs === undefined ? {} : { handoffConfirmTimeoutMs: o.handoffConfirmTimeoutMs }),
       ...(o.runHandlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: o.runHandlerTimeoutMs }),
       ...(o.liveness === undefined ? {} : { liveness: o.liveness }),
-      ...(o.logger === undefined ? {} : { logger: o.logger })
+      ...(o.logger === undefined ? {} : { logger: o.logger }),
+      // a successor of a run this node delegated is followed like the run itself
+      onSuccessor: (run) => { if (this.follows(undefined)) this._events?.follow(run) }
     })
     const runs = this._runs
     this._events = new Events({

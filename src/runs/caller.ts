@@ -115,7 +115,9 @@ export class RunCaller {
     // the handle is durable where it counts (the executor committed the run before answering);
     // the delegator's own record is readable at once and written behind (see RunStore.putOutgoing)
     // without an idempotency key the executor created the run just now: no earlier record to look up
-    this.store.putOutgoing(run, req.idempotency_key === undefined).catch((err: unknown) => {
+    // a retried key may answer with a run whose record here has moved on already: never write it back
+    const recorded = req.idempotency_key === undefined ? this.store.putOutgoing(run, true) : this.store.noteOutgoing(run)
+    recorded.catch((err: unknown) => {
       this.log.warn({ err, run_id: run.run_id }, "the delegator's record of a run could not be written (the run itself is safe at its executor)")
     })
     return run
@@ -150,10 +152,39 @@ export class RunCaller {
       throw new RunNotFoundError(`"${runId.slice(0, 80)}" is not a run id`)
     }
     const res = await this.controlClient.call(peer, verb, body, opts)
-    const run = runFromAnswer(res, undefined)
-    // a handoff answers with the new run, whose delegator's record starts when it is followed
-    if (verb !== 'handoff' && run.delegator === this.agentId) await this.store.noteOutgoing(run)
+    if (verb === 'handoff') {
+      // the new run, on the agent the run was handed to, continuing this one
+      const to = (body as { to_agent?: unknown }).to_agent
+      const next = runFromAnswer(res, typeof to === 'string' ? to : '')
+      if (next.handoff_from?.run_id !== runId) throw new InvalidRequestError('the executor answered a handoff with a run that does not continue the run handed off')
+      if (next.delegator === this.agentId) await this.store.noteOutgoing(next)
+      return next
+    }
+    // the run asked about, as its own executor holds it: an answer about another run would rewrite that run's record here
+    const run = runFromAnswer(res, executor)
+    if (run.run_id !== runId) throw new InvalidRequestError('the executor answered with another run than the one asked about')
+    if (run.delegator === this.agentId) await this.store.noteOutgoing(run)
     return run
+  }
+
+  /**
+   * A run this node delegated was handed off (by its executor's handler, or
+   * at another authorized agent's request): the successor is asked for, and
+   * recorded here as delegated by this node when it continues `pred` and
+   * names this node its delegator, so liveness watches it and the listing
+   * shows it. Undefined when a record of it is here already.
+   */
+  async adoptSuccessor (pred: Run, opts: CallOptions): Promise<Run | undefined> {
+    const link = pred.handoff_to
+    if (link === null || pred.delegator !== this.agentId || await this.store.getOutgoing(link.run_id) !== undefined) return undefined
+    if (executorOfRun(link.run_id) !== link.agent_id) throw new InvalidRequestError('a handoff names a successor its named agent does not execute')
+    const res = await this.controlClient.call(peerOf(link.agent_id), 'get_run', { run_id: link.run_id }, opts)
+    const next = runFromAnswer(res, link.agent_id)
+    if (next.run_id !== link.run_id || next.handoff_from?.run_id !== pred.run_id || next.delegator !== this.agentId) {
+      throw new InvalidRequestError('the successor named by a handoff does not continue the run, or has another delegator')
+    }
+    await this.store.noteOutgoing(next)
+    return next
   }
 
   /**

@@ -12,6 +12,7 @@ import { componentLogger, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { MAX_CONCURRENT_INBOUND_RUNS } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
+import { toAapError } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
@@ -66,6 +67,8 @@ export interface RunsInit {
   artifacts?: ArtifactWriter
   /** The node's verified-signature cache (default: one of this service's own). */
   signatures?: SignatureCache
+  /** A run this node delegated was handed off, and its successor is now recorded here too (the node follows it). */
+  onSuccessor?: (run: Run) => void
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -81,6 +84,7 @@ export class Runs {
   private readonly log: Logger
   /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
   readonly liveness: LivenessMonitor
+  private readonly unadopt: () => void
   /** Deletes expired idempotency records. */
   readonly idempotency: IdempotencySweeper
 
@@ -112,6 +116,7 @@ export class Runs {
       signatures,
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
+    this.unadopt = this.adoptSuccessors(init.onSuccessor)
     this.idempotency = new IdempotencySweeper(this.store, log)
     this.liveness = new LivenessMonitor({
       host: init.host,
@@ -127,6 +132,23 @@ export class Runs {
         return run
       },
       notify: async (runId, verdict, opts) => this.caller.control(runId, 'executor_lost', { run_id: runId, verdict }, opts)
+    })
+  }
+
+  /**
+   * A record of a run this node delegated that now names a successor (a
+   * handoff its executor's handler made, or another authorized agent asked
+   * for) brings the successor's record here too: the delegator of one is
+   * the delegator of the other (protocols/handoff.md).
+   */
+  private adoptSuccessors (onSuccessor: RunsInit['onSuccessor']): () => void {
+    return this.store.onOutgoing(run => {
+      if (run.handoff_to === null || run.delegator !== this.agentId) return
+      this.caller.adoptSuccessor(run, {}).then(next => {
+        if (next !== undefined) onSuccessor?.(next)
+      }, (err: unknown) => {
+        this.log.warn({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be recorded here: liveness does not watch it until this node asks about it')
+      })
     })
   }
 
@@ -153,6 +175,7 @@ export class Runs {
   }
 
   async stop (): Promise<void> {
+    this.unadopt()
     await this.idempotency.stop()
     await this.liveness.stop()
     this.caller.close()
