@@ -51,6 +51,8 @@ export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEv
     const run = await x.localRun(runId)
     if (peer !== run.delegator) throw new UnauthorizedError('only the run\'s delegator tells its executor it was declared lost', { reason: 'not_delegator' })
     assertDeclaredBy(verdict, run.delegator)
+    // committed into this log as it is: an event of another correlation would break the log's chain check
+    if (verdict.correlation_id !== run.correlation_id) throw new InvalidRequestError('the verdict names another correlation than its run', { reason: 'bad_verdict' })
     if (isTerminal(run.state)) return run
     const failure = verdict.payload.failure as { message?: unknown }
     const message = typeof failure.message === 'string' ? failure.message : 'declared lost by its delegator'
