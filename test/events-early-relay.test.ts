@@ -12,6 +12,10 @@
  * the test chooses. T hears only what S forwards.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { PrivateKey } from '@libp2p/interface'
+import { agentIdOf } from '../src/identity/identity.ts'
+import { signEvent } from '../src/runlog/event.ts'
 import { canonicalJson } from '../src/identity/signing.ts'
 import { correlationTopic } from '../src/events/topic.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -28,11 +32,13 @@ describe('gossip relays early and repeated events', () => {
   let A: MeshNode, B: MeshNode, S: MeshNode, T: MeshNode, H: MeshNode
   let s: Collector, t: Collector
   let real: AgentEvent[] = []
+  let bKey: PrivateKey
   const topic = correlationTopic(TASK)
   const publish = async (bytes: string): Promise<void> => { await H.host.services.pubsub.publish(topic, enc.encode(bytes)) }
 
   beforeAll(async () => {
-    ;[A, B] = await startMesh(2) as [MeshNode, MeshNode]
+    bKey = await generateKeyPair('Ed25519')
+    ;[A, B] = await startMesh(2, { nodeOptions: i => i === 1 ? { privateKey: bKey } : {} }) as [MeshNode, MeshNode]
     B.runs.handle(CAP, async (ctx) => {
       for (let i = 1; i <= 3; i++) await ctx.progress({ step: i })
       await ctx.block('held for the test', 'cp-early-relay')
@@ -96,5 +102,33 @@ describe('gossip relays early and repeated events', () => {
     expect(S.events.stats.gossip.relayed).toBe(sRelayed + 1)
     expect(s.events).toHaveLength(4)
     expect(t.events).toHaveLength(4)
+  })
+  it('holds nothing it could never place: a verdict its run\'s delegator did not sign, or an event past what the correlation could hold', async () => {
+    // S holds seqs 1 to 4 of the run; B signed seq 5, which S has not seen
+    const head = real[3]!
+    const stranger = await generateKeyPair('Ed25519')
+    const forged = await signEvent(stranger, {
+      run_id: head.run_id,
+      correlation_id: TASK,
+      type: 'run.failed',
+      payload: { failure: { code: 'EXECUTOR_LOST', message: 'declared by a stranger' }, reason: 'executor_lost', by: agentIdOf(stranger), after_seq: head.seq + 1 },
+      at: new Date().toISOString(),
+      seq: head.seq + 2,
+      prev: 'a'.repeat(64),
+      executor: B.agentId,
+      declared_by: agentIdOf(stranger)
+    })
+    const before = { ...S.events.stats.gossip }
+    await publish(canonicalJson(forged))
+    await until(() => S.events.stats.gossip.forged_verdict === before.forged_verdict + 1, 'the forged verdict refused at S')
+    // B's own event, but farther ahead than the correlation could ever hold: not held, the gap is fetched
+    const far = await signEvent(bKey, { run_id: head.run_id, correlation_id: TASK, type: 'run.progress', payload: { step: 99 }, at: new Date().toISOString(), seq: head.seq + 66, prev: 'b'.repeat(64), executor: B.agentId })
+    await publish(canonicalJson(far))
+    await until(() => S.events.stats.gossip.gap === before.gap + 1, 'the far event judged a gap at S')
+    expect(S.events.stats.gossip.early).toBe(before.early)
+    // nothing of either reached T: neither was forwarded
+    expect(T.events.stats.gossip.forged_verdict).toBe(0)
+    expect(T.events.stats.gossip.early).toBe(1)
+    expect(s.events).toHaveLength(4)
   })
 })

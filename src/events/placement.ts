@@ -152,15 +152,19 @@ export class Placement {
     if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
     if (e.seq <= headSeq) return this.repeat(t, e)
     if (rt.lineage === 'pending') return 'lineage_pending'
+    // a liveness verdict (protocols/liveness.md) is signed by the run's delegator, as its ticket names it, and no one
+    // else: checked before an early event is held too, or anyone's verdict ahead of the chain would be held and relayed
+    // (a run whose start is not here yet is fetched instead: its verdict cannot be judged, nor held)
+    if (e.declared_by !== undefined && rt.head !== undefined && (rt.ticket === undefined || e.declared_by !== rt.ticket.delegator)) return 'forged_verdict'
     if (e.seq > headSeq + 1) {
-      if (gossipBytes !== undefined && rt.head !== undefined && this.holdEarly(t, rt, e, gossipBytes)) return 'early'
+      // only as far ahead as the correlation could hold events: one farther is never reached by holding
+      const reachable = e.seq - headSeq <= EVENTS_EARLY_MAX_PER_CORRELATION && e.seq <= EVENTS_MAX_EVENTS_PER_RUN
+      if (gossipBytes !== undefined && rt.head !== undefined && reachable && this.holdEarly(t, rt, e, gossipBytes)) return 'early'
       this.i.syncer().fetch(t, rt)
       return rt.head === undefined ? 'unknown_run' : 'gap'
     }
     if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) return 'over_limit'
     if (e.prev !== correlations.headHashOf(rt)) return 'conflict'
-    // a liveness verdict (protocols/liveness.md) is signed by the run's delegator, as its ticket names it, and no one else
-    if (e.declared_by !== undefined && (rt.ticket === undefined || e.declared_by !== rt.ticket.delegator)) return 'forged_verdict'
     if (e.seq === 1 && rt.lineage !== 'admitted') {
       // a run enters the task only with a proven place (protocols/lineage.md)
       const place = correlations.judge(t, rt, e)
