@@ -272,20 +272,26 @@ export class Correlations {
    * Make room for an unproven run: forget a refused one, else the oldest
    * waiting one nobody here needs, else the oldest one whose start has not
    * come (events past seq 1 with no run.started: a flood of those would
-   * otherwise lock every new run out) and is not being fetched.
+   * otherwise lock every new run out), one not being fetched first. A fetch
+   * of the one forgotten ends: a stranger whose sync never answers cannot
+   * keep its runs here by keeping their fetches open.
    */
   private evictUnproven (t: CorrTrack): boolean {
     let victim: RunTrack | undefined
     let pending: RunTrack | undefined
     let startless: RunTrack | undefined
+    let fetched: RunTrack | undefined
     for (const rt of t.runs.values()) {
       if (rt.local || rt.interest || rt.told > 0 || rt.lineage === 'admitted') continue
       if (rt.lineage === 'rejected') { victim = rt; break }
       if (rt.lineage === 'pending') pending ??= rt
-      else if (!rt.fetching && rt.loading === undefined) startless ??= rt
+      else if (rt.loading !== undefined) continue
+      else if (!rt.fetching) startless ??= rt
+      else fetched ??= rt
     }
-    victim ??= pending ?? startless
+    victim ??= pending ?? startless ?? fetched
     if (victim === undefined) return false
+    victim.fetchStop?.abort(new Error('the run was forgotten to make room'))
     t.runs.delete(victim.run_id)
     t.unprovenRuns--
     clearTimeout(victim.gapTimer)

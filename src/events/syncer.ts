@@ -15,7 +15,7 @@ import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { Limiter } from '../util/concurrency.ts'
 import type { SyncClient } from './sync.ts'
-import { isInterested, isLive, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
+import { isInterested, isLive, isStartless, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
 /** What the syncer needs from the rest of the service. */
 export interface SyncTarget {
@@ -124,6 +124,10 @@ export class Syncer {
       return
     }
     rt.fetching = true
+    const stop = new AbortController()
+    rt.fetchStop = stop
+    // a run forgotten to make room is fetched no more (correlations.ts evictUnproven aborts `stop`)
+    const gone = (): boolean => t.closed || stop.signal.aborted
     this.spawn(t, async () => {
       try {
         do {
@@ -131,24 +135,28 @@ export class Syncer {
           await this.target.runTrack(t, rt.run_id)
           const sources = [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
           for (const source of sources) {
-            if (t.closed) return
+            if (gone()) return
             try {
               this.stats.syncRequests.run++
               let got = 0
-              await this.limiter.run(async () => this.client.run(peerIdOfAgent(source), rt.run_id, rt.head, {
-                sink: async (events) => {
-                  got += events.length
-                  if (!t.closed) await this.target.ingest(t, events)
-                }
-              }))
+              await this.limiter.run(async () => gone()
+                ? []
+                : this.client.run(peerIdOfAgent(source), rt.run_id, rt.head, {
+                  signal: stop.signal,
+                  sink: async (events) => {
+                    got += events.length
+                    if (!gone()) await this.target.ingest(t, events)
+                  }
+                }))
               if (got > 0 || source === rt.executor) break
             } catch (err) {
               this.noteSyncError(err, 'run', source)
             }
           }
-        } while (rt.fetchAgain && !t.closed)
+        } while (rt.fetchAgain && !gone())
       } finally {
         rt.fetching = false
+        if (rt.fetchStop === stop) rt.fetchStop = undefined
       }
     })
   }
@@ -162,7 +170,7 @@ export class Syncer {
   refresh (t: CorrTrack): void {
     if (t.closed || !this.target.running) return
     clearTimeout(t.tailTimer)
-    const waiting = [...t.runs.values()].some(rt => !rt.local && isLive(rt.state)) ||
+    const waiting = [...t.runs.values()].some(rt => tailed(rt)) ||
       (t.runs.size === 0 && isInterested(t))
     if (!waiting) return
     t.tailTimer = setTimeout(() => {
@@ -174,9 +182,14 @@ export class Syncer {
       const flowing = t.placed !== t.placedAtTail
       t.placedAtTail = t.placed
       if (!flowing && isInterested(t)) for (const p of t.participants) this.syncCorrelationFrom(t, p)
-      for (const rt of t.runs.values()) if (!rt.local && isLive(rt.state)) this.fetch(t, rt)
+      for (const rt of t.runs.values()) if (tailed(rt)) this.fetch(t, rt)
       this.refresh(t)
     }, t.tailDelay * (1 - EVENTS_TAIL_SYNC_JITTER + 2 * EVENTS_TAIL_SYNC_JITTER * Math.random()))
     t.tailTimer.unref?.()
   }
+}
+
+/** A run the tail's rounds fetch again: one that may still move, known by more than a stranger's word (isStartless). */
+function tailed (rt: RunTrack): boolean {
+  return !rt.local && isLive(rt.state) && !isStartless(rt)
 }

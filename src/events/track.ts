@@ -75,6 +75,15 @@ export function isLive (s: RunTrackState): boolean {
   return s === 'running' || s === 'blocked' || s === 'unknown'
 }
 
+/**
+ * A run known only from events past its start, that nothing here needs (no
+ * run.started, no interest, no hint): a stranger can announce any number of
+ * these, so they are fetched when their events come, not on the tail's rounds.
+ */
+export function isStartless (rt: RunTrack): boolean {
+  return rt.head === undefined && rt.lineage === 'unknown' && !rt.interest && rt.told === 0
+}
+
 export interface RunTrack {
   run_id: string
   executor: string
@@ -109,6 +118,8 @@ export interface RunTrack {
   state: RunTrackState
   fetching: boolean
   fetchAgain: boolean
+  /** Ends the fetch in progress (the run was forgotten to make room: correlations.ts evictUnproven). */
+  fetchStop?: AbortController
   /**
    * The run's place in the task (src/runlog/lineage.ts), judged on its
    * run.started: only admitted runs of the track's owner are stored,
