@@ -153,6 +153,18 @@ describe('artifacts through the API and the CLI', () => {
     expect(none.json.error.code).toBe('ARTIFACT_NOT_FOUND')
   })
 
+  it('serves an artifact as a download, whatever type the caller names: never as a page of the API\'s origin', async () => {
+    const page = new TextEncoder().encode('<script>fetch("/v1/node")</script>')
+    const { part } = await clientA.upload<{ part: FilePart }>('/v1/artifacts', (async function * () { yield page })(), 'text/html')
+    const res = await fetch(`${apiA.url}/v1/artifacts/${part.artifact}?media_type=text/html`, { headers: { authorization: `Bearer ${tokens.a}` } })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toBe('text/html')
+    expect(res.headers.get('content-disposition')).toBe('attachment')
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff')
+    expect(res.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox")
+    expect(new Uint8Array(await res.arrayBuffer())).toEqual(page)
+  })
+
   it('the client raises the API error as an ApiError', async () => {
     await expect(clientB.download('/v1/artifacts/not-a-cid')).rejects.toBeInstanceOf(ApiError)
   })

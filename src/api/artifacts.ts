@@ -45,6 +45,10 @@ export function artifactHandlers (node: MeshNode): ArtifactHandlers {
             .code(200)
             .header('content-type', typeof q.media_type === 'string' ? q.media_type : DEFAULT_MEDIA_TYPE)
             .header('content-length', String(manifest.size))
+            // bytes any peer may have written, typed by the caller: a download, never a page of the API's origin
+            .header('content-disposition', 'attachment')
+            .header('x-content-type-options', 'nosniff')
+            .header('content-security-policy', "default-src 'none'; sandbox")
           await reply.send(Readable.from(chunks, { objectMode: false }))
         } finally {
           req.raw.off('close', onGone)
