@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs'
 import type { ApiClient, QueryValue } from '../api/client.ts'
 import { MCP_EVENTS_MAX, MCP_EVENTS_WAIT_DEFAULT_MS, MCP_EVENTS_WAIT_MAX_MS } from './constants.ts'
+import { AapError, isErrorCode } from '../errors.ts'
 
 type Schema = Record<string, unknown>
 
@@ -152,7 +153,8 @@ export const TOOLS: Tool[] = [
   {
     name: 'events',
     description: 'The run events of a correlation: those the node holds or can sync, then new ones for up to wait_ms, ' +
-      `or until an event of type \`until\` (at most ${MCP_EVENTS_MAX}). ` + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
+      `or until an event of type \`until\` (at most ${MCP_EVENTS_MAX}); \`ended_by\` says which (waited, until, max_events, ` +
+      'or stream_closed when the node closed the stream first); a stream the node ends with an error is an error result. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/stream', {
       wait_ms: { type: 'integer', minimum: 0, maximum: MCP_EVENTS_WAIT_MAX_MS, description: `how long to wait for new events after the history (default ${MCP_EVENTS_WAIT_DEFAULT_MS})` },
       until: { type: 'string', enum: ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'], description: 'stop after the first event of this type' }
@@ -181,11 +183,18 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>): Promise
         timer ??= setTimeout(() => { ctl.abort() }, waitMs)
         continue
       }
+      if (ev.event === 'error') {
+        // the node ended the stream with a typed error: the tool's caller learns it, not a short list
+        const e = (ev.data as { error?: { code?: unknown, message?: unknown } } | undefined)?.error
+        throw new AapError(isErrorCode(e?.code) ? e.code : 'INTERNAL', typeof e?.message === 'string' ? e.message : 'the event stream ended with an error')
+      }
       if (!ev.event.startsWith('run.')) continue
       events.push(ev.data as Record<string, unknown>)
       if (a.until !== undefined && ev.event === a.until) { reason = 'until'; break }
       if (events.length >= MCP_EVENTS_MAX) { reason = 'max_events'; break }
     }
+    // the stream ended with neither of this tool's own reasons: the node closed it
+    if (reason === 'waited' && !ctl.signal.aborted) reason = 'stream_closed'
   } finally {
     clearTimeout(timer)
     clearTimeout(overall)
