@@ -64,6 +64,9 @@ export class CopyStore {
     for (const runId of new Set(events.map(e => e.run_id))) {
       const rt = t.runs.get(runId)
       if (rt === undefined) continue
+      // a later batch of the run may still be written: the head load first cuts the log at its hole (event-log.ts cutAtGap)
+      const placed = Math.max(rt.head?.seq ?? 0, ...events.filter(e => e.run_id === runId).map(e => e.seq))
+      rt.cutUpTo = Math.max(rt.cutUpTo ?? 0, placed)
       rt.head = undefined
       rt.headHash = undefined
       rt.headLoaded = false

@@ -178,6 +178,18 @@ export class Correlations {
       // callers that come while the head loads wait for the same load
       rt.loading = (async () => {
         await this.flushCopies()
+        if (rt.cutUpTo !== undefined) {
+          const upTo = rt.cutUpTo
+          try {
+            const hole = await this.init.log.cutAtGap(runId, upTo)
+            rt.cutUpTo = undefined
+            if (hole !== undefined) this.init.logger.warn({ run_id: runId, hole, up_to: upTo }, 'a failed copy write left a hole in a run\'s log: the events after it were dropped and are fetched again')
+          } catch (err) {
+            // the log cannot be trusted past its hole yet: loaded again on next use
+            rt.headLoaded = false
+            throw err
+          }
+        }
         const head = await this.init.log.head(runId)
         if (head !== undefined && (rt.head === undefined || head.seq > rt.head.seq)) {
           rt.head = head

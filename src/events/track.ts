@@ -113,6 +113,8 @@ export interface RunTrack {
    */
   headHash: string | undefined
   headLoaded: boolean
+  /** A write of the run's copies failed: its log is cut at its first hole, up to this seq, before the head is loaded again. */
+  cutUpTo?: number
   /** The head load in progress (see Correlations.runTrack). */
   loading?: Promise<void>
   state: RunTrackState

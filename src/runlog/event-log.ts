@@ -88,6 +88,23 @@ export class EventLog {
     }
   }
 
+  /**
+   * Make a run's log contiguous again after a failed write of its copies
+   * (src/events/copies.ts): a later batch may have been written while an
+   * earlier one failed, leaving a hole that `head` would bisect past. Every
+   * event after the first missing seq, up to `upTo`, is deleted (the events
+   * service fetches them again). Returns the seq of the hole (undefined: none).
+   */
+  async cutAtGap (runId: string, upTo: number): Promise<number | undefined> {
+    let hole = 1
+    while (hole <= upTo && await this.ds.has(EventLog.eventKey(runId, hole))) hole++
+    if (hole > upTo) return undefined
+    const batch = this.ds.batch()
+    for (let seq = hole + 1; seq <= upTo; seq++) batch.delete(EventLog.eventKey(runId, seq))
+    await batch.commit()
+    return hole
+  }
+
   /** The last event of a run, or undefined: gallop to a seq the log lacks, then bisect (the log is contiguous). */
   async head (runId: string): Promise<AgentEvent | undefined> {
     const has = async (seq: number): Promise<boolean> => this.ds.has(EventLog.eventKey(runId, seq))
