@@ -144,7 +144,8 @@ export class Events {
     this.syncer = new Syncer(this.sync, {
       get running () { return service.started },
       ingest: async (t, events) => this.placement.ingest(t, events),
-      runTrack: async (t, runId) => this.correlations.runTrack(t, runId)
+      runTrack: async (t, runId) => this.correlations.runTrack(t, runId),
+      settled: (t) => { this.correlations.maybeUntrack(t) }
     }, this.stats, this.logger)
     // registered now so events committed while the node starts (restart recovery) are not missed
     this.offRuns = this.runs.onEvent((event, run) => { this.placement.onLocalEvent(event, run) })

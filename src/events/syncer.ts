@@ -24,6 +24,8 @@ export interface SyncTarget {
   ingest: (t: CorrTrack, events: AgentEvent[]) => Promise<AgentEvent[]>
   /** The run's track with its head loaded from the log. */
   runTrack: (t: CorrTrack, runId: string) => Promise<RunTrack | undefined>
+  /** A fetch ended: the correlation may be let go if nothing keeps it (a followed run that had ended already). */
+  settled: (t: CorrTrack) => void
 }
 
 export class Syncer {
@@ -157,6 +159,7 @@ export class Syncer {
       } finally {
         rt.fetching = false
         if (rt.fetchStop === stop) rt.fetchStop = undefined
+        this.target.settled(t)
       }
     })
   }
