@@ -165,7 +165,7 @@ export class Correlations {
     }
     t.runs.set(runId, rt)
     t.unprovenRuns++
-    if (!rt.local) this.addParticipant(t, executor)
+    if (!rt.local) this.addParticipant(t, executor, true)
     return rt
   }
 
@@ -262,6 +262,8 @@ export class Correlations {
     }
     rt.lineage = 'admitted'
     rt.owner = v.owner
+    // its executor is no longer known only from its own word
+    if (!rt.local) this.addParticipant(t, rt.executor)
     t.unprovenRuns--
     t.admittedRuns++
     return 'admitted'
@@ -332,9 +334,26 @@ export class Correlations {
     return rt.headHash
   }
 
-  addParticipant (t: CorrTrack, agentId: string): void {
-    if (agentId === this.init.agentId || agentId === '' || t.participants.has(agentId)) return
-    if (t.participants.size >= EVENTS_MAX_PARTICIPANTS) return
+  /**
+   * An agent to sync the correlation with. `unproven`: only the executor of
+   * a run not admitted yet names it (see CorrTrack.unprovenParticipants);
+   * anyone else vouched for takes the place of such one when the set is full.
+   */
+  addParticipant (t: CorrTrack, agentId: string, unproven = false): void {
+    if (agentId === this.init.agentId || agentId === '') return
+    if (t.participants.has(agentId)) {
+      if (!unproven && t.unprovenParticipants.delete(agentId) && isInterested(t)) this.init.onParticipant(t, agentId)
+      return
+    }
+    if (t.participants.size >= EVENTS_MAX_PARTICIPANTS) {
+      const stranger = unproven ? undefined : t.unprovenParticipants.values().next().value
+      if (stranger === undefined) {
+        this.init.stats.participantsRefused++
+        return
+      }
+      t.unprovenParticipants.delete(stranger)
+      t.participants.delete(stranger)
+    }
     try {
       peerIdOfAgent(agentId)
     } catch {
@@ -342,6 +361,11 @@ export class Correlations {
       return
     }
     t.participants.add(agentId)
+    if (unproven) {
+      // its runs are fetched from it one by one; the whole correlation is asked of it once a run of it is admitted
+      t.unprovenParticipants.add(agentId)
+      return
+    }
     // correlation-wide syncs are for someone waiting on this node (a subscriber, a replay);
     // an executor's or delegator's own tracking learns from its runs' events and fetches
     if (isInterested(t)) this.init.onParticipant(t, agentId)

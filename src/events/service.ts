@@ -41,7 +41,7 @@ import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
 import { Syncer } from './syncer.ts'
 import { correlationTopic, isCorrelationId } from './topic.ts'
 import { TopicMembership } from './membership.ts'
-import { isInterested, isLive, newStats, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
+import { isInterested, isLive, newStats, vouchedParticipants, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 import { Correlations } from './correlations.ts'
 import { addHints, checkHints, untell } from './hints.ts'
 import { reconcileVerdict, type VerdictOutcome } from './verdicts.ts'
@@ -156,7 +156,7 @@ export class Events {
     this.unserve = await serveSync(this.host, this.log, async () => { await this.correlations.flushCopies() }, this.logger)
     this.topicMembership.start((topic, peer) => {
       const t = this.correlations.byTopicName(topic)
-      if (t !== undefined && t.participants.has(peer) && isInterested(t)) this.syncer.joined(t, peer)
+      if (t !== undefined && t.participants.has(peer) && !t.unprovenParticipants.has(peer) && isInterested(t)) this.syncer.joined(t, peer)
     })
     this.started = true
     // pick up what was live before a restart: runs this node executes or delegated
@@ -211,7 +211,7 @@ export class Events {
     }
     t.holds++
     try {
-      const known = [...t.participants]
+      const known = vouchedParticipants(t)
       told = addHints(this.correlations, this.syncer, t, hints)
       for (const p of known) this.syncer.syncCorrelationFrom(t, p)
       // history from the log, and the subscriber joins live delivery in the same
@@ -267,7 +267,7 @@ export class Events {
     try {
       this.claimOwner(t, opts.owner)
       told = addHints(this.correlations, this.syncer, t, hints)
-      for (const p of t.participants) this.syncer.syncCorrelationFrom(t, p)
+      for (const p of vouchedParticipants(t)) this.syncer.syncCorrelationFrom(t, p)
       this.syncer.refresh(t)
       await this.syncer.awaitSyncs(t, Date.now() + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS), REPLAY_MAX_ROUNDS)
       // the replay is the owner's task only: every run proves its place again, from the logs alone

@@ -15,7 +15,7 @@ import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { Limiter } from '../util/concurrency.ts'
 import type { SyncClient } from './sync.ts'
-import { isInterested, isLive, isStartless, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
+import { isInterested, isLive, isStartless, vouchedParticipants, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
 /** What the syncer needs from the rest of the service. */
 export interface SyncTarget {
@@ -184,7 +184,7 @@ export class Syncer {
       // correlation from every participant per round costs more than everything gossip carries
       const flowing = t.placed !== t.placedAtTail
       t.placedAtTail = t.placed
-      if (!flowing && isInterested(t)) for (const p of t.participants) this.syncCorrelationFrom(t, p)
+      if (!flowing && isInterested(t)) for (const p of vouchedParticipants(t)) this.syncCorrelationFrom(t, p)
       for (const rt of t.runs.values()) if (tailed(rt)) this.fetch(t, rt)
       this.refresh(t)
     }, t.tailDelay * (1 - EVENTS_TAIL_SYNC_JITTER + 2 * EVENTS_TAIL_SYNC_JITTER * Math.random()))

@@ -61,11 +61,13 @@ export interface EventsStats {
   superseded: number
   /** Correlations taken off gossip, still followed by the tail sync, to give their topic to an explicit subscriber. */
   topicsYielded: number
+  /** Participants not added because a correlation held EVENTS_MAX_PARTICIPANTS that nobody had vouched for less. */
+  participantsRefused: number
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'
@@ -154,6 +156,13 @@ export interface CorrTrack {
   topic: string
   runs: Map<string, RunTrack>
   participants: Set<string>
+  /**
+   * Of them, the executors of runs not (yet) admitted, known only from their
+   * own events: a stranger's word. They are not asked for the whole
+   * correlation, and give way when a participant someone vouches for (a
+   * caller's hint, an admitted run, a run this node follows) finds the set full.
+   */
+  unprovenParticipants: Set<string>
   /** Participants a correlation sync is in flight from, and those asked again meanwhile. */
   syncing: Set<string>
   syncAgain: Set<string>
@@ -201,6 +210,7 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     topic: correlationTopic(correlationId),
     runs: new Map(),
     participants: new Set(),
+    unprovenParticipants: new Set(),
     syncing: new Set(),
     syncAgain: new Set(),
     subs: new Set(),
@@ -223,4 +233,9 @@ export function newCorrTrack (correlationId: string): CorrTrack {
 /** Someone waits on this node for the correlation (a subscriber, a replay, a fetch). */
 export function isInterested (t: CorrTrack): boolean {
   return t.subs.size > 0 || t.holds > 0
+}
+
+/** The participants someone vouched for (not only a stranger's own word): those a correlation-wide sync asks. */
+export function vouchedParticipants (t: CorrTrack): string[] {
+  return [...t.participants].filter(p => !t.unprovenParticipants.has(p))
 }
