@@ -76,7 +76,8 @@ export class WorkBridge {
   private readonly stopping = new AbortController()
   private hook: string | null = null
   private hookQueue: WorkItem[] = []
-  private hookPump?: Promise<void>
+  /** True while pumpHook runs (cleared in the same turn its queue runs dry, so an item enqueued after always starts a pump). */
+  private hookPumping = false
   private seq = Date.now()
 
   constructor (node: MeshNode, log: Logger) {
@@ -320,15 +321,21 @@ export class WorkBridge {
       this.log.warn({ item: dropped?.id }, 'webhook queue full: the oldest item is left to the work stream')
     }
     this.hookQueue.push(item)
-    this.hookPump ??= this.pumpHook().finally(() => { this.hookPump = undefined })
+    if (this.hookPumping) return
+    this.hookPumping = true
+    this.pumpHook().catch((err: unknown) => { this.log.error({ err }, 'the webhook pump failed; queued items stay on the work stream') })
   }
 
   /** One item at a time, in order: a resume never overtakes the work it resumes. */
   private async pumpHook (): Promise<void> {
-    for (let item = this.hookQueue.shift(); item !== undefined; item = this.hookQueue.shift()) {
-      const url = this.hook
-      if (url === null || this.stopping.signal.aborted) return
-      await this.deliver(url, item)
+    try {
+      for (let item = this.hookQueue.shift(); item !== undefined; item = this.hookQueue.shift()) {
+        const url = this.hook
+        if (url === null || this.stopping.signal.aborted) return
+        await this.deliver(url, item)
+      }
+    } finally {
+      this.hookPumping = false
     }
   }
 
