@@ -38,6 +38,7 @@ describe('liveness: a delegator ends the runs of an executor that is gone', () =
   let dataDir = ''
   let A: MeshNode, D: MeshNode, B: MeshNode, R: MeshNode
   let rKey: PrivateKey
+  let aKey: PrivateKey
   let child: ReadyChild<ExecutorInfo> | undefined
   let starts: string[] = []
   let onA: Collector, onD: Collector
@@ -55,7 +56,8 @@ describe('liveness: a delegator ends the runs of an executor that is gone', () =
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'aap-liveness-'))
     const opts = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true }
-    A = await createMeshNode({ ...opts, liveness: { lostAfterMs: LOST_AFTER_MS, probeIntervalMs: PROBE_MS } })
+    aKey = await generateKeyPair('Ed25519')
+    A = await createMeshNode({ ...opts, privateKey: aKey, liveness: { lostAfterMs: LOST_AFTER_MS, probeIntervalMs: PROBE_MS } })
     D = await createMeshNode(opts)
     B = await createMeshNode(opts)
     rKey = await generateKeyPair('Ed25519')
@@ -173,6 +175,22 @@ describe('liveness: a delegator ends the runs of an executor that is gone', () =
     await until(() => [A, D].every((n, i) => n.events.stats.gossip.forged_verdict > (before[i] ?? 0)), 'the forged verdict judged')
     for (const o of [onA, onD]) expect(o.events.some(e => e.run_id === run.run_id && e.type === 'run.failed')).toBe(false)
     expect((await B.runs.getRun(run.run_id)).state).toBe('blocked')
+    await A.runs.cancel(run.run_id, 'done with the test')
+  })
+  it('the delegator\'s own verdict naming another correlation is refused by the executor, whose log stays whole', async () => {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: 'task-liveness-other-correlation', capability: WAIT, input: {} })
+    await until(async () => (await A.runs.getRun(run.run_id)).state === 'blocked', 'the run blocked on its checkpoint')
+    const head = (await B.events.lastEvent(run.run_id))!
+    const misfiled = await signVerdict(aKey, A.agentId, { ...head, correlation_id: 'task-someone-else' }, 'misfiled')
+    const client = new RpcClient(A.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES })
+    try {
+      await expect(client.call(peerIdOfAgent(B.agentId), 'executor_lost', { run_id: run.run_id, verdict: misfiled }, {}))
+        .rejects.toMatchObject({ code: 'INVALID_REQUEST', details: { reason: 'bad_verdict' } })
+    } finally {
+      client.close()
+    }
+    expect((await B.runs.getRun(run.run_id)).state).toBe('blocked')
+    expect((await B.events.lastEvent(run.run_id))?.seq).toBe(head.seq)
     await A.runs.cancel(run.run_id, 'done with the test')
   })
 })
