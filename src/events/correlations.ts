@@ -236,7 +236,7 @@ export class Correlations {
    * to another owner's task) or `rejected` (it claims a place it cannot
    * prove). Admitted runs count against EVENTS_MAX_RUNS_PER_CORRELATION.
    */
-  judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'rejected' {
+  judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'full' | 'rejected' {
     // checked first as this node (a ticket it issued is not verified again), then judged on that
     rt.ticket = ticketOf(started, this.init.agentId, this.init.signatures)
     const v = judgeRun(started, id => this.standing(t, id), this.init.signatures)
@@ -258,7 +258,8 @@ export class Correlations {
     if (v.owner !== t.owner || t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION) {
       rt.lineage = 'rejected'
       rt.owner = v.owner
-      return 'foreign'
+      // the owner's run past the limit is not another owner's: its verdict says which
+      return v.owner === t.owner ? 'full' : 'foreign'
     }
     rt.lineage = 'admitted'
     rt.owner = v.owner

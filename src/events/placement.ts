@@ -170,6 +170,7 @@ export class Placement {
       const place = correlations.judge(t, rt, e)
       if (place === 'pending') return 'lineage_pending'
       if (place === 'foreign') return 'foreign_owner'
+      if (place === 'full') return 'over_limit'
       if (place === 'rejected') return 'lineage_rejected'
     }
     rt.head = e
