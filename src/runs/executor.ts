@@ -62,7 +62,6 @@ export interface RunExecutorInit {
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
-
 /** Why a handler's signal aborts when its run ends; built once (an Error captures a stack trace, costly per run). */
 const RUN_COMPLETED = new AapError('INVALID_TRANSITION', 'run ended: completed')
 const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
@@ -110,7 +109,8 @@ export class RunExecutor implements HandlerHost {
       signatures: init.signatures,
       getRemoteRun: init.getRemoteRun,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { timeoutMs: init.handoffConfirmTimeoutMs }),
-      fail: async (runId, message) => { await this.apply(runId, { type: 'fail', code: 'HANDOFF_UNCONFIRMED', message }, EXECUTOR) }
+      // a successor canceled while it waited has ended already: nothing to fail
+      fail: async (runId, message) => { if (this.active.has(runId)) await this.apply(runId, { type: 'fail', code: 'HANDOFF_UNCONFIRMED', message }, EXECUTOR) }
     })
     this.resolveCard = init.resolveCard
     this.ownCard = init.ownCard
