@@ -181,8 +181,11 @@ export class A2aOutbound {
     }
     const view = new TaskView()
     const contextId = ctx.run.correlation_id
-    const deadline = withDeadline(ctx.signal, A2A_TASK_MAX_MS)
-    const signal = deadline.signal
+    // A2A_TASK_MAX_MS bounds the task's own time, the legs between its input requests: the deadline is
+    // paused while the run is blocked (a human may answer a day later) and goes on with what is left of it
+    let budget = A2A_TASK_MAX_MS
+    let legStart = Date.now()
+    let deadline = withDeadline(ctx.signal, budget)
     const onCancel = (): void => {
       if (view.taskId === '' || view.status === undefined || isFinalState(view.status.state)) return
       client.cancelTask({ tenant: '', id: view.taskId, metadata: undefined }, { signal: AbortSignal.timeout(A2A_CALL_TIMEOUT_MS) }).then(
@@ -195,6 +198,7 @@ export class A2aOutbound {
     let blocks = 0
     try {
       for (;;) {
+        const signal = deadline.signal
         const outcome = streaming ? await this.stream(client, msg, view, ctx, signal) : await this.poll(client, msg, view, ctx, signal)
         switch (outcome.kind) {
           case 'completed': return outcome.output
@@ -203,7 +207,11 @@ export class A2aOutbound {
           case 'blocked': {
             blocks++
             view.inputs++
+            deadline.clear()
+            budget -= Date.now() - legStart
             const resolution = await ctx.block(outcome.reason, outcome.checkpoint_id)
+            legStart = Date.now()
+            deadline = withDeadline(ctx.signal, Math.max(0, budget))
             msg = resumeMessage(view.taskId, contextId, resolution)
             break
           }
