@@ -139,7 +139,7 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
     expect(got.history.length).toBeGreaterThanOrEqual(2)
   })
 
-  it('follows no task that waits for input: one its client never resumes keeps nothing here', async () => {
+  it('follows no task that waits for input (a watch stays on its run, counted apart): one its client never resumes keeps no follower', async () => {
     // the handler of the gateway's agent, as the server made it (its entries are private)
     const handler = async (): Promise<{ following: number }> => {
       const entries = (a2a as unknown as { entries: Map<string, Promise<{ handler: { following: number } }>> }).entries

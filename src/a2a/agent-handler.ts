@@ -10,6 +10,9 @@
  *   SendMessage (on input-required) -> node.resume with the resolution DataPart
  *   CancelTask                      -> node.cancel
  *   run events                      -> status and artifact updates (mapping.ts)
+ *
+ * A task waiting for input keeps a watch on its run, so a move made outside
+ * A2A reaches it (task-runs.ts); streams end with their clients (streams.ts).
  */
 import { randomUUID } from 'node:crypto'
 import type {
@@ -26,26 +29,30 @@ import { A2AError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundEr
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
-import type { AgentEvent, Run } from '../runlog/types.ts'
-import type { EventSubscription } from '../events/subscription.ts'
-import { A2A_MESH_CALL_TIMEOUT_MS, A2A_TASKS_MAX_PER_AGENT } from './constants.ts'
-import { eventToUpdates, isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
+import type { Run } from '../runlog/types.ts'
+import { A2A_INPUT_WATCHES_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_PER_AGENT } from './constants.ts'
+import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
+import { TaskStreams } from './streams.ts'
+import { TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
 import { BoundedTaskStore } from './task-store.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
 const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
 
 /** The mesh call made for a SendMessage, waiting for the executor the SDK then calls. */
-interface Prepared { run: Run }
+interface Prepared {
+  run: Run
+  /** The SDK ran the executor with it. */
+  taken: boolean
+  /** A resume: the task it resumed, and the watch it claimed (if one was kept). */
+  resumed?: { ids: TaskIds, claim: Tracked | undefined }
+}
 
-/** A task whose run this handler follows. */
-interface Followed {
-  runId: string
-  /** Set once the task reached a final state here: later events of the run are not published. */
-  finished: boolean
-  sub?: EventSubscription
-  /** Ends the follower's wait (the run blocked or ended, the task was canceled or evicted, the node stops). */
-  stop?: () => void
+export interface MeshAgentHandlerOptions {
+  /** The bound on watches of tasks waiting for input this handler shares (the server's; default: one of its own of A2A_INPUT_WATCHES_MAX). */
+  watches?: WatchBudget
+  /** SubscribeToTask streams open at once on one task (default A2A_SUBSCRIBERS_MAX_PER_TASK). */
+  maxSubscribersPerTask?: number
 }
 
 export class MeshAgentHandler implements A2ARequestHandler {
@@ -57,10 +64,13 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private readonly inner: DefaultRequestHandler
   private readonly buses = new DefaultExecutionEventBusManager()
   private readonly prepared = new Map<string, Prepared>()
-  private readonly followed = new Map<string, Followed>()
   private readonly stopping = new AbortController()
+  /** The runs behind the tasks: followed for an execution, watched while a task waits for input. */
+  readonly runs: TaskRuns
+  /** SubscribeToTask and SendStreamingMessage streams, ended with their clients. */
+  readonly streams: TaskStreams
 
-  constructor (node: MeshNode, meshCard: MeshCard, card: A2aCard, log: Logger) {
+  constructor (node: MeshNode, meshCard: MeshCard, card: A2aCard, log: Logger, opts: MeshAgentHandlerOptions = {}) {
     this.node = node
     this.meshCard = meshCard
     this._card = card
@@ -68,10 +78,11 @@ export class MeshAgentHandler implements A2ARequestHandler {
     // a task dropped from the store takes what is kept for it here and in the SDK's bus manager (which keeps
     // the bus of an input-required task until a follow-up or a cancel that may never come)
     this.store = new BoundedTaskStore(A2A_TASKS_MAX_PER_AGENT, (taskId) => {
-      const f = this.followed.get(taskId)
-      if (f !== undefined) this.finish(taskId, f)
+      this.runs.drop(taskId)
       this.buses.cleanupByTaskId(taskId)
     })
+    this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
+    this.streams = new TaskStreams(this.store, this.buses, log, opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK)
     const executor: AgentExecutor = {
       execute: async (ctx, bus) => { await this.execute(ctx, bus) },
       cancelTask: async (taskId, bus) => { await this.cancelExecution(taskId, bus) }
@@ -79,9 +90,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.inner = new DefaultRequestHandler(card, this.store, executor, this.buses)
   }
 
-  /** Tasks whose runs this handler follows now. */
+  /** Tasks whose runs have work under way (an execution follows them, or a resume from outside A2A set them working). */
   get following (): number {
-    return this.followed.size
+    return this.runs.following
+  }
+
+  /** Tasks waiting for input whose runs are watched. */
+  get watching (): number {
+    return this.runs.watching
   }
 
   /** SendMessage requests in progress (from the mesh call before the task exists to the SDK's answer). */
@@ -91,11 +107,11 @@ export class MeshAgentHandler implements A2ARequestHandler {
 
   private inFlight = 0
 
-  /** Stop following runs (the tasks keep their last state). */
+  /** Stop following and watching runs (the tasks keep their last state) and end the open streams. */
   close (): void {
     this.stopping.abort()
-    for (const f of this.followed.values()) f.sub?.close()
-    this.followed.clear()
+    this.runs.close()
+    this.streams.close()
   }
 
   // ---- the A2A surface ----------------------------------------------------------------
@@ -125,7 +141,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
       try {
         return await this.inner.sendMessage(params, context)
       } finally {
-        this.prepared.delete(key)
+        this.settle(key)
       }
     } finally {
       this.inFlight--
@@ -134,16 +150,18 @@ export class MeshAgentHandler implements A2ARequestHandler {
 
   async * sendMessageStream (params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     this.inFlight++
+    let key: string
     try {
-      const key = await this.prepare(params, context)
-      try {
-        yield * this.inner.sendMessageStream(params, context)
-      } finally {
-        this.prepared.delete(key)
-      }
-    } finally {
+      key = await this.prepare(params, context)
+    } catch (err) {
       this.inFlight--
+      throw err
     }
+    // a client that goes ends its response; the SDK's stream is read on to its end (it saves the task's events), and only then is the request over
+    yield * this.streams.untilClosed(this.inner.sendMessageStream(params, context), context, () => {
+      this.settle(key)
+      this.inFlight--
+    })
   }
 
   async getTask (params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -158,8 +176,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
     return this.inner.cancelTask(params, context)
   }
 
+  /** SubscribeToTask (the SDK's, with a bound per task and an end when the client goes: streams.ts). */
   async * resubscribe (params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    yield * this.inner.resubscribe(params, context)
+    yield * this.streams.subscribe(params.id, context)
   }
 
   async createTaskPushNotificationConfig (params: TaskPushNotificationConfig, context: ServerCallContext): Promise<TaskPushNotificationConfig> {
@@ -195,15 +214,27 @@ export class MeshAgentHandler implements A2ARequestHandler {
         if (task.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED) {
           throw new UnsupportedOperationError(`task ${task.id} is not waiting for input (a resolution resumes an input-required task)`)
         }
-        const run = await this.node.resume(runId, readResume(msg), { signal })
-        this.prepared.set(msg.messageId, { run })
+        // the SDK's own check, made again before the mesh call: a message it refuses must not have resumed the run
+        if (msg.contextId !== '' && msg.contextId !== task.contextId) {
+          throw new RequestMalformedError(`the message's contextId (${msg.contextId.slice(0, 128)}) is not its task's (${task.contextId}): the run is not resumed`)
+        }
+        const resolution = readResume(msg)
+        const claim = this.runs.claim(task.id)
+        let run: Run
+        try {
+          run = await this.node.resume(runId, resolution, { signal })
+        } catch (err) {
+          if (claim !== undefined) await this.runs.release(claim)
+          throw err
+        }
+        this.prepared.set(msg.messageId, { run, taken: false, resumed: { ids: { taskId: task.id, contextId: task.contextId }, claim } })
       } else {
         if (msg.contextId === '') msg.contextId = randomUUID()
         if (!CORRELATION_ID.test(msg.contextId)) throw new RequestMalformedError('contextId (the mesh correlation id) must match ^[A-Za-z0-9._:/-]{1,128}$')
         const { capability, input } = readDelegate(msg, this.meshCard.capabilities)
         // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
         const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })
-        this.prepared.set(msg.messageId, { run })
+        this.prepared.set(msg.messageId, { run, taken: false })
       }
     } catch (err) {
       throw err instanceof A2AError ? err : toA2aError(err)
@@ -211,84 +242,39 @@ export class MeshAgentHandler implements A2ARequestHandler {
     return msg.messageId
   }
 
+  /**
+   * The SDK answered: a resume it refused before running the executor (a
+   * check of its own) still resumed the run, which the task's watch then
+   * reads from the run's log, or a new watch when none was kept.
+   */
+  private settle (key: string): void {
+    const p = this.prepared.get(key)
+    this.prepared.delete(key)
+    if (p === undefined || p.taken || p.resumed === undefined) return
+    this.log.warn({ run_id: p.run.run_id, task_id: p.resumed.ids.taskId }, 'a2a: a resumed run reached no execution: its task watches it')
+    const claim = p.resumed.claim
+    const done = claim !== undefined && this.runs.get(claim.ids.taskId) === claim ? this.runs.release(claim) : this.runs.watch(p.run, p.resumed.ids)
+    done.catch((err: unknown) => { this.log.warn({ err: (err as Error).message, run_id: p.run.run_id }, 'a2a: cannot watch a resumed run that reached no execution') })
+  }
+
   // ---- the executor ------------------------------------------------------------------
 
   private async execute (ctx: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const p = this.prepared.get(ctx.userMessage.messageId)
     if (p === undefined) throw new Error(`no mesh run was prepared for message ${ctx.userMessage.messageId}`)
+    p.taken = true
     const ids = { taskId: ctx.taskId, contextId: ctx.contextId }
     const history = [...(ctx.task?.history ?? []), ctx.userMessage]
-    bus.publish(Bus.task({ ...runToTask(p.run, ctx.taskId, history), contextId: ctx.contextId }))
-    this.followed.get(ctx.taskId)?.sub?.close()
-    if (p.run.state !== 'running') {
-      // already blocked or over (a quick run): the task above says so, and nothing is followed; a resume starts a new follower
-      this.followed.delete(ctx.taskId)
+    const task = { ...runToTask(p.run, ctx.taskId, history), contextId: ctx.contextId }
+    bus.publish(Bus.task(task))
+    if (p.run.state === 'running') {
+      await this.runs.follow(p.run, ids, bus)
       return
     }
-    const f: Followed = { runId: p.run.run_id, finished: false }
-    this.followed.set(ctx.taskId, f)
-    await this.follow(p.run, f, ids, bus)
-  }
-
-  /** Publish the run's events (after the handle's) until it blocks or ends; follow handoffs to the next run. */
-  private async follow (run: Run, f: Followed, ids: { taskId: string, contextId: string }, bus: ExecutionEventBus): Promise<void> {
-    const done = Promise.withResolvers<void>()
-    f.stop = () => { done.resolve() }
-    let seen = run.last_seq
-    const onEvent = (e: AgentEvent): void => {
-      if (f.finished || e.run_id !== f.runId || e.seq <= seen) return
-      seen = e.seq
-      for (const u of eventToUpdates(e, ids)) {
-        bus.publish(u.kind === 'statusUpdate' ? Bus.statusUpdate(u.data) : Bus.artifactUpdate(u.data))
-      }
-      const link = e.payload.handoff_to as { run_id?: unknown } | undefined
-      if (e.type === 'run.completed' && typeof link?.run_id === 'string') {
-        f.runId = link.run_id
-        seen = 0
-        return
-      }
-      if (e.type === 'run.blocked') done.resolve()
-      if (e.type === 'run.completed' || e.type === 'run.failed') {
-        this.finish(ids.taskId, f)
-        done.resolve()
-      }
-    }
-    try {
-      f.sub = await this.node.events.subscribe(run.correlation_id, {
-        runs: [run.run_id],
-        onEvent,
-        signal: this.stopping.signal
-      })
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message, run_id: run.run_id }, 'a2a: cannot follow the run\'s events')
-      // the task fails with this error: its run is canceled, so no work goes on whose end no client would see
-      f.finished = true
-      if (this.followed.get(ids.taskId) === f) this.followed.delete(ids.taskId)
-      await this.node.cancel(run.run_id, 'the A2A server could not follow the run', { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) }).catch((cancelErr: unknown) => {
-        this.log.warn({ err: (cancelErr as Error).message, run_id: run.run_id }, 'a2a: a run it could not follow could not be canceled either')
-      })
-      throw err
-    }
-    const onClose = (): void => { done.resolve() }
-    this.stopping.signal.addEventListener('abort', onClose, { once: true })
-    // finished (canceled, evicted) or stopping while the subscription started: nothing more to wait for
-    if (f.finished || this.stopping.signal.aborted || f.sub.closed) done.resolve()
-    try {
-      await done.promise
-    } finally {
-      this.stopping.signal.removeEventListener('abort', onClose)
-      // blocked or over: a resume starts a new follower (an input-required task abandoned by its
-      // client had kept its entry, and through it its closed subscription, for the node's life)
-      f.sub?.close()
-      if (this.followed.get(ids.taskId) === f) this.followed.delete(ids.taskId)
-    }
-  }
-
-  private finish (taskId: string, f: Followed): void {
-    f.finished = true
-    f.sub?.close()
-    f.stop?.()
-    if (this.followed.get(taskId) === f) this.followed.delete(taskId)
+    // already blocked or over (a quick run): the status ends the SDK's wait (a task event alone does not end it)
+    if (task.status !== undefined) bus.publish(Bus.statusUpdate({ ...ids, status: task.status, metadata: task.metadata }))
+    if (p.run.state === 'blocked') await this.runs.watch(p.run, ids)
+    else this.runs.drop(ctx.taskId)
   }
 
   /**
@@ -298,7 +284,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
    */
   private async cancelExecution (taskId: string, bus: ExecutionEventBus): Promise<void> {
     const task = await this.store.load(taskId, { tenant: '' } as unknown as ServerCallContext)
-    const runId = runIdOf(task) ?? this.followed.get(taskId)?.runId
+    const runId = runIdOf(task) ?? this.runs.get(taskId)?.runId
     if (task === undefined || runId === undefined) throw new TaskNotFoundError(`no task ${taskId.slice(0, 128)}`)
     if (task.status !== undefined && isFinalState(task.status.state)) throw new TaskNotCancelableError(`task ${taskId} is over`)
     let run: Run
@@ -307,8 +293,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
     } catch (err) {
       throw toA2aError(err)
     }
-    const f = this.followed.get(taskId)
-    if (f !== undefined) this.finish(taskId, f)
+    this.runs.drop(taskId)
     const t = runToTask(run, taskId)
     bus.publish(Bus.statusUpdate({ taskId, contextId: task.contextId, status: t.status, metadata: t.metadata }))
     bus.finished()

@@ -2,7 +2,7 @@
  * Bounds and names of the A2A v1.0 bridge (inbound server and outbound
  * agents). Units are in the names.
  */
-import { CALL_TIMEOUT_MS, CARD_FETCH_TIMEOUT_MS, DHT_GET_TIMEOUT_MS, EVENT_PAYLOAD_MAX_BYTES } from '../constants.ts'
+import { CALL_TIMEOUT_MS, CARD_FETCH_TIMEOUT_MS, DHT_GET_TIMEOUT_MS, EVENT_PAYLOAD_MAX_BYTES, MAX_CORRELATION_TOPICS } from '../constants.ts'
 
 /** The extension a mesh agent's A2A card declares: runs, checkpoints and correlation ride A2A as below. */
 export const A2A_MESH_EXTENSION_URI = 'https://aap-mesh.dev/extensions/a2a-mesh/v0.1'
@@ -38,6 +38,15 @@ export const A2A_DEFAULT_HOST = '127.0.0.1'
 export const A2A_AGENT_HANDLERS_MAX = 256
 /** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
 export const A2A_TASKS_MAX_PER_AGENT = 10_000
+/**
+ * Tasks waiting for input whose runs the inbound server watches, all its agents together (a cancel, failure,
+ * handoff or resume made outside A2A reaches the task through the watch). Each watch holds one of the node's
+ * correlation topics, so a quarter of them at most; past it the watch of the task that has waited longest
+ * goes (counted and logged), and that task shows its run's later moves no more.
+ */
+export const A2A_INPUT_WATCHES_MAX = MAX_CORRELATION_TOPICS / 4
+/** SubscribeToTask streams open at once on one task; past it a new one is refused (TooManySubscribersError). */
+export const A2A_SUBSCRIBERS_MAX_PER_TASK = 8
 /**
  * Messages of a task's history the inbound server keeps (the latest; each run.progress adds one).
  * The run's own log keeps every event (GetRun, replay).

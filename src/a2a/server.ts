@@ -14,17 +14,19 @@ import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
 import express, { type NextFunction, type Request, type Response, type Router } from 'express'
-import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express'
+import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express'
 import { toJsonRpcError } from '@a2a-js/sdk/errors'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
-  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
 } from './constants.ts'
-import { MeshAgentHandler } from './agent-handler.ts'
+import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
+import { ClientUser } from './streams.ts'
+import { WatchBudget } from './task-runs.ts'
 
 const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
 const CARD_PATH = '/.well-known/agent-card.json'
@@ -40,6 +42,22 @@ export interface A2aServerOptions {
   maxAgents?: number
   /** Unread output past which a client is cut off (default A2A_MAX_UNREAD_BYTES). */
   maxUnreadBytes?: number
+  /** Tasks waiting for input whose runs are watched, all agents together (default A2A_INPUT_WATCHES_MAX). */
+  maxInputWatches?: number
+  /** SubscribeToTask streams open at once on one task (default A2A_SUBSCRIBERS_MAX_PER_TASK). */
+  maxSubscribersPerTask?: number
+}
+
+/**
+ * The caller of a request, carrying the signal of its response closing: a
+ * stream waiting on a task's bus ends with its client (streams.ts).
+ */
+async function clientUser (req: Request): Promise<ClientUser> {
+  const gone = new AbortController()
+  const res = req.res
+  if (res === undefined || res.closed) gone.abort()
+  else res.once('close', () => { gone.abort() })
+  return new ClientUser(gone.signal)
 }
 
 interface Entry {
@@ -61,10 +79,12 @@ export class A2aServer {
   private readonly refreshMs: number
   private readonly maxAgents: number
   private readonly maxUnread: number
+  private readonly handlerOpts: MeshAgentHandlerOptions
   /** Entries dropped to make room for another agent (each had no open task); clients cut off for not reading. */
   readonly stats = { evicted: 0, cutOff: 0 }
 
-  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number) {
+  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number, handlerOpts: MeshAgentHandlerOptions) {
+    this.handlerOpts = handlerOpts
     this.refreshMs = refreshMs
     this.maxAgents = maxAgents
     this.maxUnread = maxUnread
@@ -81,7 +101,10 @@ export class A2aServer {
     const server = app.listen(opts.port, host)
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
     const { port } = server.address() as AddressInfo
-    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS, opts.maxAgents ?? A2A_AGENT_HANDLERS_MAX, opts.maxUnreadBytes ?? A2A_MAX_UNREAD_BYTES)
+    const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS, opts.maxAgents ?? A2A_AGENT_HANDLERS_MAX, opts.maxUnreadBytes ?? A2A_MAX_UNREAD_BYTES, {
+      watches: new WatchBudget(opts.maxInputWatches ?? A2A_INPUT_WATCHES_MAX),
+      maxSubscribersPerTask: opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK
+    })
     a2a.routes(app)
     return a2a
   }
@@ -245,9 +268,9 @@ export class A2aServer {
   private async makeEntry (agentId: string): Promise<Entry> {
     const meshCard = await this.meshCard(agentId)
     const card = meshToA2aCard(meshCard, this.agentUrl(agentId))
-    const handler = new MeshAgentHandler(this.node, meshCard, card, this.log)
+    const handler = new MeshAgentHandler(this.node, meshCard, card, this.log, this.handlerOpts)
     const router = express.Router()
-    const userBuilder = UserBuilder.noAuthentication
+    const userBuilder = clientUser
     router.use(CARD_PATH, agentCardHandler({ agentCardProvider: handler }))
     router.use(A2A_JSONRPC_SUBPATH, jsonRpcHandler({ requestHandler: handler, userBuilder }))
     router.use(A2A_REST_SUBPATH, restHandler({ requestHandler: handler, userBuilder }))

@@ -1,0 +1,326 @@
+/**
+ * The mesh runs behind one agent's A2A tasks, as the inbound server tracks
+ * them. While an execution of the SDK runs (a SendMessage), the run's events
+ * go to that execution's bus and the SDK saves them to the task. Once the
+ * run blocks the execution ends, the task waits for input, and a watch stays
+ * on the run: a cancel, a failure, a handoff or a resume made outside A2A
+ * (the delegator, an authorized agent, the local API) is saved to the task
+ * here and published on the bus the SDK keeps for it, so GetTask and
+ * SubscribeToTask see it. A resume from outside A2A sets the task WORKING
+ * and the watch follows the run on, as an execution would, until it blocks
+ * again or ends.
+ *
+ * An A2A resume claims the watch (it holds back) from before its mesh call
+ * until the SDK runs the executor, which then follows the resumed run; a
+ * claim that ends another way (the call failed, the SDK refused the message)
+ * reads the run's events again from its log.
+ *
+ * A watch is a subscription, and holds one of the node's correlation topics
+ * (MAX_CORRELATION_TOPICS) where the delegator's own tracking of a blocked
+ * run would yield its topic to a new subscriber. So the watches of one
+ * server's handlers are bounded together (WatchBudget, A2A_INPUT_WATCHES_MAX,
+ * a quarter of the topics): past it the watch of the task that has waited
+ * longest goes, and a new task whose run cannot be followed for want of a
+ * topic takes one from the oldest watch first. Each watch goes with its
+ * task (evicted, canceled) and all of them with close().
+ */
+import { AgentEvent as Bus, ResultManager, ServerCallContext, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
+import { AapError } from '../errors.ts'
+import type { EventSubscription } from '../events/subscription.ts'
+import type { Logger } from '../logger.ts'
+import type { MeshNode } from '../node.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
+import { A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
+import { eventToUpdates, type TaskUpdate } from './mapping.ts'
+
+export interface TaskIds { taskId: string, contextId: string }
+
+/** The run of one task, as tracked here. */
+export interface Tracked {
+  runId: string
+  /** The correlation of the run (and of the runs it hands off to). */
+  readonly correlationId: string
+  readonly ids: TaskIds
+  /** Events of the run up to this seq are in the task already. */
+  seen: number
+  /** The task reached a final state, or was dropped: later events are not published. */
+  finished: boolean
+  /** The bus of the SDK execution that publishes the run now; undefined while none runs (the task waits for input, or a resume from outside A2A set it working). */
+  bus: ExecutionEventBus | undefined
+  /** The run is blocked: the task waits for input. */
+  waiting: boolean
+  /** An A2A resume is under way: events are left to the execution it starts (or read again when it does not). */
+  claimed: boolean
+  sub?: EventSubscription
+  /** Settled when the execution's part ends (the run blocked or ended, the task was dropped, the handler closes). */
+  readonly done: PromiseWithResolvers<void>
+  /** Saves and publishes of events no execution carries, in order. */
+  chain: Promise<void>
+}
+
+export interface TaskRunsHost {
+  node: MeshNode
+  log: Logger
+  store: TaskStore
+  buses: DefaultExecutionEventBusManager
+  /** Aborted when the handler closes. */
+  stopping: AbortSignal
+}
+
+/**
+ * The watches of one server's handlers, bounded together; the task that
+ * has waited longest first. A watch dropped leaves its task as it was.
+ */
+export class WatchBudget {
+  readonly max: number
+  private readonly held = new Map<Tracked, () => void>()
+
+  constructor (max: number) {
+    this.max = max
+  }
+
+  get size (): number {
+    return this.held.size
+  }
+
+  /** `t` waits for input (again): it is the newest watch; past the bound the oldest other one is dropped. */
+  add (t: Tracked, drop: () => void): void {
+    this.held.delete(t)
+    this.held.set(t, drop)
+    if (this.held.size > this.max) this.dropOldest(t)
+  }
+
+  remove (t: Tracked): void {
+    this.held.delete(t)
+  }
+
+  /** Drop the watch of the task that has waited longest (not `keep`, nor one an A2A resume claimed); false when there is none. */
+  dropOldest (keep?: Tracked): boolean {
+    for (const [t, drop] of this.held) {
+      if (t === keep || t.claimed) continue
+      this.held.delete(t)
+      drop()
+      return true
+    }
+    return false
+  }
+}
+
+function isTopicLimit (err: unknown): boolean {
+  return err instanceof AapError && err.details?.reason === 'topic_limit'
+}
+
+/** The context of saves made here: the same scope and write lock as the SDK's own for the unauthenticated callers it serves. */
+const CONTEXT = new ServerCallContext()
+
+export class TaskRuns {
+  private readonly host: TaskRunsHost
+  private readonly tracked = new Map<string, Tracked>()
+  private readonly budget: WatchBudget
+  /** Watches dropped (past the bound, or for a new task's follower); events that could not be saved to their task; watches that could not start. */
+  readonly stats = { watchesDropped: 0, saveErrors: 0, watchErrors: 0 }
+
+  constructor (host: TaskRunsHost, budget: WatchBudget) {
+    this.host = host
+    this.budget = budget
+  }
+
+  /** Tasks whose runs have work under way (followed for an execution, or working again after a resume from outside A2A). */
+  get following (): number {
+    let n = 0
+    for (const t of this.tracked.values()) if (!t.waiting) n++
+    return n
+  }
+
+  /** Tasks waiting for input whose runs are watched. */
+  get watching (): number {
+    let n = 0
+    for (const t of this.tracked.values()) if (t.waiting) n++
+    return n
+  }
+
+  get (taskId: string): Tracked | undefined {
+    return this.tracked.get(taskId)
+  }
+
+  /** An execution's part: publish the run's events on `bus` until the run blocks (then it is watched) or ends. */
+  async follow (run: Run, ids: TaskIds, bus: ExecutionEventBus): Promise<void> {
+    const t = this.track(run, ids, bus)
+    try {
+      for (;;) {
+        try {
+          await this.open(t)
+          break
+        } catch (err) {
+          // work goes before watches: a task waiting for input gives its topic to the new one's follower
+          if (!isTopicLimit(err) || t.finished || !this.budget.dropOldest()) throw err
+        }
+      }
+    } catch (err) {
+      this.host.log.warn({ err: (err as Error).message, run_id: run.run_id }, 'a2a: cannot follow the run\'s events')
+      // the task fails with this error: its run is canceled, so no work goes on whose end no client would see
+      this.finish(t)
+      await this.host.node.cancel(run.run_id, 'the A2A server could not follow the run', { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) }).catch((cancelErr: unknown) => {
+        this.host.log.warn({ err: (cancelErr as Error).message, run_id: run.run_id }, 'a2a: a run it could not follow could not be canceled either')
+      })
+      throw err
+    }
+    const onClose = (): void => { t.done.resolve() }
+    this.host.stopping.addEventListener('abort', onClose, { once: true })
+    try {
+      await t.done.promise
+    } finally {
+      this.host.stopping.removeEventListener('abort', onClose)
+      // blocked: the watch goes on; over or dropped: nothing is kept
+      t.bus = undefined
+    }
+  }
+
+  /** Watch a run no execution follows (it blocked before one could, or a resume of it reached none). */
+  async watch (run: Run, ids: TaskIds): Promise<void> {
+    const t = this.track(run, ids, undefined)
+    try {
+      await this.open(t)
+    } catch (err) {
+      this.stats.watchErrors++
+      this.host.log.warn({ err: (err as Error).message, run_id: run.run_id, task_id: ids.taskId }, 'a2a: cannot watch the run of a task waiting for input; the task shows no later move of it')
+      this.finish(t)
+    }
+  }
+
+  /** An A2A resume of the task is under way: its watch holds back. Undefined when none is kept; throws when another resume has it. */
+  claim (taskId: string): Tracked | undefined {
+    const t = this.tracked.get(taskId)
+    if (t === undefined || !t.waiting) return undefined
+    if (t.claimed) throw new Error(`task ${taskId} is being resumed already`)
+    t.claimed = true
+    return t
+  }
+
+  /** A claim whose resume reached no execution: the watch reads the run's events again (the resume among them, if it was made). */
+  async release (t: Tracked): Promise<void> {
+    if (!t.claimed || t.finished || this.tracked.get(t.ids.taskId) !== t) return
+    t.claimed = false
+    t.sub?.close()
+    try {
+      await this.open(t)
+    } catch (err) {
+      this.stats.watchErrors++
+      this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId }, 'a2a: cannot watch the run again after a resume that reached no execution')
+      this.finish(t)
+    }
+  }
+
+  /** Stop tracking the task's run (a new execution takes it, the task was canceled or evicted). */
+  drop (taskId: string): void {
+    const t = this.tracked.get(taskId)
+    if (t !== undefined) this.finish(t)
+  }
+
+  close (): void {
+    for (const t of [...this.tracked.values()]) this.finish(t)
+  }
+
+  private track (run: Run, ids: TaskIds, bus: ExecutionEventBus | undefined): Tracked {
+    this.drop(ids.taskId)
+    const t: Tracked = {
+      runId: run.run_id, correlationId: run.correlation_id, ids, seen: run.last_seq, finished: false, bus, waiting: false, claimed: false,
+      done: Promise.withResolvers<void>(), chain: Promise.resolve()
+    }
+    this.tracked.set(ids.taskId, t)
+    if (run.state === 'blocked') this.waits(t)
+    return t
+  }
+
+  /** Subscribe to the run's correlation (with its history: events already in the task are skipped by seq). */
+  private async open (t: Tracked): Promise<void> {
+    const sub = await this.host.node.events.subscribe(t.correlationId, {
+      runs: [t.runId],
+      onEvent: (e) => { this.onEvent(t, e) },
+      signal: this.host.stopping
+    })
+    if (t.finished || this.host.stopping.aborted) {
+      sub.close()
+      t.done.resolve()
+      return
+    }
+    t.sub = sub
+    if (sub.closed) this.finish(t)
+  }
+
+  private onEvent (t: Tracked, e: AgentEvent): void {
+    if (t.finished || t.claimed || e.run_id !== t.runId || e.seq <= t.seen) return
+    t.seen = e.seq
+    const updates = eventToUpdates(e, t.ids)
+    const link = e.payload.handoff_to as { run_id?: unknown } | undefined
+    const handoff = e.type === 'run.completed' && typeof link?.run_id === 'string'
+    const terminal = !handoff && (e.type === 'run.completed' || e.type === 'run.failed')
+    if (handoff) {
+      t.runId = link.run_id as string
+      t.seen = 0
+    }
+    if (e.type === 'run.blocked') this.waits(t)
+    else {
+      // working again (a resume from outside A2A, a handoff) or over: work, not a watch
+      t.waiting = false
+      this.budget.remove(t)
+    }
+    const bus = t.bus
+    if (bus !== undefined) {
+      for (const u of updates) bus.publish(toBusEvent(u))
+      // blocked: the execution ends here (the SDK keeps its bus for the input-required task) and the watch goes on
+      if (e.type === 'run.blocked') {
+        t.bus = undefined
+        t.done.resolve()
+      }
+      if (terminal) this.finish(t)
+      return
+    }
+    t.chain = t.chain.then(async () => { await this.apply(t, updates, terminal) }).catch((err: unknown) => {
+      this.stats.saveErrors++
+      this.host.log.warn({ err: (err as Error).message, task_id: t.ids.taskId, run_id: e.run_id, event: e.type }, 'a2a: cannot save a watched run\'s event to its task')
+    })
+    if (terminal) this.finish(t)
+  }
+
+  /** Save the updates to the task (no execution's ResultManager does), then publish them to its subscribers. */
+  private async apply (t: Tracked, updates: TaskUpdate[], terminal: boolean): Promise<void> {
+    // dropped meanwhile (evicted, or a new execution follows the run from its own start): nothing to keep
+    if (t.finished && !terminal) return
+    const taskId = t.ids.taskId
+    const saver = new ResultManager(this.host.store, CONTEXT)
+    for (const u of updates) {
+      const ev = toBusEvent(u)
+      await saver.processEvent(ev)
+      // a task that goes on keeps a bus, as the SDK keeps one for an input-required task, so subscribers can attach
+      const bus = terminal ? this.host.buses.getByTaskId(taskId) : this.host.buses.createOrGetByTaskId(taskId)
+      bus?.publish(ev)
+    }
+    if (terminal) {
+      this.host.buses.getByTaskId(taskId)?.finished()
+      this.host.buses.cleanupByTaskId(taskId)
+    }
+  }
+
+  /** The task waits for input: it joins the watches (as the newest); past the bound the oldest one goes. */
+  private waits (t: Tracked): void {
+    t.waiting = true
+    this.budget.add(t, () => {
+      this.stats.watchesDropped++
+      this.host.log.warn({ task_id: t.ids.taskId, run_id: t.runId, limit: this.budget.max }, 'a2a: a task waiting for input gave up its watch (bound, or a topic for new work): its run\'s later moves reach it no more')
+      this.finish(t)
+    })
+  }
+
+  private finish (t: Tracked): void {
+    this.budget.remove(t)
+    t.finished = true
+    t.sub?.close()
+    t.done.resolve()
+    if (this.tracked.get(t.ids.taskId) === t) this.tracked.delete(t.ids.taskId)
+  }
+}
+
+function toBusEvent (u: TaskUpdate): ReturnType<typeof Bus.statusUpdate> | ReturnType<typeof Bus.artifactUpdate> {
+  return u.kind === 'statusUpdate' ? Bus.statusUpdate(u.data) : Bus.artifactUpdate(u.data)
+}
