@@ -22,6 +22,8 @@ describe('backpressure on the wire', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode
   let handled = 0
+  /** Times the responder held its reads for want of a drain. */
+  let holds = 0
   const readsHeld = { settled: false, promise: Promise.resolve(), resolve: () => {} }
   readsHeld.promise = new Promise<void>(resolve => { readsHeld.resolve = () => { readsHeld.settled = true; resolve() } })
   const unserve: Array<() => Promise<void>> = []
@@ -34,7 +36,7 @@ describe('backpressure on the wire', () => {
       protocol: BIG,
       maxFrameBytes: 8 * 1024,
       methods: { big: { handle: async () => { handled++; return { data: 'x'.repeat(ANSWER_CHARS) } } } },
-      onReadsHeld: () => { readsHeld.resolve() }
+      onReadsHeld: () => { holds++; readsHeld.resolve() }
     }))
     // a peer that takes streams and never reads them
     await B.host.handle(DEAF, (stream) => { stream.pause(); deaf.push(stream) })
@@ -66,6 +68,25 @@ describe('backpressure on the wire', () => {
     expect(handled).toBeLessThan(REQUESTS / 10)
     stream.resume()
     await until(() => answered === sent, 'every request sent answered once the caller reads', 30_000)
+    expect(handled).toBe(sent)
+
+    // and again, after the stream drained once: @libp2p/utils' onDrain() resolved at once from then on, so the
+    // responder went on handling (3,000 of 3,000 here, their answers queued in its memory)
+    const holdsBefore = holds
+    const handledBefore = handled
+    stream.pause()
+    let again = 0
+    while (again < 3_000 && holds === holdsBefore) {
+      again++
+      sent++
+      if (!stream.send(encodeFrame({ id: sent, type: 'big', body: {} }))) {
+        await Promise.race([new Promise(resolve => { stream.addEventListener('drain', resolve, { once: true }) }), until(() => holds > holdsBefore, 'the reads held again')])
+      }
+    }
+    await until(() => holds > holdsBefore, 'the responder to hold its reads again')
+    expect(handled - handledBefore).toBeLessThan(1_500)
+    stream.resume()
+    await until(() => answered === sent, 'every request of the second round answered once the caller reads', 30_000)
     expect(handled).toBe(sent)
     await stream.close()
   })

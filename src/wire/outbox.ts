@@ -144,7 +144,7 @@ export class Outbox {
     // accepted, but the stream's buffer is full: what comes next waits for the drain
     batch.resolve(true)
     this.drainingSince = Date.now()
-    this.draining = this.stream.onDrain().then(() => {
+    this.draining = nextDrain(this.stream).then(() => {
       this.draining = undefined
       this.flush()
       this.onDrained?.()
@@ -157,6 +157,28 @@ export class Outbox {
       this.size = 0
     })
   }
+}
+
+/**
+ * The stream's next 'drain' (rejects when it closes first). Not
+ * `stream.onDrain()`: @libp2p/utils 7.4 makes its promise once and never
+ * clears it, so after a stream's first drain every later call resolved at
+ * once, even while its buffer was full, and a caller that never read its
+ * answers had them all queued in memory.
+ */
+async function nextDrain (stream: Stream): Promise<void> {
+  if (stream.status !== 'open' || stream.writeStatus !== 'writable') throw new Error(`the stream is ${stream.status}, its writes ${stream.writeStatus}`)
+  if (!stream.writableNeedsDrain) return
+  await new Promise<void>((resolve, reject) => {
+    const drained = (): void => { off(); resolve() }
+    const closed = (evt: Event): void => { off(); reject((evt as Event & { error?: Error }).error ?? new Error('the stream closed before it drained')) }
+    const off = (): void => {
+      stream.removeEventListener('drain', drained)
+      stream.removeEventListener('close', closed)
+    }
+    stream.addEventListener('drain', drained)
+    stream.addEventListener('close', closed)
+  })
 }
 
 /** `frames`, `bytes` in all, as one buffer. */
