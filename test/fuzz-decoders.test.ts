@@ -56,6 +56,21 @@ describe('fuzz: frames', () => {
     }), params)
   })
 
+  it('frames dribbled in one byte at a time, then in one chunk with the next frame\'s start, come out whole', () => {
+    // the body is filled in place as it comes: before, each byte copied everything buffered so far again
+    const big = { data: 'z'.repeat(40_000) }
+    const bytes = concat([encodeFrame(big), encodeFrame({ n: 1 }), encodeFrame({ n: 2 })])
+    const decoder = new FrameDecoder(1 << 20)
+    const out: Uint8Array[] = []
+    const firstEnd = encodeFrame(big).byteLength
+    for (let i = 0; i < firstEnd - 1; i++) out.push(...decoder.push(bytes.subarray(i, i + 1)))
+    expect(out).toEqual([])
+    expect(decoder.buffered).toBe(firstEnd - 1 - 3)
+    out.push(...decoder.push(bytes.subarray(firstEnd - 1)))
+    expect(out.map(f => parseJson(f))).toEqual([big, { n: 1 }, { n: 2 }])
+    expect(decoder.buffered).toBe(0)
+  })
+
   it('arbitrary bytes give frames within the limit or a FramingError, and never buffer past one frame', () => {
     const max = 64
     fc.assert(fc.property(fc.array(fc.uint8Array({ maxLength: 80 }), { maxLength: 6 }), (chunks) => {

@@ -7,6 +7,7 @@
 import type { StreamMessageEvent } from '@libp2p/interface'
 import { ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
 import { AapError, InvalidRequestError, isErrorCode, type ErrorFrame } from '../errors.ts'
+import { FRAME_BUFFER_START_BYTES } from './network-constants.ts'
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true })
@@ -59,7 +60,18 @@ export class FramingError extends Error {
  */
 export class FrameDecoder {
   private readonly maxFrameBytes: number
-  private pending: Uint8Array = new Uint8Array(0)
+  /**
+   * The frame that has started, once its length prefix is known: its body's
+   * length and the bytes of it here so far, in a buffer that doubles as they
+   * come (to the body's length at most). Each byte is copied about twice at
+   * most: a frame dribbled in one byte at a time costs no copy of all of it
+   * per byte, and a prefix alone allocates little.
+   */
+  private body: Uint8Array | undefined
+  private bodyLength = 0
+  private filled = 0
+  /** The start of a frame whose length prefix is not complete yet (fewer than MAX_LENGTH_PREFIX_BYTES). */
+  private head: Uint8Array = EMPTY
 
   constructor (maxFrameBytes: number) {
     this.maxFrameBytes = maxFrameBytes
@@ -67,7 +79,7 @@ export class FrameDecoder {
 
   /** Bytes of a frame that has started but is not complete. */
   get buffered (): number {
-    return this.pending.byteLength
+    return this.body !== undefined ? this.filled : this.head.byteLength
   }
 
   /** Append bytes; returns every frame they complete. Throws FramingError. */
@@ -90,7 +102,9 @@ export class FrameDecoder {
       if (!(err instanceof FramingError)) throw err
       const frames = this.decoded
       this.decoded = []
-      this.pending = new Uint8Array(0)
+      this.body = undefined
+      this.filled = 0
+      this.head = EMPTY
       return { frames, error: err }
     }
   }
@@ -99,14 +113,34 @@ export class FrameDecoder {
   private decoded: Uint8Array[] = []
 
   private decode (chunk: Uint8Array): Uint8Array[] {
-    let buf = chunk
-    if (this.pending.byteLength > 0) {
-      buf = new Uint8Array(this.pending.byteLength + chunk.byteLength)
-      buf.set(this.pending, 0)
-      buf.set(chunk, this.pending.byteLength)
-    }
     const frames: Uint8Array[] = []
     this.decoded = frames
+    let rest = chunk
+    if (this.body !== undefined) {
+      const take = Math.min(rest.byteLength, this.bodyLength - this.filled)
+      this.fill(rest.subarray(0, take))
+      rest = rest.subarray(take)
+      if (this.filled < this.bodyLength) {
+        this.decoded = []
+        return frames
+      }
+      frames.push(this.body.byteLength === this.bodyLength ? this.body : this.body.subarray(0, this.bodyLength))
+      this.body = undefined
+      this.filled = 0
+    } else if (this.head.byteLength > 0) {
+      const joined = new Uint8Array(this.head.byteLength + rest.byteLength)
+      joined.set(this.head, 0)
+      joined.set(rest, this.head.byteLength)
+      rest = joined
+      this.head = EMPTY
+    }
+    this.scan(rest, frames)
+    this.decoded = []
+    return frames
+  }
+
+  /** The whole frames of `buf` into `frames`; a frame it only starts is kept (copied: the transport may reuse its chunk). */
+  private scan (buf: Uint8Array, frames: Uint8Array[]): void {
     let at = 0
     while (at < buf.byteLength) {
       // read the varint length
@@ -122,17 +156,37 @@ export class FrameDecoder {
         shift *= 128
         if (i - at >= MAX_LENGTH_PREFIX_BYTES) throw new FramingError('bad_prefix', `length prefix longer than ${MAX_LENGTH_PREFIX_BYTES} bytes`)
       }
-      if (!complete) break
+      if (!complete) {
+        this.head = buf.slice(at)
+        return
+      }
       if (len > this.maxFrameBytes) throw new FramingError('oversized', `frame of ${len} bytes exceeds ${this.maxFrameBytes} bytes`)
-      if (buf.byteLength - i < len) break
+      if (buf.byteLength - i < len) {
+        this.bodyLength = len
+        this.body = new Uint8Array(Math.min(len, Math.max(FRAME_BUFFER_START_BYTES, 2 * (buf.byteLength - i))))
+        this.filled = 0
+        this.fill(buf.subarray(i))
+        return
+      }
       frames.push(buf.subarray(i, i + len))
       at = i + len
     }
-    this.pending = at === buf.byteLength ? new Uint8Array(0) : buf.slice(at)
-    this.decoded = []
-    return frames
+  }
+
+  /** Append to the body, doubling its buffer (to bodyLength at most) when it is full. */
+  private fill (bytes: Uint8Array): void {
+    if (bytes.byteLength === 0 || this.body === undefined) return
+    if (this.filled + bytes.byteLength > this.body.byteLength) {
+      const grown = new Uint8Array(Math.min(this.bodyLength, Math.max(2 * this.body.byteLength, this.filled + bytes.byteLength)))
+      grown.set(this.body.subarray(0, this.filled), 0)
+      this.body = grown
+    }
+    this.body.set(bytes, this.filled)
+    this.filled += bytes.byteLength
   }
 }
+
+const EMPTY = new Uint8Array(0)
 
 export function parseJson (bytes: Uint8Array): unknown {
   try {

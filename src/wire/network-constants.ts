@@ -131,3 +131,6 @@ export const INBOUND_ADMITTED_OPEN_MS = 10_000
  * of what it holds each time) and whose share is not spent, until a round names nobody new.
  */
 export const DHT_PROVIDER_SWEEP_ROUNDS = 3
+
+/** The first buffer of a frame's body that does not come in one chunk (framing.ts FrameDecoder); it doubles from there to the body's length. */
+export const FRAME_BUFFER_START_BYTES = 4 * 1024
