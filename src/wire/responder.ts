@@ -37,8 +37,9 @@ class InboundStream {
   private readonly outbox: Outbox
   /** Controllers of the requests in progress, aborted when the stream closes. */
   private readonly running = new Set<AbortController>()
-  /** Complete frames read but not yet handled: one chunk of bytes can hold many requests. */
-  private readonly backlog: Uint8Array[] = []
+  /** Complete frames read but not yet handled (from `backlogAt` on): one chunk of bytes can hold many requests. */
+  private backlog: Uint8Array[] = []
+  private backlogAt = 0
   /** No more requests will be read: the caller ended its side, or framing was lost. */
   private remoteEnded = false
   /** Reading stopped because framing was lost. */
@@ -60,7 +61,7 @@ class InboundStream {
       this.maybeFinish()
     })
     // the connection budget does not close a connection while a request on it is being handled
-    watchRequests(stream, () => this.running.size > 0 || this.backlog.length > 0)
+    watchRequests(stream, () => this.running.size > 0 || this.backlogged > 0)
     this.armIdle()
     stream.addEventListener('close', () => {
       this.finished = true
@@ -68,7 +69,8 @@ class InboundStream {
       clearTimeout(this.partial)
       for (const c of this.running) c.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
       this.running.clear()
-      this.backlog.length = 0
+      this.backlog = []
+      this.backlogAt = 0
       onClosed()
     })
     stream.addEventListener('message', (evt: StreamMessageEvent) => { this.onMessage(evt) })
@@ -110,7 +112,7 @@ class InboundStream {
 
   /** Once the caller has closed its side and every answer is out, close ours. */
   private maybeFinish (): void {
-    if (!this.remoteEnded || this.running.size > 0 || this.backlog.length > 0 || this.finished) return
+    if (!this.remoteEnded || this.running.size > 0 || this.backlogged > 0 || this.finished) return
     this.finished = true
     this.outbox.whenSent().then(() => { this.close('done') }, (err: unknown) => {
       this.log.debug({ err }, 'answers could not be sent before the stream closed')
@@ -192,17 +194,67 @@ class InboundStream {
    * unread in its own send window, not queued here as answers.
    */
   private pump (): void {
-    while (this.backlog.length > 0 && this.running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !this.finished && !this.outbox.waiting) {
-      const next = this.backlog.shift()
-      if (next !== undefined) this.handleFrame(next)
+    // at most MAX_PIPELINED_REQUESTS_PER_STREAM frames a pass: frames that are no requests (each answered with an
+    // error at once) are not counted in `running`, and a chunk can hold a hundred thousand empty ones; the rest
+    // waits for the turn after this pass's answers were handed to the stream, which may then say it is full
+    let pass = 0
+    while (this.backlogged > 0 && this.running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !this.finished && !this.outbox.waiting) {
+      if (pass++ === MAX_PIPELINED_REQUESTS_PER_STREAM) {
+        this.pumpLater()
+        break
+      }
+      const next = this.backlog[this.backlogAt]!
+      this.backlogAt++
+      if (this.backlogAt === this.backlog.length) {
+        this.backlog = []
+        this.backlogAt = 0
+      }
+      this.handleFrame(next)
     }
     const held = this.outbox.waiting
-    const full = this.backlog.length > 0 || this.running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM || held
-    if (full && this.stream.readStatus === 'readable') {
-      this.stream.pause()
-      if (held) this.spec.onReadsHeld?.(this.peer)
-    }
+    const full = this.backlogged > 0 || this.running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM || held
+    if (full && this.stream.readStatus === 'readable') this.stream.pause()
     else if (!full && this.stream.readStatus === 'paused') this.stream.resume()
+    // told once each time the answers start waiting for the caller (the reads may have been held already for a backlog)
+    if (held && !this.heldTold) this.spec.onReadsHeld?.(this.peer)
+    this.heldTold = held
+    this.armPartial()
+  }
+
+  /** onReadsHeld was called for the answers waiting now. */
+  private heldTold = false
+
+  /** Frames read and not handled yet. */
+  private get backlogged (): number {
+    return this.backlog.length - this.backlogAt
+  }
+
+  private pumpLaterArmed = false
+  /** Go on with the backlog in a later turn (the outbox flushes this pass's answers first). */
+  private pumpLater (): void {
+    if (this.pumpLaterArmed) return
+    this.pumpLaterArmed = true
+    setImmediate(() => {
+      this.pumpLaterArmed = false
+      this.pump()
+      this.maybeFinish()
+    })
+  }
+
+  /**
+   * A frame that has started must finish within frameTimeoutMs, or the peer
+   * holds a buffer here for nothing. Not while this side holds its reads:
+   * the rest of the frame may be in the stream's own buffer, unread.
+   */
+  private armPartial (): void {
+    if (this.frames.buffered === 0 || this.stream.readStatus !== 'readable' || this.finished || this.broken) {
+      clearTimeout(this.partial)
+      this.partial = undefined
+      return
+    }
+    this.partial ??= setTimeout(() => {
+      this.fatal(new InvalidRequestError(`truncated frame: ${this.frames.buffered} bytes and no end within ${this.limits.frameTimeoutMs} ms`, { reason: 'truncated' }))
+    }, this.limits.frameTimeoutMs)
   }
 
   private onMessage (evt: StreamMessageEvent): void {
@@ -210,21 +262,13 @@ class InboundStream {
     this.armIdle()
     const { frames: list, error } = this.frames.read(chunkOf(evt))
     for (const f of list) this.backlog.push(f)
-    this.pump()
     if (error !== undefined) {
-      // the whole requests before the bad prefix are answered (pump above), then the framing is lost
+      // the whole requests before the bad prefix are answered, then the framing is lost
+      this.pump()
       this.fatal(new InvalidRequestError(error.message, { reason: error.reason, max_frame_bytes: this.spec.maxFrameBytes }))
       return
     }
-    // a frame that has started must finish: a peer that stops mid-frame holds a buffer otherwise
-    if (this.frames.buffered === 0) {
-      clearTimeout(this.partial)
-      this.partial = undefined
-    } else if (this.partial === undefined) {
-      this.partial = setTimeout(() => {
-        this.fatal(new InvalidRequestError(`truncated frame: ${this.frames.buffered} bytes and no end within ${this.limits.frameTimeoutMs} ms`, { reason: 'truncated' }))
-      }, this.limits.frameTimeoutMs)
-    }
+    this.pump()
   }
 
   private onEnd (): void {
