@@ -61,6 +61,14 @@ class Session {
       this.failAll(new AgentNotFoundError(`stream to agent ${peerName} closed before it answered`, { reason: 'closed' }))
       this.abandoned.clear()
     })
+    // the responder ended its side (it closed an idle stream): nothing more will be answered here, so the calls
+    // waiting fail now and no new call picks this stream; ours closes too
+    stream.addEventListener('end', () => {
+      if (this.closed) return
+      this.closed = true
+      this.failAll(new AgentNotFoundError(`agent ${peerName} ended the stream before it answered`, { reason: 'closed' }))
+      if (stream.writeStatus === 'writable') stream.close().catch((err: unknown) => { stream.abort(err instanceof Error ? err : new Error('close failed')) })
+    })
     stream.addEventListener('message', (evt: StreamMessageEvent) => {
       if (this.closed) return
       let list: Uint8Array[]

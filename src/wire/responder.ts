@@ -77,10 +77,17 @@ class InboundStream {
     stream.addEventListener('end', () => { this.onEnd() })
   }
 
-  /** A stream with no request for twice STREAM_IDLE_TIMEOUT_MS is closed. */
+  /**
+   * A stream with no request for twice STREAM_IDLE_TIMEOUT_MS is closed. It
+   * handles nothing more: a request that comes after could not be answered
+   * (our side is closed), and the caller learns it from the end of the stream.
+   */
   private armIdle (): void {
     clearTimeout(this.idle)
-    this.idle = setTimeout(() => { this.close('idle') }, STREAM_IDLE_TIMEOUT_MS * 2)
+    this.idle = setTimeout(() => {
+      this.finished = true
+      this.close('idle')
+    }, STREAM_IDLE_TIMEOUT_MS * 2)
     this.idle.unref?.()
   }
 
