@@ -217,6 +217,18 @@ describe('run state machine: the rules the profile names', () => {
     }
   })
 
+  it('a run handed back to its delegator (its delegator is its executor) blocks only when it names an authorized agent', () => {
+    // nobody else could resume it: the executor may not resume its own run
+    const handedBack: Run = { ...runIn('running'), delegator: EXECUTOR, authorized: [] }
+    const refused = transition(handedBack, { type: 'block', reason: 'r', checkpoint_id: 'cp-1' }, actor('executor'), NOW)
+    expect(refused.ok ? 'blocked' : refused.error.code).toBe('INVALID_TRANSITION')
+    if (!refused.ok) expect(refused.error.message).toMatch(/nobody could resume it/)
+    const withHelper = transition({ ...handedBack, authorized: [AUTHORIZED] }, { type: 'block', reason: 'r', checkpoint_id: 'cp-1' }, actor('executor'), NOW)
+    if (!withHelper.ok) throw withHelper.error
+    const resumed = transition(withHelper.result.run, { type: 'resume', resolution: { ok: true } }, actor('authorized'), NOW)
+    expect(resumed.ok && resumed.result.run.state).toBe('running')
+  })
+
   it('a run blocked, resumed and blocked again carries the newest checkpoint', () => {
     let run = runIn('running')
     for (const cp of ['cp-a', 'cp-b']) {

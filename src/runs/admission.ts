@@ -90,7 +90,6 @@ export function checkHandoff (req: WireHandoff, from: string, self: string, sign
     t.parent_run !== pt.parent_run) {
     throw new UnauthorizedError('the handoff ticket does not continue the transferred run\'s own ticket', { reason: 'false_inheritance' })
   }
-  if (t.delegator === self) throw new DelegationRefusedError('a run is not handed off to its own delegator: a blocked run must be resumed by another agent', { reason: 'to_delegator' })
   return t
 }
 

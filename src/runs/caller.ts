@@ -157,7 +157,8 @@ export class RunCaller {
       const to = (body as { to_agent?: unknown }).to_agent
       const next = runFromAnswer(res, typeof to === 'string' ? to : '')
       if (next.handoff_from?.run_id !== runId) throw new InvalidRequestError('the executor answered a handoff with a run that does not continue the run handed off')
-      if (next.delegator === this.agentId) await this.store.noteOutgoing(next)
+      // a run handed back to this node is one it executes, not one it watches as a delegator
+      if (next.delegator === this.agentId && next.agent_id !== this.agentId) await this.store.noteOutgoing(next)
       return next
     }
     // the run asked about, as its own executor holds it: an answer about another run would rewrite that run's record here
@@ -176,7 +177,7 @@ export class RunCaller {
    */
   async adoptSuccessor (pred: Run, opts: CallOptions): Promise<Run | undefined> {
     const link = pred.handoff_to
-    if (link === null || pred.delegator !== this.agentId || await this.store.getOutgoing(link.run_id) !== undefined) return undefined
+    if (link === null || pred.delegator !== this.agentId || link.agent_id === this.agentId || await this.store.getOutgoing(link.run_id) !== undefined) return undefined
     if (executorOfRun(link.run_id) !== link.agent_id) throw new InvalidRequestError('a handoff names a successor its named agent does not execute')
     const res = await this.controlClient.call(peerOf(link.agent_id), 'get_run', { run_id: link.run_id }, opts)
     const next = runFromAnswer(res, link.agent_id)

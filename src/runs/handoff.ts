@@ -67,8 +67,6 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
     const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, new Date().toISOString())
     if (!dry.ok) throw dry.error
     if (toAgent === h.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
-    // as a delegation to oneself is refused: a run blocked there could be resumed by nobody
-    if (toAgent === old.delegator) throw new DelegationRefusedError('a run is not handed off to its own delegator: a blocked run must be resumed by another agent', { reason: 'to_delegator' })
     const started = await h.store.log.get(runId, 1)
     const own = started === undefined ? undefined : ticketOf(started, undefined, h.signatures)
     if (started === undefined || own === undefined) throw new InvalidRequestError(`run ${runId} has no valid ticket, so it cannot be handed off`, { reason: 'no_ticket' })
