@@ -244,6 +244,7 @@ export class Artifacts implements ArtifactWriter {
     let corrupt: AapError | undefined
     let last: AapError | undefined
     let tried = 0
+    let committing = false
     for await (const peer of this.holders(id, opts)) {
       opts.signal?.throwIfAborted()
       tried++
@@ -267,6 +268,7 @@ export class Artifacts implements ArtifactWriter {
         }
         await this.pullChunks(session, id, manifest.m, have, w, opts.signal)
         await session.close()
+        committing = true
         await this.store.commit(w, id, manifest.bytes)
         this.stats.fetched++
         this.announce(id)
@@ -274,7 +276,8 @@ export class Artifacts implements ArtifactWriter {
       } catch (err) {
         const e = toAapError(err)
         session?.abort(e)
-        if (storeRefused(e) || opts.signal?.aborted === true) throw e
+        // a commit that failed abandoned the write (its staged chunks are gone): no other holder can finish it
+        if (committing || storeRefused(e) || opts.signal?.aborted === true) throw e
         if (e.code === 'ARTIFACT_CORRUPT') corrupt = e
         last = e
         this.log.debug({ err: e, artifact: id, peer: peer.toString() }, 'an artifact holder failed; trying the next')

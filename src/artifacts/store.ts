@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path'
 import { ARTIFACT_CHUNK_BYTES, ARTIFACT_MAX_BYTES } from '../constants.ts'
 import { AapError, ArtifactCorruptError, InvalidRequestError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
+import { storageWriteError } from '../storage/write-guard.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 
 function isMissing (err: unknown): boolean {
@@ -36,6 +37,10 @@ const canonical = (id: string, codec: number): string => parseId(id, codec, code
 
 function storeClosed (): AapError {
   return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
+}
+
+function writeSettled (): AapError {
+  return new AapError('INTERNAL', 'the artifact write was committed or abandoned already', { reason: 'write_settled' })
 }
 
 /** One write in progress: the chunks it stored that `chunks/` did not hold, waiting in `dir` (see ArtifactStore.commit). */
@@ -159,8 +164,13 @@ export class ArtifactStore {
 
   private async writeFile (path: string, bytes: Uint8Array): Promise<void> {
     const tmp = join(this.dir, 'tmp', randomBytes(12).toString('hex'))
-    await writeFile(tmp, bytes)
-    await rename(tmp, path)
+    try {
+      await writeFile(tmp, bytes)
+      await rename(tmp, path)
+    } catch (err) {
+      await rm(tmp, { force: true }).catch((e: unknown) => { this.log.debug({ err: e }, 'a temporary artifact file could not be removed (it goes when the store opens again)') })
+      throw storageWriteError(err, 'artifacts')
+    }
   }
 
   private chunkPath (cid: string): string {
@@ -184,7 +194,11 @@ export class ArtifactStore {
   /** A new write: stage its chunks with `stage`, then `commit` it or `abandon` it (exactly one of them). */
   async begin (): Promise<StagedWrite> {
     const w = new StagedWrite(join(this.dir, 'tmp', `w-${randomBytes(12).toString('hex')}`))
-    await mkdir(w.dir)
+    try {
+      await mkdir(w.dir)
+    } catch (err) {
+      throw storageWriteError(err, 'artifacts')
+    }
     return w
   }
 
@@ -196,6 +210,7 @@ export class ArtifactStore {
   /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already; stages of one write may run at once. */
   async stage (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
     if (this.closed) throw storeClosed()
+    if (w.settled) throw writeSettled()
     const earlier = w.writing.get(cid)
     if (earlier !== undefined) return await earlier
     const writing = this.stageOnce(w, cid, bytes)
@@ -214,7 +229,8 @@ export class ArtifactStore {
       await writeFile(join(w.dir, cid), bytes)
     } catch (err) {
       this.usedBytes -= bytes.byteLength
-      throw err
+      // a full or failing disk is STORAGE_FULL, as the datastore's is: the fetch stops, no other holder is tried
+      throw storageWriteError(err, 'artifacts')
     }
     w.staged.set(cid, bytes.byteLength)
   }
@@ -223,6 +239,8 @@ export class ArtifactStore {
   async commit (w: StagedWrite, id: string, manifest: Uint8Array): Promise<void> {
     const turn = this.committing.then(async () => {
       if (this.closed) throw storeClosed()
+      // a write abandoned (a commit of it that failed) has nothing staged any more: it must not become a manifest
+      if (w.settled) throw writeSettled()
       // the manifest's room first: a store too full for it refuses the write before any chunk has moved
       const manifestPath = this.manifestPath(id)
       const fresh = !(await this.exists(manifestPath))
@@ -252,7 +270,11 @@ export class ArtifactStore {
         await rm(join(w.dir, cid), { force: true })
         this.usedBytes -= size
       } else {
-        await rename(join(w.dir, cid), path)
+        try {
+          await rename(join(w.dir, cid), path)
+        } catch (err) {
+          throw storageWriteError(err, 'artifacts')
+        }
       }
       w.staged.delete(cid)
     }

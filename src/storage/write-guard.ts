@@ -35,12 +35,13 @@ function isNoSpace (err: unknown): boolean {
   return e?.code === 'ENOSPC' || (typeof e?.message === 'string' && /no space left|ENOSPC|disk full/i.test(e.message))
 }
 
-/** The typed error of a failed write (an AapError passes through unchanged). */
-export function storageWriteError (err: unknown): AapError {
+/** The typed error of a failed write to `store` (an AapError passes through unchanged). */
+export function storageWriteError (err: unknown, store: 'datastore' | 'artifacts' = 'datastore'): AapError {
   if (err instanceof AapError) return err
   const reason = isNoSpace(err) ? 'no_space' : 'write_failed'
   // the store's own message (it may name files of the data dir) stays in `cause`, off the wire
-  const e = new StorageFullError(`the node's datastore refused a write (${reason === 'no_space' ? 'out of space' : 'write failed'})`, { store: 'datastore', reason })
+  const what = store === 'datastore' ? 'datastore' : 'artifact store'
+  const e = new StorageFullError(`the node's ${what} refused a write (${reason === 'no_space' ? 'out of space' : 'write failed'})`, { store, reason })
   e.cause = err
   return e
 }
