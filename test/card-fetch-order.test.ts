@@ -210,3 +210,43 @@ describe('providers named by many peers (provider-queue.ts): in turn over the na
     await settled()
   })
 })
+
+describe('a card a holder sends that does not match (CardFetches, a holder asked for providers it named)', () => {
+  it('is not the agent\'s last word: the agent is asked itself, and the holder\'s card is not cached', async () => {
+    const key = await newKey()
+    const wanted = { capability_id: 'cap:new', version: '1.0.0' }
+    // the holder hands out the agent's older card, still valid, from before it offered cap:new
+    const older = await issueCard(key, draft, 1)
+    const own = await issueCard(key, { ...draft, capabilities: [...(draft.capabilities ?? []), wanted] }, 2)
+    const holder = peerIdFromString(agentIdOf(await newKey()))
+    const cached: AgentCard[] = []
+    const fetched: string[] = []
+    const fetches = new CardFetches<AgentCard>({
+      self: peerIdFromString(agentIdOf(await newKey())),
+      wanted: () => 1,
+      matches: c => c.capabilities.some(x => x.capability_id === wanted.capability_id),
+      signal: AbortSignal.timeout(60_000),
+      stopped: new AbortController().signal,
+      connected: p => p.equals(holder),
+      known: () => false,
+      ask: async (_holder, _agents, _signal, onCard) => {
+        onCard(older)
+        return [older]
+      },
+      fetch: async (p) => {
+        fetched.push(p.toString())
+        return own
+      },
+      remember: c => { cached.push(c); return c },
+      stats: newDiscoveryStats(),
+      log: componentLogger(undefined, 'test'),
+      onChange: () => {}
+    })
+    fetches.add([peerIdFromString(own.agent_id)], holder)
+    await new Promise<void>(resolve => { const poll = (): void => { if (fetches.idle) resolve(); else setImmediate(poll) }; poll() })
+    // before: the holder's card counted as the agent's, the agent was never asked, and the older card was cached
+    expect(fetched).toEqual([own.agent_id])
+    expect(fetches.ready).toEqual([own])
+    expect(cached.map(c => c.seq)).not.toContain(1)
+  })
+})

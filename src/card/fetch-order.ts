@@ -243,13 +243,15 @@ export class CardFetches<Card extends { agent_id: string }> {
     if (init.ask === undefined || ask.length === 0) return providers
     this.expected += ask.length
     init.stats.heldCardAsks++
+    // a held card that does not match proves nothing: it may be an older card than the agent's own (a holder
+    // may hand out any valid card it holds), so the agent is asked itself, as for one the holder did not send
+    const matched = new Set<string>()
     const onCard = (card: Card): void => {
-      if (!this.fromHolder(card, holder)) this.spent++
+      if (this.fromHolder(card, holder)) matched.add(card.agent_id)
     }
     init.ask(holder, ask, init.signal, onCard)
-      .then(cards => {
-        const got = new Set(cards.map(card => card.agent_id))
-        this.pending.push(ask.filter(p => !got.has(p.toString())))
+      .then(() => {
+        this.pending.push(ask.filter(p => !matched.has(p.toString())))
       }, (err: unknown) => {
         if (!init.stopped.aborted) init.stats.heldCardAskFailures++
         init.log.debug({ err: toAapError(err), peer: holder.toString() }, 'the peer that named providers did not send their cards')
@@ -262,12 +264,21 @@ export class CardFetches<Card extends { agent_id: string }> {
     return providers.filter(p => !ask.includes(p))
   }
 
-  /** A card `holder` sent, kept; whether it matches (made ready unless it was already). */
+  /**
+   * A card `holder` sent; whether it matches (made ready unless it was
+   * already). Only a matching card is kept in the node's cache: one that does
+   * not match may be older than the agent's own, and kept it would answer
+   * the agent's own fetch, and every lookup for CARD_CACHE_TTL_MS, in its place.
+   */
   private fromHolder (card: Card, holder: PeerId): boolean {
     const { init } = this
     init.stats.heldCardsReceived++
     // a card sent by key: the holder names its agent by sending it
     if (init.explain !== undefined && !this.namedBy.has(card.agent_id)) this.namedBy.set(card.agent_id, holder.toString())
+    if (!init.matches(card)) {
+      init.onChange()
+      return false
+    }
     const newest = init.remember(card)
     const matches = init.matches(newest)
     if (matches) this.deliver(newest, 'holder', false)
