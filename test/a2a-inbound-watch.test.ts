@@ -5,43 +5,22 @@
  * SubscribeToTask streams end with their clients and are bounded per task.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Role, TaskState } from '@a2a-js/sdk'
-import type { Message, Part, StreamResponse, Task } from '@a2a-js/sdk'
+import { TaskState } from '@a2a-js/sdk'
+import type { StreamResponse, Task } from '@a2a-js/sdk'
 import { ClientFactory, type Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
-import { A2A_MESH_EXTENSION_URI, PART_DELEGATE, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
+import { A2A_MESH_EXTENSION_URI, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { MAX_CORRELATION_TOPICS } from '../src/constants.ts'
 import type { AapError } from '../src/errors.ts'
 import type { EventSubscription } from '../src/events/subscription.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { asTask, data, partData, send, userMessage } from './fixtures/a2a-messages.ts'
 
 const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 const WAIT = { capability_id: 'cap:wait', version: '1.0.0' }
-
-function data (type: string, body: Record<string, unknown>): Part {
-  return { content: { $case: 'data', value: { type, ...body } }, metadata: undefined, filename: '', mediaType: 'application/json' }
-}
-
-function userMessage (parts: Part[], ids: { taskId?: string, contextId?: string } = {}): Message {
-  return { messageId: crypto.randomUUID(), contextId: ids.contextId ?? '', taskId: ids.taskId ?? '', role: Role.ROLE_USER, parts, metadata: undefined, extensions: [], referenceTaskIds: [] }
-}
-
-function send (capability: typeof APPROVE, input: Record<string, unknown>, contextId = ''): { tenant: string, message: Message, configuration: undefined, metadata: undefined } {
-  return { tenant: '', message: userMessage([data(PART_DELEGATE, { capability, input })], { contextId }), configuration: undefined, metadata: undefined }
-}
-
-function partData (parts: readonly Part[] | undefined, type: string): Record<string, unknown> | undefined {
-  for (const p of parts ?? []) if (p.content?.$case === 'data' && p.content.value?.type === type) return p.content.value
-  return undefined
-}
-
-function asTask (r: unknown): Task {
-  if (typeof r !== 'object' || r === null || !('status' in r)) throw new Error(`not a task: ${JSON.stringify(r)}`)
-  return r as Task
-}
 
 function runIdOf (task: Task): string {
   return (task.metadata?.[A2A_MESH_EXTENSION_URI] as { run_id: string }).run_id
