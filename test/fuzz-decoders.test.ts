@@ -65,9 +65,17 @@ describe('fuzz: frames', () => {
     const firstEnd = encodeFrame(big).byteLength
     for (let i = 0; i < firstEnd - 1; i++) out.push(...decoder.push(bytes.subarray(i, i + 1)))
     expect(out).toEqual([])
-    expect(decoder.buffered).toBe(firstEnd - 1 - 3)
+    expect(decoder.buffered).toBe(firstEnd - 1)
     out.push(...decoder.push(bytes.subarray(firstEnd - 1)))
     expect(out.map(f => parseJson(f))).toEqual([big, { n: 1 }, { n: 2 }])
+    expect(decoder.buffered).toBe(0)
+  })
+
+  it('a frame whose length prefix alone has come counts as started (its prefix is buffered)', () => {
+    const decoder = new FrameDecoder(1024)
+    expect(decoder.push(Uint8Array.from([100]))).toEqual([])
+    expect(decoder.buffered).toBe(1)
+    expect(decoder.push(new Uint8Array(100))).toHaveLength(1)
     expect(decoder.buffered).toBe(0)
   })
 

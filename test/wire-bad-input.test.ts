@@ -222,6 +222,20 @@ describe('bad input on the wire: a typed error frame, no state change, the node 
     expect(new Set(runs.map(l => l.split(' ')[1])).size).toBe(1)
   })
 
+  it('a stream that ends, or stalls, right after a length prefix is a truncated frame too', async () => {
+    // the prefix alone: the frame has started, though none of its body has come
+    const ended = await open(CONTROL_PROTOCOL)
+    ended.write(Uint8Array.from([100]))
+    await ended.closeWrite()
+    expect(await ended.next()).toMatchObject({ id: null, ok: false, error: { code: 'INVALID_REQUEST', details: { reason: 'truncated' } } })
+    await ended.ended
+    const stalled = await open(CONTROL_PROTOCOL)
+    stalled.write(Uint8Array.from([100]))
+    // FRAME_COMPLETION_TIMEOUT_MS later
+    expect(await stalled.next()).toMatchObject({ id: null, ok: false, error: { code: 'INVALID_REQUEST', details: { reason: 'truncated' } } })
+    await stalled.ended
+  })
+
   it('a stream the caller closes cleanly is answered and then closed by the responder', async () => {
     const w = await open(CONTROL_PROTOCOL)
     w.request({ id: 1, type: 'get_run', body: { run_id: `${B.agentId}:none` } })

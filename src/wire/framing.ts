@@ -70,6 +70,8 @@ export class FrameDecoder {
   private body: Uint8Array | undefined
   private bodyLength = 0
   private filled = 0
+  /** The length prefix of that frame, read already: it counts as buffered (a frame has started). */
+  private prefixBytes = 0
   /** The start of a frame whose length prefix is not complete yet (fewer than MAX_LENGTH_PREFIX_BYTES). */
   private head: Uint8Array = EMPTY
 
@@ -79,7 +81,7 @@ export class FrameDecoder {
 
   /** Bytes of a frame that has started but is not complete. */
   get buffered (): number {
-    return this.body !== undefined ? this.filled : this.head.byteLength
+    return this.body !== undefined ? this.prefixBytes + this.filled : this.head.byteLength
   }
 
   /** Append bytes; returns every frame they complete. Throws FramingError. */
@@ -163,6 +165,7 @@ export class FrameDecoder {
       if (len > this.maxFrameBytes) throw new FramingError('oversized', `frame of ${len} bytes exceeds ${this.maxFrameBytes} bytes`)
       if (buf.byteLength - i < len) {
         this.bodyLength = len
+        this.prefixBytes = i - at
         this.body = new Uint8Array(Math.min(len, Math.max(FRAME_BUFFER_START_BYTES, 2 * (buf.byteLength - i))))
         this.filled = 0
         this.fill(buf.subarray(i))
