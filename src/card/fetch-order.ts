@@ -292,7 +292,7 @@ export class CardFetches<Card extends { agent_id: string }> {
    * answers, nobody is dialed (it may send every card wanted) and what its
    * DHT answer names waits; then the providers it sent no card of are asked
    * for as usual. A card it sends that does not match is not spent: the
-   * lookup did not name it (if it does, its fetch finds the card cached).
+   * lookup did not name it (if it does, the agent is asked itself).
    */
   askKey (holder: PeerId): void {
     this.askByKey(holder)

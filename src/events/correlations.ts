@@ -258,8 +258,10 @@ export class Correlations {
     if (v.owner !== t.owner || t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION) {
       rt.lineage = 'rejected'
       rt.owner = v.owner
-      // the owner's run past the limit is not another owner's: its verdict says which
-      return v.owner === t.owner ? 'full' : 'foreign'
+      // the owner's run past the limit is not another owner's: its verdict says which, for each of its events
+      if (v.owner !== t.owner) return 'foreign'
+      rt.overLimit = true
+      return 'full'
     }
     rt.lineage = 'admitted'
     rt.owner = v.owner
@@ -346,6 +348,12 @@ export class Correlations {
       if (!unproven && t.unprovenParticipants.delete(agentId) && isInterested(t)) this.init.onParticipant(t, agentId)
       return
     }
+    try {
+      peerIdOfAgent(agentId)
+    } catch {
+      // an event named something that is not an agent id: nobody to sync from
+      return
+    }
     if (t.participants.size >= EVENTS_MAX_PARTICIPANTS) {
       const stranger = unproven ? undefined : t.unprovenParticipants.values().next().value
       if (stranger === undefined) {
@@ -354,12 +362,6 @@ export class Correlations {
       }
       t.unprovenParticipants.delete(stranger)
       t.participants.delete(stranger)
-    }
-    try {
-      peerIdOfAgent(agentId)
-    } catch {
-      // an event named something that is not an agent id: nobody to sync from
-      return
     }
     t.participants.add(agentId)
     if (unproven) {

@@ -131,6 +131,8 @@ export interface RunTrack {
    */
   lineage: 'unknown' | 'pending' | 'admitted' | 'rejected'
   ticket?: RunTicket
+  /** Rejected only because the owner's task held EVENTS_MAX_RUNS_PER_CORRELATION admitted runs: its events are over_limit. */
+  overLimit?: true
   /** The owner whose task the run is admitted to. */
   owner?: string
   /** Gossip events ahead of the chain held here, by seq, until their predecessor is placed (placement.ts). */
