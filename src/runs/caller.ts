@@ -156,9 +156,7 @@ export class RunCaller {
       // the new run, on the agent the run was handed to, continuing this one
       const to = (body as { to_agent?: unknown }).to_agent
       const next = runFromAnswer(res, typeof to === 'string' ? to : '')
-      if (next.handoff_from?.run_id !== runId) throw new InvalidRequestError('the executor answered a handoff with a run that does not continue the run handed off')
-      // a run handed back to this node is one it executes, not one it watches as a delegator
-      if (next.delegator === this.agentId && next.agent_id !== this.agentId) await this.store.noteOutgoing(next)
+      await this.noteSuccessor(next, runId)
       return next
     }
     // the run asked about, as its own executor holds it: an answer about another run would rewrite that run's record here
@@ -181,11 +179,19 @@ export class RunCaller {
     if (executorOfRun(link.run_id) !== link.agent_id) throw new InvalidRequestError('a handoff names a successor its named agent does not execute')
     const res = await this.controlClient.call(peerOf(link.agent_id), 'get_run', { run_id: link.run_id }, opts)
     const next = runFromAnswer(res, link.agent_id)
-    if (next.run_id !== link.run_id || next.handoff_from?.run_id !== pred.run_id || next.delegator !== this.agentId) {
-      throw new InvalidRequestError('the successor named by a handoff does not continue the run, or has another delegator')
-    }
-    await this.store.noteOutgoing(next)
-    return next
+    if (next.run_id !== link.run_id) throw new InvalidRequestError('the executor answered with another run than the successor asked about')
+    await this.noteSuccessor(next, pred.run_id)
+    return next.delegator === this.agentId ? next : undefined
+  }
+
+  /**
+   * `next` must continue run `predId`; it is recorded here as delegated when
+   * this node is its delegator and not its executor (a run handed back to
+   * this node is one it executes, not one it watches).
+   */
+  private async noteSuccessor (next: Run, predId: string): Promise<void> {
+    if (next.handoff_from?.run_id !== predId) throw new InvalidRequestError('a handoff\'s new run does not continue the run handed off')
+    if (next.delegator === this.agentId && next.agent_id !== this.agentId) await this.store.noteOutgoing(next)
   }
 
   /**
