@@ -8,6 +8,7 @@
  * no run is left running that nobody will ever hear about.
  */
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
+import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
 import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
@@ -105,7 +106,7 @@ export class HandoffConfirmations {
     this.waiting.delete(runId)
     this.i.log.warn({ run_id: runId, from: w.from.run_id, why }, 'failing a handoff successor that was never confirmed')
     try {
-      await this.i.fail(runId, why.slice(0, 1000))
+      await this.i.fail(runId, why.slice(0, FAILURE_MESSAGE_MAX_CHARS))
     } catch (err) {
       this.i.log.error({ err: toAapError(err), run_id: runId }, 'an unconfirmed handoff successor could not be failed')
     }

@@ -23,3 +23,9 @@ export const INBOUND_RUNS_SHARE_DIVISOR = 4
 export const IDEMPOTENCY_SWEEP_INTERVAL_MS = 60 * 60 * 1000
 /** Idempotency records one sweep reads, and deletes, per batch before it yields. */
 export const IDEMPOTENCY_SWEEP_BATCH = 500
+/**
+ * A run's failure message is cut to this many characters wherever this node
+ * writes one (a handler's ctx.fail, its error, a verdict): under the Run
+ * schema's 1024 (ERROR_MESSAGE_MAX_CHARS), the bound the API's fail request has.
+ */
+export const FAILURE_MESSAGE_MAX_CHARS = 1000

@@ -8,7 +8,8 @@ import { AapError, toAapError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { checkParts, type ArtifactWriter } from '../artifacts/types.ts'
 import { REASON_MAX_CHARS } from '../constants.ts'
-import { isBlock } from './messages.ts'
+import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
+import { isBlock, isRunOutput } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
@@ -255,11 +256,13 @@ function contextFor (
       }
     },
     complete: async (output) => {
-      checkParts(output, 'output')
+      checkOutput(output)
       if (await whenRunning({ type: 'complete', output }) === undefined) throw endedError(a, 'complete')
     },
     fail: async (message) => {
-      await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message }, EXECUTOR)
+      // cut as the run's other failures are: a longer message would make the run one the schema refuses, so
+      // nobody could read it over the wire (its delegator's liveness probes among them)
+      await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message: String(message).slice(0, FAILURE_MESSAGE_MAX_CHARS) }, EXECUTOR)
     },
     handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR),
     conversation,
@@ -273,6 +276,17 @@ function contextFor (
     }
   }
   return { ctx, whenRunning }
+}
+
+/**
+ * A run's output is what its Run record will carry: one the Run schema refuses
+ * (more than 256 members, not an object) would make the run unreadable over the
+ * wire, and its delegator, whose get_run answers it could no longer read, would
+ * take a live executor for lost. So it is refused here, and the run fails.
+ */
+function checkOutput (output: unknown): void {
+  isRunOutput.assert(output, 'output')
+  checkParts(output as Record<string, unknown>, 'output')
 }
 
 /** The refusal for a call whose run ended while the call waited for a resume. */
@@ -299,7 +313,7 @@ async function runHandler (
       output = await handler(ctx)
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-        await failRun(host, runId, toAapError(err).message.slice(0, 1000))
+        await failRun(host, runId, toAapError(err).message.slice(0, FAILURE_MESSAGE_MAX_CHARS))
       } else {
         // the run ended by other means (cancel, handoff, stop): the handler's error is its reaction to that
         host.log.debug({ err: toAapError(err), run_id: runId }, 'a handler ended with an error after its run ended')
@@ -310,12 +324,12 @@ async function runHandler (
     // returned while blocked: the output is kept, and the run completes with it once resumed
     if (a.run.state === 'blocked') host.log.debug({ run_id: runId, checkpoint_id: a.run.checkpoint_id }, 'a handler returned while its run is blocked; its output waits for the resume')
     try {
-      checkParts(output ?? {}, 'output')
+      checkOutput(output ?? {})
       const done = await whenRunning({ type: 'complete', output: output ?? {} })
       if (done === undefined) host.log.info({ run_id: runId, state: a.run.state }, 'a handler\'s output was dropped: its run ended while blocked')
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-        await failRun(host, runId, `the handler's output could not complete the run: ${toAapError(err).message}`.slice(0, 1000))
+        await failRun(host, runId, `the handler's output could not complete the run: ${toAapError(err).message}`.slice(0, FAILURE_MESSAGE_MAX_CHARS))
       } else {
         // the run ended (cancel, stop) while the output waited: it is not the handler's failure
         host.log.info({ err: toAapError(err), run_id: runId, state: a.run.state }, 'a handler\'s output could not complete its run')

@@ -20,6 +20,7 @@ import {
   LIVENESS_PROBE_INTERVAL_MS, LIVENESS_PROBE_TIMEOUT_MS
 } from '../constants.ts'
 import { toAapError } from '../errors.ts'
+import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
@@ -70,6 +71,8 @@ export interface LivenessInit extends LivenessOptions {
 export interface LivenessStats {
   probes: number
   probeFailures: number
+  /** Failed probes the executor answered (an error of its own, or a run this node refused): signs of life all the same. */
+  probesAnsweredUnread: number
   /** Runs declared lost (a verdict signed, or the record failed when no event was held to chain one to). */
   declared: number
   /** Declared runs whose verdict could not be chained (no event of the run held here). */
@@ -95,13 +98,15 @@ interface ExecutorWatch {
   lastSeen: number
   probing: boolean
   turn: number
+  /** A probe was answered with something other than the run (logged once). */
+  answeredUnread?: boolean
 }
 
 /** A run declared lost whose executor has not been heard from since; `verdict` null when none could be chained. */
 interface Notice { executor: string, verdict: AgentEvent | null, since: number }
 
 export class LivenessMonitor {
-  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0 }
+  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0 }
   readonly lostAfterMs: number
   readonly probeIntervalMs: number
   readonly maxNotices: number
@@ -279,6 +284,16 @@ export class LivenessMonitor {
         await this.declare(runId, executor, 'the executor answers but no longer holds the run', undefined)
         return
       }
+      if (e.code !== 'AGENT_NOT_FOUND' && e.code !== 'TIMEOUT') {
+        // an answer, though not a run this node could take (an error of the executor's, or a run its schema
+        // refuses): the executor is there, so nothing is declared for it; the run's record stays as it was
+        w.lastSeen = Date.now()
+        this.stats.probesAnsweredUnread++
+        // told once per executor watch: the probe keeps getting the same answer every interval
+        if (!w.answeredUnread) this.i.log.warn({ executor, run_id: runId, err: e }, 'a liveness probe was answered with something other than the run: the executor counts as there')
+        w.answeredUnread = true
+        return
+      }
       const silent = Date.now() - w.lastSeen
       this.i.log.debug({ executor, silent_ms: silent, err: e }, 'a liveness probe failed')
       if (silent < this.lostAfterMs) return
@@ -315,7 +330,7 @@ export class LivenessMonitor {
       declared = {
         ...prev,
         state: 'failed',
-        failure: { code: EXECUTOR_LOST, message: message.slice(0, 1000) },
+        failure: { code: EXECUTOR_LOST, message: message.slice(0, FAILURE_MESSAGE_MAX_CHARS) },
         last_seq: verdict?.seq ?? prev.last_seq,
         updated_at: new Date().toISOString()
       }

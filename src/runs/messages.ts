@@ -60,6 +60,8 @@ export const isCancel = schema<{ run_id: string, trace?: TraceContext, reason?: 
 export const isControlHandoff = schema<{ run_id: string, trace?: TraceContext, to_agent: string, context: Record<string, unknown>, to_card?: Record<string, unknown>, to_record?: string }>('aap:runs#/definitions/ControlHandoffRequest')
 export const isWireHandoffConfirm = schema<WireHandoffConfirm>('aap:runs#/definitions/HandoffConfirmRequest')
 export const isRun = schema<Run>('aap:runs#/definitions/Run')
+/** A run's output as its Run record carries it (a completed run's). */
+export const isRunOutput = schema<Record<string, unknown>>('aap:runs#/definitions/Object')
 export const isExecutorLost = schema<{ run_id: string, verdict: AgentEvent }>('aap:runs#/definitions/ExecutorLostRequest')
 export const isGetVerdict = schema<{ run_id: string }>('aap:runs#/definitions/GetVerdictRequest')
 export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null }>('aap:runs#/definitions/GetVerdictResponse')

@@ -7,6 +7,7 @@
  * complete a run it was declared lost on.
  */
 import { LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_VERDICT_ASK_TIMEOUT_MS } from '../constants.ts'
+import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
 import { InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { eventHash, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
@@ -64,7 +65,7 @@ export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEv
       return next
     }
     x.log.warn({ run_id: runId, delegator: peer, after_seq: verdict.seq - 1, head: head?.seq }, 'declared lost on a run whose log moved on since: ending it with a failure of its own')
-    return x.failLocked(runId, EXECUTOR_LOST, `its delegator declared the executor lost after seq ${verdict.seq - 1}: ${message}`.slice(0, 1000))
+    return x.failLocked(runId, EXECUTOR_LOST, `its delegator declared the executor lost after seq ${verdict.seq - 1}: ${message}`.slice(0, FAILURE_MESSAGE_MAX_CHARS))
   })
 }
 
