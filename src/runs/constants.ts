@@ -29,3 +29,10 @@ export const IDEMPOTENCY_SWEEP_BATCH = 500
  * schema's 1024 (ERROR_MESSAGE_MAX_CHARS), the bound the API's fail request has.
  */
 export const FAILURE_MESSAGE_MAX_CHARS = 1000
+/**
+ * Deepest nesting of a delegation's input or a handoff's context (INVALID_REQUEST,
+ * reason too_deep). The run's events, sync pages and answers carry it a few
+ * levels further down, and each of those frames must stay under the wire's
+ * FRAME_JSON_MAX_DEPTH (128), so it is half of that.
+ */
+export const PAYLOAD_MAX_DEPTH = 64

@@ -8,6 +8,8 @@ import { InvalidRequestError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
+import { nestedDeeperThan } from '../wire/framing.ts'
+import { PAYLOAD_MAX_DEPTH } from './constants.ts'
 import type { TraceContext } from './trace.ts'
 
 export interface WireDelegate {
@@ -67,18 +69,28 @@ export const isGetVerdict = schema<{ run_id: string }>('aap:runs#/definitions/Ge
 export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null }>('aap:runs#/definitions/GetVerdictResponse')
 
 /** An object's size as JSON (as long as its canonical form: only key order differs, and it is much cheaper). */
-function jsonBytes (value: Record<string, unknown>): number {
-  return Buffer.byteLength(JSON.stringify(value))
+function jsonBytes (value: Record<string, unknown>, what: string): number {
+  let text: string
+  try {
+    text = JSON.stringify(value)
+  } catch (err) {
+    // JSON.stringify recurses: thousands of levels (a local caller's; the wire refuses them) run out of stack
+    if (err instanceof RangeError) throw new InvalidRequestError(`${what} is nested too deeply to encode`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH }, { cause: err })
+    throw err
+  }
+  // the run's events and answers carry it a few levels further down, and must stay under the wire's bound
+  if (nestedDeeperThan(text, PAYLOAD_MAX_DEPTH)) throw new InvalidRequestError(`${what} is nested deeper than ${PAYLOAD_MAX_DEPTH} levels`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH })
+  return Buffer.byteLength(text)
 }
 
-/** INVALID_REQUEST (oversized) for an input over RUN_INPUT_MAX_BYTES. */
+/** INVALID_REQUEST for an input over RUN_INPUT_MAX_BYTES (oversized) or nested deeper than PAYLOAD_MAX_DEPTH (too_deep). */
 export function assertInputSize (input: Record<string, unknown>, what = 'input'): void {
-  const size = jsonBytes(input)
+  const size = jsonBytes(input, what)
   if (size > RUN_INPUT_MAX_BYTES) throw new InvalidRequestError(`${what} is ${size} bytes, over ${RUN_INPUT_MAX_BYTES}`, { reason: 'oversized', max: RUN_INPUT_MAX_BYTES })
 }
 
-/** INVALID_REQUEST (oversized) for a handoff context over HANDOFF_CONTEXT_MAX_BYTES. */
+/** INVALID_REQUEST for a handoff context over HANDOFF_CONTEXT_MAX_BYTES (oversized) or PAYLOAD_MAX_DEPTH (too_deep). */
 export function assertContextSize (context: Record<string, unknown>): void {
-  const size = jsonBytes(context)
+  const size = jsonBytes(context, 'handoff context')
   if (size > HANDOFF_CONTEXT_MAX_BYTES) throw new InvalidRequestError(`context is ${size} bytes, over ${HANDOFF_CONTEXT_MAX_BYTES}`, { reason: 'oversized', max: HANDOFF_CONTEXT_MAX_BYTES })
 }

@@ -134,3 +134,11 @@ export const DHT_PROVIDER_SWEEP_ROUNDS = 3
 
 /** The first buffer of a frame's body that does not come in one chunk (framing.ts FrameDecoder); it doubles from there to the body's length. */
 export const FRAME_BUFFER_START_BYTES = 4 * 1024
+/**
+ * Deepest nesting of objects and arrays a JSON frame may have (the envelope's
+ * own levels included). Deeper is INVALID_REQUEST (reason too_deep): the
+ * node's encoders recurse (JSON.stringify, the canonical form of a signed
+ * record) and would run out of stack a few thousand levels down, and no
+ * agent's input needs a hundred.
+ */
+export const FRAME_JSON_MAX_DEPTH = 128
