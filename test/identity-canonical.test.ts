@@ -72,3 +72,19 @@ describe('canonicalJson', () => {
     }), { numRuns: 500 })
   })
 })
+
+describe('canonicalJson is RFC 8785 (JCS) for I-JSON values, as protocols/README.md says', () => {
+  it('sorts members by UTF-16 code units at every level (RFC 8785 section 3.2.3\'s sample keys)', () => {
+    const value = { '\u20ac': 'Euro Sign', '\r': 'Carriage Return', '\ufb33': 'Hebrew Letter Dalet With Dagesh', 1: 'One', '\ud83d\ude00': 'Emoji: Grinning Face', '\u0080': 'Control', '\u00f6': 'Latin Small Letter O With Diaeresis' }
+    // read the order from the text: JavaScript would list the index key "1" first in any object
+    const text = canonicalJson(value)
+    const positions = ['\\r', '1', '\u0080', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33'].map(k => text.indexOf(`"${k}"`))
+    expect(positions.every((p, i) => p >= 0 && (i === 0 || p > (positions[i - 1] as number)))).toBe(true)
+  })
+
+  it('writes numbers as ECMAScript writes doubles, and strings with minimal escapes', () => {
+    expect(canonicalJson({ n: [1.0, 1e21, 1e-7, -0, 0.000001, 333333333.33333329, 9007199254740992] }))
+      .toBe('{"n":[1,1e+21,1e-7,0,0.000001,333333333.3333333,9007199254740992]}')
+    expect(canonicalJson({ s: 'Caf\u00e9 \u20ac "q" \\ \n \u001f \u007f' })).toBe('{"s":"Café € \\"q\\" \\\\ \\n \\u001f \u007f"}')
+  })
+})
