@@ -74,6 +74,30 @@ describe('handoff authority and lineage of real chains', () => {
     expect(started.get(next.run_id)).toBe(1)
   })
 
+  it('a confirm of a successor that already started is checked all the same: a stranger is refused, the sender\'s retry answered', async () => {
+    const task = 'task-authority-confirm-again'
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: { hold: true } })
+    await until(() => held.has(run.run_id), 'the run to start')
+    const next = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    await until(() => held.has(next.run_id), 'the successor to start')
+    const handoffEvent = await B.runs.store.log.head(run.run_id)
+    const confirm = (id: number, runId: string): Record<string, unknown> => ({ id, type: 'confirm', body: { run_id: runId, handoff_event: handoffEvent } })
+    const stranger = await RawWire.open(D.host, C.host.peerId, HANDOFF_PROTOCOL)
+    const sender = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
+    try {
+      expect(await stranger.call(confirm(1, next.run_id))).toMatchObject({ ok: false, error: { code: 'UNAUTHORIZED', details: { reason: 'not_executor' } } })
+      expect(await sender.call(confirm(1, next.run_id))).toMatchObject({ ok: true, body: { run: { run_id: next.run_id, state: 'running' } } })
+      // a run of C's that continues no handoff: nobody confirms it
+      const own = await A.delegate({ to_agent: C.agentId, task_id: task, capability: WORK, input: {} })
+      expect(await sender.call(confirm(2, own.run_id))).toMatchObject({ ok: false, error: { code: 'UNAUTHORIZED', details: { reason: 'not_executor' } } })
+    } finally {
+      stranger.abort()
+      sender.abort()
+      held.get(next.run_id)?.resolve()
+    }
+    expect(started.get(next.run_id)).toBe(1)
+  })
+
   it('a handoff that names a false delegator or extra authorized agents is refused by the receiver', async () => {
     const task = 'task-authority-false'
     const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: { hold: true } })

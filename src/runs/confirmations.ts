@@ -61,18 +61,30 @@ export class HandoffConfirmations {
     })
   }
 
-  /** Phase two from `peer`: the predecessor's handoff event naming `runId`. */
-  confirm (runId: string, handoffEvent: unknown, peer: string): void {
+  /**
+   * Phase two from `peer`: the predecessor's handoff event naming `runId`.
+   * A successor confirmed already (a retry) or ended is checked the same way
+   * (against its record, `local`) and answered as it is: nothing starts, and
+   * no one else learns anything from it.
+   */
+  async confirm (runId: string, handoffEvent: unknown, peer: string, local: () => Promise<Run>): Promise<Run> {
     const w = this.waiting.get(runId)
-    if (w === undefined) return // confirmed already (a retry), or ended: nothing to start
+    const run = await local()
+    const from = w?.from ?? run.handoff_from
+    if (from === null || from === undefined) {
+      throw new UnauthorizedError('this run continues no handoff: nobody confirms it', { reason: 'not_executor' })
+    }
     const e = verifyEventSync(handoffEvent, this.i.signatures)
-    if (e.executor !== peer || e.run_id !== w.from.run_id) {
+    if (e.executor !== peer || e.run_id !== from.run_id) {
       throw new UnauthorizedError('a handoff is confirmed by the executor of the run handed off, with that run\'s event', { reason: 'not_executor' })
     }
     if (handoffTarget(e)?.run_id !== runId) {
       throw new InvalidRequestError('the confirming event does not hand off to this run', { reason: 'not_named' })
     }
-    this.started(runId, w)
+    // still waiting after the read (no retry started it meanwhile): start it now
+    const still = this.waiting.get(runId)
+    if (still !== undefined) this.started(runId, still)
+    return run
   }
 
   /** Stop waiting (node stopping): nothing starts, the timers go. */

@@ -316,9 +316,8 @@ export class RunExecutor implements HandlerHost {
   }
 
   /** Phase two of a handoff this node received (see confirmations.ts). */
-  confirmHandoff (req: WireHandoffConfirm, ctx: CallContext): Promise<Run> | Run {
-    this.confirmations.confirm(req.run_id, req.handoff_event, ctx.peer.toString())
-    return this.localRun(req.run_id)
+  async confirmHandoff (req: WireHandoffConfirm, ctx: CallContext): Promise<Run> {
+    return this.confirmations.confirm(req.run_id, req.handoff_event, ctx.peer.toString(), async () => this.localRun(req.run_id))
   }
 
   /** The issuer chose the run id; one that exists already is not taken over. */
