@@ -3,8 +3,10 @@
  * sends it on to the one-time link: the link (a login until it is used) is
  * never a process argument, which every local user can read in
  * /proc/<pid>/cmdline. A stand-in `xdg-open` records what it was given.
+ * On Windows, which has no POSIX file modes, the page's folder is not refused
+ * for its mode bits (the CLI is run with process.platform set to win32).
  */
-import { chmod, readFile, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -43,5 +45,23 @@ describe('aap-mesh ui: the link reaches the browser without being a process argu
     expect((await stat(page)).mode & 0o777).toBe(0o600)
     expect((await stat(join(page, '..'))).mode & 0o777).toBe(0o700)
     expect(await readFile(page, 'utf8')).toContain(`location.replace(${JSON.stringify(link)})`)
+  })
+
+  it('on Windows the folder\'s mode bits (which mean nothing there) do not stop the page', async () => {
+    if (process.platform !== 'linux' || process.getuid === undefined) return
+    const tmp = await dirs.make('aap-tmp-')
+    const bin = await dirs.make('aap-bin-')
+    const preload = join(bin, 'win32.mjs')
+    await writeFile(preload, "Object.defineProperty(process, 'platform', { value: 'win32' })\n")
+    // the folder as Windows would show it through node: mode bits for everyone
+    const folder = join(tmp, `aap-mesh-ui-${process.getuid()}`)
+    await mkdir(folder)
+    await chmod(folder, 0o755)
+    const ui = await cli(['ui', '--json', '--data-dir', node.dataDir], { TMPDIR: tmp, TEMP: tmp, TMP: tmp, PATH: bin, NODE_OPTIONS: `--import=${preload}` })
+    expect(ui.code, ui.stderr).toBe(0)
+    expect(ui.stderr).not.toContain('could not write the login page')
+    const pages = await readdir(folder)
+    expect(pages).toHaveLength(1)
+    expect(await readFile(join(folder, pages[0]!), 'utf8')).toContain(JSON.stringify((ui.json as { url: string }).url))
   })
 })

@@ -100,7 +100,7 @@ describe('the browser view, driven in headless chromium against node processes a
     await page.click(`#runs tr[data-run="${runId}"] a`)
     const form = await page.waitForSelector(`form.checkpoint[data-checkpoint="${checkpoint}"]`, { timeout: PAGE_WAIT_MS })
     expect(await page.$(`svg.tl g.pause.open[data-checkpoint="${checkpoint}"]`)).not.toBeNull()
-    // the page follows the task's events over SSE
+    // the page follows the task's events over SSE (read with fetch, which sends the session's secret)
     await page.waitForSelector('#live:not(.off)', { timeout: PAGE_WAIT_MS })
     await form.$eval('textarea', (t, v) => { (t as unknown as { value: string }).value = v }, '{"approved": true, "by": "the page"}')
     await (await form.$('button[type="submit"]'))!.click()
@@ -140,7 +140,7 @@ describe('the browser view, driven in headless chromium against node processes a
     // the same authorization as the API: resuming a completed run is refused, and said so
     const status = await page.evaluate(async ({ url, run }) => {
       const res = await fetch(`${url}/v1/runs/${encodeURIComponent(run)}/resume`, {
-        method: 'POST', headers: { 'content-type': 'application/json', 'x-aap-ui': '1' }, body: JSON.stringify({ resolution: {} })
+        method: 'POST', headers: { 'content-type': 'application/json', 'x-aap-ui': sessionStorage.getItem('aap-ui-secret') ?? '' }, body: JSON.stringify({ resolution: {} })
       })
       return res.status
     }, { url: apiA, run: (await page.getAttribute('#node-runs tr[data-node-run]', 'data-node-run'))! })

@@ -5,11 +5,17 @@
  * view needs (peers, a timeline with verdicts, login codes), which are
  * documented in protocols/api.openapi.json like every other operation.
  *
- * Authorization: the page, its assets and the API accept a session cookie
- * (HttpOnly, SameSite=Strict) as well as the bearer token. A cookie-carrying
- * request that is not a GET must also carry the UI_CSRF_HEADER header, which
- * a cross-site form cannot send. Login codes are minted with the bearer token
- * only. The routes under /ui are not API operations: UI_ROUTES lists them.
+ * Authorization: the page and its assets accept a session cookie (HttpOnly,
+ * SameSite=Strict). Browsers send that cookie to every port of the host, so
+ * the cookie alone never authorizes an API call: a cookie-authenticated call
+ * (GETs and event streams too) must carry the session's own secret in the
+ * UI_SECRET_HEADER header. The login hands the secret to the page in the URL
+ * fragment, which no server sees; the page keeps it in sessionStorage, which
+ * is per origin, so a page on another port cannot read it. Requests to the
+ * view and requests made with its cookie must name the API's own address in
+ * their Host header (no DNS rebinding); bearer-token requests are not
+ * checked. Login codes are minted with the bearer token only. The routes
+ * under /ui are not API operations: UI_ROUTES lists them.
  */
 import { readFileSync, statSync } from 'node:fs'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -20,10 +26,12 @@ import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import {
-  UI_ASSET_MAX_BYTES, UI_CSRF_HEADER, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, uiSessionCookie
+  UI_ASSET_MAX_BYTES, UI_LOOPBACK_HOSTS, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
+  UI_SECRET_HEADER, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
+import { hostForUrl } from './metrics.ts'
 
 /** The routes of the view itself, besides the documented operations. */
 export const UI_ROUTES: ReadonlyArray<{ method: string, url: string }> = [
@@ -36,6 +44,7 @@ export const UI_ROUTES: ReadonlyArray<{ method: string, url: string }> = [
 const ASSET_TYPES: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
   'timeline.js': 'text/javascript; charset=utf-8',
+  'stream.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8'
 }
 
@@ -55,6 +64,18 @@ const SECURITY_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store'
+}
+
+/** True for a path of one of UI_ROUTES: anything else under /ui (dot segments, escapes) goes to the bearer check. */
+function isViewRoute (path: string): boolean {
+  if (path === '/ui' || path === '/ui/login' || path === '/ui/logout') return true
+  return path.startsWith('/ui/assets/') && /^[A-Za-z0-9_-]+\.[a-z]+$/.test(path.slice('/ui/assets/'.length))
+}
+
+/** The session secret header of a request, when it carries exactly one. */
+function secretOf (req: FastifyRequest): string | undefined {
+  const v = req.headers[UI_SECRET_HEADER]
+  return typeof v === 'string' ? v : undefined
 }
 
 /** The view's session cookie on the port this request came in on (see uiSessionCookie). */
@@ -104,20 +125,47 @@ export class UiRoutes {
   /**
    * Called first by the API's onRequest hook. True when the request needs no
    * bearer token: a route of the view (each checks its session itself) or an
-   * API call with a live session cookie (and, unless a GET, the CSRF header).
-   * False sends the request on to the bearer check.
+   * API call with a live session cookie and that session's secret in
+   * UI_SECRET_HEADER. False sends the request on to the bearer check. Throws
+   * for a wrong Host, and for a live cookie without its secret.
    */
   authorize (req: FastifyRequest): boolean {
     const path = req.url.split('?')[0] ?? ''
-    if (path === '/ui' || path.startsWith('/ui/')) return true
+    if (isViewRoute(path)) {
+      this.checkHost(req)
+      return true
+    }
     if (typeof req.headers.authorization === 'string') return false
     const session = cookieOf(req, sessionCookie(req))
-    if (session === undefined || !this.sessions.check(session)) return false
+    if (session === undefined) return false
+    this.checkHost(req)
+    if (!this.sessions.check(session)) return false
     if (req.routeOptions?.config?.operationId === 'createLoginCode') return false
-    if (req.method !== 'GET' && req.headers[UI_CSRF_HEADER] === undefined) {
-      throw new HttpError(403, 'UNAUTHORIZED', `a request made with the view's session must carry the ${UI_CSRF_HEADER} header`, { reason: 'csrf' })
+    if (!this.sessions.checkSecret(session, secretOf(req))) {
+      throw new HttpError(401, 'UNAUTHORIZED', `a request made with the view's session must carry the session's secret in the ${UI_SECRET_HEADER} header; open the view again with "aap-mesh ui"`, { reason: 'ui_secret' })
     }
     return true
+  }
+
+  /** Refuse a Host header that is not the API's own address (UI_LOOPBACK_HOSTS or where it listens) with its port. */
+  private checkHost (req: FastifyRequest): void {
+    const host = (req.headers.host ?? '').toLowerCase()
+    const port = req.socket.localPort
+    const names = new Set(UI_LOOPBACK_HOSTS)
+    names.add(new URL(this.opts.url()).hostname)
+    const local = req.socket.localAddress
+    // the address this connection reached (an IP, so no rebinding), for an API on a wildcard address
+    if (local !== undefined) names.add(hostForUrl(local.startsWith('::ffff:') ? local.slice(7) : local))
+    for (const name of names) {
+      if (host === `${name}:${port}` || (port === 80 && host === name)) return
+    }
+    throw new HttpError(403, 'UNAUTHORIZED', `the node's view answers only at its own address, not at Host ${JSON.stringify(host.slice(0, 100))}`, { reason: 'host' })
+  }
+
+  /** The request's live session id when it also carries that session's secret. */
+  private sessionWithSecret (req: FastifyRequest): string | undefined {
+    const s = cookieOf(req, sessionCookie(req))
+    return s !== undefined && this.sessions.checkSecret(s, secretOf(req)) ? s : undefined
   }
 
   private session (req: FastifyRequest): string | undefined {
@@ -141,24 +189,26 @@ export class UiRoutes {
 
     app.get('/ui/login', async (req, reply) => {
       const code = (req.query as Record<string, unknown>).code
-      const session = typeof code === 'string' && code.length > 0 && code.length <= 128 ? this.sessions.redeem(code) : undefined
-      if (session === undefined) {
+      const login = typeof code === 'string' && code.length > 0 && code.length <= 128 ? this.sessions.redeem(code) : undefined
+      if (login === undefined) {
         this.opts.log.info('UI login refused: unknown, used or expired code')
         this.refuse(reply, 'This login link is unknown, used or expired. Run "aap-mesh ui" again for a new one.')
         return reply
       }
       const maxAge = Math.floor(this.sessions.sessionTtlMs / 1000)
       this.opts.log.info('UI login')
-      // a clean URL: the code leaves the address bar and the history entry is replaced
+      // the code leaves the address bar (the history entry is replaced); the secret rides in the
+      // fragment, which no server is sent, and the page moves it to sessionStorage at once
       return reply.code(303).headers(SECURITY_HEADERS)
-        .header('set-cookie', `${sessionCookie(req)}=${session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`)
-        .header('location', '/ui').send()
+        .header('set-cookie', `${sessionCookie(req)}=${login.session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}`)
+        .header('location', `/ui#${UI_SECRET_FRAGMENT}=${login.secret}`).send()
     })
 
     app.post('/ui/logout', async (req, reply) => {
-      const session = this.session(req)
-      if (session === undefined || req.headers[UI_CSRF_HEADER] === undefined) throw new HttpError(401, 'UNAUTHORIZED', 'no view session (or no CSRF header)')
+      const session = this.sessionWithSecret(req)
+      if (session === undefined) throw new HttpError(401, 'UNAUTHORIZED', `no view session, or not its secret in ${UI_SECRET_HEADER}`, { reason: 'ui_secret' })
       this.sessions.end(session)
+      this.opts.log.info('UI logout')
       return reply.code(204).header('set-cookie', `${sessionCookie(req)}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).send()
     })
 

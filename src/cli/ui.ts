@@ -1,8 +1,9 @@
 /**
  * `aap-mesh ui`: a one-time login link to the running node's browser view.
  * The link carries a single-use code (never the API token), good for
- * UI_LOGIN_CODE_TTL_MS; the node exchanges it for a session cookie and
- * redirects to a clean URL. The command prints the link and opens it in the
+ * UI_LOGIN_CODE_TTL_MS; the node exchanges it for a session cookie and a
+ * session secret (in the URL fragment, which the page moves to the tab's
+ * sessionStorage) and leaves a clean URL. The command prints the link and opens it in the
  * desktop's browser unless --no-open (through a page only this user can
  * read: the link is never a process argument).
  */
@@ -37,7 +38,9 @@ async function redirectPage (url: string): Promise<string> {
   const dir = join(tmpdir(), `aap-mesh-ui-${process.getuid?.() ?? 'user'}`)
   await mkdir(dir, { recursive: true, mode: 0o700 })
   const info = await lstat(dir)
-  if (!info.isDirectory() || (process.getuid !== undefined && info.uid !== process.getuid()) || (info.mode & 0o077) !== 0) {
+  // Windows has no POSIX modes (its per-user temp folder is what keeps the page private there)
+  const shared = process.platform !== 'win32' && (info.mode & 0o077) !== 0
+  if (!info.isDirectory() || (process.getuid !== undefined && info.uid !== process.getuid()) || shared) {
     throw new Error(`${dir} is not a folder of this user's alone`)
   }
   const now = Date.now()
@@ -71,7 +74,7 @@ async function openBrowser (url: string): Promise<void> {
 export function registerUi (program: Command): Command {
   return remoteCommand(program, 'ui', 'print (and open) a one-time login link to the node\'s browser view')
     .option('--no-open', 'only print the link')
-    .addHelpText('after', '\nThe link works once, for a minute; the page then lives on a session cookie. Run the command again for a new link.')
+    .addHelpText('after', '\nThe link works once, for a minute, and opens the view in one tab (a reload keeps it; a new tab needs a new link). Run the command again for a new link.')
     .action(remoteAction<RemoteOptions & { open: boolean }>(async (client, opts) => {
       const login = await client.call<LoginCode>('POST', '/v1/ui/login-codes')
       if (opts.open) await openBrowser(login.url)

@@ -5,15 +5,19 @@
 
 /** A one-time login code (from `aap-mesh ui`) is good for this long, and for one use. */
 export const UI_LOGIN_CODE_TTL_MS = 60_000
-/** Random bytes in a login code and in a session id. */
+/** Random bytes in a login code, a session id and a session secret. */
 export const UI_SECRET_BYTES = 32
 /** Login codes issued and not yet used or expired; the oldest goes first above it. */
 export const UI_MAX_LOGIN_CODES = 16
-/** A browser session lives this long after its login (the cookie's Max-Age too). */
-export const UI_SESSION_TTL_MS = 12 * 60 * 60 * 1000
+/**
+ * A browser session lives this long after its login (the cookie's Max-Age
+ * too). A new login is one `aap-mesh ui` away, so a short life costs the user
+ * little and bounds how long a leaked session can drive the node.
+ */
+export const UI_SESSION_TTL_MS = 4 * 60 * 60 * 1000
 /** Sessions held at once; the oldest goes first above it. */
 export const UI_MAX_SESSIONS = 32
-/** The session cookie: HttpOnly, SameSite=Strict, Path=/. */
+/** The session cookie's name before its port suffix (see uiSessionCookie): HttpOnly, SameSite=Strict, Path=/. */
 export const UI_SESSION_COOKIE = 'aap_ui_session'
 
 /**
@@ -25,11 +29,27 @@ export function uiSessionCookie (port: number): string {
   return `${UI_SESSION_COOKIE}_${port}`
 }
 /**
- * The header a cookie-authenticated request that changes state must carry
- * (any value: a cross-site form cannot set a custom header, and a cross-site
- * fetch that sets one needs a CORS preflight the API never grants).
+ * The header every cookie-authenticated API request must carry, with the
+ * session's secret as its value. Browsers send the cookie to every port of
+ * 127.0.0.1, so the cookie alone must not authorize anything: the secret
+ * lives in the page's sessionStorage, which is per origin (so per port). A
+ * cross-site form cannot set a header either, and a cross-origin fetch that
+ * sets one needs a CORS preflight the API never grants.
  */
-export const UI_CSRF_HEADER = 'x-aap-ui'
+export const UI_SECRET_HEADER = 'x-aap-ui'
+/**
+ * The login redirects to `/ui#<this>=<secret>`: a URL fragment never reaches
+ * a server, and the page moves it to sessionStorage and clears it at once.
+ * src/ui/assets/app.js reads the same name.
+ */
+export const UI_SECRET_FRAGMENT = 'k'
+/**
+ * Host headers a request to the view (or one made with its cookie) may carry,
+ * besides the API's own listening address, each with the API's port. Any
+ * other name is refused: a page on a DNS name rebound to 127.0.0.1 is not
+ * the node's view.
+ */
+export const UI_LOOPBACK_HOSTS: readonly string[] = ['localhost', '127.0.0.1', '[::1]']
 /** Peers listed by GET /v1/peers, at most. */
 export const UI_PEERS_MAX = 256
 /** Peers GET /v1/peers looks up (a ping when libp2p has no round trip yet, the card's name), at most per request. */

@@ -1,13 +1,19 @@
 /**
- * Browser logins of the node's view: single-use login codes, exchanged for
- * session ids that travel only in an HttpOnly, SameSite=Strict cookie.
+ * Browser logins of the node's view: single-use login codes, exchanged for a
+ * session id (in an HttpOnly, SameSite=Strict cookie) and a session secret
+ * (handed to the page in the URL fragment, kept in the tab's sessionStorage).
+ *
+ * Browsers send a cookie to every port of its host, so the cookie alone
+ * authorizes nothing but the page and its script: an API call made with it
+ * must also carry the session's own secret in the UI_SECRET_HEADER header,
+ * which only the page of this origin holds.
  *
  * A code is handed out to a holder of the API's bearer token (`aap-mesh ui`)
  * and is good once, for UI_LOGIN_CODE_TTL_MS. The bearer token itself never
- * reaches the browser. Codes and sessions are kept by their SHA-256 only,
- * bounded in number, and compared in constant time.
+ * reaches the browser. Codes, session ids and secrets are kept by their
+ * SHA-256 only, bounded in number; secrets are compared in constant time.
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { UI_LOGIN_CODE_TTL_MS, UI_MAX_LOGIN_CODES, UI_MAX_SESSIONS, UI_SECRET_BYTES, UI_SESSION_TTL_MS } from './constants.ts'
 
 export interface UiSessionsOptions {
@@ -17,37 +23,49 @@ export interface UiSessionsOptions {
   now?: () => number
 }
 
-function key (secret: string): string {
-  return createHash('sha256').update(secret).digest('base64url')
+/** What a redeemed login code gives: the cookie's session id and the page's secret. */
+export interface UiLogin {
+  session: string
+  secret: string
 }
 
-/** Expiry times by secret digest, oldest first (a Map keeps insertion order). */
+function digest (secret: string): Buffer {
+  return createHash('sha256').update(secret).digest()
+}
+
+function key (secret: string): string {
+  return digest(secret).toString('base64url')
+}
+
+const NOTHING = Buffer.alloc(0)
+
+/** Entries by digest with an expiry time and a value, oldest first (a Map keeps insertion order). */
 class Expiring {
-  private readonly entries = new Map<string, number>()
+  private readonly entries = new Map<string, { expires: number, value: Buffer }>()
   private readonly max: number
 
   constructor (max: number) {
     this.max = max
   }
 
-  add (digest: string, expires: number): void {
+  add (digest: string, expires: number, value: Buffer = NOTHING): void {
     while (this.entries.size >= this.max) {
       const oldest = this.entries.keys().next()
       if (oldest.done === true) break
       this.entries.delete(oldest.value)
     }
-    this.entries.set(digest, expires)
+    this.entries.set(digest, { expires, value })
   }
 
-  /** True when `digest` is held and not expired; an expired one is dropped. */
-  valid (digest: string, now: number): boolean {
-    const expires = this.entries.get(digest)
-    if (expires === undefined) return false
-    if (expires <= now) {
+  /** The value of `digest` when it is held and not expired; an expired one is dropped. */
+  get (digest: string, now: number): Buffer | undefined {
+    const entry = this.entries.get(digest)
+    if (entry === undefined) return undefined
+    if (entry.expires <= now) {
       this.entries.delete(digest)
-      return false
+      return undefined
     }
-    return true
+    return entry.value
   }
 
   delete (digest: string): boolean {
@@ -55,7 +73,7 @@ class Expiring {
   }
 
   prune (now: number): void {
-    for (const [d, expires] of this.entries) if (expires <= now) this.entries.delete(d)
+    for (const [d, entry] of this.entries) if (entry.expires <= now) this.entries.delete(d)
   }
 
   get size (): number {
@@ -65,6 +83,7 @@ class Expiring {
 
 export class UiSessions {
   private readonly codes = new Expiring(UI_MAX_LOGIN_CODES)
+  /** Session id digest -> the digest of its secret. */
   private readonly sessions = new Expiring(UI_MAX_SESSIONS)
   private readonly codeTtlMs: number
   readonly sessionTtlMs: number
@@ -86,21 +105,30 @@ export class UiSessions {
     return { code, expiresAt: new Date(expires) }
   }
 
-  /** Use a login code: a new session id, or undefined when the code is unknown, used or expired. */
-  redeem (code: string): string | undefined {
-    const digest = key(code)
-    const ok = this.codes.valid(digest, this.now())
+  /** Use a login code: a new session id and its secret, or undefined when the code is unknown, used or expired. */
+  redeem (code: string): UiLogin | undefined {
+    const d = key(code)
+    const ok = this.codes.get(d, this.now()) !== undefined
     // single use: gone whether it was good or not
-    this.codes.delete(digest)
+    this.codes.delete(d)
     if (!ok) return undefined
     const session = randomBytes(UI_SECRET_BYTES).toString('base64url')
-    this.sessions.add(key(session), this.now() + this.sessionTtlMs)
-    return session
+    const secret = randomBytes(UI_SECRET_BYTES).toString('base64url')
+    this.sessions.prune(this.now())
+    this.sessions.add(key(session), this.now() + this.sessionTtlMs, digest(secret))
+    return { session, secret }
   }
 
   /** True for a live session id. (Digests are looked up by hash, so no timing leaks the id.) */
   check (session: string): boolean {
-    return this.sessions.valid(key(session), this.now())
+    return this.sessions.get(key(session), this.now()) !== undefined
+  }
+
+  /** True when `session` is live and `secret` is its own secret (compared in constant time). */
+  checkSecret (session: string, secret: string | undefined): boolean {
+    const held = this.sessions.get(key(session), this.now())
+    if (held === undefined || secret === undefined) return false
+    return timingSafeEqual(digest(secret), held)
   }
 
   end (session: string): void {

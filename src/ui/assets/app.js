@@ -1,12 +1,21 @@
 // The node's browser view: plain ES module, no dependencies, served by the node.
 // Every call goes to this node's own local API with the session cookie and the
-// x-aap-ui header (which the API demands of cookie-authenticated changes).
+// session's secret in the x-aap-ui header: browsers send the cookie to every
+// port of 127.0.0.1, so the API takes no call on the cookie alone. The login
+// hands the secret over in the URL fragment (#k=…, never sent to a server);
+// it is moved at once to sessionStorage, which is per origin (so per port)
+// and survives reloads of this tab.
+import { follow } from './stream.js'
 import { drawTimeline, esc, shortId } from './timeline.js'
 
 const RUNS_REFRESH_MS = 2000
 const PEERS_REFRESH_MS = 5000
 const TIMELINE_DEBOUNCE_MS = 150
 const REPLAY_TIMEOUT_MS = 3000
+/** The fragment's name for the secret (UI_SECRET_FRAGMENT in src/ui/constants.ts) and the sessionStorage key. */
+const SECRET_FRAGMENT = 'k'
+const SECRET_KEY = 'aap-ui-secret'
+const AGAIN = 'Open the view again with "aap-mesh ui" (it prints a new login link).'
 
 const $ = (sel) => document.querySelector(sel)
 const state = { node: null, card: null, runs: { executing: [], delegated: [], counts: { executing: { running: 0, blocked: 0, completed: 0, failed: 0 }, delegated: { running: 0, blocked: 0, completed: 0, failed: 0 } } }, names: new Map(), task: null, source: null, timers: [] }
@@ -19,15 +28,49 @@ class ApiError extends Error {
   }
 }
 
+/** The secret of this tab's session: from the login's fragment (then cleared from the URL), else from sessionStorage. */
+function takeSecret () {
+  const m = new RegExp(`^#${SECRET_FRAGMENT}=([A-Za-z0-9_-]+)$`).exec(location.hash)
+  if (m !== null) {
+    sessionStorage.setItem(SECRET_KEY, m[1])
+    history.replaceState(null, '', location.pathname + location.search)
+  }
+  return sessionStorage.getItem(SECRET_KEY)
+}
+
+const secret = takeSecret()
+const authHeaders = () => ({ 'x-aap-ui': secret ?? '' })
+
+/** The page stops calling the API: the session is gone (or this tab never had its secret). */
+function lock (text) {
+  for (const t of state.timers) clearInterval(t)
+  state.timers = []
+  if (state.source !== null) state.source.close()
+  state.source = null
+  notice(text, true)
+  $('main').hidden = true
+  $('#logout').hidden = true
+  document.body.dataset.locked = 'true'
+}
+
 async function api (method, path, body) {
-  const headers = { 'x-aap-ui': '1' }
+  const headers = authHeaders()
   if (body !== undefined) headers['content-type'] = 'application/json'
   const res = await fetch(path, { method, headers, credentials: 'same-origin', ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
   const text = await res.text()
   const parsed = text === '' ? undefined : JSON.parse(text)
-  if (res.status === 401) notice('The session has ended: run "aap-mesh ui" again for a new login link.', true)
+  if (res.status === 401) lock(`The session has ended. ${AGAIN}`)
   if (!res.ok) throw new ApiError(res.status, parsed)
   return parsed
+}
+
+async function logout () {
+  try {
+    await fetch('/ui/logout', { method: 'POST', headers: authHeaders(), credentials: 'same-origin' })
+  } finally {
+    sessionStorage.removeItem(SECRET_KEY)
+    lock(`Logged out. ${AGAIN}`)
+  }
 }
 
 function notice (text, error = false) {
@@ -239,14 +282,13 @@ function openTask (correlation) {
   $('#task-summary').innerHTML = correlation === null ? '<p class="empty">Open a task from the runs list, or type its id.</p>' : '<p class="empty">loading…</p>'
   if (correlation === null) return
   const hints = participantHints(correlation)
-  const src = new EventSource(`/v1/events/${seg(correlation)}/stream?history=false${hints}`)
-  state.source = src
+  const changes = new Set(['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'])
+  state.source = follow(`/v1/events/${seg(correlation)}/stream?history=false${hints}`, authHeaders(), (type) => {
+    if (type === 'ready') setLive(true)
+    else if (type === 'error') setLive(false)
+    else if (changes.has(type)) { scheduleTimeline(); void loadRuns() }
+  }, () => setLive(false), () => lock(`The session has ended. ${AGAIN}`))
   setLive(false)
-  src.addEventListener('ready', () => setLive(true))
-  for (const t of ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed']) {
-    src.addEventListener(t, () => { scheduleTimeline(); void loadRuns() })
-  }
-  src.onerror = () => setLive(false)
   void refreshTimeline()
 }
 
@@ -369,11 +411,16 @@ function route () {
 }
 
 function every (ms, fn) {
-  const tick = () => { fn().catch(err => notice(`${err.code ?? 'error'}: ${err.message}`, err.status === 401)) }
+  const tick = () => { fn().catch(err => { if (document.body.dataset.locked !== 'true') notice(`${err.code ?? 'error'}: ${err.message}`, err.status === 401) }) }
   state.timers.push(setInterval(tick, ms))
 }
 
 async function main () {
+  if (secret === null) {
+    lock(`This tab has no key to the node's view (each login link opens it in one tab). ${AGAIN}`)
+    return
+  }
+  $('#logout').addEventListener('click', () => { void logout() })
   $('#delegate-form').addEventListener('submit', delegate)
   $('#delegate-form').task_id.value = newTaskId()
   $('#discover-form').addEventListener('submit', discover)
@@ -407,4 +454,4 @@ async function main () {
   document.body.dataset.ready = 'true'
 }
 
-main().catch(err => notice(`Could not load the node: ${err.message}`, true))
+main().catch(err => { if (document.body.dataset.locked !== 'true') notice(`Could not load the node: ${err.message}`, true) })
