@@ -216,6 +216,26 @@ export class MeshNode {
 
   async start (): Promise<void> {
     if (this.started) return
+    try {
+      await this.startParts()
+    } catch (err) {
+      // a failed start (a bad listen address, a locked data dir) leaves nothing open behind it:
+      // the datastore, its sync timer and the host close whichever step it failed at
+      this.started = true
+      await this.stop().catch((stopErr: unknown) => {
+        // the start failure is what the caller hears; what the clean-up met is said here
+        this.log.warn({ err: stopErr }, 'stopping a node that failed to start did not finish cleanly')
+      })
+      throw err
+    }
+    this.started = true
+    const o = this.options
+    if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
+    if (o.card !== undefined) await this._discovery?.publish(o.card)
+  }
+
+  /** Open and start every part, in order; start() closes them again when one fails. */
+  private async startParts (): Promise<void> {
     const o = this.options
     // the validators' first use would otherwise compile them inside the first requests (once per process)
     compileSchemas()
@@ -310,29 +330,16 @@ export class MeshNode {
       onDeclared: async (verdict) => { await events.placeVerdict(verdict) },
       reconcile: async (verdict, signal) => events.reconcileVerdict(verdict, signal)
     })
-    try {
-      await this._host.start()
-      this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs, o.connectionHeadroom)
-      this._budget.start()
-      await this._reachability?.start()
-      await this._discovery.start()
-      await this._artifacts.start()
-      await this._runs.store.open()
-      // before runs: restart recovery commits events that must be published
-      await this._events.start()
-      await this._runs.start()
-    } catch (err) {
-      // a failed start (a bad listen address, a locked data dir) leaves nothing open behind it
-      this.started = true
-      await this.stop().catch((stopErr: unknown) => {
-        // the start failure is what the caller hears; what the clean-up met is said here
-        this.log.warn({ err: stopErr }, 'stopping a node that failed to start did not finish cleanly')
-      })
-      throw err
-    }
-    this.started = true
-    if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
-    if (o.card !== undefined) await this._discovery.publish(o.card)
+    await this._host.start()
+    this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs, o.connectionHeadroom)
+    this._budget.start()
+    await this._reachability?.start()
+    await this._discovery.start()
+    await this._artifacts.start()
+    await this._runs.store.open()
+    // before runs: restart recovery commits events that must be published
+    await this._events.start()
+    await this._runs.start()
   }
 
   /** Connect to peers by multiaddr; returns how many answered. */

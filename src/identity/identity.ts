@@ -30,17 +30,18 @@ export async function loadOrCreateKey (dataDir: string): Promise<PrivateKey> {
   if (existing !== undefined) return existing
   const key = await generateKeyPair('Ed25519')
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
-  const fh = await open(tmp, 'wx', 0o600)
+  // the temporary file goes whatever happens: written, linked or refused (a full disk, say)
   try {
-    await fh.writeFile(privateKeyToProtobuf(key))
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-  try {
+    const fh = await open(tmp, 'wx', 0o600)
+    try {
+      await fh.writeFile(privateKeyToProtobuf(key))
+      await fh.sync()
+    } finally {
+      await fh.close()
+    }
     await link(tmp, file)
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new Error(`cannot write the node key ${file}: ${(err as Error).message}`, { cause: err })
     const theirs = await readKey(file)
     if (theirs !== undefined) return theirs
     throw err
@@ -66,10 +67,36 @@ async function readKey (file: string): Promise<PrivateKey | undefined> {
   }
 }
 
+/** The data directory's datastore is open in another process (another node on the same --data-dir). */
+export class DataDirLockedError extends Error {
+  readonly dataDir: string
+
+  constructor (dataDir: string, cause: unknown) {
+    super(`the datastore of ${dataDir} is held by another process (another node on this data directory)`, { cause })
+    this.name = 'DataDirLockedError'
+    this.dataDir = dataDir
+  }
+}
+
+/** LevelDB's code for a LOCK file another process holds (classic-level). */
+const LEVEL_LOCKED = 'LEVEL_LOCKED'
+
 export async function openDatastore (dataDir: string | undefined): Promise<Datastore & { close?: () => Promise<void> }> {
   if (dataDir === undefined) return new MemoryDatastore()
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
-  const ds = new LevelDatastore(join(dataDir, DATASTORE_DIR))
+  const path = join(dataDir, DATASTORE_DIR)
+  const ds = new LevelDatastore(path)
+  try {
+    // the level itself first, with the options LevelDatastore.open() passes: its error keeps the
+    // reason (LEVEL_LOCKED), which the datastore's own open() flattens into "Database failed to open"
+    await ds.db.open({ createIfMissing: true, compression: false })
+  } catch (err) {
+    const cause = (err as { cause?: { code?: unknown, message?: unknown } }).cause
+    if (cause?.code === LEVEL_LOCKED) throw new DataDirLockedError(dataDir, err)
+    const why = typeof cause?.message === 'string' ? cause.message : (err as Error).message
+    throw new Error(`cannot open the datastore ${path}: ${why}`, { cause: err })
+  }
+  // already open: this only keeps whatever else the datastore's open() may do
   await ds.open()
   return ds
 }
