@@ -20,7 +20,8 @@ if (handOver) {
   const env = { ...process.env }
   delete env.AAP_MESH_REEXEC
   const child = spawn(pinned, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit', env })
-  // a signal sent to this launcher alone (a service manager's SIGTERM) reaches the node too
+  // a signal sent to this launcher alone (a service manager's SIGTERM) reaches the node too; one sent to
+  // the whole group (Ctrl-C) then reaches it twice, which `start` counts as one (CLI_SIGNAL_REPEAT_WINDOW_MS)
   for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => { child.kill(sig) })
   child.on('exit', (code, signal) => {
     if (signal !== null) {

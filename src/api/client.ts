@@ -35,6 +35,17 @@ function isRefused (err: unknown): boolean {
   return cause?.code === 'ECONNREFUSED'
 }
 
+/**
+ * A request the old address of a restarted node refused or rejected: nothing
+ * was done, so it may go again to the address and token the data directory
+ * names now. UNAUTHORIZED: a new node on the old port, with a new token.
+ * ECONNREFUSED: no one on the old port; the connection never opened.
+ */
+function sentToStaleNode (err: unknown): boolean {
+  if (err instanceof ApiUnreachableError) return isRefused(err.cause)
+  return err instanceof ApiError && err.code === 'UNAUTHORIZED'
+}
+
 export interface SseEvent {
   event: string
   data: unknown
@@ -69,29 +80,63 @@ async function jsonAnswer<T> (res: Response): Promise<T> {
 }
 
 export class ApiClient {
-  readonly url: string
-  private readonly token: string
+  private _url: string
+  private token: string
   private readonly timeoutMs: number
+  /** Set for a client of a data directory: its API files are read again after the node restarted. */
+  private readonly dataDir: string | undefined
   /** Event streams whose reader failed to cancel at their end (nothing is lost; counted for diagnosis). */
   streamCancelErrors = 0
   lastStreamCancelError: unknown
 
-  constructor (url: string, token: string, opts: { timeoutMs?: number } = {}) {
-    this.url = url.replace(/\/+$/, '')
+  constructor (url: string, token: string, opts: { timeoutMs?: number, dataDir?: string } = {}) {
+    this._url = url.replace(/\/+$/, '')
     this.token = token
     this.timeoutMs = opts.timeoutMs ?? CLI_REQUEST_TIMEOUT_MS
+    this.dataDir = opts.dataDir
   }
 
-  /** The client of the node running from `dataDir` (its api.json and api-token). */
+  /** The API's base URL (for a data directory's client, the one its files named last). */
+  get url (): string {
+    return this._url
+  }
+
+  /**
+   * The client of the node running from `dataDir` (its api.json and
+   * api-token). A node writes a new token at each start, maybe on a new port:
+   * a request refused as UNAUTHORIZED, or by a closed port, reads the files
+   * again and, when they name another URL or token, goes once more there.
+   */
   static async fromDataDir (dataDir: string, opts: { timeoutMs?: number } = {}): Promise<ApiClient> {
     const { url, token } = await readApiFiles(dataDir)
-    return new ApiClient(url, token, opts)
+    return new ApiClient(url, token, { ...opts, dataDir })
+  }
+
+  /**
+   * `attempt`, and once more when it failed at a node that has since
+   * restarted (the data directory names a new URL or token).
+   */
+  private async againAfterRestart<T> (attempt: () => Promise<T>): Promise<T> {
+    try {
+      return await attempt()
+    } catch (err) {
+      if (this.dataDir === undefined || !sentToStaleNode(err)) throw err
+      // no readable API files (the node is down): the first failure says what happened
+      const now = await readApiFiles(this.dataDir).then(f => f, () => undefined)
+      const url = now?.url.replace(/\/+$/, '')
+      if (now === undefined || url === undefined || (url === this._url && now.token === this.token)) throw err
+      this._url = url
+      this.token = now.token
+      return attempt()
+    }
   }
 
   /** One JSON call. Resolves with the answer's body; throws ApiError or ApiUnreachableError. */
   async call<T> (method: string, path: string, body?: unknown, query?: Record<string, QueryValue>): Promise<T> {
-    const res = await this.fetch(method, path + queryString(query), body, AbortSignal.timeout(this.timeoutMs))
-    return jsonAnswer<T>(res)
+    return this.againAfterRestart(async () => {
+      const res = await this.fetch(method, path + queryString(query), body, AbortSignal.timeout(this.timeoutMs))
+      return jsonAnswer<T>(res)
+    })
   }
 
   /**
@@ -101,13 +146,11 @@ export class ApiClient {
   async * stream (path: string, query?: Record<string, QueryValue>, opts: { signal?: AbortSignal, lastEventId?: string } = {}): AsyncGenerator<SseEvent> {
     const headers: Record<string, string> = { accept: 'text/event-stream' }
     if (opts.lastEventId !== undefined) headers['last-event-id'] = opts.lastEventId
-    const res = await this.fetch('GET', path + queryString(query), undefined, opts.signal, headers)
-    if (!res.ok) {
-      const text = await res.text()
-      let parsed: unknown
-      try { parsed = JSON.parse(text) } catch { parsed = undefined }
-      throw errorOf(res.status, parsed)
-    }
+    const res = await this.againAfterRestart(async () => {
+      const answer = await this.fetch('GET', path + queryString(query), undefined, opts.signal, headers)
+      if (!answer.ok) throw errorOf(answer.status, await parsedBody(answer))
+      return answer
+    })
     if (res.body === null) return
     const decoder = new TextDecoder()
     let buffer = ''
@@ -148,15 +191,13 @@ export class ApiClient {
 
   /** GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte. */
   async download (path: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<{ size: number | undefined, contentType: string | null, body: ReadableStream<Uint8Array> }> {
-    const res = await this.fetch('GET', path + queryString(query), undefined, signal, { accept: 'application/octet-stream' })
-    if (!res.ok || res.body === null) {
-      const text = await res.text()
-      let parsed: unknown
-      try { parsed = JSON.parse(text) } catch { parsed = undefined }
-      throw errorOf(res.status, parsed)
-    }
+    const { res, body } = await this.againAfterRestart(async () => {
+      const answer = await this.fetch('GET', path + queryString(query), undefined, signal, { accept: 'application/octet-stream' })
+      if (!answer.ok || answer.body === null) throw errorOf(answer.status, await parsedBody(answer))
+      return { res: answer, body: answer.body }
+    })
     const length = res.headers.get('content-length')
-    return { size: length === null ? undefined : Number(length), contentType: res.headers.get('content-type'), body: res.body }
+    return { size: length === null ? undefined : Number(length), contentType: res.headers.get('content-type'), body }
   }
 
   /**
@@ -168,6 +209,16 @@ export class ApiClient {
   private async send (pathAndQuery: string, bytes: AsyncIterable<Uint8Array>, contentType: string, signal: AbortSignal | undefined): Promise<Response> {
     const url = new URL(this.url + pathAndQuery)
     const open = url.protocol === 'https:' ? httpsRequest : httpRequest
+    // a body that fails to read (a file gone, a directory) is not the node's fault: it is thrown as it is
+    let readFailure: { err: unknown } | undefined
+    const body = async function * (): AsyncGenerator<Uint8Array> {
+      try {
+        yield * bytes
+      } catch (err) {
+        readFailure = { err }
+        throw err
+      }
+    }
     try {
       return await new Promise<Response>((resolve, reject) => {
         const headers = { authorization: `Bearer ${this.token}`, 'content-type': contentType }
@@ -179,9 +230,10 @@ export class ApiClient {
         })
         req.on('error', reject)
         // an answer may come before the body is all sent (a refusal): the send then ends with the request
-        pipeline(Readable.from(bytes), req).catch(reject)
+        pipeline(Readable.from(body()), req).catch(reject)
       })
     } catch (err) {
+      if (readFailure !== undefined) throw readFailure.err
       if ((signal?.reason as Error | undefined)?.name === 'TimeoutError') throw new ApiError(504, 'TIMEOUT', `the API did not answer POST ${pathAndQuery.split('?')[0] ?? ''} in time`)
       if (signal?.aborted === true) throw err
       throw new ApiUnreachableError(this.url, err)
@@ -203,6 +255,16 @@ export class ApiClient {
       if ((err as Error).name === 'AbortError') throw err
       throw new ApiUnreachableError(this.url, err)
     }
+  }
+}
+
+/** An error answer's body as JSON; undefined when it is not JSON (errorOf then reports the status). */
+async function parsedBody (res: Response): Promise<unknown> {
+  const text = await res.text()
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
   }
 }
 

@@ -3,8 +3,8 @@
  * artifacts through the local API, streamed both ways (a file is never read
  * or written whole in memory).
  */
-import { createReadStream, createWriteStream } from 'node:fs'
-import { rename, rm, stat } from 'node:fs/promises'
+import { constants, createReadStream, createWriteStream } from 'node:fs'
+import { access, rename, rm, stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -21,11 +21,15 @@ export function registerArtifact (program: Command): void {
     .option('--name <name>', 'the name to put in the part (default: the file\'s name)')
     .action(remoteAction<RemoteOptions & { mediaType: string, name?: string }>(async (client, opts, args) => {
       const file = args[0] ?? ''
+      // a directory or an unreadable file is the caller's mistake, said before anything is sent
+      let regular: boolean
       try {
-        await stat(file)
+        regular = (await stat(file)).isFile()
+        await access(file, constants.R_OK)
       } catch (err) {
         throw new UsageError(`cannot read ${file}: ${(err as Error).message}`)
       }
+      if (!regular) throw new UsageError(`${file} is not a regular file: artifact put stores one file`)
       const { part } = await client.upload<{ part: FilePart }>('/v1/artifacts', createReadStream(file), opts.mediaType, { name: opts.name ?? basename(file) })
       return { json: { part }, text: `artifact ${part.artifact}\n  ${part.size} bytes, ${part.media_type}${part.name === undefined ? '' : `, ${part.name}`}` }
     }))
@@ -36,6 +40,12 @@ export function registerArtifact (program: Command): void {
     .option('--from <agent-id>', 'an agent that holds it (e.g. the run\'s executor), repeatable', collect)
     .action(remoteAction<RemoteOptions & { out: string, from?: string[] }>(async (client, opts, args) => {
       const id = args[0] ?? ''
+      const there = await stat(opts.out).then(s => s, (err: NodeJS.ErrnoException) => {
+        // nothing there yet is the usual case; anything else the write below reports
+        if (err.code !== 'ENOENT') throw new UsageError(`cannot write ${opts.out}: ${err.message}`)
+        return undefined
+      })
+      if (there?.isDirectory() === true) throw new UsageError(`${opts.out} is a directory: give -o the file to save the artifact as`)
       const got = await client.download(`/v1/artifacts/${encodeURIComponent(id)}`, { from: opts.from })
       // written beside the target and renamed at the end: a failed transfer leaves no half file under its name
       const partial = `${opts.out}.partial`

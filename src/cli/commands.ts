@@ -12,7 +12,7 @@ import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start.ts'
 import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
-import { collect, jsonObjectArg, remoteAction, remoteCommand, seg, UsageError, type RemoteOptions } from './remote.ts'
+import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
 
 interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
 interface RunResult { run: Run }
@@ -191,6 +191,10 @@ function registerDelegate (program: Command): void {
     }))
 
   delegateOptions(remoteCommand(program, 'send', 'one turn of a conversation: delegate, wait for the run to end, print its output (--continue <run> for the next turn)'))
+    .addHelpText('after', `
+Exits 0 only when the run completed. A run that failed or blocked is printed and the
+command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...);
+3 when the node's stream ended first, ${EXIT_INTERRUPTED} when Ctrl-C ended the wait.`)
     .action(remoteAction<DelegateOptions>(async (client, opts) => {
       const body = await delegateBody(client, opts)
       const task = String(body.task_id)
@@ -222,8 +226,21 @@ function registerDelegate (program: Command): void {
       const text = run.state === 'completed'
         ? `${JSON.stringify(run.output)}\nrun ${run.run_id}${turn}: completed; next turn: aap-mesh send --continue ${run.run_id} --input ...`
         : `run ${run.run_id}${turn}: ${ended?.type ?? run.state}\n${runText(run)}`
-      return { json: { run }, text }
+      const unfinished = sendVerdict(run, ctl.signal.aborted)
+      return { json: { run }, text, ...(unfinished === undefined ? {} : { unfinished }) }
     }))
+}
+
+/** Why `send` did not succeed: undefined for a completed run, else the reason and exit status. */
+function sendVerdict (run: Run, interrupted: boolean): UnfinishedError | undefined {
+  switch (run.state) {
+    case 'completed': return undefined
+    case 'failed': return new UnfinishedError(run.failure?.code ?? 'FAILED', `run ${run.run_id} failed: ${run.failure?.message ?? 'no reason given'}`, EXIT_REFUSED)
+    case 'blocked': return new UnfinishedError('BLOCKED', `run ${run.run_id} is blocked on checkpoint ${run.checkpoint_id ?? '-'}; go on with aap-mesh resume ${run.run_id} --resolution '{...}'`, EXIT_REFUSED)
+    default:
+      if (interrupted) return new UnfinishedError('INTERRUPTED', `stopped waiting; run ${run.run_id} is ${run.state}`, EXIT_INTERRUPTED)
+      return new UnfinishedError('UNREACHABLE', `the node's event stream ended while run ${run.run_id} is ${run.state}`, EXIT_UNREACHABLE)
+  }
 }
 
 // ---- runs and their verbs --------------------------------------------------------------------
@@ -309,7 +326,7 @@ function registerEvents (program: Command): void {
   remoteCommand(program, 'events', 'print a correlation\'s run events; with --follow keep printing them as they come')
     .argument('<correlation>', 'the correlation (task) id')
     .option('-f, --follow', 'stay connected and print new events until interrupted', false)
-    .option('--until <type>', 'with --follow: stop after the first event of this type (e.g. run.blocked)')
+    .option('--until <type>', 'with --follow: stop after the first event of this type (e.g. run.blocked); exit 3 if the stream ends before one, 130 if interrupted')
     .option('--no-history', 'with --follow: only events from now on')
     .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
     .option('--owner <agent id>', 'whose task the correlation is (its root delegator): only its runs (protocols/lineage.md)')
@@ -323,6 +340,7 @@ function registerEvents (program: Command): void {
       const stop = (): void => { ctl.abort() }
       process.once('SIGINT', stop)
       process.once('SIGTERM', stop)
+      let seen = false
       try {
         for await (const ev of client.stream(`/v1/events/${seg(corr)}/stream`, { participant: opts.participant, owner: opts.owner, history: opts.history ? undefined : false }, { signal: ctl.signal })) {
           if (ev.event === 'ready') {
@@ -331,11 +349,18 @@ function registerEvents (program: Command): void {
           }
           const e = ev.data as AgentEvent
           process.stdout.write((opts.json ? JSON.stringify(e) : eventLine(e)) + '\n')
-          if (opts.until !== undefined && e.type === opts.until) break
+          if (opts.until !== undefined && e.type === opts.until) {
+            seen = true
+            break
+          }
         }
       } finally {
         process.off('SIGINT', stop)
         process.off('SIGTERM', stop)
+      }
+      if (opts.until !== undefined && !seen) {
+        if (ctl.signal.aborted) throw new UnfinishedError('INTERRUPTED', `stopped following ${corr} before a ${opts.until} event`, EXIT_INTERRUPTED)
+        throw new UnfinishedError('UNREACHABLE', `the node's event stream of ${corr} ended before a ${opts.until} event (did the node stop?)`, EXIT_UNREACHABLE)
       }
       return undefined
     }))

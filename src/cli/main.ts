@@ -23,8 +23,9 @@ export function buildProgram (): Command {
     .addHelpText('after', `
 Every command but start and conformance drives a running node through its local API, found in
 --data-dir (api.json, api-token) or given with --api-url and --token.
-Exit codes: 0 done, 1 the node refused (its AAP error code is printed),
-2 wrong arguments, 3 no node reachable.`)
+Exit codes: 0 done, 1 the node refused (its AAP error code is printed) or the run
+send waited for failed or blocked, 2 wrong arguments, 3 no node reachable (or its
+stream ended first), 130 a wait ended by Ctrl-C.`)
   registerStart(program)
   registerRemoteCommands(program)
   registerMcp(program)

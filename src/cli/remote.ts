@@ -7,6 +7,10 @@
  *   1  the node answered with an error (its AAP code is printed)
  *   2  the command's own arguments are wrong (nothing was sent)
  *   3  no node could be reached (not running, wrong URL or data directory)
+ *
+ * A command that waits (send, events --follow --until) also exits 1 when what
+ * it waited for did not happen (the run failed or blocked), 3 when the node's
+ * stream ended first, and 130 when SIGINT or SIGTERM ended the wait.
  */
 import { readFile } from 'node:fs/promises'
 import { Option, type Command } from 'commander'
@@ -17,6 +21,8 @@ import { AapError } from '../errors.ts'
 export const EXIT_REFUSED = 1
 export const EXIT_USAGE = 2
 export const EXIT_UNREACHABLE = 3
+/** A wait ended by SIGINT or SIGTERM (128 + SIGINT, as shells report Ctrl-C). */
+export const EXIT_INTERRUPTED = 130
 
 export interface RemoteOptions {
   dataDir: string
@@ -33,10 +39,25 @@ export class UsageError extends Error {
   }
 }
 
+/** A command ran but did not get what it waited for: the code and line for stderr, and the exit status. */
+export class UnfinishedError extends Error {
+  readonly code: string
+  readonly exit: number
+
+  constructor (code: string, message: string, exit: number) {
+    super(message)
+    this.name = 'UnfinishedError'
+    this.code = code
+    this.exit = exit
+  }
+}
+
 /** The result of a command: a JSON value for --json, and lines for people. */
 export interface Output {
   json: unknown
   text: string
+  /** Printed like a result, but the command did not succeed: say why on stderr and exit with its status. */
+  unfinished?: UnfinishedError
 }
 
 /** Option parser of repeatable options. */
@@ -92,6 +113,10 @@ export function fail (err: unknown, json: boolean): void {
     code = 'INVALID_REQUEST'
     message = err.message
     exit = EXIT_USAGE
+  } else if (err instanceof UnfinishedError) {
+    code = err.code
+    message = err.message
+    exit = err.exit
   } else if (err instanceof ApiUnreachableError) {
     code = 'UNREACHABLE'
     message = err.message
@@ -132,6 +157,10 @@ export function remoteAction<O extends RemoteOptions> (run: (client: ApiClient, 
       const client = await clientFor(opts)
       const out = await run(client, opts, args)
       if (out !== undefined) print(out, opts.json)
+      if (out?.unfinished !== undefined) {
+        process.stderr.write(`aap-mesh: ${out.unfinished.code}: ${out.unfinished.message}\n`)
+        process.exitCode = out.unfinished.exit
+      }
     } catch (err) {
       fail(err, opts.json)
     }

@@ -9,6 +9,7 @@
  * writes, and the API files are removed from the data directory.
  */
 import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import {
@@ -27,6 +28,8 @@ async function cardModule (): Promise<typeof import('../card/card.ts')> {
 import { AapError, InvalidRequestError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
 import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
+import { API_INFO_FILE } from '../api/files.ts'
+import { CLI_SIGNAL_REPEAT_WINDOW_MS } from './constants.ts'
 
 export interface StartOptions {
   dataDir: string
@@ -141,6 +144,7 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
           opts.capability = [...(opts.capability ?? []), 'cap:aap-conformance@0.1.0']
           if (opts.card === undefined) opts.name ??= 'aap-conformance-agent'
         }
+        await checkMultiaddrs(opts)
         draft = await cardDraftFrom(opts)
         if (opts.discover !== undefined) lookup = (await cardModule()).parseCapability(opts.discover)
       } catch (err) {
@@ -148,6 +152,25 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
       }
       await runNode(opts, draft, lookup)
     })
+}
+
+/**
+ * Every --listen, --announce and --bootstrap value parsed as a multiaddr, so
+ * a mistyped one is a usage error before anything starts (libp2p would throw
+ * it later, from deep inside a running node).
+ */
+async function checkMultiaddrs (opts: Pick<StartOptions, 'listen' | 'announce' | 'bootstrap'>): Promise<void> {
+  const { multiaddr } = await import('@multiformats/multiaddr')
+  const given: Array<[string, string[] | undefined]> = [['--listen', opts.listen], ['--announce', opts.announce], ['--bootstrap', opts.bootstrap]]
+  for (const [option, values] of given) {
+    for (const value of values ?? []) {
+      try {
+        multiaddr(value)
+      } catch (err) {
+        throw new InvalidRequestError(`${option} ${value} is not a multiaddr (${messageOf(err)}); write one like /ip4/203.0.113.7/tcp/4001`)
+      }
+    }
+  }
 }
 
 /**
@@ -202,8 +225,7 @@ export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 
 async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup: CapabilityQuery | undefined): Promise<void> {
   // loaded here, not at the top: the other commands share this module and need none of it
   const { createMeshNode } = await import('../node.ts')
-  const { NodeMetrics, serveMetrics } = await import('../api/metrics.ts')
-  const { newToken, writeApiFiles } = await import('../api/files.ts')
+  const { NodeMetrics } = await import('../api/metrics.ts')
   const log = createLogger(opts.logLevel)
   // a supervisor that read the `started` line and closed the pipe: an unhandled EPIPE would end the node
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
@@ -230,12 +252,42 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
   try {
     await node.start()
   } catch (err) {
-    say(`could not start: ${messageOf(err)}`)
+    say(`could not start: ${await startFailure(err, opts.dataDir)}`)
     await node.stop().catch((err: unknown) => { log.warn({ err }, 'stopping the node that failed to start did not finish cleanly') })
     process.exitCode = 1
     stop.dispose()
     return
   }
+  try {
+    await serve(node, parts, stop, opts, draft, lookup, metrics)
+  } catch (err) {
+    // a bad value that got past the checks, a libp2p surprise: a clean stop and one line, not a stack trace
+    say(`stopping: ${messageOf(err)}`)
+    log.error({ err }, 'the node failed after it started; stopping')
+    await stop.now(1)
+  }
+}
+
+/** Why the node did not start, for people: a data directory in use names the node that holds it. */
+async function startFailure (err: unknown, dataDir: string): Promise<string> {
+  const { DataDirLockedError } = await import('../identity/identity.ts')
+  if (!(err instanceof DataDirLockedError)) return messageOf(err)
+  let pid: unknown
+  try {
+    pid = (JSON.parse(await readFile(join(dataDir, API_INFO_FILE), 'utf8')) as { pid?: unknown }).pid
+  } catch {
+    // no api.json (a node started with --no-api, or one still starting): the message names no pid
+    pid = undefined
+  }
+  const who = typeof pid === 'number' ? `another node (pid ${pid})` : 'another node'
+  return `${who} holds the data directory ${dataDir}: stop it, or give this node a --data-dir of its own`
+}
+
+/** What `start` does once the node runs: bootstrap, card, API, metrics, A2A; the `started` line. */
+async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOptions, draft: CardDraft | undefined, lookup: CapabilityQuery | undefined, metrics: NodeMetrics | undefined): Promise<void> {
+  const log = parts.log
+  const { serveMetrics } = await import('../api/metrics.ts')
+  const { newToken, writeApiFiles } = await import('../api/files.ts')
   if (opts.conformanceAgent === true) (await import('../conformance/agent.ts')).installConformanceAgent(node, log)
 
   node.reachability?.onChange((s) => { emit('reachability', { public: s.public, relay_addresses: s.relayAddresses, relay_serving: s.relayServing }) })
@@ -381,7 +433,9 @@ interface Parts {
 }
 
 /**
- * Stop gracefully on the first SIGINT/SIGTERM, at once on the second: the API
+ * Stop gracefully on the first SIGINT/SIGTERM, at once on the second (the
+ * same signal within CLI_SIGNAL_REPEAT_WINDOW_MS is the first one delivered
+ * twice, not a second one): the API
  * first (no new requests, streams ended), then the node (its writes finish),
  * then the API files and the metrics endpoint.
  */
@@ -408,11 +462,18 @@ function stopOnSignals (parts: Parts, dataDir: string): Stopper {
       process.exit(1)
     }
   }
+  let first: { signal: NodeJS.Signals, at: number } | undefined
   const onSignal = (signal: NodeJS.Signals): void => {
+    if (first !== undefined && first.signal === signal && Date.now() - first.at < CLI_SIGNAL_REPEAT_WINDOW_MS) {
+      // one Ctrl-C or group SIGTERM that reached this process twice (directly, and through bin/aap-mesh.mjs)
+      parts.log.debug({ signal }, 'the same signal again at once: one request, still stopping cleanly')
+      return
+    }
     if (ctl.signal.aborted) {
       parts.log.warn(`${signal} again: exiting without a clean stop`)
       process.exit(130)
     }
+    first = { signal, at: Date.now() }
     parts.log.info({ signal }, 'stopping')
     void now(0)
   }
