@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DELEGATE_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { nestedDeeperThan } from '../src/wire/framing.ts'
+import { nestedDeeperThan } from '../src/util/json-depth.ts'
+import { FRAME_JSON_MAX_DEPTH } from '../src/wire/network-constants.ts'
 import { PAYLOAD_MAX_DEPTH } from '../src/runs/constants.ts'
 import { RawWire, rawFrame } from './fixtures/raw-wire.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
@@ -26,19 +27,18 @@ function deepValue (levels: number): Record<string, unknown> {
   return { a: v }
 }
 
-describe('how deep a frame nests', () => {
-  const bytes = (s: string): Uint8Array => new TextEncoder().encode(s)
-
-  it('counts brackets outside strings only, escaped quotes included', () => {
-    expect(nestedDeeperThan(bytes('{"a":[1,{"b":[]}]}'), 4)).toBe(false)
-    expect(nestedDeeperThan(bytes('{"a":[1,{"b":[]}]}'), 3)).toBe(true)
-    expect(nestedDeeperThan(bytes(JSON.stringify({ s: '[[[[[[{{{{' })), 1)).toBe(false)
-    expect(nestedDeeperThan(bytes(JSON.stringify({ s: 'say \\"[[[[' })), 1)).toBe(false)
-    expect(nestedDeeperThan(bytes(JSON.stringify({ s: '\\', t: [[[]]] })), 3)).toBe(true)
-    expect(nestedDeeperThan(bytes(JSON.stringify({ s: 'é[ü{', t: [] })), 2)).toBe(false)
-    // the same over a string's code units
-    expect(nestedDeeperThan(JSON.stringify({ s: 'say \\"[[[[', t: [[]] }), 3)).toBe(false)
-    expect(nestedDeeperThan(JSON.stringify({ s: '😀{', t: [[[]]] }), 3)).toBe(true)
+describe('how deep a value nests', () => {
+  it('counts objects and arrays, the outermost as level 1, and stops at the bound', () => {
+    const v = JSON.parse('{"a":[1,{"b":[]}],"s":"[[[[{{{{"}') as unknown
+    expect(nestedDeeperThan(v, 4)).toBe(false)
+    expect(nestedDeeperThan(v, 3)).toBe(true)
+    expect(nestedDeeperThan('[[[[', 0)).toBe(false)
+    expect(nestedDeeperThan(null, 0)).toBe(false)
+    expect(nestedDeeperThan({}, 0)).toBe(true)
+    expect(nestedDeeperThan({}, 1)).toBe(false)
+    // far past any stack: the walk stops at the bound
+    expect(nestedDeeperThan(deepValue(50_000), FRAME_JSON_MAX_DEPTH)).toBe(true)
+    expect(nestedDeeperThan(JSON.parse('{"__proto__":{"a":[[]]}}'), 3)).toBe(true)
   })
 })
 

@@ -8,7 +8,7 @@ import { InvalidRequestError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
-import { nestedDeeperThan } from '../wire/framing.ts'
+import { nestedDeeperThan } from '../util/json-depth.ts'
 import { PAYLOAD_MAX_DEPTH } from './constants.ts'
 import type { TraceContext } from './trace.ts'
 
@@ -70,17 +70,10 @@ export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null }>('aap:
 
 /** An object's size as JSON (as long as its canonical form: only key order differs, and it is much cheaper). */
 function jsonBytes (value: Record<string, unknown>, what: string): number {
-  let text: string
-  try {
-    text = JSON.stringify(value)
-  } catch (err) {
-    // JSON.stringify recurses: thousands of levels (a local caller's; the wire refuses them) run out of stack
-    if (err instanceof RangeError) throw new InvalidRequestError(`${what} is nested too deeply to encode`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH }, { cause: err })
-    throw err
-  }
-  // the run's events and answers carry it a few levels further down, and must stay under the wire's bound
-  if (nestedDeeperThan(text, PAYLOAD_MAX_DEPTH)) throw new InvalidRequestError(`${what} is nested deeper than ${PAYLOAD_MAX_DEPTH} levels`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH })
-  return Buffer.byteLength(text)
+  // before it is encoded: JSON.stringify recurses, and a local caller's thousands of levels would run it out of
+  // stack; the run's events and answers carry the value a few levels further down, under the wire's bound
+  if (nestedDeeperThan(value, PAYLOAD_MAX_DEPTH)) throw new InvalidRequestError(`${what} is nested deeper than ${PAYLOAD_MAX_DEPTH} levels`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH })
+  return Buffer.byteLength(JSON.stringify(value))
 }
 
 /** INVALID_REQUEST for an input over RUN_INPUT_MAX_BYTES (oversized) or nested deeper than PAYLOAD_MAX_DEPTH (too_deep). */

@@ -7,6 +7,7 @@
 import type { StreamMessageEvent } from '@libp2p/interface'
 import { ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
 import { AapError, InvalidRequestError, isErrorCode, type ErrorFrame } from '../errors.ts'
+import { nestedDeeperThan } from '../util/json-depth.ts'
 import { FRAME_BUFFER_START_BYTES, FRAME_JSON_MAX_DEPTH } from './network-constants.ts'
 
 const encoder = new TextEncoder()
@@ -201,63 +202,10 @@ export function parseJson (bytes: Uint8Array): unknown {
   // JSON.parse takes thousands of levels; the node's own encoders (JSON.stringify, the canonical form of a
   // signed record) run out of stack a little further on, where a stranger's 12 KiB of brackets would turn a
   // request into an INTERNAL error, or worse, later
-  if (nestedDeeperThan(bytes, FRAME_JSON_MAX_DEPTH)) {
+  if (nestedDeeperThan(value, FRAME_JSON_MAX_DEPTH)) {
     throw new InvalidRequestError(`frame is nested deeper than ${FRAME_JSON_MAX_DEPTH} levels`, { reason: 'too_deep', max: FRAME_JSON_MAX_DEPTH })
   }
   return value
-}
-
-const OPEN_OBJECT = 0x7b
-const OPEN_ARRAY = 0x5b
-const CLOSE_OBJECT = 0x7d
-const CLOSE_ARRAY = 0x5d
-const QUOTE = 0x22
-const BACKSLASH = 0x5c
-
-/**
- * Whether the JSON text `json` (well formed: parsed, or written by
- * JSON.stringify) nests objects and arrays deeper than `max`. One pass over
- * its bytes, outside strings; UTF-8's other bytes are all above 0x7f, so none
- * is taken for a bracket.
- */
-export function nestedDeeperThan (json: Uint8Array | string, max: number): boolean {
-  if (typeof json === 'string') return textNestedDeeperThan(json, max)
-  let depth = 0
-  let inString = false
-  for (let i = 0; i < json.length; i++) {
-    const b = json[i] as number
-    if (inString) {
-      if (b === BACKSLASH) i++
-      else if (b === QUOTE) inString = false
-    } else if (b === QUOTE) {
-      inString = true
-    } else if (b === OPEN_OBJECT || b === OPEN_ARRAY) {
-      if (++depth > max) return true
-    } else if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) {
-      depth--
-    }
-  }
-  return false
-}
-
-/** nestedDeeperThan over a string's UTF-16 code units (none of the others is below 0x80 either). */
-function textNestedDeeperThan (json: string, max: number): boolean {
-  let depth = 0
-  let inString = false
-  for (let i = 0; i < json.length; i++) {
-    const b = json.charCodeAt(i)
-    if (inString) {
-      if (b === BACKSLASH) i++
-      else if (b === QUOTE) inString = false
-    } else if (b === QUOTE) {
-      inString = true
-    } else if (b === OPEN_OBJECT || b === OPEN_ARRAY) {
-      if (++depth > max) return true
-    } else if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) {
-      depth--
-    }
-  }
-  return false
 }
 
 export function isRecord (v: unknown): v is Record<string, unknown> {
