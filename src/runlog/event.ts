@@ -12,6 +12,8 @@ import {
 import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
 import { agentPublicKeyObject, canonicalJson, sign, signingBytes } from '../identity/signing.ts'
 import { makeRoom } from '../util/bounded.ts'
+import { nestedDeeperThan } from '../util/json-depth.ts'
+import { EVENT_PAYLOAD_MAX_DEPTH } from './constants.ts'
 import { schema } from '../schema/validate.ts'
 import type { AgentEvent, UnsignedEvent } from './types.ts'
 import { assertVerdictShape } from './verdict-shape.ts'
@@ -58,11 +60,19 @@ export function eventHash (event: AgentEvent): string {
 }
 
 export async function signEvent (key: PrivateKey, unsigned: UnsignedEvent): Promise<AgentEvent> {
+  assertPayloadDepth(unsigned.payload)
   const payloadBytes = Buffer.byteLength(canonicalJson(unsigned.payload))
   if (payloadBytes > EVENT_PAYLOAD_MAX_BYTES) {
     throw new InvalidRequestError(`event payload is ${payloadBytes} bytes, over ${EVENT_PAYLOAD_MAX_BYTES}`, { reason: 'oversized' })
   }
   return { ...unsigned, signature: await sign(key, EVENT_SIGNING_DOMAIN, unsigned) }
+}
+
+/** INVALID_REQUEST (too_deep) for a payload nested deeper than EVENT_PAYLOAD_MAX_DEPTH; checked before it is encoded. */
+export function assertPayloadDepth (payload: unknown): void {
+  if (nestedDeeperThan(payload, EVENT_PAYLOAD_MAX_DEPTH)) {
+    throw new InvalidRequestError(`event payload is nested deeper than ${EVENT_PAYLOAD_MAX_DEPTH} levels`, { reason: 'too_deep', max: EVENT_PAYLOAD_MAX_DEPTH })
+  }
 }
 
 const EVENT_SIGNING_DOMAIN_BYTES = Buffer.byteLength(EVENT_SIGNING_DOMAIN)
@@ -204,6 +214,7 @@ export async function verifyEvent (value: unknown, signatures?: SignatureCache):
  */
 export function verifyEventSync (value: unknown, signatures: SignatureCache = processSignatures): AgentEvent {
   const event = isAgentEvent.assert(value, 'event')
+  assertPayloadDepth(event.payload)
   // JSON.stringify of parsed JSON is as long as its canonical form (only key order differs), and cheaper
   if (Buffer.byteLength(JSON.stringify(event.payload)) > EVENT_PAYLOAD_MAX_BYTES) throw new InvalidRequestError('event payload is oversized', { reason: 'oversized' })
   if (event.executor !== executorOfRun(event.run_id)) {

@@ -12,7 +12,7 @@ import { sign, type KeyObject } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
 import { EVENT_PAYLOAD_MAX_BYTES, EVENT_SIGNING_DOMAIN } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
-import { knowCanonical, signEvent } from './event.ts'
+import { assertPayloadDepth, knowCanonical, signEvent } from './event.ts'
 import { canonicalJson, signingKeyObject } from '../identity/signing.ts'
 import type { AgentEvent, UnsignedEvent } from './types.ts'
 
@@ -27,6 +27,7 @@ export class EventSigner {
 
   async sign (unsigned: UnsignedEvent): Promise<AgentEvent> {
     if (this.keyObject === undefined) return signEvent(this.key, unsigned)
+    assertPayloadDepth(unsigned.payload)
     // JSON.stringify is as long as the canonical form (only key order differs)
     const payloadBytes = Buffer.byteLength(JSON.stringify(unsigned.payload))
     if (payloadBytes > EVENT_PAYLOAD_MAX_BYTES) {

@@ -9,7 +9,7 @@ import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { checkParts, type ArtifactWriter } from '../artifacts/types.ts'
 import { REASON_MAX_CHARS } from '../constants.ts'
 import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
-import { isBlock, isRunOutput } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isRunOutput } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
@@ -233,6 +233,7 @@ function contextFor (
       }
     },
     progress: async (payload) => {
+      assertPayloadValueDepth(payload, 'progress payload')
       checkParts(payload, 'progress')
       if (await whenRunning({ type: 'progress', payload }) === undefined) throw endedError(a, 'progress')
     },
@@ -279,13 +280,16 @@ function contextFor (
 }
 
 /**
- * A run's output is what its Run record will carry: one the Run schema refuses
- * (more than 256 members, not an object) would make the run unreadable over the
- * wire, and its delegator, whose get_run answers it could no longer read, would
- * take a live executor for lost. So it is refused here, and the run fails.
+ * A run's output is what its Run record will carry: one the Run schema
+ * refuses (more than 256 members, not an object), or one nested past
+ * PAYLOAD_MAX_DEPTH (the frames that carry the run stay within the wire's
+ * bound), would make the run unreadable over the wire, and its delegator,
+ * whose get_run answers it could no longer read, would wait on it for ever.
+ * So it is refused here, and the run fails.
  */
 function checkOutput (output: unknown): void {
   isRunOutput.assert(output, 'output')
+  assertPayloadValueDepth(output, 'output')
   checkParts(output as Record<string, unknown>, 'output')
 }
 

@@ -70,10 +70,19 @@ export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null }>('aap:
 
 /** An object's size as JSON (as long as its canonical form: only key order differs, and it is much cheaper). */
 function jsonBytes (value: Record<string, unknown>, what: string): number {
-  // before it is encoded: JSON.stringify recurses, and a local caller's thousands of levels would run it out of
-  // stack; the run's events and answers carry the value a few levels further down, under the wire's bound
-  if (nestedDeeperThan(value, PAYLOAD_MAX_DEPTH)) throw new InvalidRequestError(`${what} is nested deeper than ${PAYLOAD_MAX_DEPTH} levels`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH })
+  assertPayloadValueDepth(value, what)
   return Buffer.byteLength(JSON.stringify(value))
+}
+
+/**
+ * INVALID_REQUEST (too_deep) for an agent's value (input, context, output,
+ * progress, resolution) nested deeper than PAYLOAD_MAX_DEPTH. Checked before
+ * it is encoded: JSON.stringify recurses, and a local caller's thousands of
+ * levels would run it out of stack; the run's events and answers carry the
+ * value a few levels further down, under the wire's bound.
+ */
+export function assertPayloadValueDepth (value: unknown, what: string): void {
+  if (nestedDeeperThan(value, PAYLOAD_MAX_DEPTH)) throw new InvalidRequestError(`${what} is nested deeper than ${PAYLOAD_MAX_DEPTH} levels`, { reason: 'too_deep', max: PAYLOAD_MAX_DEPTH })
 }
 
 /** INVALID_REQUEST for an input over RUN_INPUT_MAX_BYTES (oversized) or nested deeper than PAYLOAD_MAX_DEPTH (too_deep). */

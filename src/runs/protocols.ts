@@ -18,7 +18,7 @@ import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
 import { peerOf } from './peers.ts'
 import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
-import { isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
 
 /**
  * What a handler's call to another agent may take of the handler's budget:
@@ -64,7 +64,10 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
       ...limits,
       methods: {
         block: method(isBlock, async (req, ctx) => traced('aap.control.block.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) }))),
-        resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) }))),
+        resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => {
+          assertPayloadValueDepth(req.resolution, 'resolution')
+          return { run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) }
+        })),
         cancel: method(isCancel, async (req, ctx) => traced('aap.control.cancel.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) }))),
         get_run: method(isGetRun, async (req) => traced('aap.control.get_run.handle', req, async () => ({ run: await x.localRun(req.run_id) }))),
         // liveness (protocols/liveness.md): a delegator tells the executor its verdict; an executor asks a delegator for one

@@ -23,7 +23,7 @@ import { heldPeerRecord } from '../wire/peer-records.ts'
 import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import { RunExecutor } from './executor.ts'
-import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
@@ -240,6 +240,7 @@ export class Runs {
   async resume (runId: string, resolution: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
     const body = { run_id: runId, resolution }
     isResume.assert(body, 'resume request')
+    assertPayloadValueDepth(resolution, 'resolution')
     if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'resume', resolution }, EXECUTOR)
     return this.control(runId, 'resume', body, opts)
   }

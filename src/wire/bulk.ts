@@ -18,7 +18,7 @@ import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TI
 import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, responseEnvelope } from './framing.ts'
+import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, refusedFrameId, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
 import { Outbox } from './outbox.ts'
 import { allowWindowGrowth } from './yamux-window.ts'
@@ -180,7 +180,7 @@ class BulkInbound {
     try {
       envelope = parseJson(bytes)
     } catch (err) {
-      return [encodeFrame({ id: null, ok: false, error: errorFrame(toAapError(err)) })]
+      return [encodeFrame({ id: refusedFrameId(err), ok: false, error: errorFrame(toAapError(err)) })]
     }
     const id = isRecord(envelope) && isFrameId(envelope.id) ? envelope.id : null
     if (id === null || !isRequestEnvelope(envelope)) {

@@ -203,9 +203,28 @@ export function parseJson (bytes: Uint8Array): unknown {
   // signed record) run out of stack a little further on, where a stranger's 12 KiB of brackets would turn a
   // request into an INTERNAL error, or worse, later
   if (nestedDeeperThan(value, FRAME_JSON_MAX_DEPTH)) {
-    throw new InvalidRequestError(`frame is nested deeper than ${FRAME_JSON_MAX_DEPTH} levels`, { reason: 'too_deep', max: FRAME_JSON_MAX_DEPTH })
+    throw new FrameTooDeepError(isRecord(value) && isFrameId(value.id) ? value.id : null)
   }
   return value
+}
+
+/**
+ * A frame nested past FRAME_JSON_MAX_DEPTH (INVALID_REQUEST, reason too_deep).
+ * It parsed, so its id is known when it has one: a responder answers under
+ * it, and a caller fails that one call, not its whole session.
+ */
+export class FrameTooDeepError extends InvalidRequestError {
+  readonly frameId: number | null
+
+  constructor (frameId: number | null) {
+    super(`frame is nested deeper than ${FRAME_JSON_MAX_DEPTH} levels`, { reason: 'too_deep', max: FRAME_JSON_MAX_DEPTH })
+    this.frameId = frameId
+  }
+}
+
+/** The id to answer a frame parseJson refused under: its own when it was too deep, else null. */
+export function refusedFrameId (err: unknown): number | null {
+  return err instanceof FrameTooDeepError ? err.frameId : null
 }
 
 export function isRecord (v: unknown): v is Record<string, unknown> {
@@ -248,8 +267,11 @@ export function responseEnvelope (bytes: Uint8Array, peer: string): (Record<stri
   let res: unknown
   try {
     res = parseJson(bytes)
-  } catch {
-    return new InvalidRequestError(`agent ${peer} sent a frame that is not JSON`, { reason: 'bad_response' })
+  } catch (err) {
+    const id = refusedFrameId(err)
+    // too deep to take, but its id is known: that one call fails, the session goes on
+    if (id !== null) return { id, ok: false, error: { code: 'INVALID_REQUEST', message: `agent ${peer} answered with a frame nested deeper than ${FRAME_JSON_MAX_DEPTH} levels`, details: { reason: 'too_deep', max: FRAME_JSON_MAX_DEPTH } } }
+    return new InvalidRequestError(`agent ${peer} sent a frame that is not JSON${err instanceof FrameTooDeepError ? ` (nested deeper than ${FRAME_JSON_MAX_DEPTH} levels)` : ''}`, { reason: 'bad_response' })
   }
   if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
     return new InvalidRequestError(`agent ${peer} sent a malformed response frame`, { reason: 'bad_response' })

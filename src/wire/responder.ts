@@ -14,7 +14,7 @@ import {
 import { AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError, type AapError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson } from './framing.ts'
+import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson, refusedFrameId } from './framing.ts'
 import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
@@ -132,7 +132,7 @@ class InboundStream {
     try {
       envelope = parseJson(bytes)
     } catch (err) {
-      void this.reply({ id: null, ok: false, error: errorFrame(toAapError(err)) })
+      void this.reply({ id: refusedFrameId(err), ok: false, error: errorFrame(toAapError(err)) })
       return
     }
     const id = isRecord(envelope) && isFrameId(envelope.id) ? envelope.id : null
