@@ -6,8 +6,10 @@ import { A2AError } from '@a2a-js/sdk/errors'
 import { AapError, InvalidRequestError, RunNotFoundError } from '../src/errors.ts'
 import { A2A_TASK_HISTORY_MAX, PART_CHECKPOINT, PART_DELEGATE, PART_FAILURE, PART_OUTPUT, PART_PROGRESS, PART_RESUME } from '../src/a2a/constants.ts'
 import {
-  a2aToMeshDraft, dataPart, eventToUpdates, meshToA2aCard, outcomeOf, readDelegate, readResume, skillCapability, taskStateOf, textPart, toA2aError
+  a2aToMeshDraft, dataPart, eventToUpdates, meshToA2aCard, outcomeOf, readDelegate, readResume, runToTask, runToUpdates, skillCapability, taskShowsRun,
+  taskStateOf, textPart, toA2aError
 } from '../src/a2a/mapping.ts'
+import type { Run } from '../src/runlog/types.ts'
 import { mergeDrafts } from '../src/a2a/outbound.ts'
 import { BoundedTaskStore } from '../src/a2a/task-store.ts'
 import type { ServerCallContext } from '@a2a-js/sdk/server'
@@ -53,6 +55,34 @@ describe('a2a mapping', () => {
     expect(handoff[0]?.kind === 'statusUpdate' && handoff[0].data.status?.state).toBe(TaskState.TASK_STATE_WORKING)
     const progress = eventToUpdates({ ...base, type: 'run.progress', payload: { p: 1 } }, ids)[0]
     expect(progress?.kind === 'statusUpdate' && progress.data.status?.message?.parts[0]?.content).toEqual({ $case: 'data', value: { type: PART_PROGRESS, payload: { p: 1 } } })
+  })
+
+  it('a run read again gives the updates its events would have, and a task showing it needs none', () => {
+    const ids = { taskId: 't', contextId: 'c' }
+    const at = '2026-01-01T00:00:00.000Z'
+    const run: Run = {
+      run_id: 'r', agent_id: 'a', correlation_id: 'c', state: 'blocked', created_at: at, updated_at: at, capability: CAP, delegator: 'd', authorized: [],
+      parent_run: null, handoff_from: null, handoff_to: null, checkpoint_id: 'cp-2', block_reason: 'second look', output: null, failure: null, last_seq: 4
+    }
+    const base = { run_id: 'r', correlation_id: 'c', at, seq: 4, prev: null, executor: 'a', signature: '' }
+    const content = (u: ReturnType<typeof runToUpdates>[number] | undefined): unknown =>
+      u?.kind === 'statusUpdate' ? [u.data.status?.state, u.data.status?.message?.parts[0]?.content] : u?.kind === 'artifactUpdate' ? u.data.artifact : undefined
+    const same = (r: Run, e: Parameters<typeof eventToUpdates>[0]): void => {
+      expect(runToUpdates(r, ids).map(content)).toEqual(eventToUpdates(e, ids).map(content))
+    }
+    same(run, { ...base, type: 'run.blocked', payload: { checkpoint_id: 'cp-2', reason: 'second look' } })
+    same({ ...run, state: 'completed', output: { y: 1 } }, { ...base, type: 'run.completed', payload: { output: { y: 1 } } })
+    same({ ...run, state: 'failed', failure: { code: 'CANCELED', message: 'no' } }, { ...base, type: 'run.failed', payload: { failure: { code: 'CANCELED', message: 'no' } } })
+    same({ ...run, state: 'failed', failure: { code: 'HANDLER_FAILED', message: 'x' } }, { ...base, type: 'run.failed', payload: { failure: { code: 'HANDLER_FAILED', message: 'x' } } })
+    expect(runToUpdates({ ...run, state: 'running' }, ids).map(content)).toEqual([[TaskState.TASK_STATE_WORKING, undefined]])
+    const handedOff = runToUpdates({ ...run, state: 'completed', handoff_to: { run_id: 'r2', agent_id: 'b' } }, ids)
+    expect(handedOff.map(u => u.kind === 'statusUpdate' && u.data.status?.state)).toEqual([TaskState.TASK_STATE_WORKING])
+
+    const shown = runToTask(run, 't')
+    expect(taskShowsRun(shown, run)).toBe(true)
+    expect(taskShowsRun(shown, { ...run, checkpoint_id: 'cp-3' })).toBe(false)
+    expect(taskShowsRun(shown, { ...run, state: 'running' })).toBe(false)
+    expect(taskShowsRun(runToTask({ ...run, state: 'running' }, 't'), { ...run, state: 'running', run_id: 'r2' })).toBe(false)
   })
 
   it('reads A2A task outcomes for forwarded runs', () => {

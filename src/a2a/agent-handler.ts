@@ -12,7 +12,9 @@
  *   run events                      -> status and artifact updates (mapping.ts)
  *
  * A task waiting for input keeps a watch on its run, so a move made outside
- * A2A reaches it (task-runs.ts); streams end with their clients (streams.ts).
+ * A2A reaches it (task-runs.ts); one whose watch went has its run read again
+ * when a client reads it (task-refresh.ts); streams end with their clients
+ * (streams.ts).
  */
 import { randomUUID } from 'node:crypto'
 import type {
@@ -30,9 +32,10 @@ import type { AgentCard as MeshCard } from '../card/card.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
-import { A2A_INPUT_WATCHES_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_PER_AGENT } from './constants.ts'
+import { A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_PER_AGENT } from './constants.ts'
 import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
 import { TaskStreams } from './streams.ts'
+import { TaskRefresher } from './task-refresh.ts'
 import { TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
 import { BoundedTaskStore } from './task-store.ts'
 
@@ -69,6 +72,10 @@ export class MeshAgentHandler implements A2ARequestHandler {
   readonly runs: TaskRuns
   /** SubscribeToTask and SendStreamingMessage streams, ended with their clients. */
   readonly streams: TaskStreams
+  /** Reads again the runs of tasks nothing follows, when clients read the tasks. */
+  readonly refresher: TaskRefresher
+  /** Tasks an A2A resume is under way on (from before its mesh call to the SDK's answer): their runs are not read again meanwhile. */
+  private readonly resuming = new Map<string, number>()
 
   constructor (node: MeshNode, meshCard: MeshCard, card: A2aCard, log: Logger, opts: MeshAgentHandlerOptions = {}) {
     this.node = node
@@ -79,9 +86,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
     // the bus of an input-required task until a follow-up or a cancel that may never come)
     this.store = new BoundedTaskStore(A2A_TASKS_MAX_PER_AGENT, (taskId) => {
       this.runs.drop(taskId)
+      this.refresher.forget(taskId)
       this.buses.cleanupByTaskId(taskId)
     })
     this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
+    this.refresher = new TaskRefresher({
+      node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal,
+      followed: (taskId) => this.runs.get(taskId) !== undefined || this.resuming.has(taskId)
+    })
     this.streams = new TaskStreams(this.store, this.buses, log, opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK)
     const executor: AgentExecutor = {
       execute: async (ctx, bus) => { await this.execute(ctx, bus) },
@@ -164,12 +176,19 @@ export class MeshAgentHandler implements A2ARequestHandler {
     })
   }
 
+  /** GetTask: a task whose run nothing follows has its run read again first (task-refresh.ts). */
   async getTask (params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
+    const task = await this.store.load(params.id, context)
+    if (task !== undefined) await this.refresher.refresh(task)
     return this.inner.getTask(params, context)
   }
 
+  /** ListTasks: the page's first A2A_LIST_REFRESH_MAX tasks whose runs nothing follows have them read again, then the page is made anew. */
   async listTasks (params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
-    return this.inner.listTasks(params, context)
+    const page = await this.inner.listTasks(params, context)
+    const stale = page.tasks.filter(t => this.refresher.due(t)).slice(0, A2A_LIST_REFRESH_MAX)
+    const saved = await Promise.all(stale.map(async t => await this.refresher.refresh(t)))
+    return saved.includes(true) ? await this.inner.listTasks(params, context) : page
   }
 
   async cancelTask (params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -220,10 +239,12 @@ export class MeshAgentHandler implements A2ARequestHandler {
         }
         const resolution = readResume(msg)
         const claim = this.runs.claim(task.id)
+        this.resumes(task.id, 1)
         let run: Run
         try {
           run = await this.node.resume(runId, resolution, { signal })
         } catch (err) {
+          this.resumes(task.id, -1)
           if (claim !== undefined) await this.runs.release(claim)
           throw err
         }
@@ -250,11 +271,19 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private settle (key: string): void {
     const p = this.prepared.get(key)
     this.prepared.delete(key)
+    if (p?.resumed !== undefined) this.resumes(p.resumed.ids.taskId, -1)
     if (p === undefined || p.taken || p.resumed === undefined) return
     this.log.warn({ run_id: p.run.run_id, task_id: p.resumed.ids.taskId }, 'a2a: a resumed run reached no execution: its task watches it')
     const claim = p.resumed.claim
     const done = claim !== undefined && this.runs.get(claim.ids.taskId) === claim ? this.runs.release(claim) : this.runs.watch(p.run, p.resumed.ids)
     done.catch((err: unknown) => { this.log.warn({ err: (err as Error).message, run_id: p.run.run_id }, 'a2a: cannot watch a resumed run that reached no execution') })
+  }
+
+  /** Count an A2A resume of the task in (1) or out (-1). */
+  private resumes (taskId: string, by: 1 | -1): void {
+    const n = (this.resuming.get(taskId) ?? 0) + by
+    if (n > 0) this.resuming.set(taskId, n)
+    else this.resuming.delete(taskId)
   }
 
   // ---- the executor ------------------------------------------------------------------

@@ -45,6 +45,19 @@ export const A2A_TASKS_MAX_PER_AGENT = 10_000
  * goes (counted and logged), and that task shows its run's later moves no more.
  */
 export const A2A_INPUT_WATCHES_MAX = MAX_CORRELATION_TOPICS / 4
+/**
+ * Least time between two reads of the run of a task nothing follows (its watch went, or never started) when
+ * clients read the task (GetTask, ListTasks): a client polling a task asks its executor at most this often.
+ */
+export const A2A_TASK_REFRESH_INTERVAL_MS = 2_000
+/** Bound on reading the run of a task nothing follows (get_run to its executor, handoffs followed included). */
+export const A2A_TASK_REFRESH_TIMEOUT_MS = 5_000
+/** Runs read at once for tasks nothing follows, per agent; past it a read task is shown as it is saved. */
+export const A2A_TASK_REFRESHES_MAX = 16
+/** Tasks of one ListTasks page whose runs are read (the first ones nothing follows); the rest are shown as saved. */
+export const A2A_LIST_REFRESH_MAX = 8
+/** Handoffs followed from a task's run to the run that carries it on now, in one read. */
+export const A2A_TASK_REFRESH_HANDOFFS_MAX = 8
 /** SubscribeToTask streams open at once on one task; past it a new one is refused (TooManySubscribersError). */
 export const A2A_SUBSCRIBERS_MAX_PER_TASK = 8
 /**

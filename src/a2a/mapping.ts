@@ -299,6 +299,32 @@ export function eventToUpdates (e: AgentEvent, ids: { taskId: string, contextId:
   }
 }
 
+/**
+ * The A2A updates that bring a task to its run as read now (not from its
+ * events): what the watch would have saved had it seen them. A run handed
+ * off keeps the task working (with the handoff as progress); a completed
+ * one gives its output artifact, then COMPLETED.
+ */
+export function runToUpdates (run: Run, ids: { taskId: string, contextId: string }): TaskUpdate[] {
+  const meta = { [A2A_MESH_EXTENSION_URI]: { run_id: run.run_id, seq: run.last_seq, correlation_id: run.correlation_id } }
+  const update = (status: TaskStatus): TaskUpdate => ({ kind: 'statusUpdate', data: { ...ids, status, metadata: meta } })
+  if (run.handoff_to !== null) {
+    const payload = { transition: 'handoff', handoff_to: run.handoff_to }
+    return [update({ state: TaskState.TASK_STATE_WORKING, message: message(Role.ROLE_AGENT, [dataPart(PART_PROGRESS, { payload })], ids), timestamp: run.updated_at })]
+  }
+  const status = update(runStatus(run, ids))
+  if (run.state !== 'completed') return [status]
+  const artifact: TaskUpdate = { kind: 'artifactUpdate', data: { ...ids, artifact: outputArtifact(run.run_id, run.output ?? {}), append: false, lastChunk: true, metadata: meta } }
+  return [artifact, status]
+}
+
+/** Whether a task shows its run as read now: the same run, state and open checkpoint. */
+export function taskShowsRun (task: Pick<Task, 'status' | 'metadata'>, run: Run): boolean {
+  const state = run.handoff_to !== null ? TaskState.TASK_STATE_WORKING : taskStateOf(run)
+  if (task.status?.state !== state || runIdOf(task) !== run.run_id) return false
+  return run.state !== 'blocked' || typedData(task.status.message?.parts ?? [], PART_CHECKPOINT)?.checkpoint_id === run.checkpoint_id
+}
+
 // ---- A2A tasks -> run outcomes (outbound side) ---------------------------------------
 
 export type TaskOutcome =

@@ -22,7 +22,8 @@
  * a quarter of the topics): past it the watch of the task that has waited
  * longest goes, and a new task whose run cannot be followed for want of a
  * topic takes one from the oldest watch first. Each watch goes with its
- * task (evicted, canceled) and all of them with close().
+ * task (evicted, canceled) and all of them with close(). A task whose watch
+ * went has its run read again when a client reads it (task-refresh.ts).
  */
 import { AgentEvent as Bus, ResultManager, ServerCallContext, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
 import { AapError } from '../errors.ts'
@@ -69,7 +70,8 @@ export interface TaskRunsHost {
 
 /**
  * The watches of one server's handlers, bounded together; the task that
- * has waited longest first. A watch dropped leaves its task as it was.
+ * has waited longest first. A watch dropped leaves its task as it was until
+ * a client reads it (task-refresh.ts reads its run again then).
  */
 export class WatchBudget {
   readonly max: number
@@ -287,19 +289,7 @@ export class TaskRuns {
   private async apply (t: Tracked, updates: TaskUpdate[], terminal: boolean): Promise<void> {
     // dropped meanwhile (evicted, or a new execution follows the run from its own start): nothing to keep
     if (t.finished && !terminal) return
-    const taskId = t.ids.taskId
-    const saver = new ResultManager(this.host.store, CONTEXT)
-    for (const u of updates) {
-      const ev = toBusEvent(u)
-      await saver.processEvent(ev)
-      // a task that goes on keeps a bus, as the SDK keeps one for an input-required task, so subscribers can attach
-      const bus = terminal ? this.host.buses.getByTaskId(taskId) : this.host.buses.createOrGetByTaskId(taskId)
-      bus?.publish(ev)
-    }
-    if (terminal) {
-      this.host.buses.getByTaskId(taskId)?.finished()
-      this.host.buses.cleanupByTaskId(taskId)
-    }
+    await saveToTask(this.host, t.ids.taskId, updates, terminal)
   }
 
   /** The task waits for input: it joins the watches (as the newest); past the bound the oldest one goes. */
@@ -318,6 +308,25 @@ export class TaskRuns {
     t.sub?.close()
     t.done.resolve()
     if (this.tracked.get(t.ids.taskId) === t) this.tracked.delete(t.ids.taskId)
+  }
+}
+
+/**
+ * Save updates no execution carries to a task (a watched run's events, a
+ * run read again: task-refresh.ts), then publish them to its subscribers.
+ */
+export async function saveToTask (host: Pick<TaskRunsHost, 'store' | 'buses'>, taskId: string, updates: TaskUpdate[], terminal: boolean): Promise<void> {
+  const saver = new ResultManager(host.store, CONTEXT)
+  for (const u of updates) {
+    const ev = toBusEvent(u)
+    await saver.processEvent(ev)
+    // a task that goes on keeps a bus, as the SDK keeps one for an input-required task, so subscribers can attach
+    const bus = terminal ? host.buses.getByTaskId(taskId) : host.buses.createOrGetByTaskId(taskId)
+    bus?.publish(ev)
+  }
+  if (terminal) {
+    host.buses.getByTaskId(taskId)?.finished()
+    host.buses.cleanupByTaskId(taskId)
   }
 }
 

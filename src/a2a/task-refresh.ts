@@ -1,0 +1,114 @@
+/**
+ * Tasks whose runs nothing follows, brought up to date when a client reads
+ * them. A task waiting for input whose watch went (past
+ * A2A_INPUT_WATCHES_MAX, for a new task's topic, or it never started) would
+ * show its run's later moves no more: a resume, cancel, failure or handoff
+ * made outside A2A. So GetTask, and the first entries of a ListTasks page,
+ * read such a task's run from its executor (get_run, handoffs followed) and
+ * save what the watch would have saved from its events.
+ *
+ * Reads are bounded: one at a time per task, at most one per
+ * A2A_TASK_REFRESH_INTERVAL_MS per task, A2A_TASK_REFRESHES_MAX at once per
+ * agent, each within A2A_TASK_REFRESH_TIMEOUT_MS. A read that fails leaves
+ * the task as it was (counted and logged): the client gets what is saved.
+ */
+import type { Task } from '@a2a-js/sdk'
+import type { DefaultExecutionEventBusManager, TaskStore } from '@a2a-js/sdk/server'
+import type { Logger } from '../logger.ts'
+import type { MeshNode } from '../node.ts'
+import type { Run } from '../runlog/types.ts'
+import { A2A_TASK_REFRESH_HANDOFFS_MAX, A2A_TASK_REFRESH_INTERVAL_MS, A2A_TASK_REFRESH_TIMEOUT_MS, A2A_TASK_REFRESHES_MAX } from './constants.ts'
+import { isFinalState, runIdOf, runToUpdates, taskShowsRun } from './mapping.ts'
+import { saveToTask } from './task-runs.ts'
+
+export interface TaskRefreshHost {
+  node: MeshNode
+  log: Logger
+  store: TaskStore
+  buses: DefaultExecutionEventBusManager
+  /** Aborted when the handler closes. */
+  stopping: AbortSignal
+  /** Something follows the task's run now (an execution, a watch, an A2A resume under way), so the task is kept up to date already. */
+  followed: (taskId: string) => boolean
+}
+
+export class TaskRefresher {
+  private readonly host: TaskRefreshHost
+  /** When each open task's run was last read (tasks that end or are evicted go). */
+  private readonly last = new Map<string, number>()
+  /** Reads under way, by task. */
+  private readonly pending = new Map<string, Promise<boolean>>()
+  /**
+   * Runs read; tasks saved with what was read; reads that failed (the task kept as it was); saves that
+   * failed; reads not made because A2A_TASK_REFRESHES_MAX were under way.
+   */
+  readonly stats = { reads: 0, updated: 0, readErrors: 0, saveErrors: 0, busy: 0 }
+
+  constructor (host: TaskRefreshHost) {
+    this.host = host
+  }
+
+  /** Whether reading the task would read its run: it is open, nothing follows its run, and it was not read lately. */
+  due (task: Task): boolean {
+    if (this.pending.has(task.id)) return true
+    if (task.status !== undefined && isFinalState(task.status.state)) return false
+    if (runIdOf(task) === undefined || this.host.followed(task.id) || this.host.stopping.aborted) return false
+    return Date.now() - (this.last.get(task.id) ?? 0) >= A2A_TASK_REFRESH_INTERVAL_MS
+  }
+
+  /** Bring the task up to date with its run when it is due; true when it was saved anew. Never throws. */
+  async refresh (task: Task): Promise<boolean> {
+    const under = this.pending.get(task.id)
+    if (under !== undefined) return await under
+    if (!this.due(task)) return false
+    if (this.pending.size >= A2A_TASK_REFRESHES_MAX) {
+      this.stats.busy++
+      return false
+    }
+    this.last.set(task.id, Date.now())
+    const read = this.read(task).finally(() => { this.pending.delete(task.id) })
+    this.pending.set(task.id, read)
+    return await read
+  }
+
+  /** The task went from the store. */
+  forget (taskId: string): void {
+    this.last.delete(taskId)
+  }
+
+  private async read (task: Task): Promise<boolean> {
+    const runId = runIdOf(task) as string
+    let run: Run
+    try {
+      run = await this.current(runId)
+    } catch (err) {
+      this.stats.readErrors++
+      this.host.log.warn({ err: (err as Error).message, task_id: task.id, run_id: runId }, 'a2a: cannot read the run of a task nothing follows; the task is shown as saved')
+      return false
+    }
+    this.stats.reads++
+    const ended = run.handoff_to === null && (run.state === 'completed' || run.state === 'failed')
+    if (ended) this.last.delete(task.id)
+    // unchanged, or something took the run on while it was read (an A2A resume): that keeps the task
+    if (taskShowsRun(task, run) || this.host.followed(task.id) || this.host.stopping.aborted) return false
+    try {
+      await saveToTask(this.host, task.id, runToUpdates(run, { taskId: task.id, contextId: task.contextId }), ended)
+    } catch (err) {
+      this.stats.saveErrors++
+      this.host.log.warn({ err: (err as Error).message, task_id: task.id, run_id: run.run_id }, 'a2a: cannot save the run read for a task nothing follows')
+      return false
+    }
+    this.stats.updated++
+    return true
+  }
+
+  /** The run as its executor holds it now, through the handoffs made since (at most A2A_TASK_REFRESH_HANDOFFS_MAX). */
+  private async current (runId: string): Promise<Run> {
+    const deadline = Date.now() + A2A_TASK_REFRESH_TIMEOUT_MS
+    const signal = AbortSignal.any([this.host.stopping, AbortSignal.timeout(A2A_TASK_REFRESH_TIMEOUT_MS)])
+    const get = async (id: string): Promise<Run> => await this.host.node.getRun(id, { signal, callTimeoutMs: Math.max(1, deadline - Date.now()) })
+    let run = await get(runId)
+    for (let hops = 0; run.handoff_to !== null && hops < A2A_TASK_REFRESH_HANDOFFS_MAX; hops++) run = await get(run.handoff_to.run_id)
+    return run
+  }
+}
