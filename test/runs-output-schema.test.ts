@@ -9,12 +9,14 @@ import type { MeshNode } from '../src/node.ts'
 import type { Actor, RunCommand } from '../src/runs/types.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { cutText } from '../src/util/text.ts'
 
 const WIDE = { capability_id: 'cap:wide-output', version: '1.0.0' }
 const LIST = { capability_id: 'cap:list-output', version: '1.0.0' }
 const WIDE_CTX = { capability_id: 'cap:wide-complete', version: '1.0.0' }
 const LONG_FAIL = { capability_id: 'cap:long-fail', version: '1.0.0' }
 const SLOW = { capability_id: 'cap:slow', version: '1.0.0' }
+const EMOJI_FAIL = { capability_id: 'cap:emoji-fail', version: '1.0.0' }
 
 const wide = (): Record<string, number> => Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, i]))
 
@@ -35,7 +37,12 @@ describe('a handler\'s output and failure message keep the run readable', () => 
       await ctx.fail('x'.repeat(1500))
       return {}
     })
-    await B.publishCard({ name: 'b', capabilities: [WIDE, LIST, WIDE_CTX, LONG_FAIL] })
+    // the bound falls between the two halves of an emoji
+    B.runs.handle(EMOJI_FAIL, async (ctx) => {
+      await ctx.fail(`${'x'.repeat(999)}\u{1F600} and more`)
+      return {}
+    })
+    await B.publishCard({ name: 'b', capabilities: [WIDE, LIST, WIDE_CTX, LONG_FAIL, EMOJI_FAIL] })
   })
   afterAll(async () => { await stopAll(nodes) })
 
@@ -65,10 +72,23 @@ describe('a handler\'s output and failure message keep the run readable', () => 
     expect(run.failure?.code).toBe('HANDLER_FAILED')
   })
 
+  it('ctx.fail\'s message is cut before a character the bound would halve (no lone surrogate in a signed event)', async () => {
+    const run = await ended(EMOJI_FAIL, 'task-emoji-fail')
+    expect(run.failure?.message).toBe('x'.repeat(999))
+  })
+
   it('ctx.fail with a message over the schema\'s bound is cut, and the run stays readable', async () => {
     const run = await ended(LONG_FAIL, 'task-long-fail')
     expect(run.state).toBe('failed')
     expect(run.failure?.message).toBe('x'.repeat(1000))
+  })
+})
+
+describe('a message cut to its bound', () => {
+  it('never ends in half a character', () => {
+    expect(cutText(`${'x'.repeat(999)}\u{1F600}`, 1000)).toBe('x'.repeat(999))
+    expect(cutText(`${'x'.repeat(998)}\u{1F600}`, 1000)).toBe(`${'x'.repeat(998)}\u{1F600}`)
+    expect(cutText('short', 1000)).toBe('short')
   })
 })
 

@@ -22,6 +22,7 @@ import {
   A2A_JSONRPC_SUBPATH, A2A_MESH_EXTENSION_URI, A2A_PROTOCOL_VERSION, A2A_REST_SUBPATH, MEDIA_TYPES, PART_CHECKPOINT, PART_DELEGATE,
   PART_FAILURE, PART_OUTPUT, PART_PROGRESS, PART_RESUME
 } from './constants.ts'
+import { cutText } from '../util/text.ts'
 
 export type JsonObject = Record<string, unknown>
 
@@ -359,7 +360,7 @@ export function outcomeOf (taskId: string, status: TaskStatus | undefined, artif
       const id = typeof cp?.checkpoint_id === 'string' && cp.checkpoint_id.length > 0 ? cp.checkpoint_id : `a2a:${taskId}:${n}`
       return {
         kind: 'blocked',
-        reason: (reason.length > 0 ? reason : 'the A2A agent asks for input').slice(0, REASON_MAX_CHARS),
+        reason: cutText(reason.length > 0 ? reason : 'the A2A agent asks for input', REASON_MAX_CHARS),
         checkpoint_id: id.slice(0, CHECKPOINT_ID_MAX_CHARS)
       }
     }
@@ -370,7 +371,7 @@ export function outcomeOf (taskId: string, status: TaskStatus | undefined, artif
       const f = typedData(parts, PART_FAILURE)
       const text = typeof f?.message === 'string' ? f.message : textOf(parts)
       const state = status.state === TaskState.TASK_STATE_REJECTED ? 'rejected' : 'failed'
-      return { kind: 'failed', message: `the A2A task ${state}${text.length > 0 ? `: ${text}` : ''}`.slice(0, REASON_MAX_CHARS) }
+      return { kind: 'failed', message: cutText(`the A2A task ${state}${text.length > 0 ? `: ${text}` : ''}`, REASON_MAX_CHARS) }
     }
     default: {
       const p = typedData(parts, PART_PROGRESS)

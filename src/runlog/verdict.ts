@@ -12,6 +12,7 @@ import { UnauthorizedError } from '../errors.ts'
 import { eventHash, signEvent } from './event.ts'
 import type { AgentEvent } from './types.ts'
 import { EXECUTOR_LOST } from './verdict-shape.ts'
+import { cutText } from '../util/text.ts'
 
 export { EXECUTOR_LOST, assertVerdictShape, isVerdict } from './verdict-shape.ts'
 
@@ -32,7 +33,7 @@ export async function signVerdict (delegatorKey: PrivateKey, delegator: string, 
     correlation_id: head.correlation_id,
     type: 'run.failed',
     payload: {
-      failure: { code: EXECUTOR_LOST, message: message.slice(0, REASON_MAX_CHARS) },
+      failure: { code: EXECUTOR_LOST, message: cutText(message, REASON_MAX_CHARS) },
       reason: 'executor_lost',
       by: delegator,
       after_seq: head.seq

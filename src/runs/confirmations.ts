@@ -14,6 +14,7 @@ import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import type { HandoffLink, Run } from '../runlog/types.ts'
+import { cutText } from '../util/text.ts'
 
 interface Awaiting {
   from: HandoffLink
@@ -118,7 +119,7 @@ export class HandoffConfirmations {
     this.waiting.delete(runId)
     this.i.log.warn({ run_id: runId, from: w.from.run_id, why }, 'failing a handoff successor that was never confirmed')
     try {
-      await this.i.fail(runId, why.slice(0, FAILURE_MESSAGE_MAX_CHARS))
+      await this.i.fail(runId, cutText(why, FAILURE_MESSAGE_MAX_CHARS))
     } catch (err) {
       this.i.log.error({ err: toAapError(err), run_id: runId }, 'an unconfirmed handoff successor could not be failed')
     }

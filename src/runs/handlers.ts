@@ -11,6 +11,7 @@ import { REASON_MAX_CHARS } from '../constants.ts'
 import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
 import { assertPayloadValueDepth, isBlock, isRunOutput } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
+import { cutText } from '../util/text.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
 export interface BlockWaiter {
@@ -240,7 +241,7 @@ function contextFor (
     block: async (text, checkpointId) => {
       // what the API checks of a block request holds for a handler's too (a handler may pass on what a remote
       // agent said: an A2A agent's question): a run the schema refuses could be read by nobody; the reason is cut
-      const reason = String(text).slice(0, REASON_MAX_CHARS)
+      const reason = cutText(String(text), REASON_MAX_CHARS)
       isBlock.assert({ run_id: runId, reason, checkpoint_id: checkpointId }, 'block')
       for (;;) {
         await untilRunning()
@@ -263,7 +264,7 @@ function contextFor (
     fail: async (message) => {
       // cut as the run's other failures are: a longer message would make the run one the schema refuses, so
       // nobody could read it over the wire (its delegator's liveness probes among them)
-      await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message: String(message).slice(0, FAILURE_MESSAGE_MAX_CHARS) }, EXECUTOR)
+      await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message: cutText(String(message), FAILURE_MESSAGE_MAX_CHARS) }, EXECUTOR)
     },
     handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR),
     conversation,
@@ -317,7 +318,7 @@ async function runHandler (
       output = await handler(ctx)
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-        await failRun(host, runId, toAapError(err).message.slice(0, FAILURE_MESSAGE_MAX_CHARS))
+        await failRun(host, runId, cutText(toAapError(err).message, FAILURE_MESSAGE_MAX_CHARS))
       } else {
         // the run ended by other means (cancel, handoff, stop): the handler's error is its reaction to that
         host.log.debug({ err: toAapError(err), run_id: runId }, 'a handler ended with an error after its run ended')
@@ -333,7 +334,7 @@ async function runHandler (
       if (done === undefined) host.log.info({ run_id: runId, state: a.run.state }, 'a handler\'s output was dropped: its run ended while blocked')
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-        await failRun(host, runId, `the handler's output could not complete the run: ${toAapError(err).message}`.slice(0, FAILURE_MESSAGE_MAX_CHARS))
+        await failRun(host, runId, cutText(`the handler's output could not complete the run: ${toAapError(err).message}`, FAILURE_MESSAGE_MAX_CHARS))
       } else {
         // the run ended (cancel, stop) while the output waited: it is not the handler's failure
         host.log.info({ err: toAapError(err), run_id: runId, state: a.run.state }, 'a handler\'s output could not complete its run')

@@ -30,6 +30,7 @@ import { Limiter } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { RunStore } from './store.ts'
+import { cutText } from '../util/text.ts'
 
 export interface LivenessOptions {
   /** No probe reached the executor for this long: its live runs are declared lost (default EXECUTOR_LOST_AFTER_MS). */
@@ -330,7 +331,7 @@ export class LivenessMonitor {
       declared = {
         ...prev,
         state: 'failed',
-        failure: { code: EXECUTOR_LOST, message: message.slice(0, FAILURE_MESSAGE_MAX_CHARS) },
+        failure: { code: EXECUTOR_LOST, message: cutText(message, FAILURE_MESSAGE_MAX_CHARS) },
         last_seq: verdict?.seq ?? prev.last_seq,
         updated_at: new Date().toISOString()
       }

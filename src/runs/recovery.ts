@@ -17,6 +17,7 @@ import { Limiter } from '../util/concurrency.ts'
 import type { EventLog } from '../runlog/event-log.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { RunContext } from './types.ts'
+import { cutText } from '../util/text.ts'
 
 /** What recovery and verdicts use of the executor. */
 export interface RecoverySide {
@@ -65,7 +66,7 @@ export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEv
       return next
     }
     x.log.warn({ run_id: runId, delegator: peer, after_seq: verdict.seq - 1, head: head?.seq }, 'declared lost on a run whose log moved on since: ending it with a failure of its own')
-    return x.failLocked(runId, EXECUTOR_LOST, `its delegator declared the executor lost after seq ${verdict.seq - 1}: ${message}`.slice(0, FAILURE_MESSAGE_MAX_CHARS))
+    return x.failLocked(runId, EXECUTOR_LOST, cutText(`its delegator declared the executor lost after seq ${verdict.seq - 1}: ${message}`, FAILURE_MESSAGE_MAX_CHARS))
   })
 }
 
