@@ -63,4 +63,25 @@ describe('aap-mesh start and signals', () => {
     // both are pending at once: the process may take them in either order
     expect(node.stderr).toMatch(/SIG(INT|TERM) again: exiting without a clean stop/)
   }, 60_000)
+
+  it('Ctrl-C to the group under the launcher ends `events --follow --until` with its INTERRUPTED line, not a kill', async () => {
+    const node = new NodeProc(await dirs.make(), [])
+    kills.push(() => { node.proc.kill('SIGKILL') })
+    await node.started()
+    const child = spawn(process.execPath, [BIN, 'events', '--follow', 'task-never', '--until', 'run.completed', '--data-dir', node.dataDir],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, AAP_MESH_REEXEC: '1' } })
+    const group = child.pid ?? 0
+    kills.push(() => { try { process.kill(-group, 'SIGKILL') } catch (err) { expect((err as NodeJS.ErrnoException).code).toBe('ESRCH') } })
+    let err = ''
+    const following = Promise.withResolvers<void>()
+    child.stderr.setEncoding('utf8').on('data', (s: string) => {
+      err += s
+      if (err.includes('following task-never')) following.resolve()
+    })
+    const exited = new Promise<{ code: number | null, signal: string | null }>(resolve => child.on('exit', (code, signal) => { resolve({ code, signal }) }))
+    await Promise.race([following.promise, exited.then(e => { throw new Error(`exited ${JSON.stringify(e)} before following:\n${err}`) })])
+    process.kill(-group, 'SIGINT')
+    expect(await exited).toEqual({ code: 130, signal: null })
+    expect(err).toContain('INTERRUPTED: stopped following task-never')
+  }, 60_000)
 })

@@ -12,7 +12,7 @@ import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start.ts'
 import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
-import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
+import { collect, EXIT_INTERRUPTED, onInterrupt, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
 
 interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
 interface RunResult { run: Run }
@@ -199,8 +199,7 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...
       const body = await delegateBody(client, opts)
       const task = String(body.task_id)
       const ctl = new AbortController()
-      const stop = (): void => { ctl.abort() }
-      process.once('SIGINT', stop)
+      const release = onInterrupt(() => { ctl.abort() }, ['SIGINT'])
       let created: Run | undefined
       let ended: AgentEvent | undefined
       try {
@@ -218,7 +217,7 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...
           }
         }
       } finally {
-        process.off('SIGINT', stop)
+        release()
       }
       if (created === undefined) throw new UsageError('the node\'s event stream ended before the delegation was sent')
       const run = (await client.call<RunResult>('GET', `/v1/runs/${seg(created.run_id)}`)).run
@@ -337,9 +336,7 @@ function registerEvents (program: Command): void {
         return { json: { events: r.events }, text: r.events.length === 0 ? 'no events' : r.events.map(eventLine).join('\n') }
       }
       const ctl = new AbortController()
-      const stop = (): void => { ctl.abort() }
-      process.once('SIGINT', stop)
-      process.once('SIGTERM', stop)
+      const release = onInterrupt(() => { ctl.abort() }, ['SIGINT', 'SIGTERM'])
       let seen = false
       try {
         for await (const ev of client.stream(`/v1/events/${seg(corr)}/stream`, { participant: opts.participant, owner: opts.owner, history: opts.history ? undefined : false }, { signal: ctl.signal })) {
@@ -355,8 +352,7 @@ function registerEvents (program: Command): void {
           }
         }
       } finally {
-        process.off('SIGINT', stop)
-        process.off('SIGTERM', stop)
+        release()
       }
       if (opts.until !== undefined && !seen) {
         if (ctl.signal.aborted) throw new UnfinishedError('INTERRUPTED', `stopped following ${corr} before a ${opts.until} event`, EXIT_INTERRUPTED)
