@@ -1,7 +1,9 @@
 /**
  * The conformance kit can fail: run against targets that are wrong in exactly
  * one way (test/fixtures/broken-targets.ts), exactly the clauses that name
- * that behaviour fail, and every other clause still passes.
+ * that behaviour fail, and every other clause still passes. A target that
+ * drops correlation_id from its events serves records that are no AgentEvent:
+ * each check that reads one fails as well, with the record's schema error.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
@@ -10,7 +12,16 @@ import { startTarget, type Breakage, type Target } from './fixtures/broken-targe
 
 const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
   'self-resume': { clauses: ['AAP-BLOCK-NO-SELF-RESUME', 'C3-NO-SELF-RESUME'], checks: ['self-resume'] },
-  'drop-correlation': { clauses: ['AAP-EVENT-CORRELATION', 'AAP-CONF-CORRELATION', 'C2-EVENT-CORRELATION'], checks: ['events-correlation'] },
+  // an event without correlation_id is no AgentEvent: every check that reads one (a progress or a resume event) fails too
+  'drop-correlation': {
+    clauses: [
+      'AAP-BLOCK-CHECKPOINT', 'AAP-BLOCK-NO-SELF-RESUME', 'AAP-RESUME-RESOLUTION', 'AAP-EVENTS-EMIT', 'AAP-EVENT-CORRELATION',
+      'AAP-EVENT-BLOCKED-CHECKPOINT', 'AAP-HACP-CHECKPOINT-RAISE', 'AAP-HACP-CHECKPOINT-RESOLVE', 'AAP-CONF-PRIMITIVES',
+      'AAP-CONF-CORRELATION', 'AAP-CONF-EVENT-STREAM', 'C2-EVENT-CORRELATION', 'C3-RAISE-IDENTIFIES', 'C3-BLOCK-CHECKPOINT',
+      'C3-NO-SELF-RESUME', 'C3-RESOLVE-RESUMES', 'C3-AUDIT-ONE-TRANSITION'
+    ],
+    checks: ['block-checkpoint', 'checkpoint-raise', 'resume-resolution', 'resume-audit', 'self-resume', 'event-stream', 'events-correlation']
+  },
   'unknown-run-code': { clauses: ['AAP-ERROR-RUN_NOT_FOUND', 'AAP-CONF-ERRORS'], checks: ['unknown-run'] },
   'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] },
   'forged-handoff': { clauses: ['MESH-HANDOFF-LINEAGE'], checks: ['forged-handoff'] }
@@ -59,6 +70,9 @@ describe('the conformance kit against deliberately broken targets', () => {
       for (const c of r.clauses) if (!EXPECTED[b].clauses.includes(c.id)) expect([c.id, c.status]).toEqual([c.id, c.checks.length === 0 ? 'n/a' : 'pass'])
       // the failing check keeps its evidence
       expect(failedChecks[0]?.message).toBeTruthy()
+      if (b === 'drop-correlation') {
+        for (const c of failedChecks.filter(c => c.id !== 'events-correlation')) expect(c.message, c.id).toMatch(/not a signed AgentEvent: .*must have required property 'correlation_id'/)
+      }
       expect(failedChecks[0]!.evidence.runs.length + failedChecks[0]!.evidence.frames.length + failedChecks[0]!.evidence.events.length).toBeGreaterThan(0)
     })
   }

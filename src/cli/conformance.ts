@@ -1,8 +1,8 @@
 /**
  * `aap-mesh conformance <multiaddr | agent id>`: run the conformance kit
  * against a node over the wire, print the clause table, write the JSON and
- * Markdown reports. Exit 0 when every MUST passed, 1 when one failed, 2 on
- * wrong arguments, 3 when the target cannot be reached.
+ * Markdown reports. Exit 0 when every MUST passed, 1 when one failed or is
+ * undecided, 2 on wrong arguments, 3 when the target cannot be reached.
  */
 import { Option, type Command } from 'commander'
 import { EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from './remote.ts'
@@ -32,10 +32,12 @@ export function registerConformance (program: Command): Command {
     .addHelpText('after', `
 The target must serve cap:aap-conformance@0.1.0 with the conformance agent
 (aap-mesh start --conformance-agent; see protocols/conformance.md).
-Exit codes: 0 every MUST passed, 1 a MUST failed, 2 wrong arguments, 3 target unreachable.`)
+Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong arguments, 3 target unreachable.`)
     .action(async (target: string, opts: ConformanceOptions) => {
       const { runConformance } = await import('../conformance/runner.ts')
       const { terminalTable, writeReports } = await import('../conformance/report.ts')
+      const { clean } = await import('../conformance/kit.ts')
+      const { KIT_MESSAGE_MAX_CHARS } = await import('../conformance/constants.ts')
       const { createLogger, isLogLevel } = await import('../logger.ts')
       if (!target.startsWith('/') && (opts.bootstrap ?? []).length === 0) {
         process.stderr.write('error: a target given by agent id needs --bootstrap <multiaddr>\n')
@@ -54,16 +56,18 @@ Exit codes: 0 every MUST passed, 1 a MUST failed, 2 wrong arguments, 3 target un
           ...(opts.bootstrap === undefined ? {} : { bootstrap: opts.bootstrap }),
           command,
           log,
-          onCheck: (r) => { process.stderr.write(`  ${r.status === 'pass' ? 'pass' : 'FAIL'}  ${r.id} (${r.ms} ms)${r.message === null ? '' : `: ${r.message}`}\n`) }
+          onCheck: (r) => { process.stderr.write(`  ${r.status === 'pass' ? 'pass' : r.status === 'fail' ? 'FAIL' : 'UNDECIDED'}  ${r.id} (${r.ms} ms)${r.message === null ? '' : `: ${clean(r.message, KIT_MESSAGE_MAX_CHARS)}`}\n`) }
         })
       } catch (err) {
-        process.stderr.write(`error: ${(err as Error).message}\n`)
+        // the message may quote the target (an unreachable address, a card it served)
+        process.stderr.write(`error: ${clean((err as Error).message, KIT_MESSAGE_MAX_CHARS)}\n`)
         process.exitCode = EXIT_UNREACHABLE
         return
       }
       process.stdout.write(`${terminalTable(report, process.stdout.columns ?? 160)}\n`)
       await writeReports(report, { json: opts.json, markdown: opts.markdown })
       process.stdout.write(`reports: ${opts.json}, ${opts.markdown}\n`)
-      process.exitCode = report.summary.must_failed.length > 0 ? EXIT_REFUSED : 0
+      // a MUST the kit could not decide (a capacity refusal) is not shown to pass either
+      process.exitCode = report.summary.must_failed.length > 0 || report.summary.must_inconclusive.length > 0 ? EXIT_REFUSED : 0
     })
 }

@@ -2,13 +2,15 @@
  * The target driven by aap-mesh's own client: the public MeshNode API
  * (delegate, getRun, block, resume, handoff, cancel) instead of raw frames,
  * so a second implementation also shows that it interoperates with this one's
- * callers (their client-side checks, envelopes and pipelined streams).
+ * callers (their client-side checks, envelopes and pipelined streams). One
+ * delegation is followed (`follow: true`): the target's events must reach the
+ * delegator's own verified copy, by gossip or by its sync, up to run.completed.
  */
 import { AapError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run, RunState } from '../runlog/types.ts'
-import { CONFORMANCE_CAPABILITY, KIT_CALL_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
-import { expect, type Scope } from './kit.ts'
+import { CONFORMANCE_CAPABILITY, KIT_CALL_TIMEOUT_MS, KIT_FOLLOWED_EVENTS_MAX, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
+import { clean, expect, isCapacityRefusal, type Scope } from './kit.ts'
 import { deepEqual, fail, type Check } from './checks-common.ts'
 
 const call = { callTimeoutMs: KIT_CALL_TIMEOUT_MS, responseTimeoutMs: KIT_CALL_TIMEOUT_MS }
@@ -18,8 +20,10 @@ async function viaApi<T> (s: Scope, what: string, p: Promise<T>): Promise<T> {
     return await p
   } catch (err) {
     if (err instanceof AapError) {
-      s.evidence.frames.push(`${what}: ${err.code}: ${err.message.slice(0, 200)}`)
-      fail(`${what} through the MeshNode API: ${err.code}: ${err.message}`)
+      const said = `${err.code}: ${clean(err.message)}`
+      s.evidence.frames.push(`${what}: ${said}`)
+      if (isCapacityRefusal(err.code, err.details)) s.refusedForCapacity(`${what} through the MeshNode API`, said)
+      fail(`${what} through the MeshNode API: ${said}`)
     }
     throw err
   }
@@ -36,15 +40,31 @@ async function untilState (s: Scope, node: MeshNode, runId: string, state: RunSt
   }
 }
 
+/** Wait (bounded) until the delegator's own copy of a followed run ends with run.completed. */
+async function followedToEnd (s: Scope, node: MeshNode, runId: string): Promise<void> {
+  const deadline = Date.now() + KIT_WAIT_TIMEOUT_MS
+  for (;;) {
+    const events = await node.events.log.read(runId, 0, KIT_FOLLOWED_EVENTS_MAX)
+    const last = events.at(-1)
+    if (last?.type === 'run.completed') {
+      s.cite(runId, events)
+      return
+    }
+    if (Date.now() > deadline) fail(`the followed run ${runId} did not reach run.completed in the delegator's copy within ${KIT_WAIT_TIMEOUT_MS} ms (it holds ${events.map(e => `${e.seq}:${e.type}`).join(' ') || 'nothing'})`)
+    await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+  }
+}
+
 export const CLIENT_CHECK: Check = {
   id: 'client-interop',
-  title: 'aap-mesh\'s own client (MeshNode delegate, getRun, block, resume, handoff, cancel) drives runs on the target to their end',
+  title: 'aap-mesh\'s own client (MeshNode delegate, getRun, block, resume, handoff, cancel) drives runs on the target to their end; a followed delegation\'s events reach the delegator\'s own copy',
   run: async (s) => {
     const { delegator: d, coordinator: l2, receiver } = s.n
     const task = s.kit.task('client')
     const run = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [l2.agentId] }, { ...call, follow: false }))
     s.kit.expected.set(run.run_id, task)
     s.evidence.runs.push(run.run_id)
+    await s.track(run.run_id, d)
     expect(run.state === 'running' && run.correlation_id === task, `the API's handle: ${run.state}, ${run.correlation_id}`)
     const blocked = await viaApi(s, 'block', l2.block(run.run_id, 'checkpoint raised through the API', `cp-${s.kit.nonce}-api`, call))
     expect(blocked.state === 'blocked', `after block: ${blocked.state}`)
@@ -62,6 +82,7 @@ export const CLIENT_CHECK: Check = {
     const b = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-b`, capability: CONFORMANCE_CAPABILITY, input: { op: 'block', checkpoint: 'cp-api' } }, { ...call, follow: false }))
     s.kit.expected.set(b.run_id, `${task}-b`)
     s.evidence.runs.push(b.run_id)
+    await s.track(b.run_id, d)
     await untilState(s, d, b.run_id, 'blocked')
     await viaApi(s, 'resume', d.resume(b.run_id, resolution, call))
     const done = await untilState(s, d, b.run_id, 'completed')
@@ -69,7 +90,14 @@ export const CLIENT_CHECK: Check = {
     const c = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-c`, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' } }, { ...call, follow: false }))
     s.kit.expected.set(c.run_id, `${task}-c`)
     s.evidence.runs.push(c.run_id)
+    await s.track(c.run_id, d)
     const canceled = await viaApi(s, 'cancel', d.cancel(c.run_id, 'canceled through the API', call))
     expect(canceled.state === 'failed' && canceled.failure?.code === 'CANCELED', `after cancel: ${canceled.state}, ${String(canceled.failure?.code)}`)
+    // a followed delegation: the delegator keeps its own verified copy of the run's events
+    const f = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-f`, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete', progress: 1 } }, { ...call, follow: true }))
+    s.kit.expected.set(f.run_id, `${task}-f`)
+    s.evidence.runs.push(f.run_id)
+    await s.track(f.run_id, d)
+    await followedToEnd(s, d, f.run_id)
   }
 }

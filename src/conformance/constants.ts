@@ -33,8 +33,25 @@ export const KIT_DISCOVER_TIMEOUT_MS = 30_000
 export const KIT_CHECK_TIMEOUT_MS = 60_000
 /** Pages of events the kit reads for one run. */
 export const KIT_MAX_SYNC_PAGES = 64
-/** Characters of an evidence string kept in the report. */
+/** Events of a followed run the kit reads from the delegator's own copy (the conformance agent's runs have a few). */
+export const KIT_FOLLOWED_EVENTS_MAX = 64
+/** Levels of a Run or an event the endpoint scan descends; deeper counts as endpoint data (it cannot be shown clean). */
+export const KIT_SCAN_MAX_DEPTH = 64
+/** Characters of an evidence string kept in the report; also the most of any one string the target wrote that the kit copies. */
 export const KIT_EVIDENCE_MAX_CHARS = 600
+/** Characters of a check's message kept in the report (the kit's own words plus the target's, each already cut). */
+export const KIT_MESSAGE_MAX_CHARS = 2_000
+/** Bytes of event pages the kit takes in one read of a run or a correlation; more fails the check that read them. */
+export const KIT_MAX_EVENT_BYTES_PER_READ = 4 * 1024 * 1024
+/** Bytes of events the kit keeps over all runs it read (the last read of each); more fails the check that read them. */
+export const KIT_MAX_EVENT_BYTES_KEPT = 64 * 1024 * 1024
+/**
+ * Running or blocked runs the kit's delegator holds on the target at once, at
+ * most (slow checks run beside the others). A target whose limit per
+ * delegator is lower refuses some runs for capacity: those checks are
+ * inconclusive, not failed.
+ */
+export const KIT_RUNS_PER_DELEGATOR_NEEDED = 8
 /** How long the kit, as a stalled caller, waits on a delegation the agent holds before it gives up. */
 export const STALLED_CALLER_PATIENCE_MS = 12_000
 /** How long the kit waits for the target's answer to a handoff towards a receiver that never answers. */

@@ -10,9 +10,12 @@ import type { PeerId } from '@libp2p/interface'
 import { CONTROL_PROTOCOL, DELEGATE_PROTOCOL, EVENTS_SYNC_PROTOCOL } from '../constants.ts'
 import type { MeshNode } from '../node.ts'
 import { isRun } from '../runs/runtime.ts'
-import type { Run } from '../runlog/types.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
+import { checkChain, SignatureCache, verifyEventSync } from '../runlog/event.ts'
+import { isSyncResponse } from '../events/sync.ts'
 import {
-  CONFORMANCE_CAPABILITY, KIT_EVIDENCE_MAX_CHARS, KIT_MAX_SYNC_PAGES, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS
+  CONFORMANCE_CAPABILITY, KIT_CALL_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MAX_EVENT_BYTES_KEPT,
+  KIT_MAX_EVENT_BYTES_PER_READ, KIT_MAX_SYNC_PAGES, KIT_POLL_INTERVAL_MS, KIT_RUNS_PER_DELEGATOR_NEEDED, KIT_WAIT_TIMEOUT_MS
 } from './constants.ts'
 import { rawCall, type Frame, type RawCallOptions } from '../wire/raw.ts'
 
@@ -52,10 +55,56 @@ export interface Evidence {
   notes: string[]
 }
 
+/**
+ * The target refused a run for capacity (DELEGATION_REFUSED, `details.reason:
+ * capacity`): the check could not show anything either way. Reported as
+ * inconclusive, with the cause, not as a failure of the check's clauses.
+ */
+export class CapacityRefusal extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'CapacityRefusal'
+  }
+}
+
+/** C0 and C1 controls, DEL, and the Unicode controls that reorder or hide text on a terminal. */
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g
+
+/**
+ * Text the target wrote, made safe to print and bounded: line breaks and tabs
+ * become spaces, other controls a visible `\u{…}`, and the whole is cut to
+ * `max` characters.
+ */
+export function clean (text: string, max = KIT_EVIDENCE_MAX_CHARS): string {
+  const cut = text.length > max * 2 ? text.slice(0, max * 2) : text
+  const safe = cut.replace(CONTROLS, c => c === '\n' || c === '\r' || c === '\t' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`)
+  return safe.length > max ? `${safe.slice(0, max - 1)}…` : safe
+}
+
 function short (v: unknown): string {
   // JSON.stringify(undefined) is undefined, not a string
-  const s = typeof v === 'string' ? v : JSON.stringify(v) ?? String(v)
-  return s.length > KIT_EVIDENCE_MAX_CHARS ? `${s.slice(0, KIT_EVIDENCE_MAX_CHARS)}…` : s
+  return clean(typeof v === 'string' ? v : JSON.stringify(v) ?? String(v))
+}
+
+/** `code: message` of an error frame, each part as the target wrote it, cleaned and cut. */
+function errorText (frame: Frame): string {
+  return `${short(frame.error?.code ?? '?')}: ${short(frame.error?.message ?? '')}`
+}
+
+/** A DELEGATION_REFUSED frame or error that says the target is at its limit of runs. */
+export function isCapacityRefusal (code: unknown, details: unknown): boolean {
+  return code === 'DELEGATION_REFUSED' && typeof details === 'object' && details !== null && (details as Record<string, unknown>).reason === 'capacity'
+}
+
+export function capacityMessage (what: string, said: string): string {
+  return `${what}: the target refused the run for capacity (DELEGATION_REFUSED, reason capacity): its concurrent-run limit per delegator is too low for the kit, which needs ${KIT_RUNS_PER_DELEGATOR_NEEDED}; the target said ${said}`
+}
+
+const TERMINAL = new Set(['run.completed', 'run.failed'])
+
+/** Verified events, handed to checks that treat every event as the target's word. */
+function asWire (events: AgentEvent[]): WireEvent[] {
+  return events as unknown as WireEvent[]
 }
 
 export function executorOf (runId: string): PeerId {
@@ -73,6 +122,14 @@ export class Kit {
   readonly events = new Map<string, WireEvent[]>()
   /** Correlation each run must carry, as the kit knows it from its own requests. */
   readonly expected = new Map<string, string>()
+  /** Bytes of each run's events in `events`, bounded by KIT_MAX_EVENT_BYTES_KEPT together. */
+  readonly eventBytes = new Map<string, number>()
+  /** The target's own addresses (multiaddrs) as the kit dialed them: none may reach a Run or an event. */
+  targetAddrs: string[] = []
+  /** The kit's own signature cache: nothing the target's process verified is taken on trust. */
+  readonly signatures = new SignatureCache()
+  /** Delegations the target refused for capacity, over every check. */
+  capacityRefusals = 0
 
   constructor (nodes: KitNodes, target: string) {
     this.nodes = nodes
@@ -94,6 +151,9 @@ export class Kit {
 export class Scope {
   readonly kit: Kit
   readonly evidence: Evidence = { runs: [], events: [], frames: [], notes: [] }
+  /** Runs of the target this check created, with the node that delegated each: canceled when the check ends. */
+  readonly created = new Map<string, MeshNode>()
+  private closed = false
 
   constructor (kit: Kit) {
     this.kit = kit
@@ -111,10 +171,54 @@ export class Scope {
     if (!this.evidence.runs.includes(runId)) this.evidence.runs.push(runId)
   }
 
+  /** One raw request: its dial bounded by KIT_DIAL_TIMEOUT_MS, its answer by KIT_CALL_TIMEOUT_MS unless `opts` says otherwise. */
   async call (from: MeshNode, protocol: string, type: string, body: unknown, opts?: RawCallOptions, peer: PeerId = this.kit.targetPeer): Promise<Frame> {
-    const frame = await rawCall(from.host, peer, protocol, type, body, opts)
+    const frame = await rawCall(from.host, peer, protocol, type, body, { timeoutMs: KIT_CALL_TIMEOUT_MS, dialTimeoutMs: KIT_DIAL_TIMEOUT_MS, ...opts })
     if (!frame.ok) this.evidence.frames.push(short({ request: type, error: frame.error }))
     return frame
+  }
+
+  /** The target refused a run for capacity: counted, and the check ends undecided. */
+  refusedForCapacity (what: string, said: string): never {
+    this.kit.capacityRefusals++
+    throw new CapacityRefusal(capacityMessage(what, said))
+  }
+
+  /** A check over everything found nothing to judge: undecided when capacity refusals are why, else a failure. */
+  nothingSeen (what: string): never {
+    if (this.kit.capacityRefusals > 0) {
+      throw new CapacityRefusal(`${what}: ${this.kit.capacityRefusals} delegation(s) were refused for capacity; the kit needs ${KIT_RUNS_PER_DELEGATOR_NEEDED} concurrent runs per delegator`)
+    }
+    throw new CheckFailure(what)
+  }
+
+  /** A run of the target this check made: it is canceled when the check ends (at once if it already has). */
+  async track (runId: string, delegator: MeshNode): Promise<void> {
+    this.created.set(runId, delegator)
+    if (this.closed) await this.cancelCreated()
+  }
+
+  /**
+   * End every run this check created that is not known to have ended, so a
+   * check that failed half way holds none of the target's slots for the next
+   * one. Refusals are noted (a run that ended meanwhile is INVALID_TRANSITION).
+   */
+  async close (): Promise<void> {
+    this.closed = true
+    await this.cancelCreated()
+  }
+
+  private async cancelCreated (): Promise<void> {
+    const open = [...this.created].filter(([runId]) => !TERMINAL.has(String(this.kit.events.get(runId)?.at(-1)?.type)))
+    this.created.clear()
+    await Promise.all(open.map(async ([runId, from]) => {
+      try {
+        const f = await this.control(from, 'cancel', { run_id: runId, reason: 'conformance check done' })
+        if (!f.ok && f.error?.code !== 'INVALID_TRANSITION') this.note(`cleanup: cancel of ${runId} answered ${errorText(f)}`)
+      } catch (err) {
+        this.note(`cleanup: cancel of ${runId} got no answer: ${(err as Error).message}`)
+      }
+    }))
   }
 
   /** A delegate request to the target (by default from the delegator, the conformance capability, coordinator authorized). */
@@ -137,7 +241,8 @@ export class Scope {
     // the correlation this run must carry is the task the kit sent, whatever the handle says
     const runId = (frame.body?.run as { run_id?: unknown } | undefined)?.run_id
     if (frame.ok && typeof runId === 'string') this.kit.expected.set(runId, taskId)
-    if (frame.ok) this.runOf(frame, `delegate ${name}`)
+    if (frame.ok) await this.track(this.runOf(frame, `delegate ${name}`).run_id, from)
+    if (!frame.ok && isCapacityRefusal(frame.error?.code, frame.error?.details)) this.refusedForCapacity(`delegate ${name}`, errorText(frame))
     return frame
   }
 
@@ -151,7 +256,7 @@ export class Scope {
 
   /** The run of a success frame (schema-checked); fails the check on an error frame. */
   runOf (frame: Frame, what: string): Run {
-    if (!frame.ok) throw new CheckFailure(`${what}: expected success, got ${frame.error?.code ?? '?'}: ${frame.error?.message ?? ''}`)
+    if (!frame.ok) throw new CheckFailure(`${what}: expected success, got ${errorText(frame)}`)
     const run = frame.body?.run
     if (!isRun(run)) throw new CheckFailure(`${what}: the answer is not a Run: ${short(run)}`)
     this.noteRun(run.run_id)
@@ -167,7 +272,7 @@ export class Scope {
       this.evidence.frames.push(short({ request: what, ok: true, body: frame.body }))
       throw new CheckFailure(`${what}: expected ${code}, but it succeeded`)
     }
-    if (frame.error?.code !== code) throw new CheckFailure(`${what}: expected ${code}, got ${frame.error?.code ?? '?'}: ${frame.error?.message ?? ''}`)
+    if (frame.error?.code !== code) throw new CheckFailure(`${what}: expected ${code}, got ${errorText(frame)}`)
   }
 
   /** Fails the check unless the frame is an error (any code). */
@@ -182,38 +287,98 @@ export class Scope {
     return this.runOf(await this.control(from, 'get_run', { run_id: runId }), `get_run ${runId}`)
   }
 
-  /** Every event of a run its executor serves (read by the bystander, as an auditor would). */
-  async readEvents (runId: string): Promise<WireEvent[]> {
-    const out: WireEvent[] = []
-    let after = 0
-    for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
-      const frame = await this.call(this.n.bystander, EVENTS_SYNC_PROTOCOL, 'run', { run_id: runId, after_seq: after }, undefined, executorOf(runId))
-      if (!frame.ok) throw new CheckFailure(`events of ${runId}: ${frame.error?.code ?? '?'}: ${frame.error?.message ?? ''}`)
-      const events = Array.isArray(frame.body?.events) ? frame.body.events as WireEvent[] : []
-      out.push(...events)
-      const last = events.at(-1)
-      if (frame.body?.more !== true || last === undefined || typeof last.seq !== 'number') break
-      after = last.seq
+  /**
+   * One sync page, taken as aap-mesh's own sync client takes it: a
+   * SyncResponse (every event an AgentEvent), each event signed by the
+   * executor its run id names, within the read's byte budget. A bad page
+   * fails the check with the record as evidence.
+   */
+  private syncPage (frame: Frame, what: string, read: { bytes: number }): AgentEvent[] {
+    if (!frame.ok) throw new CheckFailure(`${what}: ${errorText(frame)}`)
+    read.bytes += Buffer.byteLength(JSON.stringify(frame.body ?? null))
+    if (read.bytes > KIT_MAX_EVENT_BYTES_PER_READ) throw new CheckFailure(`${what}: the target served more than ${KIT_MAX_EVENT_BYTES_PER_READ} bytes of events (KIT_MAX_EVENT_BYTES_PER_READ)`)
+    try {
+      const page = isSyncResponse.assert(frame.body, 'the sync page')
+      for (const e of page.events) verifyEventSync(e, this.kit.signatures)
+      return page.events
+    } catch (err) {
+      const events = Array.isArray(frame.body?.events) ? frame.body.events as unknown[] : []
+      const bad = events.find(e => { try { verifyEventSync(e, this.kit.signatures); return false } catch { return true } })
+      if (bad !== undefined) this.evidence.events.push(short({ record: bad }))
+      throw new CheckFailure(`${what}: the target served a record that is not a signed AgentEvent: ${short((err as Error).message)}`)
     }
-    this.kit.events.set(runId, out)
-    this.noteRun(runId)
-    return out
   }
 
-  /** Every event of a correlation one agent serves. */
+  /** Events of `events` chain on from `head` (seq, prev hash, one run and correlation), or the check fails. */
+  private chained (events: AgentEvent[], head: AgentEvent | undefined, what: string): void {
+    try {
+      checkChain(events, head)
+    } catch (err) {
+      throw new CheckFailure(`${what}: the events do not chain: ${short((err as Error).message)}`)
+    }
+  }
+
+  /** Keep what was read of a run, within KIT_MAX_EVENT_BYTES_KEPT over every run. */
+  private keep (runId: string, events: WireEvent[], bytes: number): void {
+    let total = bytes
+    for (const [id, n] of this.kit.eventBytes) if (id !== runId) total += n
+    if (total > KIT_MAX_EVENT_BYTES_KEPT) throw new CheckFailure(`events of ${runId}: the kit would hold more than ${KIT_MAX_EVENT_BYTES_KEPT} bytes of the target's events (KIT_MAX_EVENT_BYTES_KEPT)`)
+    this.kit.events.set(runId, events)
+    this.kit.eventBytes.set(runId, bytes)
+  }
+
+  /** Every event of a run its executor serves (read by the bystander, as an auditor would), verified and chained from seq 1. */
+  async readEvents (runId: string): Promise<WireEvent[]> {
+    const out: AgentEvent[] = []
+    const read = { bytes: 0 }
+    const what = `events of ${runId}`
+    this.noteRun(runId)
+    for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
+      const frame = await this.call(this.n.bystander, EVENTS_SYNC_PROTOCOL, 'run', { run_id: runId, after_seq: out.at(-1)?.seq ?? 0 }, undefined, executorOf(runId))
+      let events: AgentEvent[]
+      try {
+        events = this.syncPage(frame, what, read)
+      } catch (err) {
+        // what the target served stays for the checks over everything (events-correlation judges a record without correlation_id too)
+        const served = Array.isArray(frame.body?.events) ? frame.body.events as WireEvent[] : []
+        if (served.length > 0 && read.bytes <= KIT_MAX_EVENT_BYTES_PER_READ) {
+          try { this.keep(runId, [...asWire(out), ...served], read.bytes) } catch (e) { this.note(`not kept: ${(e as Error).message}`) }
+        }
+        throw err
+      }
+      const other = events.find(e => e.run_id !== runId)
+      if (other !== undefined) throw new CheckFailure(`${what}: the target answered with an event of run ${short(other.run_id)}`)
+      this.chained(events, out.at(-1), what)
+      out.push(...events)
+      if (frame.body?.more !== true) break
+      if (events.length === 0) throw new CheckFailure(`${what}: the target claims more events but sent none`)
+    }
+    this.keep(runId, asWire(out), read.bytes)
+    return asWire(out)
+  }
+
+  /** Every event of a correlation one agent serves, verified, each run's chained from seq 1. */
   async readCorrelation (correlationId: string, from: PeerId = this.kit.targetPeer): Promise<WireEvent[]> {
-    const out: WireEvent[] = []
+    const out: AgentEvent[] = []
+    const read = { bytes: 0 }
+    const what = `events of correlation ${correlationId}`
     let cursor: Record<string, unknown> = {}
     for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
       const frame = await this.call(this.n.bystander, EVENTS_SYNC_PROTOCOL, 'correlation', { correlation_id: correlationId, ...cursor }, undefined, from)
-      if (!frame.ok) throw new CheckFailure(`events of correlation ${correlationId}: ${frame.error?.code ?? '?'}: ${frame.error?.message ?? ''}`)
-      const events = Array.isArray(frame.body?.events) ? frame.body.events as WireEvent[] : []
-      out.push(...events)
+      const events = this.syncPage(frame, what, read)
+      for (const e of events) {
+        if (e.correlation_id !== correlationId) throw new CheckFailure(`${what}: the target answered with an event of correlation ${short(e.correlation_id)}`)
+        const last = out.at(-1)
+        if (last !== undefined && e.run_id < last.run_id) throw new CheckFailure(`${what}: runs out of order (${e.run_id} after ${last.run_id})`)
+        this.chained([e], last?.run_id === e.run_id ? last : undefined, what)
+        out.push(e)
+      }
       const last = events.at(-1)
-      if (frame.body?.more !== true || last === undefined) break
+      if (frame.body?.more !== true) break
+      if (last === undefined) throw new CheckFailure(`${what}: the target claims more events but sent none`)
       cursor = { after_run: last.run_id, after_seq: last.seq }
     }
-    return out
+    return asWire(out)
   }
 
   /** Read the run's events until one matches (bounded); the match is kept as evidence. */
@@ -236,7 +401,7 @@ export class Scope {
   }
 
   /** Keep events as evidence: `<run tail>#<seq> <type>`. */
-  cite (runId: string, events: WireEvent[]): void {
+  cite (runId: string, events: ReadonlyArray<{ seq?: unknown, type?: unknown }>): void {
     for (const e of events) this.evidence.events.push(`${runId.slice(-8)}#${String(e.seq)} ${String(e.type)}`)
   }
 }

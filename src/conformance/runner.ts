@@ -17,20 +17,23 @@ import type { Check } from './checks-common.ts'
 import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
 import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
 import { LINEAGE_CHECKS } from './checks-lineage.ts'
-import { CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
-import { Kit, type Evidence } from './kit.ts'
+import {
+  CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MESSAGE_MAX_CHARS, KIT_WAIT_TIMEOUT_MS
+} from './constants.ts'
+import { CapacityRefusal, clean, Kit, type Evidence } from './kit.ts'
 
 export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, ...LINEAGE_CHECKS, CLIENT_CHECK, ...FINAL_CHECKS]
 /** Checks that mostly wait on the target's own time limits: started first, run beside the others. */
 const SLOW_CHECKS = new Set(['handle-undelivered', 'handoff-stalled-receiver', 'stalled-frame'])
 const FINAL = new Set(FINAL_CHECKS.map(c => c.id))
 
-export type Status = 'pass' | 'fail' | 'n/a'
+/** `inconclusive`: a check could not decide (the target refused a run for capacity); its clauses are not shown to pass. */
+export type Status = 'pass' | 'fail' | 'inconclusive' | 'n/a'
 
 export interface CheckResult {
   id: string
   title: string
-  status: 'pass' | 'fail'
+  status: 'pass' | 'fail' | 'inconclusive'
   message: string | null
   evidence: Evidence
   ms: number
@@ -51,7 +54,16 @@ export interface ConformanceReport {
   checks: CheckResult[]
   clauses: ClauseResult[]
   pending_clauses: string[]
-  summary: { pass: number, fail: number, not_applicable: number, must_failed: string[], should_failed: string[] }
+  summary: {
+    pass: number
+    fail: number
+    inconclusive: number
+    not_applicable: number
+    must_failed: string[]
+    should_failed: string[]
+    /** MUST clauses neither passed nor failed: the kit exits non-zero for these too. */
+    must_inconclusive: string[]
+  }
 }
 
 export interface KitOptions {
@@ -70,6 +82,18 @@ function peerOf (addr: string): string | undefined {
   return /\/p2p\/([1-9A-HJ-NP-Za-km-z]+)\/?$/.exec(addr)?.[1]
 }
 
+/** The target's addresses as the kit knows them: those it dialed, and those its peer store holds. */
+async function targetAddrs (node: MeshNode, kit: Kit, log?: Logger): Promise<string[]> {
+  const out = new Set<string>()
+  for (const c of node.host.getConnections(kit.targetPeer)) out.add(c.remoteAddr.toString())
+  try {
+    for (const a of (await node.host.peerStore.get(kit.targetPeer)).addresses) out.add(a.multiaddr.toString())
+  } catch (err) {
+    log?.debug({ err: String(err) }, 'the target is not in the kit\'s peer store: only dialed addresses are compared')
+  }
+  return [...out]
+}
+
 async function startKitNodes (): Promise<MeshNode[]> {
   const nodes: MeshNode[] = []
   try {
@@ -85,10 +109,22 @@ async function startKitNodes (): Promise<MeshNode[]> {
   return nodes
 }
 
+function cleanEvidence (ev: Evidence): Evidence {
+  const each = (list: string[]): string[] => list.map(x => clean(x, KIT_EVIDENCE_MAX_CHARS))
+  return { runs: each(ev.runs), events: each(ev.events), frames: each(ev.frames), notes: each(ev.notes) }
+}
+
+/**
+ * Run one check within KIT_CHECK_TIMEOUT_MS, then cancel every run it created
+ * that may still hold one of the target's slots, pass or fail. A capacity
+ * refusal makes the check inconclusive. What reaches the report is cleaned
+ * and cut: the target wrote much of it.
+ */
 async function runCheck (kit: Kit, check: Check): Promise<CheckResult> {
   const scope = kit.scope()
   const t0 = Date.now()
   let message: string | null = null
+  let status: CheckResult['status'] = 'pass'
   let timer: ReturnType<typeof setTimeout> | undefined
   try {
     await Promise.race([
@@ -96,11 +132,21 @@ async function runCheck (kit: Kit, check: Check): Promise<CheckResult> {
       new Promise((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`check did not finish within ${KIT_CHECK_TIMEOUT_MS} ms`)) }, KIT_CHECK_TIMEOUT_MS) })
     ])
   } catch (err) {
-    message = `${(err as Error).name === 'CheckFailure' ? '' : `${(err as Error).name}: `}${(err as Error).message}`
+    const e = err as Error
+    status = err instanceof CapacityRefusal ? 'inconclusive' : 'fail'
+    message = `${e.name === 'CheckFailure' || e.name === 'CapacityRefusal' ? '' : `${e.name}: `}${e.message}`
   } finally {
     clearTimeout(timer)
+    await scope.close()
   }
-  return { id: check.id, title: check.title, status: message === null ? 'pass' : 'fail', message, evidence: scope.evidence, ms: Date.now() - t0 }
+  return {
+    id: check.id,
+    title: check.title,
+    status,
+    message: message === null ? null : clean(message, KIT_MESSAGE_MAX_CHARS),
+    evidence: cleanEvidence(scope.evidence),
+    ms: Date.now() - t0
+  }
 }
 
 export function decideClauses (checks: CheckResult[]): ClauseResult[] {
@@ -108,8 +154,11 @@ export function decideClauses (checks: CheckResult[]): ClauseResult[] {
   return CLAUSES.map(clause => {
     if (clause.checks.length === 0) return { ...clause, status: 'n/a' as const, failed_checks: [] }
     const results = clause.checks.map(id => byId.get(id))
-    const failed = clause.checks.filter((id, i) => results[i]?.status !== 'pass')
-    return { ...clause, status: failed.length === 0 ? 'pass' as const : 'fail' as const, failed_checks: failed }
+    // a missing check fails its clauses; an inconclusive one leaves them undecided unless another failed
+    const failed = clause.checks.filter((id, i) => results[i]?.status !== 'pass' && results[i]?.status !== 'inconclusive')
+    const unsure = clause.checks.filter((id, i) => results[i]?.status === 'inconclusive')
+    const status = failed.length > 0 ? 'fail' as const : unsure.length > 0 ? 'inconclusive' as const : 'pass' as const
+    return { ...clause, status, failed_checks: [...failed, ...unsure] }
   })
 }
 
@@ -138,6 +187,7 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
     }
     const kit = new Kit({ delegator, coordinator, receiver, bystander }, target)
     for (const n of nodes) await n.host.dial(kit.targetPeer, { signal: AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS) })
+    kit.targetAddrs = await targetAddrs(delegator, kit, opts.log)
 
     // the receiver runs the conformance agent; the bystander declares the capability but never answers a handoff
     installConformanceAgent(receiver, opts.log)
@@ -167,9 +217,11 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
       summary: {
         pass: clauses.filter(c => c.status === 'pass').length,
         fail: clauses.filter(c => c.status === 'fail').length,
+        inconclusive: clauses.filter(c => c.status === 'inconclusive').length,
         not_applicable: clauses.filter(c => c.status === 'n/a').length,
         must_failed: clauses.filter(c => c.status === 'fail' && c.level !== 'SHOULD').map(c => c.id),
-        should_failed: clauses.filter(c => c.status === 'fail' && c.level === 'SHOULD').map(c => c.id)
+        should_failed: clauses.filter(c => c.status === 'fail' && c.level === 'SHOULD').map(c => c.id),
+        must_inconclusive: clauses.filter(c => c.status === 'inconclusive' && c.level !== 'SHOULD').map(c => c.id)
       }
     }
   } finally {

@@ -36,6 +36,8 @@ function asFrame (bytes: Uint8Array): Frame {
 
 export interface RawCallOptions {
   timeoutMs?: number
+  /** Bound on opening the stream (default DIAL_TIMEOUT_MS). */
+  dialTimeoutMs?: number
   /** Write these bytes instead of the request frame (a stalled or broken caller). */
   bytes?: Uint8Array
 }
@@ -50,7 +52,7 @@ export async function rawCall (
 ): Promise<Frame> {
   let stream: Stream
   try {
-    stream = await host.dialProtocol(peer, protocol, { signal: AbortSignal.timeout(DIAL_TIMEOUT_MS) })
+    stream = await host.dialProtocol(peer, protocol, { signal: AbortSignal.timeout(opts.dialTimeoutMs ?? DIAL_TIMEOUT_MS) })
   } catch (err) {
     throw new WireFailure(`cannot open ${protocol} to ${peer.toString()}: ${(err as Error).message}`, { cause: err })
   }

@@ -1,0 +1,75 @@
+/**
+ * What counts as transport endpoint data in a Run or an event the target
+ * gave (AAP-CARD-ENDPOINT-HIDDEN): a multiaddr (a /p2p/ address too), a URL,
+ * an IPv4 or IPv6 literal with or without a port, one of the target's own
+ * listen hosts, or a member whose name says endpoint, addr or url. An agent
+ * id alone, or a run id (`<agent id>:<hex>`), is a name, not an endpoint.
+ */
+import { isIPv4, isIPv6 } from 'node:net'
+import { KIT_SCAN_MAX_DEPTH } from './constants.ts'
+import { clean } from './kit.ts'
+
+/** A multiaddr component that names a transport, a host or a peer address. */
+const MULTIADDR = /\/(?:ip4|ip6|ip6zone|dns|dns4|dns6|dnsaddr|tcp|udp|quic|quic-v1|memory|p2p-circuit|ws|wss|tls|webtransport|webrtc|webrtc-direct|unix|p2p|ipfs)\/[^\s/"]/i
+const URL_SCHEME = /\b[a-z][a-z0-9+.-]*:\/\//i
+/** Dotted quads not inside a longer number or word, with an optional port. */
+const IPV4 = /(?<![\w.])(\d{1,3}(?:\.\d{1,3}){3})(?::\d{1,5})?(?![\w.])/g
+/** Runs of hex digits, colons and dots (an IPv6 literal, maybe bracketed with a port) not inside a word. */
+const IPV6 = /(?<![\w:.])\[?([0-9a-f]*:[0-9a-f:.]*(?:%[\w.]+)?)\]?(?::\d{1,5})?(?![\w:.])/gi
+const MEMBER = /endpoint|addr|url/i
+
+/** The hosts of the target's listen addresses (ip4, ip6, dns components), never its agent id. */
+export function hostsOf (addrs: readonly string[]): string[] {
+  const out = new Set<string>()
+  for (const a of addrs) {
+    const parts = a.split('/')
+    for (let i = 1; i + 1 < parts.length; i++) {
+      if (/^(ip4|ip6|dns|dns4|dns6|dnsaddr)$/.test(parts[i] ?? '') && (parts[i + 1] ?? '') !== '') out.add(parts[i + 1] ?? '')
+    }
+  }
+  return [...out]
+}
+
+/** Why `text` holds endpoint data, or undefined. */
+function inText (text: string, hosts: readonly string[]): string | undefined {
+  const m = MULTIADDR.exec(text)
+  if (m !== null) return `a multiaddr (${clean(text.slice(m.index, m.index + 80), 80)})`
+  const u = URL_SCHEME.exec(text)
+  if (u !== null) return `a URL (${clean(text.slice(u.index, u.index + 80), 80)})`
+  for (const v4 of text.matchAll(IPV4)) if (isIPv4(v4[1] ?? '')) return `an IPv4 address (${v4[0]})`
+  for (const v6 of text.matchAll(IPV6)) {
+    const literal = (v6[1] ?? '').replace(/%.*$/, '')
+    if (literal.includes(':') && isIPv6(literal)) return `an IPv6 address (${clean(v6[0], 80)})`
+  }
+  const host = hosts.find(h => text.includes(h))
+  if (host !== undefined) return `the target's listen host ${clean(host, 80)}`
+  return undefined
+}
+
+/**
+ * Every place in `value` (a parsed JSON value) that holds endpoint data, as
+ * `<path>: <why>`; `targetAddrs` are the target's own multiaddrs. A value
+ * nested too deep to scan counts as found: the check cannot show it clean.
+ */
+export function endpointsIn (value: unknown, targetAddrs: readonly string[] = []): string[] {
+  const hosts = hostsOf(targetAddrs)
+  const found: string[] = []
+  const walk = (v: unknown, path: string, depth = 0): void => {
+    if (depth > KIT_SCAN_MAX_DEPTH) {
+      found.push(`${path}: nested deeper than ${KIT_SCAN_MAX_DEPTH} levels, not scanned`)
+    } else if (typeof v === 'string') {
+      const why = inText(v, hosts)
+      if (why !== undefined) found.push(`${path}: ${why}`)
+    } else if (Array.isArray(v)) {
+      v.forEach((x, i) => { walk(x, `${path}[${i}]`, depth + 1) })
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [k, x] of Object.entries(v)) {
+        const at = `${path}.${clean(k, 80)}`
+        if (MEMBER.test(k)) found.push(`${at}: an endpoint member`)
+        walk(x, at, depth + 1)
+      }
+    }
+  }
+  walk(value, '$')
+  return found
+}
