@@ -3,7 +3,7 @@
  * come up to date when a client reads them: GetTask and ListTasks, over
  * HTTP with the official @a2a-js/sdk client, read the run again and show a
  * cancel by the delegator, or a resume through the node's API and the run's
- * output, or a new checkpoint. Reads are bounded per task, and one that
+ * output, or a new checkpoint; SubscribeToTask and CancelTask see it so too. Reads are bounded per task, and one that
  * fails leaves the task as it was.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -118,6 +118,22 @@ describe('A2A inbound: a task whose watch went is read again', () => {
     const done = asTask(await client.sendMessage(resume))
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
     expect(partData(done.artifacts[0]?.parts, PART_OUTPUT)?.output).toEqual({ first: { look: 1 }, second: { look: 2 } })
+    await release(newer)
+  })
+
+  it('SubscribeToTask and CancelTask see the task as its run now stands: ended, not waiting silent', async () => {
+    const { task, newer } = await dropped(APPROVE, 'corr-refresh-subscribe')
+    await gateway.cancel(runIdOf(task), 'canceled while unwatched')
+    const ac = new AbortController()
+    try {
+      const stream = client.resubscribeTask({ tenant: '', id: task.id }, { signal: ac.signal })
+      await expect(stream.next()).rejects.toThrow(/has ended/)
+    } finally {
+      ac.abort()
+    }
+    expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_CANCELED)
+    // canceled already, as it now shows: the answer is the task, not the mesh's refusal to cancel an ended run
+    expect((await client.cancelTask({ tenant: '', id: task.id, metadata: undefined })).status?.state).toBe(TaskState.TASK_STATE_CANCELED)
     await release(newer)
   })
 

@@ -178,9 +178,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
 
   /** GetTask: a task whose run nothing follows has its run read again first (task-refresh.ts). */
   async getTask (params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
-    const task = await this.store.load(params.id, context)
-    if (task !== undefined) await this.refresher.refresh(task)
+    await this.refreshStored(params.id, context)
     return this.inner.getTask(params, context)
+  }
+
+  /** The stored task brought up to date first when nothing follows its run (task-refresh.ts); never throws. */
+  private async refreshStored (taskId: string, context: ServerCallContext): Promise<void> {
+    const task = await this.store.load(taskId, context)
+    if (task !== undefined) await this.refresher.refresh(task)
   }
 
   /** ListTasks: the page's first A2A_LIST_REFRESH_MAX tasks whose runs nothing follows have them read again, then the page is made anew. */
@@ -191,12 +196,19 @@ export class MeshAgentHandler implements A2ARequestHandler {
     return saved.includes(true) ? await this.inner.listTasks(params, context) : page
   }
 
+  /** CancelTask, of the task as its run now stands (one that ended elsewhere is not cancelable). */
   async cancelTask (params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
+    await this.refreshStored(params.id, context)
     return this.inner.cancelTask(params, context)
   }
 
-  /** SubscribeToTask (the SDK's, with a bound per task and an end when the client goes: streams.ts). */
+  /**
+   * SubscribeToTask (the SDK's, with a bound per task and an end when the
+   * client goes: streams.ts), of the task as its run now stands: one whose
+   * run ended unwatched is refused as ended, not streamed silent for ever.
+   */
   async * resubscribe (params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    await this.refreshStored(params.id, context)
     yield * this.streams.subscribe(params.id, context)
   }
 
