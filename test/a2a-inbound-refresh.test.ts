@@ -14,24 +14,13 @@ import type { MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
-import { A2A_MESH_EXTENSION_URI, PART_CHECKPOINT, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
+import { PART_CHECKPOINT, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { asTask, data, partData, send, userMessage } from './fixtures/a2a-messages.ts'
+import { asTask, data, handlerOf, partData, runIdOf, send, userMessage } from './fixtures/a2a-messages.ts'
 
 const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 /** Asks twice: the second checkpoint is a new one. */
 const TWICE = { capability_id: 'cap:approve-twice', version: '1.0.0' }
-
-function runIdOf (task: Task): string {
-  return (task.metadata?.[A2A_MESH_EXTENSION_URI] as { run_id: string }).run_id
-}
-
-async function handlerOf (server: A2aServer, agentId: string): Promise<MeshAgentHandler> {
-  const entries = (server as unknown as { entries: Map<string, Promise<{ handler: MeshAgentHandler }>> }).entries
-  const entry = entries.get(agentId)
-  if (entry === undefined) throw new Error(`the server serves no ${agentId}`)
-  return (await entry).handler
-}
 
 describe('A2A inbound: a task whose watch went is read again', () => {
   let nodes: MeshNode[] = []

@@ -12,31 +12,14 @@ import { ClientFactory, type Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
-import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
-import { A2A_MESH_EXTENSION_URI, PART_FAILURE, PART_OUTPUT } from '../src/a2a/constants.ts'
+import { PART_FAILURE, PART_OUTPUT } from '../src/a2a/constants.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { asTask, partData, send } from './fixtures/a2a-messages.ts'
+import { asTask, handlerOf, partData, runIdOf, send, stateOf } from './fixtures/a2a-messages.ts'
 
 /** Blocks, then does what the test says while still blocked. */
 const ASK = { capability_id: 'cap:ask-then-decide', version: '1.0.0' }
 
 type Move = 'fail' | 'handoff'
-
-function runIdOf (task: Task): string {
-  return (task.metadata?.[A2A_MESH_EXTENSION_URI] as { run_id: string }).run_id
-}
-
-function stateOf (ev: StreamResponse): TaskState | undefined {
-  const p = ev.payload
-  return p?.$case === 'statusUpdate' ? p.value.status?.state : p?.$case === 'task' ? p.value.status?.state : undefined
-}
-
-async function handlerOf (server: A2aServer, agentId: string): Promise<MeshAgentHandler> {
-  const entries = (server as unknown as { entries: Map<string, Promise<{ handler: MeshAgentHandler }>> }).entries
-  const entry = entries.get(agentId)
-  if (entry === undefined) throw new Error(`the server serves no ${agentId}`)
-  return (await entry).handler
-}
 
 describe('A2A inbound: the executor ends a run its task waits on', () => {
   let nodes: MeshNode[] = []

@@ -6,38 +6,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
-import type { StreamResponse, Task } from '@a2a-js/sdk'
+import type { StreamResponse } from '@a2a-js/sdk'
 import { ClientFactory, type Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
-import { A2A_MESH_EXTENSION_URI, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
+import { PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { MAX_CORRELATION_TOPICS } from '../src/constants.ts'
 import type { AapError } from '../src/errors.ts'
 import type { EventSubscription } from '../src/events/subscription.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { asTask, data, partData, send, userMessage } from './fixtures/a2a-messages.ts'
+import { asTask, data, handlerOf, partData, runIdOf, send, stateOf, userMessage } from './fixtures/a2a-messages.ts'
 
 const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 const WAIT = { capability_id: 'cap:wait', version: '1.0.0' }
-
-function runIdOf (task: Task): string {
-  return (task.metadata?.[A2A_MESH_EXTENSION_URI] as { run_id: string }).run_id
-}
-
-function stateOf (ev: StreamResponse): TaskState | undefined {
-  const p = ev.payload
-  return p?.$case === 'statusUpdate' ? p.value.status?.state : p?.$case === 'task' ? p.value.status?.state : undefined
-}
-
-/** The handler the server made for an agent (its entries are private). */
-async function handlerOf (server: A2aServer, agentId: string): Promise<MeshAgentHandler> {
-  const entries = (server as unknown as { entries: Map<string, Promise<{ handler: MeshAgentHandler }>> }).entries
-  const entry = entries.get(agentId)
-  if (entry === undefined) throw new Error(`the server serves no ${agentId}`)
-  return (await entry).handler
-}
 
 /** Listeners on the bus the SDK keeps for a task (0 when it keeps none). */
 function busListeners (handler: MeshAgentHandler, taskId: string): number {
