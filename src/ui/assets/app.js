@@ -286,7 +286,7 @@ function openTask (correlation) {
   state.source = follow(`/v1/events/${seg(correlation)}/stream?history=false${hints}`, authHeaders(), (type) => {
     if (type === 'ready') setLive(true)
     else if (type === 'error') setLive(false)
-    else if (changes.has(type)) { scheduleTimeline(); void loadRuns() }
+    else if (changes.has(type)) { scheduleTimeline(); scheduleRuns() }
   }, () => setLive(false), () => lock(`The session has ended. ${AGAIN}`))
   setLive(false)
   void refreshTimeline()
@@ -308,6 +308,18 @@ function setLive (on) {
   live.classList.toggle('off', !on)
   live.hidden = state.source === null
   live.title = on ? `following ${state.task} as its events come` : 'reconnecting…'
+}
+
+let runsTimer = null
+
+// at most one reload of the runs list per TIMELINE_DEBOUNCE_MS while a task's events stream in: a run that
+// sends a flood of progress events must not make this tab send its node a flood of requests
+function scheduleRuns () {
+  if (runsTimer !== null) return
+  runsTimer = setTimeout(() => {
+    runsTimer = null
+    void loadRuns()
+  }, TIMELINE_DEBOUNCE_MS)
 }
 
 function scheduleTimeline () {

@@ -1,0 +1,72 @@
+/**
+ * The view following a task whose run sends a flood of progress events, in
+ * headless chromium. Each event on the task's stream used to reload the runs
+ * list at once (two GETs of /v1/runs), so an executor anywhere in the mesh
+ * could make the user's open tab send its own node a request per event. The
+ * reloads are now at most one per short interval; the timeline still shows
+ * every event.
+ */
+import type { Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
+import { newToken } from '../src/api/files.ts'
+import { startApiServer, type ApiServer } from '../src/api/server.ts'
+import type { MeshNode } from '../src/node.ts'
+import { raw } from './api-helpers.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const PAGE_WAIT_MS = 30_000
+const SETUP_TIMEOUT_MS = 600_000
+const FLOOD = { capability_id: 'cap:flood', version: '1.0.0' }
+const EVENTS = 60
+const TASK = 'task-ui-flood'
+
+describe('the view under a flood of a run\'s events', () => {
+  let nodes: MeshNode[]
+  let A: MeshNode, B: MeshNode
+  let api: ApiServer
+  let browser: Browser
+  let page: Page
+  const token = newToken()
+  const go = Promise.withResolvers<void>()
+
+  beforeAll(async () => {
+    nodes = await startMesh(2)
+    ;[A, B] = nodes as [MeshNode, MeshNode]
+    B.runs.handle(FLOOD, async (ctx) => {
+      await go.promise
+      for (let i = 0; i < EVENTS; i++) await ctx.progress({ step: i })
+      return { steps: EVENTS }
+    })
+    await B.publishCard({ name: 'flood', capabilities: [FLOOD] })
+    api = await startApiServer(A, { token, port: 0 })
+    browser = await openBrowser()
+    page = await browser.context.newPage()
+  }, SETUP_TIMEOUT_MS)
+
+  afterAll(async () => {
+    go.resolve()
+    await browser?.close()
+    await api?.close()
+    await stopAll(nodes)
+  })
+
+  it('reloads the runs list a few times, not once per event, and still draws every event', async () => {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: FLOOD, input: {} })
+    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
+    await page.goto(code.body.url)
+    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
+    await page.goto(`${api.url}/ui#task/${TASK}`)
+    await page.waitForSelector('#live:not(.off)', { timeout: PAGE_WAIT_MS })
+    let reloads = 0
+    page.on('request', (req) => {
+      if (new URL(req.url()).pathname === '/v1/runs') reloads++
+    })
+    go.resolve()
+    await until(async () => (await A.getRun(run.run_id)).state === 'completed', 'the run to complete')
+    // the timeline catches up with every event: started, the progress events, completed
+    await page.waitForFunction((n) => document.querySelectorAll('#events tr[data-event]').length >= n, EVENTS + 2, { timeout: PAGE_WAIT_MS })
+    expect(reloads).toBeGreaterThan(0)
+    expect(reloads).toBeLessThan(EVENTS / 3)
+  }, 120_000)
+})
