@@ -154,14 +154,16 @@ describe('handoff authority and lineage of real chains', () => {
     await until(() => held.has(run.run_id), 'the run to start')
     // C creates the successor only after B's call gave up
     const answered = Promise.withResolvers<void>()
+    const gaveUp = Promise.withResolvers<void>()
     C.runs.setPolicy(async ({ task_id: t }) => {
-      if (t === task) await new Promise(resolve => setTimeout(resolve, 400))
+      if (t === task) await gaveUp.promise
       answered.resolve()
       return undefined
     })
     try {
       const failed = nextEvent(C, e => e.correlation_id === task && e.type === 'run.failed')
       await rejectsWith(B.runs.handoff(run.run_id, C.agentId, {}, { responseTimeoutMs: 150, callTimeoutMs: 150 }), 'AGENT_NOT_FOUND')
+      gaveUp.resolve()
       await answered.promise
       const e = await failed
       expect(e.payload).toMatchObject({ failure: { code: 'HANDOFF_UNCONFIRMED' } })
