@@ -65,7 +65,7 @@ describe('the view under a flood of a run\'s events', () => {
     go.resolve()
     await until(async () => (await A.getRun(run.run_id)).state === 'completed', 'the run to complete')
     // the timeline catches up with every event: started, the progress events, completed
-    await page.waitForFunction((n) => document.querySelectorAll('#events tr[data-event]').length >= n, EVENTS + 2, { timeout: PAGE_WAIT_MS })
+    await until(async () => (await page.$$('#events tr[data-event]')).length >= EVENTS + 2, 'the timeline to show every event', PAGE_WAIT_MS)
     expect(reloads).toBeGreaterThan(0)
     expect(reloads).toBeLessThan(EVENTS / 3)
   }, 120_000)
