@@ -37,7 +37,7 @@ import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError 
 import { TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
 import { TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
-import { BoundedTaskStore } from './task-store.ts'
+import { BoundedTaskStore, listView } from './task-store.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
 const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
@@ -188,12 +188,27 @@ export class MeshAgentHandler implements A2ARequestHandler {
     if (task !== undefined) await this.refresher.refresh(task)
   }
 
-  /** ListTasks: the page's first A2A_LIST_REFRESH_MAX tasks whose runs nothing follows have them read again, then the page is made anew. */
+  /**
+   * ListTasks: the page's first A2A_LIST_REFRESH_MAX tasks whose runs nothing
+   * follows have them read again, and each one saved anew takes its own place
+   * on the page as it now stands (listed again, a task whose status moved
+   * would move to another page, and one of an earlier page take its place).
+   */
   async listTasks (params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
     const page = await this.inner.listTasks(params, context)
     const stale = page.tasks.filter(t => this.refresher.due(t)).slice(0, A2A_LIST_REFRESH_MAX)
-    const saved = await Promise.all(stale.map(async t => await this.refresher.refresh(t)))
-    return saved.includes(true) ? await this.inner.listTasks(params, context) : page
+    const saved = new Set<string>()
+    await Promise.all(stale.map(async (t) => { if (await this.refresher.refresh(t)) saved.add(t.id) }))
+    if (saved.size === 0) return page
+    const tasks: Task[] = []
+    for (const t of page.tasks) {
+      const now = saved.has(t.id) ? await this.store.load(t.id, context) : t
+      if (now === undefined) continue
+      // a status filter the task no longer meets: it leaves the page
+      if (saved.has(t.id) && params.status !== TaskState.TASK_STATE_UNSPECIFIED && now.status?.state !== params.status) continue
+      tasks.push(saved.has(t.id) ? listView(now, params) : now)
+    }
+    return { ...page, tasks }
   }
 
   /** CancelTask, of the task as its run now stands (one that ended elsewhere is not cancelable). */

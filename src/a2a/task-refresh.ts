@@ -13,13 +13,15 @@
  * the task as it was (counted and logged): the client gets what is saved.
  */
 import type { Task } from '@a2a-js/sdk'
-import type { DefaultExecutionEventBusManager, TaskStore } from '@a2a-js/sdk/server'
+import { ServerCallContext, type DefaultExecutionEventBusManager, type TaskStore } from '@a2a-js/sdk/server'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
 import { A2A_TASK_REFRESH_HANDOFFS_MAX, A2A_TASK_REFRESH_INTERVAL_MS, A2A_TASK_REFRESH_TIMEOUT_MS, A2A_TASK_REFRESHES_MAX } from './constants.ts'
 import { isFinalState, runIdOf, runToUpdates, taskShowsRun } from './mapping.ts'
 import { saveToTask } from './task-runs.ts'
+
+const CONTEXT = new ServerCallContext()
 
 export interface TaskRefreshHost {
   node: MeshNode
@@ -40,9 +42,10 @@ export class TaskRefresher {
   private readonly pending = new Map<string, Promise<boolean>>()
   /**
    * Runs read; tasks saved with what was read; reads that failed (the task kept as it was); saves that
-   * failed; reads not made because A2A_TASK_REFRESHES_MAX were under way.
+   * failed; reads not made because A2A_TASK_REFRESHES_MAX were under way; reads not saved because the task went,
+   * ended or moved on while its run was read.
    */
-  readonly stats = { reads: 0, updated: 0, readErrors: 0, saveErrors: 0, busy: 0 }
+  readonly stats = { reads: 0, updated: 0, readErrors: 0, saveErrors: 0, busy: 0, raced: 0 }
 
   constructor (host: TaskRefreshHost) {
     this.host = host
@@ -91,6 +94,12 @@ export class TaskRefresher {
     if (ended) this.last.delete(task.id)
     // unchanged, or something took the run on while it was read (an A2A resume): that keeps the task
     if (taskShowsRun(task, run) || this.host.followed(task.id) || this.host.stopping.aborted) return false
+    // the task as stored now: gone (evicted), ended, or moved on while the run was read: what was read is older
+    const now = await this.host.store.load(task.id, CONTEXT)
+    if (now === undefined || (now.status !== undefined && isFinalState(now.status.state)) || now.status?.timestamp !== task.status?.timestamp) {
+      this.stats.raced++
+      return false
+    }
     try {
       await saveToTask(this.host, task.id, runToUpdates(run, { taskId: task.id, contextId: task.contextId }), ended)
     } catch (err) {

@@ -84,13 +84,16 @@ export class BoundedTaskStore implements TaskStore {
       (after === undefined || Number.isNaN(after) || Date.parse(t.status?.timestamp ?? '') > after))
     // newest status first; the id breaks ties so pages are stable
     matching.sort((a, b) => (b.status?.timestamp ?? '').localeCompare(a.status?.timestamp ?? '') || a.id.localeCompare(b.id))
-    const page = matching.slice(offset, offset + pageSize).map(t => {
-      const copy = structuredClone(t)
-      if (params.includeArtifacts !== true) copy.artifacts = []
-      if (params.historyLength !== undefined) copy.history = params.historyLength <= 0 ? [] : copy.history.slice(-params.historyLength)
-      return copy
-    })
+    const page = matching.slice(offset, offset + pageSize).map(t => listView(t, params))
     const next = offset + pageSize
     return { tasks: page, nextPageToken: next < matching.length ? String(next) : '', pageSize, totalSize: matching.length }
   }
+}
+
+/** A task as a ListTasks page shows it: a copy, its artifacts only when asked for, its history cut as asked. */
+export function listView (t: Task, params: Pick<ListTasksRequest, 'includeArtifacts' | 'historyLength'>): Task {
+  const copy = structuredClone(t)
+  if (params.includeArtifacts !== true) copy.artifacts = []
+  if (params.historyLength !== undefined) copy.history = params.historyLength <= 0 ? [] : copy.history.slice(-params.historyLength)
+  return copy
 }
