@@ -85,10 +85,12 @@ describe('a handler\'s output and failure message keep the run readable', () => 
 })
 
 describe('a message cut to its bound', () => {
-  it('never ends in half a character', () => {
+  it('never ends in half a character, nor keeps a lone surrogate', () => {
     expect(cutText(`${'x'.repeat(999)}\u{1F600}`, 1000)).toBe('x'.repeat(999))
     expect(cutText(`${'x'.repeat(998)}\u{1F600}`, 1000)).toBe(`${'x'.repeat(998)}\u{1F600}`)
     expect(cutText('short', 1000)).toBe('short')
+    // a lone surrogate already in the text is no character either: it becomes U+FFFD
+    expect(cutText('a\ud800b', 1000)).toBe('a\ufffdb')
   })
 })
 

@@ -361,7 +361,7 @@ export function outcomeOf (taskId: string, status: TaskStatus | undefined, artif
       return {
         kind: 'blocked',
         reason: cutText(reason.length > 0 ? reason : 'the A2A agent asks for input', REASON_MAX_CHARS),
-        checkpoint_id: id.slice(0, CHECKPOINT_ID_MAX_CHARS)
+        checkpoint_id: cutText(id, CHECKPOINT_ID_MAX_CHARS)
       }
     }
     case TaskState.TASK_STATE_COMPLETED: return { kind: 'completed', output: outputOf(artifacts, msg) }
