@@ -12,7 +12,8 @@ import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start.ts'
 import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
-import { collect, EXIT_INTERRUPTED, onInterrupt, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
+import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
+import { onInterrupt } from './signals.ts'
 
 interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
 interface RunResult { run: Run }

@@ -17,44 +17,12 @@ import { Option, type Command } from 'commander'
 import { DEFAULT_DATA_DIR } from '../constants.ts'
 import { ApiClient, ApiError, ApiUnreachableError } from '../api/client.ts'
 import { AapError } from '../errors.ts'
-import { CLI_SIGNAL_REPEAT_WINDOW_MS } from './constants.ts'
 
 export const EXIT_REFUSED = 1
 export const EXIT_USAGE = 2
 export const EXIT_UNREACHABLE = 3
 /** A wait ended by SIGINT or SIGTERM (128 + SIGINT, as shells report Ctrl-C). */
 export const EXIT_INTERRUPTED = 130
-
-/**
- * Call `stop` on the first of `signals`, so a command's wait ends and it can
- * say how. The same signal again within CLI_SIGNAL_REPEAT_WINDOW_MS is that
- * one delivered twice (a terminal signals the process group, and
- * bin/aap-mesh.mjs passes the signal on too): taken and ignored, even after
- * the wait has ended, where Node's default would kill the command before it
- * printed anything. One later still exits at once. Returns the release.
- */
-export function onInterrupt (stop: () => void, signals: NodeJS.Signals[]): () => void {
-  let first: number | undefined
-  const handler = (): void => {
-    if (first === undefined) {
-      first = Date.now()
-      stop()
-      return
-    }
-    if (Date.now() - first < CLI_SIGNAL_REPEAT_WINDOW_MS) return
-    process.exit(EXIT_INTERRUPTED)
-  }
-  for (const s of signals) process.on(s, handler)
-  return () => {
-    const off = (): void => { for (const s of signals) process.off(s, handler) }
-    if (first === undefined) {
-      off()
-      return
-    }
-    // the second delivery may still be on its way: keep taking it for the rest of the window
-    setTimeout(off, Math.max(0, first + CLI_SIGNAL_REPEAT_WINDOW_MS - Date.now())).unref()
-  }
-}
 
 export interface RemoteOptions {
   dataDir: string

@@ -29,7 +29,7 @@ import { AapError, InvalidRequestError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
 import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
 import { API_INFO_FILE } from '../api/files.ts'
-import { CLI_SIGNAL_REPEAT_WINDOW_MS } from './constants.ts'
+import { onInterrupt } from './signals.ts'
 
 export interface StartOptions {
   dataDir: string
@@ -433,11 +433,10 @@ interface Parts {
 }
 
 /**
- * Stop gracefully on the first SIGINT/SIGTERM, at once on the second (the
- * same signal within CLI_SIGNAL_REPEAT_WINDOW_MS is the first one delivered
- * twice, not a second one): the API
- * first (no new requests, streams ended), then the node (its writes finish),
- * then the API files and the metrics endpoint.
+ * Stop gracefully on the first SIGINT/SIGTERM, at once on the second
+ * (signals.ts: one delivered twice is one): the API first (no new requests,
+ * streams ended), then the node (its writes finish), then the API files and
+ * the metrics endpoint.
  */
 function stopOnSignals (parts: Parts, dataDir: string): Stopper {
   const ctl = new AbortController()
@@ -462,31 +461,16 @@ function stopOnSignals (parts: Parts, dataDir: string): Stopper {
       process.exit(1)
     }
   }
-  let first: { signal: NodeJS.Signals, at: number } | undefined
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (first !== undefined && first.signal === signal && Date.now() - first.at < CLI_SIGNAL_REPEAT_WINDOW_MS) {
-      // one Ctrl-C or group SIGTERM that reached this process twice (directly, and through bin/aap-mesh.mjs)
-      parts.log.debug({ signal }, 'the same signal again at once: one request, still stopping cleanly')
-      return
-    }
+  const release = onInterrupt((signal) => {
+    // a stop already under way (a failure after start): a signal now ends the process at once
     if (ctl.signal.aborted) {
       parts.log.warn(`${signal} again: exiting without a clean stop`)
       process.exit(130)
     }
-    first = { signal, at: Date.now() }
     parts.log.info({ signal }, 'stopping')
     void now(0)
-  }
-  process.on('SIGINT', onSignal)
-  process.on('SIGTERM', onSignal)
-  return {
-    signal: ctl.signal,
-    now,
-    dispose: () => {
-      process.off('SIGINT', onSignal)
-      process.off('SIGTERM', onSignal)
-    }
-  }
+  }, ['SIGINT', 'SIGTERM'], (signal) => { parts.log.warn(`${signal} again: exiting without a clean stop`) })
+  return { signal: ctl.signal, now, dispose: release }
 }
 
 function messageOf (err: unknown): string {
