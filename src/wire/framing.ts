@@ -268,10 +268,10 @@ export function responseEnvelope (bytes: Uint8Array, peer: string): (Record<stri
   try {
     res = parseJson(bytes)
   } catch (err) {
-    const id = refusedFrameId(err)
+    if (!(err instanceof FrameTooDeepError)) return new InvalidRequestError(`agent ${peer} sent a frame that is not JSON`, { reason: 'bad_response' })
+    const refused = new InvalidRequestError(`agent ${peer} answered with ${err.message}`, { ...err.details })
     // too deep to take, but its id is known: that one call fails, the session goes on
-    if (id !== null) return { id, ok: false, error: { code: 'INVALID_REQUEST', message: `agent ${peer} answered with a frame nested deeper than ${FRAME_JSON_MAX_DEPTH} levels`, details: { reason: 'too_deep', max: FRAME_JSON_MAX_DEPTH } } }
-    return new InvalidRequestError(`agent ${peer} sent a frame that is not JSON${err instanceof FrameTooDeepError ? ` (nested deeper than ${FRAME_JSON_MAX_DEPTH} levels)` : ''}`, { reason: 'bad_response' })
+    return err.frameId === null ? refused : { id: err.frameId, ok: false, error: errorFrame(refused) }
   }
   if (!isRecord(res) || (res.id !== null && !isFrameId(res.id))) {
     return new InvalidRequestError(`agent ${peer} sent a malformed response frame`, { reason: 'bad_response' })
