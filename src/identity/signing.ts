@@ -8,7 +8,6 @@ import { createPrivateKey, createPublicKey, sign as signBytes, verify as verifyB
 import type { PrivateKey } from '@libp2p/interface'
 import { fromString, toString } from 'uint8arrays'
 import { EVENT_VERIFY_KEY_CACHE_ENTRIES } from '../constants.ts'
-import { InvalidRequestError } from '../errors.ts'
 import { makeRoom } from '../util/bounded.ts'
 import { publicKeyOfAgent } from './identity.ts'
 
@@ -29,28 +28,9 @@ export function canonicalJson (value: unknown): string {
   try {
     return JSON.stringify(value, sortKeys)
   } catch (err) {
-    if (err === INDEX_KEYS) return canonicalOrRefused(value, written)
-    throw refusedIfTooDeep(err)
+    if (err !== INDEX_KEYS) throw err
+    return written(value)
   }
-}
-
-function canonicalOrRefused (value: unknown, encode: (v: unknown) => string): string {
-  try {
-    return encode(value)
-  } catch (err) {
-    throw refusedIfTooDeep(err)
-  }
-}
-
-/**
- * The encoders recurse: a value nested thousands of levels deep (the wire
- * refuses such frames; a local caller may still pass one) runs them out of
- * stack. That is the value's fault, so it is INVALID_REQUEST, not INTERNAL.
- */
-function refusedIfTooDeep (err: unknown): unknown {
-  return err instanceof RangeError && /call stack/i.test(err.message)
-    ? new InvalidRequestError('the value is nested too deeply to encode', { reason: 'too_deep' }, { cause: err })
-    : err
 }
 
 /** Thrown by sortKeys, caught by canonicalJson alone. */
