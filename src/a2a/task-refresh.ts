@@ -13,15 +13,13 @@
  * the task as it was (counted and logged): the client gets what is saved.
  */
 import type { Task } from '@a2a-js/sdk'
-import { ServerCallContext, type DefaultExecutionEventBusManager, type TaskStore } from '@a2a-js/sdk/server'
+import type { DefaultExecutionEventBusManager, TaskStore } from '@a2a-js/sdk/server'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
 import { A2A_TASK_REFRESH_HANDOFFS_MAX, A2A_TASK_REFRESH_INTERVAL_MS, A2A_TASK_REFRESH_TIMEOUT_MS, A2A_TASK_REFRESHES_MAX } from './constants.ts'
 import { isFinalState, runIdOf, runToUpdates, taskShowsRun } from './mapping.ts'
-import { saveToTask } from './task-runs.ts'
-
-const CONTEXT = new ServerCallContext()
+import { CONTEXT, saveToTask } from './task-runs.ts'
 
 export interface TaskRefreshHost {
   node: MeshNode

@@ -113,7 +113,8 @@ function isTopicLimit (err: unknown): boolean {
 }
 
 /** The context of saves made here: the same scope and write lock as the SDK's own for the unauthenticated callers it serves. */
-const CONTEXT = new ServerCallContext()
+/** The context of the store reads and writes no client call makes (the store ignores it). */
+export const CONTEXT = new ServerCallContext()
 
 export class TaskRuns {
   private readonly host: TaskRunsHost
