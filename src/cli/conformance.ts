@@ -35,7 +35,7 @@ The target must serve cap:aap-conformance@0.1.0 with the conformance agent
 Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong arguments, 3 target unreachable.`)
     .action(async (target: string, opts: ConformanceOptions) => {
       const { runConformance } = await import('../conformance/runner.ts')
-      const { terminalTable, writeReports } = await import('../conformance/report.ts')
+      const { MARK, terminalTable, writeReports } = await import('../conformance/report.ts')
       const { clean } = await import('../conformance/kit.ts')
       const { KIT_MESSAGE_MAX_CHARS } = await import('../conformance/constants.ts')
       const { createLogger, isLogLevel } = await import('../logger.ts')
@@ -56,7 +56,8 @@ Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong argume
           ...(opts.bootstrap === undefined ? {} : { bootstrap: opts.bootstrap }),
           command,
           log,
-          onCheck: (r) => { process.stderr.write(`  ${r.status === 'pass' ? 'pass' : r.status === 'fail' ? 'FAIL' : 'UNDECIDED'}  ${r.id} (${r.ms} ms)${r.message === null ? '' : `: ${clean(r.message, KIT_MESSAGE_MAX_CHARS)}`}\n`) }
+          // the runner cleaned and cut the message already
+          onCheck: (r) => { process.stderr.write(`  ${MARK[r.status]}  ${r.id} (${r.ms} ms)${r.message === null ? '' : `: ${r.message}`}\n`) }
         })
       } catch (err) {
         // the message may quote the target (an unreachable address, a card it served)

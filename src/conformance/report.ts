@@ -5,12 +5,13 @@ import { KIT_MESSAGE_MAX_CHARS, KIT_RUNS_PER_DELEGATOR_NEEDED } from './constant
 import { clean } from './kit.ts'
 import type { CheckResult, ClauseResult, ConformanceReport } from './runner.ts'
 
-const MARK: Record<ClauseResult['status'], string> = { pass: 'pass', fail: 'FAIL', inconclusive: 'UNDECIDED', 'n/a': 'n/a' }
+/** How a clause's or a check's status is written, in every report and on the terminal. */
+export const MARK: Record<ClauseResult['status'], string> = { pass: 'pass', fail: 'FAIL', inconclusive: 'UNDECIDED', 'n/a': 'n/a' }
 const MARK_WIDTH = Math.max(...Object.values(MARK).map(m => m.length))
 
 /** The check's result as the report writes it. */
 function checkMark (c: CheckResult): string {
-  return c.status === 'pass' ? 'pass' : `${c.status === 'fail' ? 'FAIL' : 'UNDECIDED'}: ${c.message ?? ''}`
+  return c.status === 'pass' ? MARK.pass : `${MARK[c.status]}: ${c.message ?? ''}`
 }
 
 /** Evidence of a clause in one line: its checks' failure messages, run ids, event seqs, error frames. */
