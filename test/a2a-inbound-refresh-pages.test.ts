@@ -7,37 +7,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import type { Task } from '@a2a-js/sdk'
-import { ClientFactory, type Client } from '@a2a-js/sdk/client'
+import type { Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { until } from './helpers.ts'
+import { APPROVE, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, handlerOf, runIdOf, send } from './fixtures/a2a-messages.ts'
 
-const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 
 describe('A2A inbound: ListTasks pages with a task read again', () => {
-  let nodes: MeshNode[] = []
+  let m: A2aMesh | undefined
   let worker: MeshNode, gateway: MeshNode
   let a2a: A2aServer
   let client: Client
 
   beforeAll(async () => {
-    nodes = await startMesh(2, { transport: 'tcp' })
-    ;[worker, gateway] = nodes as [MeshNode, MeshNode]
-    worker.runs.handle(APPROVE, async (ctx) => {
-      const resolution = await ctx.block('needs a human yes', `cp-${ctx.run.correlation_id}`)
-      return { approved: resolution.approved }
-    })
-    await worker.publishCard({ name: 'worker', description: 'asks', capabilities: [APPROVE], tags: ['test'] })
-    await gateway.publishCard({ name: 'gateway', capabilities: [] })
-    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxInputWatches: 1 })
-    client = await new ClientFactory().createFromUrl(a2a.clientUrl(worker.agentId))
+    m = await startA2aMesh({ server: { maxInputWatches: 1 } })
+    ;({ worker, gateway, a2a, client } = m)
   })
-  afterAll(async () => {
-    await a2a?.close()
-    await stopAll(nodes)
-  })
+  afterAll(async () => { await stopA2aMesh(m) })
 
   it('walking the pages of ListTasks shows every task once', async () => {
     const tasks: Task[] = []

@@ -9,48 +9,38 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import type { Task } from '@a2a-js/sdk'
-import { ClientFactory, type Client } from '@a2a-js/sdk/client'
+import type { Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
 import { PART_CHECKPOINT, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { until } from './helpers.ts'
+import { APPROVE, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, data, handlerOf, partData, runIdOf, send, userMessage } from './fixtures/a2a-messages.ts'
 
-const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 /** Asks twice: the second checkpoint is a new one. */
 const TWICE = { capability_id: 'cap:approve-twice', version: '1.0.0' }
 
 describe('A2A inbound: a task whose watch went is read again', () => {
-  let nodes: MeshNode[] = []
+  let m: A2aMesh | undefined
   let worker: MeshNode, gateway: MeshNode
   let a2a: A2aServer
   let client: Client
   let handler: MeshAgentHandler
 
   beforeAll(async () => {
-    nodes = await startMesh(2, { transport: 'tcp' })
-    ;[worker, gateway] = nodes as [MeshNode, MeshNode]
-    worker.runs.handle(APPROVE, async (ctx) => {
-      const resolution = await ctx.block('needs a human yes', `cp-${ctx.run.correlation_id}`)
-      return { approved: resolution.approved, input: ctx.input }
+    m = await startA2aMesh({
+      more: [[TWICE, async (ctx) => {
+        const first = await ctx.block('first look', `cp1-${ctx.run.correlation_id}`)
+        const second = await ctx.block('second look', `cp2-${ctx.run.correlation_id}`)
+        return { first, second }
+      }]],
+      // one watch for the whole server: each new task waiting for input drops the previous one's
+      server: { maxInputWatches: 1 }
     })
-    worker.runs.handle(TWICE, async (ctx) => {
-      const first = await ctx.block('first look', `cp1-${ctx.run.correlation_id}`)
-      const second = await ctx.block('second look', `cp2-${ctx.run.correlation_id}`)
-      return { first, second }
-    })
-    await worker.publishCard({ name: 'worker', description: 'asks', capabilities: [APPROVE, TWICE], tags: ['test'] })
-    await gateway.publishCard({ name: 'gateway', capabilities: [] })
-    // one watch for the whole server: each new task waiting for input drops the previous one's
-    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxInputWatches: 1 })
-    client = await new ClientFactory().createFromUrl(a2a.clientUrl(worker.agentId))
+    ;({ worker, gateway, a2a, client } = m)
   })
-  afterAll(async () => {
-    await a2a?.close()
-    await stopAll(nodes)
-  })
+  afterAll(async () => { await stopA2aMesh(m) })
 
   /** A task waiting for input, and the newer one that took its watch. */
   async function dropped (cap: typeof APPROVE, contextId: string): Promise<{ task: Task, newer: Task }> {

@@ -16,10 +16,10 @@ import { PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { MAX_CORRELATION_TOPICS } from '../src/constants.ts'
 import type { AapError } from '../src/errors.ts'
 import type { EventSubscription } from '../src/events/subscription.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { until } from './helpers.ts'
+import { APPROVE, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, data, handlerOf, partData, runIdOf, send, stateOf, userMessage } from './fixtures/a2a-messages.ts'
 
-const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 const WAIT = { capability_id: 'cap:wait', version: '1.0.0' }
 
 /** Listeners on the bus the SDK keeps for a task (0 when it keeps none). */
@@ -41,31 +41,22 @@ function collect (stream: AsyncGenerator<StreamResponse>, first: StreamResponse[
 }
 
 describe('A2A inbound: tasks waiting for input', () => {
-  let nodes: MeshNode[] = []
+  let m: A2aMesh | undefined
   let worker: MeshNode, gateway: MeshNode
   let a2a: A2aServer
   let client: Client
 
   beforeAll(async () => {
-    nodes = await startMesh(2, { transport: 'tcp' })
-    ;[worker, gateway] = nodes as [MeshNode, MeshNode]
-    worker.runs.handle(APPROVE, async (ctx) => {
-      const resolution = await ctx.block('needs a human yes', `cp-${ctx.run.correlation_id}`)
-      return { approved: resolution.approved, input: ctx.input }
+    m = await startA2aMesh({
+      more: [[WAIT, async (ctx) => {
+        await new Promise<void>(resolve => { ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
+        return {}
+      }]],
+      server: { maxSubscribersPerTask: 3 }
     })
-    worker.runs.handle(WAIT, async (ctx) => {
-      await new Promise<void>(resolve => { ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
-      return {}
-    })
-    await worker.publishCard({ name: 'worker', description: 'asks, or waits', capabilities: [APPROVE, WAIT], tags: ['test'] })
-    await gateway.publishCard({ name: 'gateway', capabilities: [] })
-    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxSubscribersPerTask: 3 })
-    client = await new ClientFactory().createFromUrl(a2a.clientUrl(worker.agentId))
+    ;({ worker, gateway, a2a, client } = m)
   })
-  afterAll(async () => {
-    await a2a?.close()
-    await stopAll(nodes)
-  })
+  afterAll(async () => { await stopA2aMesh(m) })
 
   it('a blocked run canceled outside A2A (the delegator) ends its task CANCELED, and its subscriber sees it', async () => {
     const blocked = asTask(await client.sendMessage(send(APPROVE, { doc: 1 }, 'corr-watch-cancel')))
