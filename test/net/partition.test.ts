@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Proc } from '../cli-helpers.ts'
 import { Lab, type Host } from './lab.ts'
 import { Dirs, killSpawned, procIn, startNode, type NetNode } from './nodes.ts'
+import { until } from '../helpers.ts'
 
 const CAP = 'cap:summarize@1.0.0'
 /** Typed failures a call across a cut may end with (unreachable, or reached but no answer in time). */
@@ -76,6 +77,11 @@ describe('a partition between two groups of hosts, then the heal', () => {
       '--participant', right!.agentId, '--data-dir', left!.dataDir])
     procs.push(follower)
     await follower.line(l => l.type === 'run.blocked', 'task-part blocked, seen from the left')
+    // the left delegator's own record of task-cross has taken the block before the cut: the executor's
+    // run.blocked may reach it after the agent's own line (by gossip, else by the tail sync), and cannot during the cut
+    const leftState = async (): Promise<string | undefined> =>
+      ((await left!.cli(['runs', 'list', '--correlation', 'task-cross', '--json'])).json.delegated as Array<{ state: string }>)[0]?.state
+    await until(async () => await leftState() === 'blocked', 'the left delegator\'s record of task-cross to show the block')
 
     step('the cut')
     // the cut
