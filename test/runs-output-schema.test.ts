@@ -98,7 +98,7 @@ describe('a liveness probe answered with a run the delegator cannot take', () =>
   let nodes: MeshNode[] = []
   afterAll(async () => { await stopAll(nodes) })
 
-  it('counts as a sign of life: the delegator declares nothing', async () => {
+  it('counts as a sign of life for a while: the delegator declares nothing, then declares the run lost past the bound', async () => {
     nodes = await startMesh(2, { nodeOptions: (i) => i === 0 ? { liveness: { lostAfterMs: 600, probeIntervalMs: 100 } } : {} })
     const [A, B] = nodes as [MeshNode, MeshNode]
     B.runs.handle(SLOW, async (ctx) => {
@@ -113,10 +113,17 @@ describe('a liveness probe answered with a run the delegator cannot take', () =>
     await executor.apply(run.run_id, { type: 'progress', payload: {} }, { role: 'executor' })
     await executor.apply(run.run_id, { type: 'complete', output: wide() }, { role: 'executor' })
     const answered = A.runs.liveness.stats.probesAnsweredUnread
-    // well past lostAfterMs of probes answered with the unreadable run
-    await until(() => A.runs.liveness.stats.probesAnsweredUnread >= answered + 12, 'probes answered with the unreadable run', 15_000)
+    // past lostAfterMs (600 ms) of probes answered with the unreadable run, well before 4 × lostAfterMs
+    await until(() => A.runs.liveness.stats.probesAnsweredUnread >= answered + 8, 'probes answered with the unreadable run', 15_000)
     expect(A.runs.liveness.stats.declared).toBe(0)
     const mine = (await A.runs.list()).delegated.find(r => r.run_id === run.run_id)
     expect(mine?.state).toBe('running')
+    // but not for good: past LIVENESS_UNREAD_BOUND_FACTOR × lostAfterMs of such answers the run is declared lost
+    await until(() => A.runs.liveness.stats.unreadDeclared === 1, 'the unreadable run declared lost', 15_000)
+    const ended = (await A.runs.list()).delegated.find(r => r.run_id === run.run_id)
+    expect(ended?.state).toBe('failed')
+    expect(ended?.failure?.code).toBe('EXECUTOR_LOST')
+    expect(ended?.failure?.message).toMatch(/answered every probe of the run for \d+ ms \(bound 2400 ms\)/)
+    expect(A.runs.liveness.watching.runs).toBe(0)
   })
 })

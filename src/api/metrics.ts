@@ -86,7 +86,7 @@ export class NodeMetrics {
         }
       })
     }
-    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, failed probes the executor answered all the same, runs declared lost (EXECUTOR_LOST), verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict', (node) => {
+    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, failed probes the executor answered all the same, runs declared lost (EXECUTOR_LOST), of them the runs whose probes were answered unread past the bound, verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict', (node) => {
       const l = node.runs.liveness
       const s = l.stats
       return {
@@ -94,6 +94,7 @@ export class NodeMetrics {
         probe_failures: s.probeFailures,
         probes_answered_unread: s.probesAnsweredUnread,
         declared: s.declared,
+        unread_declared: s.unreadDeclared,
         unchained: s.unchained,
         notices_delivered: s.noticesDelivered,
         notices_expired: s.noticesExpired,

@@ -36,3 +36,12 @@ export const FAILURE_MESSAGE_MAX_CHARS = 1000
  * FRAME_JSON_MAX_DEPTH (128), so it is half of that.
  */
 export const PAYLOAD_MAX_DEPTH = 64
+/**
+ * A live delegated run whose every probe for this many times the liveness
+ * bound (`lostAfterMs`, EXECUTOR_LOST_AFTER_MS 30 s by default, so 2 min) was
+ * answered with something other than the run (an error frame, or a run the
+ * delegator's checks refuse) is declared lost like a run whose executor went
+ * silent: the executor is there, but this node will never learn how the run
+ * ends. A move of the run's record (an event) starts the count again.
+ */
+export const LIVENESS_UNREAD_BOUND_FACTOR = 4

@@ -20,7 +20,7 @@ import {
   LIVENESS_PROBE_INTERVAL_MS, LIVENESS_PROBE_TIMEOUT_MS
 } from '../constants.ts'
 import { toAapError } from '../errors.ts'
-import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
+import { FAILURE_MESSAGE_MAX_CHARS, LIVENESS_UNREAD_BOUND_FACTOR } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
@@ -92,6 +92,8 @@ export interface LivenessStats {
   superseded: number
   /** Runs about to be declared whose held log already ended: the record followed it instead. */
   endedUnseen: number
+  /** Runs declared lost because every probe of them was answered unread for LIVENESS_UNREAD_BOUND_FACTOR × lostAfterMs. */
+  unreadDeclared: number
 }
 
 interface ExecutorWatch {
@@ -107,7 +109,7 @@ interface ExecutorWatch {
 interface Notice { executor: string, verdict: AgentEvent | null, since: number }
 
 export class LivenessMonitor {
-  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0 }
+  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0, unreadDeclared: 0 }
   readonly lostAfterMs: number
   readonly probeIntervalMs: number
   readonly maxNotices: number
@@ -115,6 +117,8 @@ export class LivenessMonitor {
   private ports?: LivenessPorts
   private readonly executors = new Map<string, ExecutorWatch>()
   private readonly watched = new Map<string, string>()
+  /** Watched runs whose probes have been answered with something other than the run, since when (see LIVENESS_UNREAD_BOUND_FACTOR). */
+  private readonly unread = new Map<string, number>()
   /** By run id, oldest first. */
   private readonly notices = new Map<string, Notice>()
   /** Executors whose round of offers is under way. */
@@ -179,6 +183,8 @@ export class LivenessMonitor {
   private track (run: Run): void {
     if (run.delegator !== this.i.agentId) return
     const executor = executorOfRun(run.run_id)
+    // the record moved (an event, the delegator's own call): whatever the probes met, the run is heard from
+    this.unread.delete(run.run_id)
     if (isTerminal(run.state)) {
       if (this.watched.delete(run.run_id)) {
         const w = this.executors.get(executor)
@@ -274,6 +280,7 @@ export class LivenessMonitor {
       // the answer also moves the delegator's record (RunCaller.control), which unwatches an ended run
       await this.i.probe(runId, this.callOpts())
       w.lastSeen = Date.now()
+      this.unread.delete(runId)
       return
     } catch (err) {
       if (this.stopping.signal.aborted) return
@@ -288,11 +295,21 @@ export class LivenessMonitor {
       if (e.code !== 'AGENT_NOT_FOUND' && e.code !== 'TIMEOUT') {
         // an answer, though not a run this node could take (an error of the executor's, or a run its schema
         // refuses): the executor is there, so nothing is declared for it; the run's record stays as it was
-        w.lastSeen = Date.now()
+        const now = Date.now()
+        w.lastSeen = now
         this.stats.probesAnsweredUnread++
         // told once per executor watch: the probe keeps getting the same answer every interval
         if (!w.answeredUnread) this.i.log.warn({ executor, run_id: runId, err: e }, 'a liveness probe was answered with something other than the run: the executor counts as there')
         w.answeredUnread = true
+        // but not for good: a run this node can never read again would stay live here forever
+        const since = this.unread.get(runId) ?? now
+        this.unread.set(runId, since)
+        const bound = this.lostAfterMs * LIVENESS_UNREAD_BOUND_FACTOR
+        if (now - since >= bound && this.watched.has(runId)) {
+          this.unread.delete(runId)
+          this.stats.unreadDeclared++
+          await this.declare(runId, executor, `the executor answered every probe of the run for ${now - since} ms (bound ${bound} ms) with something other than the run: ${e.code} ${e.message}`, undefined)
+        }
         return
       }
       const silent = Date.now() - w.lastSeen
