@@ -83,6 +83,26 @@ export class Artifacts implements ArtifactWriter {
     this.host = init.host
     this.log = componentLogger(init.logger, 'artifacts')
     this.store = new ArtifactStore(init.dir, init.maxBytes ?? ARTIFACT_STORE_MAX_BYTES, this.log)
+    this.store.onRemoved = (id) => { this.forget(id) }
+  }
+
+  /** An artifact left the store: not served from the cache, and no longer announced in the DHT. */
+  private forget (id: string): void {
+    this.served.delete(id)
+    this.host.contentRouting.cancelReprovide(parseId(id, JSON_CODEC), { signal: AbortSignal.timeout(ARTIFACT_PROVIDE_TIMEOUT_MS) }).catch((err: unknown) => {
+      // its provider record expires in the DHT on its own; until then a fetcher asks here and is answered ARTIFACT_NOT_FOUND
+      this.log.debug({ err, artifact: id }, 'could not stop announcing a removed artifact')
+    })
+  }
+
+  /**
+   * Take an artifact out of this node's store, whether the node made it or
+   * fetched it (a run's output that another node still holds stays fetchable
+   * from there); returns the bytes freed. ARTIFACT_NOT_FOUND when it is not here.
+   */
+  async remove (id: string): Promise<{ artifact: string, freed_bytes: number }> {
+    parseId(id, JSON_CODEC)
+    return { artifact: id, freed_bytes: await this.store.remove(id) }
   }
 
   async start (): Promise<void> {
@@ -99,6 +119,8 @@ export class Artifacts implements ArtifactWriter {
           const req = isManifestRequest.assert(body, 'manifest request')
           const bytes = await this.store.manifestBytes(req.artifact)
           if (bytes === undefined) throw new ArtifactNotFoundError(`no artifact ${req.artifact} here`, { artifact: req.artifact })
+          // a peer fetches it from here: the last to be evicted now
+          this.store.touch(req.artifact)
           return { body: { artifact: req.artifact }, data: bytes }
         },
         chunk: async (body) => {
@@ -159,7 +181,10 @@ export class Artifacts implements ArtifactWriter {
   async fetch (id: string, opts: FetchOptions = {}): Promise<Manifest> {
     parseId(id, JSON_CODEC)
     const here = await this.store.manifest(id)
-    if (here !== undefined) return here
+    if (here !== undefined) {
+      this.store.touch(id)
+      return here
+    }
     opts.signal?.throwIfAborted()
     let f = this.fetching.get(id)
     // one its callers all left is ending: a new caller starts another
@@ -264,7 +289,7 @@ export class Artifacts implements ArtifactWriter {
             this.stats.rejected++
             throw err
           }
-          for (let i = 0; i < manifest.m.chunks.length; i++) have[i] = await this.store.hasChunk(manifest.m.chunks[i] ?? '', w)
+          for (let i = 0; i < manifest.m.chunks.length; i++) have[i] = this.store.hasChunk(manifest.m.chunks[i] ?? '', w)
         }
         await this.pullChunks(session, id, manifest.m, have, w, opts.signal)
         await session.close()

@@ -1,29 +1,35 @@
 /**
- * The node's artifact store on disk: `chunks/<chunk cid>` and
- * `manifests/<artifact id>`, written through `tmp/` and renamed into place.
- * The chunks of a write in progress (an upload, or a fetch from peers) wait
- * in `tmp/<write>/` and move into `chunks/` with the manifest: a manifest on
- * disk means the artifact is whole here, a write that fails takes away only
- * what it staged, and nothing in `chunks/` is ever removed, so a chunk that
- * complete artifacts share is never lost to another write's failure. The
- * total size is bounded by `maxBytes`: a write that would pass it fails with
- * STORAGE_FULL and leaves nothing of itself behind.
+ * The node's artifact store on disk: `chunks/<chunk cid>`,
+ * `manifests/<artifact id>` and `pins/<artifact id>`, written through `tmp/`
+ * and renamed into place. The chunks of a write in progress (an upload, or a
+ * fetch from peers) wait in `tmp/<write>/` and move into `chunks/` with the
+ * manifest: a manifest on disk means the artifact is whole here, and a write
+ * that fails takes away only what it staged. A chunk leaves `chunks/` only
+ * when no manifest names it and no write in progress counts on it (the
+ * catalog, catalog.ts, keeps that count), so a chunk that complete artifacts
+ * share is never lost to another write's failure or to a removal.
+ *
+ * The total size is bounded by `maxBytes`. A write that would pass it first
+ * evicts copies fetched from peers, least recently used first (never a
+ * pinned artifact: the node's own uploads and outputs, nor one being read);
+ * if that is not enough it fails with STORAGE_FULL and leaves nothing of
+ * itself behind. `remove` takes any artifact away on purpose.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { ARTIFACT_CHUNK_BYTES, ARTIFACT_MAX_BYTES } from '../constants.ts'
-import { AapError, ArtifactCorruptError, InvalidRequestError, StorageFullError } from '../errors.ts'
+import { AapError, ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { storageWriteError } from '../storage/write-guard.ts'
-import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { Catalog } from './catalog.ts'
+import { putStream } from './chunker.ts'
+import { canonical, canonicalOrUndefined, scanStore } from './scan.ts'
+import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
 
 function isMissing (err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT'
 }
-
-/** Manifests read at once when a store opens (the sweep of chunks no manifest names). */
-const OPEN_MANIFEST_READS_AT_ONCE = 32
 
 /**
  * Store folders open in this process: a second store on the same folder
@@ -32,8 +38,10 @@ const OPEN_MANIFEST_READS_AT_ONCE = 32
  */
 const openDirs = new Set<string>()
 
-/** A canonical id (CIDv1, base32) whatever multibase a peer's manifest spelled it in. */
-const canonical = (id: string, codec: number): string => parseId(id, codec, codec === RAW_CODEC ? 'chunk id' : 'artifact id').toString()
+/** The chunks the catalog let go (out of `present`), for `deleteChunks`. */
+function letGo (chunks: Array<[string, number] | undefined>): Array<[string, number]> {
+  return chunks.filter((c): c is [string, number] => c !== undefined)
+}
 
 function storeClosed (): AapError {
   return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
@@ -48,6 +56,8 @@ export class StagedWrite {
   readonly dir: string
   /** Chunk id to its bytes on disk. */
   readonly staged = new Map<string, number>()
+  /** Chunks of `chunks/` this write found there and will name (kept there until it ends). */
+  readonly borrowed = new Set<string>()
   /** Chunks being written now, so a second stage of the same chunk (an artifact that repeats one) waits for the first. */
   readonly writing = new Map<string, Promise<void>>()
   settled = false
@@ -57,21 +67,42 @@ export class StagedWrite {
   }
 }
 
+/** Why an artifact left the store: removed on purpose, or evicted to make room. */
+export type RemovedBy = 'removed' | 'evicted'
+
+export interface ArtifactStoreStats {
+  /** What `open` found: chunks no manifest named (removed), and manifests it could not read (nothing swept then). */
+  orphanChunksSwept: number
+  unreadableManifests: number
+  /** Artifacts taken away on purpose (`remove`). */
+  removed: number
+  /** Copies fetched from peers evicted to make room for a write. */
+  evicted: number
+  /** Files of removed artifacts that could not be deleted (logged; they go when the store opens again). */
+  deleteFailures: number
+}
+
 export class ArtifactStore {
   readonly dir: string
   private readonly maxBytes: number
+  private readonly maxArtifacts: number
   private readonly log: Logger
   private usedBytes = 0
-  /** What `open` found: chunks no manifest named (removed), and manifests it could not read (nothing swept then). */
-  readonly stats = { orphanChunksSwept: 0, unreadableManifests: 0 }
+  readonly stats: ArtifactStoreStats = { orphanChunksSwept: 0, unreadableManifests: 0, removed: 0, evicted: 0, deleteFailures: 0 }
+  private readonly catalog = new Catalog()
+  /** False when a manifest could not be read at open: its chunks are not known, so no chunk is deleted. */
+  private chunksKnown = true
   private opened = false
   private closed = false
-  /** Commits one at a time: a chunk two writes staged moves into `chunks/` once, and is counted once. */
-  private committing: Promise<void> = Promise.resolve()
+  /** Commits and removals one at a time: a chunk two writes staged moves into `chunks/` once, and is counted once. */
+  private turns: Promise<void> = Promise.resolve()
+  /** Told of every artifact that leaves the store (the service stops serving and announcing it). */
+  onRemoved?: (id: string, by: RemovedBy) => void
 
-  constructor (dir: string, maxBytes: number, log: Logger) {
+  constructor (dir: string, maxBytes: number, log: Logger, maxArtifacts = ARTIFACT_STORE_MAX_ARTIFACTS) {
     this.dir = dir
     this.maxBytes = maxBytes
+    this.maxArtifacts = maxArtifacts
     this.log = log
   }
 
@@ -84,75 +115,66 @@ export class ArtifactStore {
     return this.maxBytes
   }
 
+  /** Artifacts whole in the store. */
+  get count (): number {
+    return this.catalog.size
+  }
+
+  /** The bound on `count`. */
+  get maxCount (): number {
+    return this.maxArtifacts
+  }
+
   async open (): Promise<void> {
     const dir = resolve(this.dir)
     if (openDirs.has(dir)) throw new Error(`the artifact store ${dir} is open already in this process`)
     openDirs.add(dir)
     this.opened = true
-    for (const sub of ['chunks', 'manifests', 'tmp']) await mkdir(join(this.dir, sub), { recursive: true })
-    // what a crashed write left in tmp/ is not part of any artifact
-    await rm(join(this.dir, 'tmp'), { recursive: true, force: true })
-    await mkdir(join(this.dir, 'tmp'), { recursive: true })
-    await this.sweepOrphans()
-    let used = 0
-    for (const sub of ['chunks', 'manifests']) {
-      for (const name of await readdir(join(this.dir, sub))) used += (await stat(join(this.dir, sub, name))).size
-    }
-    this.usedBytes = used
+    const found = await scanStore(this.dir, this.catalog, this.stats, this.log)
+    this.usedBytes = found.used
+    this.chunksKnown = found.chunksKnown
   }
 
   /**
    * No write commits after this (a write in progress fails with
-   * `store_closed`); the commit under way, if any, ends first. The folder may
-   * then be opened again.
+   * `store_closed`); the commit or removal under way, if any, ends first.
+   * The folder may then be opened again.
    */
   async close (): Promise<void> {
     if (!this.opened || this.closed) return
     this.closed = true
-    await this.committing
+    await this.turns
     openDirs.delete(resolve(this.dir))
   }
 
-  /**
-   * Remove the chunks no manifest names. A write moves its chunks into
-   * `chunks/` before it writes its manifest, so a node killed (or a manifest
-   * write failed) in between leaves chunks no artifact uses, counted against
-   * the bound for good. While the node runs such a chunk may be counted on by
-   * a write in progress (stage skips chunks `chunks/` holds), so they go only
-   * here, before any write. A manifest that cannot be read stops the sweep:
-   * its chunks are not known.
-   */
-  private async sweepOrphans (): Promise<void> {
-    const named = new Set<string>()
-    const ids = await readdir(join(this.dir, 'manifests'))
-    // names that are no artifact id are no manifest (an editor's or a file manager's file): left alone
-    const manifests = ids.filter(id => { try { canonical(id, JSON_CODEC); return true } catch { return false } })
-    for (let i = 0; i < manifests.length; i += OPEN_MANIFEST_READS_AT_ONCE) {
-      await Promise.all(manifests.slice(i, i + OPEN_MANIFEST_READS_AT_ONCE).map(async (id) => {
-        try {
-          const m = verifyManifest(parseId(id, JSON_CODEC), await readFile(join(this.dir, 'manifests', id)))
-          for (const cid of m.chunks) named.add(canonical(cid, RAW_CODEC))
-        } catch (err) {
-          this.stats.unreadableManifests++
-          this.log.warn({ err, artifact: id }, 'an artifact manifest on disk cannot be read: no chunk is swept')
-        }
-      }))
+  /** Run `fn` after every commit and removal before it (whether they failed or not). */
+  private turn<T> (fn: () => Promise<T>, what: string): Promise<T> {
+    const t = this.turns.then(fn)
+    // the next turn waits for this one, not for its success (its caller has the error)
+    this.turns = t.then(() => {}, (err: unknown) => { this.log.debug({ err }, `an artifact ${what} failed`) })
+    return t
+  }
+
+  /** Count `bytes` against the bound, evicting fetched copies first when they do not fit. */
+  private async room (bytes: number): Promise<void> {
+    if (this.usedBytes + bytes <= this.maxBytes) {
+      this.usedBytes += bytes
+      return
     }
-    if (this.stats.unreadableManifests > 0) return
-    for (const entry of await readdir(join(this.dir, 'chunks'), { withFileTypes: true })) {
-      // only files named by a chunk id are chunks; anything else there is left alone
-      if (!entry.isFile()) continue
-      let cid: string
-      try {
-        cid = canonical(entry.name, RAW_CODEC)
-      } catch {
-        continue
-      }
-      if (named.has(cid)) continue
-      await rm(join(this.dir, 'chunks', entry.name), { force: true })
-      this.stats.orphanChunksSwept++
+    await this.turn(async () => {
+      await this.evictFor(bytes, 0)
+      this.reserve(bytes)
+    }, 'eviction')
+  }
+
+  /** On a turn: evict the least recently used copies until `bytes` and `artifacts` more fit, or none is left to evict. */
+  private async evictFor (bytes: number, artifacts: number): Promise<void> {
+    while (this.usedBytes + bytes > this.maxBytes || this.catalog.size + artifacts > this.maxArtifacts) {
+      // chunks unknown (a manifest unreadable at open): an eviction could free nothing but manifests
+      const id = this.chunksKnown ? this.catalog.evictable() : undefined
+      if (id === undefined) return
+      await this.removeOnTurn(id, 'evicted')
     }
-    if (this.stats.orphanChunksSwept > 0) this.log.info({ chunks: this.stats.orphanChunksSwept }, 'removed artifact chunks no manifest names (left by writes that did not finish)')
   }
 
   private reserve (bytes: number): void {
@@ -181,14 +203,8 @@ export class ArtifactStore {
     return join(this.dir, 'manifests', canonical(id, JSON_CODEC))
   }
 
-  private async exists (path: string): Promise<boolean> {
-    try {
-      await stat(path)
-      return true
-    } catch (err) {
-      if (isMissing(err)) return false
-      throw err
-    }
+  private pinPath (id: string): string {
+    return join(this.dir, 'pins', canonical(id, JSON_CODEC))
   }
 
   /** A new write: stage its chunks with `stage`, then `commit` it or `abandon` it (exactly one of them). */
@@ -202,29 +218,41 @@ export class ArtifactStore {
     return w
   }
 
-  /** Whether chunk `cid` is stored, or staged by `w`. */
-  async hasChunk (cid: string, w?: StagedWrite): Promise<boolean> {
-    return w?.staged.has(cid) === true || await this.exists(this.chunkPath(cid))
+  /**
+   * Whether chunk `cid` is stored, or staged by `w`. With `w`, a stored chunk
+   * is kept for it until it ends (the write may then name it without
+   * staging it).
+   */
+  hasChunk (cid: string, w?: StagedWrite): boolean {
+    const id = canonical(cid, RAW_CODEC)
+    if (w?.staged.has(id) === true || w?.borrowed.has(id) === true) return true
+    if (!this.catalog.hasChunk(id)) return false
+    if (w !== undefined && !w.settled) {
+      w.borrowed.add(id)
+      this.catalog.borrow(id)
+    }
+    return true
   }
 
   /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already; stages of one write may run at once. */
   async stage (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
     if (this.closed) throw storeClosed()
     if (w.settled) throw writeSettled()
-    const earlier = w.writing.get(cid)
+    const id = canonical(cid, RAW_CODEC)
+    const earlier = w.writing.get(id)
     if (earlier !== undefined) return await earlier
-    const writing = this.stageOnce(w, cid, bytes)
-    w.writing.set(cid, writing)
+    const writing = this.stageOnce(w, id, bytes)
+    w.writing.set(id, writing)
     try {
       await writing
     } finally {
-      w.writing.delete(cid)
+      w.writing.delete(id)
     }
   }
 
   private async stageOnce (w: StagedWrite, cid: string, bytes: Uint8Array): Promise<void> {
-    if (await this.hasChunk(cid, w)) return
-    this.reserve(bytes.byteLength)
+    if (this.hasChunk(cid, w)) return
+    await this.room(bytes.byteLength)
     try {
       await writeFile(join(w.dir, cid), bytes)
     } catch (err) {
@@ -235,26 +263,47 @@ export class ArtifactStore {
     w.staged.set(cid, bytes.byteLength)
   }
 
-  /** The write is whole: its chunks move into `chunks/`, then its manifest is written; from then on the artifact is here. */
-  async commit (w: StagedWrite, id: string, manifest: Uint8Array): Promise<void> {
-    const turn = this.committing.then(async () => {
+  /**
+   * The write is whole: its chunks move into `chunks/`, then its manifest is
+   * written; from then on the artifact is here. `pin` keeps it until it is
+   * removed on purpose (the node's own artifacts); without it, it is a copy
+   * the store may evict.
+   */
+  async commit (w: StagedWrite, id: string, manifest: Uint8Array, pin = false): Promise<void> {
+    const turn = this.turn(async () => {
       if (this.closed) throw storeClosed()
       // a write abandoned (a commit of it that failed) has nothing staged any more: it must not become a manifest
       if (w.settled) throw writeSettled()
+      const key = canonical(id, JSON_CODEC)
+      const here = this.catalog.get(key)
+      if (here !== undefined) {
+        await this.moveStaged(w)
+        if (pin && !here.pinned) {
+          await this.writeFile(this.pinPath(key), new Uint8Array(0))
+          here.pinned = true
+        }
+        this.catalog.touch(key)
+        return
+      }
+      const chunks = verifyManifest(parseId(key, JSON_CODEC), manifest).chunks.map(c => canonical(c, RAW_CODEC))
       // the manifest's room first: a store too full for it refuses the write before any chunk has moved
-      const manifestPath = this.manifestPath(id)
-      const fresh = !(await this.exists(manifestPath))
-      if (fresh) this.reserve(manifest.byteLength)
+      await this.evictFor(manifest.byteLength, 1)
+      if (this.catalog.size + 1 > this.maxArtifacts) {
+        throw new StorageFullError(`the artifact store holds ${this.catalog.size} artifacts, its most`, { reason: 'too_many_artifacts', max_artifacts: this.maxArtifacts })
+      }
+      this.reserve(manifest.byteLength)
       try {
         await this.moveStaged(w)
-        if (fresh) await this.writeFile(manifestPath, manifest)
+        if (pin) await this.writeFile(this.pinPath(key), new Uint8Array(0))
+        await this.writeFile(this.manifestPath(key), manifest)
       } catch (err) {
-        if (fresh) this.usedBytes -= manifest.byteLength
+        this.usedBytes -= manifest.byteLength
+        // chunks that moved and that no manifest names now: they go (a pin without its manifest goes at open)
+        await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
         throw err
       }
-    })
-    // the next commit waits for this one, not for its success (its caller has the error)
-    this.committing = turn.then(() => {}, (err: unknown) => { this.log.debug({ err, artifact: id }, 'an artifact commit failed') })
+      this.catalog.add(key, { manifestBytes: manifest.byteLength, pinned: pin, lastUsed: Date.now(), readers: 0 }, chunks)
+    }, 'commit')
     try {
       await turn
     } finally {
@@ -265,25 +314,29 @@ export class ArtifactStore {
   /** Move a write's staged chunks into `chunks/` (a chunk another write brought meanwhile is kept once, counted once). */
   private async moveStaged (w: StagedWrite): Promise<void> {
     for (const [cid, size] of w.staged) {
-      const path = this.chunkPath(cid)
-      if (await this.exists(path)) {
+      if (this.catalog.hasChunk(cid)) {
         await rm(join(w.dir, cid), { force: true })
         this.usedBytes -= size
       } else {
         try {
-          await rename(join(w.dir, cid), path)
+          await rename(join(w.dir, cid), this.chunkPath(cid))
         } catch (err) {
           throw storageWriteError(err, 'artifacts')
         }
+        this.catalog.addChunk(cid, size)
       }
       w.staged.delete(cid)
     }
   }
 
-  /** The write failed: what it staged goes, and only that (best effort, logged). */
+  /** The write failed, or was committed: what it staged goes, and the chunks it counted on are let go (best effort, logged). */
   async abandon (w: StagedWrite): Promise<void> {
     if (w.settled) return
     w.settled = true
+    const unnamed = letGo([...w.borrowed].map(cid => this.catalog.release(cid)))
+    w.borrowed.clear()
+    // a chunk this write counted on whose artifact was removed meanwhile, and no manifest names now
+    if (unnamed.length > 0 && !this.closed) await this.turn(async () => { await this.deleteChunks(unnamed) }, 'cleanup')
     try {
       await rm(w.dir, { recursive: true, force: true })
       for (const size of w.staged.values()) this.usedBytes -= size
@@ -294,47 +347,85 @@ export class ArtifactStore {
   }
 
   /**
-   * Cut a byte stream into chunks as it arrives and store it; at most one
-   * chunk is held in memory. INVALID_REQUEST (`oversized`) past
-   * ARTIFACT_MAX_BYTES, STORAGE_FULL past the store's bound.
+   * Take an artifact out of the store, pinned or not, and the chunks no
+   * other artifact names; returns the bytes freed. ARTIFACT_NOT_FOUND when
+   * it is not here. A read of it in progress ends with ARTIFACT_NOT_FOUND
+   * (`reason: removed`).
+   */
+  async remove (id: string): Promise<number> {
+    const key = canonical(id, JSON_CODEC)
+    return await this.turn(async () => {
+      if (this.closed) throw storeClosed()
+      return await this.removeOnTurn(key, 'removed')
+    }, 'removal')
+  }
+
+  private async removeOnTurn (id: string, by: RemovedBy): Promise<number> {
+    const e = this.catalog.get(id)
+    if (e === undefined) throw new ArtifactNotFoundError(`no artifact ${id} here`, { artifact: id })
+    let chunks: string[] = []
+    try {
+      chunks = verifyManifest(parseId(id, JSON_CODEC), await readFile(this.manifestPath(id))).chunks.map(c => canonical(c, RAW_CODEC))
+    } catch (err) {
+      // its chunks stay counted on until the store opens again, which sweeps what no manifest names
+      this.stats.deleteFailures++
+      this.log.warn({ err, artifact: id }, 'the manifest of an artifact being removed cannot be read: its chunks stay until the store opens again')
+    }
+    // the manifest first: from then on the artifact is not here (a crash after it leaves chunks the next open sweeps)
+    try {
+      await rm(this.manifestPath(id), { force: true })
+    } catch (err) {
+      throw storageWriteError(err, 'artifacts')
+    }
+    const before = this.usedBytes
+    this.usedBytes -= e.manifestBytes
+    const unnamed = this.catalog.remove(id, chunks)
+    if (e.pinned) {
+      await rm(this.pinPath(id), { force: true }).catch((err: unknown) => {
+        this.stats.deleteFailures++
+        this.log.warn({ err, artifact: id }, 'the pin of a removed artifact could not be deleted (it goes when the store opens again)')
+      })
+    }
+    await this.deleteChunks(unnamed)
+    if (by === 'removed') this.stats.removed++
+    else this.stats.evicted++
+    this.log.info({ artifact: id, by, freed_bytes: before - this.usedBytes, pinned: e.pinned }, by === 'removed' ? 'artifact removed' : 'artifact copy evicted to make room')
+    this.onRemoved?.(id, by)
+    return before - this.usedBytes
+  }
+
+  /** Delete chunks the catalog let go (out of `present` already), and stop counting them. */
+  private async deleteChunks (chunks: Array<[string, number]>): Promise<void> {
+    for (const [cid, size] of chunks) {
+      this.usedBytes -= size
+      await rm(this.chunkPath(cid), { force: true }).catch((err: unknown) => {
+        this.stats.deleteFailures++
+        this.log.warn({ err, chunk: cid }, 'an artifact chunk no manifest names could not be deleted (it goes when the store opens again)')
+      })
+    }
+  }
+
+  /** The artifact was used (served, fetched again): it is the last to be evicted now. */
+  touch (id: string): void {
+    const key = canonicalOrUndefined(id, JSON_CODEC)
+    if (key !== undefined) this.catalog.touch(key)
+  }
+
+  /** Whether the artifact is whole here, and whether it is pinned. */
+  holds (id: string): { pinned: boolean } | undefined {
+    const key = canonicalOrUndefined(id, JSON_CODEC)
+    const e = key === undefined ? undefined : this.catalog.get(key)
+    return e === undefined ? undefined : { pinned: e.pinned }
+  }
+
+  /**
+   * Cut a byte stream into chunks as it arrives and store it, pinned (the
+   * node's own artifact); at most one chunk is held in memory.
+   * INVALID_REQUEST (`oversized`) past ARTIFACT_MAX_BYTES, STORAGE_FULL past
+   * the store's bound.
    */
   async put (source: AsyncIterable<Uint8Array>): Promise<{ id: string, size: number }> {
-    const chunks: string[] = []
-    const w = await this.begin()
-    let buf = new Uint8Array(ARTIFACT_CHUNK_BYTES)
-    let filled = 0
-    let size = 0
-    const flush = async (): Promise<void> => {
-      const bytes = buf.subarray(0, filled)
-      const cid = cidOf(RAW_CODEC, bytes).toString()
-      await this.stage(w, cid, bytes)
-      chunks.push(cid)
-      // the chunk is on disk: a fresh buffer, since writeFile may still hold the old one's view
-      buf = new Uint8Array(ARTIFACT_CHUNK_BYTES)
-      filled = 0
-    }
-    try {
-      for await (const piece of source) {
-        let at = 0
-        size += piece.byteLength
-        if (size > ARTIFACT_MAX_BYTES) throw new InvalidRequestError(`an artifact may hold at most ${ARTIFACT_MAX_BYTES} bytes`, { reason: 'oversized', max_bytes: ARTIFACT_MAX_BYTES })
-        while (at < piece.byteLength) {
-          const take = Math.min(ARTIFACT_CHUNK_BYTES - filled, piece.byteLength - at)
-          buf.set(piece.subarray(at, at + take), filled)
-          filled += take
-          at += take
-          if (filled === ARTIFACT_CHUNK_BYTES) await flush()
-        }
-      }
-      if (filled > 0) await flush()
-      const manifest: Manifest = { v: 1, size, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks }
-      const bytes = encodeManifest(manifest)
-      const id = cidOf(JSON_CODEC, bytes).toString()
-      await this.commit(w, id, bytes)
-      return { id, size }
-    } finally {
-      await this.abandon(w)
-    }
+    return await putStream(this, source)
   }
 
   /** The artifact's manifest, verified, if the whole artifact is here. */
@@ -344,10 +435,12 @@ export class ArtifactStore {
     return verifyManifest(parseId(id, JSON_CODEC), bytes)
   }
 
-  /** The manifest's bytes as stored (served to peers, who verify them). */
+  /** The manifest's bytes as stored (served to peers, who verify them), if the artifact is whole here. */
   async manifestBytes (id: string): Promise<Uint8Array | undefined> {
+    const key = canonical(id, JSON_CODEC)
+    if (this.catalog.get(key) === undefined) return undefined
     try {
-      return await readFile(this.manifestPath(id))
+      return await readFile(this.manifestPath(key))
     } catch (err) {
       if (isMissing(err)) return undefined
       throw err
@@ -366,14 +459,29 @@ export class ArtifactStore {
 
   /**
    * The artifact's bytes, chunk by chunk, each verified as it is read (a
-   * chunk damaged on disk is ARTIFACT_CORRUPT, not served).
+   * chunk damaged on disk is ARTIFACT_CORRUPT, not served). While it is read
+   * the artifact is not evicted; if it is removed meanwhile the read ends
+   * with ARTIFACT_NOT_FOUND (`reason: removed`).
    */
   async * read (id: string, m: Manifest): AsyncGenerator<Uint8Array> {
-    for (let i = 0; i < m.chunks.length; i++) {
-      const bytes = await this.chunk(m.chunks[i] ?? '')
-      if (bytes === undefined) throw new ArtifactCorruptError(`chunk ${i} of ${id} is missing from the store`, { reason: 'missing_chunk', artifact: id, index: i })
-      verifyChunk(id, m, i, bytes)
-      yield bytes
+    const key = canonical(id, JSON_CODEC)
+    const entry = this.catalog.get(key)
+    if (entry !== undefined) {
+      entry.readers++
+      this.catalog.touch(key)
+    }
+    try {
+      for (let i = 0; i < m.chunks.length; i++) {
+        const bytes = await this.chunk(m.chunks[i] ?? '')
+        if (bytes === undefined) {
+          if (this.catalog.get(key) === undefined) throw new ArtifactNotFoundError(`artifact ${id} was removed from this node while it was read`, { artifact: id, reason: 'removed' })
+          throw new ArtifactCorruptError(`chunk ${i} of ${id} is missing from the store`, { reason: 'missing_chunk', artifact: id, index: i })
+        }
+        verifyChunk(id, m, i, bytes)
+        yield bytes
+      }
+    } finally {
+      if (entry !== undefined) entry.readers--
     }
   }
 }

@@ -1,0 +1,124 @@
+/**
+ * What the artifact store holds, in memory, so that it can decide what may go
+ * without reading the disk: its artifacts, least recently used first; which
+ * of them it keeps for good (pinned: the node's own uploads and its agent's
+ * outputs) and which it may evict (copies fetched from peers); how many
+ * manifests name each chunk in `chunks/`; and which chunks writes in
+ * progress found there and count on. The store (store.ts) changes the files
+ * and keeps this in step; nothing here touches the disk.
+ */
+
+export interface CatalogEntry {
+  /** Bytes of the manifest file. */
+  manifestBytes: number
+  /** Kept until removed on purpose (DELETE /v1/artifacts/{artifact}); a copy fetched from peers is not. */
+  pinned: boolean
+  /** When it was last stored, read or served (since the store opened; before, when it was stored). */
+  lastUsed: number
+  /** Reads of it in progress here: an artifact being read is not evicted. */
+  readers: number
+}
+
+export class Catalog {
+  /** Artifact id to its entry, least recently used first. */
+  private readonly entries = new Map<string, CatalogEntry>()
+  /** Chunk id to its size on disk, for every chunk in `chunks/`. */
+  private readonly present = new Map<string, number>()
+  /** Chunk id to how many manifests name it. */
+  private readonly refs = new Map<string, number>()
+  /** Chunk id to how many writes in progress found it in `chunks/` and will name it. */
+  private readonly borrows = new Map<string, number>()
+
+  get size (): number {
+    return this.entries.size
+  }
+
+  get (id: string): CatalogEntry | undefined {
+    return this.entries.get(id)
+  }
+
+  /** A whole artifact, named by its manifest's chunks (ids as in `chunks/`, repeats allowed). */
+  add (id: string, entry: CatalogEntry, chunks: readonly string[]): void {
+    this.entries.set(id, entry)
+    for (const cid of new Set(chunks)) this.refs.set(cid, (this.refs.get(cid) ?? 0) + 1)
+  }
+
+  /** Used now: it goes to the end of the eviction order. */
+  touch (id: string, now = Date.now()): void {
+    const e = this.entries.get(id)
+    if (e === undefined) return
+    e.lastUsed = now
+    this.entries.delete(id)
+    this.entries.set(id, e)
+  }
+
+  /**
+   * The artifact is gone: the chunks its manifest named that no other
+   * manifest names and no write counts on leave `present`, and are returned
+   * with their sizes (for the store to delete).
+   */
+  remove (id: string, chunks: readonly string[]): Array<[string, number]> {
+    this.entries.delete(id)
+    const unnamed: Array<[string, number]> = []
+    for (const cid of new Set(chunks)) {
+      const n = (this.refs.get(cid) ?? 0) - 1
+      if (n > 0) {
+        this.refs.set(cid, n)
+        continue
+      }
+      this.refs.delete(cid)
+      const orphan = this.takeOrphan(cid)
+      if (orphan !== undefined) unnamed.push(orphan)
+    }
+    return unnamed
+  }
+
+  /** The least recently used artifact that may be evicted: not pinned, not being read. */
+  evictable (): string | undefined {
+    for (const [id, e] of this.entries) {
+      if (!e.pinned && e.readers === 0) return id
+    }
+    return undefined
+  }
+
+  hasChunk (cid: string): boolean {
+    return this.present.has(cid)
+  }
+
+  addChunk (cid: string, size: number): void {
+    this.present.set(cid, size)
+  }
+
+  named (cid: string): boolean {
+    return (this.refs.get(cid) ?? 0) > 0
+  }
+
+  /** A write in progress counts on this chunk of `chunks/`: it is not deleted while it does. */
+  borrow (cid: string): void {
+    this.borrows.set(cid, (this.borrows.get(cid) ?? 0) + 1)
+  }
+
+  /** The write ended; returns the chunk and its size if nothing names it or counts on it any more (for the store to delete). */
+  release (cid: string): [string, number] | undefined {
+    const n = (this.borrows.get(cid) ?? 0) - 1
+    if (n > 0) {
+      this.borrows.set(cid, n)
+      return undefined
+    }
+    this.borrows.delete(cid)
+    return this.orphan(cid)
+  }
+
+  /** If no manifest names this chunk of `chunks/` and no write counts on it: out of `present`, returned with its size (for the store to delete). */
+  orphan (cid: string): [string, number] | undefined {
+    return this.refs.has(cid) ? undefined : this.takeOrphan(cid)
+  }
+
+  private takeOrphan (cid: string): [string, number] | undefined {
+    if (this.borrows.has(cid)) return undefined
+    const size = this.present.get(cid)
+    if (size === undefined) return undefined
+    this.present.delete(cid)
+    return [cid, size]
+  }
+}

@@ -1,0 +1,13 @@
+/**
+ * Limits of the artifact store (src/artifacts) added after src/constants.ts
+ * filled up; protocols/artifact.md names them like the others
+ * (test/wire-docs.test.ts reads this file too).
+ */
+
+/**
+ * Most artifacts one store holds, whatever their size: the store keeps a
+ * small entry per artifact in memory (protocols/artifact.md, "Storage"). Past
+ * it, a new artifact evicts a cached one as a full store does, or is refused
+ * with STORAGE_FULL (`reason: too_many_artifacts`).
+ */
+export const ARTIFACT_STORE_MAX_ARTIFACTS = 100_000

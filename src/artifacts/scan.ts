@@ -1,0 +1,89 @@
+/**
+ * What an artifact store finds on disk when it opens (store.ts): it clears
+ * `tmp/` (writes a crash cut short), reads every manifest into the catalog,
+ * least recently stored first, drops pins whose artifact is gone, and
+ * deletes the chunks no manifest names (left by a write killed between its
+ * chunks' move and its manifest, or by a removal cut short).
+ */
+import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from '../logger.ts'
+import type { Catalog } from './catalog.ts'
+import { JSON_CODEC, RAW_CODEC, parseId, verifyManifest } from './manifest.ts'
+
+/** Manifests read at once when a store opens. */
+const OPEN_MANIFEST_READS_AT_ONCE = 32
+
+/** A canonical id (CIDv1, base32) whatever multibase a peer's manifest spelled it in. */
+export const canonical = (id: string, codec: number): string => parseId(id, codec, codec === RAW_CODEC ? 'chunk id' : 'artifact id').toString()
+
+/** The canonical id, or undefined for a name that is no id of that codec. */
+export function canonicalOrUndefined (name: string, codec: number): string | undefined {
+  try {
+    return canonical(name, codec)
+  } catch {
+    return undefined
+  }
+}
+
+export interface ScanStats {
+  orphanChunksSwept: number
+  unreadableManifests: number
+}
+
+/**
+ * Fill `catalog` from the store in `dir`; returns the bytes its files take
+ * (chunks and manifests, files there that are no chunk or manifest
+ * included) and whether every manifest could be read. When one cannot, its
+ * chunks are not known: no chunk is deleted, now or while the store is open.
+ */
+export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats, log: Logger): Promise<{ used: number, chunksKnown: boolean }> {
+  for (const sub of ['chunks', 'manifests', 'pins', 'tmp']) await mkdir(join(dir, sub), { recursive: true })
+  await rm(join(dir, 'tmp'), { recursive: true, force: true })
+  await mkdir(join(dir, 'tmp'), { recursive: true })
+  const pins = new Set(await readdir(join(dir, 'pins')))
+  const found: Array<{ id: string, bytes: number, mtime: number, chunks: string[] }> = []
+  let used = 0
+  let chunksKnown = true
+  const names = await readdir(join(dir, 'manifests'))
+  for (let i = 0; i < names.length; i += OPEN_MANIFEST_READS_AT_ONCE) {
+    await Promise.all(names.slice(i, i + OPEN_MANIFEST_READS_AT_ONCE).map(async (name) => {
+      const path = join(dir, 'manifests', name)
+      const st = await stat(path)
+      used += st.size
+      // names that are no artifact id are no manifest (an editor's or a file manager's file): left alone
+      const id = st.isFile() ? canonicalOrUndefined(name, JSON_CODEC) : undefined
+      if (id === undefined || id !== name) return
+      try {
+        const m = verifyManifest(parseId(id, JSON_CODEC), await readFile(path))
+        found.push({ id, bytes: st.size, mtime: st.mtimeMs, chunks: m.chunks.map(c => canonical(c, RAW_CODEC)) })
+      } catch (err) {
+        stats.unreadableManifests++
+        chunksKnown = false
+        log.warn({ err, artifact: id }, 'an artifact manifest on disk cannot be read: no chunk is deleted while the store is open')
+      }
+    }))
+  }
+  found.sort((a, b) => a.mtime - b.mtime)
+  for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, pinned: pins.has(f.id), lastUsed: f.mtime, readers: 0 }, f.chunks)
+  for (const pin of pins) {
+    if (catalog.get(pin) !== undefined) continue
+    // a pin whose manifest is gone (a removal or a write cut short): nothing to keep
+    await rm(join(dir, 'pins', pin), { recursive: true, force: true })
+  }
+  for (const entry of await readdir(join(dir, 'chunks'), { withFileTypes: true })) {
+    const path = join(dir, 'chunks', entry.name)
+    // only files named by a chunk id are chunks; anything else there is left alone (and counted)
+    const cid = entry.isFile() && canonicalOrUndefined(entry.name, RAW_CODEC) === entry.name ? entry.name : undefined
+    const size = (await stat(path)).size
+    if (cid !== undefined && chunksKnown && !catalog.named(cid)) {
+      await rm(path, { force: true })
+      stats.orphanChunksSwept++
+      continue
+    }
+    if (cid !== undefined) catalog.addChunk(cid, size)
+    used += size
+  }
+  if (stats.orphanChunksSwept > 0) log.info({ chunks: stats.orphanChunksSwept }, 'removed artifact chunks no manifest names (left by writes that did not finish)')
+  return { used, chunksKnown }
+}
