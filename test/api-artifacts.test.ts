@@ -165,6 +165,39 @@ describe('artifacts through the API and the CLI', () => {
     expect(new Uint8Array(await res.arrayBuffer())).toEqual(page)
   })
 
+  it('aap-mesh artifact rm takes an artifact off one node; a node that fetched it keeps its copy and serves it back', async () => {
+    const dir = await dirs.make()
+    const src = join(dir, 'notes.txt')
+    const content = Buffer.from('notes of a run, '.repeat(1000))
+    await writeFile(src, content)
+    const put = await cli(['artifact', 'put', src, '--api-url', apiA.url, '--token', tokens.a, '--json'])
+    expect(put.code, put.stderr).toBe(0)
+    const id = (put.json.part as FilePart).artifact
+    // b fetches a copy
+    const copied = await cli(['artifact', 'get', id, '--out', join(dir, 'b.txt'), '--from', a.agentId, '--api-url', apiB.url, '--token', tokens.b, '--json'])
+    expect(copied.code, copied.stderr).toBe(0)
+    expect(b.artifacts.store.holds(id)).toEqual({ pinned: false })
+    const usedBefore = a.artifacts.store.used
+    const rm = await cli(['artifact', 'rm', id, '--api-url', apiA.url, '--token', tokens.a, '--json'])
+    expect(rm.code, rm.stderr).toBe(0)
+    expect(rm.json.artifact).toBe(id)
+    expect(rm.json.freed_bytes).toBeGreaterThan(content.length)
+    expect(a.artifacts.store.used).toBe(usedBefore - rm.json.freed_bytes)
+    expect(a.artifacts.store.holds(id)).toBeUndefined()
+    // not here any more: a second removal is ARTIFACT_NOT_FOUND (404), a bad id INVALID_REQUEST (400)
+    const again = await cli(['artifact', 'rm', id, '--api-url', apiA.url, '--token', tokens.a, '--json'])
+    expect(again.code).toBe(1)
+    expect(again.json.error.code).toBe('ARTIFACT_NOT_FOUND')
+    const bad = await raw(`${apiA.url}/v1/artifacts/not-a-cid`, { method: 'DELETE', token: tokens.a })
+    expect(bad.status).toBe(400)
+    // b still holds its copy, and a gets it back from b
+    const back = await cli(['artifact', 'get', id, '--out', join(dir, 'a.txt'), '--from', b.agentId, '--api-url', apiA.url, '--token', tokens.a, '--json'])
+    expect(back.code, back.stderr).toBe(0)
+    expect(Buffer.compare(await readFile(join(dir, 'a.txt')), content)).toBe(0)
+    // fetched back, it is a copy on a now
+    expect(a.artifacts.store.holds(id)).toEqual({ pinned: false })
+  })
+
   it('the client raises the API error as an ApiError', async () => {
     await expect(clientB.download('/v1/artifacts/not-a-cid')).rejects.toBeInstanceOf(ApiError)
   })

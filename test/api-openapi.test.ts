@@ -198,6 +198,13 @@ describe('the OpenAPI document and the server', () => {
     expect(down.status).toBe(200)
     expect(down.body).toBe('doc bytes')
     exercised.add('getArtifact')
+    const gone = await raw(`${apiB.url}/v1/artifacts/${up.body.part.artifact as string}`, { method: 'DELETE', token: tokens.b })
+    expect(gone.status).toBe(200)
+    expect(responseValidator('deleteArtifact', 200)!(gone.body)).toBe(true)
+    const notHere = await raw(`${apiB.url}/v1/artifacts/${up.body.part.artifact as string}`, { method: 'DELETE', token: tokens.b })
+    expect(notHere.status).toBe(404)
+    expect(responseValidator('deleteArtifact', 404)!(notHere.body)).toBe(true)
+    exercised.add('deleteArtifact')
 
     // every error answer is documented too: one per operation
     for (const op of operations) {

@@ -164,6 +164,11 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(text).toMatch(/^aap_discovery\{what="providerWalks"\} [1-9]/m)
     expect(text).toMatch(/^aap_discovery\{what="providerRecordsSent"\} [1-9]/m)
     expect(text).toMatch(/^aap_discovery\{what="heldCardPullTimeouts"\} \d+$/m)
+    // the artifact store: its bounds, and nothing evicted or removed here
+    expect(text).toMatch(/^aap_artifacts\{what="max_bytes"\} 1073741824$/m)
+    expect(text).toMatch(/^aap_artifacts\{what="max_artifacts"\} 100000$/m)
+    expect(text).toMatch(/^aap_artifacts\{what="evicted"\} 0$/m)
+    expect(text).toMatch(/^aap_liveness\{what="unread_declared"\} 0$/m)
   })
 
   it('SIGTERM stops a node cleanly: its agent\'s stream ends, the API files go, and a restart still has every run', async () => {

@@ -1,6 +1,6 @@
 /**
- * The API's artifact operations (protocols/api.openapi.json, putArtifact and
- * getArtifact): bytes in and out as streams, never whole in memory. An
+ * The API's artifact operations (protocols/api.openapi.json, putArtifact,
+ * getArtifact and deleteArtifact): bytes in and out as streams, never whole in memory. An
  * upload is cut into chunks as it arrives (src/artifacts/store.ts); a
  * download is fetched and verified into the store first when it is not here
  * (so every error comes before the first byte), then streamed from disk.
@@ -16,6 +16,7 @@ const DEFAULT_MEDIA_TYPE = 'application/octet-stream'
 export interface ArtifactHandlers {
   putArtifact: { json: (req: FastifyRequest) => Promise<{ status?: number, body: unknown }> }
   getArtifact: { stream: (req: FastifyRequest, reply: FastifyReply) => Promise<void> }
+  deleteArtifact: { json: (req: FastifyRequest) => Promise<{ status?: number, body: unknown }> }
 }
 
 export function artifactHandlers (node: MeshNode): ArtifactHandlers {
@@ -54,6 +55,9 @@ export function artifactHandlers (node: MeshNode): ArtifactHandlers {
           req.raw.off('close', onGone)
         }
       }
+    },
+    deleteArtifact: {
+      json: async (req) => ({ body: await node.artifacts.remove((req.params as Record<string, string>).artifact ?? '') })
     }
   }
 }

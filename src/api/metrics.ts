@@ -121,6 +121,10 @@ export class NodeMetrics {
       const b = node.connections
       return { open: node.host.getConnections().length, max: b.max, pruned: b.stats.pruned, over_budget: b.stats.overBudget, errors: b.stats.errors }
     })
+    figures('aap_artifacts', 'The artifact store (protocols/artifact.md): bytes held and its bound, artifacts held and their bound; since start, artifacts stored here and fetched from peers, copies evicted to make room, artifacts removed on purpose, files of removed artifacts that could not be deleted', (node) => {
+      const { store, stats } = node.artifacts
+      return { used_bytes: store.used, max_bytes: store.capacity, artifacts: store.count, max_artifacts: store.maxCount, stored: stats.stored, fetched: stats.fetched, evicted: store.stats.evicted, removed: store.stats.removed, delete_failures: store.stats.deleteFailures }
+    })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
     new Gauge({
       name: 'aap_events_published',

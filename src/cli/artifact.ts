@@ -1,7 +1,7 @@
 /**
- * `aap-mesh artifact put <file>` and `aap-mesh artifact get <id> --out <file>`:
- * artifacts through the local API, streamed both ways (a file is never read
- * or written whole in memory).
+ * `aap-mesh artifact put <file>`, `aap-mesh artifact get <id> --out <file>`
+ * and `aap-mesh artifact rm <id>`: artifacts through the local API, streamed
+ * both ways (a file is never read or written whole in memory).
  */
 import { constants, createReadStream, createWriteStream } from 'node:fs'
 import { access, rename, rm, stat } from 'node:fs/promises'
@@ -13,7 +13,7 @@ import type { FilePart } from '../artifacts/types.ts'
 import { collect, remoteAction, remoteCommand, UsageError, type RemoteOptions } from './remote.ts'
 
 export function registerArtifact (program: Command): void {
-  const artifact = program.command('artifact').description('store a file as an artifact, or save an artifact (from this node or any holder) to a file')
+  const artifact = program.command('artifact').description('store a file as an artifact, save an artifact (from this node or any holder) to a file, or remove one from this node')
 
   remoteCommand(artifact, 'put', 'store a file as an artifact on this node and print the part that names it')
     .argument('<file>', 'the file to store')
@@ -59,5 +59,13 @@ export function registerArtifact (program: Command): void {
         await rm(partial, { force: true })
         throw err
       }
+    }))
+
+  remoteCommand(artifact, 'rm', 'remove an artifact from this node\'s store (one it made or fetched); other holders keep theirs')
+    .argument('<artifact>', 'the artifact id (a file part\'s "artifact")')
+    .action(remoteAction(async (client, _opts, args) => {
+      const id = args[0] ?? ''
+      const removed = await client.call<{ artifact: string, freed_bytes: number }>('DELETE', `/v1/artifacts/${encodeURIComponent(id)}`)
+      return { json: removed, text: `removed ${removed.artifact}\n  ${removed.freed_bytes} bytes freed` }
     }))
 }
