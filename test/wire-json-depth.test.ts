@@ -177,7 +177,7 @@ describe('an answer nested past the bound', () => {
     await b.stop()
   })
 
-  it('fails that one call with INVALID_REQUEST too_deep; the session answers the next call', async () => {
+  it('fails that one call with INVALID_REQUEST answer_too_deep (not the too_deep of a refused request); the session answers the next call', async () => {
     const client = new RpcClient(a, { protocol: PROTOCOL, maxFrameBytes: 1 << 20, maxStreamsPerPeer: 1 })
     const opts = { responseTimeoutMs: 10_000, callTimeoutMs: 10_000 }
     try {
@@ -185,7 +185,7 @@ describe('an answer nested past the bound', () => {
       expect(deep.status).toBe('rejected')
       const err = (deep as PromiseRejectedResult).reason as { code: string, details?: Record<string, unknown> }
       expect(err.code).toBe('INVALID_REQUEST')
-      expect(err.details?.reason).toBe('too_deep')
+      expect(err.details?.reason).toBe('answer_too_deep')
       expect(flat).toEqual({ status: 'fulfilled', value: { flat: true } })
       expect(await client.call(b.peerId, 'flat', {}, opts)).toEqual({ flat: true })
     } finally {

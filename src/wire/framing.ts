@@ -269,7 +269,8 @@ export function responseEnvelope (bytes: Uint8Array, peer: string): (Record<stri
     res = parseJson(bytes)
   } catch (err) {
     if (!(err instanceof FrameTooDeepError)) return new InvalidRequestError(`agent ${peer} sent a frame that is not JSON`, { reason: 'bad_response' })
-    const refused = new InvalidRequestError(`agent ${peer} answered with ${err.message}`, { ...err.details })
+    // its own reason: the caller tells an answer too deep to read from its request refused as too deep
+    const refused = new InvalidRequestError(`agent ${peer} answered with ${err.message}`, { ...err.details, reason: 'answer_too_deep' })
     // too deep to take, but its id is known: that one call fails, the session goes on
     return err.frameId === null ? refused : { id: err.frameId, ok: false, error: errorFrame(refused) }
   }
