@@ -66,9 +66,11 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
   }
   found.sort((a, b) => a.mtime - b.mtime)
   for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, pinned: pins.has(f.id), lastUsed: f.mtime, readers: 0 }, f.chunks)
+  const manifests = new Set(names)
   for (const pin of pins) {
-    if (catalog.get(pin) !== undefined) continue
-    // a pin whose manifest is gone (a removal or a write cut short): nothing to keep
+    // a pin whose manifest is gone (a removal or a write cut short): nothing to keep; one whose manifest
+    // is there but could not be read stays, so the artifact is still pinned once it reads again
+    if (manifests.has(pin)) continue
     await rm(join(dir, 'pins', pin), { recursive: true, force: true })
   }
   for (const entry of await readdir(join(dir, 'chunks'), { withFileTypes: true })) {

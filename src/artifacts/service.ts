@@ -22,7 +22,8 @@ import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, provide, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
 import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
-import { ArtifactStore, type StagedWrite } from './store.ts'
+import { ArtifactStore } from './store.ts'
+import type { StagedWrite } from './write.ts'
 import { untilAborted } from '../util/deadline.ts'
 import type { ArtifactSource, ArtifactWriter, FilePart } from './types.ts'
 
@@ -143,6 +144,8 @@ export class Artifacts implements ArtifactWriter {
     if (cached !== undefined) return cached
     const m = await this.store.manifest(id)
     if (m === undefined) return undefined
+    // removed while it was read: not cached, or its chunks would still be served
+    if (this.store.holds(id) === undefined) return undefined
     this.served.set(id, m)
     if (this.served.size > ARTIFACT_SERVED_MANIFESTS_CACHED) {
       const oldest = this.served.keys().next().value

@@ -18,14 +18,16 @@
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { AapError, ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
+import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { storageWriteError } from '../storage/write-guard.ts'
 import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { Catalog } from './catalog.ts'
 import { putStream } from './chunker.ts'
+import { StagedWrite, storeClosed, writeSettled } from './write.ts'
 import { canonical, canonicalOrUndefined, scanStore } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
+import { heldIterator } from '../util/held-iterator.ts'
 
 function isMissing (err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT'
@@ -41,30 +43,6 @@ const openDirs = new Set<string>()
 /** The chunks the catalog let go (out of `present`), for `deleteChunks`. */
 function letGo (chunks: Array<[string, number] | undefined>): Array<[string, number]> {
   return chunks.filter((c): c is [string, number] => c !== undefined)
-}
-
-function storeClosed (): AapError {
-  return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
-}
-
-function writeSettled (): AapError {
-  return new AapError('INTERNAL', 'the artifact write was committed or abandoned already', { reason: 'write_settled' })
-}
-
-/** One write in progress: the chunks it stored that `chunks/` did not hold, waiting in `dir` (see ArtifactStore.commit). */
-export class StagedWrite {
-  readonly dir: string
-  /** Chunk id to its bytes on disk. */
-  readonly staged = new Map<string, number>()
-  /** Chunks of `chunks/` this write found there and will name (kept there until it ends). */
-  readonly borrowed = new Set<string>()
-  /** Chunks being written now, so a second stage of the same chunk (an artifact that repeats one) waits for the first. */
-  readonly writing = new Map<string, Promise<void>>()
-  settled = false
-
-  constructor (dir: string) {
-    this.dir = dir
-  }
 }
 
 /** Why an artifact left the store: removed on purpose, or evicted to make room. */
@@ -298,7 +276,9 @@ export class ArtifactStore {
         await this.writeFile(this.manifestPath(key), manifest)
       } catch (err) {
         this.usedBytes -= manifest.byteLength
-        // chunks that moved and that no manifest names now: they go (a pin without its manifest goes at open)
+        // a pin this commit wrote must not pin a later copy of the same id
+        if (pin) await this.deletePin(key)
+        // chunks that moved and that no manifest names now: they go
         await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
         throw err
       }
@@ -333,10 +313,15 @@ export class ArtifactStore {
   async abandon (w: StagedWrite): Promise<void> {
     if (w.settled) return
     w.settled = true
-    const unnamed = letGo([...w.borrowed].map(cid => this.catalog.release(cid)))
+    const borrowed = [...w.borrowed]
     w.borrowed.clear()
-    // a chunk this write counted on whose artifact was removed meanwhile, and no manifest names now
-    if (unnamed.length > 0 && !this.closed) await this.turn(async () => { await this.deleteChunks(unnamed) }, 'cleanup')
+    if (borrowed.length > 0) {
+      // on a turn: a commit before it that names one of these chunks has counted it by then, so only a chunk
+      // no manifest names goes (one whose artifact was removed while this write counted on it)
+      const letThemGo = (): Array<[string, number]> => letGo(borrowed.map(cid => this.catalog.release(cid)))
+      if (this.closed) letThemGo()
+      else await this.turn(async () => { await this.deleteChunks(letThemGo()) }, 'cleanup')
+    }
     try {
       await rm(w.dir, { recursive: true, force: true })
       for (const size of w.staged.values()) this.usedBytes -= size
@@ -380,12 +365,8 @@ export class ArtifactStore {
     const before = this.usedBytes
     this.usedBytes -= e.manifestBytes
     const unnamed = this.catalog.remove(id, chunks)
-    if (e.pinned) {
-      await rm(this.pinPath(id), { force: true }).catch((err: unknown) => {
-        this.stats.deleteFailures++
-        this.log.warn({ err, artifact: id }, 'the pin of a removed artifact could not be deleted (it goes when the store opens again)')
-      })
-    }
+    // whether or not it was pinned: a pin left by an earlier failed commit goes too
+    await this.deletePin(id)
     await this.deleteChunks(unnamed)
     if (by === 'removed') this.stats.removed++
     else this.stats.evicted++
@@ -394,8 +375,23 @@ export class ArtifactStore {
     return before - this.usedBytes
   }
 
-  /** Delete chunks the catalog let go (out of `present` already), and stop counting them. */
+  private async deletePin (id: string): Promise<void> {
+    await rm(this.pinPath(id), { force: true }).catch((err: unknown) => {
+      this.stats.deleteFailures++
+      this.log.warn({ err, artifact: id }, 'the pin of an artifact no longer here could not be deleted (it goes when the store opens again)')
+    })
+  }
+
+  /**
+   * Delete chunks the catalog let go (out of `present` already), and stop
+   * counting them. Not while a manifest unreadable at open may name them:
+   * they stay, and stay counted.
+   */
   private async deleteChunks (chunks: Array<[string, number]>): Promise<void> {
+    if (!this.chunksKnown) {
+      for (const [cid, size] of chunks) this.catalog.addChunk(cid, size)
+      return
+    }
     for (const [cid, size] of chunks) {
       this.usedBytes -= size
       await rm(this.chunkPath(cid), { force: true }).catch((err: unknown) => {
@@ -459,29 +455,29 @@ export class ArtifactStore {
 
   /**
    * The artifact's bytes, chunk by chunk, each verified as it is read (a
-   * chunk damaged on disk is ARTIFACT_CORRUPT, not served). While it is read
-   * the artifact is not evicted; if it is removed meanwhile the read ends
-   * with ARTIFACT_NOT_FOUND (`reason: removed`).
+   * chunk damaged on disk is ARTIFACT_CORRUPT, not served). From this call
+   * until the iterator ends (read to its end, failed, or closed with
+   * `return`) the artifact is not evicted; if it is removed meanwhile the
+   * read ends with ARTIFACT_NOT_FOUND (`reason: removed`).
    */
-  async * read (id: string, m: Manifest): AsyncGenerator<Uint8Array> {
+  read (id: string, m: Manifest): AsyncGenerator<Uint8Array> {
     const key = canonical(id, JSON_CODEC)
     const entry = this.catalog.get(key)
-    if (entry !== undefined) {
-      entry.readers++
-      this.catalog.touch(key)
-    }
-    try {
-      for (let i = 0; i < m.chunks.length; i++) {
-        const bytes = await this.chunk(m.chunks[i] ?? '')
-        if (bytes === undefined) {
-          if (this.catalog.get(key) === undefined) throw new ArtifactNotFoundError(`artifact ${id} was removed from this node while it was read`, { artifact: id, reason: 'removed' })
-          throw new ArtifactCorruptError(`chunk ${i} of ${id} is missing from the store`, { reason: 'missing_chunk', artifact: id, index: i })
-        }
-        verifyChunk(id, m, i, bytes)
-        yield bytes
+    if (entry === undefined) return this.readChunks(id, key, m)
+    entry.readers++
+    this.catalog.touch(key)
+    return heldIterator(this.readChunks(id, key, m), () => { entry.readers-- })
+  }
+
+  private async * readChunks (id: string, key: string, m: Manifest): AsyncGenerator<Uint8Array> {
+    for (let i = 0; i < m.chunks.length; i++) {
+      const bytes = await this.chunk(m.chunks[i] ?? '')
+      if (bytes === undefined) {
+        if (this.catalog.get(key) === undefined) throw new ArtifactNotFoundError(`artifact ${id} was removed from this node while it was read`, { artifact: id, reason: 'removed' })
+        throw new ArtifactCorruptError(`chunk ${i} of ${id} is missing from the store`, { reason: 'missing_chunk', artifact: id, index: i })
       }
-    } finally {
-      if (entry !== undefined) entry.readers--
+      verifyChunk(id, m, i, bytes)
+      yield bytes
     }
   }
 }

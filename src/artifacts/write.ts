@@ -1,0 +1,29 @@
+/**
+ * One write into the artifact store in progress (store.ts): what it staged
+ * in its own folder under `tmp/`, and the chunks of `chunks/` it counts on.
+ */
+import { AapError } from '../errors.ts'
+
+export function storeClosed (): AapError {
+  return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
+}
+
+export function writeSettled (): AapError {
+  return new AapError('INTERNAL', 'the artifact write was committed or abandoned already', { reason: 'write_settled' })
+}
+
+/** One write in progress: the chunks it stored that `chunks/` did not hold, waiting in `dir` (see ArtifactStore.commit). */
+export class StagedWrite {
+  readonly dir: string
+  /** Chunk id to its bytes on disk. */
+  readonly staged = new Map<string, number>()
+  /** Chunks of `chunks/` this write found there and will name (kept there until it ends). */
+  readonly borrowed = new Set<string>()
+  /** Chunks being written now, so a second stage of the same chunk (an artifact that repeats one) waits for the first. */
+  readonly writing = new Map<string, Promise<void>>()
+  settled = false
+
+  constructor (dir: string) {
+    this.dir = dir
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * A write that ends lets go of the chunks it counted on (borrowed) on the
+ * store's turn, after every commit queued before it. Found by session 44's
+ * review: abandon() let go at once, outside a turn, so a commit queued
+ * earlier (or running) that staged or found the same chunk moved or kept it,
+ * and then the cleanup turn deleted it: a whole artifact with a missing
+ * chunk (ARTIFACT_CORRUPT) and `used` counting a chunk not on disk.
+ */
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
+import { ArtifactStore } from '../src/artifacts/store.ts'
+import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
+import { silentLogger } from '../src/logger.ts'
+
+/** When set, the store's next write of a file through tmp/ (a manifest or a pin) waits for `release`, after telling `entered`. */
+const gate = vi.hoisted(() => ({ armed: false, entered: undefined as undefined | (() => void), release: undefined as undefined | Promise<void> }))
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs/promises')>()
+  const writeFile: typeof fs.writeFile = async (path, data, opts) => {
+    if (gate.armed && /\/tmp\/[0-9a-f]{24}$/.test(String(path))) {
+      gate.armed = false
+      gate.entered?.()
+      await gate.release
+    }
+    return fs.writeFile(path, data, opts)
+  }
+  return { ...fs, writeFile, default: { ...fs, writeFile } }
+})
+
+const dirs: string[] = []
+const stores: ArtifactStore[] = []
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close()
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
+})
+
+async function openStore (): Promise<ArtifactStore> {
+  const d = await mkdtemp(join(tmpdir(), 'aap-artifact-race-'))
+  dirs.push(d)
+  const s = new ArtifactStore(d, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
+  await s.open()
+  stores.push(s)
+  return s
+}
+
+async function diskBytes (dir: string): Promise<number> {
+  let n = 0
+  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isFile()) n += (await stat(join(e.parentPath, e.name))).size
+  }
+  return n
+}
+
+const SIZE = 1000
+const X = new Uint8Array(SIZE).fill(5)
+const cidX = cidOf(RAW_CODEC, X).toString()
+const manifestX = encodeManifest({ v: 1, size: SIZE, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [cidX] })
+const idX = cidOf(JSON_CODEC, manifestX).toString()
+
+async function readAll (store: ArtifactStore, id: string): Promise<number> {
+  const m = await store.manifest(id)
+  let n = 0
+  for await (const c of store.read(id, m!)) n += c.byteLength
+  return n
+}
+
+describe('a write that ends lets go of the chunks it counted on after the commits before it', () => {
+  it('a commit queued before the abandon moves its staged copy in; the chunk stays', async () => {
+    const store = await openStore()
+    // W3 stages X while the store does not hold it
+    const w3 = await store.begin()
+    await store.stage(w3, cidX, X)
+    // artifact A (a fetched copy naming X) is committed by another write: X now in chunks/
+    const wa = await store.begin()
+    await store.stage(wa, cidX, X)
+    await store.commit(wa, idX, manifestX)
+    // W1 (a fetch of some other artifact) finds X stored and borrows it
+    const w1 = await store.begin()
+    expect(store.hasChunk(cidX, w1)).toBe(true)
+    // A is removed: X stays for W1 (refs 0, borrowed)
+    await store.remove(idX)
+    expect(await readdir(join(store.dir, 'chunks'))).toEqual([cidX])
+    // W3 commits (its turn is queued) and W1 fails at the same time
+    const committed = store.commit(w3, idX, manifestX)
+    const abandoned = store.abandon(w1)
+    await committed
+    await abandoned
+    expect(store.holds(idX)).toEqual({ pinned: false })
+    expect(await readdir(join(store.dir, 'chunks'))).toEqual([cidX])
+    expect(await readAll(store, idX)).toBe(SIZE)
+    expect(store.used).toBe(await diskBytes(store.dir))
+  })
+
+  it('a commit that found the chunk kept only by a borrow, and the borrow ends while it commits; the chunk stays', async () => {
+    const store = await openStore()
+    const w3 = await store.begin()
+    await store.stage(w3, cidX, X)
+    const wa = await store.begin()
+    await store.stage(wa, cidX, X)
+    await store.commit(wa, idX, manifestX)
+    const w1 = await store.begin()
+    expect(store.hasChunk(cidX, w1)).toBe(true)
+    await store.remove(idX)
+    // W3's commit turn starts: X is present, so its staged copy is dropped (no borrow, refs still 0)...
+    let open!: () => void
+    gate.release = new Promise<void>(resolve => { open = resolve })
+    const entered = new Promise<void>(resolve => { gate.entered = resolve })
+    gate.armed = true
+    const committed = store.commit(w3, idX, manifestX)
+    // ...and while it writes its manifest W1 ends
+    await entered
+    const abandoned = store.abandon(w1)
+    open()
+    await committed
+    await abandoned
+    expect(store.holds(idX)).toEqual({ pinned: false })
+    expect(await readAll(store, idX)).toBe(SIZE)
+    expect(store.used).toBe(await diskBytes(store.dir))
+  })
+})
