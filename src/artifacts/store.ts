@@ -16,7 +16,7 @@
  * itself behind. `remove` takes any artifact away on purpose.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -31,6 +31,17 @@ import { heldIterator } from '../util/held-iterator.ts'
 
 function isMissing (err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT'
+}
+
+/** The size of the file at `path`, undefined when there is none (or something else is there). */
+async function fileSize (path: string): Promise<number | undefined> {
+  try {
+    const st = await stat(path)
+    return st.isFile() ? st.size : undefined
+  } catch (err) {
+    if (isMissing(err)) return undefined
+    throw err
+  }
 }
 
 /**
@@ -270,19 +281,22 @@ export class ArtifactStore {
         throw new StorageFullError(`the artifact store holds ${this.catalog.size} artifacts, its most`, { reason: 'too_many_artifacts', max_artifacts: this.maxArtifacts })
       }
       this.reserve(manifest.byteLength)
+      // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin
+      const [oldManifest, oldPin] = await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key))])
       try {
         await this.moveStaged(w)
-        if (pin) await this.writeFile(this.pinPath(key), new Uint8Array(0))
+        if (pin && oldPin === undefined) await this.writeFile(this.pinPath(key), new Uint8Array(0))
         await this.writeFile(this.manifestPath(key), manifest)
       } catch (err) {
         this.usedBytes -= manifest.byteLength
         // a pin this commit wrote must not pin a later copy of the same id
-        if (pin) await this.deletePin(key)
+        if (pin && oldPin === undefined) await this.deletePin(key)
         // chunks that moved and that no manifest names now: they go
         await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
         throw err
       }
-      this.catalog.add(key, { manifestBytes: manifest.byteLength, pinned: pin, lastUsed: Date.now(), readers: 0 }, chunks)
+      if (oldManifest !== undefined) this.usedBytes -= oldManifest
+      this.catalog.add(key, { manifestBytes: manifest.byteLength, pinned: pin || oldPin !== undefined, lastUsed: Date.now(), readers: 0 }, chunks)
     }, 'commit')
     try {
       await turn
@@ -313,15 +327,7 @@ export class ArtifactStore {
   async abandon (w: StagedWrite): Promise<void> {
     if (w.settled) return
     w.settled = true
-    const borrowed = [...w.borrowed]
-    w.borrowed.clear()
-    if (borrowed.length > 0) {
-      // on a turn: a commit before it that names one of these chunks has counted it by then, so only a chunk
-      // no manifest names goes (one whose artifact was removed while this write counted on it)
-      const letThemGo = (): Array<[string, number]> => letGo(borrowed.map(cid => this.catalog.release(cid)))
-      if (this.closed) letThemGo()
-      else await this.turn(async () => { await this.deleteChunks(letThemGo()) }, 'cleanup')
-    }
+    // what it staged is its own: it goes at once, so a write that needs room does not wait for a turn
     try {
       await rm(w.dir, { recursive: true, force: true })
       for (const size of w.staged.values()) this.usedBytes -= size
@@ -329,6 +335,14 @@ export class ArtifactStore {
     } catch (err) {
       this.log.warn({ err, dir: w.dir }, 'the chunks of a failed artifact write could not be removed (they go when the store opens again)')
     }
+    const borrowed = [...w.borrowed]
+    w.borrowed.clear()
+    if (borrowed.length === 0) return
+    // on a turn: a commit before it that names one of these chunks has counted it by then, so only a chunk
+    // no manifest names goes (one whose artifact was removed while this write counted on it)
+    const letThemGo = (): Array<[string, number]> => letGo(borrowed.map(cid => this.catalog.release(cid)))
+    if (this.closed) letThemGo()
+    else await this.turn(async () => { await this.deleteChunks(letThemGo()) }, 'cleanup')
   }
 
   /**

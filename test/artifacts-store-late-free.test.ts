@@ -1,0 +1,92 @@
+/**
+ * A failed write frees what it staged at once, not on the store's turn: a
+ * write that needs room meanwhile finds it. Session 44's second review: the
+ * first mend of abandon() freed it only after its cleanup turn, behind every
+ * turn queued before, so such a write met STORAGE_FULL with room there.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
+import { ArtifactStore } from '../src/artifacts/store.ts'
+import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
+import { silentLogger } from '../src/logger.ts'
+import { until } from './helpers.ts'
+
+const gate = vi.hoisted(() => ({ rmCalled: new Set<string>(), armed: false, entered: undefined as undefined | (() => void), release: undefined as undefined | Promise<void> }))
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs/promises')>()
+  const writeFile: typeof fs.writeFile = async (path, data, opts) => {
+    if (gate.armed && /\/tmp\/[0-9a-f]{24}$/.test(String(path))) {
+      gate.armed = false
+      gate.entered?.()
+      await gate.release
+    }
+    return fs.writeFile(path, data, opts)
+  }
+  const rm: typeof fs.rm = async (path, opts) => {
+    gate.rmCalled.add(String(path))
+    return await fs.rm(path, opts)
+  }
+  return { ...fs, writeFile, rm, default: { ...fs, writeFile, rm } }
+})
+
+const dirs: string[] = []
+const stores: ArtifactStore[] = []
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close()
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
+})
+
+function artifact (bytes: Uint8Array): { id: string, manifest: Uint8Array, cid: string, bytes: Uint8Array } {
+  const cid = cidOf(RAW_CODEC, bytes).toString()
+  const manifest = encodeManifest({ v: 1, size: bytes.byteLength, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [cid] })
+  return { id: cidOf(JSON_CODEC, manifest).toString(), manifest, cid, bytes }
+}
+
+describe('a failed write frees its staged bytes at once', () => {
+  it('while a commit holds the store\'s turn, a write that fits once the failed one is gone is stored', async () => {
+    const d = await mkdtemp(join(tmpdir(), 'aap-artifact-late-'))
+    dirs.push(d)
+    const store = new ArtifactStore(d, 3000, silentLogger())
+    await store.open()
+    stores.push(store)
+    const p = artifact(new Uint8Array(1000).fill(1))
+    const wp = await store.begin()
+    await store.stage(wp, p.cid, p.bytes)
+    await store.commit(wp, p.id, p.manifest, true)
+    // W1 (a fetch) borrows P's chunk and stages 1000 bytes of its own
+    const w1 = await store.begin()
+    expect(store.hasChunk(p.cid, w1)).toBe(true)
+    await store.stage(w1, cidOf(RAW_CODEC, new Uint8Array(1000).fill(2)).toString(), new Uint8Array(1000).fill(2))
+    // W3 commits (pinned, small) and its turn is held in its pin write
+    const c = artifact(new Uint8Array(10).fill(3))
+    const w3 = await store.begin()
+    await store.stage(w3, c.cid, c.bytes)
+    let open!: () => void
+    gate.release = new Promise<void>(resolve => { open = resolve })
+    const entered = new Promise<void>(resolve => { gate.entered = resolve })
+    gate.armed = true
+    const committed = store.commit(w3, c.id, c.manifest, true)
+    await entered
+    // W1 fails while W3's commit holds the turn: its staged bytes go at once (its borrow is let go on the turn)
+    const usedWithW1 = store.used
+    const abandoned = store.abandon(w1)
+    const w2 = await store.begin()
+    try {
+      await until(() => store.used === usedWithW1 - 1000, 'the failed write\'s staged bytes freed')
+      expect(gate.rmCalled.has(w1.dir)).toBe(true)
+      // W2 needs 1000 bytes, and they are there
+      const d2 = new Uint8Array(1000).fill(4)
+      await store.stage(w2, cidOf(RAW_CODEC, d2).toString(), d2)
+    } finally {
+      // whatever happened, W3's commit goes on (the store closes after the test)
+      open()
+    }
+    await committed
+    await abandoned
+    expect(store.used).toBeLessThanOrEqual(store.capacity)
+    await store.abandon(w2)
+  })
+})
