@@ -196,6 +196,16 @@ describe('artifacts through the API and the CLI', () => {
     expect(Buffer.compare(await readFile(join(dir, 'a.txt')), content)).toBe(0)
     // fetched back, it is a copy on a now
     expect(a.artifacts.store.holds(id)).toEqual({ pinned: false })
+    // and a's listing says so, with how full its store is
+    const ls = await cli(['artifact', 'ls', '--all', '--limit', '1', '--api-url', apiA.url, '--token', tokens.a, '--json'])
+    expect(ls.code, ls.stderr).toBe(0)
+    expect(ls.json.artifacts.find((x: { artifact: string }) => x.artifact === id)).toMatchObject({ size: content.length, pinned: false })
+    expect(ls.json.artifacts).toHaveLength(a.artifacts.store.count)
+    expect(ls.json.next_cursor).toBeNull()
+    expect(ls.json.used_bytes).toBe(a.artifacts.store.used)
+    const text = await cli(['artifact', 'ls', '--api-url', apiA.url, '--token', tokens.a])
+    expect(text.stdout).toContain(`${id}  ${content.length} bytes  copy  last used `)
+    expect(text.stdout).toMatch(/store: \d+ of 1073741824 bytes, \d+ of 100000 artifacts/)
   })
 
   it('the client raises the API error as an ApiError', async () => {

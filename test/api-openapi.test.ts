@@ -205,6 +205,14 @@ describe('the OpenAPI document and the server', () => {
     expect(notHere.status).toBe(404)
     expect(responseValidator('deleteArtifact', 404)!(notHere.body)).toBe(true)
     exercised.add('deleteArtifact')
+    const listed = await raw(`${apiA.url}/v1/artifacts?limit=1`, { token: tokens.a })
+    expect(listed.status).toBe(200)
+    expect(responseValidator('listArtifacts', 200)!(listed.body)).toBe(true)
+    expect(listed.body.artifacts).toEqual([expect.objectContaining({ artifact: up.body.part.artifact, pinned: true, size: 9 })])
+    const badLimit = await raw(`${apiA.url}/v1/artifacts?limit=0`, { token: tokens.a })
+    expect(badLimit.status).toBe(400)
+    expect(responseValidator('listArtifacts', 400)!(badLimit.body)).toBe(true)
+    exercised.add('listArtifacts')
 
     // every error answer is documented too: one per operation
     for (const op of operations) {

@@ -192,3 +192,26 @@ describe('removing an artifact', () => {
     expect(e.details?.reason).toBe('removed')
   })
 })
+
+describe('the listing of a store', () => {
+  it('pages through every artifact in id order, pinned or a copy, with its size', async () => {
+    const { store } = await openStore(64 * ARTIFACT_CHUNK_BYTES)
+    const ids = new Map<string, boolean>()
+    for (let i = 0; i < 5; i++) ids.set(await own(store, filled(10 + i, i)), true)
+    for (let i = 5; i < 8; i++) ids.set(await fetchedCopy(store, filled(10 + i, i)), false)
+    const seen: string[] = []
+    let after: string | undefined
+    for (;;) {
+      const page = store.list(after, 3)
+      if (page.length === 0) break
+      for (const a of page) {
+        expect(a.pinned).toBe(ids.get(a.artifact))
+        expect(Date.parse(a.last_used)).not.toBeNaN()
+        seen.push(a.artifact)
+      }
+      after = page.at(-1)?.artifact
+    }
+    expect(seen).toEqual([...ids.keys()].sort())
+    expect(store.list(undefined, 100).map(a => a.size).sort((x, y) => x - y)).toEqual([10, 11, 12, 13, 14, 15, 16, 17])
+  })
+})

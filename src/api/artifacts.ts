@@ -1,6 +1,6 @@
 /**
  * The API's artifact operations (protocols/api.openapi.json, putArtifact,
- * getArtifact and deleteArtifact): bytes in and out as streams, never whole in memory. An
+ * getArtifact, deleteArtifact and listArtifacts): bytes in and out as streams, never whole in memory. An
  * upload is cut into chunks as it arrives (src/artifacts/store.ts); a
  * download is fetched and verified into the store first when it is not here
  * (so every error comes before the first byte), then streamed from disk.
@@ -17,6 +17,7 @@ export interface ArtifactHandlers {
   putArtifact: { json: (req: FastifyRequest) => Promise<{ status?: number, body: unknown }> }
   getArtifact: { stream: (req: FastifyRequest, reply: FastifyReply) => Promise<void> }
   deleteArtifact: { json: (req: FastifyRequest) => Promise<{ status?: number, body: unknown }> }
+  listArtifacts: { json: (req: FastifyRequest) => Promise<{ status?: number, body: unknown }> }
 }
 
 export function artifactHandlers (node: MeshNode): ArtifactHandlers {
@@ -58,6 +59,12 @@ export function artifactHandlers (node: MeshNode): ArtifactHandlers {
     },
     deleteArtifact: {
       json: async (req) => ({ body: await node.artifacts.remove((req.params as Record<string, string>).artifact ?? '') })
+    },
+    listArtifacts: {
+      json: async (req) => {
+        const q = req.query as Query
+        return { body: node.artifacts.list({ ...(typeof q.limit === 'number' ? { limit: q.limit } : {}), ...(typeof q.cursor === 'string' ? { cursor: q.cursor } : {}) }) }
+      }
     }
   }
 }

@@ -11,6 +11,8 @@
 export interface CatalogEntry {
   /** Bytes of the manifest file. */
   manifestBytes: number
+  /** Bytes of the artifact (its manifest's `size`). */
+  size: number
   /** Kept until removed on purpose (DELETE /v1/artifacts/{artifact}); a copy fetched from peers is not. */
   pinned: boolean
   /** When it was last stored, read or served (since the store opened; before, when it was stored). */
@@ -71,6 +73,14 @@ export class Catalog {
       if (orphan !== undefined) unnamed.push(orphan)
     }
     return unnamed
+  }
+
+  /** Up to `limit` artifacts whose ids sort after `after` (all of them without it), in id order. */
+  page (after: string | undefined, limit: number): Array<[string, CatalogEntry]> {
+    const ids: string[] = []
+    for (const id of this.entries.keys()) if (after === undefined || id > after) ids.push(id)
+    ids.sort()
+    return ids.slice(0, limit).map(id => [id, this.entries.get(id) as CatalogEntry])
   }
 
   /** The least recently used artifact that may be evicted: not pinned, not being read. */

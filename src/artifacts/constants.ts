@@ -11,3 +11,7 @@
  * with STORAGE_FULL (`reason: too_many_artifacts`).
  */
 export const ARTIFACT_STORE_MAX_ARTIFACTS = 100_000
+/** Artifacts one page of GET /v1/artifacts lists unless `limit` says fewer. */
+export const ARTIFACT_LIST_DEFAULT_LIMIT = 100
+/** Most artifacts one page of GET /v1/artifacts lists (`limit` at most this). */
+export const ARTIFACT_LIST_MAX_LIMIT = 1_000

@@ -3,7 +3,8 @@
  * `tmp/` (writes a crash cut short), reads every manifest into the catalog,
  * least recently stored first, drops pins whose artifact is gone, and
  * deletes the chunks no manifest names (left by a write killed between its
- * chunks' move and its manifest, or by a removal cut short).
+ * chunks' move and its manifest, or by a removal cut short). Also the file
+ * helpers the store shares with it.
  */
 import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -26,6 +27,21 @@ export function canonicalOrUndefined (name: string, codec: number): string | und
   }
 }
 
+export function isMissing (err: unknown): boolean {
+  return (err as NodeJS.ErrnoException).code === 'ENOENT'
+}
+
+/** The size of the file at `path`, undefined when there is none (or something else is there). */
+export async function fileSize (path: string): Promise<number | undefined> {
+  try {
+    const st = await stat(path)
+    return st.isFile() ? st.size : undefined
+  } catch (err) {
+    if (isMissing(err)) return undefined
+    throw err
+  }
+}
+
 export interface ScanStats {
   orphanChunksSwept: number
   unreadableManifests: number
@@ -42,7 +58,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
   await rm(join(dir, 'tmp'), { recursive: true, force: true })
   await mkdir(join(dir, 'tmp'), { recursive: true })
   const pins = new Set(await readdir(join(dir, 'pins')))
-  const found: Array<{ id: string, bytes: number, mtime: number, chunks: string[] }> = []
+  const found: Array<{ id: string, bytes: number, size: number, mtime: number, chunks: string[] }> = []
   let used = 0
   let chunksKnown = true
   const names = await readdir(join(dir, 'manifests'))
@@ -56,7 +72,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
       if (id === undefined || id !== name) return
       try {
         const m = verifyManifest(parseId(id, JSON_CODEC), await readFile(path))
-        found.push({ id, bytes: st.size, mtime: st.mtimeMs, chunks: m.chunks.map(c => canonical(c, RAW_CODEC)) })
+        found.push({ id, bytes: st.size, size: m.size, mtime: st.mtimeMs, chunks: m.chunks.map(c => canonical(c, RAW_CODEC)) })
       } catch (err) {
         stats.unreadableManifests++
         chunksKnown = false
@@ -65,7 +81,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
     }))
   }
   found.sort((a, b) => a.mtime - b.mtime)
-  for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, pinned: pins.has(f.id), lastUsed: f.mtime, readers: 0 }, f.chunks)
+  for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, pinned: pins.has(f.id), lastUsed: f.mtime, readers: 0 }, f.chunks)
   const manifests = new Set(names)
   for (const pin of pins) {
     // a pin whose manifest is gone (a removal or a write cut short): nothing to keep; one whose manifest

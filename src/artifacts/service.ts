@@ -22,7 +22,8 @@ import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, provide, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
 import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
-import { ArtifactStore } from './store.ts'
+import { ArtifactStore, type StoredArtifact } from './store.ts'
+import { ARTIFACT_LIST_DEFAULT_LIMIT, ARTIFACT_LIST_MAX_LIMIT } from './constants.ts'
 import type { StagedWrite } from './write.ts'
 import { untilAborted } from '../util/deadline.ts'
 import type { ArtifactSource, ArtifactWriter, FilePart } from './types.ts'
@@ -53,6 +54,16 @@ interface SharedFetch {
   ctl: AbortController
   callers: number
   settled: boolean
+}
+
+/** A page of GET /v1/artifacts. */
+export interface ArtifactPage {
+  artifacts: StoredArtifact[]
+  next_cursor: string | null
+  used_bytes: number
+  max_bytes: number
+  count: number
+  max_count: number
 }
 
 /** What the service has done, for metrics and tests. */
@@ -94,6 +105,32 @@ export class Artifacts implements ArtifactWriter {
       // its provider record expires in the DHT on its own; until then a fetcher asks here and is answered ARTIFACT_NOT_FOUND
       this.log.debug({ err, artifact: id }, 'could not stop announcing a removed artifact')
     })
+  }
+
+  /**
+   * A page of the artifacts whole on this node, in id order, and the store's
+   * fill. `cursor` is the `next_cursor` of the page before (the last id it
+   * listed); INVALID_REQUEST for a limit out of range or a cursor that is no
+   * artifact id.
+   */
+  list (opts: { limit?: number, cursor?: string } = {}): ArtifactPage {
+    const limit = opts.limit ?? ARTIFACT_LIST_DEFAULT_LIMIT
+    if (!Number.isInteger(limit) || limit < 1 || limit > ARTIFACT_LIST_MAX_LIMIT) {
+      throw new InvalidRequestError(`limit must be an integer from 1 to ${ARTIFACT_LIST_MAX_LIMIT}`, { reason: 'bad_limit', limit: ARTIFACT_LIST_MAX_LIMIT })
+    }
+    const after = opts.cursor === undefined ? undefined : parseId(opts.cursor, JSON_CODEC, 'cursor').toString()
+    // one more than the page, to know whether another follows
+    const found = this.store.list(after, limit + 1)
+    const artifacts = found.slice(0, limit)
+    const s = this.store
+    return {
+      artifacts,
+      next_cursor: found.length > limit ? artifacts.at(-1)?.artifact ?? null : null,
+      used_bytes: s.used,
+      max_bytes: s.capacity,
+      count: s.count,
+      max_count: s.maxCount
+    }
   }
 
   /**

@@ -16,7 +16,7 @@
  * itself behind. `remove` takes any artifact away on purpose.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -25,24 +25,9 @@ import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manif
 import { Catalog } from './catalog.ts'
 import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, writeSettled } from './write.ts'
-import { canonical, canonicalOrUndefined, scanStore } from './scan.ts'
+import { canonical, canonicalOrUndefined, fileSize, isMissing, scanStore } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
 import { heldIterator } from '../util/held-iterator.ts'
-
-function isMissing (err: unknown): boolean {
-  return (err as NodeJS.ErrnoException).code === 'ENOENT'
-}
-
-/** The size of the file at `path`, undefined when there is none (or something else is there). */
-async function fileSize (path: string): Promise<number | undefined> {
-  try {
-    const st = await stat(path)
-    return st.isFile() ? st.size : undefined
-  } catch (err) {
-    if (isMissing(err)) return undefined
-    throw err
-  }
-}
 
 /**
  * Store folders open in this process: a second store on the same folder
@@ -55,6 +40,9 @@ const openDirs = new Set<string>()
 function letGo (chunks: Array<[string, number] | undefined>): Array<[string, number]> {
   return chunks.filter((c): c is [string, number] => c !== undefined)
 }
+
+/** An artifact in the store's listing (GET /v1/artifacts). */
+export interface StoredArtifact { artifact: string, size: number, pinned: boolean, last_used: string }
 
 /** Why an artifact left the store: removed on purpose, or evicted to make room. */
 export type RemovedBy = 'removed' | 'evicted'
@@ -274,7 +262,8 @@ export class ArtifactStore {
         this.catalog.touch(key)
         return
       }
-      const chunks = verifyManifest(parseId(key, JSON_CODEC), manifest).chunks.map(c => canonical(c, RAW_CODEC))
+      const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
+      const chunks = m.chunks.map(c => canonical(c, RAW_CODEC))
       // the manifest's room first: a store too full for it refuses the write before any chunk has moved
       await this.evictFor(manifest.byteLength, 1)
       if (this.catalog.size + 1 > this.maxArtifacts) {
@@ -296,7 +285,7 @@ export class ArtifactStore {
         throw err
       }
       if (oldManifest !== undefined) this.usedBytes -= oldManifest
-      this.catalog.add(key, { manifestBytes: manifest.byteLength, pinned: pin || oldPin !== undefined, lastUsed: Date.now(), readers: 0 }, chunks)
+      this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: pin || oldPin !== undefined, lastUsed: Date.now(), readers: 0 }, chunks)
     }, 'commit')
     try {
       await turn
@@ -419,6 +408,11 @@ export class ArtifactStore {
   touch (id: string): void {
     const key = canonicalOrUndefined(id, JSON_CODEC)
     if (key !== undefined) this.catalog.touch(key)
+  }
+
+  /** A page of the artifacts here, in id order, after the artifact `after` (a canonical id; see protocols/artifact.md). */
+  list (after: string | undefined, limit: number): StoredArtifact[] {
+    return this.catalog.page(after, limit).map(([artifact, e]) => ({ artifact, size: e.size, pinned: e.pinned, last_used: new Date(e.lastUsed).toISOString() }))
   }
 
   /** Whether the artifact is whole here, and whether it is pinned. */

@@ -1,6 +1,6 @@
 /**
- * `aap-mesh artifact put <file>`, `aap-mesh artifact get <id> --out <file>`
- * and `aap-mesh artifact rm <id>`: artifacts through the local API, streamed
+ * `aap-mesh artifact put <file>`, `aap-mesh artifact get <id> --out <file>`,
+ * `aap-mesh artifact ls` and `aap-mesh artifact rm <id>`: artifacts through the local API, streamed
  * both ways (a file is never read or written whole in memory).
  */
 import { constants, createReadStream, createWriteStream } from 'node:fs'
@@ -10,10 +10,12 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { Command } from 'commander'
 import type { FilePart } from '../artifacts/types.ts'
-import { collect, remoteAction, remoteCommand, UsageError, type RemoteOptions } from './remote.ts'
+import type { ArtifactPage } from '../artifacts/service.ts'
+import { ARTIFACT_LIST_MAX_LIMIT } from '../artifacts/constants.ts'
+import { collect, positiveInt, remoteAction, remoteCommand, UsageError, type RemoteOptions } from './remote.ts'
 
 export function registerArtifact (program: Command): void {
-  const artifact = program.command('artifact').description('store a file as an artifact, save an artifact (from this node or any holder) to a file, or remove one from this node')
+  const artifact = program.command('artifact').description('store a file as an artifact, save an artifact (from this node or any holder) to a file, list the artifacts on this node, or remove one')
 
   remoteCommand(artifact, 'put', 'store a file as an artifact on this node and print the part that names it')
     .argument('<file>', 'the file to store')
@@ -59,6 +61,24 @@ export function registerArtifact (program: Command): void {
         await rm(partial, { force: true })
         throw err
       }
+    }))
+
+  remoteCommand(artifact, 'ls', 'list the artifacts on this node (pinned: made here; copy: fetched, evicted when room is needed) and how full its store is')
+    .option('--limit <n>', `at most this many per page (1-${ARTIFACT_LIST_MAX_LIMIT})`, positiveInt(ARTIFACT_LIST_MAX_LIMIT))
+    .option('--cursor <cursor>', 'start at this page (the next_cursor a listing printed)')
+    .option('--all', 'follow the cursors to the end of the listing', false)
+    .action(remoteAction<RemoteOptions & { limit?: number, cursor?: string, all: boolean }>(async (client, opts) => {
+      let cursor = opts.cursor
+      let list: ArtifactPage | undefined
+      do {
+        const page: ArtifactPage = await client.call<ArtifactPage>('GET', '/v1/artifacts', undefined, { limit: opts.limit, cursor })
+        list = list === undefined ? page : { ...page, artifacts: [...list.artifacts, ...page.artifacts] }
+        cursor = page.next_cursor ?? undefined
+      } while (opts.all && cursor !== undefined)
+      const lines = list.artifacts.map(a => `${a.artifact}  ${a.size} bytes  ${a.pinned ? 'pinned' : 'copy'}  last used ${a.last_used}`)
+      if (list.next_cursor !== null) lines.push(`more: --cursor ${list.next_cursor}`)
+      lines.push(`store: ${list.used_bytes} of ${list.max_bytes} bytes, ${list.count} of ${list.max_count} artifacts`)
+      return { json: list, text: lines.join('\n') }
     }))
 
   remoteCommand(artifact, 'rm', 'remove an artifact from this node\'s store (one it made or fetched); other holders keep theirs')

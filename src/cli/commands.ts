@@ -12,19 +12,11 @@ import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start.ts'
 import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
-import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
+import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, positiveInt, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
 import { onInterrupt } from './signals.ts'
 
 interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
 interface RunResult { run: Run }
-
-function positiveInt (max: number) {
-  return (value: string): number => {
-    const n = Number(value)
-    if (!/^[0-9]+$/.test(value) || n < 1 || n > max) throw new InvalidArgumentError(`an integer from 1 to ${max}`)
-    return n
-  }
-}
 
 function nonNegativeInt (value: string): number {
   if (!/^[0-9]{1,9}$/.test(value)) throw new InvalidArgumentError('a whole number of milliseconds')

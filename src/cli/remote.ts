@@ -13,7 +13,7 @@
  * stream ended first, and 130 when SIGINT or SIGTERM ended the wait.
  */
 import { readFile } from 'node:fs/promises'
-import { Option, type Command } from 'commander'
+import { InvalidArgumentError, Option, type Command } from 'commander'
 import { DEFAULT_DATA_DIR } from '../constants.ts'
 import { ApiClient, ApiError, ApiUnreachableError } from '../api/client.ts'
 import { AapError } from '../errors.ts'
@@ -61,6 +61,15 @@ export interface Output {
 }
 
 /** Option parser of repeatable options. */
+/** A commander parser of an integer option from 1 to `max`. */
+export function positiveInt (max: number) {
+  return (value: string): number => {
+    const n = Number(value)
+    if (!/^[0-9]+$/.test(value) || n < 1 || n > max) throw new InvalidArgumentError(`an integer from 1 to ${max}`)
+    return n
+  }
+}
+
 export function collect (value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value]
 }
