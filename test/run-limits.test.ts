@@ -11,7 +11,7 @@ import * as C from '../src/constants.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { newRunId, signEvent, verifyEvent } from '../src/runlog/event.ts'
-import { issueDelegationTicket, issueHandoffTicket } from '../src/runlog/ticket.ts'
+import { issueDelegationTicket, issueHandoffTicket, verifyTicket } from '../src/runlog/ticket.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
@@ -26,28 +26,40 @@ function sized (bytes: number): Record<string, unknown> {
 }
 
 describe('run limits agree with the signed run.started', () => {
-  it('the largest input, context and ticket fit in one run.started', async () => {
+  it('the largest input, context and ticket (the deepest handoff\'s, with its chain) fit in one run.started', async () => {
     const keys = await Promise.all(Array.from({ length: 3 + C.RUN_AUTHORIZED_MAX_AGENTS }, async () => generateKeyPair('Ed25519')))
     const [delegatorKey, firstKey, secondKey] = keys as [typeof keys[0], typeof keys[0], typeof keys[0]]
     const authorized = keys.slice(3).map(k => agentIdOf(k))
     const task = 't'.repeat(C.TASK_ID_MAX_CHARS)
     const parent = `${agentIdOf(delegatorKey)}:${'p'.repeat(C.RUN_ID_MAX_CHARS - agentIdOf(delegatorKey).length - 1)}`
     const origin = await issueDelegationTicket(delegatorKey, { executor: agentIdOf(firstKey), correlation_id: task, capability: WORK, parent_run: parent, authorized })
-    const ticket = await issueHandoffTicket(firstKey, origin, agentIdOf(secondKey))
+    // the deepest handoff: its ticket carries the chain of every hop before it
+    let ticket = origin
+    let from = firstKey
+    for (let depth = 1; depth <= C.MAX_HANDOFF_DEPTH; depth++) {
+      const to = depth % 2 === 1 ? secondKey : firstKey
+      ticket = await issueHandoffTicket(from, ticket, agentIdOf(to))
+      from = to
+    }
+    expect(ticket.depth).toBe(C.MAX_HANDOFF_DEPTH)
+    expect(ticket.chain).toHaveLength(C.MAX_HANDOFF_DEPTH - 1)
+    expect(verifyTicket(ticket).run_id).toBe(ticket.run_id)
+    const executorKey = from
     const payload = {
       delegator: origin.delegator,
       capability: WORK,
       parent_run: parent,
       handoff_from: ticket.handoff_from,
-      handoff_by: agentIdOf(firstKey),
+      handoff_by: ticket.issuer,
       input: sized(C.RUN_INPUT_MAX_BYTES),
       context: sized(C.HANDOFF_CONTEXT_MAX_BYTES),
       ticket
     }
     const overhead = Buffer.byteLength(JSON.stringify({ ...payload, input: {}, context: {} }))
+    console.info(`the largest run.started payload besides input and context: ${overhead} bytes (bound ${C.RUN_STARTED_OVERHEAD_BYTES})`)
     expect(overhead).toBeLessThan(C.RUN_STARTED_OVERHEAD_BYTES)
-    const started = await signEvent(secondKey, {
-      run_id: ticket.run_id, correlation_id: task, type: 'run.started', payload, at: new Date().toISOString(), seq: 1, prev: null, executor: agentIdOf(secondKey)
+    const started = await signEvent(executorKey, {
+      run_id: ticket.run_id, correlation_id: task, type: 'run.started', payload, at: new Date().toISOString(), seq: 1, prev: null, executor: agentIdOf(executorKey)
     })
     expect((await verifyEvent(started)).run_id).toBe(ticket.run_id)
     expect(newRunId(agentIdOf(secondKey)).length).toBeLessThanOrEqual(C.RUN_ID_MAX_CHARS)

@@ -60,6 +60,10 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['runs', '/definitions/RunTicket/properties/depth', 'maximum', C.MAX_HANDOFF_DEPTH],
   ['runs', '/definitions/RunTicket/properties/issued_at', 'maxLength', C.TIMESTAMP_MAX_CHARS],
   ['runs', '/definitions/RunTicket/properties/signature', 'maxLength', C.SIGNATURE_MAX_CHARS],
+  // a ticket at the deepest handoff carries the tickets of every hop before it but the origin's
+  ['runs', '/definitions/RunTicket/properties/chain', 'maxItems', C.MAX_HANDOFF_DEPTH - 1],
+  ['runs', '/definitions/TicketLink/properties/issued_at', 'maxLength', C.TIMESTAMP_MAX_CHARS],
+  ['runs', '/definitions/TicketLink/properties/signature', 'maxLength', C.SIGNATURE_MAX_CHARS],
   ['runs', '/definitions/OriginTicket/properties/authorized', 'maxItems', C.RUN_AUTHORIZED_MAX_AGENTS],
   ['runs', '/definitions/OriginTicket/properties/issued_at', 'maxLength', C.TIMESTAMP_MAX_CHARS],
   ['runs', '/definitions/OriginTicket/properties/signature', 'maxLength', C.SIGNATURE_MAX_CHARS],

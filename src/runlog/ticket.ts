@@ -45,6 +45,49 @@ export interface RunTicket extends Omit<OriginTicket, 'handoff_from' | 'depth'> 
   depth: number
   /** Set on handoff successors: the delegation ticket the chain began with. */
   origin?: OriginTicket
+  /**
+   * Set on handoff successors past the first (depth 2 and more): the tickets
+   * of the runs between the origin's and the predecessor, from depth 1 on,
+   * without what each shares with the origin. With them any holder proves
+   * every hop of the chain from the ticket alone (`verifyTicket`).
+   */
+  chain?: TicketLink[]
+}
+
+/**
+ * A ticket of a handoff chain as the tickets after it carry it: only what no
+ * other member of the chain implies. The rest is implied: its executor is
+ * the one its run id names; it continues the run before it in the chain (the
+ * origin's, for the first), so its `handoff_from` and its issuer are that
+ * run and that run's executor; its depth is its place; and what it inherits
+ * is the origin's.
+ */
+export interface TicketLink {
+  run_id: string
+  issued_at: string
+  signature: string
+}
+
+/** What the ticket a link stands for signed: the link made whole again from the origin and the links before it. */
+function linkUnsigned (l: TicketLink, origin: OriginTicket, before: TicketLink[]): { issuer: string, unsigned: object } {
+  const prev = before.at(-1)?.run_id ?? origin.run_id
+  const issuer = executorOfRun(prev)
+  const unsigned = {
+    run_id: l.run_id,
+    executor: executorOfRun(l.run_id),
+    correlation_id: origin.correlation_id,
+    capability: origin.capability,
+    parent_run: origin.parent_run,
+    handoff_from: { run_id: prev, agent_id: issuer },
+    delegator: origin.delegator,
+    authorized: origin.authorized,
+    depth: before.length + 1,
+    issuer,
+    issued_at: l.issued_at,
+    origin,
+    ...(before.length === 0 ? {} : { chain: before })
+  }
+  return { issuer, unsigned }
 }
 
 export const isRunTicket = schema<RunTicket>('aap:runs#/definitions/RunTicket')
@@ -116,6 +159,9 @@ export async function issueHandoffTicket (key: PrivateKey, predecessor: RunTicke
   if (depth > MAX_HANDOFF_DEPTH) {
     throw new DelegationRefusedError(`run ${predecessor.run_id} has been handed off ${predecessor.depth} times; at most ${MAX_HANDOFF_DEPTH}`, { reason: 'handoff_depth', max: MAX_HANDOFF_DEPTH })
   }
+  // the predecessor's own place in the chain travels on, so the successor proves every hop back to the origin
+  const p = predecessor
+  const chain = p.handoff_from === null ? undefined : [...(p.chain ?? []), { run_id: p.run_id, issued_at: p.issued_at, signature: p.signature }]
   const unsigned = {
     run_id: newRunId(to),
     executor: to,
@@ -128,7 +174,8 @@ export async function issueHandoffTicket (key: PrivateKey, predecessor: RunTicke
     depth,
     issuer,
     issued_at: new Date().toISOString(),
-    origin: originOf(predecessor)
+    origin: originOf(predecessor),
+    ...(chain === undefined ? {} : { chain })
   }
   return { ...unsigned, signature: await signTicket(key, issuer, unsigned) }
 }
@@ -136,7 +183,7 @@ export async function issueHandoffTicket (key: PrivateKey, predecessor: RunTicke
 /** The delegation ticket a ticket's chain began with (itself for a delegation). */
 export function originOf (t: RunTicket): OriginTicket {
   if (t.origin !== undefined) return t.origin
-  const { origin: _ignored, ...rest } = t
+  const { origin: _ignored, chain: _chain, ...rest } = t
   return { ...rest, handoff_from: null, depth: 0 }
 }
 
@@ -163,9 +210,18 @@ export async function ticketSignatures (t: RunTicket, signatures: SignatureCache
     const { signature: originSignature, ...originUnsigned } = t.origin
     checks.push(signatures.verifyAsync(t.origin.issuer, signingBytes(TICKET_SIGNING_DOMAIN, originUnsigned), originSignature))
   }
-  const [own, origin] = await Promise.all(checks)
+  const links = t.chain ?? []
+  if (t.origin !== undefined) {
+    for (let k = 0; k < links.length; k++) {
+      const l = links[k] as TicketLink
+      const { issuer, unsigned: linkBytes } = linkUnsigned(l, t.origin, links.slice(0, k))
+      checks.push(signatures.verifyAsync(issuer, signingBytes(TICKET_SIGNING_DOMAIN, linkBytes), l.signature))
+    }
+  }
+  const [own, origin, ...chain] = await Promise.all(checks)
   if (own !== true) throw badSignature('the ticket')
   if (origin === false) throw badSignature('the origin ticket')
+  if (chain.some(ok => ok !== true)) throw badSignature('a ticket of the chain')
 }
 
 /**
@@ -185,7 +241,7 @@ export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, si
   if (executorOfRun(t.run_id) !== t.executor) throw new InvalidRequestError('the ticket names a run of another executor', { reason: 'bad_ticket' })
   if (t.handoff_from === null) {
     // a delegation: the delegator itself issues it, with nothing inherited
-    if (t.issuer !== t.delegator || t.depth !== 0 || t.origin !== undefined) {
+    if (t.issuer !== t.delegator || t.depth !== 0 || t.origin !== undefined || t.chain !== undefined) {
       throw new InvalidRequestError('a delegation ticket is issued by its delegator at depth 0', { reason: 'bad_ticket' })
     }
     return t
@@ -206,6 +262,22 @@ export function verifyTicket (value: unknown, opts: { shapeChecked?: boolean, si
   if (o.correlation_id !== t.correlation_id || !sameCapability(o.capability, t.capability) || o.parent_run !== t.parent_run ||
     o.delegator !== t.delegator || !sameList(o.authorized, t.authorized)) {
     throw new UnauthorizedError('a handoff ticket must inherit delegator, authorized agents, parent run and capability from its origin', { reason: 'false_inheritance' })
+  }
+  // every hop back to the origin: the first handoff transfers the origin's own run (so its issuer is the executor
+  // the delegator chose), each later one the run the hop before created, issued by that run's executor
+  const links = t.chain ?? []
+  if (links.length !== t.depth - 1) {
+    throw new UnauthorizedError('a handoff ticket carries the tickets of the chain before it, back to its origin', { reason: 'false_inheritance' })
+  }
+  for (let k = 0; k < links.length; k++) {
+    const l = links[k] as TicketLink
+    // each link signed by the executor of the run before it (a link's own place is implied, so this is all it proves)
+    const { issuer, unsigned: linkBytes } = linkUnsigned(l, o, links.slice(0, k))
+    if (sigs) checkSignature({ issuer, signature: l.signature }, linkBytes, 'a ticket of the chain', opts.self, opts.signatures)
+  }
+  const last = links.at(-1)?.run_id ?? o.run_id
+  if (t.handoff_from.run_id !== last || t.issuer !== executorOfRun(last)) {
+    throw new UnauthorizedError('a handoff ticket continues the run its chain ends with', { reason: 'false_inheritance' })
   }
   return t
 }

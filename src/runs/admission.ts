@@ -87,7 +87,7 @@ export function checkHandoff (req: WireHandoff, from: string, self: string, sign
   const t = verifyTicket(req.ticket, { shapeChecked: true, ...(signatures === undefined ? {} : { signatures }) })
   if (t.issuer !== from || t.executor !== self || t.handoff_from?.run_id !== pt.run_id || t.depth !== pt.depth + 1 ||
     originOf(t).signature !== originOf(pt).signature || t.delegator !== pt.delegator || !sameList(t.authorized, pt.authorized) ||
-    t.parent_run !== pt.parent_run) {
+    t.parent_run !== pt.parent_run || (pt.depth === 0 ? t.chain !== undefined : t.chain?.at(-1)?.signature !== pt.signature)) {
     throw new UnauthorizedError('the handoff ticket does not continue the transferred run\'s own ticket', { reason: 'false_inheritance' })
   }
   return t
