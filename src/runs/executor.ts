@@ -385,7 +385,7 @@ export class RunExecutor implements HandlerHost {
     const now = nowIso()
     const outcome = transition(run, command, actor, now)
     if (!outcome.ok) throw outcome.error
-    if (command.type === 'block' || command.type === 'resume') this.confirmations.refuseUnconfirmed(runId, command.type, run.state)
+    if (command.type === 'block' || command.type === 'resume' || command.type === 'handoff') this.confirmations.refuseUnconfirmed(runId, command.type, run.state)
     const last = a?.last ?? await this.store.log.head(runId)
     const seq = (last?.seq ?? 0) + 1
     const event = await this.signer.sign({
@@ -471,6 +471,7 @@ export class RunExecutor implements HandlerHost {
       lock: async (runId, fn) => this.locks.run(runId, fn),
       localRun: async (runId) => this.localRun(runId),
       commit: async (runId, command, actor) => this.commitLocked(runId, command, actor),
+      refuseUnconfirmed: (runId, state) => { this.confirmations.refuseUnconfirmed(runId, 'handoff', state) },
       head: async (runId) => this.active.get(runId)?.last ?? await this.store.log.head(runId),
       commitForeign: async (runId, event, next) => {
         await this.store.commit(next, event)

@@ -40,6 +40,8 @@ export interface HandoffSide {
   localRun: (runId: string) => Promise<Run>
   /** Commit a transition of the run; the caller holds its lock. */
   commit: (runId: string, command: RunCommand, actor: Actor) => Promise<{ run: Run, event: AgentEvent }>
+  /** INVALID_TRANSITION (handoff_unconfirmed) for a successor its sender has not confirmed yet (confirmations.ts). */
+  refuseUnconfirmed: (runId: string, state: string) => void
 }
 
 /**
@@ -66,6 +68,8 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
     // check first, so a terminal run or a stranger's request never reaches the receiver
     const dry = transition(old, { type: 'handoff', to: { run_id: `${toAgent}:pending`, agent_id: toAgent } }, actor, new Date().toISOString())
     if (!dry.ok) throw dry.error
+    // a successor not confirmed yet is not the live run of its task line: handing it on would fork the line
+    h.refuseUnconfirmed(runId, old.state)
     if (toAgent === h.agentId) throw new DelegationRefusedError('a run is not handed off to its own executor')
     const started = await h.store.log.get(runId, 1)
     const own = started === undefined ? undefined : ticketOf(started, undefined, h.signatures)

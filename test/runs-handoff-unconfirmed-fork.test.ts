@@ -1,0 +1,75 @@
+/**
+ * A handoff successor its sender has not confirmed is not handed off again
+ * (INVALID_TRANSITION handoff_unconfirmed, like block and resume). Found by
+ * session 44's review: when the sender never committed (its call timed out
+ * after phase one), the delegator's handoff of the unconfirmed successor S
+ * to D went through, so D started S2 while the predecessor R still ran on B:
+ * two live runs continued one task line, and S2's chain could never be
+ * proved (R never named S).
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { HANDOFF_PROTOCOL } from '../src/constants.ts'
+import type { MeshNode } from '../src/node.ts'
+import { issueHandoffTicket, ticketOf } from '../src/runlog/ticket.ts'
+import type { Run } from '../src/runlog/types.ts'
+import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { RawWire } from './fixtures/raw-wire.ts'
+
+const WORK = { capability_id: 'cap:unconfirmed-fork', version: '1.0.0' }
+
+describe('handing off an unconfirmed successor', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode, C: MeshNode, D: MeshNode
+  let bKey: PrivateKey
+  const held = new Map<string, PromiseWithResolvers<void>>()
+
+  beforeAll(async () => {
+    bKey = await generateKeyPair('Ed25519')
+    // a confirm window long enough that C does not fail S on its own during the test
+    nodes = await startMesh(4, { nodeOptions: i => ({ handoffConfirmTimeoutMs: 60_000, ...(i === 1 ? { privateKey: bKey } : {}) }) })
+    ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    for (const n of [B, C, D]) {
+      n.runs.handle(WORK, async (ctx) => {
+        const gate = Promise.withResolvers<void>()
+        held.set(ctx.run.run_id, gate)
+        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
+        return { ok: true }
+      })
+      await n.publishCard({ name: `fork-${n.agentId.slice(-4)}`, capabilities: [WORK] })
+    }
+  })
+  afterAll(async () => {
+    for (const g of held.values()) g.resolve()
+    await stopAll(nodes)
+  })
+
+  it('is refused while its sender has not confirmed it: no second live run of the task line', async () => {
+    const task = 'task-unconfirmed-fork'
+    const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(r.run_id), 'R to start')
+    // phase one only (as when B's call timed out after C created the run): S exists on C, unconfirmed
+    const predecessor = (await B.runs.store.log.get(r.run_id, 1))!
+    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
+    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
+    let s: Run
+    try {
+      const answer = await wire.call({
+        id: 1,
+        type: 'handoff',
+        body: { to_agent: C.agentId, from_run: { run_id: r.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: {}, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
+      }) as unknown as { ok: boolean, body: { run: Run } }
+      expect(answer.ok).toBe(true)
+      s = answer.body.run
+    } finally {
+      wire.abort()
+    }
+    // like block, a handoff of the unconfirmed run is refused, and nothing reaches D
+    const err = await rejectsWith(A.handoff(s.run_id, D.agentId, { note: 'on to D' }), 'INVALID_TRANSITION')
+    expect(err.details?.reason).toBe('handoff_unconfirmed')
+    expect((await D.runs.list()).executing.filter(x => x.correlation_id === task)).toEqual([])
+    expect((await C.runs.getRun(s.run_id)).state).toBe('running')
+    expect((await B.runs.getRun(r.run_id)).state).toBe('running')
+  })
+})
