@@ -236,7 +236,7 @@ export class Correlations {
    * to another owner's task) or `rejected` (it claims a place it cannot
    * prove). Admitted runs count against EVENTS_MAX_RUNS_PER_CORRELATION.
    */
-  judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'full' | 'rejected' {
+  judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'full' | 'rejected' | 'unnamed' {
     // checked first as this node (a ticket it issued is not verified again), then judged on that
     rt.ticket = ticketOf(started, this.init.agentId, this.init.signatures)
     const v = judgeRun(started, id => this.standing(t, id), this.init.signatures)
@@ -252,7 +252,9 @@ export class Correlations {
     if (v.status === 'rejected') {
       rt.lineage = 'rejected'
       this.init.logger.debug({ run_id: rt.run_id, correlation_id: t.id, reason: v.reason }, 'a run could not prove its place in the task')
-      return 'rejected'
+      if (v.reason !== 'not_named_by_predecessor') return 'rejected'
+      rt.unnamed = true
+      return 'unnamed'
     }
     t.owner ??= v.owner
     if (v.owner !== t.owner || t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION) {

@@ -147,7 +147,7 @@ export class Placement {
     const rt = correlations.newRunTrack(t, e.run_id, false)
     if (rt === undefined) return 'over_limit'
     if (rt.local) return 'own_run'
-    if (rt.lineage === 'rejected') return rt.overLimit === true ? 'over_limit' : rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
+    if (rt.lineage === 'rejected') return rt.overLimit === true ? 'over_limit' : rt.unnamed === true ? 'not_named' : rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
     const headSeq = rt.head?.seq ?? 0
     if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
     if (e.seq <= headSeq) return this.repeat(t, e)
@@ -172,6 +172,7 @@ export class Placement {
       if (place === 'foreign') return 'foreign_owner'
       if (place === 'full') return 'over_limit'
       if (place === 'rejected') return 'lineage_rejected'
+      if (place === 'unnamed') return 'not_named'
     }
     rt.head = e
     rt.headHash = undefined

@@ -13,7 +13,7 @@ import { correlationTopic } from './topic.ts'
 /** Why an event was or was not taken; counted in `EventsStats.gossip`. */
 export type Verdict =
   | 'accepted' | 'early' | 'relayed' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
-  | 'lineage_pending' | 'foreign_owner'
+  | 'lineage_pending' | 'foreign_owner' | 'not_named'
   | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected' | 'forged_verdict'
 
 /** What gossipsub does with a message of each verdict: forgeries are rejected (and scored), the rest ignored. */
@@ -32,6 +32,9 @@ export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
   // a run whose ancestors are not known yet, or a run of another owner's task under the same id
   lineage_pending: TopicValidatorResult.Ignore,
   foreign_owner: TopicValidatorResult.Ignore,
+  // a successor its predecessor did not hand off to after all (an attempt a retried handoff replaced): the receiver
+  // followed the protocol, so its events are not forgeries
+  not_named: TopicValidatorResult.Ignore,
   // a run that claims a place it cannot prove (no valid ticket, false inheritance): a forgery
   lineage_rejected: TopicValidatorResult.Reject,
   // a liveness verdict signed by anyone but the run's delegator
@@ -130,6 +133,8 @@ export interface RunTrack {
    * delivered and replayed.
    */
   lineage: 'unknown' | 'pending' | 'admitted' | 'rejected'
+  /** Rejected only because its predecessor's handoff event names another run: an attempt replaced, not a forgery. */
+  unnamed?: boolean
   ticket?: RunTicket
   /** Rejected only because the owner's task held EVENTS_MAX_RUNS_PER_CORRELATION admitted runs: its events are over_limit. */
   overLimit?: true

@@ -1,0 +1,95 @@
+/**
+ * "If B's call to C times out while C still creates the run ... the old run
+ * stays as it was" and "can be handed off again" (handoff.md). When B does
+ * hand it off again (to D), the honest receiver C's orphan S1 is
+ * `not_named_by_predecessor` on every bystander: not the task's, but its
+ * events are Ignored (`not_named`), not Rejected. Found by session 44's
+ * review: every later event C published for S1 (its delegator's cancel here;
+ * in the field, C's own HANDOFF_UNCONFIRMED failure) was judged
+ * `lineage_rejected`, which gossip Rejects, so C was scored as a forger for
+ * following the protocol.
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { HANDOFF_PROTOCOL } from '../src/constants.ts'
+import { VERDICT_RESULT } from '../src/events/track.ts'
+import type { MeshNode } from '../src/node.ts'
+import { issueHandoffTicket, ticketOf } from '../src/runlog/ticket.ts'
+import type { AgentEvent, Run } from '../src/runlog/types.ts'
+import { TopicValidatorResult } from '@libp2p/gossipsub'
+import { startMesh, stopAll, until } from './helpers.ts'
+import { RawWire } from './fixtures/raw-wire.ts'
+
+const WORK = { capability_id: 'cap:honest-rejected', version: '1.0.0' }
+
+describe('an honest receiver\'s orphan after a retried handoff', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode, C: MeshNode, D: MeshNode, E: MeshNode
+  let bKey: PrivateKey
+  const held = new Map<string, PromiseWithResolvers<void>>()
+
+  beforeAll(async () => {
+    bKey = await generateKeyPair('Ed25519')
+    nodes = await startMesh(5, { nodeOptions: i => ({ handoffConfirmTimeoutMs: 60_000, ...(i === 1 ? { privateKey: bKey } : {}) }) })
+    ;[A, B, C, D, E] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode, MeshNode]
+    for (const n of [B, C, D]) {
+      n.runs.handle(WORK, async (ctx) => {
+        const gate = Promise.withResolvers<void>()
+        held.set(ctx.run.run_id, gate)
+        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
+        return { ok: true }
+      })
+      await n.publishCard({ name: `hr-${n.agentId.slice(-4)}`, capabilities: [WORK] })
+    }
+  })
+  afterAll(async () => {
+    for (const g of held.values()) g.resolve()
+    await stopAll(nodes)
+  })
+
+  it('S1\'s later events are Ignored on a bystander, not Rejected', async () => {
+    expect(VERDICT_RESULT.lineage_rejected).toBe(TopicValidatorResult.Reject)
+    expect(VERDICT_RESULT.not_named).toBe(TopicValidatorResult.Ignore)
+    const task = 'task-honest-rejected'
+    const seen: AgentEvent[] = []
+    const sub = await E.events.subscribe(task, { owner: A.agentId })
+    void (async () => { for await (const e of sub) seen.push(e) })().catch(() => {})
+    const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(r.run_id), 'R to start')
+    await until(() => seen.some(e => e.run_id === r.run_id && e.seq === 1), 'the bystander to hold R')
+
+    // B's first handoff to C: C creates S1, but B's call gave up (phase one only, as in handoff.md's timeout case)
+    const pending0 = E.events.stats.gossip.lineage_pending
+    const predecessor = (await B.runs.store.log.get(r.run_id, 1))!
+    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
+    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
+    let s1: Run
+    try {
+      const answer = await wire.call({
+        id: 1,
+        type: 'handoff',
+        body: { to_agent: C.agentId, from_run: { run_id: r.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: {}, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
+      }) as unknown as { ok: boolean, body: { run: Run } }
+      expect(answer.ok).toBe(true)
+      s1 = answer.body.run
+    } finally {
+      wire.abort()
+    }
+    // the bystander holds S1's run.started, waiting for R's handoff event
+    await until(() => E.events.stats.gossip.lineage_pending > pending0, 'the bystander to hold S1 pending')
+
+    // B hands R off again, as the protocol allows, this time to D
+    const s2 = await B.runs.handoff(r.run_id, D.agentId, {})
+    await until(() => seen.some(e => e.run_id === s2.run_id && e.seq === 1), 'the bystander to admit S2')
+
+    // C's next event for its honest orphan S1 (the delegator cancels it) is Ignored, not Rejected as a forgery
+    const rejected0 = E.events.stats.gossip.lineage_rejected
+    const unnamed0 = E.events.stats.gossip.not_named
+    await A.runs.cancel(s1.run_id, 'not needed')
+    await until(() => E.events.stats.gossip.not_named > unnamed0, 'the bystander to Ignore C\'s event for S1')
+    expect(E.events.stats.gossip.lineage_rejected).toBe(rejected0)
+    expect(seen.some(e => e.run_id === s1.run_id)).toBe(false)
+    sub.close?.()
+  })
+})
