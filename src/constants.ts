@@ -402,7 +402,7 @@ export const API_CLOSE_TIMEOUT_MS = 2_000
 export const METRICS_DEFAULT_HOST = '127.0.0.1'
 
 // ---- command line (src/cli) -----------------------------------------------------------------
-export const CLI_REQUEST_TIMEOUT_MS = 60_000 // the CLI gives up on a (non-streaming) API request after this (above REPLAY_TIMEOUT_MS)
+export const CLI_REQUEST_TIMEOUT_MS = 70_000 // the CLI gives up on a (non-streaming) API request after this (above API_REPLAY_MAX_TIMEOUT_MS)
 /** `start --discover`: keep looking (announcements take a moment to spread) for at most this long. */
 export const CLI_DISCOVER_DEADLINE_MS = 30_000
 /** `start --discover`: pause between two lookups that found nothing. */

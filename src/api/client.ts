@@ -132,9 +132,10 @@ export class ApiClient {
   }
 
   /** One JSON call. Resolves with the answer's body; throws ApiError or ApiUnreachableError. */
-  async call<T> (method: string, path: string, body?: unknown, query?: Record<string, QueryValue>): Promise<T> {
+  async call<T> (method: string, path: string, body?: unknown, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<T> {
     return this.againAfterRestart(async () => {
-      const res = await this.fetch(method, path + queryString(query), body, AbortSignal.timeout(this.timeoutMs))
+      const timeout = AbortSignal.timeout(this.timeoutMs)
+      const res = await this.fetch(method, path + queryString(query), body, signal === undefined ? timeout : AbortSignal.any([timeout, signal]))
       return jsonAnswer<T>(res)
     })
   }
@@ -243,11 +244,18 @@ export class ApiClient {
   private async fetch (method: string, pathAndQuery: string, body: unknown, signal: AbortSignal | undefined, extra: Record<string, string> = {}): Promise<Response> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, ...extra }
     if (body !== undefined) headers['content-type'] = 'application/json'
+    // the body's own fault (a value nested past what JSON.stringify can walk) is no fault of the node's
+    let text: string | undefined
+    try {
+      text = body === undefined ? undefined : JSON.stringify(body)
+    } catch (err) {
+      throw new ApiError(400, 'INVALID_REQUEST', `the request body cannot be sent as JSON: ${(err as Error).message}`, { reason: 'not_json' })
+    }
     try {
       return await fetch(this.url + pathAndQuery, {
         method,
         headers,
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(text === undefined ? {} : { body: text }),
         ...(signal === undefined ? {} : { signal })
       })
     } catch (err) {

@@ -3,9 +3,15 @@
  * @modelcontextprotocol/sdk) in front of a running node's local API. Tools:
  * discover, delegate, get_run, list_runs, resume, cancel, events, replay.
  * Arguments are checked against the tool's schema before anything is sent; a
- * refusal of the node comes back as a tool error with its AAP code.
+ * refusal of the node comes back as a tool error with its AAP code and
+ * details (UNREACHABLE when the node cannot be reached at all). A result is
+ * at most MCP_RESULT_MAX_BYTES of JSON; a call the client cancels, or one in
+ * flight when the client goes away, is aborted, and the node's stream it
+ * held is let go.
  *
- * stdout belongs to the protocol: nothing else is written there.
+ * stdout belongs to the protocol: nothing else is written there. What goes
+ * wrong with the transport (a line that is not JSON-RPC, one too long) is
+ * written to stderr.
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
@@ -14,48 +20,98 @@ import { Ajv, type ValidateFunction } from 'ajv'
 import pkg from '../../package.json' with { type: 'json' }
 import { ApiError, ApiUnreachableError, type ApiClient } from '../api/client.ts'
 import { AapError } from '../errors.ts'
+import { nestedDeeperThan } from '../util/json-depth.ts'
+import { FRAME_JSON_MAX_DEPTH } from '../wire/network-constants.ts'
+import { MCP_RESULT_MAX_BYTES } from './constants.ts'
 import { TOOLS, type Tool } from './tools.ts'
 
 const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true })
 
-function errorResult (code: string, message: string): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: { code, message } }) }], structuredContent: { error: { code, message } } }
+function errorResult (code: string, message: string, details?: Record<string, unknown>): CallToolResult {
+  const error = { code, message, ...(details === undefined ? {} : { details }) }
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }], structuredContent: { error } }
 }
 
 /** The MCP server (not yet connected to a transport). */
 export function createMcpServer (client: ApiClient): Server {
   const server = new Server({ name: 'aap-mesh', version: pkg.version }, { capabilities: { tools: {} } })
   const byName = new Map<string, { tool: Tool, check: ValidateFunction }>(TOOLS.map(t => [t.name, { tool: t, check: ajv.compile(t.inputSchema) }]))
+  /** Calls in flight: aborted when the transport closes, so none outlives its client. */
+  const inFlight = new Set<AbortController>()
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: TOOLS.map(t => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as { type: 'object' } }))
   }))
 
-  server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const entry = byName.get(req.params.name)
     if (entry === undefined) return errorResult('INVALID_REQUEST', `no tool ${req.params.name.slice(0, 64)}; the tools are ${TOOLS.map(t => t.name).join(', ')}`)
     const args = req.params.arguments ?? {}
+    // deeper than any frame the node takes: refused here, as the node would (and before JSON.stringify has to walk it)
+    if (nestedDeeperThan(args, FRAME_JSON_MAX_DEPTH)) {
+      return errorResult('INVALID_REQUEST', `${entry.tool.name}: arguments nested deeper than ${FRAME_JSON_MAX_DEPTH} levels`, { reason: 'too_deep', max: FRAME_JSON_MAX_DEPTH })
+    }
     if (!entry.check(args)) {
       const e = entry.check.errors?.[0]
       return errorResult('INVALID_REQUEST', `${entry.tool.name}: ${e?.instancePath === '' ? 'arguments' : e?.instancePath ?? 'arguments'} ${e?.message ?? 'are invalid'}`)
     }
+    const ctl = new AbortController()
+    const onCancel = (): void => { ctl.abort(extra.signal.reason) }
+    extra.signal.addEventListener('abort', onCancel, { once: true })
+    inFlight.add(ctl)
     try {
-      const result = await entry.tool.run(client, args)
-      return { content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> }
+      if (extra.signal.aborted) onCancel()
+      const result = await entry.tool.run(client, args, ctl.signal)
+      const text = JSON.stringify(result)
+      const bytes = Buffer.byteLength(text)
+      if (bytes > MCP_RESULT_MAX_BYTES) {
+        return errorResult('INVALID_REQUEST', `${entry.tool.name}: the result has ${bytes} bytes of JSON, more than an MCP result may (${MCP_RESULT_MAX_BYTES}); narrow the call`, { reason: 'result_too_large', bytes, max_bytes: MCP_RESULT_MAX_BYTES })
+      }
+      return { content: [{ type: 'text', text }], structuredContent: result as Record<string, unknown> }
     } catch (err) {
       if (err instanceof ApiUnreachableError) return errorResult('UNREACHABLE', err.message)
-      if (err instanceof ApiError || err instanceof AapError) return errorResult(err.code, err.message)
+      if (err instanceof ApiError || err instanceof AapError) return errorResult(err.code, err.message, err.details)
       return errorResult('INTERNAL', err instanceof Error ? err.message : String(err))
+    } finally {
+      extra.signal.removeEventListener('abort', onCancel)
+      inFlight.delete(ctl)
     }
   })
+  const closed = server.onclose
+  server.onclose = () => {
+    for (const ctl of inFlight) ctl.abort(new Error('the MCP client went away'))
+    closed?.()
+  }
   return server
 }
 
-/** Serve MCP on stdin/stdout until stdin closes. */
+/**
+ * Serve MCP on stdin/stdout until stdin ends (the client closed it) or the
+ * transport fails. A transport error (a line that is not JSON-RPC, one past
+ * the SDK's read buffer) is written to stderr; one that ends the session
+ * makes the process exit with 1.
+ */
 export async function serveStdio (client: ApiClient): Promise<void> {
   const server = createMcpServer(client)
   const closed = Promise.withResolvers<void>()
-  server.onclose = () => { closed.resolve() }
+  let failed: unknown
+  const onclose = server.onclose
+  server.onclose = () => {
+    onclose?.()
+    closed.resolve()
+  }
+  server.onerror = (err) => {
+    failed ??= err
+    process.stderr.write(`aap-mesh mcp: ${err.message}\n`)
+  }
+  // the SDK's stdio transport does not end when its input does: the client closing stdin ends the session
+  const ended = (): void => { server.close().catch((err: unknown) => { process.stderr.write(`aap-mesh mcp: closing: ${(err as Error).message}\n`) }) }
+  process.stdin.once('end', ended)
+  process.stdin.once('close', ended)
   await server.connect(new StdioServerTransport())
   await closed.promise
+  process.stdin.off('end', ended)
+  process.stdin.off('close', ended)
+  // stdin ended: a clean exit; the transport gave up on an error: not one
+  if (failed !== undefined && !process.stdin.readableEnded) process.exitCode = 1
 }

@@ -6,7 +6,10 @@
  */
 import { readFileSync } from 'node:fs'
 import type { ApiClient, QueryValue } from '../api/client.ts'
-import { MCP_EVENTS_MAX, MCP_EVENTS_WAIT_DEFAULT_MS, MCP_EVENTS_WAIT_MAX_MS } from './constants.ts'
+import {
+  MCP_EVENTS_CONCURRENT_MAX, MCP_EVENTS_HISTORY_MAX_MS, MCP_EVENTS_MAX, MCP_EVENTS_WAIT_DEFAULT_MS, MCP_EVENTS_WAIT_MAX_MS, MCP_REPLAY_TIMEOUT_MAX_MS, MCP_RESULT_MARGIN_BYTES,
+  MCP_RESULT_MAX_BYTES
+} from './constants.ts'
 import { AapError, isErrorCode } from '../errors.ts'
 
 type Schema = Record<string, unknown>
@@ -81,9 +84,11 @@ export interface Tool {
   name: string
   description: string
   inputSchema: Schema
-  run: (client: ApiClient, args: Record<string, unknown>) => Promise<unknown>
+  /** `signal` aborts when the MCP client cancels the call or goes away. */
+  run: (client: ApiClient, args: Record<string, unknown>, signal?: AbortSignal) => Promise<unknown>
 }
 
+/** A path segment (the schemas refuse ids "." and "..", which no URL path can carry). */
 function seg (v: unknown): string {
   return encodeURIComponent(String(v))
 }
@@ -118,87 +123,126 @@ export const TOOLS: Tool[] = [
     name: 'discover',
     description: DESCRIBE('get', '/v1/discover', 'find mesh agents by capability or tag'),
     inputSchema: inputSchema('get', '/v1/discover'),
-    run: async (c, a) => c.call('GET', '/v1/discover', undefined, query(a, queryNames('get', '/v1/discover')))
+    run: async (c, a, signal) => c.call('GET', '/v1/discover', undefined, query(a, queryNames('get', '/v1/discover')), signal)
   },
   {
     name: 'delegate',
     description: DESCRIBE('post', '/v1/delegate', 'delegate work to a mesh agent'),
     inputSchema: inputSchema('post', '/v1/delegate'),
-    run: async (c, a) => c.call('POST', '/v1/delegate', a)
+    run: async (c, a, signal) => c.call('POST', '/v1/delegate', a, undefined, signal)
   },
   {
     name: 'get_run',
     description: DESCRIBE('get', '/v1/runs/{run_id}', 'a run as its executor has it'),
     inputSchema: inputSchema('get', '/v1/runs/{run_id}'),
-    run: async (c, a) => c.call('GET', `/v1/runs/${seg(a.run_id)}`)
+    run: async (c, a, signal) => c.call('GET', `/v1/runs/${seg(a.run_id)}`, undefined, undefined, signal)
   },
   {
     name: 'list_runs',
     description: DESCRIBE('get', '/v1/runs', 'runs this node executes and delegated'),
     inputSchema: inputSchema('get', '/v1/runs'),
-    run: async (c, a) => c.call('GET', '/v1/runs', undefined, query(a, queryNames('get', '/v1/runs')))
+    run: async (c, a, signal) => c.call('GET', '/v1/runs', undefined, query(a, queryNames('get', '/v1/runs')), signal)
   },
   {
     name: 'resume',
     description: DESCRIBE('post', '/v1/runs/{run_id}/resume', 'resume a blocked run with a resolution'),
     inputSchema: inputSchema('post', '/v1/runs/{run_id}/resume'),
-    run: async (c, a) => c.call('POST', `/v1/runs/${seg(a.run_id)}/resume`, pick(a, bodyFields('post', '/v1/runs/{run_id}/resume')))
+    run: async (c, a, signal) => c.call('POST', `/v1/runs/${seg(a.run_id)}/resume`, pick(a, bodyFields('post', '/v1/runs/{run_id}/resume')), undefined, signal)
   },
   {
     name: 'cancel',
     description: DESCRIBE('post', '/v1/runs/{run_id}/cancel', 'cancel a run this agent delegated'),
     inputSchema: inputSchema('post', '/v1/runs/{run_id}/cancel'),
-    run: async (c, a) => c.call('POST', `/v1/runs/${seg(a.run_id)}/cancel`, pick(a, bodyFields('post', '/v1/runs/{run_id}/cancel')))
+    run: async (c, a, signal) => c.call('POST', `/v1/runs/${seg(a.run_id)}/cancel`, pick(a, bodyFields('post', '/v1/runs/{run_id}/cancel')), undefined, signal)
   },
   {
     name: 'events',
     description: 'The run events of a correlation: those the node holds or can sync, then new ones for up to wait_ms, ' +
-      `or until an event of type \`until\` (at most ${MCP_EVENTS_MAX}); \`ended_by\` says which (waited, until, max_events, ` +
-      'or stream_closed when the node closed the stream first); a stream the node ends with an error is an error result. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
+      `or until an event of type \`until\` (at most ${MCP_EVENTS_MAX} events, ${MCP_RESULT_MAX_BYTES} bytes); \`ended_by\` says which (waited, until, max_events, max_bytes, ` +
+      `history_timeout when the history took more than ${MCP_EVENTS_HISTORY_MAX_MS} ms, stream_closed when the node closed the stream first, stream_broken when the connection to the node broke); ` +
+      'a stream the node ends with an error is an error result. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/stream', {
       wait_ms: { type: 'integer', minimum: 0, maximum: MCP_EVENTS_WAIT_MAX_MS, description: `how long to wait for new events after the history (default ${MCP_EVENTS_WAIT_DEFAULT_MS})` },
       until: { type: 'string', enum: ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'], description: 'stop after the first event of this type' }
     }),
-    run: async (c, a) => collectEvents(c, a)
+    run: async (c, a, signal) => collectEvents(c, a, signal)
   },
   {
     name: 'replay',
     description: DESCRIBE('get', '/v1/events/{correlation_id}/replay', 'the whole lifecycle of a correlation'),
-    inputSchema: inputSchema('get', '/v1/events/{correlation_id}/replay'),
-    run: async (c, a) => c.call('GET', `/v1/events/${seg(a.correlation_id)}/replay`, undefined, query(a, queryNames('get', '/v1/events/{correlation_id}/replay')))
+    // a wait the MCP client outlasts (it gives up after 60 s by default)
+    inputSchema: inputSchema('get', '/v1/events/{correlation_id}/replay', {
+      timeout_ms: { type: 'integer', minimum: 0, maximum: MCP_REPLAY_TIMEOUT_MAX_MS, description: `how long the node may collect the events (at most ${MCP_REPLAY_TIMEOUT_MAX_MS})` }
+    }),
+    run: async (c, a, signal) => c.call('GET', `/v1/events/${seg(a.correlation_id)}/replay`, undefined, query(a, queryNames('get', '/v1/events/{correlation_id}/replay')), signal)
   }
 ]
 
-async function collectEvents (c: ApiClient, a: Record<string, unknown>): Promise<unknown> {
+/** `events` calls in progress (each holds one of the node's event streams). */
+let eventsInFlight = 0
+
+async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
+  if (eventsInFlight >= MCP_EVENTS_CONCURRENT_MAX) {
+    throw new AapError('INVALID_REQUEST', `${MCP_EVENTS_CONCURRENT_MAX} events calls are in progress already; wait for one to end`, { reason: 'too_many_streams', limit: MCP_EVENTS_CONCURRENT_MAX })
+  }
+  eventsInFlight++
   const waitMs = typeof a.wait_ms === 'number' ? a.wait_ms : MCP_EVENTS_WAIT_DEFAULT_MS
   const ctl = new AbortController()
-  const overall = setTimeout(() => { ctl.abort() }, waitMs + MCP_EVENTS_WAIT_MAX_MS)
+  const onCancel = (): void => { ctl.abort() }
+  signal?.addEventListener('abort', onCancel, { once: true })
+  if (signal?.aborted === true) ctl.abort()
+  const history = setTimeout(() => { ctl.abort() }, MCP_EVENTS_HISTORY_MAX_MS)
   const events: Array<Record<string, unknown>> = []
+  let bytes = 0
   let timer: NodeJS.Timeout | undefined
+  let ready = false
   let reason = 'waited'
   try {
     const stream = c.stream(`/v1/events/${seg(a.correlation_id)}/stream`, { ...query(a, queryNames('get', '/v1/events/{correlation_id}/stream')) }, { signal: ctl.signal })
-    for await (const ev of stream) {
-      if (ev.event === 'ready') {
-        timer ??= setTimeout(() => { ctl.abort() }, waitMs)
-        continue
+    try {
+      for await (const ev of stream) {
+        if (ev.event === 'ready') {
+          ready = true
+          clearTimeout(history)
+          timer ??= setTimeout(() => { ctl.abort() }, waitMs)
+          continue
+        }
+        if (ev.event === 'error') {
+          // the node ended the stream with a typed error: the tool's caller learns it, not a short list
+          const e = (ev.data as { error?: { code?: unknown, message?: unknown } } | undefined)?.error
+          throw new AapError(isErrorCode(e?.code) ? e.code : 'INTERNAL', typeof e?.message === 'string' ? e.message : 'the event stream ended with an error')
+        }
+        if (!ev.event.startsWith('run.')) continue
+        // a result the MCP client can take: what is past the byte bound waits for the next call
+        const size = Buffer.byteLength(JSON.stringify(ev.data)) + 1
+        if (bytes + size > MCP_RESULT_MAX_BYTES - MCP_RESULT_MARGIN_BYTES) { reason = 'max_bytes'; break }
+        bytes += size
+        events.push(ev.data as Record<string, unknown>)
+        if (a.until !== undefined && ev.event === a.until) { reason = 'until'; break }
+        if (events.length >= MCP_EVENTS_MAX) { reason = 'max_events'; break }
       }
-      if (ev.event === 'error') {
-        // the node ended the stream with a typed error: the tool's caller learns it, not a short list
-        const e = (ev.data as { error?: { code?: unknown, message?: unknown } } | undefined)?.error
-        throw new AapError(isErrorCode(e?.code) ? e.code : 'INTERNAL', typeof e?.message === 'string' ? e.message : 'the event stream ended with an error')
+    } catch (err) {
+      if (signal?.aborted === true) throw new AapError('INVALID_REQUEST', 'the call was cancelled', { reason: 'cancelled' })
+      if (ctl.signal.aborted && !ready) {
+        // the history's bound passed before the stream even answered
+        reason = 'history_timeout'
+      } else {
+        // a refusal or a typed error of the node is the call's answer; a connection that broke once the stream
+        // had started keeps what was read
+        if (err instanceof AapError || !(ready || events.length > 0)) throw err
+        reason = 'stream_broken'
       }
-      if (!ev.event.startsWith('run.')) continue
-      events.push(ev.data as Record<string, unknown>)
-      if (a.until !== undefined && ev.event === a.until) { reason = 'until'; break }
-      if (events.length >= MCP_EVENTS_MAX) { reason = 'max_events'; break }
     }
-    // the stream ended with neither of this tool's own reasons: the node closed it
-    if (reason === 'waited' && !ctl.signal.aborted) reason = 'stream_closed'
+    if (signal?.aborted === true) throw new AapError('INVALID_REQUEST', 'the call was cancelled', { reason: 'cancelled' })
+    // the stream ended with neither of this tool's own reasons: the node closed it, or the history took too long
+    if (reason === 'waited' && !ready) reason = ctl.signal.aborted ? 'history_timeout' : 'stream_closed'
+    else if (reason === 'waited' && !ctl.signal.aborted) reason = 'stream_closed'
   } finally {
     clearTimeout(timer)
-    clearTimeout(overall)
+    clearTimeout(history)
+    signal?.removeEventListener('abort', onCancel)
     ctl.abort()
+    eventsInFlight--
   }
   return { correlation_id: a.correlation_id, events, ended_by: reason }
 }
