@@ -1,11 +1,15 @@
 /**
- * A handoff successor its sender has not confirmed is not handed off again
- * (INVALID_TRANSITION handoff_unconfirmed, like block and resume). Found by
- * session 44's review: when the sender never committed (its call timed out
- * after phase one), the delegator's handoff of the unconfirmed successor S
- * to D went through, so D started S2 while the predecessor R still ran on B:
- * two live runs continued one task line, and S2's chain could never be
- * proved (R never named S).
+ * What is refused of a handoff; both were found by session 44's review.
+ *
+ * A successor its sender has not confirmed is not handed off again
+ * (INVALID_TRANSITION handoff_unconfirmed, like block and resume): when the
+ * sender never committed (its call timed out after phase one), the
+ * delegator's handoff of the unconfirmed successor S to D went through, so D
+ * started S2 while the predecessor R still ran on B: two live runs continued
+ * one task line, and S2's chain could never be proved (R never named S).
+ *
+ * A successor goes on with the input its predecessor was started with: the
+ * receiver took whatever input the sender put in the request.
  */
 import type { PrivateKey } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -19,7 +23,7 @@ import { RawWire } from './fixtures/raw-wire.ts'
 
 const WORK = { capability_id: 'cap:unconfirmed-fork', version: '1.0.0' }
 
-describe('handing off an unconfirmed successor', () => {
+describe('a receiver refuses a handoff', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode, C: MeshNode, D: MeshNode
   let bKey: PrivateKey
@@ -45,7 +49,7 @@ describe('handing off an unconfirmed successor', () => {
     await stopAll(nodes)
   })
 
-  it('is refused while its sender has not confirmed it: no second live run of the task line', async () => {
+  it('of a successor its sender has not confirmed: no second live run of the task line', async () => {
     const task = 'task-unconfirmed-fork'
     const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
     await until(() => held.has(r.run_id), 'R to start')
@@ -71,5 +75,26 @@ describe('handing off an unconfirmed successor', () => {
     expect((await D.runs.list()).executing.filter(x => x.correlation_id === task)).toEqual([])
     expect((await C.runs.getRun(s.run_id)).state).toBe('running')
     expect((await B.runs.getRun(r.run_id)).state).toBe('running')
+  })
+
+  it('a handoff that carries another input than the run was started with is refused (false_inheritance)', async () => {
+    const task = 'task-other-input'
+    const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: { asked: 'this' } })
+    await until(() => held.has(r.run_id), 'R to start')
+    const predecessor = (await B.runs.store.log.get(r.run_id, 1))!
+    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
+    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
+    try {
+      const answer = await wire.call({
+        id: 1,
+        type: 'handoff',
+        body: { to_agent: C.agentId, from_run: { run_id: r.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: { asked: 'something else' }, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
+      }) as unknown as { ok: boolean, error?: { code: string, details?: Record<string, unknown> } }
+      expect(answer.ok).toBe(false)
+      expect(answer.error).toMatchObject({ code: 'UNAUTHORIZED', details: { reason: 'false_inheritance' } })
+    } finally {
+      wire.abort()
+    }
+    expect((await C.runs.list()).executing.filter(x => x.correlation_id === task)).toEqual([])
   })
 })

@@ -7,6 +7,7 @@
  * handoff comes from the predecessor's executor and inherits what the
  * predecessor's own ticket says, not what the request claims.
  */
+import { canonicalJson } from '../identity/signing.ts'
 import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
@@ -80,6 +81,10 @@ export function checkHandoff (req: WireHandoff, from: string, self: string, sign
   if (req.delegator !== pt.delegator || !sameList(req.authorized, pt.authorized) || req.parent_run !== pt.parent_run ||
     req.task_id !== pt.correlation_id || !sameCapability(req.capability, pt.capability)) {
     throw new UnauthorizedError('a handoff names a delegator, authorized agents or a parent run that are not the run\'s own', { reason: 'false_inheritance' })
+  }
+  // the successor goes on with the work the delegator asked for: the input its predecessor's run.started signed
+  if (canonicalJson(req.input) !== canonicalJson(started.payload.input ?? {})) {
+    throw new UnauthorizedError('a handoff carries another input than the run it transfers was started with', { reason: 'false_inheritance' })
   }
   if (pt.depth + 1 > MAX_HANDOFF_DEPTH) {
     throw new DelegationRefusedError(`run ${pt.run_id} has been handed off ${pt.depth} times; at most ${MAX_HANDOFF_DEPTH}`, { reason: 'handoff_depth', max: MAX_HANDOFF_DEPTH })
