@@ -249,11 +249,10 @@ export const OUTGOING_RUN_CACHE_MAX_ENTRIES = 4096
 // ---- the signed run log (src/runlog) --------------------------------------------------------
 export const EVENT_PAYLOAD_MAX_BYTES = 32 * 1024
 /**
- * What a run.started payload holds besides the input and a handoff's
- * context: the ticket (with its origin and, at the deepest handoff, the
- * chain of every hop before it; up to RUN_AUTHORIZED_MAX_AGENTS authorized
- * agents twice), the capability and the run links. A maximal one is about
- * 6.2 KiB (test/run-limits.test.ts builds it).
+ * A run.started payload besides input and context: the ticket (its origin,
+ * the deepest handoff's chain, RUN_AUTHORIZED_MAX_AGENTS agents twice), the
+ * capability and the run links. A maximal one is about 6.2 KiB
+ * (test/run-limits.test.ts builds it).
  */
 export const RUN_STARTED_OVERHEAD_BYTES = 8 * 1024
 /** A handoff's context (JSON); its run.started carries it beside the input. */
