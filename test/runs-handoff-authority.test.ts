@@ -111,7 +111,7 @@ describe('handoff authority and lineage of real chains', () => {
         from_run: { run_id: run.run_id, agent_id: B.agentId },
         task_id: task,
         capability: WORK,
-        input: {},
+        input: { hold: true },
         context: {},
         delegator: A.agentId,
         authorized: [],
@@ -188,7 +188,7 @@ describe('handoff authority and lineage of real chains', () => {
       const answer = await wire.call({
         id: 1,
         type: 'handoff',
-        body: { to_agent: C.agentId, from_run: { run_id: run.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: {}, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
+        body: { to_agent: C.agentId, from_run: { run_id: run.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: { hold: true }, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
       }) as unknown as { ok: boolean, body: { run: Run } }
       expect(answer.ok).toBe(true)
       const successor = answer.body.run.run_id
