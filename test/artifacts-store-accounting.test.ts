@@ -6,15 +6,14 @@
  * A failed pinned commit leaves no pin behind (session 44's review: such a
  * pin pinned a later fetched copy of the same artifact).
  */
-import { mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { ArtifactStore } from '../src/artifacts/store.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
-import { silentLogger } from '../src/logger.ts'
 import { rejectsWith } from './helpers.ts'
+import { TempStores, diskBytes } from './fixtures/artifact-stores.ts'
 
 const fault = vi.hoisted(() => ({ renameIntoChunks: 0, renames: 0 }))
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -29,32 +28,8 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   return { ...fs, rename, default: { ...fs, rename } }
 })
 
-const dirs: string[] = []
-const stores: ArtifactStore[] = []
-afterEach(async () => {
-  for (const s of stores.splice(0)) await s.close()
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
-})
-
-async function openStore (maxBytes: number, dir?: string): Promise<ArtifactStore> {
-  const d = dir ?? await mkdtemp(join(tmpdir(), 'aap-artifact-acct-'))
-  if (dir === undefined) dirs.push(d)
-  const s = new ArtifactStore(d, maxBytes, silentLogger())
-  await s.open()
-  stores.push(s)
-  return s
-}
-
-/** Bytes of the files under chunks/, manifests/ and tmp/ (pins are empty). */
-async function diskBytes (dir: string): Promise<number> {
-  let n = 0
-  for (const sub of ['chunks', 'manifests', 'tmp']) {
-    for (const e of await readdir(join(dir, sub), { withFileTypes: true, recursive: true })) {
-      if (e.isFile()) n += (await stat(join(e.parentPath, e.name))).size
-    }
-  }
-  return n
-}
+const stores = new TempStores()
+afterEach(async () => { await stores.cleanup() })
 
 function artifact (parts: Uint8Array[]): { id: string, manifest: Uint8Array, chunks: Array<[string, Uint8Array]> } {
   const chunks = parts.map((p): [string, Uint8Array] => [cidOf(RAW_CODEC, p).toString(), p])
@@ -73,7 +48,7 @@ const small = (n: number, b: number): Uint8Array => new Uint8Array(n).fill(b)
 
 describe('store.used equals the bytes on disk', () => {
   it('after put / copy / duplicate stage / abandon / remove / evict', async () => {
-    const store = await openStore(4 * ARTIFACT_CHUNK_BYTES + 4096)
+    const store = await stores.open(4 * ARTIFACT_CHUNK_BYTES + 4096)
     const check = async (): Promise<void> => { expect(store.used).toBe(await diskBytes(store.dir)) }
     const shared = full(1)
     const a = artifact([shared, small(10, 2)])
@@ -101,7 +76,7 @@ describe('store.used equals the bytes on disk', () => {
   })
 
   it('after a commit whose second chunk move fails', async () => {
-    const store = await openStore(64 * ARTIFACT_CHUNK_BYTES)
+    const store = await stores.open(64 * ARTIFACT_CHUNK_BYTES)
     const a = artifact([full(1), full(2), small(5, 3)])
     const w = await stageAll(store, a)
     fault.renames = 0
@@ -112,7 +87,7 @@ describe('store.used equals the bytes on disk', () => {
   })
 
   it('after a commit whose pin write fails, and one whose manifest write fails', async () => {
-    const store = await openStore(64 * ARTIFACT_CHUNK_BYTES)
+    const store = await stores.open(64 * ARTIFACT_CHUNK_BYTES)
     const a = artifact([full(1), small(5, 3)])
     // a directory where the pin goes: the pin's rename fails
     await mkdir(join(store.dir, 'pins', a.id, 'x'), { recursive: true })
@@ -132,7 +107,7 @@ describe('store.used equals the bytes on disk', () => {
   })
 
   it('a failed pinned commit does not pin a later fetched copy of the same artifact', async () => {
-    const store = await openStore(64 * ARTIFACT_CHUNK_BYTES)
+    const store = await stores.open(64 * ARTIFACT_CHUNK_BYTES)
     const b = artifact([full(2), small(6, 4)])
     await mkdir(join(store.dir, 'manifests', b.id, 'x'), { recursive: true })
     const w = await stageAll(store, b)
@@ -142,10 +117,7 @@ describe('store.used equals the bytes on disk', () => {
     const w2 = await stageAll(store, b)
     await store.commit(w2, b.id, b.manifest)
     expect(store.holds(b.id)).toEqual({ pinned: false })
-    const dir = store.dir
-    await store.close()
-    stores.splice(stores.indexOf(store), 1)
-    const again = await openStore(64 * ARTIFACT_CHUNK_BYTES, dir)
+    const again = await stores.reopen(store)
     expect(again.holds(b.id)).toEqual({ pinned: false })
   })
 })

@@ -4,15 +4,11 @@
  * first mend of abandon() freed it only after its cleanup turn, behind every
  * turn queued before, so such a write met STORAGE_FULL with room there.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
-import { ArtifactStore } from '../src/artifacts/store.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
-import { silentLogger } from '../src/logger.ts'
 import { until } from './helpers.ts'
+import { TempStores } from './fixtures/artifact-stores.ts'
 
 const gate = vi.hoisted(() => ({ rmCalled: new Set<string>(), armed: false, entered: undefined as undefined | (() => void), release: undefined as undefined | Promise<void> }))
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -32,12 +28,8 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   return { ...fs, writeFile, rm, default: { ...fs, writeFile, rm } }
 })
 
-const dirs: string[] = []
-const stores: ArtifactStore[] = []
-afterEach(async () => {
-  for (const s of stores.splice(0)) await s.close()
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
-})
+const stores = new TempStores()
+afterEach(async () => { await stores.cleanup() })
 
 function artifact (bytes: Uint8Array): { id: string, manifest: Uint8Array, cid: string, bytes: Uint8Array } {
   const cid = cidOf(RAW_CODEC, bytes).toString()
@@ -47,11 +39,7 @@ function artifact (bytes: Uint8Array): { id: string, manifest: Uint8Array, cid: 
 
 describe('a failed write frees its staged bytes at once', () => {
   it('while a commit holds the store\'s turn, a write that fits once the failed one is gone is stored', async () => {
-    const d = await mkdtemp(join(tmpdir(), 'aap-artifact-late-'))
-    dirs.push(d)
-    const store = new ArtifactStore(d, 3000, silentLogger())
-    await store.open()
-    stores.push(store)
+    const store = await stores.open(3000)
     const p = artifact(new Uint8Array(1000).fill(1))
     const wp = await store.begin()
     await store.stage(wp, p.cid, p.bytes)

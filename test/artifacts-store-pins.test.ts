@@ -5,14 +5,13 @@
  * written), and an unpinned commit left the artifact unpinned in memory
  * while its pin stayed on disk, with the manifest's bytes counted twice.
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { ArtifactStore } from '../src/artifacts/store.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
-import { silentLogger } from '../src/logger.ts'
+import { TempStores } from './fixtures/artifact-stores.ts'
 
 const fault = vi.hoisted(() => ({ unreadable: new Set<string>(), failManifestRename: '' }))
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -31,28 +30,12 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   return { ...fs, readFile, rename, default: { ...fs, readFile, rename } }
 })
 
-const dirs: string[] = []
-const stores: ArtifactStore[] = []
+const stores = new TempStores()
 afterEach(async () => {
   fault.unreadable.clear()
   fault.failManifestRename = ''
-  for (const s of stores.splice(0)) await s.close()
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
+  await stores.cleanup()
 })
-
-async function openStore (dir?: string): Promise<ArtifactStore> {
-  const d = dir ?? await mkdtemp(join(tmpdir(), 'aap-artifact-pins-'))
-  if (dir === undefined) dirs.push(d)
-  const s = new ArtifactStore(d, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
-  await s.open()
-  stores.push(s)
-  return s
-}
-async function reopen (s: ArtifactStore): Promise<ArtifactStore> {
-  await s.close()
-  stores.splice(stores.indexOf(s), 1)
-  return await openStore(s.dir)
-}
 
 const X = new Uint8Array(1000).fill(7)
 const cidX = cidOf(RAW_CODEC, X).toString()
@@ -67,10 +50,10 @@ async function write (store: ArtifactStore, pin: boolean): Promise<void> {
 
 describe('a pin kept for a manifest unreadable at open', () => {
   it('a failed pinned commit of the same id leaves the kept pin: the artifact is still pinned', async () => {
-    let store = await openStore()
+    let store = await stores.open()
     await write(store, true)
     fault.unreadable.add(id)
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.holds(id)).toBeUndefined()
     expect(await readdir(join(store.dir, 'pins'))).toEqual([id])
     // the owner uploads the same bytes again; the manifest's write fails
@@ -79,15 +62,15 @@ describe('a pin kept for a manifest unreadable at open', () => {
     expect(await readdir(join(store.dir, 'pins'))).toEqual([id])
     expect(await readdir(join(store.dir, 'manifests'))).toEqual([id])
     fault.unreadable.clear()
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.holds(id)).toEqual({ pinned: true })
   })
 
   it('an unpinned commit of the same id keeps it pinned, and counts its manifest once', async () => {
-    let store = await openStore()
+    let store = await stores.open()
     await write(store, true)
     fault.unreadable.add(id)
-    store = await reopen(store)
+    store = await stores.reopen(store)
     fault.unreadable.clear()
     const before = store.used
     await write(store, false) // a fetched copy of the same artifact
@@ -95,7 +78,7 @@ describe('a pin kept for a manifest unreadable at open', () => {
     // the manifest file was overwritten with the same bytes: counted once (at open)
     expect(store.used).toBe(before)
     expect(await readdir(join(store.dir, 'pins'))).toEqual([id])
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.holds(id)).toEqual({ pinned: true })
     expect(store.used).toBe(before)
   })

@@ -6,14 +6,12 @@
  * and then the cleanup turn deleted it: a whole artifact with a missing
  * chunk (ARTIFACT_CORRUPT) and `used` counting a chunk not on disk.
  */
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
-import { ArtifactStore } from '../src/artifacts/store.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
-import { silentLogger } from '../src/logger.ts'
+import { TempStores, readAll, diskBytes } from './fixtures/artifact-stores.ts'
 
 /** When set, the store's next write of a file through tmp/ (a manifest or a pin) waits for `release`, after telling `entered`. */
 const gate = vi.hoisted(() => ({ armed: false, entered: undefined as undefined | (() => void), release: undefined as undefined | Promise<void> }))
@@ -30,29 +28,8 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   return { ...fs, writeFile, default: { ...fs, writeFile } }
 })
 
-const dirs: string[] = []
-const stores: ArtifactStore[] = []
-afterEach(async () => {
-  for (const s of stores.splice(0)) await s.close()
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
-})
-
-async function openStore (): Promise<ArtifactStore> {
-  const d = await mkdtemp(join(tmpdir(), 'aap-artifact-race-'))
-  dirs.push(d)
-  const s = new ArtifactStore(d, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
-  await s.open()
-  stores.push(s)
-  return s
-}
-
-async function diskBytes (dir: string): Promise<number> {
-  let n = 0
-  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile()) n += (await stat(join(e.parentPath, e.name))).size
-  }
-  return n
-}
+const stores = new TempStores()
+afterEach(async () => { await stores.cleanup() })
 
 const SIZE = 1000
 const X = new Uint8Array(SIZE).fill(5)
@@ -60,16 +37,9 @@ const cidX = cidOf(RAW_CODEC, X).toString()
 const manifestX = encodeManifest({ v: 1, size: SIZE, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [cidX] })
 const idX = cidOf(JSON_CODEC, manifestX).toString()
 
-async function readAll (store: ArtifactStore, id: string): Promise<number> {
-  const m = await store.manifest(id)
-  let n = 0
-  for await (const c of store.read(id, m!)) n += c.byteLength
-  return n
-}
-
 describe('a write that ends lets go of the chunks it counted on after the commits before it', () => {
   it('a commit queued before the abandon moves its staged copy in; the chunk stays', async () => {
-    const store = await openStore()
+    const store = await stores.open()
     // W3 stages X while the store does not hold it
     const w3 = await store.begin()
     await store.stage(w3, cidX, X)
@@ -95,7 +65,7 @@ describe('a write that ends lets go of the chunks it counted on after the commit
   })
 
   it('a commit that found the chunk kept only by a borrow, and the borrow ends while it commits; the chunk stays', async () => {
-    const store = await openStore()
+    const store = await stores.open()
     const w3 = await store.begin()
     await store.stage(w3, cidX, X)
     const wa = await store.begin()

@@ -7,13 +7,12 @@
  * remove() deleted a chunk the unreadable manifest named (ARTIFACT_CORRUPT
  * once it read again).
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { ArtifactStore } from '../src/artifacts/store.ts'
-import { silentLogger } from '../src/logger.ts'
+import { TempStores, readAll } from './fixtures/artifact-stores.ts'
 
 const fault = vi.hoisted(() => ({ unreadable: new Set<string>() }))
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -25,59 +24,36 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   return { ...fs, readFile, default: { ...fs, readFile } }
 })
 
-const dirs: string[] = []
-const stores: ArtifactStore[] = []
+const stores = new TempStores()
 afterEach(async () => {
   fault.unreadable.clear()
-  for (const s of stores.splice(0)) await s.close()
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true })
+  await stores.cleanup()
 })
 
-const MAX = 64 * ARTIFACT_CHUNK_BYTES
-async function openStore (dir?: string): Promise<ArtifactStore> {
-  const d = dir ?? await mkdtemp(join(tmpdir(), 'aap-artifact-reopen-'))
-  if (dir === undefined) dirs.push(d)
-  const s = new ArtifactStore(d, MAX, silentLogger())
-  await s.open()
-  stores.push(s)
-  return s
-}
-async function reopen (s: ArtifactStore): Promise<ArtifactStore> {
-  await s.close()
-  stores.splice(stores.indexOf(s), 1)
-  return await openStore(s.dir)
-}
 async function own (s: ArtifactStore, parts: Uint8Array[]): Promise<string> {
   return (await s.put((async function * () { for (const p of parts) yield p })())).id
 }
-async function readAll (s: ArtifactStore, id: string): Promise<number> {
-  const m = await s.manifest(id)
-  let n = 0
-  for await (const c of s.read(id, m!)) n += c.byteLength
-  return n
-}
-
 describe('a manifest unreadable when the store opens', () => {
   it('keeps its pin: the node\'s own upload is still pinned once it reads again', async () => {
-    let store = await openStore()
+    let store = await stores.open()
     const u = await own(store, [new Uint8Array(100).fill(1)])
     expect(store.holds(u)).toEqual({ pinned: true })
     fault.unreadable.add(u)
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.stats.unreadableManifests).toBe(1)
     expect(await readdir(join(store.dir, 'pins'))).toEqual([u])
     fault.unreadable.clear()
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.holds(u)).toEqual({ pinned: true })
   })
 
   it('keeps every chunk while it cannot be read: a removal takes only the manifest, and the artifact reads whole again', async () => {
-    let store = await openStore()
+    let store = await stores.open()
     const shared = new Uint8Array(ARTIFACT_CHUNK_BYTES).fill(9)
     const u = await own(store, [shared, new Uint8Array(10).fill(2)])
     const a = await own(store, [shared])
     fault.unreadable.add(u)
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.stats.unreadableManifests).toBe(1)
     const chunksBefore = (await readdir(join(store.dir, 'chunks'))).length
     const used = store.used
@@ -87,7 +63,7 @@ describe('a manifest unreadable when the store opens', () => {
     expect(store.used).toBe(used - freed)
     expect(freed).toBeLessThan(1024)
     fault.unreadable.clear()
-    store = await reopen(store)
+    store = await stores.reopen(store)
     expect(store.holds(u)).toEqual({ pinned: true })
     expect(await readAll(store, u)).toBe(ARTIFACT_CHUNK_BYTES + 10)
   })

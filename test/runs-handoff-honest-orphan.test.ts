@@ -18,7 +18,7 @@ import type { MeshNode } from '../src/node.ts'
 import { issueHandoffTicket, ticketOf } from '../src/runlog/ticket.ts'
 import type { AgentEvent, Run } from '../src/runlog/types.ts'
 import { TopicValidatorResult } from '@libp2p/gossipsub'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
 
 const WORK = { capability_id: 'cap:honest-rejected', version: '1.0.0' }
@@ -33,15 +33,7 @@ describe('an honest receiver\'s orphan after a retried handoff', () => {
     bKey = await generateKeyPair('Ed25519')
     nodes = await startMesh(5, { nodeOptions: i => ({ handoffConfirmTimeoutMs: 60_000, ...(i === 1 ? { privateKey: bKey } : {}) }) })
     ;[A, B, C, D, E] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode, MeshNode]
-    for (const n of [B, C, D]) {
-      n.runs.handle(WORK, async (ctx) => {
-        const gate = Promise.withResolvers<void>()
-        held.set(ctx.run.run_id, gate)
-        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
-        return { ok: true }
-      })
-      await n.publishCard({ name: `hr-${n.agentId.slice(-4)}`, capabilities: [WORK] })
-    }
+    await holdingWorkers([B, C, D], WORK, held)
   })
   afterAll(async () => {
     for (const g of held.values()) g.resolve()

@@ -18,7 +18,7 @@ import { HANDOFF_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { issueHandoffTicket, ticketOf } from '../src/runlog/ticket.ts'
 import type { Run } from '../src/runlog/types.ts'
-import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { holdingWorkers, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
 
 const WORK = { capability_id: 'cap:unconfirmed-fork', version: '1.0.0' }
@@ -34,15 +34,7 @@ describe('a receiver refuses a handoff', () => {
     // a confirm window long enough that C does not fail S on its own during the test
     nodes = await startMesh(4, { nodeOptions: i => ({ handoffConfirmTimeoutMs: 60_000, ...(i === 1 ? { privateKey: bKey } : {}) }) })
     ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
-    for (const n of [B, C, D]) {
-      n.runs.handle(WORK, async (ctx) => {
-        const gate = Promise.withResolvers<void>()
-        held.set(ctx.run.run_id, gate)
-        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
-        return { ok: true }
-      })
-      await n.publishCard({ name: `fork-${n.agentId.slice(-4)}`, capabilities: [WORK] })
-    }
+    await holdingWorkers([B, C, D], WORK, held)
   })
   afterAll(async () => {
     for (const g of held.values()) g.resolve()
