@@ -11,6 +11,8 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
+import type { ArtifactStore } from '../src/artifacts/store.ts'
+import type { StagedWrite } from '../src/artifacts/write.ts'
 import { TempStores, readAll, diskBytes } from './fixtures/artifact-stores.ts'
 
 /** When set, the store's next write of a file through tmp/ (a manifest or a pin) waits for `release`, after telling `entered`. */
@@ -37,22 +39,29 @@ const cidX = cidOf(RAW_CODEC, X).toString()
 const manifestX = encodeManifest({ v: 1, size: SIZE, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [cidX] })
 const idX = cidOf(JSON_CODEC, manifestX).toString()
 
+/**
+ * The scene of both cases: W3 has staged X while the store did not hold it; a
+ * fetched copy A naming X was committed by another write (X in chunks/); W1
+ * (a fetch of some other artifact) found X stored and counts on it; A was
+ * removed, so only W1's borrow keeps X.
+ */
+async function scene (): Promise<{ store: ArtifactStore, w3: StagedWrite, w1: StagedWrite }> {
+  const store = await stores.open()
+  const w3 = await store.begin()
+  await store.stage(w3, cidX, X)
+  const wa = await store.begin()
+  await store.stage(wa, cidX, X)
+  await store.commit(wa, idX, manifestX)
+  const w1 = await store.begin()
+  expect(store.hasChunk(cidX, w1)).toBe(true)
+  await store.remove(idX)
+  expect(await readdir(join(store.dir, 'chunks'))).toEqual([cidX])
+  return { store, w3, w1 }
+}
+
 describe('a write that ends lets go of the chunks it counted on after the commits before it', () => {
   it('a commit queued before the abandon moves its staged copy in; the chunk stays', async () => {
-    const store = await stores.open()
-    // W3 stages X while the store does not hold it
-    const w3 = await store.begin()
-    await store.stage(w3, cidX, X)
-    // artifact A (a fetched copy naming X) is committed by another write: X now in chunks/
-    const wa = await store.begin()
-    await store.stage(wa, cidX, X)
-    await store.commit(wa, idX, manifestX)
-    // W1 (a fetch of some other artifact) finds X stored and borrows it
-    const w1 = await store.begin()
-    expect(store.hasChunk(cidX, w1)).toBe(true)
-    // A is removed: X stays for W1 (refs 0, borrowed)
-    await store.remove(idX)
-    expect(await readdir(join(store.dir, 'chunks'))).toEqual([cidX])
+    const { store, w3, w1 } = await scene()
     // W3 commits (its turn is queued) and W1 fails at the same time
     const committed = store.commit(w3, idX, manifestX)
     const abandoned = store.abandon(w1)
@@ -65,15 +74,7 @@ describe('a write that ends lets go of the chunks it counted on after the commit
   })
 
   it('a commit that found the chunk kept only by a borrow, and the borrow ends while it commits; the chunk stays', async () => {
-    const store = await stores.open()
-    const w3 = await store.begin()
-    await store.stage(w3, cidX, X)
-    const wa = await store.begin()
-    await store.stage(wa, cidX, X)
-    await store.commit(wa, idX, manifestX)
-    const w1 = await store.begin()
-    expect(store.hasChunk(cidX, w1)).toBe(true)
-    await store.remove(idX)
+    const { store, w3, w1 } = await scene()
     // W3's commit turn starts: X is present, so its staged copy is dropped (no borrow, refs still 0)...
     let open!: () => void
     gate.release = new Promise<void>(resolve => { open = resolve })

@@ -12,14 +12,12 @@
 import type { PrivateKey } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { HANDOFF_PROTOCOL } from '../src/constants.ts'
 import { VERDICT_RESULT } from '../src/events/track.ts'
 import type { MeshNode } from '../src/node.ts'
-import { issueHandoffTicket, ticketOf } from '../src/runlog/ticket.ts'
-import type { AgentEvent, Run } from '../src/runlog/types.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
 import { TopicValidatorResult } from '@libp2p/gossipsub'
 import { holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
-import { RawWire } from './fixtures/raw-wire.ts'
+import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
 
 const WORK = { capability_id: 'cap:honest-rejected', version: '1.0.0' }
 
@@ -53,21 +51,9 @@ describe('an honest receiver\'s orphan after a retried handoff', () => {
 
     // B's first handoff to C: C creates S1, but B's call gave up (phase one only, as in handoff.md's timeout case)
     const pending0 = E.events.stats.gossip.lineage_pending
-    const predecessor = (await B.runs.store.log.get(r.run_id, 1))!
-    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
-    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
-    let s1: Run
-    try {
-      const answer = await wire.call({
-        id: 1,
-        type: 'handoff',
-        body: { to_agent: C.agentId, from_run: { run_id: r.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: {}, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
-      }) as unknown as { ok: boolean, body: { run: Run } }
-      expect(answer.ok).toBe(true)
-      s1 = answer.body.run
-    } finally {
-      wire.abort()
-    }
+    const answer = await phaseOneHandoff(B, bKey, C, r)
+    expect(answer.ok).toBe(true)
+    const s1 = answer.body!.run
     // the bystander holds S1's run.started, waiting for R's handoff event
     await until(() => E.events.stats.gossip.lineage_pending > pending0, 'the bystander to hold S1 pending')
 

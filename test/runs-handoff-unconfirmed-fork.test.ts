@@ -14,12 +14,9 @@
 import type { PrivateKey } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { HANDOFF_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { issueHandoffTicket, ticketOf } from '../src/runlog/ticket.ts'
-import type { Run } from '../src/runlog/types.ts'
 import { holdingWorkers, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
-import { RawWire } from './fixtures/raw-wire.ts'
+import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
 
 const WORK = { capability_id: 'cap:unconfirmed-fork', version: '1.0.0' }
 
@@ -46,21 +43,9 @@ describe('a receiver refuses a handoff', () => {
     const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
     await until(() => held.has(r.run_id), 'R to start')
     // phase one only (as when B's call timed out after C created the run): S exists on C, unconfirmed
-    const predecessor = (await B.runs.store.log.get(r.run_id, 1))!
-    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
-    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
-    let s: Run
-    try {
-      const answer = await wire.call({
-        id: 1,
-        type: 'handoff',
-        body: { to_agent: C.agentId, from_run: { run_id: r.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: {}, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
-      }) as unknown as { ok: boolean, body: { run: Run } }
-      expect(answer.ok).toBe(true)
-      s = answer.body.run
-    } finally {
-      wire.abort()
-    }
+    const answer = await phaseOneHandoff(B, bKey, C, r)
+    expect(answer.ok).toBe(true)
+    const s = answer.body!.run
     // like block, a handoff of the unconfirmed run is refused, and nothing reaches D
     const err = await rejectsWith(A.handoff(s.run_id, D.agentId, { note: 'on to D' }), 'INVALID_TRANSITION')
     expect(err.details?.reason).toBe('handoff_unconfirmed')
@@ -73,20 +58,9 @@ describe('a receiver refuses a handoff', () => {
     const task = 'task-other-input'
     const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: { asked: 'this' } })
     await until(() => held.has(r.run_id), 'R to start')
-    const predecessor = (await B.runs.store.log.get(r.run_id, 1))!
-    const ticket = await issueHandoffTicket(bKey, ticketOf(predecessor)!, C.agentId)
-    const wire = await RawWire.open(B.host, C.host.peerId, HANDOFF_PROTOCOL)
-    try {
-      const answer = await wire.call({
-        id: 1,
-        type: 'handoff',
-        body: { to_agent: C.agentId, from_run: { run_id: r.run_id, agent_id: B.agentId }, task_id: task, capability: WORK, input: { asked: 'something else' }, context: {}, delegator: A.agentId, authorized: [], parent_run: null, predecessor, ticket }
-      }) as unknown as { ok: boolean, error?: { code: string, details?: Record<string, unknown> } }
-      expect(answer.ok).toBe(false)
-      expect(answer.error).toMatchObject({ code: 'UNAUTHORIZED', details: { reason: 'false_inheritance' } })
-    } finally {
-      wire.abort()
-    }
+    const answer = await phaseOneHandoff(B, bKey, C, r, { input: { asked: 'something else' } })
+    expect(answer.ok).toBe(false)
+    expect(answer.error).toMatchObject({ code: 'UNAUTHORIZED', details: { reason: 'false_inheritance' } })
     expect((await C.runs.list()).executing.filter(x => x.correlation_id === task)).toEqual([])
   })
 })
