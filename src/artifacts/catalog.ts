@@ -24,6 +24,8 @@ export interface CatalogEntry {
 export class Catalog {
   /** Artifact id to its entry, least recently used first. */
   private readonly entries = new Map<string, CatalogEntry>()
+  /** The copies (not pinned) among them, in the same order: what an eviction looks at, however many are pinned. */
+  private readonly copies = new Map<string, CatalogEntry>()
   /** Chunk id to its size on disk, for every chunk in `chunks/`. */
   private readonly present = new Map<string, number>()
   /** Chunk id to how many manifests name it. */
@@ -42,6 +44,7 @@ export class Catalog {
   /** A whole artifact, named by its manifest's chunks (ids as in `chunks/`, repeats allowed). */
   add (id: string, entry: CatalogEntry, chunks: readonly string[]): void {
     this.entries.set(id, entry)
+    if (!entry.pinned) this.copies.set(id, entry)
     for (const cid of new Set(chunks)) this.refs.set(cid, (this.refs.get(cid) ?? 0) + 1)
   }
 
@@ -52,6 +55,15 @@ export class Catalog {
     e.lastUsed = now
     this.entries.delete(id)
     this.entries.set(id, e)
+    if (this.copies.delete(id)) this.copies.set(id, e)
+  }
+
+  /** The artifact is kept for good from now on (the node stored the same bytes itself). */
+  pin (id: string): void {
+    const e = this.entries.get(id)
+    if (e === undefined) return
+    e.pinned = true
+    this.copies.delete(id)
   }
 
   /**
@@ -61,6 +73,7 @@ export class Catalog {
    */
   remove (id: string, chunks: readonly string[]): Array<[string, number]> {
     this.entries.delete(id)
+    this.copies.delete(id)
     const unnamed: Array<[string, number]> = []
     for (const cid of new Set(chunks)) {
       const n = (this.refs.get(cid) ?? 0) - 1
@@ -85,8 +98,8 @@ export class Catalog {
 
   /** The least recently used artifact that may be evicted: not pinned, not being read. */
   evictable (): string | undefined {
-    for (const [id, e] of this.entries) {
-      if (!e.pinned && e.readers === 0) return id
+    for (const [id, e] of this.copies) {
+      if (e.readers === 0) return id
     }
     return undefined
   }

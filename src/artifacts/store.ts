@@ -257,7 +257,7 @@ export class ArtifactStore {
         await this.moveStaged(w)
         if (pin && !here.pinned) {
           await this.writeFile(this.pinPath(key), new Uint8Array(0))
-          here.pinned = true
+          this.catalog.pin(key)
         }
         this.catalog.touch(key)
         return
@@ -270,8 +270,9 @@ export class ArtifactStore {
         throw new StorageFullError(`the artifact store holds ${this.catalog.size} artifacts, its most`, { reason: 'too_many_artifacts', max_artifacts: this.maxArtifacts })
       }
       this.reserve(manifest.byteLength)
-      // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin
-      const [oldManifest, oldPin] = await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key))])
+      // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin;
+      // with every manifest read at open there is none, and nothing to look for
+      const [oldManifest, oldPin] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key))])
       try {
         await this.moveStaged(w)
         if (pin && oldPin === undefined) await this.writeFile(this.pinPath(key), new Uint8Array(0))
