@@ -158,6 +158,7 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(text).toMatch(/^aap_liveness\{what="notices_open"\} 0$/m)
     expect(text).toMatch(/^aap_connections\{what="max"\} 64$/m)
     expect(text).toMatch(/^aap_run_slots\{what="refused_delegator"\} 0$/m)
+    expect(text).toMatch(/^aap_handoff_confirmations\{what="failed"\} 0$/m)
     expect(text).toMatch(/^aap_run_slots\{what="idempotency_sweep_failures"\} 0$/m)
     expect(text).toMatch(/^aap_connections\{what="open"\} [1-9]/m)
     // discovery: the card's provider keys were walked and their records sent; failed held-card pulls by kind

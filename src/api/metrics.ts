@@ -113,6 +113,10 @@ export class NodeMetrics {
       idempotency_deleted: runs.idempotency.stats.deleted,
       idempotency_sweep_failures: runs.idempotency.stats.failures
     }))
+    figures('aap_handoff_confirmations', 'Handoff successors on this node whose confirmation did not come in time (protocols/handoff.md), since start: asks of the sender (get_run), successors started because the predecessor named them, successors failed with HANDOFF_UNCONFIRMED', ({ runs }) => {
+      const s = runs.handoffConfirmations
+      return { asks: s.asks, started_on_ask: s.startedOnAsk, failed: s.failed }
+    })
     figures('aap_storage_syncs', 'Syncs of the datastore\'s log to disk since start (src/storage/durability.ts), and those that failed; absent without a data dir', ({ durability: d }) =>
       d === undefined ? undefined : { syncs: d.stats.syncs, failures: d.stats.failures })
     figures('aap_bootstrap', 'The bootstrap loop (src/wire/bootstrap.ts), since start: rounds that reached no bootstrap peer since the last that did, redials of a peer that closed the connection again while this node held others, checks that waited before such a redial, redials at once of a node that looked cut off, and the wait before the next such redial (ms); absent without --bootstrap', ({ bootstrap: b }) =>

@@ -2,14 +2,18 @@
  * The second phase of a handoff, on the receiving side. The receiver creates
  * the successor run when asked (phase one), but starts it only once the
  * sender confirms, with the predecessor's committed handoff event that names
- * it (phase two). A successor that is never confirmed (the sender's call
- * timed out and it never committed, or it died) is asked about once
- * (get_run on the predecessor) and then failed with HANDOFF_UNCONFIRMED:
- * no run is left running that nobody will ever hear about.
+ * it (phase two). A successor that is not confirmed in time (the sender's
+ * call timed out and it never committed, it died, or only the confirmation
+ * was lost) is asked about (get_run on the predecessor): it starts if the
+ * predecessor names it, and is failed with HANDOFF_UNCONFIRMED if the
+ * predecessor does not, or if the sender could not be asked
+ * HANDOFF_CONFIRM_ASKS_MAX times running. No run is left running that nobody
+ * will ever hear about, and one lost packet does not end a task line whose
+ * handoff was committed.
  */
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
-import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
-import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError } from '../errors.ts'
+import { FAILURE_MESSAGE_MAX_CHARS, HANDOFF_CONFIRM_ASK_INTERVAL_MS, HANDOFF_CONFIRM_ASKS_MAX } from './constants.ts'
+import { AapError, InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -31,23 +35,38 @@ export interface ConfirmationsInit {
   /** Fail a successor that was never confirmed. */
   fail: (runId: string, message: string) => Promise<void>
   timeoutMs?: number
+  /** Between two asks of a sender that could not be asked (default HANDOFF_CONFIRM_ASK_INTERVAL_MS). */
+  askIntervalMs?: number
+}
+
+/** Stats of the asks after a confirmation that did not come (tests, metrics). */
+export interface ConfirmationStats {
+  /** get_run asks made of a sender. */
+  asks: number
+  /** Successors started because the predecessor, asked, named them. */
+  startedOnAsk: number
+  /** Successors failed with HANDOFF_UNCONFIRMED. */
+  failed: number
 }
 
 export class HandoffConfirmations {
   private readonly i: ConfirmationsInit
   private readonly waiting = new Map<string, Awaiting>()
   private readonly timeoutMs: number
+  private readonly askIntervalMs: number
+  readonly stats: ConfirmationStats = { asks: 0, startedOnAsk: 0, failed: 0 }
 
   constructor (init: ConfirmationsInit) {
     this.i = init
     this.timeoutMs = init.timeoutMs ?? HANDOFF_CONFIRM_TIMEOUT_MS
+    this.askIntervalMs = init.askIntervalMs ?? HANDOFF_CONFIRM_ASK_INTERVAL_MS
   }
 
   /** A successor was created and its handle is out: start it once the sender confirms. */
   expect (runId: string, from: HandoffLink, start: () => void): void {
-    const timer = setTimeout(() => { void this.expire(runId) }, this.timeoutMs)
-    timer.unref?.()
-    this.waiting.set(runId, { from, start, timer })
+    const w: Awaiting = { from, start, timer: setTimeout(() => { void this.ask(runId, w, 1) }, this.timeoutMs) }
+    w.timer.unref?.()
+    this.waiting.set(runId, w)
   }
 
   /**
@@ -100,28 +119,51 @@ export class HandoffConfirmations {
     w.start()
   }
 
-  /** No confirmation in time: ask the predecessor's executor once, then fail the successor. */
-  private async expire (runId: string): Promise<void> {
-    const w = this.waiting.get(runId)
-    if (w === undefined) return
-    let why = 'the sender did not confirm the handoff'
+  /**
+   * No confirmation in time: ask the predecessor's executor. Its answer
+   * decides (start when the predecessor names this run, fail otherwise); a
+   * sender that cannot be asked (unreachable, or no answer in time) is asked
+   * again HANDOFF_CONFIRM_ASK_INTERVAL_MS later, HANDOFF_CONFIRM_ASKS_MAX
+   * times in all. A confirmation that arrives meanwhile starts the run as
+   * usual, and this ask then leaves it alone, as it does after `stop()`.
+   */
+  private async ask (runId: string, w: Awaiting, attempt: number): Promise<void> {
+    if (this.waiting.get(runId) !== w) return
+    let why: string
+    this.stats.asks++
     try {
       const pred = await this.i.getRemoteRun(w.from.run_id)
+      if (this.waiting.get(runId) !== w) return
       if (pred.handoff_to?.run_id === runId) {
         // committed, but the confirmation was lost on the way
+        this.stats.startedOnAsk++
         this.started(runId, w)
         return
       }
       why = `the predecessor ${pred.state === 'completed' ? 'was handed to another run' : `is ${pred.state}`}`
     } catch (err) {
-      why = `the sender did not confirm the handoff and cannot be asked: ${toAapError(err).message}`
+      if (this.waiting.get(runId) !== w) return
+      const e = toAapError(err)
+      why = `the sender did not confirm the handoff and cannot be asked: ${e.message}`
+      if (unreachable(e) && attempt < HANDOFF_CONFIRM_ASKS_MAX) {
+        this.i.log.info({ run_id: runId, from: w.from.run_id, attempt, reason: e.details?.reason }, 'the sender of an unconfirmed handoff could not be asked; asking again')
+        w.timer = setTimeout(() => { void this.ask(runId, w, attempt + 1) }, this.askIntervalMs)
+        w.timer.unref?.()
+        return
+      }
     }
     this.waiting.delete(runId)
-    this.i.log.warn({ run_id: runId, from: w.from.run_id, why }, 'failing a handoff successor that was never confirmed')
+    this.stats.failed++
+    this.i.log.warn({ run_id: runId, from: w.from.run_id, why, asks: attempt }, 'failing a handoff successor that was never confirmed')
     try {
       await this.i.fail(runId, cutText(why, FAILURE_MESSAGE_MAX_CHARS))
     } catch (err) {
       this.i.log.error({ err: toAapError(err), run_id: runId }, 'an unconfirmed handoff successor could not be failed')
     }
   }
+}
+
+/** An ask that reached nobody (no answer, or no connection): asking again may get one. */
+function unreachable (e: AapError): boolean {
+  return e.code === 'AGENT_NOT_FOUND' || e.code === 'TIMEOUT'
 }

@@ -45,3 +45,12 @@ export const PAYLOAD_MAX_DEPTH = 64
  * ends. A move of the run's record (an event) starts the count again.
  */
 export const LIVENESS_UNREAD_BOUND_FACTOR = 4
+/**
+ * A handoff successor whose confirmation did not come in time asks the
+ * sender for the predecessor (get_run) at most this many times while the
+ * sender cannot be asked (no connection, or no answer in time), then fails
+ * with HANDOFF_UNCONFIRMED. An answer decides at once.
+ */
+export const HANDOFF_CONFIRM_ASKS_MAX = 4
+/** Between two asks of a sender that could not be asked (so at most 15 s more after HANDOFF_CONFIRM_TIMEOUT_MS). */
+export const HANDOFF_CONFIRM_ASK_INTERVAL_MS = 5_000

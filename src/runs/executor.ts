@@ -85,7 +85,7 @@ export class RunExecutor implements HandlerHost {
   private readonly pendingStart = new Map<string, PendingStart>()
   private readonly handoffClient: RpcClient
   private readonly key: PrivateKey
-  private readonly confirmations: HandoffConfirmations
+  readonly confirmations: HandoffConfirmations
   private readonly unserve: Array<() => Promise<void>> = []
   private readonly verdictFrom: RecoverySide['verdictFrom']
   private readonly signatures: SignatureCache

@@ -102,8 +102,10 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
     const committed = await h.commit(runId, { type: 'handoff', to: { run_id: made.run_id, agent_id: toAgent } }, actor)
     return { created: made, event: committed.event }
   })
-  // phase two: should this call be lost, the receiver asks for the run (get_run) before it gives up
-  h.client.call(peerOf(toAgent), 'confirm', { run_id: created.run_id, handoff_event: event }, opts).catch((err: unknown) => {
+  // phase two, committed: it belongs to no caller any more, so it has its own limits, not the caller's signal (a
+  // caller that gave up while the commit was under way would otherwise take the confirmation with it). Should it
+  // be lost, the receiver asks for the run (get_run) before it gives up (confirmations.ts).
+  h.client.call(peerOf(toAgent), 'confirm', { run_id: created.run_id, handoff_event: event }).catch((err: unknown) => {
     h.log.warn({ err: toAapError(err), run_id: runId, to: created.run_id }, 'the handoff confirmation did not arrive; the receiver will ask')
   })
   return created

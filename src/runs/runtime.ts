@@ -22,6 +22,7 @@ import { tagRunPeer } from '../wire/budget.ts'
 import { heldPeerRecord } from '../wire/peer-records.ts'
 import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
+import type { ConfirmationStats } from './confirmations.ts'
 import { RunExecutor } from './executor.ts'
 import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
@@ -157,6 +158,11 @@ export class Runs {
     await this.executor.start()
     await this.liveness.start()
     this.idempotency.start()
+  }
+
+  /** Asks after handoff confirmations that did not come, and what they decided (confirmations.ts). */
+  get handoffConfirmations (): ConfirmationStats {
+    return this.executor.confirmations.stats
   }
 
   /** The executor's run slots: held now, and new runs refused for want of one (slots.ts). */
