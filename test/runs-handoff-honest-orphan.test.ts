@@ -70,4 +70,32 @@ describe('an honest receiver\'s orphan after a retried handoff', () => {
     expect(seen.some(e => e.run_id === s1.run_id)).toBe(false)
     sub.close?.()
   })
+
+  it('a predecessor that ends handing off to no one: its receiver\'s orphan is not_named on a bystander, not held pending for good', async () => {
+    const task = 'task-honest-orphan-ended'
+    const seen: AgentEvent[] = []
+    const sub = await E.events.subscribe(task, { owner: A.agentId })
+    void (async () => { for await (const e of sub) seen.push(e) })().catch(() => {})
+    const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(r.run_id), 'R to start')
+    await until(() => seen.some(e => e.run_id === r.run_id && e.seq === 1), 'the bystander to hold R')
+    const pending0 = E.events.stats.gossip.lineage_pending
+    const answer = await phaseOneHandoff(B, bKey, C, r)
+    expect(answer.ok).toBe(true)
+    const s1 = answer.body!.run
+    await until(() => E.events.stats.gossip.lineage_pending > pending0, 'the bystander to hold S1 pending')
+
+    // R ends as its handler returns: it will never name S1
+    held.get(r.run_id)!.resolve()
+    await until(() => seen.some(e => e.run_id === r.run_id && e.type === 'run.completed'), 'the bystander to see R end')
+
+    // C's next event for S1 is not_named (Ignored) at once, not held as pending
+    const unnamed0 = E.events.stats.gossip.not_named
+    const pending1 = E.events.stats.gossip.lineage_pending
+    await A.runs.cancel(s1.run_id, 'not needed')
+    await until(() => E.events.stats.gossip.not_named > unnamed0, 'the bystander to Ignore C\'s event for S1 as not named')
+    expect(E.events.stats.gossip.lineage_pending).toBe(pending1)
+    expect(seen.some(e => e.run_id === s1.run_id)).toBe(false)
+    sub.close?.()
+  })
 })

@@ -13,7 +13,7 @@ import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import { eventHash, executorOfRun, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
-import { judgeRun, type LineageVerdict, type RunStanding } from '../runlog/lineage.ts'
+import { endsRun, judgeRun, type LineageVerdict, type RunStanding } from '../runlog/lineage.ts'
 import { ticketOf } from '../runlog/ticket.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import type { EventLog } from '../runlog/event-log.ts'
@@ -225,7 +225,7 @@ export class Correlations {
       ? { status: 'admitted', owner: rt.owner ?? '' }
       : rt.lineage === 'pending' ? { status: 'pending', waitingFor: rt.waitingFor ?? '' } : { status: 'rejected', reason: 'rejected' }
     const handoffTo = rt.head === undefined ? undefined : handoffTarget(rt.head)?.run_id
-    return { ticket: rt.ticket, verdict, handoffTo }
+    return { ticket: rt.ticket, verdict, handoffTo, ended: endsRun(rt.head) }
   }
 
   /**

@@ -15,6 +15,7 @@ import {
 import type { Logger } from '../logger.ts'
 import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
+import { endsRun } from '../runlog/lineage.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -182,8 +183,8 @@ export class Placement {
     remember(t, e)
     for (const s of t.subs) s.deliver(e)
     this.learn(t, e)
-    // an admitted start, or a handoff that names its successor, may settle runs waiting on this one
-    if (e.seq === 1 || handoffTarget(e) !== null) this.wake(t, e.run_id, accepted)
+    // an admitted start, a handoff that names its successor, or an end that names none, may settle runs waiting on this one
+    if (e.seq === 1 || handoffTarget(e) !== null || endsRun(e)) this.wake(t, e.run_id, accepted)
     this.placeEarly(t, rt, accepted)
     return 'accepted'
   }
@@ -395,7 +396,7 @@ export class Placement {
       // a run of this node's is in its log whatever its place; subscribers see it only once admitted
       if (rt.lineage === 'admitted') for (const s of t.subs) s.deliver(event)
       this.learn(t, event)
-      if (rt.lineage === 'admitted' && (event.seq === 1 || handoffTarget(event) !== null)) {
+      if (rt.lineage === 'admitted' && (event.seq === 1 || handoffTarget(event) !== null || endsRun(event))) {
         const accepted: AgentEvent[] = []
         this.wake(t, event.run_id, accepted)
         void this.i.copies.store(t, accepted)

@@ -27,6 +27,17 @@ export interface RunStanding {
   verdict: LineageVerdict
   /** The run its own handoff event names, once its log holds that event. */
   handoffTo: string | undefined
+  /**
+   * Its log ends with its executor's own terminal event (not a liveness
+   * verdict, which the executor's event may still replace): a run that ended
+   * without naming a successor will never name one.
+   */
+  ended?: boolean
+}
+
+/** A run's own last word: terminal, and from its executor (a delegator's liveness verdict is not). */
+export function endsRun (e: AgentEvent | undefined): boolean {
+  return e !== undefined && (e.type === 'run.completed' || e.type === 'run.failed') && e.declared_by === undefined
 }
 
 export type LineageVerdict =
@@ -52,7 +63,10 @@ export function judgeRun (started: AgentEvent, lookup: (runId: string) => RunSta
       return { status: 'rejected', reason: 'false_inheritance' }
     }
     if (p.verdict.status === 'pending') return { status: 'pending', waitingFor: t.handoff_from.run_id }
-    if (p.handoffTo === undefined) return { status: 'pending', waitingFor: t.handoff_from.run_id }
+    if (p.handoffTo === undefined) {
+      // a predecessor that ended handing off to no one never names this run (its sender's call gave up, handoff.md)
+      return p.ended === true ? { status: 'rejected', reason: 'not_named_by_predecessor' } : { status: 'pending', waitingFor: t.handoff_from.run_id }
+    }
     if (p.handoffTo !== t.run_id) return { status: 'rejected', reason: 'not_named_by_predecessor' }
     return { status: 'admitted', owner: p.verdict.owner }
   }
@@ -97,7 +111,8 @@ export function admitAll (logs: Map<string, AgentEvent[]>, owner?: string, signa
       if (before !== undefined && before.status !== 'pending') continue
       const verdict = judgeRun(started, id => standing.get(id), signatures)
       if (before === undefined || before.status !== verdict.status) changed = true
-      standing.set(runId, { ticket: ticketOf(started, undefined, signatures), verdict, handoffTo: handoffTargetOf(logs.get(runId) ?? []) })
+      const log = logs.get(runId) ?? []
+      standing.set(runId, { ticket: ticketOf(started, undefined, signatures), verdict, handoffTo: handoffTargetOf(log), ended: endsRun(log.at(-1)) })
     }
   }
   const owners = [...new Set([...standing.values()].flatMap(s => s.verdict.status === 'admitted' ? [s.verdict.owner] : []))].sort()
