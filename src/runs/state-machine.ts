@@ -77,8 +77,9 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
       if (!isExecutor(actor) && actor.role !== 'delegator' && actor.role !== 'authorized') return unauthorized(run, command, actor)
       if (run.state !== 'running') return refuse(run, command, 'only a running run can block')
       if (command.checkpoint_id.length === 0) return refuse(run, command, 'block needs a checkpoint_id')
-      // a run handed back to its delegator: its delegator is its executor, which may not resume it
-      if (run.delegator === run.agent_id && run.authorized.length === 0) {
+      // a run handed back to its delegator: its delegator is its executor, which may not resume it (nor may it as
+      // an authorized agent: the run's executor is never anything else to it)
+      if (run.delegator === run.agent_id && run.authorized.every(a => a === run.agent_id)) {
         return refuse(run, command, 'nobody could resume it: its delegator is its executor, and it names no authorized agent')
       }
       return {
