@@ -280,7 +280,11 @@ export class RunStore {
       let next = prev
       for (const e of events) next = foldEvent(next, e)
       if (next.state !== prev.state || next.checkpoint_id !== prev.checkpoint_id) await this.putOutgoing(next)
-      else if (next !== prev) this.remember(next)
+      else if (next !== prev) {
+        this.remember(next)
+        // not written, but moved: the executor was heard from (liveness counts that)
+        for (const l of this.outgoingListeners) l(next)
+      }
       return next
     })
   }
@@ -294,7 +298,10 @@ export class RunStore {
     this.outgoing.set(run.run_id, run)
   }
 
-  /** Call `listener` with every outgoing record written from now on; returns the function that stops it. */
+  /**
+   * Call `listener` with every move of an outgoing record from now on (written, or a progress report folded in
+   * memory); returns the function that stops it.
+   */
   onOutgoing (listener: (run: Run) => void): () => void {
     this.outgoingListeners.add(listener)
     return () => { this.outgoingListeners.delete(listener) }
