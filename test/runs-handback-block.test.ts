@@ -39,7 +39,7 @@ describe('the block of a run handed back to its delegator', () => {
     const outcome = Promise.withResolvers<string>()
 
     beforeAll(async () => {
-      [A, B] = await startLoneNodes(2)
+      ;[A, B] = await startLoneNodes(2) as [MeshNode, MeshNode]
       // B hands every run back to A; A, executing it, tries to block it
       B.runs.handle(CAP, async (ctx) => { await ctx.handoff(A.agentId, { back: true }); return {} })
       A.runs.handle(CAP, async (ctx) => {

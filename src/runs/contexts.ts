@@ -84,11 +84,13 @@ export class Contexts {
     const id = contextId ?? ''
     return this.locks.run(`${from}\n${id}`, async () => {
       const now = new Date().toISOString()
+      // a first turn delegated without a context: named by its run id from now on, whether continued by that run
+      // (continue_run) or by its name (context_id)
+      const first = prev ?? await this.ownFirstTurn(from, id)
       const rec = await this.get(from, id) ??
-        (prev === undefined
+        (first === undefined
           ? { context_id: id, delegator: from, correlation_id: req.task_id, turns: [], saved: null, updated_at: now }
-          // a first turn delegated without a context: named by its run id from now on
-          : { context_id: id, delegator: from, correlation_id: prev.correlation_id, turns: [prev.run_id], saved: null, updated_at: now })
+          : { context_id: id, delegator: from, correlation_id: first.correlation_id, turns: [first.run_id], saved: null, updated_at: now })
       if (rec.correlation_id !== req.task_id) {
         throw new InvalidRequestError(`the turns of context ${id} belong to task ${rec.correlation_id}`, { reason: 'turn_correlation' })
       }
@@ -112,6 +114,13 @@ export class Contexts {
         record: { ...rec, turns: [...rec.turns, runId], updated_at: now }
       })
     })
+  }
+
+  /** The run of this executor that `from` delegated as a first turn of its own (its context named by its run id), if `id` is one. */
+  private async ownFirstTurn (from: string, id: string): Promise<Run | undefined> {
+    if (executorOfRun(id) !== this.self) return undefined
+    const run = await this.store.get(id)
+    return run !== undefined && run.delegator === from && run.context_id === undefined ? run : undefined
   }
 
   async get (delegator: string, contextId: string): Promise<ContextRecord | undefined> {
