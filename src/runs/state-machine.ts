@@ -19,7 +19,11 @@
  * everything (INVALID_TRANSITION); then the actor must be one the command
  * allows (UNAUTHORIZED), except that the executor resuming its own run is
  * INVALID_TRANSITION, as the profile words it; then the state must allow the
- * command (INVALID_TRANSITION).
+ * command (INVALID_TRANSITION); last, a step that does not end the run must
+ * leave room in its log for the end (INVALID_TRANSITION, reason
+ * run_log_full): a run has EVENTS_MAX_EVENTS_PER_RUN events at most, since
+ * no follower takes more, so progress needs one seq after it, a block two
+ * (its resume, then the end).
  *
  *   command   allowed actors                  from states        to
  *   progress  executor                        running            running
@@ -30,6 +34,7 @@
  *   cancel    delegator, authorized           running, blocked   failed (code CANCELED)
  *   handoff   executor, delegator, authorized running, blocked   completed (handoff_to set)
  */
+import { EVENTS_MAX_EVENTS_PER_RUN } from '../constants.ts'
 import { AapError, InvalidTransitionError, UnauthorizedError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type HandoffLink, type Run, type RunFailure } from '../runlog/types.ts'
 import type { Actor, RunCommand, TransitionResult } from './types.ts'
@@ -43,6 +48,21 @@ function refuse (run: Run, command: RunCommand, why: string): TransitionOutcome 
     ok: false,
     error: new InvalidTransitionError(`cannot ${command.type} run ${run.run_id} in state ${run.state}: ${why}`, {
       run_id: run.run_id, state: run.state, command: command.type
+    })
+  }
+}
+
+/** Seqs a step that does not end the run must leave after its own, for what must still be able to follow it. */
+const ROOM_AFTER: Partial<Record<RunCommand['type'], number>> = { progress: 1, resume: 1, block: 2 }
+
+/** INVALID_TRANSITION (run_log_full) when the run's log has no room for the command and what must follow it. */
+function logFull (run: Run, command: RunCommand): TransitionOutcome | undefined {
+  const after = ROOM_AFTER[command.type]
+  if (after === undefined || run.last_seq + 1 + after <= EVENTS_MAX_EVENTS_PER_RUN) return undefined
+  return {
+    ok: false,
+    error: new InvalidTransitionError(`cannot ${command.type} run ${run.run_id}: its log holds ${run.last_seq} of at most ${EVENTS_MAX_EVENTS_PER_RUN} events, and the rest is kept for its end`, {
+      run_id: run.run_id, state: run.state, command: command.type, reason: 'run_log_full', max: EVENTS_MAX_EVENTS_PER_RUN
     })
   }
 }
@@ -71,6 +91,8 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
     case 'progress': {
       if (!isExecutor(actor)) return unauthorized(run, command, actor)
       if (run.state !== 'running') return refuse(run, command, 'only a running run reports progress')
+      const full = logFull(run, command)
+      if (full !== undefined) return full
       return { ok: true, result: { run: next(run, {}, now), event: { type: 'run.progress', payload: command.payload } } }
     }
     case 'block': {
@@ -82,6 +104,8 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
       if (run.delegator === run.agent_id && run.authorized.every(a => a === run.agent_id)) {
         return refuse(run, command, 'nobody could resume it: its delegator is its executor, and it names no authorized agent')
       }
+      const full = logFull(run, command)
+      if (full !== undefined) return full
       return {
         ok: true,
         result: {
@@ -95,6 +119,8 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
       if (isExecutor(actor)) return refuse(run, command, 'a blocked run must not resume itself; its delegator resumes it')
       if (!isOwner(actor)) return unauthorized(run, command, actor)
       if (run.state !== 'blocked') return refuse(run, command, 'only a blocked run can resume')
+      const full = logFull(run, command)
+      if (full !== undefined) return full
       return {
         ok: true,
         result: {
