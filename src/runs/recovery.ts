@@ -98,7 +98,10 @@ export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<
     try {
       await x.fail(run.run_id, 'EXECUTOR_RESTARTED', 'the executing node restarted while the run was executing')
     } catch (err) {
-      x.log.error({ err: toAapError(err), run_id: run.run_id }, 'a run interrupted by a restart could not be failed; it stays running')
+      const e = toAapError(err)
+      // ended meanwhile by other means (its delegator's cancel, a handoff, a verdict that came first): nothing stays running
+      if (e.code === 'INVALID_TRANSITION') x.log.info({ run_id: run.run_id, err: e }, 'a run interrupted by a restart had ended meanwhile')
+      else x.log.error({ err: e, run_id: run.run_id }, 'a run interrupted by a restart could not be failed; it stays running')
     }
   })))
 }
