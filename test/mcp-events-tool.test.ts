@@ -2,13 +2,17 @@
  * The MCP `events` tool says how its wait ended: a stream the node ends with
  * a typed error is the tool's error (it was dropped, and the tool answered
  * as if it had waited), and a stream the node closes early is
- * `stream_closed`, not `waited`. The tool is driven with a client whose
+ * `stream_closed`, not `waited`. A call that a bound stopped is continued by
+ * the next with its cursor (`after`). The tool is driven with a client whose
  * stream yields what the API's SSE route would send.
  */
 import { describe, expect, it } from 'vitest'
 import type { ApiClient } from '../src/api/client.ts'
 import { AapError } from '../src/errors.ts'
 import { TOOLS } from '../src/mcp/tools.ts'
+import { MCP_EVENTS_MAX } from '../src/mcp/constants.ts'
+import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION, RUN_ID_MAX_CHARS } from '../src/constants.ts'
+import { Ajv } from 'ajv'
 
 type Sse = { event: string, data: unknown }
 
@@ -32,6 +36,34 @@ describe('the MCP events tool', () => {
 
   it('says the node closed the stream when it ends before the wait is over', async () => {
     const r = await events.run(clientOf([started, { event: 'ready', data: {} }]), { correlation_id: 'c1', wait_ms: 5_000 })
-    expect(r).toEqual({ correlation_id: 'c1', events: [started.data], ended_by: 'stream_closed' })
+    expect(r).toEqual({ correlation_id: 'c1', events: [started.data], ended_by: 'stream_closed', after: {} })
+  })
+
+  it('goes on where a bound stopped it: the next call with the result\'s `after` returns the events after it', async () => {
+    const ev = (run: string, seq: number): Sse => ({ event: seq === 1 ? 'run.started' : 'run.progress', data: { run_id: run, seq } })
+    // more history than one call returns, over two runs
+    const history: Sse[] = []
+    for (let seq = 1; seq <= MCP_EVENTS_MAX; seq++) history.push(ev('r1', seq), ev('r2', seq))
+    const sse = [...history, { event: 'ready', data: {} }]
+    const first = await events.run(clientOf(sse), { correlation_id: 'c1', wait_ms: 0 }) as { events: Array<{ run_id: string, seq: number }>, ended_by: string, after: Record<string, number> }
+    expect(first.ended_by).toBe('max_events')
+    expect(first.events).toHaveLength(MCP_EVENTS_MAX)
+    expect(first.after).toEqual({ r1: MCP_EVENTS_MAX / 2, r2: MCP_EVENTS_MAX / 2 })
+    const second = await events.run(clientOf(sse), { correlation_id: 'c1', wait_ms: 0, after: first.after }) as typeof first
+    expect(second.events).toEqual(history.slice(MCP_EVENTS_MAX).map(e => e.data))
+    // the cursor carries every run seen, including those of earlier calls
+    expect(second.after).toEqual({ r1: MCP_EVENTS_MAX, r2: MCP_EVENTS_MAX })
+    const third = await events.run(clientOf(sse), { correlation_id: 'c1', wait_ms: 0, after: second.after }) as typeof first
+    expect(third.events).toEqual([])
+    expect(third.after).toEqual(second.after)
+  })
+
+  it('bounds the cursor it takes: runs of one correlation, run ids, seqs', () => {
+    const check = new Ajv({ strict: false, allowUnionTypes: true }).compile(events.inputSchema)
+    expect(check({ correlation_id: 'c1', after: { r1: 3 } })).toBe(true)
+    expect(check({ correlation_id: 'c1', after: { r1: -1 } })).toBe(false)
+    expect(check({ correlation_id: 'c1', after: { r1: EVENTS_MAX_EVENTS_PER_RUN + 1 } })).toBe(false)
+    expect(check({ correlation_id: 'c1', after: { ['x'.repeat(RUN_ID_MAX_CHARS + 1)]: 1 } })).toBe(false)
+    expect(check({ correlation_id: 'c1', after: Object.fromEntries(Array.from({ length: EVENTS_MAX_RUNS_PER_CORRELATION + 1 }, (_, i) => [`r${i}`, 1])) })).toBe(false)
   })
 })

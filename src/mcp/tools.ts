@@ -11,6 +11,7 @@ import {
   MCP_RESULT_MAX_BYTES
 } from './constants.ts'
 import { AapError, isErrorCode } from '../errors.ts'
+import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION, RUN_ID_MAX_CHARS } from '../constants.ts'
 
 type Schema = Record<string, unknown>
 
@@ -160,10 +161,18 @@ export const TOOLS: Tool[] = [
     description: 'The run events of a correlation: those the node holds or can sync, then new ones for up to wait_ms, ' +
       `or until an event of type \`until\` (at most ${MCP_EVENTS_MAX} events, ${MCP_RESULT_MAX_BYTES} bytes); \`ended_by\` says which (waited, until, max_events, max_bytes, ` +
       `history_timeout when the history took more than ${MCP_EVENTS_HISTORY_MAX_MS} ms, stream_closed when the node closed the stream first, stream_broken when the connection to the node broke); ` +
-      'a stream the node ends with an error is an error result. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
+      'a stream the node ends with an error is an error result. The result\'s `after` (the highest seq returned of each run, merged with the ' +
+      '`after` given) passed to the next call returns only the events after it: what a bound left out comes then. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/stream', {
       wait_ms: { type: 'integer', minimum: 0, maximum: MCP_EVENTS_WAIT_MAX_MS, description: `how long to wait for new events after the history (default ${MCP_EVENTS_WAIT_DEFAULT_MS})` },
-      until: { type: 'string', enum: ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'], description: 'stop after the first event of this type' }
+      until: { type: 'string', enum: ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'], description: 'stop after the first event of this type' },
+      after: {
+        type: 'object',
+        description: 'run id -> seq: skip the events of each run at or below its seq (the `after` of an earlier result)',
+        maxProperties: EVENTS_MAX_RUNS_PER_CORRELATION,
+        propertyNames: { type: 'string', minLength: 1, maxLength: RUN_ID_MAX_CHARS },
+        additionalProperties: { type: 'integer', minimum: 0, maximum: EVENTS_MAX_EVENTS_PER_RUN }
+      }
     }),
     run: async (c, a, signal) => collectEvents(c, a, signal)
   },
@@ -193,6 +202,8 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
   if (signal?.aborted === true) ctl.abort()
   const history = setTimeout(() => { ctl.abort() }, MCP_EVENTS_HISTORY_MAX_MS)
   const events: Array<Record<string, unknown>> = []
+  // the cursor: events at or below a run's seq were returned by an earlier call
+  const after = new Map<string, number>(Object.entries((a.after ?? {}) as Record<string, number>))
   let bytes = 0
   let timer: NodeJS.Timeout | undefined
   let ready = false
@@ -213,11 +224,16 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
           throw new AapError(isErrorCode(e?.code) ? e.code : 'INTERNAL', typeof e?.message === 'string' ? e.message : 'the event stream ended with an error')
         }
         if (!ev.event.startsWith('run.')) continue
+        const { run_id: runId, seq } = ev.data as { run_id?: unknown, seq?: unknown }
+        if (typeof runId === 'string' && typeof seq === 'number') {
+          if (seq <= (after.get(runId) ?? 0)) continue
+        }
         // a result the MCP client can take: what is past the byte bound waits for the next call
         const size = Buffer.byteLength(JSON.stringify(ev.data)) + 1
         if (bytes + size > MCP_RESULT_MAX_BYTES - MCP_RESULT_MARGIN_BYTES) { reason = 'max_bytes'; break }
         bytes += size
         events.push(ev.data as Record<string, unknown>)
+        if (typeof runId === 'string' && typeof seq === 'number' && (after.has(runId) || after.size < EVENTS_MAX_RUNS_PER_CORRELATION)) after.set(runId, seq)
         if (a.until !== undefined && ev.event === a.until) { reason = 'until'; break }
         if (events.length >= MCP_EVENTS_MAX) { reason = 'max_events'; break }
       }
@@ -244,5 +260,5 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
     ctl.abort()
     eventsInFlight--
   }
-  return { correlation_id: a.correlation_id, events, ended_by: reason }
+  return { correlation_id: a.correlation_id, events, ended_by: reason, after: Object.fromEntries(after) }
 }
