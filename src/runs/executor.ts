@@ -157,7 +157,7 @@ export class RunExecutor implements HandlerHost {
   private async recover (): Promise<void> {
     for await (const run of this.store.live('executing')) {
       if (isTerminal(run.state)) continue
-      this.slots.restore(run.delegator, run.run_id)
+      this.slots.restore(run.handoff_from?.agent_id ?? run.delegator, run.run_id)
       this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false, ...(run.state === 'blocked' ? { blockedAcrossRestart: true as const } : {}) })
       if (run.state === 'running') this.interrupted.push(run)
     }
