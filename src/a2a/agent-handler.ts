@@ -29,12 +29,16 @@ import {
 } from '@a2a-js/sdk/server'
 import { A2AError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
 import type { AgentCard as MeshCard } from '../card/card.ts'
+import { DelegationRefusedError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
-import { A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_PER_AGENT } from './constants.ts'
+import {
+  A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
+  A2A_TASKS_MAX_PER_AGENT
+} from './constants.ts'
 import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
-import { TaskStreams } from './streams.ts'
+import { StreamBudget, TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
 import { TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
 import { BoundedTaskStore, listView } from './task-store.ts'
@@ -56,6 +60,10 @@ export interface MeshAgentHandlerOptions {
   watches?: WatchBudget
   /** SubscribeToTask streams open at once on one task (default A2A_SUBSCRIBERS_MAX_PER_TASK). */
   maxSubscribersPerTask?: number
+  /** Bytes of tasks kept (default A2A_TASKS_MAX_BYTES_PER_AGENT). */
+  maxTaskBytes?: number
+  /** The bound on open streams this handler shares (the server's; default: one of its own of A2A_STREAMS_MAX). */
+  streams?: StreamBudget
 }
 
 export class MeshAgentHandler implements A2ARequestHandler {
@@ -88,13 +96,13 @@ export class MeshAgentHandler implements A2ARequestHandler {
       this.runs.drop(taskId)
       this.refresher.forget(taskId)
       this.buses.cleanupByTaskId(taskId)
-    })
+    }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT)
     this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
     this.refresher = new TaskRefresher({
       node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal,
       followed: (taskId) => this.runs.get(taskId) !== undefined || this.resuming.has(taskId)
     })
-    this.streams = new TaskStreams(this.store, this.buses, log, opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK)
+    this.streams = new TaskStreams(this.store, this.buses, log, opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK, opts.streams ?? new StreamBudget(A2A_STREAMS_MAX))
     const executor: AgentExecutor = {
       execute: async (ctx, bus) => { await this.execute(ctx, bus) },
       cancelTask: async (taskId, bus) => { await this.cancelExecution(taskId, bus) }
@@ -161,12 +169,15 @@ export class MeshAgentHandler implements A2ARequestHandler {
   }
 
   async * sendMessageStream (params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
+    // a stream past the server's bound is refused before the mesh call (untilClosed gives it back)
+    this.streams.budget.take()
     this.inFlight++
     let key: string
     try {
       key = await this.prepare(params, context)
     } catch (err) {
       this.inFlight--
+      this.streams.budget.give()
       throw err
     }
     // a client that goes ends its response; the SDK's stream is read on to its end (it saves the task's events), and only then is the request over
@@ -280,6 +291,10 @@ export class MeshAgentHandler implements A2ARequestHandler {
         if (msg.contextId === '') msg.contextId = randomUUID()
         if (!CORRELATION_ID.test(msg.contextId)) throw new RequestMalformedError('contextId (the mesh correlation id) must match ^[A-Za-z0-9._:/-]{1,128}$')
         const { capability, input } = readDelegate(msg, this.meshCard.capabilities)
+        // before the mesh call: a task refused here has started no run
+        if (this.store.full) {
+          throw new DelegationRefusedError(`this agent's open A2A tasks hold ${this.store.bytes} bytes, its bound (A2A_TASKS_MAX_BYTES_PER_AGENT ${this.store.maxBytes}); try again when some have ended`, { reason: 'capacity', limit: this.store.maxBytes })
+        }
         // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
         const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })
         this.prepared.set(msg.messageId, { run, taken: false })
@@ -340,7 +355,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
    */
   private async cancelExecution (taskId: string, bus: ExecutionEventBus): Promise<void> {
     const task = await this.store.load(taskId, { tenant: '' } as unknown as ServerCallContext)
-    const runId = runIdOf(task) ?? this.runs.get(taskId)?.runId
+    // the tracked run first: after a handoff it is the next run already, while the task's metadata names the
+    // handed-off one until the next run's first event is saved
+    const runId = this.runs.get(taskId)?.runId ?? runIdOf(task)
     if (task === undefined || runId === undefined) throw new TaskNotFoundError(`no task ${taskId.slice(0, 128)}`)
     if (task.status !== undefined && isFinalState(task.status.state)) throw new TaskNotCancelableError(`task ${taskId} is over`)
     let run: Run

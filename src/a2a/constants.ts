@@ -39,6 +39,12 @@ export const A2A_AGENT_HANDLERS_MAX = 256
 /** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
 export const A2A_TASKS_MAX_PER_AGENT = 10_000
 /**
+ * Bytes of tasks the inbound server keeps per agent, each task counted by the length of its JSON when saved (its
+ * messages, history and artifacts): past it the least recently written finished tasks are dropped, and when only
+ * open tasks are left a new task is refused (DELEGATION_REFUSED, reason capacity) while the open ones go on.
+ */
+export const A2A_TASKS_MAX_BYTES_PER_AGENT = 16 * 1024 * 1024
+/**
  * Tasks waiting for input whose runs the inbound server watches, all its agents together (a cancel, failure,
  * handoff or resume made outside A2A reaches the task through the watch). Each watch holds one of the node's
  * correlation topics, so a quarter of them at most; past it the watch of the task that has waited longest
@@ -60,6 +66,17 @@ export const A2A_LIST_REFRESH_MAX = 8
 export const A2A_TASK_REFRESH_HANDOFFS_MAX = 8
 /** SubscribeToTask streams open at once on one task; past it a new one is refused (TooManySubscribersError). */
 export const A2A_SUBSCRIBERS_MAX_PER_TASK = 8
+/**
+ * Streams (SubscribeToTask and SendStreamingMessage) the inbound server keeps open at once, all its agents
+ * together; past it a new one is refused as one past A2A_SUBSCRIBERS_MAX_PER_TASK is (TooManyStreamsError), before
+ * any mesh call. Half the server's connections, so unary calls still get in.
+ */
+export const A2A_STREAMS_MAX = 128
+/**
+ * Connections the inbound server's HTTP server takes at once (its maxConnections, well under a default limit
+ * of 1024 open files): past it a new connection is closed at once (counted, and logged).
+ */
+export const A2A_SERVER_MAX_CONNECTIONS = 256
 /**
  * Messages of a task's history the inbound server keeps (the latest; each run.progress adds one).
  * The run's own log keeps every event (GetRun, replay).
@@ -95,3 +112,22 @@ export const A2A_TASK_MAX_MS = 60 * 60 * 1000
 export const A2A_POLL_INTERVAL_MS = 250
 /** Outbound A2A agents one node bridges. */
 export const A2A_OUTBOUND_AGENTS_MAX = 16
+/**
+ * Bytes of one answer the bridge reads from an A2A server outside a stream: the agent card, a unary call's
+ * answer (SendMessage, GetTask, CancelTask) and the body of an error. As large as one event of a stream may be
+ * (the SDK's SSE reader stops an event at 4 MiB), and far more than a task the bridge can use carries
+ * (A2A_OUTBOUND_ARTIFACT_MAX_BYTES of artifacts): past it the read stops, the connection is closed and the call
+ * fails (the run with "too large"). A stream has no total bound, only the per-event one, so a long task streams on.
+ */
+export const A2A_RESPONSE_MAX_BYTES = 4 * 1024 * 1024
+/**
+ * run.progress events one forwarded task may report, its A2A task id included (well below the events a node
+ * keeps of a run, EVENTS_MAX_EVENTS_PER_RUN, so the run's end is never past them): later status messages are
+ * not reported (counted, and logged once), and the run ends as the task does.
+ */
+export const A2A_PROGRESS_MAX_PER_RUN = 1_000
+/**
+ * Least time between two run.progress events of one forwarded task: status messages that come faster are
+ * coalesced, and the latest of them is reported when the time is up (unless the task blocks or ends first).
+ */
+export const A2A_PROGRESS_MIN_INTERVAL_MS = 1_000

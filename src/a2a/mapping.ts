@@ -72,7 +72,7 @@ export function textOf (parts: readonly Part[]): string {
   return parts.flatMap(p => p.content?.$case === 'text' ? [p.content.value] : []).join('\n')
 }
 
-function capabilityOf (v: unknown): CapabilityRef | undefined {
+export function capabilityOf (v: unknown): CapabilityRef | undefined {
   if (!isRecord(v) || typeof v.capability_id !== 'string' || typeof v.version !== 'string') return undefined
   return { capability_id: v.capability_id, version: v.version }
 }
@@ -270,9 +270,16 @@ export type TaskUpdate = { kind: 'statusUpdate', data: TaskStatusUpdateEvent } |
  * WORKING (progress in a DataPart), blocked -> INPUT_REQUIRED with the
  * checkpoint, completed -> the output artifact then COMPLETED, failed ->
  * FAILED (CANCELED when its delegator canceled it) with the failure.
+ * Their metadata is the whole extension object (the SDK replaces the task's
+ * with it, one key deep): the run, its executing agent (the event's
+ * executor: after a handoff, the new one), its capability (`capability`, or
+ * the one a run.started names), the correlation, and the event's seq and type.
  */
-export function eventToUpdates (e: AgentEvent, ids: { taskId: string, contextId: string }): TaskUpdate[] {
-  const meta = { [A2A_MESH_EXTENSION_URI]: { run_id: e.run_id, seq: e.seq, event: e.type, correlation_id: e.correlation_id } }
+export function eventToUpdates (e: AgentEvent, ids: { taskId: string, contextId: string }, capability?: CapabilityRef): TaskUpdate[] {
+  const cap = (e.type === 'run.started' ? capabilityOf(e.payload.capability) : undefined) ?? capability
+  const meta = {
+    [A2A_MESH_EXTENSION_URI]: { run_id: e.run_id, agent_id: e.executor, correlation_id: e.correlation_id, ...(cap === undefined ? {} : { capability: cap }), seq: e.seq, event: e.type }
+  }
   const status = (state: TaskState, msg?: Message): TaskUpdate => ({
     kind: 'statusUpdate',
     data: { taskId: ids.taskId, contextId: ids.contextId, status: { state, message: msg, timestamp: e.at }, metadata: meta }
@@ -307,7 +314,8 @@ export function eventToUpdates (e: AgentEvent, ids: { taskId: string, contextId:
  * one gives its output artifact, then COMPLETED.
  */
 export function runToUpdates (run: Run, ids: { taskId: string, contextId: string }): TaskUpdate[] {
-  const meta = { [A2A_MESH_EXTENSION_URI]: { run_id: run.run_id, seq: run.last_seq, correlation_id: run.correlation_id } }
+  // the whole extension object, as the task's own (runMetadata), with the seq read
+  const meta = { [A2A_MESH_EXTENSION_URI]: { ...runMetadata(run)[A2A_MESH_EXTENSION_URI] as JsonObject, seq: run.last_seq } }
   const update = (status: TaskStatus): TaskUpdate => ({ kind: 'statusUpdate', data: { ...ids, status, metadata: meta } })
   if (run.handoff_to !== null) {
     const payload = { transition: 'handoff', handoff_to: run.handoff_to }

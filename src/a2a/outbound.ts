@@ -14,7 +14,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { AgentCard as A2aCard, Artifact, Message, SendMessageRequest, StreamResponse, TaskStatus } from '@a2a-js/sdk'
-import { ClientFactory, DefaultAgentCardResolver, type Client } from '@a2a-js/sdk/client'
+import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
 import type { CapabilityRef, CardDraft } from '../card/card.ts'
 import { InvalidRequestError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -22,9 +22,13 @@ import type { MeshNode } from '../node.ts'
 import type { RunContext } from '../runs/runtime.ts'
 import { withDeadline, withinDeadline } from '../util/deadline.ts'
 import {
-  A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_OUTBOUND_ARTIFACT_MAX_BYTES, A2A_POLL_INTERVAL_MS, A2A_TASK_MAX_MS
+  A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_OUTBOUND_ARTIFACT_MAX_BYTES, A2A_POLL_INTERVAL_MS,
+  A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, A2A_RESPONSE_MAX_BYTES, A2A_TASK_MAX_MS
 } from './constants.ts'
 import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
+import { boundedFetch, ProgressGate, tooLargeIn, type ProgressBounds } from './outbound-bounds.ts'
+
+export { A2aAnswerTooLargeError } from './outbound-bounds.ts'
 
 export interface BridgedAgent {
   url: string
@@ -99,10 +103,15 @@ export class A2aOutbound {
   private readonly log: Logger
   private readonly agents = new Map<string, BridgedAgent>()
   private readonly handlers = new Map<string, () => void>()
+  private readonly progressBounds: ProgressBounds
+  private readonly fetchImpl: typeof fetch
 
-  constructor (node: MeshNode, log: Logger) {
+  /** `opts` makes the bounds smaller than the constants (tests). */
+  constructor (node: MeshNode, log: Logger, opts: { progress?: Partial<ProgressBounds>, responseMaxBytes?: number } = {}) {
     this.node = node
     this.log = log
+    this.progressBounds = { maxPerRun: A2A_PROGRESS_MAX_PER_RUN, minIntervalMs: A2A_PROGRESS_MIN_INTERVAL_MS, ...opts.progress }
+    this.fetchImpl = boundedFetch(opts.responseMaxBytes ?? A2A_RESPONSE_MAX_BYTES)
   }
 
   list (): BridgedAgent[] {
@@ -142,19 +151,20 @@ export class A2aOutbound {
     if (this.agents.size >= A2A_OUTBOUND_AGENTS_MAX) throw new InvalidRequestError(`a node bridges at most ${A2A_OUTBOUND_AGENTS_MAX} A2A agents`)
 
     const resolver = new DefaultAgentCardResolver({
-      fetchImpl: async (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(A2A_CARD_FETCH_TIMEOUT_MS) })
+      fetchImpl: async (input, init) => this.fetchImpl(input, { ...init, signal: AbortSignal.timeout(A2A_CARD_FETCH_TIMEOUT_MS) })
     })
     let card: A2aCard
     try {
       card = await resolver.resolve(base.href)
     } catch (err) {
-      throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(err)}`)
+      throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(tooLargeIn(err) ?? err)}`)
     }
     const usable = card.supportedInterfaces.filter(i => (i.protocolBinding === 'JSONRPC' || i.protocolBinding === 'HTTP+JSON') && i.protocolVersion.startsWith('1.'))
     if (usable.length === 0) throw new InvalidRequestError(`the A2A agent at ${base.href} offers no A2A 1.x JSON-RPC or HTTP+JSON interface`)
     if (card.skills.length === 0) this.log.warn({ url: base.href }, 'a2a: the agent card lists no skills; it is offered as a2a:default')
 
-    const client = await new ClientFactory().createFromAgentCard(card)
+    const fetchImpl = this.fetchImpl
+    const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })] }).createFromAgentCard(card)
     const draft = a2aToMeshDraft(card)
     const skills = new Map<string, string>()
     const caps = draft.capabilities ?? []
@@ -196,10 +206,12 @@ export class A2aOutbound {
     ctx.signal.addEventListener('abort', onCancel, { once: true })
     let msg = delegateMessage(cap, ctx.input, contextId)
     let blocks = 0
+    const progress = new ProgressGate(ctx, this.log, this.progressBounds)
     try {
       for (;;) {
         const signal = deadline.signal
-        const outcome = streaming ? await this.stream(client, msg, view, ctx, signal) : await this.poll(client, msg, view, ctx, signal)
+        const outcome = streaming ? await this.stream(client, msg, view, progress, signal) : await this.poll(client, msg, view, progress, signal)
+        progress.discard()
         switch (outcome.kind) {
           case 'completed': return outcome.output
           case 'failed':
@@ -223,21 +235,22 @@ export class A2aOutbound {
       // the run fails here (its artifacts past the bound, its time limit, a broken stream): the A2A task is
       // canceled too, so the agent does not go on with work nobody will read
       onCancel()
-      throw new Error(`A2A agent ${agent.url}: ${messageOf(err)}`.slice(0, 1000), { cause: err })
+      throw new Error(`A2A agent ${agent.url}: ${messageOf(tooLargeIn(err) ?? err)}`.slice(0, 1000), { cause: err })
     } finally {
+      progress.close()
       deadline.clear()
       ctx.signal.removeEventListener('abort', onCancel)
     }
   }
 
   /** Report the task id once, so the run's events name the A2A task that carries it. */
-  private async noteTask (view: TaskView, id: string, ctx: RunContext): Promise<void> {
+  private async noteTask (view: TaskView, id: string, progress: ProgressGate): Promise<void> {
     if (view.taskId === id || id === '') return
     view.taskId = id
-    await ctx.progress({ a2a_task_id: id })
+    await progress.now({ a2a_task_id: id })
   }
 
-  private async stream (client: Client, msg: Message, view: TaskView, ctx: RunContext, signal: AbortSignal): Promise<TaskOutcome> {
+  private async stream (client: Client, msg: Message, view: TaskView, progress: ProgressGate, signal: AbortSignal): Promise<TaskOutcome> {
     let outcome: TaskOutcome = { kind: 'working' }
     const events: AsyncGenerator<StreamResponse> = client.sendMessageStream(sendRequest(msg, false), { signal })
     for await (const ev of events) {
@@ -245,19 +258,19 @@ export class A2aOutbound {
       if (p === undefined) continue
       if (p.$case === 'message') return { kind: 'completed', output: { message: partsOf(p.value) } }
       if (p.$case === 'task') {
-        await this.noteTask(view, p.value.id, ctx)
+        await this.noteTask(view, p.value.id, progress)
         for (const a of p.value.artifacts) view.artifact(a, false)
         view.status = p.value.status
       } else if (p.$case === 'artifactUpdate') {
         if (p.value.artifact !== undefined) view.artifact(p.value.artifact, p.value.append)
         continue
       } else {
-        await this.noteTask(view, p.value.taskId, ctx)
+        await this.noteTask(view, p.value.taskId, progress)
         view.status = p.value.status
       }
       outcome = outcomeOf(view.taskId, view.status, view.list(), view.inputs)
       if (outcome.kind === 'working') {
-        if (outcome.progress !== undefined && p.$case === 'statusUpdate') await ctx.progress(outcome.progress)
+        if (outcome.progress !== undefined && p.$case === 'statusUpdate') await progress.report(outcome.progress)
         continue
       }
       return outcome
@@ -270,10 +283,10 @@ export class A2aOutbound {
     return outcomeOf(view.taskId, view.status, view.list(), view.inputs)
   }
 
-  private async poll (client: Client, msg: Message, view: TaskView, ctx: RunContext, signal: AbortSignal): Promise<TaskOutcome> {
+  private async poll (client: Client, msg: Message, view: TaskView, progress: ProgressGate, signal: AbortSignal): Promise<TaskOutcome> {
     const first = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.sendMessage(sendRequest(msg, true), { signal: s }))
     if (!('status' in first)) return { kind: 'completed', output: { message: partsOf(first) } }
-    await this.noteTask(view, first.id, ctx)
+    await this.noteTask(view, first.id, progress)
     let task = first
     let lastMessage = ''
     for (;;) {
@@ -284,7 +297,7 @@ export class A2aOutbound {
       const mid = task.status?.message?.messageId ?? ''
       if (outcome.progress !== undefined && mid !== lastMessage) {
         lastMessage = mid
-        await ctx.progress(outcome.progress)
+        await progress.report(outcome.progress)
       }
       await sleep(A2A_POLL_INTERVAL_MS, undefined, { signal })
       task = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.getTask({ tenant: '', id: view.taskId }, { signal: s }))

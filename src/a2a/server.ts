@@ -21,11 +21,12 @@ import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
-  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
+  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES_PER_AGENT
 } from './constants.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
-import { ClientUser } from './streams.ts'
+import { ClientUser, StreamBudget } from './streams.ts'
 import { WatchBudget } from './task-runs.ts'
 
 const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
@@ -46,6 +47,12 @@ export interface A2aServerOptions {
   maxInputWatches?: number
   /** SubscribeToTask streams open at once on one task (default A2A_SUBSCRIBERS_MAX_PER_TASK). */
   maxSubscribersPerTask?: number
+  /** Streams open at once, all agents together (default A2A_STREAMS_MAX). */
+  maxStreams?: number
+  /** Connections the HTTP server takes at once (default A2A_SERVER_MAX_CONNECTIONS). */
+  maxConnections?: number
+  /** Bytes of tasks kept per agent (default A2A_TASKS_MAX_BYTES_PER_AGENT). */
+  maxTaskBytesPerAgent?: number
 }
 
 /**
@@ -80,8 +87,8 @@ export class A2aServer {
   private readonly maxAgents: number
   private readonly maxUnread: number
   private readonly handlerOpts: MeshAgentHandlerOptions
-  /** Entries dropped to make room for another agent (each had no open task); clients cut off for not reading. */
-  readonly stats = { evicted: 0, cutOff: 0 }
+  /** Entries dropped to make room for another agent (each had no open task); clients cut off for not reading; connections closed past maxConnections. */
+  readonly stats = { evicted: 0, cutOff: 0, dropped: 0 }
 
   private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number, handlerOpts: MeshAgentHandlerOptions) {
     this.handlerOpts = handlerOpts
@@ -99,14 +106,30 @@ export class A2aServer {
     app.disable('x-powered-by')
     const host = opts.host ?? A2A_DEFAULT_HOST
     const server = app.listen(opts.port, host)
+    server.maxConnections = opts.maxConnections ?? A2A_SERVER_MAX_CONNECTIONS
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
     const { port } = server.address() as AddressInfo
     const a2a = new A2aServer(node, opts.logger, server, `http://${host.includes(':') ? `[${host}]` : host}:${port}`, opts.cardRefreshMs ?? A2A_CARD_REFRESH_MS, opts.maxAgents ?? A2A_AGENT_HANDLERS_MAX, opts.maxUnreadBytes ?? A2A_MAX_UNREAD_BYTES, {
       watches: new WatchBudget(opts.maxInputWatches ?? A2A_INPUT_WATCHES_MAX),
-      maxSubscribersPerTask: opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK
+      maxSubscribersPerTask: opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK,
+      streams: new StreamBudget(opts.maxStreams ?? A2A_STREAMS_MAX),
+      maxTaskBytes: opts.maxTaskBytesPerAgent ?? A2A_TASKS_MAX_BYTES_PER_AGENT
     })
+    server.on('drop', () => { a2a.dropped() })
     a2a.routes(app)
     return a2a
+  }
+
+  /** A connection closed at once past maxConnections: counted, and logged at the 1st, 2nd, 4th, 8th... */
+  private dropped (): void {
+    const n = ++this.stats.dropped
+    if ((n & (n - 1)) === 0) this.log.warn({ dropped: this.stats.dropped, limit: this.server.maxConnections }, 'a2a: the server has as many connections as it takes; a new one was closed')
+  }
+
+  /** Streams open now, all agents together, and those refused past the bound. */
+  get streams (): { open: number, refused: number } {
+    const b = this.handlerOpts.streams
+    return { open: b?.open ?? 0, refused: b?.refused ?? 0 }
   }
 
   /** Base URL of a mesh agent's A2A endpoints. */

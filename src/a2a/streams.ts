@@ -1,5 +1,7 @@
 /**
- * The streams of one agent's A2A server, ended with their clients.
+ * The streams of one agent's A2A server, ended with their clients, and
+ * bounded: A2A_SUBSCRIBERS_MAX_PER_TASK per task, A2A_STREAMS_MAX for the
+ * whole server (a StreamBudget its agents share).
  *
  * SubscribeToTask is the SDK's resubscribe, made here so that it can be
  * bounded (A2A_SUBSCRIBERS_MAX_PER_TASK open at once on one task) and ended:
@@ -52,11 +54,48 @@ export class TooManySubscribersError extends UnsupportedOperationError {
   }
 }
 
+/** A stream past the bound of open streams of the whole server (an A2A UnsupportedOperationError on the wire, as TooManySubscribersError). */
+export class TooManyStreamsError extends UnsupportedOperationError {
+  constructor (limit: number) {
+    super({ message: `this server has ${limit} streams open already`, metadata: { reason: 'streams', limit: String(limit) } })
+    // the SDK maps errors to codes by name
+    this.name = 'UnsupportedOperationError'
+  }
+}
+
+/** Streams open at once on a whole server, all its agents together (SubscribeToTask and SendStreamingMessage). */
+export class StreamBudget {
+  readonly max: number
+  /** Streams open now. */
+  open = 0
+  /** Streams refused past `max`. */
+  refused = 0
+
+  constructor (max: number) {
+    this.max = max
+  }
+
+  /** Take one stream, or throw TooManyStreamsError. */
+  take (): void {
+    if (this.open >= this.max) {
+      this.refused++
+      throw new TooManyStreamsError(this.max)
+    }
+    this.open++
+  }
+
+  give (): void {
+    this.open = Math.max(0, this.open - 1)
+  }
+}
+
 export class TaskStreams {
   private readonly store: TaskStore
   private readonly buses: DefaultExecutionEventBusManager
   private readonly log: Logger
   private readonly maxPerTask: number
+  /** The server's bound on open streams (shared by its agents). */
+  readonly budget: StreamBudget
   /** Open SubscribeToTask streams per task. */
   private readonly open = new Map<string, number>()
   /** Ends each open stream (the handler closes). */
@@ -64,11 +103,12 @@ export class TaskStreams {
   /** Streams ended because their client went; SubscribeToTask refused past the bound; SDK streams read on without a client. */
   readonly stats = { clientGone: 0, refused: 0, detached: 0 }
 
-  constructor (store: TaskStore, buses: DefaultExecutionEventBusManager, log: Logger, maxPerTask: number) {
+  constructor (store: TaskStore, buses: DefaultExecutionEventBusManager, log: Logger, maxPerTask: number, budget: StreamBudget) {
     this.store = store
     this.buses = buses
     this.log = log
     this.maxPerTask = maxPerTask
+    this.budget = budget
   }
 
   /** Open SubscribeToTask streams on a task. */
@@ -84,6 +124,7 @@ export class TaskStreams {
       this.stats.refused++
       throw new TooManySubscribersError(taskId, this.maxPerTask)
     }
+    this.budget.take()
     this.open.set(taskId, n + 1)
     const bus = this.buses.getByTaskId(taskId, context)
     const queue = bus === undefined ? undefined : new ExecutionEventQueue(bus)
@@ -114,6 +155,7 @@ export class TaskStreams {
       queue?.stop()
       closed?.removeEventListener('abort', gone)
       this.stops.delete(stop)
+      this.budget.give()
       const left = this.subscribers(taskId) - 1
       if (left > 0) this.open.set(taskId, left)
       else this.open.delete(taskId)
@@ -123,7 +165,9 @@ export class TaskStreams {
   /**
    * The SDK's SendStreamingMessage stream, ended for its client when the
    * client goes or the handler closes; the SDK's stream is then read on to
-   * its end. `onEnd` is called once, when the SDK's stream is over.
+   * its end. `onEnd` is called once, when the SDK's stream is over. The
+   * caller took the stream from the budget (before its mesh call); it is
+   * given back when the client's stream ends.
    */
   async * untilClosed (inner: AsyncGenerator<StreamResponse, void, undefined>, context: ServerCallContext, onEnd: () => void): AsyncGenerator<StreamResponse, void, undefined> {
     const it = inner[Symbol.asyncIterator]()
@@ -156,6 +200,7 @@ export class TaskStreams {
     } finally {
       closed?.removeEventListener('abort', leave)
       this.stops.delete(leave)
+      this.budget.give()
       if (over) onEnd()
       else this.readOn(it, pending, onEnd)
     }

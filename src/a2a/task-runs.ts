@@ -30,15 +30,18 @@ import { AapError } from '../errors.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
+import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
-import { eventToUpdates, type TaskUpdate } from './mapping.ts'
+import { capabilityOf, eventToUpdates, type TaskUpdate } from './mapping.ts'
 
 export interface TaskIds { taskId: string, contextId: string }
 
 /** The run of one task, as tracked here. */
 export interface Tracked {
   runId: string
+  /** The capability of the run (a handoff's run.started names the next run's). */
+  capability: CapabilityRef
   /** The correlation of the run (and of the runs it hands off to). */
   readonly correlationId: string
   readonly ids: TaskIds
@@ -227,7 +230,7 @@ export class TaskRuns {
   private track (run: Run, ids: TaskIds, bus: ExecutionEventBus | undefined): Tracked {
     this.drop(ids.taskId)
     const t: Tracked = {
-      runId: run.run_id, correlationId: run.correlation_id, ids, seen: run.last_seq, finished: false, bus, waiting: false, claimed: false,
+      runId: run.run_id, capability: run.capability, correlationId: run.correlation_id, ids, seen: run.last_seq, finished: false, bus, waiting: false, claimed: false,
       done: Promise.withResolvers<void>(), chain: Promise.resolve()
     }
     this.tracked.set(ids.taskId, t)
@@ -254,7 +257,8 @@ export class TaskRuns {
   private onEvent (t: Tracked, e: AgentEvent): void {
     if (t.finished || t.claimed || e.run_id !== t.runId || e.seq <= t.seen) return
     t.seen = e.seq
-    const updates = eventToUpdates(e, t.ids)
+    if (e.type === 'run.started') t.capability = capabilityOf(e.payload.capability) ?? t.capability
+    const updates = eventToUpdates(e, t.ids, t.capability)
     const link = e.payload.handoff_to as { run_id?: unknown } | undefined
     const handoff = e.type === 'run.completed' && typeof link?.run_id === 'string'
     const terminal = !handoff && (e.type === 'run.completed' || e.type === 'run.failed')

@@ -3,12 +3,17 @@
  * bounded in-memory TaskStore for the SDK's request handler, with ListTasks
  * filtering and offset pagination. The mesh run behind each task stays the
  * source of truth (GetRun, replay); this keeps the A2A view of it.
+ *
+ * Two bounds: a count (past it a finished task goes, else the least recently
+ * written one) and bytes (each task counted by the length of its JSON when
+ * saved; past them finished tasks go, least recently written first, and when
+ * only open ones are left the store is `full`: the handler refuses new tasks).
  */
 import type { ListTasksRequest, ListTasksResponse, Task } from '@a2a-js/sdk'
 import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server'
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import { TaskState } from '@a2a-js/sdk'
-import { A2A_TASK_HISTORY_MAX } from './constants.ts'
+import { A2A_TASK_HISTORY_MAX, A2A_TASKS_MAX_BYTES_PER_AGENT } from './constants.ts'
 import { isFinalState } from './mapping.ts'
 
 export const LIST_PAGE_SIZE_DEFAULT = 50
@@ -16,13 +21,24 @@ export const LIST_PAGE_SIZE_MAX = 100
 
 export class BoundedTaskStore implements TaskStore {
   private readonly tasks = new Map<string, Task>()
+  /** The estimated size of each task (its JSON's length when saved). */
+  private readonly sizes = new Map<string, number>()
   private readonly max: number
-  /** Told of each task dropped to stay within `max`, so what else is kept per task goes with it. */
+  readonly maxBytes: number
+  /** Told of each task dropped to stay within `max` or `maxBytes`, so what else is kept per task goes with it. */
   private readonly onEvict: ((taskId: string) => void) | undefined
+  /** The sizes of the tasks held, together. */
+  bytes = 0
 
-  constructor (max: number, onEvict?: (taskId: string) => void) {
+  constructor (max: number, onEvict?: (taskId: string) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT) {
     this.max = max
     this.onEvict = onEvict
+    this.maxBytes = maxBytes
+  }
+
+  /** At the byte bound with no finished task left to drop: a new task would only add to open ones (the handler refuses it). */
+  get full (): boolean {
+    return this.bytes >= this.maxBytes && this.oldestFinished() === undefined
   }
 
   get size (): number {
@@ -49,17 +65,39 @@ export class BoundedTaskStore implements TaskStore {
     // the SDK appends a message per status update and copies the whole task on each load and save
     const over = task.history.length - A2A_TASK_HISTORY_MAX
     if (over > 0) this.historyTrimmed += over
-    this.tasks.set(task.id, structuredClone(over > 0 ? { ...task, history: task.history.slice(over) } : task))
-    if (this.tasks.size <= this.max) return
-    // drop the least recently written finished task, else the least recently written one
-    let victim: string | undefined
-    for (const [id, t] of this.tasks) {
-      if (t.status !== undefined && isFinalState(t.status.state)) { victim = id; break }
+    const kept = structuredClone(over > 0 ? { ...task, history: task.history.slice(over) } : task)
+    const size = JSON.stringify(kept).length
+    this.bytes += size - (this.sizes.get(task.id) ?? 0)
+    this.sizes.set(task.id, size)
+    this.tasks.set(task.id, kept)
+    // past the count: the least recently written finished task, else the least recently written one
+    if (this.tasks.size > this.max) this.drop(this.oldestFinished() ?? this.tasks.keys().next().value as string)
+    // past the bytes: finished tasks, least recently written first (not the one just saved: its client may read it next)
+    while (this.bytes > this.maxBytes) {
+      const victim = this.oldestFinished(task.id)
+      if (victim === undefined) break
+      this.drop(victim)
+      this.droppedForBytes++
     }
-    const dropped = victim ?? this.tasks.keys().next().value as string
-    this.count(this.tasks.get(dropped), -1)
-    this.tasks.delete(dropped)
-    this.onEvict?.(dropped)
+  }
+
+  /** Finished tasks dropped to stay within `maxBytes`. */
+  droppedForBytes = 0
+
+  /** The least recently written task in a final state (other than `but`), if any. */
+  private oldestFinished (but?: string): string | undefined {
+    for (const [id, t] of this.tasks) {
+      if (id !== but && t.status !== undefined && isFinalState(t.status.state)) return id
+    }
+    return undefined
+  }
+
+  private drop (taskId: string): void {
+    this.count(this.tasks.get(taskId), -1)
+    this.tasks.delete(taskId)
+    this.bytes -= this.sizes.get(taskId) ?? 0
+    this.sizes.delete(taskId)
+    this.onEvict?.(taskId)
   }
 
   async load (taskId: string, _context: ServerCallContext): Promise<Task | undefined> {
