@@ -6,6 +6,16 @@
 import { DHT_PROVIDERS_PER_ANSWER } from '../constants.ts'
 
 /**
+ * A cached card that lacks what a caller wants of it (the capability a
+ * discover looks for, or a delegation names) is fetched again from the agent
+ * before the agent counts as lacking it: the agent may have published a
+ * newer card since (one that adds the capability), which its provider record
+ * already names. At most one such fetch per agent per this time, whatever
+ * the number of callers; within it the cached card is the answer.
+ */
+export const CARD_MISMATCH_REFRESH_MS = 5_000
+
+/**
  * Providers one peer's DHT answers may name to a discover, all its answers
  * together (an honest node names at most DHT_PROVIDERS_PER_ANSWER per
  * answer); the rest are dropped and counted.

@@ -35,6 +35,8 @@ export interface DiscoveryStats {
   announceRetries: number
   /** Provider keys withdrawn because a newer card no longer names them. */
   withdrawnKeys: number
+  /** Cached cards that lacked what a discover or delegation asked of them, fetched again from their agent (CARD_MISMATCH_REFRESH_MS). */
+  mismatchRefreshes: number
   /** Provider lookups (DHT walks) started by discovers. */
   lookups: number
   /** Peers that answered a lookup, and requests of a lookup that failed (the walk goes on). */
@@ -105,6 +107,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     shortProviderWalks: 0,
     announceRetries: 0,
     withdrawnKeys: 0,
+    mismatchRefreshes: 0,
     lookups: 0,
     lookupAnswers: 0,
     connectedAnswers: 0,

@@ -19,7 +19,7 @@ import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
-  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
+  CARD_CACHE_MAX_ENTRIES, CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
   CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS,
   DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
@@ -32,7 +32,8 @@ import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
 import { routingTableOf } from './routing-view.ts'
 import { Announcer } from './announce.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
-import { DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
+import { CARD_MISMATCH_REFRESH_MS, DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
+import { makeRoom } from '../util/bounded.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
@@ -96,6 +97,8 @@ export class Discovery {
   private readonly datastore: Datastore
   private readonly client: RpcClient
   private readonly cache = new CardCache()
+  /** When a cached card that lacked what a caller wanted was last fetched again, per agent (CARD_MISMATCH_REFRESH_MS). */
+  private readonly refreshedAt = new Map<string, number>()
   private readonly held: HeldCards
   private readonly onRejected?: (err: AapError, from: string) => void
   private own?: AgentCard
@@ -281,7 +284,8 @@ export class Discovery {
       connected: p => holdsConnection(this.host, p),
       preferred: p => holdsOwnConnection(this.host, p),
       known: p => opts.cache !== false && this.cache.fresh(p.toString()) !== undefined,
-      fetch: async (p, s, source) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false, source, hedge: false }),
+      // a cached card that does not match may be older than the card that got the agent named for this key
+      fetch: async (p, s, source) => this.getCard(p.toString(), { signal: s, fresh: opts.fresh === true || opts.cache === false, source, hedge: false, wants: card => cardMatches(card, query) }),
       ...(opts.fresh === true
         ? {}
         : {
@@ -415,15 +419,28 @@ export class Discovery {
    * An `offered` card (one the caller holds, e.g. a delegator naming a
    * handoff's receiver) is verified like a fetched one and nothing is fetched;
    * one that fails verification is refused with its error.
+   * A cached card that lacks what `wants` asks of it is fetched again, at most
+   * once per CARD_MISMATCH_REFRESH_MS per agent (the agent may have a newer
+   * card); should that fetch fail, the cached card is the answer.
    */
-  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void, hedge?: boolean } = {}): Promise<AgentCard> {
+  async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void, hedge?: boolean, wants?: (card: AgentCard) => boolean } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
     if (opts.offered !== undefined) return this.cache.remember(await verifyCard(opts.offered, { expectAgent: agentId }))
     const peer = peerIdOfAgent(agentId)
     const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
-    if (cached !== undefined) {
+    if (cached !== undefined && (opts.wants === undefined || opts.wants(cached) || !this.mayRefresh(agentId))) {
       opts.source?.('cache')
       return cached
+    }
+    if (cached !== undefined) {
+      this.stats.mismatchRefreshes++
+      try {
+        return await this.getCard(agentId, { ...opts, fresh: true, wants: undefined })
+      } catch (err) {
+        this.log.debug({ err, agent: agentId }, 'a cached card that lacked what was asked could not be fetched again: the cached one stands')
+        opts.source?.('cache')
+        return cached
+      }
     }
     // its own bound even under a longer caller budget (a delegate's), so the call after it has its time
     const signal = AbortSignal.any([...(opts.signal === undefined ? [] : [opts.signal]), AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)])
@@ -433,6 +450,15 @@ export class Discovery {
       ...(opts.hedge === undefined ? {} : { hedge: opts.hedge }),
       ...(opts.source === undefined ? {} : { source: opts.source })
     }))
+  }
+
+  /** Whether a cached card of `agentId` that lacks what a caller wants may be fetched again now (CARD_MISMATCH_REFRESH_MS). */
+  private mayRefresh (agentId: string): boolean {
+    const now = Date.now()
+    if (now - (this.refreshedAt.get(agentId) ?? -Infinity) < CARD_MISMATCH_REFRESH_MS) return false
+    makeRoom(this.refreshedAt, CARD_CACHE_MAX_ENTRIES)
+    this.refreshedAt.set(agentId, now)
+    return true
   }
 
   /** A verified card of the agent this node holds now (its own, or a fresh cached one), without asking anyone. */

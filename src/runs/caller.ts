@@ -29,7 +29,8 @@ export interface RunCallerInit {
   privateKey: PrivateKey
   agentId: string
   store: RunStore
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal }) => Promise<AgentCard>
+  /** `wants`: what the caller needs of the card (a cached one that lacks it is fetched again, see Discovery.getCard). */
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, wants?: (card: AgentCard) => boolean }) => Promise<AgentCard>
   log: Logger
   /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
   signatures: SignatureCache
@@ -97,7 +98,7 @@ export class RunCaller {
     assertInputSize(body.input, 'input')
     if (req.to_agent === this.agentId) throw new DelegationRefusedError('an agent does not delegate to itself; a blocked run must be resumed by another agent')
     const peer = peerOf(req.to_agent)
-    const card = await this.resolveCard(req.to_agent, opts.signal === undefined ? {} : { signal: opts.signal })
+    const card = await this.resolveCard(req.to_agent, { ...(opts.signal === undefined ? {} : { signal: opts.signal }), wants: c => supports(c, req.capability) })
     if (!supports(card, req.capability)) {
       throw new CapabilityNotSupportedError(`agent ${req.to_agent} does not declare ${capabilityString(req.capability)}`, { capability: req.capability })
     }

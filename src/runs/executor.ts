@@ -40,7 +40,7 @@ export interface RunExecutorInit {
   privateKey: PrivateKey
   agentId: string
   store: RunStore
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown, wants?: (card: AgentCard) => boolean }) => Promise<AgentCard>
   ownCard: () => AgentCard | undefined
   maxConcurrentInboundRuns: number
   /** One delegator's share of them (default: a quarter of the limit, at most MAX_INBOUND_RUNS_PER_DELEGATOR; slots.ts). */

@@ -34,7 +34,7 @@ export interface HandoffSide {
   signatures: SignatureCache
   store: RunStore
   client: RpcClient
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown, wants?: (card: AgentCard) => boolean }) => Promise<AgentCard>
   /** Run `fn` holding the run's lock. */
   lock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
   localRun: (runId: string) => Promise<Run>
@@ -76,7 +76,7 @@ export async function sendHandoff (h: HandoffSide, runId: string, toAgent: strin
     if (started === undefined || own === undefined) throw new InvalidRequestError(`run ${runId} has no valid ticket, so it cannot be handed off`, { reason: 'no_ticket' })
     const ticket = await issueHandoffTicket(h.key, own, toAgent)
     // an offered card is verified, not fetched: a handoff to an agent the delegator just found costs no card fetch
-    const card = await h.resolveCard(toAgent, { ...(opts.signal === undefined ? {} : { signal: opts.signal }), ...(offered === undefined ? {} : { offered }) })
+    const card = await h.resolveCard(toAgent, { ...(opts.signal === undefined ? {} : { signal: opts.signal }), ...(offered === undefined ? {} : { offered }), wants: c => supports(c, old.capability) })
     if (!supports(card, old.capability)) {
       throw new CapabilityNotSupportedError(`agent ${toAgent} does not declare ${capabilityString(old.capability)}`, { capability: old.capability })
     }

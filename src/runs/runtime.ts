@@ -47,7 +47,7 @@ export interface RunsInit {
   privateKey: PrivateKey
   datastore: Datastore
   /** Verified card of an agent (cache, peer, DHT); AGENT_NOT_FOUND when it cannot be had. */
-  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown }) => Promise<AgentCard>
+  resolveCard: (agentId: string, opts?: { signal?: AbortSignal, offered?: unknown, wants?: (card: AgentCard) => boolean }) => Promise<AgentCard>
   /** A verified card of the agent this node holds now, without asking anyone (sent with a handoff). */
   knownCard?: (agentId: string) => AgentCard | undefined
   /** This node's own card, for the capability check on inbound work. */
