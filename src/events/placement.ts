@@ -265,6 +265,8 @@ export class Placement {
     this.i.log.info({ run_id: e.run_id, seq: e.seq }, 'the executor\'s own event replaces a liveness verdict held here')
     for (const s of t.subs) s.supersede(e)
     this.learn(t, e)
+    // what waited on the run's own last word (a successor its handoff names, or one its end names nobody) has it now
+    if (handoffTarget(e) !== null || endsRun(e)) this.wake(t, e.run_id, accepted)
     return 'accepted'
   }
 
