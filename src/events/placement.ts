@@ -165,7 +165,16 @@ export class Placement {
       return rt.head === undefined ? 'unknown_run' : 'gap'
     }
     if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) return 'over_limit'
-    if (e.prev !== correlations.headHashOf(rt)) return 'conflict'
+    if (e.prev !== correlations.headHashOf(rt)) {
+      // the executor's event after a liveness verdict held here, come before its own event at the verdict's seq
+      // (which will replace the verdict): ahead of the chain, held or fetched, not a fork
+      if (rt.head !== undefined && isVerdict(rt.head) && !isVerdict(e)) {
+        if (gossipBytes !== undefined && this.holdEarly(t, rt, e, gossipBytes)) return 'early'
+        this.i.syncer().fetch(t, rt)
+        return 'gap'
+      }
+      return 'conflict'
+    }
     if (e.seq === 1 && rt.lineage !== 'admitted') {
       // a run enters the task only with a proven place (protocols/lineage.md)
       const place = correlations.judge(t, rt, e)
@@ -267,6 +276,8 @@ export class Placement {
     this.learn(t, e)
     // what waited on the run's own last word (a successor its handoff names, or one its end names nobody) has it now
     if (handoffTarget(e) !== null || endsRun(e)) this.wake(t, e.run_id, accepted)
+    // and the executor's events held after the verdict follow it
+    this.placeEarly(t, rt, accepted)
     return 'accepted'
   }
 

@@ -1,0 +1,68 @@
+/**
+ * A node holding a liveness verdict at seq N gets the executor's own event
+ * N+1 (chained on the executor's own N, which liveness.md says replaces the
+ * verdict) before N, as gossip may reorder. It is held as an event ahead of
+ * the chain and placed once N replaces the verdict. Before the fix it was
+ * `conflict`: Rejected (the honest peer that forwarded it lost peer score,
+ * three make a graylist) and dropped, and the subscriber never got it.
+ * Found by session 45's events review.
+ */
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { PrivateKey } from '@libp2p/interface'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { correlationTopic } from '../src/events/topic.ts'
+import { agentIdOf } from '../src/identity/identity.ts'
+import type { MeshNode } from '../src/node.ts'
+import { eventHash, signEvent } from '../src/runlog/event.ts'
+import { issueDelegationTicket } from '../src/runlog/ticket.ts'
+import { signVerdict } from '../src/runlog/verdict.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
+import { collect, type Collector } from './events-helpers.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const TASK = 'task-verdict-reorder'
+const CAP = { capability_id: 'cap:verdict-reorder', version: '1.0.0' }
+const enc = new TextEncoder()
+const at = (): string => new Date().toISOString()
+
+describe('the executor\'s events past a verdict, reordered', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, P: MeshNode
+  let dKey: PrivateKey, xKey: PrivateKey
+  let onA: Collector
+
+  beforeAll(async () => {
+    ;[dKey, xKey] = await Promise.all([generateKeyPair('Ed25519'), generateKeyPair('Ed25519')])
+    nodes = await startMesh(2)
+    ;[A, P] = nodes as [MeshNode, MeshNode]
+    onA = await collect(A, TASK, { owner: agentIdOf(dKey) })
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('are not rejected as a conflict, and reach the subscriber once the verdict is replaced', async () => {
+    const D = agentIdOf(dKey)
+    const X = agentIdOf(xKey)
+    const topic = correlationTopic(TASK)
+    await until(() => P.host.services.pubsub.getSubscribers(topic).some(p => p.equals(A.host.peerId)), 'P to see A on the topic')
+    const send = async (e: AgentEvent): Promise<void> => { await P.host.services.pubsub.publish(topic, enc.encode(JSON.stringify(e))) }
+    const judged = (): number => Object.values(A.events.stats.gossip).reduce((a, b) => a + b, 0)
+    const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
+    const r1 = await signEvent(xKey, {
+      run_id: ticket.run_id, correlation_id: TASK, type: 'run.started', at: at(), seq: 1, prev: null, executor: X,
+      payload: { delegator: D, capability: CAP, parent_run: null, input: {}, ticket: ticket as unknown as Record<string, unknown> }
+    })
+    const verdict = await signVerdict(dKey, D, r1, 'executor lost')
+    const r2 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.progress', at: at(), seq: 2, prev: eventHash(r1), executor: X, payload: { step: 1 } })
+    const r3 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.completed', at: at(), seq: 3, prev: eventHash(r2), executor: X, payload: { output: {} } })
+    for (const e of [r1, verdict, r3, r2]) {
+      const before = judged()
+      await send(e)
+      await until(() => judged() > before, `A to judge #${e.seq}`)
+    }
+    expect(A.events.stats.gossip.conflict).toBe(0)
+    await onA.until(es => es.some(e => e.seq === 3), 'the executor\'s last event', 5_000)
+    // the executor's own log, in order, the verdict replaced
+    expect(onA.events.filter(e => e.run_id === r1.run_id).map(e => `${e.seq}:${e.type}:${e.declared_by === undefined ? 'x' : 'd'}`).slice(-2))
+      .toEqual(['2:run.progress:x', '3:run.completed:x'])
+  })
+})
