@@ -117,7 +117,11 @@ export class Syncer {
 
   /**
    * Fetch a run's events after the head held here: from its executor, and
-   * only when the executor cannot answer, from other participants.
+   * only when the executor cannot answer, from other participants. A run
+   * known only from its executor's own word (startless: events past seq 1 on
+   * gossip, nothing else) is asked of that executor alone: one gossip
+   * message of a stranger that refuses its sync would otherwise cost a sync
+   * with every participant.
    */
   fetch (t: CorrTrack, rt: RunTrack): void {
     if (t.closed || rt.local || !this.target.running) return
@@ -135,7 +139,7 @@ export class Syncer {
         do {
           rt.fetchAgain = false
           await this.target.runTrack(t, rt.run_id)
-          const sources = [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
+          const sources = isStartless(rt) ? [rt.executor] : [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
           for (const source of sources) {
             if (gone()) return
             try {
