@@ -198,6 +198,20 @@ export class Announcer {
     this.retryTimer.unref?.()
   }
 
+  /**
+   * The keys of the card this node announced before it last stopped (its
+   * stored card): kad-dht keeps its provider records in the datastore and
+   * provides them again after a restart, so a key the next card no longer
+   * names is withdrawn as one dropped while running is. Walked again at the
+   * next announcement (none is settled yet in this run).
+   */
+  async rememberAnnounced (card: AgentCard): Promise<void> {
+    for (const cid of await providerKeys(card)) {
+      const text = cid.toString()
+      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false })
+    }
+  }
+
   /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
   private async withdrawKeysNotIn (keys: Map<string, CID>): Promise<void> {
     for (const [text, { cid }] of this.provided) {

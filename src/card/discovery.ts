@@ -134,6 +134,8 @@ export class Discovery {
     if (stored !== undefined) {
       try {
         this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { ignoreTime: true, expectAgent: this.agentId })
+        // its keys are among kad-dht's own records still: the next card withdraws those it no longer names
+        await this.announcer.rememberAnnounced(this.own)
       } catch (err) {
         this.log.warn({ err: toAapError(err) }, 'the stored card of this node does not verify; starting without a card')
       }
