@@ -17,6 +17,7 @@ import { endsRun, judgeRun, type LineageVerdict, type RunStanding } from '../run
 import { ticketOf } from '../runlog/ticket.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import type { EventLog } from '../runlog/event-log.ts'
+import { EVENTS_MAX_RUNS_PER_ROOT, EVENTS_ROOT_RUNS_RESERVED } from './constants.ts'
 import type { CopyStore } from './copies.ts'
 import { stateAfter } from './replay.ts'
 import type { TopicMembership, TopicValidator } from './membership.ts'
@@ -257,7 +258,8 @@ export class Correlations {
       return 'unnamed'
     }
     t.owner ??= v.owner
-    if (v.owner !== t.owner || t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION) {
+    const root = this.rootOf(t, rt)
+    if (v.owner !== t.owner || this.full(t, rt.run_id, root)) {
       rt.lineage = 'rejected'
       rt.owner = v.owner
       // the owner's run past the limit is not another owner's: its verdict says which, for each of its events
@@ -267,11 +269,30 @@ export class Correlations {
     }
     rt.lineage = 'admitted'
     rt.owner = v.owner
+    rt.root = root
+    if (root !== rt.run_id) t.underRoot.set(root, (t.underRoot.get(root) ?? 0) + 1)
     // its executor is no longer known only from its own word
     if (!rt.local) this.addParticipant(t, rt.executor)
     t.unprovenRuns--
     t.admittedRuns++
     return 'admitted'
+  }
+
+  /** The root run of an admitted run's line: its parent's or predecessor's root (that one is admitted already), or itself. */
+  private rootOf (t: CorrTrack, rt: RunTrack): string {
+    const ancestor = rt.ticket?.handoff_from?.run_id ?? rt.ticket?.parent_run ?? null
+    if (ancestor === null) return rt.run_id
+    return t.runs.get(ancestor)?.root ?? ancestor
+  }
+
+  /**
+   * The task holds as many admitted runs as it takes: EVENTS_MAX_RUNS_PER_CORRELATION in all, of them
+   * EVENTS_ROOT_RUNS_RESERVED for the owner's own delegations, and EVENTS_MAX_RUNS_PER_ROOT under one root, so the
+   * executors of one delegation cannot lock the owner's next runs, nor the other delegations' lines, out.
+   */
+  private full (t: CorrTrack, runId: string, root: string): boolean {
+    if (root === runId) return t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION
+    return t.admittedRuns >= EVENTS_MAX_RUNS_PER_CORRELATION - EVENTS_ROOT_RUNS_RESERVED || (t.underRoot.get(root) ?? 0) >= EVENTS_MAX_RUNS_PER_ROOT
   }
 
   /** Runs whose start waits for `runId` (its admission, or its handoff event). */

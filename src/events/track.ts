@@ -136,10 +136,15 @@ export interface RunTrack {
   /** Rejected only because its predecessor's handoff event names another run: an attempt replaced, not a forgery. */
   unnamed?: boolean
   ticket?: RunTicket
-  /** Rejected only because the owner's task held EVENTS_MAX_RUNS_PER_CORRELATION admitted runs: its events are over_limit. */
+  /**
+   * Rejected only because the owner's task held as many admitted runs as it takes (EVENTS_MAX_RUNS_PER_CORRELATION,
+   * of them EVENTS_ROOT_RUNS_RESERVED for roots, and EVENTS_MAX_RUNS_PER_ROOT under one root): its events are over_limit.
+   */
   overLimit?: true
   /** The owner whose task the run is admitted to. */
   owner?: string
+  /** The root run (the owner's delegation) whose line an admitted run is in: its own id for a root. */
+  root?: string
   /** Gossip events ahead of the chain held here, by seq, until their predecessor is placed (placement.ts). */
   early?: Map<number, { event: AgentEvent, bytes: number }>
   /** The fetch of the run's gap, armed when an early event came (EVENTS_GAP_SYNC_DELAY_MS). */
@@ -160,6 +165,8 @@ export interface CorrTrack {
   /** Runs admitted to the owner's task (EVENTS_MAX_RUNS_PER_CORRELATION bounds these) and runs not (yet) admitted. */
   admittedRuns: number
   unprovenRuns: number
+  /** Admitted runs under each root run, by the root's id (EVENTS_MAX_RUNS_PER_ROOT). */
+  underRoot: Map<string, number>
   topic: string
   runs: Map<string, RunTrack>
   participants: Set<string>
@@ -214,6 +221,7 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     id: correlationId,
     admittedRuns: 0,
     unprovenRuns: 0,
+    underRoot: new Map(),
     topic: correlationTopic(correlationId),
     runs: new Map(),
     participants: new Set(),

@@ -1,0 +1,22 @@
+/**
+ * Limits of the events service (src/events) that came after src/constants.ts
+ * was full; the protocol specs name them like the others (test/wire-docs.test.ts
+ * reads this file too).
+ */
+import { EVENTS_MAX_RUNS_PER_CORRELATION } from '../constants.ts'
+
+/**
+ * Of a correlation's EVENTS_MAX_RUNS_PER_CORRELATION admitted runs, this many
+ * are kept for the owner's own delegations (root runs): runs under a root
+ * (sub-delegations, handoff successors) take the rest. However many runs the
+ * executors in the task sign under their runs, the owner's next delegation
+ * still enters its task.
+ */
+export const EVENTS_ROOT_RUNS_RESERVED = 128
+/**
+ * Admitted runs under one root run (its sub-delegations and handoffs, and
+ * theirs, at any depth): the executor of one delegation, who can sign
+ * tickets under its run without end, fills at most this many of the task's
+ * runs, and the other delegations' lines still enter it.
+ */
+export const EVENTS_MAX_RUNS_PER_ROOT = EVENTS_MAX_RUNS_PER_CORRELATION / 4
