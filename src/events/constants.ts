@@ -14,6 +14,16 @@ import { EVENTS_MAX_RUNS_PER_CORRELATION } from '../constants.ts'
  */
 export const EVENTS_ROOT_RUNS_RESERVED = 128
 /**
+ * Bytes of events (as JSON) a replay reads of a correlation into memory: past
+ * it the replay is refused (INVALID_REQUEST, reason replay_too_large) instead
+ * of building an answer that could take the node's memory (a correlation may
+ * hold up to EVENTS_MAX_RUNS_PER_CORRELATION runs of EVENTS_MAX_EVENTS_PER_RUN
+ * events each). Far above an honest task's log; its runs stay readable one by
+ * one (GET /v1/runs/{run_id}/events, sync).
+ */
+export const REPLAY_MAX_BYTES = 32 * 1024 * 1024
+
+/**
  * Admitted runs under one root run (its sub-delegations and handoffs, and
  * theirs, at any depth): the executor of one delegation, who can sign
  * tickets under its run without end, fills at most this many of the task's

@@ -23,9 +23,11 @@ import {
   EVENTS_MAX_PARTICIPANTS, REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS, SYNC_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, InvalidRequestError } from '../errors.ts'
+import { REPLAY_MAX_BYTES } from './constants.ts'
+import { readCorrelation } from './read-correlation.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
-import { checkChain, executorOfRun, SignatureCache } from '../runlog/event.ts'
+import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { admitAll } from '../runlog/lineage.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
@@ -326,17 +328,10 @@ export class Events {
     }
   }
 
-  /** Every event this node holds for a correlation, run_id -> events from seq 1 (chains checked). */
-  async readCorrelation (correlationId: string): Promise<Map<string, AgentEvent[]>> {
-    const out = new Map<string, AgentEvent[]>()
+  /** Every event this node holds for a correlation (read-correlation.ts; REPLAY_MAX_BYTES at most). */
+  async readCorrelation (correlationId: string, maxBytes = REPLAY_MAX_BYTES): Promise<Map<string, AgentEvent[]>> {
     await this.correlations.flushCopies()
-    for (const runId of (await this.log.runsOf(correlationId)).sort()) {
-      const events: AgentEvent[] = []
-      for await (const page of this.log.readAll(runId)) events.push(...page)
-      checkChain(events, undefined)
-      out.set(runId, events)
-    }
-    return out
+    return readCorrelation(this.log, correlationId, maxBytes)
   }
 
   /**
