@@ -10,6 +10,7 @@ import { prometheusMetrics } from '@libp2p/prometheus-metrics'
 import { Counter, Gauge, Registry } from 'prom-client'
 import type { MeshNode } from '../node.ts'
 import { RUN_STATES } from '../runlog/types.ts'
+import { providerRecordStats } from '../wire/provider-records.ts'
 
 export class NodeMetrics {
   readonly registry = new Registry()
@@ -128,6 +129,10 @@ export class NodeMetrics {
     figures('aap_artifacts', 'The artifact store (protocols/artifact.md): bytes held and its bound, artifacts held and their bound; since start, artifacts stored here and fetched from peers, copies evicted to make room, artifacts removed on purpose, files of removed artifacts that could not be deleted', (node) => {
       const { store, stats } = node.artifacts
       return { used_bytes: store.used, max_bytes: store.capacity, artifacts: store.count, max_artifacts: store.maxCount, stored: stats.stored, fetched: stats.fetched, evicted: store.stats.evicted, removed: store.stats.removed, delete_failures: store.stats.deleteFailures }
+    })
+    figures('aap_dht_provider_records', 'Provider records other peers had this node store since start, and those refused past their provider\'s bucket (DHT_PROVIDER_ADDS_PER_PEER_BURST, src/wire/provider-records.ts)', (node) => {
+      const s = providerRecordStats(node.host.services.dht)
+      return s === undefined ? undefined : { stored: s.stored, refused: s.refused }
     })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
     new Gauge({

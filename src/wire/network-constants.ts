@@ -142,3 +142,17 @@ export const FRAME_BUFFER_START_BYTES = 4 * 1024
  * agent's input needs a hundred.
  */
 export const FRAME_JSON_MAX_DEPTH = 128
+/**
+ * Provider records (kad-dht ADD_PROVIDER) one peer may have this node store
+ * at once, and again per hour: a token bucket per provider
+ * (provider-records.ts). kad-dht keeps every record a peer sends for any key
+ * in the datastore for DHT_PROVIDER_VALIDITY_MS (12 h), so one stranger could
+ * otherwise grow a node's store without end. An honest node's card keys
+ * (DHT_PROVIDER_ADDS_PER_PEER_BURST covers them and a batch of artifacts) and
+ * the records it provides again every few hours stay far under it. Records
+ * past it are not stored, and counted.
+ */
+export const DHT_PROVIDER_ADDS_PER_PEER_BURST = 4096
+export const DHT_PROVIDER_ADDS_PER_PEER_PER_HOUR = 4096
+/** Providers whose buckets are kept (the least recently heard from go first; one that comes back starts full). */
+export const DHT_PROVIDER_PEERS_TRACKED = 4096
