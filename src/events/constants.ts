@@ -24,6 +24,16 @@ export const EVENTS_ROOT_RUNS_RESERVED = 128
 export const REPLAY_MAX_BYTES = 32 * 1024 * 1024
 
 /**
+ * Events held early (gossip ahead of their run's chain) wait this long after
+ * their gap's fetch began for the gap to be filled; then they are let go (the
+ * tail sync fetches them again). They take the correlation's early budget
+ * (EVENTS_EARLY_MAX_PER_CORRELATION): an executor that sends events past a
+ * seq it never sends would otherwise keep it for good, and every other run's
+ * reordered gossip would wait for sync.
+ */
+export const EVENTS_EARLY_HOLD_MS = 5_000
+
+/**
  * Admitted runs under one root run (its sub-delegations and handoffs, and
  * theirs, at any depth): the executor of one delegation, who can sign
  * tickets under its run without end, fills at most this many of the task's

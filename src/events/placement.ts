@@ -16,6 +16,7 @@ import type { Logger } from '../logger.ts'
 import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { endsRun } from '../runlog/lineage.ts'
+import { EVENTS_EARLY_HOLD_MS } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -229,11 +230,29 @@ export class Placement {
     if (rt.gapTimer === undefined) {
       rt.gapTimer = setTimeout(() => {
         rt.gapTimer = undefined
-        if (!t.closed && rt.early !== undefined && rt.early.size > 0) this.i.syncer().fetch(t, rt)
+        if (t.closed || rt.early === undefined || rt.early.size === 0) return
+        this.i.syncer().fetch(t, rt)
+        // what the fetch has not placed by EVENTS_EARLY_HOLD_MS goes, and gives the correlation's early budget back
+        rt.gapTimer = setTimeout(() => {
+          rt.gapTimer = undefined
+          if (!t.closed) this.letGoEarly(t, rt)
+        }, EVENTS_EARLY_HOLD_MS)
+        rt.gapTimer.unref?.()
       }, EVENTS_GAP_SYNC_DELAY_MS)
       rt.gapTimer.unref?.()
     }
     return true
+  }
+
+  /** Let go of a run's events held early whose gap was not filled in time (the tail sync fetches them again). */
+  private letGoEarly (t: CorrTrack, rt: RunTrack): void {
+    if (rt.early === undefined) return
+    for (const held of rt.early.values()) {
+      t.earlyCount--
+      t.earlyBytes -= held.bytes
+      this.i.stats.earlyDropped++
+    }
+    rt.early = undefined
   }
 
   /** The run's head moved: place the early event that follows it (which places the next), and drop those now behind it. */
