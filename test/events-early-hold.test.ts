@@ -10,18 +10,16 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EVENTS_EARLY_HOLD_MS } from '../src/events/constants.ts'
-import { correlationTopic } from '../src/events/topic.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { eventHash, signEvent } from '../src/runlog/event.ts'
 import { issueDelegationTicket } from '../src/runlog/ticket.ts'
-import type { AgentEvent } from '../src/runlog/types.ts'
 import { collect } from './events-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { rawGossip } from './fixtures/raw-gossip.ts'
 
 const TASK = 'task-early-hold'
 const CAP = { capability_id: 'cap:early-hold', version: '1.0.0' }
-const enc = new TextEncoder()
 const at = (): string => new Date().toISOString()
 
 describe('events held ahead of a gap nobody fills', () => {
@@ -40,9 +38,7 @@ describe('events held ahead of a gap nobody fills', () => {
     await collect(A, TASK, { owner: agentIdOf(dKey) })
     const D = agentIdOf(dKey)
     const X = agentIdOf(xKey)
-    const topic = correlationTopic(TASK)
-    await until(() => P.host.services.pubsub.getSubscribers(topic).some(p => p.equals(A.host.peerId)), 'P to see A on the topic')
-    const send = async (e: AgentEvent): Promise<void> => { await P.host.services.pubsub.publish(topic, enc.encode(JSON.stringify(e))) }
+    const { send } = await rawGossip(P, A, TASK)
     const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
     const r1 = await signEvent(xKey, {
       run_id: ticket.run_id, correlation_id: TASK, type: 'run.started', at: at(), seq: 1, prev: null, executor: X,

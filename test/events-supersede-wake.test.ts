@@ -10,19 +10,17 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { correlationTopic } from '../src/events/topic.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { eventHash, signEvent } from '../src/runlog/event.ts'
 import { issueDelegationTicket, issueHandoffTicket } from '../src/runlog/ticket.ts'
 import { signVerdict } from '../src/runlog/verdict.ts'
-import type { AgentEvent } from '../src/runlog/types.ts'
 import { collect, type Collector } from './events-helpers.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { startMesh, stopAll } from './helpers.ts'
+import { rawGossip } from './fixtures/raw-gossip.ts'
 
 const TASK = 'task-supersede-wake'
 const CAP = { capability_id: 'cap:supersede-work', version: '1.0.0' }
-const enc = new TextEncoder()
 const at = (): string => new Date().toISOString()
 
 describe('a successor waiting on a predecessor whose verdict the executor\'s handoff replaces', () => {
@@ -48,10 +46,7 @@ describe('a successor waiting on a predecessor whose verdict the executor\'s han
     const D = agentIdOf(dKey)
     const X = agentIdOf(xKey)
     const Y = agentIdOf(yKey)
-    const topic = correlationTopic(TASK)
-    await until(() => P.host.services.pubsub.getSubscribers(topic).some(p => p.equals(A.host.peerId)), 'P to see A on the topic')
-    const send = async (e: AgentEvent): Promise<void> => { await P.host.services.pubsub.publish(topic, enc.encode(JSON.stringify(e))) }
-    const judged = (): number => Object.values(A.events.stats.gossip).reduce((a, b) => a + b, 0)
+    const { send, sendJudged } = await rawGossip(P, A, TASK)
 
     const rTicket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
     const r1 = await signEvent(xKey, {
@@ -72,11 +67,7 @@ describe('a successor waiting on a predecessor whose verdict the executor\'s han
       run_id: s1.run_id, correlation_id: TASK, type: 'run.completed', at: at(), seq: 2, prev: eventHash(s1), executor: Y, payload: { output: { ok: true } }
     })
 
-    for (const e of withVerdict ? [r1, verdict, s1, r2] : [r1, s1, r2]) {
-      const before = judged()
-      await send(e)
-      await until(() => judged() > before, `A to judge ${e.run_id.slice(-6)}#${e.seq}`)
-    }
+    for (const e of withVerdict ? [r1, verdict, s1, r2] : [r1, s1, r2]) await sendJudged(e)
     if (withVerdict) expect(A.events.stats.superseded).toBe(1)
     await send(s2)
     // the successor is the task's: the predecessor's own handoff event names it

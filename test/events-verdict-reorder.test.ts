@@ -10,19 +10,17 @@
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { correlationTopic } from '../src/events/topic.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { eventHash, signEvent } from '../src/runlog/event.ts'
 import { issueDelegationTicket } from '../src/runlog/ticket.ts'
 import { signVerdict } from '../src/runlog/verdict.ts'
-import type { AgentEvent } from '../src/runlog/types.ts'
 import { collect, type Collector } from './events-helpers.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { startMesh, stopAll } from './helpers.ts'
+import { rawGossip } from './fixtures/raw-gossip.ts'
 
 const TASK = 'task-verdict-reorder'
 const CAP = { capability_id: 'cap:verdict-reorder', version: '1.0.0' }
-const enc = new TextEncoder()
 const at = (): string => new Date().toISOString()
 
 describe('the executor\'s events past a verdict, reordered', () => {
@@ -42,10 +40,7 @@ describe('the executor\'s events past a verdict, reordered', () => {
   it('are not rejected as a conflict, and reach the subscriber once the verdict is replaced', async () => {
     const D = agentIdOf(dKey)
     const X = agentIdOf(xKey)
-    const topic = correlationTopic(TASK)
-    await until(() => P.host.services.pubsub.getSubscribers(topic).some(p => p.equals(A.host.peerId)), 'P to see A on the topic')
-    const send = async (e: AgentEvent): Promise<void> => { await P.host.services.pubsub.publish(topic, enc.encode(JSON.stringify(e))) }
-    const judged = (): number => Object.values(A.events.stats.gossip).reduce((a, b) => a + b, 0)
+    const { sendJudged } = await rawGossip(P, A, TASK)
     const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
     const r1 = await signEvent(xKey, {
       run_id: ticket.run_id, correlation_id: TASK, type: 'run.started', at: at(), seq: 1, prev: null, executor: X,
@@ -54,11 +49,7 @@ describe('the executor\'s events past a verdict, reordered', () => {
     const verdict = await signVerdict(dKey, D, r1, 'executor lost')
     const r2 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.progress', at: at(), seq: 2, prev: eventHash(r1), executor: X, payload: { step: 1 } })
     const r3 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.completed', at: at(), seq: 3, prev: eventHash(r2), executor: X, payload: { output: {} } })
-    for (const e of [r1, verdict, r3, r2]) {
-      const before = judged()
-      await send(e)
-      await until(() => judged() > before, `A to judge #${e.seq}`)
-    }
+    for (const e of [r1, verdict, r3, r2]) await sendJudged(e)
     expect(A.events.stats.gossip.conflict).toBe(0)
     await onA.until(es => es.some(e => e.seq === 3), 'the executor\'s last event', 5_000)
     // the executor's own log, in order, the verdict replaced

@@ -14,7 +14,7 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { VERDICT_RESULT } from '../src/events/track.ts'
 import type { MeshNode } from '../src/node.ts'
-import type { AgentEvent } from '../src/runlog/types.ts'
+import type { AgentEvent, Run } from '../src/runlog/types.ts'
 import { TopicValidatorResult } from '@libp2p/gossipsub'
 import { holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
 import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
@@ -38,24 +38,28 @@ describe('an honest receiver\'s orphan after a retried handoff', () => {
     await stopAll(nodes)
   })
 
-  it('S1\'s later events are Ignored on a bystander, not Rejected', async () => {
-    expect(VERDICT_RESULT.lineage_rejected).toBe(TopicValidatorResult.Reject)
-    expect(VERDICT_RESULT.not_named).toBe(TopicValidatorResult.Ignore)
-    const task = 'task-honest-rejected'
+  /**
+   * A delegates R to B (held); B's first handoff to C creates S1 there, but B's call gave up (phase one only, as in
+   * handoff.md's timeout case); the bystander E, following the task, holds S1's run.started pending R's handoff event.
+   */
+  async function orphan (task: string): Promise<{ seen: AgentEvent[], sub: { close?: () => void }, r: Run, s1: Run }> {
     const seen: AgentEvent[] = []
     const sub = await E.events.subscribe(task, { owner: A.agentId })
-    void (async () => { for await (const e of sub) seen.push(e) })().catch(() => {})
+    void (async () => { for await (const e of sub) seen.push(e) })()
     const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
     await until(() => held.has(r.run_id), 'R to start')
     await until(() => seen.some(e => e.run_id === r.run_id && e.seq === 1), 'the bystander to hold R')
-
-    // B's first handoff to C: C creates S1, but B's call gave up (phase one only, as in handoff.md's timeout case)
     const pending0 = E.events.stats.gossip.lineage_pending
     const answer = await phaseOneHandoff(B, bKey, C, r)
     expect(answer.ok).toBe(true)
-    const s1 = answer.body!.run
-    // the bystander holds S1's run.started, waiting for R's handoff event
     await until(() => E.events.stats.gossip.lineage_pending > pending0, 'the bystander to hold S1 pending')
+    return { seen, sub, r, s1: answer.body!.run }
+  }
+
+  it('S1\'s later events are Ignored on a bystander, not Rejected', async () => {
+    expect(VERDICT_RESULT.lineage_rejected).toBe(TopicValidatorResult.Reject)
+    expect(VERDICT_RESULT.not_named).toBe(TopicValidatorResult.Ignore)
+    const { seen, sub, r, s1 } = await orphan('task-honest-rejected')
 
     // B hands R off again, as the protocol allows, this time to D
     const s2 = await B.runs.handoff(r.run_id, D.agentId, {})
@@ -72,18 +76,7 @@ describe('an honest receiver\'s orphan after a retried handoff', () => {
   })
 
   it('a predecessor that ends handing off to no one: its receiver\'s orphan is not_named on a bystander, not held pending for good', async () => {
-    const task = 'task-honest-orphan-ended'
-    const seen: AgentEvent[] = []
-    const sub = await E.events.subscribe(task, { owner: A.agentId })
-    void (async () => { for await (const e of sub) seen.push(e) })().catch(() => {})
-    const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
-    await until(() => held.has(r.run_id), 'R to start')
-    await until(() => seen.some(e => e.run_id === r.run_id && e.seq === 1), 'the bystander to hold R')
-    const pending0 = E.events.stats.gossip.lineage_pending
-    const answer = await phaseOneHandoff(B, bKey, C, r)
-    expect(answer.ok).toBe(true)
-    const s1 = answer.body!.run
-    await until(() => E.events.stats.gossip.lineage_pending > pending0, 'the bystander to hold S1 pending')
+    const { seen, sub, r, s1 } = await orphan('task-honest-orphan-ended')
 
     // R ends as its handler returns: it will never name S1
     held.get(r.run_id)!.resolve()
