@@ -54,6 +54,8 @@ interface SharedFetch {
   ctl: AbortController
   callers: number
   settled: boolean
+  /** Holders its callers named, the first's then those of each who joined (asked as they come, see `holders`). */
+  hints: string[]
 }
 
 /** A page of GET /v1/artifacts. */
@@ -231,13 +233,16 @@ export class Artifacts implements ArtifactWriter {
     if (f === undefined || f.ctl.signal.aborted) {
       // the fetch belongs to no caller: it ends when the last one leaves, not when the first does
       const ctl = new AbortController()
-      const shared: SharedFetch = { ctl, callers: 0, settled: false, promise: Promise.resolve() as unknown as Promise<Manifest> }
-      shared.promise = this.fetchFromHolders(id, { ...opts, signal: ctl.signal }).finally(() => {
+      const shared: SharedFetch = { ctl, callers: 0, settled: false, promise: Promise.resolve() as unknown as Promise<Manifest>, hints: [...(opts.holders ?? [])] }
+      shared.promise = this.fetchFromHolders(id, { ...opts, holders: shared.hints, signal: ctl.signal }).finally(() => {
         shared.settled = true
         if (this.fetching.get(id) === shared) this.fetching.delete(id)
       })
       f = shared
       this.fetching.set(id, f)
+    } else {
+      // a caller that joins a fetch under way has the holders it names asked too
+      for (const h of opts.holders ?? []) if (!f.hints.includes(h) && f.hints.length < ARTIFACT_MAX_HOLDERS_TRIED * 2) f.hints.push(h)
     }
     const shared = f
     shared.callers++
@@ -261,7 +266,11 @@ export class Artifacts implements ArtifactWriter {
     })
   }
 
-  /** Holders to try, in order, without repeats: the hinted agents, DHT providers, connected peers. */
+  /**
+   * Holders to try, in order, without repeats: the hinted agents, DHT
+   * providers, connected peers. `opts.holders` may grow while the fetch goes
+   * on (a caller that joined it): those are asked before the next of the rest.
+   */
   private async * holders (id: string, opts: FetchOptions): AsyncGenerator<PeerId> {
     const seen = new Set<string>([this.host.peerId.toString()])
     let n = 0
@@ -271,16 +280,22 @@ export class Artifacts implements ArtifactWriter {
       n++
       return true
     }
-    for (const agent of opts.holders ?? []) {
-      let peer: PeerId
-      try {
-        peer = peerIdOfAgent(agent)
-      } catch (err) {
-        this.log.debug({ err, agent }, 'an artifact holder hint is not an agent id')
-        continue
+    const hints = opts.holders ?? []
+    let used = 0
+    const hinted = (): PeerId[] => {
+      const out: PeerId[] = []
+      while (used < hints.length) {
+        const agent = hints[used++] ?? ''
+        try {
+          const peer = peerIdOfAgent(agent)
+          if (fresh(peer)) out.push(peer)
+        } catch (err) {
+          this.log.debug({ err, agent }, 'an artifact holder hint is not an agent id')
+        }
       }
-      if (fresh(peer)) yield peer
+      return out
     }
+    yield * hinted()
     const timeout = AbortSignal.timeout(ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS)
     let providers: PeerId[] = []
     try {
@@ -288,8 +303,15 @@ export class Artifacts implements ArtifactWriter {
     } catch (err) {
       this.log.debug({ err, artifact: id }, 'the DHT named no providers of an artifact')
     }
-    for (const p of providers) if (fresh(p)) yield p
-    for (const p of this.host.getPeers()) if (fresh(p)) yield p
+    for (const p of providers) {
+      yield * hinted()
+      if (fresh(p)) yield p
+    }
+    for (const p of this.host.getPeers()) {
+      yield * hinted()
+      if (fresh(p)) yield p
+    }
+    yield * hinted()
   }
 
   private async fetchFromHolders (id: string, opts: FetchOptions): Promise<Manifest> {
@@ -404,7 +426,7 @@ export class Artifacts implements ArtifactWriter {
         }, (err: unknown) => {
           if (failure.failed) return
           failure.failed = true
-          failure.err = err
+          failure.err = storeError(err)
         }).finally(() => { writes.delete(write) })
         writes.add(write)
       }
@@ -416,8 +438,21 @@ export class Artifacts implements ArtifactWriter {
   }
 }
 
-/** The store, not the holder, refused a chunk: it is full (STORAGE_FULL) or closed (`reason: store_closed`). */
+/**
+ * Errors this node's own store raised while a fetch staged a chunk. A holder's
+ * error frame may carry the same code (STORAGE_FULL, store_closed): that is
+ * the holder's word about its own store, and the fetch goes on to the next.
+ */
+const fromStore = new WeakSet<object>()
+
+function storeError (err: unknown): unknown {
+  if (typeof err === 'object' && err !== null) fromStore.add(err)
+  return err
+}
+
+/** This node's store, not the holder, refused a chunk: it is full (STORAGE_FULL) or closed (`reason: store_closed`). */
 function storeRefused (err: unknown): boolean {
+  if (typeof err !== 'object' || err === null || !fromStore.has(err)) return false
   const e = toAapError(err)
   return e.code === 'STORAGE_FULL' || e.details?.reason === 'store_closed'
 }
