@@ -121,7 +121,6 @@ class BulkInbound {
 
   private onMessage (evt: StreamMessageEvent): void {
     if (this.finished) return
-    this.armIdle()
     let list: Uint8Array[]
     try {
       list = this.frames.push(chunkOf(evt))
@@ -130,6 +129,8 @@ class BulkInbound {
       this.fatal(new InvalidRequestError((err as Error).message, { reason, max_frame_bytes: this.spec.maxRequestBytes }))
       return
     }
+    // only a whole request counts as use: bytes of a frame that never completes, dripped in, do not keep the stream
+    if (list.length > 0) this.armIdle()
     for (const f of list) this.queue.push(f)
     if (this.queue.length + (this.ahead === undefined ? 0 : 1) > this.spec.maxPipelined) {
       this.fatal(new InvalidRequestError(`more than ${this.spec.maxPipelined} requests waiting on one stream`, { reason: 'too_many_requests', limit: this.spec.maxPipelined }))
