@@ -149,7 +149,12 @@ export function startHandler (
     return
   }
   a.handlerRunning = true
-  setImmediate(() => { void runHandler(host, runId, a, handler, input, handedOff, restored) })
+  setImmediate(() => {
+    // runHandler fails the run on every error it meets; what still escapes is said, never left unhandled
+    runHandler(host, runId, a, handler, input, handedOff, restored).catch((err: unknown) => {
+      host.log.error({ err: toAapError(err), run_id: runId }, 'a run\'s handler ended with an error nothing handled')
+    })
+  })
 }
 
 /**
@@ -310,8 +315,18 @@ async function runHandler (
       await failRun(host, runId, 'no handler is registered for this capability')
       return
     }
-    // the conversation's earlier turns and saved context are read before the handler starts (turns.md)
-    const conversation = await host.conversation(a.run, restored === null)
+    // the conversation's earlier turns and saved context are read before the handler starts (turns.md); a read that
+    // fails (the store) fails the run: no handler would ever start, and the run would stay running for good
+    let conversation: Conversation
+    try {
+      conversation = await host.conversation(a.run, restored === null)
+    } catch (err) {
+      host.log.error({ err: toAapError(err), run_id: runId }, 'the conversation of a run could not be read; the run fails')
+      if (host.isActive(runId) && !isTerminal(a.run.state)) {
+        await failRun(host, runId, cutText(`its conversation could not be read: ${toAapError(err).message}`, FAILURE_MESSAGE_MAX_CHARS))
+      }
+      return
+    }
     const { ctx, whenRunning } = contextFor(host, runId, a, conversation, input, handedOff, restored)
     let output: Record<string, unknown> | undefined | void
     try {
