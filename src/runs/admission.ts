@@ -10,7 +10,8 @@
 import { canonicalJson } from '../identity/signing.ts'
 import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
 import { MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
-import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, UnauthorizedError } from '../errors.ts'
+import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, TimeoutError, UnauthorizedError } from '../errors.ts'
+import { untilAborted } from '../util/deadline.ts'
 import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { originOf, ticketOf, ticketSignatures, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
@@ -130,9 +131,21 @@ export function assertServes (card: AgentCard | undefined, handlers: Map<string,
   }
 }
 
-/** DELEGATION_REFUSED (reason policy) when the node's delegation policy refuses the request. */
+/**
+ * DELEGATION_REFUSED (reason policy) when the node's delegation policy
+ * refuses the request. The wait ends with the request (its signal: the
+ * caller went, or it overran its time), whether or not the policy heeds the
+ * signal: a policy that never answers does not keep the request's slot, nor
+ * its idempotency key, for good (TIMEOUT, reason policy_timeout).
+ */
 export async function askPolicy (policy: DelegationPolicy | undefined, req: Parameters<DelegationPolicy>[0]): Promise<void> {
   if (policy === undefined) return
-  const refusal = await policy(req)
+  let refusal: string | undefined
+  try {
+    refusal = await untilAborted(Promise.resolve(policy(req)), req.signal)
+  } catch (err) {
+    if (!req.signal.aborted) throw err
+    throw new TimeoutError('the delegation policy did not answer before the request ended', { reason: 'policy_timeout' }, { cause: err })
+  }
   if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
 }
