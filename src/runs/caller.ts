@@ -111,6 +111,11 @@ export class RunCaller {
       }
     })
     const run = runFromAnswer(res, req.to_agent)
+    // the run this delegation made (or, for a key's retry, the one its first request made): never another delegator's
+    // run, another task's, nor for a new request another run than its ticket names
+    if (run.delegator !== this.agentId || run.correlation_id !== req.task_id || (req.idempotency_key === undefined && run.run_id !== ticket.run_id)) {
+      throw new InvalidRequestError(`agent ${req.to_agent} answered the delegation with another run (${run.run_id.slice(0, 160)})`, { reason: 'ticket_mismatch' })
+    }
     // the executor's connection carries the run's control and events: the budget keeps it
     tagRunPeer(this.host, peer, this.log)
     // the handle is durable where it counts (the executor committed the run before answering);
