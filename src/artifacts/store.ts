@@ -16,7 +16,7 @@
  * itself behind. `remove` takes any artifact away on purpose.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -24,7 +24,7 @@ import { storageWriteError } from '../storage/write-guard.ts'
 import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { Catalog } from './catalog.ts'
 import { putStream } from './chunker.ts'
-import { StagedWrite, storeClosed, writeSettled } from './write.ts'
+import { StagedWrite, storeClosed, syncDir, writeDurably, writeSettled } from './write.ts'
 import { canonical, canonicalOrUndefined, fileSize, isMissing, scanStore } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
 import { heldIterator } from '../util/held-iterator.ts'
@@ -164,7 +164,7 @@ export class ArtifactStore {
   private async writeFile (path: string, bytes: Uint8Array): Promise<void> {
     const tmp = join(this.dir, 'tmp', randomBytes(12).toString('hex'))
     try {
-      await writeFile(tmp, bytes)
+      await writeDurably(tmp, bytes)
       await rename(tmp, path)
     } catch (err) {
       await rm(tmp, { force: true }).catch((e: unknown) => { this.log.debug({ err: e }, 'a temporary artifact file could not be removed (it goes when the store opens again)') })
@@ -231,7 +231,7 @@ export class ArtifactStore {
     if (this.hasChunk(cid, w)) return
     await this.room(bytes.byteLength)
     try {
-      await writeFile(join(w.dir, cid), bytes)
+      await writeDurably(join(w.dir, cid), bytes)
     } catch (err) {
       this.usedBytes -= bytes.byteLength
       // a full or failing disk is STORAGE_FULL, as the datastore's is: the fetch stops, no other holder is tried
@@ -275,8 +275,11 @@ export class ArtifactStore {
       const [oldManifest, oldPin] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key))])
       try {
         await this.moveStaged(w)
+        // the chunks' renames are on disk before a manifest names them, and the manifest's (and pin's) before the commit ends
+        await syncDir(join(this.dir, 'chunks')).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
         if (pin && oldPin === undefined) await this.writeFile(this.pinPath(key), new Uint8Array(0))
         await this.writeFile(this.manifestPath(key), manifest)
+        for (const sub of pin ? ['pins', 'manifests'] : ['manifests']) await syncDir(join(this.dir, sub)).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
       } catch (err) {
         this.usedBytes -= manifest.byteLength
         // a pin this commit wrote must not pin a later copy of the same id

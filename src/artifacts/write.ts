@@ -2,7 +2,28 @@
  * One write into the artifact store in progress (store.ts): what it staged
  * in its own folder under `tmp/`, and the chunks of `chunks/` it counts on.
  */
+import { open, writeFile } from 'node:fs/promises'
 import { AapError } from '../errors.ts'
+
+/**
+ * Write `bytes` to a new file at `path` and sync it to disk before it is
+ * renamed into place: a rename the disk keeps after a power loss then names
+ * the whole file, not an empty or short one (which the store would go on
+ * taking for a chunk it holds, and serve).
+ */
+export async function writeDurably (path: string, bytes: Uint8Array): Promise<void> {
+  await writeFile(path, bytes, { flush: true })
+}
+
+/** Sync a folder, so the renames into it so far outlive a power loss. */
+export async function syncDir (dir: string): Promise<void> {
+  const fh = await open(dir, 'r')
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
 
 export function storeClosed (): AapError {
   return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
