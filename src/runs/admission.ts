@@ -9,14 +9,18 @@
  */
 import { canonicalJson } from '../identity/signing.ts'
 import { capabilityString, supports, type AgentCard, type CapabilityRef } from '../card/card.ts'
-import { MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
+import { HANDLER_TIMEOUT_MS, MAX_HANDOFF_DEPTH, REASON_MAX_CHARS } from '../constants.ts'
 import { CapabilityNotSupportedError, DelegationRefusedError, InvalidRequestError, TimeoutError, UnauthorizedError } from '../errors.ts'
-import { untilAborted } from '../util/deadline.ts'
+import { untilAborted, withDeadline } from '../util/deadline.ts'
+import { DELEGATION_POLICY_TIMEOUT_FACTOR } from './constants.ts'
 import { executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { originOf, ticketOf, ticketSignatures, verifyTicket, type RunTicket } from '../runlog/ticket.ts'
 import type { Run } from '../runlog/types.ts'
 import type { WireDelegate, WireHandoff } from './messages.ts'
 import type { DelegationPolicy, RunHandler } from './types.ts'
+
+/** A signal that never aborts (the policy's wait has its own limit). */
+const NEVER = new AbortController().signal
 
 function sameCapability (a: CapabilityRef, b: CapabilityRef): boolean {
   return capabilityString(a) === capabilityString(b)
@@ -133,19 +137,25 @@ export function assertServes (card: AgentCard | undefined, handlers: Map<string,
 
 /**
  * DELEGATION_REFUSED (reason policy) when the node's delegation policy
- * refuses the request. The wait ends with the request (its signal: the
- * caller went, or it overran its time), whether or not the policy heeds the
- * signal: a policy that never answers does not keep the request's slot, nor
- * its idempotency key, for good (TIMEOUT, reason policy_timeout).
+ * refuses the request. A policy may still answer after its request ended
+ * (its caller went, or it overran its time: the run is then created, and
+ * fails with HANDLE_UNDELIVERED); one that has not answered within
+ * `handlerTimeoutMs` × DELEGATION_POLICY_TIMEOUT_FACTOR is given up (TIMEOUT,
+ * reason policy_timeout), whether or not it heeds its signal, so it keeps
+ * neither the request's slot nor its idempotency key for good.
  */
-export async function askPolicy (policy: DelegationPolicy | undefined, req: Parameters<DelegationPolicy>[0]): Promise<void> {
+export async function askPolicy (policy: DelegationPolicy | undefined, req: Parameters<DelegationPolicy>[0], handlerTimeoutMs = HANDLER_TIMEOUT_MS): Promise<void> {
   if (policy === undefined) return
+  const limitMs = handlerTimeoutMs * DELEGATION_POLICY_TIMEOUT_FACTOR
+  const limit = withDeadline(NEVER, limitMs)
   let refusal: string | undefined
   try {
-    refusal = await untilAborted(Promise.resolve(policy(req)), req.signal)
+    refusal = await untilAborted(Promise.resolve(policy(req)), limit.signal)
   } catch (err) {
-    if (!req.signal.aborted) throw err
-    throw new TimeoutError('the delegation policy did not answer before the request ended', { reason: 'policy_timeout' }, { cause: err })
+    if (!limit.signal.aborted) throw err
+    throw new TimeoutError(`the delegation policy did not answer within ${limitMs} ms`, { reason: 'policy_timeout', limit_ms: limitMs }, { cause: err })
+  } finally {
+    limit.clear()
   }
   if (refusal !== undefined) throw new DelegationRefusedError(refusal.slice(0, REASON_MAX_CHARS), { reason: 'policy' })
 }

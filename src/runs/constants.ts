@@ -54,3 +54,11 @@ export const LIVENESS_UNREAD_BOUND_FACTOR = 4
 export const HANDOFF_CONFIRM_ASKS_MAX = 4
 /** Between two asks of a sender that could not be asked (so at most 15 s more after HANDOFF_CONFIRM_TIMEOUT_MS). */
 export const HANDOFF_CONFIRM_ASK_INTERVAL_MS = 5_000
+/**
+ * A delegation policy's answer is waited for at most this many times the
+ * responder's handler timeout (HANDLER_TIMEOUT_MS, 8 s by default): one that
+ * answers after its request ended is still acted on (the run is created and,
+ * its handle undeliverable, fails with HANDLE_UNDELIVERED), one that never
+ * answers is given up and keeps no slot, nor idempotency key, for good.
+ */
+export const DELEGATION_POLICY_TIMEOUT_FACTOR = 2

@@ -244,7 +244,7 @@ export class RunExecutor implements HandlerHost {
     this.slots.take(from, ticket.run_id)
     let created: Run
     try {
-      await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal })
+      await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal }, this.handlerTimeoutMs)
       // the lookup runs while run.started is signed; its refusal (held, never left unhandled) comes first, as if awaited
       // here, and a bad ticket signature before that: `create` writes nothing until both are known
       const lookup = this.assertNewRunId(ticket.run_id).then(() => undefined, (err: unknown) => err)
@@ -300,7 +300,7 @@ export class RunExecutor implements HandlerHost {
     // charged to the sender: one that hands off a run many times spends its own share, not the delegator's
     this.slots.take(from, ticket.run_id)
     try {
-      await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal: ctx.signal })
+      await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal: ctx.signal }, this.handlerTimeoutMs)
       await this.assertNewRunId(ticket.run_id)
       const run = runOfTicket(ticket)
       const created = await this.create(run, {
