@@ -154,6 +154,15 @@ export class StorageFullError extends AapError {
   }
 }
 
+/**
+ * The call reached nobody who answered (no connection, or no answer in
+ * time): AGENT_NOT_FOUND or TIMEOUT. Asking again later may get an answer;
+ * any other error is an answer.
+ */
+export function unreached (e: AapError): boolean {
+  return e.code === 'AGENT_NOT_FOUND' || e.code === 'TIMEOUT'
+}
+
 /** Turn anything thrown into an AapError without losing a typed code. */
 export function toAapError (err: unknown, fallback: ErrorCode = 'INTERNAL'): AapError {
   if (err instanceof AapError) return err

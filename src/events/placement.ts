@@ -14,7 +14,6 @@ import {
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
-import { handoffTarget } from '../runlog/handoff.ts'
 import { endsRun } from '../runlog/lineage.ts'
 import { EVENTS_EARLY_HOLD_MS } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
@@ -193,8 +192,9 @@ export class Placement {
     remember(t, e)
     for (const s of t.subs) s.deliver(e)
     this.learn(t, e)
-    // an admitted start, a handoff that names its successor, or an end that names none, may settle runs waiting on this one
-    if (e.seq === 1 || handoffTarget(e) !== null || endsRun(e)) this.wake(t, e.run_id, accepted)
+    // an admitted start, or the run's own end (a handoff that names its successor, or an end that names none), may
+    // settle runs waiting on this one
+    if (e.seq === 1 || endsRun(e)) this.wake(t, e.run_id, accepted)
     this.placeEarly(t, rt, accepted)
     return 'accepted'
   }
@@ -294,7 +294,7 @@ export class Placement {
     for (const s of t.subs) s.supersede(e)
     this.learn(t, e)
     // what waited on the run's own last word (a successor its handoff names, or one its end names nobody) has it now
-    if (handoffTarget(e) !== null || endsRun(e)) this.wake(t, e.run_id, accepted)
+    if (endsRun(e)) this.wake(t, e.run_id, accepted)
     // and the executor's events held after the verdict follow it
     this.placeEarly(t, rt, accepted)
     return 'accepted'
@@ -428,7 +428,7 @@ export class Placement {
       // a run of this node's is in its log whatever its place; subscribers see it only once admitted
       if (rt.lineage === 'admitted') for (const s of t.subs) s.deliver(event)
       this.learn(t, event)
-      if (rt.lineage === 'admitted' && (event.seq === 1 || handoffTarget(event) !== null || endsRun(event))) {
+      if (rt.lineage === 'admitted' && (event.seq === 1 || endsRun(event))) {
         const accepted: AgentEvent[] = []
         this.wake(t, event.run_id, accepted)
         void this.i.copies.store(t, accepted)

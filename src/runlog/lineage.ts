@@ -35,7 +35,7 @@ export interface RunStanding {
   ended?: boolean
 }
 
-/** A run's own last word: terminal, and from its executor (a delegator's liveness verdict is not). */
+/** A run's own last word, its handoff included: terminal, and from its executor (a delegator's liveness verdict is not). */
 export function endsRun (e: AgentEvent | undefined): boolean {
   return e !== undefined && (e.type === 'run.completed' || e.type === 'run.failed') && e.declared_by === undefined
 }

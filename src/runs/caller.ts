@@ -113,7 +113,7 @@ export class RunCaller {
     const run = runFromAnswer(res, req.to_agent)
     // the run this delegation made (or, for a key's retry, the one its first request made): never another delegator's
     // run, another task's, nor for a new request another run than its ticket names
-    if (run.delegator !== this.agentId || run.correlation_id !== req.task_id || (req.idempotency_key === undefined && run.run_id !== ticket.run_id)) {
+    if (!this.ours(run, req.task_id) || (req.idempotency_key === undefined && run.run_id !== ticket.run_id)) {
       throw new InvalidRequestError(`agent ${req.to_agent} answered the delegation with another run (${run.run_id.slice(0, 160)})`, { reason: 'ticket_mismatch' })
     }
     // the executor's connection carries the run's control and events: the budget keeps it
@@ -129,6 +129,11 @@ export class RunCaller {
     return run
   }
 
+  /** A run this node delegated for `task` (what an executor answers a delegation with must be). */
+  private ours (run: Run, task: string): boolean {
+    return run.delegator === this.agentId && run.correlation_id === task
+  }
+
   /**
    * The executor created a run, but its handle came after this delegate gave
    * up. Without an idempotency key the caller cannot learn about it again, so
@@ -137,7 +142,7 @@ export class RunCaller {
    */
   private async lateDelegation (late: Record<string, unknown>, body: WireDelegate): Promise<void> {
     const run = runFromAnswer(late, body.to_agent)
-    if (run.delegator !== this.agentId || run.correlation_id !== body.task_id) return
+    if (!this.ours(run, body.task_id)) return
     if (body.idempotency_key !== undefined) {
       await this.store.noteOutgoing(run)
       return

@@ -13,7 +13,7 @@
  */
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
 import { FAILURE_MESSAGE_MAX_CHARS, HANDOFF_CONFIRM_ASK_INTERVAL_MS, HANDOFF_CONFIRM_ASKS_MAX } from './constants.ts'
-import { AapError, InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError } from '../errors.ts'
+import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError, unreached } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -145,7 +145,7 @@ export class HandoffConfirmations {
       if (this.waiting.get(runId) !== w) return
       const e = toAapError(err)
       why = `the sender did not confirm the handoff and cannot be asked: ${e.message}`
-      if (unreachable(e) && attempt < HANDOFF_CONFIRM_ASKS_MAX) {
+      if (unreached(e) && attempt < HANDOFF_CONFIRM_ASKS_MAX) {
         this.i.log.info({ run_id: runId, from: w.from.run_id, attempt, reason: e.details?.reason }, 'the sender of an unconfirmed handoff could not be asked; asking again')
         w.timer = setTimeout(() => { void this.ask(runId, w, attempt + 1) }, this.askIntervalMs)
         w.timer.unref?.()
@@ -161,9 +161,4 @@ export class HandoffConfirmations {
       this.i.log.error({ err: toAapError(err), run_id: runId }, 'an unconfirmed handoff successor could not be failed')
     }
   }
-}
-
-/** An ask that reached nobody (no answer, or no connection): asking again may get one. */
-function unreachable (e: AapError): boolean {
-  return e.code === 'AGENT_NOT_FOUND' || e.code === 'TIMEOUT'
 }

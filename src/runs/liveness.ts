@@ -19,7 +19,7 @@ import {
   EXECUTOR_LOST_AFTER_MS, LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_MAX_WATCHED_RUNS, LIVENESS_NOTICE_MAX_AGE_MS,
   LIVENESS_PROBE_INTERVAL_MS, LIVENESS_PROBE_TIMEOUT_MS
 } from '../constants.ts'
-import { toAapError } from '../errors.ts'
+import { toAapError, unreached } from '../errors.ts'
 import { FAILURE_MESSAGE_MAX_CHARS, LIVENESS_UNREAD_BOUND_FACTOR } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
@@ -292,7 +292,7 @@ export class LivenessMonitor {
         await this.declare(runId, executor, 'the executor answers but no longer holds the run', undefined)
         return
       }
-      if (e.code !== 'AGENT_NOT_FOUND' && e.code !== 'TIMEOUT') {
+      if (!unreached(e)) {
         // an answer, though not a run this node could take (an error of the executor's, or a run its schema
         // refuses): the executor is there, so nothing is declared for it; the run's record stays as it was
         const now = Date.now()
@@ -387,7 +387,7 @@ export class LivenessMonitor {
         return 'settled'
       }
       // not there (yet): the round ends and the next one tries again
-      if (e.code === 'AGENT_NOT_FOUND' || e.code === 'TIMEOUT') return 'unreached'
+      if (unreached(e)) return 'unreached'
       // the executor answered and refused this one: its other notices still go
       this.i.log.warn({ run_id: runId, executor: n.executor, err: e }, 'the executor refused a verdict\'s notice: offered again next round')
       return 'open'
