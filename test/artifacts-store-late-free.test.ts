@@ -8,25 +8,11 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
 import { until } from './helpers.ts'
+import { armGate, type FsGate } from './fixtures/fs-gate.ts'
 import { TempStores } from './fixtures/artifact-stores.ts'
 
-const gate = vi.hoisted(() => ({ rmCalled: new Set<string>(), armed: false, entered: undefined as undefined | (() => void), release: undefined as undefined | Promise<void> }))
-vi.mock('node:fs/promises', async (importOriginal) => {
-  const fs = await importOriginal<typeof import('node:fs/promises')>()
-  const writeFile: typeof fs.writeFile = async (path, data, opts) => {
-    if (gate.armed && /\/tmp\/[0-9a-f]{24}$/.test(String(path))) {
-      gate.armed = false
-      gate.entered?.()
-      await gate.release
-    }
-    return fs.writeFile(path, data, opts)
-  }
-  const rm: typeof fs.rm = async (path, opts) => {
-    gate.rmCalled.add(String(path))
-    return await fs.rm(path, opts)
-  }
-  return { ...fs, writeFile, rm, default: { ...fs, writeFile, rm } }
-})
+const gate = vi.hoisted((): FsGate => ({ armed: false, rmCalled: new Set<string>() }))
+vi.mock('node:fs/promises', async (importOriginal) => (await import('./fixtures/fs-gate.ts')).gatedFs(await importOriginal(), gate))
 
 const stores = new TempStores()
 afterEach(async () => { await stores.cleanup() })
@@ -52,10 +38,7 @@ describe('a failed write frees its staged bytes at once', () => {
     const c = artifact(new Uint8Array(10).fill(3))
     const w3 = await store.begin()
     await store.stage(w3, c.cid, c.bytes)
-    let open!: () => void
-    gate.release = new Promise<void>(resolve => { open = resolve })
-    const entered = new Promise<void>(resolve => { gate.entered = resolve })
-    gate.armed = true
+    const { entered, open } = armGate(gate)
     const committed = store.commit(w3, c.id, c.manifest, true)
     await entered
     // W1 fails while W3's commit holds the turn: its staged bytes go at once (its borrow is let go on the turn)

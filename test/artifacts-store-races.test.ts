@@ -13,22 +13,11 @@ import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
 import type { ArtifactStore } from '../src/artifacts/store.ts'
 import type { StagedWrite } from '../src/artifacts/write.ts'
+import { armGate, type FsGate } from './fixtures/fs-gate.ts'
 import { TempStores, readAll, diskBytes } from './fixtures/artifact-stores.ts'
 
-/** When set, the store's next write of a file through tmp/ (a manifest or a pin) waits for `release`, after telling `entered`. */
-const gate = vi.hoisted(() => ({ armed: false, entered: undefined as undefined | (() => void), release: undefined as undefined | Promise<void> }))
-vi.mock('node:fs/promises', async (importOriginal) => {
-  const fs = await importOriginal<typeof import('node:fs/promises')>()
-  const writeFile: typeof fs.writeFile = async (path, data, opts) => {
-    if (gate.armed && /\/tmp\/[0-9a-f]{24}$/.test(String(path))) {
-      gate.armed = false
-      gate.entered?.()
-      await gate.release
-    }
-    return fs.writeFile(path, data, opts)
-  }
-  return { ...fs, writeFile, default: { ...fs, writeFile } }
-})
+const gate = vi.hoisted((): FsGate => ({ armed: false, rmCalled: new Set<string>() }))
+vi.mock('node:fs/promises', async (importOriginal) => (await import('./fixtures/fs-gate.ts')).gatedFs(await importOriginal(), gate))
 
 const stores = new TempStores()
 afterEach(async () => { await stores.cleanup() })
@@ -76,10 +65,7 @@ describe('a write that ends lets go of the chunks it counted on after the commit
   it('a commit that found the chunk kept only by a borrow, and the borrow ends while it commits; the chunk stays', async () => {
     const { store, w3, w1 } = await scene()
     // W3's commit turn starts: X is present, so its staged copy is dropped (no borrow, refs still 0)...
-    let open!: () => void
-    gate.release = new Promise<void>(resolve => { open = resolve })
-    const entered = new Promise<void>(resolve => { gate.entered = resolve })
-    gate.armed = true
+    const { entered, open } = armGate(gate)
     const committed = store.commit(w3, idX, manifestX)
     // ...and while it writes its manifest W1 ends
     await entered
