@@ -13,14 +13,14 @@
 import type { PrivateKey } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { HANDOFF_PROTOCOL, TICKET_SIGNING_DOMAIN } from '../src/constants.ts'
+import { TICKET_SIGNING_DOMAIN } from '../src/constants.ts'
 import { signRaw, signingBytes } from '../src/identity/signing.ts'
 import { toString } from 'uint8arrays'
 import type { MeshNode } from '../src/node.ts'
 import { signEvent } from '../src/runlog/event.ts'
 import { issueHandoffTicket, originOf, ticketOf, verifyTicket, type RunTicket } from '../src/runlog/ticket.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { RawWire } from './fixtures/raw-wire.ts'
+import { sendHandoffRequest } from './fixtures/raw-handoff.ts'
 
 const WORK = { capability_id: 'cap:forged-chain', version: '1.0.0' }
 
@@ -64,28 +64,19 @@ describe('a handoff whose predecessor\'s chain is forged', () => {
       executor: X.agentId
     })
     const successorTicket = await issueHandoffTicket(xKey, ticket, C.agentId)
-    const wire = await RawWire.open(X.host, C.host.peerId, HANDOFF_PROTOCOL)
-    try {
-      return await wire.call({
-        id: 1,
-        type: 'handoff',
-        body: {
-          to_agent: C.agentId,
-          from_run: { run_id: ticket.run_id, agent_id: X.agentId },
-          task_id: task,
-          capability: WORK,
-          input: { forged: true },
-          context: { from: 'stranger' },
-          delegator: A.agentId,
-          authorized: aTicket.authorized,
-          parent_run: null,
-          ticket: successorTicket,
-          predecessor: fakeStarted
-        }
-      }) as unknown as { ok: boolean, error?: { code: string, details?: Record<string, unknown> } }
-    } finally {
-      wire.abort()
-    }
+    return await sendHandoffRequest(X, C, {
+      to_agent: C.agentId,
+      from_run: { run_id: ticket.run_id, agent_id: X.agentId },
+      task_id: task,
+      capability: WORK,
+      input: { forged: true },
+      context: { from: 'stranger' },
+      delegator: A.agentId,
+      authorized: aTicket.authorized,
+      parent_run: null,
+      ticket: successorTicket,
+      predecessor: fakeStarted
+    }) as unknown as { ok: boolean, error?: { code: string, details?: Record<string, unknown> } }
   }
 
   it('is refused when the predecessor claims a first handoff of a run the origin did not delegate', async () => {
