@@ -76,20 +76,27 @@ class ProviderReads {
   }
 }
 
+/** A provider store's write: addProvider or removeProvider (key, provider, options). */
+export type ProviderWrite = (key: unknown, provider: PeerId, options?: unknown) => Promise<void>
+
 /**
- * Make `store`'s method `name` (addProvider or removeProvider: key, provider,
- * options) call `after` with its key and provider once a write succeeded.
+ * Replace `store`'s write method `name` by `wrap` of it (the one place the
+ * provider store's writes are hooked: here and in provider-records.ts).
  * False when the store has no such method.
  */
-function afterWrite (store: object, name: 'addProvider' | 'removeProvider', after: (key: unknown, provider: PeerId) => void): boolean {
+export function wrapProviderWrite (store: object, name: 'addProvider' | 'removeProvider', wrap: (write: ProviderWrite) => ProviderWrite): boolean {
   const method: unknown = Reflect.get(store, name)
   if (typeof method !== 'function') return false
-  const write = method.bind(store) as (key: unknown, provider: PeerId, options?: unknown) => Promise<void>
-  Reflect.set(store, name, async (key: unknown, provider: PeerId, options?: unknown): Promise<void> => {
+  Reflect.set(store, name, wrap(method.bind(store) as ProviderWrite))
+  return true
+}
+
+/** Make `store`'s write `name` call `after` with its key and provider once the write succeeded. */
+function afterWrite (store: object, name: 'addProvider' | 'removeProvider', after: (key: unknown, provider: PeerId) => void): boolean {
+  return wrapProviderWrite(store, name, write => async (key, provider, options) => {
     await write(key, provider, options)
     after(key, provider)
   })
-  return true
 }
 
 function providerStoreOf (dht: unknown): ProviderStore | undefined {

@@ -10,6 +10,7 @@
  * nothing. This node's own records are never limited.
  */
 import type { PeerId } from '@libp2p/interface'
+import { wrapProviderWrite } from './provider-answers.ts'
 import { DHT_PROVIDER_ADDS_PER_PEER_BURST, DHT_PROVIDER_ADDS_PER_PEER_PER_HOUR, DHT_PROVIDER_PEERS_TRACKED } from './network-constants.ts'
 
 export interface ProviderRecordBounds {
@@ -39,13 +40,9 @@ export function limitProviderRecords (dht: unknown, self: PeerId, onRefused: (pr
 }, now: () => number = Date.now): boolean {
   const store: unknown = (dht as { providers?: unknown } | undefined)?.providers
   if (typeof store !== 'object' || store === null || typeof dht !== 'object' || dht === null) return false
-  const method: unknown = Reflect.get(store, 'addProvider')
-  if (typeof method !== 'function') return false
-  const write = method.bind(store) as (key: unknown, provider: PeerId, options?: unknown) => Promise<void>
   const stats: ProviderRecordStats = { stored: 0, refused: 0 }
-  recordStats.set(dht, stats)
   const buckets = new Map<string, { tokens: number, at: number, told: boolean }>()
-  Reflect.set(store, 'addProvider', async (key: unknown, provider: PeerId, options?: unknown): Promise<void> => {
+  const wrapped = wrapProviderWrite(store, 'addProvider', write => async (key, provider, options) => {
     if (provider.equals(self)) return write(key, provider, options)
     const id = provider.toString()
     const t = now()
@@ -68,5 +65,6 @@ export function limitProviderRecords (dht: unknown, self: PeerId, onRefused: (pr
     await write(key, provider, options)
     stats.stored++
   })
-  return true
+  if (wrapped) recordStats.set(dht, stats)
+  return wrapped
 }
