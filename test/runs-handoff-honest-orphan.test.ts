@@ -18,6 +18,7 @@ import type { AgentEvent, Run } from '../src/runlog/types.ts'
 import { TopicValidatorResult } from '@libp2p/gossipsub'
 import { holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
 import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
+import { rawGossip } from './fixtures/raw-gossip.ts'
 
 const WORK = { capability_id: 'cap:honest-rejected', version: '1.0.0' }
 
@@ -49,11 +50,17 @@ describe('an honest receiver\'s orphan after a retried handoff', () => {
     const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
     await until(() => held.has(r.run_id), 'R to start')
     await until(() => seen.some(e => e.run_id === r.run_id && e.seq === 1), 'the bystander to hold R')
+    // C follows the task before it creates S1, and sees E on its topic: S1's start is then no first publish on a
+    // topic C has just joined, which gossip may lose (mesh-design.md), and E judges it on gossip
+    const onC = await C.events.subscribe(task, { owner: A.agentId })
+    await rawGossip(C, E, task)
     const pending0 = E.events.stats.gossip.lineage_pending
     const answer = await phaseOneHandoff(B, bKey, C, r)
+    onC.close?.()
     expect(answer.ok).toBe(true)
+    const s1 = answer.body!.run
     await until(() => E.events.stats.gossip.lineage_pending > pending0, 'the bystander to hold S1 pending')
-    return { seen, sub, r, s1: answer.body!.run }
+    return { seen, sub, r, s1 }
   }
 
   it('S1\'s later events are Ignored on a bystander, not Rejected', async () => {
