@@ -12,19 +12,28 @@ import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import type { GroupCommitter, WriteOp } from '../storage/group-commit.ts'
 import type { LocalRuns } from './ports.ts'
-import type { CorrTrack, EventsStats } from './track.ts'
+import type { CorrTrack, EventsStats, RunTrack } from './track.ts'
+
+export interface CopyHooks {
+  /** Fetch a run's events again (the syncer): its copies could not be written. */
+  refetch: (t: CorrTrack, rt: RunTrack) => void
+  /** A write ended: the correlation may be let go now (it is kept while its copies are written). */
+  settled: (t: CorrTrack) => void
+}
 
 export class CopyStore {
   private readonly committer: GroupCommitter
   private readonly runs: LocalRuns
   private readonly stats: EventsStats
   private readonly log: Logger
+  private readonly hooks: CopyHooks
 
-  constructor (committer: GroupCommitter, runs: LocalRuns, stats: EventsStats, log: Logger) {
+  constructor (committer: GroupCommitter, runs: LocalRuns, stats: EventsStats, log: Logger, hooks: CopyHooks) {
     this.committer = committer
     this.runs = runs
     this.stats = stats
     this.log = log
+    this.hooks = hooks
   }
 
   /** Write placed events behind everything placed before them. Resolves true once written, false if the write failed. */
@@ -32,11 +41,17 @@ export class CopyStore {
     if (events.length === 0) return true
     const ops: WriteOp[] = []
     for (const e of events) ops.push(...EventLog.writes(e))
+    // the track stays while its copies are written: a failed write is fetched again through it, also
+    // when the batch held the runs' last events and nothing else would keep the correlation
+    t.writing++
     try {
       await this.committer.write(ops, { lingerMs })
     } catch (err) {
       this.failed(t, events, err)
       return false
+    } finally {
+      t.writing--
+      if (t.writing === 0) this.hooks.settled(t)
     }
     for (const e of events) if (e.seq === 1) t.logRuns?.add(e.run_id)
     this.delegated(t, events)
@@ -54,9 +69,11 @@ export class CopyStore {
   }
 
   /**
-   * A write failed: the runs' heads go back to what the log holds (reloaded
-   * on next use), so the events are fetched and stored again rather than
-   * leaving a hole behind.
+   * A write failed: the runs' heads go back to what the log holds, and the
+   * runs are fetched again at once (the fetch loads the head first), so the
+   * events are stored again rather than leaving a hole behind. Not on next
+   * use only: the failed batch may have held a run's last events, and an
+   * ended run is not used again.
    */
   private failed (t: CorrTrack, events: AgentEvent[], err: unknown): void {
     this.stats.copyWriteErrors++
@@ -70,6 +87,7 @@ export class CopyStore {
       rt.head = undefined
       rt.headHash = undefined
       rt.headLoaded = false
+      this.hooks.refetch(t, rt)
     }
   }
 

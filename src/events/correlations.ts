@@ -115,8 +115,9 @@ export class Correlations {
   }
 
   private keep (t: CorrTrack): boolean {
-    if (t.subs.size > 0 || t.holds > 0 || t.pending > 0) return true
-    for (const rt of t.runs.values()) if (rt.interest && isLive(rt.state)) return true
+    if (t.subs.size > 0 || t.holds > 0 || t.pending > 0 || t.writing > 0) return true
+    // a run whose copies could not be written is kept until its log is cut at the hole (runTrack)
+    for (const rt of t.runs.values()) if ((rt.interest && isLive(rt.state)) || rt.cutUpTo !== undefined) return true
     return false
   }
 

@@ -115,7 +115,10 @@ export class Events {
     const signatures = init.signatures ?? new SignatureCache()
     this.signatures = signatures
     this.sync = new SyncClient(init.host, signatures, this.logger)
-    this.copies = new CopyStore(groupCommitter(init.datastore), init.runs, this.stats, this.logger)
+    this.copies = new CopyStore(groupCommitter(init.datastore), init.runs, this.stats, this.logger, {
+      refetch: (t, rt) => { this.syncer.fetch(t, rt) },
+      settled: (t) => { this.correlations.maybeUntrack(t) }
+    })
     this.topicMembership = new TopicMembership(init.host, this.logger, () => { this.placement.count('untracked') })
     this.correlations = new Correlations({
       agentId: this.agentId,

@@ -198,6 +198,8 @@ export interface CorrTrack {
   holds: number
   /** Delegations into this correlation in flight (see Events.prepare): keep the topic, ask nobody. */
   pending: number
+  /** Writes of placed copies in flight (copies.ts): a failed one is fetched again, which needs the track. */
+  writing: number
   /**
    * Every change to the runs' heads and every write to the log of this
    * correlation happens in order: inside a task on `lock`, or synchronously
@@ -240,6 +242,7 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     placedAtTail: 0,
     holds: 0,
     pending: 0,
+    writing: 0,
     lock: new Mutex(),
     inflight: new Set(),
     tailDelay: EVENTS_TAIL_SYNC_MIN_MS,
