@@ -12,7 +12,8 @@ import { TaskState } from '@a2a-js/sdk'
 import { ClientFactory, type Client } from '@a2a-js/sdk/client'
 import { A2aServer, type A2aServerOptions } from '../src/a2a/server.ts'
 import { silentLogger } from '../src/logger.ts'
-import { until } from './helpers.ts'
+import type { MeshNode } from '../src/node.ts'
+import { startLoneNodes, stopAll, until } from './helpers.ts'
 import { startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, handlerOf, send } from './fixtures/a2a-messages.ts'
 
@@ -28,6 +29,7 @@ describe('A2A inbound: bounds on what clients make the server hold', () => {
   let asked = 0
   let waited = 0
   const servers: A2aServer[] = []
+  const extra: MeshNode[] = []
 
   /** Another A2A server on the gateway, with its own bounds, and a client of the worker on it. */
   async function serve (opts: Partial<Omit<A2aServerOptions, 'port' | 'logger'>>): Promise<{ a2a: A2aServer, client: Client }> {
@@ -54,6 +56,7 @@ describe('A2A inbound: bounds on what clients make the server hold', () => {
   })
   afterAll(async () => {
     for (const s of servers) await s.close()
+    await stopAll(extra)
     await stopA2aMesh(m)
   })
 
@@ -94,6 +97,51 @@ describe('A2A inbound: bounds on what clients make the server hold', () => {
     expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED)
     expect(asTask(await client.sendMessage(send(ECHO, { again: true }))).status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
     for (const id of open.slice(1)) await client.cancelTask({ tenant: '', id, metadata: undefined })
+  })
+
+  it('the tasks of all agents together are bounded in bytes: any agent\'s oldest finished task goes, then new tasks are refused', async () => {
+    // a second agent the same server serves, on a node of its own
+    const [other] = await startLoneNodes(1)
+    extra.push(other!)
+    expect(await other!.join(m.gateway.addresses)).toBe(1)
+    let otherAsked = 0
+    other!.runs.handle(ECHO, async (ctx) => ({ echo: ctx.input }))
+    other!.runs.handle(ASK, async (ctx) => {
+      otherAsked++
+      return { resolution: await ctx.block('a human decides', `cp-${ctx.run.run_id.slice(-12)}`) }
+    })
+    await other!.publishCard({ name: 'other', capabilities: [ECHO, ASK] })
+    const { a2a, client: toWorker } = await serve({ maxTaskBytes: TASK_BYTES_BUDGET })
+    const toOther = await new ClientFactory().createFromUrl(a2a.clientUrl(other!.agentId))
+    const workerTasks: string[] = []
+    for (let i = 0; i < 4; i++) workerTasks.push(asTask(await toWorker.sendMessage(send(ECHO, { i, pad: PAD }))).id)
+    // the other agent has tasks of its own: the worker's oldest finished ones make room for them
+    for (let i = 0; i < 4; i++) expect(asTask(await toOther.sendMessage(send(ECHO, { i, pad: PAD }))).status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    await expect(toWorker.getTask({ tenant: '', id: workerTasks[0]! })).rejects.toThrow(/no task|not found/i)
+    const stores = [(await handlerOf(a2a, m.worker.agentId)).store, (await handlerOf(a2a, other!.agentId)).store]
+    expect(stores[0]!.bytes + stores[1]!.bytes).toBeLessThanOrEqual(TASK_BYTES_BUDGET)
+    expect(stores[0]!.bytes).toBeLessThan(TASK_BYTES_BUDGET)
+
+    // open tasks fill the server's bytes: the next task is refused, whichever agent it is for
+    const open: string[] = []
+    let refused: unknown
+    for (let i = 0; i < 30 && refused === undefined; i++) {
+      try {
+        open.push(asTask(await toOther.sendMessage(send(ASK, { i, pad: PAD }))).id)
+      } catch (err) {
+        refused = err
+      }
+    }
+    expect(String(refused)).toMatch(/A2A_TASKS_MAX_BYTES /)
+    expect(String(refused)).toMatch(/DELEGATION_REFUSED/)
+    expect(otherAsked).toBe(open.length)
+    await expect(toWorker.sendMessage(send(ECHO, { refused: true }))).rejects.toThrow(/A2A_TASKS_MAX_BYTES /)
+    for (const id of open) expect((await toOther.getTask({ tenant: '', id })).status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+
+    // an open task that ends makes room again, for the other agent too
+    await toOther.cancelTask({ tenant: '', id: open[0]!, metadata: undefined })
+    expect(asTask(await toWorker.sendMessage(send(ECHO, { again: true }))).status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    for (const id of open.slice(1)) await toOther.cancelTask({ tenant: '', id, metadata: undefined })
   })
 
   it('the server keeps a bounded number of streams open; past it a stream is refused (typed) before any run starts', async () => {

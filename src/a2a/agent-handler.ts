@@ -41,7 +41,7 @@ import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError 
 import { StreamBudget, TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
 import { TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
-import { BoundedTaskStore, listView } from './task-store.ts'
+import { BoundedTaskStore, listView, type TaskBytesPool } from './task-store.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
 const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
@@ -62,6 +62,8 @@ export interface MeshAgentHandlerOptions {
   maxSubscribersPerTask?: number
   /** Bytes of tasks kept (default A2A_TASKS_MAX_BYTES_PER_AGENT). */
   maxTaskBytes?: number
+  /** The server's bytes of tasks, all agents together, this handler shares (default: a pool of its own, unbounded). */
+  taskBytes?: TaskBytesPool
   /** The bound on open streams this handler shares (the server's; default: one of its own of A2A_STREAMS_MAX). */
   streams?: StreamBudget
 }
@@ -96,7 +98,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
       this.runs.drop(taskId)
       this.refresher.forget(taskId)
       this.buses.cleanupByTaskId(taskId)
-    }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT)
+    }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT, opts.taskBytes)
     this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
     this.refresher = new TaskRefresher({
       node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal,
@@ -132,6 +134,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.stopping.abort()
     this.runs.close()
     this.streams.close()
+    this.store.release()
   }
 
   // ---- the A2A surface ----------------------------------------------------------------
@@ -292,8 +295,10 @@ export class MeshAgentHandler implements A2ARequestHandler {
         if (!CORRELATION_ID.test(msg.contextId)) throw new RequestMalformedError('contextId (the mesh correlation id) must match ^[A-Za-z0-9._:/-]{1,128}$')
         const { capability, input } = readDelegate(msg, this.meshCard.capabilities)
         // before the mesh call: a task refused here has started no run
-        if (this.store.full) {
-          throw new DelegationRefusedError(`this agent's open A2A tasks hold ${this.store.bytes} bytes, its bound (A2A_TASKS_MAX_BYTES_PER_AGENT ${this.store.maxBytes}); try again when some have ended`, { reason: 'capacity', limit: this.store.maxBytes })
+        const full = this.store.fullUnder()
+        if (full !== undefined) {
+          const whose = full.bound === 'A2A_TASKS_MAX_BYTES' ? 'this server\'s' : 'this agent\'s'
+          throw new DelegationRefusedError(`${whose} open A2A tasks hold ${full.bytes} bytes, its bound (${full.bound} ${full.limit}); try again when some have ended`, { reason: 'capacity', limit: full.limit, bound: full.bound })
         }
         // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
         const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })

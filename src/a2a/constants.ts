@@ -45,6 +45,12 @@ export const A2A_TASKS_MAX_PER_AGENT = 10_000
  */
 export const A2A_TASKS_MAX_BYTES_PER_AGENT = 16 * 1024 * 1024
 /**
+ * Bytes of tasks the inbound server keeps, all its agents together (A2A_AGENT_HANDLERS_MAX agents at their own bound
+ * would hold 4 GiB): past it the least recently written finished task of any agent is dropped, and when only open
+ * tasks are left a new task is refused (DELEGATION_REFUSED, reason capacity).
+ */
+export const A2A_TASKS_MAX_BYTES = 256 * 1024 * 1024
+/**
  * Tasks waiting for input whose runs the inbound server watches, all its agents together (a cancel, failure,
  * handoff or resume made outside A2A reaches the task through the watch). Each watch holds one of the node's
  * correlation topics, so a quarter of them at most; past it the watch of the task that has waited longest

@@ -22,12 +22,13 @@ import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
   A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
-  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES_PER_AGENT
+  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT
 } from './constants.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
 import { ClientUser, StreamBudget } from './streams.ts'
 import { WatchBudget } from './task-runs.ts'
+import { TaskBytesPool } from './task-store.ts'
 
 const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
 const CARD_PATH = '/.well-known/agent-card.json'
@@ -53,6 +54,8 @@ export interface A2aServerOptions {
   maxConnections?: number
   /** Bytes of tasks kept per agent (default A2A_TASKS_MAX_BYTES_PER_AGENT). */
   maxTaskBytesPerAgent?: number
+  /** Bytes of tasks kept, all agents together (default A2A_TASKS_MAX_BYTES). */
+  maxTaskBytes?: number
 }
 
 /**
@@ -113,7 +116,8 @@ export class A2aServer {
       watches: new WatchBudget(opts.maxInputWatches ?? A2A_INPUT_WATCHES_MAX),
       maxSubscribersPerTask: opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK,
       streams: new StreamBudget(opts.maxStreams ?? A2A_STREAMS_MAX),
-      maxTaskBytes: opts.maxTaskBytesPerAgent ?? A2A_TASKS_MAX_BYTES_PER_AGENT
+      maxTaskBytes: opts.maxTaskBytesPerAgent ?? A2A_TASKS_MAX_BYTES_PER_AGENT,
+      taskBytes: new TaskBytesPool(opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES)
     })
     server.on('drop', () => { a2a.dropped() })
     a2a.routes(app)

@@ -4,20 +4,88 @@
  * filtering and offset pagination. The mesh run behind each task stays the
  * source of truth (GetRun, replay); this keeps the A2A view of it.
  *
- * Two bounds: a count (past it a finished task goes, else the least recently
- * written one) and bytes (each task counted by the length of its JSON when
- * saved; past them finished tasks go, least recently written first, and when
- * only open ones are left the store is `full`: the handler refuses new tasks).
+ * Three bounds: a count (past it a finished task goes, else the least
+ * recently written one), bytes per agent (each task counted by the length of
+ * its JSON when saved; past them finished tasks go, least recently written
+ * first, and when only open ones are left the store is `full`: the handler
+ * refuses new tasks), and bytes of every agent the server serves together
+ * (TaskBytesPool: past them the least recently written finished task of any
+ * agent goes, and when none is left every store is `full`).
  */
 import type { ListTasksRequest, ListTasksResponse, Task } from '@a2a-js/sdk'
 import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server'
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import { TaskState } from '@a2a-js/sdk'
-import { A2A_TASK_HISTORY_MAX, A2A_TASKS_MAX_BYTES_PER_AGENT } from './constants.ts'
+import { A2A_TASK_HISTORY_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT } from './constants.ts'
 import { isFinalState } from './mapping.ts'
 
 export const LIST_PAGE_SIZE_DEFAULT = 50
 export const LIST_PAGE_SIZE_MAX = 100
+
+/** What a full store refuses new tasks under: its own bytes or the server's, and that bound. */
+export interface TaskBytesBound {
+  bound: 'A2A_TASKS_MAX_BYTES_PER_AGENT' | 'A2A_TASKS_MAX_BYTES'
+  bytes: number
+  limit: number
+}
+
+/**
+ * The task bytes of every agent of one inbound server together. Finished
+ * tasks are kept here in the order they were last written, across agents, so
+ * making room drops the oldest of any agent at once (open tasks are not in
+ * that order: they are never dropped for bytes).
+ */
+export class TaskBytesPool {
+  readonly maxBytes: number
+  bytes = 0
+  private readonly finished = new Map<string, { store: BoundedTaskStore, taskId: string }>()
+  private stores = 0
+
+  constructor (maxBytes = A2A_TASKS_MAX_BYTES) {
+    this.maxBytes = maxBytes
+  }
+
+  /** At the bound with no finished task of any agent left to drop. */
+  get full (): boolean {
+    return this.bytes >= this.maxBytes && this.finished.size === 0
+  }
+
+  /** A name for a store's tasks in the pool's order. */
+  storeKey (): string {
+    return `${this.stores++}`
+  }
+
+  /** A task was written (its size changed by `delta`): finished ones move to the back of the order. */
+  saved (key: string, store: BoundedTaskStore, taskId: string, delta: number, final: boolean): void {
+    this.bytes += delta
+    this.finished.delete(key)
+    if (final) this.finished.set(key, { store, taskId })
+  }
+
+  dropped (key: string, size: number): void {
+    this.bytes -= size
+    this.finished.delete(key)
+  }
+
+  /** Finished tasks dropped to stay within `maxBytes`, any agent's. */
+  droppedForBytes = 0
+
+  /** Past the bound: drop finished tasks of any agent, least recently written first, except `but` (just saved). */
+  makeRoom (but: string): void {
+    while (this.bytes > this.maxBytes) {
+      let victim: { store: BoundedTaskStore, taskId: string } | undefined
+      for (const [k, v] of this.finished) {
+        if (k !== but) {
+          victim = v
+          break
+        }
+      }
+      if (victim === undefined) return
+      victim.store.drop(victim.taskId)
+      this.droppedForBytes++
+    }
+  }
+}
 
 export class BoundedTaskStore implements TaskStore {
   private readonly tasks = new Map<string, Task>()
@@ -29,16 +97,44 @@ export class BoundedTaskStore implements TaskStore {
   private readonly onEvict: ((taskId: string) => void) | undefined
   /** The sizes of the tasks held, together. */
   bytes = 0
+  /** The server's bytes of every agent together (a pool of this store's own when none is given). */
+  private readonly pool: TaskBytesPool
+  private readonly poolKey: string
 
-  constructor (max: number, onEvict?: (taskId: string) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT) {
+  constructor (max: number, onEvict?: (taskId: string) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT, pool?: TaskBytesPool) {
     this.max = max
     this.onEvict = onEvict
     this.maxBytes = maxBytes
+    this.pool = pool ?? new TaskBytesPool(Number.POSITIVE_INFINITY)
+    this.poolKey = this.pool.storeKey()
   }
 
   /** At the byte bound with no finished task left to drop: a new task would only add to open ones (the handler refuses it). */
   get full (): boolean {
-    return this.bytes >= this.maxBytes && this.oldestFinished() === undefined
+    return this.fullUnder() !== undefined
+  }
+
+  /** The bound a full store refuses new tasks under: this agent's own first, else the server's. */
+  fullUnder (): TaskBytesBound | undefined {
+    if (this.bytes >= this.maxBytes && this.oldestFinished() === undefined) return { bound: 'A2A_TASKS_MAX_BYTES_PER_AGENT', bytes: this.bytes, limit: this.maxBytes }
+    if (this.pool.full) return { bound: 'A2A_TASKS_MAX_BYTES', bytes: this.pool.bytes, limit: this.pool.maxBytes }
+    return undefined
+  }
+
+  /** The store goes (its agent is no longer served): its bytes leave the server's pool, and it keeps nothing more. */
+  release (): void {
+    this.released = true
+    for (const [id, size] of this.sizes) this.pool.dropped(this.key(id), size)
+    this.tasks.clear()
+    this.sizes.clear()
+    this.bytes = 0
+    this.openTasks = 0
+  }
+
+  private released = false
+
+  private key (taskId: string): string {
+    return `${this.poolKey}\u0000${taskId}`
   }
 
   get size (): number {
@@ -59,6 +155,7 @@ export class BoundedTaskStore implements TaskStore {
   historyTrimmed = 0
 
   async save (task: Task, _context: ServerCallContext): Promise<void> {
+    if (this.released) return
     this.count(this.tasks.get(task.id), -1)
     this.count(task, 1)
     this.tasks.delete(task.id)
@@ -67,9 +164,11 @@ export class BoundedTaskStore implements TaskStore {
     if (over > 0) this.historyTrimmed += over
     const kept = structuredClone(over > 0 ? { ...task, history: task.history.slice(over) } : task)
     const size = JSON.stringify(kept).length
-    this.bytes += size - (this.sizes.get(task.id) ?? 0)
+    const delta = size - (this.sizes.get(task.id) ?? 0)
+    this.bytes += delta
     this.sizes.set(task.id, size)
     this.tasks.set(task.id, kept)
+    this.pool.saved(this.key(task.id), this, task.id, delta, kept.status !== undefined && isFinalState(kept.status.state))
     // past the count: the least recently written finished task, else the least recently written one
     if (this.tasks.size > this.max) this.drop(this.oldestFinished() ?? this.tasks.keys().next().value as string)
     // past the bytes: finished tasks, least recently written first (not the one just saved: its client may read it next)
@@ -79,6 +178,8 @@ export class BoundedTaskStore implements TaskStore {
       this.drop(victim)
       this.droppedForBytes++
     }
+    // past the server's bytes: the oldest finished task of any agent
+    this.pool.makeRoom(this.key(task.id))
   }
 
   /** Finished tasks dropped to stay within `maxBytes`. */
@@ -92,10 +193,13 @@ export class BoundedTaskStore implements TaskStore {
     return undefined
   }
 
-  private drop (taskId: string): void {
+  /** Let a task go (to stay within a bound; the pool drops another agent's this way too). */
+  drop (taskId: string): void {
     this.count(this.tasks.get(taskId), -1)
     this.tasks.delete(taskId)
-    this.bytes -= this.sizes.get(taskId) ?? 0
+    const size = this.sizes.get(taskId) ?? 0
+    this.bytes -= size
+    this.pool.dropped(this.key(taskId), size)
     this.sizes.delete(taskId)
     this.onEvict?.(taskId)
   }
