@@ -8,15 +8,16 @@
  * purpose; a chunk leaves only when no manifest names it and no write in
  * progress counts on it.
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { ArtifactStore, type RemovedBy } from '../src/artifacts/store.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
+import { ARTIFACT_USE_PERSIST_MS } from '../src/artifacts/constants.ts'
 import { silentLogger } from '../src/logger.ts'
-import { rejectsWith } from './helpers.ts'
+import { rejectsWith, until } from './helpers.ts'
 
 const dirs: string[] = []
 const stores: ArtifactStore[] = []
@@ -92,6 +93,32 @@ describe('an artifact store at its bound', () => {
     expect(full.details?.max_bytes).toBe(ROOM)
     expect(await readdir(join(store.dir, 'tmp'))).toEqual([])
     expect(store.count).toBe(3)
+  })
+
+  it('keeps the order of use across a restart: a copy read since is not the first to go', async () => {
+    const { store } = await openStore()
+    const a = await fetchedCopy(store, filled(SIZE, 1))
+    const b = await fetchedCopy(store, filled(SIZE, 2))
+    const p = await own(store, filled(SIZE, 3))
+    // a is read again, more than ARTIFACT_USE_PERSIST_MS after it was stored: its use is written to its manifest
+    const usedAt = Date.now() + 2 * ARTIFACT_USE_PERSIST_MS
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(usedAt)
+    const reading = store.read(a, (await store.manifest(a))!)
+    vi.useRealTimers()
+    for await (const chunk of reading) expect(chunk.byteLength).toBe(SIZE)
+    const mtime = async (id: string): Promise<number> => (await stat(join(store.dir, 'manifests', id))).mtimeMs
+    await until(async () => Math.abs(await mtime(a) - usedAt) < 1000, 'the use written to the manifest')
+    expect(await mtime(b)).toBeLessThan(usedAt - ARTIFACT_USE_PERSIST_MS)
+    await store.close()
+    stores.splice(stores.indexOf(store), 1)
+
+    // opened again: b is the least recently used copy, so it makes way for a new write
+    const again = await openStore(ROOM, undefined, store.dir)
+    await own(again.store, filled(SIZE, 4))
+    expect(again.removed).toEqual([[b, 'evicted']])
+    for (const id of [a, p]) expect(await readAll(again.store, id)).toBe(SIZE)
+    expect(again.store.stats.useWriteFailures).toBe(0)
   })
 
   it('does not evict an artifact being read; it may go once the read ends', async () => {

@@ -166,7 +166,7 @@ describe('artifact store writes', () => {
     await store.close()
     const reopened = new ArtifactStore(store.dir, 64 * ARTIFACT_CHUNK_BYTES, silentLogger())
     await reopened.open()
-    expect(reopened.stats).toEqual({ orphanChunksSwept: 0, unreadableManifests: 0, removed: 0, evicted: 0, deleteFailures: 0 })
+    expect(reopened.stats).toEqual({ orphanChunksSwept: 0, unreadableManifests: 0, removed: 0, evicted: 0, deleteFailures: 0, useWriteFailures: 0 })
     expect(await readAll(reopened, id.toString())).toBe(100)
     expect((await readdir(join(store.dir, 'chunks'))).sort()).toEqual([chunk.toString(), 'lost+found', 'notes.txt'].sort())
     await reopened.close()

@@ -15,8 +15,10 @@ export interface CatalogEntry {
   size: number
   /** Kept until removed on purpose (DELETE /v1/artifacts/{artifact}); a copy fetched from peers is not. */
   pinned: boolean
-  /** When it was last stored, read or served (since the store opened; before, when it was stored). */
+  /** When it was last stored, read or served (before the store opened: its manifest's mtime). */
   lastUsed: number
+  /** The `lastUsed` last written to the manifest's mtime (store.ts `used`). */
+  persistedUse: number
   /** Reads of it in progress here: an artifact being read is not evicted. */
   readers: number
 }
@@ -48,14 +50,15 @@ export class Catalog {
     for (const cid of new Set(chunks)) this.refs.set(cid, (this.refs.get(cid) ?? 0) + 1)
   }
 
-  /** Used now: it goes to the end of the eviction order. */
-  touch (id: string, now = Date.now()): void {
+  /** Used now: it goes to the end of the eviction order. Returns its entry, if it is here. */
+  touch (id: string, now = Date.now()): CatalogEntry | undefined {
     const e = this.entries.get(id)
-    if (e === undefined) return
+    if (e === undefined) return undefined
     e.lastUsed = now
     this.entries.delete(id)
     this.entries.set(id, e)
     if (this.copies.delete(id)) this.copies.set(id, e)
+    return e
   }
 
   /** The artifact is kept for good from now on (the node stored the same bytes itself). */

@@ -15,3 +15,9 @@ export const ARTIFACT_STORE_MAX_ARTIFACTS = 100_000
 export const ARTIFACT_LIST_DEFAULT_LIMIT = 100
 /** Most artifacts one page of GET /v1/artifacts lists (`limit` at most this). */
 export const ARTIFACT_LIST_MAX_LIMIT = 1_000
+/**
+ * A use of an artifact (read, served, fetched again) is written to its manifest file's modification time at most
+ * this often: the store orders its copies by that time when it opens, so the eviction order outlives a restart to
+ * within this much.
+ */
+export const ARTIFACT_USE_PERSIST_MS = 60_000

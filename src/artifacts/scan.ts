@@ -3,13 +3,15 @@
  * `tmp/` (writes a crash cut short), reads every manifest into the catalog,
  * least recently stored first, drops pins whose artifact is gone, and
  * deletes the chunks no manifest names (left by a write killed between its
- * chunks' move and its manifest, or by a removal cut short). Also the file
- * helpers the store shares with it.
+ * chunks' move and its manifest, or by a removal cut short). It orders the
+ * artifacts by their manifests' mtimes, which the store moves forward as they
+ * are used (persistUse). Also the file helpers the store shares with it.
  */
-import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rm, stat, utimes } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from '../logger.ts'
-import type { Catalog } from './catalog.ts'
+import type { Catalog, CatalogEntry } from './catalog.ts'
+import { ARTIFACT_USE_PERSIST_MS } from './constants.ts'
 import { JSON_CODEC, RAW_CODEC, parseId, verifyManifest } from './manifest.ts'
 
 /** Manifests read at once when a store opens. */
@@ -40,6 +42,20 @@ export async function fileSize (path: string): Promise<number | undefined> {
     if (isMissing(err)) return undefined
     throw err
   }
+}
+
+/**
+ * Write an artifact's last use to its manifest's mtime, at most once per
+ * ARTIFACT_USE_PERSIST_MS, so the store opened again evicts by use, not by
+ * when it was stored. A failure is counted and logged.
+ */
+export function persistUse (manifestPath: string, artifact: string, e: CatalogEntry, stats: { useWriteFailures: number }, log: Logger): void {
+  if (e.lastUsed - e.persistedUse < ARTIFACT_USE_PERSIST_MS) return
+  e.persistedUse = e.lastUsed
+  utimes(manifestPath, new Date(e.lastUsed), new Date(e.lastUsed)).catch((err: unknown) => {
+    stats.useWriteFailures++
+    log.warn({ err, artifact }, 'the use of an artifact could not be written to its manifest: a restart orders it as older')
+  })
 }
 
 export interface ScanStats {
@@ -81,7 +97,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
     }))
   }
   found.sort((a, b) => a.mtime - b.mtime)
-  for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, pinned: pins.has(f.id), lastUsed: f.mtime, readers: 0 }, f.chunks)
+  for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, pinned: pins.has(f.id), lastUsed: f.mtime, persistedUse: f.mtime, readers: 0 }, f.chunks)
   const manifests = new Set(names)
   for (const pin of pins) {
     // a pin whose manifest is gone (a removal or a write cut short): nothing to keep; one whose manifest

@@ -25,7 +25,7 @@ import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manif
 import { Catalog } from './catalog.ts'
 import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, syncDir, writeDurably, writeSettled } from './write.ts'
-import { canonical, canonicalOrUndefined, fileSize, isMissing, scanStore } from './scan.ts'
+import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
 import { heldIterator } from '../util/held-iterator.ts'
 
@@ -57,6 +57,8 @@ export interface ArtifactStoreStats {
   evicted: number
   /** Files of removed artifacts that could not be deleted (logged; they go when the store opens again). */
   deleteFailures: number
+  /** Uses that could not be written to a manifest's mtime (logged; the order after a restart is older). */
+  useWriteFailures: number
 }
 
 export class ArtifactStore {
@@ -65,7 +67,7 @@ export class ArtifactStore {
   private readonly maxArtifacts: number
   private readonly log: Logger
   private usedBytes = 0
-  readonly stats: ArtifactStoreStats = { orphanChunksSwept: 0, unreadableManifests: 0, removed: 0, evicted: 0, deleteFailures: 0 }
+  readonly stats: ArtifactStoreStats = { orphanChunksSwept: 0, unreadableManifests: 0, removed: 0, evicted: 0, deleteFailures: 0, useWriteFailures: 0 }
   private readonly catalog = new Catalog()
   /** False when a manifest could not be read at open: its chunks are not known, so no chunk is deleted. */
   private chunksKnown = true
@@ -259,7 +261,7 @@ export class ArtifactStore {
           await this.writeFile(this.pinPath(key), new Uint8Array(0))
           this.catalog.pin(key)
         }
-        this.catalog.touch(key)
+        this.touch(key)
         return
       }
       const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
@@ -289,7 +291,7 @@ export class ArtifactStore {
         throw err
       }
       if (oldManifest !== undefined) this.usedBytes -= oldManifest
-      this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: pin || oldPin !== undefined, lastUsed: Date.now(), readers: 0 }, chunks)
+      this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: pin || oldPin !== undefined, lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
     }, 'commit')
     try {
       await turn
@@ -408,10 +410,11 @@ export class ArtifactStore {
     }
   }
 
-  /** The artifact was used (served, fetched again): it is the last to be evicted now. */
+  /** Used now (read, served, fetched again): the last to be evicted, and after a restart too (scan.ts persistUse). */
   touch (id: string): void {
     const key = canonicalOrUndefined(id, JSON_CODEC)
-    if (key !== undefined) this.catalog.touch(key)
+    const e = key === undefined ? undefined : this.catalog.touch(key)
+    if (key !== undefined && e !== undefined) persistUse(this.manifestPath(key), key, e, this.stats, this.log)
   }
 
   /** A page of the artifacts here, in id order, after the artifact `after` (a canonical id; see protocols/artifact.md). */
@@ -477,7 +480,7 @@ export class ArtifactStore {
     const entry = this.catalog.get(key)
     if (entry === undefined) return this.readChunks(id, key, m)
     entry.readers++
-    this.catalog.touch(key)
+    this.touch(key)
     return heldIterator(this.readChunks(id, key, m), () => { entry.readers-- })
   }
 
