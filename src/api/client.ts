@@ -52,6 +52,17 @@ export interface SseEvent {
   id?: string
 }
 
+/**
+ * The node's typed error when an event stream ends with an `error` event (its
+ * subscription failed: openapi.ts), else undefined.
+ */
+export function streamFailure (ev: SseEvent): AapError | undefined {
+  if (ev.event !== 'error') return undefined
+  const e = (ev.data as { error?: { code?: unknown, message?: unknown, details?: unknown } } | undefined)?.error
+  const details = typeof e?.details === 'object' && e.details !== null ? e.details as Record<string, unknown> : undefined
+  return new AapError(isErrorCode(e?.code) ? e.code : 'INTERNAL', typeof e?.message === 'string' ? e.message : 'the event stream ended with an error', details)
+}
+
 export type QueryValue = string | number | boolean | string[] | undefined
 
 function queryString (query: Record<string, QueryValue> | undefined): string {

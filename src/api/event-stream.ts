@@ -59,7 +59,9 @@ export async function serveEventStream (ports: EventStreamPorts, correlation: st
   }
   reply.raw.off('close', onGone)
   ports.subscriptions.add(sub)
-  if (gone.signal.aborted || sub.closed) {
+  // a subscription that ended while it subscribed (it fell behind live events during its first syncs, say) still
+  // opens the stream: pump sends its failure as the `error` event, or ends the stream as an ended one ends
+  if (gone.signal.aborted) {
     sub.close()
     ports.subscriptions.delete(sub)
     release()

@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, type Command } from 'commander'
-import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, RUN_LIST_MAX_LIMIT } from '../constants.ts'
+import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
+import { streamFailure, type ApiClient } from '../api/client.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
 import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
@@ -194,33 +195,58 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...
       const ctl = new AbortController()
       const release = onInterrupt(() => { ctl.abort() }, ['SIGINT'])
       let created: Run | undefined
-      let ended: AgentEvent | undefined
+      // the run whose end send waits for: the delegated one, then each successor it is handed off to
+      let current: string | undefined
+      let ended: Run | undefined
       try {
         // follow the task's events from now on, then delegate: the run's end cannot slip by unseen
         for await (const ev of client.stream(`/v1/events/${seg(task)}/stream`, { history: false }, { signal: ctl.signal })) {
+          const failed = streamFailure(ev)
+          if (failed !== undefined) throw new UnfinishedError(failed.code, `the node's event stream of ${task} failed: ${failed.message}`, EXIT_UNREACHABLE)
           if (ev.event === 'ready') {
             created = (await client.call<RunResult>('POST', '/v1/delegate', body)).run
-            if (created.state === 'completed' || created.state === 'failed') break
-            continue
+            current = created.run_id
+            // a retried idempotency key may answer with a run that ended or blocked already
+            if (created.state === 'running') continue
+          } else {
+            const e = ev.data as AgentEvent
+            if (current === undefined || e.run_id !== current || !(e.type === 'run.completed' || e.type === 'run.failed' || e.type === 'run.blocked')) continue
           }
-          const e = ev.data as AgentEvent
-          if (created !== undefined && e.run_id === created.run_id && (e.type === 'run.completed' || e.type === 'run.failed' || e.type === 'run.blocked')) {
-            ended = e
+          const end = await endOfChain(client, current)
+          if (end.run !== undefined) {
+            ended = end.run
             break
           }
+          current = end.live
         }
       } finally {
         release()
       }
-      if (created === undefined) throw new UsageError('the node\'s event stream ended before the delegation was sent')
-      const run = (await client.call<RunResult>('GET', `/v1/runs/${seg(created.run_id)}`)).run
+      if (created === undefined) throw new UnfinishedError('UNREACHABLE', 'the node\'s event stream ended before the delegation was sent', EXIT_UNREACHABLE)
+      const run = ended ?? (await client.call<RunResult>('GET', `/v1/runs/${seg(current ?? created.run_id)}`)).run
       const turn = run.turn === undefined ? '' : ` (turn ${run.turn} of ${run.context_id ?? run.run_id})`
+      const handed = run.run_id === created.run_id ? '' : ` (run ${created.run_id} handed off)`
       const text = run.state === 'completed'
-        ? `${JSON.stringify(run.output)}\nrun ${run.run_id}${turn}: completed; next turn: aap-mesh send --continue ${run.run_id} --input ...`
-        : `run ${run.run_id}${turn}: ${ended?.type ?? run.state}\n${runText(run)}`
+        ? `${JSON.stringify(run.output)}\nrun ${run.run_id}${turn}${handed}: completed; next turn: aap-mesh send --continue ${run.run_id} --input ...`
+        : `run ${run.run_id}${turn}${handed}: ${run.state}\n${runText(run)}`
       const unfinished = sendVerdict(run, ctl.signal.aborted)
-      return { json: { run }, text, ...(unfinished === undefined ? {} : { unfinished }) }
+      return { json: { run, ...(handed === '' ? {} : { delegated_run: created.run_id }) }, text, ...(unfinished === undefined ? {} : { unfinished }) }
     }))
+}
+
+/**
+ * Where a run's line of handoffs stands: the first run of it that ended
+ * without handing off or is blocked (`run`), or the live one to wait for.
+ */
+async function endOfChain (client: ApiClient, runId: string): Promise<{ run: Run, live?: undefined } | { run?: undefined, live: string }> {
+  let id = runId
+  for (let hop = 0; hop <= MAX_HANDOFF_DEPTH; hop++) {
+    const run = (await client.call<RunResult>('GET', `/v1/runs/${seg(id)}`)).run
+    if (run.state === 'running') return { live: id }
+    if (run.state !== 'completed' || run.handoff_to === null) return { run }
+    id = run.handoff_to.run_id
+  }
+  return { live: id }
 }
 
 /** Why `send` did not succeed: undefined for a completed run, else the reason and exit status. */
@@ -337,6 +363,8 @@ function registerEvents (program: Command): void {
             if (!opts.json) process.stderr.write(`aap-mesh: following ${corr} (Ctrl-C to stop)\n`)
             continue
           }
+          const failed = streamFailure(ev)
+          if (failed !== undefined) throw new UnfinishedError(failed.code, `the node's event stream of ${corr} failed: ${failed.message}`, EXIT_UNREACHABLE)
           const e = ev.data as AgentEvent
           process.stdout.write((opts.json ? JSON.stringify(e) : eventLine(e)) + '\n')
           if (opts.until !== undefined && e.type === opts.until) {

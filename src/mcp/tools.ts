@@ -5,12 +5,12 @@
  * the tools accept exactly what the API does.
  */
 import { readFileSync } from 'node:fs'
-import type { ApiClient, QueryValue } from '../api/client.ts'
+import { streamFailure, type ApiClient, type QueryValue } from '../api/client.ts'
 import {
   MCP_EVENTS_CONCURRENT_MAX, MCP_EVENTS_HISTORY_MAX_MS, MCP_EVENTS_MAX, MCP_EVENTS_WAIT_DEFAULT_MS, MCP_EVENTS_WAIT_MAX_MS, MCP_REPLAY_TIMEOUT_MAX_MS, MCP_RESULT_MARGIN_BYTES,
   MCP_RESULT_MAX_BYTES
 } from './constants.ts'
-import { AapError, isErrorCode } from '../errors.ts'
+import { AapError } from '../errors.ts'
 import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION, RUN_ID_MAX_CHARS } from '../constants.ts'
 
 type Schema = Record<string, unknown>
@@ -218,11 +218,9 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
           timer ??= setTimeout(() => { ctl.abort() }, waitMs)
           continue
         }
-        if (ev.event === 'error') {
-          // the node ended the stream with a typed error: the tool's caller learns it, not a short list
-          const e = (ev.data as { error?: { code?: unknown, message?: unknown } } | undefined)?.error
-          throw new AapError(isErrorCode(e?.code) ? e.code : 'INTERNAL', typeof e?.message === 'string' ? e.message : 'the event stream ended with an error')
-        }
+        // the node ended the stream with a typed error: the tool's caller learns it, not a short list
+        const failed = streamFailure(ev)
+        if (failed !== undefined) throw failed
         if (!ev.event.startsWith('run.')) continue
         const { run_id: runId, seq } = ev.data as { run_id?: unknown, seq?: unknown }
         if (typeof runId === 'string' && typeof seq === 'number') {
