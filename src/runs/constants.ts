@@ -62,3 +62,11 @@ export const HANDOFF_CONFIRM_ASK_INTERVAL_MS = 5_000
  * answers is given up and keeps no slot, nor idempotency key, for good.
  */
 export const DELEGATION_POLICY_TIMEOUT_FACTOR = 2
+/**
+ * An executor's ending of a run (its completion, a failure it makes) that the
+ * store refused (STORAGE_FULL) is written again after this long, the wait
+ * doubling up to RUN_END_RETRY_MAX_MS, while the run is still running here
+ * (src/runs/end-retry.ts).
+ */
+export const RUN_END_RETRY_MIN_MS = 500
+export const RUN_END_RETRY_MAX_MS = 30_000

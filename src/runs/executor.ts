@@ -30,6 +30,7 @@ import { Contexts, contextEntry } from './contexts.ts'
 import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
+import { writeEnding } from './end-retry.ts'
 import { RunSlots } from './slots.ts'
 import { transition } from './state-machine.ts'
 import type { RunStore } from './store.ts'
@@ -284,7 +285,7 @@ export class RunExecutor implements HandlerHost {
       this.dispatch(runId, p.input, p.handoff, null)
       return
     }
-    this.apply(runId, { type: 'fail', code: 'HANDLE_UNDELIVERED', message: 'the run was created but its handle could not be delivered to the caller' }, EXECUTOR)
+    writeEnding(async () => this.apply(runId, { type: 'fail', code: 'HANDLE_UNDELIVERED', message: 'the run was created but its handle could not be delivered to the caller' }, EXECUTOR), { runId, active: () => this.isActive(runId), signal: this.stopping.signal, log: this.log })
       .catch((err: unknown) => { this.log.warn({ err: toAapError(err), run_id: runId }, 'a run whose handle was never delivered could not be failed') })
   }
 
@@ -425,9 +426,9 @@ export class RunExecutor implements HandlerHost {
       a.resumed = undefined
       noteResumed(this.log, a, event)
       if (a.blockedAcrossRestart === true && !a.handlerRunning) {
-        // blocked across a restart: the handler starts again with the resolution
+        // blocked across a restart: the handler starts again with the resolution, from its stored input
         a.blockedAcrossRestart = undefined
-        this.dispatchRestored(runId, next, resolution).catch((err: unknown) => {
+        restoredStart(this.store.log, next).then(({ input, handoff }) => { this.dispatch(runId, input, handoff, { checkpoint_id: next.checkpoint_id, resolution }) }).catch((err: unknown) => {
           this.log.warn({ err: toAapError(err), run_id: runId }, 'a run resumed after a restart could not be handed to its handler')
         })
       }
@@ -482,14 +483,9 @@ export class RunExecutor implements HandlerHost {
       failLocked: async (runId, code, message) => (await this.commitLocked(runId, { type: 'fail', code, message }, EXECUTOR)).run,
       fail: async (runId, code, message) => this.apply(runId, { type: 'fail', code, message }, EXECUTOR),
       verdictFrom: this.verdictFrom,
-      stopping: this.stopping.signal
+      stopping: this.stopping.signal,
+      isRunning: (runId) => this.active.get(runId)?.run.state === 'running'
     }
-  }
-
-  /** A run that was blocked when the node restarted is resumed: its handler starts again, from its stored input. */
-  private async dispatchRestored (runId: string, run: Run, resolution: Record<string, unknown>): Promise<void> {
-    const { input, handoff } = await restoredStart(this.store.log, run)
-    this.dispatch(runId, input, handoff, { checkpoint_id: run.checkpoint_id, resolution })
   }
 
   private dispatch (runId: string, input: Record<string, unknown>, handoff: RunContext['handedOff'], restored: RunContext['restored']): void {

@@ -12,6 +12,7 @@ import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
 import { assertPayloadValueDepth, isBlock, isRunOutput } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 import { cutText } from '../util/text.ts'
+import { writeEnding, type EndingRetry } from './end-retry.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
 export interface BlockWaiter {
@@ -125,10 +126,15 @@ export function noteResumed (log: Logger, a: Active, event: AgentEvent): void {
   tell(log, a.run.run_id, a.watch?.resumed, resolved, 'onResumed')
 }
 
+/** Where a handler's run ends are written again while the store refuses them (end-retry.ts). */
+function endingRetry (host: HandlerHost, runId: string, a: Active): EndingRetry {
+  return { runId, active: () => host.isActive(runId) && !isTerminal(a.run.state), signal: a.abort.signal, log: host.log }
+}
+
 /** Fail a run on its executor's behalf; a run that ended meanwhile is left as it is (logged). */
-async function failRun (host: HandlerHost, runId: string, message: string): Promise<void> {
+async function failRun (host: HandlerHost, runId: string, a: Active, message: string): Promise<void> {
   try {
-    await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message }, EXECUTOR)
+    await writeEnding(async () => host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message }, EXECUTOR), endingRetry(host, runId, a))
   } catch (err) {
     host.log.warn({ err: toAapError(err), run_id: runId }, 'could not fail a run after its handler failed')
   }
@@ -312,7 +318,7 @@ async function runHandler (
 ): Promise<void> {
   try {
     if (handler === undefined) {
-      await failRun(host, runId, 'no handler is registered for this capability')
+      await failRun(host, runId, a, 'no handler is registered for this capability')
       return
     }
     // the conversation's earlier turns and saved context are read before the handler starts (turns.md); a read that
@@ -323,7 +329,7 @@ async function runHandler (
     } catch (err) {
       host.log.error({ err: toAapError(err), run_id: runId }, 'the conversation of a run could not be read; the run fails')
       if (host.isActive(runId) && !isTerminal(a.run.state)) {
-        await failRun(host, runId, cutText(`its conversation could not be read: ${toAapError(err).message}`, FAILURE_MESSAGE_MAX_CHARS))
+        await failRun(host, runId, a, cutText(`its conversation could not be read: ${toAapError(err).message}`, FAILURE_MESSAGE_MAX_CHARS))
       }
       return
     }
@@ -333,7 +339,7 @@ async function runHandler (
       output = await handler(ctx)
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-        await failRun(host, runId, cutText(toAapError(err).message, FAILURE_MESSAGE_MAX_CHARS))
+        await failRun(host, runId, a, cutText(toAapError(err).message, FAILURE_MESSAGE_MAX_CHARS))
       } else {
         // the run ended by other means (cancel, handoff, stop): the handler's error is its reaction to that
         host.log.debug({ err: toAapError(err), run_id: runId }, 'a handler ended with an error after its run ended')
@@ -345,11 +351,11 @@ async function runHandler (
     if (a.run.state === 'blocked') host.log.debug({ run_id: runId, checkpoint_id: a.run.checkpoint_id }, 'a handler returned while its run is blocked; its output waits for the resume')
     try {
       checkOutput(output ?? {})
-      const done = await whenRunning({ type: 'complete', output: output ?? {} })
+      const done = await writeEnding(async () => whenRunning({ type: 'complete', output: output ?? {} }), endingRetry(host, runId, a))
       if (done === undefined) host.log.info({ run_id: runId, state: a.run.state }, 'a handler\'s output was dropped: its run ended while blocked')
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
-        await failRun(host, runId, cutText(`the handler's output could not complete the run: ${toAapError(err).message}`, FAILURE_MESSAGE_MAX_CHARS))
+        await failRun(host, runId, a, cutText(`the handler's output could not complete the run: ${toAapError(err).message}`, FAILURE_MESSAGE_MAX_CHARS))
       } else {
         // the run ended (cancel, stop) while the output waited: it is not the handler's failure
         host.log.info({ err: toAapError(err), run_id: runId, state: a.run.state }, 'a handler\'s output could not complete its run')

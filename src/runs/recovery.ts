@@ -18,6 +18,7 @@ import type { EventLog } from '../runlog/event-log.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { RunContext } from './types.ts'
 import { cutText } from '../util/text.ts'
+import { writeEnding } from './end-retry.ts'
 
 /** What recovery and verdicts use of the executor. */
 export interface RecoverySide {
@@ -37,6 +38,8 @@ export interface RecoverySide {
   /** The verdict a run's delegator signed, or null (over /aap/control get_verdict). */
   verdictFrom: (delegator: string, runId: string, opts: CallOptions) => Promise<AgentEvent | null>
   stopping: AbortSignal
+  /** The run is still running here (not ended, e.g. by its delegator's cancel, meanwhile). */
+  isRunning: (runId: string) => boolean
 }
 
 /**
@@ -96,7 +99,9 @@ export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<
       }
     }
     try {
-      await x.fail(run.run_id, 'EXECUTOR_RESTARTED', 'the executing node restarted while the run was executing')
+      // a store refusing the write (a full disk) is tried again: else the run would stay running until the next restart
+      const active = (): boolean => x.isRunning(run.run_id)
+      await writeEnding(async () => x.fail(run.run_id, 'EXECUTOR_RESTARTED', 'the executing node restarted while the run was executing'), { runId: run.run_id, active, signal: x.stopping, log: x.log })
     } catch (err) {
       const e = toAapError(err)
       // ended meanwhile by other means (its delegator's cancel, a handoff, a verdict that came first): nothing stays running
