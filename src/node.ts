@@ -219,9 +219,13 @@ export class MeshNode {
     if (this.started) return
     try {
       await this.startParts()
+      this.started = true
+      const o = this.options
+      if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
+      if (o.card !== undefined) await this._discovery?.publish(o.card)
     } catch (err) {
-      // a failed start (a bad listen address, a locked data dir) leaves nothing open behind it:
-      // the datastore, its sync timer and the host close whichever step it failed at
+      // a failed start (a bad listen address, a locked data dir, a card the disk refused) leaves nothing open
+      // behind it: the datastore, its sync timer and the host close whichever step it failed at
       this.started = true
       await this.stop().catch((stopErr: unknown) => {
         // the start failure is what the caller hears; what the clean-up met is said here
@@ -229,10 +233,6 @@ export class MeshNode {
       })
       throw err
     }
-    this.started = true
-    const o = this.options
-    if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
-    if (o.card !== undefined) await this._discovery?.publish(o.card)
   }
 
   /** Open and start every part, in order; start() closes them again when one fails. */
