@@ -63,10 +63,17 @@ export const HANDOFF_CONFIRM_ASK_INTERVAL_MS = 5_000
  */
 export const DELEGATION_POLICY_TIMEOUT_FACTOR = 2
 /**
- * An executor's ending of a run (its completion, a failure it makes) that the
- * store refused (STORAGE_FULL) is written again after this long, the wait
- * doubling up to RUN_END_RETRY_MAX_MS, while the run is still running here
- * (src/runs/end-retry.ts).
+ * A write of a run's state that the store refused (STORAGE_FULL: a full or
+ * failing disk) is made again after this long, the wait doubling up to
+ * RUN_WRITE_RETRY_MAX_MS: an executor's ending of a run while the run still
+ * runs here (src/runs/end-retry.ts), and a delegator's record of a run it
+ * delegated (src/runs/refused-records.ts).
  */
-export const RUN_END_RETRY_MIN_MS = 500
-export const RUN_END_RETRY_MAX_MS = 30_000
+export const RUN_WRITE_RETRY_MIN_MS = 500
+export const RUN_WRITE_RETRY_MAX_MS = 30_000
+/**
+ * Delegator's records the store refused that are kept to be written again
+ * (each the newest state of its run); past it the oldest is given up (logged
+ * and counted: that run's record here stays as the disk has it).
+ */
+export const RUN_REFUSED_RECORDS_MAX = 4096

@@ -11,7 +11,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { AapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
-import { RUN_END_RETRY_MAX_MS, RUN_END_RETRY_MIN_MS } from './constants.ts'
+import { RUN_WRITE_RETRY_MAX_MS, RUN_WRITE_RETRY_MIN_MS } from './constants.ts'
 
 export interface EndingRetry {
   runId: string
@@ -23,7 +23,7 @@ export interface EndingRetry {
 
 /** `write()`, again while it fails with STORAGE_FULL and the run is active; any other failure (or the last) is thrown. */
 export async function writeEnding<T> (write: () => Promise<T>, o: EndingRetry): Promise<T> {
-  for (let delay = RUN_END_RETRY_MIN_MS; ; delay = Math.min(delay * 2, RUN_END_RETRY_MAX_MS)) {
+  for (let delay = RUN_WRITE_RETRY_MIN_MS; ; delay = Math.min(delay * 2, RUN_WRITE_RETRY_MAX_MS)) {
     try {
       return await write()
     } catch (err) {

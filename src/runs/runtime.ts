@@ -187,6 +187,7 @@ export class Runs {
     this.caller.close()
     await this.executor.stop()
     await this.store.flushOutgoing()
+    await this.store.refused.stop()
   }
 
   // ---- the agent's side ---------------------------------------------------------------

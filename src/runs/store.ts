@@ -17,6 +17,7 @@ import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent } from './state-machine.ts'
 import { IDEMPOTENCY_SWEEP_BATCH } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
+import { RefusedRecords, refusedByStore } from './refused-records.ts'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()
@@ -64,12 +65,20 @@ export class RunStore {
   readonly index: RunIndex
 
   private readonly logger: Logger
+  /** Delegator's records the disk refused, written again (refused-records.ts). */
+  readonly refused: RefusedRecords
   /** Idempotency keys in use (withIdempotencyKey). */
   private readonly idemLocks = new KeyedMutex()
 
   constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
     this.logger = logger ?? silentLogger()
+    this.refused = new RefusedRecords(async (r, current) => {
+      await this.outgoingLock.run(r.run.run_id, async () => {
+        // a newer record of the run was written meanwhile: that one is what counts
+        if (current()) await this.saveOutgoing(r.run, r.fresh, r.version)
+      })
+    }, this.logger)
     this.log = new EventLog(this.ds)
     this.index = new RunIndex({
       datastore: this.ds,
@@ -226,6 +235,24 @@ export class RunStore {
   async putOutgoing (run: Run, fresh = false): Promise<void> {
     this.remember(run)
     for (const l of this.outgoingListeners) l(run)
+    await this.saveOutgoing(run, fresh, ++this.outgoingVersion)
+  }
+
+  /** Records handed over so far: which of two writes of a run is the newer one. */
+  private outgoingVersion = 0
+
+  private async saveOutgoing (run: Run, fresh: boolean, version: number): Promise<void> {
+    try {
+      await this.writeOutgoing(run, fresh)
+      this.refused.written(run.run_id, version)
+    } catch (err) {
+      // the disk refused it: written again later (refused-records.ts), so memory does not stay ahead of the disk
+      if (refusedByStore(err)) this.refused.refused(run, fresh, version)
+      throw err
+    }
+  }
+
+  private async writeOutgoing (run: Run, fresh: boolean): Promise<void> {
     const write = this.index.write('delegated', run, async (stageIndex) => {
       const batch = this.ds.batch()
       batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
