@@ -183,7 +183,6 @@ export class RunExecutor implements HandlerHost {
 
   async conversation (run: Run, fresh = false): Promise<Conversation> { return this.contexts.conversation(run, fresh) }
   async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.contexts.save(run, context) }
-
   isActive (runId: string): boolean { return this.active.has(runId) }
 
   /** The run as this node holds it now (live state for active runs). */
@@ -346,6 +345,9 @@ export class RunExecutor implements HandlerHost {
     this.emit(u.event, u.run)
   }
 
+  /** A stopped node writes nothing more: a handler (or a policy) that outlives stop() would fork the log the next start recovers. */
+  private refuseWhenStopping (): void { if (this.stopping.signal.aborted) throw new AapError('INTERNAL', 'this node is stopping: nothing more is committed', { reason: 'stopping' }) }
+
   /** Store a new run with its run.started event, durable before it is returned. */
   private async create (run: Run, startedPayload: Record<string, unknown>, idem: { delegator: string, key: string } | undefined, extra: Parameters<RunStore['commit']>[3] = [], unique?: Promise<unknown>): Promise<Run> {
     const event = await this.signer.sign({
@@ -365,6 +367,7 @@ export class RunExecutor implements HandlerHost {
     // the run id must be new here (assertNewRunId, looked up meanwhile) before anything is written
     const taken = await unique
     if (taken !== undefined) throw taken
+    this.refuseWhenStopping()
     await this.store.commit(stored, event, idem, extra)
     this.active.set(stored.run_id, { run: stored, last: event, abort: new AbortController(), handlerRunning: false, unannounced: { event, run: stored } })
     return stored
@@ -381,6 +384,7 @@ export class RunExecutor implements HandlerHost {
 
   /** `apply` for a caller that already holds the run's lock: the next run and the event that records it. */
   private async commitLocked (runId: string, command: RunCommand, actor: Actor): Promise<{ run: Run, event: AgentEvent }> {
+    this.refuseWhenStopping()
     const a = this.active.get(runId)
     const run = a?.run ?? await this.localRun(runId)
     const now = nowIso()
