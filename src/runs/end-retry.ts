@@ -9,7 +9,7 @@
  * restart's recovery then fails the run).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { AapError } from '../errors.ts'
+import { refusedByStore } from '../storage/write-guard.ts'
 import type { Logger } from '../logger.ts'
 import { RUN_WRITE_RETRY_MAX_MS, RUN_WRITE_RETRY_MIN_MS } from './constants.ts'
 
@@ -27,7 +27,7 @@ export async function writeEnding<T> (write: () => Promise<T>, o: EndingRetry): 
     try {
       return await write()
     } catch (err) {
-      if (!(err instanceof AapError) || err.code !== 'STORAGE_FULL' || !o.active() || o.signal.aborted) throw err
+      if (!refusedByStore(err) || !o.active() || o.signal.aborted) throw err
       o.log.warn({ err, run_id: o.runId, retry_ms: delay }, 'the end of a run could not be written: it is written again')
       try {
         await sleep(delay, undefined, { signal: o.signal, ref: false })

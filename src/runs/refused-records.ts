@@ -8,7 +8,6 @@
  * doubling to RUN_WRITE_RETRY_MAX_MS, until it lands or a newer record of the
  * run does; `stop` makes one last try.
  */
-import { AapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { Run } from '../runlog/types.ts'
 import { RUN_REFUSED_RECORDS_MAX, RUN_WRITE_RETRY_MAX_MS, RUN_WRITE_RETRY_MIN_MS } from './constants.ts'
@@ -18,11 +17,6 @@ export interface RefusedStats {
   rewritten: number
   /** Records given up past RUN_REFUSED_RECORDS_MAX. */
   givenUp: number
-}
-
-/** The store refused the write (a full or failing disk): worth trying again later. */
-export function refusedByStore (err: unknown): boolean {
-  return err instanceof AapError && err.code === 'STORAGE_FULL'
 }
 
 /** A refused record: `version` orders the records of a run as they were handed over (RunStore.putOutgoing). */

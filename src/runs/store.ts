@@ -17,7 +17,8 @@ import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent } from './state-machine.ts'
 import { IDEMPOTENCY_SWEEP_BATCH } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
-import { RefusedRecords, refusedByStore } from './refused-records.ts'
+import { RefusedRecords } from './refused-records.ts'
+import { refusedByStore } from '../storage/write-guard.ts'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()

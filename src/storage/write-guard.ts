@@ -46,6 +46,11 @@ export function storageWriteError (err: unknown, store: 'datastore' | 'artifacts
   return e
 }
 
+/** The store refused a write (a full or failing disk): the same write may be tried again later. */
+export function refusedByStore (err: unknown): boolean {
+  return err instanceof AapError && err.code === 'STORAGE_FULL'
+}
+
 const guarded = new WeakSet<Datastore>()
 
 /** Wrap `ds` (once: a guarded store is returned as it is). */
