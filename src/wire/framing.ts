@@ -8,6 +8,7 @@ import type { StreamMessageEvent } from '@libp2p/interface'
 import { ERROR_MESSAGE_MAX_CHARS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES } from '../constants.ts'
 import { AapError, InvalidRequestError, isErrorCode, type ErrorFrame } from '../errors.ts'
 import { nestedDeeperThan } from '../util/json-depth.ts'
+import { cutText } from '../util/text.ts'
 import { FRAME_BUFFER_START_BYTES, FRAME_JSON_MAX_DEPTH } from './network-constants.ts'
 
 const encoder = new TextEncoder()
@@ -240,17 +241,18 @@ export function chunkOf (evt: StreamMessageEvent): Uint8Array {
   return data instanceof Uint8Array ? data : data.subarray()
 }
 
-/** An error as a frame, its message cut to ERROR_MESSAGE_MAX_CHARS. */
+/** An error as a frame, its message cut to ERROR_MESSAGE_MAX_CHARS (never between the halves of a surrogate pair). */
 export function errorFrame (err: AapError): ErrorFrame {
   const frame = err.toFrame()
-  if (frame.message.length > ERROR_MESSAGE_MAX_CHARS) frame.message = frame.message.slice(0, ERROR_MESSAGE_MAX_CHARS)
+  frame.message = cutText(frame.message, ERROR_MESSAGE_MAX_CHARS)
   return frame
 }
 
 /** The AapError an answer's error frame carries; a malformed one is INVALID_REQUEST (reason bad_response). */
 export function errorFromFrame (value: unknown): AapError {
   if (isRecord(value) && isErrorCode(value.code) && typeof value.message === 'string') {
-    const frame: ErrorFrame = { code: value.code, message: value.message.slice(0, ERROR_MESSAGE_MAX_CHARS) }
+    // cut as errorFrame cuts: a message kept or passed on holds no lone surrogate
+    const frame: ErrorFrame = { code: value.code, message: cutText(value.message, ERROR_MESSAGE_MAX_CHARS) }
     if (isRecord(value.details)) frame.details = value.details
     return AapError.fromFrame(frame)
   }

@@ -156,3 +156,18 @@ export const DHT_PROVIDER_ADDS_PER_PEER_BURST = 4096
 export const DHT_PROVIDER_ADDS_PER_PEER_PER_HOUR = 4096
 /** Providers whose buckets are kept (the least recently heard from go first; one that comes back starts full). */
 export const DHT_PROVIDER_PEERS_TRACKED = 4096
+
+/**
+ * Answer bytes a responder holds for one stream that the stream has not sent
+ * on yet (its outbox and the stream's write buffer), counting each request
+ * still being handled as one answer of the protocol's frame limit (no answer
+ * is larger: one that would be is an INTERNAL error frame): it starts no
+ * handler that could take it past this (responder.ts). A caller that asks
+ * and does not read then costs the node about this much per stream, not
+ * MAX_PIPELINED_REQUESTS_PER_STREAM answers (64 sync pages were 60 MiB; found
+ * by a review). Four yamux windows at their largest: it lets a stream run 8
+ * sync pages at once and some 60 requests of a 128 KiB protocol (delegate,
+ * control, handoff). Half of it held 32 delegations in flight back: 3 to 6 %
+ * fewer delegations per second at 32 in flight (bench:delegate).
+ */
+export const RESPONDER_HELD_ANSWER_MAX_BYTES = 4 * YAMUX_MAX_STREAM_WINDOW_BYTES

@@ -41,6 +41,11 @@ export class Outbox {
 
   private drainingSince = 0
 
+  /** Bytes sent and not yet passed on to the muxer: queued here, or in the stream's own write buffer. */
+  get heldBytes (): number {
+    return this.size + this.stream.writeBufferLength
+  }
+
   /** Resolves true once the frame is handed to the stream, false if the stream cannot take it. */
   async send (frame: Uint8Array): Promise<boolean> {
     if (this.batch === undefined) {

@@ -9,13 +9,14 @@
 import type { Connection, PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
 import {
   FRAME_COMPLETION_TIMEOUT_MS, HANDLER_TIMEOUT_MS, MAX_INBOUND_STREAMS_PER_PROTOCOL, MAX_OUTBOUND_STREAMS_PER_PROTOCOL,
-  MAX_PIPELINED_REQUESTS_PER_STREAM, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS
+  MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
-import { AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError, type AapError } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson, refusedFrameId } from './framing.ts'
 import { watchRequests } from './in-flight.ts'
+import { RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
 
@@ -60,8 +61,9 @@ class InboundStream {
       this.pump()
       this.maybeFinish()
     })
-    // the connection budget does not close a connection while a request on it is being handled
-    watchRequests(stream, () => this.running.size > 0 || this.backlogged > 0)
+    // the connection budget does not close a connection while a request on it is being handled; requests that
+    // wait only for the caller to read its answers are not (it could keep its connection that way for ever)
+    watchRequests(stream, () => this.running.size > 0 || (this.backlogged > 0 && !this.callerBehind()))
     this.armIdle()
     stream.addEventListener('close', () => {
       this.finished = true
@@ -93,6 +95,7 @@ class InboundStream {
 
   /** Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort. */
   private close (why: string): void {
+    if (this.stream.status !== 'open') return
     this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
       this.log.debug({ err, protocol: this.spec.protocol, why }, 'a stream did not close in time and was aborted')
       this.stream.abort(new Error(`${why}: close timed out`))
@@ -101,7 +104,15 @@ class InboundStream {
 
   /** Resolves true once the frame is handed to the stream (false: the peer went away; nothing to tell). */
   private async reply (value: unknown): Promise<boolean> {
-    return this.outbox.send(encodeFrame(value))
+    let frame = encodeFrame(value)
+    if (frame.byteLength > this.spec.maxFrameBytes) {
+      // no caller reads a frame past the protocol's limit (and hasRoom counts each answer at most that): say so instead
+      const id = isRecord(value) && isFrameId(value.id) ? value.id : null
+      this.log.error({ protocol: this.spec.protocol, bytes: frame.byteLength, max_bytes: this.spec.maxFrameBytes }, 'an answer past the protocol\'s frame limit was not sent')
+      const err = new AapError('INTERNAL', `the answer (${frame.byteLength} bytes) is past the protocol's frame limit`, { reason: 'answer_oversized', max_bytes: this.spec.maxFrameBytes })
+      frame = encodeFrame({ id, ok: false, error: errorFrame(err) })
+    }
+    return this.outbox.send(frame)
   }
 
   /** Framing is lost: say why (no request id can be known), read nothing more, and close once answered. */
@@ -117,11 +128,27 @@ class InboundStream {
     })
   }
 
-  /** Once the caller has closed its side and every answer is out, close ours. */
+  /**
+   * Once the caller has closed its side and every answer is out, close ours:
+   * when the stream's write buffer is empty, not at its first drain (a large
+   * answer read slowly is still mostly buffered then, and the close's own
+   * STREAM_CLOSE_TIMEOUT_MS would reset it). A caller that has not read its
+   * answers RESPONSE_TIMEOUT_MS on would not take them as a call's answer any
+   * more: the stream is then aborted.
+   */
   private maybeFinish (): void {
     if (!this.remoteEnded || this.running.size > 0 || this.backlogged > 0 || this.finished) return
     this.finished = true
-    this.outbox.whenSent().then(() => { this.close('done') }, (err: unknown) => {
+    const unread = setTimeout(() => {
+      this.log.debug({ peer: this.peer.toString(), protocol: this.spec.protocol, bytes: this.outbox.heldBytes }, 'a caller that ended its side did not read its answers in time')
+      this.stream.abort(new Error(`answers not read within ${RESPONSE_TIMEOUT_MS} ms`))
+    }, RESPONSE_TIMEOUT_MS)
+    unread.unref?.()
+    this.outbox.whenEmpty().then(() => {
+      clearTimeout(unread)
+      this.close('done')
+    }, (err: unknown) => {
+      clearTimeout(unread)
       this.log.debug({ err }, 'answers could not be sent before the stream closed')
       this.stream.abort(new Error('answers could not be sent'))
     })
@@ -203,11 +230,16 @@ class InboundStream {
   private pump (): void {
     // at most MAX_PIPELINED_REQUESTS_PER_STREAM frames a pass: frames that are no requests (each answered with an
     // error at once) are not counted in `running`, and a chunk can hold a hundred thousand empty ones; the rest
-    // waits for the turn after this pass's answers were handed to the stream, which may then say it is full
+    // waits for the turn after this pass's answers were handed to the stream, which may then say it is full.
+    // No handler starts that could take the answers held past their bound (hasRoom)
     let pass = 0
     while (this.backlogged > 0 && this.running.size < MAX_PIPELINED_REQUESTS_PER_STREAM && !this.finished && !this.outbox.waiting) {
       if (pass++ === MAX_PIPELINED_REQUESTS_PER_STREAM) {
         this.pumpLater()
+        break
+      }
+      if (!this.hasRoom()) {
+        this.watchRoom()
         break
       }
       const next = this.backlog[this.backlogAt]!
@@ -218,7 +250,7 @@ class InboundStream {
       }
       this.handleFrame(next)
     }
-    const held = this.outbox.waiting
+    const held = this.callerBehind()
     const full = this.backlogged > 0 || this.running.size >= MAX_PIPELINED_REQUESTS_PER_STREAM || held
     if (full && this.stream.readStatus === 'readable') this.stream.pause()
     else if (!full && this.stream.readStatus === 'paused') this.stream.resume()
@@ -230,6 +262,49 @@ class InboundStream {
 
   /** onReadsHeld was called for the answers waiting now. */
   private heldTold = false
+  private roomWatched = false
+
+  /**
+   * Whether one more request may be handled: the answers held for the
+   * stream, with one answer as large as the protocol's frame limit (reply
+   * sends none larger) for each request in progress and the next, stay within
+   * RESPONDER_HELD_ANSWER_MAX_BYTES. With nothing held and nothing running one
+   * always may, whatever the limit.
+   */
+  private hasRoom (): boolean {
+    const held = this.outbox.heldBytes
+    if (held === 0 && this.running.size === 0) return true
+    return held + (this.running.size + 1) * this.spec.maxFrameBytes <= RESPONDER_HELD_ANSWER_MAX_BYTES
+  }
+
+  /**
+   * The backlog waits for the caller to read answers (the outbox waits for a
+   * drain, or what is held leaves no room), not for work of this node's.
+   */
+  private callerBehind (): boolean {
+    return this.outbox.waiting || (this.backlogged > 0 && this.running.size === 0 && this.outbox.heldBytes > 0 && !this.hasRoom())
+  }
+
+  /** Pump again once the stream has passed some of what it holds on (its 'drain'; 'idle' when it is empty). */
+  private watchRoom (): void {
+    if (this.roomWatched) return
+    this.roomWatched = true
+    const stream = this.stream
+    const wake = (): void => {
+      stream.removeEventListener('drain', wake)
+      stream.removeEventListener('idle', wake)
+      stream.removeEventListener('close', wake)
+      // the stream's own drain listener sends from its buffer in a microtask queued before this one
+      queueMicrotask(() => {
+        this.roomWatched = false
+        this.pump()
+        this.maybeFinish()
+      })
+    }
+    stream.addEventListener('drain', wake)
+    stream.addEventListener('idle', wake)
+    stream.addEventListener('close', wake)
+  }
 
   /** Frames read and not handled yet. */
   private get backlogged (): number {
@@ -251,7 +326,9 @@ class InboundStream {
   /**
    * A frame that has started must finish within frameTimeoutMs, or the peer
    * holds a buffer here for nothing. Not while this side holds its reads:
-   * the rest of the frame may be in the stream's own buffer, unread.
+   * the rest of the frame may be in the stream's own buffer, unread. The
+   * timer is one frame's: onMessage stops it when a frame completes, and the
+   * one that starts after it gets its own time.
    */
   private armPartial (): void {
     if (this.frames.buffered === 0 || this.stream.readStatus !== 'readable' || this.finished || this.broken) {
@@ -269,6 +346,11 @@ class InboundStream {
     this.armIdle()
     const { frames: list, error } = this.frames.read(chunkOf(evt))
     for (const f of list) this.backlog.push(f)
+    if (list.length > 0) {
+      // the frame the timer measured is complete; what is buffered now (armed in pump) started in this chunk
+      clearTimeout(this.partial)
+      this.partial = undefined
+    }
     if (error !== undefined) {
       // the whole requests before the bad prefix are answered, then the framing is lost
       this.pump()
