@@ -214,13 +214,13 @@ describe('the browser view: login and authorization', () => {
     const r = await a.events.replay('ui-auth-1', { participants: [b.agentId], timeoutMs: 5000 })
     const events = r.events
     expect(events.map(e => e.type)).toEqual(['run.started', 'run.blocked'])
-    expect(verdicts(r).map(v => [v.signature, v.chain])).toEqual([['valid', 'linked'], ['valid', 'linked']])
+    expect((await verdicts(r)).map(v => [v.signature, v.chain])).toEqual([['valid', 'linked'], ['valid', 'linked']])
     const logs = (list: AgentEvent[]): Map<string, AgentEvent[]> => new Map([[list[0]!.run_id, list]])
     const tampered = { ...events[1]!, payload: { ...events[1]!.payload, reason: 'changed' } }
-    expect(verdicts(buildReplay('ui-auth-1', logs([events[0]!, tampered]))).map(v => v.signature)).toEqual(['valid', 'invalid'])
-    expect(verdicts(buildReplay('ui-auth-1', logs([events[1]!]))).map(v => v.chain)).toEqual(['gap'])
+    expect((await verdicts(buildReplay('ui-auth-1', logs([events[0]!, tampered])))).map(v => v.signature)).toEqual(['valid', 'invalid'])
+    expect((await verdicts(buildReplay('ui-auth-1', logs([events[1]!])))).map(v => v.chain)).toEqual(['gap'])
     const rechained = { ...events[1]!, prev: '00'.repeat(32) }
-    expect(verdicts(buildReplay('ui-auth-1', logs([events[0]!, rechained])))[1]).toMatchObject({ signature: 'invalid', chain: 'broken' })
+    expect((await verdicts(buildReplay('ui-auth-1', logs([events[0]!, rechained]))))[1]).toMatchObject({ signature: 'invalid', chain: 'broken' })
   })
 
   it('two nodes\' views on one host keep separate sessions (the cookie is named per port)', async () => {

@@ -18,6 +18,7 @@
  * under /ui are not API operations: UI_ROUTES lists them.
  */
 import { readFileSync, statSync } from 'node:fs'
+import { setImmediate } from 'node:timers/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
 import { checkChain, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
@@ -27,7 +28,7 @@ import type { MeshNode } from '../node.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import {
   UI_ASSET_MAX_BYTES, UI_LOOPBACK_HOSTS, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
-  UI_SECRET_HEADER, uiSessionCookie
+  UI_SECRET_HEADER, UI_VERDICTS_PER_TURN, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
@@ -244,7 +245,7 @@ export class UiRoutes {
             ...(runs.length > 0 ? { runs } : {}),
             ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
           })
-          return { body: { replay: r, verdicts: verdicts(r, this.opts.node.signatures) } }
+          return { body: { replay: r, verdicts: await verdicts(r, this.opts.node.signatures) } }
         }
       }
     }
@@ -320,11 +321,17 @@ export function connectionType (remoteAddr: string): 'direct' | 'relayed' {
   return remoteAddr.includes('/p2p-circuit') ? 'relayed' : 'direct'
 }
 
-/** Check every event of a replay again: its signature, and its link to the event before it in its run. */
-export function verdicts (r: CorrelationReplay, signatures?: SignatureCache): Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> {
+/**
+ * Check every event of a replay again: its signature, and its link to the
+ * event before it in its run. UI_VERDICTS_PER_TURN events a turn of the event
+ * loop: a task may hold tens of thousands, and checking them in one go
+ * stopped the node for seconds (found by session 46's review).
+ */
+export async function verdicts (r: CorrelationReplay, signatures?: SignatureCache): Promise<Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }>> {
   const out: Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> = []
   const heads = new Map<string, AgentEvent>()
   for (const e of r.events) {
+    if (out.length > 0 && out.length % UI_VERDICTS_PER_TURN === 0) await setImmediate()
     let signature: 'valid' | 'invalid' = 'valid'
     try {
       verifyEventSync(e, signatures)

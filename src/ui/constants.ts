@@ -60,3 +60,9 @@ export const UI_PING_TIMEOUT_MS = 2_000
 export const UI_PING_CACHE_MS = 10_000
 /** Static assets of the page are read once at start; one over this size stops the server from starting. */
 export const UI_ASSET_MAX_BYTES = 256 * 1024
+/**
+ * Events of a task whose signature and chain link the timeline checks again
+ * in one turn of the event loop (api/ui-routes.ts verdicts): a task may hold
+ * tens of thousands, and checking all in one go stopped the node for seconds.
+ */
+export const UI_VERDICTS_PER_TURN = 256

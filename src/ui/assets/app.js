@@ -322,22 +322,34 @@ function scheduleRuns () {
   }, TIMELINE_DEBOUNCE_MS)
 }
 
+// at most one redraw per TIMELINE_DEBOUNCE_MS, also while events keep coming (a timer restarted on each
+// event never fired while a run logged faster than that)
 function scheduleTimeline () {
-  clearTimeout(timelineTimer)
-  timelineTimer = setTimeout(() => { void refreshTimeline() }, TIMELINE_DEBOUNCE_MS)
+  if (timelineTimer !== null) return
+  timelineTimer = setTimeout(() => {
+    timelineTimer = null
+    void refreshTimeline()
+  }, TIMELINE_DEBOUNCE_MS)
 }
+
+/** Timeline requests made so far: an answer older than one already drawn is dropped. */
+let timelineAsked = 0
+let timelineDrawn = 0
 
 async function refreshTimeline () {
   const correlation = state.task
   if (correlation === null) return
+  const asked = ++timelineAsked
   let t
   try {
     t = await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}${participantHints(correlation)}`)
   } catch (err) {
+    if (asked < timelineDrawn) return
     $('#task-summary').innerHTML = `<p class="error">${esc(err.code)}: ${esc(err.message)}</p>`
     return
   }
-  if (state.task !== correlation) return
+  if (state.task !== correlation || asked < timelineDrawn) return
+  timelineDrawn = asked
   const r = t.replay
   const ok = t.verdicts.filter(v => v.signature === 'valid' && v.chain === 'linked').length
   $('#task-summary').innerHTML = r.runs.length === 0
