@@ -8,6 +8,7 @@ import { createPrivateKey, createPublicKey, sign as signBytes, verify as verifyB
 import type { PrivateKey } from '@libp2p/interface'
 import { fromString, toString } from 'uint8arrays'
 import { EVENT_VERIFY_KEY_CACHE_ENTRIES } from '../constants.ts'
+import { InvalidRequestError } from '../errors.ts'
 import { makeRoom } from '../util/bounded.ts'
 import { publicKeyOfAgent } from './identity.ts'
 
@@ -15,7 +16,8 @@ import { publicKeyOfAgent } from './identity.ts'
  * JSON with object keys sorted at every level: the bytes every signer and
  * verifier agree on. Keys sort by UTF-16 code units (Array.prototype.sort),
  * strings and numbers are written as JSON.stringify writes them, undefined
- * members are left out, non-finite numbers throw.
+ * members are left out, non-finite numbers throw INVALID_REQUEST
+ * (`non_finite_number`).
  *
  * The serialization is V8's own (JSON.stringify with a replacer that hands it
  * each object with its keys in order), about twice as fast as building the
@@ -29,7 +31,7 @@ export function canonicalJson (value: unknown): string {
     return JSON.stringify(value, sortKeys)
   } catch (err) {
     if (err !== INDEX_KEYS) throw err
-    return written(value)
+    return written(value) as string
   }
 }
 
@@ -38,7 +40,7 @@ const INDEX_KEYS = Symbol('index keys out of text order')
 
 function sortKeys (_key: string, value: unknown): unknown {
   if (typeof value !== 'object' || value === null) {
-    if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('non-finite number')
+    if (typeof value === 'number' && !Number.isFinite(value)) throw nonFinite()
     return value
   }
   if (Array.isArray(value)) return value
@@ -65,16 +67,36 @@ function isIndexKey (k: string): boolean {
   return /^(?:0|[1-9]\d{0,9})$/.test(k) && Number(k) < 2 ** 32 - 1
 }
 
-/** The canonical form built member by member: slower, for values the replacer cannot reorder. */
-function written (value: unknown): string {
-  if (value === null || typeof value !== 'object') {
-    if (typeof value === 'number' && !Number.isFinite(value)) throw new TypeError('non-finite number')
-    return JSON.stringify(value)
+/**
+ * The canonical form built member by member: slower, for values the replacer
+ * cannot reorder. It writes what JSON.stringify writes (found by session 46's
+ * review: it wrote an array's undefined as nothing, `[1,,2]`, which is no
+ * JSON, and a Date as `{}`): a toJSON stands for its value, a boxed primitive
+ * for its primitive, an undefined, function or symbol member is left out and
+ * is `null` in an array. Undefined when JSON.stringify writes nothing.
+ */
+function written (value: unknown): string | undefined {
+  let v = value
+  if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function') v = (v as { toJSON: () => unknown }).toJSON()
+  if (v instanceof Number || v instanceof String || v instanceof Boolean) v = v.valueOf()
+  if (v === undefined || typeof v === 'function' || typeof v === 'symbol') return undefined
+  if (v === null || typeof v !== 'object') {
+    if (typeof v === 'number' && !Number.isFinite(v)) throw nonFinite()
+    return JSON.stringify(v)
   }
-  if (Array.isArray(value)) return `[${value.map(written).join(',')}]`
-  const obj = value as Record<string, unknown>
-  const keys = Object.keys(obj).filter(k => obj[k] !== undefined).sort()
-  return `{${keys.map(k => `${JSON.stringify(k)}:${written(obj[k])}`).join(',')}}`
+  if (Array.isArray(v)) return `[${v.map(x => written(x) ?? 'null').join(',')}]`
+  const obj = v as Record<string, unknown>
+  const members: string[] = []
+  for (const k of Object.keys(obj).sort()) {
+    const w = written(obj[k])
+    if (w !== undefined) members.push(`${JSON.stringify(k)}:${w}`)
+  }
+  return `{${members.join(',')}}`
+}
+
+/** A number JSON cannot write (JSON.parse makes 1e400 Infinity): typed, so a peer's value is refused as its request's fault. */
+function nonFinite (): InvalidRequestError {
+  return new InvalidRequestError('a number is not finite (JSON has no Infinity or NaN)', { reason: 'non_finite_number' })
 }
 
 const enc = new TextEncoder()
