@@ -241,6 +241,8 @@ export class UiRoutes {
           const participants = list(q.participant)
           const runs = list(q.run)
           const r = await this.opts.node.events.replay(correlation, {
+            // two delegators' tasks under one id: the view names whose it shows, as the replay's caller does
+            ...(typeof q.owner === 'string' ? { owner: q.owner } : {}),
             ...(participants.length > 0 ? { participants } : {}),
             ...(runs.length > 0 ? { runs } : {}),
             ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})

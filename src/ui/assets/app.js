@@ -18,13 +18,14 @@ const SECRET_KEY = 'aap-ui-secret'
 const AGAIN = 'Open the view again with "aap-mesh ui" (it prints a new login link).'
 
 const $ = (sel) => document.querySelector(sel)
-const state = { node: null, card: null, runs: { executing: [], delegated: [], counts: { executing: { running: 0, blocked: 0, completed: 0, failed: 0 }, delegated: { running: 0, blocked: 0, completed: 0, failed: 0 } } }, names: new Map(), task: null, source: null, timers: [] }
+const state = { node: null, card: null, runs: { executing: [], delegated: [], counts: { executing: { running: 0, blocked: 0, completed: 0, failed: 0 }, delegated: { running: 0, blocked: 0, completed: 0, failed: 0 } } }, names: new Map(), task: null, owner: null, source: null, timers: [] }
 
 class ApiError extends Error {
   constructor (status, body) {
     super(body?.error?.message ?? `HTTP ${status}`)
     this.status = status
     this.code = body?.error?.code ?? 'INTERNAL'
+    this.details = body?.error?.details ?? {}
   }
 }
 
@@ -269,11 +270,13 @@ async function discover (ev) {
 
 let timelineTimer = null
 
-function openTask (correlation) {
+/** `owner`: whose task it is, when two delegators started tasks under one id (the node asks: ambiguous_owner). */
+function openTask (correlation, owner = null) {
   if (state.source !== null) state.source.close()
   state.source = null
   setLive(false)
   state.task = correlation
+  state.owner = owner
   $('#task-form').task.value = correlation ?? ''
   $('#timeline').innerHTML = ''
   $('#events').innerHTML = ''
@@ -281,7 +284,7 @@ function openTask (correlation) {
   $('#checkpoints').innerHTML = ''
   $('#task-summary').innerHTML = correlation === null ? '<p class="empty">Open a task from the runs list, or type its id.</p>' : '<p class="empty">loading…</p>'
   if (correlation === null) return
-  const hints = participantHints(correlation)
+  const hints = participantHints(correlation) + ownerHint()
   const changes = new Set(['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'])
   state.source = follow(`/v1/events/${seg(correlation)}/stream?history=false${hints}`, authHeaders(), (type) => {
     if (type === 'ready') setLive(true)
@@ -290,6 +293,10 @@ function openTask (correlation) {
   }, () => setLive(false), () => lock(`The session has ended. ${AGAIN}`))
   setLive(false)
   void refreshTimeline()
+}
+
+function ownerHint () {
+  return state.owner === null ? '' : `&owner=${seg(state.owner)}`
 }
 
 function participantHints (correlation) {
@@ -342,10 +349,15 @@ async function refreshTimeline () {
   const asked = ++timelineAsked
   let t
   try {
-    t = await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}${participantHints(correlation)}`)
+    t = await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}${participantHints(correlation)}${ownerHint()}`)
   } catch (err) {
     if (asked < timelineDrawn) return
     $('#task-summary').innerHTML = `<p class="error">${esc(err.code)}: ${esc(err.message)}</p>`
+    if (err.details.reason === 'ambiguous_owner' && Array.isArray(err.details.owners)) {
+      // whose task to show: one button per delegator that started one under this id
+      $('#task-summary').innerHTML += `<p>Show the task of: ${err.details.owners.map(o => `<button type="button" data-owner="${esc(o)}">${esc(agentLabelText(o))}</button>`).join(' ')}</p>`
+      for (const b of document.querySelectorAll('#task-summary button[data-owner]')) b.addEventListener('click', () => { openTask(correlation, b.dataset.owner) })
+    }
     return
   }
   if (state.task !== correlation || asked < timelineDrawn) return
