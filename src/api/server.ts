@@ -281,7 +281,10 @@ export class ApiServer {
     const sse = new SseStream(reply.raw, this.opts.sse)
     this.streams.add(sse)
     this.opts.metrics?.sseClients.inc({ stream: kind })
+    // a stream the view opened ends with the view's session
+    const unwatch = this.ui.watchStream(reply.request.raw, () => { sse.close() })
     sse.onClose(() => {
+      unwatch()
       this.streams.delete(sse)
       release()
       this.opts.metrics?.sseClients.dec({ stream: kind })

@@ -18,6 +18,7 @@
  * under /ui are not API operations: UI_ROUTES lists them.
  */
 import { readFileSync, statSync } from 'node:fs'
+import type { IncomingMessage } from 'node:http'
 import { setImmediate } from 'node:timers/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { InvalidRequestError } from '../errors.ts'
@@ -28,7 +29,7 @@ import type { MeshNode } from '../node.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import {
   UI_ASSET_MAX_BYTES, UI_LOOPBACK_HOSTS, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
-  UI_SECRET_HEADER, UI_VERDICTS_PER_TURN, uiSessionCookie
+  UI_SECRET_HEADER, UI_SESSION_STREAMS_CHECK_MS, UI_VERDICTS_PER_TURN, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
@@ -118,9 +119,52 @@ export class UiRoutes {
   /** What was looked up about a peer (a ping, its card's name), reused for UI_PING_CACHE_MS. */
   private readonly lookedUp = new Map<string, { rtt: number | null, name: string | null, at: number }>()
 
+  /** The session that authorized each request made with one (authorize), for the streams it opens. */
+  private readonly sessionOf = new WeakMap<IncomingMessage, string>()
+  /** The streams each session opened: they end with it (found by session 46's review: they went on after a logout). */
+  private readonly sessionStreams = new Map<string, Set<() => void>>()
+  private streamCheck: NodeJS.Timeout | undefined
+
   constructor (opts: UiRoutesOptions) {
     this.opts = opts
     this.sessions = opts.sessions ?? new UiSessions()
+  }
+
+  /** A stream opened by `req`: `close` ends it when the session that authorized it ends. Returns what forgets it. */
+  watchStream (req: IncomingMessage, close: () => void): () => void {
+    const session = this.sessionOf.get(req)
+    if (session === undefined) return () => {}
+    let streams = this.sessionStreams.get(session)
+    if (streams === undefined) {
+      streams = new Set()
+      this.sessionStreams.set(session, streams)
+    }
+    const set = streams
+    set.add(close)
+    this.armStreamCheck()
+    return () => {
+      set.delete(close)
+      if (set.size === 0 && this.sessionStreams.get(session) === set) this.sessionStreams.delete(session)
+    }
+  }
+
+  private endStreams (session: string): void {
+    const streams = this.sessionStreams.get(session)
+    this.sessionStreams.delete(session)
+    for (const close of streams ?? []) close()
+  }
+
+  /** A session also ends without a logout (it expires, or a newer one pushes it out): looked at every UI_SESSION_STREAMS_CHECK_MS. */
+  private armStreamCheck (): void {
+    if (this.streamCheck !== undefined) return
+    this.streamCheck = setInterval(() => {
+      for (const session of [...this.sessionStreams.keys()]) if (!this.sessions.check(session)) this.endStreams(session)
+      if (this.sessionStreams.size === 0) {
+        clearInterval(this.streamCheck)
+        this.streamCheck = undefined
+      }
+    }, UI_SESSION_STREAMS_CHECK_MS)
+    this.streamCheck.unref()
   }
 
   /**
@@ -145,6 +189,7 @@ export class UiRoutes {
     if (!this.sessions.checkSecret(session, secretOf(req))) {
       throw new HttpError(401, 'UNAUTHORIZED', `a request made with the view's session must carry the session's secret in the ${UI_SECRET_HEADER} header; open the view again with "aap-mesh ui"`, { reason: 'ui_secret' })
     }
+    this.sessionOf.set(req.raw, session)
     return true
   }
 
@@ -209,6 +254,7 @@ export class UiRoutes {
       const session = this.sessionWithSecret(req)
       if (session === undefined) throw new HttpError(401, 'UNAUTHORIZED', `no view session, or not its secret in ${UI_SECRET_HEADER}`, { reason: 'ui_secret' })
       this.sessions.end(session)
+      this.endStreams(session)
       this.opts.log.info('UI logout')
       return reply.code(204).header('set-cookie', `${sessionCookie(req)}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).send()
     })

@@ -66,3 +66,9 @@ export const UI_ASSET_MAX_BYTES = 256 * 1024
  * tens of thousands, and checking all in one go stopped the node for seconds.
  */
 export const UI_VERDICTS_PER_TURN = 256
+/**
+ * How often the streams the view's sessions opened are looked at: a session
+ * that expired or was pushed out (UI_MAX_SESSIONS) ends its streams within
+ * this; a logout ends them at once.
+ */
+export const UI_SESSION_STREAMS_CHECK_MS = 5_000
