@@ -1,12 +1,14 @@
 import { AapError } from '../src/errors.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import type { RunContext } from '../src/runs/runtime.ts'
+import type { RunHandler } from '../src/runs/types.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { MemoryDatastore } from 'datastore-core'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
+import { silentLogger } from '../src/logger.ts'
 
 let memCounter = 0
 
@@ -171,4 +173,16 @@ export function holdingHandler (checkpoint: string): (ctx: RunContext) => Promis
     }
     return { ok: true }
   }
+}
+
+/**
+ * A loopback TCP node that serves `capability` with `handler` (a card naming it published), with `options`
+ * (a datastore, a key): the executor of the disk-fault tests, which restart it on the same datastore.
+ */
+export async function servingNode (capability: { capability_id: string, version: string }, options: Partial<MeshNodeOptions> = {}, handler: RunHandler = async () => ({ ok: true })): Promise<MeshNode> {
+  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), ...options })
+  await n.start()
+  n.runs.handle(capability, handler)
+  await n.publishCard({ name: capability.capability_id.replace(/^cap:/, ''), capabilities: [capability] })
+  return n
 }

@@ -10,21 +10,17 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { MemoryDatastore } from 'datastore-core'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { MeshNode, MeshNodeOptions } from '../src/node.ts'
 import type { RunHandler } from '../src/runs/types.ts'
 import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
-import { stopAll, until } from './helpers.ts'
+import { servingNode, stopAll, until } from './helpers.ts'
 
 const CAP = { capability_id: 'cap:outgoing-refused', version: '1.0.0' }
 let nodes: MeshNode[] = []
 afterEach(async () => { await stopAll(nodes); nodes = [] })
 
-async function node (opts: Partial<MeshNodeOptions> = {}, handler: RunHandler = async () => ({ ok: true })): Promise<MeshNode> {
-  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), ...opts })
-  await n.start()
-  n.runs.handle(CAP, handler)
-  await n.publishCard({ name: 'outgoing-refused', capabilities: [CAP] })
+async function node (opts: Partial<MeshNodeOptions> = {}, handler?: RunHandler): Promise<MeshNode> {
+  const n = await servingNode(CAP, opts, handler)
   nodes.push(n)
   return n
 }
