@@ -9,6 +9,7 @@ import { componentLogger, type Logger } from './logger.ts'
 import type { Datastore } from 'interface-datastore'
 import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DHT_PROVIDERS_PER_ANSWER, DIAL_TIMEOUT_MS } from './constants.ts'
 import { ConnectionBudget } from './wire/budget.ts'
+import { heldAnswersOf, type HeldAnswers } from './wire/held-answers.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
 import { keepNewestCards } from './card/record-guard.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
@@ -174,6 +175,11 @@ export class MeshNode {
   }
 
   /** The connection budget (src/wire/budget.ts): its bound and what it pruned. */
+  /** The bound on answers this node's responders hold for callers that do not read them (src/wire/held-answers.ts). */
+  get heldAnswers (): HeldAnswers {
+    return heldAnswersOf(this.host, this.log)
+  }
+
   get connections (): ConnectionBudget {
     if (this._budget === undefined) throw new Error('node not started')
     return this._budget

@@ -161,6 +161,9 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     expect(text).toMatch(/^aap_handoff_confirmations\{what="failed"\} 0$/m)
     expect(text).toMatch(/^aap_run_slots\{what="idempotency_sweep_failures"\} 0$/m)
     expect(text).toMatch(/^aap_connections\{what="open"\} [1-9]/m)
+    // the node-wide bound on unread answers, and no caller cut off
+    expect(text).toMatch(/^aap_held_answers\{what="max_bytes"\} 67108864$/m)
+    expect(text).toMatch(/^aap_held_answers\{what="shed"\} 0$/m)
     // discovery: the card's provider keys were walked and their records sent; failed held-card pulls by kind
     expect(text).toMatch(/^aap_discovery\{what="providerWalks"\} [1-9]/m)
     expect(text).toMatch(/^aap_discovery\{what="providerRecordsSent"\} [1-9]/m)

@@ -130,6 +130,10 @@ export class NodeMetrics {
       const { store, stats } = node.artifacts
       return { used_bytes: store.used, max_bytes: store.capacity, artifacts: store.count, max_artifacts: store.maxCount, stored: stats.stored, fetched: stats.fetched, evicted: store.stats.evicted, removed: store.stats.removed, delete_failures: store.stats.deleteFailures }
     })
+    figures('aap_held_answers', 'Answers this node\'s responders hold for callers that have not read them (src/wire/held-answers.ts): bytes and streams now, the bound, and since start the streams cut off past it and the bytes they held', (node) => {
+      const h = node.heldAnswers
+      return { bytes: h.bytes, streams: h.streams, max_bytes: h.maxBytes, shed: h.stats.shed, shed_bytes: h.stats.shedBytes }
+    })
     figures('aap_dht_provider_records', 'Provider records other peers had this node store since start, and those refused past their provider\'s bucket (DHT_PROVIDER_ADDS_PER_PEER_BURST, src/wire/provider-records.ts)', (node) => {
       const s = providerRecordStats(node.host.services.dht)
       return s === undefined ? undefined : { stored: s.stored, refused: s.refused }

@@ -171,3 +171,11 @@ export const DHT_PROVIDER_PEERS_TRACKED = 4096
  * fewer delegations per second at 32 in flight (bench:delegate).
  */
 export const RESPONDER_HELD_ANSWER_MAX_BYTES = 4 * YAMUX_MAX_STREAM_WINDOW_BYTES
+/**
+ * Answer bytes one node's responders hold, over every stream of every served
+ * protocol, before it aborts the streams whose callers are furthest behind
+ * (held-answers.ts). Eight streams at RESPONDER_HELD_ANSWER_MAX_BYTES: one
+ * peer can fill it with the eight events sync streams it may open
+ * (MAX_INBOUND_STREAMS_PER_PROTOCOL), but not make the node hold more.
+ */
+export const RESPONDER_NODE_HELD_ANSWER_MAX_BYTES = 8 * RESPONDER_HELD_ANSWER_MAX_BYTES

@@ -15,6 +15,7 @@ import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapE
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson, refusedFrameId } from './framing.ts'
+import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { watchRequests } from './in-flight.ts'
 import { RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
 import { Outbox } from './outbox.ts'
@@ -28,7 +29,7 @@ interface Limits {
 }
 
 /** One inbound stream of a served protocol. */
-class InboundStream {
+class InboundStream implements AnswerHolder {
   private readonly stream: Stream
   private readonly peer: PeerId
   private readonly spec: RpcProtocol
@@ -36,6 +37,8 @@ class InboundStream {
   private readonly log: Logger
   private readonly frames: FrameDecoder
   private readonly outbox: Outbox
+  /** The node's bound on unread answers, over all its streams. */
+  private readonly budget: HeldAnswers
   /** Controllers of the requests in progress, aborted when the stream closes. */
   private readonly running = new Set<AbortController>()
   /** Complete frames read but not yet handled (from `backlogAt` on): one chunk of bytes can hold many requests. */
@@ -49,9 +52,10 @@ class InboundStream {
   private idle: ReturnType<typeof setTimeout> | undefined
   private partial: ReturnType<typeof setTimeout> | undefined
 
-  constructor (stream: Stream, peer: PeerId, spec: RpcProtocol, limits: Limits, log: Logger, onClosed: () => void) {
+  constructor (stream: Stream, peer: PeerId, spec: RpcProtocol, limits: Limits, log: Logger, budget: HeldAnswers, onClosed: () => void) {
     this.stream = stream
     this.peer = peer
+    this.budget = budget
     this.spec = spec
     this.limits = limits
     this.log = log
@@ -73,6 +77,7 @@ class InboundStream {
       this.running.clear()
       this.backlog = []
       this.backlogAt = 0
+      this.budget.forget(this)
       onClosed()
     })
     stream.addEventListener('message', (evt: StreamMessageEvent) => { this.onMessage(evt) })
@@ -112,7 +117,29 @@ class InboundStream {
       const err = new AapError('INTERNAL', `the answer (${frame.byteLength} bytes) is past the protocol's frame limit`, { reason: 'answer_oversized', max_bytes: this.spec.maxFrameBytes })
       frame = encodeFrame({ id, ok: false, error: errorFrame(err) })
     }
-    return this.outbox.send(frame)
+    const sent = this.outbox.send(frame)
+    this.budget.note(this)
+    return sent
+  }
+
+  get heldBytes (): number {
+    return this.outbox.heldBytes
+  }
+
+  get behindMs (): number {
+    return this.outbox.waitingFor()
+  }
+
+  shed (reason: string): void {
+    this.stream.abort(new Error(reason))
+  }
+
+  get caller (): string {
+    return this.peer.toString()
+  }
+
+  get protocol (): string {
+    return this.spec.protocol
   }
 
   /** Framing is lost: say why (no request id can be known), read nothing more, and close once answered. */
@@ -378,11 +405,12 @@ export async function serve (host: RpcHost, spec: RpcProtocol): Promise<() => Pr
     frameTimeoutMs: spec.frameTimeoutMs ?? FRAME_COMPLETION_TIMEOUT_MS
   }
   const log = spec.log ?? componentLogger(undefined, 'wire')
+  const budget = spec.heldAnswers ?? heldAnswersOf(host, log)
   const active = new Set<Stream>()
   const onStream = (stream: Stream, connection: Connection): void => {
     active.add(stream)
     // eslint-disable-next-line no-new -- the stream's listeners hold it
-    new InboundStream(stream, connection.remotePeer, spec, limits, log, () => { active.delete(stream) })
+    new InboundStream(stream, connection.remotePeer, spec, limits, log, budget, () => { active.delete(stream) })
   }
   await host.handle(spec.protocol, onStream, {
     maxInboundStreams: spec.maxInboundStreams ?? MAX_INBOUND_STREAMS_PER_PROTOCOL,

@@ -24,6 +24,7 @@
 import type { Libp2p, PeerId } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
 import type { Validator } from '../schema/validate.ts'
+import type { HeldAnswers } from './held-answers.ts'
 
 export { encodeFrame, FrameDecoder } from './framing.ts'
 export { serve } from './responder.ts'
@@ -73,6 +74,8 @@ export interface RpcProtocol {
   log?: Logger
   /** Told when a stream stops reading because its caller does not read the answers it has (tests, metrics). */
   onReadsHeld?: (peer: PeerId) => void
+  /** The bound on unread answers this protocol shares (default: its node's, held-answers.ts). */
+  heldAnswers?: HeldAnswers
 }
 
 export interface CallOptions {

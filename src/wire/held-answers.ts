@@ -1,0 +1,108 @@
+/**
+ * One node's bound on the answers its responders hold for callers that have
+ * not read them, over every served protocol, stream and peer together.
+ *
+ * Each inbound stream holds at most RESPONDER_HELD_ANSWER_MAX_BYTES
+ * (responder.ts hasRoom). That bounds one stream, not the node: every peer
+ * may open MAX_INBOUND_STREAMS_PER_PROTOCOL streams of each protocol on each
+ * connection, and peer ids cost nothing, so callers that ask for large
+ * answers (events sync pages) and do not read could add up to gigabytes
+ * until the streams' idle timers closed them. Past
+ * RESPONDER_NODE_HELD_ANSWER_MAX_BYTES the node sheds: it aborts the streams
+ * whose callers are behind (their answers wait for a drain), the one that has
+ * waited longest first, until what is held is back under the bound. A caller
+ * that reads its answers is never shed, however much is on its way to it.
+ */
+import type { Logger } from '../logger.ts'
+import { RESPONDER_NODE_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
+
+/** What the bound needs of one inbound stream. */
+export interface AnswerHolder {
+  /** Answer bytes queued for the stream and not passed on to the muxer yet. */
+  readonly heldBytes: number
+  /** How long the stream's answers have waited for the caller to read (0 while they do not wait). */
+  readonly behindMs: number
+  /** Abort the stream (its answers and requests go with it), saying why. */
+  shed: (reason: string) => void
+  /** For the log: the calling peer and the protocol. */
+  readonly caller: string
+  readonly protocol: string
+}
+
+export interface HeldAnswersStats {
+  /** Streams aborted because the node held too much for callers that did not read. */
+  shed: number
+  /** Answer bytes those streams held when they were aborted. */
+  shedBytes: number
+}
+
+export class HeldAnswers {
+  readonly maxBytes: number
+  readonly stats: HeldAnswersStats = { shed: 0, shedBytes: 0 }
+  private readonly log: Logger
+  /** Streams that held something when last told of; those found empty leave at the next count. */
+  private readonly holders = new Set<AnswerHolder>()
+
+  constructor (maxBytes: number, log: Logger) {
+    this.maxBytes = maxBytes
+    this.log = log
+  }
+
+  /** What the node's responders hold now. */
+  get bytes (): number {
+    let total = 0
+    for (const h of this.holders) {
+      const held = h.heldBytes
+      if (held === 0) this.holders.delete(h)
+      total += held
+    }
+    return total
+  }
+
+  /** Streams counted now (tests, metrics). */
+  get streams (): number {
+    return this.holders.size
+  }
+
+  /** `h` queued an answer: past the bound, shed the callers furthest behind. */
+  note (h: AnswerHolder): void {
+    this.holders.add(h)
+    let total = this.bytes
+    if (total <= this.maxBytes) return
+    const behind = [...this.holders].filter(x => x.behindMs > 0)
+    behind.sort((a, b) => b.behindMs - a.behindMs || b.heldBytes - a.heldBytes)
+    for (const x of behind) {
+      if (total <= this.maxBytes) break
+      const held = x.heldBytes
+      total -= held
+      this.holders.delete(x)
+      this.stats.shed++
+      this.stats.shedBytes += held
+      this.log.warn({ peer: x.caller, protocol: x.protocol, held_bytes: held, behind_ms: x.behindMs, node_max_bytes: this.maxBytes },
+        'a caller that did not read its answers was cut off: the node held too many unread answers')
+      x.shed(`the node holds more than ${this.maxBytes} bytes of unread answers`)
+    }
+  }
+
+  /** The stream closed. */
+  forget (h: AnswerHolder): void {
+    this.holders.delete(h)
+  }
+}
+
+const perNode = new WeakMap<object, HeldAnswers>()
+
+/**
+ * The bound of the node that `host` serves for, made at its first use. Keyed
+ * by the host's peer id object, which a host wrapped for limited connections
+ * (network.ts) shares with the host it wraps; a host without one is its own key.
+ */
+export function heldAnswersOf (host: object, log: Logger): HeldAnswers {
+  const key: object = (host as { peerId?: object }).peerId ?? host
+  let budget = perNode.get(key)
+  if (budget === undefined) {
+    budget = new HeldAnswers(RESPONDER_NODE_HELD_ANSWER_MAX_BYTES, log)
+    perNode.set(key, budget)
+  }
+  return budget
+}
