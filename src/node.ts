@@ -10,6 +10,7 @@ import type { Datastore } from 'interface-datastore'
 import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DHT_PROVIDERS_PER_ANSWER, DIAL_TIMEOUT_MS } from './constants.ts'
 import { ConnectionBudget } from './wire/budget.ts'
 import { heldAnswersOf, type HeldAnswers } from './wire/held-answers.ts'
+import { keepPeerRecordsInMemory, type PeerStoreMemoryStats } from './wire/peer-store-memory.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
 import { keepNewestCards } from './card/record-guard.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
@@ -144,6 +145,7 @@ export class MeshNode {
   private _runs?: Runs
   private _events?: Events
   private datastore?: GuardedDatastore & { close?: () => Promise<void> }
+  private peerRecords?: ReturnType<typeof keepPeerRecordsInMemory>
   /** Syncs the LevelDB log to disk (storage/durability.ts); only with a data dir this node opened. */
   durability?: DurableSync
   private ownsDatastore = false
@@ -175,6 +177,11 @@ export class MeshNode {
   }
 
   /** The connection budget (src/wire/budget.ts): its bound and what it pruned. */
+  /** Peer-store records kept in memory because the disk refused them (src/wire/peer-store-memory.ts). */
+  get peerStoreMemory (): PeerStoreMemoryStats | undefined {
+    return this.peerRecords?.stats
+  }
+
   /** The bound on answers this node's responders hold for callers that do not read them (src/wire/held-answers.ts). */
   get heldAnswers (): HeldAnswers {
     return heldAnswersOf(this.host, this.log)
@@ -262,10 +269,12 @@ export class MeshNode {
         this.durability.start()
       }
     }
+    // a peer-store write a full disk refuses is kept in memory: libp2p writes its own record while it starts
+    this.peerRecords = keepPeerRecordsInMemory(keepNewestCards(this.datastore, componentLogger(o.logger, 'card-records')), componentLogger(o.logger, 'storage'))
     this._host = await createHost({
       privateKey: this.key,
       // a replica never goes back from a card it verified to an older one someone replays (record-guard.ts)
-      datastore: keepNewestCards(this.datastore, componentLogger(o.logger, 'card-records')),
+      datastore: this.peerRecords.store,
       listen: o.listen ?? [DEFAULT_TCP_LISTEN],
       mdns: o.mdns ?? false,
       localMesh: o.localMesh ?? false,

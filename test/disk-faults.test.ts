@@ -15,7 +15,7 @@ import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
 import { storageWriteError } from '../src/storage/write-guard.ts'
 import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
-import { rejectsWith, stopAll } from './helpers.ts'
+import { rejectsWith, stopAll, until } from './helpers.ts'
 
 const CAP = { capability_id: 'cap:disk-echo', version: '1.0.0' }
 const call = (): { signal: AbortSignal, follow: false } => ({ signal: AbortSignal.timeout(30_000), follow: false })
@@ -54,7 +54,7 @@ describe('disk faults', () => {
     expect(await d.join(x.addresses)).toBeGreaterThan(0)
     const before = await d.delegate({ to_agent: x.agentId, task_id: 'disk-1', capability: CAP, input: { n: 1 } }, call())
 
-    // (a node stopped while its store fails cannot write its peer record: the faults end inside the loop)
+    // (the faults end inside the loop, so the teardown stops the node on a store that works)
     for (const mode of ['no-space', 'io'] as const) {
       faulty.mode = mode
       faulty.failing = true
@@ -117,6 +117,60 @@ describe('disk faults', () => {
       nodes = nodes.filter(n => n !== y)
     } finally {
       await reopened.close()
+    }
+  })
+
+  it('starts again on a disk that refuses every write, answers for the runs it acknowledged, and takes new runs once it has room', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'aap-disk-test-'))
+    dirs.push(dataDir)
+    const level = new LevelDatastore(join(dataDir, 'store'))
+    await level.open()
+    try {
+      const faulty = new FaultyDatastore(level)
+      const x = await node({ dataDir, datastore: faulty.store })
+      const d = await node()
+      expect(await d.join(x.addresses)).toBeGreaterThan(0)
+      const acked = await d.delegate({ to_agent: x.agentId, task_id: 'disk-full-restart', capability: CAP, input: { n: 1 } }, call())
+      // the disk fills up, and the node is restarted on it
+      faulty.failing = true
+      await x.stop()
+      nodes = nodes.filter(n => n !== x)
+      const refusedBefore = faulty.refused
+      const y = await createMeshNode({ dataDir, datastore: faulty.store, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() })
+      nodes.push(y)
+      // libp2p's registrar writes the node's own protocols to the peer store while it starts: the disk refused it,
+      // and the start failed with STORAGE_FULL
+      await y.start()
+      y.runs.handle(CAP, async (ctx) => ({ echo: ctx.input }))
+      expect(y.agentId).toBe(x.agentId)
+      expect(faulty.refused).toBeGreaterThan(refusedBefore)
+      const held = y.peerStoreMemory
+      expect(held?.kept).toBeGreaterThan(0)
+      // what it acknowledged is read, and the node serves its own protocols to a peer
+      expect((await y.getRun(acked.run_id)).state).toBe('completed')
+      expect(await d.join(y.addresses)).toBeGreaterThan(0)
+      expect((await d.getRun(acked.run_id)).state).toBe('completed')
+      const refused = await rejectsWith(d.delegate({ to_agent: y.agentId, task_id: 'disk-full-new', capability: CAP, input: {} }, call()), 'STORAGE_FULL')
+      expect(refused.details).toMatchObject({ store: 'datastore', reason: 'no_space' })
+      // room again: new runs are taken, and a peer record written now reaches the disk
+      faulty.failing = false
+      await until(async () => {
+        try {
+          await d.delegate({ to_agent: y.agentId, task_id: 'disk-full-after', capability: CAP, input: { n: 2 } }, call())
+          return true
+        } catch (err) {
+          if ((err as { code?: string }).code !== 'STORAGE_FULL') throw err
+          return false
+        }
+      }, 'the node to take runs again')
+      const heldNow = held?.held ?? 0
+      await y.host.peerStore.merge(d.host.peerId, { tags: { 'disk-test': { value: 1 } } })
+      expect(held?.held).toBeLessThanOrEqual(heldNow)
+      expect((await y.host.peerStore.get(d.host.peerId)).tags.has('disk-test')).toBe(true)
+    } finally {
+      await stopAll(nodes)
+      nodes = []
+      await level.close()
     }
   })
 })

@@ -130,6 +130,10 @@ export class NodeMetrics {
       const { store, stats } = node.artifacts
       return { used_bytes: store.used, max_bytes: store.capacity, artifacts: store.count, max_artifacts: store.maxCount, stored: stats.stored, fetched: stats.fetched, evicted: store.stats.evicted, removed: store.stats.removed, delete_failures: store.stats.deleteFailures }
     })
+    figures('aap_peer_store_memory', 'Peer-store records kept in memory because the disk refused them (src/wire/peer-store-memory.ts): held now, and since start those kept and those refused with memory full', (node) => {
+      const s = node.peerStoreMemory
+      return s === undefined ? undefined : { held: s.held, kept: s.kept, overflow: s.overflow }
+    })
     figures('aap_held_answers', 'Answers this node\'s responders hold for callers that have not read them (src/wire/held-answers.ts): bytes and streams now, the bound, and since start the streams cut off past it and the bytes they held', (node) => {
       const h = node.heldAnswers
       return { bytes: h.bytes, streams: h.streams, max_bytes: h.maxBytes, shed: h.stats.shed, shed_bytes: h.stats.shedBytes }

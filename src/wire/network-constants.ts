@@ -179,3 +179,11 @@ export const RESPONDER_HELD_ANSWER_MAX_BYTES = 4 * YAMUX_MAX_STREAM_WINDOW_BYTES
  * (MAX_INBOUND_STREAMS_PER_PROTOCOL), but not make the node hold more.
  */
 export const RESPONDER_NODE_HELD_ANSWER_MAX_BYTES = 8 * RESPONDER_HELD_ANSWER_MAX_BYTES
+
+/**
+ * Peer-store records a node keeps in memory while its disk refuses them
+ * (peer-store-memory.ts): one per peer it learnt of, its own among them. A
+ * node sees far fewer peers than this while its disk is full; a write past it
+ * fails as the disk made it fail.
+ */
+export const PEER_STORE_MEMORY_MAX = 4096
