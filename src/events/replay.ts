@@ -70,6 +70,11 @@ export interface CorrelationReplay {
   owner: string | null
   /** Runs held under the correlation id that are not the owner's task, with why (protocols/lineage.md). */
   rejected_runs: Array<{ run_id: string, reason: string }>
+  /**
+   * Participants this replay asked and that did not answer (their last ask
+   * failed with `code`): what only they hold may be missing from it.
+   */
+  unreached: Array<{ agent_id: string, code: string }>
   runs: ReplayRun[]
   /** Conversations with more than one turn here: their turns in order (protocols/turns.md). */
   contexts: Array<{ context_id: string, executor: string, turns: string[] }>
@@ -213,7 +218,7 @@ function orderRuns (runs: Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>): Rep
  */
 export function buildReplay (
   correlationId: string, logs: Map<string, AgentEvent[]>,
-  lineage: { owner: string | null, rejected: Map<string, string> } = { owner: null, rejected: new Map() }
+  lineage: { owner: string | null, rejected: Map<string, string>, unreached?: Array<{ agent_id: string, code: string }> } = { owner: null, rejected: new Map() }
 ): CorrelationReplay {
   const described = new Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>()
   for (const [runId, events] of logs) {
@@ -297,7 +302,7 @@ export function buildReplay (
     }
   }
   const rejected = [...lineage.rejected].map(([runId, reason]) => ({ run_id: runId, reason })).sort((a, b) => a.run_id < b.run_id ? -1 : 1)
-  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, runs, contexts: contextsOf(runs), events, transitions, checkpoints }
+  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, unreached: lineage.unreached ?? [], runs, contexts: contextsOf(runs), events, transitions, checkpoints }
 }
 
 /** Conversations of more than one turn among `runs`, turns in order (a context is one executor's, keyed by its id). */

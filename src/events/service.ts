@@ -269,12 +269,15 @@ export class Events {
     const t = this.correlations.ensure(correlationId, false, false)
     t.holds++
     let told: RunTrack[] = []
+    const since = Date.now()
     try {
       this.claimOwner(t, opts.owner)
       told = addHints(this.correlations, this.syncer, t, hints)
       for (const p of vouchedParticipants(t)) this.syncer.syncCorrelationFrom(t, p)
       this.syncer.refresh(t)
-      await this.syncer.awaitSyncs(t, Date.now() + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS), REPLAY_MAX_ROUNDS)
+      const deadline = since + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS)
+      await this.syncer.awaitSyncs(t, deadline, REPLAY_MAX_ROUNDS)
+      const unreached = await this.syncer.askUnreachedAgain(t, since, deadline)
       // the replay is the owner's task only: every run proves its place again, from the logs alone
       const logs = await this.readCorrelation(correlationId)
       const admission = admitAll(logs, opts.owner ?? t.owner, this.signatures)
@@ -282,7 +285,7 @@ export class Events {
         throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
       }
       const mine = new Map([...logs].filter(([runId]) => admission.admitted.has(runId)))
-      return buildReplay(correlationId, mine, { owner: admission.owner ?? null, rejected: admission.rejected })
+      return buildReplay(correlationId, mine, { owner: admission.owner ?? null, rejected: admission.rejected, unreached })
     } finally {
       t.holds--
       untell(told)

@@ -42,9 +42,10 @@ export class Syncer {
     this.log = log
   }
 
-  private noteSyncError (err: unknown, what: string, agentId: string): void {
+  private noteSyncError (t: CorrTrack, err: unknown, what: string, agentId: string): void {
     const e = toAapError(err)
     this.stats.syncErrors[e.code] = (this.stats.syncErrors[e.code] ?? 0) + 1
+    t.unreached.set(agentId, { code: e.code, at: Date.now() })
     this.log.debug({ code: e.code, reason: e.details?.reason, agent_id: agentId, what }, 'a sync failed')
   }
 
@@ -68,6 +69,27 @@ export class Syncer {
       await Promise.race([Promise.allSettled([...t.inflight]), expired])
       clearTimeout(timer)
     }
+  }
+
+  /**
+   * After a replay's rounds (begun at `since`): ask once more, within
+   * `deadline`, whoever did not answer, rather than leave it to a tail round
+   * after the replay: a participant for the whole correlation, an executor
+   * for its run that may still move (another participant may have answered
+   * for it, with less). Returns who still did not answer, with the code of
+   * the last failure: what only they hold may be missing from the replay.
+   */
+  async askUnreachedAgain (t: CorrTrack, since: number, deadline: number): Promise<Array<{ agent_id: string, code: string }>> {
+    const failed = (agentId: string): boolean => (t.unreached.get(agentId)?.at ?? 0) >= since
+    let again = false
+    for (const p of vouchedParticipants(t)) {
+      if (failed(p)) { this.syncCorrelationFrom(t, p); again = true }
+    }
+    for (const rt of t.runs.values()) {
+      if (!rt.local && isLive(rt.state) && failed(rt.executor)) { this.fetch(t, rt); again = true }
+    }
+    if (again) await this.awaitSyncs(t, deadline, 1)
+    return [...t.unreached].filter(([agentId]) => failed(agentId)).map(([agentId, u]) => ({ agent_id: agentId, code: u.code }))
   }
 
   /**
@@ -105,8 +127,9 @@ export class Syncer {
             await this.limiter.run(async () => this.client.correlation(peerIdOfAgent(agentId), t.id, {
               sink: async (events) => { if (!t.closed) await this.target.ingest(t, events) }
             }))
+            t.unreached.delete(agentId)
           } catch (err) {
-            this.noteSyncError(err, 'correlation', agentId)
+            this.noteSyncError(t, err, 'correlation', agentId)
           }
         } while (t.syncAgain.has(agentId) && !t.closed)
       } finally {
@@ -154,9 +177,10 @@ export class Syncer {
                     if (!gone()) await this.target.ingest(t, events)
                   }
                 }))
+              t.unreached.delete(source)
               if (got > 0 || source === rt.executor) break
             } catch (err) {
-              this.noteSyncError(err, 'run', source)
+              this.noteSyncError(t, err, 'run', source)
             }
           }
         } while (rt.fetchAgain && !gone())

@@ -182,6 +182,12 @@ export interface CorrTrack {
   /** Participants a correlation sync is in flight from, and those asked again meanwhile. */
   syncing: Set<string>
   syncAgain: Set<string>
+  /**
+   * Agents whose last sync of this correlation (the whole of it, or a run's
+   * tail) failed, with the error's code and when; one that answers again
+   * leaves. A replay names those it could not reach (service.ts).
+   */
+  unreached: Map<string, { code: string, at: number }>
   subs: Set<EventSubscription>
   /** Runs this node delegated: their verified events go to the delegator's records (LocalRuns.delegatedEvents). */
   delegated: Set<string>
@@ -232,6 +238,7 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     unprovenParticipants: new Set(),
     syncing: new Set(),
     syncAgain: new Set(),
+    unreached: new Map(),
     subs: new Set(),
     delegated: new Set(),
     gossip: false,
