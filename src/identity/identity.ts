@@ -6,12 +6,14 @@ import { randomBytes } from 'node:crypto'
 import { link, mkdir, open, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
-import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id'
+import { peerIdFromPrivateKey, peerIdFromPublicKey, peerIdFromString } from '@libp2p/peer-id'
 import { MemoryDatastore } from 'datastore-core'
 import { LevelDatastore } from 'datastore-level'
 import type { PrivateKey, PeerId, PublicKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import { AgentNotFoundError } from '../errors.ts'
+import { makeRoom } from '../util/bounded.ts'
+import { AGENT_ID_CACHE_ENTRIES } from './constants.ts'
 
 export const KEY_FILE = 'peer.key'
 export const DATASTORE_DIR = 'datastore'
@@ -114,18 +116,37 @@ export function agentIdOf (key: PrivateKey): string {
   return id
 }
 
-/** Parse an agent id into the PeerId it certifies; AGENT_NOT_FOUND if it is not one. */
+/** Agent ids parsed before, at most AGENT_ID_CACHE_ENTRIES (only valid ones). */
+const parsedIds = new Map<string, PeerId>()
+
+/**
+ * Parse an agent id into the PeerId it certifies; AGENT_NOT_FOUND if it is
+ * not one. An id is its key's one encoding: the key's protobuf can be written
+ * other ways (its fields in the other order) that libp2p parses as the same
+ * key under another id, and one agent with many ids would count as many
+ * wherever the node keeps something per agent; those are refused
+ * (`reason: non_canonical`).
+ */
 export function peerIdOfAgent (agentId: string): PeerId {
+  const known = parsedIds.get(agentId)
+  if (known !== undefined) return known
+  let id: PeerId
   try {
-    const id = peerIdFromString(agentId)
+    id = peerIdFromString(agentId)
     if (id.publicKey === undefined) throw new Error('agent id does not embed a public key')
     // the profile's agent ids are Ed25519 (protocols/errors.md, common.schema.json): another key type would sign
     // what implementations that follow it refuse, and ECDSA gives one content many valid signatures
     if (id.type !== 'Ed25519') throw new Error(`agent id is a ${id.type} key, not Ed25519`)
-    return id
   } catch (err) {
     throw new AgentNotFoundError(`"${agentId.slice(0, 80)}" is not a valid agent id`, { agent_id: agentId.slice(0, 128) }, { cause: err })
   }
+  const canonical = peerIdFromPublicKey(id.publicKey).toString()
+  if (canonical !== agentId) {
+    throw new AgentNotFoundError(`"${agentId.slice(0, 80)}" is not a valid agent id: its key's agent id is ${canonical}`, { agent_id: agentId.slice(0, 128), reason: 'non_canonical' })
+  }
+  makeRoom(parsedIds, AGENT_ID_CACHE_ENTRIES)
+  parsedIds.set(agentId, id)
+  return id
 }
 
 /** The public key an agent id certifies. */
