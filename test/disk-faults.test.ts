@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MemoryDatastore } from 'datastore-core'
+import { Key } from 'interface-datastore'
 import { LevelDatastore } from 'datastore-level'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
@@ -163,10 +164,11 @@ describe('disk faults', () => {
           return false
         }
       }, 'the node to take runs again')
-      const heldNow = held?.held ?? 0
       await y.host.peerStore.merge(d.host.peerId, { tags: { 'disk-test': { value: 1 } } })
-      expect(held?.held).toBeLessThanOrEqual(heldNow)
       expect((await y.host.peerStore.get(d.host.peerId)).tags.has('disk-test')).toBe(true)
+      // on the disk itself, under the peer store's key (@libp2p/peer-store: /peers/<the peer id's CID>)
+      const onDisk = await faulty.inner.get(new Key(`/peers/${d.host.peerId.toCID().toString()}`))
+      expect(Buffer.from(onDisk).includes(Buffer.from('disk-test'))).toBe(true)
     } finally {
       await stopAll(nodes)
       nodes = []

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { MemoryDatastore } from 'datastore-core'
-import { Key, type Pair } from 'interface-datastore'
+import { Key, type Pair, type Query } from 'interface-datastore'
 import { silentLogger } from '../src/logger.ts'
 import { guardWrites } from '../src/storage/write-guard.ts'
 import { keepPeerRecordsInMemory } from '../src/wire/peer-store-memory.ts'
@@ -45,6 +45,9 @@ describe('peer-store records in memory', () => {
     expect(await all(store.query({ prefix: '/peers/', orders: [desc] }))).toEqual(['/peers/c=c2', '/peers/a=a2'])
     expect(await all(store.query({ prefix: '/peers/', orders: [desc], offset: 1, limit: 1 }))).toEqual(['/peers/a=a2'])
     expect(await all(store.query({ prefix: '/peers/', filters: [p => text(p.value).startsWith('c')] }))).toEqual(['/peers/c=c2'])
+    const keys: string[] = []
+    for await (const k of store.queryKeys({ prefix: '/peers/' })) keys.push(k.toString())
+    expect(keys.sort()).toEqual(['/peers/a', '/peers/c'])
 
     // memory is full: a fourth record hears the disk's refusal
     await expect(store.put(new Key('/peers/d'), bytes('d2'))).rejects.toMatchObject({ code: 'STORAGE_FULL' })
@@ -61,6 +64,29 @@ describe('peer-store records in memory', () => {
     await store.put(c, bytes('c3'))
     expect(stats.held).toBe(0)
     expect((await all(store.query({ prefix: '/peers/' }))).sort()).toEqual(['/peers/a=a3', '/peers/c=c3'])
+  })
+
+  it('leaves every query that cannot reach /peers/ to the datastore, its limit applied there', async () => {
+    // found by a review: with one record in memory, every query was merged, so a DHT query of one record read 1000
+    const inner = new MemoryDatastore()
+    for (let i = 0; i < 1000; i++) await inner.put(new Key(`/dht/provider/k/${String(i).padStart(4, '0')}`), bytes('p'))
+    let read = 0
+    const counting = new Proxy(inner, {
+      get (target, prop) {
+        if (prop === 'query') return async function * (q: Query, o?: unknown) { for await (const p of target.query(q, o as never)) { read++; yield p } }
+        const v: unknown = Reflect.get(target, prop, target)
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
+      }
+    })
+    const faulty = new FaultyDatastore(counting)
+    const { store, stats } = keepPeerRecordsInMemory(guardWrites(faulty.store), silentLogger())
+    faulty.failing = true
+    await store.put(new Key('/peers/x'), bytes('x'))
+    faulty.failing = false
+    expect(stats.held).toBe(1)
+    const got = await all(store.query({ prefix: '/dht/provider/', limit: 1 }))
+    expect(got).toEqual(['/dht/provider/k/0000=p'])
+    expect(read).toBeLessThanOrEqual(2)
   })
 
   it('passes on a failure that is not the disk refusing the write', async () => {

@@ -16,6 +16,7 @@ import { RawWire } from './fixtures/raw-wire.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PROTO = '/aap-test/held-answers-node/0.1.0'
+const ONCE = '/aap-test/held-answers-node-once/0.1.0'
 const OTHER = '/aap-test/held-answers-node-other/0.1.0'
 const ANSWER_BYTES = 256 * 1024
 const FRAME_BYTES = 512 * 1024
@@ -29,6 +30,7 @@ describe('answers held for callers that do not read, over the whole node', () =>
   let A: MeshNode, B: MeshNode
   const unserve: Array<() => Promise<void>> = []
   const budget = new HeldAnswers(NODE_MAX, componentLogger(undefined, 'test'))
+  const onceBudget = new HeldAnswers(3 * NODE_MAX, componentLogger(undefined, 'test'))
   const big = 'x'.repeat(ANSWER_BYTES)
   beforeAll(async () => {
     nodes = await startMesh(2)
@@ -37,6 +39,12 @@ describe('answers held for callers that do not read, over the whole node', () =>
       protocol: PROTO,
       maxFrameBytes: FRAME_BYTES,
       heldAnswers: budget,
+      methods: { page: { handle: async () => ({ data: big }) } }
+    }))
+    unserve.push(await serve(B.host, {
+      protocol: ONCE,
+      maxFrameBytes: FRAME_BYTES,
+      heldAnswers: onceBudget,
       methods: { page: { handle: async () => ({ data: big }) } }
     }))
     unserve.push(await serve(B.host, {
@@ -82,6 +90,42 @@ describe('answers held for callers that do not read, over the whole node', () =>
       // the caller that read is still served
       expect(reader.isClosed).toBe(false)
       expect(await reader.call({ id: 10_000, type: 'page', body: {} })).toMatchObject({ id: 10_000, ok: true })
+    } finally {
+      for (const w of slow) w.abort()
+      reader.abort()
+    }
+  })
+
+  it('cuts off callers that read once and stopped, whose answers wait in the stream without a drain', async () => {
+    // found by a review: such a stream's outbox waits for no drain (it was given one), so only callers whose
+    // answers waited for one were cut off, and six of these held 22 MB against a 6 MiB bound
+    const slow: RawWire[] = []
+    const reader = await RawWire.open(A.host, B.host.peerId, ONCE)
+    try {
+      for (let s = 0; s < SLOW_STREAMS; s++) {
+        const w = await RawWire.open(A.host, B.host.peerId, ONCE)
+        w.stream.pause()
+        const reqs = Array.from({ length: 16 }, (_, i) => encodeFrame({ id: i + 1, type: 'page', body: {} }))
+        const chunk = new Uint8Array(reqs.reduce((n, r) => n + r.byteLength, 0))
+        let at = 0
+        for (const r of reqs) { chunk.set(r, at); at += r.byteLength }
+        const before = onceBudget.bytes
+        w.write(chunk)
+        await until(() => onceBudget.bytes > before + 2 * 1024 * 1024 || onceBudget.stats.shed > 0, 'the stream to hold its answers')
+        // read once (one window update), then stop reading again (unless it was cut off already)
+        if (w.stream.status === 'open') {
+          w.stream.resume()
+          w.stream.pause()
+        }
+        slow.push(w)
+      }
+      let answered = 0
+      await until(async () => {
+        expect(await reader.call({ id: ++answered, type: 'page', body: {} })).toMatchObject({ id: answered, ok: true })
+        return onceBudget.bytes <= onceBudget.maxBytes && onceBudget.stats.shed > 0
+      }, 'the node to be back under its bound')
+      expect(slow.filter(w => w.isClosed).length).toBeGreaterThan(0)
+      expect(reader.isClosed).toBe(false)
     } finally {
       for (const w of slow) w.abort()
       reader.abort()

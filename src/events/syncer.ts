@@ -42,10 +42,11 @@ export class Syncer {
     this.log = log
   }
 
-  private noteSyncError (t: CorrTrack, err: unknown, what: string, agentId: string): void {
+  private noteSyncError (t: CorrTrack, err: unknown, what: 'correlation' | 'run', agentId: string): void {
     const e = toAapError(err)
     this.stats.syncErrors[e.code] = (this.stats.syncErrors[e.code] ?? 0) + 1
-    t.unreached.set(agentId, { code: e.code, at: Date.now() })
+    // a failed whole-correlation ask is not undone by a run's tail the agent answered later (it says less)
+    if (what === 'correlation' || t.unreached.get(agentId)?.what !== 'correlation') t.unreached.set(agentId, { code: e.code, at: Date.now(), what })
     this.log.debug({ code: e.code, reason: e.details?.reason, agent_id: agentId, what }, 'a sync failed')
   }
 
@@ -177,7 +178,7 @@ export class Syncer {
                     if (!gone()) await this.target.ingest(t, events)
                   }
                 }))
-              t.unreached.delete(source)
+              if (t.unreached.get(source)?.what === 'run') t.unreached.delete(source)
               if (got > 0 || source === rt.executor) break
             } catch (err) {
               this.noteSyncError(t, err, 'run', source)

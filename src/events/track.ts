@@ -187,7 +187,7 @@ export interface CorrTrack {
    * tail) failed, with the error's code and when; one that answers again
    * leaves. A replay names those it could not reach (service.ts).
    */
-  unreached: Map<string, { code: string, at: number }>
+  unreached: Map<string, { code: string, at: number, what: 'correlation' | 'run' }>
   subs: Set<EventSubscription>
   /** Runs this node delegated: their verified events go to the delegator's records (LocalRuns.delegatedEvents). */
   delegated: Set<string>

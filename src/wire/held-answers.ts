@@ -9,9 +9,11 @@
  * answers (events sync pages) and do not read could add up to gigabytes
  * until the streams' idle timers closed them. Past
  * RESPONDER_NODE_HELD_ANSWER_MAX_BYTES the node sheds: it aborts the streams
- * whose callers are behind (their answers wait for a drain), the one that has
- * waited longest first, until what is held is back under the bound. A caller
- * that reads its answers is never shed, however much is on its way to it.
+ * of the callers furthest behind until what is held is back under the bound:
+ * first those whose answers wait for a drain, the one that has waited longest
+ * first, then those that hold the most (a caller that read once and stopped
+ * leaves its answers in the stream's buffer without a wait). A caller that
+ * keeps reading holds little, and goes last.
  */
 import type { Logger } from '../logger.ts'
 import { RESPONDER_NODE_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
@@ -64,12 +66,17 @@ export class HeldAnswers {
     return this.holders.size
   }
 
-  /** `h` queued an answer: past the bound, shed the callers furthest behind. */
+  /**
+   * `h` queued an answer: past the bound, shed the callers furthest behind
+   * (see above). Counted at once, so a burst of answers in one turn cannot
+   * pass the bound by more than one answer; the count walks the streams that
+   * hold answers now, few unless callers stop reading.
+   */
   note (h: AnswerHolder): void {
     this.holders.add(h)
     let total = this.bytes
     if (total <= this.maxBytes) return
-    const behind = [...this.holders].filter(x => x.behindMs > 0)
+    const behind = [...this.holders]
     behind.sort((a, b) => b.behindMs - a.behindMs || b.heldBytes - a.heldBytes)
     for (const x of behind) {
       if (total <= this.maxBytes) break

@@ -10,11 +10,13 @@
  * node learns again from its peers, not something it promised anyone, so a
  * peer-store write the store refuses (STORAGE_FULL, write-guard.ts) is kept
  * here instead, at most PEER_STORE_MEMORY_MAX records, and read from here
- * before the disk, until a later write of the same record reaches the disk.
- * Every other key, and every other kind of failure, is the datastore's as before.
+ * before the disk (get, has, and queries that can reach `/peers/`), until a
+ * later write of the same record reaches the disk. Every other key, and every
+ * other kind of failure, is the datastore's as before (libp2p's peer store
+ * reads with get and query alone).
  */
 import { NotFoundError } from '@libp2p/interface'
-import { Key as DsKey, type Datastore, type Key, type Pair, type Query } from 'interface-datastore'
+import { Key as DsKey, type Datastore, type Key, type KeyQuery, type Pair, type Query } from 'interface-datastore'
 import type { Logger } from '../logger.ts'
 import { refusedByStore } from '../storage/write-guard.ts'
 import { PEER_STORE_MEMORY_MAX } from './network-constants.ts'
@@ -85,7 +87,10 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
       const held = memory.get(k.toString())
       return held === undefined ? ds.has(k, o as never) : held !== null
     },
-    query: (q: Query, o?: unknown) => memory.size === 0 ? ds.query(q, o as never) : merged(ds, memory, q, o)
+    // only a query that can reach /peers/ is merged: every other one (kad-dht's records and providers) is the
+    // datastore's own, with its limit and order applied there
+    query: (q: Query, o?: unknown) => memory.size === 0 || !reachesPeers(q.prefix) ? ds.query(q, o as never) : merged(ds, memory, q, o),
+    queryKeys: (q: KeyQuery, o?: unknown) => memory.size === 0 || !reachesPeers(q.prefix) ? ds.queryKeys(q, o as never) : mergedKeys(ds, memory, q, o)
   }
   const store = new Proxy(ds, {
     get (target, prop) {
@@ -95,6 +100,12 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
     }
   })
   return { store, stats }
+}
+
+/** Whether a query of `prefix` can return peer-store keys. */
+function reachesPeers (prefix: string | undefined): boolean {
+  const p = prefix ?? ''
+  return p.startsWith(PEERS_PREFIX) || PEERS_PREFIX.startsWith(p)
 }
 
 /**
@@ -116,6 +127,24 @@ async function * merged (ds: Datastore, memory: Map<string, Uint8Array | null>, 
     if (pass(p)) out.push(p)
   }
   // as datastore-core applies them: one after the other (a stable sort each)
+  for (const order of q.orders ?? []) out.sort(order)
+  const from = q.offset ?? 0
+  yield * out.slice(from, q.limit === undefined ? undefined : from + q.limit)
+}
+
+/** As `merged`, for keys alone. */
+async function * mergedKeys (ds: Datastore, memory: Map<string, Uint8Array | null>, q: KeyQuery, o: unknown): AsyncGenerator<Key> {
+  const prefix = q.prefix ?? ''
+  const filters = q.filters ?? []
+  const out: Key[] = []
+  for await (const k of ds.queryKeys({ ...(q.prefix === undefined ? {} : { prefix: q.prefix }), filters }, o as never)) {
+    if (!memory.has(k.toString())) out.push(k)
+  }
+  for (const [key, value] of memory) {
+    if (value === null || !key.startsWith(prefix)) continue
+    const k = new DsKey(key)
+    if (filters.every(f => f(k))) out.push(k)
+  }
   for (const order of q.orders ?? []) out.sort(order)
   const from = q.offset ?? 0
   yield * out.slice(from, q.limit === undefined ? undefined : from + q.limit)
