@@ -176,17 +176,15 @@ export class MeshNode {
     return this._host
   }
 
-  /** The connection budget (src/wire/budget.ts): its bound and what it pruned. */
   /** Peer-store records kept in memory because the disk refused them (src/wire/peer-store-memory.ts). */
-  get peerStoreMemory (): PeerStoreMemoryStats | undefined {
-    return this.peerRecords?.stats
-  }
+  get peerStoreMemory (): PeerStoreMemoryStats | undefined { return this.peerRecords?.stats }
 
   /** The bound on answers this node's responders hold for callers that do not read them (src/wire/held-answers.ts). */
   get heldAnswers (): HeldAnswers {
     return heldAnswersOf(this.host, this.log)
   }
 
+  /** The connection budget (src/wire/budget.ts): its bound and what it pruned. */
   get connections (): ConnectionBudget {
     if (this._budget === undefined) throw new Error('node not started')
     return this._budget
@@ -269,11 +267,11 @@ export class MeshNode {
         this.durability.start()
       }
     }
-    // a peer-store write a full disk refuses is kept in memory: libp2p writes its own record while it starts
+    // a replica never goes back from a card it verified to an older one someone replays (record-guard.ts); a
+    // peer-store write a full disk refuses is kept in memory (libp2p writes its own record while it starts)
     this.peerRecords = keepPeerRecordsInMemory(keepNewestCards(this.datastore, componentLogger(o.logger, 'card-records')), componentLogger(o.logger, 'storage'))
     this._host = await createHost({
       privateKey: this.key,
-      // a replica never goes back from a card it verified to an older one someone replays (record-guard.ts)
       datastore: this.peerRecords.store,
       listen: o.listen ?? [DEFAULT_TCP_LISTEN],
       mdns: o.mdns ?? false,
@@ -327,7 +325,8 @@ export class MeshNode {
       ...(o.liveness === undefined ? {} : { liveness: o.liveness }),
       ...(o.logger === undefined ? {} : { logger: o.logger }),
       // a successor of a run this node delegated is followed like the run itself
-      onSuccessor: (run) => { if (this.follows(undefined)) this._events?.follow(run) }
+      onSuccessor: (run) => { if (this.follows(undefined)) this._events?.follow(run) },
+      onHandoffConfirmed: (e) => { this._events?.spread(e) }
     })
     const runs = this._runs
     this._events = new Events({
@@ -336,6 +335,7 @@ export class MeshNode {
       privateKey: this.key,
       datastore: runData,
       ...(o.logger === undefined ? {} : { logger: o.logger }),
+      onFork: (fork) => { void runs.settleFork(fork.events) },
       runs: {
         onEvent: (listener) => runs.onEvent(listener),
         // the live runs, from the run index (opened before the events service starts)

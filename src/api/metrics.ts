@@ -134,6 +134,7 @@ export class NodeMetrics {
       const s = node.peerStoreMemory
       return s === undefined ? undefined : { held: s.held, kept: s.kept, overflow: s.overflow }
     })
+    figures('aap_forks', 'Runs found forked here since start (two events their executor signed at one seq: src/events/forks.ts), and the proofs kept', (node) => ({ found: node.events.forks.found, kept: node.events.forks.size }))
     figures('aap_held_answers', 'Answers this node\'s responders hold for callers that have not read them (src/wire/held-answers.ts): bytes and streams now, the bound, and since start the streams cut off past it and the bytes they held', (node) => {
       const h = node.heldAnswers
       return { bytes: h.bytes, streams: h.streams, max_bytes: h.maxBytes, shed: h.stats.shed, shed_bytes: h.stats.shedBytes }

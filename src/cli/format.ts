@@ -93,6 +93,7 @@ export function replayText (r: CorrelationReplay): string {
     lines.push(`${'  '.repeat(run.depth)}run ${run.run_id} on ${run.executor} (${run.started_by}${run.orphan ? ', predecessor not held here' : ''}): ${run.state}`)
   }
   for (const t of r.transitions) lines.push(`${t.at}  ${transitionLine(t)}`)
+  for (const f of r.forks) lines.push(`forked: run ${f.run_id} at seq ${f.seq}: ${f.executor} signed two events there; the successors they name are canceled`)
   // what the replay may be missing: said last, so it is not read past
   for (const u of r.unreached) lines.push(`not reached: ${u.agent_id} (${u.code}); what only it holds is missing here`)
   return lines.join('\n')

@@ -40,3 +40,11 @@ export const EVENTS_EARLY_HOLD_MS = 5_000
  * runs, and the other delegations' lines still enter it.
  */
 export const EVENTS_MAX_RUNS_PER_ROOT = EVENTS_MAX_RUNS_PER_CORRELATION / 4
+
+/**
+ * Proofs of forked runs (two events its executor signed at one seq) a node
+ * keeps (forks.ts): each is two events, at most 2 × EVENT_MAX_BYTES. A fork
+ * is a misbehaving executor's, never an honest node's; past this, forks are
+ * counted and acted on, not kept for replays.
+ */
+export const EVENTS_FORKS_MAX = 1024

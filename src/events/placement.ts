@@ -20,6 +20,7 @@ import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CopyStore } from './copies.ts'
+import { forks } from './forks.ts'
 import { linkedRunsOf, participantsOf, stateAfter } from './replay.ts'
 import type { Syncer } from './syncer.ts'
 import type { TopicValidator } from './membership.ts'
@@ -42,6 +43,8 @@ export interface PlacementInit {
   deliverHeld: (t: CorrTrack, runId: string) => void
   /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
   signatures: SignatureCache
+  /** `e` forks the run whose head here is `held` (forks.ts): true the first time, when it is to be relayed. */
+  forked: (t: CorrTrack, held: AgentEvent, e: AgentEvent) => boolean
 }
 
 export class Placement {
@@ -151,7 +154,7 @@ export class Placement {
     if (rt.lineage === 'rejected') return rt.overLimit === true ? 'over_limit' : rt.unnamed === true ? 'not_named' : rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
     const headSeq = rt.head?.seq ?? 0
     if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
-    if (e.seq <= headSeq) return this.repeat(t, e)
+    if (e.seq <= headSeq) return rt.head !== undefined && e.seq === headSeq && forks(rt.head, e) && this.i.forked(t, rt.head, e) ? 'fork' : this.repeat(t, e)
     if (rt.lineage === 'pending') return 'lineage_pending'
     // a liveness verdict (protocols/liveness.md) is signed by the run's delegator, as its ticket names it, and no one
     // else: checked before an early event is held too, or anyone's verdict ahead of the chain would be held and relayed

@@ -14,6 +14,7 @@
 import type { CapabilityRef } from '../card/card.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import type { AgentEvent, HandoffLink, RunState } from '../runlog/types.ts'
+import type { RunFork } from './forks.ts'
 
 export type Transition =
   | { kind: 'delegate', run_id: string, by: string | null, to: string, capability: CapabilityRef | null, parent_run: string | null, seq: number, at: string }
@@ -75,6 +76,11 @@ export interface CorrelationReplay {
    * failed with `code`): what only they hold may be missing from it.
    */
   unreached: Array<{ agent_id: string, code: string }>
+  /**
+   * Runs of the correlation whose executor signed two events at one seq, with
+   * both events: the proof of the fork (forks.ts). Their successors are ended.
+   */
+  forks: RunFork[]
   runs: ReplayRun[]
   /** Conversations with more than one turn here: their turns in order (protocols/turns.md). */
   contexts: Array<{ context_id: string, executor: string, turns: string[] }>
@@ -218,7 +224,7 @@ function orderRuns (runs: Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>): Rep
  */
 export function buildReplay (
   correlationId: string, logs: Map<string, AgentEvent[]>,
-  lineage: { owner: string | null, rejected: Map<string, string>, unreached?: Array<{ agent_id: string, code: string }> } = { owner: null, rejected: new Map() }
+  lineage: { owner: string | null, rejected: Map<string, string>, unreached?: Array<{ agent_id: string, code: string }>, forks?: RunFork[] } = { owner: null, rejected: new Map() }
 ): CorrelationReplay {
   const described = new Map<string, Omit<ReplayRun, 'depth' | 'orphan'>>()
   for (const [runId, events] of logs) {
@@ -302,7 +308,7 @@ export function buildReplay (
     }
   }
   const rejected = [...lineage.rejected].map(([runId, reason]) => ({ run_id: runId, reason })).sort((a, b) => a.run_id < b.run_id ? -1 : 1)
-  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, unreached: lineage.unreached ?? [], runs, contexts: contextsOf(runs), events, transitions, checkpoints }
+  return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, unreached: lineage.unreached ?? [], forks: lineage.forks ?? [], runs, contexts: contextsOf(runs), events, transitions, checkpoints }
 }
 
 /** Conversations of more than one turn among `runs`, turns in order (a context is one executor's, keyed by its id). */

@@ -19,16 +19,13 @@
  */
 import type { PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
-import {
-  EVENTS_MAX_PARTICIPANTS, REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS, SYNC_TIMEOUT_MS
-} from '../constants.ts'
+import { SYNC_TIMEOUT_MS } from '../constants.ts'
 import { AapError, InvalidRequestError } from '../errors.ts'
 import { REPLAY_MAX_BYTES } from './constants.ts'
 import { readCorrelation } from './read-correlation.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
-import { admitAll } from '../runlog/lineage.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { groupCommitter } from '../storage/group-commit.ts'
@@ -36,7 +33,9 @@ import type { MeshHost } from '../wire/host.ts'
 import { CopyStore } from './copies.ts'
 import { Placement } from './placement.ts'
 import type { LocalRuns } from './ports.ts'
-import { buildReplay, type CorrelationReplay } from './replay.ts'
+import type { CorrelationReplay } from './replay.ts'
+import { collectReplay } from './replay-collect.ts'
+import { Forks, type RunFork } from './forks.ts'
 import { CatchUp } from './catch-up.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
@@ -60,6 +59,8 @@ export interface EventsInit {
   logger?: Logger
   /** The node's verified-signature cache (default: one of this service's own). */
   signatures?: SignatureCache
+  /** Told of each run found forked (forks.ts). */
+  onFork?: (fork: RunFork) => void
 }
 
 export interface ReplayOptions {
@@ -100,6 +101,8 @@ export class Events {
   private readonly copies: CopyStore
   private readonly correlations: Correlations
   private readonly placement: Placement
+  /** Forked runs found here (forks.ts). */
+  readonly forks: Forks
   private readonly syncer: Syncer
   private unserve?: () => Promise<void>
   private offRuns?: () => void
@@ -133,6 +136,7 @@ export class Events {
       signatures,
       stats: this.stats
     })
+    this.forks = new Forks({ log: this.logger, republish: (t, e) => { this.placement.republish(t, [e]) }, ...(init.onFork === undefined ? {} : { onFork: init.onFork }) })
     this.placement = new Placement({
       agentId: this.agentId,
       host: init.host,
@@ -143,7 +147,8 @@ export class Events {
       log: this.logger,
       running: () => this.started,
       deliverHeld: (t, runId) => { this.deliverFromLog(t, runId) },
-      signatures
+      signatures,
+      forked: (t, held, e) => this.forks.seen(t, held, e)
     })
     const service = this
     this.syncer = new Syncer(this.sync, {
@@ -265,32 +270,20 @@ export class Events {
   async replay (correlationId: string, opts: ReplayOptions = {}): Promise<CorrelationReplay> {
     this.assertStarted()
     correlationTopic(correlationId)
-    const hints = checkHints(opts)
-    const t = this.correlations.ensure(correlationId, false, false)
-    t.holds++
-    let told: RunTrack[] = []
-    const since = Date.now()
-    try {
-      this.claimOwner(t, opts.owner)
-      told = addHints(this.correlations, this.syncer, t, hints)
-      for (const p of vouchedParticipants(t)) this.syncer.syncCorrelationFrom(t, p)
-      this.syncer.refresh(t)
-      const deadline = since + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS)
-      await this.syncer.awaitSyncs(t, deadline, REPLAY_MAX_ROUNDS)
-      const unreached = await this.syncer.askUnreachedAgain(t, since, deadline)
-      // the replay is the owner's task only: every run proves its place again, from the logs alone
-      const logs = await this.readCorrelation(correlationId)
-      const admission = admitAll(logs, opts.owner ?? t.owner, this.signatures)
-      if (admission.owner === undefined && admission.owners.length > 1) {
-        throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
-      }
-      const mine = new Map([...logs].filter(([runId]) => admission.admitted.has(runId)))
-      return buildReplay(correlationId, mine, { owner: admission.owner ?? null, rejected: admission.rejected, unreached })
-    } finally {
-      t.holds--
-      untell(told)
-      this.correlations.maybeUntrack(t)
-    }
+    const deps = { correlations: this.correlations, syncer: this.syncer, signatures: this.signatures, forks: this.forks, read: async (id: string) => this.readCorrelation(id), claimOwner: (t: CorrTrack, owner: string | undefined) => { this.claimOwner(t, owner) } }
+    return collectReplay(deps, correlationId, checkHints(opts), opts)
+  }
+
+  /**
+   * Publish another node's verified event on its correlation's topic: a
+   * handoff receiver spreads the event that confirmed its run, so a holder of
+   * another handoff of the same run learns of the fork (forks.ts).
+   */
+  spread (e: AgentEvent): void {
+    if (!this.started) return
+    const t = this.correlations.ensure(e.correlation_id, false, false)
+    this.placement.republish(t, [e])
+    this.correlations.maybeUntrack(t)
   }
 
   /** The last event of a run this node holds (its log, or a copy), if any. */

@@ -14,7 +14,7 @@ import { correlationTopic } from './topic.ts'
 export type Verdict =
   | 'accepted' | 'early' | 'relayed' | 'duplicate' | 'gap' | 'unknown_run' | 'own_run' | 'over_limit' | 'untracked'
   | 'lineage_pending' | 'foreign_owner' | 'not_named'
-  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected' | 'forged_verdict'
+  | 'conflict' | 'undecodable' | 'invalid' | 'wrong_correlation' | 'lineage_rejected' | 'forged_verdict' | 'fork'
 
 /** What gossipsub does with a message of each verdict: forgeries are rejected (and scored), the rest ignored. */
 export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
@@ -23,6 +23,8 @@ export const VERDICT_RESULT: Record<Verdict, TopicValidatorResult> = {
   early: TopicValidatorResult.Accept,
   // verified, one of the last events placed here (by sync, before gossip brought it): relayed for the mesh
   relayed: TopicValidatorResult.Accept,
+  // the executor's second event at a seq held here (forks.ts): relayed once, so every holder gets the proof
+  fork: TopicValidatorResult.Accept,
   duplicate: TopicValidatorResult.Ignore,
   gap: TopicValidatorResult.Ignore,
   unknown_run: TopicValidatorResult.Ignore,

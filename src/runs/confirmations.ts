@@ -17,7 +17,7 @@ import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapEr
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
-import type { HandoffLink, Run } from '../runlog/types.ts'
+import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { cutText } from '../util/text.ts'
 
 interface Awaiting {
@@ -55,6 +55,12 @@ export class HandoffConfirmations {
   private readonly timeoutMs: number
   private readonly askIntervalMs: number
   readonly stats: ConfirmationStats = { asks: 0, startedOnAsk: 0, failed: 0 }
+  /**
+   * Told of the event that confirmed a successor, as it starts: the node
+   * spreads it on the task's topic, so a holder of another handoff of the same
+   * run learns of the fork (src/events/forks.ts).
+   */
+  onConfirmed?: (handoffEvent: AgentEvent) => void
 
   constructor (init: ConfirmationsInit) {
     this.i = init
@@ -103,7 +109,10 @@ export class HandoffConfirmations {
     }
     // still waiting after the read (no retry started it meanwhile): start it now
     const still = this.waiting.get(runId)
-    if (still !== undefined) this.started(runId, still)
+    if (still !== undefined) {
+      this.started(runId, still)
+      this.onConfirmed?.(e)
+    }
     return run
   }
 

@@ -15,7 +15,8 @@ import { agentIdOf } from '../identity/identity.ts'
 import { toAapError } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
-import type { Run } from '../runlog/types.ts'
+import { handoffTarget } from '../runlog/handoff.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import { tagRunPeer } from '../wire/budget.ts'
@@ -70,6 +71,8 @@ export interface RunsInit {
   signatures?: SignatureCache
   /** A run this node delegated was handed off, and its successor is now recorded here too (the node follows it). */
   onSuccessor?: (run: Run) => void
+  /** A successor handed to this node was confirmed with this event, and starts (the node spreads the event). */
+  onHandoffConfirmed?: (handoffEvent: AgentEvent) => void
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -118,6 +121,7 @@ export class Runs {
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
     this.unadopt = this.adoptSuccessors(init.onSuccessor)
+    if (init.onHandoffConfirmed !== undefined) this.executor.confirmations.onConfirmed = init.onHandoffConfirmed
     this.idempotency = new IdempotencySweeper(this.store, log)
     this.liveness = new LivenessMonitor({
       host: init.host,
@@ -151,6 +155,31 @@ export class Runs {
         this.log.warn({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be recorded here: liveness does not watch it until this node asks about it')
       })
     })
+  }
+
+  /**
+   * The executor of a run signed two events at one seq of it
+   * (src/events/forks.ts): where this node is the run's delegator, every
+   * successor either event hands off to is canceled, so no task line goes on
+   * from a fork (protocols/handoff.md, Forks). Never rejects.
+   */
+  async settleFork (events: AgentEvent[]): Promise<void> {
+    const runId = events[0]?.run_id ?? ''
+    try {
+      if ((await this.store.getOutgoing(runId))?.delegator !== this.agentId) return
+    } catch (err) {
+      this.log.error({ err: toAapError(err), run_id: runId }, 'the record of a forked run could not be read: its successors are not canceled')
+      return
+    }
+    for (const e of events) {
+      const to = handoffTarget(e)
+      if (to === null) continue
+      try {
+        await this.cancel(to.run_id, 'its predecessor was handed off twice: the task line forked')
+      } catch (err) {
+        this.log.warn({ err: toAapError(err), run_id: to.run_id, forked: runId }, 'a successor of a forked run could not be canceled')
+      }
+    }
   }
 
   async start (): Promise<void> {

@@ -1,0 +1,93 @@
+/**
+ * Forks of a run's log: two events at one seq of one run, both signed by its
+ * executor. An honest executor never signs two (an event is signed once, when
+ * it is committed, and only committed events leave the node), so the pair is
+ * the proof that the executor equivocated: the case that matters is two
+ * handoffs of one run, to two receivers, each confirmed with its own handoff
+ * event, so each starts a successor while every holder admits only the one
+ * whose event it placed first (protocols/handoff.md, Forks).
+ *
+ * Placement finds a fork where it holds a run's head and another event
+ * arrives at that seq; liveness verdicts (signed by the delegator, replaced by
+ * the executor's own event at their seq) are no fork. The node keeps the
+ * first EVENTS_FORKS_MAX proofs, relays the other event once (so every holder
+ * gets both), and tells the run service, whose delegator cancels every
+ * successor the two name: no task line goes on from a fork.
+ */
+import { canonicalJson } from '../identity/signing.ts'
+import type { Logger } from '../logger.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import { EVENTS_FORKS_MAX } from './constants.ts'
+import type { CorrTrack } from './track.ts'
+
+export interface RunFork {
+  correlation_id: string
+  run_id: string
+  seq: number
+  /** The executor that signed both. */
+  executor: string
+  /** The event held here first, then the other. */
+  events: [AgentEvent, AgentEvent]
+}
+
+/** Whether `e` forks the run at `held`'s seq: another event there, both the executor's own. */
+export function forks (held: AgentEvent, e: AgentEvent): boolean {
+  if (e.run_id !== held.run_id || e.seq !== held.seq || e.signature === held.signature) return false
+  if (held.declared_by !== undefined || e.declared_by !== undefined) return false
+  // one content under two signatures is the same event (its signer chose another nonce): not two
+  const { signature: _a, ...a } = held
+  const { signature: _b, ...b } = e
+  return canonicalJson(a) !== canonicalJson(b)
+}
+
+export interface ForksInit {
+  log: Logger
+  /** Publish the event held here on the correlation's topic: whoever holds the other one gets the proof too. */
+  republish: (t: CorrTrack, e: AgentEvent) => void
+  /** Told once per fork found (the node's run service acts on it). */
+  onFork?: (fork: RunFork) => void
+}
+
+export class Forks {
+  private readonly i: ForksInit
+  private readonly byRun = new Map<string, RunFork>()
+  /** Forks found since start (those past EVENTS_FORKS_MAX are counted, not kept). */
+  found = 0
+
+  constructor (init: ForksInit) {
+    this.i = init
+  }
+
+  /**
+   * Placement found `e` at the seq of the head `held` of a run of `t`: keep
+   * the proof, spread the held event, and say so. True the first time for the
+   * run, when `e` is to be relayed.
+   */
+  seen (t: CorrTrack, held: AgentEvent, e: AgentEvent): boolean {
+    const fork = this.note(held, e)
+    if (fork === undefined) return false
+    this.i.log.warn({ run_id: fork.run_id, seq: fork.seq, executor: fork.executor, correlation_id: fork.correlation_id },
+      'the executor of a run signed two events at one seq: its log is forked, and the successors either names are ended')
+    this.i.republish(t, held)
+    this.i.onFork?.(fork)
+    return true
+  }
+
+  /** Keep the proof that `e` forks the run at `held`; undefined when this run's fork is known already. */
+  note (held: AgentEvent, e: AgentEvent): RunFork | undefined {
+    if (this.byRun.has(held.run_id)) return undefined
+    this.found++
+    const fork: RunFork = { correlation_id: held.correlation_id, run_id: held.run_id, seq: held.seq, executor: held.executor, events: [held, e] }
+    if (this.byRun.size < EVENTS_FORKS_MAX) this.byRun.set(held.run_id, fork)
+    return fork
+  }
+
+  /** The forks kept of a correlation's runs. */
+  of (correlationId: string): RunFork[] {
+    return [...this.byRun.values()].filter(f => f.correlation_id === correlationId)
+  }
+
+  get size (): number {
+    return this.byRun.size
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * What a replay collects before it rebuilds (service.ts replay): the
+ * participants it knows or is told of are synced from, in rounds, within its
+ * time; whoever did not answer is asked once more and named in the replay;
+ * then every run the node holds under the id proves its place again from the
+ * logs alone, and only the owner's task is replayed (protocols/events.md,
+ * Replay).
+ */
+import { EVENTS_MAX_PARTICIPANTS, REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS } from '../constants.ts'
+import { InvalidRequestError } from '../errors.ts'
+import type { SignatureCache } from '../runlog/event.ts'
+import { admitAll } from '../runlog/lineage.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import type { Correlations } from './correlations.ts'
+import type { Forks } from './forks.ts'
+import { addHints, untell, type Hints } from './hints.ts'
+import { buildReplay, type CorrelationReplay } from './replay.ts'
+import type { Syncer } from './syncer.ts'
+import { vouchedParticipants, type CorrTrack, type RunTrack } from './track.ts'
+
+export interface ReplayDeps {
+  correlations: Correlations
+  syncer: Syncer
+  signatures: SignatureCache
+  forks: Forks
+  /** Every event this node holds for the correlation. */
+  read: (correlationId: string) => Promise<Map<string, AgentEvent[]>>
+  /** Take the owner the caller names (a typed error when the node follows another owner's task under the id). */
+  claimOwner: (t: CorrTrack, owner: string | undefined) => void
+}
+
+export async function collectReplay (d: ReplayDeps, correlationId: string, hints: Hints, opts: { owner?: string, timeoutMs?: number }): Promise<CorrelationReplay> {
+  const t = d.correlations.ensure(correlationId, false, false)
+  t.holds++
+  let told: RunTrack[] = []
+  const since = Date.now()
+  try {
+    d.claimOwner(t, opts.owner)
+    told = addHints(d.correlations, d.syncer, t, hints)
+    for (const p of vouchedParticipants(t)) d.syncer.syncCorrelationFrom(t, p)
+    d.syncer.refresh(t)
+    const deadline = since + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS)
+    await d.syncer.awaitSyncs(t, deadline, REPLAY_MAX_ROUNDS)
+    const unreached = await d.syncer.askUnreachedAgain(t, since, deadline)
+    // the replay is the owner's task only: every run proves its place again, from the logs alone
+    const logs = await d.read(correlationId)
+    const admission = admitAll(logs, opts.owner ?? t.owner, d.signatures)
+    if (admission.owner === undefined && admission.owners.length > 1) {
+      throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
+    }
+    const mine = new Map([...logs].filter(([runId]) => admission.admitted.has(runId)))
+    return buildReplay(correlationId, mine, { owner: admission.owner ?? null, rejected: admission.rejected, unreached, forks: d.forks.of(correlationId) })
+  } finally {
+    t.holds--
+    untell(told)
+    d.correlations.maybeUntrack(t)
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * An executor that hands one run off twice (src/events/forks.ts, protocols/handoff.md "Forks"). B executes A's
+ * run; it asks D to take the run over (phase one) and hands it to C the honest way, then signs a second handoff
+ * event of the same run at the same seq, naming D's successor, and confirms D with it. Each receiver checks a
+ * valid event signed by the run's executor, so both successors ran, while every holder admitted only the one it
+ * placed first (carried as "noticed and left alone" since session 44). Now D spreads the event that confirmed it,
+ * A (the delegator, holding the other) finds the two events at one seq, keeps the proof, and cancels both
+ * successors: no task line goes on from a fork.
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { HANDOFF_PROTOCOL } from '../src/constants.ts'
+import type { MeshNode } from '../src/node.ts'
+import { signEvent } from '../src/runlog/event.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
+import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
+import { RawWire } from './fixtures/raw-wire.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const WORK = { capability_id: 'cap:handoff-fork', version: '1.0.0' }
+
+describe('a run handed off twice by its executor', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode, C: MeshNode, D: MeshNode
+  const held = new Map<string, PromiseWithResolvers<void>>()
+  let bKey: PrivateKey
+
+  beforeAll(async () => {
+    bKey = await generateKeyPair('Ed25519')
+    nodes = await startMesh(4, { nodeOptions: i => (i === 1 ? { privateKey: bKey } : {}) })
+    ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    for (const n of [B, C, D]) {
+      n.runs.handle(WORK, async (ctx) => {
+        // every run holds until it is let go or ended (a cancel aborts its signal)
+        const gate = Promise.withResolvers<void>()
+        held.set(ctx.run.run_id, gate)
+        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
+        return { ok: true }
+      })
+      await n.publishCard({ name: 'fork-worker', capabilities: [WORK] })
+    }
+  })
+  afterAll(async () => {
+    for (const g of held.values()) g.resolve()
+    await stopAll(nodes)
+  })
+
+  it('the delegator finds the two handoff events, keeps the proof and cancels both successors', async () => {
+    const task = 'task-handoff-fork'
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(run.run_id), 'the run to start')
+    // phase one with D by hand: D creates a successor and waits for its confirmation
+    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(run.run_id))
+    expect(asked.ok, JSON.stringify(asked.error)).toBe(true)
+    const second = asked.body!.run
+    // the honest handoff to C: committed, confirmed, started, and followed by A
+    const first = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    await until(() => held.has(first.run_id), 'C\'s successor to start')
+    const honest = (await B.runs.store.log.head(run.run_id))!
+    await until(async () => (await A.events.lastEvent(run.run_id))?.signature === honest.signature, 'A to hold the handoff event')
+
+    // the second ending of the same run, at the same seq, naming D's successor
+    const { signature: _, ...unsigned } = honest
+    const forged: AgentEvent = await signEvent(bKey, { ...unsigned, payload: { ...honest.payload, handoff_to: { run_id: second.run_id, agent_id: D.agentId } } })
+    const wire = await RawWire.open(B.host, D.host.peerId, HANDOFF_PROTOCOL)
+    try {
+      expect(await wire.call({ id: 1, type: 'confirm', body: { run_id: second.run_id, handoff_event: forged } })).toMatchObject({ ok: true, body: { run: { run_id: second.run_id } } })
+    } finally {
+      wire.abort()
+    }
+    await until(() => held.has(second.run_id), 'D\'s successor to start')
+
+    // D spread the event that confirmed it; A holds the other: a fork, and both successors end
+    await until(() => A.events.forks.found === 1, 'A to find the fork')
+    await until(async () => (await C.runs.getRun(first.run_id)).state === 'failed', 'C\'s successor to be canceled')
+    await until(async () => (await D.runs.getRun(second.run_id)).state === 'failed', 'D\'s successor to be canceled')
+    const canceled = await D.runs.getRun(second.run_id)
+    expect(JSON.stringify(canceled.failure)).toContain('forked')
+
+    // the proof is in A's replay of the task: both events, signed by B
+    const replay = await A.events.replay(task, { timeoutMs: 5_000 })
+    expect(replay.forks).toHaveLength(1)
+    expect(replay.forks[0]).toMatchObject({ run_id: run.run_id, seq: honest.seq, executor: B.agentId })
+    expect(replay.forks[0]!.events.map(e => e.signature).sort()).toEqual([honest.signature, forged.signature].sort())
+    // found once: the relayed copies of either event are no new fork
+    expect(A.events.forks.found).toBe(1)
+  })
+})
