@@ -44,7 +44,8 @@ export const EVENTS_MAX_RUNS_PER_ROOT = EVENTS_MAX_RUNS_PER_CORRELATION / 4
 /**
  * Proofs of forked runs (two events its executor signed at one seq) a node
  * keeps (forks.ts): each is two events, at most 2 × EVENT_MAX_BYTES. A fork
- * is a misbehaving executor's, never an honest node's; past this, forks are
- * counted and acted on, not kept for replays.
+ * is a misbehaving executor's, never an honest node's; past this, the oldest
+ * proof makes room (a run whose proof went is judged again if another of its
+ * forks arrives).
  */
 export const EVENTS_FORKS_MAX = 1024

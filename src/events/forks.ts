@@ -10,13 +10,14 @@
  * Placement finds a fork where it holds a run's head and another event
  * arrives at that seq; liveness verdicts (signed by the delegator, replaced by
  * the executor's own event at their seq) are no fork. The node keeps the
- * first EVENTS_FORKS_MAX proofs, relays the other event once (so every holder
+ * last EVENTS_FORKS_MAX proofs, relays the other event once (so every holder
  * gets both), and tells the run service, whose delegator cancels every
  * successor the two name: no task line goes on from a fork.
  */
 import { canonicalJson } from '../identity/signing.ts'
 import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
+import { makeRoom } from '../util/bounded.ts'
 import { EVENTS_FORKS_MAX } from './constants.ts'
 import type { CorrTrack } from './track.ts'
 
@@ -51,7 +52,7 @@ export interface ForksInit {
 export class Forks {
   private readonly i: ForksInit
   private readonly byRun = new Map<string, RunFork>()
-  /** Forks found since start (those past EVENTS_FORKS_MAX are counted, not kept). */
+  /** Forks found since start (the oldest proofs past EVENTS_FORKS_MAX make room for new ones). */
   found = 0
 
   constructor (init: ForksInit) {
@@ -78,7 +79,10 @@ export class Forks {
     if (this.byRun.has(held.run_id)) return undefined
     this.found++
     const fork: RunFork = { correlation_id: held.correlation_id, run_id: held.run_id, seq: held.seq, executor: held.executor, events: [held, e] }
-    if (this.byRun.size < EVENTS_FORKS_MAX) this.byRun.set(held.run_id, fork)
+    // the oldest goes (a run's fork is acted on once while its proof is kept: each new one costs its sender a
+    // signed event per run, and this node one relay)
+    makeRoom(this.byRun, EVENTS_FORKS_MAX)
+    this.byRun.set(held.run_id, fork)
     return fork
   }
 
