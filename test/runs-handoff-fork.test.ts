@@ -12,7 +12,8 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HANDOFF_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { signEvent } from '../src/runlog/event.ts'
+import { canonicalEvent, signEvent } from '../src/runlog/event.ts'
+import { correlationTopic } from '../src/events/topic.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
@@ -85,5 +86,53 @@ describe('a run handed off twice by its executor', () => {
     expect(replay.forks[0]!.events.map(e => e.signature).sort()).toEqual([honest.signature, forged.signature].sort())
     // found once: the relayed copies of either event are no new fork
     expect(A.events.forks.found).toBe(1)
+  })
+
+  it('an ending signed below the head held everywhere is a fork too', async () => {
+    // found by a review: B hands off to C at seq 2, then signs a second ending at seq 1 naming D's successor;
+    // every holder's head is at seq 2, so it was taken for an old repeat and both successors ran
+    const task = 'task-handoff-fork-below'
+    const found = A.events.forks.found
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(run.run_id), 'the run to start')
+    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(run.run_id))
+    expect(asked.ok, JSON.stringify(asked.error)).toBe(true)
+    const second = asked.body!.run
+    const started = (await B.runs.store.log.get(run.run_id, 1))!
+    const first = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    await until(() => held.has(first.run_id), 'C\'s successor to start')
+    const honest = (await B.runs.store.log.head(run.run_id))!
+    expect(honest.seq).toBe(2)
+    await until(async () => (await A.events.lastEvent(run.run_id))?.signature === honest.signature, 'A to hold the handoff event')
+    const { signature: _, ...unsigned } = started
+    const forged = await signEvent(bKey, { ...unsigned, type: 'run.completed', payload: { ...honest.payload, handoff_to: { run_id: second.run_id, agent_id: D.agentId } } })
+    const wire = await RawWire.open(B.host, D.host.peerId, HANDOFF_PROTOCOL)
+    try {
+      expect(await wire.call({ id: 1, type: 'confirm', body: { run_id: second.run_id, handoff_event: forged } })).toMatchObject({ ok: true })
+    } finally {
+      wire.abort()
+    }
+    await until(() => A.events.forks.found === found + 1, 'A to find the fork')
+    await until(async () => (await C.runs.getRun(first.run_id)).state === 'failed', 'C\'s successor to be canceled')
+    await until(async () => (await D.runs.getRun(second.run_id)).state === 'failed', 'D\'s successor to be canceled')
+  })
+
+  it('a fork that names a run of another task does not end that run', async () => {
+    // found by a review: the delegator canceled whatever run the forged event named, here one it had delegated
+    // to C under another task
+    const victim = await A.delegate({ to_agent: C.agentId, task_id: 'task-fork-victim', capability: WORK, input: {} })
+    await until(() => held.has(victim.run_id), 'the victim to start')
+    const task = 'task-fork-names-victim'
+    const found = A.events.forks.found
+    const namedOther = A.runs.forkStats.namedOther
+    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
+    await until(() => held.has(run.run_id), 'the run to start')
+    const head = (await B.runs.store.log.head(run.run_id))!
+    await until(async () => (await A.events.lastEvent(run.run_id))?.signature === head.signature, 'A to hold the head')
+    const { signature: _, ...unsigned } = head
+    const forged = await signEvent(bKey, { ...unsigned, type: 'run.completed', payload: { transition: 'handoff', handoff_to: { run_id: victim.run_id, agent_id: C.agentId } } })
+    await B.host.services.pubsub.publish(correlationTopic(task), new TextEncoder().encode(canonicalEvent(forged)))
+    await until(() => A.events.forks.found === found + 1 && A.runs.forkStats.namedOther === namedOther + 1, 'A to find the fork and look at the run it names')
+    expect((await C.runs.getRun(victim.run_id)).state).toBe('running')
   })
 })

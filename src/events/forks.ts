@@ -16,9 +16,10 @@
  */
 import { canonicalJson } from '../identity/signing.ts'
 import type { Logger } from '../logger.ts'
-import type { AgentEvent } from '../runlog/types.ts'
+import { isTerminal, type AgentEvent } from '../runlog/types.ts'
 import { makeRoom } from '../util/bounded.ts'
 import { EVENTS_FORKS_MAX } from './constants.ts'
+import { stateAfter } from './replay.ts'
 import type { CorrTrack } from './track.ts'
 
 export interface RunFork {
@@ -31,10 +32,16 @@ export interface RunFork {
   events: [AgentEvent, AgentEvent]
 }
 
-/** Whether `e` forks the run at `held`'s seq: another event there, both the executor's own. */
+/**
+ * Whether `e` forks the run whose head here is `held`, both the executor's
+ * own: another event at the head's seq, or an ending at a seq below it (the
+ * run went on past the seq at which `e` ends it: no compare with the event
+ * held there is needed, nor is it in memory).
+ */
 export function forks (held: AgentEvent, e: AgentEvent): boolean {
-  if (e.run_id !== held.run_id || e.seq !== held.seq || e.signature === held.signature) return false
+  if (e.run_id !== held.run_id || e.signature === held.signature || e.seq > held.seq) return false
   if (held.declared_by !== undefined || e.declared_by !== undefined) return false
+  if (e.seq < held.seq) return isTerminal(stateAfter(e))
   // one content under two signatures is the same event (its signer chose another nonce): not two
   const { signature: _a, ...a } = held
   const { signature: _b, ...b } = e
@@ -78,7 +85,7 @@ export class Forks {
   note (held: AgentEvent, e: AgentEvent): RunFork | undefined {
     if (this.byRun.has(held.run_id)) return undefined
     this.found++
-    const fork: RunFork = { correlation_id: held.correlation_id, run_id: held.run_id, seq: held.seq, executor: held.executor, events: [held, e] }
+    const fork: RunFork = { correlation_id: held.correlation_id, run_id: held.run_id, seq: e.seq, executor: held.executor, events: [held, e] }
     // the oldest goes (a run's fork is acted on once while its proof is kept: each new one costs its sender a
     // signed event per run, and this node one relay)
     makeRoom(this.byRun, EVENTS_FORKS_MAX)

@@ -154,7 +154,7 @@ export class Placement {
     if (rt.lineage === 'rejected') return rt.overLimit === true ? 'over_limit' : rt.unnamed === true ? 'not_named' : rt.owner === undefined ? 'lineage_rejected' : 'foreign_owner'
     const headSeq = rt.head?.seq ?? 0
     if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
-    if (e.seq <= headSeq) return rt.head !== undefined && e.seq === headSeq && forks(rt.head, e) && this.i.forked(t, rt.head, e) ? 'fork' : this.repeat(t, e)
+    if (e.seq <= headSeq) return rt.head !== undefined && forks(rt.head, e) && this.i.forked(t, rt.head, e) ? 'fork' : this.repeat(t, e)
     if (rt.lineage === 'pending') return 'lineage_pending'
     // a liveness verdict (protocols/liveness.md) is signed by the run's delegator, as its ticket names it, and no one
     // else: checked before an early event is held too, or anyone's verdict ahead of the chain would be held and relayed

@@ -10,13 +10,13 @@ import type { PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import { componentLogger, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
-import { MAX_CONCURRENT_INBOUND_RUNS } from '../constants.ts'
+import { MAX_CONCURRENT_INBOUND_RUNS, MAX_HANDOFF_DEPTH } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
 import { toAapError } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
-import type { AgentEvent, Run } from '../runlog/types.ts'
+import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import { tagRunPeer } from '../wire/budget.ts'
@@ -163,6 +163,9 @@ export class Runs {
    * successor either event hands off to is canceled, so no task line goes on
    * from a fork (protocols/handoff.md, Forks). Never rejects.
    */
+  /** Successors of forked runs ended here, and runs a fork named that did not continue the forked run (left alone). */
+  readonly forkStats = { ended: 0, namedOther: 0 }
+
   async settleFork (events: AgentEvent[]): Promise<void> {
     const runId = events[0]?.run_id ?? ''
     try {
@@ -173,12 +176,33 @@ export class Runs {
     }
     for (const e of events) {
       const to = handoffTarget(e)
-      if (to === null) continue
-      try {
-        await this.cancel(to.run_id, 'its predecessor was handed off twice: the task line forked')
-      } catch (err) {
-        this.log.warn({ err: toAapError(err), run_id: to.run_id, forked: runId }, 'a successor of a forked run could not be canceled')
+      if (to !== null) await this.endLine(to.run_id, runId, 0)
+    }
+  }
+
+  /**
+   * End `runId` if it continues `from` (its own record says so: an event can
+   * name any run, and a forged one named another task's run to have it
+   * canceled), or, where it handed off already, the run it handed on to,
+   * MAX_HANDOFF_DEPTH hops at most. Never rejects.
+   */
+  private async endLine (runId: string, from: string, hops: number): Promise<void> {
+    const why = 'its predecessor was handed off twice: the task line forked'
+    try {
+      const run = await this.getRun(runId)
+      if (run.handoff_from?.run_id !== from) {
+        this.forkStats.namedOther++
+        this.log.warn({ run_id: runId, forked: from }, 'a fork names a run that does not continue the forked run: left alone')
+        return
       }
+      if (run.handoff_to !== null && hops < MAX_HANDOFF_DEPTH) return await this.endLine(run.handoff_to.run_id, runId, hops + 1)
+      if (isTerminal(run.state)) return
+      // a successor this node executes is failed by it (a cancel is the delegator's, on another node)
+      if (this.isLocal(runId)) await this.executor.apply(runId, { type: 'fail', code: 'CANCELED', message: why }, EXECUTOR)
+      else await this.cancel(runId, why)
+      this.forkStats.ended++
+    } catch (err) {
+      this.log.warn({ err: toAapError(err), run_id: runId, forked: from }, 'a successor of a forked run could not be ended')
     }
   }
 
