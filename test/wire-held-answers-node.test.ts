@@ -11,8 +11,8 @@ import type { MeshNode } from '../src/node.ts'
 import { HeldAnswers, heldAnswersOf } from '../src/wire/held-answers.ts'
 import { RESPONDER_HELD_ANSWER_MAX_BYTES, RESPONDER_NODE_HELD_ANSWER_MAX_BYTES } from '../src/wire/network-constants.ts'
 import { limitedConnectionsHost } from '../src/wire/network.ts'
-import { encodeFrame, serve } from '../src/wire/rpc.ts'
-import { RawWire } from './fixtures/raw-wire.ts'
+import { serve } from '../src/wire/rpc.ts'
+import { pipelinedRequests, RawWire } from './fixtures/raw-wire.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PROTO = '/aap-test/held-answers-node/0.1.0'
@@ -65,10 +65,7 @@ describe('answers held for callers that do not read, over the whole node', () =>
       for (let s = 0; s < SLOW_STREAMS; s++) {
         const w = await RawWire.open(A.host, B.host.peerId, PROTO)
         w.stream.pause()
-        const reqs = Array.from({ length: REQUESTS_PER_STREAM }, (_, i) => encodeFrame({ id: i + 1, type: 'page', body: {} }))
-        const chunk = new Uint8Array(reqs.reduce((n, r) => n + r.byteLength, 0))
-        let at = 0
-        for (const r of reqs) { chunk.set(r, at); at += r.byteLength }
+        const chunk = pipelinedRequests(REQUESTS_PER_STREAM, 'page')
         w.write(chunk)
         slow.push(w)
       }
@@ -105,10 +102,7 @@ describe('answers held for callers that do not read, over the whole node', () =>
       for (let s = 0; s < SLOW_STREAMS; s++) {
         const w = await RawWire.open(A.host, B.host.peerId, ONCE)
         w.stream.pause()
-        const reqs = Array.from({ length: 16 }, (_, i) => encodeFrame({ id: i + 1, type: 'page', body: {} }))
-        const chunk = new Uint8Array(reqs.reduce((n, r) => n + r.byteLength, 0))
-        let at = 0
-        for (const r of reqs) { chunk.set(r, at); at += r.byteLength }
+        const chunk = pipelinedRequests(16, 'page')
         const before = onceBudget.bytes
         w.write(chunk)
         await until(() => onceBudget.bytes > before + 2 * 1024 * 1024 || onceBudget.stats.shed > 0, 'the stream to hold its answers')

@@ -14,7 +14,7 @@ import { MAX_PIPELINED_REQUESTS_PER_STREAM } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { RESPONDER_HELD_ANSWER_MAX_BYTES } from '../src/wire/network-constants.ts'
 import { encodeFrame, serve } from '../src/wire/rpc.ts'
-import { RawWire } from './fixtures/raw-wire.ts'
+import { pipelinedRequests, RawWire } from './fixtures/raw-wire.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PROTO = '/aap-test/held-answers/0.1.0'
@@ -53,10 +53,7 @@ describe('answers held for a caller that does not read', () => {
     try {
       wire.stream.pause()
       // every request in one chunk
-      const reqs = Array.from({ length: MAX_PIPELINED_REQUESTS_PER_STREAM }, (_, i) => encodeFrame({ id: i + 1, type: 'page', body: {} }))
-      const chunk = new Uint8Array(reqs.reduce((n, r) => n + r.byteLength, 0))
-      let at = 0
-      for (const r of reqs) { chunk.set(r, at); at += r.byteLength }
+      const chunk = pipelinedRequests(MAX_PIPELINED_REQUESTS_PER_STREAM, 'page')
       wire.write(chunk)
       await until(() => inbound()?.writableNeedsDrain === true, 'B to wait for A to read')
       // watch B's buffered answers for a while (bounded poll): with the fault they grew to all 64 (16 MiB)

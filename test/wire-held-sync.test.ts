@@ -9,8 +9,7 @@ import type { Stream } from '@libp2p/interface'
 import { EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL, MAX_PIPELINED_REQUESTS_PER_STREAM, SYNC_MAX_RESPONSE_BYTES } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { RESPONDER_HELD_ANSWER_MAX_BYTES } from '../src/wire/network-constants.ts'
-import { encodeFrame } from '../src/wire/rpc.ts'
-import { RawWire } from './fixtures/raw-wire.ts'
+import { pipelinedRequests, RawWire } from './fixtures/raw-wire.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:big', version: '1.0.0' }
@@ -42,10 +41,7 @@ describe('events sync pages held for a stranger that does not read', () => {
       B.host.getConnections(S.host.peerId).flatMap(c => c.streams).find(s => s.protocol === EVENTS_SYNC_PROTOCOL && s.direction === 'inbound')
     try {
       wire.stream.pause()
-      const reqs = Array.from({ length: MAX_PIPELINED_REQUESTS_PER_STREAM }, (_, i) => encodeFrame({ id: i + 1, type: 'run', body: { run_id: runId } }))
-      const chunk = new Uint8Array(reqs.reduce((n, r) => n + r.byteLength, 0))
-      let at = 0
-      for (const r of reqs) { chunk.set(r, at); at += r.byteLength }
+      const chunk = pipelinedRequests(MAX_PIPELINED_REQUESTS_PER_STREAM, 'run', { run_id: runId })
       wire.write(chunk)
       let most = 0
       const t0 = Date.now()
