@@ -325,8 +325,7 @@ export class MeshNode {
       ...(o.liveness === undefined ? {} : { liveness: o.liveness }),
       ...(o.logger === undefined ? {} : { logger: o.logger }),
       // a successor of a run this node delegated is followed like the run itself
-      onSuccessor: (run) => { if (this.follows(undefined)) this._events?.follow(run) },
-      onHandoffConfirmed: (e) => { this._events?.spread(e) }
+      onSuccessor: (run) => { if (this.follows(undefined)) this._events?.follow(run) }
     })
     const runs = this._runs
     this._events = new Events({
@@ -350,6 +349,7 @@ export class MeshNode {
       onDeclared: async (verdict) => { await events.placeVerdict(verdict) },
       reconcile: async (verdict, signal) => events.reconcileVerdict(verdict, signal)
     })
+    runs.connectConfirmations({ spread: (e) => { events.spread(e) }, lastEventFrom: async (runId) => events.lastEventFrom(runId) })
     await this._host.start()
     this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs, o.connectionHeadroom)
     this._budget.start()

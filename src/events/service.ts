@@ -299,15 +299,10 @@ export class Events {
    */
   async placeVerdict (verdict: AgentEvent): Promise<void> {
     this.assertStarted()
-    const t = this.correlations.ensure(verdict.correlation_id, false, false)
-    t.holds++
-    try {
+    await this.holding(verdict.correlation_id, async (t) => {
       const placed = await this.placement.placeVerdict(t, verdict)
       if (!placed) this.logger.warn({ run_id: verdict.run_id, seq: verdict.seq }, 'a verdict did not extend the run\'s log as held here (a later event of the run arrived first)')
-    } finally {
-      t.holds--
-      this.correlations.maybeUntrack(t)
-    }
+    })
   }
 
   /**
@@ -317,14 +312,7 @@ export class Events {
    */
   async reconcileVerdict (verdict: AgentEvent, signal?: AbortSignal): Promise<VerdictOutcome> {
     this.assertStarted()
-    const t = this.correlations.ensure(verdict.correlation_id, false, false)
-    t.holds++
-    try {
-      return await reconcileVerdict({ log: this.log, sync: this.sync, placement: this.placement, runs: this.runs, logger: this.logger }, t, verdict, signal)
-    } finally {
-      t.holds--
-      this.correlations.maybeUntrack(t)
-    }
+    return this.holding(verdict.correlation_id, async (t) => reconcileVerdict({ log: this.log, sync: this.sync, placement: this.placement, runs: this.runs, logger: this.logger }, t, verdict, signal))
   }
 
   /** Every event this node holds for a correlation (read-correlation.ts; REPLAY_MAX_BYTES at most). */
@@ -348,13 +336,20 @@ export class Events {
     const events = await this.syncer.limiter.run(async () => this.sync.run(peer, runId, head, opts))
     const first = events[0]
     if (first === undefined) return []
-    const t = this.correlations.ensure(first.correlation_id, false, false)
-    t.holds++
+    return this.holding(first.correlation_id, async (t) => this.placement.ingest(t, events))
+  }
+
+  /**
+   * The last event of a run as its executor's log holds it, verified and not
+   * placed here (a handoff receiver asking for the event that names its run);
+   * undefined when the executor cannot give it.
+   */
+  async lastEventFrom (runId: string): Promise<AgentEvent | undefined> {
     try {
-      return await this.placement.ingest(t, events)
-    } finally {
-      t.holds--
-      this.correlations.maybeUntrack(t)
+      return (await this.syncer.limiter.run(async () => this.sync.run(peerIdOfAgent(executorOfRun(runId)), runId, undefined, {}))).at(-1)
+    } catch (err) {
+      this.logger.info({ err, run_id: runId }, 'the last event of a run could not be had from its executor')
+      return undefined
     }
   }
 
@@ -364,12 +359,19 @@ export class Events {
     correlationTopic(correlationId)
     const peer = peerIdOfAgent(opts.from)
     const byRun = await this.syncer.limiter.run(async () => this.sync.correlation(peer, correlationId, opts))
-    const t = this.correlations.ensure(correlationId, false, false)
-    t.holds++
-    try {
+    return this.holding(correlationId, async (t) => {
       const out: AgentEvent[] = []
       for (const events of byRun.values()) out.push(...await this.placement.ingest(t, events))
       return out
+    })
+  }
+
+  /** Run `fn` with the correlation's track held (kept while it runs, let go after unless something else keeps it). */
+  private async holding<T> (correlationId: string, fn: (t: CorrTrack) => Promise<T>): Promise<T> {
+    const t = this.correlations.ensure(correlationId, false, false)
+    t.holds++
+    try {
+      return await fn(t)
     } finally {
       t.holds--
       this.correlations.maybeUntrack(t)

@@ -13,12 +13,20 @@
  */
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
 import { FAILURE_MESSAGE_MAX_CHARS, HANDOFF_CONFIRM_ASK_INTERVAL_MS, HANDOFF_CONFIRM_ASKS_MAX } from './constants.ts'
-import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError, unreached } from '../errors.ts'
+import { AgentNotFoundError, InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError, unreached } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { cutText } from '../util/text.ts'
+
+/** What the events service gives the confirmations (wired by the node). */
+export interface ConfirmationPorts {
+  /** Publish the event that confirmed a successor on the task's topic, so a holder of another handoff of the run learns of the fork (src/events/forks.ts). */
+  spread: (handoffEvent: AgentEvent) => void
+  /** The predecessor's last event as its executor's log holds it, verified; undefined when it cannot be had. */
+  lastEventFrom: (runId: string) => Promise<AgentEvent | undefined>
+}
 
 interface Awaiting {
   from: HandoffLink
@@ -55,17 +63,17 @@ export class HandoffConfirmations {
   private readonly timeoutMs: number
   private readonly askIntervalMs: number
   readonly stats: ConfirmationStats = { asks: 0, startedOnAsk: 0, failed: 0 }
-  /**
-   * Told of the event that confirmed a successor, as it starts: the node
-   * spreads it on the task's topic, so a holder of another handoff of the same
-   * run learns of the fork (src/events/forks.ts).
-   */
-  onConfirmed?: (handoffEvent: AgentEvent) => void
+  private ports?: ConfirmationPorts
 
   constructor (init: ConfirmationsInit) {
     this.i = init
     this.timeoutMs = init.timeoutMs ?? HANDOFF_CONFIRM_TIMEOUT_MS
     this.askIntervalMs = init.askIntervalMs ?? HANDOFF_CONFIRM_ASK_INTERVAL_MS
+  }
+
+  /** The events service's part, wired by the node once both exist. */
+  connect (ports: ConfirmationPorts): void {
+    this.ports = ports
   }
 
   /** A successor was created and its handle is out: start it once the sender confirms. */
@@ -111,7 +119,7 @@ export class HandoffConfirmations {
     const still = this.waiting.get(runId)
     if (still !== undefined) {
       this.started(runId, still)
-      this.onConfirmed?.(e)
+      this.ports?.spread(e)
     }
     return run
   }
@@ -144,12 +152,22 @@ export class HandoffConfirmations {
       const pred = await this.i.getRemoteRun(w.from.run_id)
       if (this.waiting.get(runId) !== w) return
       if (pred.handoff_to?.run_id === runId) {
-        // committed, but the confirmation was lost on the way
-        this.stats.startedOnAsk++
-        this.started(runId, w)
-        return
+        // committed, but the confirmation was lost on the way. The sender's answer is its word; the run starts on
+        // its signed handoff event (a sender that hands one run off twice would name each receiver it is asked by),
+        // which is spread like a confirmation's
+        const e = await this.ports?.lastEventFrom(w.from.run_id)
+        if (this.waiting.get(runId) !== w) return
+        if (this.ports === undefined || (e !== undefined && handoffTarget(e)?.run_id === runId)) {
+          this.stats.startedOnAsk++
+          this.started(runId, w)
+          if (e !== undefined) this.ports?.spread(e)
+          return
+        }
+        if (e === undefined) throw new AgentNotFoundError('the sender named this run when asked, but did not give its log', { reason: 'unreachable' })
+        why = 'the sender named this run when asked, but its log hands the run to another'
+      } else {
+        why = `the predecessor ${pred.state === 'completed' ? 'was handed to another run' : `is ${pred.state}`}`
       }
-      why = `the predecessor ${pred.state === 'completed' ? 'was handed to another run' : `is ${pred.state}`}`
     } catch (err) {
       if (this.waiting.get(runId) !== w) return
       const e = toAapError(err)

@@ -23,7 +23,7 @@ import { tagRunPeer } from '../wire/budget.ts'
 import { heldPeerRecord } from '../wire/peer-records.ts'
 import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
-import type { ConfirmationStats } from './confirmations.ts'
+import type { ConfirmationPorts, ConfirmationStats } from './confirmations.ts'
 import { RunExecutor } from './executor.ts'
 import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
@@ -71,8 +71,6 @@ export interface RunsInit {
   signatures?: SignatureCache
   /** A run this node delegated was handed off, and its successor is now recorded here too (the node follows it). */
   onSuccessor?: (run: Run) => void
-  /** A successor handed to this node was confirmed with this event, and starts (the node spreads the event). */
-  onHandoffConfirmed?: (handoffEvent: AgentEvent) => void
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -121,7 +119,6 @@ export class Runs {
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
     this.unadopt = this.adoptSuccessors(init.onSuccessor)
-    if (init.onHandoffConfirmed !== undefined) this.executor.confirmations.onConfirmed = init.onHandoffConfirmed
     this.idempotency = new IdempotencySweeper(this.store, log)
     this.liveness = new LivenessMonitor({
       host: init.host,
@@ -216,6 +213,11 @@ export class Runs {
   /** Asks after handoff confirmations that did not come, and what they decided (confirmations.ts). */
   get handoffConfirmations (): ConfirmationStats {
     return this.executor.confirmations.stats
+  }
+
+  /** Give the handoff confirmations the events service's part (the node wires it once both exist). */
+  connectConfirmations (ports: ConfirmationPorts): void {
+    this.executor.confirmations.connect(ports)
   }
 
   /** The executor's run slots: held now, and new runs refused for want of one (slots.ts). */

@@ -1,0 +1,71 @@
+/**
+ * A successor whose confirmation never came starts on its predecessor's signed handoff event, not on its
+ * sender's word (src/runs/confirmations.ts ask). The receiver asked the sender (get_run) and started when the
+ * answer named its run: a sender that hands one run off twice could confirm one receiver and, asked by the
+ * other, name that one too, and both successors ran with no event of the second anywhere (found by session 47's
+ * review of the fork detection). Here B hands the run to C and, asked by D (whose successor it never
+ * confirmed), claims to have handed it to D: D fetches B's log, whose last event names C's successor, and
+ * fails its own.
+ */
+import type { PrivateKey } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { MeshNode } from '../src/node.ts'
+import type { Run } from '../src/runlog/types.ts'
+import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
+
+const WORK = { capability_id: 'cap:handoff-ask-lie', version: '1.0.0' }
+const CONFIRM_TIMEOUT_MS = 1_000
+
+describe('a receiver asked about by a sender that lies', () => {
+  let nodes: MeshNode[] = []
+  let A: MeshNode, B: MeshNode, C: MeshNode, D: MeshNode
+  let bKey: PrivateKey
+  const held = new Map<string, PromiseWithResolvers<void>>()
+
+  beforeAll(async () => {
+    bKey = await generateKeyPair('Ed25519')
+    nodes = await startMesh(4, { nodeOptions: i => ({ handoffConfirmTimeoutMs: CONFIRM_TIMEOUT_MS, ...(i === 1 ? { privateKey: bKey } : {}) }) })
+    ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    for (const n of [B, C, D]) {
+      n.runs.handle(WORK, async (ctx) => {
+        const gate = Promise.withResolvers<void>()
+        held.set(ctx.run.run_id, gate)
+        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
+        return { ok: true }
+      })
+      await n.publishCard({ name: 'ask-lie-worker', capabilities: [WORK] })
+    }
+  })
+  afterAll(async () => {
+    for (const g of held.values()) g.resolve()
+    await stopAll(nodes)
+  })
+
+  it('does not start on the sender\'s word when its log hands the run to another', async () => {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: 'task-ask-lie', capability: WORK, input: {} })
+    await until(() => held.has(run.run_id), 'the run to start')
+    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(run.run_id))
+    expect(asked.ok, JSON.stringify(asked.error)).toBe(true)
+    const second = asked.body!.run
+    const first = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    await until(() => held.has(first.run_id), 'C\'s successor to start')
+    // B lies when asked about the run: it says it handed the run to D's successor
+    const executor = Reflect.get(B.runs, 'executor') as { localRun: (id: string) => Promise<Run> }
+    const truth = executor.localRun.bind(executor)
+    executor.localRun = async (id: string) => {
+      const r = await truth(id)
+      return id === run.run_id ? { ...r, handoff_to: { run_id: second.run_id, agent_id: D.agentId } } : r
+    }
+    const failedBefore = D.runs.handoffConfirmations.failed
+    await until(() => D.runs.handoffConfirmations.failed === failedBefore + 1, 'D to decide about its successor')
+    const mine = await D.runs.getRun(second.run_id)
+    expect(mine.state).toBe('failed')
+    expect(mine.failure).toMatchObject({ code: 'HANDOFF_UNCONFIRMED' })
+    expect(JSON.stringify(mine.failure)).toContain('its log hands the run to another')
+    expect(held.has(second.run_id)).toBe(false)
+    // C's successor, the one B's log names, runs on
+    expect((await C.runs.getRun(first.run_id)).state).toBe('running')
+  })
+})
