@@ -5,7 +5,8 @@
  * other, name that one too, and both successors ran with no event of the second anywhere (found by session 47's
  * review of the fork detection). Here B hands the run to C and, asked by D (whose successor it never
  * confirmed), claims to have handed it to D: D fetches B's log, whose last event names C's successor, and
- * fails its own.
+ * fails its own. And the honest case, over real sync: only B's confirmation is lost, C asks, B's log names C's
+ * successor, which starts and spreads the event.
  */
 import type { PrivateKey } from '@libp2p/interface'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -18,7 +19,7 @@ import { startMesh, stopAll, until } from './helpers.ts'
 const WORK = { capability_id: 'cap:handoff-ask-lie', version: '1.0.0' }
 const CONFIRM_TIMEOUT_MS = 1_000
 
-describe('a receiver asked about by a sender that lies', () => {
+describe('a receiver whose confirmation did not come, and the sender it asks', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode, C: MeshNode, D: MeshNode
   let bKey: PrivateKey
@@ -67,5 +68,26 @@ describe('a receiver asked about by a sender that lies', () => {
     expect(held.has(second.run_id)).toBe(false)
     // C's successor, the one B's log names, runs on
     expect((await C.runs.getRun(first.run_id)).state).toBe('running')
+  })
+
+  it('starts on the sender\'s log when only the confirmation was lost, and spreads the event that names it', async () => {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: 'task-ask-lost', capability: WORK, input: {} })
+    await until(() => held.has(run.run_id), 'the run to start')
+    // B's confirmation of the handoff is lost on the way (B commits the handoff, and C never hears of it)
+    const executor = Reflect.get(B.runs, 'executor') as object
+    const client = Reflect.get(executor, 'handoffClient') as { call: (...args: unknown[]) => Promise<unknown> }
+    const send = client.call.bind(client)
+    client.call = async (...args: unknown[]) => args[1] === 'confirm' ? Promise.reject(new Error('the confirmation was lost')) : send(...args)
+    const asksBefore = C.runs.handoffConfirmations.startedOnAsk
+    try {
+      const next = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+      await until(() => held.has(next.run_id), 'C\'s successor to start on what B\'s log says')
+      expect(C.runs.handoffConfirmations.startedOnAsk).toBe(asksBefore + 1)
+      // the event that named it went out: A, which follows the task, holds it
+      const named = (await B.runs.store.log.head(run.run_id))!
+      expect(await A.events.lastEvent(run.run_id)).toMatchObject({ signature: named.signature })
+    } finally {
+      client.call = send
+    }
   })
 })
