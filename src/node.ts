@@ -349,7 +349,7 @@ export class MeshNode {
       onDeclared: async (verdict) => { await events.placeVerdict(verdict) },
       reconcile: async (verdict, signal) => events.reconcileVerdict(verdict, signal)
     })
-    runs.connectConfirmations({ spread: (e) => { events.spread(e) }, lastEventFrom: async (runId) => events.lastEventFrom(runId) })
+    runs.connectConfirmations({ spread: (e) => { events.spread(e) }, eventFrom: async (runId, seq) => events.eventFrom(runId, seq) })
     await this._host.start()
     this._budget = new ConnectionBudget(this._host, o.maxConnections ?? CONNECTIONS_MAX, componentLogger(o.logger, 'connections'), o.connectionGraceMs, o.connectionHeadroom)
     this._budget.start()

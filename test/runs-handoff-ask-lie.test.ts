@@ -64,7 +64,7 @@ describe('a receiver whose confirmation did not come, and the sender it asks', (
     const mine = await D.runs.getRun(second.run_id)
     expect(mine.state).toBe('failed')
     expect(mine.failure).toMatchObject({ code: 'HANDOFF_UNCONFIRMED' })
-    expect(JSON.stringify(mine.failure)).toContain('its log hands the run to another')
+    expect(JSON.stringify(mine.failure)).toContain('does not hand the run to it')
     expect(held.has(second.run_id)).toBe(false)
     // C's successor, the one B's log names, runs on
     expect((await C.runs.getRun(first.run_id)).state).toBe('running')

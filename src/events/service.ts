@@ -340,17 +340,13 @@ export class Events {
   }
 
   /**
-   * The last event of a run as its executor's log holds it, verified and not
-   * placed here (a handoff receiver asking for the event that names its run);
-   * undefined when the executor cannot give it.
+   * The event at `seq` of a run as its executor's log holds it, verified and
+   * not placed here (a handoff receiver asking for the event that names its
+   * run: one page, however long the run). Undefined when the log has none
+   * there; the sync's typed error when the executor cannot give it.
    */
-  async lastEventFrom (runId: string): Promise<AgentEvent | undefined> {
-    try {
-      return (await this.syncer.limiter.run(async () => this.sync.run(peerIdOfAgent(executorOfRun(runId)), runId, undefined, {}))).at(-1)
-    } catch (err) {
-      this.logger.info({ err, run_id: runId }, 'the last event of a run could not be had from its executor')
-      return undefined
-    }
+  async eventFrom (runId: string, seq: number): Promise<AgentEvent | undefined> {
+    return this.syncer.limiter.run(async () => this.sync.eventAt(peerIdOfAgent(executorOfRun(runId)), runId, seq))
   }
 
   /** Sync every run of a correlation `from` a peer into the log; same errors as fetchRun. */

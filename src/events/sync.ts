@@ -230,6 +230,19 @@ export class SyncClient {
   }
 
   /**
+   * The one event of `runId` at `seq`, verified (its signature and place, not
+   * its chain: a handoff receiver needs the executor's signed word, not the
+   * log before it). One page; undefined when the peer holds no event there.
+   */
+  async eventAt (peer: PeerId, runId: string, seq: number, opts: SyncCallOptions = {}): Promise<AgentEvent | undefined> {
+    const name = peer.toString()
+    const res = await this.page(peer, 'run', { run_id: runId, after_seq: seq - 1 }, this.deadline(opts), opts)
+    const e = (await verifyAll(res.events, name, this.signatures))[0]
+    if (e !== undefined && (e.run_id !== runId || e.seq !== seq)) throw lie(name, `answered for ${runId} at seq ${seq} with ${e.run_id} at seq ${e.seq}`, 'unrequested')
+    return e
+  }
+
+  /**
    * Every run of a correlation the peer holds, each from seq 1, verified and
    * chained. Returns run_id -> events (ascending).
    */

@@ -5,15 +5,16 @@
  * it (phase two). A successor that is not confirmed in time (the sender's
  * call timed out and it never committed, it died, or only the confirmation
  * was lost) is asked about (get_run on the predecessor): it starts if the
- * predecessor names it, and is failed with HANDOFF_UNCONFIRMED if the
- * predecessor does not, or if the sender could not be asked
+ * predecessor names it and the last event of the sender's log (fetched and
+ * verified) hands the run to it, and is failed with HANDOFF_UNCONFIRMED if
+ * the predecessor or that event does not, or if the sender could not be asked
  * HANDOFF_CONFIRM_ASKS_MAX times running. No run is left running that nobody
  * will ever hear about, and one lost packet does not end a task line whose
  * handoff was committed.
  */
 import { HANDOFF_CONFIRM_TIMEOUT_MS } from '../constants.ts'
 import { FAILURE_MESSAGE_MAX_CHARS, HANDOFF_CONFIRM_ASK_INTERVAL_MS, HANDOFF_CONFIRM_ASKS_MAX } from './constants.ts'
-import { AgentNotFoundError, InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError, unreached } from '../errors.ts'
+import { InvalidRequestError, InvalidTransitionError, UnauthorizedError, toAapError, unreached } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -24,8 +25,8 @@ import { cutText } from '../util/text.ts'
 export interface ConfirmationPorts {
   /** Publish the event that confirmed a successor on the task's topic, so a holder of another handoff of the run learns of the fork (src/events/forks.ts). */
   spread: (handoffEvent: AgentEvent) => void
-  /** The predecessor's last event as its executor's log holds it, verified; undefined when it cannot be had. */
-  lastEventFrom: (runId: string) => Promise<AgentEvent | undefined>
+  /** The event at `seq` of a run as its executor's log holds it, verified; undefined when it holds none there; throws the sync's typed error. */
+  eventFrom: (runId: string, seq: number) => Promise<AgentEvent | undefined>
 }
 
 interface Awaiting {
@@ -137,8 +138,9 @@ export class HandoffConfirmations {
   }
 
   /**
-   * No confirmation in time: ask the predecessor's executor. Its answer
-   * decides (start when the predecessor names this run, fail otherwise); a
+   * No confirmation in time: ask the predecessor's executor. Its answer and
+   * its log decide (start when the predecessor names this run and the last
+   * event of its log hands the run here, fail otherwise); a
    * sender that cannot be asked (unreachable, or no answer in time) is asked
    * again HANDOFF_CONFIRM_ASK_INTERVAL_MS later, HANDOFF_CONFIRM_ASKS_MAX
    * times in all. A confirmation that arrives meanwhile starts the run as
@@ -153,9 +155,10 @@ export class HandoffConfirmations {
       if (this.waiting.get(runId) !== w) return
       if (pred.handoff_to?.run_id === runId) {
         // committed, but the confirmation was lost on the way. The sender's answer is its word; the run starts on
-        // its signed handoff event (a sender that hands one run off twice would name each receiver it is asked by),
-        // which is spread like a confirmation's
-        const e = await this.ports?.lastEventFrom(w.from.run_id)
+        // its signed handoff event, the last of its log (a sender that hands one run off twice would name each
+        // receiver it is asked by), which is spread like a confirmation's. A sync that fails is the sender not
+        // answering (asked again while asks are left), with its cause
+        const e = await this.ports?.eventFrom(w.from.run_id, pred.last_seq)
         if (this.waiting.get(runId) !== w) return
         if (this.ports === undefined || (e !== undefined && handoffTarget(e)?.run_id === runId)) {
           this.stats.startedOnAsk++
@@ -163,8 +166,7 @@ export class HandoffConfirmations {
           if (e !== undefined) this.ports?.spread(e)
           return
         }
-        if (e === undefined) throw new AgentNotFoundError('the sender named this run when asked, but did not give its log', { reason: 'unreachable' })
-        why = 'the sender named this run when asked, but its log hands the run to another'
+        why = `the sender named this run when asked, but the last event of its log (seq ${pred.last_seq}) ${e === undefined ? 'is not there' : 'does not hand the run to it'}`
       } else {
         why = `the predecessor ${pred.state === 'completed' ? 'was handed to another run' : `is ${pred.state}`}`
       }

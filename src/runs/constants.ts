@@ -52,7 +52,7 @@ export const LIVENESS_UNREAD_BOUND_FACTOR = 4
  * with HANDOFF_UNCONFIRMED. An answer decides at once.
  */
 export const HANDOFF_CONFIRM_ASKS_MAX = 4
-/** Between two asks of a sender that could not be asked (so at most 15 s more after HANDOFF_CONFIRM_TIMEOUT_MS). */
+/** Between two asks of a sender that could not be asked (15 s of waits after HANDOFF_CONFIRM_TIMEOUT_MS, plus the asks' own time: a get_run and one sync page each). */
 export const HANDOFF_CONFIRM_ASK_INTERVAL_MS = 5_000
 /**
  * A delegation policy's answer is waited for at most this many times the
