@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { heldRun, holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:handoff-ask-lie', version: '1.0.0' }
 const CONFIRM_TIMEOUT_MS = 1_000
@@ -29,15 +29,7 @@ describe('a receiver whose confirmation did not come, and the sender it asks', (
     bKey = await generateKeyPair('Ed25519')
     nodes = await startMesh(4, { nodeOptions: i => ({ handoffConfirmTimeoutMs: CONFIRM_TIMEOUT_MS, ...(i === 1 ? { privateKey: bKey } : {}) }) })
     ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
-    for (const n of [B, C, D]) {
-      n.runs.handle(WORK, async (ctx) => {
-        const gate = Promise.withResolvers<void>()
-        held.set(ctx.run.run_id, gate)
-        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
-        return { ok: true }
-      })
-      await n.publishCard({ name: 'ask-lie-worker', capabilities: [WORK] })
-    }
+    await holdingWorkers([B, C, D], WORK, held)
   })
   afterAll(async () => {
     for (const g of held.values()) g.resolve()
@@ -45,19 +37,18 @@ describe('a receiver whose confirmation did not come, and the sender it asks', (
   })
 
   it('does not start on the sender\'s word when its log hands the run to another', async () => {
-    const run = await A.delegate({ to_agent: B.agentId, task_id: 'task-ask-lie', capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
-    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(run.run_id))
+    const runId = await heldRun(A, B, WORK, 'task-ask-lie', held)
+    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(runId))
     expect(asked.ok, JSON.stringify(asked.error)).toBe(true)
     const second = asked.body!.run
-    const first = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    const first = await A.handoff(runId, C.agentId, { note: 'over to C' })
     await until(() => held.has(first.run_id), 'C\'s successor to start')
     // B lies when asked about the run: it says it handed the run to D's successor
     const executor = Reflect.get(B.runs, 'executor') as { localRun: (id: string) => Promise<Run> }
     const truth = executor.localRun.bind(executor)
     executor.localRun = async (id: string) => {
       const r = await truth(id)
-      return id === run.run_id ? { ...r, handoff_to: { run_id: second.run_id, agent_id: D.agentId } } : r
+      return id === runId ? { ...r, handoff_to: { run_id: second.run_id, agent_id: D.agentId } } : r
     }
     const failedBefore = D.runs.handoffConfirmations.failed
     await until(() => D.runs.handoffConfirmations.failed === failedBefore + 1, 'D to decide about its successor')
@@ -71,8 +62,7 @@ describe('a receiver whose confirmation did not come, and the sender it asks', (
   })
 
   it('starts on the sender\'s log when only the confirmation was lost, and spreads the event that names it', async () => {
-    const run = await A.delegate({ to_agent: B.agentId, task_id: 'task-ask-lost', capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
+    const runId = await heldRun(A, B, WORK, 'task-ask-lost', held)
     // B's confirmation of the handoff is lost on the way (B commits the handoff, and C never hears of it)
     const executor = Reflect.get(B.runs, 'executor') as object
     const client = Reflect.get(executor, 'handoffClient') as { call: (...args: unknown[]) => Promise<unknown> }
@@ -80,12 +70,12 @@ describe('a receiver whose confirmation did not come, and the sender it asks', (
     client.call = async (...args: unknown[]) => args[1] === 'confirm' ? Promise.reject(new Error('the confirmation was lost')) : send(...args)
     const asksBefore = C.runs.handoffConfirmations.startedOnAsk
     try {
-      const next = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+      const next = await A.handoff(runId, C.agentId, { note: 'over to C' })
       await until(() => held.has(next.run_id), 'C\'s successor to start on what B\'s log says')
       expect(C.runs.handoffConfirmations.startedOnAsk).toBe(asksBefore + 1)
       // the event that named it went out: A, which follows the task, holds it
-      const named = (await B.runs.store.log.head(run.run_id))!
-      expect(await A.events.lastEvent(run.run_id)).toMatchObject({ signature: named.signature })
+      const named = (await B.runs.store.log.head(runId))!
+      expect(await A.events.lastEvent(runId)).toMatchObject({ signature: named.signature })
     } finally {
       client.call = send
     }

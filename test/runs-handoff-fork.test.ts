@@ -17,7 +17,7 @@ import { correlationTopic } from '../src/events/topic.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { phaseOneHandoff } from './fixtures/raw-handoff.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { heldRun, holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:handoff-fork', version: '1.0.0' }
 
@@ -31,16 +31,7 @@ describe('a run handed off twice by its executor', () => {
     bKey = await generateKeyPair('Ed25519')
     nodes = await startMesh(4, { nodeOptions: i => (i === 1 ? { privateKey: bKey } : {}) })
     ;[A, B, C, D] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
-    for (const n of [B, C, D]) {
-      n.runs.handle(WORK, async (ctx) => {
-        // every run holds until it is let go or ended (a cancel aborts its signal)
-        const gate = Promise.withResolvers<void>()
-        held.set(ctx.run.run_id, gate)
-        await Promise.race([gate.promise, new Promise(resolve => { ctx.signal.addEventListener('abort', resolve, { once: true }) })])
-        return { ok: true }
-      })
-      await n.publishCard({ name: 'fork-worker', capabilities: [WORK] })
-    }
+    await holdingWorkers([B, C, D], WORK, held)
   })
   afterAll(async () => {
     for (const g of held.values()) g.resolve()
@@ -49,17 +40,16 @@ describe('a run handed off twice by its executor', () => {
 
   it('the delegator finds the two handoff events, keeps the proof and cancels both successors', async () => {
     const task = 'task-handoff-fork'
-    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
+    const runId = await heldRun(A, B, WORK, task, held)
     // phase one with D by hand: D creates a successor and waits for its confirmation
-    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(run.run_id))
+    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(runId))
     expect(asked.ok, JSON.stringify(asked.error)).toBe(true)
     const second = asked.body!.run
     // the honest handoff to C: committed, confirmed, started, and followed by A
-    const first = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    const first = await A.handoff(runId, C.agentId, { note: 'over to C' })
     await until(() => held.has(first.run_id), 'C\'s successor to start')
-    const honest = (await B.runs.store.log.head(run.run_id))!
-    await until(async () => (await A.events.lastEvent(run.run_id))?.signature === honest.signature, 'A to hold the handoff event')
+    const honest = (await B.runs.store.log.head(runId))!
+    await until(async () => (await A.events.lastEvent(runId))?.signature === honest.signature, 'A to hold the handoff event')
 
     // the second ending of the same run, at the same seq, naming D's successor
     const { signature: _, ...unsigned } = honest
@@ -82,7 +72,7 @@ describe('a run handed off twice by its executor', () => {
     // the proof is in A's replay of the task: both events, signed by B
     const replay = await A.events.replay(task, { timeoutMs: 5_000 })
     expect(replay.forks).toHaveLength(1)
-    expect(replay.forks[0]).toMatchObject({ run_id: run.run_id, seq: honest.seq, executor: B.agentId })
+    expect(replay.forks[0]).toMatchObject({ run_id: runId, seq: honest.seq, executor: B.agentId })
     expect(replay.forks[0]!.events.map(e => e.signature).sort()).toEqual([honest.signature, forged.signature].sort())
     // found once: the relayed copies of either event are no new fork
     expect(A.events.forks.found).toBe(1)
@@ -93,17 +83,16 @@ describe('a run handed off twice by its executor', () => {
     // every holder's head is at seq 2, so it was taken for an old repeat and both successors ran
     const task = 'task-handoff-fork-below'
     const found = A.events.forks.found
-    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
-    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(run.run_id))
+    const runId = await heldRun(A, B, WORK, task, held)
+    const asked = await phaseOneHandoff(B, bKey, D, await B.runs.getRun(runId))
     expect(asked.ok, JSON.stringify(asked.error)).toBe(true)
     const second = asked.body!.run
-    const started = (await B.runs.store.log.get(run.run_id, 1))!
-    const first = await A.handoff(run.run_id, C.agentId, { note: 'over to C' })
+    const started = (await B.runs.store.log.get(runId, 1))!
+    const first = await A.handoff(runId, C.agentId, { note: 'over to C' })
     await until(() => held.has(first.run_id), 'C\'s successor to start')
-    const honest = (await B.runs.store.log.head(run.run_id))!
+    const honest = (await B.runs.store.log.head(runId))!
     expect(honest.seq).toBe(2)
-    await until(async () => (await A.events.lastEvent(run.run_id))?.signature === honest.signature, 'A to hold the handoff event')
+    await until(async () => (await A.events.lastEvent(runId))?.signature === honest.signature, 'A to hold the handoff event')
     const { signature: _, ...unsigned } = started
     const forged = await signEvent(bKey, { ...unsigned, type: 'run.completed', payload: { ...honest.payload, handoff_to: { run_id: second.run_id, agent_id: D.agentId } } })
     const wire = await RawWire.open(B.host, D.host.peerId, HANDOFF_PROTOCOL)
@@ -120,19 +109,17 @@ describe('a run handed off twice by its executor', () => {
   it('a fork that names a run of another task does not end that run', async () => {
     // found by a review: the delegator canceled whatever run the forged event named, here one it had delegated
     // to C under another task
-    const victim = await A.delegate({ to_agent: C.agentId, task_id: 'task-fork-victim', capability: WORK, input: {} })
-    await until(() => held.has(victim.run_id), 'the victim to start')
+    const victim = await heldRun(A, C, WORK, 'task-fork-victim', held)
     const task = 'task-fork-names-victim'
     const found = A.events.forks.found
     const namedOther = A.runs.forkStats.namedOther
-    const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
-    await until(() => held.has(run.run_id), 'the run to start')
-    const head = (await B.runs.store.log.head(run.run_id))!
-    await until(async () => (await A.events.lastEvent(run.run_id))?.signature === head.signature, 'A to hold the head')
+    const runId = await heldRun(A, B, WORK, task, held)
+    const head = (await B.runs.store.log.head(runId))!
+    await until(async () => (await A.events.lastEvent(runId))?.signature === head.signature, 'A to hold the head')
     const { signature: _, ...unsigned } = head
-    const forged = await signEvent(bKey, { ...unsigned, type: 'run.completed', payload: { transition: 'handoff', handoff_to: { run_id: victim.run_id, agent_id: C.agentId } } })
+    const forged = await signEvent(bKey, { ...unsigned, type: 'run.completed', payload: { transition: 'handoff', handoff_to: { run_id: victim, agent_id: C.agentId } } })
     await B.host.services.pubsub.publish(correlationTopic(task), new TextEncoder().encode(canonicalEvent(forged)))
     await until(() => A.events.forks.found === found + 1 && A.runs.forkStats.namedOther === namedOther + 1, 'A to find the fork and look at the run it names')
-    expect((await C.runs.getRun(victim.run_id)).state).toBe('running')
+    expect((await C.runs.getRun(victim)).state).toBe('running')
   })
 })

@@ -82,7 +82,7 @@ export class Forks {
   }
 
   /** Keep the proof that `e` forks the run at `held`; undefined when this run's fork is known already. */
-  note (held: AgentEvent, e: AgentEvent): RunFork | undefined {
+  private note (held: AgentEvent, e: AgentEvent): RunFork | undefined {
     if (this.byRun.has(held.run_id)) return undefined
     this.found++
     const fork: RunFork = { correlation_id: held.correlation_id, run_id: held.run_id, seq: e.seq, executor: held.executor, events: [held, e] }

@@ -154,15 +154,16 @@ export class Runs {
     })
   }
 
-  /**
-   * The executor of a run signed two events at one seq of it
-   * (src/events/forks.ts): where this node is the run's delegator, every
-   * successor either event hands off to is canceled, so no task line goes on
-   * from a fork (protocols/handoff.md, Forks). Never rejects.
-   */
   /** Successors of forked runs ended here, and runs a fork named that did not continue the forked run (left alone). */
   readonly forkStats = { ended: 0, namedOther: 0 }
 
+  /**
+   * The executor of a run signed two events of it at one seq, or an ending
+   * below its head (src/events/forks.ts): where this node is the run's
+   * delegator, every successor either event hands off to that continues the
+   * run is ended (endLine), so no task line goes on from a fork
+   * (protocols/handoff.md, Forks). Never rejects.
+   */
   async settleFork (events: AgentEvent[]): Promise<void> {
     const runId = events[0]?.run_id ?? ''
     try {
