@@ -4,7 +4,11 @@
  * again takes the record out of memory, memory is bounded, and no other key or failure is touched.
  */
 import { describe, expect, it } from 'vitest'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { MemoryDatastore } from 'datastore-core'
+import { LevelDatastore } from 'datastore-level'
 import { Key, type Pair, type Query } from 'interface-datastore'
 import { silentLogger } from '../src/logger.ts'
 import { guardWrites } from '../src/storage/write-guard.ts'
@@ -34,7 +38,7 @@ describe('peer-store records in memory', () => {
     await store.put(a, bytes('a2'))
     await store.put(c, bytes('c2'))
     await store.delete(b)
-    expect(stats).toEqual({ held: 3, kept: 3, overflow: 0 })
+    expect(stats).toEqual({ held: 3, kept: 3, overflow: 0, afterClose: 0 })
     expect(text(await store.get(a))).toBe('a2')
     expect(await store.has(b)).toBe(false)
     await expect(store.get(b)).rejects.toMatchObject({ name: 'NotFoundError' })
@@ -101,5 +105,28 @@ describe('peer-store records in memory', () => {
     const { store, stats } = keepPeerRecordsInMemory(broken, silentLogger())
     await expect(store.put(new Key('/peers/a'), bytes('a'))).rejects.toThrow(TypeError)
     expect(stats.kept).toBe(0)
+  })
+
+  it('drops a peer-store write made after the store closed, without calling the disk failing', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aap-peer-store-closed-'))
+    try {
+      const level = new LevelDatastore(join(dir, 'ds'))
+      await level.open()
+      const guarded = guardWrites(level)
+      const { store, stats } = keepPeerRecordsInMemory(guarded, silentLogger())
+      await store.put(new Key('/peers/a'), bytes('a1'))
+      await (guarded as unknown as { close: () => Promise<void> }).close()
+      // libp2p still writing a peer record while the node stops: nothing to keep, nothing refused
+      await store.put(new Key('/peers/a'), bytes('a2'))
+      await store.delete(new Key('/peers/a'))
+      expect(stats).toEqual({ held: 0, kept: 0, overflow: 0, afterClose: 2 })
+      expect(guarded.health.failing).toBeUndefined()
+      expect(guarded.health.refusedWrites).toBe(0)
+      // any other write after close hears why, typed
+      await expect(store.put(new Key('/aap/x'), bytes('x'))).rejects.toMatchObject({ code: 'INTERNAL', details: { reason: 'closed' } })
+      expect(guarded.health.failing).toBeUndefined()
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })

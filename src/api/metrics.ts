@@ -130,9 +130,9 @@ export class NodeMetrics {
       const { store, stats } = node.artifacts
       return { used_bytes: store.used, max_bytes: store.capacity, artifacts: store.count, max_artifacts: store.maxCount, stored: stats.stored, fetched: stats.fetched, evicted: store.stats.evicted, removed: store.stats.removed, delete_failures: store.stats.deleteFailures }
     })
-    figures('aap_peer_store_memory', 'Peer-store records kept in memory because the disk refused them (src/wire/peer-store-memory.ts): held now, and since start those kept and those refused with memory full', (node) => {
+    figures('aap_peer_store_memory', 'Peer-store records kept in memory because the disk refused them (src/wire/peer-store-memory.ts): held now, and since start those kept, those refused with memory full, and those dropped because they came after the store closed', (node) => {
       const s = node.peerStoreMemory
-      return s === undefined ? undefined : { held: s.held, kept: s.kept, overflow: s.overflow }
+      return s === undefined ? undefined : { held: s.held, kept: s.kept, overflow: s.overflow, after_close: s.afterClose }
     })
     figures('aap_forks', 'Runs found forked here since start (two events their executor signed at one seq: src/events/forks.ts), and the proofs kept', (node) => ({ found: node.events.forks.found, kept: node.events.forks.size }))
     figures('aap_held_answers', 'Answers this node\'s responders hold for callers that have not read them (src/wire/held-answers.ts): bytes and streams now, the bound, and since start the streams cut off past it and the bytes they held', (node) => {

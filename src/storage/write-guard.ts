@@ -22,6 +22,8 @@ export interface StorageHealth {
   failing?: { since: number, reason: 'no_space' | 'write_failed', message: string }
   /** Writes refused since the node started. */
   refusedWrites: number
+  /** Set once the store was closed (the node stops): later writes fail as `closed`, not as a failing disk. */
+  closed?: boolean
 }
 
 export interface GuardedDatastore extends Datastore {
@@ -46,6 +48,18 @@ export function storageWriteError (err: unknown, store: 'datastore' | 'artifacts
   return e
 }
 
+/** A write made after the store was closed: nothing was kept, and no disk is at fault. */
+export function closedStoreError (err: unknown): AapError {
+  const e = new AapError('INTERNAL', 'the node\'s datastore is closed (the node stopped)', { store: 'datastore', reason: 'closed' })
+  e.cause = err
+  return e
+}
+
+/** A write that failed only because the store had been closed (see closedStoreError). */
+export function refusedAsClosed (err: unknown): boolean {
+  return err instanceof AapError && err.code === 'INTERNAL' && err.details?.reason === 'closed'
+}
+
 /** The store refused a write (a full or failing disk): the same write may be tried again later. */
 export function refusedByStore (err: unknown): boolean {
   return err instanceof AapError && err.code === 'STORAGE_FULL'
@@ -59,6 +73,8 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
   const health: StorageHealth = { refusedWrites: 0 }
   const ok = (): void => { health.failing = undefined }
   const failed = (err: unknown): AapError => {
+    // libp2p may still write a peer record while the node stops: that is no disk fault
+    if (health.closed === true) return closedStoreError(err)
     const e = storageWriteError(err)
     if (e.code === 'STORAGE_FULL') {
       health.refusedWrites++
@@ -98,6 +114,14 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
       }
       ok()
     },
+    ...(typeof (ds as { close?: unknown }).close === 'function'
+      ? {
+          close: async () => {
+            health.closed = true
+            await (ds as unknown as { close: () => Promise<void> }).close()
+          }
+        }
+      : {}),
     batch: (): Batch => {
       const b = ds.batch()
       return {

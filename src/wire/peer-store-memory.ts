@@ -18,7 +18,7 @@
 import { NotFoundError } from '@libp2p/interface'
 import { Key as DsKey, type Datastore, type Key, type KeyQuery, type Pair, type Query } from 'interface-datastore'
 import type { Logger } from '../logger.ts'
-import { refusedByStore } from '../storage/write-guard.ts'
+import { refusedAsClosed, refusedByStore } from '../storage/write-guard.ts'
 import { PEER_STORE_MEMORY_MAX } from './network-constants.ts'
 
 /** Where libp2p's peer store keeps its records (@libp2p/peer-store NAMESPACE_COMMON). */
@@ -31,13 +31,15 @@ export interface PeerStoreMemoryStats {
   kept: number
   /** Refused writes memory could not take either (it was full): the peer store heard the refusal. */
   overflow: number
+  /** Peer-store writes libp2p made after the node closed its store (while it stopped): dropped, they describe peers it leaves. */
+  afterClose: number
 }
 
 /** A view of `ds` with the peer store's refused writes kept in memory (see above), and what it held. */
 export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_STORE_MEMORY_MAX): { store: Datastore, stats: PeerStoreMemoryStats } {
   /** Key text -> the record, or null where a delete was refused. */
   const memory = new Map<string, Uint8Array | null>()
-  const stats: PeerStoreMemoryStats = { held: 0, kept: 0, overflow: 0 }
+  const stats: PeerStoreMemoryStats = { held: 0, kept: 0, overflow: 0, afterClose: 0 }
   const isPeer = (k: Key): boolean => k.toString().startsWith(PEERS_PREFIX)
   const keep = (k: Key, v: Uint8Array | null, err: unknown): void => {
     const key = k.toString()
@@ -50,6 +52,13 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
     stats.kept++
     stats.held = memory.size
   }
+  /** Whether a failed write of `k` was dropped because the store had closed (the node is stopping). */
+  const droppedAfterClose = (k: Key, err: unknown): boolean => {
+    if (!refusedAsClosed(err)) return false
+    stats.afterClose++
+    log.debug({ key: k.toString() }, 'a peer-store write came after the datastore closed: dropped')
+    return true
+  }
   const reached = (k: Key): void => {
     memory.delete(k.toString())
     stats.held = memory.size
@@ -60,6 +69,7 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
       try {
         await ds.put(k, v, o as never)
       } catch (err) {
+        if (droppedAfterClose(k, err)) return k
         if (!refusedByStore(err)) throw err
         keep(k, v, err)
         return k
@@ -72,6 +82,7 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
       try {
         await ds.delete(k, o as never)
       } catch (err) {
+        if (droppedAfterClose(k, err)) return
         if (!refusedByStore(err)) throw err
         keep(k, null, err)
         return
