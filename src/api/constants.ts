@@ -9,3 +9,11 @@
  * the log, so a long history is never held whole in memory.
  */
 export const API_SSE_HISTORY_HIGH_WATER_BYTES = 64 * 1024
+
+/**
+ * Answers that may be large (a replay, the view's timeline: up to
+ * REPLAY_MAX_BYTES of events) are made into JSON text about this much at a
+ * time, the event loop running between (src/util/json-in-turns.ts): in one
+ * go, 20,000 events held the node for over 0.1 s.
+ */
+export const API_JSON_BYTES_PER_TURN = 1024 * 1024

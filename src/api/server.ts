@@ -36,6 +36,8 @@ import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
 import { artifactHandlers, rawBodyScope } from './artifacts.ts'
+import { API_JSON_BYTES_PER_TURN } from './constants.ts'
+import { jsonInTurns } from '../util/json-in-turns.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -71,7 +73,8 @@ export interface ApiStats {
   eventStreams: EventStreamCounts
 }
 
-interface Answer { status?: number, body: unknown }
+/** `large`: the body may be megabytes (a replay): its JSON is made a slice per turn (API_JSON_BYTES_PER_TURN). */
+interface Answer { status?: number, body: unknown, large?: true }
 type JsonHandler = (req: FastifyRequest) => Promise<Answer>
 type StreamHandler = (req: FastifyRequest, reply: FastifyReply) => Promise<void>
 type Handler = { json: JsonHandler } | { stream: StreamHandler }
@@ -211,12 +214,7 @@ export class ApiServer {
     if (this.opts.checkResponses === true) {
       app.addHook('preSerialization', async (req, reply, payload) => {
         const op = req.routeOptions.config.operationId
-        if (op === undefined) return payload
-        const check = responseValidator(op, reply.statusCode)
-        if (check !== undefined && check(payload) !== true) {
-          const first = check.errors?.[0]
-          throw new HttpError(500, 'INTERNAL', `answer of ${op} (${reply.statusCode}) breaks the documented schema at ${first?.instancePath ?? ''}: ${first?.message ?? ''}`)
-        }
+        if (op !== undefined) checkAnswer(op, reply.statusCode, payload)
         return payload
       })
     }
@@ -255,7 +253,11 @@ export class ApiServer {
         ? async (req, reply) => {
           const answer = await handler.json(req)
           void reply.code(answer.status ?? 200)
-          return answer.body
+          if (answer.large !== true) return answer.body
+          // sent as text, so preSerialization (the documented-schema check) does not see it: checked here
+          if (this.opts.checkResponses === true) checkAnswer(op.operationId, reply.statusCode, answer.body)
+          const text = await jsonInTurns(answer.body, API_JSON_BYTES_PER_TURN)
+          return reply.type('application/json; charset=utf-8').send(text)
         }
         : async (req, reply) => { await handler.stream(req, reply) }
     })
@@ -448,6 +450,7 @@ export class ApiServer {
           const correlation = (req.params as Params).correlation_id ?? ''
           const q = req.query as Query
           return {
+            large: true,
             body: await node.events.replay(correlation, {
               ...correlationHints(q),
               ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
@@ -456,6 +459,15 @@ export class ApiServer {
         }
       }
     }
+  }
+}
+
+/** Throw INTERNAL when `payload` breaks the schema documented for `op`'s `status` answer (tests' response checks). */
+function checkAnswer (op: string, status: number, payload: unknown): void {
+  const check = responseValidator(op, status)
+  if (check !== undefined && check(payload) !== true) {
+    const first = check.errors?.[0]
+    throw new HttpError(500, 'INTERNAL', `answer of ${op} (${status}) breaks the documented schema at ${first?.instancePath ?? ''}: ${first?.message ?? ''}`)
   }
 }
 

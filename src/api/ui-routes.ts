@@ -102,7 +102,7 @@ function page (title: string, text: string): string {
     `<body class="gate"><main><h1>${esc(title)}</h1><p>${esc(text)}</p></main></body></html>`
 }
 
-interface Answer { status?: number, body: unknown }
+interface Answer { status?: number, body: unknown, large?: true }
 type JsonHandler = { json: (req: FastifyRequest) => Promise<Answer> }
 
 export interface UiRoutesOptions {
@@ -293,7 +293,7 @@ export class UiRoutes {
             ...(runs.length > 0 ? { runs } : {}),
             ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
           })
-          return { body: { replay: r, verdicts: await verdicts(r, this.opts.node.signatures) } }
+          return { large: true, body: { replay: r, verdicts: await verdicts(r, this.opts.node.signatures) } }
         }
       }
     }
