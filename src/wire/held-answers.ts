@@ -44,6 +44,12 @@ export class HeldAnswers {
   private readonly log: Logger
   /** Streams that held something when last told of; those found empty leave at the next count. */
   private readonly holders = new Set<AnswerHolder>()
+  /**
+   * At least what the holders hold: the last count plus every answer queued
+   * since. Answers only leave (drain), so while this is under the bound the
+   * node is too, and an answer costs no count of every stream.
+   */
+  private atMost = 0
 
   constructor (maxBytes: number, log: Logger) {
     this.maxBytes = maxBytes
@@ -58,6 +64,7 @@ export class HeldAnswers {
       if (held === 0) this.holders.delete(h)
       total += held
     }
+    this.atMost = total
     return total
   }
 
@@ -67,13 +74,16 @@ export class HeldAnswers {
   }
 
   /**
-   * `h` queued an answer: past the bound, shed the callers furthest behind
-   * (see above). Counted at once, so a burst of answers in one turn cannot
-   * pass the bound by more than one answer; the count walks the streams that
-   * hold answers now, few unless callers stop reading.
+   * `h` queued an answer of `answerBytes`: past the bound, shed the callers
+   * furthest behind (see above). Checked at once, so a burst of answers in
+   * one turn cannot pass the bound by more than one answer. The streams are
+   * counted only when the last count plus the answers since could pass the
+   * bound, so a node far under it spends nothing per stream on an answer.
    */
-  note (h: AnswerHolder): void {
+  note (h: AnswerHolder, answerBytes: number): void {
     this.holders.add(h)
+    this.atMost += answerBytes
+    if (this.atMost <= this.maxBytes) return
     let total = this.bytes
     if (total <= this.maxBytes) return
     const behind = [...this.holders]
@@ -89,6 +99,7 @@ export class HeldAnswers {
         'a caller that did not read its answers was cut off: the node held too many unread answers')
       x.shed(`the node holds more than ${this.maxBytes} bytes of unread answers`)
     }
+    this.atMost = total
   }
 
   /** The stream closed. */

@@ -118,7 +118,7 @@ class InboundStream implements AnswerHolder {
       frame = encodeFrame({ id, ok: false, error: errorFrame(err) })
     }
     const sent = this.outbox.send(frame)
-    this.budget.note(this)
+    this.budget.note(this, frame.byteLength)
     return sent
   }
 
