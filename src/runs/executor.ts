@@ -27,7 +27,7 @@ import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket, si
 import { sendHandoff, type HandoffOptions, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
 import { Contexts, contextEntry } from './contexts.ts'
-import { adoptVerdict, restoredStart, settleInterrupted, type RecoverySide } from './recovery.ts'
+import { adoptVerdict, assertResumable, restartResumed, settleInterrupted, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
 import { writeEnding } from './end-retry.ts'
@@ -111,7 +111,8 @@ export class RunExecutor implements HandlerHost {
       getRemoteRun: init.getRemoteRun,
       ...(init.handoffConfirmTimeoutMs === undefined ? {} : { timeoutMs: init.handoffConfirmTimeoutMs }),
       // a successor canceled while it waited has ended already: nothing to fail
-      fail: async (runId, message) => { if (this.active.has(runId)) await this.apply(runId, { type: 'fail', code: 'HANDOFF_UNCONFIRMED', message }, EXECUTOR) }
+      // written again while the disk refuses it: else the successor would stay running with no handler, its slot held
+      fail: async (runId, message) => { if (this.active.has(runId)) await writeEnding(async () => this.apply(runId, { type: 'fail', code: 'HANDOFF_UNCONFIRMED', message }, EXECUTOR), { runId, active: () => this.active.get(runId)?.run.state === 'running', signal: this.stopping.signal, log: this.log }) }
     })
     this.resolveCard = init.resolveCard
     this.ownCard = init.ownCard
@@ -160,7 +161,7 @@ export class RunExecutor implements HandlerHost {
       if (isTerminal(run.state)) continue
       this.slots.restore(run.handoff_from?.agent_id ?? run.delegator, run.run_id)
       this.active.set(run.run_id, { run, abort: new AbortController(), handlerRunning: false, ...(run.state === 'blocked' ? { blockedAcrossRestart: true as const } : {}) })
-      if (run.state === 'running') this.interrupted.push(run)
+      this.interrupted.push(run)
     }
   }
 
@@ -391,6 +392,7 @@ export class RunExecutor implements HandlerHost {
     const outcome = transition(run, command, actor, now)
     if (!outcome.ok) throw outcome.error
     if (command.type === 'block' || command.type === 'resume' || command.type === 'handoff') this.confirmations.refuseUnconfirmed(runId, command.type, run.state)
+    if (command.type === 'resume' && a?.blockedAcrossRestart === true && !a.handlerRunning) assertResumable(run, this.handlers.has(capabilityString(run.capability)))
     const last = a?.last ?? await this.store.log.head(runId)
     const seq = (last?.seq ?? 0) + 1
     const event = await this.signer.sign({
@@ -432,9 +434,7 @@ export class RunExecutor implements HandlerHost {
       if (a.blockedAcrossRestart === true && !a.handlerRunning) {
         // blocked across a restart: the handler starts again with the resolution, from its stored input
         a.blockedAcrossRestart = undefined
-        restoredStart(this.store.log, next).then(({ input, handoff }) => { this.dispatch(runId, input, handoff, { checkpoint_id: next.checkpoint_id, resolution }) }).catch((err: unknown) => {
-          this.log.warn({ err: toAapError(err), run_id: runId }, 'a run resumed after a restart could not be handed to its handler')
-        })
+        restartResumed(this.side, this.store.log, next, ({ input, handoff }) => { this.dispatch(runId, input, handoff, { checkpoint_id: next.checkpoint_id, resolution }) })
       }
       resumed?.resolve()
     }

@@ -8,7 +8,7 @@
  */
 import { LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_VERDICT_ASK_TIMEOUT_MS } from '../constants.ts'
 import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
-import { InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
+import { CapabilityNotSupportedError, InvalidRequestError, UnauthorizedError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { eventHash, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
@@ -77,7 +77,10 @@ export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEv
  * After a restart, runs that were executing cannot go on (their handlers'
  * memory is gone). Each one's delegator is asked for a verdict first, for at
  * most LIVENESS_VERDICT_ASK_TIMEOUT_MS; with one, the run ends with it, else
- * it fails with EXECUTOR_RESTARTED.
+ * it fails with EXECUTOR_RESTARTED. A run that was blocked is asked about
+ * too: its delegator may have declared this node lost while it was down, and
+ * stopped offering the notice since (expired, or past its bound), so only
+ * this ask ends it; without a verdict it stays blocked, for its resume.
  */
 export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<void> {
   const limiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
@@ -98,6 +101,7 @@ export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<
         x.log.warn({ err: toAapError(err), run_id: run.run_id }, 'a verdict from the delegator of an interrupted run could not be taken')
       }
     }
+    if (run.state !== 'running') return
     try {
       // a store refusing the write (a full disk) is tried again: else the run would stay running until the next restart
       const active = (): boolean => x.isRunning(run.run_id)
@@ -118,4 +122,31 @@ export async function restoredStart (log: EventLog, run: Run): Promise<{ input: 
   const input = (payload.input ?? {}) as Record<string, unknown>
   const handoff = run.handoff_from === null ? null : { from: run.handoff_from, context: (payload.context ?? {}) as Record<string, unknown> }
   return { input, handoff }
+}
+
+/**
+ * A resume starts the handler of a run blocked across a restart again: while
+ * no handler serves its capability (an agent that reconnects to its node a
+ * moment after the restart), the resume is refused, typed and retryable, and
+ * the run stays blocked, instead of failing with no handler.
+ */
+export function assertResumable (run: Run, handled: boolean): void {
+  if (handled) return
+  throw new CapabilityNotSupportedError(`run ${run.run_id.slice(0, 160)} was blocked across a restart of its executor, and no handler serves ${run.capability.capability_id} there yet: it stays blocked; resume it again later`, { reason: 'no_handler', run_id: run.run_id.slice(0, 128) })
+}
+
+/**
+ * The handler of a run blocked across a restart starts again, after its
+ * resume, from its stored run.started. A start that cannot be read fails the
+ * run (written again while the disk refuses it), so the run never stays
+ * running with no handler and its slot held.
+ */
+export function restartResumed (x: RecoverySide, log: EventLog, run: Run, start: (restored: Awaited<ReturnType<typeof restoredStart>>) => void): void {
+  restoredStart(log, run).then(start, async (err: unknown) => {
+    x.log.warn({ err: toAapError(err), run_id: run.run_id }, 'a run resumed after a restart could not be handed to its handler: it fails')
+    const message = `its start could not be read after a restart: ${toAapError(err).message}`
+    await writeEnding(async () => x.fail(run.run_id, 'HANDLER_FAILED', cutText(message, FAILURE_MESSAGE_MAX_CHARS)), { runId: run.run_id, active: () => x.isRunning(run.run_id), signal: x.stopping, log: x.log })
+  }).catch((err: unknown) => {
+    x.log.error({ err: toAapError(err), run_id: run.run_id }, 'a resumed run whose start could not be read could not be failed either')
+  })
 }
