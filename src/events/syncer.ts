@@ -42,11 +42,17 @@ export class Syncer {
     this.log = log
   }
 
-  private noteSyncError (t: CorrTrack, err: unknown, what: 'correlation' | 'run', agentId: string): void {
+  /**
+   * A sync failed. The agent is remembered as unreached (replay names it)
+   * unless `listed` is false: the executor of a run known only from its own
+   * events (a stranger, one per key it makes) is counted, not listed, so the
+   * map stays bounded by the correlation's participants and proven runs.
+   */
+  private noteSyncError (t: CorrTrack, err: unknown, what: 'correlation' | 'run', agentId: string, listed = true): void {
     const e = toAapError(err)
     this.stats.syncErrors[e.code] = (this.stats.syncErrors[e.code] ?? 0) + 1
     // a failed whole-correlation ask is not undone by a run's tail the agent answered later (it says less)
-    if (what === 'correlation' || t.unreached.get(agentId)?.what !== 'correlation') t.unreached.set(agentId, { code: e.code, at: Date.now(), what })
+    if (listed && (what === 'correlation' || t.unreached.get(agentId)?.what !== 'correlation')) t.unreached.set(agentId, { code: e.code, at: Date.now(), what })
     this.log.debug({ code: e.code, reason: e.details?.reason, agent_id: agentId, what }, 'a sync failed')
   }
 
@@ -181,7 +187,12 @@ export class Syncer {
               if (t.unreached.get(source)?.what === 'run') t.unreached.delete(source)
               if (got > 0 || source === rt.executor) break
             } catch (err) {
-              this.noteSyncError(t, err, 'run', source)
+              // let go on purpose (the run was evicted, the node stops): no fault of the agent asked
+              if (stop.signal.aborted) {
+                this.log.debug({ run_id: rt.run_id, agent_id: source }, 'a run fetch was stopped')
+                return
+              }
+              this.noteSyncError(t, err, 'run', source, !isStartless(rt))
             }
           }
         } while (rt.fetchAgain && !gone())
@@ -202,6 +213,7 @@ export class Syncer {
   refresh (t: CorrTrack): void {
     if (t.closed || !this.target.running) return
     clearTimeout(t.tailTimer)
+    t.tailTimer = undefined
     const waiting = [...t.runs.values()].some(rt => tailed(rt)) ||
       (t.runs.size === 0 && isInterested(t))
     if (!waiting) return
@@ -221,7 +233,9 @@ export class Syncer {
   }
 }
 
-/** A run the tail's rounds fetch again: one that may still move, known by more than a stranger's word (isStartless). */
+/** A run the tail's rounds fetch again: one that may still move, known by more than a stranger's word (isStartless), and not refused. */
 function tailed (rt: RunTrack): boolean {
-  return !rt.local && isLive(rt.state) && !isStartless(rt)
+  // a run whose start was judged and refused, or that waits for its ancestor (fetched once that is
+  // admitted), never gets a head here: its state stays 'unknown', and polling it would never end
+  return !rt.local && isLive(rt.state) && !isStartless(rt) && rt.lineage !== 'rejected' && rt.lineage !== 'pending'
 }

@@ -223,7 +223,8 @@ export interface CorrTrack {
   logRuns?: Set<string>
   /** Background syncs in flight (see Syncer.spawn). */
   inflight: Set<Promise<unknown>>
-  tailTimer?: ReturnType<typeof setTimeout>
+  /** Set while a tail round is due (Syncer.refresh); unset once nothing here may still move. */
+  tailTimer?: ReturnType<typeof setTimeout> | undefined
   tailDelay: number
   closed: boolean
 }
