@@ -49,3 +49,12 @@ export const EVENTS_MAX_RUNS_PER_ROOT = EVENTS_MAX_RUNS_PER_CORRELATION / 4
  * forks arrives).
  */
 export const EVENTS_FORKS_MAX = 1024
+
+/**
+ * Syncs a node runs at once with one agent, within SYNC_CONCURRENCY for all:
+ * a stranger whose runs are fetched from it, and which answers each page just
+ * within its time, holds at most this many of the node's sync slots, and the
+ * other syncs (a subscriber's first, a tail repair, a handoff's confirmation)
+ * go on beside it.
+ */
+export const SYNC_CONCURRENCY_PER_AGENT = 2

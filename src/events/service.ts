@@ -333,7 +333,7 @@ export class Events {
     const peer = peerIdOfAgent(from)
     await this.correlations.flushCopies()
     const head = await this.log.head(runId)
-    const events = await this.syncer.limiter.run(async () => this.sync.run(peer, runId, head, opts))
+    const events = await this.syncer.slot(from, async () => this.sync.run(peer, runId, head, opts))
     const first = events[0]
     if (first === undefined) return []
     return this.holding(first.correlation_id, async (t) => this.placement.ingest(t, events))
@@ -346,7 +346,8 @@ export class Events {
    * there; the sync's typed error when the executor cannot give it.
    */
   async eventFrom (runId: string, seq: number): Promise<AgentEvent | undefined> {
-    return this.syncer.limiter.run(async () => this.sync.eventAt(peerIdOfAgent(executorOfRun(runId)), runId, seq))
+    const executor = executorOfRun(runId)
+    return this.syncer.slot(executor, async () => this.sync.eventAt(peerIdOfAgent(executor), runId, seq))
   }
 
   /** Sync every run of a correlation `from` a peer into the log; same errors as fetchRun. */
@@ -354,7 +355,7 @@ export class Events {
     this.assertStarted()
     correlationTopic(correlationId)
     const peer = peerIdOfAgent(opts.from)
-    const byRun = await this.syncer.limiter.run(async () => this.sync.correlation(peer, correlationId, opts))
+    const byRun = await this.syncer.slot(opts.from, async () => this.sync.correlation(peer, correlationId, opts))
     return this.holding(correlationId, async (t) => {
       const out: AgentEvent[] = []
       for (const events of byRun.values()) out.push(...await this.placement.ingest(t, events))

@@ -4,7 +4,8 @@
  * participants when the executor cannot answer), a participant that just
  * joined the topic, and the tail timer that keeps looking while a run may
  * still move. At most SYNC_CONCURRENCY syncs (dials included) run at once for
- * all correlations; every failure is counted by error code.
+ * all correlations, SYNC_CONCURRENCY_PER_AGENT of them with any one agent;
+ * every failure is counted by error code.
  */
 import {
   EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_JITTER, EVENTS_TAIL_SYNC_MAX_MS, SYNC_CONCURRENCY
@@ -13,7 +14,8 @@ import { toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
-import { Limiter } from '../util/concurrency.ts'
+import { KeyedLimiter, Limiter } from '../util/concurrency.ts'
+import { SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
 import type { SyncClient } from './sync.ts'
 import { isInterested, isLive, isStartless, vouchedParticipants, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
@@ -29,7 +31,8 @@ export interface SyncTarget {
 }
 
 export class Syncer {
-  readonly limiter = new Limiter(SYNC_CONCURRENCY)
+  private readonly limiter = new Limiter(SYNC_CONCURRENCY)
+  private readonly perAgent = new KeyedLimiter(SYNC_CONCURRENCY_PER_AGENT)
   private readonly client: SyncClient
   private readonly target: SyncTarget
   private readonly stats: EventsStats
@@ -48,6 +51,11 @@ export class Syncer {
    * events (a stranger, one per key it makes) is counted, not listed, so the
    * map stays bounded by the correlation's participants and proven runs.
    */
+  /** Run one sync with `agentId` in a slot: its agent's share first, then one of the node's (waiting for the share holds none of those). */
+  async slot<T> (agentId: string, fn: () => Promise<T>): Promise<T> {
+    return this.perAgent.run(agentId, async () => this.limiter.run(fn))
+  }
+
   private noteSyncError (t: CorrTrack, err: unknown, what: 'correlation' | 'run', agentId: string, listed = true): void {
     const e = toAapError(err)
     this.stats.syncErrors[e.code] = (this.stats.syncErrors[e.code] ?? 0) + 1
@@ -131,7 +139,7 @@ export class Syncer {
           try {
             this.stats.syncRequests.correlation++
             // each page placed as it comes: a peer's answer takes one page of memory here
-            await this.limiter.run(async () => this.client.correlation(peerIdOfAgent(agentId), t.id, {
+            await this.slot(agentId, async () => this.client.correlation(peerIdOfAgent(agentId), t.id, {
               sink: async (events) => { if (!t.closed) await this.target.ingest(t, events) }
             }))
             t.unreached.delete(agentId)
@@ -175,7 +183,7 @@ export class Syncer {
             try {
               this.stats.syncRequests.run++
               let got = 0
-              await this.limiter.run(async () => gone()
+              await this.slot(source, async () => gone()
                 ? []
                 : this.client.run(peerIdOfAgent(source), rt.run_id, rt.head, {
                   signal: stop.signal,

@@ -1,7 +1,7 @@
 /**
  * The node's two concurrency primitives, used by every service that needs
  * them: a mutex (one task at a time, in call order, optionally keyed) and a
- * limiter (at most n tasks at once).
+ * limiter (at most n tasks at once, optionally per key).
  */
 
 /**
@@ -79,6 +79,35 @@ export class Limiter {
       const next = this.waiting.shift()
       if (next === undefined) this.active--
       else next()
+    }
+  }
+}
+
+/** One Limiter of `n` per key, dropped when its last task ends: a share per key (a peer) besides any limit of all. */
+export class KeyedLimiter {
+  private readonly byKey = new Map<string, { limiter: Limiter, tasks: number }>()
+  private readonly n: number
+
+  constructor (n: number) {
+    this.n = n
+  }
+
+  /** Keys with tasks queued or running. */
+  get size (): number {
+    return this.byKey.size
+  }
+
+  async run<T> (key: string, fn: () => Promise<T>): Promise<T> {
+    let e = this.byKey.get(key)
+    if (e === undefined) {
+      e = { limiter: new Limiter(this.n), tasks: 0 }
+      this.byKey.set(key, e)
+    }
+    e.tasks++
+    try {
+      return await e.limiter.run(fn)
+    } finally {
+      if (--e.tasks === 0 && this.byKey.get(key) === e) this.byKey.delete(key)
     }
   }
 }
