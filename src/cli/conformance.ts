@@ -2,10 +2,13 @@
  * `aap-mesh conformance <multiaddr | agent id>`: run the conformance kit
  * against a node over the wire, print the clause table, write the JSON and
  * Markdown reports. Exit 0 when every MUST passed, 1 when one failed or is
- * undecided, 2 on wrong arguments, 3 when the target cannot be reached.
+ * undecided, 2 on wrong arguments, 3 when the target cannot be reached, 130
+ * when interrupted (the check under way stops, its runs on the target are
+ * canceled, and the kit's nodes stop and remove their folders).
  */
 import { Option, type Command } from 'commander'
-import { EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from './remote.ts'
+import { EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from './remote.ts'
+import { onInterrupt } from './signals.ts'
 
 interface ConformanceOptions {
   bootstrap?: string[]
@@ -49,6 +52,13 @@ Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong argume
         'aap-mesh', 'conformance', target, ...(opts.bootstrap ?? []).flatMap(b => ['--bootstrap', b]),
         ...(opts.json === DEFAULT_JSON ? [] : ['--json', opts.json]), ...(opts.markdown === DEFAULT_MARKDOWN ? [] : ['--markdown', opts.markdown])
       ].join(' ')
+      // a reader that goes away (| head) must not end the kit before it wrote its reports
+      process.stdout.on('error', (err: NodeJS.ErrnoException) => { log.debug({ code: err.code }, 'stdout failed: the table is not printed; the reports are written') })
+      const interrupt = new AbortController()
+      const release = onInterrupt((signal) => {
+        process.stderr.write(`${signal}: stopping the kit (again to end at once)\n`)
+        interrupt.abort(new Error(signal))
+      }, ['SIGINT', 'SIGTERM'])
       let report
       try {
         report = await runConformance({
@@ -56,17 +66,20 @@ Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong argume
           ...(opts.bootstrap === undefined ? {} : { bootstrap: opts.bootstrap }),
           command,
           log,
+          signal: interrupt.signal,
           // the runner cleaned and cut the message already
           onCheck: (r) => { process.stderr.write(`  ${MARK[r.status]}  ${r.id} (${r.ms} ms)${r.message === null ? '' : `: ${r.message}`}\n`) }
         })
       } catch (err) {
         // the message may quote the target (an unreachable address, a card it served)
         process.stderr.write(`error: ${clean((err as Error).message, KIT_MESSAGE_MAX_CHARS)}\n`)
-        process.exitCode = EXIT_UNREACHABLE
+        process.exitCode = interrupt.signal.aborted ? EXIT_INTERRUPTED : EXIT_UNREACHABLE
         return
+      } finally {
+        release()
       }
-      process.stdout.write(`${terminalTable(report, process.stdout.columns ?? 160)}\n`)
       await writeReports(report, { json: opts.json, markdown: opts.markdown })
+      process.stdout.write(`${terminalTable(report, process.stdout.columns ?? 160)}\n`)
       process.stdout.write(`reports: ${opts.json}, ${opts.markdown}\n`)
       // a MUST the kit could not decide (a capacity refusal) is not shown to pass either
       process.exitCode = report.summary.must_failed.length > 0 || report.summary.must_inconclusive.length > 0 ? EXIT_REFUSED : 0

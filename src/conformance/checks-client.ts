@@ -37,6 +37,7 @@ async function untilState (s: Scope, node: MeshNode, runId: string, state: RunSt
     if (run.state === state) return run
     if (Date.now() > deadline) fail(`run ${runId} is ${run.state}, not ${state}, after ${KIT_WAIT_TIMEOUT_MS} ms`)
     await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+    s.live()
   }
 }
 
@@ -52,6 +53,7 @@ async function followedToEnd (s: Scope, node: MeshNode, runId: string): Promise<
     }
     if (Date.now() > deadline) fail(`the followed run ${runId} did not reach run.completed in the delegator's copy within ${KIT_WAIT_TIMEOUT_MS} ms (it holds ${events.map(e => `${e.seq}:${e.type}`).join(' ') || 'nothing'})`)
     await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+    s.live()
   }
 }
 

@@ -27,6 +27,7 @@ export const DELEGATION_CHECKS: Check[] = [
         }
         if (found === undefined && Date.now() > deadline) fail(`discover did not find the target within ${KIT_DISCOVER_TIMEOUT_MS} ms: ${lastError}`)
         if (found === undefined) await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS * 20))
+        s.live()
       }
       s.note(`card of ${found.agent_id} seq ${found.seq}, ${found.capabilities.length} capabilities`)
       // the card's endpoint data is enough to reach the agent: a fresh card straight from it
@@ -126,6 +127,7 @@ export const DELEGATION_CHECKS: Check[] = [
           fail(events.length === 0 ? 'no run was created for the late-accepted delegation (nothing to fail: the check cannot decide)' : `the run created for a gone caller did not fail: ${events.map(e => String(e.type)).join(', ')}`)
         }
         await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+        s.live()
       }
     }
   },

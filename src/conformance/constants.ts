@@ -56,3 +56,9 @@ export const KIT_RUNS_PER_DELEGATOR_NEEDED = 8
 export const STALLED_CALLER_PATIENCE_MS = 12_000
 /** How long the kit waits for the target's answer to a handoff towards a receiver that never answers. */
 export const HANDOFF_STALL_PATIENCE_MS = 30_000
+/**
+ * Handoff streams the kit's stalled peer holds unanswered at once: the stall
+ * check needs one; streams past this (a target opening them in a loop) are
+ * reset at once, and a stream its opener closed is let go.
+ */
+export const KIT_STALLED_STREAMS_MAX = 16

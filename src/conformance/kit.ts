@@ -147,6 +147,9 @@ export class Kit {
   }
 }
 
+/** A raw call's options; `cleanup`: a cancel made when the check ends, sent even when the check was stopped. */
+export type KitCallOptions = RawCallOptions & { cleanup?: true }
+
 /** One check's view of the kit: every request and read goes through it and leaves evidence. */
 export class Scope {
   readonly kit: Kit
@@ -154,6 +157,8 @@ export class Scope {
   /** Runs of the target this check created, with the node that delegated each: canceled when the check ends. */
   readonly created = new Map<string, MeshNode>()
   private closed = false
+  /** Set once the check ran out of time: it makes no request and waits for nothing more. */
+  private stopped: Error | undefined
 
   constructor (kit: Kit) {
     this.kit = kit
@@ -161,6 +166,16 @@ export class Scope {
 
   get n (): KitNodes {
     return this.kit.nodes
+  }
+
+  /** The check ran out of time (runner.ts): its next request or wait throws instead. */
+  stop (why: Error): void {
+    this.stopped = why
+  }
+
+  /** Throws once the check was stopped; every request and wait of the check goes through here. */
+  live (): void {
+    if (this.stopped !== undefined) throw new CheckFailure(`stopped: ${this.stopped.message}`)
   }
 
   note (text: string): void {
@@ -172,7 +187,9 @@ export class Scope {
   }
 
   /** One raw request: its dial bounded by KIT_DIAL_TIMEOUT_MS, its answer by KIT_CALL_TIMEOUT_MS unless `opts` says otherwise. */
-  async call (from: MeshNode, protocol: string, type: string, body: unknown, opts?: RawCallOptions, peer: PeerId = this.kit.targetPeer): Promise<Frame> {
+  async call (from: MeshNode, protocol: string, type: string, body: unknown, opts?: KitCallOptions, peer: PeerId = this.kit.targetPeer): Promise<Frame> {
+    // the cleanup of a stopped check still cancels its runs
+    if (opts?.cleanup !== true) this.live()
     const frame = await rawCall(from.host, peer, protocol, type, body, { timeoutMs: KIT_CALL_TIMEOUT_MS, dialTimeoutMs: KIT_DIAL_TIMEOUT_MS, ...opts })
     if (!frame.ok) this.evidence.frames.push(short({ request: type, error: frame.error }))
     return frame
@@ -213,7 +230,7 @@ export class Scope {
     this.created.clear()
     await Promise.all(open.map(async ([runId, from]) => {
       try {
-        const f = await this.control(from, 'cancel', { run_id: runId, reason: 'conformance check done' })
+        const f = await this.control(from, 'cancel', { run_id: runId, reason: 'conformance check done' }, { cleanup: true })
         if (!f.ok && f.error?.code !== 'INVALID_TRANSITION') this.note(`cleanup: cancel of ${runId} answered ${errorText(f)}`)
       } catch (err) {
         this.note(`cleanup: cancel of ${runId} got no answer: ${(err as Error).message}`)
@@ -247,7 +264,7 @@ export class Scope {
   }
 
   /** A control request about a run, to its executor. */
-  async control (from: MeshNode, type: string, body: Record<string, unknown>, opts?: RawCallOptions): Promise<Frame> {
+  async control (from: MeshNode, type: string, body: Record<string, unknown>, opts?: KitCallOptions): Promise<Frame> {
     const runId = String(body.run_id)
     let peer = this.kit.targetPeer
     try { peer = executorOf(runId) } catch { this.note(`run id ${runId} names no executor: asked the target`) }
@@ -392,6 +409,7 @@ export class Scope {
       }
       if (Date.now() > deadline) throw new CheckFailure(`${what}: not seen on run ${runId} within ${timeoutMs} ms`)
       await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+      this.live()
     }
   }
 

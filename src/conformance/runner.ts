@@ -18,7 +18,8 @@ import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
 import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
 import { LINEAGE_CHECKS } from './checks-lineage.ts'
 import {
-  CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MESSAGE_MAX_CHARS, KIT_WAIT_TIMEOUT_MS
+  CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MESSAGE_MAX_CHARS, KIT_STALLED_STREAMS_MAX,
+  KIT_WAIT_TIMEOUT_MS
 } from './constants.ts'
 import { CapacityRefusal, clean, Kit, type Evidence } from './kit.ts'
 
@@ -75,6 +76,8 @@ export interface KitOptions {
   /** Told after each check. */
   onCheck?: (r: CheckResult) => void
   log?: Logger
+  /** Aborted (a Ctrl-C): the check under way stops, its runs are canceled, the kit's nodes stop, and the run rejects. */
+  signal?: AbortSignal
 }
 
 /** The agent id in a `/p2p/<id>` multiaddr, if any. */
@@ -120,16 +123,27 @@ function cleanEvidence (ev: Evidence): Evidence {
  * refusal makes the check inconclusive. What reaches the report is cleaned
  * and cut: the target wrote much of it.
  */
-async function runCheck (kit: Kit, check: Check): Promise<CheckResult> {
+async function runCheck (kit: Kit, check: Check, signal?: AbortSignal): Promise<CheckResult> {
   const scope = kit.scope()
   const t0 = Date.now()
   let message: string | null = null
   let status: CheckResult['status'] = 'pass'
   let timer: ReturnType<typeof setTimeout> | undefined
+  let onAbort: (() => void) | undefined
   try {
     await Promise.race([
       check.run(scope),
-      new Promise((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`check did not finish within ${KIT_CHECK_TIMEOUT_MS} ms`)) }, KIT_CHECK_TIMEOUT_MS) })
+      new Promise((_resolve, reject) => {
+        // the check itself stops at its next request or wait, so it changes nothing the next checks read
+        const stop = (why: Error): void => {
+          scope.stop(why)
+          reject(why)
+        }
+        timer = setTimeout(() => { stop(new Error(`check did not finish within ${KIT_CHECK_TIMEOUT_MS} ms`)) }, KIT_CHECK_TIMEOUT_MS)
+        onAbort = () => { stop(new Error('the kit was interrupted')) }
+        if (signal?.aborted === true) onAbort()
+        else signal?.addEventListener('abort', onAbort, { once: true })
+      })
     ])
   } catch (err) {
     const e = err as Error
@@ -137,6 +151,7 @@ async function runCheck (kit: Kit, check: Check): Promise<CheckResult> {
     message = `${e.name === 'CheckFailure' || e.name === 'CapacityRefusal' ? '' : `${e.name}: `}${e.message}`
   } finally {
     clearTimeout(timer)
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
     await scope.close()
   }
   return {
@@ -147,6 +162,21 @@ async function runCheck (kit: Kit, check: Check): Promise<CheckResult> {
     evidence: cleanEvidence(scope.evidence),
     ms: Date.now() - t0
   }
+}
+
+/**
+ * The stalled peer's handler: a stream is held unanswered, at most
+ * KIT_STALLED_STREAMS_MAX at once (past that it is reset), and let go when
+ * its opener closes it, so a target opening streams in a loop cannot grow
+ * the kit's memory.
+ */
+export function holdStalled (stalled: Set<Stream>, stream: Stream): void {
+  if (stalled.size >= KIT_STALLED_STREAMS_MAX) {
+    stream.abort(new Error('the kit holds enough stalled streams'))
+    return
+  }
+  stalled.add(stream)
+  stream.addEventListener('close', () => { stalled.delete(stream) }, { once: true })
 }
 
 export function decideClauses (checks: CheckResult[]): ClauseResult[] {
@@ -166,7 +196,7 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
   const startedAt = new Date().toISOString()
   const nodes = await startKitNodes()
   const [delegator, coordinator, receiver, bystander] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
-  const stalled: Stream[] = []
+  const stalled = new Set<Stream>()
   try {
     const isAddr = opts.target.startsWith('/')
     const joinAddrs = isAddr ? [opts.target] : (opts.bootstrap ?? [])
@@ -194,14 +224,23 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
     await receiver.publishCard({ name: 'aap-conformance-receiver', description: 'conformance kit: handoff receiver', capabilities: [CONFORMANCE_CAPABILITY], tags: ['aap-conformance-kit'] })
     await bystander.publishCard({ name: 'aap-conformance-bystander', description: 'conformance kit: auditor and stalled peer', capabilities: [CONFORMANCE_CAPABILITY], tags: ['aap-conformance-kit'] })
     await bystander.host.unhandle(HANDOFF_PROTOCOL)
-    await bystander.host.handle(HANDOFF_PROTOCOL, (stream) => { stalled.push(stream) })
+    await bystander.host.handle(HANDOFF_PROTOCOL, (stream) => { holdStalled(stalled, stream) })
 
     const results = new Map<string, CheckResult>()
     const record = (r: CheckResult): void => { results.set(r.id, r); opts.onCheck?.(r) }
-    const slow = ALL_CHECKS.filter(c => SLOW_CHECKS.has(c.id)).map(async c => { record(await runCheck(kit, c)) })
-    for (const c of ALL_CHECKS) if (!SLOW_CHECKS.has(c.id) && !FINAL.has(c.id)) record(await runCheck(kit, c))
+    const interrupted = (): void => { if (opts.signal?.aborted === true) throw new Error('the conformance run was interrupted') }
+    const slow = ALL_CHECKS.filter(c => SLOW_CHECKS.has(c.id)).map(async c => { record(await runCheck(kit, c, opts.signal)) })
+    for (const c of ALL_CHECKS) {
+      if (SLOW_CHECKS.has(c.id) || FINAL.has(c.id)) continue
+      interrupted()
+      record(await runCheck(kit, c, opts.signal))
+    }
     await Promise.all(slow)
-    for (const c of FINAL_CHECKS) record(await runCheck(kit, c))
+    for (const c of FINAL_CHECKS) {
+      interrupted()
+      record(await runCheck(kit, c, opts.signal))
+    }
+    interrupted()
     const checks = ALL_CHECKS.map(c => results.get(c.id)!)
     const clauses = decideClauses(checks)
     return {
