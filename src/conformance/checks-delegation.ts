@@ -2,8 +2,10 @@
 import type { AgentCard } from '../card/card.ts'
 import { DELEGATE_PROTOCOL } from '../constants.ts'
 import { encodeFrame } from '../wire/rpc.ts'
-import { CONFORMANCE_CAPABILITY, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS } from './constants.ts'
-import { expect, type WireEvent } from './kit.ts'
+import {
+  CONFORMANCE_CAPABILITY, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_SPLIT_FRAME_GAP_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS
+} from './constants.ts'
+import { errorText, expect, type WireEvent } from './kit.ts'
 import { WireFailure } from '../wire/raw.ts'
 import { blockedRun, fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
 
@@ -218,8 +220,11 @@ function halfFrame (body: unknown): Uint8Array {
 
 export const STALLED_FRAME_CHECK: Check = {
   id: 'stalled-frame',
-  title: 'a stalled caller: half a delegate frame, then nothing; the target answers an id: null INVALID_REQUEST and creates no run',
+  title: 'a stalled caller: half a delegate frame, then nothing; the target answers an id: null INVALID_REQUEST and creates no run; a frame whose halves come KIT_SPLIT_FRAME_GAP_MS apart is taken',
   run: async (s) => {
+    // a slow path is not a stalled caller: the rest of a started frame is waited for
+    const split = await s.delegate('split-frame', { op: 'complete' }, { opts: { splitGapMs: KIT_SPLIT_FRAME_GAP_MS } })
+    expect(split.ok, `a delegate frame written in two halves ${KIT_SPLIT_FRAME_GAP_MS} ms apart was refused: ${errorText(split)}`)
     const task = s.kit.task('half-frame')
     const body = { to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete' }, parent_run: null }
     const f = await s.call(s.n.delegator, DELEGATE_PROTOCOL, 'delegate', body, { bytes: halfFrame(body), timeoutMs: STALLED_CALLER_PATIENCE_MS })

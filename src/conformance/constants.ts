@@ -62,3 +62,9 @@ export const HANDOFF_STALL_PATIENCE_MS = 30_000
  * reset at once, and a stream its opener closed is let go.
  */
 export const KIT_STALLED_STREAMS_MAX = 16
+/**
+ * The gap between the two halves of the delegate frame the stalled-frame
+ * check sends on a slow path: a target must wait for the rest of a started
+ * frame (its frame time), not refuse the first half.
+ */
+export const KIT_SPLIT_FRAME_GAP_MS = 300

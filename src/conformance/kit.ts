@@ -87,7 +87,7 @@ function short (v: unknown): string {
 }
 
 /** `code: message` of an error frame, each part as the target wrote it, cleaned and cut. */
-function errorText (frame: Frame): string {
+export function errorText (frame: Frame): string {
   return `${short(frame.error?.code ?? '?')}: ${short(frame.error?.message ?? '')}`
 }
 

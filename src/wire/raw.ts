@@ -40,6 +40,8 @@ export interface RawCallOptions {
   dialTimeoutMs?: number
   /** Write these bytes instead of the request frame (a stalled or broken caller). */
   bytes?: Uint8Array
+  /** Write the frame in two halves this far apart (a caller on a slow path); the answer's time counts from the first. */
+  splitGapMs?: number
 }
 
 /**
@@ -74,15 +76,25 @@ export async function rawCall (
   stream.addEventListener('close', () => { answer.reject(new WireFailure(`stream closed before an answer to ${type}`)) })
   let answered = false
   try {
+    const frame = opts.bytes ?? encodeFrame({ id: 1, type, body })
+    const half = opts.splitGapMs === undefined ? frame.byteLength : Math.max(1, Math.floor(frame.byteLength / 2))
     try {
-      stream.send(opts.bytes ?? encodeFrame({ id: 1, type, body }))
+      stream.send(frame.subarray(0, half))
+      if (half < frame.byteLength) {
+        // the answer may come (or fail) meanwhile: then the second half is not written
+        const gap = Promise.withResolvers<void>()
+        const wait = setTimeout(gap.resolve, opts.splitGapMs)
+        await Promise.race([gap.promise, answer.promise.then(() => undefined, () => undefined)])
+        clearTimeout(wait)
+        if (stream.status === 'open') stream.send(frame.subarray(half))
+      }
     } catch (err) {
       // the answer promise is always awaited below, so no rejection of it goes unobserved
       answer.reject(new WireFailure(`cannot write ${type} on ${protocol}: ${(err as Error).message}`, { cause: err }))
     }
-    const frame = await answer.promise
+    const got = await answer.promise
     answered = true
-    return frame
+    return got
   } finally {
     clearTimeout(timer)
     if (!answered && stream.status === 'open') {
