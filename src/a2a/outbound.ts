@@ -72,7 +72,7 @@ class TaskView {
   inputs = 0
   status: TaskStatus | undefined
   private readonly artifacts = new Map<string, { artifact: Artifact, bytes: number }>()
-  /** Bytes of the artifacts' parts held (as JSON): bounded by A2A_OUTBOUND_ARTIFACT_MAX_BYTES. */
+  /** Bytes of the artifacts held (as JSON, their names, descriptions and metadata too): bounded by A2A_OUTBOUND_ARTIFACT_MAX_BYTES. */
   private bytes = 0
 
   /** Take an artifact (or parts appended to one); an error once they pass what a run's output could ever carry. */
@@ -80,6 +80,8 @@ class TaskView {
     let added = 0
     for (const p of a.parts) added += JSON.stringify(p).length
     const have = this.artifacts.get(a.artifactId)
+    // what the artifact carries besides its parts (kept unless parts are appended to one held)
+    if (!append || have === undefined) added += JSON.stringify({ ...a, parts: [] }).length
     if (append && have !== undefined) {
       have.artifact.parts.push(...a.parts)
       have.bytes += added

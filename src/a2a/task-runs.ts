@@ -26,7 +26,7 @@
  * went has its run read again when a client reads it (task-refresh.ts).
  */
 import { AgentEvent as Bus, ResultManager, ServerCallContext, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
-import { AapError } from '../errors.ts'
+import { AapError, InvalidTransitionError } from '../errors.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
@@ -198,7 +198,7 @@ export class TaskRuns {
   claim (taskId: string): Tracked | undefined {
     const t = this.tracked.get(taskId)
     if (t === undefined || !t.waiting) return undefined
-    if (t.claimed) throw new Error(`task ${taskId} is being resumed already`)
+    if (t.claimed) throw new InvalidTransitionError(`task ${taskId.slice(0, 128)} is being resumed already`, { reason: 'resume_in_progress' })
     t.claimed = true
     return t
   }
