@@ -196,6 +196,39 @@ export class RunCaller {
   }
 
   /**
+   * The successor of a run handed off could not be asked about (its executor
+   * unreachable, or gone for now): a record of it is kept from the link alone
+   * (running, no events seen: last_seq 0, the predecessor's task and
+   * capability), so liveness watches it like the run it continues, and the
+   * first answer of its executor, or its events, replace it. Undefined when a
+   * record of it is here already, or it is not this node's to watch.
+   */
+  async holdSuccessor (pred: Run): Promise<Run | undefined> {
+    const link = pred.handoff_to
+    if (link === null || pred.delegator !== this.agentId || link.agent_id === this.agentId || executorOfRun(link.run_id) !== link.agent_id) return undefined
+    if (await this.store.getOutgoing(link.run_id) !== undefined) return undefined
+    const now = new Date().toISOString()
+    const { context_id: _c, turn: _t, previous_turn: _p, ...base } = pred
+    const held: Run = {
+      ...base,
+      run_id: link.run_id,
+      agent_id: link.agent_id,
+      state: 'running',
+      created_at: now,
+      updated_at: now,
+      handoff_from: { run_id: pred.run_id, agent_id: pred.agent_id },
+      handoff_to: null,
+      checkpoint_id: null,
+      block_reason: null,
+      output: null,
+      failure: null,
+      last_seq: 0
+    }
+    await this.store.noteOutgoing(held)
+    return held
+  }
+
+  /**
    * `next` must continue run `predId`; it is recorded here as delegated when
    * this node is its delegator and not its executor (a run handed back to
    * this node is one it executes, not one it watches).

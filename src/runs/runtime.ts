@@ -148,8 +148,14 @@ export class Runs {
       if (run.handoff_to === null || run.delegator !== this.agentId) return
       this.caller.adoptSuccessor(run, {}).then(next => {
         if (next !== undefined) onSuccessor?.(next)
-      }, (err: unknown) => {
-        this.log.warn({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be recorded here: liveness does not watch it until this node asks about it')
+      }, async (err: unknown) => {
+        // its executor could not be asked: a record from the handoff's link alone, which liveness watches
+        // (else a successor whose executor then died would never end, and no restart would look for it)
+        this.log.warn({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be asked about: its record here is kept from the handoff until its executor answers')
+        const held = await this.caller.holdSuccessor(run)
+        if (held !== undefined) onSuccessor?.(held)
+      }).catch((err: unknown) => {
+        this.log.error({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be recorded here: liveness does not watch it')
       })
     })
   }
