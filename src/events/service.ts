@@ -312,7 +312,7 @@ export class Events {
    */
   async reconcileVerdict (verdict: AgentEvent, signal?: AbortSignal): Promise<VerdictOutcome> {
     this.assertStarted()
-    return this.holding(verdict.correlation_id, async (t) => reconcileVerdict({ log: this.log, sync: this.sync, placement: this.placement, runs: this.runs, logger: this.logger }, t, verdict, signal))
+    return this.holding(verdict.correlation_id, async (t) => reconcileVerdict({ log: this.log, sync: this.sync, placement: this.placement, runs: this.runs, logger: this.logger, slot: async (a, fn) => this.syncer.slot(a, fn) }, t, verdict, signal))
   }
 
   /** Every event this node holds for a correlation (read-correlation.ts; REPLAY_MAX_BYTES at most). */

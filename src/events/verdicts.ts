@@ -28,32 +28,61 @@ export interface VerdictSides {
   placement: Placement
   runs: LocalRuns
   logger: Logger
+  /** Run the sync in one of the node's sync slots, within the executor's share (syncer.ts). */
+  slot: <T>(agentId: string, fn: () => Promise<T>) => Promise<T>
 }
 
+/** Thrown from the sync's sink to stop reading: the first page decided the outcome. */
+class Decided extends Error {}
+
+/**
+ * Each page of the executor's log is taken as it comes (verified, chained):
+ * an executor that answers with a long log costs one page of memory, and a
+ * page that fails later leaves the whole pages before it in place, as the
+ * background syncs do.
+ */
 export async function reconcileVerdict (x: VerdictSides, t: CorrTrack, verdict: AgentEvent, signal?: AbortSignal): Promise<VerdictOutcome> {
   const runId = verdict.run_id
-  const executor = peerIdOfAgent(executorOfRun(runId))
-  const opts = { timeoutMs: LIVENESS_PROBE_TIMEOUT_MS, ...(signal === undefined ? {} : { signal }) }
+  const executorId = executorOfRun(runId)
+  const executor = peerIdOfAgent(executorId)
   // the executor's log after the event the verdict followed, chained onto it (the sync client checks the link)
   const anchor = verdict.seq > 1 ? await x.log.get(runId, verdict.seq - 1) : undefined
-  let theirs: AgentEvent[]
-  if (anchor !== undefined && eventHash(anchor) === verdict.prev) {
-    theirs = await x.sync.run(executor, runId, anchor, opts)
-  } else {
-    // the copy lost the verdict's predecessor: the whole log, checked at the verdict's link
-    theirs = (await x.sync.run(executor, runId, undefined, opts)).filter(e => e.seq >= verdict.seq)
-    if (theirs[0] !== undefined && theirs[0].prev !== verdict.prev) {
-      x.logger.warn({ run_id: runId, seq: verdict.seq }, 'the executor\'s log differs from this node\'s copy before the verdict: the verdict stays')
-      return 'kept'
+  const anchored = anchor !== undefined && eventHash(anchor) === verdict.prev
+  let outcome = 'behind' as VerdictOutcome
+  let taken = 0
+  const sink = async (page: AgentEvent[]): Promise<void> => {
+    // without the anchor the whole log comes, checked at the verdict's link
+    const theirs = anchored ? page : page.filter(e => e.seq >= verdict.seq)
+    const first = theirs[0]
+    if (first === undefined) return
+    if (taken === 0) {
+      if (!anchored && first.prev !== verdict.prev) {
+        x.logger.warn({ run_id: runId, seq: verdict.seq }, 'the executor\'s log differs from this node\'s copy before the verdict: the verdict stays')
+        outcome = 'kept'
+        throw new Decided()
+      }
+      if (eventHash(first) === eventHash(verdict)) {
+        outcome = 'kept'
+        throw new Decided()
+      }
+      outcome = 'superseded'
+    }
+    await x.placement.ingest(t, theirs)
+    x.placement.republish(t, theirs)
+    // the record follows even when the run's correlation is not tracked as delegated here any more (a restart)
+    await x.runs.delegatedEvents(theirs)
+    taken += theirs.length
+  }
+  const opts = { timeoutMs: LIVENESS_PROBE_TIMEOUT_MS, sink, ...(signal === undefined ? {} : { signal }) }
+  try {
+    await x.slot(executorId, async () => x.sync.run(executor, runId, anchored ? anchor : undefined, opts))
+  } catch (err) {
+    if (!(err instanceof Decided)) {
+      if (taken === 0) throw err
+      // what came before the failing page stands; the tail syncs fetch the rest
+      x.logger.warn({ err, run_id: runId, taken }, 'the executor\'s log after a verdict came in part: the pages before the failure replace the verdict')
     }
   }
-  const first = theirs[0]
-  if (first === undefined) return 'behind'
-  if (eventHash(first) === eventHash(verdict)) return 'kept'
-  await x.placement.ingest(t, theirs)
-  x.placement.republish(t, theirs)
-  // the record follows even when the run's correlation is not tracked as delegated here any more (a restart)
-  await x.runs.delegatedEvents(theirs)
-  x.logger.warn({ run_id: runId, seq: verdict.seq, executor_seq: theirs.at(-1)?.seq }, 'the executor had signed its own events where this node\'s verdict stands: they replace it')
-  return 'superseded'
+  if (outcome === 'superseded') x.logger.warn({ run_id: runId, seq: verdict.seq, events: taken }, 'the executor had signed its own events where this node\'s verdict stands: they replace it')
+  return outcome
 }
