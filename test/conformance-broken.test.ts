@@ -24,7 +24,8 @@ const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
   },
   'unknown-run-code': { clauses: ['AAP-ERROR-RUN_NOT_FOUND', 'AAP-CONF-ERRORS'], checks: ['unknown-run'] },
   'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] },
-  'forged-handoff': { clauses: ['MESH-HANDOFF-LINEAGE'], checks: ['forged-handoff'] }
+  // its receiving side makes runs of its own choosing, so a legitimate handoff to it fails as well
+  'forged-handoff': { clauses: ['AAP-HANDOFF-NEW-RUN', 'AAP-HANDOFF-CORRELATION', 'C4-HANDOFF', 'C4-CORRELATION', 'MESH-HANDOFF-LINEAGE'], checks: ['handoff-receive', 'forged-handoff'] }
 }
 
 const BREAKAGES = Object.keys(EXPECTED) as Breakage[]

@@ -49,6 +49,32 @@ export const HANDOFF_CHECKS: Check[] = [
     }
   },
   {
+    id: 'handoff-receive',
+    title: 'the target as a handoff receiver: a run the kit\'s receiver executes is handed to the target, which creates a new run with the same correlation_id continuing it',
+    run: async (s) => {
+      const task = s.kit.task('handoff-receive')
+      // the run starts on the kit's receiver (its conformance agent holds it), then moves to the target
+      const old = await s.n.delegator.delegate({ to_agent: s.n.receiver.agentId, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' } }, { follow: false })
+      s.evidence.runs.push(old.run_id)
+      let next: Run
+      try {
+        next = await s.n.delegator.runs.handoff(old.run_id, s.kit.target, { why: 'the target receives' })
+      } catch (err) {
+        const e = err as { code?: unknown, message?: unknown }
+        await s.n.delegator.runs.cancel(old.run_id, 'conformance check done').catch((cancelErr: unknown) => { s.note(`cleanup: cancel of ${old.run_id}: ${(cancelErr as Error).message}`) })
+        return fail(`the target refused a handoff from the run's executor: ${String(e.code)} ${String(e.message)}`)
+      }
+      s.kit.expected.set(next.run_id, task)
+      await s.track(next.run_id, s.n.delegator)
+      expect(next.agent_id === s.kit.target, `the new run is on ${next.agent_id}, not the target`)
+      expect(next.correlation_id === task, `the new run's correlation ${next.correlation_id} != ${task}`)
+      expect(next.handoff_from?.run_id === old.run_id && next.handoff_from?.agent_id === s.n.receiver.agentId, `the new run continues ${JSON.stringify(next.handoff_from)}`)
+      const started = await s.waitType(next.run_id, 'run.started')
+      expect(started.correlation_id === task, `the new run's run.started carries ${String(started.correlation_id)}`)
+      await s.waitType(next.run_id, 'run.completed')
+    }
+  },
+  {
     id: 'handoff-history',
     title: 'after a handoff the old run stays readable (get_run, events) and refuses every change',
     run: async (s) => {

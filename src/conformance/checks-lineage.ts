@@ -7,7 +7,7 @@
  */
 import { DELEGATE_PROTOCOL } from '../constants.ts'
 import { originOf, verifyTicket } from '../runlog/ticket.ts'
-import { CONFORMANCE_CAPABILITY } from './constants.ts'
+import { CONFORMANCE_CAPABILITY, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
 import { heldRun, payloadOf, release, type Check } from './checks-common.ts'
 import { expect, type Scope } from './kit.ts'
 
@@ -57,6 +57,31 @@ export const LINEAGE_CHECKS: Check[] = [
       const held = await s.readCorrelation(task)
       expect(held.every(e => e.run_id === parent.run_id), 'a refused sub-delegation created a run')
       await release(s, parent.run_id)
+    }
+  },
+  {
+    id: 'subdelegation-accepted',
+    title: 'a delegation under a parent run from that run\'s executor is taken: the kit\'s receiver, executing a run, delegates under it to the target, and the child\'s ticket names the parent run and its executor',
+    run: async (s) => {
+      const task = s.kit.task('subdelegated')
+      // the parent runs on the kit's receiver, whose conformance agent delegates under it to the target
+      const parent = await s.n.delegator.delegate({ to_agent: s.n.receiver.agentId, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'subdelegate', to: s.kit.target } }, { follow: false })
+      s.evidence.runs.push(parent.run_id)
+      const deadline = Date.now() + KIT_WAIT_TIMEOUT_MS
+      let ended = await s.n.receiver.runs.getRun(parent.run_id)
+      while (ended.state === 'running') {
+        expect(Date.now() <= deadline, `the receiver's parent run did not end within ${KIT_WAIT_TIMEOUT_MS} ms`)
+        await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
+        s.live()
+        ended = await s.n.receiver.runs.getRun(parent.run_id)
+      }
+      expect(ended.state === 'completed', `the target refused a sub-delegation from the parent run's own executor: ${ended.failure?.message ?? ended.state}`)
+      const child = (ended.output as { child?: unknown } | null)?.child
+      expect(typeof child === 'string', 'the receiver\'s run names no child run')
+      await s.track(child, s.n.receiver)
+      const t = await ticketOfRun(s, child)
+      expect(t.parent_run === parent.run_id, `the child's ticket names parent ${String(t.parent_run)}, not ${parent.run_id}`)
+      expect(t.issuer === s.n.receiver.agentId, 'the child\'s ticket is not issued by the parent run\'s executor')
     }
   },
   {

@@ -53,8 +53,8 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-RESUME-RESOLUTION', source: P, section: 'Block and Resume', level: 'MUST', text: 'resume MUST carry the HACP checkpoint resolution payload.', checks: ['resume-resolution'] },
   { id: 'AAP-INVALID-TRANSITION', source: P, section: 'Block and Resume', level: 'MUST', text: 'Invalid state transitions MUST return INVALID_TRANSITION.', checks: ['invalid-transitions'] },
   // ---- profile: Handoff -------------------------------------------------------------------
-  { id: 'AAP-HANDOFF-NEW-RUN', source: P, section: 'Handoff', level: 'MUST', text: 'Handoff creates a new run for the receiving agent.', checks: ['handoff'] },
-  { id: 'AAP-HANDOFF-CORRELATION', source: P, section: 'Handoff', level: 'MUST', text: 'The new run MUST preserve the original correlation_id.', checks: ['handoff'] },
+  { id: 'AAP-HANDOFF-NEW-RUN', source: P, section: 'Handoff', level: 'MUST', text: 'Handoff creates a new run for the receiving agent.', checks: ['handoff', 'handoff-receive'] },
+  { id: 'AAP-HANDOFF-CORRELATION', source: P, section: 'Handoff', level: 'MUST', text: 'The new run MUST preserve the original correlation_id.', checks: ['handoff', 'handoff-receive'] },
   { id: 'AAP-HANDOFF-HISTORY', source: P, section: 'Handoff', level: 'SHOULD', text: 'The old run SHOULD remain available as read-only history.', checks: ['handoff-history'] },
   // ---- profile: Event Stream ----------------------------------------------------------------
   { id: 'AAP-EVENTS-EMIT', source: P, section: 'Event Stream', level: 'MUST', text: 'Conforming L1 implementations MUST emit run events.', checks: ['event-stream'] },
@@ -71,7 +71,7 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-HACP-TASK-ASSIGN', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'MUST', text: 'task.assign -> agent.delegate: TaskID MUST become Run.correlation_id.', checks: ['delegate-correlation'] },
   { id: 'AAP-HACP-CHECKPOINT-RAISE', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'MUST', text: 'checkpoint.raise -> agent.block: checkpoint_id MUST be provided.', checks: ['checkpoint-raise', 'block-checkpoint'] },
   { id: 'AAP-HACP-CHECKPOINT-RESOLVE', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'MUST', text: 'checkpoint.resolve -> agent.resume: Resolution MUST be passed through.', checks: ['resume-resolution'] },
-  { id: 'AAP-HACP-OWNERSHIP-DELEGATE', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'SHOULD', text: 'ownership.delegate -> agent.delegate: Parent run SHOULD remain traceable.', checks: ['subdelegate'] },
+  { id: 'AAP-HACP-OWNERSHIP-DELEGATE', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'SHOULD', text: 'ownership.delegate -> agent.delegate: Parent run SHOULD remain traceable.', checks: ['subdelegate', 'subdelegation-accepted'] },
   { id: 'AAP-HACP-OWNERSHIP-TRANSFER', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'MUST', text: 'ownership.transfer -> agent.handoff: Correlation MUST be preserved.', checks: ['handoff'] },
   { id: 'AAP-CAP-TRANSPORT', source: P, section: 'Inter-layer Contracts: AAP to CAP', level: 'MUST NOT', text: 'AAP calls capabilities through CAP CapabilityRef. It MUST NOT depend on the capability transport.', checks: ['capability-by-ref'] },
   // ---- profile: Conformance -----------------------------------------------------------------
@@ -108,8 +108,8 @@ export const CLAUSES: readonly Clause[] = [
     id: 'C4-OWNERSHIP-RECORD', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'ownership.transfer changes the HACP assignee and appends an ownership chain record.', checks: [],
     notApplicable: 'HACP\'s own records (L2); what the node keeps of a transfer is checked by C4-HISTORY and AAP-EVENT-REPLAY'
   },
-  { id: 'C4-HANDOFF', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'When the new assignee is another agent, the implementation MUST call AAP agent.handoff.', checks: ['handoff'] },
-  { id: 'C4-CORRELATION', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'The new run MUST keep the original correlation_id.', checks: ['handoff'] },
+  { id: 'C4-HANDOFF', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'When the new assignee is another agent, the implementation MUST call AAP agent.handoff.', checks: ['handoff', 'handoff-receive'] },
+  { id: 'C4-CORRELATION', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'MUST', text: 'The new run MUST keep the original correlation_id.', checks: ['handoff', 'handoff-receive'] },
   { id: 'C4-HISTORY', source: C, section: 'Contract 4: Ownership-to-Handoff', level: 'SHOULD', text: 'The old run SHOULD remain visible as read-only history.', checks: ['handoff-history'] },
   {
     id: 'C-DEPENDENCY-DOWNWARD', source: C, section: 'Dependency Direction', level: 'MUST NOT', text: 'CAP MUST NOT import or depend on AAP or HACP; AAP MUST NOT import or depend on HACP business semantics; HACP MUST NOT call concrete tools or skills directly.', checks: [],
@@ -117,9 +117,9 @@ export const CLAUSES: readonly Clause[] = [
   },
   // ---- aap-mesh wire rules ---------------------------------------------------------------------
   { id: 'MESH-CONTROL-AUTHORITY', source: M, section: 'Who may call what', level: 'MUST', text: 'block, resume, cancel and handoff from a peer that is neither the run\'s delegator nor authorized are refused with UNAUTHORIZED and change nothing; get_run is open to any peer.', checks: ['stranger-control'] },
-  { id: 'MESH-HANDOFF-LINEAGE', source: H, section: 'handoff: what the receiver checks (rule 3)', level: 'MUST', text: 'Only the executor of from_run (the agent its run id names, and from_run.agent_id says so) may create a run that continues it; anyone else gets UNAUTHORIZED and no run is created.', checks: ['forged-handoff'] },
+  { id: 'MESH-HANDOFF-LINEAGE', source: H, section: 'handoff: what the receiver checks (rule 3)', level: 'MUST', text: 'Only the executor of from_run (the agent its run id names, and from_run.agent_id says so) may create a run that continues it; anyone else gets UNAUTHORIZED and no run is created.', checks: ['forged-handoff', 'handoff-receive'] },
   { id: 'MESH-LINEAGE-TICKET', source: L, section: 'What an executor accepts', level: 'MUST', text: 'A delegation carries a ticket signed by its delegator for the run it creates; a delegate without one, or with one its sender did not issue, is refused with UNAUTHORIZED and creates nothing; the run\'s run.started carries the ticket.', checks: ['delegation-ticket'] },
-  { id: 'MESH-LINEAGE-SUBDELEGATION', source: L, section: 'What an executor accepts', level: 'MUST', text: 'Only the executor of a run may delegate under it (parent_run); anyone else gets UNAUTHORIZED and no run is created.', checks: ['subdelegation-authority'] },
+  { id: 'MESH-LINEAGE-SUBDELEGATION', source: L, section: 'What an executor accepts', level: 'MUST', text: 'Only the executor of a run may delegate under it (parent_run); anyone else gets UNAUTHORIZED and no run is created.', checks: ['subdelegation-authority', 'subdelegation-accepted'] },
   { id: 'MESH-HANDOFF-AUTHORITY', source: L, section: 'Tickets', level: 'MUST', text: 'A handoff successor keeps the delegator and authorized agents the delegator signed for: its ticket is issued by the old run\'s executor and inherits from the delegation ticket.', checks: ['handoff-authority'] },
   { id: 'MESH-FRAME-STALL', source: W, section: 'Framing', level: 'MUST', text: 'A frame that has started must be complete within FRAME_COMPLETION_TIMEOUT_MS: a caller that stalls inside a frame gets an id: null INVALID_REQUEST error, and nothing of its request takes effect.', checks: ['stalled-frame'] },
   { id: 'MESH-CLIENT-INTEROP', source: W, section: 'Framing, pipelining and streams', level: 'MUST', text: 'A node\'s own AAP client (MeshNode delegate, block, resume, handoff, cancel, getRun) drives the node\'s runs over the wire: the protocols interoperate with their reference caller.', checks: ['client-interop'] }
