@@ -58,13 +58,19 @@ function sides (started: AgentEvent, pages: AgentEvent[][], after: Error | undef
   return { x, ingested, pagesRead: () => read, slots }
 }
 
+/** A run's run.started signed by its executor, and the verdict its delegator signed after it. */
+async function declaredRun (): Promise<{ key: PrivateKey, runId: string, started: AgentEvent, verdict: AgentEvent }> {
+  const key = await generateKeyPair('Ed25519')
+  const delegatorKey = await generateKeyPair('Ed25519')
+  const runId = newRunId(agentIdOf(key))
+  const started = await signEvent(key, { run_id: runId, correlation_id: 'task-verdict-pages', type: 'run.started', payload: {}, at: new Date().toISOString(), seq: 1, prev: null, executor: agentIdOf(key) })
+  const verdict = await signEvent(delegatorKey, { run_id: runId, correlation_id: 'task-verdict-pages', type: 'run.failed', payload: { failure: { code: 'EXECUTOR_LOST', message: 'lost' } }, at: new Date().toISOString(), seq: 2, prev: eventHash(started), executor: agentIdOf(key), declared_by: agentIdOf(delegatorKey) })
+  return { key, runId, started, verdict }
+}
+
 describe('a verdict settled against the executor\'s log, page by page', () => {
   it('keeps the whole pages before a page that fails, and reads in the executor\'s slot', async () => {
-    const key = await generateKeyPair('Ed25519')
-    const delegatorKey = await generateKeyPair('Ed25519')
-    const runId = newRunId(agentIdOf(key))
-    const started = await signEvent(key, { run_id: runId, correlation_id: 'task-verdict-pages', type: 'run.started', payload: {}, at: new Date().toISOString(), seq: 1, prev: null, executor: agentIdOf(key) })
-    const verdict = await signEvent(delegatorKey, { run_id: runId, correlation_id: 'task-verdict-pages', type: 'run.failed', payload: { failure: { code: 'EXECUTOR_LOST', message: 'lost' } }, at: new Date().toISOString(), seq: 2, prev: eventHash(started), executor: agentIdOf(key), declared_by: agentIdOf(delegatorKey) })
+    const { key, runId, started, verdict } = await declaredRun()
     const theirs = await chain(key, runId, started, 5)
     const s = sides(started, [theirs.slice(0, 3), theirs.slice(3)], new InvalidRequestError('a lie in the next page', { reason: 'bad_chain' }))
     expect(await reconcileVerdict(s.x, {} as CorrTrack, verdict)).toBe('superseded')
@@ -73,11 +79,7 @@ describe('a verdict settled against the executor\'s log, page by page', () => {
   })
 
   it('stops reading once the first page shows the executor took the verdict', async () => {
-    const key = await generateKeyPair('Ed25519')
-    const delegatorKey = await generateKeyPair('Ed25519')
-    const runId = newRunId(agentIdOf(key))
-    const started = await signEvent(key, { run_id: runId, correlation_id: 'task-verdict-pages', type: 'run.started', payload: {}, at: new Date().toISOString(), seq: 1, prev: null, executor: agentIdOf(key) })
-    const verdict = await signEvent(delegatorKey, { run_id: runId, correlation_id: 'task-verdict-pages', type: 'run.failed', payload: { failure: { code: 'EXECUTOR_LOST', message: 'lost' } }, at: new Date().toISOString(), seq: 2, prev: eventHash(started), executor: agentIdOf(key), declared_by: agentIdOf(delegatorKey) })
+    const { key, runId, started, verdict } = await declaredRun()
     const s = sides(started, [[verdict], await chain(key, runId, verdict, 2)], undefined)
     expect(await reconcileVerdict(s.x, {} as CorrTrack, verdict)).toBe('kept')
     expect(s.ingested).toEqual([])

@@ -103,6 +103,9 @@ export function checkHandoff (req: WireHandoff, from: string, self: string, sign
   return t
 }
 
+/** What a run that just started holds besides who and what it is: no link onward, no checkpoint, no end, no events seen. */
+export const FRESH_RUN = { state: 'running', handoff_to: null, checkpoint_id: null, block_reason: null, output: null, failure: null, last_seq: 0 } as const
+
 /** The new running run an admitted ticket describes, before its run.started is committed. */
 export function runOfTicket (t: RunTicket, turn?: { context_id: string, turn: number, previous_turn: string | null }): Run {
   const now = new Date().toISOString()
@@ -111,7 +114,6 @@ export function runOfTicket (t: RunTicket, turn?: { context_id: string, turn: nu
     run_id: t.run_id,
     agent_id: t.executor,
     correlation_id: t.correlation_id,
-    state: 'running',
     created_at: now,
     updated_at: now,
     capability: t.capability,
@@ -119,12 +121,7 @@ export function runOfTicket (t: RunTicket, turn?: { context_id: string, turn: nu
     authorized: t.authorized,
     parent_run: t.parent_run,
     handoff_from: t.handoff_from,
-    handoff_to: null,
-    checkpoint_id: null,
-    block_reason: null,
-    output: null,
-    failure: null,
-    last_seq: 0
+    ...FRESH_RUN
   }
 }
 

@@ -16,6 +16,7 @@ import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { tagRunPeer } from '../wire/budget.ts'
 import { RpcClient, type CallOptions } from '../wire/rpc.ts'
+import { FRESH_RUN } from './admission.ts'
 import { assertInputSize, isGetVerdictResponse, isRun, isWireDelegate, type WireDelegate } from './messages.ts'
 import { peerOf } from './peers.ts'
 import type { RunStore } from './store.ts'
@@ -209,21 +210,7 @@ export class RunCaller {
     if (await this.store.getOutgoing(link.run_id) !== undefined) return undefined
     const now = new Date().toISOString()
     const { context_id: _c, turn: _t, previous_turn: _p, ...base } = pred
-    const held: Run = {
-      ...base,
-      run_id: link.run_id,
-      agent_id: link.agent_id,
-      state: 'running',
-      created_at: now,
-      updated_at: now,
-      handoff_from: { run_id: pred.run_id, agent_id: pred.agent_id },
-      handoff_to: null,
-      checkpoint_id: null,
-      block_reason: null,
-      output: null,
-      failure: null,
-      last_seq: 0
-    }
+    const held: Run = { ...base, ...FRESH_RUN, run_id: link.run_id, agent_id: link.agent_id, created_at: now, updated_at: now, handoff_from: { run_id: pred.run_id, agent_id: pred.agent_id } }
     await this.store.noteOutgoing(held)
     return held
   }
