@@ -114,7 +114,8 @@ describe('A2A outbound: the task bound leaves out the time its run is blocked', 
       leg([status('task-2', TaskState.TASK_STATE_COMPLETED)], new Promise<void>(() => {}), secondStarted)
     ])
     const h = runContext()
-    const outbound = new A2aOutbound({} as MeshNode, silentLogger())
+    // this server's stream is silent for most of the task's time on purpose: only the task's bound applies here
+    const outbound = new A2aOutbound({} as MeshNode, silentLogger(), { firstEventMs: A2A_TASK_MAX_MS })
     const result = forward(outbound, client, h.ctx)
     let settled = false
     result.then(() => { settled = true }, () => { settled = true })

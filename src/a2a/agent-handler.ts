@@ -33,8 +33,9 @@ import { DelegationRefusedError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
+import { Limiter } from '../util/concurrency.ts'
 import {
-  A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
+  A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
   A2A_TASKS_MAX_PER_AGENT
 } from './constants.ts'
 import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
@@ -60,6 +61,8 @@ export interface MeshAgentHandlerOptions {
   watches?: WatchBudget
   /** SubscribeToTask streams open at once on one task (default A2A_SUBSCRIBERS_MAX_PER_TASK). */
   maxSubscribersPerTask?: number
+  /** Tasks kept (default A2A_TASKS_MAX_PER_AGENT). */
+  maxTasks?: number
   /** Bytes of tasks kept (default A2A_TASKS_MAX_BYTES_PER_AGENT). */
   maxTaskBytes?: number
   /** The server's bytes of tasks, all agents together, this handler shares (default: a pool of its own, unbounded). */
@@ -94,10 +97,13 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.log = log
     // a task dropped from the store takes what is kept for it here and in the SDK's bus manager (which keeps
     // the bus of an input-required task until a follow-up or a cancel that may never come)
-    this.store = new BoundedTaskStore(A2A_TASKS_MAX_PER_AGENT, (taskId) => {
+    this.store = new BoundedTaskStore(opts.maxTasks ?? A2A_TASKS_MAX_PER_AGENT, (taskId, open) => {
+      // an open task dropped (a race past the count bound): no client can reach its run again, so the run ends
+      const runId = open === undefined ? undefined : this.runOf(open)
       this.runs.drop(taskId)
       this.refresher.forget(taskId)
       this.buses.cleanupByTaskId(taskId)
+      if (runId !== undefined) void this.endRuns([{ taskId, runId }], 'its A2A task was dropped (the agent\'s task bound)')
     }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT, opts.taskBytes)
     this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
     this.refresher = new TaskRefresher({
@@ -135,6 +141,48 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.runs.close()
     this.streams.close()
     this.store.release()
+  }
+
+  /**
+   * The handler goes for good (the server evicts it): its tasks go, and no
+   * client can reach their runs again, so the run of each open task is
+   * canceled (a run left blocked would wait for ever, and hold the
+   * delegator's share of its executor's runs). Resolves when every cancel
+   * has been answered or failed (each logged).
+   */
+  async end (reason: string): Promise<void> {
+    const open = this.openRuns()
+    this.close()
+    await this.endRuns(open, reason)
+  }
+
+  /** The runs of the open tasks, the tracked one first (after a handoff the next run already). */
+  private openRuns (): Array<{ taskId: string, runId: string }> {
+    const out: Array<{ taskId: string, runId: string }> = []
+    for (const t of this.store.openList()) {
+      const runId = this.runOf(t)
+      if (runId !== undefined) out.push({ taskId: t.id, runId })
+    }
+    return out
+  }
+
+  private runOf (task: Task): string | undefined {
+    return this.runs.get(task.id)?.runId ?? runIdOf(task)
+  }
+
+  /** Cancel the runs of dropped tasks, A2A_DROPPED_RUN_CANCELS_AT_ONCE at a time; never throws (each failure logged). */
+  private async endRuns (runs: Array<{ taskId: string, runId: string }>, reason: string): Promise<void> {
+    const limiter = new Limiter(A2A_DROPPED_RUN_CANCELS_AT_ONCE)
+    await Promise.all(runs.map(async ({ taskId, runId }) => {
+      await limiter.run(async () => {
+        try {
+          const run = await this.node.cancel(runId, reason, { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) })
+          this.log.info({ task_id: taskId, run_id: runId, state: run.state, reason }, 'a2a: the run of a dropped task was canceled')
+        } catch (err) {
+          this.log.warn({ err: (err as Error).message, task_id: taskId, run_id: runId, reason }, 'a2a: the run of a dropped task could not be canceled; it goes on with no A2A task')
+        }
+      })
+    }))
   }
 
   // ---- the A2A surface ----------------------------------------------------------------
@@ -298,7 +346,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
         const full = this.store.fullUnder()
         if (full !== undefined) {
           const whose = full.bound === 'A2A_TASKS_MAX_BYTES' ? 'this server\'s' : 'this agent\'s'
-          throw new DelegationRefusedError(`${whose} open A2A tasks hold ${full.bytes} bytes, its bound (${full.bound} ${full.limit}); try again when some have ended`, { reason: 'capacity', limit: full.limit, bound: full.bound })
+          const held = full.bound === 'A2A_TASKS_MAX_PER_AGENT' ? `are ${full.bytes} tasks` : `hold ${full.bytes} bytes`
+          throw new DelegationRefusedError(`${whose} open A2A tasks ${held}, its bound (${full.bound} ${full.limit}); try again when some have ended`, { reason: 'capacity', limit: full.limit, bound: full.bound })
         }
         // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
         const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })

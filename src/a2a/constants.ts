@@ -34,9 +34,26 @@ export const A2A_REST_SUBPATH = '/rest'
 /** Default host of the inbound server: loopback only. */
 export const A2A_DEFAULT_HOST = '127.0.0.1'
 
-/** Mesh agents the inbound server serves at once: past it the least recently used one with no open task goes, and with none a new agent is refused. */
+/**
+ * Mesh agents the inbound server serves at once: past it the least recently used one with no open task goes, else
+ * one whose open tasks only wait for input (their runs are canceled), and with none a new agent is refused.
+ */
 export const A2A_AGENT_HANDLERS_MAX = 256
-/** Tasks the inbound server keeps per agent (oldest finished ones dropped beyond). */
+/**
+ * Runs of dropped A2A tasks (an evicted agent's open tasks, an open task dropped past its agent's bound) canceled
+ * at once: no client can reach such a run again, and a blocked one would wait for ever.
+ */
+export const A2A_DROPPED_RUN_CANCELS_AT_ONCE = 8
+/**
+ * Agents' cards the inbound server looks up at once for agents it does not serve yet (each lookup within
+ * A2A_CARD_RESOLVE_TIMEOUT_MS): one more is refused (DELEGATION_REFUSED, reason capacity). A lookup holds no place
+ * among the A2A_AGENT_HANDLERS_MAX agents served: an agent is made room for only once its card resolved.
+ */
+export const A2A_CARD_LOOKUPS_MAX = 64
+/**
+ * Tasks the inbound server keeps per agent: past it the least recently written finished one is dropped, and when
+ * all are open a new task is refused (DELEGATION_REFUSED, reason capacity).
+ */
 export const A2A_TASKS_MAX_PER_AGENT = 10_000
 /**
  * Bytes of tasks the inbound server keeps per agent, each task counted by the length of its JSON when saved (its

@@ -13,7 +13,7 @@
  * A server that cannot be reached fails the run with the reason.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { AgentCard as A2aCard, Artifact, Message, SendMessageRequest, StreamResponse, TaskStatus } from '@a2a-js/sdk'
+import { TaskState, type AgentCard as A2aCard, type Artifact, type Message, type SendMessageRequest, type StreamResponse, type TaskStatus } from '@a2a-js/sdk'
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client'
 import type { CapabilityRef, CardDraft } from '../card/card.ts'
 import { InvalidRequestError } from '../errors.ts'
@@ -71,6 +71,8 @@ class TaskView {
   /** Input requests so far (numbers the checkpoints of a server that names none). */
   inputs = 0
   status: TaskStatus | undefined
+  /** The input request the run's last resume answered: a server that shows it again after the resume (the task as it stood when the answer came) asks for nothing new. */
+  answered: TaskStatus | undefined
   private readonly artifacts = new Map<string, { artifact: Artifact, bytes: number }>()
   /** Bytes of the artifacts held (as JSON, their names, descriptions and metadata too): bounded by A2A_OUTBOUND_ARTIFACT_MAX_BYTES. */
   private bytes = 0
@@ -98,6 +100,21 @@ class TaskView {
   list (): Artifact[] {
     return [...this.artifacts.values()].map(a => a.artifact)
   }
+
+  /** What the task's status means for the run; the input request already answered is read as work under way. */
+  outcome (): TaskOutcome {
+    if (this.answered !== undefined && sameRequest(this.status, this.answered)) return { kind: 'working' }
+    return outcomeOf(this.taskId, this.status, this.list(), this.inputs)
+  }
+}
+
+/** The same input request: INPUT_REQUIRED or AUTH_REQUIRED with the same timestamp and message (at least one of them set). */
+function sameRequest (a: TaskStatus | undefined, b: TaskStatus): boolean {
+  if (a?.state !== TaskState.TASK_STATE_INPUT_REQUIRED && a?.state !== TaskState.TASK_STATE_AUTH_REQUIRED) return false
+  const stamp = a.timestamp ?? ''
+  const mid = a.message?.messageId ?? ''
+  if (stamp === '' && mid === '') return false
+  return a.state === b.state && stamp === (b.timestamp ?? '') && mid === (b.message?.messageId ?? '')
 }
 
 export class A2aOutbound {
@@ -108,8 +125,12 @@ export class A2aOutbound {
   private readonly progressBounds: ProgressBounds
   private readonly fetchImpl: typeof fetch
 
+  /** Bound on a stream's first event (A2A_CALL_TIMEOUT_MS). */
+  private readonly firstEventMs: number
+
   /** `opts` makes the bounds smaller than the constants (tests). */
-  constructor (node: MeshNode, log: Logger, opts: { progress?: Partial<ProgressBounds>, responseMaxBytes?: number } = {}) {
+  constructor (node: MeshNode, log: Logger, opts: { progress?: Partial<ProgressBounds>, responseMaxBytes?: number, firstEventMs?: number } = {}) {
+    this.firstEventMs = opts.firstEventMs ?? A2A_CALL_TIMEOUT_MS
     this.node = node
     this.log = log
     this.progressBounds = { maxPerRun: A2A_PROGRESS_MAX_PER_RUN, minIntervalMs: A2A_PROGRESS_MIN_INTERVAL_MS, ...opts.progress }
@@ -221,6 +242,7 @@ export class A2aOutbound {
           case 'blocked': {
             blocks++
             view.inputs++
+            view.answered = view.status
             deadline.clear()
             budget -= Date.now() - legStart
             const resolution = await ctx.block(outcome.reason, outcome.checkpoint_id)
@@ -254,35 +276,47 @@ export class A2aOutbound {
 
   private async stream (client: Client, msg: Message, view: TaskView, progress: ProgressGate, signal: AbortSignal): Promise<TaskOutcome> {
     let outcome: TaskOutcome = { kind: 'working' }
-    const events: AsyncGenerator<StreamResponse> = client.sendMessageStream(sendRequest(msg, false), { signal })
-    for await (const ev of events) {
-      const p = ev.payload
-      if (p === undefined) continue
-      if (p.$case === 'message') return { kind: 'completed', output: { message: partsOf(p.value) } }
-      if (p.$case === 'task') {
-        await this.noteTask(view, p.value.id, progress)
-        for (const a of p.value.artifacts) view.artifact(a, false)
-        view.status = p.value.status
-      } else if (p.$case === 'artifactUpdate') {
-        if (p.value.artifact !== undefined) view.artifact(p.value.artifact, p.value.append)
-        continue
-      } else {
-        await this.noteTask(view, p.value.taskId, progress)
-        view.status = p.value.status
+    // a server that takes the request and never sends an event would hold the run for the task's whole time:
+    // its first event is due within A2A_CALL_TIMEOUT_MS, as a unary call's answer is
+    const first = withDeadline(signal, this.firstEventMs)
+    const events: AsyncGenerator<StreamResponse> = client.sendMessageStream(sendRequest(msg, false), { signal: first.signal })
+    try {
+      for await (const ev of events) {
+        first.clear()
+        const p = ev.payload
+        if (p === undefined) continue
+        if (p.$case === 'message') return { kind: 'completed', output: { message: partsOf(p.value) } }
+        if (p.$case === 'task') {
+          await this.noteTask(view, p.value.id, progress)
+          for (const a of p.value.artifacts) view.artifact(a, false)
+          view.status = p.value.status
+        } else if (p.$case === 'artifactUpdate') {
+          if (p.value.artifact !== undefined) view.artifact(p.value.artifact, p.value.append)
+          continue
+        } else {
+          await this.noteTask(view, p.value.taskId, progress)
+          view.status = p.value.status
+        }
+        outcome = view.outcome()
+        if (outcome.kind === 'working') {
+          if (outcome.progress !== undefined && p.$case === 'statusUpdate') await progress.report(outcome.progress)
+          continue
+        }
+        return outcome
       }
-      outcome = outcomeOf(view.taskId, view.status, view.list(), view.inputs)
-      if (outcome.kind === 'working') {
-        if (outcome.progress !== undefined && p.$case === 'statusUpdate') await progress.report(outcome.progress)
-        continue
-      }
-      return outcome
+    } catch (err) {
+      // the first event's bound ran out (not the task's own deadline): say which bound
+      if (first.signal.aborted && !signal.aborted) throw new Error(`the A2A agent sent no event of its stream within ${this.firstEventMs} ms (A2A_CALL_TIMEOUT_MS)`, { cause: err })
+      throw err
+    } finally {
+      first.clear()
     }
     // a stream that ended early: ask for the task as it is
     if (view.taskId === '') return outcome
     const task = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.getTask({ tenant: '', id: view.taskId }, { signal: s }))
     for (const a of task.artifacts) view.artifact(a, false)
     view.status = task.status
-    return outcomeOf(view.taskId, view.status, view.list(), view.inputs)
+    return view.outcome()
   }
 
   private async poll (client: Client, msg: Message, view: TaskView, progress: ProgressGate, signal: AbortSignal): Promise<TaskOutcome> {
@@ -294,7 +328,7 @@ export class A2aOutbound {
     for (;;) {
       for (const a of task.artifacts) view.artifact(a, false)
       view.status = task.status
-      const outcome = outcomeOf(view.taskId, view.status, view.list(), view.inputs)
+      const outcome = view.outcome()
       if (outcome.kind !== 'working') return outcome
       const mid = task.status?.message?.messageId ?? ''
       if (outcome.progress !== undefined && mid !== lastMessage) {

@@ -21,8 +21,8 @@ import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
-  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
-  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_LOOKUPS_MAX, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
+  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT, A2A_TASKS_MAX_PER_AGENT
 } from './constants.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
@@ -52,6 +52,8 @@ export interface A2aServerOptions {
   maxStreams?: number
   /** Connections the HTTP server takes at once (default A2A_SERVER_MAX_CONNECTIONS). */
   maxConnections?: number
+  /** Tasks kept per agent (default A2A_TASKS_MAX_PER_AGENT). */
+  maxTasksPerAgent?: number
   /** Bytes of tasks kept per agent (default A2A_TASKS_MAX_BYTES_PER_AGENT). */
   maxTaskBytesPerAgent?: number
   /** Bytes of tasks kept, all agents together (default A2A_TASKS_MAX_BYTES). */
@@ -83,14 +85,16 @@ export class A2aServer {
   private readonly node: MeshNode
   private readonly log: Logger
   private readonly server: Server
-  private readonly entries = new Map<string, Promise<Entry>>()
-  /** The entries made so far (an entry still being made is not here). */
-  private readonly ready = new Map<string, Entry>()
+  /** Card lookups under way for agents not served yet (they hold no place among the agents served). */
+  private readonly pending = new Map<string, Promise<Entry>>()
+  /** The agents served, least recently used first. */
+  private readonly entries = new Map<string, Entry>()
+  private closed = false
   private readonly refreshMs: number
   private readonly maxAgents: number
   private readonly maxUnread: number
   private readonly handlerOpts: MeshAgentHandlerOptions
-  /** Entries dropped to make room for another agent (each had no open task); clients cut off for not reading; connections closed past maxConnections. */
+  /** Entries dropped to make room for another agent (their open tasks' runs canceled); clients cut off for not reading; connections closed past maxConnections. */
   readonly stats = { evicted: 0, cutOff: 0, dropped: 0 }
 
   private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number, handlerOpts: MeshAgentHandlerOptions) {
@@ -116,6 +120,7 @@ export class A2aServer {
       watches: new WatchBudget(opts.maxInputWatches ?? A2A_INPUT_WATCHES_MAX),
       maxSubscribersPerTask: opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK,
       streams: new StreamBudget(opts.maxStreams ?? A2A_STREAMS_MAX),
+      maxTasks: opts.maxTasksPerAgent ?? A2A_TASKS_MAX_PER_AGENT,
       maxTaskBytes: opts.maxTaskBytesPerAgent ?? A2A_TASKS_MAX_BYTES_PER_AGENT,
       taskBytes: new TaskBytesPool(opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES)
     })
@@ -151,21 +156,18 @@ export class A2aServer {
     return this.agentUrl(agentId) + CARD_PATH
   }
 
+  /**
+   * Stop serving. The tasks are kept in memory only, so they go; the runs
+   * of open ones are left as they are (protocols/a2a.md, "restarts").
+   */
   async close (): Promise<void> {
-    for (const e of this.entries.values()) this.closeEntry(e)
+    this.closed = true
+    for (const e of this.entries.values()) e.handler.close()
     this.entries.clear()
-    this.ready.clear()
     const closed = once(this.server, 'close')
     this.server.close()
     this.server.closeAllConnections()
     await closed
-  }
-
-  private closeEntry (entry: Promise<Entry>): void {
-    entry.then(
-      e => { e.handler.close() },
-      (err: unknown) => { this.log.debug({ err: (err as Error).message }, 'a2a: an agent entry that failed to open holds nothing to close') }
-    )
   }
 
   private routes (app: express.Express): void {
@@ -223,55 +225,72 @@ export class A2aServer {
     res.status(404).json({ error: a2aErr.message })
   }
 
-  /** The handler of a mesh agent, made on first use from its verified card (bounded, least recently used dropped). */
+  /**
+   * The handler of a mesh agent, made on first use from its verified card
+   * (bounded, least recently used dropped). Room is made only once the
+   * card resolved: a lookup that fails (a made-up agent id) pushes no agent
+   * out, and lookups under way are bounded apart (A2A_CARD_LOOKUPS_MAX).
+   */
   private async entry (agentId: string): Promise<Entry> {
     const have = this.entries.get(agentId)
     if (have !== undefined) {
       this.entries.delete(agentId)
       this.entries.set(agentId, have)
-      const e = await have
-      if (Date.now() - e.resolvedAt >= this.refreshMs) {
-        e.refreshing ??= this.refresh(agentId, e).finally(() => { delete e.refreshing })
-        await e.refreshing
+      if (Date.now() - have.resolvedAt >= this.refreshMs) {
+        have.refreshing ??= this.refresh(agentId, have).finally(() => { delete have.refreshing })
+        await have.refreshing
       }
-      return e
+      return have
     }
+    const under = this.pending.get(agentId)
+    if (under !== undefined) return await under
+    if (this.pending.size >= A2A_CARD_LOOKUPS_MAX) {
+      throw new DelegationRefusedError(`this server looks up ${A2A_CARD_LOOKUPS_MAX} agents' cards already`, { reason: 'capacity', limit: A2A_CARD_LOOKUPS_MAX, bound: 'A2A_CARD_LOOKUPS_MAX' })
+    }
+    const made = this.meshCard(agentId).then(meshCard => this.admit(agentId, meshCard)).finally(() => { this.pending.delete(agentId) })
+    this.pending.set(agentId, made)
+    return await made
+  }
+
+  /** A resolved agent joins those served, made room for first (in the same turn, so the bound holds). */
+  private admit (agentId: string, meshCard: MeshCard): Entry {
+    if (this.closed) throw new DelegationRefusedError('this A2A server is closing', { reason: 'closing' })
+    const have = this.entries.get(agentId)
+    if (have !== undefined) return have
     if (this.entries.size >= this.maxAgents && !this.evictIdle()) {
       throw new DelegationRefusedError(`this server serves ${this.maxAgents} agents with open tasks already`, { reason: 'capacity', limit: this.maxAgents })
     }
-    const made = this.makeEntry(agentId)
-    this.entries.set(agentId, made)
-    made.then((e) => { this.ready.set(agentId, e) }, () => { this.entries.delete(agentId) })
-    return made
+    const e = this.makeEntry(agentId, meshCard)
+    this.entries.set(agentId, e)
+    return e
   }
 
   /**
    * Make room for one more agent: drop the least recently used entry with no
    * open task, else the least recently used one whose open tasks only wait
-   * for input (a client may never come back for them); never one with work
-   * under way (a task followed, a SendMessage in progress), nor one still
-   * being made, nor this node's own agent. False when none can go: a client
-   * reading other agents' cards does not push out work another client has
-   * under way.
+   * for input (a client may never come back for them: their runs are
+   * canceled, as no client could reach them again); never one with work
+   * under way (a task followed, a SendMessage in progress), nor this node's
+   * own agent. False when none can go: a client reading other agents' cards
+   * does not push out work another client has under way.
    */
   private evictIdle (): boolean {
     const own = this.node.card?.agent_id
     let waiting: string | undefined
-    for (const id of this.entries.keys()) {
-      const e = this.ready.get(id)
-      if (e === undefined || id === own || e.handler.following > 0 || e.handler.sending > 0) continue
-      if (e.handler.store.open === 0) return this.evict(id)
+    for (const [id, e] of this.entries) {
+      if (id === own || e.handler.following > 0 || e.handler.sending > 0) continue
+      if (e.handler.store.open === 0) return this.evict(id, e)
       waiting ??= id
     }
-    return waiting !== undefined && this.evict(waiting)
+    return waiting !== undefined && this.evict(waiting, this.entries.get(waiting) as Entry)
   }
 
-  private evict (id: string): true {
-    const entry = this.entries.get(id)
+  private evict (id: string, e: Entry): true {
     this.entries.delete(id)
-    this.ready.delete(id)
-    if (entry !== undefined) this.closeEntry(entry)
     this.stats.evicted++
+    const open = e.handler.store.open
+    if (open > 0) this.log.warn({ agent_id: id, open_tasks: open, limit: this.maxAgents }, 'a2a: an agent served no more to make room for another: the runs of its tasks waiting for input are canceled')
+    void e.handler.end('its A2A task was dropped (the A2A server made room for another agent)')
     return true
   }
 
@@ -292,8 +311,7 @@ export class A2aServer {
     e.resolvedAt = Date.now()
   }
 
-  private async makeEntry (agentId: string): Promise<Entry> {
-    const meshCard = await this.meshCard(agentId)
+  private makeEntry (agentId: string, meshCard: MeshCard): Entry {
     const card = meshToA2aCard(meshCard, this.agentUrl(agentId))
     const handler = new MeshAgentHandler(this.node, meshCard, card, this.log, this.handlerOpts)
     const router = express.Router()

@@ -5,20 +5,23 @@
  * show its run's later moves no more: a resume, cancel, failure or handoff
  * made outside A2A. So GetTask, and the first entries of a ListTasks page,
  * read such a task's run from its executor (get_run, handoffs followed) and
- * save what the watch would have saved from its events.
+ * save what the watch would have saved from its events. A task FAILED by its
+ * delegator's verdict (EXECUTOR_LOST) is read so too, since the executor's
+ * events may overturn the verdict (the run completed after all).
  *
  * Reads are bounded: one at a time per task, at most one per
  * A2A_TASK_REFRESH_INTERVAL_MS per task, A2A_TASK_REFRESHES_MAX at once per
  * agent, each within A2A_TASK_REFRESH_TIMEOUT_MS. A read that fails leaves
  * the task as it was (counted and logged): the client gets what is saved.
  */
-import type { Task } from '@a2a-js/sdk'
-import type { DefaultExecutionEventBusManager, TaskStore } from '@a2a-js/sdk/server'
+import { TaskState, type Task } from '@a2a-js/sdk'
+import { AgentEvent as Bus, ResultManager, type DefaultExecutionEventBusManager, type TaskStore } from '@a2a-js/sdk/server'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
-import { A2A_TASK_REFRESH_HANDOFFS_MAX, A2A_TASK_REFRESH_INTERVAL_MS, A2A_TASK_REFRESH_TIMEOUT_MS, A2A_TASK_REFRESHES_MAX } from './constants.ts'
-import { isFinalState, runIdOf, runToUpdates, taskShowsRun } from './mapping.ts'
+import { EXECUTOR_LOST } from '../runlog/verdict-shape.ts'
+import { A2A_TASK_REFRESH_HANDOFFS_MAX, A2A_TASK_REFRESH_INTERVAL_MS, A2A_TASK_REFRESH_TIMEOUT_MS, A2A_TASK_REFRESHES_MAX, PART_FAILURE } from './constants.ts'
+import { isFinalState, runIdOf, runToTask, runToUpdates, taskShowsRun, typedData } from './mapping.ts'
 import { CONTEXT, saveToTask } from './task-runs.ts'
 
 export interface TaskRefreshHost {
@@ -49,10 +52,13 @@ export class TaskRefresher {
     this.host = host
   }
 
-  /** Whether reading the task would read its run: it is open, nothing follows its run, and it was not read lately. */
+  /**
+   * Whether reading the task would read its run: it is open (or failed by its delegator's verdict only, which
+   * the executor's own events may still overturn), nothing follows its run, and it was not read lately.
+   */
   due (task: Task): boolean {
     if (this.pending.has(task.id)) return true
-    if (task.status !== undefined && isFinalState(task.status.state)) return false
+    if (task.status !== undefined && isFinalState(task.status.state) && !byVerdict(task)) return false
     if (runIdOf(task) === undefined || this.host.followed(task.id) || this.host.stopping.aborted) return false
     return Date.now() - (this.last.get(task.id) ?? 0) >= A2A_TASK_REFRESH_INTERVAL_MS
   }
@@ -89,17 +95,22 @@ export class TaskRefresher {
     }
     this.stats.reads++
     const ended = run.handoff_to === null && (run.state === 'completed' || run.state === 'failed')
-    if (ended) this.last.delete(task.id)
+    // a run still failed by a verdict stays due (at the interval): the executor may yet show it completed
+    if (ended && run.failure?.code !== EXECUTOR_LOST) this.last.delete(task.id)
     // unchanged, or something took the run on while it was read (an A2A resume): that keeps the task
     if (taskShowsRun(task, run) || this.host.followed(task.id) || this.host.stopping.aborted) return false
     // the task as stored now: gone (evicted), ended, or moved on while the run was read: what was read is older
     const now = await this.host.store.load(task.id, CONTEXT)
-    if (now === undefined || (now.status !== undefined && isFinalState(now.status.state)) || now.status?.timestamp !== task.status?.timestamp) {
+    if (now === undefined || (now.status !== undefined && isFinalState(now.status.state) && !byVerdict(now)) || now.status?.timestamp !== task.status?.timestamp) {
       this.stats.raced++
       return false
     }
     try {
-      await saveToTask(this.host, task.id, runToUpdates(run, { taskId: task.id, contextId: task.contextId }), ended)
+      if (byVerdict(now)) {
+        // the verdict overturned: the SDK takes no status update on a final task, so the task is written whole
+        // as its run now stands (the SDK keeps its history, and the bus went with the verdict)
+        await new ResultManager(this.host.store, CONTEXT).processEvent(Bus.task({ ...runToTask(run, task.id), contextId: task.contextId }))
+      } else await saveToTask(this.host, task.id, runToUpdates(run, { taskId: task.id, contextId: task.contextId }), ended)
     } catch (err) {
       this.stats.saveErrors++
       this.host.log.warn({ err: (err as Error).message, task_id: task.id, run_id: run.run_id }, 'a2a: cannot save the run read for a task nothing follows')
@@ -118,4 +129,15 @@ export class TaskRefresher {
     for (let hops = 0; run.handoff_to !== null && hops < A2A_TASK_REFRESH_HANDOFFS_MAX; hops++) run = await get(run.handoff_to.run_id)
     return run
   }
+}
+
+/**
+ * A task FAILED by its delegator's liveness verdict (EXECUTOR_LOST): the
+ * executor, only cut off, may have ended the run otherwise, and its events
+ * then replace the verdict in the delegator's record (the watch closed at
+ * the verdict, so only a read of the run shows it).
+ */
+function byVerdict (task: Pick<Task, 'status'>): boolean {
+  if (task.status?.state !== TaskState.TASK_STATE_FAILED) return false
+  return typedData(task.status.message?.parts ?? [], PART_FAILURE)?.code === EXECUTOR_LOST
 }

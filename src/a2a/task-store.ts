@@ -4,8 +4,10 @@
  * filtering and offset pagination. The mesh run behind each task stays the
  * source of truth (GetRun, replay); this keeps the A2A view of it.
  *
- * Three bounds: a count (past it a finished task goes, else the least
- * recently written one), bytes per agent (each task counted by the length of
+ * Three bounds: a count (past it a finished task goes; when only open ones
+ * are left the store is `full`: the handler refuses new tasks, and an open
+ * task dropped in a race past it is told of with the task, so its run is
+ * ended), bytes per agent (each task counted by the length of
  * its JSON when saved; past them finished tasks go, least recently written
  * first, and when only open ones are left the store is `full`: the handler
  * refuses new tasks), and bytes of every agent the server serves together
@@ -22,9 +24,10 @@ import { isFinalState } from './mapping.ts'
 export const LIST_PAGE_SIZE_DEFAULT = 50
 export const LIST_PAGE_SIZE_MAX = 100
 
-/** What a full store refuses new tasks under: its own bytes or the server's, and that bound. */
+/** What a full store refuses new tasks under: its own count or bytes, or the server's bytes; what it holds and that bound. */
 export interface TaskBytesBound {
-  bound: 'A2A_TASKS_MAX_BYTES_PER_AGENT' | 'A2A_TASKS_MAX_BYTES'
+  bound: 'A2A_TASKS_MAX_PER_AGENT' | 'A2A_TASKS_MAX_BYTES_PER_AGENT' | 'A2A_TASKS_MAX_BYTES'
+  /** Tasks held (the count bound), else bytes. */
   bytes: number
   limit: number
 }
@@ -93,15 +96,18 @@ export class BoundedTaskStore implements TaskStore {
   private readonly sizes = new Map<string, number>()
   private readonly max: number
   readonly maxBytes: number
-  /** Told of each task dropped to stay within `max` or `maxBytes`, so what else is kept per task goes with it. */
-  private readonly onEvict: ((taskId: string) => void) | undefined
+  /**
+   * Told of each task dropped to stay within `max` or `maxBytes`, so what else is kept per task goes with it;
+   * `open` is the task when it had not ended (its run may still wait for it: the handler ends that run).
+   */
+  private readonly onEvict: ((taskId: string, open: Task | undefined) => void) | undefined
   /** The sizes of the tasks held, together. */
   bytes = 0
   /** The server's bytes of every agent together (a pool of this store's own when none is given). */
   private readonly pool: TaskBytesPool
   private readonly poolKey: string
 
-  constructor (max: number, onEvict?: (taskId: string) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT, pool?: TaskBytesPool) {
+  constructor (max: number, onEvict?: (taskId: string, open: Task | undefined) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT, pool?: TaskBytesPool) {
     this.max = max
     this.onEvict = onEvict
     this.maxBytes = maxBytes
@@ -116,6 +122,8 @@ export class BoundedTaskStore implements TaskStore {
 
   /** The bound a full store refuses new tasks under: this agent's own first, else the server's. */
   fullUnder (): TaskBytesBound | undefined {
+    // every task held is open: one more would push out an open task, whose run may wait for its client
+    if (this.tasks.size >= this.max && this.oldestFinished() === undefined) return { bound: 'A2A_TASKS_MAX_PER_AGENT', bytes: this.tasks.size, limit: this.max }
     if (this.bytes >= this.maxBytes && this.oldestFinished() === undefined) return { bound: 'A2A_TASKS_MAX_BYTES_PER_AGENT', bytes: this.bytes, limit: this.maxBytes }
     if (this.pool.full) return { bound: 'A2A_TASKS_MAX_BYTES', bytes: this.pool.bytes, limit: this.pool.maxBytes }
     return undefined
@@ -132,6 +140,11 @@ export class BoundedTaskStore implements TaskStore {
   }
 
   private released = false
+
+  /** Copies of the tasks not in a final state. */
+  openList (): Task[] {
+    return [...this.tasks.values()].filter(t => !(t.status !== undefined && isFinalState(t.status.state))).map(t => structuredClone(t))
+  }
 
   private key (taskId: string): string {
     return `${this.poolKey}\u0000${taskId}`
@@ -195,13 +208,14 @@ export class BoundedTaskStore implements TaskStore {
 
   /** Let a task go (to stay within a bound; the pool drops another agent's this way too). */
   drop (taskId: string): void {
-    this.count(this.tasks.get(taskId), -1)
+    const t = this.tasks.get(taskId)
+    this.count(t, -1)
     this.tasks.delete(taskId)
     const size = this.sizes.get(taskId) ?? 0
     this.bytes -= size
     this.pool.dropped(this.key(taskId), size)
     this.sizes.delete(taskId)
-    this.onEvict?.(taskId)
+    this.onEvict?.(taskId, t !== undefined && !(t.status !== undefined && isFinalState(t.status.state)) ? t : undefined)
   }
 
   async load (taskId: string, _context: ServerCallContext): Promise<Task | undefined> {

@@ -21,10 +21,14 @@
  * Items of open runs are kept (each run's `work` item, then its open
  * `blocked` or its latest `resume`), so an agent that connects late or
  * reconnects receives what it missed; Last-Event-ID skips what it already saw. Item ids grow by one and
- * start from the clock at every start, so they keep growing across restarts.
+ * start from the clock, in WORK_ITEM_IDS_PER_MS per millisecond, at every start, so they keep growing across
+ * restarts: a Last-Event-ID from before one is below every new id unless the node handed out more than that
+ * many items per millisecond it ran (or its clock went back). The ids are not saved: the bridge holds no
+ * datastore (MeshNode keeps its own private).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { API_WEBHOOK_MAX_ATTEMPTS, API_WEBHOOK_QUEUE_MAX_ITEMS, API_WEBHOOK_RETRY_MS, API_WEBHOOK_TIMEOUT_MS } from '../constants.ts'
+import { WORK_ITEM_IDS_PER_MS } from './constants.ts'
 import { capabilityString, type CapabilityRef } from '../card/card.ts'
 import { InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -78,7 +82,8 @@ export class WorkBridge {
   private hookQueue: WorkItem[] = []
   /** True while pumpHook runs (cleared in the same turn its queue runs dry, so an item enqueued after always starts a pump). */
   private hookPumping = false
-  private seq = Date.now()
+  // ids from an earlier start end below this one's first unless it handed out WORK_ITEM_IDS_PER_MS per ms it ran
+  private seq = Date.now() * WORK_ITEM_IDS_PER_MS
 
   constructor (node: MeshNode, log: Logger) {
     this.node = node

@@ -17,3 +17,11 @@ export const API_SSE_HISTORY_HIGH_WATER_BYTES = 64 * 1024
  * go, 20,000 events held the node for over 0.1 s.
  */
 export const API_JSON_BYTES_PER_TURN = 1024 * 1024
+
+/**
+ * Work item ids a bridge may hand out per millisecond since its start before
+ * its ids could reach those of a bridge started later (a restart): its first
+ * id is the clock in ms times this. Ids keep within the 15 digits a
+ * Last-Event-ID may have (the API's pattern) until the year 2286.
+ */
+export const WORK_ITEM_IDS_PER_MS = 100
