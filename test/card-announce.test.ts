@@ -10,6 +10,7 @@ import { until, waitForRouting } from './helpers.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { Announcer } from '../src/card/announce.ts'
 import { issueCard } from '../src/card/card.ts'
+import type { CardOrigin } from '../src/card/discovery.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { routingTableOf } from '../src/card/routing-view.ts'
 import { componentLogger } from '../src/logger.ts'
@@ -45,16 +46,22 @@ describe('announcing a card published before the node had any peer', () => {
     // `second` keeps the provider record, and the card it asked `first` for then
     await until(() => second.discovery.stats.heldCardPulls >= 1, 'the holder to pull the provider\'s card')
 
-    // with the agent gone, a newcomer that only knows `second` still finds the card:
-    // from the holder that named it, and from the DHT record when asked for a fresh one
+    // with the agent gone, a newcomer that only knows `second` still finds the card through the DHT record.
+    // `second` sends the card it holds, but nobody else names the agent: a holder's word alone is not enough
+    // (fetch-order.ts fromHolder), so the agent is asked, is gone, and the DHT record is the answer
     await first.stop()
     const third = await node()
     expect(await third.join(second.addresses)).toBe(1)
     await waitForRouting([second, third], 1)
-    expect(await third.discover({ capability: cap })).toEqual([card])
+    const origins: CardOrigin[] = []
+    expect(await third.discover({ capability: cap }, { explain: (o) => { origins.push(o) } })).toEqual([card])
+    expect(origins.map(o => [o.agent_id, o.source])).toEqual([[card.agent_id, 'dht']])
     expect(third.discovery.stats.heldCardsReceived).toBe(1)
-    expect(await third.discovery.getCard(card.agent_id, { fresh: true })).toEqual(card)
+    expect(third.discovery.stats.heldCardsUnbacked).toBe(1)
     expect(third.discovery.stats.dhtFallbacks).toBe(1)
+    // and from the DHT record again when asked for a fresh one
+    expect(await third.discovery.getCard(card.agent_id, { fresh: true })).toEqual(card)
+    expect(third.discovery.stats.dhtFallbacks).toBe(2)
   })
 
   it('publish with announce: false serves the card at once and leaves the DHT side to the caller', async () => {

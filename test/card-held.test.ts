@@ -2,13 +2,16 @@
  * Cards held for others (src/card/held-cards.ts, protocols/card.md
  * `get_held_cards`): a node that keeps an agent's provider record pulls and
  * keeps its card, and a discover gets cards from the peer whose DHT answer
- * named the providers instead of dialing each provider.
+ * named the providers instead of dialing each provider, when a source other
+ * than that peer backs the agent (another peer names it or sends its card
+ * too): on one holder's word alone the agent is asked itself.
  */
+import { createHash } from 'node:crypto'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { CARD_HELD_ASK_MAX, CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS } from '../src/constants.ts'
-import { issueCard, type AgentCard } from '../src/card/card.ts'
+import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { CardFetches } from '../src/card/fetch-order.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
@@ -17,6 +20,7 @@ import { AgentNotFoundError, DelegationRefusedError, TimeoutError } from '../src
 import { agentIdOf } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
+import { kadRoutingTable } from '../src/wire/kad-internals.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { draft, expired, forged, newKey } from './card-fixtures.ts'
 import { rejectsWith, startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
@@ -231,8 +235,11 @@ describe('CardFetches with a holder', () => {
     ...init
   })
 
-  /** Three unconnected providers named by `holder`'s answer; `sends` picks what the holder sends of what it is asked for. */
-  const run = async (sends: (cards: AgentCard[]) => AgentCard[]): Promise<{ ready: AgentCard[], fetched: string[], asked: number, stats: ReturnType<typeof newDiscoveryStats> }> => {
+  /**
+   * Three unconnected providers named by `holder`'s answer; `sends` picks what the holder sends of what it is
+   * asked for. `alsoNamed`: another peer's answer names the three too, once the holder's cards are in.
+   */
+  const run = async (sends: (cards: AgentCard[]) => AgentCard[], alsoNamed = false): Promise<{ ready: AgentCard[], fetched: string[], asked: number, stats: ReturnType<typeof newDiscoveryStats> }> => {
     const cards = await Promise.all([1, 2, 3].map(async () => cardOf()))
     const byId = new Map(cards.map(c => [c.agent_id, c]))
     const holder = peerIdFromString(agentIdOf(await newKey()))
@@ -253,17 +260,30 @@ describe('CardFetches with a holder', () => {
       stats,
       onChange: () => { if (fetches.idle) ended.resolve() }
     })
+    const other = peerIdFromString(agentIdOf(await newKey()))
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
+    if (alsoNamed) fetches.add(cards.map(c => peerIdFromString(c.agent_id)), other)
     await ended.promise
     return { ready: fetches.ready, fetched, asked, stats }
   }
 
-  it('takes what the holder sends and fetches only the rest from the agents', async () => {
-    const r = await run(cards => cards.slice(0, 2))
+  it('takes what the holder sends of agents another peer names too, and fetches only the rest from the agents', async () => {
+    const r = await run(cards => cards.slice(0, 2), true)
     expect(r.asked).toBe(3)
     expect(r.fetched.length).toBe(1)
     expect(r.ready.length).toBe(3)
     expect(r.stats.heldCardsReceived).toBe(2)
+    // the two came before the other peer's answer named their agents: held back until it did
+    expect(r.stats.heldCardsUnbacked).toBe(2)
+  })
+
+  it('takes nothing on the holder\'s word alone: with no other peer naming the agents, each is asked for its card', async () => {
+    const r = await run(cards => cards.slice(0, 2))
+    expect(r.asked).toBe(3)
+    expect(r.fetched.length).toBe(3)
+    expect(r.ready.length).toBe(3)
+    expect(r.stats.heldCardsReceived).toBe(2)
+    expect(r.stats.heldCardsUnbacked).toBe(2)
   })
 
   it('asks the holder for twice the cards still wanted and one more, dials nobody meanwhile, and still fetches from connected agents', async () => {
@@ -327,29 +347,59 @@ describe('held cards between real nodes', () => {
   const nodes: MeshNode[] = []
   afterAll(async () => { await stopAll(nodes) })
 
-  it('a discover gets the cards from the holder that named the providers, even with the agents gone', async () => {
-    // a holder and three agents that joined through it
-    const [holder, ...agents] = await Promise.all([1, 2, 3, 4].map(async () => (await startMesh(1))[0]!))
-    if (holder === undefined) throw new Error('no holder')
-    nodes.push(holder, ...agents)
-    for (const a of agents) expect(await a.join(holder.addresses)).toBe(1)
+  /** `holders` and three agents that joined through each of them, announced, had their cards pulled by every holder, and are gone. */
+  const goneAgentsHeldBy = async (holderCount: number): Promise<{ holders: MeshNode[], cards: AgentCard[] }> => {
+    const started = await Promise.all(Array.from({ length: holderCount + 3 }, async () => (await startMesh(1))[0]!))
+    nodes.push(...started)
+    const holders = started.slice(0, holderCount)
+    const agents = started.slice(holderCount)
+    // each agent holds a connection to every holder: its provider record reaches each, and each pulls the card over it
+    for (const a of agents) for (const h of holders) expect(await a.join(h.addresses)).toBe(1)
     const cards = await Promise.all(agents.map(async (a, i) => a.publishCard({ ...draft, name: `agent-${i}`, capabilities: [cap] })))
     await Promise.all(agents.map(async a => a.discovery.announce()))
-    await until(() => holder.discovery.stats.heldCardPulls >= agents.length, 'the holder to pull the three cards')
+    for (const h of holders) await until(() => h.discovery.stats.heldCardPulls >= agents.length, 'every holder to pull the three cards')
     await Promise.all(agents.map(async a => a.stop()))
+    return { holders, cards }
+  }
 
+  /** A new node that joined through every holder, and what its discover of `cap` found, and how. */
+  const discoverThrough = async (holders: MeshNode[], limit: number): Promise<{ asker: MeshNode, found: AgentCard[], origins: CardOrigin[] }> => {
     const [asker] = await startMesh(1)
     nodes.push(asker!)
-    expect(await asker!.join(holder.addresses)).toBe(1)
+    for (const h of holders) expect(await asker!.join(h.addresses)).toBe(1)
+    // every holder is a contact the lookup may ask (by key too): in the asker's routing table
+    const table = kadRoutingTable(asker!.host.services.dht)!
+    const kadId = createHash('sha256').update((await capabilityKey(cap.capability_id)).multihash.bytes).digest()
+    await until(() => holders.every(h => table.closestPeers(kadId, { count: 20 }).some(p => p.equals(h.host.peerId))), 'the holders in the asker\'s routing table')
     const origins: CardOrigin[] = []
-    const found = await asker!.discover({ capability: cap }, { explain: (o) => { origins.push(o) } })
+    const found = await asker!.discover({ capability: cap }, { limit, explain: (o) => { origins.push(o) } })
+    return { asker: asker!, found, origins }
+  }
+
+  it('a discover gets the cards of gone agents from the holders when two of them hold them', async () => {
+    const { holders, cards } = await goneAgentsHeldBy(2)
+    const { asker, found, origins } = await discoverThrough(holders, cards.length)
     expect(found.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
-    // each card is said to come from the holder, named by it
-    expect(origins.map(o => [o.agent_id, o.source, o.named_by]).sort()).toEqual(cards.map(c => [c.agent_id, 'holder', holder.agentId]).sort())
-    expect(asker!.discovery.stats.heldCardsReceived).toBe(agents.length)
-    expect(asker!.discovery.stats.fetchedCards).toBe(0)
-    expect(asker!.discovery.stats.dhtFallbacks).toBe(0)
-    expect(holder.discovery.stats.heldCardsServed).toBeGreaterThanOrEqual(agents.length)
+    // each holder backs the other's word (the second's answer by key sends the same cards, or its DHT answer names
+    // the agents): every card is a holder's, none had to be fetched or read from the DHT
+    expect(origins.map(o => [o.agent_id, o.source]).sort()).toEqual(cards.map(c => [c.agent_id, 'holder']).sort())
+    for (const o of origins) expect(holders.map(h => h.agentId)).toContain(o.named_by)
+    expect(asker.discovery.stats.heldCardsReceived).toBeGreaterThanOrEqual(cards.length)
+    expect(asker.discovery.stats.fetchedCards).toBe(0)
+    expect(asker.discovery.stats.dhtFallbacks).toBe(0)
+  })
+
+  it('a discover does not take the cards of gone agents on one holder\'s word: it asks the agents, and falls back to their DHT records', async () => {
+    // a holder could name agents nobody runs and sign their cards with fresh keys (protocols/card.md get_held_cards)
+    const { holders, cards } = await goneAgentsHeldBy(1)
+    const { asker, found, origins } = await discoverThrough(holders, cards.length)
+    // the cards are still found: each agent put its own card record in the DHT before it left
+    expect(found.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(origins.map(o => [o.agent_id, o.source]).sort()).toEqual(cards.map(c => [c.agent_id, 'dht']).sort())
+    expect(asker.discovery.stats.heldCardsReceived).toBeGreaterThanOrEqual(cards.length)
+    expect(asker.discovery.stats.heldCardsUnbacked).toBe(cards.length)
+    expect(asker.discovery.stats.dhtFallbacks).toBe(cards.length)
+    expect(holders[0]!.discovery.stats.heldCardsServed).toBeGreaterThanOrEqual(cards.length)
   })
 
   it('the asker verifies every held card: forged ones and ones not asked for are rejected, not returned', async () => {

@@ -3,7 +3,10 @@
  * lookup asks first, at the same time as the GET_PROVIDERS, for the cards it
  * holds of the providers of the query's key. Before, the held cards came
  * only after that contact's DHT answer had named the providers: a second
- * round trip to the same peer before the first verified card.
+ * round trip to the same peer before the first verified card. A card it sends
+ * is a result when a source other than that contact backs its agent (a
+ * connection to the agent, another contact's answer, its own card); else the
+ * agent is asked itself.
  */
 import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -64,24 +67,29 @@ async function askerThrough (holder: MeshNode, capabilityId: string, nodes: Mesh
 describe('a discover asks its first contact for the cards it holds under the key', () => {
   const nodes: MeshNode[] = []
   let holder: MeshNode
+  let agents: MeshNode[] = []
   let cards: AgentCard[] = []
   beforeAll(async () => {
-    // a holder, and three agents that announced through it and are gone
-    const [h, ...agents] = await Promise.all([1, 2, 3, 4].map(async () => (await startMesh(1, { transport: 'tcp' }))[0]!))
+    // a holder, and three agents that announced through it; they ask the DHT but do not serve it, so an asker's
+    // only DHT contact is the holder, the one its lookup asks first and by key
+    const [h, ...rest] = await Promise.all([0, 1, 2, 3].map(async (i) => (await startMesh(1, { transport: 'tcp', nodeOptions: () => i === 0 ? {} : { dht: { clientMode: true } } }))[0]!))
     holder = h!
+    agents = rest
     nodes.push(holder, ...agents)
     for (const a of agents) expect(await a.join(holder.addresses)).toBe(1)
     cards = await Promise.all(agents.map(async (a, i) => a.publishCard({ ...draft, name: `agent-${i}`, capabilities: [cap] })))
     await Promise.all(agents.map(async a => a.discovery.announce()))
     await until(() => holder.discovery.stats.heldCardPulls >= agents.length, 'the holder to pull the three cards')
-    await Promise.all(agents.map(async a => a.stop()))
   })
   afterAll(async () => { await stopAll(nodes) })
 
   const newAsker = async (): Promise<MeshNode> => askerThrough(holder, cap.capability_id, nodes)
 
-  it('gets every card from that one ask: no ask by agent afterwards, no fetch, no dial', async () => {
+  it('gets every card from that one ask when it holds connections to the agents: no ask by agent afterwards, no fetch, no dial', async () => {
     const asker = await newAsker()
+    // connections to the agents (it talked to them before) back the holder's word that they exist; the holder's
+    // cards still spare a round trip to each
+    for (const a of agents) expect(await asker.join(a.addresses)).toBe(1)
     let dials = 0
     asker.host.addEventListener('connection:open', (evt) => { if (evt.detail.direction === 'outbound') dials++ })
     const origins: CardOrigin[] = []
@@ -110,6 +118,8 @@ describe('a discover asks its first contact for the cards it holds under the key
     expect(found).toHaveLength(cards.length)
     expect(asker.discovery.stats.heldKeyAsks - before.heldKeyAsks).toBe(0)
     expect(asker.discovery.stats.heldCardAsks - before.heldCardAsks).toBe(1)
+    // no connection to the agents and nobody else names them: the holder's cards are held back, the agents asked
+    expect(asker.discovery.stats.heldCardsUnbacked - before.heldCardsUnbacked).toBe(cards.length)
   })
 
   it('answers a key it keeps no records of with no cards, and a bad ask with INVALID_REQUEST', async () => {
@@ -150,33 +160,41 @@ describe('what a holder sends by key', () => {
     const self = peerIdFromString(agentIdOf(await newKey()))
     const selfCard = { ...cards[0]!, agent_id: self.toString() }
     const holder = peerIdFromString(agentIdOf(await newKey()))
+    // a second contact, asked by key too, that holds none of these cards
+    const other = peerIdFromString(agentIdOf(await newKey()))
     const fetched: string[] = []
     const answer = Promise.withResolvers<void>()
     const { fetches, stats, ended } = await cardFetches({
       self,
       wanted: () => 10,
-      connected: p => p.equals(holder),
+      connected: p => p.equals(holder) || p.equals(other),
       fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
       ask: async () => { throw new Error('no ask by agent: the holder was asked by key') },
-      // it sends the first card, this node's own (never a result), and nothing of the other two
-      askKey: async (_h, _s, onCard) => {
+      // the holder sends the first card, this node's own (never a result), and nothing of the other two
+      askKey: async (h, _s, onCard) => {
         await answer.promise
+        if (h.equals(other)) return []
         onCard(cards[0]!)
         onCard(selfCard)
         return [cards[0]!, selfCard]
       }
     })
     fetches.askKey(holder)
+    fetches.askKey(other)
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), holder)
-    // the answer by key is out: nothing fetched yet, though the holder's answer named three
+    // the other contact's DHT answer names the first agent too: that name counts at once, while its answer by key
+    // is out, and backs the holder's card of that agent (the holder's word alone would not: fetch-order.ts fromHolder)
+    fetches.add([peerIdFromString(cards[0]!.agent_id)], other)
+    // the answers by key are out: nothing fetched yet, though the holder's answer named three
     expect(fetched).toEqual([])
     expect(fetches.idle).toBe(false)
     answer.resolve()
     await ended
     expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
     expect(fetched.sort()).toEqual(cards.slice(1).map(c => c.agent_id).sort())
-    expect(stats.heldKeyAsks).toBe(1)
+    expect(stats.heldKeyAsks).toBe(2)
     expect(stats.heldCardsReceived).toBe(1)
+    expect(stats.heldCardsUnbacked).toBe(0)
     expect(fetches.spent).toBe(0)
   })
 
@@ -262,19 +280,20 @@ describe('a holder that provides the key itself', () => {
   const nodes: MeshNode[] = []
   const own = { capability_id: 'cap:by-key-own', version: '1.0.0' }
   let holder: MeshNode
+  let agent: MeshNode
   let holderCard: AgentCard
   let agentCard: AgentCard
   beforeAll(async () => {
-    const [h, a] = await Promise.all([1, 2].map(async () => (await startMesh(1, { transport: 'tcp' }))[0]!))
+    // the agent asks the DHT but does not serve it: an asker's only DHT contact is the holder, so the holder is the one asked by key
+    const [h, a] = await Promise.all([0, 1].map(async (i) => (await startMesh(1, { transport: 'tcp', nodeOptions: () => i === 0 ? {} : { dht: { clientMode: true } } }))[0]!))
     holder = h!
-    nodes.push(holder, a!)
-    expect(await a!.join(holder.addresses)).toBe(1)
+    agent = a!
+    nodes.push(holder, agent)
+    expect(await agent.join(holder.addresses)).toBe(1)
     holderCard = await holder.publishCard({ ...draft, name: 'holder', capabilities: [own] })
-    agentCard = await a!.publishCard({ ...draft, name: 'agent', capabilities: [own] })
-    await a!.discovery.announce()
+    agentCard = await agent.publishCard({ ...draft, name: 'agent', capabilities: [own] })
+    await agent.discovery.announce()
     await until(() => holder.discovery.stats.heldCardPulls >= 1, 'the holder to pull the agent\'s card')
-    // gone: an asker's only contact is the holder, so the holder is the one asked by key
-    await a!.stop()
   })
   afterAll(async () => { await stopAll(nodes) })
 
@@ -297,8 +316,10 @@ describe('a holder that provides the key itself', () => {
     }
   })
 
-  it('a discover through it gets both cards from its answer by key: neither agent is asked for its card', async () => {
+  it('a discover through it that holds a connection to the agent gets both cards from its answer by key: neither agent is asked for its card', async () => {
     const asker = await askerThrough(holder, own.capability_id, nodes)
+    // the holder's own card is its own word; the connection backs its word that the agent exists
+    expect(await asker.join(agent.addresses)).toBe(1)
     const before = { ...asker.discovery.stats }
     const origins: CardOrigin[] = []
     const found = await asker.discover({ capability: own }, { limit: 2, explain: (o) => { origins.push(o) } })
@@ -306,5 +327,18 @@ describe('a holder that provides the key itself', () => {
     expect(origins.map(o => [o.source, o.named_by])).toEqual([['holder', holder.agentId], ['holder', holder.agentId]])
     expect(asker.discovery.stats.heldKeyAsks - before.heldKeyAsks).toBe(1)
     expect(asker.discovery.stats.fetchedCards - before.fetchedCards).toBe(0)
+    expect(asker.discovery.stats.heldCardsUnbacked - before.heldCardsUnbacked).toBe(0)
+  })
+
+  it('a discover through it with nothing else naming the agent takes the holder\'s own card from its answer, and asks the agent for its own', async () => {
+    const asker = await askerThrough(holder, own.capability_id, nodes)
+    const before = { ...asker.discovery.stats }
+    const origins: CardOrigin[] = []
+    const found = await asker.discover({ capability: own }, { limit: 2, explain: (o) => { origins.push(o) } })
+    expect(found.map(c => c.agent_id).sort()).toEqual([holderCard.agent_id, agentCard.agent_id].sort())
+    // the holder could have signed the agent's card with a key of its own making: its word alone is not enough
+    expect(origins.map(o => [o.agent_id, o.source])).toEqual([[holderCard.agent_id, 'holder'], [agentCard.agent_id, 'agent']])
+    expect(asker.discovery.stats.heldCardsUnbacked - before.heldCardsUnbacked).toBe(1)
+    expect(asker.discovery.stats.fetchedCards - before.fetchedCards).toBe(1)
   })
 })

@@ -15,13 +15,17 @@
  * twice that, each wait drawn from half to all of it, so nodes that announced
  * together under load do not walk again together (a busy mesh walks short,
  * and unbounded retries only made it busier). A key whose records went out
- * stays announced: kad-dht provides it again before the records expire, so a
- * republished card with the same keys costs one walk (its DHT record), not
- * one per key. A key still short after its retries is walked again when the
- * card is next published.
+ * stays announced for ANNOUNCE_REWALK_MS: a republished card with the same
+ * keys costs one walk (its DHT record), not one per key. After that the
+ * next publication walks it again: the peers that took its records may have
+ * left, and kad-dht provides it again only hours later (its reprovide
+ * threshold), so the key's new closest peers would not name the node until
+ * then. A key still short after its retries is walked again when the card is
+ * next published.
  */
 import type { CID } from 'multiformats/cid'
 import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_K, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
+import { ANNOUNCE_REWALK_MS } from './constants.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -42,10 +46,12 @@ export interface AnnouncerInit {
   card: () => AgentCard | undefined
   /** The first wait before a short key is walked again (default ANNOUNCE_RETRY_MS). */
   retryMs?: number
+  /** How long a key whose records went out counts as announced (default ANNOUNCE_REWALK_MS). */
+  rewalkMs?: number
 }
 
-/** A provider key this node started to announce, and the peers its records reached so far. */
-interface Provided { cid: CID, records: number, settled: boolean }
+/** A provider key this node started to announce, the peers its records reached so far, and when they last reached enough (`settledAt`). */
+interface Provided { cid: CID, records: number, settled: boolean, settledAt: number }
 
 export class Announcer {
   private readonly init: AnnouncerInit
@@ -151,10 +157,10 @@ export class Announcer {
     // where the mesh has that many peers (a small mesh has fewer)
     const k = kadInternals(dht)?.k ?? DHT_K
     const enough = Math.max(1, Math.min(ANNOUNCE_MIN_PROVIDER_RECORDS, Math.ceil(k / 2), routing?.size ?? ANNOUNCE_MIN_PROVIDER_RECORDS))
-    const results = await Promise.allSettled([...keys].filter(([text]) => this.provided.get(text)?.settled !== true).map(async ([text, cid]) => {
+    const results = await Promise.allSettled([...keys].filter(([text]) => !this.announced(text)).map(async ([text, cid]) => {
       stats.providerWalks++
       // kad-dht keeps the key among its own from here, whether or not a peer hears of it
-      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false }
+      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0 }
       this.provided.set(text, entry)
       let sent = 0
       try {
@@ -167,7 +173,8 @@ export class Announcer {
         stats.providerRecordsSent += sent
         entry.records += sent
         entry.settled = sent >= enough
-        if (!entry.settled) stats.shortProviderWalks++
+        if (entry.settled) entry.settledAt = Date.now()
+        else stats.shortProviderWalks++
       }
     }))
     for (const r of results) {
@@ -180,6 +187,12 @@ export class Announcer {
     if (reached > 0) stats.announcements++
     this.scheduleRetry(card.seq, [...keys.keys()].some(text => this.provided.get(text)?.settled !== true))
     return reached
+  }
+
+  /** The key's records reached enough peers, less than ANNOUNCE_REWALK_MS ago: it is not walked now. */
+  private announced (text: string): boolean {
+    const entry = this.provided.get(text)
+    return entry !== undefined && entry.settled && Date.now() - entry.settledAt < (this.init.rewalkMs ?? ANNOUNCE_REWALK_MS)
   }
 
   /** Walk the keys whose records reached too few peers again later, a bounded number of times per card. */
@@ -208,7 +221,7 @@ export class Announcer {
   async rememberAnnounced (card: AgentCard): Promise<void> {
     for (const cid of await providerKeys(card)) {
       const text = cid.toString()
-      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false })
+      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false, settledAt: 0 })
     }
   }
 

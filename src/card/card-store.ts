@@ -6,15 +6,21 @@
 import type { PeerId } from '@libp2p/interface'
 import type { KadDHT } from '@libp2p/kad-dht'
 import { CARD_CACHE_MAX_ENTRIES, CARD_CACHE_TTL_MS, DHT_GET_TIMEOUT_MS } from '../constants.ts'
-import { CARD_DHT_SETTLE_MS } from './constants.ts'
+import { CARD_DHT_SETTLE_MS, CARD_SEQ_INDEX_MAX_ENTRIES } from './constants.ts'
 import { AgentNotFoundError, toAapError, type AapError } from '../errors.ts'
 import { cardRecordKey, compareCards, decodeCardRecord, verifyCard, type AgentCard } from './card.ts'
 
 interface CacheEntry { card: AgentCard, fetchedAt: number }
 
-/** Verified cards by agent id, the oldest dropped past CARD_CACHE_MAX_ENTRIES. */
+/**
+ * Verified cards by agent id, the oldest dropped past CARD_CACHE_MAX_ENTRIES;
+ * and beside them the highest seq seen of each agent (with that card's
+ * expiry), the oldest dropped past CARD_SEQ_INDEX_MAX_ENTRIES, so a card
+ * pushed out of the cache by a flood of others still outranks a replay.
+ */
 export class CardCache {
   private readonly entries = new Map<string, CacheEntry>()
+  private readonly seen = new Map<string, { seq: number, expires: number }>()
 
   /** The cached card when it was fetched within CARD_CACHE_TTL_MS and has not expired. */
   fresh (agentId: string): AgentCard | undefined {
@@ -24,10 +30,36 @@ export class CardCache {
     return undefined
   }
 
-  /** Cache a verified card unless a newer unexpired one is cached; returns whichever is newest. */
+  /**
+   * The newer of `card` and the unexpired card cached of its agent; nothing is
+   * cached (a card whose agent may not exist, e.g. a holder's). Undefined when
+   * a newer unexpired card was seen but is cached no longer.
+   */
+  newest (card: AgentCard): AgentCard | undefined {
+    const prev = this.entries.get(card.agent_id)?.card
+    if (prev !== undefined && compareCards(prev, card) > 0 && Date.parse(prev.expires_at) > Date.now()) return prev
+    return this.outranked(card) === undefined ? card : undefined
+  }
+
+  /**
+   * Cache a verified card unless a newer unexpired one is cached; returns
+   * whichever is newest. AGENT_NOT_FOUND (`reason: stale_seq`) when a newer
+   * unexpired card of the agent was seen and is cached no longer: the older
+   * one is never the answer.
+   */
   remember (card: AgentCard): AgentCard {
     const prev = this.entries.get(card.agent_id)
     if (prev !== undefined && compareCards(prev.card, card) > 0 && Date.parse(prev.card.expires_at) > Date.now()) return prev.card
+    const seen = this.outranked(card)
+    if (seen !== undefined) {
+      throw new AgentNotFoundError(`a newer card of ${card.agent_id} was seen (seq ${seen.seq}); seq ${card.seq} is stale`, { reason: 'stale_seq', seen_seq: seen.seq, offered_seq: card.seq })
+    }
+    this.seen.delete(card.agent_id)
+    this.seen.set(card.agent_id, { seq: card.seq, expires: Date.parse(card.expires_at) })
+    if (this.seen.size > CARD_SEQ_INDEX_MAX_ENTRIES) {
+      const oldest = this.seen.keys().next().value
+      if (oldest !== undefined) this.seen.delete(oldest)
+    }
     this.entries.delete(card.agent_id)
     this.entries.set(card.agent_id, { card, fetchedAt: Date.now() })
     if (this.entries.size > CARD_CACHE_MAX_ENTRIES) {
@@ -35,6 +67,14 @@ export class CardCache {
       if (oldest !== undefined) this.entries.delete(oldest)
     }
     return card
+  }
+
+  /** The highest seq seen of the card's agent when it outranks the card (higher seq, or the same and a later expiry) and has not expired. */
+  private outranked (card: AgentCard): { seq: number, expires: number } | undefined {
+    const seen = this.seen.get(card.agent_id)
+    if (seen === undefined || seen.expires <= Date.now()) return undefined
+    const newer = seen.seq > card.seq || (seen.seq === card.seq && seen.expires > Date.parse(card.expires_at))
+    return newer ? seen : undefined
   }
 }
 

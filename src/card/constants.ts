@@ -3,15 +3,16 @@
  * protocol specs name them like the others (test/wire-docs.test.ts reads this
  * file too).
  */
-import { DHT_PROVIDERS_PER_ANSWER } from '../constants.ts'
+import { CARD_CACHE_MAX_ENTRIES, CARD_TTL_MS, DHT_PROVIDERS_PER_ANSWER } from '../constants.ts'
 
 /**
  * A cached card that lacks what a caller wants of it (the capability a
  * discover looks for, or a delegation names) is fetched again from the agent
  * before the agent counts as lacking it: the agent may have published a
  * newer card since (one that adds the capability), which its provider record
- * already names. At most one such fetch per agent per this time, whatever
- * the number of callers; within it the cached card is the answer.
+ * already names. One such fetch per agent at a time, whatever the number of
+ * callers (those that come while it runs wait for it); the next may start
+ * this long after it ended, and until then the cached card is the answer.
  */
 export const CARD_MISMATCH_REFRESH_MS = 5_000
 
@@ -37,3 +38,21 @@ export const CARD_DHT_SETTLE_MS = 500
  * plus the lookup, not CARD_FETCH_TIMEOUT_MS before it.
  */
 export const CARD_DHT_HEDGE_MS = 1_000
+
+/**
+ * A provider key whose records reached enough peers counts as announced for
+ * this long (announce.ts); the card's next publication after it walks the key
+ * again. The peers that took its records may have left meanwhile, and
+ * kad-dht provides its keys again only DHT_REPROVIDE_THRESHOLD_MS before
+ * their records expire, hours later.
+ */
+export const ANNOUNCE_REWALK_MS = CARD_TTL_MS
+
+/**
+ * Agents whose highest card seq seen (and that card's expiry) the card cache
+ * remembers beyond the cards it keeps (card-store.ts): a card older than one
+ * seen, still unexpired, is refused even after the newer card left the cache
+ * (CARD_CACHE_MAX_ENTRIES), so a flood of other cards cannot open the way to
+ * a replay. Two numbers per agent, not a card: many more fit.
+ */
+export const CARD_SEQ_INDEX_MAX_ENTRIES = 16 * CARD_CACHE_MAX_ENTRIES

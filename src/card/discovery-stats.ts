@@ -78,6 +78,8 @@ export interface DiscoveryStats {
   heldCardAsks: number
   heldCardAskFailures: number
   heldCardsReceived: number
+  /** Agents whose matching card a holder sent while no other source had named them (fetch-order.ts `backed`): asked for their card themselves. */
+  heldCardsUnbacked: number
   /** get_held_cards asked by provider key (of the contact the lookup asks first), and those that failed or ran out of time. */
   heldKeyAsks: number
   heldKeyAskFailures: number
@@ -134,6 +136,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     heldCardAsks: 0,
     heldCardAskFailures: 0,
     heldCardsReceived: 0,
+    heldCardsUnbacked: 0,
     heldKeyAsks: 0,
     heldKeyAskFailures: 0,
     heldKeyAsksNext: 0

@@ -5,13 +5,15 @@
  * node announces itself as provider of one key per capability id and one per
  * tag (announce.ts). The card is re-signed and put again before it expires; a
  * provider key is announced until its records are out while the card names
- * it, and kad-dht provides it again before its records expire.
+ * it, again after ANNOUNCE_REWALK_MS, and kad-dht provides it again before
+ * its records expire.
  *
  * Discovery: a provider lookup on the query's key yields peers (kad-dht's,
  * which stops at k providers, then, when the caller wants more, this node's
  * own records and the key's closest peers: src/wire/dht-providers.ts); each peer's card
  * comes from a verified cache, from the peer whose DHT answer named it (it keeps
- * the cards of the providers whose records it holds: held-cards.ts), or from the
+ * the cards of the providers whose records it holds: held-cards.ts) when
+ * another source names the agent too (fetch-order.ts), or from the
  * peer itself over /aap/card/0.1.0, and the DHT record is the fallback when the
  * peer cannot be reached. Nothing unverified is ever returned.
  */
@@ -19,7 +21,7 @@ import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
-  CARD_CACHE_MAX_ENTRIES, CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
+  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
   CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS,
   DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
@@ -32,8 +34,9 @@ import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
 import { routingTableOf } from './routing-view.ts'
 import { Announcer } from './announce.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
-import { CARD_MISMATCH_REFRESH_MS, DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
-import { makeRoom } from '../util/bounded.ts'
+import { DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
+import { CardRefreshes } from './card-refresh.ts'
+import { untilAborted } from '../util/deadline.ts'
 import { schema } from '../schema/validate.ts'
 import { readOptional } from '../storage/read.ts'
 import { RpcClient, method, serve } from '../wire/rpc.ts'
@@ -97,8 +100,8 @@ export class Discovery {
   private readonly datastore: Datastore
   private readonly client: RpcClient
   private readonly cache = new CardCache()
-  /** When a cached card that lacked what a caller wanted was last fetched again, per agent (CARD_MISMATCH_REFRESH_MS). */
-  private readonly refreshedAt = new Map<string, number>()
+  /** Cached cards that lacked what a caller wanted, fetched again (CARD_MISMATCH_REFRESH_MS). */
+  private readonly refreshes = new CardRefreshes()
   private readonly held: HeldCards
   private readonly onRejected?: (err: AapError, from: string) => void
   private own?: AgentCard
@@ -181,19 +184,27 @@ export class Discovery {
 
   /**
    * Sign a new card with a higher seq, store it, and announce it. Resolves once
-   * it is stored locally; `announce()` reports how the DHT side went.
+   * it is stored locally (with `unstored`, also once storing it failed: it is
+   * served all the same); `announce()` reports how the DHT side went.
    *
    * The seq is the previous one plus one, and never less than the clock in
    * milliseconds: a node that lost its data directory (and so its last seq)
    * still outranks the cards it published before.
    */
-  async publish (draft: CardDraft | (() => CardDraft), opts: { announce?: boolean } = {}): Promise<AgentCard> {
+  async publish (draft: CardDraft | (() => CardDraft), opts: { announce?: boolean, /** Serve the card even when storing it fails (a re-signed one, `republish`). */ unstored?: boolean } = {}): Promise<AgentCard> {
     // a publication that failed was reported to its own caller; the next one goes on regardless
     const run = this.publishing.then(noop, noop).then(async () => {
       const now = Date.now()
       const seq = Math.max((this.own?.seq ?? 0) + 1, now)
       const card = await issueCard(this.key, typeof draft === 'function' ? draft() : draft, seq, now)
-      await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
+      try {
+        await this.datastore.put(SELF_CARD_KEY, new TextEncoder().encode(JSON.stringify(card)))
+      } catch (err) {
+        // a new draft the caller hears of; a re-signed card is served all the same, or peers get the expired
+        // one: after a restart the stored (older) card's seq + 1 would fall short, but the seq is never below the clock
+        if (!opts.unstored) throw err
+        this.log.warn({ err: toAapError(err), seq }, 'the re-signed card could not be stored; it is served all the same')
+      }
       this.own = card
       // the card is served over the card protocol at once; the DHT side follows
       // now, or when the caller schedules it (`announce: false`, e.g. a simulation
@@ -214,7 +225,7 @@ export class Discovery {
     if (this.own === undefined) return
     this.republishing ??= (async () => {
       try {
-        await this.publish(() => draftOf(this.own!))
+        await this.publish(() => draftOf(this.own!), { unstored: true })
       } catch (err) {
         this.log.warn({ err: toAapError(err) }, 'republishing this node\'s card failed; the next interval tries again')
       } finally {
@@ -294,7 +305,8 @@ export class Discovery {
             ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard),
             ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key }, s, (err, from) => { this.reject(err, from) }, onCard) })
           }),
-      remember: card => this.cache.remember(card),
+      // a holder's card is not cached: its agent may not exist (fetch-order.ts fromHolder)
+      remember: card => this.cache.newest(card),
       stats: this.stats,
       log: this.log,
       onChange: notify,
@@ -417,27 +429,37 @@ export class Discovery {
    * why each source failed (`peer_error`, `dht_error`: error codes, and
    * `peer_reason` when the peer's error gave one). A card
    * older (lower seq) than one already verified and unexpired is never
-   * returned: the newer one is, so a replayed record cannot roll an agent back.
+   * returned: the newer one is, so a replayed record cannot roll an agent back;
+   * when the newer one left the cache, AGENT_NOT_FOUND (`reason: stale_seq`).
    * An `offered` card (one the caller holds, e.g. a delegator naming a
    * handoff's receiver) is verified like a fetched one and nothing is fetched;
    * one that fails verification is refused with its error.
-   * A cached card that lacks what `wants` asks of it is fetched again, at most
-   * once per CARD_MISMATCH_REFRESH_MS per agent (the agent may have a newer
-   * card); should that fetch fail, the cached card is the answer.
+   * A cached card that lacks what `wants` asks of it is fetched again (the
+   * agent may have a newer card): one fetch per agent at a time, which callers
+   * that come meanwhile wait for, the next CARD_MISMATCH_REFRESH_MS after it
+   * ended at the earliest (card-refresh.ts); should it fail, the cached card
+   * is the answer.
    */
   async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void, hedge?: boolean, wants?: (card: AgentCard) => boolean } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
     if (opts.offered !== undefined) return this.cache.remember(await verifyCard(opts.offered, { expectAgent: agentId }))
     const peer = peerIdOfAgent(agentId)
     const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
-    if (cached !== undefined && (opts.wants === undefined || opts.wants(cached) || !this.mayRefresh(agentId))) {
+    if (cached !== undefined && (opts.wants === undefined || opts.wants(cached) || !this.refreshes.may(agentId))) {
       opts.source?.('cache')
       return cached
     }
     if (cached !== undefined) {
-      this.stats.mismatchRefreshes++
       try {
-        return await this.getCard(agentId, { ...opts, fresh: true, wants: undefined })
+        // one fetch for every caller; each leaves it on its own signal
+        const refreshed = this.refreshes.run(agentId, async () => {
+          let source: CardSource = 'agent'
+          const card = await this.getCard(agentId, { fresh: true, source: s => { source = s }, ...(opts.hedge === undefined ? {} : { hedge: opts.hedge }) })
+          return { card, source }
+        }, () => { this.stats.mismatchRefreshes++ })
+        const got = await untilAborted(refreshed, opts.signal)
+        opts.source?.(got.source)
+        return got.card
       } catch (err) {
         this.log.debug({ err, agent: agentId }, 'a cached card that lacked what was asked could not be fetched again: the cached one stands')
         opts.source?.('cache')
@@ -452,15 +474,6 @@ export class Discovery {
       ...(opts.hedge === undefined ? {} : { hedge: opts.hedge }),
       ...(opts.source === undefined ? {} : { source: opts.source })
     }))
-  }
-
-  /** Whether a cached card of `agentId` that lacks what a caller wants may be fetched again now (CARD_MISMATCH_REFRESH_MS). */
-  private mayRefresh (agentId: string): boolean {
-    const now = Date.now()
-    if (now - (this.refreshedAt.get(agentId) ?? -Infinity) < CARD_MISMATCH_REFRESH_MS) return false
-    makeRoom(this.refreshedAt, CARD_CACHE_MAX_ENTRIES)
-    this.refreshedAt.set(agentId, now)
-    return true
   }
 
   /** A verified card of the agent this node holds now (its own, or a fresh cached one), without asking anyone. */

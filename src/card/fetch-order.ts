@@ -43,7 +43,7 @@ export interface CardOrigin {
   ms: number
 }
 
-export interface CardFetchesInit<Card extends { agent_id: string }> {
+export interface CardFetchesInit<Card extends { agent_id: string, seq: number }> {
   self: PeerId
   /** Cards still wanted beyond those ready (the caller's limit less what it has yielded). */
   wanted: () => number
@@ -62,8 +62,8 @@ export interface CardFetchesInit<Card extends { agent_id: string }> {
   ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
   /** Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed to `onCard`; absent: never. */
   askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
-  /** Keep a card a holder sent; returns the newest known of that agent. */
-  remember: (card: Card) => Card
+  /** The newest card known of a holder-sent card's agent: the card, or a newer one this node holds (undefined: a newer one was seen, and is gone). Not a place to keep it: its agent may not exist. */
+  remember: (card: Card) => Card | undefined
   stats: DiscoveryStats
   log: Logger
   /** Something changed: a card is ready or every fetch has ended. */
@@ -84,11 +84,14 @@ interface Deferred { named: PeerId[], from: PeerId }
  * as are still wanted and one more, at most CARD_HELD_ASK_MAX; until the
  * answer comes each counts as a fetch in flight for dials (nobody is dialed
  * while the holder may still send enough) but not for connected agents, and
- * the agents are asked only for what it does not send. The contact the
+ * the agents are asked only for what it does not send. A holder's card is a
+ * result only when a source other than that holder backs its agent
+ * (`fromHolder`): a holder could name agents nobody runs and sign their
+ * cards with fresh keys. The contact the
  * lookup asks first is also asked by key, and when its answer leaves cards
  * wanted the lookup's next connected contact is (`contacts`).
  */
-export class CardFetches<Card extends { agent_id: string }> {
+export class CardFetches<Card extends { agent_id: string, seq: number }> {
   readonly ready: Card[] = []
   /** Providers yet to be asked, round-robin over the peers that named them (provider-queue.ts). */
   private readonly pending = new ProviderQueue()
@@ -107,6 +110,10 @@ export class CardFetches<Card extends { agent_id: string }> {
   private readonly namedBy = new Map<string, string>()
   /** Agents whose cards are ready: a holder's answer by key may send a card the lookup names too. */
   private readonly delivered = new Set<string>()
+  /** Who named each provider: the peers whose DHT answers named it, '' for this node's own records (`backed`). */
+  private readonly namers = new Map<string, Set<string>>()
+  /** Matching cards holders sent of agents no other source named yet, by agent, with the holders that sent one: not results until backed. */
+  private readonly vouched = new Map<string, { card: Card, by: Set<string> }>()
   /** Asks by key in flight, by holder: what that holder's DHT answer names waits for its cards (`askKey`). */
   private readonly keyAsks = new Map<string, Deferred[]>()
   /** Every contact asked by key in this discover, and the lookup's connected contacts, closest to the key first (`contacts`). */
@@ -138,6 +145,8 @@ export class CardFetches<Card extends { agent_id: string }> {
 
   add (all: PeerId[], from?: PeerId): void {
     this.adds++
+    // a name counts at once, also while this peer's answer waits for its cards: it may back another holder's card
+    for (const p of all) this.named(p.toString(), from === undefined ? '' : from.toString())
     for (const p of all) if (!this.addedAt.has(p.toString())) this.addedAt.set(p.toString(), this.adds)
     // the peer is sending the cards it holds under the key: what it names waits for them
     const waiting = from === undefined ? undefined : this.keyAsks.get(from.toString())
@@ -160,7 +169,8 @@ export class CardFetches<Card extends { agent_id: string }> {
       const i = this.next()
       if (i < 0) break
       const next = this.pending.take(i)
-      if (next !== undefined) this.fetch(next)
+      // a holder's card of it became backed while it waited: nothing to fetch
+      if (next !== undefined && !this.delivered.has(next.toString())) this.fetch(next)
     }
     init.onChange()
   }
@@ -239,7 +249,7 @@ export class CardFetches<Card extends { agent_id: string }> {
     const { init } = this
     const ask = init.ask === undefined || holder.equals(init.self) || !init.connected(holder)
       ? []
-      : providers.filter(p => !init.connected(p) && !init.known(p)).slice(0, Math.min(CARD_HELD_ASK_MAX, 2 * Math.max(0, init.wanted() - this.ready.length) + 1))
+      : providers.filter(p => !init.connected(p) && !init.known(p) && this.vouched.get(p.toString())?.by.has(holder.toString()) !== true).slice(0, Math.min(CARD_HELD_ASK_MAX, 2 * Math.max(0, init.wanted() - this.ready.length) + 1))
     if (init.ask === undefined || ask.length === 0) return providers
     this.expected += ask.length
     init.stats.heldCardAsks++
@@ -265,25 +275,61 @@ export class CardFetches<Card extends { agent_id: string }> {
   }
 
   /**
-   * A card `holder` sent; whether it matches (made ready unless it was
-   * already). Only a matching card is kept in the node's cache: one that does
-   * not match may be older than the agent's own, and kept it would answer
-   * the agent's own fetch, and every lookup for CARD_CACHE_TTL_MS, in its place.
+   * A card `holder` sent; whether it was made ready (now or before). Anyone
+   * can sign a valid card with a fresh key pair, so a holder could name
+   * agents that do not exist and send their cards: a holder's card is the
+   * agent's answer only when its existence is backed by a source other than
+   * the holder (`backed`). Until then it waits in `vouched` and the agent is
+   * asked itself. A card that does not match may be older than the agent's
+   * own: the agent is asked too. None is kept in the node's cache (it would
+   * answer getCard and a delegation's check for CARD_CACHE_TTL_MS).
    */
   private fromHolder (card: Card, holder: PeerId): boolean {
     const { init } = this
     init.stats.heldCardsReceived++
     // a card sent by key: the holder names its agent by sending it
     if (init.explain !== undefined && !this.namedBy.has(card.agent_id)) this.namedBy.set(card.agent_id, holder.toString())
-    if (!init.matches(card)) {
+    const newest = init.matches(card) ? init.remember(card) : undefined
+    // one that does not match, or is older than a card of its agent seen before, is left to the agent
+    if (newest === undefined || !init.matches(newest)) {
       init.onChange()
       return false
     }
-    const newest = init.remember(card)
-    const matches = init.matches(newest)
-    if (matches) this.deliver(newest, 'holder', false)
-    init.onChange()
-    return matches
+    const id = card.agent_id
+    const by = holder.toString()
+    const backed = this.backed(id, by)
+    const prev = this.vouched.get(id)
+    if (!backed && prev === undefined) init.stats.heldCardsUnbacked++
+    // of the cards holders sent of one agent, the highest seq stands
+    this.vouched.set(id, { card: prev !== undefined && prev.card.seq > newest.seq ? prev.card : newest, by: (prev?.by ?? new Set<string>()).add(by) })
+    if (backed) this.deliverVouched(id)
+    else init.onChange()
+    return this.delivered.has(id)
+  }
+
+  /** Whether an agent a holder (`by`) sent a card of exists by another source's word: the agent itself, a connection this node opened to it, another peer's answer or holder, or this node's own records. */
+  private backed (agent: string, by: string): boolean {
+    // only a connection this node opened counts: anyone can open one to it under as many ids as it likes
+    if (agent === by || (this.init.preferred ?? this.init.connected)(peerIdOfAgent(agent))) return true
+    const others = (names: Set<string> | undefined): boolean => names !== undefined && [...names].some(n => n !== by)
+    return others(this.namers.get(agent)) || others(this.vouched.get(agent)?.by)
+  }
+
+  /** `agent` was named by `by` ('' for this node's own records): a card another holder sent of it is now backed. */
+  private named (agent: string, by: string): void {
+    let names = this.namers.get(agent)
+    if (names === undefined) this.namers.set(agent, names = new Set())
+    names.add(by)
+    const vouched = this.vouched.get(agent)
+    if (vouched !== undefined && [...vouched.by].some(h => h !== by)) this.deliverVouched(agent)
+  }
+
+  private deliverVouched (agent: string): void {
+    const vouched = this.vouched.get(agent)
+    if (vouched === undefined || this.delivered.has(agent)) return
+    this.vouched.delete(agent)
+    this.deliver(vouched.card, 'holder', false)
+    this.init.onChange()
   }
 
   /**

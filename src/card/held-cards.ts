@@ -8,7 +8,8 @@
  * (`get_held_cards`, over the connection the answer came on) for the cards it
  * holds of the providers it has no card of, and verifies each as if the agent
  * had served it (protocols/card.md). What the holder does not have, or does
- * not send within CARD_HELD_ASK_TIMEOUT_MS, is fetched from the agents.
+ * not send within CARD_HELD_ASK_TIMEOUT_MS, is fetched from the agents, and so
+ * is a card of an agent only that holder named (fetch-order.ts fromHolder).
  *
  * Bounds: at most CARD_HELD_MAX cards (the least recently stored dropped);
  * pulls run CARD_HELD_PULL_CONCURRENCY at a time with at most

@@ -10,6 +10,9 @@
  *
  * Only `put` is watched: kad-dht writes DHT records one at a time (its rpc
  * handler, its own put and the corrections after a get), never in a batch.
+ * Puts of one key run one after the other: the check and the write of one
+ * are not interleaved with another's (a replay racing the newer card's put
+ * would otherwise be written after it).
  */
 import type { AbortOptions } from '@libp2p/interface'
 import { Libp2pRecord } from '@libp2p/record'
@@ -17,6 +20,7 @@ import type { Datastore, Key } from 'interface-datastore'
 import { toString } from 'uint8arrays'
 import { CARD_DHT_NAMESPACE, DHT_RECORD_DATASTORE_PREFIX } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
+import { KeyedMutex } from '../util/concurrency.ts'
 import type { Logger } from '../logger.ts'
 import { compareCards, decodeCardRecord, verifyCard, type AgentCard } from './card.ts'
 
@@ -38,8 +42,10 @@ async function cardIn (raw: Uint8Array, what: string, log: Logger): Promise<Agen
 
 /** `store` as libp2p should see it: card record writes that would go back to an older card are refused. */
 export function keepNewestCards (store: Datastore, log: Logger): Datastore {
+  const writes = new KeyedMutex()
   const put = async (key: Key, value: Uint8Array, options?: AbortOptions): Promise<Key> => {
-    if (key.toString().startsWith(DHT_RECORD_DATASTORE_PREFIX)) {
+    if (!key.toString().startsWith(DHT_RECORD_DATASTORE_PREFIX)) return store.put(key, value, options)
+    return writes.run(key.toString(), async () => {
       const held = await store.has(key, options) ? await cardIn(await store.get(key, options), 'held', log) : undefined
       const offered = held === undefined ? undefined : await cardIn(value, 'offered', log)
       if (held !== undefined && offered !== undefined && compareCards(held, offered) > 0) {
@@ -48,8 +54,8 @@ export function keepNewestCards (store: Datastore, log: Logger): Datastore {
           reason: 'stale_seq', held_seq: held.seq, offered_seq: offered.seq
         })
       }
-    }
-    return store.put(key, value, options)
+      return store.put(key, value, options)
+    })
   }
   return new Proxy(store, {
     get (target, prop) {
