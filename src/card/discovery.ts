@@ -457,6 +457,8 @@ export class Discovery {
           const card = await this.getCard(agentId, { fresh: true, source: s => { source = s }, ...(opts.hedge === undefined ? {} : { hedge: opts.hedge }) })
           return { card, source }
         }, () => { this.stats.mismatchRefreshes++ })
+        // every caller may leave before it ends (or come already aborted): its failure is then only logged here
+        refreshed.catch((err: unknown) => { this.log.debug({ err, agent: agentId }, 'fetching a cached card again failed') })
         const got = await untilAborted(refreshed, opts.signal)
         opts.source?.(got.source)
         return got.card
