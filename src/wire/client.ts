@@ -13,6 +13,7 @@ import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutErr
 import { componentLogger, type Logger } from '../logger.ts'
 import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
+import { RPC_SILENT_TIMEOUTS_MAX } from './network-constants.ts'
 import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
 import { untilAborted, withDeadline } from '../util/deadline.ts'
@@ -44,14 +45,22 @@ class Session {
   /** Calls that gave up but want to hear a late success answer. */
   private readonly abandoned = new Map<number, (body: Record<string, unknown>) => void>()
   private readonly peerName: string
+  private readonly log: Logger
+  private readonly onRetire: () => void
   private nextId = 1
   closed = false
+  /** Taken out of use after calls in a row timed out on it with nothing coming back (see `timedOut`). */
+  retired = false
+  /** Calls in a row that timed out with no frame arriving on this stream in between. */
+  private silentTimeouts = 0
   lastUsed = Date.now()
 
-  constructor (stream: Stream, peerName: string, maxFrameBytes: number, log: Logger, onClose: () => void) {
+  constructor (stream: Stream, peerName: string, maxFrameBytes: number, log: Logger, onClose: () => void, onRetire: () => void) {
     this.stream = stream
     this.outbox = new Outbox(stream, log)
     this.peerName = peerName
+    this.log = log
+    this.onRetire = onRetire
     // the connection budget does not close a connection while a call on it waits for its answer
     watchRequests(stream, () => this.pending.size > 0)
     const frames = new FrameDecoder(maxFrameBytes)
@@ -88,6 +97,8 @@ class Session {
       this.fatal(res)
       return
     }
+    // the peer still answers on this stream, however late
+    this.silentTimeouts = 0
     const p = this.pending.get(res.id)
     if (p === undefined) {
       const late = this.abandoned.get(res.id)
@@ -95,6 +106,7 @@ class Session {
         this.abandoned.delete(res.id)
         if (res.ok === true && isRecord(res.body)) late(res.body)
       }
+      this.endIfRetired()
       return
     }
     this.pending.delete(res.id)
@@ -102,6 +114,35 @@ class Session {
     if (res.ok === true && isRecord(res.body)) p.resolve(res.body)
     else if (res.ok === false) p.reject(errorFromFrame(res.error))
     else p.reject(new InvalidRequestError(`agent ${this.peerName} sent a malformed response frame`, { reason: 'bad_response' }))
+    this.endIfRetired()
+  }
+
+  /**
+   * A call ran out of time. A stream on which RPC_SILENT_TIMEOUTS_MAX calls in
+   * a row did so with no frame at all coming back is one the peer no longer
+   * answers on (a responder stuck on it, a stream lost on the way): it takes
+   * no new calls, its write side is closed so an honest responder answers what
+   * it has read and ends it, and it is aborted once its own calls have ended.
+   */
+  private timedOut (): void {
+    if (this.closed || this.retired || ++this.silentTimeouts < RPC_SILENT_TIMEOUTS_MAX) return
+    this.retired = true
+    this.onRetire()
+    this.log.debug({ peer: this.peerName, timeouts: this.silentTimeouts }, 'calls in a row timed out with nothing coming back on the stream; it takes no new calls')
+    if (this.stream.writeStatus === 'writable') {
+      this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
+        this.log.debug({ err, peer: this.peerName }, 'a retired stream did not close its write side in time')
+      })
+    }
+    this.endIfRetired()
+  }
+
+  /** A retired stream goes once no call waits on it (a peer that never ends its side cannot keep it). */
+  private endIfRetired (): void {
+    if (!this.retired || this.closed || this.pending.size > 0) return
+    this.closed = true
+    this.abandoned.clear()
+    this.stream.abort(new Error('retired: calls in a row timed out with no answer'))
   }
 
   private failAll (err: AapError): void {
@@ -132,6 +173,7 @@ class Session {
       }
     }
     p.reject(err)
+    this.endIfRetired()
   }
 
   async request (type: string, body: object, opts: RequestOptions): Promise<Record<string, unknown>> {
@@ -155,6 +197,7 @@ class Session {
       if (this.outbox.waitingFor() >= opts.timeoutMs / 2 && !this.closed) {
         this.fatal(new AgentNotFoundError(`agent ${this.peerName} stopped reading its stream`, { reason: 'stalled' }))
       }
+      this.timedOut()
     }, opts.timeoutMs)
     this.pending.set(id, { type, resolve, reject, timer, onLateAnswer: opts.onLateAnswer })
     const onAbort = (): void => {
@@ -195,8 +238,12 @@ export class RpcClient {
   private readonly sessions = new Map<string, Session[]>()
   private readonly opening = new Map<string, Promise<Session>>()
   private readonly sweeper: ReturnType<typeof setInterval>
-  /** Dials made again after one timed out or found no address (see `dialed`). */
-  readonly stats = { dialRetries: 0 }
+  /**
+   * Dials made again after one timed out or found no address (see `dialed`);
+   * streams taken out of use after calls in a row timed out on them with no
+   * answer (RPC_SILENT_TIMEOUTS_MAX).
+   */
+  readonly stats = { dialRetries: 0, streamsRetired: 0 }
 
   constructor (host: RpcHost, init: { protocol: string, maxFrameBytes: number, maxStreamsPerPeer?: number, log?: Logger }) {
     this.host = host
@@ -233,7 +280,7 @@ export class RpcClient {
     if (list === undefined) return undefined
     let best: Session | undefined
     // a stream closing for writing takes no new requests (it still delivers the answers it owes)
-    for (const s of list) if (!s.closed && s.stream.writeStatus === 'writable' && (best === undefined || s.pending.size < best.pending.size)) best = s
+    for (const s of list) if (!s.closed && !s.retired && s.stream.writeStatus === 'writable' && (best === undefined || s.pending.size < best.pending.size)) best = s
     if (best !== undefined && (best.pending.size < MAX_PIPELINED_REQUESTS_PER_STREAM || list.length >= this.maxStreams)) return best
     return undefined
   }
@@ -321,7 +368,7 @@ export class RpcClient {
       const rest = l.filter(s => s !== session)
       if (rest.length === 0) this.sessions.delete(key)
       else this.sessions.set(key, rest)
-    })
+    }, () => { this.stats.streamsRetired++ })
     const l = this.sessions.get(key) ?? []
     l.push(session)
     this.sessions.set(key, l)

@@ -187,3 +187,12 @@ export const RESPONDER_NODE_HELD_ANSWER_MAX_BYTES = 8 * RESPONDER_HELD_ANSWER_MA
  * fails as the disk made it fail.
  */
 export const PEER_STORE_MEMORY_MAX = 4096
+
+/**
+ * Calls in a row that one pooled stream let time out without a single frame
+ * coming back on it: the stream is then taken out of use (client.ts), so later
+ * calls to the peer open a new one instead of queueing behind a stream the
+ * peer no longer answers on. It kept being picked before, and each pick kept it
+ * from ever counting as idle.
+ */
+export const RPC_SILENT_TIMEOUTS_MAX = 2
