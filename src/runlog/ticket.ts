@@ -302,12 +302,30 @@ export function ticketOf (started: AgentEvent, self?: string, signatures?: Signa
   let t: RunTicket | undefined
   try {
     t = verifyTicket(started.payload.ticket, { ...(self === undefined ? {} : { self }), ...(signatures === undefined ? {} : { signatures }) })
-    if (t.run_id !== started.run_id || t.correlation_id !== started.correlation_id || t.executor !== started.executor) t = undefined
+    if (t.run_id !== started.run_id || t.correlation_id !== started.correlation_id || t.executor !== started.executor || !describesTicket(started.payload, t)) t = undefined
   } catch {
     t = undefined // the lineage judge counts it as a run without a valid ticket
   }
   judged.set(started, t ?? null)
   return t
+}
+
+/**
+ * Whether a run.started payload says of its run what its ticket proves: the
+ * delegator, capability and parent run, and for a handoff successor the run
+ * it continues and who handed it over (the ticket's issuer); a run the ticket
+ * delegates names no predecessor. Only the executor signed the payload, and
+ * the replay and the correlation's bookkeeping read these fields from it, so
+ * a payload that claims another place than its ticket leaves the run without
+ * a valid ticket. Honest executors write the ticket's own values.
+ */
+function describesTicket (p: Record<string, unknown>, t: RunTicket): boolean {
+  const cap = p.capability as Record<string, unknown> | null | undefined
+  if (p.delegator !== t.delegator || (p.parent_run ?? null) !== t.parent_run || typeof cap !== 'object' || cap === null ||
+    cap.capability_id !== t.capability.capability_id || cap.version !== t.capability.version) return false
+  const from = p.handoff_from as Record<string, unknown> | null | undefined
+  if (t.handoff_from === null) return (from ?? null) === null && p.handoff_by === undefined
+  return typeof from === 'object' && from !== null && from.run_id === t.handoff_from.run_id && from.agent_id === t.handoff_from.agent_id && p.handoff_by === t.issuer
 }
 
 /** Record that `started` carries `ticket`, verified already (the executor that created the run checked it). */
