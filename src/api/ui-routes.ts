@@ -29,7 +29,7 @@ import type { MeshNode } from '../node.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import {
   UI_ASSET_MAX_BYTES, UI_LOOPBACK_HOSTS, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
-  UI_SECRET_HEADER, UI_SESSION_STREAMS_CHECK_MS, UI_VERDICTS_PER_TURN, uiSessionCookie
+  UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, UI_SESSION_STREAMS_CHECK_MS, UI_VERDICTS_PER_TURN, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
@@ -47,6 +47,9 @@ const ASSET_TYPES: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
   'timeline.js': 'text/javascript; charset=utf-8',
   'stream.js': 'text/javascript; charset=utf-8',
+  'names.js': 'text/javascript; charset=utf-8',
+  'schedule.js': 'text/javascript; charset=utf-8',
+  'tables.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8'
 }
 
@@ -85,14 +88,22 @@ function sessionCookie (req: FastifyRequest): string {
   return uiSessionCookie(req.socket.localPort ?? 0)
 }
 
-function cookieOf (req: FastifyRequest, name: string): string | undefined {
+/**
+ * Every value of the cookie `name` in the request, in header order, at most
+ * UI_SESSION_COOKIE_VALUES_MAX: a server on another port of the host can set
+ * a cookie of the same name with a longer Path, which the browser sends first,
+ * so the caller looks for the live session among them, not at the first.
+ */
+function cookiesOf (req: FastifyRequest, name: string): string[] {
   const header = req.headers.cookie
-  if (typeof header !== 'string') return undefined
+  if (typeof header !== 'string') return []
+  const out: string[] = []
   for (const part of header.split(';')) {
     const eq = part.indexOf('=')
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
+    if (eq > 0 && part.slice(0, eq).trim() === name) out.push(part.slice(eq + 1).trim())
+    if (out.length >= UI_SESSION_COOKIE_VALUES_MAX) break
   }
-  return undefined
+  return out
 }
 
 function page (title: string, text: string): string {
@@ -124,10 +135,17 @@ export class UiRoutes {
   /** The streams each session opened: they end with it (found by session 46's review: they went on after a logout). */
   private readonly sessionStreams = new Map<string, Set<() => void>>()
   private streamCheck: NodeJS.Timeout | undefined
+  /** Logins refused since start (an unknown, used or expired code): logged at debug only, so counted here. */
+  private refusedLogins = 0
 
   constructor (opts: UiRoutesOptions) {
     this.opts = opts
     this.sessions = opts.sessions ?? new UiSessions()
+  }
+
+  /** Logins refused since start: an unknown, used or expired code. */
+  get loginRefusals (): number {
+    return this.refusedLogins
   }
 
   /** A stream opened by `req`: `close` ends it when the session that authorized it ends. Returns what forgets it. */
@@ -181,10 +199,12 @@ export class UiRoutes {
       return true
     }
     if (typeof req.headers.authorization === 'string') return false
-    const session = cookieOf(req, sessionCookie(req))
-    if (session === undefined) return false
+    const values = cookiesOf(req, sessionCookie(req))
+    if (values.length === 0) return false
     this.checkHost(req)
-    if (!this.sessions.check(session)) return false
+    // the session whose secret the request carries, else any live one (then the secret is wrong)
+    const session = values.find(s => this.sessions.checkSecret(s, secretOf(req))) ?? values.find(s => this.sessions.check(s))
+    if (session === undefined) return false
     if (req.routeOptions?.config?.operationId === 'createLoginCode') return false
     if (!this.sessions.checkSecret(session, secretOf(req))) {
       throw new HttpError(401, 'UNAUTHORIZED', `a request made with the view's session must carry the session's secret in the ${UI_SECRET_HEADER} header; open the view again with "aap-mesh ui"`, { reason: 'ui_secret' })
@@ -210,13 +230,12 @@ export class UiRoutes {
 
   /** The request's live session id when it also carries that session's secret. */
   private sessionWithSecret (req: FastifyRequest): string | undefined {
-    const s = cookieOf(req, sessionCookie(req))
-    return s !== undefined && this.sessions.checkSecret(s, secretOf(req)) ? s : undefined
+    return cookiesOf(req, sessionCookie(req)).find(s => this.sessions.checkSecret(s, secretOf(req)))
   }
 
+  /** The request's first session cookie value that is a live session. */
   private session (req: FastifyRequest): string | undefined {
-    const s = cookieOf(req, sessionCookie(req))
-    return s !== undefined && this.sessions.check(s) ? s : undefined
+    return cookiesOf(req, sessionCookie(req)).find(s => this.sessions.check(s))
   }
 
   private refuse (reply: FastifyReply, why: string): void {
@@ -237,7 +256,10 @@ export class UiRoutes {
       const code = (req.query as Record<string, unknown>).code
       const login = typeof code === 'string' && code.length > 0 && code.length <= 128 ? this.sessions.redeem(code) : undefined
       if (login === undefined) {
-        this.opts.log.info('UI login refused: unknown, used or expired code')
+        // any web page can make the browser ask for this (a link, an image): at info level that would let
+        // it write the node's log at will, so the refusal is counted and logged only at debug
+        this.refusedLogins++
+        this.opts.log.debug({ refusals: this.refusedLogins }, 'UI login refused: unknown, used or expired code')
         this.refuse(reply, 'This login link is unknown, used or expired. Run "aap-mesh ui" again for a new one.')
         return reply
       }

@@ -72,3 +72,20 @@ export const UI_VERDICTS_PER_TURN = 256
  * this; a logout ends them at once.
  */
 export const UI_SESSION_STREAMS_CHECK_MS = 5_000
+/**
+ * Values of the session cookie a request's Cookie header may carry that are
+ * looked at, at most. A server on another port of the host may set a cookie
+ * of the same name with a longer Path (cookies are not scoped by port), which
+ * the browser sends before the real one: the first value that is a live
+ * session counts, not the first value (found by session 49's review: a tossed
+ * cookie locked the view, across new logins, until the user cleared cookies).
+ */
+export const UI_SESSION_COOKIE_VALUES_MAX = 8
+/**
+ * Events of a task the view draws, at most (the newest; the timeline and the
+ * events table each say how many are left out): drawing tens of thousands
+ * made the tab stall on every redraw. src/ui/assets/app.js holds the same
+ * number (EVENTS_SHOWN_MAX): the page is served as it is, and cannot import
+ * this file.
+ */
+export const UI_EVENTS_SHOWN_MAX = 300

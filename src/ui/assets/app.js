@@ -5,20 +5,25 @@
 // hands the secret over in the URL fragment (#k=…, never sent to a server);
 // it is moved at once to sessionStorage, which is per origin (so per port)
 // and survives reloads of this tab.
+import { rebuildNames } from './names.js'
+import { coalesced } from './schedule.js'
 import { follow } from './stream.js'
+import { capText, eventsTable, hiddenNote, transitionItems } from './tables.js'
 import { drawTimeline, esc, shortId } from './timeline.js'
 
 const RUNS_REFRESH_MS = 2000
 const PEERS_REFRESH_MS = 5000
 const TIMELINE_DEBOUNCE_MS = 150
 const REPLAY_TIMEOUT_MS = 3000
+/** A task's newest events drawn, at most: UI_EVENTS_SHOWN_MAX of src/ui/constants.ts (the page cannot import it). */
+const EVENTS_SHOWN_MAX = 300
 /** The fragment's name for the secret (UI_SECRET_FRAGMENT in src/ui/constants.ts) and the sessionStorage key. */
 const SECRET_FRAGMENT = 'k'
 const SECRET_KEY = 'aap-ui-secret'
 const AGAIN = 'Open the view again with "aap-mesh ui" (it prints a new login link).'
 
 const $ = (sel) => document.querySelector(sel)
-const state = { node: null, card: null, runs: { executing: [], delegated: [], counts: { executing: { running: 0, blocked: 0, completed: 0, failed: 0 }, delegated: { running: 0, blocked: 0, completed: 0, failed: 0 } } }, names: new Map(), task: null, owner: null, source: null, timers: [] }
+const state = { node: null, card: null, runs: { executing: [], delegated: [], counts: { executing: { running: 0, blocked: 0, completed: 0, failed: 0 }, delegated: { running: 0, blocked: 0, completed: 0, failed: 0 } } }, names: new Map(), found: [], taskAgents: [], task: null, owner: null, source: null, timers: [] }
 
 class ApiError extends Error {
   constructor (status, body) {
@@ -82,6 +87,17 @@ function notice (text, error = false) {
 }
 
 const seg = (s) => encodeURIComponent(s)
+
+/** The names shown for agent ids, rebuilt from what the view shows now (names.js): the map never only grows. */
+function refreshNames () {
+  const keep = [...state.runs.executing, ...state.runs.delegated].flatMap(r => [r.agent_id, r.delegator])
+  state.names = rebuildNames(state.names, {
+    self: (state.card?.card ?? null) === null ? null : { agent_id: state.node.agent_id, name: state.card.card.name },
+    peers: state.peers ?? [],
+    found: state.found,
+    keep: [...keep, ...state.taskAgents]
+  })
+}
 const nameOf = (id) => state.names.get(id) ?? null
 const agentLabel = (id) => {
   if (id === null || id === undefined) return '—'
@@ -90,7 +106,6 @@ const agentLabel = (id) => {
   return `${n === null ? '' : `<b>${esc(n)}</b> `}<code title="${esc(id)}">${esc(shortId(id))}</code>${me}`
 }
 const badge = (s) => `<span class="badge ${esc(s)}">${esc(s)}</span>`
-const capText = (c) => c === null || c === undefined ? '—' : `${c.capability_id}@${c.version}`
 const ago = (iso) => {
   const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))
   return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)}m ago` : `${Math.floor(s / 3600)}h ago`
@@ -102,7 +117,7 @@ async function loadNode () {
   const [node, card] = await Promise.all([api('GET', '/v1/node?addresses=true'), api('GET', '/v1/card')])
   state.node = node
   state.card = card
-  if (card.card !== null) state.names.set(node.agent_id, card.card.name)
+  refreshNames()
   $('#who-name').textContent = card.card?.name ?? 'no card yet'
   $('#who-id').textContent = shortId(node.agent_id)
   $('#who-id').title = node.agent_id
@@ -140,7 +155,7 @@ function renderStats () {
 async function loadPeers () {
   const { peers, total } = await api('GET', '/v1/peers')
   state.peers = peers
-  for (const p of peers) if (p.name !== null) state.names.set(p.agent_id, p.name)
+  refreshNames()
   $('#peers-total').textContent = total > peers.length ? `${peers.length} of ${total}` : String(total)
   $('#peers').innerHTML = peers.length === 0
     ? '<p class="empty">Not connected to any peer.</p>'
@@ -184,22 +199,31 @@ async function loadRuns () {
         <td>${agentLabel(r.agent_id)}</td>
         <td>${esc(capText(r.capability))}</td>
         <td>${esc(ago(r.updated_at))}</td>
-        <td>${side === 'delegated' && (r.state === 'running' || r.state === 'blocked') ? `<button class="small danger" data-cancel="${esc(r.run_id)}">Cancel</button>` : ''}</td>
+        <td>${side === 'delegated' && (r.state === 'running' || r.state === 'blocked') ? cancelButton(r.run_id, r.correlation_id, r.agent_id, r.capability, 'Cancel') : ''}</td>
       </tr>`).join('')}</tbody></table>`
   $('#runs').innerHTML = html
   $('#node-runs').innerHTML = html.replaceAll('data-run=', 'data-node-run=')
   renderStats()
 }
 
-async function cancelRun (runId) {
-  if (!window.confirm('Cancel this run?')) return
+/**
+ * A cancel button holds its run's id and the words naming it, both from its own row: the list is sorted again
+ * every RUNS_REFRESH_MS, so the confirmation says which run (session 49's review: it said "Cancel this run?").
+ */
+function cancelButton (runId, task, agent, capability, text) {
+  const what = `run ${shortId(runId.split(':')[1] ?? runId)} (${capText(capability)} on ${agentLabelText(agent)} ${shortId(agent)}) of task ${task}`
+  return `<button class="small danger" data-cancel="${esc(runId)}" data-what="${esc(what)}">${esc(text)}</button>`
+}
+
+async function cancelRun (runId, what) {
+  if (!window.confirm(`Cancel ${what ?? `run ${runId}`}?`)) return
   try {
     await api('POST', `/v1/runs/${seg(runId)}/cancel`, { reason: 'canceled from the node view' })
     notice('')
   } catch (err) {
     notice(`Cancel failed: ${err.code}: ${err.message}`, true)
   }
-  await Promise.all([loadRuns(), state.task === null ? null : refreshTimeline()])
+  await Promise.all([runs.now(), state.task === null ? null : timeline.now()])
 }
 
 // ---- delegate and discover ---------------------------------------------------------------
@@ -233,7 +257,7 @@ async function delegate (ev) {
     msg.textContent = `delegated: run ${shortId(run.run_id.split(':')[1] ?? run.run_id)} on ${nameOf(run.agent_id) ?? shortId(run.agent_id)}`
     msg.classList.add('ok')
     f.task_id.value = newTaskId()
-    await loadRuns()
+    await runs.now()
   } catch (err) {
     msg.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : err.message
     msg.classList.add('error')
@@ -253,7 +277,8 @@ async function discover (ev) {
   out.innerHTML = '<p class="empty">looking…</p>'
   try {
     const { cards } = await api('GET', `/v1/discover?${q}`)
-    for (const c of cards) state.names.set(c.agent_id, c.name)
+    state.found = cards.map(c => ({ agent_id: c.agent_id, name: c.name }))
+    refreshNames()
     out.innerHTML = cards.length === 0 ? '<p class="empty">No agent found.</p>' : `<p class="found-note">${cards.length} agent(s), each card verified. Pick a capability to delegate to that agent.</p><div class="cards">${cards.map(c => `
       <div class="agent-card" data-agent="${esc(c.agent_id)}">
         <h3>${esc(c.name)}</h3><code title="${esc(c.agent_id)}">${esc(shortId(c.agent_id))}</code>
@@ -268,8 +293,6 @@ async function discover (ev) {
 
 // ---- the task timeline ----------------------------------------------------------------------
 
-let timelineTimer = null
-
 /** `owner`: whose task it is, when two delegators started tasks under one id (the node asks: ambiguous_owner). */
 function openTask (correlation, owner = null) {
   if (state.source !== null) state.source.close()
@@ -282,6 +305,7 @@ function openTask (correlation, owner = null) {
   $('#events').innerHTML = ''
   $('#transitions').innerHTML = ''
   $('#checkpoints').innerHTML = ''
+  $('#live').dataset.events = '0'
   $('#task-summary').innerHTML = correlation === null ? '<p class="empty">Open a task from the runs list, or type its id.</p>' : '<p class="empty">loading…</p>'
   if (correlation === null) return
   const hints = participantHints(correlation) + ownerHint()
@@ -289,10 +313,15 @@ function openTask (correlation, owner = null) {
   state.source = follow(`/v1/events/${seg(correlation)}/stream?history=false${hints}`, authHeaders(), (type) => {
     if (type === 'ready') setLive(true)
     else if (type === 'error') setLive(false)
-    else if (changes.has(type)) { scheduleTimeline(); scheduleRuns() }
+    else if (changes.has(type)) {
+      // how many came since the task was opened: on the badge, for whoever wants to know (and for the tests)
+      $('#live').dataset.events = String(Number($('#live').dataset.events ?? 0) + 1)
+      timeline.soon()
+      runs.soon()
+    }
   }, () => setLive(false), () => lock(`The session has ended. ${AGAIN}`))
   setLive(false)
-  void refreshTimeline()
+  timeline.now().catch(report)
 }
 
 function ownerHint () {
@@ -317,41 +346,19 @@ function setLive (on) {
   live.title = on ? `following ${state.task} as its events come` : 'reconnecting…'
 }
 
-let runsTimer = null
-
-// at most one reload of the runs list per TIMELINE_DEBOUNCE_MS while a task's events stream in: a run that
-// sends a flood of progress events must not make this tab send its node a flood of requests
-function scheduleRuns () {
-  if (runsTimer !== null) return
-  runsTimer = setTimeout(() => {
-    runsTimer = null
-    void loadRuns()
-  }, TIMELINE_DEBOUNCE_MS)
-}
-
-// at most one redraw per TIMELINE_DEBOUNCE_MS, also while events keep coming (a timer restarted on each
-// event never fired while a run logged faster than that)
-function scheduleTimeline () {
-  if (timelineTimer !== null) return
-  timelineTimer = setTimeout(() => {
-    timelineTimer = null
-    void refreshTimeline()
-  }, TIMELINE_DEBOUNCE_MS)
-}
-
-/** Timeline requests made so far: an answer older than one already drawn is dropped. */
-let timelineAsked = 0
-let timelineDrawn = 0
+// the runs list and the open task's timeline (a full replay): each asked once at a time (schedule.js)
+const debounced = { delayMs: TIMELINE_DEBOUNCE_MS, report, stopped: () => document.body.dataset.locked === 'true' }
+const runs = coalesced(loadRuns, debounced)
+const timeline = coalesced(refreshTimeline, debounced)
 
 async function refreshTimeline () {
   const correlation = state.task
   if (correlation === null) return
-  const asked = ++timelineAsked
   let t
   try {
     t = await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}${participantHints(correlation)}${ownerHint()}`)
   } catch (err) {
-    if (asked < timelineDrawn) return
+    if (state.task !== correlation) return
     $('#task-summary').innerHTML = `<p class="error">${esc(err.code)}: ${esc(err.message)}</p>`
     if (err.details.reason === 'ambiguous_owner' && Array.isArray(err.details.owners)) {
       // whose task to show: one button per delegator that started one under this id
@@ -360,76 +367,70 @@ async function refreshTimeline () {
     }
     return
   }
-  if (state.task !== correlation || asked < timelineDrawn) return
-  timelineDrawn = asked
+  if (state.task !== correlation) return
   const r = t.replay
+  state.taskAgents = r.runs.flatMap(x => [x.executor, x.delegator])
   const ok = t.verdicts.filter(v => v.signature === 'valid' && v.chain === 'linked').length
   $('#task-summary').innerHTML = r.runs.length === 0
     ? '<p class="empty">No events of this task reached this node yet.</p>'
     : `<p><b>${esc(correlation)}</b>: ${r.runs.length} run(s), ${r.events.length} event(s);
        <span class="${ok === t.verdicts.length ? 'good' : 'bad'}">${ok} of ${t.verdicts.length} signatures and chain links verified</span></p>`
-  $('#timeline').innerHTML = drawTimeline(t, { label: agentLabelText })
+  $('#timeline').innerHTML = hiddenNote(r.events.length, EVENTS_SHOWN_MAX, 'drawn') + drawTimeline(t, { label: agentLabelText, max: EVENTS_SHOWN_MAX })
   renderCheckpoints(r)
-  renderEvents(t)
-  $('#transitions').innerHTML = r.transitions.map(x => `<li data-kind="${esc(x.kind)}" data-run="${esc(x.run_id)}"${x.checkpoint_id ? ` data-checkpoint="${esc(x.checkpoint_id)}"` : ''}>
-    <span class="kind ${esc(x.kind)}">${esc(x.kind)}</span> ${transitionText(x)}</li>`).join('')
+  $('#events').innerHTML = eventsTable(t, EVENTS_SHOWN_MAX)
+  $('#transitions').innerHTML = transitionItems(r, EVENTS_SHOWN_MAX, agentLabelText)
 }
 
 const agentLabelText = (id) => nameOf(id) ?? shortId(id)
 
-function transitionText (x) {
-  const run = `<code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code>`
-  switch (x.kind) {
-    case 'delegate': return `${esc(agentLabelText(x.by ?? ''))} → ${esc(agentLabelText(x.to))} (${esc(capText(x.capability))})${x.parent_run ? ', sub-delegation' : ''}`
-    case 'block': return `${run} checkpoint <code>${esc(x.checkpoint_id)}</code>: ${esc(x.reason ?? '')}`
-    case 'resume': return `${run} checkpoint <code>${esc(x.checkpoint_id)}</code> resolved with <code>${esc(JSON.stringify(x.resolution))}</code>`
-    case 'handoff': return `${esc(agentLabelText(x.from.agent_id))} → ${esc(agentLabelText(x.to.agent_id))}`
-    case 'complete': return `${run} ${esc(JSON.stringify(x.output ?? {}).slice(0, 120))}`
-    case 'fail': return `${run} ${esc(JSON.stringify(x.failure ?? {}).slice(0, 120))}`
-    default: return `${run} ${esc(JSON.stringify(x.payload ?? {}).slice(0, 120))}`
-  }
-}
-
+/**
+ * The open checkpoints' forms, and a cancel button per live run delegated from here. A form stays while its
+ * checkpoint (run, id, block) is open, and starts empty: redrawn on each event, it lost what the user typed,
+ * and sent its default approval instead of a typed refusal (found by session 49's review).
+ */
 function renderCheckpoints (r) {
+  const box = $('#checkpoints')
+  if (box.querySelector(':scope > .cp-forms') === null) box.innerHTML = '<div class="cp-forms"></div><div class="cp-runs"></div>'
+  const forms = box.querySelector(':scope > .cp-forms')
   const mine = new Set(state.runs.delegated.map(x => x.run_id))
   const open = r.checkpoints.filter(c => c.resumed_seq === null && r.runs.find(x => x.run_id === c.run_id)?.state === 'blocked')
   const live = r.runs.filter(x => !x.complete && mine.has(x.run_id))
-  $('#checkpoints').innerHTML = [
-    ...open.map(c => `<form class="checkpoint" data-run="${esc(c.run_id)}" data-checkpoint="${esc(c.checkpoint_id)}">
+  const want = new Map(open.map(c => [`${c.run_id} ${c.checkpoint_id ?? ''} ${c.blocked_seq}`, c]))
+  for (const f of [...forms.children]) {
+    const c = want.get(f.dataset.key)
+    if (c === undefined) {
+      f.remove()
+      continue
+    }
+    want.delete(f.dataset.key)
+    f.querySelector('.since').textContent = `since ${ago(c.blocked_at)}`
+  }
+  for (const [key, c] of want) {
+    forms.insertAdjacentHTML('beforeend', `<form class="checkpoint" data-key="${esc(key)}" data-run="${esc(c.run_id)}" data-checkpoint="${esc(c.checkpoint_id)}">
       <div><span class="badge blocked">blocked</span> checkpoint <code>${esc(c.checkpoint_id)}</code> on run <code>${esc(shortId(c.run_id.split(':')[1] ?? c.run_id))}</code>: ${esc(c.reason ?? '')}
-      <small>since ${esc(ago(c.blocked_at))}</small></div>
-      <textarea name="resolution" rows="2">{"approved": true}</textarea>
-      <button type="submit">Resolve checkpoint</button><span class="form-msg"></span></form>`),
-    ...live.map(x => `<div class="run-actions">Run <code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code> on ${esc(agentLabelText(x.executor))} is ${badge(x.state)} <button class="small danger" data-cancel="${esc(x.run_id)}">Cancel run</button></div>`)
-  ].join('')
+      <small class="since">since ${esc(ago(c.blocked_at))}</small></div>
+      <textarea name="resolution" rows="2" placeholder='the resolution, a JSON object: {"approved": true} or {"approved": false}'></textarea>
+      <button type="submit">Resolve checkpoint</button><span class="form-msg"></span></form>`)
+  }
+  box.querySelector(':scope > .cp-runs').innerHTML = live.map(x => `<div class="run-actions">Run <code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code> on ${esc(agentLabelText(x.executor))} is ${badge(x.state)} ${cancelButton(x.run_id, r.correlation_id, x.executor, x.capability, 'Cancel run')}</div>`).join('')
 }
 
 async function resolveCheckpoint (form) {
   const msg = form.querySelector('.form-msg')
+  msg.classList.remove('error')
   try {
     let resolution
-    try { resolution = JSON.parse(form.resolution.value) } catch (err) { throw new Error(`the resolution is not JSON: ${err.message}`) }
+    const text = form.resolution.value.trim()
+    if (text === '') throw new Error('write the resolution first (a JSON object, e.g. {"approved": false})')
+    try { resolution = JSON.parse(text) } catch (err) { throw new Error(`the resolution is not JSON: ${err.message}`) }
     if (typeof resolution !== 'object' || resolution === null || Array.isArray(resolution)) throw new Error('the resolution must be a JSON object')
     await api('POST', `/v1/runs/${seg(form.dataset.run)}/resume`, { resolution })
     msg.textContent = 'resolved'
-    await Promise.all([refreshTimeline(), loadRuns()])
+    await Promise.all([timeline.now(), runs.now()])
   } catch (err) {
     msg.textContent = err instanceof ApiError ? `${err.code}: ${err.message}` : err.message
     msg.classList.add('error')
   }
-}
-
-function renderEvents (t) {
-  const verdict = new Map(t.verdicts.map(v => [`${v.run_id} ${v.seq}`, v]))
-  $('#events').innerHTML = `<table class="grid events"><thead><tr><th>Time</th><th>Run</th><th>#</th><th>Event</th><th>Signature</th><th>Chain</th></tr></thead><tbody>${t.replay.events.map(e => {
-    const v = verdict.get(`${e.run_id} ${e.seq}`)
-    return `<tr data-event="${esc(e.type)}" data-seq="${e.seq}">
-      <td>${esc(new Date(e.at).toLocaleTimeString())}</td>
-      <td><code>${esc(shortId(e.run_id.split(':')[1] ?? e.run_id))}</code></td><td class="num">${e.seq}</td>
-      <td>${esc(e.type)}${e.payload.transition ? ` <small>(${esc(e.payload.transition)})</small>` : ''}</td>
-      <td><span class="verdict ${v?.signature === 'valid' ? 'good' : 'bad'}" title="${esc(e.signature)}">${v?.signature === 'valid' ? '✔ valid' : '✘ invalid'}</span></td>
-      <td><span class="verdict ${v?.chain === 'linked' ? 'good' : 'bad'}" title="prev ${esc(e.prev ?? 'none (first event)')}">${v?.chain === 'linked' ? '✔ linked' : `✘ ${esc(v?.chain ?? '?')}`}</span></td></tr>`
-  }).join('')}</tbody></table>`
 }
 
 // ---- wiring ----------------------------------------------------------------------------------
@@ -446,9 +447,13 @@ function route () {
   }
 }
 
+/** A failed background load: said in the notice line, unless the view is locked (which says why). */
+function report (err) {
+  if (document.body.dataset.locked !== 'true') notice(`${err.code ?? 'error'}: ${err.message}`, err.status === 401)
+}
+
 function every (ms, fn) {
-  const tick = () => { fn().catch(err => { if (document.body.dataset.locked !== 'true') notice(`${err.code ?? 'error'}: ${err.message}`, err.status === 401) }) }
-  state.timers.push(setInterval(tick, ms))
+  state.timers.push(setInterval(() => { fn().catch(report) }, ms))
 }
 
 async function main () {
@@ -467,7 +472,7 @@ async function main () {
   })
   document.body.addEventListener('click', (ev) => {
     const b = ev.target.closest('button')
-    if (b?.dataset.cancel) void cancelRun(b.dataset.cancel)
+    if (b?.dataset.cancel) void cancelRun(b.dataset.cancel, b.dataset.what)
     if (b?.dataset.to) {
       const f = $('#delegate-form')
       f.to_agent.value = b.dataset.to
@@ -482,10 +487,10 @@ async function main () {
   })
   window.addEventListener('hashchange', route)
   await loadNode()
-  await loadRuns()
+  await runs.now()
   route()
   await loadPeers()
-  every(RUNS_REFRESH_MS, loadRuns)
+  every(RUNS_REFRESH_MS, runs.now)
   every(PEERS_REFRESH_MS, loadPeers)
   document.body.dataset.ready = 'true'
 }

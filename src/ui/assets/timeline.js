@@ -20,6 +20,17 @@ export function shortId (id) {
   return s.length <= 14 ? s : `${s.slice(0, 6)}…${s.slice(-6)}`
 }
 
+/**
+ * The newest `max` of `items` (events or transitions: each has `at` and `seq`), by time then seq, in the
+ * order they were given: a task may hold tens of thousands, and the view draws a bounded number.
+ */
+export function newest (items, max) {
+  if (items.length <= max) return items
+  const byTime = [...items].sort((a, b) => a.at < b.at ? -1 : a.at > b.at ? 1 : a.seq - b.seq)
+  const keep = new Set(byTime.slice(-max))
+  return items.filter(i => keep.has(i))
+}
+
 const clip = (s, n) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`)
 const runShort = (id) => shortId(id.split(':')[1] ?? id)
 
@@ -43,11 +54,14 @@ function artifactsOf (p) {
   return 0
 }
 
-/** The SVG of a timeline answer ({replay, verdicts}); `label(agentId)` names agents. */
-export function drawTimeline (t, { label }) {
+/**
+ * The SVG of a timeline answer ({replay, verdicts}); `label(agentId)` names agents. Only the newest `max`
+ * events are drawn, with a lane for each run that has one of them (the caller says how many are left out).
+ */
+export function drawTimeline (t, { label, max = Infinity }) {
   const r = t.replay
   if (r.runs.length === 0) return ''
-  const lane = new Map(r.runs.map((run, i) => [run.run_id, i]))
+  const order = new Map(r.runs.map((run, i) => [run.run_id, i]))
   const yOf = (runId) => TOP + (lane.get(runId) ?? 0) * LANE_H + LANE_H / 2
   const verdict = new Map(t.verdicts.map(v => [`${v.run_id} ${v.seq}`, v]))
   const key = (e) => `${e.run_id} ${e.seq}`
@@ -68,15 +82,19 @@ export function drawTimeline (t, { label }) {
       prev = at.get(key(e))
     }
   }
-  const ordered = [...r.events].sort((a, b) => at.get(key(a)) < at.get(key(b)) ? -1 : at.get(key(a)) > at.get(key(b)) ? 1 : (lane.get(a.run_id) - lane.get(b.run_id)) || a.seq - b.seq)
+  const ordered = [...r.events].sort((a, b) => at.get(key(a)) < at.get(key(b)) ? -1 : at.get(key(a)) > at.get(key(b)) ? 1 : (order.get(a.run_id) - order.get(b.run_id)) || a.seq - b.seq).slice(-max)
+  const drawn = new Set(ordered.map(key))
+  // the runs with an event drawn, each with those events
+  const runs = r.runs.map(run => ({ ...run, events: run.events.filter(e => drawn.has(key(e))) })).filter(run => run.events.length > 0)
+  const lane = new Map(runs.map((run, i) => [run.run_id, i]))
   const x = new Map()
   let cx = LABEL_W + 40
   for (const e of ordered) {
     x.set(key(e), cx)
     cx += STEP + (e.type === 'run.blocked' ? PAUSE_W : 0)
   }
-  const width = cx - STEP + RIGHT + (r.runs.some(run => !run.complete) ? 60 : 0)
-  const height = TOP + r.runs.length * LANE_H + 14
+  const width = cx - STEP + RIGHT + (runs.some(run => !run.complete) ? 60 : 0)
+  const height = TOP + runs.length * LANE_H + 14
   const out = []
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" class="tl" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="timeline of ${esc(r.correlation_id)}">`)
   out.push('<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker>' +
@@ -90,7 +108,7 @@ export function drawTimeline (t, { label }) {
   if (lastX - (LABEL_W + 40) > 160 && new Date(last.at).toLocaleTimeString() !== new Date(first.at).toLocaleTimeString()) out.push(`<text class="axis" x="${lastX}" y="16" text-anchor="end">${esc(new Date(last.at).toLocaleTimeString())}</text>`)
 
   // lanes
-  r.runs.forEach((run, i) => {
+  runs.forEach((run, i) => {
     const y = yOf(run.run_id)
     const top = TOP + i * LANE_H
     out.push(`<rect class="lane ${i % 2 === 0 ? 'even' : 'odd'}" x="0" y="${top}" width="${width}" height="${LANE_H}"/>`)
@@ -110,6 +128,7 @@ export function drawTimeline (t, { label }) {
     const xb = x.get(`${c.run_id} ${c.blocked_seq}`)
     if (xb === undefined) continue
     const xr = c.resumed_seq === null ? xb + STEP + PAUSE_W - 20 : x.get(`${c.run_id} ${c.resumed_seq}`)
+    if (xr === undefined) continue
     const open = c.resumed_seq === null
     out.push(`<g class="pause${open ? ' open' : ''}" data-checkpoint="${esc(c.checkpoint_id)}">` +
       `<rect x="${xb}" y="${y - 11}" width="${Math.max(0, xr - xb)}" height="22" rx="11"/>` +
@@ -123,18 +142,19 @@ export function drawTimeline (t, { label }) {
     if (tr.kind !== 'handoff') continue
     const from = r.events.find(e => e.run_id === tr.from.run_id && kindOf(e) === 'handoff')
     const to = r.events.find(e => e.run_id === tr.to.run_id && e.seq === 1)
-    if (from === undefined || to === undefined) continue
+    if (from === undefined || to === undefined || !drawn.has(key(from)) || !drawn.has(key(to))) continue
     out.push(link(x.get(key(from)), yOf(from.run_id), x.get(key(to)), yOf(to.run_id), 'handoff', 'handoff'))
   }
-  for (const run of r.runs) {
+  for (const run of runs) {
     if (run.parent_run === null || !lane.has(run.parent_run) || run.started_by !== 'delegate') continue
-    const start = run.events[0]
-    const xs = x.get(key(start))
+    const start = r.runs[order.get(run.run_id)].events[0]
+    const xs = start === undefined ? undefined : x.get(key(start))
+    if (xs === undefined) continue
     out.push(link(xs - STEP / 2, yOf(run.parent_run), xs, yOf(run.run_id), 'delegate', 'sub-delegation'))
   }
 
   // events
-  for (const e of r.events) {
+  for (const e of ordered) {
     const ex = x.get(key(e))
     const y = yOf(e.run_id)
     const k = kindOf(e)
