@@ -1,13 +1,18 @@
 /**
  * The node's key file: created whole (written to a file of its own, flushed,
  * then linked to its name), one key for two starts at once on one data dir,
- * and a clear error, not a cryptic one, for a file that is not a key.
+ * and a clear error, not a cryptic one, for a file that is not a key, for a
+ * damaged one that still parses, and for a data dir whose datastore outlived
+ * its key (it started as a new agent before, and wrote events signed by it
+ * into the old agent's runs).
  */
-import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { agentIdOf, KEY_FILE, loadOrCreateKey } from '../src/identity/identity.ts'
+import { agentIdOf, DATASTORE_DIR, KEY_FILE, loadOrCreateKey, openDatastore } from '../src/identity/identity.ts'
+import { silentLogger } from '../src/logger.ts'
+import { createMeshNode } from '../src/node.ts'
 
 describe('the key file', () => {
   const dirs: string[] = []
@@ -33,5 +38,41 @@ describe('the key file', () => {
     await writeFile(join(d, KEY_FILE), new Uint8Array(0))
     await expect(loadOrCreateKey(d)).rejects.toThrow(/key file .* \(0 bytes\) is not a private key.*move it away/)
     expect((await stat(join(d, KEY_FILE))).size).toBe(0)
+  })
+
+  // the file is a 4-byte protobuf header, the 32-byte seed, then the 32-byte public key
+  for (const [what, at] of [['seed', 10], ['public half', 67]] as const) {
+    it(`one flipped bit in the ${what} is refused at load, and the file left as it is`, async () => {
+      const d = await dir()
+      const good = await loadOrCreateKey(d)
+      const file = join(d, KEY_FILE)
+      const bytes = Buffer.from(await readFile(file))
+      expect(bytes.length).toBe(68)
+      bytes[at] = (bytes[at] as number) ^ 1
+      await writeFile(file, bytes)
+      await expect(loadOrCreateKey(d)).rejects.toThrow(/key file .* is damaged/)
+      expect(Buffer.from(await readFile(file)).equals(bytes)).toBe(true)
+      // put back, it is the same identity
+      bytes[at] = (bytes[at] as number) ^ 1
+      await writeFile(file, bytes)
+      expect(agentIdOf(await loadOrCreateKey(d))).toBe(agentIdOf(good))
+    })
+  }
+
+  it('a datastore whose key is gone is refused, not started under a new key', async () => {
+    const d = await dir()
+    await loadOrCreateKey(d)
+    const ds = await openDatastore(d)
+    await ds.close?.()
+    await rm(join(d, KEY_FILE))
+    await expect(loadOrCreateKey(d)).rejects.toThrow(/holds a datastore but no key file/)
+    expect(await readdir(d)).toEqual([DATASTORE_DIR])
+    // a node on that data dir does not start either
+    const node = await createMeshNode({ dataDir: d, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() })
+    await expect(node.start()).rejects.toThrow(/no key file/)
+    // moved away, the data dir starts anew
+    await rm(join(d, DATASTORE_DIR), { recursive: true })
+    await mkdir(d, { recursive: true })
+    await expect(loadOrCreateKey(d)).resolves.toBeDefined()
   })
 })

@@ -3,9 +3,9 @@
  * derived from, and the datastore that libp2p, the DHT and the run store share.
  */
 import { randomBytes } from 'node:crypto'
-import { link, mkdir, open, readFile, rm } from 'node:fs/promises'
+import { link, mkdir, open, readFile, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { generateKeyPair, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
+import { generateKeyPair, generateKeyPairFromSeed, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey, peerIdFromPublicKey, peerIdFromString } from '@libp2p/peer-id'
 import { MemoryDatastore } from 'datastore-core'
 import { LevelDatastore } from 'datastore-level'
@@ -30,6 +30,12 @@ export async function loadOrCreateKey (dataDir: string): Promise<PrivateKey> {
   const file = join(dataDir, KEY_FILE)
   const existing = await readKey(file)
   if (existing !== undefined) return existing
+  // the node makes its key before it opens its datastore: a datastore without a key is another identity's,
+  // whose runs a new key would go on writing into, signed by an agent they do not name
+  if (await exists(join(dataDir, DATASTORE_DIR))) {
+    throw new Error(`the data directory ${dataDir} holds a datastore but no key file ${KEY_FILE}: its runs belong to the key that is gone; ` +
+      `put that key back, or move ${DATASTORE_DIR} away to start with a new identity`)
+  }
   const key = await generateKeyPair('Ed25519')
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
   // the temporary file goes whatever happens: written, linked or refused (a full disk, say)
@@ -42,6 +48,8 @@ export async function loadOrCreateKey (dataDir: string): Promise<PrivateKey> {
       await fh.close()
     }
     await link(tmp, file)
+    // the link is an entry of the directory: synced, so a power cut cannot take the key and leave what it signed
+    await syncDir(dataDir)
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new Error(`cannot write the node key ${file}: ${(err as Error).message}`, { cause: err })
     const theirs = await readKey(file)
@@ -62,10 +70,39 @@ async function readKey (file: string): Promise<PrivateKey | undefined> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
     throw err
   }
+  let key: PrivateKey
   try {
-    return privateKeyFromProtobuf(bytes)
+    key = privateKeyFromProtobuf(bytes)
   } catch (err) {
     throw new Error(`the key file ${file} (${bytes.byteLength} bytes) is not a private key: ${(err as Error).message}; move it away to start with a new identity`, { cause: err })
+  }
+  // an Ed25519 key file holds the seed and the public key side by side: a damaged byte in either still
+  // parses, and the node would sign nothing that verifies (a damaged public half is another agent id too)
+  if (key.type === 'Ed25519') {
+    const whole = await generateKeyPairFromSeed('Ed25519', key.raw.subarray(0, 32))
+    if (!whole.publicKey.equals(key.publicKey)) {
+      throw new Error(`the key file ${file} is damaged: its public key is not the one its private key makes; restore it from a copy, or move it away to start with a new identity`)
+    }
+  }
+  return key
+}
+
+async function exists (path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
+    throw err
+  }
+}
+
+async function syncDir (dir: string): Promise<void> {
+  const fh = await open(dir, 'r')
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
   }
 }
 
