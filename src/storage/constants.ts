@@ -12,3 +12,12 @@
 export const STORAGE_SYNC_INTERVAL_MS = 1_000
 /** The key the sync writes (its value: when, ms since the epoch). */
 export const STORAGE_SYNC_KEY = '/aap/storage/synced'
+/**
+ * Operations in one batch the group committer writes, at most (a single
+ * write larger than this still goes whole, in a batch of its own). Writes
+ * handed over while a batch is written wait for the next one: after a slow
+ * or stalled disk they went out as one batch of everything queued meanwhile
+ * (4,000 writes, 63 MiB, in session 49's review); they now go in batches of
+ * this size, one after another, in order.
+ */
+export const STORAGE_BATCH_MAX_OPS = 2048

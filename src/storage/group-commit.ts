@@ -13,11 +13,13 @@
  *   `flush()`.
  *
  * Batches are written one at a time in the order their writes were handed
- * over, so a later write never lands before an earlier one. Each write
- * resolves only once the batch that holds it is committed.
+ * over, so a later write never lands before an earlier one, and hold at most
+ * STORAGE_BATCH_MAX_OPS operations (a larger single write goes alone). Each
+ * write resolves only once the batch that holds it is committed.
  */
 import type { Batch, Datastore, Key } from 'interface-datastore'
 import { STORAGE_LINGER_MAX_OPS } from '../constants.ts'
+import { STORAGE_BATCH_MAX_OPS } from './constants.ts'
 
 /** One put (with a value) or delete (without), in the order they were given. */
 export type WriteOp = [Key, Uint8Array | undefined]
@@ -77,9 +79,16 @@ export class GroupCommitter {
     clearTimeout(this.lingerTimer)
     this.lingerTimer = undefined
     if (this.busy || this.queue.length === 0) return
-    const group = this.queue
-    this.queue = []
-    this.queuedOps = 0
+    // the oldest writes, up to the batch bound (at least one write, whole); the rest go in the next batch
+    let take = 0
+    let ops = 0
+    while (take < this.queue.length && (take === 0 || ops + (this.queue[take] as Waiting).ops.length <= STORAGE_BATCH_MAX_OPS)) {
+      ops += (this.queue[take] as Waiting).ops.length
+      take++
+    }
+    const group = take === this.queue.length ? this.queue : this.queue.slice(0, take)
+    this.queue = take === this.queue.length ? [] : this.queue.slice(take)
+    this.queuedOps -= ops
     this.busy = true
     let committed: Promise<void>
     try {
