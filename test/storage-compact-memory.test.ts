@@ -9,6 +9,7 @@ import fc from 'fast-check'
 import { Key, type Datastore } from 'interface-datastore'
 import { describe, expect, it } from 'vitest'
 import { CompactMemoryDatastore } from '../src/storage/compact-memory.ts'
+import { MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX, MEMORY_STORE_STALE_KEYS_MIN } from '../src/storage/constants.ts'
 
 /** Keys from a small alphabet, so prefixes often share keys, and some that are prefixes of others. */
 const segment = fc.string({ unit: fc.constantFrom('a', 'b', 'B', '0', 'é', '-'), minLength: 1, maxLength: 3 })
@@ -54,6 +55,36 @@ describe('CompactMemoryDatastore', () => {
     const got = await ds.get(new Key('/b'))
     expect(got).toEqual(read.subarray(5, 12))
     expect(got.buffer.byteLength).toBe(7)
+  })
+
+  it('copies a Buffer view too (a Buffer\'s own slice() is a view of the whole read)', async () => {
+    const ds = new CompactMemoryDatastore()
+    const read = Buffer.alloc(64 * 1024, 7)
+    await ds.put(new Key('/a'), read.subarray(100, 110))
+    const a = await ds.get(new Key('/a'))
+    expect(a.byteLength).toBe(10)
+    expect(a.buffer.byteLength).toBe(10)
+  })
+
+  it('stays in step with datastore-core\'s memory datastore when queries come between many puts and deletes', async () => {
+    // enough keys that new ones are merged in by the batch (more than one by one) and deleted ones dropped in one pass
+    const keyOf = (i: number): string => `/k/${(i * 7919) % 5000}/${i % 3}`
+    await fc.assert(fc.asyncProperty(fc.array(fc.record({ from: fc.nat({ max: 4999 }), puts: fc.nat({ max: 2 * MEMORY_STORE_STALE_KEYS_MIN }), dels: fc.nat({ max: 2 * MEMORY_STORE_STALE_KEYS_MIN }), prefix: fc.constantFrom(undefined, '/k/1', '/k/42/', '/k') }), { minLength: 1, maxLength: 6 }), async (rounds) => {
+      const ours = new CompactMemoryDatastore()
+      const reference = new MemoryDatastore()
+      for (const r of rounds) {
+        const ops: Array<{ put: string, byte: number } | { del: string }> = []
+        for (let i = 0; i < r.puts; i++) ops.push({ put: keyOf(r.from + i), byte: i & 0xff })
+        for (let i = 0; i < r.dels; i++) ops.push({ del: keyOf(r.from + 2 * i) })
+        await apply(ours, ops)
+        await apply(reference, ops)
+        const got = await read(ours, r.prefix)
+        const want = await read(reference, r.prefix)
+        expect(got.keys).toEqual([...want.keys].sort())
+        expect(got.pairs.map(([k]) => k)).toEqual(got.keys)
+      }
+    }), { numRuns: 25 })
+    expect(MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX).toBeLessThan(MEMORY_STORE_STALE_KEYS_MIN)
   })
 
   it('answers prefix queries with the entries of datastore-core\'s memory datastore, in key order', async () => {

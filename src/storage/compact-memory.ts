@@ -20,10 +20,16 @@
  * contiguous run of the sorted keys, found by binary search, as a LevelDB
  * datastore seeks to them. A query reads the run as it was when the query
  * started; a key deleted while the query is read is left out.
+ *
+ * The sorted list is brought up to date when a query needs it, not at every
+ * put and delete: new keys are merged in and deleted ones dropped in one
+ * pass each (MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX, MEMORY_STORE_STALE_KEYS_MIN),
+ * so filling the store is not quadratic.
  */
 import { BaseDatastore } from 'datastore-core'
 import { Key, type Pair, type Query, type KeyQuery } from 'interface-datastore'
 import { NotFoundError } from 'interface-store'
+import { MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX, MEMORY_STORE_STALE_KEYS_MIN } from './constants.ts'
 
 /** The first index of `sorted` whose key is not before `key`. */
 function lowerBound (sorted: readonly string[], key: string): number {
@@ -39,14 +45,19 @@ function lowerBound (sorted: readonly string[], key: string): number {
 
 export class CompactMemoryDatastore extends BaseDatastore {
   private readonly data = new Map<string, Uint8Array>()
-  /** Every key of `data`, in string order. */
-  private readonly sorted: string[] = []
+  /** Keys in string order: every key of `data` but those in `pending`, and the `stale` ones besides. */
+  private sorted: string[] = []
+  /** Keys put since the last query that are not in `sorted` yet. */
+  private readonly pending = new Set<string>()
+  /** Keys in `sorted` whose value was deleted: queries skip them until they are dropped. */
+  private readonly stale = new Set<string>()
 
   override put (key: Key, val: Uint8Array, options?: { signal?: AbortSignal }): Key {
     options?.signal?.throwIfAborted()
     const k = key.toString()
-    if (!this.data.has(k)) this.sorted.splice(lowerBound(this.sorted, k), 0, k)
-    this.data.set(k, val.byteLength < val.buffer.byteLength ? val.slice() : val)
+    if (!this.data.has(k) && !this.stale.delete(k)) this.pending.add(k)
+    // a copy whenever the value is a view into a larger buffer (a Buffer's own slice() is a view too)
+    this.data.set(k, val.byteLength < val.buffer.byteLength ? Uint8Array.prototype.slice.call(val) : val)
     return key
   }
 
@@ -66,11 +77,35 @@ export class CompactMemoryDatastore extends BaseDatastore {
     options?.signal?.throwIfAborted()
     const k = key.toString()
     if (!this.data.delete(k)) return
-    this.sorted.splice(lowerBound(this.sorted, k), 1)
+    if (!this.pending.delete(k)) this.stale.add(k)
+  }
+
+  /** The sorted list made whole: new keys in, and deleted ones out once they are many. */
+  private settle (): void {
+    if (this.stale.size >= MEMORY_STORE_STALE_KEYS_MIN && this.stale.size * 2 >= this.sorted.length) {
+      this.sorted = this.sorted.filter(k => !this.stale.has(k))
+      this.stale.clear()
+    }
+    if (this.pending.size === 0) return
+    if (this.pending.size <= MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX) {
+      for (const k of this.pending) this.sorted.splice(lowerBound(this.sorted, k), 0, k)
+    } else {
+      const add = [...this.pending].sort()
+      const merged: string[] = new Array(this.sorted.length + add.length)
+      let i = 0
+      let j = 0
+      let n = 0
+      while (i < this.sorted.length && j < add.length) merged[n++] = this.sorted[i]! < add[j]! ? this.sorted[i++]! : add[j++]!
+      while (i < this.sorted.length) merged[n++] = this.sorted[i++]!
+      while (j < add.length) merged[n++] = add[j++]!
+      this.sorted = merged
+    }
+    this.pending.clear()
   }
 
   /** The keys under `prefix` (all keys without one), as they are now. */
   private keysUnder (prefix: string | undefined): string[] {
+    this.settle()
     if (prefix === undefined || prefix === '') return this.sorted.slice()
     const start = lowerBound(this.sorted, prefix)
     let end = start
