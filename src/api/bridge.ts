@@ -15,8 +15,11 @@
  * A `complete` the agent sends while someone else holds the run blocked is
  * kept: it is answered with the run still blocked, and the run completes with
  * that output right after the resume (or the output is dropped if the run is
- * canceled meanwhile). The agent's work is never handed out twice while the
- * node runs: a resume sends a `resume` item, never a second `work` item.
+ * canceled meanwhile). An output the run could not take is refused at once,
+ * as on a running run; a held one that the store refuses at the resume is
+ * written again, and one refused otherwise fails the run (settleHeld). The
+ * agent's work is never handed out twice while the node runs: a resume sends
+ * a `resume` item, never a second `work` item.
  *
  * Items of open runs are kept (each run's `work` item, then its open
  * `blocked` or its latest `resume`), so an agent that connects late or
@@ -30,11 +33,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { API_WEBHOOK_MAX_ATTEMPTS, API_WEBHOOK_QUEUE_MAX_ITEMS, API_WEBHOOK_RETRY_MS, API_WEBHOOK_TIMEOUT_MS } from '../constants.ts'
 import { WORK_ITEM_IDS_PER_MS } from './constants.ts'
 import { capabilityString, type CapabilityRef } from '../card/card.ts'
-import { InvalidTransitionError, RunNotFoundError, UnauthorizedError } from '../errors.ts'
+import { InvalidTransitionError, RunNotFoundError, toAapError, UnauthorizedError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Conversation, RunContext, RunHandler } from '../runs/runtime.ts'
+import { checkOutput } from '../runs/handlers.ts'
+import { writeEnding } from '../runs/end-retry.ts'
+import { refusedByStore } from '../storage/write-guard.ts'
 import { isTerminal, type AgentEvent, type HandoffLink, type Run } from '../runlog/types.ts'
+import type { SseStream } from './sse.ts'
 
 export type WorkItem =
   | {
@@ -136,9 +143,40 @@ export class WorkBridge {
 
   /** Add a work stream client: it gets the items of open runs newer than `after`, then live ones. Returns its detach. */
   attach (sink: WorkSink, after = 0): () => void {
-    for (const item of this.backlog(after)) sink(item)
+    const { backlog, detach } = this.subscribe(sink, after)
+    for (const item of backlog) sink(item)
+    return detach
+  }
+
+  /**
+   * Serve a work stream client on `sse`: the items of open runs newer than
+   * `after` at the client's pace, as an event stream's history goes out (a
+   * backlog of up to MAX_CONCURRENT_INBOUND_RUNS work items, each with a
+   * conversation of up to megabytes, was written at once), then `ready`, then
+   * live items. Live items that come meanwhile wait behind the backlog, so
+   * the ids the client sees only grow. `onWait` is told each time the
+   * backlog waits for the client. Returns the client's detach.
+   */
+  stream (sse: SseStream, after: number, onWait: () => void): () => void {
+    sse.hold()
+    const send = (item: WorkItem): void => { sse.send(item.type, item, item.id) }
+    const { backlog, detach } = this.subscribe(send, after)
+    sse.paced(backlog, send, onWait).then((sent) => {
+      if (!sent) return // the client left first
+      sse.burst(() => { sse.send('ready', { stream: 'work' }) })
+      sse.release()
+    }, (err: unknown) => {
+      this.log.error({ err }, 'a work stream\'s backlog could not be sent; the stream ends')
+      sse.close()
+    })
+    return detach
+  }
+
+  /** Add a client that is sent live items only; the backlog newer than `after` is returned for the caller to send first. */
+  private subscribe (sink: WorkSink, after: number): { backlog: WorkItem[], detach: () => void } {
+    const backlog = this.backlog(after)
     this.sinks.add(sink)
-    return () => { this.sinks.delete(sink) }
+    return { backlog, detach: () => { this.sinks.delete(sink) } }
   }
 
   stop (): void {
@@ -184,6 +222,8 @@ export class WorkBridge {
     }
     const heldByOther = entry.run.state === 'blocked' && entry.blocked !== undefined && entry.blocked.by !== entry.run.agent_id
     if (entry.run.state !== 'running' && !heldByOther) throw this.notRunning(entry.run, 'complete')
+    // refused now, as on a running run: an output held for the resume and refused there would be answered 200 and lost
+    checkOutput(output)
     entry.held = output
     const completing = entry.ctx.complete(output)
     // a block raised while this completion waits turns it into a held one: answer now
@@ -200,11 +240,48 @@ export class WorkBridge {
     }
     if (first === 'done') return entry.run
     this.log.info({ run_id: runId, checkpoint_id: entry.run.checkpoint_id }, 'the agent completed a run blocked by another agent; the output waits for the resume')
-    completing.catch((err: unknown) => {
-      // canceled (or the node stopped) while blocked: the run ended without this output, and the agent gets its `ended` item
-      this.log.info({ err, run_id: runId, state: entry.run.state }, 'a held output could not complete its run')
+    this.settleHeld(runId, entry, output, completing).catch((err: unknown) => {
+      this.log.error({ err, run_id: runId }, 'a run whose held output could not complete it could not be failed either; the agent may end it')
     })
     return entry.run
+  }
+
+  /**
+   * Follow a held output to its end. The agent was answered already, so it
+   * would never learn that it has to complete again: a completion the store
+   * refused is written again until it lands (end-retry.ts), and one refused
+   * otherwise fails the run, as an in-process handler's output that cannot
+   * complete its run does. Either way the run never stays running for good
+   * with its slot held. A run canceled or handed off meanwhile ended
+   * without the output, and the agent gets its `ended` item.
+   */
+  private async settleHeld (runId: string, entry: OpenRun, output: Record<string, unknown>, completing: Promise<void>): Promise<void> {
+    const open = (): boolean => this.open.get(runId) === entry && !isTerminal(entry.run.state)
+    const retry = { runId, active: open, signal: entry.ctx.signal, log: this.log }
+    let failure: unknown
+    try {
+      await completing
+      return
+    } catch (err) {
+      failure = err
+    }
+    if (open() && refusedByStore(failure)) {
+      try {
+        await writeEnding(async () => { await entry.ctx.complete(output) }, retry)
+        return
+      } catch (err) {
+        failure = err
+      }
+    }
+    if (!open()) {
+      this.log.info({ err: failure, run_id: runId, state: entry.run.state }, 'a held output could not complete its run: the run ended without it')
+      return
+    }
+    // the run is the agent's again: if failing it fails too, it may complete or fail the run itself
+    entry.held = undefined
+    const why = toAapError(failure)
+    this.log.warn({ err: failure, run_id: runId, code: why.code }, 'a held output could not complete its run: the run fails')
+    await writeEnding(async () => { await entry.ctx.fail(`the agent's held output could not complete the run: ${why.message}`) }, retry)
   }
 
   async fail (runId: string, message: string): Promise<Run> {

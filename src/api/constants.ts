@@ -25,3 +25,37 @@ export const API_JSON_BYTES_PER_TURN = 1024 * 1024
  * Last-Event-ID may have (the API's pattern) until the year 2286.
  */
 export const WORK_ITEM_IDS_PER_MS = 100
+
+/**
+ * The longest a request may take to arrive, headers and body (Node's
+ * requestTimeout; a request still arriving then gets 408 and its socket is
+ * closed). The largest body is an artifact upload, ARTIFACT_MAX_BYTES
+ * (128 MiB): this lets one arrive at about 146 KiB/s. Answers are not bound
+ * by it: an SSE stream's request ended when its headers did.
+ */
+export const API_REQUEST_TIMEOUT_MS = 15 * 60_000
+
+/**
+ * The longest the head of a request (or a socket's first request) may take
+ * to arrive: Node's own default, or the request timeout when a server is
+ * given a shorter one (the tests'). Node swaps the two when this one is the
+ * longer, which would stretch the request timeout to this.
+ */
+export const API_HEADERS_TIMEOUT_MS = 60_000
+
+/**
+ * How often the server looks for requests past API_REQUEST_TIMEOUT_MS or
+ * heads past API_HEADERS_TIMEOUT_MS (Node checks at intervals, not on a timer
+ * per request): Node's own period, or the request timeout when a server is
+ * given a shorter one (the tests').
+ */
+export const API_CONNECTION_CHECK_MS = 30_000
+
+/**
+ * Connections the API holds open at once; past it a new one is closed as it
+ * comes (and logged). Every stream (API_MAX_SSE_CLIENTS, 64) and a pool of
+ * keep-alive sockets for each client fit far below it; without it, clients
+ * that opened sockets and held them (each for up to API_REQUEST_TIMEOUT_MS)
+ * were bound only by the process's file descriptors.
+ */
+export const API_MAX_CONNECTIONS = 1024

@@ -30,13 +30,13 @@ import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
 import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
-import { SseStream, type SseLimits } from './sse.ts'
+import { SseStream, StreamSlots, type SseLimits } from './sse.ts'
 import { serveEventStream, type EventStreamCounts } from './event-stream.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
 import { artifactHandlers, rawBodyScope } from './artifacts.ts'
-import { API_JSON_BYTES_PER_TURN } from './constants.ts'
+import { API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_JSON_BYTES_PER_TURN, API_MAX_CONNECTIONS, API_REQUEST_TIMEOUT_MS } from './constants.ts'
 import { jsonInTurns } from '../util/json-in-turns.ts'
 
 export interface ApiServerOptions {
@@ -52,6 +52,10 @@ export interface ApiServerOptions {
   sse?: SseLimits // keep-alive interval and slow-client bound of SSE streams (defaults in constants.ts; tests set them lower)
   /** Check every JSON answer against the document and answer 500 when one does not match (tests). */
   checkResponses?: boolean
+  /** The longest a request may take to arrive, headers and body; default API_REQUEST_TIMEOUT_MS (tests set it lower). */
+  requestTimeoutMs?: number
+  /** Connections open at once; default API_MAX_CONNECTIONS (tests set it lower). */
+  maxConnections?: number
   /** Hand runs of the node's current card capabilities to the agent from the start (the sidecar of `aap-mesh start`). */
   serveCard?: boolean
   /** Called after each card the API published (e.g. to report its announcement). */
@@ -71,6 +75,10 @@ export interface ApiStats {
   sseBufferedBytes: number
   /** Event streams: waits for a client to read history, streams ended by a failed subscription. */
   eventStreams: EventStreamCounts
+  /** Connections closed as they came because API_MAX_CONNECTIONS were open. */
+  droppedConnections: number
+  /** Times a work stream waited for its client to read its backlog. */
+  workBacklogWaits: number
 }
 
 /** `large`: the body may be megabytes (a replay): its JSON is made a slice per turn (API_JSON_BYTES_PER_TURN). */
@@ -106,7 +114,9 @@ export class ApiServer {
   private readonly subscriptions = new Set<EventSubscription>()
   private readonly eventStreams: EventStreamCounts = { historyWaits: 0, failed: 0 }
   private readonly routeList: Array<{ method: string, url: string }> = []
-  private reservedStreams = 0
+  private readonly slots: StreamSlots
+  private droppedConnections = 0
+  private workBacklogWaits = 0
   private workClients = 0
   private address?: string
   private closing?: Promise<void>
@@ -117,21 +127,33 @@ export class ApiServer {
     this.opts = opts
     this.log = opts.logger ?? silentLogger()
     this.tokenDigest = digest(opts.token)
+    this.slots = new StreamSlots(opts.maxSseClients ?? API_MAX_SSE_CLIENTS)
     this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
     this.ui = new UiRoutes({ node, log: this.log.child({ component: 'ui' }), url: () => this.url })
     // fastify logs every request at info: only worth it when debugging
     const verbose = this.log.level === 'debug' || this.log.level === 'trace'
     const apiLog: FastifyBaseLogger = this.log.child({ component: 'api' }, { level: verbose ? this.log.level : 'warn' })
+    const requestTimeout = opts.requestTimeoutMs ?? API_REQUEST_TIMEOUT_MS
     this.app = Fastify({
       loggerInstance: apiLog,
       bodyLimit: API_BODY_MAX_BYTES,
+      // a body that never finishes held its socket for good (fastify's default is no bound); SSE answers are not
+      // bound by it (their requests have no body)
+      requestTimeout,
+      http: { connectionsCheckingInterval: Math.min(API_CONNECTION_CHECK_MS, requestTimeout), headersTimeout: Math.min(API_HEADERS_TIMEOUT_MS, requestTimeout) },
       // keep-alive sockets must not hold close() up
       forceCloseConnections: true,
       // the routes are exactly the documented operations: no implicit HEAD twins
       exposeHeadRoutes: false,
       // a run id may be long; the routes' own schemas bound every parameter
       routerOptions: { maxParamLength: 512 }
+    })
+    // past the bound a new connection is closed as it comes; said at the 1st, 2nd, 4th… drop, so a flood cannot flood the log
+    this.app.server.maxConnections = opts.maxConnections ?? API_MAX_CONNECTIONS
+    this.app.server.on('drop', () => {
+      const n = ++this.droppedConnections
+      if ((n & (n - 1)) === 0) this.log.warn({ dropped: n, max: this.app.server.maxConnections }, 'API connections at their bound: a new one was closed')
     })
     this.setup()
   }
@@ -151,7 +173,7 @@ export class ApiServer {
     for (const s of this.subscriptions) if (!s.closed) open++
     let buffered = 0
     for (const s of this.streams) buffered = Math.max(buffered, s.buffered)
-    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams } }
+    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams }, droppedConnections: this.droppedConnections, workBacklogWaits: this.workBacklogWaits }
   }
 
   async listen (): Promise<string> {
@@ -200,6 +222,9 @@ export class ApiServer {
 
     app.setErrorHandler((err, req, reply) => {
       const { status, body } = errorReply(err)
+      // refused before its body was read (a 401 is answered before any is): the socket closes after the answer,
+      // instead of reading and dropping whatever the client sends, for as long as it sends it
+      if (!req.raw.complete) reply.header('connection', 'close')
       this.opts.metrics?.errors.inc({ code: body.error.code, source: 'api' })
       if (status >= 500) this.log.error({ err, method: req.method, url: req.url }, 'API request failed')
       else this.log.debug({ status, code: body.error.code, method: req.method, url: req.url }, body.error.message)
@@ -261,21 +286,6 @@ export class ApiServer {
         }
         : async (req, reply) => { await handler.stream(req, reply) }
     })
-  }
-
-  /** Take an SSE slot (or answer 429); release it with the returned function, exactly once. */
-  private reserveStream (): () => void {
-    const max = this.opts.maxSseClients ?? API_MAX_SSE_CLIENTS
-    if (this.reservedStreams >= max) {
-      throw new HttpError(429, 'INVALID_REQUEST', `too many open streams (limit ${max}); close one first`, { reason: 'too_many_streams', limit: max })
-    }
-    this.reservedStreams++
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      this.reservedStreams--
-    }
   }
 
   private openStream (reply: FastifyReply, kind: 'work' | 'events', release: () => void): SseStream {
@@ -352,17 +362,15 @@ export class ApiServer {
 
       workStream: {
         stream: async (req, reply) => {
-          const release = this.reserveStream()
+          const release = this.slots.reserve()
           const last = req.headers['last-event-id']
-          const after = typeof last === 'string' ? Number(last) : 0
           const sse = this.openStream(reply, 'work', release)
           this.workClients++
-          const detach = sse.burst(() => bridge.attach((item) => { sse.send(item.type, item, item.id) }, after))
+          const detach = bridge.stream(sse, typeof last === 'string' ? Number(last) : 0, () => { this.workBacklogWaits++ })
           sse.onClose(() => {
             detach()
             this.workClients--
           })
-          sse.send('ready', { stream: 'work' })
         }
       },
 
@@ -437,7 +445,7 @@ export class ApiServer {
       eventStream: {
         stream: async (req, reply) => serveEventStream({
           node,
-          reserve: () => this.reserveStream(),
+          reserve: () => this.slots.reserve(),
           open: (r, release) => this.openStream(r, 'events', release),
           subscriptions: this.subscriptions,
           log: this.log.child({ component: 'api' }),

@@ -2,16 +2,44 @@
  * One server-sent-events response, written on the raw Node response after
  * fastify has let go of it. Whatever ends it (the client going away, a slow
  * client over its buffer, the server closing) runs its `onClose` exactly once,
- * which is where the stream's subscription is released.
+ * which is where the stream's subscription is released. StreamSlots bounds
+ * how many are open at once.
  */
 import type { ServerResponse } from 'node:http'
 import { API_SSE_HEARTBEAT_MS, API_SSE_MAX_BUFFERED_BYTES } from '../constants.ts'
+import { API_SSE_HISTORY_HIGH_WATER_BYTES } from './constants.ts'
+import { HttpError } from './errors.ts'
 
 export interface SseLimits {
   /** A keep-alive comment this often (default API_SSE_HEARTBEAT_MS). */
   heartbeatMs?: number
   /** Unread output past this cuts the client off (default API_SSE_MAX_BUFFERED_BYTES). */
   maxBufferedBytes?: number
+}
+
+/** The server's stream slots (API_MAX_SSE_CLIENTS): one per open stream, work and events together. */
+export class StreamSlots {
+  private readonly max: number
+  private taken = 0
+
+  constructor (max: number) {
+    this.max = max
+  }
+
+  /** Take a slot (or answer 429); release it with the returned function, exactly once. */
+  reserve (): () => void {
+    const max = this.max
+    if (this.taken >= max) {
+      throw new HttpError(429, 'INVALID_REQUEST', `too many open streams (limit ${max}); close one first`, { reason: 'too_many_streams', limit: max })
+    }
+    this.taken++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.taken--
+    }
+  }
 }
 
 export class SseStream {
@@ -22,11 +50,16 @@ export class SseStream {
   private bursting = false
   /** Unread bytes of the last burst: the bound counts above them until they have drained. */
   private floor = 0
+  /** A `drain` listener that clears the floor is pending (one is enough: a burst per history event added one each). */
+  private floorWatched = false
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
   /** Settled when the stream ends, however it ends. */
   private readonly end = Promise.withResolvers<void>()
+  /** Events held back while a backlog goes out (hold), as the text to write; undefined while not holding. */
+  private held: string[] | undefined
+  private heldBytes = 0
   /** Closers that threw (each is still called); the last error, for whoever looks. */
   closerErrors = 0
   lastCloserError: unknown
@@ -63,8 +96,55 @@ export class SseStream {
 
   /** One event: `event:` name, optional `id:`, the object as one `data:` line. */
   send (event: string, data: unknown, id?: number): void {
+    if (this.ended) return
     const head = id === undefined ? `event: ${event}\n` : `event: ${event}\nid: ${id}\n`
-    this.write(`${head}data: ${JSON.stringify(data)}\n\n`)
+    const text = `${head}data: ${JSON.stringify(data)}\n\n`
+    if (this.held === undefined || this.bursting) {
+      this.write(text)
+      return
+    }
+    // held output is unread output too: a client that stopped reading is cut off at the same bound
+    if (this.heldBytes > this.maxBuffered) {
+      this.cut()
+      return
+    }
+    this.held.push(text)
+    this.heldBytes += Buffer.byteLength(text)
+  }
+
+  /**
+   * Hold the events sent from now on (except those of a burst) until
+   * release(): a backlog that goes out at its client's pace goes first, and
+   * the ids a client sees only grow (a Last-Event-ID never skips an item).
+   */
+  hold (): void {
+    this.held ??= []
+  }
+
+  /** Write what was held, in order; events are written as they are sent from now on. */
+  release (): void {
+    const held = this.held ?? []
+    this.held = undefined
+    this.heldBytes = 0
+    for (const text of held) this.write(text)
+  }
+
+  /**
+   * Send a backlog no faster than the client reads it: each item in a burst
+   * (exempt from the cut-off), and past API_SSE_HISTORY_HIGH_WATER_BYTES
+   * unread, a wait for the client (`onWait` is told) before the next. False
+   * when the stream ended first.
+   */
+  async paced<T> (items: Iterable<T>, send: (item: T) => void, onWait?: () => void): Promise<boolean> {
+    for (const item of items) {
+      if (this.ended) return false
+      this.burst(() => { send(item) })
+      if (this.buffered > API_SSE_HISTORY_HIGH_WATER_BYTES) {
+        onWait?.()
+        await this.drained()
+      }
+    }
+    return !this.ended
   }
 
   /**
@@ -79,7 +159,13 @@ export class SseStream {
     } finally {
       this.bursting = false
       this.floor = this.res.writableLength
-      if (this.floor > 0) this.res.once('drain', () => { this.floor = 0 })
+      if (this.floor > 0 && !this.floorWatched) {
+        this.floorWatched = true
+        this.res.once('drain', () => {
+          this.floorWatched = false
+          this.floor = 0
+        })
+      }
     }
   }
 
@@ -115,17 +201,22 @@ export class SseStream {
     if (this.ended) return
     // a client that stopped reading is not allowed to hold the node's memory
     if (!this.bursting && this.res.writableLength > this.floor + this.maxBuffered) {
-      this.cutOff = true
-      this.res.destroy()
-      this.finish()
+      this.cut()
       return
     }
     this.res.write(text)
   }
 
+  private cut (): void {
+    this.cutOff = true
+    this.res.destroy()
+    this.finish()
+  }
+
   private finish (): void {
     if (this.ended) return
     this.ended = true
+    this.held = undefined
     this.end.resolve()
     clearInterval(this.heartbeat)
     for (const fn of this.closers.splice(0)) {

@@ -15,7 +15,7 @@ import { executorOfRun } from '../runlog/event.ts'
 import { isTerminal, type Run } from '../runlog/types.ts'
 import { readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
-import type { WireDelegate } from './messages.ts'
+import { assertPayloadValueDepth, type WireDelegate } from './messages.ts'
 import type { RunStore } from './store.ts'
 import type { Conversation, TurnView } from './types.ts'
 
@@ -158,6 +158,9 @@ export class Contexts {
 
   /** The agent saves its context of the conversation `run` is a turn of; kept durably for the next turns. */
   async save (run: Run, saved: Record<string, unknown>): Promise<void> {
+    // checked before it is encoded, as every other value of an agent is: JSON.stringify recurses, so thousands of
+    // levels ran it out of stack (an INTERNAL), and a context past the bound would reach later turns' handlers
+    assertPayloadValueDepth(saved, 'context')
     const size = Buffer.byteLength(JSON.stringify(saved))
     if (size > CONTEXT_STATE_MAX_BYTES) {
       throw new InvalidRequestError(`a saved context is ${size} bytes, over ${CONTEXT_STATE_MAX_BYTES}`, { reason: 'oversized', max: CONTEXT_STATE_MAX_BYTES })

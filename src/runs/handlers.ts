@@ -297,9 +297,11 @@ function contextFor (
  * PAYLOAD_MAX_DEPTH (the frames that carry the run stay within the wire's
  * bound), would make the run unreadable over the wire, and its delegator,
  * whose get_run answers it could no longer read, would wait on it for ever.
- * So it is refused here, and the run fails.
+ * So it is refused here, and the run fails. A caller that keeps an output
+ * for a later completion (the API, for a run someone else holds blocked)
+ * checks it first, so that a refusal reaches the caller that sent it.
  */
-function checkOutput (output: unknown): void {
+export function checkOutput (output: unknown): void {
   isRunOutput.assert(output, 'output')
   assertPayloadValueDepth(output, 'output')
   checkParts(output as Record<string, unknown>, 'output')
