@@ -280,7 +280,8 @@ describe('aap-mesh commands against running nodes', () => {
     const { url, token } = await readApiFiles(a.dataDir)
     const [direct, env, wrong, down] = await Promise.all([
       cli(['runs', 'list', '--api-url', url, '--token', token, '--data-dir', emptyDir, '--json']),
-      cli(['runs', 'list', '--data-dir', emptyDir, '--json'], { AAP_MESH_API_URL: url, AAP_MESH_TOKEN: token }),
+      // (a --data-dir given on the command line would win over the environment: cli-api-source.test.ts)
+      cli(['runs', 'list', '--json'], { AAP_MESH_API_URL: url, AAP_MESH_TOKEN: token }),
       cli(['runs', 'list', '--api-url', url, '--token', 'nope', '--json']),
       cli(['runs', 'list', '--api-url', 'http://127.0.0.1:9', '--token', 'x', '--json'])
     ])

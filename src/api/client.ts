@@ -7,9 +7,24 @@ import { request as httpRequest } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { CLI_REQUEST_TIMEOUT_MS } from '../constants.ts'
+import { CLI_REQUEST_TIMEOUT_MS, EVENT_MAX_BYTES } from '../constants.ts'
 import { AapError, isErrorCode } from '../errors.ts'
+import { REPLAY_MAX_BYTES } from '../events/constants.ts'
 import { readApiFiles } from './files.ts'
+
+/**
+ * Longest server-sent event the client holds while it waits for the event's
+ * end (UTF-16 units of text). The API sends one run event (at most
+ * EVENT_MAX_BYTES, 48 KiB) or one work item per SSE event: a node that sends
+ * more without ending the event is not the API, and the stream fails.
+ */
+export const API_CLIENT_SSE_EVENT_MAX_CHARS = 8 * EVENT_MAX_BYTES
+/**
+ * Largest JSON answer the client reads. The largest the API gives is a
+ * replay: up to REPLAY_MAX_BYTES (32 MiB) of events, with the transitions
+ * and runs that quote them; a body past this bound fails the call.
+ */
+export const API_CLIENT_ANSWER_MAX_BYTES = 4 * REPLAY_MAX_BYTES
 
 /** The API answered with an error: its code, message and HTTP status. */
 export class ApiError extends AapError {
@@ -24,9 +39,22 @@ export class ApiError extends AapError {
 
 /** The node could not be reached at all (not running, wrong URL). */
 export class ApiUnreachableError extends Error {
-  constructor (url: string, cause: unknown) {
-    super(`cannot reach the node's API at ${url}: ${(cause as Error).message ?? String(cause)}${isRefused(cause) ? ' (is the node running?)' : ''}`, { cause })
+  constructor (url: string, cause: unknown, message?: string) {
+    super(message ?? `cannot reach the node's API at ${url}: ${(cause as Error).message ?? String(cause)}${isRefused(cause) ? ' (is the node running?)' : ''}`, { cause })
     this.name = 'ApiUnreachableError'
+  }
+}
+
+/**
+ * What the node sent could not be read to its end: the connection was cut
+ * (the node stopped or died mid-answer), or the answer grew past anything the
+ * API sends (a misbehaving sidecar). Nothing more comes from that node, as
+ * when it cannot be reached.
+ */
+export class ApiAnswerBrokenError extends ApiUnreachableError {
+  constructor (url: string, message: string, cause?: unknown) {
+    super(url, cause, message)
+    this.name = 'ApiAnswerBrokenError'
   }
 }
 
@@ -77,9 +105,53 @@ function queryString (query: Record<string, QueryValue> | undefined): string {
   return s === '' ? '' : `?${s}`
 }
 
+/**
+ * Cancels of an oversized body that failed, counted (and the last one kept)
+ * for diagnosis: the call fails either way, and nothing is left to undo.
+ */
+export const answerCancelFailures: { count: number, last: unknown } = { count: 0, last: undefined }
+
+function cancelFailed (err: unknown): void {
+  answerCancelFailures.count++
+  answerCancelFailures.last = err
+}
+
+/**
+ * The body of an answer as text, read up to `max` bytes: a body past it is
+ * cancelled and fails with ApiAnswerBrokenError (res.text() would hold any size).
+ */
+async function boundedText (res: Response, url: string, max = API_CLIENT_ANSWER_MAX_BYTES): Promise<string> {
+  const declared = Number(res.headers.get('content-length') ?? 0)
+  const tooLarge = (): ApiAnswerBrokenError => new ApiAnswerBrokenError(url, `the node's API at ${url} answered with a body over ${max} bytes (API_CLIENT_ANSWER_MAX_BYTES); it is not the API`)
+  if (declared > max) {
+    await res.body?.cancel().catch(cancelFailed)
+    throw tooLarge()
+  }
+  if (res.body === null) return ''
+  const reader = res.body.getReader()
+  const parts: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    let chunk: Awaited<ReturnType<typeof reader.read>>
+    try {
+      chunk = await reader.read()
+    } catch (err) {
+      throw new ApiAnswerBrokenError(url, `the node's answer was cut before its end: ${(err as Error).message ?? String(err)}`, err)
+    }
+    if (chunk.done) break
+    size += chunk.value.byteLength
+    if (size > max) {
+      await reader.cancel().catch(cancelFailed)
+      throw tooLarge()
+    }
+    parts.push(chunk.value)
+  }
+  return Buffer.concat(parts).toString('utf8')
+}
+
 /** The JSON body of an answer; ApiError for an error answer or a body that is not JSON. */
-async function jsonAnswer<T> (res: Response): Promise<T> {
-  const text = await res.text()
+async function jsonAnswer<T> (res: Response, url: string): Promise<T> {
+  const text = await boundedText(res, url)
   let parsed: unknown
   try {
     parsed = text === '' ? undefined : JSON.parse(text)
@@ -147,7 +219,7 @@ export class ApiClient {
     return this.againAfterRestart(async () => {
       const timeout = AbortSignal.timeout(this.timeoutMs)
       const res = await this.fetch(method, path + queryString(query), body, signal === undefined ? timeout : AbortSignal.any([timeout, signal]))
-      return jsonAnswer<T>(res)
+      return jsonAnswer<T>(res, this.url)
     })
   }
 
@@ -160,12 +232,14 @@ export class ApiClient {
     if (opts.lastEventId !== undefined) headers['last-event-id'] = opts.lastEventId
     const res = await this.againAfterRestart(async () => {
       const answer = await this.fetch('GET', path + queryString(query), undefined, opts.signal, headers)
-      if (!answer.ok) throw errorOf(answer.status, await parsedBody(answer))
+      if (!answer.ok) throw errorOf(answer.status, await parsedBody(answer, this.url))
       return answer
     })
     if (res.body === null) return
     const decoder = new TextDecoder()
     let buffer = ''
+    // where the search for the next event's end goes on: what came before held none
+    let scanned = 0
     const reader = res.body.getReader()
     try {
       for (;;) {
@@ -174,15 +248,22 @@ export class ApiClient {
           chunk = await reader.read()
         } catch (err) {
           if (opts.signal?.aborted === true) return
-          throw err
+          // the node stopped or died mid-stream (undici says only "terminated")
+          throw new ApiAnswerBrokenError(this.url, `the node's event stream was cut: ${(err as Error).message ?? String(err)} (did the node stop?)`, err)
         }
         if (chunk.done) return
         buffer += decoder.decode(chunk.value, { stream: true })
-        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end)
-          buffer = buffer.slice(end + 2)
-          const ev = parseBlock(block)
+        let start = 0
+        for (let end = buffer.indexOf('\n\n', scanned); end >= 0; end = buffer.indexOf('\n\n', start)) {
+          const ev = parseBlock(buffer.slice(start, end))
+          start = end + 2
           if (ev !== undefined) yield ev
+        }
+        buffer = buffer.slice(start)
+        // the last character may be the first half of the next event's end
+        scanned = Math.max(0, buffer.length - 1)
+        if (buffer.length > API_CLIENT_SSE_EVENT_MAX_CHARS) {
+          throw new ApiAnswerBrokenError(this.url, `the node's event stream sent an event over ${API_CLIENT_SSE_EVENT_MAX_CHARS} characters (API_CLIENT_SSE_EVENT_MAX_CHARS) without ending it; it is not the API`)
         }
       }
     } finally {
@@ -198,14 +279,14 @@ export class ApiClient {
    */
   async upload<T> (path: string, body: AsyncIterable<Uint8Array>, contentType: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<T> {
     const res = await this.send(path + queryString(query), body, contentType, signal)
-    return jsonAnswer<T>(res)
+    return jsonAnswer<T>(res, this.url)
   }
 
   /** GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte. */
   async download (path: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<{ size: number | undefined, contentType: string | null, body: ReadableStream<Uint8Array> }> {
     const { res, body } = await this.againAfterRestart(async () => {
       const answer = await this.fetch('GET', path + queryString(query), undefined, signal, { accept: 'application/octet-stream' })
-      if (!answer.ok || answer.body === null) throw errorOf(answer.status, await parsedBody(answer))
+      if (!answer.ok || answer.body === null) throw errorOf(answer.status, await parsedBody(answer, this.url))
       return { res: answer, body: answer.body }
     })
     const length = res.headers.get('content-length')
@@ -236,7 +317,12 @@ export class ApiClient {
         const headers = { authorization: `Bearer ${this.token}`, 'content-type': contentType }
         const req = open(url, { method: 'POST', headers, ...(signal === undefined ? {} : { signal }) }, (res) => {
           const parts: Buffer[] = []
-          res.on('data', (piece: Buffer) => { parts.push(piece) })
+          let size = 0
+          res.on('data', (piece: Buffer) => {
+            size += piece.byteLength
+            if (size > API_CLIENT_ANSWER_MAX_BYTES) res.destroy(new ApiAnswerBrokenError(this.url, `the node's API at ${this.url} answered with a body over ${API_CLIENT_ANSWER_MAX_BYTES} bytes (API_CLIENT_ANSWER_MAX_BYTES); it is not the API`))
+            else parts.push(piece)
+          })
           res.on('error', reject)
           res.on('end', () => { resolve(new Response(Buffer.concat(parts), { status: res.statusCode ?? 502 })) })
         })
@@ -247,7 +333,7 @@ export class ApiClient {
     } catch (err) {
       if (readFailure !== undefined) throw readFailure.err
       if ((signal?.reason as Error | undefined)?.name === 'TimeoutError') throw new ApiError(504, 'TIMEOUT', `the API did not answer POST ${pathAndQuery.split('?')[0] ?? ''} in time`)
-      if (signal?.aborted === true) throw err
+      if (signal?.aborted === true || err instanceof ApiAnswerBrokenError) throw err
       throw new ApiUnreachableError(this.url, err)
     }
   }
@@ -278,8 +364,8 @@ export class ApiClient {
 }
 
 /** An error answer's body as JSON; undefined when it is not JSON (errorOf then reports the status). */
-async function parsedBody (res: Response): Promise<unknown> {
-  const text = await res.text()
+async function parsedBody (res: Response, url: string): Promise<unknown> {
+  const text = await boundedText(res, url)
   try {
     return JSON.parse(text)
   } catch {

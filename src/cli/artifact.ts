@@ -12,6 +12,7 @@ import type { Command } from 'commander'
 import type { FilePart } from '../artifacts/types.ts'
 import type { ArtifactPage } from '../artifacts/service.ts'
 import { ARTIFACT_LIST_MAX_LIMIT } from '../artifacts/constants.ts'
+import { readPages } from './pages.ts'
 import { collect, positiveInt, remoteAction, remoteCommand, UsageError, type RemoteOptions } from './remote.ts'
 
 export function registerArtifact (program: Command): void {
@@ -68,17 +69,14 @@ export function registerArtifact (program: Command): void {
     .option('--cursor <cursor>', 'start at this page (the next_cursor a listing printed)')
     .option('--all', 'follow the cursors to the end of the listing', false)
     .action(remoteAction<RemoteOptions & { limit?: number, cursor?: string, all: boolean }>(async (client, opts) => {
-      let cursor = opts.cursor
-      let list: ArtifactPage | undefined
-      do {
-        const page: ArtifactPage = await client.call<ArtifactPage>('GET', '/v1/artifacts', undefined, { limit: opts.limit, cursor })
-        list = list === undefined ? page : { ...page, artifacts: [...list.artifacts, ...page.artifacts] }
-        cursor = page.next_cursor ?? undefined
-      } while (opts.all && cursor !== undefined)
+      const { pages, unfinished } = await readPages(opts.cursor, opts.all, async cursor => client.call<ArtifactPage>('GET', '/v1/artifacts', undefined, { limit: opts.limit, cursor }), p => p.artifacts.length)
+      // the last page's store figures and cursor, every page's artifacts
+      const last = pages[pages.length - 1] as ArtifactPage
+      const list: ArtifactPage = { ...last, artifacts: pages.flatMap(p => p.artifacts) }
       const lines = list.artifacts.map(a => `${a.artifact}  ${a.size} bytes  ${a.pinned ? 'pinned' : 'copy'}  last used ${a.last_used}`)
       if (list.next_cursor !== null) lines.push(`more: --cursor ${list.next_cursor}`)
       lines.push(`store: ${list.used_bytes} of ${list.max_bytes} bytes, ${list.count} of ${list.max_count} artifacts`)
-      return { json: list, text: lines.join('\n') }
+      return { json: list, text: lines.join('\n'), ...(unfinished === undefined ? {} : { unfinished }) }
     }))
 
   remoteCommand(artifact, 'rm', 'remove an artifact from this node\'s store (one it made or fetched); other holders keep theirs')

@@ -7,14 +7,15 @@ import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, type Command } from 'commander'
 import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
-import { streamFailure, type ApiClient } from '../api/client.ts'
+import { ApiError, ApiUnreachableError, streamFailure, type ApiClient } from '../api/client.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
 import type { CorrelationReplay } from '../events/replay.ts'
 import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
-import { cardDraftFrom } from './start.ts'
+import { cardDraftFrom } from './start-args.ts'
 import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
-import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, positiveInt, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type RemoteOptions } from './remote.ts'
+import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, positiveInt, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type Output, type RemoteOptions } from './remote.ts'
 import { onInterrupt } from './signals.ts'
+import { readPages } from './pages.ts'
 
 interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
 interface RunResult { run: Run }
@@ -193,11 +194,15 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...
       const body = await delegateBody(client, opts)
       const task = String(body.task_id)
       const ctl = new AbortController()
-      const release = onInterrupt(() => { ctl.abort() }, ['SIGINT'])
+      const release = onInterrupt(() => { ctl.abort() }, ['SIGINT', 'SIGTERM'])
       let created: Run | undefined
       // the run whose end send waits for: the delegated one, then each successor it is handed off to
       let current: string | undefined
+      // the last state of `current` the node told (undefined for a successor not asked about yet)
+      let known: Run | undefined
       let ended: Run | undefined
+      // why the wait ended before the run did, when the node's stream broke or failed
+      let cut: Error | undefined
       try {
         // follow the task's events from now on, then delegate: the run's end cannot slip by unseen
         for await (const ev of client.stream(`/v1/events/${seg(task)}/stream`, { history: false }, { signal: ctl.signal })) {
@@ -206,6 +211,7 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...
           if (ev.event === 'ready') {
             created = (await client.call<RunResult>('POST', '/v1/delegate', body)).run
             current = created.run_id
+            known = created
             // a retried idempotency key may answer with a run that ended or blocked already
             if (created.state === 'running') continue
           } else {
@@ -218,46 +224,86 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...
             break
           }
           current = end.live
+          known = end.known
         }
+      } catch (err) {
+        // once a run was delegated, a node that stopped or failed mid-wait must not hide which one: said below;
+        // Ctrl-C before the node even answered the stream is an interruption like any other
+        const typed = err instanceof ApiUnreachableError || err instanceof ApiError || err instanceof UnfinishedError
+        if (!ctl.signal.aborted && !(created !== undefined && typed)) throw err
+        cut = err as Error
       } finally {
         release()
       }
-      if (created === undefined) throw new UnfinishedError('UNREACHABLE', 'the node\'s event stream ended before the delegation was sent', EXIT_UNREACHABLE)
-      const run = ended ?? (await client.call<RunResult>('GET', `/v1/runs/${seg(current ?? created.run_id)}`)).run
+      if (created === undefined) {
+        if (ctl.signal.aborted) throw new UnfinishedError('INTERRUPTED', `stopped before the delegation of ${task} was sent`, EXIT_INTERRUPTED)
+        throw new UnfinishedError('UNREACHABLE', 'the node\'s event stream ended before the delegation was sent', EXIT_UNREACHABLE)
+      }
+      const delegated = created
+      const waited = current ?? delegated.run_id
+      let run = ended
+      if (run === undefined) {
+        try {
+          run = (await client.call<RunResult>('GET', `/v1/runs/${seg(waited)}`)).run
+        } catch (err) {
+          // the node is gone (stopped, died): what it said last stands, and the run is named for a later look
+          return unansweredSend(delegated, waited, known, cut ?? (err as Error), ctl.signal.aborted)
+        }
+      }
       const turn = run.turn === undefined ? '' : ` (turn ${run.turn} of ${run.context_id ?? run.run_id})`
-      const handed = run.run_id === created.run_id ? '' : ` (run ${created.run_id} handed off)`
+      const handed = run.run_id === delegated.run_id ? '' : ` (run ${delegated.run_id} handed off)`
       const text = run.state === 'completed'
         ? `${JSON.stringify(run.output)}\nrun ${run.run_id}${turn}${handed}: completed; next turn: aap-mesh send --continue ${run.run_id} --input ...`
         : `run ${run.run_id}${turn}${handed}: ${run.state}\n${runText(run)}`
-      const unfinished = sendVerdict(run, ctl.signal.aborted)
-      return { json: { run, ...(handed === '' ? {} : { delegated_run: created.run_id }) }, text, ...(unfinished === undefined ? {} : { unfinished }) }
+      const unfinished = sendVerdict(run, ctl.signal.aborted, cut)
+      return { json: { run, ...(handed === '' ? {} : { delegated_run: delegated.run_id }) }, text, ...(unfinished === undefined ? {} : { unfinished }) }
     }))
 }
 
 /**
- * Where a run's line of handoffs stands: the first run of it that ended
- * without handing off or is blocked (`run`), or the live one to wait for.
+ * What `send` says when the node could not be asked how its wait ended (it
+ * stopped or died): the run it delegated and the last state it heard of the
+ * run it waited for, exit 3 (130 when SIGINT or SIGTERM ended the wait).
  */
-async function endOfChain (client: ApiClient, runId: string): Promise<{ run: Run, live?: undefined } | { run?: undefined, live: string }> {
+function unansweredSend (delegated: Run, waited: string, known: Run | undefined, why: Error, interrupted: boolean): Output {
+  const state = known?.run_id === waited ? known.state : 'in a state not heard of'
+  const handed = waited === delegated.run_id ? '' : ` (run ${delegated.run_id} handed off)`
+  const unfinished = interrupted
+    ? new UnfinishedError('INTERRUPTED', `stopped waiting; run ${waited}${handed} was last ${state} (the node did not answer again: ${why.message})`, EXIT_INTERRUPTED)
+    : new UnfinishedError('UNREACHABLE', `the node's event stream ended while run ${waited}${handed} is ${state}: ${why.message}; look again with aap-mesh runs show ${waited}`, EXIT_UNREACHABLE)
+  const run = known?.run_id === waited ? known : undefined
+  return {
+    json: { run: run ?? null, delegated_run: delegated.run_id, ...(run === undefined ? { waited_run: waited } : {}) },
+    text: run === undefined ? `run ${waited}${handed}: ${state}` : `run ${waited}${handed}: ${state}\n${runText(run)}`,
+    unfinished
+  }
+}
+
+/**
+ * Where a run's line of handoffs stands: the first run of it that ended
+ * without handing off or is blocked (`run`), or the live one to wait for
+ * (`known`: its state as the node gave it, when it was asked).
+ */
+async function endOfChain (client: ApiClient, runId: string): Promise<{ run: Run, live?: undefined, known?: undefined } | { run?: undefined, live: string, known: Run | undefined }> {
   let id = runId
   for (let hop = 0; hop <= MAX_HANDOFF_DEPTH; hop++) {
     const run = (await client.call<RunResult>('GET', `/v1/runs/${seg(id)}`)).run
-    if (run.state === 'running') return { live: id }
+    if (run.state === 'running') return { live: id, known: run }
     if (run.state !== 'completed' || run.handoff_to === null) return { run }
     id = run.handoff_to.run_id
   }
-  return { live: id }
+  return { live: id, known: undefined }
 }
 
 /** Why `send` did not succeed: undefined for a completed run, else the reason and exit status. */
-function sendVerdict (run: Run, interrupted: boolean): UnfinishedError | undefined {
+function sendVerdict (run: Run, interrupted: boolean, cut: Error | undefined): UnfinishedError | undefined {
   switch (run.state) {
     case 'completed': return undefined
     case 'failed': return new UnfinishedError(run.failure?.code ?? 'FAILED', `run ${run.run_id} failed: ${run.failure?.message ?? 'no reason given'}`, EXIT_REFUSED)
     case 'blocked': return new UnfinishedError('BLOCKED', `run ${run.run_id} is blocked on checkpoint ${run.checkpoint_id ?? '-'}; go on with aap-mesh resume ${run.run_id} --resolution '{...}'`, EXIT_REFUSED)
     default:
       if (interrupted) return new UnfinishedError('INTERRUPTED', `stopped waiting; run ${run.run_id} is ${run.state}`, EXIT_INTERRUPTED)
-      return new UnfinishedError('UNREACHABLE', `the node's event stream ended while run ${run.run_id} is ${run.state}`, EXIT_UNREACHABLE)
+      return new UnfinishedError('UNREACHABLE', `the node's event stream ended while run ${run.run_id} is ${run.state}${cut === undefined ? '' : `: ${cut.message}`}`, EXIT_UNREACHABLE)
   }
 }
 
@@ -286,18 +332,16 @@ function registerRuns (program: Command): void {
       if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError(`--since "${opts.since}" is not a time (e.g. 2026-01-31T12:00:00Z)`)
       const query = { state: opts.state, correlation_id: opts.correlation, agent: opts.agent, capability: opts.capability, since: opts.since, side: opts.side, order: opts.newest ? 'newest' : undefined, limit: opts.limit }
       const list: RunListPage = { executing: [], delegated: [], next_cursor: null, counts: null }
-      let cursor = opts.cursor
-      do {
-        const page = await client.call<RunListPage>('GET', '/v1/runs', undefined, { ...query, cursor })
+      const { pages, unfinished } = await readPages(opts.cursor, opts.all, async cursor => client.call<RunListPage>('GET', '/v1/runs', undefined, { ...query, cursor }), p => p.executing.length + p.delegated.length)
+      for (const page of pages) {
         list.executing.push(...page.executing)
         list.delegated.push(...page.delegated)
         list.next_cursor = page.next_cursor
         list.counts = page.counts
-        cursor = page.next_cursor ?? undefined
-      } while (opts.all && cursor !== undefined)
+      }
       const lines = [...list.executing.map(r => runLine(r, 'executing')), ...list.delegated.map(r => runLine(r, 'delegated'))]
       if (list.next_cursor !== null) lines.push(`more: --cursor ${list.next_cursor}`)
-      return { json: list, text: lines.length === 0 ? 'no runs' : lines.join('\n') }
+      return { json: list, text: lines.length === 0 ? 'no runs' : lines.join('\n'), ...(unfinished === undefined ? {} : { unfinished }) }
     }))
 
   remoteCommand(runs, 'show', 'show one run, as its executor knows it')
@@ -343,7 +387,7 @@ function registerVerbs (program: Command): void {
 function registerEvents (program: Command): void {
   remoteCommand(program, 'events', 'print a correlation\'s run events; with --follow keep printing them as they come')
     .argument('<correlation>', 'the correlation (task) id')
-    .option('-f, --follow', 'stay connected and print new events until interrupted', false)
+    .option('-f, --follow', 'stay connected and print new events until interrupted (exit 3 if the node ends the stream)', false)
     .option('--until <type>', 'with --follow: stop after the first event of this type (e.g. run.blocked); exit 3 if the stream ends before one, 130 if interrupted')
     .option('--no-history', 'with --follow: only events from now on')
     .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
@@ -372,14 +416,20 @@ function registerEvents (program: Command): void {
             break
           }
         }
+      } catch (err) {
+        // Ctrl-C before the node answered the stream ends the wait like one after it
+        if (!ctl.signal.aborted) throw err
       } finally {
         release()
       }
-      if (opts.until !== undefined && !seen) {
-        if (ctl.signal.aborted) throw new UnfinishedError('INTERRUPTED', `stopped following ${corr} before a ${opts.until} event`, EXIT_INTERRUPTED)
-        throw new UnfinishedError('UNREACHABLE', `the node's event stream of ${corr} ended before a ${opts.until} event (did the node stop?)`, EXIT_UNREACHABLE)
+      if (seen) return undefined
+      if (ctl.signal.aborted) {
+        // a plain follow ends by Ctrl-C as intended; a wait for an event did not get it
+        if (opts.until === undefined) return undefined
+        throw new UnfinishedError('INTERRUPTED', `stopped following ${corr} before a ${opts.until} event`, EXIT_INTERRUPTED)
       }
-      return undefined
+      if (opts.until !== undefined) throw new UnfinishedError('UNREACHABLE', `the node's event stream of ${corr} ended before a ${opts.until} event (did the node stop?)`, EXIT_UNREACHABLE)
+      throw new UnfinishedError('UNREACHABLE', `the node's event stream of ${corr} ended (did the node stop?)`, EXIT_UNREACHABLE)
     }))
 }
 

@@ -2,7 +2,8 @@
  * `aap-mesh conformance <multiaddr | agent id>`: run the conformance kit
  * against a node over the wire, print the clause table, write the JSON and
  * Markdown reports. Exit 0 when every MUST passed, 1 when one failed or is
- * undecided, 2 on wrong arguments, 3 when the target cannot be reached, 130
+ * undecided, 2 on wrong arguments, 3 when the target cannot be reached, 4
+ * when a report could not be written (the table is printed first), 130
  * when interrupted (the check under way stops, its runs on the target are
  * canceled, and the kit's nodes stop and remove their folders).
  */
@@ -16,6 +17,9 @@ interface ConformanceOptions {
   markdown: string
   logLevel: string
 }
+
+/** The kit ran, but a report could not be written: not a verdict on the target (1 is one). */
+export const EXIT_REPORTS_UNWRITTEN = 4
 
 const DEFAULT_JSON = 'reports/conformance.json'
 const DEFAULT_MARKDOWN = 'reports/conformance.md'
@@ -35,7 +39,8 @@ export function registerConformance (program: Command): Command {
     .addHelpText('after', `
 The target must serve cap:aap-conformance@0.1.0 with the conformance agent
 (aap-mesh start --conformance-agent; see protocols/conformance.md).
-Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong arguments, 3 target unreachable.`)
+Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong arguments, 3 target unreachable,
+${EXIT_REPORTS_UNWRITTEN} the reports could not be written (the table is printed all the same).`)
     .action(async (target: string, opts: ConformanceOptions) => {
       const { runConformance } = await import('../conformance/runner.ts')
       const { MARK, terminalTable, writeReports } = await import('../conformance/report.ts')
@@ -78,8 +83,20 @@ Exit codes: 0 every MUST passed, 1 a MUST failed or is undecided, 2 wrong argume
       } finally {
         release()
       }
-      await writeReports(report, { json: opts.json, markdown: opts.markdown })
+      // the reports before the table (a reader gone from stdout must not cost them); one that cannot be
+      // written must not cost the table either: the run's result is printed, then the failure said
+      let unwritten: Error | undefined
+      try {
+        await writeReports(report, { json: opts.json, markdown: opts.markdown })
+      } catch (err) {
+        unwritten = err as Error
+      }
       process.stdout.write(`${terminalTable(report, process.stdout.columns ?? 160)}\n`)
+      if (unwritten !== undefined) {
+        process.stderr.write(`error: the reports could not be written (${opts.json}, ${opts.markdown}): ${unwritten.message}\n`)
+        process.exitCode = EXIT_REPORTS_UNWRITTEN
+        return
+      }
       process.stdout.write(`reports: ${opts.json}, ${opts.markdown}\n`)
       // a MUST the kit could not decide (a capacity refusal) is not shown to pass either
       process.exitCode = report.summary.must_failed.length > 0 || report.summary.must_inconclusive.length > 0 ? EXIT_REFUSED : 0

@@ -2,6 +2,7 @@
  * Limits of the command line that came after src/constants.ts was full.
  * The CLI's first ones (CLI_*) are still there.
  */
+import { LIVENESS_PROBE_INTERVAL_MS, LIVENESS_PROBE_TIMEOUT_MS } from '../constants.ts'
 
 /**
  * `start` stops cleanly on SIGINT or SIGTERM and exits at once on a second
@@ -11,3 +12,25 @@
  * the launcher passes the signal on to the node as well.
  */
 export const CLI_SIGNAL_REPEAT_WINDOW_MS = 1_000
+
+/**
+ * `runs list --all` and `artifact ls --all` follow the listing's cursors for
+ * at most this many pages: past it they stop and print where to go on
+ * (--cursor), so a node that hands out new cursors without end cannot keep
+ * the command fetching forever.
+ */
+export const CLI_LIST_ALL_MAX_PAGES = 10_000
+
+/**
+ * ...and for at most this many runs or artifacts in all (what they hold is
+ * kept in memory until it is printed).
+ */
+export const CLI_LIST_ALL_MAX_ITEMS = 100_000
+
+/**
+ * The shortest `start --executor-lost-after`: one probe interval and one
+ * probe's timeout (LIVENESS_PROBE_INTERVAL_MS + LIVENESS_PROBE_TIMEOUT_MS,
+ * 10 s). Shorter, one probe missed or slow declares the executor lost and
+ * fails its live runs with EXECUTOR_LOST.
+ */
+export const CLI_EXECUTOR_LOST_AFTER_MIN_MS = LIVENESS_PROBE_INTERVAL_MS + LIVENESS_PROBE_TIMEOUT_MS

@@ -1,10 +1,13 @@
 /**
  * Text output of the remote commands: short, aligned, one thing per line.
- * (--json prints the API's documents as they are.)
+ * (--json prints the API's documents as they are.) Every line is made
+ * printable as a whole: names, reasons and messages come from other peers,
+ * and a control character in one must not reach the operator's terminal.
  */
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import type { CorrelationReplay, Transition } from '../events/replay.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
+import { printable } from './printable.ts'
 
 export function cap (c: CapabilityRef | null | undefined): string {
   return c === null || c === undefined ? '-' : `${c.capability_id}@${c.version}`
@@ -12,7 +15,7 @@ export function cap (c: CapabilityRef | null | undefined): string {
 
 function table (rows: Array<[string, string]>): string {
   const width = Math.max(...rows.map(([k]) => k.length))
-  return rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')
+  return rows.map(([k, v]) => printable(`${k.padEnd(width)}  ${v}`)).join('\n')
 }
 
 function compact (v: unknown): string {
@@ -37,7 +40,7 @@ export function cardText (agentId: string, card: AgentCard | null, webhook: stri
 
 export function cardsText (cards: AgentCard[]): string {
   if (cards.length === 0) return 'no agent found'
-  return cards.map(c => `${c.agent_id}  ${c.name}  ${c.capabilities.map(cap).join(',') || '-'}${c.tags.length > 0 ? `  [${c.tags.join(',')}]` : ''}`).join('\n')
+  return cards.map(c => printable(`${c.agent_id}  ${c.name}  ${c.capabilities.map(cap).join(',') || '-'}${c.tags.length > 0 ? `  [${c.tags.join(',')}]` : ''}`)).join('\n')
 }
 
 export function runText (run: Run): string {
@@ -61,7 +64,7 @@ export function runText (run: Run): string {
 }
 
 export function runLine (run: Run, side?: string): string {
-  return [side, run.state.padEnd(9), run.run_id, run.correlation_id, cap(run.capability)].filter(x => x !== undefined).join('  ')
+  return printable([side, run.state.padEnd(9), run.run_id, run.correlation_id, cap(run.capability)].filter(x => x !== undefined).join('  '))
 }
 
 export function eventLine (e: AgentEvent): string {
@@ -72,7 +75,7 @@ export function eventLine (e: AgentEvent): string {
   else if (e.type === 'run.progress' && p.transition === 'resume') what = `resumed ${String(p.checkpoint_id ?? '-')} with ${compact(p.resolution)}`
   else if (e.type === 'run.completed' && p.transition === 'handoff') what = `handed off to ${compact(p.handoff_to)}`
   else what = compact(p)
-  return `${e.at}  ${e.run_id}#${e.seq}  ${e.type}  ${what}`
+  return printable(`${e.at}  ${e.run_id}#${e.seq}  ${e.type}  ${what}`)
 }
 
 function transitionLine (t: Transition): string {
@@ -96,5 +99,5 @@ export function replayText (r: CorrelationReplay): string {
   for (const f of r.forks) lines.push(`forked: run ${f.run_id} at seq ${f.seq}: ${f.executor} signed two events there; the successors they name are canceled`)
   // what the replay may be missing: said last, so it is not read past
   for (const u of r.unreached) lines.push(`not reached: ${u.agent_id} (${u.code}); what only it holds is missing here`)
-  return lines.join('\n')
+  return lines.map(printable).join('\n')
 }

@@ -13,9 +13,9 @@ export function registerMcp (program: Command): Command {
     .option('--data-dir <dir>', 'data directory of the running node (its api.json and api-token)', `./${DEFAULT_DATA_DIR}`)
     .addOption(new Option('--api-url <url>', 'URL of the node\'s API (instead of <data dir>/api.json)').env('AAP_MESH_API_URL'))
     .addOption(new Option('--token <token>', 'API token (instead of <data dir>/api-token)').env('AAP_MESH_TOKEN'))
-    .action(async (opts: Omit<RemoteOptions, 'json'>) => {
+    .action(async (opts: Omit<RemoteOptions, 'json'>, cmd: Command) => {
       try {
-        const client = await clientFor({ ...opts, json: false })
+        const client = await clientFor({ ...opts, json: false }, cmd)
         const { serveStdio } = await import('../mcp/server.ts')
         await serveStdio(client)
       } catch (err) {

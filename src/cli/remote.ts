@@ -17,6 +17,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander'
 import { DEFAULT_DATA_DIR } from '../constants.ts'
 import { ApiClient, ApiError, ApiUnreachableError } from '../api/client.ts'
 import { AapError } from '../errors.ts'
+import { printable, printableLines } from './printable.ts'
 
 export const EXIT_REFUSED = 1
 export const EXIT_USAGE = 2
@@ -84,32 +85,44 @@ export function remoteCommand (parent: Command, name: string, description: strin
     .option('--json', 'print JSON (one document per line) instead of text', false)
 }
 
-export async function clientFor (opts: RemoteOptions): Promise<ApiClient> {
-  if (opts.apiUrl !== undefined || opts.token !== undefined) {
-    if (opts.apiUrl === undefined || opts.token === undefined) {
-      // one of the two from the data directory, the other given; a data directory without a
-      // running node leaves the missing one undefined, which the usage error below reports
-      const fromDir = await ApiClient.fromDataDir(opts.dataDir).then(c => c, () => undefined)
-      const url = opts.apiUrl ?? fromDir?.url
-      const token = opts.token ?? (fromDir === undefined ? undefined : await tokenOf(opts.dataDir))
-      if (url === undefined || token === undefined) throw new UsageError('--api-url and --token go together (or leave both to the data directory)')
-      return new ApiClient(url, token)
+/**
+ * The client of the node the options name. A URL and a token always come as
+ * a pair from one place: the command line or environment (--api-url and
+ * --token, AAP_MESH_API_URL and AAP_MESH_TOKEN), or the data directory. One
+ * without the other is a usage error, never completed from the data
+ * directory: its token would go to a URL it was not issued for. A --data-dir
+ * given on the command line names the node, so the environment's URL and
+ * token are left out then (`cmd` says where each value came from).
+ */
+export async function clientFor (opts: RemoteOptions, cmd?: Command): Promise<ApiClient> {
+  let apiUrl = opts.apiUrl
+  let token = opts.token
+  if (cmd?.getOptionValueSource('dataDir') === 'cli') {
+    const fromEnv: string[] = []
+    if (cmd.getOptionValueSource('apiUrl') === 'env') {
+      apiUrl = undefined
+      fromEnv.push('AAP_MESH_API_URL')
     }
-    return new ApiClient(opts.apiUrl, opts.token)
+    if (cmd.getOptionValueSource('token') === 'env') {
+      token = undefined
+      fromEnv.push('AAP_MESH_TOKEN')
+    }
+    if (fromEnv.length > 0) process.stderr.write(`aap-mesh: --data-dir ${opts.dataDir} given: ${fromEnv.join(' and ')} from the environment left out\n`)
   }
-  return ApiClient.fromDataDir(opts.dataDir)
-}
-
-async function tokenOf (dataDir: string): Promise<string | undefined> {
-  const { readApiFiles } = await import('../api/files.ts')
-  // no readable token file: the caller reports the missing token
-  return (await readApiFiles(dataDir).then(f => f, () => undefined))?.token
+  if (apiUrl === undefined && token === undefined) return ApiClient.fromDataDir(opts.dataDir)
+  if (apiUrl === undefined || token === undefined) throw new UsageError('--api-url and --token go together (or leave both to the data directory)')
+  return new ApiClient(apiUrl, token)
 }
 
 /** Print a command's result. */
 export function print (out: Output, json: boolean): void {
   if (json) process.stdout.write(JSON.stringify(out.json) + '\n')
-  else if (out.text !== '') process.stdout.write(out.text.endsWith('\n') ? out.text : out.text + '\n')
+  else if (out.text !== '') process.stdout.write(printableLines(out.text.endsWith('\n') ? out.text.slice(0, -1) : out.text) + '\n')
+}
+
+/** The error line on stderr: the message may quote a peer (an executor's error frame, a failure reason). */
+function sayError (code: string, message: string): void {
+  process.stderr.write(`aap-mesh: ${printable(code)}: ${printable(message)}\n`)
 }
 
 /** Report an error the way every command does, and set the exit code. */
@@ -149,7 +162,7 @@ export function fail (err: unknown, json: boolean): void {
     exit = EXIT_REFUSED
   }
   if (json) process.stdout.write(JSON.stringify({ error: { code, message, ...(status === undefined ? {} : { status }) } }) + '\n')
-  process.stderr.write(`aap-mesh: ${code}: ${message}\n`)
+  sayError(code, message)
   process.exitCode = exit
 }
 
@@ -163,11 +176,11 @@ export function remoteAction<O extends RemoteOptions> (run: (client: ApiClient, 
     const opts = cmd.opts<O>()
     const args = received.slice(0, -2).filter((a): a is string => typeof a === 'string')
     try {
-      const client = await clientFor(opts)
+      const client = await clientFor(opts, cmd)
       const out = await run(client, opts, args)
       if (out !== undefined) print(out, opts.json)
       if (out?.unfinished !== undefined) {
-        process.stderr.write(`aap-mesh: ${out.unfinished.code}: ${out.unfinished.message}\n`)
+        sayError(out.unfinished.code, out.unfinished.message)
         process.exitCode = out.unfinished.exit
       }
     } catch (err) {

@@ -8,7 +8,7 @@
  * then stops gracefully: the API closes its streams, the node finishes its
  * writes, and the API files are removed from the data directory.
  */
-import { readFile } from 'node:fs/promises'
+import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { InvalidArgumentError, Option, type Command } from 'commander'
@@ -25,10 +25,12 @@ import type { AgentCard, CapabilityQuery, CardDraft } from '../card/card.ts'
 async function cardModule (): Promise<typeof import('../card/card.ts')> {
   return import('../card/card.ts')
 }
-import { AapError, InvalidRequestError } from '../errors.ts'
+import { AapError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
 import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
-import { API_INFO_FILE } from '../api/files.ts'
+import { API_INFO_FILE, API_TOKEN_FILE } from '../api/files.ts'
+import { CLI_EXECUTOR_LOST_AFTER_MIN_MS } from './constants.ts'
+import { cardDraftFrom, checkMultiaddrs } from './start-args.ts'
 import { onInterrupt } from './signals.ts'
 
 export interface StartOptions {
@@ -77,6 +79,13 @@ function positiveCount (value: string): number {
   return n
 }
 
+/** Option parser of --executor-lost-after: at least CLI_EXECUTOR_LOST_AFTER_MIN_MS, so one missed probe never fails a run. */
+function lostAfter (value: string): number {
+  const n = positiveCount(value)
+  if (n < CLI_EXECUTOR_LOST_AFTER_MIN_MS) throw new InvalidArgumentError(`at least ${CLI_EXECUTOR_LOST_AFTER_MIN_MS} ms (one liveness probe interval and one probe's timeout): shorter, one missed probe fails the executor's live runs with EXECUTOR_LOST`)
+  return n
+}
+
 export function parsePort (value: string): number {
   const n = Number(value)
   if (!/^[0-9]{1,5}$/.test(value) || n > 65535) throw new InvalidArgumentError('a port is an integer from 0 to 65535')
@@ -114,7 +123,7 @@ export function registerStart (program: Command): Command {
     .addOption(new Option('--relay-client <mode>', 'reserve slots on relays and publish relay addresses: auto (when every routable address is private and none is announced), on, off').choices(['auto', 'on', 'off']).default('auto'))
     .option('--upnp', 'ask the LAN gateway for a port mapping (UPnP)', false)
     .option('--max-connections <n>', `open connections the node keeps; the least valuable go first, never a peer with live runs (default ${CONNECTIONS_MAX})`, positiveCount)
-    .option('--executor-lost-after <ms>', `a run's executor unreachable this long is declared lost and the run failed with EXECUTOR_LOST (default ${EXECUTOR_LOST_AFTER_MS})`, positiveCount)
+    .option('--executor-lost-after <ms>', `a run's executor unreachable this long is declared lost and the run failed with EXECUTOR_LOST (default ${EXECUTOR_LOST_AFTER_MS}, at least ${CLI_EXECUTOR_LOST_AFTER_MIN_MS})`, lostAfter)
     .option('--card <file>', 'a card draft, JSON: {name, description, capabilities: [{capability_id, version}], tags}')
     .option('--name <name>', 'card name (overrides the file)')
     .option('--description <text>', 'card description (overrides the file)')
@@ -154,74 +163,6 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
     })
 }
 
-/**
- * Every --listen, --announce and --bootstrap value parsed as a multiaddr, so
- * a mistyped one is a usage error before anything starts (libp2p would throw
- * it later, from deep inside a running node).
- */
-async function checkMultiaddrs (opts: Pick<StartOptions, 'listen' | 'announce' | 'bootstrap'>): Promise<void> {
-  const { multiaddr } = await import('@multiformats/multiaddr')
-  const given: Array<[string, string[] | undefined]> = [['--listen', opts.listen], ['--announce', opts.announce], ['--bootstrap', opts.bootstrap]]
-  for (const [option, values] of given) {
-    for (const value of values ?? []) {
-      try {
-        multiaddr(value)
-      } catch (err) {
-        throw new InvalidRequestError(`${option} ${value} is not a multiaddr (${messageOf(err)}); write one like /ip4/203.0.113.7/tcp/4001`)
-      }
-    }
-  }
-}
-
-/**
- * The card to publish: the file's draft with the flags applied, or undefined
- * when neither a file nor any card flag was given.
- */
-export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 'description' | 'capability' | 'tag'>, base?: CardDraft): Promise<CardDraft | undefined> {
-  const flagCapabilities = opts.capability ?? []
-  const flagTags = opts.tag ?? []
-  const flagsGiven = opts.name !== undefined || opts.description !== undefined || flagCapabilities.length > 0 || flagTags.length > 0
-  if (opts.card === undefined && !flagsGiven) return undefined
-  const { parseCapability, parseCardDraft } = await cardModule()
-  // without a file, the flags apply to `base` (the current card, for `card set`)
-  let fields: Record<string, unknown> = opts.card === undefined && base !== undefined ? { ...base } : {}
-  if (opts.card !== undefined) {
-    let text: string
-    try {
-      text = await readFile(opts.card, 'utf8')
-    } catch (err) {
-      throw new InvalidRequestError(`cannot read card file ${opts.card}: ${messageOf(err)}`)
-    }
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch (err) {
-      throw new InvalidRequestError(`card file ${opts.card} is not JSON: ${messageOf(err)}`)
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new InvalidRequestError(`card file ${opts.card} must hold a JSON object`)
-    fields = { ...parsed }
-  }
-  const capabilities = flagCapabilities.map(text => {
-    const c = parseCapability(text)
-    if (c.version === undefined || c.version === null || c.version === '*') {
-      throw new InvalidRequestError(`--capability ${text}: a card offers an exact version, e.g. ${c.capability_id}@1.0.0`)
-    }
-    return { capability_id: c.capability_id, version: c.version }
-  })
-  if (opts.name !== undefined) fields.name = opts.name
-  if (opts.description !== undefined) fields.description = opts.description
-  if (capabilities.length > 0) {
-    const have = Array.isArray(fields.capabilities) ? fields.capabilities as unknown[] : []
-    const known = new Set(have.map(c => JSON.stringify(c)))
-    fields.capabilities = [...have, ...capabilities.filter(c => !known.has(JSON.stringify(c)))]
-  }
-  if (flagTags.length > 0) {
-    const have = Array.isArray(fields.tags) ? fields.tags as unknown[] : []
-    fields.tags = [...have, ...flagTags.filter(t => !have.includes(t))]
-  }
-  return parseCardDraft(fields, opts.card === undefined ? 'card' : `card file ${opts.card}`)
-}
-
 async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup: CapabilityQuery | undefined): Promise<void> {
   // loaded here, not at the top: the other commands share this module and need none of it
   const { createMeshNode } = await import('../node.ts')
@@ -232,6 +173,13 @@ async function runNode (opts: StartOptions, draft: CardDraft | undefined, lookup
     if (!stdoutGone) log.warn({ code: err.code }, 'stdout failed: no more event lines are written; the node goes on')
     stdoutGone = true
   })
+  try {
+    await (await import('./data-dir.ts')).prepareDataDir(opts.dataDir, say)
+  } catch (err) {
+    say(`could not start: the data directory ${opts.dataDir}: ${messageOf(err)}`)
+    process.exitCode = 1
+    return
+  }
   const { needsRelay } = await import('../wire/network.ts')
   const metrics = opts.metricsPort === undefined ? undefined : new NodeMetrics()
   const listen = opts.listen ?? [DEFAULT_TCP_LISTEN]
@@ -313,7 +261,7 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
     try {
       for (const url of opts.a2aAgent) await bridged.add(url)
     } catch (err) {
-      log.error({ err: messageOf(err) }, 'could not join the A2A agent')
+      failedAfterStart(log, `could not join the A2A agent: ${messageOf(err)}`)
       await stop.now(1)
       return
     }
@@ -323,7 +271,7 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   try {
     if (toPublish !== undefined) card = await node.publishCard(toPublish)
   } catch (err) {
-    log.error({ err: messageOf(err) }, 'could not publish the card')
+    failedAfterStart(log, `could not publish the card: ${messageOf(err)}`)
     await stop.now(1)
     return
   }
@@ -350,15 +298,17 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
       const token = newToken()
       parts.api = await listenApi(node, opts, token, log, metrics, announce, outbound)
       apiUrl = parts.api.url
-      await writeApiFiles(opts.dataDir, token, { url: apiUrl, agent_id: node.agentId, pid: process.pid })
-      parts.apiFiles = true
+      // a stop under way (a signal while starting) writes no files it would then have to remove
+      if (stop.signal.aborted) return
+      parts.apiWrite = writeApiFiles(opts.dataDir, token, { url: apiUrl, agent_id: node.agentId, pid: process.pid })
+      await parts.apiWrite
     }
     if (metrics !== undefined && opts.metricsPort !== undefined) {
       parts.metrics = await serveMetrics(metrics, opts.metricsHost, opts.metricsPort)
       metricsUrl = parts.metrics.url
     }
   } catch (err) {
-    log.error({ err: messageOf(err) }, 'could not serve the API or the metrics')
+    failedAfterStart(log, `could not serve the API, the metrics or A2A: ${messageOf(err)}`)
     await stop.now(1)
     return
   }
@@ -373,6 +323,12 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
 
   if (card !== undefined) announce(card)
   if (lookup !== undefined) await discoverUntilFound(node, lookup, stop.signal)
+}
+
+/** A failure once the node is up: one line for people (the log may be off: --log-level silent), and the log's record. */
+function failedAfterStart (log: Logger, text: string): void {
+  say(`stopping: ${text}`)
+  log.error(text)
 }
 
 /**
@@ -427,7 +383,8 @@ interface Parts {
   node: MeshNode
   log: Logger
   api?: ApiServer
-  apiFiles?: boolean
+  /** The write of the API files, once begun: the stop waits for it, then removes what it wrote. */
+  apiWrite?: Promise<void>
   metrics?: { url: string, close: () => Promise<void> }
   a2a?: { close: () => Promise<void> }
 }
@@ -452,7 +409,7 @@ function stopOnSignals (parts: Parts, dataDir: string): Stopper {
       await parts.api?.close()
       await parts.a2a?.close()
       await parts.node.stop()
-      if (parts.apiFiles === true) await (await import('../api/files.ts')).removeApiFiles(dataDir)
+      await removeOwnApiFiles(parts, dataDir)
       await parts.metrics?.close()
       emit('stopped', {})
       process.exit(code)
@@ -471,6 +428,21 @@ function stopOnSignals (parts: Parts, dataDir: string): Stopper {
     void now(0)
   }, ['SIGINT', 'SIGTERM'], (signal) => { parts.log.warn(`${signal} again: exiting without a clean stop`) })
   return { signal: ctl.signal, now, dispose: release }
+}
+
+/**
+ * The API files this process wrote, after their write ended (a signal may
+ * come while it is under way), and its temporary files whatever became of
+ * them (files.ts names them <file>.<pid>.tmp). Files it never began to
+ * write are left: they may be another node's.
+ */
+async function removeOwnApiFiles (parts: Parts, dataDir: string): Promise<void> {
+  if (parts.apiWrite !== undefined) {
+    // a failed write was reported where it failed (serve); its leftovers go below all the same
+    await parts.apiWrite.catch((err: unknown) => { parts.log.debug({ err: messageOf(err) }, 'the API files were not all written; removing what is there') })
+    await (await import('../api/files.ts')).removeApiFiles(dataDir)
+  }
+  for (const file of [API_TOKEN_FILE, API_INFO_FILE]) await rm(join(dataDir, `${file}.${process.pid}.tmp`), { force: true })
 }
 
 function messageOf (err: unknown): string {
