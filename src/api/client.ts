@@ -7,24 +7,10 @@ import { request as httpRequest } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { CLI_REQUEST_TIMEOUT_MS, EVENT_MAX_BYTES } from '../constants.ts'
+import { CLI_REQUEST_TIMEOUT_MS } from '../constants.ts'
 import { AapError, isErrorCode } from '../errors.ts'
-import { REPLAY_MAX_BYTES } from '../events/constants.ts'
+import { API_CLIENT_ANSWER_MAX_BYTES, API_CLIENT_SSE_EVENT_MAX_CHARS } from './constants.ts'
 import { readApiFiles } from './files.ts'
-
-/**
- * Longest server-sent event the client holds while it waits for the event's
- * end (UTF-16 units of text). The API sends one run event (at most
- * EVENT_MAX_BYTES, 48 KiB) or one work item per SSE event: a node that sends
- * more without ending the event is not the API, and the stream fails.
- */
-export const API_CLIENT_SSE_EVENT_MAX_CHARS = 8 * EVENT_MAX_BYTES
-/**
- * Largest JSON answer the client reads. The largest the API gives is a
- * replay: up to REPLAY_MAX_BYTES (32 MiB) of events, with the transitions
- * and runs that quote them; a body past this bound fails the call.
- */
-export const API_CLIENT_ANSWER_MAX_BYTES = 4 * REPLAY_MAX_BYTES
 
 /** The API answered with an error: its code, message and HTTP status. */
 export class ApiError extends AapError {

@@ -2,6 +2,8 @@
  * Limits of the local agent API that came after src/constants.ts was full.
  * The API's first limits (API_*) are still there.
  */
+import { EVENT_MAX_BYTES } from '../constants.ts'
+import { REPLAY_MAX_BYTES } from '../events/constants.ts'
 
 /**
  * An event stream sends its history at its client's pace: past this many
@@ -59,3 +61,17 @@ export const API_CONNECTION_CHECK_MS = 30_000
  * were bound only by the process's file descriptors.
  */
 export const API_MAX_CONNECTIONS = 1024
+
+/**
+ * The API client's (client.ts, the CLI's and MCP's) longest server-sent
+ * event it holds while it waits for the event's end (UTF-16 units of text). The API sends one run event (at most
+ * EVENT_MAX_BYTES, 48 KiB) or one work item per SSE event: a node that sends
+ * more without ending the event is not the API, and the stream fails.
+ */
+export const API_CLIENT_SSE_EVENT_MAX_CHARS = 8 * EVENT_MAX_BYTES
+/**
+ * Largest JSON answer the client reads. The largest the API gives is a
+ * replay: up to REPLAY_MAX_BYTES (32 MiB) of events, with the transitions
+ * and runs that quote them; a body past this bound fails the call.
+ */
+export const API_CLIENT_ANSWER_MAX_BYTES = 4 * REPLAY_MAX_BYTES
