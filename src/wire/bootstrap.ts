@@ -16,13 +16,24 @@
  * 25 s (grace and check) for good. A node that looks cut off dials at once
  * and the wait starts over: it holds no connection, or at most half of those
  * it held at its last redial (a partition closes many connections at once, a
- * budget one), or its redial failed. A partition that closes fewer than half
- * of a node's connections is noticed at the end of the wait at the latest.
+ * budget one). A partition that closes fewer than half of a node's
+ * connections is noticed at the end of the wait at the latest.
+ *
+ * A redial that fails while the node holds its peers is churn too (the
+ * bootstrap peer is gone, the node is not cut off): the next one waits the
+ * same doubling wait. Before, such a node redialed a bootstrap peer that was
+ * gone for good every 15 s for good (found by a review). One that holds no
+ * peer, or at most half of those it held, dials with the retry backoff.
+ *
+ * A bootstrap address without /p2p/<id> counts as connected once the peer it
+ * reached is: the peer id of its first successful dial is kept. Before, such
+ * an address never counted, and the loop redialed it at every check.
  */
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Libp2p } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
+import { allowConfigured } from './address-filter.ts'
 import {
   BOOTSTRAP_CHECK_INTERVAL_MS, BOOTSTRAP_CHURN_MAX_MS, BOOTSTRAP_CHURN_MIN_MS, BOOTSTRAP_DIAL_TIMEOUT_MS, BOOTSTRAP_RETRY_MAX_MS,
   BOOTSTRAP_RETRY_MIN_MS
@@ -30,7 +41,7 @@ import {
 
 export interface BootstrapInit {
   host: Pick<Libp2p, 'dial' | 'getConnections'>
-  /** Multiaddrs with their /p2p/<peer id>. */
+  /** Multiaddrs, best with their /p2p/<peer id> (without, the id of the peer first reached is kept). */
   addrs: string[]
   log: Logger
   /** Called after each round that connected a bootstrap peer none was connected before. */
@@ -44,6 +55,8 @@ export interface BootstrapInit {
 export class Bootstrapper {
   private readonly init: BootstrapInit
   private readonly addrs: Multiaddr[]
+  /** The peer id of each address: its /p2p/ component, or the peer its first successful dial reached. */
+  private readonly ids: Array<string | undefined>
   private readonly ctl = new AbortController()
   private loop?: Promise<void>
   /** Dial rounds that reached no bootstrap peer, since the last that did (a metric for operators). */
@@ -66,6 +79,10 @@ export class Bootstrapper {
   constructor (init: BootstrapInit) {
     this.init = init
     this.addrs = init.addrs.map(a => multiaddr(a))
+    this.ids = this.addrs.map(a => a.getComponents().findLast(c => c.name === 'p2p')?.value)
+    // the operator's addresses: kept and dialed whatever their kind (address-filter.ts)
+    const self = (init.host as Partial<Pick<Libp2p, 'peerId'>>).peerId
+    if (self !== undefined) allowConfigured(self, this.addrs)
     this.checkMs = init.checkMs ?? BOOTSTRAP_CHECK_INTERVAL_MS
     this.churnMinMs = init.churnMinMs ?? BOOTSTRAP_CHURN_MIN_MS
     this.churnMaxMs = init.churnMaxMs ?? BOOTSTRAP_CHURN_MAX_MS
@@ -86,16 +103,19 @@ export class Bootstrapper {
 
   /** Bootstrap peers connected right now. */
   connected (): number {
-    return this.addrs.filter(a => {
-      const id = a.getComponents().findLast(c => c.name === 'p2p')?.value
-      return this.init.host.getConnections().some(c => c.remotePeer.toString() === id)
-    }).length
+    const conns = this.init.host.getConnections()
+    return this.ids.filter(id => id !== undefined && conns.some(c => c.remotePeer.toString() === id)).length
   }
 
   private async round (): Promise<number> {
     const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)])
     const results = await Promise.allSettled(this.addrs.map(async a => this.init.host.dial(a, { signal })))
     const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${String(this.addrs[i])}: ${messageOf(r.reason)}`] : [])
+    results.forEach((r, i) => {
+      // an address without /p2p/: the peer it reached is the one its connection is looked for by
+      const peer: unknown = r.status === 'fulfilled' ? (r.value as { remotePeer?: unknown } | undefined)?.remotePeer : undefined
+      if (this.ids[i] === undefined && peer !== undefined) this.ids[i] = String(peer)
+    })
     const joined = results.length - failed.length
     if (failed.length > 0 && !this.ctl.signal.aborted) this.init.log.debug({ failed }, 'bootstrap dials failed')
     return joined
@@ -126,9 +146,19 @@ export class Bootstrapper {
       if (this.ctl.signal.aborted) return
       if (answered > 0 && churn) {
         this.churnRedials++
+        this.failedRounds = 0
         this.heldAtRedial = this.init.host.getConnections().length
         this.nextChurnRedial = performance.now() + this.churnDelayMs
         this.init.log.debug({ next_ms: this.churnDelayMs }, 'dialed a bootstrap peer that had closed the connection again; the next such redial waits')
+        this.churnDelayMs = Math.min(this.churnDelayMs * 2, this.churnMaxMs)
+        continue
+      }
+      if (answered === 0 && churn) {
+        // the bootstrap peer is gone but the node holds its peers: not cut off, so the next try waits too
+        this.failedRounds++
+        this.heldAtRedial = held
+        this.nextChurnRedial = performance.now() + this.churnDelayMs
+        this.init.log.debug({ next_ms: this.churnDelayMs }, 'a bootstrap peer did not answer while the node holds other peers; the next try waits')
         this.churnDelayMs = Math.min(this.churnDelayMs * 2, this.churnMaxMs)
         continue
       }

@@ -39,17 +39,47 @@
  * for seconds (and, while DHT steps were kept, at 130). A young connection
  * with any other stream open (a card fetch, a run request) is still kept.
  *
+ * Relays. A relayed connection rides on a connection to its relay: closing
+ * that one closes every relayed connection on it. So a connection to a relay
+ * that carries a relayed connection the budget would keep (a run peer's, one
+ * with a request in flight) is kept too; the relay is the /p2p/<relay> before
+ * /p2p-circuit in the relayed connection's address. The connection to a relay
+ * this node holds a reservation on is worth RELAY_RESERVATION_WORTH (its
+ * address is how others reach a private node), and on the relay the
+ * connection of a peer holding one of its reservations is kept
+ * (RELAY_MAX_RESERVATIONS, half the budget); the hop and stop streams this
+ * node opened count as requests in flight (in-flight.ts). Before, a private node's
+ * budget closed its relay connection under a live run, reserved again, and
+ * closed it again (found by a review).
+ *
  * libp2p's connection pruner does not do this: it leaves any connection with a
  * long-lived stream open (every gossipsub peer has one), and at its limit it
  * refuses inbound connections, new delegations included.
  */
 import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore, type PeerUpdate } from '@libp2p/interface'
+import { Circuit } from '@multiformats/multiaddr-matcher'
 import {
   BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, DHT_PROTOCOL, GOSSIP_MESH_LINK_WORTH, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
 import { carriesRequest } from './in-flight.ts'
+import { RELAY_SERVICE } from './network.ts'
+import { RELAY_RESERVATION_WORTH } from './network-constants.ts'
+
+/** circuit-relay's tag on a relay this node holds a reservation on (the library does not export its name). */
+const RELAY_RESERVATION_TAG = `${KEEP_ALIVE}-circuit-relay`
+
+/** The relay a relayed connection rides on: the last /p2p/ before /p2p-circuit in its address (undefined: not relayed). */
+export function relayOf (conn: Pick<Connection, 'remoteAddr'>): string | undefined {
+  if (!Circuit.matches(conn.remoteAddr)) return undefined
+  let relay: string | undefined
+  for (const c of conn.remoteAddr.getComponents()) {
+    if (c.name === 'p2p-circuit') return relay
+    if (c.name === 'p2p') relay = c.value
+  }
+  return undefined
+}
 
 export interface BudgetStats {
   /** Connections closed to keep under the budget. */
@@ -132,6 +162,7 @@ function worthOfTags (tags: Map<string, { value: number }>, at: number): PeerWor
   for (const [name, tag] of tags) {
     sum += tag.value
     if (name === RUN_PEER_TAG) runs = true
+    if (name === RELAY_RESERVATION_TAG) sum += RELAY_RESERVATION_WORTH
     if (name.startsWith(KEEP_ALIVE)) keepAlive.push(name)
   }
   return { sum, runs, keepAlive, at }
@@ -300,7 +331,8 @@ export class ConnectionBudget {
     // looked at again soon, not when their grace ends
     const heldInGrace = excessHard > 0 ? inGrace.filter(c => !onlyClosableStreams(c)).length : 0
     const value = new Map<string, PeerWorth>()
-    for (const c of closable) {
+    // relayed connections are read too, young ones included: whether one is a run peer's decides whether its relay is kept
+    for (const c of [...closable, ...conns.filter(c => relayOf(c) !== undefined)]) {
       const id = c.remotePeer.toString()
       if (!value.has(id)) value.set(id, await this.worthOf(c.remotePeer, now))
     }
@@ -311,9 +343,16 @@ export class ConnectionBudget {
       return (value.get(id)?.sum ?? 0) + (links.get(id) ?? 0) * GOSSIP_MESH_LINK_WORTH
     }
     const runPeer = (c: Connection): boolean => value.get(c.remotePeer.toString())?.runs === true || taggedNow(this.host, c.remotePeer.toString(), Date.now())
+    const reservations = (this.host.services[RELAY_SERVICE] as { reservations?: { has: (p: PeerId) => boolean } } | undefined)?.reservations
+    // a peer holding a reservation on this relay is kept as a run peer is; a relay that carries a relayed connection
+    // kept here, as one with a request in flight is (looked at again while it does)
+    const held = (c: Connection): boolean => runPeer(c) || reservations?.has(c.remotePeer) === true
+    const carriers = (): Set<string> => new Set(conns.filter(c => busy.has(c) || carriesRequest(c) || runPeer(c)).flatMap(c => relayOf(c) ?? []))
+    let carrying = carriers()
+    const kept = (c: Connection): boolean => held(c) || carrying.has(c.remotePeer.toString())
     // run peers checked again: a run tag may have been written while the reads above waited
     const candidates = closable
-      .filter(c => !runPeer(c))
+      .filter(c => !held(c))
       .sort((a, b) => worth(a) - worth(b) || b.timeline.open - a.timeline.open)
     let excess = conns.length - this.max
     let keptBusy = 0
@@ -329,8 +368,8 @@ export class ConnectionBudget {
         this.stats.keptInFlight++
         continue
       }
-      if (busy.has(c) || carriesRequest(c) || runPeer(c)) {
-        if (!runPeer(c)) {
+      if (busy.has(c) || carriesRequest(c) || kept(c)) {
+        if (!held(c)) {
           keptBusy++
           this.stats.keptInFlight++
         }
@@ -342,13 +381,14 @@ export class ConnectionBudget {
     }
     // a pruned peer loses its keep-alive tags first, or libp2p's reconnect queue redials it on close
     await Promise.all(chosen.map(async c => this.dropKeepAlive(c, value.get(c.remotePeer.toString()))))
+    carrying = carriers()
     // closed together: one at a time, each waiting for the other side, a round took seconds under load and
     // the node stood past its bound (or its hard limit) meanwhile
     await Promise.all(chosen.map(async c => {
       // looked at again: the tag writes above waited, and a request or a run may have started on it
-      if (this.stopped || carriesRequest(c) || runPeer(c)) {
+      if (this.stopped || carriesRequest(c) || kept(c)) {
         excess++
-        if (!runPeer(c)) {
+        if (!held(c)) {
           keptBusy++
           this.stats.keptInFlight++
         }

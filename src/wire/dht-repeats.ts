@@ -44,15 +44,30 @@
  *    what it writes to the peer store, and when, is unchanged, except that a
  *    write the store refuses is made again on the next refresh (counted).
  *
+ * 4. Addresses of named peers. A stranger's answer may name any peer with any
+ *    addresses (an answer can be 4 MiB): each named peer keeps only those the
+ *    node's address filter allows (address-filter.ts: no DNS names, no
+ *    link-local, loopback and private ones only where the node is itself),
+ *    at most DHT_NAMED_ADDRS_MAX of them, both in the `peer` events that
+ *    reach the peer store and in the answer the walk reads (it checks each
+ *    named peer's addresses are dialable, resolving /dnsaddr names; 3000
+ *    addresses of one peer were kept, and one /dnsaddr name cost some
+ *    hundred thousand DNS lookups per walk; found by a review).
+ *
  * Reads kad-dht members its KadDHT interface does not declare
  * (`routingTable`, `network`, the table's `closestPeerTagger`); their shape
  * is checked, and without them the DHT is left as it is (the stats say so:
  * `applied: false`, `closeTagsApplied: false`).
  */
 import { KEEP_ALIVE, type PeerId } from '@libp2p/interface'
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import type { KadDHT, KadDHTComponents } from '@libp2p/kad-dht'
 import { DHT_CLOSEST_CACHED, DHT_NAMED_AGAIN_MS, DHT_NAMED_TRACKED } from '../constants.ts'
 import { bytesKey } from '../util/bytes-key.ts'
+import { DHT_NAMED_ADDRS_MAX } from './network-constants.ts'
+
+/** Whether an address named for another peer may be kept (address-filter.ts). */
+export type NamedAddressFilter = (ma: Multiaddr) => boolean
 
 export interface DhtRepeatStats {
   /** Whether this kad-dht had the members both caches need. */
@@ -69,6 +84,8 @@ export interface DhtRepeatStats {
   closeTagChanges: number
   /** Tag writes the peer store refused: each is made again on the next refresh. */
   closeTagWriteFailures: number
+  /** Addresses of named peers dropped: refused by the address filter, or past DHT_NAMED_ADDRS_MAX. */
+  namedAddrsDropped: number
 }
 
 interface Table extends EventTarget {
@@ -77,7 +94,48 @@ interface Table extends EventTarget {
 }
 interface Network {
   safeDispatchEvent: (type: string, init?: { detail?: unknown }) => boolean
+  _writeReadMessage?: (...args: unknown[]) => Promise<unknown>
 }
+
+/** The addresses of `peer` the filter allows, at most DHT_NAMED_ADDRS_MAX. */
+function keptAddrs<T> (addrs: T[], parse: (a: T) => Multiaddr | undefined, allow: NamedAddressFilter, stats: DhtRepeatStats): T[] {
+  const kept: T[] = []
+  for (const a of addrs) {
+    if (kept.length >= DHT_NAMED_ADDRS_MAX) break
+    const ma = parse(a)
+    if (ma !== undefined && allow(ma)) kept.push(a)
+  }
+  stats.namedAddrsDropped += addrs.length - kept.length
+  return kept
+}
+
+/** The peers an answer names (closer peers, providers), as kad-dht's protobuf holds them. */
+interface PbPeer { id?: Uint8Array, multiaddrs?: Uint8Array[] }
+
+function parseBytes (b: Uint8Array): Multiaddr | undefined {
+  try {
+    return multiaddr(b)
+  } catch {
+    // kad-dht's own parse of the answer refuses it the same way
+    return undefined
+  }
+}
+
+/** Each answer kad-dht reads keeps, per named peer, only the addresses the filter allows (4. above). */
+function filterAnswers (network: Network, allow: NamedAddressFilter, stats: DhtRepeatStats): void {
+  const read = network._writeReadMessage
+  if (typeof read !== 'function') return
+  network._writeReadMessage = async (...args: unknown[]) => {
+    const message = await read.apply(network, args) as { closer?: PbPeer[], providers?: PbPeer[] } | undefined
+    for (const list of [message?.closer, message?.providers]) {
+      for (const p of list ?? []) {
+        if (Array.isArray(p.multiaddrs)) p.multiaddrs = keptAddrs(p.multiaddrs, parseBytes, allow, stats)
+      }
+    }
+    return message
+  }
+}
+
 
 function partsOf (dht: object): { table: Table, network: Network } | undefined {
   const table: unknown = Reflect.get(dht, 'routingTable')
@@ -128,12 +186,15 @@ function cacheClosest (table: Table, stats: DhtRepeatStats): void {
   }
 }
 
-function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => number, discovered: (detail: unknown) => void, connected: (peer: PeerId) => boolean): void {
+function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => number, discovered: (detail: unknown) => void, connected: (peer: PeerId) => boolean, allow?: NamedAddressFilter): void {
   const dispatch = network.safeDispatchEvent.bind(network)
   const named = new Map<string, { addrs: string, at: number }>()
-  network.safeDispatchEvent = (type, init) => {
-    const peer = init?.detail as { id?: PeerId, multiaddrs?: Array<{ toString: () => string }> } | undefined
-    if (type !== 'peer' || peer?.id === undefined || !Array.isArray(peer.multiaddrs)) return dispatch(type, init)
+  network.safeDispatchEvent = (type, given) => {
+    const told = given?.detail as { id?: PeerId, multiaddrs?: Multiaddr[] } | undefined
+    if (type !== 'peer' || told?.id === undefined || !Array.isArray(told.multiaddrs)) return dispatch(type, given)
+    // the addresses the filter allows (4. above), in a copy: kad-dht's routing-table job and the peer store get it
+    const peer = allow === undefined ? { id: told.id, multiaddrs: told.multiaddrs } : { ...told, id: told.id, multiaddrs: keptAddrs(told.multiaddrs, ma => ma, allow, stats) }
+    const init = allow === undefined ? given : { ...given, detail: peer }
     // keyed by the id's bytes: a peer id decoded from an answer has no string yet, and base58 was
     // about a twentieth of a lookup's CPU when this key was peer.id.toString()
     const id = bytesKey(peer.id.toMultihash().bytes)
@@ -157,7 +218,7 @@ function dropNamedAgain (network: Network, stats: DhtRepeatStats, now: () => num
 }
 
 /** kad-dht's factory, with the two caches above on the DHT it makes; `stats` counts what they saved. */
-export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => KadDHT, stats: DhtRepeatStats, now: () => number = Date.now): (components: KadDHTComponents) => KadDHT {
+export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => KadDHT, stats: DhtRepeatStats, now: () => number = Date.now, allow?: NamedAddressFilter): (components: KadDHTComponents) => KadDHT {
   return (components) => {
     const dht = factory(components)
     const parts = partsOf(dht)
@@ -168,7 +229,8 @@ export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => Ka
       // the ping dht-contacts.ts gives kad-dht says which peers it takes without a ping (connected, or lately)
       const judge = (components.ping as { aliveWithoutPing?: (peer: PeerId) => boolean } | undefined)?.aliveWithoutPing
       const connected = judge ?? ((peer: PeerId): boolean => components.connectionManager.getConnections(peer).some(c => c.status === 'open'))
-      dropNamedAgain(parts.network, stats, now, discovered, connected)
+      dropNamedAgain(parts.network, stats, now, discovered, connected, allow)
+      if (allow !== undefined) filterAnswers(parts.network, allow, stats)
       stats.applied = true
     }
     const tagger = closeTaggerOf(Reflect.get(dht, 'routingTable'))
@@ -178,7 +240,7 @@ export function dhtWithoutRepeats (factory: (components: KadDHTComponents) => Ka
 }
 
 export function dhtRepeatStats (): DhtRepeatStats {
-  return { applied: false, closestHits: 0, closestMisses: 0, namedAgain: 0, namedUnconnected: 0, closeTagsApplied: false, closeTagRefreshes: 0, closeTagChanges: 0, closeTagWriteFailures: 0 }
+  return { applied: false, closestHits: 0, closestMisses: 0, namedAgain: 0, namedUnconnected: 0, closeTagsApplied: false, closeTagRefreshes: 0, closeTagChanges: 0, closeTagWriteFailures: 0, namedAddrsDropped: 0 }
 }
 
 interface TagWrite { tags: Record<string, { value: number } | undefined> }

@@ -13,6 +13,7 @@ import { memory } from '@libp2p/memory'
 import { ping, type Ping } from '@libp2p/ping'
 import { tcp } from '@libp2p/tcp'
 import { webSockets } from '@libp2p/websockets'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
@@ -32,6 +33,8 @@ import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-re
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
 import { coalesceTcpWrites } from './tcp-writes.ts'
 import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
+import { AddressFilter, allowConfigured, registerFilter } from './address-filter.ts'
+import { RelayGuard } from './relay-guard.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -120,6 +123,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   const contacts = contactLiveness()
   const repeats = dhtRepeatStats()
   const full = (): boolean => (created?.getConnections().length ?? 0) + admittedNow() >= hardLimit
+  // which addresses of other peers the node keeps and dials (address-filter.ts); what the operator announced is its own
+  const addresses = new AddressFilter(peerIdFromPrivateKey(opts.privateKey), { listen: [...opts.listen, ...(opts.announce ?? [])], localMesh })
+  const relayGuard = new RelayGuard(localMesh)
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
     connectionGater: {
@@ -128,7 +134,10 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         if (full()) return true
         admitted.push(Date.now())
         return false
-      }
+      },
+      denyDialMultiaddr: (ma) => !addresses.mayDial(ma),
+      filterMultiaddrForPeer: (peer, ma) => addresses.mayKeep(peer, ma),
+      denyInboundRelayReservation: (peer) => relayGuard.deny(peer)
     },
     datastore: opts.datastore,
     addresses: {
@@ -181,7 +190,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         reprovide: { validity: DHT_PROVIDER_VALIDITY_MS, threshold: DHT_REPROVIDE_THRESHOLD_MS, interval: DHT_REPROVIDE_CHECK_INTERVAL_MS },
         validators: opts.dhtValidators ?? {},
         selectors: opts.dhtSelectors ?? {}
-      })), repeats)),
+      })), repeats, Date.now, ma => addresses.mayKeep(undefined, ma))),
       pubsub: gossipsub({
         // events are durable in the executor's log and synced; gossip is the fast path, so a
         // publish with no mesh peers yet is not an error
@@ -210,6 +219,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     }
   }
   created = await createLibp2p(config)
+  registerFilter(created.peerId, addresses)
+  relayGuard.start(created)
+  relayGuards.set(created, relayGuard)
   contactStats.set(created, contacts.stats)
   repeatStats.set(created, repeats)
   peerStoreStats.set(created, cachePeerStore(created.peerStore))
@@ -225,6 +237,12 @@ let tcpWritesCoalesced = false
 const contactStats = new WeakMap<MeshHost, ContactLivenessStats>()
 const peerStoreStats = new WeakMap<MeshHost, PeerStoreCacheStats>()
 const repeatStats = new WeakMap<MeshHost, DhtRepeatStats>()
+const relayGuards = new WeakMap<MeshHost, RelayGuard>()
+
+/** What this host's relay guard dropped and refused (relay-guard.ts); zeros for a host made elsewhere. */
+export function relayGuardStats (host: MeshHost): RelayGuard['stats'] {
+  return relayGuards.get(host)?.stats ?? { dropped: 0, refusedPerNetwork: 0 }
+}
 
 /** What this host's kad-dht was spared (dht-repeats.ts); not applied for a host made elsewhere. */
 export function dhtRepeats (host: MeshHost): DhtRepeatStats {
@@ -243,6 +261,8 @@ export function dhtContactStats (host: MeshHost): ContactLivenessStats {
 
 /** Dial peers given as multiaddrs (bootstrap). Returns the ones that answered. */
 export async function dialAddrs (host: MeshHost, addrs: string[], signal?: AbortSignal): Promise<PeerId[]> {
+  // the operator's: kept and dialed whatever their kind (address-filter.ts)
+  allowConfigured(host.peerId, addrs)
   const results = await Promise.allSettled(addrs.map(async a => {
     const conn = await host.dial(multiaddr(a), { signal: signal ?? AbortSignal.timeout(DIAL_TIMEOUT_MS) })
     return conn.remotePeer

@@ -11,8 +11,20 @@
  * per stream) would otherwise make its connection one the budget never
  * closes; some hundred throwaway peer ids doing so held a node at its hard
  * limit, refusing everyone else (found by a review).
+ *
+ * A circuit relay's hop and stop streams this node opened count as busy
+ * too: each carries a relayed connection (a client's hop stream to its
+ * relay, a relay's stop stream to a reservation holder), which closing the
+ * connection cuts with whatever runs on it. Those a peer opened do not, for
+ * the reason above: anyone can open hop streams to a relay, or stop streams
+ * to anyone, and so keep its connection (the private node's relay is kept by
+ * its worth and by the relayed connections it carries, budget.ts). A circuit
+ * ends after RELAY_CONNECTION_MAX_DURATION_MS or RELAY_CONNECTION_MAX_BYTES.
  */
+import { RELAY_V2_HOP_CODEC, RELAY_V2_STOP_CODEC } from '@libp2p/circuit-relay-v2'
 import type { Connection, Stream } from '@libp2p/interface'
+
+const RELAY_PROTOCOLS = new Set([RELAY_V2_HOP_CODEC, RELAY_V2_STOP_CODEC])
 
 const probes = new WeakMap<Stream, () => boolean>()
 
@@ -25,6 +37,7 @@ export function watchRequests (stream: Stream, busy: () => boolean): void {
 export function carriesRequest (conn: Pick<Connection, 'streams'>): boolean {
   for (const s of conn.streams) {
     if (s.protocol === '' && s.status === 'open' && s.direction === 'outbound') return true
+    if (s.status === 'open' && s.direction === 'outbound' && RELAY_PROTOCOLS.has(s.protocol)) return true
     if (probes.get(s)?.() === true) return true
   }
   return false

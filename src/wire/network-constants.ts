@@ -43,8 +43,13 @@ export const YAMUX_MAX_STREAM_WINDOW_BYTES = 2 * 1024 * 1024
  */
 export const YAMUX_WINDOW_GROW_WITHIN_MS = 10
 
-/** Reservations a relaying node holds at once (libp2p's default is 15). */
-export const RELAY_MAX_RESERVATIONS = 64
+/**
+ * Reservations a relaying node holds at once (libp2p's default is 15). Each
+ * holder keeps a connection to the relay that its budget keeps (budget.ts),
+ * so they take at most half of CONNECTIONS_MAX (64): the relay keeps room for
+ * its other peers (it was 64, the whole budget).
+ */
+export const RELAY_MAX_RESERVATIONS = 32
 /** How long one reservation lasts before the client must renew it. */
 export const RELAY_RESERVATION_TTL_MS = 60 * 60 * 1000
 /** Longest a relayed connection stays open before the relay closes it (the client redials). */
@@ -196,3 +201,21 @@ export const PEER_STORE_MEMORY_MAX = 4096
  * from ever counting as idle.
  */
 export const RPC_SILENT_TIMEOUTS_MAX = 2
+
+/**
+ * Relay reservations one network may hold on this node at once: the remote
+ * addresses of the holders are grouped by /24 (IPv4) or /48 (IPv6). Without
+ * it one operator with throwaway peer ids took every slot (network.ts
+ * RelayGuard). A local mesh does not apply it to loopback holders: its nodes
+ * all share 127.0.0.1.
+ */
+export const RELAY_RESERVATIONS_PER_NETWORK_MAX = 4
+/**
+ * Budget worth of the connection to a relay this node holds a reservation on
+ * (circuit-relay's own keep-alive tag is worth 1, the least of all): two
+ * gossip mesh links (GOSSIP_MESH_LINK_WORTH, 100 each). A private node pruned
+ * from its relay loses its relay address, and every relayed connection on it.
+ */
+export const RELAY_RESERVATION_WORTH = 200
+/** Addresses of one peer kept from a DHT answer that names it (dht-repeats.ts); an answer may be up to 4 MiB. */
+export const DHT_NAMED_ADDRS_MAX = 32

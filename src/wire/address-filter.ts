@@ -1,0 +1,183 @@
+/**
+ * Which addresses of other peers this node keeps and dials. Peers name
+ * addresses for themselves (identify) and for others (DHT answers, gossip
+ * peer exchange); a stranger can name any address for a peer id it made up,
+ * and the node would dial it: a service on this machine, on its LAN, or the
+ * cloud metadata address. The policy (README.md, "Joining a mesh across
+ * networks"):
+ *
+ * - link-local (169.254.0.0/16, fe80::/10) and unspecified (0.0.0.0, ::)
+ *   addresses: never kept, never dialed;
+ * - loopback (127.0.0.0/8, ::1): only when this node listens on loopback
+ *   itself (a loopback or wildcard listen address, or a local mesh): its
+ *   peers there are processes on the same machine. Deliberate: a wildcard
+ *   listener counts. A node's own identify lists its loopback address, and
+ *   `npm run test:net` showed a discover depending on it: a card fetch from
+ *   a NATed agent whose other addresses are unroutable failed fast on the
+ *   loopback one and fell back to the DHT record; without it, it ran out of
+ *   time (test/net/no-relay.test.ts);
+ * - private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7): only
+ *   when this node has an address in one itself (listens on it, announces it,
+ *   or listens on a wildcard with an interface in one): it is then on a LAN
+ *   with its peers, and a mesh there needs those addresses;
+ * - DNS names (/dns, /dns4, /dns6, /dnsaddr): not kept from peers. libp2p
+ *   follows every TXT entry of a /dnsaddr name to depth 32 before it gates a
+ *   single address, so one such name from a stranger cost some hundred
+ *   thousand lookups per DHT walk (found by a review).
+ *
+ * Addresses the operator configured (bootstrap addresses, --announce) are
+ * always allowed, DNS names among them: `allowConfigured` records them.
+ * Other addresses (public IPs, /memory, a bare /p2p) are allowed. The first
+ * IP of an address is the one judged: for a relay address, the relay's.
+ */
+import { BlockList, isIP } from 'node:net'
+import { networkInterfaces } from 'node:os'
+import type { PeerId } from '@libp2p/interface'
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
+
+function blockList (v4: string[], v6: string[]): BlockList {
+  const list = new BlockList()
+  for (const s of v4) { const [net, bits] = s.split('/'); list.addSubnet(net ?? '', Number(bits), 'ipv4') }
+  for (const s of v6) { const [net, bits] = s.split('/'); list.addSubnet(net ?? '', Number(bits), 'ipv6') }
+  return list
+}
+
+const LINK_LOCAL = blockList(['169.254.0.0/16', '0.0.0.0/32'], ['fe80::/10', '::/128'])
+const LOOPBACK = blockList(['127.0.0.0/8'], ['::1/128'])
+const PRIVATE = blockList(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10'], ['fc00::/7'])
+
+export type AddressKind = 'link-local' | 'loopback' | 'private' | 'public'
+
+/** The IPv4 address an IPv4-mapped IPv6 one stands for (::ffff:a.b.c.d, or its hex form ::ffff:0a01:0203). */
+export function mappedV4 (ip: string): string | undefined {
+  const dotted = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip)?.[1]
+  if (dotted !== undefined) return dotted
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(ip)
+  if (hex === null) return undefined
+  const n = (Number.parseInt(hex[1] ?? '0', 16) << 16 | Number.parseInt(hex[2] ?? '0', 16)) >>> 0
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.')
+}
+
+/** The kind of an IP address (an IPv4-mapped IPv6 address is judged as its IPv4 one). */
+export function kindOfIp (ip: string): AddressKind {
+  const addr = mappedV4(ip) ?? ip
+  const type = isIP(addr) === 6 ? 'ipv6' : 'ipv4'
+  if (LINK_LOCAL.check(addr, type)) return 'link-local'
+  if (LOOPBACK.check(addr, type)) return 'loopback'
+  if (PRIVATE.check(addr, type)) return 'private'
+  return 'public'
+}
+
+const DNS_PROTOCOLS = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
+
+/** The first IP or DNS component of an address, with the port after it (undefined: neither, e.g. /memory). */
+function hostOf (ma: Multiaddr): { proto: string, host: string, port: string } | undefined {
+  const parts = ma.getComponents()
+  const i = parts.findIndex(c => c.name === 'ip4' || c.name === 'ip6' || DNS_PROTOCOLS.has(c.name))
+  const c = parts[i]
+  if (c === undefined) return undefined
+  const next = parts[i + 1]
+  return { proto: c.name, host: (c.value ?? '').toLowerCase(), port: next?.name === 'tcp' || next?.name === 'udp' ? next.value ?? '' : '' }
+}
+
+export interface SelfAddresses {
+  /** Multiaddrs the node listens on and announces. */
+  listen: string[]
+  /** A local mesh (many nodes on one machine): loopback peers allowed. */
+  localMesh: boolean
+}
+
+export class AddressFilter {
+  readonly loopbackOk: boolean
+  readonly privateOk: boolean
+  private readonly self: string
+  /** host/port of addresses the operator configured ('' port: any). */
+  private readonly configured = new Set<string>()
+  /** Addresses refused (kept and dialed), for operators and tests. */
+  refused = 0
+
+  constructor (selfId: PeerId | string, own: SelfAddresses) {
+    this.self = selfId.toString()
+    const ips: string[] = []
+    let loopback = own.localMesh
+    for (const a of own.listen) {
+      const ma = safeMultiaddr(a)
+      const h = ma === undefined ? undefined : hostOf(ma)
+      if (h === undefined || DNS_PROTOCOLS.has(h.proto)) continue
+      if (h.host === '0.0.0.0' || h.host === '::') {
+        // a wildcard stands for the host's interfaces, loopback among them: peers on this machine reach it there
+        loopback = true
+        for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) ips.push(i.address)
+        continue
+      }
+      if (kindOfIp(h.host) === 'loopback') loopback = true
+      ips.push(h.host)
+    }
+    this.loopbackOk = loopback
+    this.privateOk = ips.some(ip => kindOfIp(ip) === 'private')
+  }
+
+  /** Addresses the operator gave (bootstrap, announce): always allowed, DNS names too. */
+  allowConfigured (addrs: Array<string | Multiaddr>): void {
+    for (const a of addrs) {
+      const ma = typeof a === 'string' ? safeMultiaddr(a) : a
+      const h = ma === undefined ? undefined : hostOf(ma)
+      if (h !== undefined) this.configured.add(`${h.host}/${h.port}`)
+    }
+  }
+
+  private isConfigured (h: { host: string, port: string }): boolean {
+    return this.configured.has(`${h.host}/${h.port}`)
+  }
+
+  /** Whether the node may dial `ma` (the gater's denyDialMultiaddr; names are resolved by then, or the operator's). */
+  mayDial (ma: Multiaddr): boolean {
+    const h = hostOf(ma)
+    if (h === undefined || DNS_PROTOCOLS.has(h.proto) || this.isConfigured(h)) return true
+    return this.ipOk(h.host)
+  }
+
+  /** Whether `ma`, named by a peer for `peer` (undefined: another peer than this node), may be kept (peer store, DHT answers). */
+  mayKeep (peer: PeerId | undefined, ma: Multiaddr): boolean {
+    if (peer !== undefined && peer.toString() === this.self) return true
+    const h = hostOf(ma)
+    if (h === undefined || this.isConfigured(h)) return true
+    if (DNS_PROTOCOLS.has(h.proto)) {
+      this.refused++
+      return false
+    }
+    return this.ipOk(h.host)
+  }
+
+  private ipOk (ip: string): boolean {
+    const kind = kindOfIp(ip)
+    const ok = kind === 'public' || (kind === 'loopback' && this.loopbackOk) || (kind === 'private' && this.privateOk)
+    if (!ok) this.refused++
+    return ok
+  }
+}
+
+function safeMultiaddr (a: string): Multiaddr | undefined {
+  try {
+    return multiaddr(a)
+  } catch {
+    // not an address: nothing to judge (the caller's own parse reports it)
+    return undefined
+  }
+}
+
+/** The filter of each host, by its peer id, so the bootstrap loop can record what the operator configured. */
+const filters = new WeakMap<PeerId, AddressFilter>()
+
+export function registerFilter (peer: PeerId, filter: AddressFilter): void {
+  filters.set(peer, filter)
+}
+
+/** Record operator-configured addresses on the filter of the host with this peer id (none: a host made elsewhere). */
+export function allowConfigured (peer: PeerId, addrs: Array<string | Multiaddr>): void {
+  filters.get(peer)?.allowConfigured(addrs)
+}
+
+export function addressFilterOf (peer: PeerId): AddressFilter | undefined {
+  return filters.get(peer)
+}
