@@ -239,6 +239,15 @@ export class Correlations {
    * prove). Admitted runs count against EVENTS_MAX_RUNS_PER_CORRELATION.
    */
   judge (t: CorrTrack, rt: RunTrack, started: AgentEvent): 'admitted' | 'pending' | 'foreign' | 'full' | 'rejected' | 'unnamed' {
+    // a run id is looked up in the log whatever correlation asks: a run of another task (its executor's event
+    // claiming this correlation, chained to its head) has no place here, whatever its ticket proves there
+    if (started.correlation_id !== t.id) {
+      rt.lineage = 'rejected'
+      rt.heldStart = undefined
+      rt.waitingFor = undefined
+      this.init.logger.debug({ run_id: rt.run_id, correlation_id: t.id, started_in: started.correlation_id }, 'a run of another correlation was named in this one')
+      return 'rejected'
+    }
     // checked first as this node (a ticket it issued is not verified again), then judged on that
     rt.ticket = ticketOf(started, this.init.agentId, this.init.signatures)
     const v = judgeRun(started, id => this.standing(t, id), this.init.signatures)
