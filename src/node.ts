@@ -347,6 +347,7 @@ export class MeshNode {
     runs.liveness.connect({
       lastEvent: async (run) => events.lastEvent(run.run_id),
       onDeclared: async (verdict) => { await events.placeVerdict(verdict) },
+      onUnchained: (run) => { events.unfollow(run) },
       reconcile: async (verdict, signal) => events.reconcileVerdict(verdict, signal)
     })
     runs.connectConfirmations({ spread: (e) => { events.spread(e) }, eventFrom: async (runId, seq) => events.eventFrom(runId, seq) })

@@ -43,7 +43,7 @@ describe('liveness rounds of notices', () => {
       notify: async () => { throw new Error('no verdict is chained in these notices') },
       probeIntervalMs: 20
     })
-    m.connect({ lastEvent: async () => undefined, onDeclared: async () => {}, reconcile: async () => 'kept' })
+    m.connect({ lastEvent: async () => undefined, onDeclared: async () => {}, onUnchained: () => {}, reconcile: async () => 'kept' })
     await m.start()
     return m
   }

@@ -121,6 +121,22 @@ export class Correlations {
     return false
   }
 
+  /**
+   * A run this node delegated whose record ended with nothing of it held
+   * here (liveness declared its executor lost, with no event to chain a
+   * verdict to): nothing more is waited for. Before, the run kept its
+   * correlation tracked, on gossip and its tail fetched from the gone
+   * executor, for as long as the node ran. A subscriber, or another run,
+   * may still keep it.
+   */
+  letGo (correlationId: string, runId: string): void {
+    const t = this.tracks.get(correlationId)
+    const rt = t?.runs.get(runId)
+    if (t === undefined || rt === undefined || rt.head !== undefined) return
+    rt.interest = false
+    this.maybeUntrack(t)
+  }
+
   maybeUntrack (t: CorrTrack): void {
     if (!t.closed && !this.keep(t)) this.untrack(t, false)
   }
@@ -314,7 +330,9 @@ export class Correlations {
   private lookForAncestor (t: CorrTrack, runId: string): void {
     const rt = this.newRunTrack(t, runId, false)
     if (rt === undefined || rt.lineage === 'admitted') return
-    rt.interest ||= [...t.runs.values()].some(r => r.waitingFor === runId && r.interest)
+    // a run of this node's own needs its ancestor only to be delivered (a subscriber keeps the track for that); its
+    // interest would keep a parent that never shows up tracked for good, one correlation per such delegation
+    rt.interest ||= [...t.runs.values()].some(r => r.waitingFor === runId && r.interest && !r.local)
     this.init.onAncestorWanted(t, rt)
   }
 

@@ -155,6 +155,9 @@ export class Placement {
     const headSeq = rt.head?.seq ?? 0
     if (rt.head !== undefined && e.seq === headSeq && supersedes(e, rt.head)) return this.supersede(t, rt, e, accepted)
     if (e.seq <= headSeq) return rt.head !== undefined && forks(rt.head, e) && this.i.forked(t, rt.head, e) ? 'fork' : this.repeat(t, e)
+    // nothing follows the executor's own end (a liveness verdict may be followed: its run's own events replace it);
+    // before, events past it were placed, put an ended run back to running and named handoff targets to fetch
+    if (rt.head !== undefined && endsRun(rt.head) && !isVerdict(rt.head)) return 'conflict'
     if (rt.lineage === 'pending') return 'lineage_pending'
     // a liveness verdict (protocols/liveness.md) is signed by the run's delegator, as its ticket names it, and no one
     // else: checked before an early event is held too, or anyone's verdict ahead of the chain would be held and relayed

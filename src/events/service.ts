@@ -433,6 +433,11 @@ export class Events {
     this.syncer.refresh(t)
   }
 
+  /** A run this node delegated whose record ended with nothing of it held here: it no longer keeps its correlation (correlations.ts). */
+  unfollow (run: Pick<Run, 'run_id' | 'correlation_id'>): void {
+    if (this.started) this.correlations.letGo(run.correlation_id, run.run_id)
+  }
+
   /** Correlations this node follows on gossip. */
   topics (): string[] {
     return this.correlations.all().filter(t => t.gossip).map(t => t.id)

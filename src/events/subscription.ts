@@ -213,8 +213,15 @@ export class EventSubscription implements AsyncIterableIterator<AgentEvent> {
    */
   supersede (event: AgentEvent): void {
     if (this.history !== undefined) {
-      // the catch-up may have read the verdict already: settled on its next locked step
-      (this.superseding ??= []).push(event)
+      // the catch-up may have read the verdict already: settled on its next locked step. As many as a live
+      // queue holds: a delegator and executor that alternate verdicts and replacements (one per seq of a
+      // run) could otherwise grow this without end while the subscriber does not read its history
+      const pending = (this.superseding ??= [])
+      if (pending.length >= this.maxBuffered) {
+        this.fail(new SubscriberOverflowError(this.correlation_id, this.maxBuffered))
+        return
+      }
+      pending.push(event)
       return
     }
     if (this.position(event.run_id) === event.seq) this.cursor.set(event.run_id, event.seq - 1)

@@ -47,6 +47,8 @@ export interface LivenessPorts {
   lastEvent: (run: Run) => Promise<AgentEvent | undefined>
   /** A verdict was signed and recorded: deliver it to the run's subscribers and publish it. */
   onDeclared: (verdict: AgentEvent) => Promise<void>
+  /** A record ended with no verdict (nothing of the run held here to chain one to): stop waiting for its events. */
+  onUnchained: (run: Run) => void
   /**
    * The executor was heard from after a verdict: compare its log with the
    * verdict, and where it signed events of its own from the verdict's seq on,
@@ -361,7 +363,10 @@ export class LivenessMonitor {
       this.drop(oldest, n, 'too many open notices: the oldest verdict is dropped unseen by its executor')
       this.stats.noticesDropped++
     }
-    if (verdict === undefined) return
+    if (verdict === undefined) {
+      this.ports?.onUnchained(declared)
+      return
+    }
     try {
       await this.ports?.onDeclared(verdict)
     } catch (err) {
