@@ -33,5 +33,6 @@ describe('a delegation under a parent run that never shows up', () => {
       await until(async () => (await B.events.lastEvent(run.run_id))?.type === 'run.completed', 'the run to end')
     }
     for (const t of tasks) await until(() => tracked(t) === undefined, `${t} to be let go`, 15_000)
+    expect(tasks.filter(t => tracked(t) !== undefined)).toEqual([])
   }, 60_000)
 })
