@@ -1,8 +1,9 @@
 /**
  * What the artifact store holds, in memory, so that it can decide what may go
  * without reading the disk: its artifacts, least recently used first; which
- * of them it keeps for good (pinned: the node's own uploads and its agent's
- * outputs) and which it may evict (copies fetched from peers); how many
+ * of them it keeps (pinned: the node's own uploads, and its agent's run
+ * outputs within their share) and which it may evict (copies fetched from
+ * peers, and run outputs past their share); how many
  * manifests name each chunk in `chunks/`; and which chunks writes in
  * progress found there and count on. The store (store.ts) changes the files
  * and keeps this in step; nothing here touches the disk.
@@ -15,6 +16,8 @@ export interface CatalogEntry {
   size: number
   /** Kept until removed on purpose (DELETE /v1/artifacts/{artifact}); a copy fetched from peers is not. */
   pinned: boolean
+  /** Pinned as a run output only: kept while run outputs stay within their share (pins.ts), a copy after. */
+  output?: boolean
   /** When it was last stored, read or served (before the store opened: its manifest's mtime). */
   lastUsed: number
   /** The `lastUsed` last written to the manifest's mtime (store.ts `used`). */
@@ -27,7 +30,10 @@ export class Catalog {
   /** Artifact id to its entry, least recently used first. */
   private readonly entries = new Map<string, CatalogEntry>()
   /** The copies (not pinned) among them, in the same order: what an eviction looks at, however many are pinned. */
-  private readonly copies = new Map<string, CatalogEntry>()
+  private copies = new Map<string, CatalogEntry>()
+  /** The run outputs pinned (`output`), in the same order, and their bytes (artifact and manifest). */
+  private readonly outputs = new Map<string, CatalogEntry>()
+  private outputBytesNow = 0
   /** Chunk id to its size on disk, for every chunk in `chunks/`. */
   private readonly present = new Map<string, number>()
   /** Chunk id to how many manifests name it. */
@@ -47,6 +53,7 @@ export class Catalog {
   add (id: string, entry: CatalogEntry, chunks: readonly string[]): void {
     this.entries.set(id, entry)
     if (!entry.pinned) this.copies.set(id, entry)
+    else if (entry.output === true) this.addOutput(id, entry)
     for (const cid of new Set(chunks)) this.refs.set(cid, (this.refs.get(cid) ?? 0) + 1)
   }
 
@@ -58,6 +65,7 @@ export class Catalog {
     this.entries.delete(id)
     this.entries.set(id, e)
     if (this.copies.delete(id)) this.copies.set(id, e)
+    if (this.outputs.delete(id)) this.outputs.set(id, e)
     return e
   }
 
@@ -65,8 +73,60 @@ export class Catalog {
   pin (id: string): void {
     const e = this.entries.get(id)
     if (e === undefined) return
+    this.dropOutput(id, e)
     e.pinned = true
     this.copies.delete(id)
+  }
+
+  /** A copy is pinned as a run output from now on (a run of this node's made the same bytes). */
+  pinOutput (id: string): void {
+    const e = this.entries.get(id)
+    if (e === undefined || e.pinned) return
+    e.pinned = true
+    this.copies.delete(id)
+    this.addOutput(id, e)
+  }
+
+  /** Run outputs pinned now, and their bytes. */
+  get outputCount (): number {
+    return this.outputs.size
+  }
+
+  get outputBytes (): number {
+    return this.outputBytesNow
+  }
+
+  /**
+   * The least recently used run output pinned becomes a copy (returned; undefined when none is pinned). Call
+   * `orderCopies` after a run of these: it joins the copies in its place of the eviction order.
+   */
+  unpinOldestOutput (): string | undefined {
+    const first = this.outputs.entries().next()
+    if (first.done === true) return undefined
+    const [id, e] = first.value
+    this.dropOutput(id, e)
+    e.pinned = false
+    this.copies.set(id, e)
+    return id
+  }
+
+  /** Put the copies back in the order of their last use (after `unpinOldestOutput` added some at the end). */
+  orderCopies (): void {
+    const copies = new Map<string, CatalogEntry>()
+    for (const [id, e] of this.entries) if (!e.pinned) copies.set(id, e)
+    this.copies = copies
+  }
+
+  private addOutput (id: string, e: CatalogEntry): void {
+    e.output = true
+    this.outputs.set(id, e)
+    this.outputBytesNow += e.size + e.manifestBytes
+  }
+
+  private dropOutput (id: string, e: CatalogEntry): void {
+    if (!this.outputs.delete(id)) return
+    e.output = false
+    this.outputBytesNow -= e.size + e.manifestBytes
   }
 
   /**
@@ -75,6 +135,8 @@ export class Catalog {
    * with their sizes (for the store to delete).
    */
   remove (id: string, chunks: readonly string[]): Array<[string, number]> {
+    const e = this.entries.get(id)
+    if (e !== undefined) this.dropOutput(id, e)
     this.entries.delete(id)
     this.copies.delete(id)
     const unnamed: Array<[string, number]> = []

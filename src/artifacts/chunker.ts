@@ -2,15 +2,15 @@
  * An upload into the artifact store (store.ts): a byte stream is cut into
  * chunks of ARTIFACT_CHUNK_BYTES as it arrives, each staged as soon as it is
  * full (at most one chunk in memory), and the manifest that names them is
- * committed pinned: the node's own artifact stays until it is removed on
- * purpose.
+ * committed pinned: the node's own upload stays until it is removed on
+ * purpose, a run's output while run outputs stay within their share (pins.ts).
  */
 import { ARTIFACT_CHUNK_BYTES, ARTIFACT_MAX_BYTES } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest, type Manifest } from './manifest.ts'
 import type { ArtifactStore } from './store.ts'
 
-export async function putStream (store: ArtifactStore, source: AsyncIterable<Uint8Array>): Promise<{ id: string, size: number }> {
+export async function putStream (store: ArtifactStore, source: AsyncIterable<Uint8Array>, pin: true | 'run-output'): Promise<{ id: string, size: number }> {
   const chunks: string[] = []
   const w = await store.begin()
   let buf = new Uint8Array(ARTIFACT_CHUNK_BYTES)
@@ -42,7 +42,7 @@ export async function putStream (store: ArtifactStore, source: AsyncIterable<Uin
     const manifest: Manifest = { v: 1, size, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks }
     const bytes = encodeManifest(manifest)
     const id = cidOf(JSON_CODEC, bytes).toString()
-    await store.commit(w, id, bytes, true)
+    await store.commit(w, id, bytes, pin)
     return { id, size }
   } finally {
     await store.abandon(w)

@@ -21,3 +21,10 @@ export const ARTIFACT_LIST_MAX_LIMIT = 1_000
  * within this much.
  */
 export const ARTIFACT_USE_PERSIST_MS = 60_000
+/**
+ * Percent of the store's bounds (bytes and artifacts) that run outputs (a handler's `ctx.artifact`) may keep
+ * pinned. Anyone allowed to call a capability starts its runs, so their outputs, pinned without a bound, let
+ * strangers fill the store for good; past this share the least recently used run outputs become copies, which
+ * a write may evict. The operator's own uploads are pinned without a bound (protocols/artifact.md, "Storage").
+ */
+export const ARTIFACT_RUN_OUTPUT_PIN_PERCENT = 50

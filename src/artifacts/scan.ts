@@ -1,7 +1,8 @@
 /**
  * What an artifact store finds on disk when it opens (store.ts): it clears
  * `tmp/` (writes a crash cut short), reads every manifest into the catalog,
- * least recently stored first, drops pins whose artifact is gone, and
+ * least recently stored first, drops pins (`pins/`, and run outputs' in
+ * `outputs/`, pins.ts) whose artifact is gone, and
  * deletes the chunks no manifest names (left by a write killed between its
  * chunks' move and its manifest, or by a removal cut short). It orders the
  * artifacts by their manifests' mtimes, which the store moves forward as they
@@ -70,10 +71,12 @@ export interface ScanStats {
  * chunks are not known: no chunk is deleted, now or while the store is open.
  */
 export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats, log: Logger): Promise<{ used: number, chunksKnown: boolean }> {
-  for (const sub of ['chunks', 'manifests', 'pins', 'tmp']) await mkdir(join(dir, sub), { recursive: true })
+  for (const sub of ['chunks', 'manifests', 'pins', 'outputs', 'tmp']) await mkdir(join(dir, sub), { recursive: true })
   await rm(join(dir, 'tmp'), { recursive: true, force: true })
   await mkdir(join(dir, 'tmp'), { recursive: true })
   const pins = new Set(await readdir(join(dir, 'pins')))
+  // pinned as run outputs only (an upload of the same bytes pinned them for good: `pins/` wins)
+  const outputs = new Set(await readdir(join(dir, 'outputs')))
   const found: Array<{ id: string, bytes: number, size: number, mtime: number, chunks: string[] }> = []
   let used = 0
   let chunksKnown = true
@@ -97,13 +100,18 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
     }))
   }
   found.sort((a, b) => a.mtime - b.mtime)
-  for (const f of found) catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, pinned: pins.has(f.id), lastUsed: f.mtime, persistedUse: f.mtime, readers: 0 }, f.chunks)
+  for (const f of found) {
+    const output = !pins.has(f.id) && outputs.has(f.id)
+    catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, pinned: pins.has(f.id) || output, output, lastUsed: f.mtime, persistedUse: f.mtime, readers: 0 }, f.chunks)
+  }
   const manifests = new Set(names)
-  for (const pin of pins) {
-    // a pin whose manifest is gone (a removal or a write cut short): nothing to keep; one whose manifest
-    // is there but could not be read stays, so the artifact is still pinned once it reads again
-    if (manifests.has(pin)) continue
-    await rm(join(dir, 'pins', pin), { recursive: true, force: true })
+  for (const [sub, set] of [['pins', pins], ['outputs', outputs]] as const) {
+    for (const pin of set) {
+      // a pin whose manifest is gone (a removal or a write cut short): nothing to keep; one whose manifest
+      // is there but could not be read stays, so the artifact is still pinned once it reads again
+      if (manifests.has(pin)) continue
+      await rm(join(dir, sub, pin), { recursive: true, force: true })
+    }
   }
   for (const entry of await readdir(join(dir, 'chunks'), { withFileTypes: true })) {
     const path = join(dir, 'chunks', entry.name)

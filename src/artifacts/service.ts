@@ -20,13 +20,13 @@ import { AapError, ArtifactNotFoundError, InvalidRequestError, toAapError } from
 import { peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { BulkSession, findProviders, provide, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
+import { BulkSession, findProviders, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
 import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { ArtifactStore, type StoredArtifact } from './store.ts'
 import { ARTIFACT_LIST_DEFAULT_LIMIT, ARTIFACT_LIST_MAX_LIMIT } from './constants.ts'
 import type { StagedWrite } from './write.ts'
 import { untilAborted } from '../util/deadline.ts'
-import type { ArtifactSource, ArtifactWriter, FilePart } from './types.ts'
+import type { ArtifactSource, ArtifactWriter, FilePart, PutOptions } from './types.ts'
 
 const isManifestRequest = schema<{ artifact: string }>('aap:artifact#/definitions/ManifestRequest')
 const isChunkRequest = schema<{ artifact: string, index: number }>('aap:artifact#/definitions/ChunkRequest')
@@ -203,12 +203,13 @@ export class Artifacts implements ArtifactWriter {
   /**
    * Store bytes (a stream is read as it arrives, one chunk in memory at a
    * time) and return the part that names them. The node announces it holds
-   * them in the background.
+   * them in the background. Pinned for good unless `pin` is `'run-output'`:
+   * then only while run outputs stay within their share of the store (pins.ts).
    */
-  async put (source: ArtifactSource, opts: { media_type: string, name?: string }): Promise<FilePart> {
+  async put (source: ArtifactSource, opts: PutOptions): Promise<FilePart> {
     if (!isMediaType(opts.media_type)) throw new InvalidRequestError(`"${String(opts.media_type).slice(0, 80)}" is not a media type`, { reason: 'bad_media_type' })
     if (opts.name !== undefined && (opts.name.length === 0 || opts.name.length > 255)) throw new InvalidRequestError('an artifact name has 1 to 255 characters', { reason: 'bad_name' })
-    const { id, size } = await this.store.put(source instanceof Uint8Array ? once(source) : source)
+    const { id, size } = await this.store.put(source instanceof Uint8Array ? once(source) : source, opts.pin === 'run-output' ? 'run-output' : true)
     this.stats.stored++
     this.announce(id)
     return { kind: 'file', artifact: id, size, media_type: opts.media_type, ...(opts.name === undefined ? {} : { name: opts.name }) }
@@ -260,7 +261,7 @@ export class Artifacts implements ArtifactWriter {
   }
 
   private announce (id: string): void {
-    provide(this.host, parseId(id, JSON_CODEC), AbortSignal.timeout(ARTIFACT_PROVIDE_TIMEOUT_MS)).catch((err: unknown) => {
+    this.host.contentRouting.provide(parseId(id, JSON_CODEC), { signal: AbortSignal.timeout(ARTIFACT_PROVIDE_TIMEOUT_MS) }).catch((err: unknown) => {
       // a mesh too small or too young for the DHT: holders are still found by asking peers
       this.log.debug({ err, artifact: id }, 'could not announce an artifact in the DHT')
     })

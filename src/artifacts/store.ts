@@ -1,19 +1,16 @@
 /**
- * The node's artifact store on disk: `chunks/<chunk cid>`,
- * `manifests/<artifact id>` and `pins/<artifact id>`, written through `tmp/`
- * and renamed into place. The chunks of a write in progress (an upload, or a
- * fetch from peers) wait in `tmp/<write>/` and move into `chunks/` with the
- * manifest: a manifest on disk means the artifact is whole here, and a write
- * that fails takes away only what it staged. A chunk leaves `chunks/` only
- * when no manifest names it and no write in progress counts on it (the
- * catalog, catalog.ts, keeps that count), so a chunk that complete artifacts
- * share is never lost to another write's failure or to a removal.
+ * The node's artifact store on disk: `chunks/<chunk cid>`, `manifests/<artifact id>`, and `pins/<artifact id>`
+ * or `outputs/<artifact id>` (pins.ts), written through `tmp/` and renamed into place. The chunks of a write in
+ * progress (an upload, or a fetch from peers) wait in `tmp/<write>/` and move into `chunks/` with the manifest:
+ * a manifest on disk means the artifact is whole here, and a write that fails takes away only what it staged.
+ * A chunk leaves `chunks/` only when no manifest names it and no write in progress counts on it (the catalog,
+ * catalog.ts, keeps that count), so a chunk that complete artifacts share is never lost to another write's
+ * failure or to a removal.
  *
- * The total size is bounded by `maxBytes`. A write that would pass it first
- * evicts copies fetched from peers, least recently used first (never a
- * pinned artifact: the node's own uploads and outputs, nor one being read);
- * if that is not enough it fails with STORAGE_FULL and leaves nothing of
- * itself behind. `remove` takes any artifact away on purpose.
+ * The total size is bounded by `maxBytes`. A write that would pass it first evicts copies (fetched from peers,
+ * or run outputs past their share, pins.ts), least recently used first (never a pinned artifact, nor one being
+ * read); if that is not enough it fails with STORAGE_FULL and leaves nothing of itself behind. `remove` takes
+ * any artifact away on purpose.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, rename, rm } from 'node:fs/promises'
@@ -27,6 +24,7 @@ import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, syncDir, writeDurably, writeSettled } from './write.ts'
 import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
+import { boundOutputs, pinFolder, type Pin } from './pins.ts'
 import { heldIterator } from '../util/held-iterator.ts'
 
 /**
@@ -112,12 +110,17 @@ export class ArtifactStore {
     const found = await scanStore(this.dir, this.catalog, this.stats, this.log)
     this.usedBytes = found.used
     this.chunksKnown = found.chunksKnown
+    // the share applies to what an earlier run of the node pinned too (its bounds may have changed since)
+    await this.boundOutputs()
+  }
+
+  private async boundOutputs (): Promise<void> {
+    await boundOutputs(this.catalog, this.dir, this.maxBytes, this.maxArtifacts, this.stats, this.log)
   }
 
   /**
-   * No write commits after this (a write in progress fails with
-   * `store_closed`); the commit or removal under way, if any, ends first.
-   * The folder may then be opened again.
+   * No write commits after this (a write in progress fails with `store_closed`); the commit or removal under
+   * way, if any, ends first. The folder may then be opened again.
    */
   async close (): Promise<void> {
     if (!this.opened || this.closed) return
@@ -182,8 +185,8 @@ export class ArtifactStore {
     return join(this.dir, 'manifests', canonical(id, JSON_CODEC))
   }
 
-  private pinPath (id: string): string {
-    return join(this.dir, 'pins', canonical(id, JSON_CODEC))
+  private pinPath (id: string, pin: true | 'run-output' = true): string {
+    return join(this.dir, pinFolder(pin), canonical(id, JSON_CODEC))
   }
 
   /** A new write: stage its chunks with `stage`, then `commit` it or `abandon` it (exactly one of them). */
@@ -197,11 +200,7 @@ export class ArtifactStore {
     return w
   }
 
-  /**
-   * Whether chunk `cid` is stored, or staged by `w`. With `w`, a stored chunk
-   * is kept for it until it ends (the write may then name it without
-   * staging it).
-   */
+  /** Whether chunk `cid` is stored, or staged by `w`. With `w`, a stored chunk is kept for it until it ends (it may name it unstaged). */
   hasChunk (cid: string, w?: StagedWrite): boolean {
     const id = canonical(cid, RAW_CODEC)
     if (w?.staged.has(id) === true || w?.borrowed.has(id) === true) return true
@@ -243,12 +242,11 @@ export class ArtifactStore {
   }
 
   /**
-   * The write is whole: its chunks move into `chunks/`, then its manifest is
-   * written; from then on the artifact is here. `pin` keeps it until it is
-   * removed on purpose (the node's own artifacts); without it, it is a copy
-   * the store may evict.
+   * The write is whole: its chunks move into `chunks/`, then its manifest is written; from then on the artifact
+   * is here. `pin` true keeps it until it is removed on purpose (the node's own uploads), `'run-output'` while
+   * run outputs stay within their share (pins.ts); false: a copy the store may evict.
    */
-  async commit (w: StagedWrite, id: string, manifest: Uint8Array, pin = false): Promise<void> {
+  async commit (w: StagedWrite, id: string, manifest: Uint8Array, pin: Pin = false): Promise<void> {
     const turn = this.turn(async () => {
       if (this.closed) throw storeClosed()
       // a write abandoned (a commit of it that failed) has nothing staged any more: it must not become a manifest
@@ -257,11 +255,14 @@ export class ArtifactStore {
       const here = this.catalog.get(key)
       if (here !== undefined) {
         await this.moveStaged(w)
-        if (pin && !here.pinned) {
-          await this.writeFile(this.pinPath(key), new Uint8Array(0))
-          this.catalog.pin(key)
+        // an upload pins for good what a run output or a copy only kept; a run output pins a copy
+        if (pin !== false && (!here.pinned || (pin === true && here.output === true))) {
+          await this.writeFile(this.pinPath(key, pin), new Uint8Array(0))
+          if (pin === true) this.catalog.pin(key)
+          else this.catalog.pinOutput(key)
         }
         this.touch(key)
+        if (pin === 'run-output') await this.boundOutputs()
         return
       }
       const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
@@ -274,24 +275,28 @@ export class ArtifactStore {
       this.reserve(manifest.byteLength)
       // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin;
       // with every manifest read at open there is none, and nothing to look for
-      const [oldManifest, oldPin] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key))])
+      const [oldManifest, oldPin, oldOutput] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key)), fileSize(this.pinPath(key, 'run-output'))])
+      // the pin this commit writes (none where one as strong is on disk), and how the artifact is kept then
+      const wrote = pin === true ? (oldPin === undefined ? pin : undefined) : (pin === 'run-output' && oldPin === undefined && oldOutput === undefined ? pin : undefined)
+      const kept: Pin = pin === true || oldPin !== undefined ? true : pin === 'run-output' || oldOutput !== undefined ? 'run-output' : false
       try {
         await this.moveStaged(w)
         // the chunks' renames are on disk before a manifest names them, and the manifest's (and pin's) before the commit ends
         await syncDir(join(this.dir, 'chunks')).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
-        if (pin && oldPin === undefined) await this.writeFile(this.pinPath(key), new Uint8Array(0))
+        if (wrote !== undefined) await this.writeFile(this.pinPath(key, wrote), new Uint8Array(0))
         await this.writeFile(this.manifestPath(key), manifest)
-        for (const sub of pin ? ['pins', 'manifests'] : ['manifests']) await syncDir(join(this.dir, sub)).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
+        for (const sub of wrote !== undefined ? [pinFolder(wrote), 'manifests'] : ['manifests']) await syncDir(join(this.dir, sub)).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
       } catch (err) {
         this.usedBytes -= manifest.byteLength
         // a pin this commit wrote must not pin a later copy of the same id
-        if (pin && oldPin === undefined) await this.deletePin(key)
+        if (wrote !== undefined) await this.deletePin(key, wrote)
         // chunks that moved and that no manifest names now: they go
         await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
         throw err
       }
       if (oldManifest !== undefined) this.usedBytes -= oldManifest
-      this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: pin || oldPin !== undefined, lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
+      this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: kept !== false, output: kept === 'run-output', lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
+      if (kept === 'run-output') await this.boundOutputs()
     }, 'commit')
     try {
       await turn
@@ -341,10 +346,8 @@ export class ArtifactStore {
   }
 
   /**
-   * Take an artifact out of the store, pinned or not, and the chunks no
-   * other artifact names; returns the bytes freed. ARTIFACT_NOT_FOUND when
-   * it is not here. A read of it in progress ends with ARTIFACT_NOT_FOUND
-   * (`reason: removed`).
+   * Take an artifact out of the store, pinned or not, and the chunks no other artifact names; returns the bytes
+   * freed. ARTIFACT_NOT_FOUND when it is not here. A read of it in progress ends with it (`reason: removed`).
    */
   async remove (id: string): Promise<number> {
     const key = canonical(id, JSON_CODEC)
@@ -384,17 +387,19 @@ export class ArtifactStore {
     return before - this.usedBytes
   }
 
-  private async deletePin (id: string): Promise<void> {
-    await rm(this.pinPath(id), { force: true }).catch((err: unknown) => {
-      this.stats.deleteFailures++
-      this.log.warn({ err, artifact: id }, 'the pin of an artifact no longer here could not be deleted (it goes when the store opens again)')
-    })
+  /** Delete the artifact's pin of that kind (both kinds without one). */
+  private async deletePin (id: string, pin?: true | 'run-output'): Promise<void> {
+    for (const kind of pin === undefined ? [true, 'run-output'] as const : [pin]) {
+      await rm(this.pinPath(id, kind), { force: true }).catch((err: unknown) => {
+        this.stats.deleteFailures++
+        this.log.warn({ err, artifact: id }, 'the pin of an artifact no longer here could not be deleted (it goes when the store opens again)')
+      })
+    }
   }
 
   /**
-   * Delete chunks the catalog let go (out of `present` already), and stop
-   * counting them. Not while a manifest unreadable at open may name them:
-   * they stay, and stay counted.
+   * Delete chunks the catalog let go (out of `present` already), and stop counting them. Not while a manifest
+   * unreadable at open may name them: they stay, and stay counted.
    */
   private async deleteChunks (chunks: Array<[string, number]>): Promise<void> {
     if (!this.chunksKnown) {
@@ -430,13 +435,11 @@ export class ArtifactStore {
   }
 
   /**
-   * Cut a byte stream into chunks as it arrives and store it, pinned (the
-   * node's own artifact); at most one chunk is held in memory.
-   * INVALID_REQUEST (`oversized`) past ARTIFACT_MAX_BYTES, STORAGE_FULL past
-   * the store's bound.
+   * Cut a byte stream into chunks as it arrives and store it, pinned (true: for good; `'run-output'`: within the run
+   * outputs' share); one chunk at most in memory. INVALID_REQUEST (`oversized`) past ARTIFACT_MAX_BYTES, STORAGE_FULL past the bound.
    */
-  async put (source: AsyncIterable<Uint8Array>): Promise<{ id: string, size: number }> {
-    return await putStream(this, source)
+  async put (source: AsyncIterable<Uint8Array>, pin: true | 'run-output' = true): Promise<{ id: string, size: number }> {
+    return await putStream(this, source, pin)
   }
 
   /** The artifact's manifest, verified, if the whole artifact is here. */
@@ -469,11 +472,10 @@ export class ArtifactStore {
   }
 
   /**
-   * The artifact's bytes, chunk by chunk, each verified as it is read (a
-   * chunk damaged on disk is ARTIFACT_CORRUPT, not served). From this call
-   * until the iterator ends (read to its end, failed, or closed with
-   * `return`) the artifact is not evicted; if it is removed meanwhile the
-   * read ends with ARTIFACT_NOT_FOUND (`reason: removed`).
+   * The artifact's bytes, chunk by chunk, each verified as it is read (a chunk damaged on disk is
+   * ARTIFACT_CORRUPT, not served). From this call until the iterator ends (read to its end, failed, or closed
+   * with `return`) the artifact is not evicted; if it is removed meanwhile the read ends with
+   * ARTIFACT_NOT_FOUND (`reason: removed`).
    */
   read (id: string, m: Manifest): AsyncGenerator<Uint8Array> {
     const key = canonical(id, JSON_CODEC)

@@ -17,9 +17,16 @@ export const isFilePart = schema<FilePart>('aap:artifact#/definitions/FilePart')
 /** Bytes at once, or a stream of them read as they come. */
 export type ArtifactSource = Uint8Array | AsyncIterable<Uint8Array>
 
+/**
+ * How an artifact is stored. `pin`: `'operator'` (the default) keeps it until it is removed on purpose (the
+ * operator's uploads); `'run-output'` keeps it pinned only while run outputs stay within their share of the
+ * store, ARTIFACT_RUN_OUTPUT_PIN_PERCENT (runs anyone allowed may start must not fill the store for good).
+ */
+export interface PutOptions { media_type: string, name?: string, pin?: 'operator' | 'run-output' }
+
 /** What a run handler's `ctx.artifact` needs: store bytes, get the part that names them. */
 export interface ArtifactWriter {
-  put: (source: ArtifactSource, opts: { media_type: string, name?: string }) => Promise<FilePart>
+  put: (source: ArtifactSource, opts: PutOptions) => Promise<FilePart>
 }
 
 /** A payload's `parts`, when it has them, must be a list of Part: INVALID_REQUEST naming the first fault otherwise. */

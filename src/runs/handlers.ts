@@ -285,7 +285,8 @@ function contextFor (
     },
     artifact: async (source, opts) => {
       if (host.artifacts === undefined) throw new AapError('INTERNAL', 'this node keeps no artifacts')
-      return host.artifacts.put(source, opts)
+      // within the run outputs' share of the store: anyone allowed to call the capability starts runs
+      return host.artifacts.put(source, { ...opts, pin: 'run-output' })
     }
   }
   return { ctx, whenRunning }

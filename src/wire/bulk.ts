@@ -1,16 +1,11 @@
 /**
- * Bulk transfer over an aap stream protocol: the frames of framing.ts, where
- * an answer may carry one binary frame after its JSON header. The caller
- * writes request frames `{id, type, body}`; the responder answers them in
- * order (the next answer made while one drains, never more than one ahead),
- * each with `{id, ok: true, body, data?: n}` followed (when
- * `data` is set) by one frame of exactly n raw bytes, or with an error frame.
- * Flow control is the caller's: it keeps a bounded number of requests in
- * flight, so it never holds more than that many answers unread, and the
- * responder refuses a stream that queues more than its limit.
- *
- * Also the content-routing door for the layers above (provide, findProviders):
- * they get peer ids, never addresses.
+ * Bulk transfer over an aap stream protocol: the frames of framing.ts, where an answer may carry one binary
+ * frame after its JSON header. The caller writes request frames `{id, type, body}`; the responder answers them
+ * in order (the next answer made while one drains, never more than one ahead), each with `{id, ok: true, body,
+ * data?: n}` followed (when `data` is set) by one frame of exactly n raw bytes, or with an error frame. Flow
+ * control is the caller's: it keeps a bounded number of requests in flight, and the responder refuses a stream
+ * that queues more than its limit. Also the content-routing door for the layers above (findProviders): they
+ * get peer ids, never addresses.
  */
 import type { Connection, PeerId, Stream, StreamMessageEvent, Libp2p } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
@@ -20,6 +15,7 @@ import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, refusedFrameId, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
+import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { Outbox } from './outbox.ts'
 import { allowWindowGrowth } from './yamux-window.ts'
 import { untilAborted, withDeadline } from '../util/deadline.ts'
@@ -47,10 +43,16 @@ export interface BulkProtocol {
   idleTimeoutMs?: number
   methods: Record<string, BulkMethod>
   log: Logger
+  /** The node's bound on unread answers (default: the one of the node `host` serves for, held-answers.ts). */
+  heldAnswers?: HeldAnswers
 }
 
-/** One inbound stream: requests answered in order, the next answer made while the one before drains. */
-class BulkInbound {
+/**
+ * One inbound stream: requests answered in order, the next answer made while the one before drains. What it holds
+ * for a caller that does not read (a chunk in the stream's buffer, one made ahead) counts against the node's bound
+ * on unread answers (held-answers.ts), as the RPC responders' do: strangers' unread chunks could reach a GiB.
+ */
+class BulkInbound implements AnswerHolder {
   private readonly queue: Uint8Array[] = []
   private readonly frames: FrameDecoder
   private readonly outbox: Outbox
@@ -58,17 +60,29 @@ class BulkInbound {
   private working = false
   /** The next answer, made while the one before drains (it counts against maxPipelined like a queued request). */
   private ahead: Promise<Uint8Array[]> | undefined
+  /** Bytes of the answer made ahead, once made (it waits here, not in the outbox). */
+  private aheadBytes = 0
+  /** When the answer being sent was handed to the stream (undefined while none waits to leave it). */
+  private sentAt: number | undefined
+  private readonly budget: HeldAnswers
   private remoteEnded = false
   private finished = false
   private idle: ReturnType<typeof setTimeout> | undefined
   private readonly stream: Stream
   private readonly peer: PeerId
   private readonly spec: BulkProtocol
+  private readonly idleMs: number
+  readonly caller: string
+  readonly protocol: string
 
-  constructor (stream: Stream, peer: PeerId, spec: BulkProtocol, onClosed: () => void) {
+  constructor (stream: Stream, peer: PeerId, spec: BulkProtocol, budget: HeldAnswers, onClosed: () => void) {
     this.stream = stream
     this.peer = peer
     this.spec = spec
+    this.budget = budget
+    this.idleMs = spec.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS
+    this.caller = peer.toString()
+    this.protocol = spec.protocol
     this.frames = new FrameDecoder(spec.maxRequestBytes)
     this.outbox = new Outbox(stream, spec.log)
     this.armIdle()
@@ -77,6 +91,7 @@ class BulkInbound {
       clearTimeout(this.idle)
       this.ctl.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
       this.queue.length = 0
+      this.budget.forget(this)
       onClosed()
     })
     stream.addEventListener('message', (evt: StreamMessageEvent) => { this.onMessage(evt) })
@@ -88,14 +103,21 @@ class BulkInbound {
 
   private armIdle (): void {
     clearTimeout(this.idle)
-    this.idle = setTimeout(() => { this.close('idle') }, this.spec.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS)
+    this.idle = setTimeout(() => { this.close('idle') }, this.idleMs)
     this.idle.unref?.()
   }
 
+  get heldBytes (): number { return this.outbox.heldBytes + this.aheadBytes }
+
+  get behindMs (): number { return this.sentAt === undefined ? 0 : Date.now() - this.sentAt }
+
+  shed (reason: string): void {
+    this.stream.abort(new Error(reason))
+  }
+
   /**
-   * Send what is queued and close, all within STREAM_CLOSE_TIMEOUT_MS, else
-   * abort: a caller that stopped reading would keep the answers it has not
-   * read (a chunk each) waiting to drain for as long as the connection lives.
+   * Send what is queued and close, all within STREAM_CLOSE_TIMEOUT_MS, else abort: a caller that stopped reading
+   * would keep its unread answers (a chunk each) waiting to drain for as long as the connection lives.
    */
   private close (why: string): void {
     this.finished = true
@@ -129,8 +151,9 @@ class BulkInbound {
       this.fatal(new InvalidRequestError((err as Error).message, { reason, max_frame_bytes: this.spec.maxRequestBytes }))
       return
     }
-    // only a whole request counts as use: bytes of a frame that never completes, dripped in, do not keep the stream
-    if (list.length > 0) this.armIdle()
+    // only a whole request counts as use: bytes of a frame that never completes, dripped in, do not keep the
+    // stream; nor do requests of a caller that has left an answer unread for longer than the idle limit
+    if (list.length > 0 && this.behindMs <= this.idleMs) this.armIdle()
     for (const f of list) this.queue.push(f)
     if (this.queue.length + (this.ahead === undefined ? 0 : 1) > this.spec.maxPipelined) {
       this.fatal(new InvalidRequestError(`more than ${this.spec.maxPipelined} requests waiting on one stream`, { reason: 'too_many_requests', limit: this.spec.maxPipelined }))
@@ -140,12 +163,9 @@ class BulkInbound {
   }
 
   /**
-   * Answer the queued requests in order. While one answer drains, the next
-   * request's answer is made (a chunk read from the store), so the stream
-   * does not run dry between answers. The one after that is started only
-   * once the draining answer has wholly left the stream's buffer, so at most
-   * two answers are held at once. `answer` never rejects: a failure is its
-   * error frame.
+   * Answer the queued requests in order. While one answer drains, the next one is made (a chunk read from the
+   * store), so the stream does not run dry; the one after only once the draining answer has wholly left the
+   * stream's buffer, so at most two are held at once. `answer` never rejects: a failure is its error frame.
    */
   private async work (): Promise<void> {
     this.working = true
@@ -154,25 +174,37 @@ class BulkInbound {
         if (this.ahead === undefined) {
           const frame = this.queue.shift()
           if (frame === undefined) break
-          this.ahead = this.answer(frame)
+          this.ahead = this.made(frame)
         }
         const parts = await this.ahead
         this.ahead = undefined
+        this.aheadBytes = 0
         if (this.finished) break
         // header and data go out in one outbox turn, so they stay together on the stream
+        this.sentAt = Date.now()
         const sent = await Promise.all(parts.map(async p => this.outbox.send(p)))
         if (sent.includes(false)) {
           this.stream.abort(new Error('the caller stopped reading'))
           return
         }
         const following = this.queue.shift()
-        if (following !== undefined) this.ahead = this.answer(following)
+        if (following !== undefined) this.ahead = this.made(following)
         await this.outbox.whenEmpty()
+        this.sentAt = undefined
       }
     } finally {
       this.working = false
     }
     this.maybeFinish()
+  }
+
+  /** The answer to one request, counted against the node's bound once made (it is held from then on). */
+  private async made (frame: Uint8Array): Promise<Uint8Array[]> {
+    const parts = await this.answer(frame)
+    if (this.finished) return parts
+    this.aheadBytes = parts.reduce((n, p) => n + p.byteLength, 0)
+    this.budget.note(this, this.aheadBytes)
+    return parts
   }
 
   /** The frames that answer one request. */
@@ -212,11 +244,12 @@ class BulkInbound {
 
 /** Register a bulk protocol. Returns a function that unregisters it and ends its streams. */
 export async function serveBulk (host: Pick<Libp2p, 'handle' | 'unhandle'>, spec: BulkProtocol): Promise<() => Promise<void>> {
+  const budget = spec.heldAnswers ?? heldAnswersOf(host, spec.log)
   const active = new Set<Stream>()
   await host.handle(spec.protocol, (stream: Stream, connection: Connection) => {
     active.add(stream)
     // eslint-disable-next-line no-new -- the stream's listeners hold it
-    new BulkInbound(stream, connection.remotePeer, spec, () => { active.delete(stream) })
+    new BulkInbound(stream, connection.remotePeer, spec, budget, () => { active.delete(stream) })
   }, { maxInboundStreams: spec.maxInboundStreams })
   return async () => {
     await host.unhandle(spec.protocol)
@@ -234,15 +267,14 @@ export interface BulkAnswer {
 interface Waiting {
   resolve: (a: BulkAnswer) => void
   reject: (err: AapError) => void
-  timer: ReturnType<typeof setTimeout>
+  type: string
+  timeoutMs: number
 }
 
 /**
- * Reads frames into buffers allocated once at their full length (a binary
- * frame of a MiB is filled in place, not re-concatenated per message). A
- * message that comes as a list of pieces (yamux hands on its frames' Noise
- * messages so, up to the stream's window) is read piece by piece: joining it
- * first copied each MiB once more.
+ * Reads frames into buffers allocated once at their full length (a binary frame of a MiB is filled in place,
+ * not re-concatenated per message). A message that comes as a list of pieces (yamux hands on its frames' Noise
+ * messages so, up to the stream's window) is read piece by piece: joining it first copied each MiB once more.
  */
 export class FrameReader {
   private prefix: number[] = []
@@ -294,9 +326,16 @@ export class FrameReader {
   }
 }
 
-/** One outbound bulk stream to one peer; requests pipelined, answered in order. */
+/**
+ * One outbound bulk stream to one peer; requests pipelined, answered in order. Only the oldest pending
+ * request is timed, from its sending or the answer before it: timed from its sending, the last of a full
+ * window of chunks waited for all before it, and a slow link could never fetch a large artifact.
+ */
 export class BulkSession {
+  /** In the order sent, which is the order of the answers. */
   private readonly pending = new Map<number, Waiting>()
+  /** The timer of the oldest pending request. */
+  private timer: ReturnType<typeof setTimeout> | undefined
   private readonly outbox: Outbox
   private readonly peerName: string
   private nextId = 1
@@ -378,16 +417,26 @@ export class BulkSession {
   private settle (id: number, fn: (w: Waiting) => void): void {
     const w = this.pending.get(id)
     if (w === undefined) return // an answer to a request that already timed out
+    const head = this.pending.keys().next().value === id
     this.pending.delete(id)
-    clearTimeout(w.timer)
+    if (head) this.timeHead()
     fn(w)
   }
 
+  /** Run the timer of the oldest pending request (none when nothing is pending). */
+  private timeHead (): void {
+    clearTimeout(this.timer)
+    const w = this.pending.values().next().value
+    if (w === undefined) return
+    this.timer = setTimeout(() => {
+      // answers come in order: a late one would be matched to the wrong request, so the stream goes
+      this.fatal(new AgentNotFoundError(`agent ${this.peerName} did not answer ${w.type} within ${w.timeoutMs} ms of its turn`, { reason: 'timeout', timeout: 'response', limit_ms: w.timeoutMs }))
+    }, w.timeoutMs)
+  }
+
   private failAll (err: AapError): void {
-    for (const w of this.pending.values()) {
-      clearTimeout(w.timer)
-      w.reject(err)
-    }
+    clearTimeout(this.timer)
+    for (const w of this.pending.values()) w.reject(err)
     this.pending.clear()
   }
 
@@ -398,21 +447,16 @@ export class BulkSession {
   }
 
   /** Requests sent and not yet answered. */
-  get inFlight (): number {
-    return this.pending.size
-  }
+  get inFlight (): number { return this.pending.size }
 
-  /** Send one request; resolves with its answer (and its bytes, if any) within `timeoutMs`. */
+  /** Send one request; resolves with its answer (and bytes) within `timeoutMs` of its sending or the answer before it. */
   async request (type: string, body: object, timeoutMs: number): Promise<BulkAnswer> {
     if (this.closed || this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
     const id = this.nextId++
     if (this.nextId > FRAME_ID_MAX) this.nextId = 1
     const { promise, resolve, reject } = Promise.withResolvers<BulkAnswer>()
-    const timer = setTimeout(() => {
-      // answers come in order: a late one would be matched to the wrong request, so the stream goes
-      this.fatal(new AgentNotFoundError(`agent ${this.peerName} did not answer ${type} within ${timeoutMs} ms`, { reason: 'timeout', timeout: 'response', limit_ms: timeoutMs }))
-    }, timeoutMs)
-    this.pending.set(id, { resolve, reject, timer })
+    this.pending.set(id, { resolve, reject, type, timeoutMs })
+    if (this.pending.size === 1) this.timeHead()
     void this.outbox.send(encodeFrame({ id, type, body })).then((sent) => {
       if (!sent) this.fatal(new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' }))
     })
@@ -438,11 +482,6 @@ export class BulkSession {
     this.failAll(toAapError(err))
     this.stream.abort(err)
   }
-}
-
-/** Announce in the DHT that this node holds `cid`. */
-export async function provide (host: Pick<Libp2p, 'contentRouting'>, cid: CID, signal: AbortSignal): Promise<void> {
-  await host.contentRouting.provide(cid, { signal })
 }
 
 /** Peers the DHT names as holders of `cid` (at most `max`, never this node). */
