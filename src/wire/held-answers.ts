@@ -1,6 +1,8 @@
 /**
  * One node's bound on the answers its responders hold for callers that have
- * not read them, over every served protocol, stream and peer together.
+ * not read them, over every served protocol, stream and peer together: the
+ * request/response responders (responder.ts) and the artifact responder
+ * (bulk.ts, since session 49: it held up to ~1.75 MiB per stream outside it).
  *
  * Each inbound stream holds at most RESPONDER_HELD_ANSWER_MAX_BYTES
  * (responder.ts hasRoom). That bounds one stream, not the node: every peer
