@@ -106,7 +106,7 @@ function cancelFailed (err: unknown): void {
  * The body of an answer as text, read up to `max` bytes: a body past it is
  * cancelled and fails with ApiAnswerBrokenError (res.text() would hold any size).
  */
-async function boundedText (res: Response, url: string, max = API_CLIENT_ANSWER_MAX_BYTES): Promise<string> {
+async function boundedText (res: Response, url: string, signal?: AbortSignal, max = API_CLIENT_ANSWER_MAX_BYTES): Promise<string> {
   const declared = Number(res.headers.get('content-length') ?? 0)
   const tooLarge = (): ApiAnswerBrokenError => new ApiAnswerBrokenError(url, `the node's API at ${url} answered with a body over ${max} bytes (API_CLIENT_ANSWER_MAX_BYTES); it is not the API`)
   if (declared > max) {
@@ -122,6 +122,11 @@ async function boundedText (res: Response, url: string, max = API_CLIENT_ANSWER_
     try {
       chunk = await reader.read()
     } catch (err) {
+      // the call's own time ran out, or its caller gave up, while the body came: not a node gone
+      if (signal?.aborted === true) {
+        if ((signal.reason as Error | undefined)?.name === 'TimeoutError') throw new ApiError(504, 'TIMEOUT', `the API did not finish its answer in time (at ${url})`)
+        throw err
+      }
       throw new ApiAnswerBrokenError(url, `the node's answer was cut before its end: ${(err as Error).message ?? String(err)}`, err)
     }
     if (chunk.done) break
@@ -136,8 +141,8 @@ async function boundedText (res: Response, url: string, max = API_CLIENT_ANSWER_
 }
 
 /** The JSON body of an answer; ApiError for an error answer or a body that is not JSON. */
-async function jsonAnswer<T> (res: Response, url: string): Promise<T> {
-  const text = await boundedText(res, url)
+async function jsonAnswer<T> (res: Response, url: string, signal?: AbortSignal): Promise<T> {
+  const text = await boundedText(res, url, signal)
   let parsed: unknown
   try {
     parsed = text === '' ? undefined : JSON.parse(text)
@@ -204,8 +209,9 @@ export class ApiClient {
   async call<T> (method: string, path: string, body?: unknown, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<T> {
     return this.againAfterRestart(async () => {
       const timeout = AbortSignal.timeout(this.timeoutMs)
-      const res = await this.fetch(method, path + queryString(query), body, signal === undefined ? timeout : AbortSignal.any([timeout, signal]))
-      return jsonAnswer<T>(res, this.url)
+      const bounded = signal === undefined ? timeout : AbortSignal.any([timeout, signal])
+      const res = await this.fetch(method, path + queryString(query), body, bounded)
+      return jsonAnswer<T>(res, this.url, bounded)
     })
   }
 
