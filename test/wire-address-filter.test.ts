@@ -48,7 +48,9 @@ describe('the address policy', () => {
       expect(keeps(f, '/ip6/fe80::1/tcp/80')).toBe(false)
       expect(keeps(f, '/ip4/0.0.0.0/tcp/80')).toBe(false)
       expect(keeps(f, '/dnsaddr/example.test')).toBe(false)
-      expect(keeps(f, '/dns4/example.test/tcp/1')).toBe(false)
+      expect(keeps(f, '/unix/%2Fvar%2Frun%2Fdocker.sock')).toBe(false)
+      // one lookup, judged before a dial: a node behind a TLS proxy announces a name
+      expect(keeps(f, '/dns4/agent.example.test/tcp/443/wss')).toBe(true)
       expect(keeps(f, '/ip4/8.8.8.8/tcp/1')).toBe(true)
       expect(keeps(f, '/memory/x')).toBe(true)
       // a relay address is judged by the relay's IP
@@ -61,9 +63,18 @@ describe('the address policy', () => {
     expect(new AddressFilter(me, { listen: ['/memory/x'], localMesh: true }).mayKeep(other, ma('/ip4/127.0.0.1/tcp/1'))).toBe(true)
     // its own addresses, whatever they are
     expect(publicNode.mayKeep(me, ma('/ip4/127.0.0.1/tcp/1'))).toBe(true)
-    // dials: names are the operator's by then (libp2p resolves before it gates); link-local never
-    expect(publicNode.mayDial(ma('/dns4/example.test/tcp/1'))).toBe(true)
+    // dials: link-local never, a unix socket never, a /dnsaddr never (libp2p resolves those before it gates)
     expect(publicNode.mayDial(ma('/ip4/169.254.169.254/tcp/80'))).toBe(false)
+    expect(publicNode.mayDial(ma('/unix/%2Fvar%2Frun%2Fdocker.sock'))).toBe(false)
+    expect(publicNode.mayDial(ma('/dnsaddr/example.test'))).toBe(false)
+  })
+
+  it('dials a peer\'s DNS name only where what it resolves to may be dialed', async () => {
+    const publicNode = new AddressFilter(me, { listen: ['/ip4/203.0.113.5/tcp/1'], localMesh: false })
+    const localNode = new AddressFilter(me, { listen: ['/ip4/127.0.0.1/tcp/1'], localMesh: false })
+    // localhost resolves to loopback: only a node on loopback itself dials it
+    expect(await publicNode.mayDial(ma('/dns4/localhost/tcp/22'))).toBe(false)
+    expect(await localNode.mayDial(ma('/dns4/localhost/tcp/22'))).toBe(true)
   })
 
   it('allows what the operator configured', () => {
@@ -111,7 +122,8 @@ describe('addresses a stranger names in a DHT answer', () => {
     }
     const many = await named(Array.from({ length: 3000 }, (_, i) => `/ip4/203.0.${113 + (i >> 8) % 2}.${i & 255}/tcp/${1000 + i}`))
     const lan = await named(['/ip4/10.1.2.3/tcp/4001', '/ip4/169.254.169.254/tcp/80', '/ip6/fe80::1/tcp/80'])
-    const names = await named(['/dnsaddr/l0.evil.test', '/dns4/l0.evil.test/tcp/4001'])
+    // (localhost: any dial of a name looks it up, and a test looks up nothing beyond this machine)
+    const names = await named(['/dnsaddr/l0.evil.test', '/dns4/localhost/tcp/4001'])
 
     await V!.join(H.getMultiaddrs().map(a => a.toString()))
     await until(async () => (await V!.host.peerStore.get(H!.peerId)).protocols.includes(DHT_PROTOCOL), 'V to see H speak the DHT')
@@ -127,7 +139,8 @@ describe('addresses a stranger names in a DHT answer', () => {
     const kept = async (p: PeerId): Promise<string[]> => V!.host.peerStore.get(p).then(r => r.addresses.map(a => a.multiaddr.toString()), () => [])
     expect((await kept(many)).length).toBeLessThanOrEqual(DHT_NAMED_ADDRS_MAX)
     expect(await kept(lan)).toEqual([])
-    expect(await kept(names)).toEqual([])
+    // the /dnsaddr name is dropped; the /dns4 name is one lookup, judged before any dial
+    expect(await kept(names)).toEqual(['/dns4/localhost/tcp/4001'])
     expect(txtLookups.n).toBe(0)
   }, 60_000)
 

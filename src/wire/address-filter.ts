@@ -20,20 +20,26 @@
  *   when this node has an address in one itself (listens on it, announces it,
  *   or listens on a wildcard with an interface in one): it is then on a LAN
  *   with its peers, and a mesh there needs those addresses;
- * - DNS names (/dns, /dns4, /dns6, /dnsaddr): not kept from peers. libp2p
- *   follows every TXT entry of a /dnsaddr name to depth 32 before it gates a
- *   single address, so one such name from a stranger cost some hundred
- *   thousand lookups per DHT walk (found by a review).
+ * - /dnsaddr names: not kept from peers. libp2p follows every TXT entry of
+ *   a /dnsaddr name to depth 32 before it gates a single address, so one such
+ *   name from a stranger cost some hundred thousand lookups per DHT walk
+ *   (found by a review). A /dns, /dns4 or /dns6 name is one lookup, and what
+ *   it resolves to is judged as any IP before a dial: kept (a node behind a
+ *   TLS proxy announces a name for WSS, and so may a relay);
+ * - /unix socket paths: never kept from peers (a socket on this machine,
+ *   whatever it serves; @libp2p/tcp dials them).
  *
  * Addresses the operator configured (bootstrap addresses, --announce) are
  * always allowed, DNS names among them: `allowConfigured` records them.
  * Other addresses (public IPs, /memory, a bare /p2p) are allowed. The first
  * IP of an address is the one judged: for a relay address, the relay's.
  */
+import { lookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { PeerId } from '@libp2p/interface'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
+import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS } from './network-constants.ts'
 
 function blockList (v4: string[], v6: string[]): BlockList {
   const list = new BlockList()
@@ -69,11 +75,13 @@ export function kindOfIp (ip: string): AddressKind {
 }
 
 const DNS_PROTOCOLS = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
+/** Names kept from no peer: each TXT entry is followed (see above). */
+const REFUSED_FROM_PEERS = new Set(['dnsaddr', 'unix'])
 
 /** The first IP or DNS component of an address, with the port after it (undefined: neither, e.g. /memory). */
 function hostOf (ma: Multiaddr): { proto: string, host: string, port: string } | undefined {
   const parts = ma.getComponents()
-  const i = parts.findIndex(c => c.name === 'ip4' || c.name === 'ip6' || DNS_PROTOCOLS.has(c.name))
+  const i = parts.findIndex(c => c.name === 'ip4' || c.name === 'ip6' || c.name === 'unix' || DNS_PROTOCOLS.has(c.name))
   const c = parts[i]
   if (c === undefined) return undefined
   const next = parts[i + 1]
@@ -95,6 +103,9 @@ export class AddressFilter {
   private readonly configured = new Set<string>()
   /** Addresses refused (kept and dialed), for operators and tests. */
   refused = 0
+  /** Names of peers' addresses that could not be looked up before a dial (refused), and the last reason. */
+  lookupFailures = 0
+  lastLookupFailure: unknown
 
   constructor (selfId: PeerId | string, own: SelfAddresses) {
     this.self = selfId.toString()
@@ -130,11 +141,36 @@ export class AddressFilter {
     return this.configured.has(`${h.host}/${h.port}`)
   }
 
-  /** Whether the node may dial `ma` (the gater's denyDialMultiaddr; names are resolved by then, or the operator's). */
-  mayDial (ma: Multiaddr): boolean {
+  /**
+   * Whether the node may dial `ma` (the gater's denyDialMultiaddr). libp2p
+   * resolves /dnsaddr before it asks; a /dns, /dns4 or /dns6 name reaches the
+   * transport as a name, which would connect wherever it points (localhost,
+   * the metadata address): it is looked up here once, within
+   * ADDRESS_NAME_LOOKUP_TIMEOUT_MS, and dialed only when every address it
+   * has passes as an IP would. (The transport looks it up again: a name that
+   * changes its answer in between is not caught.)
+   */
+  mayDial (ma: Multiaddr): boolean | Promise<boolean> {
     const h = hostOf(ma)
-    if (h === undefined || DNS_PROTOCOLS.has(h.proto) || this.isConfigured(h)) return true
+    if (h === undefined || this.isConfigured(h)) return true
+    if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
+    if (DNS_PROTOCOLS.has(h.proto)) return this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0)
     return this.ipOk(h.host)
+  }
+
+  private async nameOk (name: string, family: 0 | 4 | 6): Promise<boolean> {
+    const timer = AbortSignal.timeout(ADDRESS_NAME_LOOKUP_TIMEOUT_MS)
+    try {
+      const found = await Promise.race([
+        lookup(name, { all: true, family }),
+        new Promise<never>((_resolve, reject) => { timer.addEventListener('abort', () => { reject(timer.reason) }, { once: true }) })
+      ])
+      return found.length > 0 && found.every(a => this.ipOk(a.address))
+    } catch (err) {
+      this.lookupFailures++
+      this.lastLookupFailure = err
+      return this.refuse()
+    }
   }
 
   /** Whether `ma`, named by a peer for `peer` (undefined: another peer than this node), may be kept (peer store, DHT answers). */
@@ -142,11 +178,14 @@ export class AddressFilter {
     if (peer !== undefined && peer.toString() === this.self) return true
     const h = hostOf(ma)
     if (h === undefined || this.isConfigured(h)) return true
-    if (DNS_PROTOCOLS.has(h.proto)) {
-      this.refused++
-      return false
-    }
+    if (REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
+    if (DNS_PROTOCOLS.has(h.proto)) return true
     return this.ipOk(h.host)
+  }
+
+  private refuse (): false {
+    this.refused++
+    return false
   }
 
   private ipOk (ip: string): boolean {

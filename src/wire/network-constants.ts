@@ -219,3 +219,10 @@ export const RELAY_RESERVATIONS_PER_NETWORK_MAX = 4
 export const RELAY_RESERVATION_WORTH = 200
 /** Addresses of one peer kept from a DHT answer that names it (dht-repeats.ts); an answer may be up to 4 MiB. */
 export const DHT_NAMED_ADDRS_MAX = 32
+/**
+ * Longest wait for the one lookup of a /dns, /dns4 or /dns6 name a peer
+ * named, before this node dials it (address-filter.ts): what it resolves to
+ * is judged as an IP would be; a name that does not resolve in time is not
+ * dialed.
+ */
+export const ADDRESS_NAME_LOOKUP_TIMEOUT_MS = 5_000
