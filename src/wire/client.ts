@@ -53,6 +53,8 @@ class Session {
   retired = false
   /** Calls in a row that timed out with no frame arriving on this stream in between. */
   private silentTimeouts = 0
+  /** Ends a retired stream whose given-up calls still wait for late answers (endIfRetired). */
+  private retireTimer: ReturnType<typeof setTimeout> | undefined
   lastUsed = Date.now()
 
   constructor (stream: Stream, peerName: string, maxFrameBytes: number, log: Logger, onClose: () => void, onRetire: () => void) {
@@ -65,6 +67,7 @@ class Session {
     watchRequests(stream, () => this.pending.size > 0)
     const frames = new FrameDecoder(maxFrameBytes)
     stream.addEventListener('close', () => {
+      clearTimeout(this.retireTimer)
       this.closed = true
       onClose()
       this.failAll(new AgentNotFoundError(`stream to agent ${peerName} closed before it answered`, { reason: 'closed' }))
@@ -137,9 +140,25 @@ class Session {
     this.endIfRetired()
   }
 
-  /** A retired stream goes once no call waits on it (a peer that never ends its side cannot keep it). */
+  /**
+   * A retired stream goes once no call waits on it (a peer that never ends
+   * its side cannot keep it). Calls that gave up but want a late answer (a
+   * delegation whose run may exist at the executor) are given
+   * RESPONSE_TIMEOUT_MS more for it: an honest responder answers what it
+   * read, then ends its side.
+   */
   private endIfRetired (): void {
     if (!this.retired || this.closed || this.pending.size > 0) return
+    if (this.abandoned.size > 0) {
+      this.retireTimer ??= setTimeout(() => { this.endRetired() }, RESPONSE_TIMEOUT_MS)
+      return
+    }
+    this.endRetired()
+  }
+
+  private endRetired (): void {
+    clearTimeout(this.retireTimer)
+    if (this.closed) return
     this.closed = true
     this.abandoned.clear()
     this.stream.abort(new Error('retired: calls in a row timed out with no answer'))
