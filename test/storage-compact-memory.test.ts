@@ -87,6 +87,22 @@ describe('CompactMemoryDatastore', () => {
     expect(MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX).toBeLessThan(MEMORY_STORE_STALE_KEYS_MIN)
   })
 
+  it('drops the deleted keys of a churned prefix when it reads it, not only once they are half the store', async () => {
+    const ds = new CompactMemoryDatastore()
+    const v = Uint8Array.of(1)
+    for (let i = 0; i < 2000; i++) ds.put(new Key(`/big/${String(i).padStart(6, '0')}`), v)
+    // a queue: put, read, drop the oldest (the reads paid for every key it ever held)
+    for (let i = 0; i < 3000; i++) {
+      ds.put(new Key(`/q/${String(i).padStart(6, '0')}`), v)
+      let n = 0
+      for await (const _ of ds.query({ prefix: '/q/' })) n++
+      expect(n).toBe(Math.min(i + 1, 10))
+      if (i >= 9) ds.delete(new Key(`/q/${String(i - 9).padStart(6, '0')}`))
+    }
+    const sorted = (ds as unknown as { sorted: string[] }).sorted
+    expect(sorted.length).toBeLessThanOrEqual(2000 + 11)
+  })
+
   it('answers prefix queries with the entries of datastore-core\'s memory datastore, in key order', async () => {
     await fc.assert(fc.asyncProperty(fc.array(op, { maxLength: 60 }), fc.option(fc.oneof(keyText, keyText.map(k => k.slice(0, -1)), fc.constant('/')), { nil: undefined }), async (ops, prefix) => {
       const ours = new CompactMemoryDatastore()

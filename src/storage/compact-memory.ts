@@ -103,14 +103,31 @@ export class CompactMemoryDatastore extends BaseDatastore {
     this.pending.clear()
   }
 
-  /** The keys under `prefix` (all keys without one), as they are now. */
+  /**
+   * The keys under `prefix` (all keys without one), as they are now. Deleted
+   * keys met in the range are dropped from the sorted list here: a small
+   * prefix whose keys come and go (a queue, a state index) is read in time
+   * proportional to what it holds, not to all it ever held.
+   */
   private keysUnder (prefix: string | undefined): string[] {
     this.settle()
-    if (prefix === undefined || prefix === '') return this.sorted.slice()
-    const start = lowerBound(this.sorted, prefix)
+    const whole = prefix === undefined || prefix === ''
+    const start = whole ? 0 : lowerBound(this.sorted, prefix)
     let end = start
-    while (end < this.sorted.length && this.sorted[end]!.startsWith(prefix)) end++
-    return this.sorted.slice(start, end)
+    let stale = 0
+    while (end < this.sorted.length && (whole || this.sorted[end]!.startsWith(prefix))) {
+      if (this.stale.size > 0 && this.stale.has(this.sorted[end]!)) stale++
+      end++
+    }
+    if (stale === 0) return this.sorted.slice(start, end)
+    const live: string[] = []
+    for (let i = start; i < end; i++) {
+      const k = this.sorted[i]!
+      if (this.stale.delete(k)) continue
+      live.push(k)
+    }
+    this.sorted = this.sorted.slice(0, start).concat(live, this.sorted.slice(end))
+    return live.slice()
   }
 
   override * _all (q: Query, options?: { signal?: AbortSignal }): Generator<Pair> {
