@@ -28,7 +28,9 @@ export function artifactHandlers (node: MeshNode): ArtifactHandlers {
         const type = req.headers['content-type']
         const part = await node.artifacts.put(req.raw, {
           media_type: typeof type === 'string' && type !== '' ? type : DEFAULT_MEDIA_TYPE,
-          ...(typeof q.name === 'string' ? { name: q.name } : {})
+          ...(typeof q.name === 'string' ? { name: q.name } : {}),
+          // an agent on the work stream uploading a run's output keeps it within the run outputs' share
+          ...(q.pin === 'run-output' ? { pin: 'run-output' as const } : {})
         })
         return { status: 201, body: { part } }
       }
