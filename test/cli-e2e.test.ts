@@ -164,6 +164,9 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     // the node-wide bound on unread answers, and no caller cut off
     expect(text).toMatch(/^aap_held_answers\{what="max_bytes"\} 67108864$/m)
     expect(text).toMatch(/^aap_held_answers\{what="shed"\} 0$/m)
+    // strangers' addresses refused, and relay reservations dropped or refused: counted
+    expect(text).toMatch(/^aap_peer_addresses\{what="refused"\} \d+$/m)
+    expect(text).toMatch(/^aap_relay_guard\{what="refused_per_network"\} 0$/m)
     // discovery: the card's provider keys were walked and their records sent; failed held-card pulls by kind
     expect(text).toMatch(/^aap_discovery\{what="providerWalks"\} [1-9]/m)
     expect(text).toMatch(/^aap_discovery\{what="providerRecordsSent"\} [1-9]/m)

@@ -11,6 +11,8 @@ import { Counter, Gauge, Registry } from 'prom-client'
 import type { MeshNode } from '../node.ts'
 import { RUN_STATES } from '../runlog/types.ts'
 import { providerRecordStats } from '../wire/provider-records.ts'
+import { addressFilterOf } from '../wire/address-filter.ts'
+import { relayGuardStats } from '../wire/host.ts'
 
 export class NodeMetrics {
   readonly registry = new Registry()
@@ -142,6 +144,14 @@ export class NodeMetrics {
     figures('aap_dht_provider_records', 'Provider records other peers had this node store since start, and those refused past their provider\'s bucket (DHT_PROVIDER_ADDS_PER_PEER_BURST, src/wire/provider-records.ts)', (node) => {
       const s = providerRecordStats(node.host.services.dht)
       return s === undefined ? undefined : { stored: s.stored, refused: s.refused }
+    })
+    figures('aap_peer_addresses', 'Addresses other peers named that this node refused to keep or dial since start (src/wire/address-filter.ts), and names of peers it could not look up before a dial (refused too)', (node) => {
+      const f = addressFilterOf(node.host.peerId)
+      return f === undefined ? undefined : { refused: f.refused, lookup_failures: f.lookupFailures }
+    })
+    figures('aap_relay_guard', 'Relay reservations this node dropped since start because their holder left, and reservations refused past RELAY_RESERVATIONS_PER_NETWORK_MAX for one network (src/wire/relay-guard.ts)', (node) => {
+      const s = relayGuardStats(node.host)
+      return { dropped: s.dropped, refused_per_network: s.refusedPerNetwork }
     })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
     new Gauge({
