@@ -64,7 +64,7 @@ import {
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from './host.ts'
 import { carriesRequest } from './in-flight.ts'
-import { RELAY_SERVICE } from './network.ts'
+import { relayServiceOf } from './network.ts'
 import { RELAY_RESERVATION_WORTH } from './network-constants.ts'
 
 /** circuit-relay's tag on a relay this node holds a reservation on (the library does not export its name). */
@@ -343,7 +343,7 @@ export class ConnectionBudget {
       return (value.get(id)?.sum ?? 0) + (links.get(id) ?? 0) * GOSSIP_MESH_LINK_WORTH
     }
     const runPeer = (c: Connection): boolean => value.get(c.remotePeer.toString())?.runs === true || taggedNow(this.host, c.remotePeer.toString(), Date.now())
-    const reservations = (this.host.services[RELAY_SERVICE] as { reservations?: { has: (p: PeerId) => boolean } } | undefined)?.reservations
+    const reservations = relayServiceOf(this.host)?.reservations
     // a peer holding a reservation on this relay is kept as a run peer is; a relay that carries a relayed connection
     // kept here, as one with a request in flight is (looked at again while it does)
     const held = (c: Connection): boolean => runPeer(c) || reservations?.has(c.remotePeer) === true

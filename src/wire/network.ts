@@ -19,7 +19,7 @@
  * relay. Nothing above this layer sees which kind of connection it got.
  */
 import { autoNATv2 } from '@libp2p/autonat-v2'
-import { circuitRelayServer, circuitRelayTransport } from '@libp2p/circuit-relay-v2'
+import { circuitRelayServer, circuitRelayTransport, type CircuitRelayService } from '@libp2p/circuit-relay-v2'
 import { dcutr } from '@libp2p/dcutr'
 import { uPnPNAT } from '@libp2p/upnp-nat'
 import { isPrivateIp } from '@libp2p/utils'
@@ -46,6 +46,17 @@ export interface NetworkOptions {
 
 /** The service name of the relay server in `host.services`. */
 export const RELAY_SERVICE = 'relay'
+
+/**
+ * The relay server of a host, when it serves relay slots: its service under
+ * RELAY_SERVICE, checked to be one (a host made without it has none there).
+ */
+export function relayServiceOf (host: { services: Record<string, unknown> }): CircuitRelayService | undefined {
+  const svc: unknown = host.services[RELAY_SERVICE]
+  if (typeof svc !== 'object' || svc === null || !('reservations' in svc)) return undefined
+  const { reservations } = svc
+  return typeof reservations === 'object' && reservations !== null && 'delete' in reservations ? svc as CircuitRelayService : undefined
+}
 
 export function relayListenAddrs (opts: NetworkOptions): string[] {
   return opts.relayClient ? Array.from({ length: RELAY_CLIENT_RESERVATIONS }, () => '/p2p-circuit') : []

@@ -19,10 +19,10 @@ import type { Connection, PeerId } from '@libp2p/interface'
 import type { Multiaddr } from '@multiformats/multiaddr'
 import { Circuit } from '@multiformats/multiaddr-matcher'
 import { kindOfIp, mappedV4 } from './address-filter.ts'
-import { RELAY_SERVICE } from './network.ts'
+import type { CircuitRelayService } from '@libp2p/circuit-relay-v2'
+import { relayServiceOf } from './network.ts'
 import { RELAY_RESERVATIONS_PER_NETWORK_MAX } from './network-constants.ts'
 
-interface Reservation { addr: Multiaddr, signal?: { clear?: () => void } }
 interface RelayHost {
   services: Record<string, unknown>
   getConnections: (peer?: PeerId) => Connection[]
@@ -61,10 +61,8 @@ export class RelayGuard {
     this.localMesh = localMesh
   }
 
-  private reservations (): Map<unknown, Reservation> & { get: (p: PeerId) => Reservation | undefined, delete: (p: PeerId) => boolean, has: (p: PeerId) => boolean } | undefined {
-    const svc = this.host?.services[RELAY_SERVICE] as { reservations?: unknown } | undefined
-    const r = svc?.reservations
-    return r instanceof Object && typeof (r as { delete?: unknown }).delete === 'function' ? r as never : undefined
+  private reservations (): CircuitRelayService['reservations'] | undefined {
+    return this.host === undefined ? undefined : relayServiceOf(this.host)?.reservations
   }
 
   /** Once the host exists: drop the reservation of a holder whose last direct connection closed. */
@@ -84,7 +82,7 @@ export class RelayGuard {
     if (store === undefined || held === undefined) return
     if (this.host?.getConnections(peer).some(c => c !== evt.detail && c.status === 'open' && !Circuit.matches(c.remoteAddr)) === true) return
     // its timer would otherwise delete the holder's next reservation when this one's TTL ends
-    held.signal?.clear?.()
+    held.signal.clear()
     store.delete(peer)
     this.stats.dropped++
   }
