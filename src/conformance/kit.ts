@@ -18,6 +18,7 @@ import {
   KIT_MAX_EVENT_BYTES_PER_READ, KIT_MAX_SYNC_PAGES, KIT_POLL_INTERVAL_MS, KIT_RUNS_PER_DELEGATOR_NEEDED, KIT_WAIT_TIMEOUT_MS
 } from './constants.ts'
 import { rawCall, type Frame, type RawCallOptions } from '../wire/raw.ts'
+import { printable } from '../util/text.ts'
 
 /** An event as the target served it: nothing about it is trusted. */
 export interface WireEvent {
@@ -67,17 +68,12 @@ export class CapacityRefusal extends Error {
   }
 }
 
-/** C0 and C1 controls, DEL, and the Unicode controls that reorder or hide text on a terminal. */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g
-
 /**
- * Text the target wrote, made safe to print and bounded: line breaks and tabs
- * become spaces, other controls a visible `\u{…}`, and the whole is cut to
- * `max` characters.
+ * Text the target wrote, made safe to print (util/text.ts printable) and
+ * bounded: cut to `max` characters.
  */
 export function clean (text: string, max = KIT_EVIDENCE_MAX_CHARS): string {
-  const cut = text.length > max * 2 ? text.slice(0, max * 2) : text
-  const safe = cut.replace(CONTROLS, c => c === '\n' || c === '\r' || c === '\t' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`)
+  const safe = printable(text.length > max * 2 ? text.slice(0, max * 2) : text)
   return safe.length > max ? `${safe.slice(0, max - 1)}…` : safe
 }
 
