@@ -9,7 +9,7 @@
  */
 import type { Stream, StreamMessageEvent } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { FrameDecoder, RpcClient, encodeFrame } from '../src/wire/rpc.ts'
+import { FrameDecoder, RpcClient, encodeFrame, type InternalCallOptions } from '../src/wire/rpc.ts'
 import type { MeshHost } from '../src/wire/host.ts'
 import { dialAddrs } from '../src/wire/host.ts'
 import { RPC_SILENT_TIMEOUTS_MAX } from '../src/wire/network-constants.ts'
@@ -78,12 +78,20 @@ describe('a stream the peer no longer answers on', () => {
     }
   })
 
-  it('once retired, still hears the late answers its given-up calls wait for, then goes', async () => {
-    const client = new RpcClient(a, { protocol: LATE, maxFrameBytes: 1024, maxStreamsPerPeer: 1 })
+  /** A client of the peer that answers only when the test says, hearing its late answers; the peer's requests cleared. */
+  function lateClient (): { client: RpcClient, late: unknown[], opts: InternalCallOptions, streamsBefore: number } {
     const late: unknown[] = []
-    const opts = { responseTimeoutMs: SHORT_MS, callTimeoutMs: 10_000, onLateAnswer: (body: unknown) => { late.push(body) } }
     held.length = 0
-    const streamsBefore = lateStreams
+    return {
+      client: new RpcClient(a, { protocol: LATE, maxFrameBytes: 1024, maxStreamsPerPeer: 1 }),
+      late,
+      opts: { responseTimeoutMs: SHORT_MS, callTimeoutMs: 10_000, onLateAnswer: (body: unknown) => { late.push(body) } },
+      streamsBefore: lateStreams
+    }
+  }
+
+  it('once retired, still hears the late answers its given-up calls wait for, then goes', async () => {
+    const { client, late, opts, streamsBefore } = lateClient()
     try {
       // calls in a row time out on a peer that is slow (a delegation whose run it creates while its disk stalls)
       await Promise.all(Array.from({ length: RPC_SILENT_TIMEOUTS_MAX }, async () => rejectsWith(client.call(b.peerId, 'ask', {}, opts), 'AGENT_NOT_FOUND')))
@@ -99,11 +107,7 @@ describe('a stream the peer no longer answers on', () => {
   })
 
   it('is kept while the peer answers, however late', async () => {
-    const client = new RpcClient(a, { protocol: LATE, maxFrameBytes: 1024, maxStreamsPerPeer: 1 })
-    const late: unknown[] = []
-    const opts = { responseTimeoutMs: SHORT_MS, callTimeoutMs: 10_000, onLateAnswer: (body: unknown) => { late.push(body) } }
-    held.length = 0
-    const streamsBefore = lateStreams
+    const { client, late, opts, streamsBefore } = lateClient()
     try {
       for (let i = 0; i < RPC_SILENT_TIMEOUTS_MAX + 2; i++) {
         await rejectsWith(client.call(b.peerId, 'ask', {}, opts), 'AGENT_NOT_FOUND')
