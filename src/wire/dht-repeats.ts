@@ -46,8 +46,9 @@
  *
  * 4. Addresses of named peers. A stranger's answer may name any peer with any
  *    addresses (an answer can be 4 MiB): each named peer keeps only those the
- *    node's address filter allows (address-filter.ts: no DNS names, no
- *    link-local, loopback and private ones only where the node is itself),
+ *    node's address filter allows (address-filter.ts: no /dnsaddr names,
+ *    no /unix paths, no link-local, loopback and private ones only where the
+ *    node is itself),
  *    at most DHT_NAMED_ADDRS_MAX of them, both in the `peer` events that
  *    reach the peer store and in the answer the walk reads (it checks each
  *    named peer's addresses are dialable, resolving /dnsaddr names; 3000
