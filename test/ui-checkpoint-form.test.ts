@@ -11,11 +11,9 @@
  */
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
-import { newToken } from '../src/api/files.ts'
-import { startApiServer, type ApiServer } from '../src/api/server.ts'
+import type { ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
-import { raw } from './api-helpers.ts'
+import { closeView, openView, type View } from './fixtures/view.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PAGE_WAIT_MS = 30_000
@@ -33,9 +31,8 @@ describe('the view\'s checkpoint form while the task logs events', () => {
   let nodes: MeshNode[]
   let A: MeshNode, B: MeshNode
   let api: ApiServer
-  let browser: Browser
+  let view: View | undefined
   let page: Page
-  const token = newToken()
   let stop = false
   /** Resolved by the test: the tick run logs one progress event per resolution. */
   let tick = Promise.withResolvers<void>()
@@ -58,16 +55,14 @@ describe('the view\'s checkpoint form while the task logs events', () => {
       }
     })
     await B.publishCard({ name: 'gate', capabilities: [GATE, TICK] })
-    api = await startApiServer(A, { token, port: 0 })
-    browser = await openBrowser()
-    page = await browser.context.newPage()
+    view = await openView(A)
+    ;({ api, page } = view)
   }, 600_000)
 
   afterAll(async () => {
     stop = true
     tick.resolve()
-    await browser?.close()
-    await api?.close()
+    await closeView(view)
     await stopAll(nodes)
   })
 
@@ -77,10 +72,7 @@ describe('the view\'s checkpoint form while the task logs events', () => {
     const gate = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: GATE, input: {} })
     await until(async () => (await A.getRun(gate.run_id)).state === 'blocked', 'the gate run to block')
     const ticker = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: TICK, input: {} })
-    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
-    await page.goto(code.body.url)
-    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
-    await page.goto(`${api.url}/ui#task/${TASK}`)
+    await view!.openTask(TASK, PAGE_WAIT_MS)
     await page.waitForSelector('#live:not(.off)', { timeout: PAGE_WAIT_MS })
     const box = 'form.checkpoint textarea'
     await page.waitForSelector(box, { timeout: PAGE_WAIT_MS })

@@ -8,11 +8,8 @@
  */
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
-import { newToken } from '../src/api/files.ts'
-import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
-import { raw } from './api-helpers.ts'
+import { closeView, openView, type View } from './fixtures/view.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PAGE_WAIT_MS = 30_000
@@ -24,10 +21,8 @@ const TASK = 'task-ui-flood'
 describe('the view under a flood of a run\'s events', () => {
   let nodes: MeshNode[]
   let A: MeshNode, B: MeshNode
-  let api: ApiServer
-  let browser: Browser
+  let view: View | undefined
   let page: Page
-  const token = newToken()
   const go = Promise.withResolvers<void>()
 
   beforeAll(async () => {
@@ -39,24 +34,19 @@ describe('the view under a flood of a run\'s events', () => {
       return { steps: EVENTS }
     })
     await B.publishCard({ name: 'flood', capabilities: [FLOOD] })
-    api = await startApiServer(A, { token, port: 0 })
-    browser = await openBrowser()
-    page = await browser.context.newPage()
+    view = await openView(A)
+    page = view.page
   }, SETUP_TIMEOUT_MS)
 
   afterAll(async () => {
     go.resolve()
-    await browser?.close()
-    await api?.close()
+    await closeView(view)
     await stopAll(nodes)
   })
 
   it('reloads the runs list a few times, not once per event, and still draws every event', async () => {
     const run = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: FLOOD, input: {} })
-    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
-    await page.goto(code.body.url)
-    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
-    await page.goto(`${api.url}/ui#task/${TASK}`)
+    await view!.openTask(TASK, PAGE_WAIT_MS)
     await page.waitForSelector('#live:not(.off)', { timeout: PAGE_WAIT_MS })
     let reloads = 0
     page.on('request', (req) => {

@@ -9,11 +9,8 @@
  */
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
-import { newToken } from '../src/api/files.ts'
-import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
-import { raw } from './api-helpers.ts'
+import { closeView, openView, type View } from './fixtures/view.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PAGE_WAIT_MS = 30_000
@@ -25,10 +22,8 @@ const MAX_EVENTS = 1000
 describe('the view following a run that never pauses', () => {
   let nodes: MeshNode[]
   let A: MeshNode, B: MeshNode
-  let api: ApiServer
-  let browser: Browser
+  let view: View | undefined
   let page: Page
-  const token = newToken()
   const go = Promise.withResolvers<void>()
   let stop = false
   let sent = 0
@@ -45,25 +40,20 @@ describe('the view following a run that never pauses', () => {
       return { steps: sent }
     })
     await B.publishCard({ name: 'steady', capabilities: [CAP] })
-    api = await startApiServer(A, { token, port: 0 })
-    browser = await openBrowser()
-    page = await browser.context.newPage()
+    view = await openView(A)
+    page = view.page
   }, 600_000)
 
   afterAll(async () => {
     stop = true
     go.resolve()
-    await browser?.close()
-    await api?.close()
+    await closeView(view)
     await stopAll(nodes)
   })
 
   it('redraws the timeline while the events keep coming', async () => {
     await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: CAP, input: {} })
-    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
-    await page.goto(code.body.url)
-    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
-    await page.goto(`${api.url}/ui#task/${TASK}`)
+    await view!.openTask(TASK, PAGE_WAIT_MS)
     await page.waitForSelector('#live:not(.off)', { timeout: PAGE_WAIT_MS })
     await page.waitForSelector('#events tr[data-event]', { timeout: PAGE_WAIT_MS })
     const before = (await page.$$('#events tr[data-event]')).length

@@ -13,12 +13,9 @@
 import { readFileSync } from 'node:fs'
 import type { Page, Request, Route } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
-import { newToken } from '../src/api/files.ts'
-import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { UI_EVENTS_SHOWN_MAX } from '../src/ui/constants.ts'
-import { raw } from './api-helpers.ts'
+import { closeView, openView, type View } from './fixtures/view.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const PAGE_WAIT_MS = 60_000
@@ -34,10 +31,8 @@ const SEEN_WHILE_HELD = 10
 describe('the view under a flood of a big task\'s events', () => {
   let nodes: MeshNode[]
   let A: MeshNode, B: MeshNode
-  let api: ApiServer
-  let browser: Browser
+  let view: View | undefined
   let page: Page
-  const token = newToken()
   const flood = Promise.withResolvers<void>()
   let stop = false
 
@@ -55,16 +50,14 @@ describe('the view under a flood of a big task\'s events', () => {
       return { done: true }
     })
     await B.publishCard({ name: 'big', capabilities: [CAP] })
-    api = await startApiServer(A, { token, port: 0 })
-    browser = await openBrowser()
-    page = await browser.context.newPage()
+    view = await openView(A)
+    page = view.page
   }, 600_000)
 
   afterAll(async () => {
     stop = true
     flood.resolve()
-    await browser?.close()
-    await api?.close()
+    await closeView(view)
     await stopAll(nodes)
   })
 
@@ -77,10 +70,7 @@ describe('the view under a flood of a big task\'s events', () => {
     const run = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: CAP, input: {} })
     const total = PREFILL + 1
     await until(async () => (await A.events.replay(TASK, { participants: [B.agentId] })).events.length >= total, 'A to hold the prefill', 120_000)
-    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
-    await page.goto(code.body.url)
-    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
-    await page.goto(`${api.url}/ui#task/${TASK}`)
+    await view!.openTask(TASK, PAGE_WAIT_MS)
     await page.waitForSelector('#live:not(.off)', { timeout: PAGE_WAIT_MS })
     await page.waitForSelector(`#events .more[data-hidden="${total - UI_EVENTS_SHOWN_MAX}"]`, { timeout: PAGE_WAIT_MS })
     expect(await page.$$eval('#events tr[data-event]', rows => rows.length)).toBe(UI_EVENTS_SHOWN_MAX)
