@@ -54,7 +54,11 @@
  *
  *   node scripts/bench-events.ts [--nodes 100] [--processes <cores>] [--events 60]
  *     [--interval-ms 500] [--fresh 20] [--grace-ms 15000] [--idle-ms 5000]
- *     [--quiet-cores 0.15] [--settle-max-ms 60000] [--json]
+ *     [--quiet-cores 0.15] [--settle-max-ms 60000] [--profile-dir <dir>] [--json]
+ *
+ * `--profile-dir` writes a CPU profile of each subscriber process over the
+ * delivery phase only (from its subscribe to its collect) to
+ * `<dir>/events-worker-<i>.cpuprofile`.
  *
  * The default pace, one event per 500 ms, leaves the machine room: at 100
  * nodes on 2 cores, one event per 100 ms already saturates both cores (each
@@ -66,6 +70,8 @@
  */
 import { performance } from 'node:perf_hooks'
 import { availableParallelism, cpus } from 'node:os'
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { ask as askIpc, spawnIpcChild, stopIpcChild, type IpcChild } from './lib/ipc-child.ts'
@@ -84,9 +90,9 @@ const SETTLE_WINDOW_MS = 1_000
 const WARMUP_EVENTS = 3
 
 const args = parseArgs(process.argv.slice(2), {
-  known: ['nodes', 'processes', 'events', 'interval-ms', 'fresh', 'grace-ms', 'idle-ms', 'quiet-cores', 'settle-max-ms', 'json'],
+  known: ['nodes', 'processes', 'events', 'interval-ms', 'fresh', 'grace-ms', 'idle-ms', 'quiet-cores', 'settle-max-ms', 'profile-dir', 'json'],
   text: 'usage: node scripts/bench-events.ts [--nodes 100] [--processes <cores>] [--events 60] [--interval-ms 500] [--fresh 20]\n' +
-    '         [--grace-ms 15000] [--idle-ms 5000] [--quiet-cores 0.15] [--settle-max-ms 60000] [--json]'
+    '         [--grace-ms 15000] [--idle-ms 5000] [--quiet-cores 0.15] [--settle-max-ms 60000] [--profile-dir <dir>] [--json]'
 })
 const N = intArg(args, 'nodes', 100)
 const PROCESSES = Math.max(1, Math.min(intArg(args, 'processes', availableParallelism()), N - 2))
@@ -97,6 +103,7 @@ const GRACE_MS = intArg(args, 'grace-ms', 15_000)
 /** A quiet window after start-up in which the mesh's own upkeep (DHT, gossip heartbeats, connections) is measured. */
 const IDLE_MS = intArg(args, 'idle-ms', 5_000)
 const JSON_OUT = args.has('json')
+const PROFILE_DIR = args.get('profile-dir')
 /** A settled mesh uses at most this many cores (all processes); default 0.15 per 100 nodes, at least 0.05. */
 const QUIET_CORES = args.has('quiet-cores') ? Number(args.get('quiet-cores')) : Math.max(0.05, 0.15 * N / 100)
 const SETTLE_MAX_MS = intArg(args, 'settle-max-ms', 60_000)
@@ -262,6 +269,7 @@ async function main (): Promise<void> {
   const expectedCount = EVENTS + 2
   log(`${subscribers} subscribers joining ${task}`)
   await subscribeAll(task, expectedCount)
+  if (PROFILE_DIR !== undefined) await Promise.all(children.map(async c => ask(c, { op: 'profile-start' })))
   const before = taken(await statsAll())
   const cpu0 = await cpuNow()
   const t0 = performance.now()
@@ -272,6 +280,11 @@ async function main (): Promise<void> {
   const runCores = (await cpuNow() - cpu0) / 1000 / runMs
   log(`while the run emitted: ${runCores.toFixed(2)} cores (upkeep ${idleCores.toFixed(2)})`)
   const allIn = await waitFor(allComplete(task), GRACE_MS)
+  if (PROFILE_DIR !== undefined) {
+    await mkdir(PROFILE_DIR, { recursive: true })
+    await Promise.all(children.map(async (c, i) => ask(c, { op: 'profile-stop', path: join(PROFILE_DIR, `events-worker-${i}.cpuprofile`) })))
+    log(`delivery-phase CPU profiles of the subscriber processes written to ${PROFILE_DIR}`)
+  }
   const steadyMesh = await collectAll(task)
   const arrived = steadyMesh.arrived
   const after = taken(await statsAll())

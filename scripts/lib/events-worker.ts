@@ -14,6 +14,8 @@
  *   <- { id, op: 'collect', task }  closes the subscriptions
  *                                                   -> { id, value: { arrived: [[ [run_id#seq, at], ... ] per node],
  *                                                        mesh: [gossip mesh peers on the topic per node], topicPeers: [...] } }
+ *   <- { id, op: 'profile-start' }                  starts a CPU profile of this process
+ *   <- { id, op: 'profile-stop', path }             writes it to `path` (.cpuprofile)
  *   <- { id, op: 'stats' }                          -> { id, value: { checked, hits, refused, gossip, synced, verdicts, connections } }
  *
  * Times are `now()`: performance.timeOrigin + performance.now() (see
@@ -22,6 +24,8 @@
  *   node scripts/lib/events-worker.ts --count 25 --join /ip4/127.0.0.1/tcp/1234/p2p/... [--join ...]
  */
 import { performance } from 'node:perf_hooks'
+import { Session } from 'node:inspector/promises'
+import { writeFile } from 'node:fs/promises'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import type { EventSubscription } from '../../src/events/subscription.ts'
 import { correlationTopic } from '../../src/events/topic.ts'
@@ -67,10 +71,27 @@ function checkComplete (task: string, t: Tracked, node: number): void {
   }
 }
 
-interface Request { id: number, op: 'clock' | 'subscribe' | 'collect' | 'stats', task?: string, participants?: string[], expect?: number }
+interface Request { id: number, op: 'clock' | 'subscribe' | 'collect' | 'stats' | 'profile-start' | 'profile-stop', task?: string, participants?: string[], expect?: number, path?: string }
+
+let profiler: Session | undefined
 
 async function answer (msg: Request): Promise<unknown> {
   if (msg.op === 'clock') return now()
+  if (msg.op === 'profile-start') {
+    profiler = new Session()
+    profiler.connect()
+    await profiler.post('Profiler.enable')
+    await profiler.post('Profiler.start')
+    return true
+  }
+  if (msg.op === 'profile-stop') {
+    if (profiler === undefined || msg.path === undefined) return false
+    const { profile } = await profiler.post('Profiler.stop')
+    profiler.disconnect()
+    profiler = undefined
+    await writeFile(msg.path, JSON.stringify(profile))
+    return true
+  }
   if (msg.op === 'subscribe') {
     const task = msg.task ?? ''
     // per node: `run_id#seq` -> arrival, and `#seq` as a marker for the completeness check
