@@ -14,6 +14,12 @@ import type { Batch, Datastore, Key, Pair } from 'interface-datastore'
 import { Key as DsKey } from 'interface-datastore'
 import { AapError, StorageFullError } from '../errors.ts'
 
+/** The datastore's own option types, passed through unchanged. */
+type PutOptions = Parameters<Datastore['put']>[2]
+type DeleteOptions = Parameters<Datastore['delete']>[1]
+type PutManyOptions = Parameters<Datastore['putMany']>[1]
+type DeleteManyOptions = Parameters<Datastore['deleteMany']>[1]
+
 /** Where probe() writes (one small value, overwritten each time). */
 const PROBE_KEY = new DsKey('/aap/storage/probe')
 
@@ -96,19 +102,19 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
   const own: Record<PropertyKey, unknown> = {
     health,
     probe: async () => { await write(async () => ds.put(PROBE_KEY, new Uint8Array([1]))) },
-    put: async (k: Key, v: Uint8Array, o?: unknown) => write(async () => ds.put(k, v, o as never)),
-    delete: async (k: Key, o?: unknown) => { await write(async () => { await ds.delete(k, o as never) }) },
-    putMany: async function * (source: AsyncIterable<Pair> | Iterable<Pair>, o?: unknown) {
+    put: async (k: Key, v: Uint8Array, o?: PutOptions) => write(async () => ds.put(k, v, o)),
+    delete: async (k: Key, o?: DeleteOptions) => { await write(async () => { await ds.delete(k, o) }) },
+    putMany: async function * (source: AsyncIterable<Pair> | Iterable<Pair>, o?: PutManyOptions) {
       try {
-        yield * ds.putMany(source, o as never)
+        yield * ds.putMany(source, o)
       } catch (err) {
         throw failed(err)
       }
       ok()
     },
-    deleteMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: unknown) {
+    deleteMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: DeleteManyOptions) {
       try {
-        yield * ds.deleteMany(source, o as never)
+        yield * ds.deleteMany(source, o)
       } catch (err) {
         throw failed(err)
       }

@@ -21,6 +21,13 @@ import type { Logger } from '../logger.ts'
 import { refusedAsClosed, refusedByStore } from '../storage/write-guard.ts'
 import { PEER_STORE_MEMORY_MAX } from './network-constants.ts'
 
+/** The datastore's own option types, passed through unchanged. */
+type PutOptions = Parameters<Datastore['put']>[2]
+type DeleteOptions = Parameters<Datastore['delete']>[1]
+type GetOptions = Parameters<Datastore['get']>[1]
+type QueryOptions = Parameters<Datastore['query']>[1]
+type QueryKeysOptions = Parameters<Datastore['queryKeys']>[1]
+
 /** Where libp2p's peer store keeps its records (@libp2p/peer-store NAMESPACE_COMMON). */
 const PEERS_PREFIX = '/peers/'
 
@@ -64,10 +71,10 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
     stats.held = memory.size
   }
   const own: Record<PropertyKey, unknown> = {
-    put: async (k: Key, v: Uint8Array, o?: unknown): Promise<Key> => {
-      if (!isPeer(k)) return ds.put(k, v, o as never)
+    put: async (k: Key, v: Uint8Array, o?: PutOptions): Promise<Key> => {
+      if (!isPeer(k)) return ds.put(k, v, o)
       try {
-        await ds.put(k, v, o as never)
+        await ds.put(k, v, o)
       } catch (err) {
         if (droppedAfterClose(k, err)) return k
         if (!refusedByStore(err)) throw err
@@ -77,10 +84,10 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
       reached(k)
       return k
     },
-    delete: async (k: Key, o?: unknown): Promise<void> => {
-      if (!isPeer(k)) { await ds.delete(k, o as never); return }
+    delete: async (k: Key, o?: DeleteOptions): Promise<void> => {
+      if (!isPeer(k)) { await ds.delete(k, o); return }
       try {
-        await ds.delete(k, o as never)
+        await ds.delete(k, o)
       } catch (err) {
         if (droppedAfterClose(k, err)) return
         if (!refusedByStore(err)) throw err
@@ -89,19 +96,19 @@ export function keepPeerRecordsInMemory (ds: Datastore, log: Logger, max = PEER_
       }
       reached(k)
     },
-    get: async (k: Key, o?: unknown): Promise<Uint8Array> => {
+    get: async (k: Key, o?: GetOptions): Promise<Uint8Array> => {
       const held = memory.get(k.toString())
       if (held === null) throw new NotFoundError(`no record at ${k.toString()}`)
-      return held ?? ds.get(k, o as never)
+      return held ?? ds.get(k, o)
     },
-    has: async (k: Key, o?: unknown): Promise<boolean> => {
+    has: async (k: Key, o?: GetOptions): Promise<boolean> => {
       const held = memory.get(k.toString())
-      return held === undefined ? ds.has(k, o as never) : held !== null
+      return held === undefined ? ds.has(k, o) : held !== null
     },
     // only a query that can reach /peers/ is merged: every other one (kad-dht's records and providers) is the
     // datastore's own, with its limit and order applied there
-    query: (q: Query, o?: unknown) => memory.size === 0 || !reachesPeers(q.prefix) ? ds.query(q, o as never) : merged(ds, memory, q, o),
-    queryKeys: (q: KeyQuery, o?: unknown) => memory.size === 0 || !reachesPeers(q.prefix) ? ds.queryKeys(q, o as never) : mergedKeys(ds, memory, q, o)
+    query: (q: Query, o?: QueryOptions) => memory.size === 0 || !reachesPeers(q.prefix) ? ds.query(q, o) : merged(ds, memory, q, o),
+    queryKeys: (q: KeyQuery, o?: QueryKeysOptions) => memory.size === 0 || !reachesPeers(q.prefix) ? ds.queryKeys(q, o) : mergedKeys(ds, memory, q, o)
   }
   const store = new Proxy(ds, {
     get (target, prop) {
@@ -124,12 +131,12 @@ function reachesPeers (prefix: string | undefined): boolean {
  * filters, orders, offset and limit are applied to the merged records (which
  * are then read whole, as only a refused peer-store write makes this path).
  */
-async function * merged (ds: Datastore, memory: Map<string, Uint8Array | null>, q: Query, o: unknown): AsyncGenerator<Pair> {
+async function * merged (ds: Datastore, memory: Map<string, Uint8Array | null>, q: Query, o: QueryOptions): AsyncGenerator<Pair> {
   const prefix = q.prefix ?? ''
   const filters = q.filters ?? []
   const pass = (p: Pair): boolean => filters.every(f => f(p))
   const out: Pair[] = []
-  for await (const p of ds.query({ ...(q.prefix === undefined ? {} : { prefix: q.prefix }), filters }, o as never)) {
+  for await (const p of ds.query({ ...(q.prefix === undefined ? {} : { prefix: q.prefix }), filters }, o)) {
     if (!memory.has(p.key.toString())) out.push(p)
   }
   for (const [key, value] of memory) {
@@ -144,11 +151,11 @@ async function * merged (ds: Datastore, memory: Map<string, Uint8Array | null>, 
 }
 
 /** As `merged`, for keys alone. */
-async function * mergedKeys (ds: Datastore, memory: Map<string, Uint8Array | null>, q: KeyQuery, o: unknown): AsyncGenerator<Key> {
+async function * mergedKeys (ds: Datastore, memory: Map<string, Uint8Array | null>, q: KeyQuery, o: QueryKeysOptions): AsyncGenerator<Key> {
   const prefix = q.prefix ?? ''
   const filters = q.filters ?? []
   const out: Key[] = []
-  for await (const k of ds.queryKeys({ ...(q.prefix === undefined ? {} : { prefix: q.prefix }), filters }, o as never)) {
+  for await (const k of ds.queryKeys({ ...(q.prefix === undefined ? {} : { prefix: q.prefix }), filters }, o)) {
     if (!memory.has(k.toString())) out.push(k)
   }
   for (const [key, value] of memory) {
