@@ -58,7 +58,8 @@
  *
  * `--profile-dir` writes a CPU profile of each subscriber process over the
  * delivery phase only (from its subscribe to its collect) to
- * `<dir>/events-worker-<i>.cpuprofile`.
+ * `<dir>/events-worker-<i>.cpuprofile`, and one over the fresh correlations
+ * to `<dir>/events-worker-<i>-fresh.cpuprofile`.
  *
  * The default pace, one event per 500 ms, leaves the machine room: at 100
  * nodes on 2 cores, one event per 100 ms already saturates both cores (each
@@ -313,6 +314,7 @@ async function main (): Promise<void> {
   // ---- phase 2: first event on fresh correlations ----------------------------------------
   const firsts: number[] = []
   let freshLost = 0
+  if (PROFILE_DIR !== undefined) await Promise.all(children.map(async c => ask(c, { op: 'profile-start' })))
   for (let k = 0; k < FRESH; k++) {
     const fresh = `bench-${process.pid}-fresh-${k}`
     await subscribeAll(fresh, 1)
@@ -330,6 +332,10 @@ async function main (): Promise<void> {
     if (!ok) log(`fresh correlation ${k}: ${missing} subscribers without the first event`)
   }
   const first = summarize(firsts)
+  if (PROFILE_DIR !== undefined) {
+    await Promise.all(children.map(async (c, i) => ask(c, { op: 'profile-stop', path: join(PROFILE_DIR, `events-worker-${i}-fresh.cpuprofile`) })))
+    log(`fresh-correlation CPU profiles of the subscriber processes written to ${PROFILE_DIR}`)
+  }
 
   const stats = await statsAll()
   const sum = (f: (s: typeof stats[number]) => number): number => stats.reduce((a, s) => a + f(s), 0)
