@@ -174,7 +174,9 @@ export class RunCaller {
     // the run asked about, as its own executor holds it: an answer about another run would rewrite that run's record here
     const run = runFromAnswer(res, executor)
     if (run.run_id !== runId) throw new InvalidRequestError('the executor answered with another run than the one asked about')
-    if (run.delegator === this.agentId) await this.store.noteOutgoing(run)
+    // only a record this node made when it delegated moves: a stranger's answer naming this node its delegator
+    // (a get_run prompted by any run id, or by a handoff never confirmed) made a record liveness then watched
+    if (run.delegator === this.agentId) await this.store.noteOutgoing(run, false)
     return run
   }
 

@@ -282,12 +282,15 @@ export class RunStore {
 
   /**
    * The delegator's record moves with a newer view of the run: a handle or
-   * get_run answer from the executor (`run`), never backwards.
+   * get_run answer from the executor (`run`), never backwards. `create`
+   * false only moves a record this node holds: an answer to a question any
+   * peer's run id can prompt (get_run, cancel...) never makes a run this
+   * node's own delegated one, whatever delegator it names.
    */
-  async noteOutgoing (run: Run): Promise<void> {
+  async noteOutgoing (run: Run, create = true): Promise<void> {
     await this.outgoingLock.run(run.run_id, async () => {
       const prev = await this.getOutgoing(run.run_id)
-      if (prev === undefined || prev.last_seq <= run.last_seq) await this.putOutgoing(run)
+      if (prev === undefined ? create : prev.last_seq <= run.last_seq) await this.putOutgoing(run)
     })
   }
 
