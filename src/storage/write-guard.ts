@@ -73,11 +73,46 @@ export function refusedByStore (err: unknown): boolean {
 
 const guarded = new WeakSet<Datastore>()
 
+/** How often a store has taken a write again after refusing one, and who waits for the next time. */
+interface Recovery { count: number, waiting: Set<() => void> }
+/** Each refusal (STORAGE_FULL) a guarded store threw, with its store's recoveries as they stood then. */
+const refusedAt = new WeakMap<object, { recovery: Recovery, count: number }>()
+
+/**
+ * Resolves once the store that refused `err` has taken a write again since
+ * (at once when it already has), or when `signal` aborts; undefined for an
+ * error no guarded store threw. A writer that retries after a refusal
+ * (end-retry.ts) waits on this as well as on its timer, so its retry lands
+ * as soon as the fault clears instead of up to a whole retry interval later.
+ */
+export function storeRecovered (err: unknown, signal: AbortSignal): Promise<void> | undefined {
+  const at = typeof err === 'object' && err !== null ? refusedAt.get(err) : undefined
+  if (at === undefined) return undefined
+  if (at.recovery.count > at.count || signal.aborted) return Promise.resolve()
+  const { promise, resolve } = Promise.withResolvers<void>()
+  const waiting = at.recovery.waiting
+  const wake = (): void => {
+    waiting.delete(wake)
+    signal.removeEventListener('abort', wake)
+    resolve()
+  }
+  waiting.add(wake)
+  signal.addEventListener('abort', wake, { once: true })
+  return promise
+}
+
 /** Wrap `ds` (once: a guarded store is returned as it is). */
 export function guardWrites (ds: Datastore): GuardedDatastore {
   if (guarded.has(ds)) return ds as GuardedDatastore
   const health: StorageHealth = { refusedWrites: 0 }
-  const ok = (): void => { health.failing = undefined }
+  const recovery: Recovery = { count: 0, waiting: new Set() }
+  const ok = (): void => {
+    if (health.failing === undefined) return
+    health.failing = undefined
+    recovery.count++
+    for (const wake of recovery.waiting) wake()
+    recovery.waiting.clear()
+  }
   const failed = (err: unknown): AapError => {
     // libp2p may still write a peer record while the node stops: that is no disk fault
     if (health.closed === true) return closedStoreError(err)
@@ -86,6 +121,7 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
       health.refusedWrites++
       const reason = e.details?.reason === 'no_space' ? 'no_space' : 'write_failed'
       health.failing = { since: health.failing?.since ?? Date.now(), reason, message: e.message }
+      refusedAt.set(e, { recovery, count: recovery.count })
     }
     return e
   }
