@@ -60,8 +60,21 @@ export function persistUse (manifestPath: string, artifact: string, e: CatalogEn
 }
 
 export interface ScanStats {
+  /** What `open` found: chunks no manifest named (removed), and manifests it could not read (nothing swept then). */
   orphanChunksSwept: number
   unreadableManifests: number
+}
+
+/** What the store (store.ts) has done, for metrics and tests. */
+export interface ArtifactStoreStats extends ScanStats {
+  /** Artifacts taken away on purpose (`remove`). */
+  removed: number
+  /** Copies fetched from peers evicted to make room for a write. */
+  evicted: number
+  /** Files of removed artifacts that could not be deleted (logged; they go when the store opens again). */
+  deleteFailures: number
+  /** Uses that could not be written to a manifest's mtime (logged; the order after a restart is older). */
+  useWriteFailures: number
 }
 
 /**

@@ -6,7 +6,9 @@
  * log carries only that reference. `fetch` makes an artifact whole in the
  * local store: it asks the holders it is told of, then the providers the DHT
  * names, then the peers it is connected to, and checks the manifest against
- * the id and every chunk against the manifest as it arrives. A node that
+ * the id and every chunk against the manifest as it arrives. Each holder
+ * has a rate to keep (fetch-bounds.ts); the chunks a failed fetch verified
+ * are kept for the next fetch of the artifact (kept.ts). A node that
  * holds an artifact (made or fetched) serves it and announces it in the DHT.
  */
 import type { Libp2p, PeerId } from '@libp2p/interface'
@@ -23,6 +25,8 @@ import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
 import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { ArtifactStore, type StoredArtifact } from './store.ts'
+import { KeptFetches, type VerifiedManifest } from './kept.ts'
+import { droppedSlow, rateBound, storeError, storeRefused } from './fetch-bounds.ts'
 import { ARTIFACT_LIST_DEFAULT_LIMIT, ARTIFACT_LIST_MAX_LIMIT } from './constants.ts'
 import type { StagedWrite } from './write.ts'
 import { untilAborted } from '../util/deadline.ts'
@@ -76,7 +80,12 @@ export interface ArtifactStats {
   chunksFetched: number
   /** Chunks or manifests from a peer that failed verification. */
   rejected: number
+  /** Holders dropped for sending slower than ARTIFACT_FETCH_MIN_BYTES_PER_SEC (fetch-bounds.ts). */
+  slowHolders: number
 }
+
+/** A fetch's staged write, and the manifest once one holder sent it (or a failed fetch before it had, kept.ts). */
+interface FetchState { w: StagedWrite, manifest?: VerifiedManifest }
 
 async function * once (bytes: Uint8Array): AsyncGenerator<Uint8Array> {
   yield bytes
@@ -84,7 +93,7 @@ async function * once (bytes: Uint8Array): AsyncGenerator<Uint8Array> {
 
 export class Artifacts implements ArtifactWriter {
   readonly store: ArtifactStore
-  readonly stats: ArtifactStats = { stored: 0, fetched: 0, chunksServed: 0, chunksFetched: 0, rejected: 0 }
+  readonly stats: ArtifactStats = { stored: 0, fetched: 0, chunksServed: 0, chunksFetched: 0, rejected: 0, slowHolders: 0 }
   private readonly host: ArtifactHost
   private readonly log: Logger
   /** Fetches in progress, one per artifact, shared by every caller that asks meanwhile (see `fetch`). */
@@ -92,12 +101,16 @@ export class Artifacts implements ArtifactWriter {
   private unserve: (() => Promise<void>) | undefined
   /** Manifests of artifacts being served, parsed once (a fetch asks for every chunk of one). */
   private readonly served = new Map<string, Manifest>()
+  /** The verified chunks of failed fetches, for the next fetch of the same artifact. */
+  readonly kept: KeptFetches
 
   constructor (init: ArtifactsInit) {
     this.host = init.host
     this.log = componentLogger(init.logger, 'artifacts')
     this.store = new ArtifactStore(init.dir, init.maxBytes ?? ARTIFACT_STORE_MAX_BYTES, this.log)
     this.store.onRemoved = (id) => { this.forget(id) }
+    this.kept = new KeptFetches(this.store, this.log)
+    this.store.spare = async () => await this.kept.dropAll()
   }
 
   /** An artifact left the store: not served from the cache, and no longer announced in the DHT. */
@@ -147,6 +160,7 @@ export class Artifacts implements ArtifactWriter {
 
   async start (): Promise<void> {
     await this.store.open()
+    this.kept.open()
     this.unserve = await serveBulk(this.host, {
       protocol: ARTIFACT_PROTOCOL,
       maxRequestBytes: ARTIFACT_MAX_REQUEST_FRAME_BYTES,
@@ -196,6 +210,7 @@ export class Artifacts implements ArtifactWriter {
   async stop (): Promise<void> {
     await this.unserve?.()
     this.unserve = undefined
+    await this.kept.close()
     // writes still in progress fail; the folder may be opened again (a restart in this process)
     await this.store.close()
   }
@@ -317,19 +332,32 @@ export class Artifacts implements ArtifactWriter {
 
   private async fetchFromHolders (id: string, opts: FetchOptions): Promise<Manifest> {
     const cid = parseId(id, JSON_CODEC)
-    // the chunks fetched wait in a staged write until the artifact is whole; a fetch that fails takes them away
-    const w = await this.store.begin()
+    // the chunks fetched wait in a staged write until the artifact is whole; a fetch that failed before left its
+    // write and manifest to go on from (kept.ts), and one that fails now leaves them for the next
+    const f: FetchState = this.kept.take(id) ?? { w: await this.store.begin() }
+    let keep = false
     try {
-      return await this.fetchFromEach(id, cid, w, opts)
+      const m = await this.fetchFromEach(id, cid, f, opts)
+      // a fetch of it that ended meanwhile (its callers had left) may have kept chunks no one needs now
+      await this.kept.drop(id)
+      return m
+    } catch (err) {
+      // not when a commit failed (it abandoned the write) or this node's store refused a chunk (it wants the room)
+      keep = f.manifest !== undefined && !f.w.settled && !storeRefused(err)
+      throw err
     } finally {
-      await this.store.abandon(w)
+      if (keep && f.manifest !== undefined) await this.kept.keep(id, { w: f.w, manifest: f.manifest })
+      else await this.store.abandon(f.w)
     }
   }
 
-  private async fetchFromEach (id: string, cid: CID, w: StagedWrite, opts: FetchOptions): Promise<Manifest> {
-    let manifest: { m: Manifest, bytes: Uint8Array } | undefined
+  private async fetchFromEach (id: string, cid: CID, f: FetchState, opts: FetchOptions): Promise<Manifest> {
+    const w = f.w
     const have: boolean[] = []
+    const haveOf = (m: Manifest): void => { for (let i = 0; i < m.chunks.length; i++) have[i] = this.store.hasChunk(m.chunks[i] ?? '', w) }
+    if (f.manifest !== undefined) haveOf(f.manifest.m)
     let corrupt: AapError | undefined
+    let slow = 0
     let last: AapError | undefined
     let tried = 0
     let committing = false
@@ -343,6 +371,7 @@ export class Artifacts implements ArtifactWriter {
           log: this.log,
           ...(opts.signal === undefined ? {} : { signal: opts.signal })
         })
+        let manifest = f.manifest
         if (manifest === undefined) {
           const a = await session.request('manifest', { artifact: id }, ARTIFACT_CHUNK_TIMEOUT_MS)
           const bytes = a.data ?? new Uint8Array(0)
@@ -352,9 +381,10 @@ export class Artifacts implements ArtifactWriter {
             this.stats.rejected++
             throw err
           }
-          for (let i = 0; i < manifest.m.chunks.length; i++) have[i] = this.store.hasChunk(manifest.m.chunks[i] ?? '', w)
+          f.manifest = manifest
+          haveOf(manifest.m)
         }
-        await this.pullChunks(session, id, manifest.m, have, w, opts.signal)
+        await this.pullChunks(session, peer, id, manifest.m, have, w, opts.signal)
         await session.close()
         committing = true
         await this.store.commit(w, id, manifest.bytes)
@@ -367,12 +397,13 @@ export class Artifacts implements ArtifactWriter {
         // a commit that failed abandoned the write (its staged chunks are gone): no other holder can finish it
         if (committing || storeRefused(e) || opts.signal?.aborted === true) throw e
         if (e.code === 'ARTIFACT_CORRUPT') corrupt = e
+        if (droppedSlow(e)) slow++
         last = e
         this.log.debug({ err: e, artifact: id, peer: peer.toString() }, 'an artifact holder failed; trying the next')
       }
     }
     if (corrupt !== undefined) throw corrupt
-    throw new ArtifactNotFoundError(`no holder of artifact ${id} answered (${tried} tried)`, { artifact: id, tried, ...(last === undefined ? {} : { last: last.code }) })
+    throw new ArtifactNotFoundError(`no holder of artifact ${id} answered (${tried} tried${slow === 0 ? '' : `, ${slow} too slow`})`, { artifact: id, tried, ...(last === undefined ? {} : { last: last.code }), ...(slow === 0 ? {} : { too_slow: slow }) })
   }
 
   /**
@@ -381,14 +412,16 @@ export class Artifacts implements ArtifactWriter {
    * ARTIFACT_FETCH_WINDOW_CHUNKS, so the fetch holds at most that many
    * chunks; a chunk's write does not hold up the next chunk's check. Every
    * write started has ended when this returns or throws (it returns only
-   * once none is left).
+   * once none is left). The holder has until its rate bound (fetch-bounds.ts)
+   * for all of them.
    */
-  private async pullChunks (session: BulkSession, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined): Promise<void> {
+  private async pullChunks (session: BulkSession, peer: PeerId, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined): Promise<void> {
     const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
     const writes = new Set<Promise<void>>()
     // set by a write that failed (a closure, so kept in an object the checks below read afresh)
     const failure: { err?: unknown, failed: boolean } = { failed: false }
     let next = 0
+    const bound = rateBound(session, peer, m, have, () => { this.stats.slowHolders++ })
     try {
       for (;;) {
         if (failure.failed) throw failure.err
@@ -433,27 +466,11 @@ export class Artifacts implements ArtifactWriter {
       }
     } catch (err) {
       if (writes.size > 0) await Promise.all(writes)
-      // a store that is full or closed is the answer, whatever else failed meanwhile: the next holder would meet it too
-      throw failure.failed && storeRefused(failure.err) ? failure.err : err
+      // a store that is full or closed is the answer, whatever else failed meanwhile: the next holder would meet it
+      // too; a holder past its rate bound failed for that, not for the requests its aborted session then refused
+      throw failure.failed && storeRefused(failure.err) ? failure.err : bound.err ?? err
+    } finally {
+      bound.clear()
     }
   }
-}
-
-/**
- * Errors this node's own store raised while a fetch staged a chunk. A holder's
- * error frame may carry the same code (STORAGE_FULL, store_closed): that is
- * the holder's word about its own store, and the fetch goes on to the next.
- */
-const fromStore = new WeakSet<object>()
-
-function storeError (err: unknown): unknown {
-  if (typeof err === 'object' && err !== null) fromStore.add(err)
-  return err
-}
-
-/** This node's store, not the holder, refused a chunk: it is full (STORAGE_FULL) or closed (`reason: store_closed`). */
-function storeRefused (err: unknown): boolean {
-  if (typeof err !== 'object' || err === null || !fromStore.has(err)) return false
-  const e = toAapError(err)
-  return e.code === 'STORAGE_FULL' || e.details?.reason === 'store_closed'
 }

@@ -22,7 +22,7 @@ import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manif
 import { Catalog } from './catalog.ts'
 import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, syncDir, writeDurably, writeSettled } from './write.ts'
-import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore } from './scan.ts'
+import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore, type ArtifactStoreStats } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
 import { boundOutputs, pinFolder, type Pin } from './pins.ts'
 import { heldIterator } from '../util/held-iterator.ts'
@@ -45,20 +45,6 @@ export interface StoredArtifact { artifact: string, size: number, pinned: boolea
 /** Why an artifact left the store: removed on purpose, or evicted to make room. */
 export type RemovedBy = 'removed' | 'evicted'
 
-export interface ArtifactStoreStats {
-  /** What `open` found: chunks no manifest named (removed), and manifests it could not read (nothing swept then). */
-  orphanChunksSwept: number
-  unreadableManifests: number
-  /** Artifacts taken away on purpose (`remove`). */
-  removed: number
-  /** Copies fetched from peers evicted to make room for a write. */
-  evicted: number
-  /** Files of removed artifacts that could not be deleted (logged; they go when the store opens again). */
-  deleteFailures: number
-  /** Uses that could not be written to a manifest's mtime (logged; the order after a restart is older). */
-  useWriteFailures: number
-}
-
 export class ArtifactStore {
   readonly dir: string
   private readonly maxBytes: number
@@ -75,6 +61,11 @@ export class ArtifactStore {
   private turns: Promise<void> = Promise.resolve()
   /** Told of every artifact that leaves the store (the service stops serving and announcing it). */
   onRemoved?: (id: string, by: RemovedBy) => void
+  /**
+   * Asked to free what it can when a write needs room that evicting copies did not make; whether it freed any.
+   * The service drops the chunks it kept of failed fetches (kept.ts): they never make a write fail.
+   */
+  spare?: () => Promise<boolean>
 
   constructor (dir: string, maxBytes: number, log: Logger, maxArtifacts = ARTIFACT_STORE_MAX_ARTIFACTS) {
     this.dir = dir
@@ -137,16 +128,23 @@ export class ArtifactStore {
     return t
   }
 
-  /** Count `bytes` against the bound, evicting fetched copies first when they do not fit. */
+  /** Count `bytes` against the bound, evicting fetched copies first when they do not fit, then what `spare` frees. */
   private async room (bytes: number): Promise<void> {
     if (this.usedBytes + bytes <= this.maxBytes) {
       this.usedBytes += bytes
       return
     }
-    await this.turn(async () => {
+    const evict = async (): Promise<void> => await this.turn(async () => {
       await this.evictFor(bytes, 0)
       this.reserve(bytes)
     }, 'eviction')
+    try {
+      await evict()
+    } catch (err) {
+      // not on a turn: what `spare` drops lets its chunks go on a turn of its own
+      if (!(err instanceof StorageFullError) || !(await this.spare?.() ?? false)) throw err
+      await evict()
+    }
   }
 
   /** On a turn: evict the least recently used copies until `bytes` and `artifacts` more fit, or none is left to evict. */
