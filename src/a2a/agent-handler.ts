@@ -29,20 +29,19 @@ import {
 } from '@a2a-js/sdk/server'
 import { A2AError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
 import type { AgentCard as MeshCard } from '../card/card.ts'
-import { DelegationRefusedError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
-import { Limiter } from '../util/concurrency.ts'
 import {
-  A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
+  A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
   A2A_TASKS_MAX_PER_AGENT
 } from './constants.ts'
 import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
 import { StreamBudget, TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
-import { TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
-import { BoundedTaskStore, listView, type TaskBytesPool } from './task-store.ts'
+import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
+import type { TaskRecords } from './task-records.ts'
+import { BoundedTaskStore, listView, type Reservation, type TaskBytesPool } from './task-store.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
 const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
@@ -54,6 +53,11 @@ interface Prepared {
   taken: boolean
   /** A resume: the task it resumed, and the watch it claimed (if one was kept). */
   resumed?: { ids: TaskIds, claim: Tracked | undefined }
+  /** A new task: its place among the agent's tasks, and its id once the executor knows it. */
+  reservation?: Reservation
+  taskId?: string
+  /** close() came before its task was kept: its run was canceled, and the send fails. */
+  unkept?: boolean
 }
 
 export interface MeshAgentHandlerOptions {
@@ -69,6 +73,8 @@ export interface MeshAgentHandlerOptions {
   taskBytes?: TaskBytesPool
   /** The bound on open streams this handler shares (the server's; default: one of its own of A2A_STREAMS_MAX). */
   streams?: StreamBudget
+  /** Where the agent's tasks are kept across restarts (default: memory only). */
+  records?: TaskRecords
 }
 
 export class MeshAgentHandler implements A2ARequestHandler {
@@ -104,7 +110,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
       this.refresher.forget(taskId)
       this.buses.cleanupByTaskId(taskId)
       if (runId !== undefined) void this.endRuns([{ taskId, runId }], 'its A2A task was dropped (the agent\'s task bound)')
-    }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT, opts.taskBytes)
+    }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT, opts.taskBytes, opts.records?.forAgent(meshCard.agent_id))
     this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
     this.refresher = new TaskRefresher({
       node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal,
@@ -134,13 +140,42 @@ export class MeshAgentHandler implements A2ARequestHandler {
   }
 
   private inFlight = 0
+  /** The mesh calls of SendMessage requests under way (close() waits for them). */
+  private readonly preparing = new Set<Promise<string>>()
+  private closing: Promise<void> | undefined
+  /** SendMessage requests close() caught after their run started and before their task was kept: their runs canceled. */
+  unkeptAtClose = 0
 
-  /** Stop following and watching runs (the tasks keep their last state) and end the open streams. */
-  close (): void {
+  /**
+   * Stop following and watching runs and end the open streams; the tasks keep
+   * their last state, and their records (the next server loads them). A
+   * SendMessage caught between its run's start and its task's first save
+   * fails (DELEGATION_REFUSED, reason closing) and its run is canceled: no
+   * client could find that run again. Resolves when those runs are canceled
+   * and the records written.
+   */
+  async close (): Promise<void> {
+    this.closing ??= this.shut(false)
+    await this.closing
+  }
+
+  private async shut (release: boolean): Promise<void> {
     this.stopping.abort()
     this.runs.close()
     this.streams.close()
-    this.store.release()
+    // a mesh call under way sees the abort: a run it started all the same is canceled there
+    await Promise.allSettled([...this.preparing])
+    const unkept: Array<{ taskId: string, runId: string }> = []
+    for (const p of this.prepared.values()) {
+      if (p.resumed !== undefined || (p.taskId !== undefined && this.store.has(p.taskId))) continue
+      p.unkept = true
+      unkept.push({ taskId: p.taskId ?? '', runId: p.run.run_id })
+    }
+    await (release ? this.store.release() : this.store.close())
+    if (unkept.length === 0) return
+    this.unkeptAtClose += unkept.length
+    this.log.warn({ runs: unkept.map(u => u.runId) }, 'a2a: the server closed before the tasks of new runs were kept: the runs are canceled')
+    await this.endRuns(unkept, CLOSED_BEFORE_KEPT)
   }
 
   /**
@@ -151,8 +186,10 @@ export class MeshAgentHandler implements A2ARequestHandler {
    * has been answered or failed (each logged).
    */
   async end (reason: string): Promise<void> {
+    await this.store.ready
     const open = this.openRuns()
-    this.close()
+    this.closing ??= this.shut(true)
+    await this.closing
     await this.endRuns(open, reason)
   }
 
@@ -170,19 +207,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
     return this.runs.get(task.id)?.runId ?? runIdOf(task)
   }
 
-  /** Cancel the runs of dropped tasks, A2A_DROPPED_RUN_CANCELS_AT_ONCE at a time; never throws (each failure logged). */
+  /** Cancel the runs of dropped tasks (task-runs.ts); never throws (each failure logged). */
   private async endRuns (runs: Array<{ taskId: string, runId: string }>, reason: string): Promise<void> {
-    const limiter = new Limiter(A2A_DROPPED_RUN_CANCELS_AT_ONCE)
-    await Promise.all(runs.map(async ({ taskId, runId }) => {
-      await limiter.run(async () => {
-        try {
-          const run = await this.node.cancel(runId, reason, { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) })
-          this.log.info({ task_id: taskId, run_id: runId, state: run.state, reason }, 'a2a: the run of a dropped task was canceled')
-        } catch (err) {
-          this.log.warn({ err: (err as Error).message, task_id: taskId, run_id: runId, reason }, 'a2a: the run of a dropped task could not be canceled; it goes on with no A2A task')
-        }
-      })
-    }))
+    await cancelRuns(this.node, this.log, runs, reason)
   }
 
   // ---- the A2A surface ----------------------------------------------------------------
@@ -208,14 +235,31 @@ export class MeshAgentHandler implements A2ARequestHandler {
   async sendMessage (params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     this.inFlight++
     try {
-      const key = await this.prepare(params, context)
+      const key = await this.prepareOpen(params, context)
+      const p = this.prepared.get(key)
+      let out: Message | Task
       try {
-        return await this.inner.sendMessage(params, context)
+        out = await this.inner.sendMessage(params, context)
+      } catch (err) {
+        throw p?.unkept === true ? closedBeforeKept(p.run) : err
       } finally {
         this.settle(key)
       }
+      if (p?.unkept === true) throw closedBeforeKept(p.run)
+      return out
     } finally {
       this.inFlight--
+    }
+  }
+
+  /** prepare(), known to close() while under way. */
+  private async prepareOpen (params: SendMessageRequest, context: ServerCallContext): Promise<string> {
+    const call = this.prepare(params, context)
+    this.preparing.add(call)
+    try {
+      return await call
+    } finally {
+      this.preparing.delete(call)
     }
   }
 
@@ -225,7 +269,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.inFlight++
     let key: string
     try {
-      key = await this.prepare(params, context)
+      key = await this.prepareOpen(params, context)
     } catch (err) {
       this.inFlight--
       this.streams.budget.give()
@@ -342,16 +386,26 @@ export class MeshAgentHandler implements A2ARequestHandler {
         if (msg.contextId === '') msg.contextId = randomUUID()
         if (!CORRELATION_ID.test(msg.contextId)) throw new RequestMalformedError('contextId (the mesh correlation id) must match ^[A-Za-z0-9._:/-]{1,128}$')
         const { capability, input } = readDelegate(msg, this.meshCard.capabilities)
-        // before the mesh call: a task refused here has started no run
-        const full = this.store.fullUnder()
-        if (full !== undefined) {
-          const whose = full.bound === 'A2A_TASKS_MAX_BYTES' ? 'this server\'s' : 'this agent\'s'
-          const held = full.bound === 'A2A_TASKS_MAX_PER_AGENT' ? `are ${full.bytes} tasks` : `hold ${full.bytes} bytes`
-          throw new DelegationRefusedError(`${whose} open A2A tasks ${held}, its bound (${full.bound} ${full.limit}); try again when some have ended`, { reason: 'capacity', limit: full.limit, bound: full.bound })
+        // before the mesh call: a task refused here has started no run; one admitted holds its place from here on,
+        // so new tasks sent at once cannot together push out an open task
+        await this.store.ready
+        const reservation = this.store.reserve()
+        let run: Run
+        try {
+          // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
+          run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })
+        } catch (err) {
+          this.store.unreserve(reservation)
+          throw err
         }
-        // the contextId is the conversation too: each new task in it is its next turn (protocols/turns.md)
-        const run = await this.node.delegate({ to_agent: this.meshCard.agent_id, task_id: msg.contextId, context_id: msg.contextId, capability, input }, { signal })
-        this.prepared.set(msg.messageId, { run, taken: false })
+        if (this.stopping.signal.aborted) {
+          // the server closed while the run started: no task will show it, so it ends
+          this.store.unreserve(reservation)
+          this.unkeptAtClose++
+          await this.endRuns([{ taskId: '', runId: run.run_id }], CLOSED_BEFORE_KEPT)
+          throw closedBeforeKept(run)
+        }
+        this.prepared.set(msg.messageId, { run, taken: false, reservation })
       }
     } catch (err) {
       throw err instanceof A2AError ? err : toA2aError(err)
@@ -367,6 +421,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private settle (key: string): void {
     const p = this.prepared.get(key)
     this.prepared.delete(key)
+    if (p?.reservation !== undefined) this.store.unreserve(p.reservation)
     if (p?.resumed !== undefined) this.resumes(p.resumed.ids.taskId, -1)
     if (p === undefined || p.taken || p.resumed === undefined) return
     this.log.warn({ run_id: p.run.run_id, task_id: p.resumed.ids.taskId }, 'a2a: a resumed run reached no execution: its task watches it')
@@ -388,6 +443,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
     const p = this.prepared.get(ctx.userMessage.messageId)
     if (p === undefined) throw new Error(`no mesh run was prepared for message ${ctx.userMessage.messageId}`)
     p.taken = true
+    p.taskId = ctx.taskId
+    if (p.reservation !== undefined) this.store.bind(p.reservation, ctx.taskId)
     const ids = { taskId: ctx.taskId, contextId: ctx.contextId }
     const history = [...(ctx.task?.history ?? []), ctx.userMessage]
     const task = { ...runToTask(p.run, ctx.taskId, history), contextId: ctx.contextId }

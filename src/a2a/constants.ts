@@ -68,6 +68,20 @@ export const A2A_TASKS_MAX_BYTES_PER_AGENT = 16 * 1024 * 1024
  */
 export const A2A_TASKS_MAX_BYTES = 256 * 1024 * 1024
 /**
+ * Where the inbound server keeps its agents' tasks across restarts: a LevelDB of its own in this folder of the
+ * node's data directory (a node with none keeps them in memory only). Each task is one record, written as it is
+ * saved and deleted when the task is dropped, so the records are bounded as the tasks held are.
+ */
+export const A2A_TASK_RECORDS_DIR = 'a2a-tasks'
+/** Version of a task record; one of another version is not read (skipped, and logged). */
+export const A2A_TASK_RECORD_VERSION = 1
+/**
+ * Records read when an agent's tasks are loaded, as a multiple of its bounds (A2A_TASKS_MAX_PER_AGENT tasks,
+ * A2A_TASKS_MAX_BYTES_PER_AGENT bytes): the records a server wrote are within them, so past it what is left is
+ * not read (logged); a record larger than the agent's byte bound is not one this server wrote (skipped).
+ */
+export const A2A_TASK_RECORDS_LOAD_FACTOR = 2
+/**
  * Tasks waiting for input whose runs the inbound server watches, all its agents together (a cancel, failure,
  * handoff or resume made outside A2A reaches the task through the watch). Each watch holds one of the node's
  * correlation topics, so a quarter of them at most; past it the watch of the task that has waited longest

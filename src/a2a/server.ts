@@ -13,6 +13,7 @@
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
+import type { Datastore } from 'interface-datastore'
 import express, { type NextFunction, type Request, type Response, type Router } from 'express'
 import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express'
 import { toJsonRpcError } from '@a2a-js/sdk/errors'
@@ -29,6 +30,7 @@ import { meshToA2aCard, toA2aError } from './mapping.ts'
 import { ClientUser, StreamBudget } from './streams.ts'
 import { WatchBudget } from './task-runs.ts'
 import { TaskBytesPool } from './task-store.ts'
+import { TaskRecords, type TaskRecordStats } from './task-records.ts'
 
 const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
 const CARD_PATH = '/.well-known/agent-card.json'
@@ -58,6 +60,11 @@ export interface A2aServerOptions {
   maxTaskBytesPerAgent?: number
   /** Bytes of tasks kept, all agents together (default A2A_TASKS_MAX_BYTES). */
   maxTaskBytes?: number
+  /**
+   * Where the tasks are kept across restarts (default: a LevelDB in A2A_TASK_RECORDS_DIR of the node's data
+   * directory, opened and closed by the server; a node with none keeps them in memory only).
+   */
+  taskDatastore?: Datastore
 }
 
 /**
@@ -109,6 +116,19 @@ export class A2aServer {
   }
 
   static async start (node: MeshNode, opts: A2aServerOptions): Promise<A2aServer> {
+    const dataDir = node.options.dataDir
+    const records = opts.taskDatastore !== undefined
+      ? new TaskRecords(opts.taskDatastore, opts.logger)
+      : dataDir === undefined ? undefined : await TaskRecords.open(dataDir, opts.logger)
+    try {
+      return await A2aServer.listen(node, opts, records)
+    } catch (err) {
+      await records?.close()
+      throw err
+    }
+  }
+
+  private static async listen (node: MeshNode, opts: A2aServerOptions, records: TaskRecords | undefined): Promise<A2aServer> {
     const app = express()
     app.disable('x-powered-by')
     const host = opts.host ?? A2A_DEFAULT_HOST
@@ -122,7 +142,8 @@ export class A2aServer {
       streams: new StreamBudget(opts.maxStreams ?? A2A_STREAMS_MAX),
       maxTasks: opts.maxTasksPerAgent ?? A2A_TASKS_MAX_PER_AGENT,
       maxTaskBytes: opts.maxTaskBytesPerAgent ?? A2A_TASKS_MAX_BYTES_PER_AGENT,
-      taskBytes: new TaskBytesPool(opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES)
+      taskBytes: new TaskBytesPool(opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES),
+      ...(records === undefined ? {} : { records })
     })
     server.on('drop', () => { a2a.dropped() })
     a2a.routes(app)
@@ -141,6 +162,11 @@ export class A2aServer {
     return { open: b?.open ?? 0, refused: b?.refused ?? 0 }
   }
 
+  /** What the task records wrote, loaded and skipped; undefined when the tasks are kept in memory only. */
+  get taskRecords (): TaskRecordStats | undefined {
+    return this.handlerOpts.records?.stats
+  }
+
   /** Base URL of a mesh agent's A2A endpoints. */
   agentUrl (agentId: string): string {
     return `${this.url}${A2A_AGENTS_PATH}/${agentId}`
@@ -157,17 +183,22 @@ export class A2aServer {
   }
 
   /**
-   * Stop serving. The tasks are kept in memory only, so they go; the runs
-   * of open ones are left as they are (protocols/a2a.md, "restarts").
+   * Stop serving. The tasks keep their records (a node with a data
+   * directory), and the next server loads them; the runs of open ones are
+   * left as they are (protocols/a2a.md, "restarts"). A new task whose run
+   * started and which was not kept yet has its run canceled (agent-handler.ts).
    */
   async close (): Promise<void> {
     this.closed = true
-    for (const e of this.entries.values()) e.handler.close()
+    const handlers = [...this.entries.values()].map(e => e.handler)
     this.entries.clear()
     const closed = once(this.server, 'close')
+    const done = Promise.all(handlers.map(async h => { await h.close() }))
     this.server.close()
+    await done
     this.server.closeAllConnections()
     await closed
+    await this.handlerOpts.records?.close()
   }
 
   private routes (app: express.Express): void {

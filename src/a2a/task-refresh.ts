@@ -5,9 +5,16 @@
  * show its run's later moves no more: a resume, cancel, failure or handoff
  * made outside A2A. So GetTask, and the first entries of a ListTasks page,
  * read such a task's run from its executor (get_run, handoffs followed) and
- * save what the watch would have saved from its events. A task FAILED by its
- * delegator's verdict (EXECUTOR_LOST) is read so too, since the executor's
- * events may overturn the verdict (the run completed after all).
+ * save what the watch would have saved from its events.
+ *
+ * A task in a final state is not read again, but for one FAILED by its
+ * delegator's verdict (EXECUTOR_LOST): the executor's events may overturn
+ * the verdict (the run completed after all). The delegator's liveness keeps
+ * offering the verdict to the executor until it is settled, and writes what
+ * the executor answers to the delegator's own record of the run; so such a
+ * task looks at that record only (a local read, no call to the executor),
+ * and its run is read again only once the record no longer shows the
+ * verdict.
  *
  * Reads are bounded: one at a time per task, at most one per
  * A2A_TASK_REFRESH_INTERVAL_MS per task, A2A_TASK_REFRESHES_MAX at once per
@@ -44,9 +51,10 @@ export class TaskRefresher {
   /**
    * Runs read; tasks saved with what was read; reads that failed (the task kept as it was); saves that
    * failed; reads not made because A2A_TASK_REFRESHES_MAX were under way; reads not saved because the task went,
-   * ended or moved on while its run was read.
+   * ended or moved on while its run was read; looks at the delegator's own record of a verdict-failed task's run
+   * that found the verdict standing (no read made).
    */
-  readonly stats = { reads: 0, updated: 0, readErrors: 0, saveErrors: 0, busy: 0, raced: 0 }
+  readonly stats = { reads: 0, updated: 0, readErrors: 0, saveErrors: 0, busy: 0, raced: 0, verdictChecks: 0 }
 
   constructor (host: TaskRefreshHost) {
     this.host = host
@@ -87,6 +95,10 @@ export class TaskRefresher {
     const runId = runIdOf(task) as string
     let run: Run
     try {
+      if (byVerdict(task) && await this.verdictStands(runId)) {
+        this.stats.verdictChecks++
+        return false
+      }
       run = await this.current(runId)
     } catch (err) {
       this.stats.readErrors++
@@ -118,6 +130,16 @@ export class TaskRefresher {
     }
     this.stats.updated++
     return true
+  }
+
+  /**
+   * The delegator's own record of the run still shows the verdict: nothing
+   * the executor said since has replaced it (liveness writes that record), so
+   * asking the executor again would tell nothing new.
+   */
+  private async verdictStands (runId: string): Promise<boolean> {
+    const own = await this.host.node.runs.store.getOutgoing(runId)
+    return own === undefined || (own.state === 'failed' && own.failure?.code === EXECUTOR_LOST)
   }
 
   /** The run as its executor holds it now, through the handoffs made since (at most A2A_TASK_REFRESH_HANDOFFS_MAX). */

@@ -26,14 +26,16 @@
  * went has its run read again when a client reads it (task-refresh.ts).
  */
 import { AgentEvent as Bus, ResultManager, ServerCallContext, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
-import { AapError, InvalidTransitionError } from '../errors.ts'
+import type { A2AError } from '@a2a-js/sdk/errors'
+import { AapError, DelegationRefusedError, InvalidTransitionError } from '../errors.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
-import { A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
-import { capabilityOf, eventToUpdates, type TaskUpdate } from './mapping.ts'
+import { Limiter } from '../util/concurrency.ts'
+import { A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
+import { capabilityOf, eventToUpdates, toA2aError, type TaskUpdate } from './mapping.ts'
 
 export interface TaskIds { taskId: string, contextId: string }
 
@@ -337,4 +339,27 @@ export async function saveToTask (host: Pick<TaskRunsHost, 'store' | 'buses'>, t
 
 function toBusEvent (u: TaskUpdate): ReturnType<typeof Bus.statusUpdate> | ReturnType<typeof Bus.artifactUpdate> {
   return u.kind === 'statusUpdate' ? Bus.statusUpdate(u.data) : Bus.artifactUpdate(u.data)
+}
+
+/** Cancel the runs of tasks dropped (or never kept), A2A_DROPPED_RUN_CANCELS_AT_ONCE at a time; never throws (each failure logged). */
+export async function cancelRuns (node: MeshNode, log: Logger, runs: Array<{ taskId: string, runId: string }>, reason: string): Promise<void> {
+  const limiter = new Limiter(A2A_DROPPED_RUN_CANCELS_AT_ONCE)
+  await Promise.all(runs.map(async ({ taskId, runId }) => {
+    await limiter.run(async () => {
+      try {
+        const run = await node.cancel(runId, reason, { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) })
+        log.info({ task_id: taskId, run_id: runId, state: run.state, reason }, 'a2a: the run of a dropped task was canceled')
+      } catch (err) {
+        log.warn({ err: (err as Error).message, task_id: taskId, run_id: runId, reason }, 'a2a: the run of a dropped task could not be canceled; it goes on with no A2A task')
+      }
+    })
+  }))
+}
+
+/** The reason a run is canceled with when the server closed before its task was kept. */
+export const CLOSED_BEFORE_KEPT = 'the A2A server closed before it kept the run\'s task'
+
+/** What a SendMessage caught by close() fails with: DELEGATION_REFUSED, reason closing (its run is canceled). */
+export function closedBeforeKept (run: Run): A2AError {
+  return toA2aError(new DelegationRefusedError(`the A2A server closed before it kept the task of run ${run.run_id}; the run is canceled`, { reason: 'closing', run_id: run.run_id }))
 }

@@ -4,22 +4,29 @@
  * filtering and offset pagination. The mesh run behind each task stays the
  * source of truth (GetRun, replay); this keeps the A2A view of it.
  *
- * Three bounds: a count (past it a finished task goes; when only open ones
- * are left the store is `full`: the handler refuses new tasks, and an open
- * task dropped in a race past it is told of with the task, so its run is
- * ended), bytes per agent (each task counted by the length of
+ * Three bounds: a count (past it a finished task goes, least recently written
+ * first; a new task is admitted only while the open tasks and the new ones
+ * admitted before it leave room under the count (`reserve`), so the handler
+ * refuses a new task rather than push out an open one, whose client may be
+ * about to resume it), bytes per agent (each task counted by the length of
  * its JSON when saved; past them finished tasks go, least recently written
  * first, and when only open ones are left the store is `full`: the handler
  * refuses new tasks), and bytes of every agent the server serves together
  * (TaskBytesPool: past them the least recently written finished task of any
  * agent goes, and when none is left every store is `full`).
+ *
+ * With records (task-records.ts) the tasks outlive the server: each save and
+ * drop is written behind, the tasks are loaded again when the store is made
+ * (`ready`), close() keeps them and release() deletes them.
  */
 import type { ListTasksRequest, ListTasksResponse, Task } from '@a2a-js/sdk'
 import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server'
 import { RequestMalformedError } from '@a2a-js/sdk/errors'
 import { TaskState } from '@a2a-js/sdk'
+import { DelegationRefusedError } from '../errors.ts'
 import { A2A_TASK_HISTORY_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT } from './constants.ts'
 import { isFinalState } from './mapping.ts'
+import type { AgentTaskRecords } from './task-records.ts'
 
 export const LIST_PAGE_SIZE_DEFAULT = 50
 export const LIST_PAGE_SIZE_MAX = 100
@@ -27,7 +34,7 @@ export const LIST_PAGE_SIZE_MAX = 100
 /** What a full store refuses new tasks under: its own count or bytes, or the server's bytes; what it holds and that bound. */
 export interface TaskBytesBound {
   bound: 'A2A_TASKS_MAX_PER_AGENT' | 'A2A_TASKS_MAX_BYTES_PER_AGENT' | 'A2A_TASKS_MAX_BYTES'
-  /** Tasks held (the count bound), else bytes. */
+  /** Open tasks and new ones admitted (the count bound), else bytes. */
   bytes: number
   limit: number
 }
@@ -90,6 +97,14 @@ export class TaskBytesPool {
   }
 }
 
+/** A new task admitted, counted as open from its admission until its first save (or until the send that made it fails). */
+export interface Reservation {
+  /** The task it is for, once the executor knows it. */
+  taskId?: string
+  /** Still counted. */
+  live: boolean
+}
+
 export class BoundedTaskStore implements TaskStore {
   private readonly tasks = new Map<string, Task>()
   /** The estimated size of each task (its JSON's length when saved). */
@@ -107,12 +122,69 @@ export class BoundedTaskStore implements TaskStore {
   private readonly pool: TaskBytesPool
   private readonly poolKey: string
 
-  constructor (max: number, onEvict?: (taskId: string, open: Task | undefined) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT, pool?: TaskBytesPool) {
+  /** Where the tasks are kept across restarts, if anywhere. */
+  private readonly records: AgentTaskRecords | undefined
+  /** Resolves once the tasks kept by an earlier server are loaded (at once without records); never rejects. */
+  readonly ready: Promise<void>
+
+  constructor (max: number, onEvict?: (taskId: string, open: Task | undefined) => void, maxBytes = A2A_TASKS_MAX_BYTES_PER_AGENT, pool?: TaskBytesPool, records?: AgentTaskRecords) {
     this.max = max
     this.onEvict = onEvict
     this.maxBytes = maxBytes
     this.pool = pool ?? new TaskBytesPool(Number.POSITIVE_INFINITY)
     this.poolKey = this.pool.storeKey()
+    this.records = records
+    this.ready = records === undefined ? Promise.resolve() : this.restore(records)
+  }
+
+  /** Take the tasks the records hold, in the order they were written (the bounds apply as to saves). */
+  private async restore (records: AgentTaskRecords): Promise<void> {
+    const tasks = await records.load(this.max, this.maxBytes)
+    for (const t of tasks) {
+      if (this.released) return
+      this.put(t, false)
+    }
+  }
+
+  /** New tasks admitted whose first save has not come yet. */
+  private reserved = 0
+  /** Reservations by the task they are for, until its first save. */
+  private readonly bound = new Map<string, Reservation>()
+
+  /**
+   * Admit one new task: its reservation, counted as an open task until its
+   * first save or unreserve(). Throws DELEGATION_REFUSED (reason capacity,
+   * naming the bound) when it does not fit (fullUnder).
+   */
+  reserve (): Reservation {
+    const full = this.fullUnder()
+    if (full !== undefined) {
+      const whose = full.bound === 'A2A_TASKS_MAX_BYTES' ? 'this server\'s' : 'this agent\'s'
+      const held = full.bound === 'A2A_TASKS_MAX_PER_AGENT' ? `are ${full.bytes} tasks` : `hold ${full.bytes} bytes`
+      throw new DelegationRefusedError(`${whose} open A2A tasks ${held}, its bound (${full.bound} ${full.limit}); try again when some have ended`, { reason: 'capacity', limit: full.limit, bound: full.bound })
+    }
+    this.reserved++
+    return { live: true }
+  }
+
+  /** The reservation's task is `taskId`: its first save takes the place reserved. */
+  bind (r: Reservation, taskId: string): void {
+    if (!r.live) return
+    r.taskId = taskId
+    this.bound.set(taskId, r)
+  }
+
+  /** The reservation is not counted any more (its task saved, or the send that made it ended without one). */
+  unreserve (r: Reservation): void {
+    if (!r.live) return
+    r.live = false
+    this.reserved--
+    if (r.taskId !== undefined && this.bound.get(r.taskId) === r) this.bound.delete(r.taskId)
+  }
+
+  /** Whether the store holds the task (no copy made). */
+  has (taskId: string): boolean {
+    return this.tasks.has(taskId)
   }
 
   /** At the byte bound with no finished task left to drop: a new task would only add to open ones (the handler refuses it). */
@@ -122,15 +194,33 @@ export class BoundedTaskStore implements TaskStore {
 
   /** The bound a full store refuses new tasks under: this agent's own first, else the server's. */
   fullUnder (): TaskBytesBound | undefined {
-    // every task held is open: one more would push out an open task, whose run may wait for its client
-    if (this.tasks.size >= this.max && this.oldestFinished() === undefined) return { bound: 'A2A_TASKS_MAX_PER_AGENT', bytes: this.tasks.size, limit: this.max }
+    // the open tasks and the new ones admitted fill the count: one more would push out an open task, whose
+    // client may be about to resume it (finished tasks make room; open ones never do)
+    const open = this.openTasks + this.reserved
+    if (open >= this.max) return { bound: 'A2A_TASKS_MAX_PER_AGENT', bytes: open, limit: this.max }
     if (this.bytes >= this.maxBytes && this.oldestFinished() === undefined) return { bound: 'A2A_TASKS_MAX_BYTES_PER_AGENT', bytes: this.bytes, limit: this.maxBytes }
     if (this.pool.full) return { bound: 'A2A_TASKS_MAX_BYTES', bytes: this.pool.bytes, limit: this.pool.maxBytes }
     return undefined
   }
 
-  /** The store goes (its agent is no longer served): its bytes leave the server's pool, and it keeps nothing more. */
-  release (): void {
+  /**
+   * The store goes (its agent is no longer served): its bytes leave the
+   * server's pool, it keeps nothing more, and its records are deleted.
+   * Resolves when they are.
+   */
+  async release (): Promise<void> {
+    for (const id of this.tasks.keys()) this.records?.mark(id, undefined)
+    this.letGo()
+    await this.records?.flush()
+  }
+
+  /** The server stops: the store takes no more saves and lets its tasks go, and resolves once their records are written. */
+  async close (): Promise<void> {
+    this.letGo()
+    await this.records?.flush()
+  }
+
+  private letGo (): void {
     this.released = true
     for (const [id, size] of this.sizes) this.pool.dropped(this.key(id), size)
     this.tasks.clear()
@@ -168,7 +258,17 @@ export class BoundedTaskStore implements TaskStore {
   historyTrimmed = 0
 
   async save (task: Task, _context: ServerCallContext): Promise<void> {
+    await this.ready
     if (this.released) return
+    this.put(task, true)
+  }
+
+  /** Keep the task (written to the records when `write`), then drop what the bounds say. */
+  private put (task: Task, write: boolean): void {
+    if (!this.tasks.has(task.id)) {
+      const r = this.bound.get(task.id)
+      if (r !== undefined) this.unreserve(r)
+    }
     this.count(this.tasks.get(task.id), -1)
     this.count(task, 1)
     this.tasks.delete(task.id)
@@ -182,7 +282,9 @@ export class BoundedTaskStore implements TaskStore {
     this.sizes.set(task.id, size)
     this.tasks.set(task.id, kept)
     this.pool.saved(this.key(task.id), this, task.id, delta, kept.status !== undefined && isFinalState(kept.status.state))
-    // past the count: the least recently written finished task, else the least recently written one
+    if (write) this.records?.mark(task.id, kept)
+    // past the count: the least recently written finished task; else the least recently written one, which only a
+    // save past reserve() reaches (the handler reserves each new task, so there is a finished one to drop)
     if (this.tasks.size > this.max) this.drop(this.oldestFinished() ?? this.tasks.keys().next().value as string)
     // past the bytes: finished tasks, least recently written first (not the one just saved: its client may read it next)
     while (this.bytes > this.maxBytes) {
@@ -215,15 +317,18 @@ export class BoundedTaskStore implements TaskStore {
     this.bytes -= size
     this.pool.dropped(this.key(taskId), size)
     this.sizes.delete(taskId)
+    this.records?.mark(taskId, undefined)
     this.onEvict?.(taskId, t !== undefined && !(t.status !== undefined && isFinalState(t.status.state)) ? t : undefined)
   }
 
   async load (taskId: string, _context: ServerCallContext): Promise<Task | undefined> {
+    await this.ready
     const t = this.tasks.get(taskId)
     return t === undefined ? undefined : structuredClone(t)
   }
 
   async list (params: ListTasksRequest, _context: ServerCallContext): Promise<ListTasksResponse> {
+    await this.ready
     const pageSize = params.pageSize ?? LIST_PAGE_SIZE_DEFAULT
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > LIST_PAGE_SIZE_MAX) {
       throw new RequestMalformedError(`pageSize must be an integer from 1 to ${LIST_PAGE_SIZE_MAX}`)
