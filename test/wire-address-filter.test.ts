@@ -58,7 +58,8 @@ describe('the address policy', () => {
     }
     expect([publicNode, lanNode, localNode].map(f => keeps(f, '/ip4/127.0.0.1/tcp/1'))).toEqual([false, false, true])
     expect([publicNode, lanNode, localNode].map(f => keeps(f, '/ip4/10.0.0.7/tcp/1'))).toEqual([false, true, false])
-    // a wildcard listener listens on loopback too; a local mesh allows it whatever it listens on
+    // a wildcard listener keeps a loopback address (it never dials it: test/address-wildcard-loopback.test.ts);
+    // a local mesh allows it whatever it listens on
     expect(new AddressFilter(me, { listen: ['/ip4/0.0.0.0/tcp/1'], localMesh: false }).mayKeep(other, ma('/ip4/127.0.0.1/tcp/1'))).toBe(true)
     expect(new AddressFilter(me, { listen: ['/memory/x'], localMesh: true }).mayKeep(other, ma('/ip4/127.0.0.1/tcp/1'))).toBe(true)
     // its own addresses, whatever they are

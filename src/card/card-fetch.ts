@@ -8,7 +8,16 @@
  * beside the call, and the first valid card of the two is the answer (the
  * other is cut off): an agent that is offline, or whose address takes a DHT
  * walk through peers that never answer, costs the hedge and the lookup, not
- * the whole CARD_FETCH_TIMEOUT_MS before it.
+ * the whole CARD_FETCH_TIMEOUT_MS before it. A fetch without the hedge (a
+ * discover's: it has other providers to turn to) starts the lookup beside
+ * the call too, later: once the call has gone CARD_DHT_FALLBACK_AFTER_MS
+ * unanswered. A discover bounds each fetch at CARD_FETCH_TIMEOUT_MS, which
+ * the call used to fill when the agent could not be reached (its dial hung):
+ * the record, there all along, was never read (test/net/no-relay.test.ts).
+ * The call goes on beside the lookup, so an agent that answers late is still
+ * heard, and a fetch whose lookup finds nothing ends when the call does, as
+ * before (an unreachable provider holds its place in the discover no longer
+ * than it did).
  *
  * An agent that answers with a card that does not verify gets no lookup (a
  * hedged one still running is cut off): its record could only be an older
@@ -22,7 +31,7 @@ import { AgentNotFoundError, toAapError, type AapError } from '../errors.ts'
 import type { RpcClient } from '../wire/rpc.ts'
 import { verifyCard, type AgentCard } from './card.ts'
 import { newestCardInDht } from './card-store.ts'
-import { CARD_DHT_HEDGE_MS } from './constants.ts'
+import { CARD_DHT_FALLBACK_AFTER_MS, CARD_DHT_HEDGE_MS } from './constants.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import type { CardSource } from './fetch-order.ts'
 
@@ -37,7 +46,11 @@ export interface CardFetchDeps {
 export interface CardFetchOptions {
   /** Bounds the whole fetch (the agent's call and the lookup). */
   signal: AbortSignal
-  /** Start the DHT lookup beside a call still unanswered after CARD_DHT_HEDGE_MS (default true). A discover passes false: it has other providers to turn to. */
+  /**
+   * Start the DHT lookup beside a call still unanswered after CARD_DHT_HEDGE_MS (default true). A discover passes
+   * false: it has other providers to turn to, and its lookup starts after CARD_DHT_FALLBACK_AFTER_MS (not counted
+   * as a hedge).
+   */
   hedge?: boolean
   /** Where the card came from: the agent or the DHT. */
   source?: (s: CardSource) => void
@@ -65,27 +78,24 @@ export async function fetchCard (deps: CardFetchDeps, agentId: string, peer: Pee
     responseTimeoutMs: CARD_FETCH_TIMEOUT_MS
   }).then(answer => ({ answer }), (err: unknown) => ({ error: toAapError(err) }))
 
+  const hedged = opts.hedge !== false
   let hedgeTimer: ReturnType<typeof setTimeout> | undefined
   try {
     let outcome: PeerOutcome
-    if (opts.hedge === false) {
-      outcome = await call
+    const hedge = new Promise<'hedge'>(resolve => { hedgeTimer = setTimeout(resolve, hedged ? CARD_DHT_HEDGE_MS : CARD_DHT_FALLBACK_AFTER_MS, 'hedge') })
+    const first = await Promise.race([call, hedge])
+    if (first !== 'hedge') {
+      outcome = first
     } else {
-      const hedge = new Promise<'hedge'>(resolve => { hedgeTimer = setTimeout(resolve, CARD_DHT_HEDGE_MS, 'hedge') })
-      const first = await Promise.race([call, hedge])
-      if (first !== 'hedge') {
-        outcome = first
-      } else {
-        deps.stats.dhtHedges++
-        const next = await Promise.race([call, startLookup().then(d => ({ dht: d }))])
-        if ('dht' in next && 'card' in next.dht) {
-          callStop.abort()
-          opts.source?.('dht')
-          return next.dht.card
-        }
-        // the call answered first, or the lookup found nothing: the call's outcome decides
-        outcome = 'dht' in next ? await call : next
+      if (hedged) deps.stats.dhtHedges++
+      const next = await Promise.race([call, startLookup().then(d => ({ dht: d }))])
+      if ('dht' in next && 'card' in next.dht) {
+        callStop.abort()
+        opts.source?.('dht')
+        return next.dht.card
       }
+      // the call answered first, or the lookup found nothing: the call's outcome decides
+      outcome = 'dht' in next ? await call : next
     }
     if ('answer' in outcome) {
       lookupStop.abort()

@@ -3,7 +3,7 @@
  * protocol specs name them like the others (test/wire-docs.test.ts reads this
  * file too).
  */
-import { CARD_CACHE_MAX_ENTRIES, CARD_TTL_MS, DHT_PROVIDERS_PER_ANSWER } from '../constants.ts'
+import { CARD_CACHE_MAX_ENTRIES, CARD_FETCH_TIMEOUT_MS, CARD_TTL_MS, DHT_PROVIDERS_PER_ANSWER } from '../constants.ts'
 
 /**
  * A cached card that lacks what a caller wants of it (the capability a
@@ -38,6 +38,19 @@ export const CARD_DHT_SETTLE_MS = 500
  * plus the lookup, not CARD_FETCH_TIMEOUT_MS before it.
  */
 export const CARD_DHT_HEDGE_MS = 1_000
+
+/**
+ * A card fetch without the hedge (each of a discover's, which fetch-order.ts
+ * bounds whole at CARD_FETCH_TIMEOUT_MS) starts reading the agent's DHT
+ * record when its call to the agent has gone this long unanswered; the call
+ * goes on beside it, and the first valid card is the answer (card-fetch.ts).
+ * The record has the other half of the fetch's bound. Before, it was read
+ * only once the call had failed: an agent whose dial hangs (a NATed agent
+ * with no relay, whose addresses cannot be reached from here) took the whole
+ * bound, and its record, there all along, was never read
+ * (test/net/no-relay.test.ts).
+ */
+export const CARD_DHT_FALLBACK_AFTER_MS = CARD_FETCH_TIMEOUT_MS / 2
 
 /**
  * A provider key whose records reached enough peers counts as announced for

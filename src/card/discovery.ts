@@ -423,8 +423,8 @@ export class Discovery {
    * One agent's verified card: cache, then the agent itself, then the DHT
    * when the agent cannot be reached or answers with an error (not when it
    * answers with an invalid card: `reason: invalid_card`), or beside the
-   * agent's call once that has gone unanswered CARD_DHT_HEDGE_MS (unless
-   * `hedge` is false; card-fetch.ts).
+   * agent's call once that has gone unanswered CARD_DHT_HEDGE_MS (with
+   * `hedge` false, CARD_DHT_FALLBACK_AFTER_MS; card-fetch.ts).
    * AGENT_NOT_FOUND when none of them yields a valid card; its details name
    * why each source failed (`peer_error`, `dht_error`: error codes, and
    * `peer_reason` when the peer's error gave one). A card

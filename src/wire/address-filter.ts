@@ -8,14 +8,24 @@
  *
  * - link-local (169.254.0.0/16, fe80::/10) and unspecified (0.0.0.0, ::)
  *   addresses: never kept, never dialed;
- * - loopback (127.0.0.0/8, ::1): only when this node listens on loopback
- *   itself (a loopback or wildcard listen address, or a local mesh): its
- *   peers there are processes on the same machine. Deliberate: a wildcard
- *   listener counts. A node's own identify lists its loopback address, and
- *   `npm run test:net` showed a discover depending on it: a card fetch from
- *   a NATed agent whose other addresses are unroutable failed fast on the
- *   loopback one and fell back to the DHT record; without it, it ran out of
- *   time (test/net/no-relay.test.ts);
+ * - loopback (127.0.0.0/8, ::1): dialed only when this node listens on an
+ *   explicit loopback address itself (127.0.0.1, ::1: local tests and
+ *   simulations), or runs a local mesh: its peers there are processes on the
+ *   same machine. A wildcard listener (0.0.0.0, ::, the CLI's default)
+ *   serves the network: a stranger naming 127.0.0.1:<any port> for itself
+ *   (identify, a peer record) or for another had it dial any service on its
+ *   own machine (found by a review). Such a node still keeps them in the peer
+ *   store, undialed: libp2p announces only a loopback address until AutoNAT
+ *   has verified a public one, and kad-dht leaves a connected peer with no
+ *   kept address out of its routing table (its onPeerConnect) until they
+ *   connect again: two public nodes on 0.0.0.0 then could not tell each other
+ *   of their cards (test/net/bootstrap.test.ts, when refused). A kept
+ *   loopback address that is dialed fails at once, at the gater.
+ *   (test/net/no-relay.test.ts depended on a
+ *   NATed agent's loopback address being dialed: a discover's card fetch
+ *   failed fast there and read the DHT record in time. card-fetch.ts now
+ *   reads the record beside a call that hangs, after
+ *   CARD_DHT_FALLBACK_AFTER_MS.);
  * - private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7): only
  *   when this node has an address in one itself (listens on it, announces it,
  *   or listens on a wildcard with an interface in one): it is then on a LAN
@@ -32,14 +42,32 @@
  * Addresses the operator configured (bootstrap addresses, --announce) are
  * always allowed, DNS names among them: `allowConfigured` records them.
  * Other addresses (public IPs, /memory, a bare /p2p) are allowed. The first
- * IP of an address is the one judged: for a relay address, the relay's.
+ * IP of an address is the one judged: for a relay address, the relay's. An
+ * IPv6 address that stands for an IPv4 one is judged as that IPv4 address:
+ * IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::/96, and the local-use
+ * 64:ff9b:1::/48 in its /96 form), since a NAT64 gateway on this node's
+ * network forwards 64:ff9b::7f00:1 to 127.0.0.1 and 64:ff9b::a00:1 to
+ * 10.0.0.1. A 64:ff9b:1::/48 address in another form counts as private: its
+ * IPv4 part sits where the local network's prefix length puts it, which this
+ * node cannot know, and the prefix is a local network's by definition
+ * (RFC 8215).
+ *
+ * Count: of the addresses a peer store write holds for one peer (what the
+ * peer sent of itself in identify or an ADD_PROVIDER record, and what others
+ * named for it), at most PEER_ADDRS_KEPT_MAX distinct ones pass per turn of
+ * the event loop, the first ones asked about (a merge lists those the store
+ * held before). libp2p's peer store asks for each address of a write in turn,
+ * awaiting this synchronous answer, so one write is judged within one turn;
+ * the count is cleared after it (setImmediate). It applied to addresses named
+ * in DHT answers only (dht-repeats.ts, DHT_NAMED_ADDRS_MAX): a peer could
+ * have thousands of its own kept (found by a review).
  */
 import { lookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { PeerId } from '@libp2p/interface'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
-import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS } from './network-constants.ts'
+import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS, PEER_ADDRS_KEPT_MAX } from './network-constants.ts'
 
 function blockList (v4: string[], v6: string[]): BlockList {
   const list = new BlockList()
@@ -64,9 +92,49 @@ export function mappedV4 (ip: string): string | undefined {
   return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.')
 }
 
-/** The kind of an IP address (an IPv4-mapped IPv6 address is judged as its IPv4 one). */
+const NAT64_WELL_KNOWN = blockList([], ['64:ff9b::/96'])
+const NAT64_LOCAL_USE = blockList([], ['64:ff9b:1::/48'])
+
+/** The eight 16-bit groups of an IPv6 address (a dotted IPv4 tail and a zone allowed), or undefined. */
+function ipv6Groups (ip: string): number[] | undefined {
+  let text = ip.split('%')[0] ?? ''
+  const tail = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text)
+  if (tail !== null) {
+    const [a, b, c, d] = tail.slice(1).map(Number) as [number, number, number, number]
+    text = `${text.slice(0, tail.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`
+  }
+  const halves = text.split('::')
+  if (halves.length > 2) return undefined
+  const part = (h: string | undefined): number[] => h === undefined || h === '' ? [] : h.split(':').map(g => Number.parseInt(g, 16))
+  const head = part(halves[0])
+  const rest = part(halves[1])
+  const groups = halves.length === 2 ? [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest] : head
+  return groups.length === 8 && groups.every(g => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : undefined
+}
+
+/**
+ * The IPv4 address a NAT64 one stands for (its last 32 bits: 64:ff9b::/96,
+ * or 64:ff9b:1::/48 in the /96 form), '' for a 64:ff9b:1::/48 address in
+ * another form (where its IPv4 part sits is the local network's choice), or
+ * undefined for any other address.
+ */
+export function nat64V4 (ip: string): string | undefined {
+  if (isIP(ip) !== 6) return undefined
+  const wellKnown = NAT64_WELL_KNOWN.check(ip, 'ipv6')
+  if (!wellKnown && !NAT64_LOCAL_USE.check(ip, 'ipv6')) return undefined
+  const g = ipv6Groups(ip)
+  if (g === undefined) return undefined
+  if (!wellKnown && (g[3] !== 0 || g[4] !== 0 || g[5] !== 0)) return ''
+  const hi = g[6] ?? 0
+  const lo = g[7] ?? 0
+  return [hi >>> 8, hi & 255, lo >>> 8, lo & 255].join('.')
+}
+
+/** The kind of an IP address (an IPv4-mapped or NAT64 IPv6 address is judged as its IPv4 one: see above). */
 export function kindOfIp (ip: string): AddressKind {
-  const addr = mappedV4(ip) ?? ip
+  const nat64 = nat64V4(ip)
+  if (nat64 === '') return 'private'
+  const addr = mappedV4(ip) ?? nat64 ?? ip
   const type = isIP(addr) === 6 ? 'ipv6' : 'ipv4'
   if (LINK_LOCAL.check(addr, type)) return 'link-local'
   if (LOOPBACK.check(addr, type)) return 'loopback'
@@ -96,7 +164,10 @@ export interface SelfAddresses {
 }
 
 export class AddressFilter {
+  /** Loopback addresses of other peers are dialed (and kept). */
   readonly loopbackOk: boolean
+  /** Loopback addresses of other peers are kept, not necessarily dialed (a wildcard listener: see above). */
+  readonly loopbackKept: boolean
   readonly privateOk: boolean
   private readonly self: string
   /** host/port of addresses the operator configured ('' port: any). */
@@ -106,18 +177,25 @@ export class AddressFilter {
   /** Names of peers' addresses that could not be looked up before a dial (refused), and the last reason. */
   lookupFailures = 0
   lastLookupFailure: unknown
+  /** Addresses refused because their peer had PEER_ADDRS_KEPT_MAX others kept in the same turn (counted in `refused` too). */
+  overCount = 0
+  /** Addresses of each peer kept in this turn of the event loop (see above), by peer id. */
+  private readonly keptThisTurn = new Map<string, Set<string>>()
+  private clearScheduled = false
 
   constructor (selfId: PeerId | string, own: SelfAddresses) {
     this.self = selfId.toString()
     const ips: string[] = []
     let loopback = own.localMesh
+    let wildcard = false
     for (const a of own.listen) {
       const ma = safeMultiaddr(a)
       const h = ma === undefined ? undefined : hostOf(ma)
       if (h === undefined || DNS_PROTOCOLS.has(h.proto)) continue
       if (h.host === '0.0.0.0' || h.host === '::') {
-        // a wildcard stands for the host's interfaces, loopback among them: peers on this machine reach it there
-        loopback = true
+        // a wildcard stands for the host's interfaces: a private one puts the node on a LAN. Its loopback
+        // interface does not make strangers' loopback addresses dialable (see above)
+        wildcard = true
         for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) ips.push(i.address)
         continue
       }
@@ -125,6 +203,7 @@ export class AddressFilter {
       ips.push(h.host)
     }
     this.loopbackOk = loopback
+    this.loopbackKept = loopback || wildcard
     this.privateOk = ips.some(ip => kindOfIp(ip) === 'private')
   }
 
@@ -155,7 +234,7 @@ export class AddressFilter {
     if (h === undefined || this.isConfigured(h)) return true
     if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
     if (DNS_PROTOCOLS.has(h.proto)) return this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0)
-    return this.ipOk(h.host)
+    return this.ipOk(h.host, true)
   }
 
   private async nameOk (name: string, family: 0 | 4 | 6): Promise<boolean> {
@@ -165,7 +244,7 @@ export class AddressFilter {
         lookup(name, { all: true, family }),
         new Promise<never>((_resolve, reject) => { timer.addEventListener('abort', () => { reject(timer.reason) }, { once: true }) })
       ])
-      return found.length > 0 && found.every(a => this.ipOk(a.address))
+      return found.length > 0 && found.every(a => this.ipOk(a.address, true))
     } catch (err) {
       this.lookupFailures++
       this.lastLookupFailure = err
@@ -175,12 +254,41 @@ export class AddressFilter {
 
   /** Whether `ma`, named by a peer for `peer` (undefined: another peer than this node), may be kept (peer store, DHT answers). */
   mayKeep (peer: PeerId | undefined, ma: Multiaddr): boolean {
-    if (peer !== undefined && peer.toString() === this.self) return true
+    const id = peer?.toString()
+    if (id === this.self) return true
     const h = hostOf(ma)
-    if (h === undefined || this.isConfigured(h)) return true
-    if (REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
-    if (DNS_PROTOCOLS.has(h.proto)) return true
-    return this.ipOk(h.host)
+    if (h !== undefined && this.isConfigured(h)) return true
+    if (h !== undefined && REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
+    if (h !== undefined && !DNS_PROTOCOLS.has(h.proto) && !this.ipOk(h.host, false)) return false
+    // named for no peer in particular (a DHT answer's peers): dht-repeats.ts counts those per answer
+    return id === undefined || this.withinCount(id, ma)
+  }
+
+  /** Whether `ma` is among the first PEER_ADDRS_KEPT_MAX distinct addresses of `peer` kept in this turn. */
+  private withinCount (peer: string, ma: Multiaddr): boolean {
+    let kept = this.keptThisTurn.get(peer)
+    if (kept === undefined) {
+      kept = new Set()
+      this.keptThisTurn.set(peer, kept)
+      if (!this.clearScheduled) {
+        this.clearScheduled = true
+        setImmediate(() => {
+          this.clearScheduled = false
+          this.keptThisTurn.clear()
+        })
+      }
+    }
+    // the peer store keeps an address without its own /p2p suffix: both forms are one address
+    const text = ma.toString()
+    const own = `/p2p/${peer}`
+    const key = text.endsWith(own) ? text.slice(0, -own.length) : text
+    if (kept.has(key)) return true
+    if (kept.size >= PEER_ADDRS_KEPT_MAX) {
+      this.overCount++
+      return this.refuse()
+    }
+    kept.add(key)
+    return true
   }
 
   private refuse (): false {
@@ -188,9 +296,9 @@ export class AddressFilter {
     return false
   }
 
-  private ipOk (ip: string): boolean {
+  private ipOk (ip: string, dial: boolean): boolean {
     const kind = kindOfIp(ip)
-    const ok = kind === 'public' || (kind === 'loopback' && this.loopbackOk) || (kind === 'private' && this.privateOk)
+    const ok = kind === 'public' || (kind === 'loopback' && (dial ? this.loopbackOk : this.loopbackKept)) || (kind === 'private' && this.privateOk)
     if (!ok) this.refused++
     return ok
   }
