@@ -52,22 +52,20 @@
  * node cannot know, and the prefix is a local network's by definition
  * (RFC 8215).
  *
- * Count: of the addresses a peer store write holds for one peer (what the
- * peer sent of itself in identify or an ADD_PROVIDER record, and what others
- * named for it), at most PEER_ADDRS_KEPT_MAX distinct ones pass per turn of
- * the event loop, the first ones asked about (a merge lists those the store
- * held before). libp2p's peer store asks for each address of a write in turn,
- * awaiting this synchronous answer, so one write is judged within one turn;
- * the count is cleared after it (setImmediate). It applied to addresses named
- * in DHT answers only (dht-repeats.ts, DHT_NAMED_ADDRS_MAX): a peer could
- * have thousands of its own kept (found by a review).
+ * Count: addresses named in DHT answers are counted per answer
+ * (dht-repeats.ts, DHT_NAMED_ADDRS_MAX). Those a peer sends of itself
+ * (identify, bounded by its message size; an ADD_PROVIDER record) are not:
+ * a cap here, where a write's source is unknown, would also count the
+ * addresses others named for that peer before, so a stranger that named 32
+ * made-up ones would lock the peer's real ones out of the store for an hour
+ * (found by a review, when such a cap was tried).
  */
 import { lookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { PeerId } from '@libp2p/interface'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
-import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS, PEER_ADDRS_KEPT_MAX } from './network-constants.ts'
+import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS } from './network-constants.ts'
 
 function blockList (v4: string[], v6: string[]): BlockList {
   const list = new BlockList()
@@ -177,12 +175,6 @@ export class AddressFilter {
   /** Names of peers' addresses that could not be looked up before a dial (refused), and the last reason. */
   lookupFailures = 0
   lastLookupFailure: unknown
-  /** Addresses refused because their peer had PEER_ADDRS_KEPT_MAX others kept in the same turn (counted in `refused` too). */
-  overCount = 0
-  /** Addresses of each peer kept in this turn of the event loop (see above), by peer id. */
-  private readonly keptThisTurn = new Map<string, Set<string>>()
-  private clearScheduled = false
-
   constructor (selfId: PeerId | string, own: SelfAddresses) {
     this.self = selfId.toString()
     const ips: string[] = []
@@ -254,41 +246,12 @@ export class AddressFilter {
 
   /** Whether `ma`, named by a peer for `peer` (undefined: another peer than this node), may be kept (peer store, DHT answers). */
   mayKeep (peer: PeerId | undefined, ma: Multiaddr): boolean {
-    const id = peer?.toString()
-    if (id === this.self) return true
+    if (peer !== undefined && peer.toString() === this.self) return true
     const h = hostOf(ma)
-    if (h !== undefined && this.isConfigured(h)) return true
-    if (h !== undefined && REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
-    if (h !== undefined && !DNS_PROTOCOLS.has(h.proto) && !this.ipOk(h.host, false)) return false
-    // named for no peer in particular (a DHT answer's peers): dht-repeats.ts counts those per answer
-    return id === undefined || this.withinCount(id, ma)
-  }
-
-  /** Whether `ma` is among the first PEER_ADDRS_KEPT_MAX distinct addresses of `peer` kept in this turn. */
-  private withinCount (peer: string, ma: Multiaddr): boolean {
-    let kept = this.keptThisTurn.get(peer)
-    if (kept === undefined) {
-      kept = new Set()
-      this.keptThisTurn.set(peer, kept)
-      if (!this.clearScheduled) {
-        this.clearScheduled = true
-        setImmediate(() => {
-          this.clearScheduled = false
-          this.keptThisTurn.clear()
-        })
-      }
-    }
-    // the peer store keeps an address without its own /p2p suffix: both forms are one address
-    const text = ma.toString()
-    const own = `/p2p/${peer}`
-    const key = text.endsWith(own) ? text.slice(0, -own.length) : text
-    if (kept.has(key)) return true
-    if (kept.size >= PEER_ADDRS_KEPT_MAX) {
-      this.overCount++
-      return this.refuse()
-    }
-    kept.add(key)
-    return true
+    if (h === undefined || this.isConfigured(h)) return true
+    if (REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
+    if (DNS_PROTOCOLS.has(h.proto)) return true
+    return this.ipOk(h.host, false)
   }
 
   private refuse (): false {

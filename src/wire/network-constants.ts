@@ -220,14 +220,6 @@ export const RELAY_RESERVATION_WORTH = 200
 /** Addresses of one peer kept from a DHT answer that names it (dht-repeats.ts); an answer may be up to 4 MiB. */
 export const DHT_NAMED_ADDRS_MAX = 32
 /**
- * Distinct addresses of one peer the peer store takes in one turn of the
- * event loop (address-filter.ts): those the peer sends of itself (identify,
- * its ADD_PROVIDER records) as well as those others name for it. The same
- * bound as DHT_NAMED_ADDRS_MAX: a peer that names more of its own addresses
- * than a DHT answer may name for it gains nothing by it.
- */
-export const PEER_ADDRS_KEPT_MAX = DHT_NAMED_ADDRS_MAX
-/**
  * Longest wait for the one lookup of a /dns, /dns4 or /dns6 name a peer
  * named, before this node dials it (address-filter.ts): what it resolves to
  * is judged as an IP would be; a name that does not resolve in time is not
