@@ -9,6 +9,11 @@
  * and keeps this in step; nothing here touches the disk.
  */
 
+/** The chunks the catalog let go (out of `present`), for the store to delete. */
+export function letGo (chunks: Array<[string, number] | undefined>): Array<[string, number]> {
+  return chunks.filter((c): c is [string, number] => c !== undefined)
+}
+
 export interface CatalogEntry {
   /** Bytes of the manifest file. */
   manifestBytes: number

@@ -33,7 +33,8 @@ export const ARTIFACT_RUN_OUTPUT_PIN_PERCENT = 50
  * answer must still come within ARTIFACT_CHUNK_TIMEOUT_MS of the one before, but that alone let a holder that sends
  * one chunk just under every timeout hold a 128-chunk fetch for half an hour. 128 KiB/s (1 Mbit/s) is below any
  * broadband uplink, so an honest holder meets it; one that does not is dropped for the next, and what it sent is
- * kept (protocols/artifact.md, "The protocol").
+ * kept. A holder so dropped is asked again last, without this bound, once every other holder tried has failed: a
+ * slow or shared link that is the only holder still completes the fetch (protocols/artifact.md, "The protocol").
  */
 export const ARTIFACT_FETCH_MIN_BYTES_PER_SEC = 128 * 1024
 /**

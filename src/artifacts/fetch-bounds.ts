@@ -1,6 +1,8 @@
 /**
  * What ends a fetch's use of one holder besides a holder's own errors (service.ts): the least average rate at
  * which it must send what it is asked for, and the errors of this node's own store, which end the whole fetch.
+ * A holder dropped for its rate is asked again, without the bound, once every other holder has failed
+ * (service.ts `holders`): the bound makes room for a faster holder, it does not fail a fetch only a slow one can serve.
  */
 import type { PeerId } from '@libp2p/interface'
 import { AgentNotFoundError, toAapError } from '../errors.ts'

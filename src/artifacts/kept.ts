@@ -38,6 +38,8 @@ export class KeptFetches {
   /** Artifact id to what a failed fetch of it left, oldest first. */
   private readonly kept = new Map<string, Entry>()
   private bytes = 0
+  /** Kept writes being let go: their chunks count against the store's bound until their removal ends. */
+  private readonly ending = new Set<Promise<void>>()
   private closed = false
   readonly stats: KeptFetchStats = { kept: 0, resumed: 0, dropped: 0 }
   private readonly store: ArtifactStore
@@ -106,13 +108,19 @@ export class KeptFetches {
     await this.end(e.w)
   }
 
-  /** Drop everything kept (the store needs the room); whether anything was. */
+  /**
+   * Drop everything kept (the store needs the room), and wait until every kept write being let go is gone; whether
+   * any was. A write that needs room while another's drop is under way finds nothing kept, but the room is still
+   * coming (the store counts the chunks until their removal ends): it waits for that drop too, and is told so.
+   */
   async dropAll (): Promise<boolean> {
     const all = [...this.kept]
     for (const [id, e] of all) this.forget(id, e)
     this.stats.dropped += all.length
-    await Promise.all(all.map(async ([, e]) => { await this.end(e.w) }))
-    return all.length > 0
+    for (const [, e] of all) void this.end(e.w)
+    if (this.ending.size === 0) return false
+    await Promise.all(this.ending)
+    return true
   }
 
   /** Drop everything and keep nothing more until `open` (the service stops, its store closes next). */
@@ -127,9 +135,12 @@ export class KeptFetches {
     this.bytes -= e.bytes
   }
 
+  /** Let a kept write go (never rejects: a failure is logged); `dropAll` waits on it while it runs. */
   private async end (w: StagedWrite): Promise<void> {
-    await this.store.abandon(w).catch((err: unknown) => {
+    const ending = this.store.abandon(w).catch((err: unknown) => {
       this.log.warn({ err, dir: w.dir }, 'the kept chunks of a failed artifact fetch could not be let go (they go when the store opens again)')
-    })
+    }).finally(() => { this.ending.delete(ending) })
+    this.ending.add(ending)
+    await ending
   }
 }

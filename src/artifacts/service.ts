@@ -286,8 +286,9 @@ export class Artifacts implements ArtifactWriter {
    * Holders to try, in order, without repeats: the hinted agents, DHT
    * providers, connected peers. `opts.holders` may grow while the fetch goes
    * on (a caller that joined it): those are asked before the next of the rest.
+   * Then, once more, those in `again` (dropped for their rate bound meanwhile).
    */
-  private async * holders (id: string, opts: FetchOptions): AsyncGenerator<PeerId> {
+  private async * holders (id: string, opts: FetchOptions, again: readonly PeerId[]): AsyncGenerator<PeerId> {
     const seen = new Set<string>([this.host.peerId.toString()])
     let n = 0
     const fresh = (p: PeerId): boolean => {
@@ -328,6 +329,7 @@ export class Artifacts implements ArtifactWriter {
       if (fresh(p)) yield p
     }
     yield * hinted()
+    yield * again
   }
 
   private async fetchFromHolders (id: string, opts: FetchOptions): Promise<Manifest> {
@@ -357,13 +359,16 @@ export class Artifacts implements ArtifactWriter {
     const haveOf = (m: Manifest): void => { for (let i = 0; i < m.chunks.length; i++) have[i] = this.store.hasChunk(m.chunks[i] ?? '', w) }
     if (f.manifest !== undefined) haveOf(f.manifest.m)
     let corrupt: AapError | undefined
-    let slow = 0
+    // holders dropped for their rate bound: asked again once every other has failed, without the bound (each chunk
+    // still within ARTIFACT_CHUNK_TIMEOUT_MS), so a fetch whose only holder is slow but steady still completes
+    const slow: PeerId[] = []
     let last: AapError | undefined
     let tried = 0
     let committing = false
-    for await (const peer of this.holders(id, opts)) {
+    for await (const peer of this.holders(id, opts, slow)) {
       opts.signal?.throwIfAborted()
-      tried++
+      const again = slow.includes(peer)
+      if (!again) tried++
       let session: BulkSession | undefined
       try {
         session = await BulkSession.open(this.host, peer, ARTIFACT_PROTOCOL, {
@@ -384,7 +389,7 @@ export class Artifacts implements ArtifactWriter {
           f.manifest = manifest
           haveOf(manifest.m)
         }
-        await this.pullChunks(session, peer, id, manifest.m, have, w, opts.signal)
+        await this.pullChunks(session, peer, id, manifest.m, have, w, opts.signal, !again)
         await session.close()
         committing = true
         await this.store.commit(w, id, manifest.bytes)
@@ -397,13 +402,13 @@ export class Artifacts implements ArtifactWriter {
         // a commit that failed abandoned the write (its staged chunks are gone): no other holder can finish it
         if (committing || storeRefused(e) || opts.signal?.aborted === true) throw e
         if (e.code === 'ARTIFACT_CORRUPT') corrupt = e
-        if (droppedSlow(e)) slow++
+        if (droppedSlow(e)) slow.push(peer)
         last = e
         this.log.debug({ err: e, artifact: id, peer: peer.toString() }, 'an artifact holder failed; trying the next')
       }
     }
     if (corrupt !== undefined) throw corrupt
-    throw new ArtifactNotFoundError(`no holder of artifact ${id} answered (${tried} tried${slow === 0 ? '' : `, ${slow} too slow`})`, { artifact: id, tried, ...(last === undefined ? {} : { last: last.code }), ...(slow === 0 ? {} : { too_slow: slow }) })
+    throw new ArtifactNotFoundError(`no holder of artifact ${id} answered (${tried} tried${slow.length === 0 ? '' : `, ${slow.length} too slow`})`, { artifact: id, tried, ...(last === undefined ? {} : { last: last.code }), ...(slow.length === 0 ? {} : { too_slow: slow.length }) })
   }
 
   /**
@@ -413,15 +418,15 @@ export class Artifacts implements ArtifactWriter {
    * chunks; a chunk's write does not hold up the next chunk's check. Every
    * write started has ended when this returns or throws (it returns only
    * once none is left). The holder has until its rate bound (fetch-bounds.ts)
-   * for all of them.
+   * for all of them, when `bounded`.
    */
-  private async pullChunks (session: BulkSession, peer: PeerId, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined): Promise<void> {
+  private async pullChunks (session: BulkSession, peer: PeerId, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined, bounded: boolean): Promise<void> {
     const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
     const writes = new Set<Promise<void>>()
     // set by a write that failed (a closure, so kept in an object the checks below read afresh)
     const failure: { err?: unknown, failed: boolean } = { failed: false }
     let next = 0
-    const bound = rateBound(session, peer, m, have, () => { this.stats.slowHolders++ })
+    const bound = bounded ? rateBound(session, peer, m, have, () => { this.stats.slowHolders++ }) : undefined
     try {
       for (;;) {
         if (failure.failed) throw failure.err
@@ -468,9 +473,9 @@ export class Artifacts implements ArtifactWriter {
       if (writes.size > 0) await Promise.all(writes)
       // a store that is full or closed is the answer, whatever else failed meanwhile: the next holder would meet it
       // too; a holder past its rate bound failed for that, not for the requests its aborted session then refused
-      throw failure.failed && storeRefused(failure.err) ? failure.err : bound.err ?? err
+      throw failure.failed && storeRefused(failure.err) ? failure.err : bound?.err ?? err
     } finally {
-      bound.clear()
+      bound?.clear()
     }
   }
 }

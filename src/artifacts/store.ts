@@ -19,7 +19,7 @@ import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '.
 import type { Logger } from '../logger.ts'
 import { storageWriteError } from '../storage/write-guard.ts'
 import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
-import { Catalog } from './catalog.ts'
+import { Catalog, letGo } from './catalog.ts'
 import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, syncDir, writeDurably, writeSettled } from './write.ts'
 import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore, type ArtifactStoreStats } from './scan.ts'
@@ -28,16 +28,10 @@ import { boundOutputs, pinFolder, type Pin } from './pins.ts'
 import { heldIterator } from '../util/held-iterator.ts'
 
 /**
- * Store folders open in this process: a second store on the same folder
- * would sweep (and clear `tmp/` of) the first one's writes. Across processes
- * the node's LevelDB lock on its data directory keeps a second node out.
+ * Store folders open in this process: a second store on the same folder would sweep (and clear `tmp/` of) the first
+ * one's writes. Across processes the node's LevelDB lock on its data directory keeps a second node out.
  */
 const openDirs = new Set<string>()
-
-/** The chunks the catalog let go (out of `present`), for `deleteChunks`. */
-function letGo (chunks: Array<[string, number] | undefined>): Array<[string, number]> {
-  return chunks.filter((c): c is [string, number] => c !== undefined)
-}
 
 /** An artifact in the store's listing (GET /v1/artifacts). */
 export interface StoredArtifact { artifact: string, size: number, pinned: boolean, last_used: string }
@@ -245,62 +239,70 @@ export class ArtifactStore {
    * run outputs stay within their share (pins.ts); false: a copy the store may evict.
    */
   async commit (w: StagedWrite, id: string, manifest: Uint8Array, pin: Pin = false): Promise<void> {
-    const turn = this.turn(async () => {
-      if (this.closed) throw storeClosed()
-      // a write abandoned (a commit of it that failed) has nothing staged any more: it must not become a manifest
-      if (w.settled) throw writeSettled()
-      const key = canonical(id, JSON_CODEC)
-      const here = this.catalog.get(key)
-      if (here !== undefined) {
-        await this.moveStaged(w)
-        // an upload pins for good what a run output or a copy only kept; a run output pins a copy
-        if (pin !== false && (!here.pinned || (pin === true && here.output === true))) {
-          await this.writeFile(this.pinPath(key, pin), new Uint8Array(0))
-          if (pin === true) this.catalog.pin(key)
-          else this.catalog.pinOutput(key)
-        }
-        this.touch(key)
-        if (pin === 'run-output') await this.boundOutputs()
-        return
-      }
-      const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
-      const chunks = m.chunks.map(c => canonical(c, RAW_CODEC))
-      // the manifest's room first: a store too full for it refuses the write before any chunk has moved
-      await this.evictFor(manifest.byteLength, 1)
-      if (this.catalog.size + 1 > this.maxArtifacts) {
-        throw new StorageFullError(`the artifact store holds ${this.catalog.size} artifacts, its most`, { reason: 'too_many_artifacts', max_artifacts: this.maxArtifacts })
-      }
-      this.reserve(manifest.byteLength)
-      // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin;
-      // with every manifest read at open there is none, and nothing to look for
-      const [oldManifest, oldPin, oldOutput] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key)), fileSize(this.pinPath(key, 'run-output'))])
-      // the pin this commit writes (none where one as strong is on disk), and how the artifact is kept then
-      const wrote = pin === true ? (oldPin === undefined ? pin : undefined) : (pin === 'run-output' && oldPin === undefined && oldOutput === undefined ? pin : undefined)
-      const kept: Pin = pin === true || oldPin !== undefined ? true : pin === 'run-output' || oldOutput !== undefined ? 'run-output' : false
-      try {
-        await this.moveStaged(w)
-        // the chunks' renames are on disk before a manifest names them, and the manifest's (and pin's) before the commit ends
-        await syncDir(join(this.dir, 'chunks')).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
-        if (wrote !== undefined) await this.writeFile(this.pinPath(key, wrote), new Uint8Array(0))
-        await this.writeFile(this.manifestPath(key), manifest)
-        for (const sub of wrote !== undefined ? [pinFolder(wrote), 'manifests'] : ['manifests']) await syncDir(join(this.dir, sub)).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
-      } catch (err) {
-        this.usedBytes -= manifest.byteLength
-        // a pin this commit wrote must not pin a later copy of the same id
-        if (wrote !== undefined) await this.deletePin(key, wrote)
-        // chunks that moved and that no manifest names now: they go
-        await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
-        throw err
-      }
-      if (oldManifest !== undefined) this.usedBytes -= oldManifest
-      this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: kept !== false, output: kept === 'run-output', lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
-      if (kept === 'run-output') await this.boundOutputs()
-    }, 'commit')
     try {
-      await turn
+      if (!(await this.turn(async () => await this.commitOnTurn(w, id, manifest, pin, this.spare !== undefined), 'commit'))) {
+        // the manifest's room, past the copies: what `spare` frees, off the turn (what it drops goes on turns of its own)
+        await this.spare?.()
+        await this.turn(async () => await this.commitOnTurn(w, id, manifest, pin, false), 'commit')
+      }
     } finally {
       await this.abandon(w)
     }
+  }
+
+  /** On a turn: `commit`; false, with nothing done, when the manifest does not fit and `spare` is to be asked first. */
+  private async commitOnTurn (w: StagedWrite, id: string, manifest: Uint8Array, pin: Pin, spare: boolean): Promise<boolean> {
+    if (this.closed) throw storeClosed()
+    // a write abandoned (a commit of it that failed) has nothing staged any more: it must not become a manifest
+    if (w.settled) throw writeSettled()
+    const key = canonical(id, JSON_CODEC)
+    const here = this.catalog.get(key)
+    if (here !== undefined) {
+      await this.moveStaged(w)
+      // an upload pins for good what a run output or a copy only kept; a run output pins a copy
+      if (pin !== false && (!here.pinned || (pin === true && here.output === true))) {
+        await this.writeFile(this.pinPath(key, pin), new Uint8Array(0))
+        if (pin === true) this.catalog.pin(key)
+        else this.catalog.pinOutput(key)
+      }
+      this.touch(key)
+      if (pin === 'run-output') await this.boundOutputs()
+      return true
+    }
+    const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
+    const chunks = m.chunks.map(c => canonical(c, RAW_CODEC))
+    // the manifest's room first: a store too full for it refuses the write before any chunk has moved
+    await this.evictFor(manifest.byteLength, 1)
+    if (this.catalog.size + 1 > this.maxArtifacts) {
+      throw new StorageFullError(`the artifact store holds ${this.catalog.size} artifacts, its most`, { reason: 'too_many_artifacts', max_artifacts: this.maxArtifacts })
+    }
+    if (spare && this.usedBytes + manifest.byteLength > this.maxBytes) return false
+    this.reserve(manifest.byteLength)
+    // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin;
+    // with every manifest read at open there is none, and nothing to look for
+    const [oldManifest, oldPin, oldOutput] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key)), fileSize(this.pinPath(key, 'run-output'))])
+    // the pin this commit writes (none where one as strong is on disk), and how the artifact is kept then
+    const wrote = pin === true ? (oldPin === undefined ? pin : undefined) : (pin === 'run-output' && oldPin === undefined && oldOutput === undefined ? pin : undefined)
+    const kept: Pin = pin === true || oldPin !== undefined ? true : pin === 'run-output' || oldOutput !== undefined ? 'run-output' : false
+    try {
+      await this.moveStaged(w)
+      // the chunks' renames are on disk before a manifest names them, and the manifest's (and pin's) before the commit ends
+      await syncDir(join(this.dir, 'chunks')).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
+      if (wrote !== undefined) await this.writeFile(this.pinPath(key, wrote), new Uint8Array(0))
+      await this.writeFile(this.manifestPath(key), manifest)
+      for (const sub of wrote !== undefined ? [pinFolder(wrote), 'manifests'] : ['manifests']) await syncDir(join(this.dir, sub)).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
+    } catch (err) {
+      this.usedBytes -= manifest.byteLength
+      // a pin this commit wrote must not pin a later copy of the same id
+      if (wrote !== undefined) await this.deletePin(key, wrote)
+      // chunks that moved and that no manifest names now: they go
+      await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
+      throw err
+    }
+    if (oldManifest !== undefined) this.usedBytes -= oldManifest
+    this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: kept !== false, output: kept === 'run-output', lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
+    if (kept === 'run-output') await this.boundOutputs()
+    return true
   }
 
   /** Move a write's staged chunks into `chunks/` (a chunk another write brought meanwhile is kept once, counted once). */
