@@ -48,6 +48,8 @@ const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
 
 /** The mesh call made for a SendMessage, waiting for the executor the SDK then calls. */
 interface Prepared {
+  /** The message's id: its entry in `prepared`, and its claim in `claimed`. */
+  messageId: string
   run: Run
   /** The SDK ran the executor with it. */
   taken: boolean
@@ -86,6 +88,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private readonly inner: DefaultRequestHandler
   private readonly buses = new DefaultExecutionEventBusManager()
   private readonly prepared = new Map<string, Prepared>()
+  /** The messageIds of sends under way, from before their first await to settle(): a retry meanwhile is refused before any run or place. */
+  private readonly claimed = new Set<string>()
   private readonly stopping = new AbortController()
   /** The runs behind the tasks: followed for an execution, watched while a task waits for input. */
   readonly runs: TaskRuns
@@ -141,7 +145,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
 
   private inFlight = 0
   /** The mesh calls of SendMessage requests under way (close() waits for them). */
-  private readonly preparing = new Set<Promise<string>>()
+  private readonly preparing = new Set<Promise<Prepared>>()
   private closing: Promise<void> | undefined
   /** SendMessage requests close() caught after their run started and before their task was kept: their runs canceled. */
   unkeptAtClose = 0
@@ -235,17 +239,16 @@ export class MeshAgentHandler implements A2ARequestHandler {
   async sendMessage (params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     this.inFlight++
     try {
-      const key = await this.prepareOpen(params, context)
-      const p = this.prepared.get(key)
+      const p = await this.prepareOpen(params, context)
       let out: Message | Task
       try {
         out = await this.inner.sendMessage(params, context)
       } catch (err) {
-        throw p?.unkept === true ? closedBeforeKept(p.run) : err
+        throw p.unkept === true ? closedBeforeKept(p.run) : err
       } finally {
-        this.settle(key)
+        this.settle(p)
       }
-      if (p?.unkept === true) throw closedBeforeKept(p.run)
+      if (p.unkept === true) throw closedBeforeKept(p.run)
       return out
     } finally {
       this.inFlight--
@@ -253,7 +256,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
   }
 
   /** prepare(), known to close() while under way. */
-  private async prepareOpen (params: SendMessageRequest, context: ServerCallContext): Promise<string> {
+  private async prepareOpen (params: SendMessageRequest, context: ServerCallContext): Promise<Prepared> {
     const call = this.prepare(params, context)
     this.preparing.add(call)
     try {
@@ -267,9 +270,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
     // a stream past the server's bound is refused before the mesh call (untilClosed gives it back)
     this.streams.budget.take()
     this.inFlight++
-    let key: string
+    let p: Prepared
     try {
-      key = await this.prepareOpen(params, context)
+      p = await this.prepareOpen(params, context)
     } catch (err) {
       this.inFlight--
       this.streams.budget.give()
@@ -277,7 +280,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
     }
     // a client that goes ends its response; the SDK's stream is read on to its end (it saves the task's events), and only then is the request over
     yield * this.streams.untilClosed(this.inner.sendMessageStream(params, context), context, () => {
-      this.settle(key)
+      this.settle(p)
       this.inFlight--
     })
   }
@@ -351,11 +354,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
 
   // ---- mesh calls before the SDK runs the executor ------------------------------------
 
-  /** Delegate (new task) or resume (a task waiting for input); returns the key the executor finds it by. */
-  private async prepare (params: SendMessageRequest, context: ServerCallContext): Promise<string> {
+  /** Delegate (new task) or resume (a task waiting for input); returns what the executor finds by the message's id. */
+  private async prepare (params: SendMessageRequest, context: ServerCallContext): Promise<Prepared> {
     const msg = params.message
     if (msg === undefined || msg.messageId === '') throw new RequestMalformedError('SendMessage needs a message with a messageId')
-    if (this.prepared.has(msg.messageId)) throw new RequestMalformedError(`message ${msg.messageId} is already being processed`)
+    // claimed before the first await: two sends of one message at once would otherwise both pass, both reserve a
+    // place and both start a run
+    if (this.claimed.has(msg.messageId)) throw new RequestMalformedError(`message ${msg.messageId.slice(0, 128)} is already being processed`)
+    this.claimed.add(msg.messageId)
     const signal = AbortSignal.any([this.stopping.signal, AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS)])
     try {
       if (msg.taskId !== '') {
@@ -381,7 +387,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
           if (claim !== undefined) await this.runs.release(claim)
           throw err
         }
-        this.prepared.set(msg.messageId, { run, taken: false, resumed: { ids: { taskId: task.id, contextId: task.contextId }, claim } })
+        const p: Prepared = { messageId: msg.messageId, run, taken: false, resumed: { ids: { taskId: task.id, contextId: task.contextId }, claim } }
+        this.prepared.set(msg.messageId, p)
+        return p
       } else {
         if (msg.contextId === '') msg.contextId = randomUUID()
         if (!CORRELATION_ID.test(msg.contextId)) throw new RequestMalformedError('contextId (the mesh correlation id) must match ^[A-Za-z0-9._:/-]{1,128}$')
@@ -405,12 +413,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
           await this.endRuns([{ taskId: '', runId: run.run_id }], CLOSED_BEFORE_KEPT)
           throw closedBeforeKept(run)
         }
-        this.prepared.set(msg.messageId, { run, taken: false, reservation })
+        const p: Prepared = { messageId: msg.messageId, run, taken: false, reservation }
+        this.prepared.set(msg.messageId, p)
+        return p
       }
     } catch (err) {
+      this.claimed.delete(msg.messageId) // the send is over: the message may be sent again
       throw err instanceof A2AError ? err : toA2aError(err)
     }
-    return msg.messageId
   }
 
   /**
@@ -418,12 +428,15 @@ export class MeshAgentHandler implements A2ARequestHandler {
    * check of its own) still resumed the run, which the task's watch then
    * reads from the run's log, or a new watch when none was kept.
    */
-  private settle (key: string): void {
-    const p = this.prepared.get(key)
-    this.prepared.delete(key)
-    if (p?.reservation !== undefined) this.store.unreserve(p.reservation)
-    if (p?.resumed !== undefined) this.resumes(p.resumed.ids.taskId, -1)
-    if (p === undefined || p.taken || p.resumed === undefined) return
+  private settle (p: Prepared): void {
+    // only its own entry and claim: each reservation is given back once, by the send that made it
+    if (this.prepared.get(p.messageId) === p) {
+      this.prepared.delete(p.messageId)
+      this.claimed.delete(p.messageId)
+    }
+    if (p.reservation !== undefined) this.store.unreserve(p.reservation)
+    if (p.resumed !== undefined) this.resumes(p.resumed.ids.taskId, -1)
+    if (p.taken || p.resumed === undefined) return
     this.log.warn({ run_id: p.run.run_id, task_id: p.resumed.ids.taskId }, 'a2a: a resumed run reached no execution: its task watches it')
     const claim = p.resumed.claim
     const done = claim !== undefined && this.runs.get(claim.ids.taskId) === claim ? this.runs.release(claim) : this.runs.watch(p.run, p.resumed.ids)

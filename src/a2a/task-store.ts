@@ -17,7 +17,8 @@
  *
  * With records (task-records.ts) the tasks outlive the server: each save and
  * drop is written behind, the tasks are loaded again when the store is made
- * (`ready`), close() keeps them and release() deletes them.
+ * (`ready`: every open task, even past the count, and the finished ones the
+ * count leaves room for), close() keeps them and release() deletes them.
  */
 import type { ListTasksRequest, ListTasksResponse, Task } from '@a2a-js/sdk'
 import type { ServerCallContext, TaskStore } from '@a2a-js/sdk/server'
@@ -137,14 +138,30 @@ export class BoundedTaskStore implements TaskStore {
     this.ready = records === undefined ? Promise.resolve() : this.restore(records)
   }
 
-  /** Take the tasks the records hold, in the order they were written (the bounds apply as to saves). */
+  /**
+   * Take the tasks the records hold, in the order they were written. Every open task is kept, even past the count
+   * (the bound was lowered, or a failed delete left records): its client may be about to resume it, and reserve()
+   * refuses new tasks while the open ones fill the count. Finished tasks fill the room left, the most recently
+   * written ones; the others' records go, and nothing else was kept for them (onEvict is not told). The byte bounds
+   * apply as to saves, which drop only finished tasks.
+   */
   private async restore (records: AgentTaskRecords): Promise<void> {
     const tasks = await records.load(this.max, this.maxBytes)
-    for (const t of tasks) {
-      if (this.released) return
-      this.put(t, false)
+    if (this.released) return
+    let room = this.max - tasks.filter(t => !isFinished(t)).length
+    const kept: Task[] = []
+    for (const t of tasks.reverse()) {
+      if (!isFinished(t) || room-- > 0) kept.push(t)
+      else {
+        records.mark(t.id, undefined)
+        this.droppedAtLoad++
+      }
     }
+    for (const t of kept.reverse()) this.put(t, 'load')
   }
+
+  /** Finished tasks not loaded at a restart, past the count (their records deleted). */
+  droppedAtLoad = 0
 
   /** New tasks admitted whose first save has not come yet. */
   private reserved = 0
@@ -260,12 +277,13 @@ export class BoundedTaskStore implements TaskStore {
   async save (task: Task, _context: ServerCallContext): Promise<void> {
     await this.ready
     if (this.released) return
-    this.put(task, true)
+    this.put(task, 'save')
   }
 
-  /** Keep the task (written to the records when `write`), then drop what the bounds say. */
-  private put (task: Task, write: boolean): void {
-    if (!this.tasks.has(task.id)) {
+  /** Keep the task (written to the records when saved, not when loaded), then drop what the bounds say. */
+  private put (task: Task, from: 'save' | 'load'): void {
+    const held = this.tasks.has(task.id)
+    if (!held) {
       const r = this.bound.get(task.id)
       if (r !== undefined) this.unreserve(r)
     }
@@ -282,10 +300,17 @@ export class BoundedTaskStore implements TaskStore {
     this.sizes.set(task.id, size)
     this.tasks.set(task.id, kept)
     this.pool.saved(this.key(task.id), this, task.id, delta, kept.status !== undefined && isFinalState(kept.status.state))
-    if (write) this.records?.mark(task.id, kept)
-    // past the count: the least recently written finished task; else the least recently written one, which only a
-    // save past reserve() reaches (the handler reserves each new task, so there is a finished one to drop)
-    if (this.tasks.size > this.max) this.drop(this.oldestFinished() ?? this.tasks.keys().next().value as string)
+    if (from === 'save') this.records?.mark(task.id, kept)
+    // past the count (restore() made room already): finished tasks, least recently written first, not the one just
+    // saved (its client may read it next); open tasks loaded past the count stay. With no other finished task left,
+    // a new task pushes out the least recently written one, which only a save past reserve() reaches (the handler
+    // reserves each new task, so there is a finished one to drop)
+    while (from === 'save' && this.tasks.size > this.max) {
+      const victim = this.oldestFinished(task.id)
+      if (victim === undefined) break
+      this.drop(victim)
+    }
+    if (from === 'save' && !held && this.tasks.size > this.max) this.drop(this.oldestFinished() ?? this.tasks.keys().next().value as string)
     // past the bytes: finished tasks, least recently written first (not the one just saved: its client may read it next)
     while (this.bytes > this.maxBytes) {
       const victim = this.oldestFinished(task.id)
@@ -349,6 +374,11 @@ export class BoundedTaskStore implements TaskStore {
     const next = offset + pageSize
     return { tasks: page, nextPageToken: next < matching.length ? String(next) : '', pageSize, totalSize: matching.length }
   }
+}
+
+/** In a final state: no client comes back to resume it, so it may make room. */
+function isFinished (t: Task): boolean {
+  return t.status !== undefined && isFinalState(t.status.state)
 }
 
 /** A task as a ListTasks page shows it: a copy, its artifacts only when asked for, its history cut as asked. */
