@@ -13,14 +13,23 @@ import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutErr
 import { componentLogger, type Logger } from '../logger.ts'
 import { chunkOf, encodeFrame, errorFromFrame, FrameDecoder, isRecord, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
-import { RPC_SILENT_TIMEOUTS_MAX } from './network-constants.ts'
+import { RPC_SILENT_TIMEOUTS_MAX, RPC_UNSENT_RETRIES_MAX } from './network-constants.ts'
 import { watchRequests } from './in-flight.ts'
 import { Outbox } from './outbox.ts'
 import { untilAborted, withDeadline } from '../util/deadline.ts'
 
+import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
+
 /** A signal that never aborts (a caller with none). */
 const NEVER = new AbortController().signal
-import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
+
+/** Errors of calls whose stream was found closed before the request left: sent again elsewhere (RpcClient.call). */
+const unsentErrors = new WeakSet<AapError>()
+
+function unsent (err: AgentNotFoundError): AgentNotFoundError {
+  unsentErrors.add(err)
+  return err
+}
 
 interface Pending {
   type: string
@@ -196,7 +205,7 @@ class Session {
   }
 
   async request (type: string, body: object, opts: RequestOptions): Promise<Record<string, unknown>> {
-    if (this.closed) throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+    if (this.closed) throw unsent(new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' }))
     const signal = opts.signal
     // before any promise exists: an aborted caller on a stream that is also closing
     // would otherwise leave a rejected promise nobody awaits (an unhandled rejection)
@@ -224,10 +233,10 @@ class Session {
     }
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      if (this.stream.writeStatus !== 'writable') throw new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' })
+      if (this.stream.writeStatus !== 'writable') throw unsent(new AgentNotFoundError(`stream to agent ${this.peerName} is closed`, { reason: 'closed' }))
       // a peer that does not read holds the frame in the outbox until a call's timeout ends the stream
       void this.outbox.send(encodeFrame({ id, type, body })).then((sent) => {
-        if (!sent) this.abandon(id, new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' }))
+        if (!sent) this.abandon(id, unsent(new AgentNotFoundError(`stream to agent ${this.peerName} closed before the request was sent`, { reason: 'closed' })))
       })
       return await promise
     } catch (err) {
@@ -260,9 +269,10 @@ export class RpcClient {
   /**
    * Dials made again after one timed out or found no address (see `dialed`);
    * streams taken out of use after calls in a row timed out on them with no
-   * answer (RPC_SILENT_TIMEOUTS_MAX).
+   * answer (RPC_SILENT_TIMEOUTS_MAX); calls sent again on another stream
+   * because theirs closed before the request left (RPC_UNSENT_RETRIES_MAX).
    */
-  readonly stats = { dialRetries: 0, streamsRetired: 0 }
+  readonly stats = { dialRetries: 0, streamsRetired: 0, unsentRetries: 0 }
 
   constructor (host: RpcHost, init: { protocol: string, maxFrameBytes: number, maxStreamsPerPeer?: number, log?: Logger }) {
     this.host = host
@@ -279,18 +289,27 @@ export class RpcClient {
     const callTimeoutMs = opts.callTimeoutMs ?? CALL_TIMEOUT_MS
     const responseTimeoutMs = opts.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS
     const key = peer.toString()
-    const session = this.pick(key) ?? await this.dialed(peer, key, opts, callTimeoutMs, started)
-    const left = callTimeoutMs - (Date.now() - started)
-    if (left <= 0) {
-      throw new AgentNotFoundError(`agent ${key} did not answer ${type} within ${callTimeoutMs} ms`, { reason: 'timeout', timeout: 'call', limit_ms: callTimeoutMs })
+    for (let attempt = 0; ; attempt++) {
+      const session = this.pick(key) ?? await this.dialed(peer, key, opts, callTimeoutMs, started)
+      const left = callTimeoutMs - (Date.now() - started)
+      if (left <= 0) {
+        throw new AgentNotFoundError(`agent ${key} did not answer ${type} within ${callTimeoutMs} ms`, { reason: 'timeout', timeout: 'call', limit_ms: callTimeoutMs })
+      }
+      const byResponse = responseTimeoutMs <= left
+      try {
+        return await session.request(type, body, {
+          signal: opts.signal,
+          timeoutMs: byResponse ? responseTimeoutMs : left,
+          timeout: byResponse ? 'response' : 'call',
+          onLateAnswer: opts.onLateAnswer
+        })
+      } catch (err) {
+        // the stream closed before the request left: nothing reached the peer, so another stream may carry it
+        if (!(err instanceof AapError) || !unsentErrors.has(err) || attempt >= RPC_UNSENT_RETRIES_MAX || opts.signal?.aborted === true) throw err
+        this.stats.unsentRetries++
+        this.log.debug({ peer: key, protocol: this.protocol, type }, 'a stream closed before the request left: sent on another')
+      }
     }
-    const byResponse = responseTimeoutMs <= left
-    return session.request(type, body, {
-      signal: opts.signal,
-      timeoutMs: byResponse ? responseTimeoutMs : left,
-      timeout: byResponse ? 'response' : 'call',
-      onLateAnswer: opts.onLateAnswer
-    })
   }
 
   /** A usable stream to the peer without waiting, if there is one with room. */
