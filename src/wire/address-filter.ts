@@ -34,7 +34,7 @@
  *   a /dnsaddr name to depth 32 before it gates a single address, so one such
  *   name from a stranger cost some hundred thousand lookups per DHT walk
  *   (found by a review). A /dns, /dns4 or /dns6 name is one lookup, and what
- *   it resolves to is judged as any IP before a dial: kept (a node behind a
+ *   it resolves to is judged like every other IP before a dial: kept (a node behind a
  *   TLS proxy announces a name for WSS, and so may a relay);
  * - /unix socket paths: never kept from peers (a socket on this machine,
  *   whatever it serves; @libp2p/tcp dials them).

@@ -116,15 +116,15 @@ export function limitedConnectionsHost<T extends Libp2p<any>> (host: T): T {
   return new Proxy(host, {
     get (target, prop) {
       if (prop === 'handle') {
-        return async (protocol: string | string[], handler: unknown, options?: Record<string, unknown>) =>
-          target.handle(protocol, handler as never, { ...options, ...LIMITED_OK })
+        return async (protocol: string | string[], handler: Parameters<T['handle']>[1], options?: Record<string, unknown>) =>
+          target.handle(protocol, handler, { ...options, ...LIMITED_OK })
       }
       if (prop === 'dialProtocol') {
-        return async (peer: unknown, protocols: string | string[], options?: Record<string, unknown>) => {
+        return async (peer: Parameters<T['dialProtocol']>[0], protocols: string | string[], options?: Record<string, unknown>) => {
           const conn = isPeerId(peer) ? settledConnection(target.getConnections(peer)) : undefined
           // `force` asks for a new connection (dial.ts: the settled one was closing)
           if (conn !== undefined && options?.force !== true) return conn.newStream(protocols, { ...options, ...LIMITED_OK })
-          return target.dialProtocol(peer as never, protocols, { ...options, ...LIMITED_OK })
+          return target.dialProtocol(peer, protocols, { ...options, ...LIMITED_OK })
         }
       }
       const value: unknown = Reflect.get(target, prop, target)
