@@ -12,12 +12,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState, type Task } from '@a2a-js/sdk'
-import { ClientFactory, type Client } from '@a2a-js/sdk/client'
-import { A2aServer } from '../src/a2a/server.ts'
+import type { Client } from '@a2a-js/sdk/client'
 import { PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { silentLogger } from '../src/logger.ts'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
+import type { MeshNode } from '../src/node.ts'
 import { startLoneNodes, stopAll } from './helpers.ts'
+import { RestartingGateway } from './fixtures/a2a-gateway.ts'
 import { asTask, data, handlerOf, partData, runIdOf, send, userMessage } from './fixtures/a2a-messages.ts'
 
 const ECHO = { capability_id: 'cap:echo', version: '1.0.0' }
@@ -26,24 +26,10 @@ const APPROVE = { capability_id: 'cap:approve', version: '1.0.0' }
 describe('A2A tasks loaded at a restart past the count bound', () => {
   let dataDir = ''
   let worker: MeshNode
-  let gateway: MeshNode | undefined
-  let a2a: A2aServer | undefined
 
-  /** The gateway on `dataDir` keeping at most `maxTasks` tasks per agent, joined to the worker, and a client of the worker. */
-  async function startGateway (maxTasks: number): Promise<Client> {
-    gateway = await createMeshNode({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() })
-    await gateway.start()
-    expect(await gateway.join(worker.addresses)).toBe(1)
-    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger(), maxTasksPerAgent: maxTasks })
-    return await new ClientFactory().createFromUrl(a2a.clientUrl(worker.agentId))
-  }
-
-  async function stopGateway (): Promise<void> {
-    await a2a?.close()
-    await gateway?.stop()
-    a2a = undefined
-    gateway = undefined
-  }
+  const gw = new RestartingGateway(() => dataDir, () => worker)
+  const startGateway = async (maxTasks: number): Promise<Client> => gw.start({ maxTasksPerAgent: maxTasks })
+  const stopGateway = async (): Promise<void> => gw.stop()
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'aap-a2a-restart-bound-'))
@@ -74,7 +60,7 @@ describe('A2A tasks loaded at a restart past the count bound', () => {
     const stillWaiting = async (tasks: Task[]): Promise<void> => {
       for (const t of tasks) {
         expect((await client.getTask({ tenant: '', id: t.id })).status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
-        expect((await gateway!.getRun(runIdOf(t))).state).toBe('blocked')
+        expect((await gw.node!.getRun(runIdOf(t))).state).toBe('blocked')
       }
     }
 
@@ -89,14 +75,14 @@ describe('A2A tasks loaded at a restart past the count bound', () => {
     client = await startGateway(2)
     await stillWaiting(waiting)
     await expect(client.getTask({ tenant: '', id: newer.id })).rejects.toThrow(/not found/i)
-    const h = await handlerOf(a2a!, worker.agentId)
+    const h = await handlerOf(gw.a2a!, worker.agentId)
     expect(h.store.size).toBe(3)
     expect(h.store.open).toBe(3)
     expect(h.store.droppedAtLoad).toBe(1)
     // the open tasks fill the count: a new task is refused before its run starts
-    const delegate = gateway!.delegate.bind(gateway)
+    const delegate = gw.node!.delegate.bind(gw.node)
     let delegated = 0
-    gateway!.delegate = async (req, opts) => {
+    gw.node!.delegate = async (req, opts) => {
       delegated++
       return await delegate(req, opts)
     }
@@ -113,6 +99,6 @@ describe('A2A tasks loaded at a restart past the count bound', () => {
     const after = await client.getTask({ tenant: '', id: first.id })
     expect(partData(after.artifacts.find(a => partData(a.parts, PART_OUTPUT) !== undefined)?.parts, PART_OUTPUT)?.output).toEqual({ approved: true })
     await stillWaiting(rest)
-    for (const t of rest) await gateway!.cancel(runIdOf(t), 'test cleanup')
+    for (const t of rest) await gw.node!.cancel(runIdOf(t), 'test cleanup')
   })
 })

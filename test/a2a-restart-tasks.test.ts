@@ -11,14 +11,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
-import { ClientFactory, type Client } from '@a2a-js/sdk/client'
+import type { Client } from '@a2a-js/sdk/client'
 import { LevelDatastore } from 'datastore-level'
 import { Key } from 'interface-datastore'
-import { A2aServer } from '../src/a2a/server.ts'
 import { A2A_TASK_RECORDS_DIR, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { silentLogger } from '../src/logger.ts'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
+import type { MeshNode } from '../src/node.ts'
 import { startLoneNodes, stopAll, until } from './helpers.ts'
+import { RestartingGateway } from './fixtures/a2a-gateway.ts'
 import { asTask, data, partData, runIdOf, send, userMessage } from './fixtures/a2a-messages.ts'
 
 const ECHO = { capability_id: 'cap:echo', version: '1.0.0' }
@@ -28,25 +28,11 @@ const GATE = { capability_id: 'cap:gate', version: '1.0.0' }
 describe('A2A tasks across a restart of their node', () => {
   let dataDir = ''
   let worker: MeshNode
-  let gateway: MeshNode | undefined
-  let a2a: A2aServer | undefined
   const gates = new Map<string, PromiseWithResolvers<void>>()
 
-  /** The gateway on `dataDir`, joined to the worker, with an A2A server and a client of the worker. */
-  async function startGateway (): Promise<Client> {
-    gateway = await createMeshNode({ dataDir, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() })
-    await gateway.start()
-    expect(await gateway.join(worker.addresses)).toBe(1)
-    a2a = await A2aServer.start(gateway, { port: 0, logger: silentLogger() })
-    return await new ClientFactory().createFromUrl(a2a.clientUrl(worker.agentId))
-  }
-
-  async function stopGateway (): Promise<void> {
-    await a2a?.close()
-    await gateway?.stop()
-    a2a = undefined
-    gateway = undefined
-  }
+  const gw = new RestartingGateway(() => dataDir, () => worker)
+  const startGateway = async (): Promise<Client> => gw.start()
+  const stopGateway = async (): Promise<void> => gw.stop()
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'aap-a2a-restart-'))
@@ -73,7 +59,7 @@ describe('A2A tasks across a restart of their node', () => {
 
   it('GetTask after the restart returns each task as its run stands, and a waiting one resumes', async () => {
     let client = await startGateway()
-    const agentId = gateway!.agentId
+    const agentId = gw.node!.agentId
     const done = asTask(await client.sendMessage(send(ECHO, { hello: 'before' }, 'ctx-restart-done')))
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
     const waiting = asTask(await client.sendMessage(send(APPROVE, { order: 7 }, 'ctx-restart-waiting')))
@@ -89,7 +75,7 @@ describe('A2A tasks across a restart of their node', () => {
     await until(async () => (await worker.runs.store.get(runIdOf(working)))?.state === 'completed', 'the gated run to complete')
 
     client = await startGateway()
-    expect(gateway!.agentId).toBe(agentId)
+    expect(gw.node!.agentId).toBe(agentId)
     const doneAfter = await client.getTask({ tenant: '', id: done.id })
     expect(doneAfter.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
     expect(partData(doneAfter.artifacts[0]?.parts, PART_OUTPUT)?.output).toEqual({ echo: { hello: 'before' } })
@@ -98,7 +84,7 @@ describe('A2A tasks across a restart of their node', () => {
 
     const waitingAfter = await client.getTask({ tenant: '', id: waiting.id })
     expect(waitingAfter.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
-    expect((await gateway!.getRun(runIdOf(waiting))).state).toBe('blocked')
+    expect((await gw.node!.getRun(runIdOf(waiting))).state).toBe('blocked')
 
     const workingAfter = await client.getTask({ tenant: '', id: working.id })
     expect(workingAfter.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
@@ -111,8 +97,8 @@ describe('A2A tasks across a restart of their node', () => {
     }))
     expect(resumed.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
     expect(partData(resumed.artifacts.find(a => partData(a.parts, PART_OUTPUT) !== undefined)?.parts, PART_OUTPUT)?.output).toEqual({ approved: true })
-    expect(a2a!.taskRecords?.loaded).toBe(3)
-    expect(a2a!.taskRecords?.skipped).toBe(0)
+    expect(gw.a2a!.taskRecords?.loaded).toBe(3)
+    expect(gw.a2a!.taskRecords?.skipped).toBe(0)
   })
 
   it('records that cannot be read are skipped and counted; the tasks beside them load', async () => {
@@ -137,7 +123,7 @@ describe('A2A tasks across a restart of their node', () => {
     const after = await client.getTask({ tenant: '', id: done.id })
     expect(after.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
     expect(partData(after.artifacts[0]?.parts, PART_OUTPUT)?.output).toEqual({ echo: { hello: 'beside' } })
-    expect(a2a!.taskRecords?.skipped).toBe(4)
+    expect(gw.a2a!.taskRecords?.skipped).toBe(4)
     await expect(client.getTask({ tenant: '', id: 'another-task' })).rejects.toThrow(/not found/i)
   })
 })
