@@ -469,8 +469,10 @@ export class Events {
     })
   }
 
-  /** Take the owner a caller names for a correlation (typed error when the node follows another owner's task under it). */
-  /** Without a track: only checks the owner. */
+  /**
+   * Take the owner a caller names for a correlation (typed error when the node follows another owner's task under
+   * it), and sync from it like any participant. Without a track: only checks the owner.
+   */
   private claimOwner (t: CorrTrack | undefined, owner: string | undefined): void {
     if (owner === undefined) return
     peerIdOfAgent(owner)
@@ -479,6 +481,9 @@ export class Events {
       throw new InvalidRequestError(`this node follows ${t.id} as the task of ${t.owner}, not of ${owner}`, { reason: 'owner_conflict', owner: t.owner })
     }
     t.owner = owner
+    // the owner holds every run of its task it delegated, and a copy of its executors' events: a caller that names
+    // only the owner still has someone to sync from (a first publish gossip lost, a bystander connected to neither)
+    this.correlations.addParticipant(t, owner)
   }
 
   private assertStarted (): void {

@@ -8,7 +8,7 @@
  * every failure is counted by error code.
  */
 import {
-  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_JITTER, EVENTS_TAIL_SYNC_MAX_MS, SYNC_CONCURRENCY
+  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_JITTER, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, SYNC_CONCURRENCY
 } from '../constants.ts'
 import { toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
@@ -118,6 +118,13 @@ export class Syncer {
    */
   joined (t: CorrTrack, agentId: string): void {
     const placed = t.placed
+    // nothing known of the task yet, and a participant came: its work may begin now, and the join sync may come
+    // before the joiner holds it (an owner joins as it delegates); the tail's rounds start over from their least
+    // delay, not from where waiting for the task had doubled them to
+    if (t.runs.size === 0 && t.tailDelay > EVENTS_TAIL_SYNC_MIN_MS) {
+      t.tailDelay = EVENTS_TAIL_SYNC_MIN_MS
+      this.refresh(t)
+    }
     const timer = setTimeout(() => {
       if (!t.closed && t.placed === placed) this.syncCorrelationFrom(t, agentId)
     }, EVENTS_JOIN_SYNC_DELAY_MS)
