@@ -198,12 +198,13 @@ describe('what a holder sends by key', () => {
     expect(fetches.spent).toBe(0)
   })
 
-  it('CardFetches: a first contact that sends fewer cards than wanted (forged ones, say) is followed by the next contact by key, before any dial', async () => {
+  it('CardFetches: the first two contacts are asked by key at once; a first that sends fewer cards than wanted (forged ones, say) waits for the second, before any dial', async () => {
     const cards = await Promise.all([1, 2, 3].map(async () => cardOf()))
     const [first, second, third] = await Promise.all([1, 2, 3].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId, PeerId]
     const fetched: string[] = []
     const asked: string[] = []
     const secondAnswers = Promise.withResolvers<void>()
+    let firstAnswered = false
     const { fetches, stats, ended } = await cardFetches({
       // three cards wanted in all
       wanted: () => 3,
@@ -212,20 +213,22 @@ describe('what a holder sends by key', () => {
       // the first contact sends nothing that verifies (askHolder hands on only verified cards); the second all three
       askKey: async (h, _s, onCard) => {
         asked.push(h.toString())
-        if (h.equals(first)) return []
+        if (h.equals(first)) { firstAnswered = true; return [] }
         await secondAnswers.promise
         for (const c of cards) onCard(c)
         return cards
       }
     })
-    // the lookup's first round: the first contact is asked by key with its GET_PROVIDERS
+    // the lookup's first round: the first contact is asked by key with its GET_PROVIDERS, and the second with it
     fetches.contacts([first, second, third])
+    expect(asked).toEqual([first.toString(), second.toString()])
     // the first contact's DHT answer named the three agents
     fetches.add(cards.map(c => peerIdFromString(c.agent_id)), first)
-    await until(() => asked.length === 2, 'the second contact asked by key')
-    expect(asked).toEqual([first.toString(), second.toString()])
-    // the second contact's answer is out: the agents the first named are not dialed meanwhile
+    await until(() => firstAnswered, 'the first contact to answer')
+    // the first answered with nothing, the second's answer is out: the agents the first named are not dialed
+    // meanwhile, and no third contact is asked while the second may still send them
     expect(fetched).toEqual([])
+    expect(asked).toHaveLength(2)
     secondAnswers.resolve()
     await ended
     expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
@@ -233,27 +236,55 @@ describe('what a holder sends by key', () => {
     // the second sent enough: the third is never asked
     expect(asked).toHaveLength(2)
     expect(stats.heldKeyAsks).toBe(2)
+    expect(stats.heldKeyAsksNext).toBe(0)
+  })
+
+  it('CardFetches: when both contacts asked at once leave cards wanted, the next contact is asked by key, before any dial', async () => {
+    const cards = await Promise.all([1, 2].map(async () => cardOf()))
+    const contacts = await Promise.all([1, 2, 3].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId, PeerId]
+    const [first, second, third] = contacts
+    const fetched: string[] = []
+    const asked: string[] = []
+    const { fetches, stats, ended } = await cardFetches({
+      wanted: () => 2,
+      connected: p => contacts.some(c => c.equals(p)),
+      fetch: async (p) => { fetched.push(p.toString()); return cards.find(c => c.agent_id === p.toString())! },
+      // the first two hold nothing; the third sends both cards, which the first's DHT answer named (backed)
+      askKey: async (h, _s, onCard) => {
+        asked.push(h.toString())
+        if (!h.equals(third)) return []
+        for (const c of cards) onCard(c)
+        return cards
+      }
+    })
+    fetches.contacts(contacts)
+    fetches.add(cards.map(c => peerIdFromString(c.agent_id)), first)
+    await ended
+    expect(asked).toEqual([first, second, third].map(String))
+    expect(fetches.ready.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(fetched).toEqual([])
+    expect(stats.heldKeyAsks).toBe(3)
     expect(stats.heldKeyAsksNext).toBe(1)
   })
 
-  it('CardFetches: a first contact that sends every card wanted is the only one asked by key', async () => {
+  it('CardFetches: contacts that send every card wanted at once are the only ones asked by key', async () => {
     const cards = await Promise.all([1, 2].map(async () => cardOf()))
-    const [first, second] = await Promise.all([1, 2].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId]
+    const [first, second, third] = await Promise.all([1, 2, 3].map(async () => peerIdFromString(agentIdOf(await newKey())))) as [PeerId, PeerId, PeerId]
     const asked: string[] = []
     const { fetches, stats, ended } = await cardFetches({
       wanted: () => 2,
       connected: () => true,
-      fetch: async () => { throw new Error('no fetch: the first contact sent every card') },
+      fetch: async () => { throw new Error('no fetch: the contacts asked at once sent every card') },
       askKey: async (h, _s, onCard) => {
         asked.push(h.toString())
         for (const c of cards) onCard(c)
         return cards
       }
     })
-    fetches.contacts([first, second])
+    fetches.contacts([first, second, third])
     await ended
     expect(fetches.ready).toHaveLength(2)
-    expect(asked).toEqual([first.toString()])
+    expect(asked).toEqual([first.toString(), second.toString()])
     expect(stats.heldKeyAsksNext).toBe(0)
   })
 

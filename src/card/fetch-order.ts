@@ -14,6 +14,7 @@
  */
 import type { PeerId } from '@libp2p/interface'
 import { CARD_FETCH_SLOW_MS, CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_FETCH_CONCURRENCY } from '../constants.ts'
+import { CARD_KEY_ASKS_AT_ONCE } from './constants.ts'
 import { toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
@@ -144,6 +145,12 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
   }
 
   add (all: PeerId[], from?: PeerId): void {
+    this.admit(all, from)
+    this.drain()
+  }
+
+  /** `add` without the drain: several answers handed on at once are all pending before the fetches start and `idle` is judged. */
+  private admit (all: PeerId[], from?: PeerId): void {
     this.adds++
     // a name counts at once, also while this peer's answer waits for its cards: it may back another holder's card
     for (const p of all) this.named(p.toString(), from === undefined ? '' : from.toString())
@@ -159,7 +166,6 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
     this.pending.rank(providers, from)
     if (this.init.explain !== undefined && from !== undefined) for (const p of providers) this.namedBy.set(p.toString(), from.toString())
     this.pending.push(from === undefined ? providers : this.viaHolder(from, providers))
-    this.drain()
   }
 
   drain (): void {
@@ -368,11 +374,13 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
       .finally(() => {
         this.expected -= hold
         this.keyAsks.delete(id)
-        // fewer cards than wanted (it holds few, sent forged ones, or failed): the next contact is asked by key,
-        // and what this one named waits for that answer too before any of it is dialed
-        const next = !init.stopped.aborted && init.wanted() - this.ready.length > 0 ? this.askNextContact() : undefined
+        // fewer cards than wanted (it holds few, sent forged ones, its cards wait for backing, or it failed): what
+        // this one named waits, before any of it is dialed, for an ask by key still out (asked at the same time,
+        // CARD_KEY_ASKS_AT_ONCE) or else for the next contact's, asked now
+        const short = !init.stopped.aborted && init.wanted() - this.ready.length > 0
+        const next = short ? this.keyAsks.values().next().value ?? this.askNextContact() : undefined
         if (next !== undefined) next.push(...deferred)
-        else for (const d of deferred) this.add(d.named, d.from)
+        else for (const d of deferred) this.admit(d.named, d.from)
         this.drain()
       })
     return deferred
@@ -381,16 +389,17 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
   /**
    * The connected contacts of the lookup's first round, closest to the key
    * first (DHT_CONNECTED_FIRST_ASKS at most), told as the lookup sends its
-   * GET_PROVIDERS to the first: that one is asked by key at the same time.
-   * After an ask by key that left cards wanted, the next of them not asked
-   * yet is asked by key too, so a contact that holds few cards, or a hostile
-   * one that sends forged cards, costs one more round trip over a connection
-   * already open rather than dials to the agents it named.
+   * GET_PROVIDERS to the first: the first CARD_KEY_ASKS_AT_ONCE of them are
+   * asked by key at the same time, so each one's cards back the other's.
+   * After an ask by key that left cards wanted, with none still out, the
+   * next of them not asked yet is asked by key too, so a contact that holds
+   * few cards, or a hostile one that sends forged cards, costs one more round
+   * trip over a connection already open rather than dials to the agents it
+   * named.
    */
   contacts (near: readonly PeerId[]): void {
     this.nearContacts = near
-    const first = near[0]
-    if (first !== undefined) this.askKey(first)
+    for (const contact of near.slice(0, CARD_KEY_ASKS_AT_ONCE)) this.askKey(contact)
   }
 
   private askNextContact (): Deferred[] | undefined {
