@@ -469,10 +469,7 @@ export class Events {
     })
   }
 
-  /**
-   * Take the owner a caller names for a correlation (typed error when the node follows another owner's task under
-   * it), and sync from it like any participant. Without a track: only checks the owner.
-   */
+  /** Take the owner a caller names (typed error when following another owner's task under it); a participant. Without a track: only checks it. */
   private claimOwner (t: CorrTrack | undefined, owner: string | undefined): void {
     if (owner === undefined) return
     peerIdOfAgent(owner)
@@ -481,8 +478,7 @@ export class Events {
       throw new InvalidRequestError(`this node follows ${t.id} as the task of ${t.owner}, not of ${owner}`, { reason: 'owner_conflict', owner: t.owner })
     }
     t.owner = owner
-    // the owner holds every run of its task it delegated, and a copy of its executors' events: a caller that names
-    // only the owner still has someone to sync from (a first publish gossip lost, a bystander connected to neither)
+    // the owner holds its task's runs: a caller that names only it still has someone to sync from (protocols/events.md)
     this.correlations.addParticipant(t, owner)
   }
 
