@@ -293,7 +293,7 @@ export class MeshNode {
     // across networks the mesh's protocols must also run over relayed (limited) connections
     const wire = o.network === undefined ? this._host : limitedConnectionsHost(this._host)
     if (o.network !== undefined) this._reachability = new Reachability(this._host, o.network.relayServer, componentLogger(o.logger, 'reachability'))
-    this._discovery = new Discovery({ host: wire, privateKey: this.key, datastore: this.datastore, ...(o.logger === undefined ? {} : { logger: o.logger }) })
+    this._discovery = new Discovery({ host: wire, privateKey: this.key, datastore: this.datastore, signatures: this.signatures, ...(o.logger === undefined ? {} : { logger: o.logger }) })
     // outside every hook on the provider store (set above and by Discovery): a record refused tells them nothing
     if (!limitProviderRecords(this._host.services.dht, this._host.peerId, peer => { this.log.info({ peer: peer.toString() }, 'a peer sent more provider records than it may have stored here; the rest are not stored') })) {
       this.log.warn('this kad-dht has no provider store to bound: other peers\' provider records are stored without a bound')

@@ -389,6 +389,19 @@ describe('held cards between real nodes', () => {
     expect(asker.discovery.stats.dhtFallbacks).toBe(0)
   })
 
+  it('a discover met again: the holders\' cards it verified before are not checked with Ed25519 again (the node\'s own cache)', async () => {
+    const { holders, cards } = await goneAgentsHeldBy(2)
+    const { asker, found } = await discoverThrough(holders, cards.length)
+    expect(found).toHaveLength(cards.length)
+    const checked = asker.signatures.stats.checked
+    const hits = asker.signatures.stats.hits
+    // a holder's card is never kept in the card cache: the next discover gets every card from the holders again
+    const again = await asker.discover({ capability: cap }, { limit: cards.length })
+    expect(again.map(c => c.agent_id).sort()).toEqual(cards.map(c => c.agent_id).sort())
+    expect(asker.signatures.stats.checked).toBe(checked)
+    expect(asker.signatures.stats.hits).toBeGreaterThanOrEqual(hits + cards.length)
+  })
+
   it('a discover does not take the cards of gone agents on one holder\'s word: it asks the agents, and falls back to their DHT records', async () => {
     // a holder could name agents nobody runs and sign their cards with fresh keys (protocols/card.md get_held_cards)
     const { holders, cards } = await goneAgentsHeldBy(1)

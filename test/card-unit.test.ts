@@ -5,6 +5,7 @@ import {
   capabilityKey, parseCapability, parseCardDraft, providerKeys, tagKey, selectCardRecord, validateCardRecord, verifyCard, type AgentCard
 } from '../src/card/card.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
+import { SignatureCache } from '../src/identity/signature-cache.ts'
 import { codeOf, draft, expired, forged, fromTheFuture, mutated, newKey, oversized, signAs, unsigned } from './card-fixtures.ts'
 
 const enc = new TextEncoder()
@@ -266,5 +267,19 @@ describe('DHT record validator and selector', () => {
     const b = await issueCard(key, draft, 5)
     expect(await selectCardRecord(k, [encodeCardRecord(a), encodeCardRecord(b)])).toBe(1)
     expect(await selectCardRecord(k, [encodeCardRecord(b), encodeCardRecord(a)])).toBe(0)
+  })
+})
+
+describe('verifyCard with the node\'s verification cache', () => {
+  it('checks a card once with Ed25519; the same bytes again are a hit, and a changed copy under the same signature is refused', async () => {
+    const signatures = new SignatureCache()
+    const key = await newKey()
+    const card = await issueCard(key, draft, 1)
+    await verifyCard(card, { signatures })
+    await verifyCard(structuredClone(card), { signatures })
+    expect(signatures.stats).toEqual({ checked: 1, hits: 1, refused: 0 })
+    const changed = { ...card, name: 'someone else' }
+    expect((await codeOf(verifyCard(changed, { signatures }))).code).toBe('INVALID_SIGNATURE')
+    expect(signatures.stats.refused).toBe(1)
   })
 })

@@ -34,6 +34,7 @@ import { newestCardInDht } from './card-store.ts'
 import { CARD_DHT_FALLBACK_AFTER_MS, CARD_DHT_HEDGE_MS } from './constants.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import type { CardSource } from './fetch-order.ts'
+import type { SignatureCache } from '../identity/signature-cache.ts'
 
 export interface CardFetchDeps {
   client: RpcClient
@@ -41,6 +42,8 @@ export interface CardFetchDeps {
   stats: DiscoveryStats
   /** A card that did not verify, and who served it. */
   reject: (err: AapError, from: string) => void
+  /** The node's verification cache (VerifyOptions.signatures). */
+  signatures?: SignatureCache
 }
 
 export interface CardFetchOptions {
@@ -100,7 +103,7 @@ export async function fetchCard (deps: CardFetchDeps, agentId: string, peer: Pee
     if ('answer' in outcome) {
       lookupStop.abort()
       try {
-        const card = await verifyCard(outcome.answer.card, { expectAgent: agentId })
+        const card = await verifyCard(outcome.answer.card, { expectAgent: agentId, ...(deps.signatures === undefined ? {} : { signatures: deps.signatures }) })
         deps.stats.fetchedCards++
         opts.source?.('agent')
         return card

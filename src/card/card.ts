@@ -14,7 +14,8 @@ import {
 } from '../constants.ts'
 import { InvalidRequestError, InvalidSignatureError } from '../errors.ts'
 import { agentIdOf } from '../identity/identity.ts'
-import { canonicalJson, sign, verify } from '../identity/signing.ts'
+import { canonicalJson, sign, signingBytes, verify } from '../identity/signing.ts'
+import type { SignatureCache } from '../identity/signature-cache.ts'
 import { schema } from '../schema/validate.ts'
 
 export interface CapabilityRef {
@@ -155,6 +156,12 @@ export interface VerifyOptions {
    * re-signs before serving it.
    */
   ignoreTime?: boolean
+  /**
+   * The node's verification cache (identity/signature-cache.ts): a card whose
+   * very bytes and signature it verified before is not checked with Ed25519
+   * again. Absent: always checked.
+   */
+  signatures?: SignatureCache
 }
 
 /**
@@ -179,7 +186,10 @@ export async function verifyCard (value: unknown, opts: VerifyOptions = {}): Pro
     if (expires <= now) throw new InvalidRequestError('card has expired', { reason: 'expired' })
   }
   const { signature, ...unsigned } = card
-  if (!await verify(card.agent_id, CARD_SIGNING_DOMAIN, unsigned, signature)) {
+  const valid = opts.signatures === undefined
+    ? await verify(card.agent_id, CARD_SIGNING_DOMAIN, unsigned, signature)
+    : opts.signatures.verify(card.agent_id, signingBytes(CARD_SIGNING_DOMAIN, unsigned), signature)
+  if (!valid) {
     throw new InvalidSignatureError('card signature does not verify with the key of its agent id', { reason: 'bad_signature' })
   }
   return card

@@ -21,12 +21,11 @@ import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
-  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
-  CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS,
-  DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
+  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
+import { SignatureCache } from '../identity/signature-cache.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { CardCache } from './card-store.ts'
 import { fetchCard } from './card-fetch.ts'
@@ -86,10 +85,9 @@ export interface DiscoveryInit {
   host: MeshHost
   privateKey: PrivateKey
   datastore: Datastore
-  /** Called with every card that failed verification and the reason (for metrics and logs). */
-  onRejected?: (err: AapError, from: string) => void
-  /** The node's logger (this service logs as component `discovery`). */
-  logger?: Logger
+  /** Called with every card that failed verification and the reason (for metrics and logs). */ onRejected?: (err: AapError, from: string) => void
+  /** The node's logger (this service logs as component `discovery`). */ logger?: Logger
+  /** The node's verification cache: a card met again (a holder's, not cached) is not checked with Ed25519 again. */ signatures?: SignatureCache
 }
 
 export class Discovery {
@@ -114,6 +112,7 @@ export class Discovery {
   private publishing: Promise<unknown> = Promise.resolve()
   private readonly announcer: Announcer
   private readonly log: Logger
+  private readonly signatures: SignatureCache
 
   constructor (init: DiscoveryInit) {
     this.host = init.host
@@ -121,6 +120,7 @@ export class Discovery {
     this.datastore = init.datastore
     this.agentId = agentIdOf(init.privateKey)
     this.log = componentLogger(init.logger, 'discovery')
+    this.signatures = init.signatures ?? new SignatureCache()
     this.client = new RpcClient(init.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES, log: this.log })
     if (init.onRejected !== undefined) this.onRejected = init.onRejected
     this.announcer = new Announcer({ host: init.host, stats: this.stats, log: this.log, routing: routingTableOf(init.host.services.dht), card: () => this.own })
@@ -302,8 +302,8 @@ export class Discovery {
       ...(opts.fresh === true
         ? {}
         : {
-            ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard),
-            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key }, s, (err, from) => { this.reject(err, from) }, onCard) })
+            ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures),
+            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
           }),
       // a holder's card is not cached: its agent may not exist (fetch-order.ts fromHolder)
       remember: card => this.cache.newest(card),
@@ -470,7 +470,7 @@ export class Discovery {
     }
     // its own bound even under a longer caller budget (a delegate's), so the call after it has its time
     const signal = AbortSignal.any([...(opts.signal === undefined ? [] : [opts.signal]), AbortSignal.timeout(CARD_FETCH_TIMEOUT_MS + DHT_GET_TIMEOUT_MS)])
-    const deps = { client: this.client, dht: this.host.services.dht, stats: this.stats, reject: (err: AapError, from: string) => { this.reject(err, from) } }
+    const deps = { client: this.client, dht: this.host.services.dht, stats: this.stats, reject: (err: AapError, from: string) => { this.reject(err, from) }, signatures: this.signatures }
     return this.cache.remember(await fetchCard(deps, agentId, peer, {
       signal,
       ...(opts.hedge === undefined ? {} : { hedge: opts.hedge }),
@@ -485,7 +485,7 @@ export class Discovery {
   private async pullCard (peer: PeerId, signal: AbortSignal): Promise<AgentCard> {
     const answer = await this.client.call(peer, 'get_card', {}, { signal, callTimeoutMs: CARD_FETCH_TIMEOUT_MS, responseTimeoutMs: CARD_FETCH_TIMEOUT_MS })
     try {
-      return await verifyCard(answer.card, { expectAgent: peer.toString() })
+      return await verifyCard(answer.card, { expectAgent: peer.toString(), signatures: this.signatures })
     } catch (err) {
       this.stats.heldCardPullsInvalid++
       this.reject(toAapError(err), peer.toString())

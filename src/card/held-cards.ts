@@ -32,6 +32,7 @@ import {
 } from '../constants.ts'
 import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
+import type { SignatureCache } from '../identity/signature-cache.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import type { RpcClient } from '../wire/rpc.ts'
@@ -241,7 +242,7 @@ export class HeldCards {
  * asked for or one twice, goes to `onRejected` instead. A card sent for a key
  * need not match the query: the caller checks that, as for any provider.
  */
-export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void): Promise<AgentCard[]> {
+export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
   const wanted = 'agents' in what ? new Set(what.agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString())) : undefined
   const seen = new Set<string>()
   const from = holder.toString()
@@ -261,7 +262,7 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     seen.add(id)
     let card: AgentCard
     try {
-      card = await verifyCard(value, { expectAgent: id })
+      card = await verifyCard(value, { expectAgent: id, ...(signatures === undefined ? {} : { signatures }) })
     } catch (err) {
       onRejected(toAapError(err), from)
       continue
