@@ -9,36 +9,16 @@
  * so). Also: a participant that joins while no run is known starts the tail's
  * rounds over from their least delay.
  */
-import { TopicValidatorResult } from '@libp2p/gossipsub'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EVENTS_TAIL_SYNC_MIN_MS } from '../src/constants.ts'
-import { correlationTopic } from '../src/events/topic.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { holdingWorkers, startMesh, stopAll, until } from './helpers.ts'
+import { loseGossip } from './fixtures/lose-gossip.ts'
 
 const WORK = { capability_id: 'cap:owner-sync', version: '1.0.0' }
-const dec = new TextDecoder()
 
 interface Internals { correlations: { get: (id: string) => { tailDelay: number } | undefined } }
-
-/** E loses every gossip copy of a run.started on `task` (gossipsub marks it seen: no IHAVE brings it again). */
-function loseStarts (E: MeshNode, task: string): { lost: number } {
-  const topic = correlationTopic(task)
-  const pubsub = E.host.services.pubsub
-  const real = pubsub.topicValidators.get(topic)
-  if (real === undefined) throw new Error('E is not on the topic')
-  const out = { lost: 0 }
-  pubsub.topicValidators.set(topic, async (peer, msg) => {
-    const e = JSON.parse(dec.decode(msg.data)) as AgentEvent
-    if (e.type === 'run.started') {
-      out.lost++
-      return TopicValidatorResult.Ignore
-    }
-    return await real(peer, msg)
-  })
-  return out
-}
 
 describe('a subscriber that names only the task\'s owner', () => {
   let nodes: MeshNode[] = []
@@ -61,7 +41,7 @@ describe('a subscriber that names only the task\'s owner', () => {
     const sub = await E.events.subscribe(task, { owner: A.agentId })
     void (async () => { for await (const e of sub) seen.push(e) })()
     expect(E.events.participants(task)).toContain(A.agentId)
-    const drop = loseStarts(E, task)
+    const drop = loseGossip(E, task, e => e.type === 'run.started')
     const syncs0 = E.events.stats.syncRequests.correlation
     const r = await A.delegate({ to_agent: B.agentId, task_id: task, capability: WORK, input: {} })
     await until(() => held.has(r.run_id), 'R to start')

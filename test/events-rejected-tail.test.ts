@@ -7,7 +7,7 @@
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL } from '../src/constants.ts'
 import { correlationTopic } from '../src/events/topic.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -16,6 +16,10 @@ import type { AgentEvent } from '../src/runlog/types.ts'
 import { serve } from '../src/wire/rpc.ts'
 import { collect } from './events-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+
+// the rounds go on for a quiet watch after the last followed run ended (events-quiet-watch.test.ts); this test is
+// about what keeps them going past it, so the watch is short here
+vi.mock('../src/events/constants.ts', async (orig) => ({ ...(await orig<typeof import('../src/events/constants.ts')>()), EVENTS_QUIET_WATCH_MS: 1_000 }))
 
 const WORK = { capability_id: 'cap:events-rejected-tail', version: '1.0.0' }
 const enc = new TextEncoder()

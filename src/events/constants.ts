@@ -58,3 +58,15 @@ export const EVENTS_FORKS_MAX = 1024
  * go on beside it.
  */
 export const SYNC_CONCURRENCY_PER_AGENT = 2
+
+/**
+ * Someone waits on a correlation (a subscriber, a replay) and no run of it
+ * may still move: its last live run just ended, or a participant joined the
+ * topic. For this long the tail's rounds go on anyway, each (when no event
+ * came since the last) asking the vouched participants for runs this node
+ * does not know: a run whose every gossip copy was lost meanwhile (a
+ * sub-delegation, a handoff's successor, the task's next step) is found
+ * within it. Beyond it nothing polls an ended task; a first round is due
+ * again at the next join or live run.
+ */
+export const EVENTS_QUIET_WATCH_MS = 60_000

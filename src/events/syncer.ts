@@ -15,7 +15,7 @@ import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { KeyedLimiter, Limiter } from '../util/concurrency.ts'
-import { SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
+import { EVENTS_QUIET_WATCH_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
 import type { SyncClient } from './sync.ts'
 import { isInterested, isLive, isStartless, vouchedParticipants, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
@@ -118,11 +118,12 @@ export class Syncer {
    */
   joined (t: CorrTrack, agentId: string): void {
     const placed = t.placed
-    // nothing known of the task yet, and a participant came: its work may begin now, and the join sync may come
-    // before the joiner holds it (an owner joins as it delegates); the tail's rounds start over from their least
-    // delay, not from where waiting for the task had doubled them to
-    if (t.runs.size === 0 && t.tailDelay > EVENTS_TAIL_SYNC_MIN_MS) {
+    // no run that may move is known, and a participant came: its work may begin now (an owner joins as it
+    // delegates the task's next step), and the join sync may come before the joiner holds it; the tail's rounds
+    // start over from their least delay and go on for a quiet watch (EVENTS_QUIET_WATCH_MS)
+    if (![...t.runs.values()].some(rt => tailed(rt))) {
       t.tailDelay = EVENTS_TAIL_SYNC_MIN_MS
+      t.quietUntil = Date.now() + EVENTS_QUIET_WATCH_MS
       this.refresh(t)
     }
     const timer = setTimeout(() => {
@@ -229,8 +230,13 @@ export class Syncer {
     if (t.closed || !this.target.running) return
     clearTimeout(t.tailTimer)
     t.tailTimer = undefined
-    const waiting = [...t.runs.values()].some(rt => tailed(rt)) ||
-      (t.runs.size === 0 && isInterested(t))
+    const live = [...t.runs.values()].some(rt => tailed(rt))
+    const interested = isInterested(t)
+    // the last run that could move ended: a run gossip lost meanwhile (a sub-delegation, a successor) is known to
+    // no event this node holds, so the rounds go on a while to ask the participants (EVENTS_QUIET_WATCH_MS)
+    if (t.wasLive && !live && interested) t.quietUntil = Date.now() + EVENTS_QUIET_WATCH_MS
+    t.wasLive = live
+    const waiting = live || (interested && (t.runs.size === 0 || Date.now() < t.quietUntil))
     if (!waiting) return
     t.tailTimer = setTimeout(() => {
       t.tailDelay = Math.min(t.tailDelay * 2, EVENTS_TAIL_SYNC_MAX_MS)

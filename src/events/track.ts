@@ -226,6 +226,10 @@ export interface CorrTrack {
   /** Set while a tail round is due (Syncer.refresh); unset once nothing here may still move. */
   tailTimer?: ReturnType<typeof setTimeout> | undefined
   tailDelay: number
+  /** Until when the tail's rounds go on with no run that may move (EVENTS_QUIET_WATCH_MS); 0: not since the last live run. */
+  quietUntil: number
+  /** A run that may move was known at the last refresh (Syncer.refresh: its end opens a quiet watch). */
+  wasLive: boolean
   closed: boolean
 }
 
@@ -256,6 +260,8 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     lock: new Mutex(),
     inflight: new Set(),
     tailDelay: EVENTS_TAIL_SYNC_MIN_MS,
+    quietUntil: 0,
+    wasLive: false,
     closed: false
   }
 }
