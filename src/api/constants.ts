@@ -2,7 +2,7 @@
  * Limits of the local agent API that came after src/constants.ts was full.
  * The API's first limits (API_*) are still there.
  */
-import { EVENT_MAX_BYTES } from '../constants.ts'
+import { API_SSE_HEARTBEAT_MS, EVENT_MAX_BYTES } from '../constants.ts'
 import { REPLAY_MAX_BYTES } from '../events/constants.ts'
 
 /**
@@ -11,6 +11,28 @@ import { REPLAY_MAX_BYTES } from '../events/constants.ts'
  * the log, so a long history is never held whole in memory.
  */
 export const API_SSE_HISTORY_HIGH_WATER_BYTES = 64 * 1024
+
+/**
+ * An SSE stream with output waiting whose client has taken none of it for
+ * this long is cut off and its stream slot released. The byte bound
+ * (API_SSE_MAX_BUFFERED_BYTES) alone let a client that stopped reading
+ * mid-history keep its slot and subscription for days: the history waits for
+ * the client, so only keep-alives added up. It is the socket's inactivity
+ * timeout, which any write the socket takes, even in part, puts off. The
+ * node sees a client's reading only when the kernel takes more from it,
+ * which with full socket buffers on Linux can wait for a megabyte or more of
+ * reading: a client that far behind must read that much per period. Four
+ * keep-alive periods (API_SSE_HEARTBEAT_MS).
+ */
+export const API_SSE_STALL_MS = 4 * API_SSE_HEARTBEAT_MS
+
+/**
+ * The latest instant a `since` of GET /v1/runs may name: the last the run
+ * index orders by (src/runs/run-index.ts keys instants as ISO text with a
+ * four-digit year). A later one, or no instant at all (month 13), is refused
+ * with INVALID_REQUEST (reason `bad_since`) instead of listing every run.
+ */
+export const API_RUNS_SINCE_MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
 
 /**
  * Answers that may be large (a replay, the view's timeline: up to
@@ -61,6 +83,21 @@ export const API_CONNECTION_CHECK_MS = 30_000
  * were bound only by the process's file descriptors.
  */
 export const API_MAX_CONNECTIONS = 1024
+
+/**
+ * Longest path parameter the router takes (find-my-way's maxParamLength);
+ * past it a request is refused with INVALID_REQUEST (reason
+ * `param_too_long`). A run id may be long; the routes' own schemas bound
+ * every parameter below this.
+ */
+export const API_MAX_PARAM_CHARS = 512
+
+/**
+ * Most characters of a request's path an error message quotes (a refused
+ * path may be as long as the request head): enough to see which request it
+ * was.
+ */
+export const API_ERROR_PATH_MAX_CHARS = 100
 
 /**
  * The API client's (client.ts, the CLI's and MCP's) longest server-sent

@@ -2,7 +2,11 @@
  * Errors of the local API: every failure is `{ error: { code, message } }`
  * with an AAP (or extension) code and the HTTP status that code maps to.
  */
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AapError, toAapError, type ErrorCode } from '../errors.ts'
+import type { Logger } from '../logger.ts'
+import { API_ERROR_PATH_MAX_CHARS, API_MAX_PARAM_CHARS } from './constants.ts'
+import type { NodeMetrics } from './metrics.ts'
 
 export const HTTP_STATUS: Record<ErrorCode, number> = {
   AGENT_NOT_FOUND: 404,
@@ -80,4 +84,35 @@ export function errorReply (err: unknown): { status: number, body: ErrorBody } {
   const body: ErrorBody = { error: { code: e.code, message: e.message } }
   if (e.details !== undefined) body.error.details = e.details
   return { status, body }
+}
+
+/** A request's path (no query) as error messages and logs quote it: at most API_ERROR_PATH_MAX_CHARS. */
+export function quotedPath (url: string): string {
+  const path = url.split('?')[0] ?? ''
+  return path.length > API_ERROR_PATH_MAX_CHARS ? `${path.slice(0, API_ERROR_PATH_MAX_CHARS)}…` : path
+}
+
+/**
+ * The router's refusal of `url` (fastify's frameworkErrors) as the API's own
+ * INVALID_REQUEST: fastify's quotes the whole path. Any other is left to
+ * errorReply.
+ */
+export function routerError (err: { code?: string }, url: string): unknown {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return new HttpError(400, 'INVALID_REQUEST', `a path parameter is longer than ${API_MAX_PARAM_CHARS} characters: ${quotedPath(url)}`, { reason: 'param_too_long', limit: API_MAX_PARAM_CHARS })
+  }
+  if (err.code === 'FST_ERR_BAD_URL') return new HttpError(400, 'INVALID_REQUEST', `the path is not valid percent-encoded UTF-8: ${quotedPath(url)}`, { reason: 'bad_url' })
+  return err
+}
+
+/** Answer `err` for `req` (the server's error handler, and the router's refusals): counted, logged, sent. */
+export function answerError (err: unknown, req: FastifyRequest, reply: FastifyReply, metrics: NodeMetrics | undefined, log: Logger): void {
+  const { status, body } = errorReply(err)
+  // refused before its body was read (a 401 is answered before any is): the socket closes after the answer,
+  // instead of reading and dropping whatever the client sends, for as long as it sends it
+  if (!req.raw.complete) reply.header('connection', 'close')
+  metrics?.errors.inc({ code: body.error.code, source: 'api' })
+  if (status >= 500) log.error({ err, method: req.method, url: req.url }, 'API request failed')
+  else log.debug({ status, code: body.error.code, method: req.method, url: req.url }, body.error.message)
+  void reply.code(status).send(body)
 }

@@ -4,8 +4,10 @@
  * their transport address.
  */
 import { parseCapability, type AgentCard } from '../card/card.ts'
+import { InvalidRequestError } from '../errors.ts'
 import type { PageRequest, RunFilter, TraceContext } from '../runs/runtime.ts'
 import type { RunState } from '../runlog/types.ts'
+import { API_RUNS_SINCE_MAX_MS } from './constants.ts'
 
 /**
  * A card as an L2 caller gets it: without its `endpoint`, since the profile
@@ -47,11 +49,29 @@ export function runListQuery (q: Record<string, unknown>): { filter: RunFilter, 
   if (typeof q.correlation_id === 'string') filter.correlation_id = q.correlation_id
   if (typeof q.agent === 'string') filter.agent = q.agent
   if (typeof q.capability === 'string') filter.capability = parseCapability(q.capability)
-  if (typeof q.since === 'string') filter.since = q.since
+  if (typeof q.since === 'string') filter.since = sinceOf(q.since)
   if (q.side === 'executing' || q.side === 'delegated') filter.side = q.side
   const page: PageRequest = {}
   if (q.order === 'oldest' || q.order === 'newest') page.order = q.order
   if (typeof q.cursor === 'string') page.cursor = q.cursor
   if (typeof q.limit === 'number') page.limit = q.limit
   return { filter, page }
+}
+
+/**
+ * A `since` the run index can order by. The document's pattern admits text
+ * that is no instant (month 13, hour 99) or one past API_RUNS_SINCE_MAX_MS,
+ * which the index reads as the epoch: every run was listed. February 30 is
+ * refused too (Date.parse rolls it into March). One before the epoch lists
+ * every run, and rightly.
+ */
+function sinceOf (since: string): string {
+  const ms = Date.parse(since)
+  const [y = 0, m = 0, d = 0] = since.slice(0, 10).split('-').map(Number)
+  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)
+  const days = m === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31
+  if (!Number.isFinite(ms) || ms > API_RUNS_SINCE_MAX_MS || d > days) {
+    throw new InvalidRequestError(`since ${JSON.stringify(since)} is not an instant from year 0000 to 9999 (RFC 3339, e.g. 2026-01-31T12:00:00Z)`, { reason: 'bad_since' })
+  }
+  return since
 }

@@ -25,7 +25,7 @@ import type { MeshNode } from '../node.ts'
 import type { DelegateRequest } from '../runs/runtime.ts'
 import type { Run } from '../runlog/types.ts'
 import { WorkBridge } from './bridge.ts'
-import { errorReply, HttpError } from './errors.ts'
+import { answerError, errorReply, HttpError, quotedPath, routerError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './metrics.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
@@ -36,7 +36,7 @@ import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
 import { artifactHandlers, rawBodyScope } from './artifacts.ts'
-import { API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_JSON_BYTES_PER_TURN, API_MAX_CONNECTIONS, API_REQUEST_TIMEOUT_MS } from './constants.ts'
+import { API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_JSON_BYTES_PER_TURN, API_MAX_CONNECTIONS, API_MAX_PARAM_CHARS, API_REQUEST_TIMEOUT_MS } from './constants.ts'
 import { jsonInTurns } from '../util/json-in-turns.ts'
 
 export interface ApiServerOptions {
@@ -49,7 +49,7 @@ export interface ApiServerOptions {
   metrics?: NodeMetrics
   /** Streams (work and events together) open at once; default API_MAX_SSE_CLIENTS. */
   maxSseClients?: number
-  sse?: SseLimits // keep-alive interval and slow-client bound of SSE streams (defaults in constants.ts; tests set them lower)
+  sse?: SseLimits // keep-alive interval, slow-client and stall bounds of SSE streams (defaults in constants.ts; tests set them lower)
   /** Check every JSON answer against the document and answer 500 when one does not match (tests). */
   checkResponses?: boolean
   /** The longest a request may take to arrive, headers and body; default API_REQUEST_TIMEOUT_MS (tests set it lower). */
@@ -79,6 +79,8 @@ export interface ApiStats {
   droppedConnections: number
   /** Times a work stream waited for its client to read its backlog. */
   workBacklogWaits: number
+  /** Streams cut off because their client took none of their waiting output for API_SSE_STALL_MS. */
+  stalledStreams: number
 }
 
 /** `large`: the body may be megabytes (a replay): its JSON is made a slice per turn (API_JSON_BYTES_PER_TURN). */
@@ -117,6 +119,7 @@ export class ApiServer {
   private readonly slots: StreamSlots
   private droppedConnections = 0
   private workBacklogWaits = 0
+  private stalledStreams = 0
   private workClients = 0
   private address?: string
   private closing?: Promise<void>
@@ -147,7 +150,10 @@ export class ApiServer {
       // the routes are exactly the documented operations: no implicit HEAD twins
       exposeHeadRoutes: false,
       // a run id may be long; the routes' own schemas bound every parameter
-      routerOptions: { maxParamLength: 512 }
+      routerOptions: { maxParamLength: API_MAX_PARAM_CHARS },
+      // the router's own refusals (a malformed escape, a parameter past maxParamLength) come before any hook: they
+      // answer as every other error does. Before the token check too, as they did: they quote only the request's path
+      frameworkErrors: (err, req, reply) => { answerError(routerError(err, req.url), req, reply, this.opts.metrics, this.log) }
     })
     // past the bound a new connection is closed as it comes; said at the 1st, 2nd, 4th… drop, so a flood cannot flood the log
     this.app.server.maxConnections = opts.maxConnections ?? API_MAX_CONNECTIONS
@@ -173,7 +179,7 @@ export class ApiServer {
     for (const s of this.subscriptions) if (!s.closed) open++
     let buffered = 0
     for (const s of this.streams) buffered = Math.max(buffered, s.buffered)
-    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams }, droppedConnections: this.droppedConnections, workBacklogWaits: this.workBacklogWaits }
+    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams }, droppedConnections: this.droppedConnections, workBacklogWaits: this.workBacklogWaits, stalledStreams: this.stalledStreams }
   }
 
   async listen (): Promise<string> {
@@ -220,19 +226,10 @@ export class ApiServer {
       }
     })
 
-    app.setErrorHandler((err, req, reply) => {
-      const { status, body } = errorReply(err)
-      // refused before its body was read (a 401 is answered before any is): the socket closes after the answer,
-      // instead of reading and dropping whatever the client sends, for as long as it sends it
-      if (!req.raw.complete) reply.header('connection', 'close')
-      this.opts.metrics?.errors.inc({ code: body.error.code, source: 'api' })
-      if (status >= 500) this.log.error({ err, method: req.method, url: req.url }, 'API request failed')
-      else this.log.debug({ status, code: body.error.code, method: req.method, url: req.url }, body.error.message)
-      void reply.code(status).send(body)
-    })
+    app.setErrorHandler((err, req, reply) => { answerError(err, req, reply, this.opts.metrics, this.log) })
 
     app.setNotFoundHandler((req, reply) => {
-      const { status, body } = errorReply(new HttpError(404, 'INVALID_REQUEST', `no route ${req.method} ${req.url.split('?')[0] ?? ''} (see protocols/api.openapi.json)`, { reason: 'no_route' }))
+      const { status, body } = errorReply(new HttpError(404, 'INVALID_REQUEST', `no route ${req.method} ${quotedPath(req.url)} (see protocols/api.openapi.json)`, { reason: 'no_route' }))
       void reply.code(status).send(body)
     })
 
@@ -300,6 +297,10 @@ export class ApiServer {
       this.streams.delete(sse)
       release()
       this.opts.metrics?.sseClients.dec({ stream: kind })
+      if (sse.stalled) {
+        this.stalledStreams++
+        this.log.warn({ stream: kind }, 'an SSE client took nothing of its stream for API_SSE_STALL_MS: cut off, its slot released')
+      }
     })
     return sse
   }

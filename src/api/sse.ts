@@ -1,13 +1,14 @@
 /**
  * One server-sent-events response, written on the raw Node response after
  * fastify has let go of it. Whatever ends it (the client going away, a slow
- * client over its buffer, the server closing) runs its `onClose` exactly once,
+ * client over its buffer, a client that took nothing for API_SSE_STALL_MS,
+ * the server closing) runs its `onClose` exactly once,
  * which is where the stream's subscription is released. StreamSlots bounds
  * how many are open at once.
  */
 import type { ServerResponse } from 'node:http'
 import { API_SSE_HEARTBEAT_MS, API_SSE_MAX_BUFFERED_BYTES } from '../constants.ts'
-import { API_SSE_HISTORY_HIGH_WATER_BYTES } from './constants.ts'
+import { API_SSE_HISTORY_HIGH_WATER_BYTES, API_SSE_STALL_MS } from './constants.ts'
 import { HttpError } from './errors.ts'
 
 export interface SseLimits {
@@ -15,6 +16,8 @@ export interface SseLimits {
   heartbeatMs?: number
   /** Unread output past this cuts the client off (default API_SSE_MAX_BUFFERED_BYTES). */
   maxBufferedBytes?: number
+  /** Output waiting that the client took none of for this long cuts the client off (default API_SSE_STALL_MS). */
+  stallMs?: number
 }
 
 /** The server's stream slots (API_MAX_SSE_CLIENTS): one per open stream, work and events together. */
@@ -47,6 +50,8 @@ export class SseStream {
   private readonly maxBuffered: number
   /** Set when the stream was cut off because its client stopped reading. */
   cutOff = false
+  /** Set when that was seen by the client taking nothing for the stall bound (cutOff is set too). */
+  stalled = false
   private bursting = false
   /** Unread bytes of the last burst: the bound counts above them until they have drained. */
   private floor = 0
@@ -77,6 +82,10 @@ export class SseStream {
     res.flushHeaders()
     res.on('close', () => { this.finish() })
     res.on('error', () => { this.finish() })
+    // The byte bound alone never cut off a client that stopped reading while the stream waits for it (a backlog
+    // waits in drained(), so only keep-alives added up). The socket's inactivity timeout is the stall bound: it is
+    // put off by every write the socket takes, even in part (Node counts a partial write), and by anything read
+    res.setTimeout(limits.stallMs ?? API_SSE_STALL_MS, () => { this.stall() })
     this.heartbeat = setInterval(() => { this.write(': keep-alive\n\n') }, limits.heartbeatMs ?? API_SSE_HEARTBEAT_MS)
     this.heartbeat.unref()
   }
@@ -205,6 +214,23 @@ export class SseStream {
       return
     }
     this.res.write(text)
+  }
+
+  /**
+   * The socket took nothing for the stall bound. With output waiting the
+   * client stopped reading: it is cut off, and its slot and subscription go
+   * with it. With none the stream was only idle (a keep-alive period longer
+   * than the bound). A stream the server ended whose client never took the
+   * end: its socket goes (with a listener here Node no longer destroys it).
+   */
+  private stall (): void {
+    if (this.ended) {
+      this.res.destroy()
+      return
+    }
+    if (this.res.writableLength === 0) return
+    this.stalled = true
+    this.cut()
   }
 
   private cut (): void {
