@@ -9,7 +9,7 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { CLI_REQUEST_TIMEOUT_MS } from '../constants.ts'
 import { AapError, isErrorCode } from '../errors.ts'
-import { API_CLIENT_ANSWER_MAX_BYTES, API_CLIENT_SSE_EVENT_MAX_CHARS } from './constants.ts'
+import { API_CLIENT_ANSWER_MAX_BYTES, API_CLIENT_SSE_EVENT_MAX_CHARS, API_CLIENT_SSE_SILENCE_MS } from './constants.ts'
 import { readApiFiles } from './files.ts'
 
 /** The API answered with an error: its code, message and HTTP status. */
@@ -219,14 +219,24 @@ export class ApiClient {
    * Read a server-sent-event stream until it ends or `signal` aborts. A stream
    * refused before it starts throws its ApiError.
    */
-  async * stream (path: string, query?: Record<string, QueryValue>, opts: { signal?: AbortSignal, lastEventId?: string } = {}): AsyncGenerator<SseEvent> {
+  async * stream (path: string, query?: Record<string, QueryValue>, opts: { signal?: AbortSignal, lastEventId?: string, silenceMs?: number } = {}): AsyncGenerator<SseEvent> {
     const headers: Record<string, string> = { accept: 'text/event-stream' }
     if (opts.lastEventId !== undefined) headers['last-event-id'] = opts.lastEventId
+    // a node that sends nothing while the client waits for it, not even its keep-alive, is not there to wait for
+    // (API_CLIENT_SSE_SILENCE_MS); only the waits count, not the time the caller takes over each event
+    const silence = new SilenceWatch(opts.silenceMs ?? API_CLIENT_SSE_SILENCE_MS)
+    const signal = opts.signal === undefined ? silence.signal : AbortSignal.any([opts.signal, silence.signal])
+    silence.arm()
     const res = await this.againAfterRestart(async () => {
-      const answer = await this.fetch('GET', path + queryString(query), undefined, opts.signal, headers)
+      const answer = await this.fetch('GET', path + queryString(query), undefined, signal, headers)
       if (!answer.ok) throw errorOf(answer.status, await parsedBody(answer, this.url))
       return answer
-    })
+    }).finally(() => { silence.disarm() })
+    yield * this.events(res, opts.signal, silence)
+  }
+
+  /** The events of a stream's answer (`stream`); each read waits on `silence`. */
+  private async * events (res: Response, signal: AbortSignal | undefined, silence: SilenceWatch): AsyncGenerator<SseEvent> {
     if (res.body === null) return
     const decoder = new TextDecoder()
     let buffer = ''
@@ -237,11 +247,15 @@ export class ApiClient {
       for (;;) {
         let chunk: Awaited<ReturnType<typeof reader.read>>
         try {
+          silence.arm()
           chunk = await reader.read()
         } catch (err) {
-          if (opts.signal?.aborted === true) return
+          if (signal?.aborted === true) return
+          if (silence.signal.aborted) throw new ApiError(504, 'TIMEOUT', `the node's event stream at ${this.url} sent nothing for ${silence.ms} ms, not even a keep-alive (API_CLIENT_SSE_SILENCE_MS): is the node frozen?`)
           // the node stopped or died mid-stream (undici says only "terminated")
           throw new ApiAnswerBrokenError(this.url, `the node's event stream was cut: ${(err as Error).message ?? String(err)} (did the node stop?)`, err)
+        } finally {
+          silence.disarm()
         }
         if (chunk.done) return
         buffer += decoder.decode(chunk.value, { stream: true })
@@ -394,4 +408,22 @@ function parseBlock (block: string): SseEvent | undefined {
     parsed = data.join('\n')
   }
   return id === undefined ? { event, data: parsed } : { event, data: parsed, id }
+}
+
+/** Aborts `signal` when a wait it was armed for lasts `ms` (ApiClient.stream): armed before each wait, disarmed after. */
+class SilenceWatch {
+  readonly ms: number
+  private readonly controller = new AbortController()
+  private timer: ReturnType<typeof setTimeout> | undefined
+
+  constructor (ms: number) { this.ms = ms }
+
+  get signal (): AbortSignal { return this.controller.signal }
+
+  arm (): void {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => { this.controller.abort(new DOMException(`nothing came for ${this.ms} ms`, 'TimeoutError')) }, this.ms)
+  }
+
+  disarm (): void { clearTimeout(this.timer) }
 }

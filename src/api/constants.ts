@@ -112,3 +112,12 @@ export const API_CLIENT_SSE_EVENT_MAX_CHARS = 8 * EVENT_MAX_BYTES
  * and runs that quote them; a body past this bound fails the call.
  */
 export const API_CLIENT_ANSWER_MAX_BYTES = 4 * REPLAY_MAX_BYTES
+
+/**
+ * The API client's (the CLI's, MCP's) bound on an event stream that sends
+ * nothing: no head, no event and no keep-alive (the server sends one every
+ * API_SSE_HEARTBEAT_MS) for this long, and the stream fails with TIMEOUT.
+ * Before, `aap-mesh send` or `events --follow` against a node that froze
+ * (stopped, swapped out, its machine asleep) waited until Ctrl-C.
+ */
+export const API_CLIENT_SSE_SILENCE_MS = 4 * API_SSE_HEARTBEAT_MS
