@@ -30,9 +30,10 @@ describe('a caller that does not read and the connection budget', () => {
     const inbound = (): Stream | undefined =>
       B.host.getConnections(A.host.peerId).flatMap(c => c.streams).find(s => s.protocol === CONTROL_PROTOCOL && s.direction === 'inbound')
     try {
-      // the stranger stops reading and sends one chunk of 100,000 empty frames (each answered with an error)
+      // the stranger stops reading and sends one chunk of 6,000 empty frames (each answered with an error; a chunk
+      // of many more is refused whole: RESPONDER_BACKLOG_MAX_BYTES)
       wire.stream.pause()
-      wire.write(new Uint8Array(100_000))
+      wire.write(new Uint8Array(6_000))
       await until(() => inbound()?.readStatus === 'paused' && (inbound()?.writableNeedsDrain ?? false), 'B to hold its reads, its answers waiting for A')
       // requests are still unhandled, but nothing is being worked on: no request in flight on the connection
       const conns = B.host.getConnections(A.host.peerId)

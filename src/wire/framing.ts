@@ -17,9 +17,11 @@ const decoder = new TextDecoder('utf-8', { fatal: true })
 /** Encode one frame: varint length + JSON. */
 export function encodeFrame (value: unknown): Uint8Array {
   const json = JSON.stringify(value)
-  // JSON text is at most 3 bytes per UTF-16 unit; write the body after room for the longest prefix
+  // the body's exact size: a buffer of 3 bytes per UTF-16 unit (the most a unit can take) held three times an
+  // ASCII frame's bytes for as long as the frame waited to be sent, while every bound on unread answers counted
+  // its length (session 51's review). Then the body after room for the longest prefix
   const room = MAX_LENGTH_PREFIX_BYTES
-  const buf = new Uint8Array(room + json.length * 3)
+  const buf = new Uint8Array(room + Buffer.byteLength(json, 'utf8'))
   const { written } = encoder.encodeInto(json, buf.subarray(room))
   let n = written
   let prefixLen = 1

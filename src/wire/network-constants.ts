@@ -234,3 +234,23 @@ export const DHT_NAMED_ADDRS_MAX = 32
  * dialed.
  */
 export const ADDRESS_NAME_LOOKUP_TIMEOUT_MS = 5_000
+
+/**
+ * What a request read but not yet handled costs a responder at least, in
+ * bytes: a frame is a view object of about this size however short its body
+ * (a zero-length frame is one byte on the wire). Counted against
+ * RESPONDER_BACKLOG_MAX_BYTES.
+ */
+export const RESPONDER_FRAME_MIN_COST_BYTES = 128
+/**
+ * A responder stream's requests read but not handled yet, each at least
+ * RESPONDER_FRAME_MIN_COST_BYTES: past this the stream is broken with
+ * INVALID_REQUEST (`too_many_requests`) and the backlog dropped. A stream
+ * reads no more while it has a backlog, so only the frames of chunks already
+ * read make one: an honest caller's pipelined requests (tens of bytes each)
+ * stay far below. Before, a chunk of one-byte frames became one view per
+ * byte, about 120 times its size in heap, held while the caller read no
+ * answers: one connection took a node over a gigabyte (session 51's review).
+ */
+export const RESPONDER_BACKLOG_MAX_BYTES = 1024 * 1024
+

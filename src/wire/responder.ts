@@ -17,7 +17,7 @@ import { schema } from '../schema/validate.ts'
 import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson, refusedFrameId } from './framing.ts'
 import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { watchRequests } from './in-flight.ts'
-import { RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
+import { RESPONDER_BACKLOG_MAX_BYTES, RESPONDER_FRAME_MIN_COST_BYTES, RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
 
@@ -44,6 +44,8 @@ class InboundStream implements AnswerHolder {
   /** Complete frames read but not yet handled (from `backlogAt` on): one chunk of bytes can hold many requests. */
   private backlog: Uint8Array[] = []
   private backlogAt = 0
+  /** What the backlog costs (RESPONDER_FRAME_MIN_COST_BYTES per frame at least), bounded by RESPONDER_BACKLOG_MAX_BYTES. */
+  private backlogCost = 0
   /** No more requests will be read: the caller ended its side, or framing was lost. */
   private remoteEnded = false
   /** Reading stopped because framing was lost. */
@@ -75,8 +77,7 @@ class InboundStream implements AnswerHolder {
       clearTimeout(this.partial)
       for (const c of this.running) c.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
       this.running.clear()
-      this.backlog = []
-      this.backlogAt = 0
+      this.dropBacklog()
       this.budget.forget(this)
       onClosed()
     })
@@ -271,10 +272,8 @@ class InboundStream implements AnswerHolder {
       }
       const next = this.backlog[this.backlogAt]!
       this.backlogAt++
-      if (this.backlogAt === this.backlog.length) {
-        this.backlog = []
-        this.backlogAt = 0
-      }
+      this.backlogCost -= frameCost(next)
+      if (this.backlogAt === this.backlog.length) this.dropBacklog()
       this.handleFrame(next)
     }
     const held = this.callerBehind()
@@ -334,6 +333,12 @@ class InboundStream implements AnswerHolder {
   }
 
   /** Frames read and not handled yet. */
+  private dropBacklog (): void {
+    this.backlog = []
+    this.backlogAt = 0
+    this.backlogCost = 0
+  }
+
   private get backlogged (): number {
     return this.backlog.length - this.backlogAt
   }
@@ -372,7 +377,17 @@ class InboundStream implements AnswerHolder {
     if (this.finished || this.broken) return
     this.armIdle()
     const { frames: list, error } = this.frames.read(chunkOf(evt))
-    for (const f of list) this.backlog.push(f)
+    for (const f of list) {
+      this.backlog.push(f)
+      this.backlogCost += frameCost(f)
+    }
+    if (this.backlogCost > RESPONDER_BACKLOG_MAX_BYTES) {
+      // no honest caller piles up this much unhandled: what it sent is dropped, and the stream with it
+      const frames = this.backlogged
+      this.dropBacklog()
+      this.fatal(new InvalidRequestError(`${frames} requests read and not yet handled cost over ${RESPONDER_BACKLOG_MAX_BYTES} bytes`, { reason: 'too_many_requests', max_backlog_bytes: RESPONDER_BACKLOG_MAX_BYTES }))
+      return
+    }
     if (list.length > 0) {
       // the frame the timer measured is complete; what is buffered now (armed in pump) started in this chunk
       clearTimeout(this.partial)
@@ -422,3 +437,9 @@ export async function serve (host: RpcHost, spec: RpcProtocol): Promise<() => Pr
     active.clear()
   }
 }
+
+/** A frame's cost in the backlog: its bytes, and at least the view that holds them (RESPONDER_FRAME_MIN_COST_BYTES). */
+function frameCost (frame: Uint8Array): number {
+  return Math.max(frame.byteLength, RESPONDER_FRAME_MIN_COST_BYTES)
+}
+
