@@ -35,7 +35,7 @@ class InboundStream implements AnswerHolder {
   private readonly spec: RpcProtocol
   private readonly limits: Limits
   private readonly log: Logger
-  private readonly frames: FrameDecoder
+  private frames: FrameDecoder
   private readonly outbox: Outbox
   /** The node's bound on unread answers, over all its streams. */
   private readonly budget: HeldAnswers
@@ -99,10 +99,25 @@ class InboundStream implements AnswerHolder {
     this.idle.unref?.()
   }
 
-  /** Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort. */
+  /**
+   * Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort. Closing
+   * ends only this side: a caller that never ends its own would keep the
+   * stream (and what is buffered for it) as long as the connection lives, so
+   * it is aborted when the caller has not ended its side
+   * STREAM_CLOSE_TIMEOUT_MS after this side closed (session 51's review).
+   */
   private close (why: string): void {
     if (this.stream.status !== 'open') return
-    this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
+    this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => {
+      if (this.stream.status === 'closed') return
+      const left = setTimeout(() => {
+        if (this.stream.status === 'closed') return
+        this.log.debug({ protocol: this.spec.protocol, why }, 'the caller did not end its side of a stream this side had closed: aborted')
+        this.stream.abort(new Error(`${why}: the caller did not end its side`))
+      }, STREAM_CLOSE_TIMEOUT_MS)
+      left.unref?.()
+      this.stream.addEventListener('close', () => { clearTimeout(left) }, { once: true })
+    }, (err: unknown) => {
       this.log.debug({ err, protocol: this.spec.protocol, why }, 'a stream did not close in time and was aborted')
       this.stream.abort(new Error(`${why}: close timed out`))
     })
@@ -149,6 +164,8 @@ class InboundStream implements AnswerHolder {
     this.broken = true
     this.remoteEnded = true
     clearTimeout(this.partial)
+    // nothing more is read: the partial frame's buffer (up to the protocol's frame limit) goes now
+    this.frames = new FrameDecoder(this.spec.maxFrameBytes)
     this.log.debug({ peer: this.peer.toString(), protocol: this.spec.protocol, reason: err.details?.reason }, 'a peer broke the framing of a stream')
     void this.reply({ id: null, ok: false, error: errorFrame(err) }).then((sent) => {
       if (sent) this.maybeFinish()
