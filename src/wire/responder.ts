@@ -20,6 +20,7 @@ import { watchRequests } from './in-flight.ts'
 import { RESPONDER_BACKLOG_MAX_BYTES, RESPONDER_FRAME_MIN_COST_BYTES, RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
+import { abortUnlessEnded } from './stream-end.ts'
 
 const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
 
@@ -99,25 +100,10 @@ class InboundStream implements AnswerHolder {
     this.idle.unref?.()
   }
 
-  /**
-   * Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort. Closing
-   * ends only this side: a caller that never ends its own would keep the
-   * stream (and what is buffered for it) as long as the connection lives, so
-   * it is aborted when the caller has not ended its side
-   * STREAM_CLOSE_TIMEOUT_MS after this side closed (session 51's review).
-   */
+  /** Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort; then the caller has as long to end its side (stream-end.ts). */
   private close (why: string): void {
     if (this.stream.status !== 'open') return
-    this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => {
-      if (this.stream.status === 'closed') return
-      const left = setTimeout(() => {
-        if (this.stream.status === 'closed') return
-        this.log.debug({ protocol: this.spec.protocol, why }, 'the caller did not end its side of a stream this side had closed: aborted')
-        this.stream.abort(new Error(`${why}: the caller did not end its side`))
-      }, STREAM_CLOSE_TIMEOUT_MS)
-      left.unref?.()
-      this.stream.addEventListener('close', () => { clearTimeout(left) }, { once: true })
-    }, (err: unknown) => {
+    this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => { abortUnlessEnded(this.stream, this.log, why) }, (err: unknown) => {
       this.log.debug({ err, protocol: this.spec.protocol, why }, 'a stream did not close in time and was aborted')
       this.stream.abort(new Error(`${why}: close timed out`))
     })
