@@ -121,7 +121,7 @@ export class Syncer {
     // no run that may move is known, and a participant came: its work may begin now (an owner joins as it
     // delegates the task's next step), and the join sync may come before the joiner holds it; the tail's rounds
     // start over from their least delay and go on for a quiet watch (EVENTS_QUIET_WATCH_MS)
-    if (![...t.runs.values()].some(rt => tailed(rt))) {
+    if (!anyTailed(t)) {
       t.tailDelay = EVENTS_TAIL_SYNC_MIN_MS
       t.quietUntil = Date.now() + EVENTS_QUIET_WATCH_MS
       this.refresh(t)
@@ -230,7 +230,7 @@ export class Syncer {
     if (t.closed || !this.target.running) return
     clearTimeout(t.tailTimer)
     t.tailTimer = undefined
-    const live = [...t.runs.values()].some(rt => tailed(rt))
+    const live = anyTailed(t)
     const interested = isInterested(t)
     // the last run that could move ended: a run gossip lost meanwhile (a sub-delegation, a successor) is known to
     // no event this node holds, so the rounds go on a while to ask the participants (EVENTS_QUIET_WATCH_MS)
@@ -252,6 +252,12 @@ export class Syncer {
     }, t.tailDelay * (1 - EVENTS_TAIL_SYNC_JITTER + 2 * EVENTS_TAIL_SYNC_JITTER * Math.random()))
     t.tailTimer.unref?.()
   }
+}
+
+/** Whether a run of the correlation may still move (`tailed`); asked on every placed event, so no array is made for it. */
+function anyTailed (t: CorrTrack): boolean {
+  for (const rt of t.runs.values()) if (tailed(rt)) return true
+  return false
 }
 
 /** A run the tail's rounds fetch again: one that may still move, known by more than a stranger's word (isStartless), and not refused. */
