@@ -8,7 +8,7 @@
 import { Uint8ArrayList } from 'uint8arraylist'
 import { describe, expect, it } from 'vitest'
 import { lengthPrefix } from '../src/wire/framing.ts'
-import { FrameReader } from '../src/wire/bulk.ts'
+import { FrameReader } from '../src/wire/bulk-frames.ts'
 
 /** Frames of these sizes, each byte of frame i equal to (i * 7 + offset) mod 256. */
 function frames (sizes: number[]): Uint8Array[] {

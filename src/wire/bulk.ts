@@ -9,14 +9,16 @@
  */
 import type { Connection, PeerId, Stream, StreamMessageEvent, Libp2p } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
-import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, MAX_LENGTH_PREFIX_BYTES, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
+import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
+import { FrameReader } from './bulk-frames.ts'
 import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFromFrame, isFrameId, isRecord, lengthPrefix, parseJson, refusedFrameId, responseEnvelope } from './framing.ts'
 import { dialStream } from './dial.ts'
 import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { Outbox } from './outbox.ts'
+import { abortUnlessEnded } from './stream-end.ts'
 import { allowWindowGrowth } from './yamux-window.ts'
 import { untilAborted, withDeadline } from '../util/deadline.ts'
 import type { CallContext } from './rpc.ts'
@@ -117,12 +119,16 @@ class BulkInbound implements AnswerHolder {
 
   /**
    * Send what is queued and close, all within STREAM_CLOSE_TIMEOUT_MS, else abort: a caller that stopped reading
-   * would keep its unread answers (a chunk each) waiting to drain for as long as the connection lives.
+   * would keep its unread answers (a chunk each) waiting to drain for as long as the connection lives. Then the
+   * caller has as long to end its side (stream-end.ts), or the stream and its decoder stay as long as it.
    */
   private close (why: string): void {
     this.finished = true
     const limit = withDeadline(new AbortController().signal, STREAM_CLOSE_TIMEOUT_MS)
-    untilAborted(this.outbox.whenSent(), limit.signal).then(async () => this.stream.close({ signal: limit.signal })).then(limit.clear, (err: unknown) => {
+    untilAborted(this.outbox.whenSent(), limit.signal).then(async () => this.stream.close({ signal: limit.signal })).then(() => {
+      limit.clear()
+      abortUnlessEnded(this.stream, this.spec.log, why)
+    }, (err: unknown) => {
       limit.clear()
       this.spec.log.debug({ err, protocol: this.spec.protocol, why }, 'a bulk stream did not close in time and was aborted')
       this.stream.abort(new Error(`${why}: close timed out`))
@@ -272,61 +278,6 @@ interface Waiting {
 }
 
 /**
- * Reads frames into buffers allocated once at their full length (a binary frame of a MiB is filled in place,
- * not re-concatenated per message). A message that comes as a list of pieces (yamux hands on its frames' Noise
- * messages so, up to the stream's window) is read piece by piece: joining it first copied each MiB once more.
- */
-export class FrameReader {
-  private prefix: number[] = []
-  private body: Uint8Array | undefined
-  private filled = 0
-  private readonly maxFrameBytes: number
-
-  constructor (maxFrameBytes: number) {
-    this.maxFrameBytes = maxFrameBytes
-  }
-
-  /** Read a message; a message in pieces is read piece by piece, never joined first. */
-  push (data: Uint8Array | Iterable<Uint8Array>, out: (frame: Uint8Array) => void): void {
-    if (data instanceof Uint8Array) {
-      this.pushPiece(data, out)
-      return
-    }
-    for (const piece of data) this.pushPiece(piece, out)
-  }
-
-  private pushPiece (chunk: Uint8Array, out: (frame: Uint8Array) => void): void {
-    let at = 0
-    while (at < chunk.byteLength) {
-      if (this.body === undefined) {
-        const b = chunk[at++] ?? 0
-        this.prefix.push(b)
-        if ((b & 0x80) !== 0) {
-          if (this.prefix.length >= MAX_LENGTH_PREFIX_BYTES) throw new FramingError('bad_prefix', `length prefix longer than ${MAX_LENGTH_PREFIX_BYTES} bytes`)
-          continue
-        }
-        let len = 0
-        let shift = 1
-        for (const p of this.prefix) { len += (p & 0x7f) * shift; shift *= 128 }
-        this.prefix = []
-        if (len > this.maxFrameBytes) throw new FramingError('oversized', `frame of ${len} bytes exceeds ${this.maxFrameBytes} bytes`)
-        this.body = new Uint8Array(len)
-        this.filled = 0
-      }
-      const take = Math.min(this.body.byteLength - this.filled, chunk.byteLength - at)
-      this.body.set(chunk.subarray(at, at + take), this.filled)
-      this.filled += take
-      at += take
-      if (this.filled === this.body.byteLength) {
-        const frame = this.body
-        this.body = undefined
-        out(frame)
-      }
-    }
-  }
-}
-
-/**
  * One outbound bulk stream to one peer; requests pipelined, answered in order. Only the oldest pending
  * request is timed, from its sending or the answer before it: timed from its sending, the last of a full
  * window of chunks waited for all before it, and a slow link could never fetch a large artifact.
@@ -343,9 +294,11 @@ export class BulkSession {
   private expecting: { id: number, body: Record<string, unknown>, bytes: number } | undefined
   private closed = false
   private readonly stream: Stream
+  private readonly log: Logger
 
   private constructor (stream: Stream, peer: PeerId, maxFrameBytes: number, log: Logger) {
     this.stream = stream
+    this.log = log
     this.peerName = peer.toString()
     this.outbox = new Outbox(stream, log)
     const reader = new FrameReader(maxFrameBytes)
@@ -463,7 +416,10 @@ export class BulkSession {
     return promise
   }
 
-  /** End the stream: gracefully when nothing is pending, else at once. */
+  /**
+   * End the stream: gracefully when nothing is pending, else at once. Gracefully, the responder then has
+   * STREAM_CLOSE_TIMEOUT_MS to end its side (stream-end.ts), or the stream and its reader stay as long as it.
+   */
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
@@ -472,7 +428,9 @@ export class BulkSession {
       this.stream.abort(new Error('session closed with requests pending'))
       return
     }
-    await this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).catch((err: unknown) => {
+    await this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => {
+      abortUnlessEnded(this.stream, this.log, 'session closed')
+    }, (err: unknown) => {
       this.stream.abort(err instanceof Error ? err : new Error(String(err)))
     })
   }
