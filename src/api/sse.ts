@@ -53,10 +53,21 @@ export class SseStream {
   /** Set when that was seen by the client taking nothing for the stall bound (cutOff is set too). */
   stalled = false
   private bursting = false
-  /** Unread bytes of the last burst: the bound counts above them until they have drained. */
-  private floor = 0
-  /** A `drain` listener that clears the floor is pending (one is enough: a burst per history event added one each). */
-  private floorWatched = false
+  /**
+   * Bytes ever put in the response's buffer, as its writableLength counts
+   * them (the HTTP framing too). Less what is still buffered, that is how
+   * far the client has taken: the buffer goes out in order.
+   */
+  private written = 0
+  /**
+   * The spans of `written` that bursts wrote and the client may not have
+   * taken yet, oldest first, and their bytes. Only these are exempt from the
+   * bound: a burst's floor taken as everything unread made the output
+   * written before the burst exempt too, so each burst raised the bound by
+   * what had piled up since the last.
+   */
+  private readonly bursts: Array<{ from: number, to: number }> = []
+  private burstBytes = 0
   private readonly heartbeat: ReturnType<typeof setInterval>
   private readonly closers: Array<() => void> = []
   private ended = false
@@ -80,6 +91,8 @@ export class SseStream {
       'x-accel-buffering': 'no'
     })
     res.flushHeaders()
+    // the head is output like any other: whatever of it is unread counts against the bound
+    this.written = res.writableLength
     res.on('close', () => { this.finish() })
     res.on('error', () => { this.finish() })
     // The byte bound alone never cut off a client that stopped reading while the stream waits for it (a backlog
@@ -159,21 +172,24 @@ export class SseStream {
   /**
    * Send what `fn` sends at once without the cut-off: a client's backlog on
    * connecting (bounded by what the node holds for it), which it has had no
-   * chance to read yet. Until that has drained, the bound counts above it.
+   * chance to read yet. Until that has drained, the bound counts above it,
+   * and above it only: what other writes left unread counts in full, however
+   * many bursts come after it.
    */
   burst<T> (fn: () => T): T {
+    const outer = this.bursting
+    const from = this.written
     this.bursting = true
     try {
       return fn()
     } finally {
-      this.bursting = false
-      this.floor = this.res.writableLength
-      if (this.floor > 0 && !this.floorWatched) {
-        this.floorWatched = true
-        this.res.once('drain', () => {
-          this.floorWatched = false
-          this.floor = 0
-        })
+      this.bursting = outer
+      const to = this.written
+      if (!outer && to > from) {
+        const last = this.bursts.at(-1)
+        if (last !== undefined && last.to === from) last.to = to
+        else this.bursts.push({ from, to })
+        this.burstBytes += to - from
       }
     }
   }
@@ -209,11 +225,27 @@ export class SseStream {
   private write (text: string): void {
     if (this.ended) return
     // a client that stopped reading is not allowed to hold the node's memory
-    if (!this.bursting && this.res.writableLength > this.floor + this.maxBuffered) {
+    if (!this.bursting && this.res.writableLength - this.unreadBurst() > this.maxBuffered) {
       this.cut()
       return
     }
+    const before = this.res.writableLength
     this.res.write(text)
+    // the response's socket is corked while it is written to, so the difference is exactly what this write added
+    this.written += Math.max(0, this.res.writableLength - before)
+  }
+
+  /** Bytes written by bursts that the client has not taken yet (the spans it has taken are forgotten). */
+  private unreadBurst (): number {
+    const taken = this.written - this.res.writableLength
+    let first = this.bursts[0]
+    while (first !== undefined && first.to <= taken) {
+      this.burstBytes -= first.to - first.from
+      this.bursts.shift()
+      first = this.bursts[0]
+    }
+    if (first === undefined) return 0
+    return this.burstBytes - Math.max(0, taken - first.from)
   }
 
   /**
