@@ -2,7 +2,8 @@
  * Prometheus metrics of a node: libp2p's own (through @libp2p/prometheus-metrics,
  * passed to the node as its `metrics` option) and the node's: runs by state,
  * delegations, run events, errors by code, API streams, discovery counters. Served on an opt-in
- * port by `aap-mesh start --metrics-port`.
+ * port by `aap-mesh start --metrics-port`, to requests whose Host header names
+ * the server itself (no DNS rebinding, as the API's view).
  */
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -13,6 +14,8 @@ import { RUN_STATES } from '../runlog/types.ts'
 import { providerRecordStats } from '../wire/provider-records.ts'
 import { addressFilterOf } from '../wire/address-filter.ts'
 import { relayGuardStats } from '../wire/host.ts'
+import { errorReply, HttpError } from './errors.ts'
+import { hostForUrl, hostIsOwn } from './own-host.ts'
 
 export class NodeMetrics {
   readonly registry = new Registry()
@@ -39,7 +42,7 @@ export class NodeMetrics {
     })
     this.errors = new Counter({
       name: 'aap_errors_total',
-      help: 'Errors by code and source (api: answers of the local API; sync: event syncs with peers)',
+      help: 'Errors by code and source (api: answers of the local API; metrics: requests refused by the metrics port; sync: event syncs with peers)',
       labelNames: ['code', 'source'],
       registers
     })
@@ -186,9 +189,17 @@ export class NodeMetrics {
   }
 }
 
-/** A plain HTTP server with one route, GET /metrics. */
+/** A plain HTTP server with one route, GET /metrics, for requests that name it in their Host header. */
 export async function serveMetrics (metrics: NodeMetrics, host: string, port: number): Promise<{ url: string, close: () => Promise<void> }> {
+  const names = [hostForUrl(host)]
   const server: Server = createServer((req, res) => {
+    if (!hostIsOwn(req, names)) {
+      // a browser page that rebound its name to this address would read the node's counters
+      const { status, body } = errorReply(new HttpError(403, 'UNAUTHORIZED', `the metrics answer only at their own address, not at Host ${JSON.stringify((req.headers.host ?? '').slice(0, 100))}`, { reason: 'host' }))
+      metrics.errors.inc({ code: body.error.code, source: 'metrics' })
+      res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body))
+      return
+    }
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n')
       return
@@ -210,8 +221,4 @@ export async function serveMetrics (metrics: NodeMetrics, host: string, port: nu
       server.closeAllConnections()
     })
   }
-}
-
-export function hostForUrl (host: string): string {
-  return host.includes(':') ? `[${host}]` : host
 }

@@ -28,12 +28,12 @@ import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import {
-  UI_ASSET_MAX_BYTES, UI_LOOPBACK_HOSTS, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
+  UI_ASSET_MAX_BYTES, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
   UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, UI_SESSION_STREAMS_CHECK_MS, UI_VERDICTS_PER_TURN, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
-import { hostForUrl } from './metrics.ts'
+import { hostIsOwn } from './own-host.ts'
 
 /** The routes of the view itself, besides the documented operations. */
 export const UI_ROUTES: ReadonlyArray<{ method: string, url: string }> = [
@@ -213,19 +213,10 @@ export class UiRoutes {
     return true
   }
 
-  /** Refuse a Host header that is not the API's own address (UI_LOOPBACK_HOSTS or where it listens) with its port. */
+  /** Refuse a Host header that is not the API's own address (own-host.ts: loopback names, where it listens, the address reached). */
   private checkHost (req: FastifyRequest): void {
-    const host = (req.headers.host ?? '').toLowerCase()
-    const port = req.socket.localPort
-    const names = new Set(UI_LOOPBACK_HOSTS)
-    names.add(new URL(this.opts.url()).hostname)
-    const local = req.socket.localAddress
-    // the address this connection reached (an IP, so no rebinding), for an API on a wildcard address
-    if (local !== undefined) names.add(hostForUrl(local.startsWith('::ffff:') ? local.slice(7) : local))
-    for (const name of names) {
-      if (host === `${name}:${port}` || (port === 80 && host === name)) return
-    }
-    throw new HttpError(403, 'UNAUTHORIZED', `the node's view answers only at its own address, not at Host ${JSON.stringify(host.slice(0, 100))}`, { reason: 'host' })
+    if (hostIsOwn(req.raw, [new URL(this.opts.url()).hostname])) return
+    throw new HttpError(403, 'UNAUTHORIZED', `the node's view answers only at its own address, not at Host ${JSON.stringify((req.headers.host ?? '').toLowerCase().slice(0, 100))}`, { reason: 'host' })
   }
 
   /** The request's live session id when it also carries that session's secret. */
