@@ -2,6 +2,8 @@
  * Errors of the local API: every failure is `{ error: { code, message } }`
  * with an AAP (or extension) code and the HTTP status that code maps to.
  */
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AapError, toAapError, type ErrorCode } from '../errors.ts'
 import type { Logger } from '../logger.ts'
@@ -115,4 +117,32 @@ export function answerError (err: unknown, req: FastifyRequest, reply: FastifyRe
   if (status >= 500) log.error({ err, method: req.method, url: req.url }, 'API request failed')
   else log.debug({ status, code: body.error.code, method: req.method, url: req.url }, body.error.message)
   void reply.code(status).send(body)
+}
+
+/**
+ * What the HTTP layer refuses before there is a request to route (fastify's
+ * clientErrorHandler), in the API's own shape: a request that did not arrive
+ * within API_HEADERS_TIMEOUT_MS (its head) or API_REQUEST_TIMEOUT_MS (all of
+ * it) is 408 TIMEOUT, a head past Node's size bound 431, anything that is not
+ * HTTP 400. The answer goes on the raw socket, which is then closed.
+ */
+export function answerClientError (err: { code?: string }, socket: Socket, metrics: NodeMetrics | undefined, log: Logger): void {
+  // a reset connection is gone: there is nobody to answer
+  if (err.code === 'ECONNRESET' || socket.destroyed) {
+    log.debug({ code: err.code }, 'an API connection was reset before its request arrived')
+    return
+  }
+  const e = err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+    ? new HttpError(408, 'TIMEOUT', 'the request did not arrive in time (its head within API_HEADERS_TIMEOUT_MS, all of it within API_REQUEST_TIMEOUT_MS)', { reason: 'request_timeout' })
+    : err.code === 'HPE_HEADER_OVERFLOW'
+      ? new HttpError(431, 'INVALID_REQUEST', 'the request head is larger than the server takes', { reason: 'head_too_large' })
+      : new HttpError(400, 'INVALID_REQUEST', 'the request is not valid HTTP/1.1', { reason: 'bad_http', parser: err.code ?? 'unknown' })
+  const { status, body } = errorReply(e)
+  metrics?.errors.inc({ code: body.error.code, source: 'api' })
+  log.debug({ status, code: err.code }, body.error.message)
+  const text = JSON.stringify(body)
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`)
+  }
+  socket.destroySoon()
 }

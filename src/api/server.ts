@@ -25,7 +25,7 @@ import type { MeshNode } from '../node.ts'
 import type { DelegateRequest } from '../runs/runtime.ts'
 import type { Run } from '../runlog/types.ts'
 import { WorkBridge } from './bridge.ts'
-import { answerError, errorReply, HttpError, quotedPath, routerError } from './errors.ts'
+import { answerClientError, answerError, errorReply, HttpError, quotedPath, routerError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './own-host.ts'
 import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
@@ -153,7 +153,8 @@ export class ApiServer {
       routerOptions: { maxParamLength: API_MAX_PARAM_CHARS },
       // the router's own refusals (a malformed escape, a parameter past maxParamLength) come before any hook: they
       // answer as every other error does. Before the token check too, as they did: they quote only the request's path
-      frameworkErrors: (err, req, reply) => { answerError(routerError(err, req.url), req, reply, this.opts.metrics, this.log) }
+      frameworkErrors: (err, req, reply) => { answerError(routerError(err, req.url), req, reply, this.opts.metrics, this.log) },
+      clientErrorHandler: (err, socket) => { answerClientError(err, socket, this.opts.metrics, this.log) }
     })
     // past the bound a new connection is closed as it comes; said at the 1st, 2nd, 4th… drop, so a flood cannot flood the log
     this.app.server.maxConnections = opts.maxConnections ?? API_MAX_CONNECTIONS
