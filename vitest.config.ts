@@ -4,7 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // the network-namespace tests need root and run on their own: npm run test:net
-    exclude: ['test/net/**', 'node_modules/**'],
+    exclude: ['test/net/**', 'test/root/**', 'node_modules/**'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // real libp2p nodes on 2 cores: run files one at a time so timeouts mean bugs, not load

@@ -1,10 +1,11 @@
 import { defineConfig } from 'vitest/config'
 
-// `npm run test:net`: hosts in Linux network namespaces (root only). One file at a
-// time: each builds its own lab of namespaces and processes.
+// `npm run test:net`: the tests that need root: hosts in Linux network namespaces
+// (test/net), a disk of their own (test/root, a tmpfs). One file at a time: each
+// builds its own lab of namespaces and processes.
 export default defineConfig({
   test: {
-    include: ['test/net/**/*.test.ts'],
+    include: ['test/net/**/*.test.ts', 'test/root/**/*.test.ts'],
     fileParallelism: false,
     pool: 'forks',
     testTimeout: 120_000,

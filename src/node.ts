@@ -260,7 +260,7 @@ export class MeshNode {
       const opened = o.dataDir === undefined ? new CompactMemoryDatastore() : await openDatastore(o.dataDir)
       this.datastore = guardWrites(opened)
       this.ownsDatastore = true
-      const level = levelOf(opened)
+      const level = levelOf(this.datastore)
       const intervalMs = o.storageSyncIntervalMs ?? STORAGE_SYNC_INTERVAL_MS
       if (level !== undefined && intervalMs > 0) {
         this.durability = new DurableSync({ level, committer: groupCommitter(this.datastore), intervalMs, log: componentLogger(o.logger, 'storage') })
@@ -425,7 +425,7 @@ export class MeshNode {
 
   /** The datastore's write health (a node whose writes fail refuses new runs with STORAGE_FULL). */
   get storage (): GuardedDatastore['health'] {
-    return this.datastore?.health ?? { refusedWrites: 0 }
+    return this.datastore?.health ?? { refusedWrites: 0, reopens: 0, reopenFailures: 0 }
   }
 
   /**

@@ -144,7 +144,9 @@ describe('disk faults', () => {
       await y.start()
       y.runs.handle(CAP, async (ctx) => ({ echo: ctx.input }))
       expect(y.agentId).toBe(x.agentId)
-      expect(faulty.refused).toBeGreaterThan(refusedBefore)
+      // refused by the disk, or by the node's guard before they reached it: the writes x's refusals left the store
+      // due to be opened again with are not let through until it has been (write-guard.ts)
+      expect(faulty.refused - refusedBefore + y.storage.refusedWrites).toBeGreaterThan(0)
       const held = y.peerStoreMemory
       expect(held?.kept).toBeGreaterThan(0)
       // what it acknowledged is read, and the node serves its own protocols to a peer

@@ -35,3 +35,21 @@ export const MEMORY_STORE_INSERTS_ONE_BY_ONE_MAX = 16
  * list, the next query drops them in one pass.
  */
 export const MEMORY_STORE_STALE_KEYS_MIN = 1024
+/**
+ * A LevelDB write that failed (a full or failing disk) can leave a torn
+ * record in its log, and LevelDB goes on appending after it: every write it
+ * acknowledges from then on is dropped when the log is read at the next open
+ * (google/leveldb#1180). A flush that failed leaves an error LevelDB keeps
+ * until it is closed. So after a refused write the store takes no write until
+ * it has been closed and opened again (write-guard.ts), and it is reopened no
+ * more often than this while it keeps failing: a write waits at most this
+ * long for its try (a fault that cleared costs the next write that much).
+ */
+export const STORAGE_REOPEN_INTERVAL_MS = 100
+/**
+ * Free bytes the data dir's file system must have before the store is
+ * reopened: opening writes the log's contents to a table file (up to
+ * LevelDB's 4 MiB write buffer) and starts a new log. Below it the store
+ * stays refused (no_space) without trying.
+ */
+export const STORAGE_REOPEN_MIN_FREE_BYTES = 16 * 1024 * 1024

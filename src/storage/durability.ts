@@ -13,16 +13,26 @@
 import type { Logger } from '../logger.ts'
 import { STORAGE_SYNC_KEY } from './constants.ts'
 import type { GroupCommitter } from './group-commit.ts'
+import type { GuardedDatastore } from './write-guard.ts'
 
 /** What a sync needs of a classic-level database. */
 export interface SyncableLevel {
   put: (key: string, value: string, options: { sync: boolean }) => Promise<void>
 }
 
-/** The LevelDB under a datastore-level datastore, if that is what `ds` is. */
+/**
+ * The LevelDB under a datastore-level datastore, if that is what `ds` is.
+ * Under the write guard, the sync's put goes as the guard's writes do: not
+ * while a refused write has the store due to be opened again, and a failed
+ * one makes it due (a failed sync leaves the log as a failed batch does).
+ */
 export function levelOf (ds: unknown): SyncableLevel | undefined {
   const db: unknown = (ds as { db?: unknown } | null | undefined)?.db
-  return typeof (db as { put?: unknown } | undefined)?.put === 'function' ? db as SyncableLevel : undefined
+  if (typeof (db as { put?: unknown } | undefined)?.put !== 'function') return undefined
+  const level = db as SyncableLevel
+  const guarded = (ds as Partial<Pick<GuardedDatastore, 'guarded'>>).guarded
+  if (guarded === undefined) return level
+  return { put: async (key, value, options) => guarded(async () => level.put(key, value, options)) }
 }
 
 export class DurableSync {

@@ -7,9 +7,11 @@ import type { Datastore, Key } from 'interface-datastore'
 /**
  * The abstract-level database under a LevelDB datastore (datastore-level's
  * `db`, seen through the node's wrappers), when it has `method`; undefined
- * for any other datastore.
+ * for any other datastore, and while the write guard opens it again.
  */
 export function levelDbWith<T> (ds: object, method: string): T | undefined {
+  // a store being opened again (write-guard.ts) is closed meanwhile: read through the datastore, which waits
+  if ((ds as { reopening?: unknown }).reopening === true) return undefined
   const db = (ds as { db?: unknown }).db
   if (db === null || typeof db !== 'object') return undefined
   return typeof (db as Record<string, unknown>)[method] === 'function' ? db as T : undefined

@@ -9,10 +9,17 @@
  * The view remembers whether the last write failed (`health`): a node whose
  * store is failing refuses new runs up front, and `probe()` tries one small
  * write to learn whether the fault has cleared. Reads pass straight through.
+ *
+ * A LevelDB store is not written again after a refused write until it has
+ * been closed and opened (reopen.ts: what LevelDB wrote after a torn log
+ * record is lost at the next open). The next write (a probe, a retry) opens
+ * it again, at most once per STORAGE_REOPEN_INTERVAL_MS (writes meanwhile wait
+ * for that try), and reads wait for a reopen in flight.
  */
 import type { Batch, Datastore, Key, Pair } from 'interface-datastore'
 import { Key as DsKey } from 'interface-datastore'
 import { AapError, StorageFullError } from '../errors.ts'
+import { levelReopener, type Reopener } from './reopen.ts'
 
 /** The datastore's own option types, passed through unchanged. */
 type PutOptions = Parameters<Datastore['put']>[2]
@@ -30,12 +37,19 @@ export interface StorageHealth {
   refusedWrites: number
   /** Set once the store was closed (the node stops): later writes fail as `closed`, not as a failing disk. */
   closed?: boolean
+  /** Times the store was opened again after a refused write, and tries that failed (the writer that asked got why). */
+  reopens: number
+  reopenFailures: number
 }
 
 export interface GuardedDatastore extends Datastore {
   readonly health: StorageHealth
   /** One small write: resolves when the store takes writes again, throws STORAGE_FULL while it does not. */
   probe: () => Promise<void>
+  /** Run a write made on the store beneath the datastore (durability.ts's synced put) as the guard's writes go. */
+  guarded: <T>(fn: () => Promise<T>) => Promise<T>
+  /** Set while the store is opened again (closed meanwhile): read.ts reads through the datastore then, not the LevelDB. */
+  readonly reopening: boolean
 }
 
 function isNoSpace (err: unknown): boolean {
@@ -101,10 +115,15 @@ export function storeRecovered (err: unknown, signal: AbortSignal): Promise<void
   return promise
 }
 
-/** Wrap `ds` (once: a guarded store is returned as it is). */
-export function guardWrites (ds: Datastore): GuardedDatastore {
+/** Settles when `p` does, either way: what a reopen failed of is the writer's to hear (reads just wait it out). */
+async function settled (p: Promise<void>): Promise<void> {
+  await p.then(() => undefined, () => undefined)
+}
+
+/** Wrap `ds` (once: a guarded store is returned as it is); `reopen` defaults to the LevelDB's under `ds`, if any. */
+export function guardWrites (ds: Datastore, reopen: Reopener | undefined = levelReopener(ds)): GuardedDatastore {
   if (guarded.has(ds)) return ds as GuardedDatastore
-  const health: StorageHealth = { refusedWrites: 0 }
+  const health: StorageHealth = { refusedWrites: 0, reopens: 0, reopenFailures: 0 }
   const recovery: Recovery = { count: 0, waiting: new Set() }
   const ok = (): void => {
     if (health.failing === undefined) return
@@ -125,37 +144,65 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
     }
     return e
   }
+  const refuse = (err: unknown): AapError => {
+    const e = failed(err)
+    if (e.code === 'STORAGE_FULL') reopen?.markDue()
+    return e
+  }
+  /** Open the store again if a refused write made that due (reopen.ts); a write goes only after. */
+  const reopened = async (): Promise<void> => {
+    if (reopen === undefined) return
+    const started = reopen.pending === undefined && reopen.due
+    try {
+      await reopen.ensure()
+    } catch (err) {
+      if (started) health.reopenFailures++
+      throw failed(err)
+    }
+    if (started) health.reopens++
+  }
+  const mustReopen = (): boolean => reopen !== undefined && (reopen.due || reopen.pending !== undefined)
   const write = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (mustReopen()) await reopened()
     let out: T
     try {
       out = await fn()
     } catch (err) {
-      throw failed(err)
+      throw refuse(err)
     }
     ok()
     return out
   }
+  /** A read waits for a reopen in flight (the store is closed meanwhile). */
+  const readable = (): Promise<void> | undefined => {
+    const p = reopen?.inFlight
+    return p === undefined ? undefined : settled(p)
+  }
   const own: Record<PropertyKey, unknown> = {
     health,
     probe: async () => { await write(async () => ds.put(PROBE_KEY, new Uint8Array([1]))) },
+    guarded: write,
     put: async (k: Key, v: Uint8Array, o?: PutOptions) => write(async () => ds.put(k, v, o)),
     delete: async (k: Key, o?: DeleteOptions) => { await write(async () => { await ds.delete(k, o) }) },
     putMany: async function * (source: AsyncIterable<Pair> | Iterable<Pair>, o?: PutManyOptions) {
+      if (mustReopen()) await reopened()
       try {
         yield * ds.putMany(source, o)
       } catch (err) {
-        throw failed(err)
+        throw refuse(err)
       }
       ok()
     },
     deleteMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: DeleteManyOptions) {
+      if (mustReopen()) await reopened()
       try {
         yield * ds.deleteMany(source, o)
       } catch (err) {
-        throw failed(err)
+        throw refuse(err)
       }
       ok()
     },
+    ...(reopen === undefined ? {} : readsWaitFor(ds, readable)),
     ...(typeof (ds as { close?: unknown }).close === 'function'
       ? {
           close: async () => {
@@ -176,6 +223,7 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
   const bound = new Map<PropertyKey, unknown>()
   const view = new Proxy(ds, {
     get (target, prop) {
+      if (prop === 'reopening') return reopen?.inFlight !== undefined
       if (Object.hasOwn(own, prop)) return own[prop]
       const v: unknown = Reflect.get(target, prop, target)
       if (typeof v !== 'function') return v
@@ -189,4 +237,40 @@ export function guardWrites (ds: Datastore): GuardedDatastore {
   }) as GuardedDatastore
   guarded.add(view)
   return view
+}
+
+type ReadOptions = Parameters<Datastore['get']>[1]
+type QueryArgs = Parameters<Datastore['query']>
+type QueryKeysArgs = Parameters<Datastore['queryKeys']>
+type GetManyOptions = Parameters<Datastore['getMany']>[1]
+
+/** The reads of `ds`, each waiting for `pending()` first when it is set (a reopen in flight). */
+function readsWaitFor (ds: Datastore, pending: () => Promise<void> | undefined): Record<string, unknown> {
+  return {
+    get: async (k: Key, o?: ReadOptions) => {
+      const p = pending()
+      if (p !== undefined) await p
+      return ds.get(k, o)
+    },
+    has: async (k: Key, o?: ReadOptions) => {
+      const p = pending()
+      if (p !== undefined) await p
+      return ds.has(k, o)
+    },
+    getMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: GetManyOptions) {
+      const p = pending()
+      if (p !== undefined) await p
+      yield * ds.getMany(source, o)
+    },
+    query: async function * (...args: QueryArgs) {
+      const p = pending()
+      if (p !== undefined) await p
+      yield * ds.query(...args)
+    },
+    queryKeys: async function * (...args: QueryKeysArgs) {
+      const p = pending()
+      if (p !== undefined) await p
+      yield * ds.queryKeys(...args)
+    }
+  }
 }
