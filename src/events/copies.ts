@@ -5,12 +5,16 @@
  * the runs of a busy delegator, share one batch with whatever else the node
  * writes meanwhile; the placement does not wait for the write. Every read of
  * the log flushes first, so it never misses what was placed.
+ *
+ * A copy the committer refuses because STORAGE_QUEUE_MAX_BYTES wait already
+ * (a stalled or slow disk) is not kept in memory: its run goes on being placed
+ * and delivered, and is fetched again once what waited is written.
  */
 import { EVENTS_COPY_FLUSH_MS } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import type { AgentEvent } from '../runlog/types.ts'
-import type { GroupCommitter, WriteOp } from '../storage/group-commit.ts'
+import { queueFull, type GroupCommitter, type WriteOp } from '../storage/group-commit.ts'
 import type { LocalRuns } from './ports.ts'
 import type { CorrTrack, EventsStats, RunTrack } from './track.ts'
 
@@ -27,6 +31,9 @@ export class CopyStore {
   private readonly stats: EventsStats
   private readonly log: Logger
   private readonly hooks: CopyHooks
+  /** Runs with copies refused while the committer's queue was full, fetched again once it is written (see refused). */
+  private readonly behind = new Map<CorrTrack, Set<RunTrack>>()
+  private draining = false
 
   constructor (committer: GroupCommitter, runs: LocalRuns, stats: EventsStats, log: Logger, hooks: CopyHooks) {
     this.committer = committer
@@ -47,7 +54,8 @@ export class CopyStore {
     try {
       await this.committer.write(ops, { lingerMs })
     } catch (err) {
-      this.failed(t, events, err)
+      if (queueFull(err)) this.refused(t, events, err)
+      else this.failed(t, events, err)
       return false
     } finally {
       t.writing--
@@ -80,14 +88,63 @@ export class CopyStore {
     this.log.warn({ err, correlation_id: t.id, events: events.length }, 'copies of events could not be written; they will be fetched again')
     for (const runId of new Set(events.map(e => e.run_id))) {
       const rt = t.runs.get(runId)
+      if (rt !== undefined) this.again(t, rt, Math.max(rt.head?.seq ?? 0, ...events.filter(e => e.run_id === runId).map(e => e.seq)))
+    }
+  }
+
+  /** Load the run's head again, from the log cut at its first hole up to `placed`, and fetch what follows. */
+  private again (t: CorrTrack, rt: RunTrack, placed: number): void {
+    // a later batch of the run may still be written: the head load first cuts the log at its hole (event-log.ts cutAtGap)
+    rt.cutUpTo = Math.max(rt.cutUpTo ?? 0, placed)
+    rt.head = undefined
+    rt.headHash = undefined
+    rt.headLoaded = false
+    this.hooks.refetch(t, rt)
+  }
+
+  /**
+   * The committer refused the copies: STORAGE_QUEUE_MAX_BYTES wait for the
+   * disk already. Unlike a failed write, the runs keep their heads for now,
+   * so their events go on being placed and delivered (each copy refused in
+   * turn, nothing held for it): a head loaded again now would wait on the
+   * stalled disk, on the correlation's lock, with every event behind it
+   * queued in memory. Once what waited is written (or failed), the runs are
+   * loaded again and fetched like after a failed write. Counted in
+   * `copyWriteErrors` (and the committer's `refused`); logged once per stall.
+   */
+  private refused (t: CorrTrack, events: AgentEvent[], err: unknown): void {
+    this.stats.copyWriteErrors++
+    if (this.behind.size === 0) this.log.warn({ err, correlation_id: t.id }, 'copies of events are refused while the disk catches up; their runs will be fetched again once it has')
+    let runs = this.behind.get(t)
+    if (runs === undefined) {
+      runs = new Set()
+      this.behind.set(t, runs)
+    }
+    for (const runId of new Set(events.map(e => e.run_id))) {
+      const rt = t.runs.get(runId)
       if (rt === undefined) continue
-      // a later batch of the run may still be written: the head load first cuts the log at its hole (event-log.ts cutAtGap)
-      const placed = Math.max(rt.head?.seq ?? 0, ...events.filter(e => e.run_id === runId).map(e => e.seq))
-      rt.cutUpTo = Math.max(rt.cutUpTo ?? 0, placed)
-      rt.head = undefined
-      rt.headHash = undefined
-      rt.headLoaded = false
-      this.hooks.refetch(t, rt)
+      // keeps the correlation tracked until the run's log is cut at the hole (correlations.ts keep)
+      rt.cutUpTo = Math.max(rt.cutUpTo ?? 0, ...events.filter(e => e.run_id === runId).map(e => e.seq))
+      runs.add(rt)
+    }
+    if (this.draining) return
+    this.draining = true
+    this.committer.flush().catch((flushErr: unknown) => {
+      // the failed batch's own writers fetched their runs again; these are fetched below all the same
+      this.log.debug({ err: flushErr }, 'a write the refused copies waited on failed')
+    }).finally(() => {
+      this.draining = false
+      this.caughtUp()
+    })
+  }
+
+  /** What waited when copies were refused is written: their runs are loaded again and fetched. */
+  private caughtUp (): void {
+    const behind = [...this.behind]
+    this.behind.clear()
+    for (const [t, runs] of behind) {
+      if (t.closed) continue
+      for (const rt of runs) if (t.runs.get(rt.run_id) === rt) this.again(t, rt, rt.head?.seq ?? 0)
     }
   }
 

@@ -53,3 +53,17 @@ export const STORAGE_REOPEN_INTERVAL_MS = 100
  * stays refused (no_space) without trying.
  */
 export const STORAGE_REOPEN_MIN_FREE_BYTES = 16 * 1024 * 1024
+/**
+ * Bytes of writes (keys and values) that may wait in the group committer
+ * behind the batch being written, at most, before a write that may linger
+ * (copies of other nodes' events, which can be fetched again) is refused at
+ * once (StorageFullError, reason queue_full); with no batch being written,
+ * what waits goes to the disk instead. So a stalled disk holds at most about
+ * twice this of such writes in memory: the stalled batch and the queue. It
+ * had queued every copy the mesh published, without a bound (402 copies,
+ * 9.6 MiB, for one run of 400 events in session 49's review; a hostile
+ * executor may publish 65,536 events of up to 48 KiB a run). Writes that do
+ * not linger (the node's own runs and records) are never refused by it: their
+ * writers wait for each write, which bounds them.
+ */
+export const STORAGE_QUEUE_MAX_BYTES = 4 * 1024 * 1024

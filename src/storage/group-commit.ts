@@ -11,6 +11,11 @@
  *   gossiped events do): it goes out with the next write that does not
  *   linger, when its time is up, when `lingerMaxOps` operations wait, or on
  *   `flush()`.
+ * - A lingering write that would make more than STORAGE_QUEUE_MAX_BYTES
+ *   wait sends what waits to the disk if no batch is being written, and is
+ *   refused at once (StorageFullError, reason queue_full) if one is: those
+ *   are copies that can be fetched again, and a stalled disk had them queue
+ *   in memory without a bound. Writes that do not linger are never refused.
  *
  * Batches are written one at a time in the order their writes were handed
  * over, so a later write never lands before an earlier one, and hold at most
@@ -19,38 +24,65 @@
  */
 import type { Batch, Datastore, Key } from 'interface-datastore'
 import { STORAGE_LINGER_MAX_OPS } from '../constants.ts'
-import { STORAGE_BATCH_MAX_OPS } from './constants.ts'
+import { StorageFullError } from '../errors.ts'
+import { STORAGE_BATCH_MAX_OPS, STORAGE_QUEUE_MAX_BYTES } from './constants.ts'
 
 /** One put (with a value) or delete (without), in the order they were given. */
 export type WriteOp = [Key, Uint8Array | undefined]
 
 export interface WriteOptions {
-  /** Wait at most this long for other writes to share the batch. */
+  /** Wait at most this long for other writes to share the batch; refused past STORAGE_QUEUE_MAX_BYTES (see above). */
   lingerMs?: number
 }
 
-interface Waiting { ops: WriteOp[], resolve: () => void, reject: (err: unknown) => void }
+interface Waiting { ops: WriteOp[], bytes: number, resolve: () => void, reject: (err: unknown) => void }
+
+/** Whether `err` is a lingering write refused because STORAGE_QUEUE_MAX_BYTES waited (see GroupCommitter.write). */
+export function queueFull (err: unknown): boolean {
+  return err instanceof StorageFullError && err.details?.reason === 'queue_full'
+}
 
 export class GroupCommitter {
   private readonly ds: Datastore
   private queue: Waiting[] = []
   private queuedOps = 0
+  private waitingBytes = 0
   private busy = false
   private current: Promise<void> = Promise.resolve()
   private lingerTimer: ReturnType<typeof setTimeout> | undefined
   /** Batches committed so far (durability.ts syncs the log when this moved). */
   committed = 0
+  /** Lingering writes refused because STORAGE_QUEUE_MAX_BYTES waited (each rejected with queue_full). */
+  refused = 0
 
   constructor (ds: Datastore) {
     this.ds = ds
   }
 
+  /** Bytes of the writes waiting for a batch (not those of the batch being written). */
+  get queuedBytes (): number {
+    return this.waitingBytes
+  }
+
   async write (ops: WriteOp[], opts: WriteOptions = {}): Promise<void> {
     if (ops.length === 0) return
+    const lingers = opts.lingerMs !== undefined && opts.lingerMs > 0
+    const bytes = sizeOf(ops)
+    // a lingering write alone in the queue goes whatever its size, or it could never go
+    const full = (): boolean => this.waitingBytes > 0 && this.waitingBytes + bytes > STORAGE_QUEUE_MAX_BYTES
+    // a burst that fills the queue within one linger goes to a free disk now; refused only behind a batch being written
+    if (lingers && full() && !this.busy) this.start()
+    if (lingers && full()) {
+      this.refused++
+      throw new StorageFullError('the datastore is not keeping up: a write that can be made again later was refused', {
+        store: 'datastore', reason: 'queue_full', queued_bytes: this.waitingBytes, max_bytes: STORAGE_QUEUE_MAX_BYTES
+      })
+    }
     const { promise, resolve, reject } = Promise.withResolvers<void>()
-    this.queue.push({ ops, resolve, reject })
+    this.queue.push({ ops, bytes, resolve, reject })
     this.queuedOps += ops.length
-    if (opts.lingerMs === undefined || opts.lingerMs <= 0 || this.queuedOps >= STORAGE_LINGER_MAX_OPS) {
+    this.waitingBytes += bytes
+    if (!lingers || this.queuedOps >= STORAGE_LINGER_MAX_OPS) {
       this.start()
     } else if (this.lingerTimer === undefined && !this.busy) {
       this.lingerTimer = setTimeout(() => { this.start() }, opts.lingerMs)
@@ -82,13 +114,16 @@ export class GroupCommitter {
     // the oldest writes, up to the batch bound (at least one write, whole); the rest go in the next batch
     let take = 0
     let ops = 0
+    let bytes = 0
     while (take < this.queue.length && (take === 0 || ops + (this.queue[take] as Waiting).ops.length <= STORAGE_BATCH_MAX_OPS)) {
       ops += (this.queue[take] as Waiting).ops.length
+      bytes += (this.queue[take] as Waiting).bytes
       take++
     }
     const group = take === this.queue.length ? this.queue : this.queue.slice(0, take)
     this.queue = take === this.queue.length ? [] : this.queue.slice(take)
     this.queuedOps -= ops
+    this.waitingBytes -= bytes
     this.busy = true
     let committed: Promise<void>
     try {
@@ -116,6 +151,13 @@ export class GroupCommitter {
       this.start()
     })
   }
+}
+
+/** What a write holds in memory: its keys and values. */
+function sizeOf (ops: WriteOp[]): number {
+  let n = 0
+  for (const [k, v] of ops) n += k.uint8Array().byteLength + (v?.byteLength ?? 0)
+  return n
 }
 
 /** A batch whose commit joins its datastore's group committer. */
