@@ -54,12 +54,7 @@ export class CardCache {
     if (seen !== undefined) {
       throw new AgentNotFoundError(`a newer card of ${card.agent_id} was seen (seq ${seen.seq}); seq ${card.seq} is stale`, { reason: 'stale_seq', seen_seq: seen.seq, offered_seq: card.seq })
     }
-    this.seen.delete(card.agent_id)
-    this.seen.set(card.agent_id, { seq: card.seq, expires: Date.parse(card.expires_at) })
-    if (this.seen.size > CARD_SEQ_INDEX_MAX_ENTRIES) {
-      const oldest = this.seen.keys().next().value
-      if (oldest !== undefined) this.seen.delete(oldest)
-    }
+    this.see(card)
     this.entries.delete(card.agent_id)
     this.entries.set(card.agent_id, { card, fetchedAt: Date.now() })
     if (this.entries.size > CARD_CACHE_MAX_ENTRIES) {
@@ -67,6 +62,32 @@ export class CardCache {
       if (oldest !== undefined) this.entries.delete(oldest)
     }
     return card
+  }
+
+  /**
+   * `newest`, and when that is the card, its seq (and expiry) is recorded as
+   * seen, and an older card cached of its agent is dropped: a holder's card a
+   * discover made a result (fetch-order.ts) is verified and its agent backed,
+   * so no later answer may go back to an older one. The card itself is still
+   * not cached: its agent may not exist (held-cards.ts).
+   */
+  witness (card: AgentCard): AgentCard | undefined {
+    const newest = this.newest(card)
+    if (newest !== card) return newest
+    this.see(card)
+    const prev = this.entries.get(card.agent_id)?.card
+    if (prev !== undefined && compareCards(prev, card) < 0) this.entries.delete(card.agent_id)
+    return card
+  }
+
+  /** Record the card's seq as the highest seen of its agent (the caller checked that nothing outranks it). */
+  private see (card: AgentCard): void {
+    this.seen.delete(card.agent_id)
+    this.seen.set(card.agent_id, { seq: card.seq, expires: Date.parse(card.expires_at) })
+    if (this.seen.size > CARD_SEQ_INDEX_MAX_ENTRIES) {
+      const oldest = this.seen.keys().next().value
+      if (oldest !== undefined) this.seen.delete(oldest)
+    }
   }
 
   /** The highest seq seen of the card's agent when it outranks the card (higher seq, or the same and a later expiry) and has not expired. */

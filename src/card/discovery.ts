@@ -305,8 +305,8 @@ export class Discovery {
             ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures),
             ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
           }),
-      // a holder's card is not cached: its agent may not exist (fetch-order.ts fromHolder)
-      remember: card => this.cache.newest(card),
+      // a holder's card is not cached, its agent may not exist (fetch-order.ts fromHolder); a result's seq is kept
+      remember: (card, result) => result === true ? this.cache.witness(card) : this.cache.newest(card),
       stats: this.stats,
       log: this.log,
       onChange: notify,

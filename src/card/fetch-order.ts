@@ -63,8 +63,12 @@ export interface CardFetchesInit<Card extends { agent_id: string, seq: number }>
   ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
   /** Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed to `onCard`; absent: never. */
   askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
-  /** The newest card known of a holder-sent card's agent: the card, or a newer one this node holds (undefined: a newer one was seen, and is gone). Not a place to keep it: its agent may not exist. */
-  remember: (card: Card) => Card | undefined
+  /**
+   * The newest card known of a holder-sent card's agent: the card, or a newer one this node holds (undefined: a newer
+   * one was seen, and is gone). Not a place to keep it: its agent may not exist. With `result` its agent is backed and
+   * the card about to be made a result: its seq is recorded, so no later discover goes back to an older card.
+   */
+  remember: (card: Card, result?: boolean) => Card | undefined
   stats: DiscoveryStats
   log: Logger
   /** Something changed: a card is ready or every fetch has ended. */
@@ -316,7 +320,8 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
   /** Whether an agent a holder (`by`) sent a card of exists by another source's word: the agent itself, a connection this node opened to it, another peer's answer or holder, or this node's own records. */
   private backed (agent: string, by: string): boolean {
     // only a connection this node opened counts: anyone can open one to it under as many ids as it likes
-    if (agent === by || (this.init.preferred ?? this.init.connected)(peerIdOfAgent(agent))) return true
+    // an agent whose card is a result already is backed: a newer card of it a holder sends still counts (`deliverVouched`)
+    if (agent === by || this.delivered.has(agent) || (this.init.preferred ?? this.init.connected)(peerIdOfAgent(agent))) return true
     const others = (names: Set<string> | undefined): boolean => names !== undefined && [...names].some(n => n !== by)
     return others(this.namers.get(agent)) || others(this.vouched.get(agent)?.by)
   }
@@ -330,11 +335,21 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
     if (vouched !== undefined && [...vouched.by].some(h => h !== by)) this.deliverVouched(agent)
   }
 
+  /**
+   * A backed holder's card of `agent` is a result, unless one of the agent is
+   * already. Either way its seq is recorded (`remember` with `result`): a later
+   * discover, whose holders may send an older valid card, never goes back to
+   * it, and of two cards holders send one after the other the newer guards the
+   * next discover even when the older one was made this one's result. A newer
+   * card seen meanwhile is the result instead; a newer one seen and gone
+   * leaves the agent to be asked itself.
+   */
   private deliverVouched (agent: string): void {
     const vouched = this.vouched.get(agent)
-    if (vouched === undefined || this.delivered.has(agent)) return
+    if (vouched === undefined) return
     this.vouched.delete(agent)
-    this.deliver(vouched.card, 'holder', false)
+    const card = this.init.remember(vouched.card, true)
+    if (card !== undefined && this.init.matches(card)) this.deliver(card, card === vouched.card ? 'holder' : 'cache', false)
     this.init.onChange()
   }
 
