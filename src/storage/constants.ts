@@ -54,6 +54,11 @@ export const STORAGE_REOPEN_INTERVAL_MS = 100
  */
 export const STORAGE_REOPEN_MIN_FREE_BYTES = 16 * 1024 * 1024
 /**
+ * Times a range read (range.ts) that a reopen closed under it goes on after
+ * the last key it gave, once the store is open again, before the read fails.
+ */
+export const STORAGE_RANGE_REOPEN_RETRIES = 2
+/**
  * Bytes of writes (keys and values) that may wait in the group committer
  * behind the batch being written, at most, before a write that may linger
  * (copies of other nodes' events, which can be fetched again) is refused at

@@ -8,6 +8,7 @@
  * than it yields; the memory path reads (and sorts) the whole prefix.
  */
 import { Key, type Datastore } from 'interface-datastore'
+import { STORAGE_RANGE_REOPEN_RETRIES } from './constants.ts'
 import { levelDbWith } from './read.ts'
 
 export interface RangeQuery {
@@ -41,31 +42,52 @@ function after (key: string, q: RangeQuery): boolean {
   return true
 }
 
+/** Whether `err` is LevelDB's refusal of an iterator its database closed (or of a closed database). */
+function closedUnderneath (err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return code === 'LEVEL_ITERATOR_NOT_OPEN' || code === 'LEVEL_DATABASE_NOT_OPEN'
+}
+
 /** The entries of the range in key order; stop iterating to stop reading. */
 export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator<RangeEntry> {
   const values = q.values !== false
   const level = levelOf(ds)
   if (level !== undefined) {
     const end = `${q.prefix}\xFF`
-    const opts: Record<string, unknown> = { keys: true, values, keyEncoding: 'utf8', valueEncoding: 'view', lt: q.lt !== undefined && q.lt < end ? q.lt : end, reverse: q.reverse === true }
-    let low = q.prefix
-    let strict = false
-    if (q.gte !== undefined && q.gte > low) low = q.gte
-    if (q.gt !== undefined && q.gt >= low) {
-      low = q.gt
-      strict = true
-    }
-    opts[strict ? 'gt' : 'gte'] = low
-    const it = level.iterator(opts)
-    try {
-      for await (const [key, value] of it) {
-        if (!after(key, q)) continue
-        yield { key, value: values ? value : undefined }
+    // the last key given: a read the write guard's reopen cut short (write-guard.ts) goes on after it
+    let last: string | undefined
+    for (let tries = 0; ; tries++) {
+      const opts: Record<string, unknown> = { keys: true, values, keyEncoding: 'utf8', valueEncoding: 'view', lt: q.lt !== undefined && q.lt < end ? q.lt : end, reverse: q.reverse === true }
+      let low = q.prefix
+      let strict = false
+      if (q.gte !== undefined && q.gte > low) low = q.gte
+      if (q.gt !== undefined && q.gt >= low) {
+        low = q.gt
+        strict = true
       }
-    } finally {
-      await it.close()
+      if (last !== undefined && q.reverse !== true) {
+        low = last
+        strict = true
+      }
+      opts[strict ? 'gt' : 'gte'] = low
+      if (last !== undefined && q.reverse === true) opts.lt = last
+      const it = level.iterator(opts)
+      try {
+        for await (const [key, value] of it) {
+          if (!after(key, q)) continue
+          last = key
+          yield { key, value: values ? value : undefined }
+        }
+        return
+      } catch (err) {
+        // closed by a reopen: read on once the store is open again (a store closed for good fails again)
+        const reopened = (ds as { reopenSettled?: Promise<void> }).reopenSettled
+        if (!closedUnderneath(err) || reopened === undefined || tries >= STORAGE_RANGE_REOPEN_RETRIES) throw err
+        await reopened
+      } finally {
+        await it.close()
+      }
     }
-    return
   }
   // no ordered iterator (a memory datastore keeps insertion order): read the prefix and sort it
   const found: RangeEntry[] = []

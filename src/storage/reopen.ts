@@ -88,11 +88,13 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
       // a disk that keeps failing is not reopened more often than this: every writer meanwhile waits for the same try
       const wait = lastTry + STORAGE_REOPEN_INTERVAL_MS - performance.now()
       lastTry = Math.max(performance.now(), lastTry + STORAGE_REOPEN_INTERVAL_MS)
-      pending = (wait > 0 ? delay(wait) : Promise.resolve()).then(async () => {
+      const start = async (): Promise<void> => {
         inFlight = reopen()
         await inFlight
         due = false
-      }).finally(() => {
+      }
+      // with no wait the close starts now: `inFlight` is set before the caller's next read
+      pending = (wait > 0 ? delay(wait).then(start) : start()).finally(() => {
         pending = undefined
         inFlight = undefined
       })

@@ -50,6 +50,8 @@ export interface GuardedDatastore extends Datastore {
   guarded: <T>(fn: () => Promise<T>) => Promise<T>
   /** Set while the store is opened again (closed meanwhile): read.ts reads through the datastore then, not the LevelDB. */
   readonly reopening: boolean
+  /** While it is, settles once it is open again (range.ts goes on with a read the close cut short). */
+  readonly reopenSettled: Promise<void> | undefined
 }
 
 function isNoSpace (err: unknown): boolean {
@@ -224,6 +226,7 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
   const view = new Proxy(ds, {
     get (target, prop) {
       if (prop === 'reopening') return reopen?.inFlight !== undefined
+      if (prop === 'reopenSettled') return readable()
       if (Object.hasOwn(own, prop)) return own[prop]
       const v: unknown = Reflect.get(target, prop, target)
       if (typeof v !== 'function') return v
