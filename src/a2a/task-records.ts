@@ -22,6 +22,7 @@ import { LevelDatastore } from 'datastore-level'
 import { Key, type Datastore } from 'interface-datastore'
 import { InvalidRequestError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
+import { guardWrites } from '../storage/write-guard.ts'
 import { A2A_TASK_RECORD_VERSION, A2A_TASK_RECORDS_DIR, A2A_TASK_RECORDS_LOAD_FACTOR } from './constants.ts'
 
 const PREFIX = '/a2a/tasks'
@@ -61,7 +62,9 @@ export class TaskRecords {
     await mkdir(path, { recursive: true, mode: 0o700 })
     const ds = new LevelDatastore(path)
     await ds.open()
-    return new TaskRecords(ds, log, true)
+    // a write the disk refused leaves the LevelDB to be opened again before the next (write-guard.ts): written on
+    // after a torn log record, the records written since would be gone at the next start
+    return new TaskRecords(guardWrites(ds), log, true)
   }
 
   /** The records of one agent's tasks. */
