@@ -50,7 +50,7 @@ describe('reads across a reopen of the store', () => {
       reopener.markDue()
       return { closing, done: guarded.probe() }
     }
-    return { runData, guarded, reopen }
+    return { runData, guarded, reopen, dir }
   }
 
   for (const reverse of [false, true]) {
@@ -87,5 +87,18 @@ describe('reads across a reopen of the store', () => {
     await r.done
     expect([held, value?.byteLength, value?.[0], missing]).toEqual([true, VALUE_BYTES, 8, false])
     expect(guarded.health.reopens).toBe(1)
+  })
+
+  it('leaves the store closed, and its directory free, when the node closes it while a reopen is under way', async () => {
+    const { guarded, reopen, dir } = await store()
+    const r = reopen()
+    const refused = r.done.then(() => undefined, (err: unknown) => err)
+    await (guarded as typeof guarded & { close: () => Promise<void> }).close()
+    // the probe that asked for the reopen may land or be refused as closed; either way nothing opened the store again
+    const err = await refused
+    if (err !== undefined) expect((err as { details?: { reason?: string } }).details?.reason).toBe('closed')
+    const again = await openDatastore(dir)
+    closers.push(async () => { await again.close?.() })
+    expect(await again.has(new Key('/r/0001'))).toBe(true)
   })
 })

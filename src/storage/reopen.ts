@@ -36,6 +36,8 @@ export interface Reopener {
    * try first; throws why the reopen failed (the writers waiting hear it).
    */
   ensure: () => Promise<void>
+  /** The store is being closed for good: no reopen starts from now on; the one pending, if any, is returned. */
+  shut: () => Promise<void> | undefined
 }
 
 /** What a reopen needs of a classic-level database and its datastore. */
@@ -71,6 +73,7 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
   let pending: Promise<void> | undefined
   let inFlight: Promise<void> | undefined
   let lastTry = -Infinity
+  let shut = false
   const reopen = async (): Promise<void> => {
     // opening writes the old log's contents to a table and starts a new log: on a disk still full that fails
     // half way and leaves the store closed, so it is not tried without room
@@ -89,6 +92,7 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
       const wait = lastTry + STORAGE_REOPEN_INTERVAL_MS - performance.now()
       lastTry = Math.max(performance.now(), lastTry + STORAGE_REOPEN_INTERVAL_MS)
       const start = async (): Promise<void> => {
+        if (shut) throw new Error('the store was closed: it is not opened again')
         inFlight = reopen()
         await inFlight
         due = false
@@ -108,6 +112,10 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
     get pending () { return pending },
     get inFlight () { return inFlight },
     markDue: () => { due = true },
-    ensure
+    ensure,
+    shut: () => {
+      shut = true
+      return pending
+    }
   }
 }

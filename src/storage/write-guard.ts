@@ -209,6 +209,9 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
       ? {
           close: async () => {
             health.closed = true
+            // a reopen that went on after this close would open the store again, and keep its lock, for good
+            const pending = reopen?.shut()
+            if (pending !== undefined) await settled(pending)
             await (ds as unknown as { close: () => Promise<void> }).close()
           }
         }
