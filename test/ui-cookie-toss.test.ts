@@ -13,6 +13,7 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newToken } from '../src/api/files.ts'
+import { NodeMetrics } from '../src/api/metrics.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { UI_SECRET_FRAGMENT, UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, uiSessionCookie } from '../src/ui/constants.ts'
@@ -22,6 +23,7 @@ import { startMesh, stopAll } from './helpers.ts'
 describe('the view\'s session cookie among tossed ones', () => {
   let nodes: MeshNode[]
   let api: ApiServer
+  const metrics = new NodeMetrics()
   let COOKIE = ''
   const token = newToken()
   const lines: Array<{ level: number, msg: string }> = []
@@ -34,7 +36,7 @@ describe('the view\'s session cookie among tossed ones', () => {
         done()
       }
     })
-    api = await startApiServer(nodes[0]!, { token, port: 0, logger: pino({ level: 'info' }, sink) })
+    api = await startApiServer(nodes[0]!, { token, port: 0, logger: pino({ level: 'info' }, sink), metrics })
     COOKIE = uiSessionCookie(Number(new URL(api.url).port))
   })
 
@@ -78,6 +80,8 @@ describe('the view\'s session cookie among tossed ones', () => {
       expect((await fetch(`${api.url}/ui/login${q}`, { redirect: 'manual' })).status).toBe(401)
     }
     expect(api.ui.loginRefusals).toBe(before + 3)
+    // and in the node's metrics, where an operator watching for someone guessing codes sees them
+    expect(await metrics.text()).toContain(`aap_errors_total{code="UNAUTHORIZED",source="ui_login"} ${before + 3}`)
     expect(lines.filter(l => l.msg.startsWith('UI login refused'))).toEqual([])
     // a good login is still logged at info
     await login()

@@ -42,7 +42,7 @@ export class NodeMetrics {
     })
     this.errors = new Counter({
       name: 'aap_errors_total',
-      help: 'Errors by code and source (api: answers of the local API; metrics: requests refused by the metrics port; sync: event syncs with peers)',
+      help: 'Errors by code and source (api: answers of the local API; ui_login: logins to the view refused; metrics: requests refused by the metrics port)',
       labelNames: ['code', 'source'],
       registers
     })

@@ -133,7 +133,7 @@ export class ApiServer {
     this.slots = new StreamSlots(opts.maxSseClients ?? API_MAX_SSE_CLIENTS)
     this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
-    this.ui = new UiRoutes({ node, log: this.log.child({ component: 'ui' }), url: () => this.url })
+    this.ui = new UiRoutes({ node, log: this.log.child({ component: 'ui' }), url: () => this.url, metrics: opts.metrics })
     // fastify logs every request at info: only worth it when debugging
     const verbose = this.log.level === 'debug' || this.log.level === 'trace'
     const apiLog: FastifyBaseLogger = this.log.child({ component: 'api' }, { level: verbose ? this.log.level : 'warn' })

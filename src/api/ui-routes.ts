@@ -33,6 +33,7 @@ import {
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
+import type { NodeMetrics } from './metrics.ts'
 import { hostIsOwn } from './own-host.ts'
 
 /** The routes of the view itself, besides the documented operations. */
@@ -122,6 +123,8 @@ export interface UiRoutesOptions {
   /** The API's own URL, once it listens (for the login link). */
   url: () => string
   sessions?: UiSessions
+  /** Where refused logins are counted (aap_errors_total, source ui_login), when the node serves metrics. */
+  metrics?: NodeMetrics
 }
 
 export class UiRoutes {
@@ -250,6 +253,7 @@ export class UiRoutes {
         // any web page can make the browser ask for this (a link, an image): at info level that would let
         // it write the node's log at will, so the refusal is counted and logged only at debug
         this.refusedLogins++
+        this.opts.metrics?.errors.inc({ code: 'UNAUTHORIZED', source: 'ui_login' })
         this.opts.log.debug({ refusals: this.refusedLogins }, 'UI login refused: unknown, used or expired code')
         this.refuse(reply, 'This login link is unknown, used or expired. Run "aap-mesh ui" again for a new one.')
         return reply
