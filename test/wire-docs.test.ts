@@ -14,6 +14,7 @@ import * as runlogConstants from '../src/runlog/constants.ts'
 import * as artifactConstants from '../src/artifacts/constants.ts'
 import * as mcpConstants from '../src/mcp/constants.ts'
 import * as eventsConstants from '../src/events/constants.ts'
+import * as storageConstants from '../src/storage/constants.ts'
 import { AAP_ERROR_CODES, EXTENSION_ERROR_CODES } from '../src/errors.ts'
 import { RUN_FAILURE_CODES } from '../src/runlog/types.ts'
 
@@ -22,7 +23,7 @@ const UNIT: Record<string, number> = { KiB: 1024, MiB: 1024 * 1024, ms: 1, s: 10
 // the node's limits live in src/constants.ts, the transport's own in src/wire/network-constants.ts, the later
 // ones of the run service and of discovery in src/runs/constants.ts and src/card/constants.ts, the A2A bridge's
 // in src/a2a/constants.ts, the artifact store's in src/artifacts/constants.ts, the MCP server's in src/mcp/constants.ts, the events service's later ones in src/events/constants.ts (conformance.md is checked against the kit's own, test/conformance-docs.test.ts)
-const values = { ...constants, ...networkConstants, ...runsConstants, ...cardConstants, ...a2aConstants, ...runlogConstants, ...artifactConstants, ...mcpConstants, ...eventsConstants } as unknown as Record<string, unknown>
+const values = { ...constants, ...networkConstants, ...runsConstants, ...cardConstants, ...a2aConstants, ...runlogConstants, ...artifactConstants, ...mcpConstants, ...eventsConstants, ...storageConstants } as unknown as Record<string, unknown>
 const codes = new Set<string>([...AAP_ERROR_CODES, ...EXTENSION_ERROR_CODES, ...RUN_FAILURE_CODES, 'RUN_FAILURE_CODES'])
 /** A2A v1.0's own enum values (Role, TaskState), which a2a.md names beside the bridge's limits, and the MCP server's own code. */
 const a2aEnum = /^(?:ROLE_[A-Z]+|TASK_STATE_[A-Z_]+|REJECTED|UNREACHABLE)$/
