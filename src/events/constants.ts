@@ -70,3 +70,17 @@ export const SYNC_CONCURRENCY_PER_AGENT = 2
  * again at the next join or live run.
  */
 export const EVENTS_QUIET_WATCH_MS = 60_000
+
+/**
+ * Gossiped events a correlation queues on its lock (CorrTrack.lock) while a
+ * task holds it: a head load, a sync answer or a subscriber's history being
+ * written or read. Each waits with its event (up to EVENT_MAX_BYTES) in memory,
+ * and a task can hold the lock as long as the disk takes to answer: behind a
+ * stalled or hung disk an executor publishing at gossip speed would fill the
+ * node's memory. Past this many waiting, a gossiped event is not queued: it is
+ * ignored (the sender did nothing wrong) and its run is fetched by sync once
+ * what waits has run. That costs the run a sync round and a later delivery,
+ * only while the lock is that far behind; the waiting events take at most
+ * this many times EVENT_MAX_BYTES (3 MiB) per correlation.
+ */
+export const EVENTS_LOCK_WAITING_MAX = 64

@@ -15,7 +15,7 @@ import {
 import type { Logger } from '../logger.ts'
 import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { endsRun } from '../runlog/lineage.ts'
-import { EVENTS_EARLY_HOLD_MS } from './constants.ts'
+import { EVENTS_EARLY_HOLD_MS, EVENTS_LOCK_WAITING_MAX } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -49,6 +49,8 @@ export interface PlacementInit {
 
 export class Placement {
   private readonly i: PlacementInit
+  /** Runs with gossip not queued (shed) whose fetch waits for their correlation's lock to drain. */
+  private readonly shedRuns = new WeakSet<RunTrack>()
 
   constructor (init: PlacementInit) {
     this.i = init
@@ -70,7 +72,7 @@ export class Placement {
   /**
    * Decode, verify, then place a gossiped event in its run's chain.
    * Synchronous when nothing is queued on the correlation and the run's head
-   * is known (the usual case), else queued.
+   * is known (the usual case), else queued (or shed, see there).
    */
   judge (t: CorrTrack, msg: Message): Verdict | Promise<Verdict> {
     if (t.closed) return this.count('untracked')
@@ -98,6 +100,7 @@ export class Placement {
       this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
     }
+    if (t.lock.waiting >= EVENTS_LOCK_WAITING_MAX) return this.count(this.shed(t, event))
     return this.placeQueued(t, [event], size).then((placed) => {
       this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
@@ -106,6 +109,24 @@ export class Placement {
       this.i.log.warn({ err, correlation_id: t.id }, 'a gossiped event could not be placed')
       return this.count('gap')
     })
+  }
+
+  /**
+   * EVENTS_LOCK_WAITING_MAX wait on the correlation's lock (a task on it waits for a slow or stalled disk): `e` is not queued;
+   * like a gap, its run is fetched once what waits now has run (a fetch now would wait on the lock too, holding a sync slot).
+   * One fetch per run is armed, so a stall costs no memory per event; a refused run is not fetched, a pending one on wake.
+   */
+  private shed (t: CorrTrack, e: AgentEvent): Verdict {
+    this.i.stats.lockShed++
+    const rt = this.i.correlations.newRunTrack(t, e.run_id, false)
+    if (rt === undefined) return 'over_limit'
+    if (rt.local || rt.lineage === 'rejected' || rt.lineage === 'pending' || this.shedRuns.has(rt)) return 'gap'
+    this.shedRuns.add(rt)
+    void t.lock.idle().then(() => {
+      this.shedRuns.delete(rt)
+      if (t.runs.get(rt.run_id) === rt) this.i.syncer().fetch(t, rt)
+    })
+    return 'gap'
   }
 
   /** Whether every run of `events` has its head in memory (or certainly has none in the log). */

@@ -70,11 +70,13 @@ export interface EventsStats {
   participantsRefused: number
   /** Events held early (ahead of their run's chain) let go after EVENTS_EARLY_HOLD_MS with the gap still open. */
   earlyDropped: number
+  /** Gossiped events not queued because EVENTS_LOCK_WAITING_MAX waited on their correlation's lock (placement.ts shed); in gossip.gap too. */
+  lockShed: number
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'

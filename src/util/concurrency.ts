@@ -7,19 +7,31 @@
 /**
  * Tasks run one at a time in the order they were queued. A task that fails
  * does not stop the ones behind it. `busy` counts tasks queued or running, so
- * a caller can take a synchronous fast path when nothing waits.
+ * a caller can take a synchronous fast path when nothing waits; `waiting`
+ * counts those not started yet, so a caller can bound what it queues.
  */
 export class Mutex {
   private tail: Promise<unknown> = Promise.resolve()
   private queued = 0
+  private notStarted = 0
 
   get busy (): number {
     return this.queued
   }
 
+  /** Tasks queued behind the one running, not started yet. */
+  get waiting (): number {
+    return this.notStarted
+  }
+
   async run<T> (fn: () => Promise<T>): Promise<T> {
     this.queued++
-    const task = this.tail.then(fn, fn)
+    this.notStarted++
+    const start = (): Promise<T> => {
+      this.notStarted--
+      return fn()
+    }
+    const task = this.tail.then(start, start)
     // the next task waits for this one to end, whatever its outcome; the caller sees the outcome
     this.tail = task.then(noop, noop)
     try {
