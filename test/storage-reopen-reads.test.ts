@@ -2,8 +2,9 @@
  * Reads across the write guard's reopen of a LevelDB store (write-guard.ts,
  * reopen.ts): after a refused write the store is closed and opened again
  * under a running node, so a read may meet it closed. A point read waits for
- * the reopen, and a range read the close cut short goes on after the last key
- * it gave, with nothing skipped or given twice.
+ * the reopen, and a range read or a query the close cut short goes on after
+ * the last key it gave, with nothing skipped or given twice (also when the
+ * reader itself waited out the reopen before its next step).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -100,5 +101,51 @@ describe('reads across a reopen of the store', () => {
     const again = await openDatastore(dir)
     closers.push(async () => { await again.close?.() })
     expect(await again.has(new Key('/r/0001'))).toBe(true)
+  })
+
+  // run-index.ts list(): each entry of the range may be followed by `await this.entry(...)`, a point read that
+  // waits (guarded-reads.ts) until the reopen is over; the range read's next step then meets its
+  // iterator closed, with the reopen already settled
+  it('goes on with a range read whose consumer awaited a point read across the reopen', async () => {
+    const { runData, reopen } = await store()
+    const got: string[] = []
+    let err: unknown
+    try {
+      for await (const { key } of readRange(runData, { prefix: '/r/' })) {
+        got.push(key)
+        if (got.length === 10) {
+          const r = reopen()
+          await r.closing
+          // as run-index.ts does for an entry whose state it must look up
+          await readOptional(runData, new Key('/r/0003'))
+        }
+      }
+    } catch (e) {
+      err = e
+    }
+    expect({ err: (err as { code?: string } | undefined)?.code, n: got.length }).toEqual({ err: undefined, n: KEYS })
+  })
+
+  // runs/store.ts all()/notices/outgoing, event-log.ts runsOf, task-records, libp2p's peer store and kad-dht all
+  // read through the datastore's query: a reopen in the middle cuts it with LevelDB's raw error
+  it('answers a datastore query the reopen closed under it', async () => {
+    const { runData, reopen } = await store()
+    let n = 0
+    let err: unknown
+    let done: Promise<void> | undefined
+    try {
+      for await (const _ of runData.query({ prefix: '/r/' })) {
+        n++
+        if (n === 10) {
+          const r = reopen()
+          done = r.done
+          await r.closing
+        }
+      }
+    } catch (e) {
+      err = e
+    }
+    await done
+    expect({ err: (err as { code?: string } | undefined)?.code, n }).toEqual({ err: undefined, n: KEYS })
   })
 })

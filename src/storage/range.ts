@@ -9,7 +9,9 @@
  */
 import { Key, type Datastore } from 'interface-datastore'
 import { STORAGE_RANGE_REOPEN_RETRIES } from './constants.ts'
+import { closedUnderneath, cutByReopen } from './guarded-reads.ts'
 import { levelDbWith } from './read.ts'
+import type { GuardedDatastore } from './write-guard.ts'
 
 export interface RangeQuery {
   /** Only keys that start with this. */
@@ -42,12 +44,6 @@ function after (key: string, q: RangeQuery): boolean {
   return true
 }
 
-/** Whether `err` is LevelDB's refusal of an iterator its database closed (or of a closed database). */
-function closedUnderneath (err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code
-  return code === 'LEVEL_ITERATOR_NOT_OPEN' || code === 'LEVEL_DATABASE_NOT_OPEN'
-}
-
 /** The entries of the range in key order; stop iterating to stop reading. */
 export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator<RangeEntry> {
   const values = q.values !== false
@@ -55,6 +51,7 @@ export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator
   if (level !== undefined) {
     const end = `${q.prefix}\xFF`
     // the last key given: a read the write guard's reopen cut short (write-guard.ts) goes on after it
+    const reopen = (ds as Partial<Pick<GuardedDatastore, 'reopener'>>).reopener
     let last: string | undefined
     for (let tries = 0; ; tries++) {
       const opts: Record<string, unknown> = { keys: true, values, keyEncoding: 'utf8', valueEncoding: 'view', lt: q.lt !== undefined && q.lt < end ? q.lt : end, reverse: q.reverse === true }
@@ -71,8 +68,10 @@ export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator
       }
       opts[strict ? 'gt' : 'gte'] = low
       if (last !== undefined && q.reverse === true) opts.lt = last
-      const it = level.iterator(opts)
+      const since = reopen?.generation ?? 0
+      let it: ReturnType<LevelLike['iterator']> | undefined
       try {
+        it = level.iterator(opts)
         for await (const [key, value] of it) {
           if (!after(key, q)) continue
           last = key
@@ -81,11 +80,11 @@ export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator
         return
       } catch (err) {
         // closed by a reopen: read on once the store is open again (a store closed for good fails again)
-        const reopened = (ds as { reopenSettled?: Promise<void> }).reopenSettled
-        if (!closedUnderneath(err) || reopened === undefined || tries >= STORAGE_RANGE_REOPEN_RETRIES) throw err
-        await reopened
+        if (!closedUnderneath(err) || reopen === undefined || tries >= STORAGE_RANGE_REOPEN_RETRIES || !cutByReopen(reopen, since)) throw err
+        const wait = (ds as Partial<Pick<GuardedDatastore, 'readReady'>>).readReady?.()
+        if (wait !== undefined) await wait
       } finally {
-        await it.close()
+        await it?.close()
       }
     }
   }

@@ -29,6 +29,12 @@ export interface Reopener {
   readonly pending: Promise<void> | undefined
   /** The close and open in flight (the store is closed meanwhile): reads wait for it. */
   readonly inFlight: Promise<void> | undefined
+  /** Reopens started so far: a read cut by a close tells a reopen's from others by it. */
+  readonly generation: number
+  /** Writes refused so far: a write that ends beside a refused one may be dropped by the reopen (write-guard.ts). */
+  readonly refusals: number
+  /** Whether the LevelDB is open (a reopen whose open failed leaves it closed until the next try). */
+  readonly isOpen: boolean
   markDue: () => void
   /**
    * Resolves once the store is open again (at once when no reopen is due),
@@ -74,6 +80,8 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
   let inFlight: Promise<void> | undefined
   let lastTry = -Infinity
   let shut = false
+  let generation = 0
+  let refusals = 0
   const reopen = async (): Promise<void> => {
     // opening writes the old log's contents to a table and starts a new log: on a disk still full that fails
     // half way and leaves the store closed, so it is not tried without room
@@ -93,6 +101,7 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
       lastTry = Math.max(performance.now(), lastTry + STORAGE_REOPEN_INTERVAL_MS)
       const start = async (): Promise<void> => {
         if (shut) throw new Error('the store was closed: it is not opened again')
+        generation++
         inFlight = reopen()
         await inFlight
         due = false
@@ -111,7 +120,13 @@ function newReopener (db: ReopenableLevel, options: object): Reopener {
     get due () { return due },
     get pending () { return pending },
     get inFlight () { return inFlight },
-    markDue: () => { due = true },
+    get generation () { return generation },
+    get refusals () { return refusals },
+    get isOpen () { return db.status === 'open' },
+    markDue: () => {
+      due = true
+      refusals++
+    },
     ensure,
     shut: () => {
       shut = true

@@ -19,6 +19,7 @@
 import type { Batch, Datastore, Key, Pair } from 'interface-datastore'
 import { Key as DsKey } from 'interface-datastore'
 import { AapError, StorageFullError } from '../errors.ts'
+import { readsOf } from './guarded-reads.ts'
 import { levelReopener, type Reopener } from './reopen.ts'
 
 /** The datastore's own option types, passed through unchanged. */
@@ -48,10 +49,12 @@ export interface GuardedDatastore extends Datastore {
   probe: () => Promise<void>
   /** Run a write made on the store beneath the datastore (durability.ts's synced put) as the guard's writes go. */
   guarded: <T>(fn: () => Promise<T>) => Promise<T>
-  /** Set while the store is opened again (closed meanwhile): read.ts reads through the datastore then, not the LevelDB. */
+  /** Set while the store is opened again or left closed by a failed open: read.ts reads through the datastore then. */
   readonly reopening: boolean
-  /** While it is, settles once it is open again (range.ts goes on with a read the close cut short). */
-  readonly reopenSettled: Promise<void> | undefined
+  /** The LevelDB's reopener, if any (range.ts goes on with a read a reopen's close cut short). */
+  readonly reopener: Reopener | undefined
+  /** What a read waits for first (undefined: nothing): a reopen under way, or the open a failed one left to do. */
+  readonly readReady: () => Promise<void> | undefined
 }
 
 function isNoSpace (err: unknown): boolean {
@@ -122,6 +125,20 @@ async function settled (p: Promise<void>): Promise<void> {
   await p.then(() => undefined, () => undefined)
 }
 
+/** A store a failed open left closed is opened (ensure) before a read; why not, typed. */
+async function openForRead (reopen: Reopener): Promise<void> {
+  try {
+    await reopen.ensure()
+  } catch (err) {
+    throw storageWriteError(err)
+  }
+}
+
+/** Options without their signal (see `put`). */
+function withoutSignal<O extends { signal?: AbortSignal }> (o: O | undefined): O | undefined {
+  return o?.signal === undefined ? o : { ...o, signal: undefined }
+}
+
 /** Wrap `ds` (once: a guarded store is returned as it is); `reopen` defaults to the LevelDB's under `ds`, if any. */
 export function guardWrites (ds: Datastore, reopen: Reopener | undefined = levelReopener(ds)): GuardedDatastore {
   if (guarded.has(ds)) return ds as GuardedDatastore
@@ -166,30 +183,45 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
   const mustReopen = (): boolean => reopen !== undefined && (reopen.due || reopen.pending !== undefined)
   const write = async <T>(fn: () => Promise<T>): Promise<T> => {
     if (mustReopen()) await reopened()
+    const refusals = reopen?.refusals
     let out: T
     try {
       out = await fn()
     } catch (err) {
       throw refuse(err)
     }
+    // LevelDB writes what came while a write failed after it, past a torn record the reopen drops: such a write is
+    // refused too, so its writer tries it again once the store is open again
+    // (not counted as a refusal of its own: the store took it, and the one refused already made the reopen due)
+    if (reopen !== undefined && reopen.refusals !== refusals) throw failed(new Error('written beside a write the store refused: the reopen may drop it'))
     ok()
     return out
   }
-  /** A read waits for a reopen in flight (the store is closed meanwhile). */
+  /** What a read waits for: a close and open in flight, or the open a failed one left to do (typed if it fails). */
   const readable = (): Promise<void> | undefined => {
-    const p = reopen?.inFlight
-    return p === undefined ? undefined : settled(p)
+    if (reopen === undefined) return undefined
+    const p = reopen.inFlight
+    if (p !== undefined) return settled(p).then(async () => { if (!reopen.isOpen) await openForRead(reopen) })
+    return reopen.isOpen || !reopen.due ? undefined : openForRead(reopen)
   }
   const own: Record<PropertyKey, unknown> = {
     health,
     probe: async () => { await write(async () => ds.put(PROBE_KEY, new Uint8Array([1]))) },
     guarded: write,
-    put: async (k: Key, v: Uint8Array, o?: PutOptions) => write(async () => ds.put(k, v, o)),
-    delete: async (k: Key, o?: DeleteOptions) => { await write(async () => { await ds.delete(k, o) }) },
+    // a caller's abort is not let through to the write: the store would throw it as its own failure (datastore-level
+    // races the signal), taken here for a failing disk, and the write may land all the same
+    put: async (k: Key, v: Uint8Array, o?: PutOptions) => {
+      o?.signal?.throwIfAborted()
+      return write(async () => ds.put(k, v, withoutSignal(o)))
+    },
+    delete: async (k: Key, o?: DeleteOptions) => {
+      o?.signal?.throwIfAborted()
+      await write(async () => { await ds.delete(k, withoutSignal(o)) })
+    },
     putMany: async function * (source: AsyncIterable<Pair> | Iterable<Pair>, o?: PutManyOptions) {
       if (mustReopen()) await reopened()
       try {
-        yield * ds.putMany(source, o)
+        yield * ds.putMany(source, withoutSignal(o))
       } catch (err) {
         throw refuse(err)
       }
@@ -198,13 +230,13 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
     deleteMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: DeleteManyOptions) {
       if (mustReopen()) await reopened()
       try {
-        yield * ds.deleteMany(source, o)
+        yield * ds.deleteMany(source, withoutSignal(o))
       } catch (err) {
         throw refuse(err)
       }
       ok()
     },
-    ...(reopen === undefined ? {} : readsWaitFor(ds, readable)),
+    ...(reopen === undefined ? {} : readsOf(ds, reopen, readable)),
     ...(typeof (ds as { close?: unknown }).close === 'function'
       ? {
           close: async () => {
@@ -228,8 +260,10 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
   const bound = new Map<PropertyKey, unknown>()
   const view = new Proxy(ds, {
     get (target, prop) {
-      if (prop === 'reopening') return reopen?.inFlight !== undefined
-      if (prop === 'reopenSettled') return readable()
+      // read.ts and range.ts read the LevelDB itself only while it is open and no reopen is under way
+      if (prop === 'reopening') return reopen !== undefined && (reopen.inFlight !== undefined || !reopen.isOpen)
+      if (prop === 'reopener') return reopen
+      if (prop === 'readReady') return readable
       if (Object.hasOwn(own, prop)) return own[prop]
       const v: unknown = Reflect.get(target, prop, target)
       if (typeof v !== 'function') return v
@@ -243,40 +277,4 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
   }) as GuardedDatastore
   guarded.add(view)
   return view
-}
-
-type ReadOptions = Parameters<Datastore['get']>[1]
-type QueryArgs = Parameters<Datastore['query']>
-type QueryKeysArgs = Parameters<Datastore['queryKeys']>
-type GetManyOptions = Parameters<Datastore['getMany']>[1]
-
-/** The reads of `ds`, each waiting for `pending()` first when it is set (a reopen in flight). */
-function readsWaitFor (ds: Datastore, pending: () => Promise<void> | undefined): Record<string, unknown> {
-  return {
-    get: async (k: Key, o?: ReadOptions) => {
-      const p = pending()
-      if (p !== undefined) await p
-      return ds.get(k, o)
-    },
-    has: async (k: Key, o?: ReadOptions) => {
-      const p = pending()
-      if (p !== undefined) await p
-      return ds.has(k, o)
-    },
-    getMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: GetManyOptions) {
-      const p = pending()
-      if (p !== undefined) await p
-      yield * ds.getMany(source, o)
-    },
-    query: async function * (...args: QueryArgs) {
-      const p = pending()
-      if (p !== undefined) await p
-      yield * ds.query(...args)
-    },
-    queryKeys: async function * (...args: QueryKeysArgs) {
-      const p = pending()
-      if (p !== undefined) await p
-      yield * ds.queryKeys(...args)
-    }
-  }
 }
