@@ -39,7 +39,7 @@ import {
 import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
 import { StreamBudget, TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
-import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
+import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, REFUSED_BEFORE_KEPT, TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
 import type { TaskRecords } from './task-records.ts'
 import { BoundedTaskStore, listView, type Reservation, type TaskBytesPool } from './task-store.ts'
 
@@ -151,12 +151,10 @@ export class MeshAgentHandler implements A2ARequestHandler {
   unkeptAtClose = 0
 
   /**
-   * Stop following and watching runs and end the open streams; the tasks keep
-   * their last state, and their records (the next server loads them). A
-   * SendMessage caught between its run's start and its task's first save
-   * fails (DELEGATION_REFUSED, reason closing) and its run is canceled: no
-   * client could find that run again. Resolves when those runs are canceled
-   * and the records written.
+   * Stop following and watching runs and end the open streams; the tasks keep their last state, and their records
+   * (the next server loads them). A SendMessage caught between its run's start and its task's first save fails
+   * (DELEGATION_REFUSED, reason closing) and its run is canceled: no client could find that run again. Resolves
+   * when those runs are canceled and the records written.
    */
   async close (): Promise<void> {
     this.closing ??= this.shut(false)
@@ -183,11 +181,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
   }
 
   /**
-   * The handler goes for good (the server evicts it): its tasks go, and no
-   * client can reach their runs again, so the run of each open task is
-   * canceled (a run left blocked would wait for ever, and hold the
-   * delegator's share of its executor's runs). Resolves when every cancel
-   * has been answered or failed (each logged).
+   * The handler goes for good (the server evicts it): its tasks go, and no client can reach their runs again, so
+   * the run of each open task is canceled (a run left blocked would wait for ever, and hold the delegator's share
+   * of its executor's runs). Resolves when every cancel has been answered or failed (each logged).
    */
   async end (reason: string): Promise<void> {
     await this.store.ready
@@ -424,9 +420,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
   }
 
   /**
-   * The SDK answered: a resume it refused before running the executor (a
-   * check of its own) still resumed the run, which the task's watch then
-   * reads from the run's log, or a new watch when none was kept.
+   * The SDK answered. A resume it refused before running the executor (a check of its own) still resumed the run,
+   * which the task's watch reads from the run's log (or a new watch); a new task's run it refused so has no task
+   * to show it, and ends (close() ends those it caught).
    */
   private settle (p: Prepared): void {
     // only its own entry and claim: each reservation is given back once, by the send that made it
@@ -436,7 +432,11 @@ export class MeshAgentHandler implements A2ARequestHandler {
     }
     if (p.reservation !== undefined) this.store.unreserve(p.reservation)
     if (p.resumed !== undefined) this.resumes(p.resumed.ids.taskId, -1)
-    if (p.taken || p.resumed === undefined) return
+    if (p.taken) return
+    if (p.resumed === undefined) {
+      if (p.unkept !== true) void this.endRuns([{ taskId: '', runId: p.run.run_id }], REFUSED_BEFORE_KEPT)
+      return
+    }
     this.log.warn({ run_id: p.run.run_id, task_id: p.resumed.ids.taskId }, 'a2a: a resumed run reached no execution: its task watches it')
     const claim = p.resumed.claim
     const done = claim !== undefined && this.runs.get(claim.ids.taskId) === claim ? this.runs.release(claim) : this.runs.watch(p.run, p.resumed.ids)

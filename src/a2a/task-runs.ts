@@ -359,6 +359,9 @@ export async function cancelRuns (node: MeshNode, log: Logger, runs: Array<{ tas
 /** The reason a run is canceled with when the server closed before its task was kept. */
 export const CLOSED_BEFORE_KEPT = 'the A2A server closed before it kept the run\'s task'
 
+/** The reason a run is canceled with when the SDK refused its SendMessage after the run started (no task shows it). */
+export const REFUSED_BEFORE_KEPT = 'the A2A SDK refused the message after its run started: no task shows the run'
+
 /** What a SendMessage caught by close() fails with: DELEGATION_REFUSED, reason closing (its run is canceled). */
 export function closedBeforeKept (run: Run): A2AError {
   return toA2aError(new DelegationRefusedError(`the A2A server closed before it kept the task of run ${run.run_id}; the run is canceled`, { reason: 'closing', run_id: run.run_id }))
