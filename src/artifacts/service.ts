@@ -192,7 +192,9 @@ export class Artifacts implements ArtifactWriter {
     })
   }
 
-  private async servedManifest (id: string): Promise<Manifest | undefined> {
+  private async servedManifest (asked: string): Promise<Manifest | undefined> {
+    // cached under the canonical id, which a removal forgets: under a peer's spelling (another base) it would be served after
+    const id = parseId(asked, JSON_CODEC).toString()
     const cached = this.served.get(id)
     if (cached !== undefined) return cached
     const m = await this.store.manifest(id)
@@ -236,8 +238,9 @@ export class Artifacts implements ArtifactWriter {
   }
 
   /** Make the artifact whole here (fetching it if needed); returns its manifest. */
-  async fetch (id: string, opts: FetchOptions = {}): Promise<Manifest> {
-    parseId(id, JSON_CODEC)
+  async fetch (asked: string, opts: FetchOptions = {}): Promise<Manifest> {
+    // one fetch per artifact however its callers spell the id (the fetches under way and the kept ones go by it)
+    const id = parseId(asked, JSON_CODEC).toString()
     const here = await this.store.manifest(id)
     if (here !== undefined) {
       this.store.touch(id)

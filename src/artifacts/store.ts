@@ -1,6 +1,6 @@
 /**
  * The node's artifact store on disk: `chunks/<chunk cid>`, `manifests/<artifact id>`, and `pins/<artifact id>`
- * or `outputs/<artifact id>` (pins.ts), written through `tmp/` and renamed into place. The chunks of a write in
+ * or `outputs/<artifact id>` (pins.ts), written through `tmp/` and renamed into place (files.ts). The chunks of a write in
  * progress (an upload, or a fetch from peers) wait in `tmp/<write>/` and move into `chunks/` with the manifest:
  * a manifest on disk means the artifact is whole here, and a write that fails takes away only what it staged.
  * A chunk leaves `chunks/` only when no manifest names it and no write in progress counts on it (the catalog,
@@ -21,7 +21,8 @@ import { storageWriteError } from '../storage/write-guard.ts'
 import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { Catalog, letGo } from './catalog.ts'
 import { putStream } from './chunker.ts'
-import { StagedWrite, storeClosed, syncDir, writeDurably, writeSettled } from './write.ts'
+import { StagedWrite, storeClosed, writeDurably, writeSettled } from './write.ts'
+import { StoreFiles } from './files.ts'
 import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore, type ArtifactStoreStats } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
 import { boundOutputs, pinFolder, type Pin } from './pins.ts'
@@ -47,6 +48,7 @@ export class ArtifactStore {
   private usedBytes = 0
   readonly stats: ArtifactStoreStats = { orphanChunksSwept: 0, unreadableManifests: 0, removed: 0, evicted: 0, deleteFailures: 0, useWriteFailures: 0 }
   private readonly catalog = new Catalog()
+  private readonly files: StoreFiles
   /** False when a manifest could not be read at open: its chunks are not known, so no chunk is deleted. */
   private chunksKnown = true
   private opened = false
@@ -66,6 +68,7 @@ export class ArtifactStore {
     this.maxBytes = maxBytes
     this.maxArtifacts = maxArtifacts
     this.log = log
+    this.files = new StoreFiles(dir, this.stats, log)
   }
 
   /** Bytes the store holds on disk (and has reserved for writes in progress). */
@@ -158,29 +161,6 @@ export class ArtifactStore {
     this.usedBytes += bytes
   }
 
-  private async writeFile (path: string, bytes: Uint8Array): Promise<void> {
-    const tmp = join(this.dir, 'tmp', randomBytes(12).toString('hex'))
-    try {
-      await writeDurably(tmp, bytes)
-      await rename(tmp, path)
-    } catch (err) {
-      await rm(tmp, { force: true }).catch((e: unknown) => { this.log.debug({ err: e }, 'a temporary artifact file could not be removed (it goes when the store opens again)') })
-      throw storageWriteError(err, 'artifacts')
-    }
-  }
-
-  private chunkPath (cid: string): string {
-    return join(this.dir, 'chunks', canonical(cid, RAW_CODEC))
-  }
-
-  private manifestPath (id: string): string {
-    return join(this.dir, 'manifests', canonical(id, JSON_CODEC))
-  }
-
-  private pinPath (id: string, pin: true | 'run-output' = true): string {
-    return join(this.dir, pinFolder(pin), canonical(id, JSON_CODEC))
-  }
-
   /** A new write: stage its chunks with `stage`, then `commit` it or `abandon` it (exactly one of them). */
   async begin (): Promise<StagedWrite> {
     const w = new StagedWrite(join(this.dir, 'tmp', `w-${randomBytes(12).toString('hex')}`))
@@ -261,7 +241,12 @@ export class ArtifactStore {
       await this.moveStaged(w)
       // an upload pins for good what a run output or a copy only kept; a run output pins a copy
       if (pin !== false && (!here.pinned || (pin === true && here.output === true))) {
-        await this.writeFile(this.pinPath(key, pin), new Uint8Array(0))
+        await this.files.write(this.files.pinPath(key, pin), new Uint8Array(0))
+        // the pin is on disk before the write is answered, or a power loss leaves the upload a copy; one not synced goes
+        await this.files.sync(pinFolder(pin)).catch(async (err: unknown) => {
+          await this.files.deletePin(key, pin)
+          throw err
+        })
         if (pin === true) this.catalog.pin(key)
         else this.catalog.pinOutput(key)
       }
@@ -280,28 +265,40 @@ export class ArtifactStore {
     this.reserve(manifest.byteLength)
     // a manifest and a pin already on disk: one that could not be read at open (counted then), and its pin;
     // with every manifest read at open there is none, and nothing to look for
-    const [oldManifest, oldPin, oldOutput] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.manifestPath(key)), fileSize(this.pinPath(key)), fileSize(this.pinPath(key, 'run-output'))])
+    const [oldManifest, oldPin, oldOutput] = this.stats.unreadableManifests === 0 ? [] : await Promise.all([fileSize(this.files.manifestPath(key)), fileSize(this.files.pinPath(key)), fileSize(this.files.pinPath(key, 'run-output'))])
     // the pin this commit writes (none where one as strong is on disk), and how the artifact is kept then
     const wrote = pin === true ? (oldPin === undefined ? pin : undefined) : (pin === 'run-output' && oldPin === undefined && oldOutput === undefined ? pin : undefined)
     const kept: Pin = pin === true || oldPin !== undefined ? true : pin === 'run-output' || oldOutput !== undefined ? 'run-output' : false
+    // set once the manifest is renamed into place (over the old one, if any); a failure after it must take it back
+    let placed = false
+    let failed: { err: unknown } | undefined
     try {
       await this.moveStaged(w)
       // the chunks' renames are on disk before a manifest names them, and the manifest's (and pin's) before the commit ends
-      await syncDir(join(this.dir, 'chunks')).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
-      if (wrote !== undefined) await this.writeFile(this.pinPath(key, wrote), new Uint8Array(0))
-      await this.writeFile(this.manifestPath(key), manifest)
-      for (const sub of wrote !== undefined ? [pinFolder(wrote), 'manifests'] : ['manifests']) await syncDir(join(this.dir, sub)).catch((err: unknown) => { throw storageWriteError(err, 'artifacts') })
+      await this.files.sync('chunks')
+      if (wrote !== undefined) await this.files.write(this.files.pinPath(key, wrote), new Uint8Array(0))
+      await this.files.write(this.files.manifestPath(key), manifest)
+      placed = true
+      await this.files.sync(...(wrote !== undefined ? [pinFolder(wrote), 'manifests'] : ['manifests']))
     } catch (err) {
-      this.usedBytes -= manifest.byteLength
-      // a pin this commit wrote must not pin a later copy of the same id
-      if (wrote !== undefined) await this.deletePin(key, wrote)
-      // chunks that moved and that no manifest names now: they go
-      await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
-      throw err
+      // the manifest goes before its chunks: one left without them counts as whole at the next open, and is never
+      // fetched again; one that cannot go keeps them (below)
+      if (!placed || await this.files.unplaceManifest(key)) {
+        this.usedBytes -= manifest.byteLength + (placed ? oldManifest ?? 0 : 0)
+        // a pin this commit wrote must not pin a later copy of the same id
+        if (wrote !== undefined) await this.files.deletePin(key, wrote)
+        // chunks that moved and that no manifest names now: they go
+        await this.deleteChunks(letGo(chunks.map(c => this.catalog.orphan(c))))
+        throw err
+      }
+      // the manifest stays, so its chunks and pin do too: the artifact is here as the next open finds it, and the
+      // caller still hears why the commit failed
+      failed = { err }
     }
     if (oldManifest !== undefined) this.usedBytes -= oldManifest
     this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: kept !== false, output: kept === 'run-output', lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
     if (kept === 'run-output') await this.boundOutputs()
+    if (failed !== undefined) throw failed.err
     return true
   }
 
@@ -313,7 +310,7 @@ export class ArtifactStore {
         this.usedBytes -= size
       } else {
         try {
-          await rename(join(w.dir, cid), this.chunkPath(cid))
+          await rename(join(w.dir, cid), this.files.chunkPath(cid))
         } catch (err) {
           throw storageWriteError(err, 'artifacts')
         }
@@ -362,7 +359,7 @@ export class ArtifactStore {
     if (e === undefined) throw new ArtifactNotFoundError(`no artifact ${id} here`, { artifact: id })
     let chunks: string[] = []
     try {
-      chunks = verifyManifest(parseId(id, JSON_CODEC), await readFile(this.manifestPath(id))).chunks.map(c => canonical(c, RAW_CODEC))
+      chunks = verifyManifest(parseId(id, JSON_CODEC), await readFile(this.files.manifestPath(id))).chunks.map(c => canonical(c, RAW_CODEC))
     } catch (err) {
       // its chunks stay counted on until the store opens again, which sweeps what no manifest names
       this.stats.deleteFailures++
@@ -370,7 +367,7 @@ export class ArtifactStore {
     }
     // the manifest first: from then on the artifact is not here (a crash after it leaves chunks the next open sweeps)
     try {
-      await rm(this.manifestPath(id), { force: true })
+      await rm(this.files.manifestPath(id), { force: true })
     } catch (err) {
       throw storageWriteError(err, 'artifacts')
     }
@@ -378,23 +375,13 @@ export class ArtifactStore {
     this.usedBytes -= e.manifestBytes
     const unnamed = this.catalog.remove(id, chunks)
     // whether or not it was pinned: a pin left by an earlier failed commit goes too
-    await this.deletePin(id)
+    await this.files.deletePin(id)
     await this.deleteChunks(unnamed)
     if (by === 'removed') this.stats.removed++
     else this.stats.evicted++
     this.log.info({ artifact: id, by, freed_bytes: before - this.usedBytes, pinned: e.pinned }, by === 'removed' ? 'artifact removed' : 'artifact copy evicted to make room')
     this.onRemoved?.(id, by)
     return before - this.usedBytes
-  }
-
-  /** Delete the artifact's pin of that kind (both kinds without one). */
-  private async deletePin (id: string, pin?: true | 'run-output'): Promise<void> {
-    for (const kind of pin === undefined ? [true, 'run-output'] as const : [pin]) {
-      await rm(this.pinPath(id, kind), { force: true }).catch((err: unknown) => {
-        this.stats.deleteFailures++
-        this.log.warn({ err, artifact: id }, 'the pin of an artifact no longer here could not be deleted (it goes when the store opens again)')
-      })
-    }
   }
 
   /**
@@ -408,7 +395,7 @@ export class ArtifactStore {
     }
     for (const [cid, size] of chunks) {
       this.usedBytes -= size
-      await rm(this.chunkPath(cid), { force: true }).catch((err: unknown) => {
+      await rm(this.files.chunkPath(cid), { force: true }).catch((err: unknown) => {
         this.stats.deleteFailures++
         this.log.warn({ err, chunk: cid }, 'an artifact chunk no manifest names could not be deleted (it goes when the store opens again)')
       })
@@ -419,7 +406,7 @@ export class ArtifactStore {
   touch (id: string): void {
     const key = canonicalOrUndefined(id, JSON_CODEC)
     const e = key === undefined ? undefined : this.catalog.touch(key)
-    if (key !== undefined && e !== undefined) persistUse(this.manifestPath(key), key, e, this.stats, this.log)
+    if (key !== undefined && e !== undefined) persistUse(this.files.manifestPath(key), key, e, this.stats, this.log)
   }
 
   /** A page of the artifacts here, in id order, after the artifact `after` (a canonical id; see protocols/artifact.md). */
@@ -454,7 +441,7 @@ export class ArtifactStore {
     const key = canonical(id, JSON_CODEC)
     if (this.catalog.get(key) === undefined) return undefined
     try {
-      return await readFile(this.manifestPath(key))
+      return await readFile(this.files.manifestPath(key))
     } catch (err) {
       if (isMissing(err)) return undefined
       throw err
@@ -464,7 +451,7 @@ export class ArtifactStore {
   /** A chunk's bytes as stored (served to peers, who verify them). */
   async chunk (cid: string): Promise<Uint8Array | undefined> {
     try {
-      return await readFile(this.chunkPath(cid))
+      return await readFile(this.files.chunkPath(cid))
     } catch (err) {
       if (isMissing(err)) return undefined
       throw err
