@@ -16,6 +16,7 @@ import type { Logger } from '../logger.ts'
 import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import { endsRun } from '../runlog/lineage.ts'
 import { EVENTS_EARLY_HOLD_MS, EVENTS_LOCK_WAITING_MAX } from './constants.ts'
+import { ShedFetches } from './shed.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -49,8 +50,8 @@ export interface PlacementInit {
 
 export class Placement {
   private readonly i: PlacementInit
-  /** Runs with gossip not queued (shed) whose fetch waits for their correlation's lock to drain. */
-  private readonly shedRuns = new WeakSet<RunTrack>()
+  /** Runs with gossip not queued (shed) whose fetch waits for their correlation's lock to drain (shed.ts). */
+  readonly shedFetches = new ShedFetches((t, rt) => { this.i.syncer().fetch(t, rt) })
 
   constructor (init: PlacementInit) {
     this.i = init
@@ -111,21 +112,13 @@ export class Placement {
     })
   }
 
-  /**
-   * EVENTS_LOCK_WAITING_MAX wait on the correlation's lock (a task on it waits for a slow or stalled disk): `e` is not queued;
-   * like a gap, its run is fetched once what waits now has run (a fetch now would wait on the lock too, holding a sync slot).
-   * One fetch per run is armed, so a stall costs no memory per event; a refused run is not fetched, a pending one on wake.
-   */
+  /** EVENTS_LOCK_WAITING_MAX wait on the correlation's lock: `e` is not queued, and like a gap its run is fetched later (shed.ts). */
   private shed (t: CorrTrack, e: AgentEvent): Verdict {
     this.i.stats.lockShed++
     const rt = this.i.correlations.newRunTrack(t, e.run_id, false)
     if (rt === undefined) return 'over_limit'
-    if (rt.local || rt.lineage === 'rejected' || rt.lineage === 'pending' || this.shedRuns.has(rt)) return 'gap'
-    this.shedRuns.add(rt)
-    void t.lock.idle().then(() => {
-      this.shedRuns.delete(rt)
-      if (t.runs.get(rt.run_id) === rt) this.i.syncer().fetch(t, rt)
-    })
+    // a refused run is not fetched; a pending one is when its ancestor is admitted
+    if (!rt.local && rt.lineage !== 'rejected' && rt.lineage !== 'pending') this.shedFetches.arm(t, rt)
     return 'gap'
   }
 
