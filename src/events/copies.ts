@@ -46,6 +46,17 @@ export class CopyStore {
   /** Write placed events behind everything placed before them. Resolves true once written, false if the write failed. */
   async store (t: CorrTrack, events: AgentEvent[], lingerMs = EVENTS_COPY_FLUSH_MS): Promise<boolean> {
     if (events.length === 0) return true
+    // a run with a copy refused (see refused) writes nothing more until its log is cut at the hole: a later copy
+    // written past it would make the log's head a run's end with events missing below it, for good after a stop
+    const behind = this.behind.get(t)
+    if (behind !== undefined) {
+      const waiting = events.filter(e => { const rt = t.runs.get(e.run_id); return rt !== undefined && behind.has(rt) })
+      if (waiting.length > 0) {
+        this.refused(t, waiting, new Error('an earlier copy of the run was refused: its later copies wait for the refetch'))
+        if (waiting.length === events.length) return false
+        events = events.filter(e => !waiting.includes(e))
+      }
+    }
     const ops: WriteOp[] = []
     for (const e of events) ops.push(...EventLog.writes(e))
     // the track stays while its copies are written: a failed write is fetched again through it, also
