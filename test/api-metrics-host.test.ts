@@ -1,5 +1,5 @@
 /**
- * The metrics port answers only requests that name it in their Host header.
+ * The metrics port on loopback answers only requests that name it in their Host header.
  * Found by session 49's review: it served the node's counters to any Host,
  * so a web page whose own name was made to resolve to 127.0.0.1 (DNS
  * rebinding) could read them through the browser of the node's operator.
@@ -57,5 +57,27 @@ describe('the metrics port and the Host header', () => {
     // the refusals are counted
     const text = await metrics.text()
     expect(text).toMatch(/^aap_errors_total\{code="UNAUTHORIZED",source="metrics"\} 4$/m)
+  })
+})
+
+describe('the metrics port on a wildcard address, for scrapers on other machines', () => {
+  const metrics = new NodeMetrics()
+  let served: Awaited<ReturnType<typeof serveMetrics>>
+  let url: string
+
+  beforeAll(async () => {
+    served = await serveMetrics(metrics, '0.0.0.0', 0)
+    // the test reaches it on loopback, as a remote scraper reaches it on the machine's address
+    url = `http://127.0.0.1:${new URL(served.url).port}/metrics`
+  })
+  afterAll(async () => { await served.close() })
+
+  // session 52's review: the check refused every such scrape (403), so monitoring went dark
+  it('serves a scrape that names the node by DNS or through a port mapping', async () => {
+    for (const host of [`node1.internal:${new URL(url).port}`, '10.0.0.5:19464']) {
+      const res = await get(url, host)
+      expect(res.status, host).toBe(200)
+      expect(res.body, host).toMatch(/^# HELP aap_/m)
+    }
   })
 })

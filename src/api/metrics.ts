@@ -2,8 +2,8 @@
  * Prometheus metrics of a node: libp2p's own (through @libp2p/prometheus-metrics,
  * passed to the node as its `metrics` option) and the node's: runs by state,
  * delegations, run events, errors by code, API streams, discovery counters. Served on an opt-in
- * port by `aap-mesh start --metrics-port`, to requests whose Host header names
- * the server itself (no DNS rebinding, as the API's view).
+ * port by `aap-mesh start --metrics-port`; on loopback, to requests whose Host
+ * header names the server itself (no DNS rebinding, as the API's view).
  */
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -15,7 +15,7 @@ import { providerRecordStats } from '../wire/provider-records.ts'
 import { addressFilterOf } from '../wire/address-filter.ts'
 import { relayGuardStats } from '../wire/host.ts'
 import { errorReply, HttpError } from './errors.ts'
-import { hostForUrl, hostIsOwn } from './own-host.ts'
+import { hostForUrl, hostIsOwn, isLoopbackAddress } from './own-host.ts'
 
 export class NodeMetrics {
   readonly registry = new Registry()
@@ -189,11 +189,16 @@ export class NodeMetrics {
   }
 }
 
-/** A plain HTTP server with one route, GET /metrics, for requests that name it in their Host header. */
+/**
+ * A plain HTTP server with one route, GET /metrics. On a loopback address it answers only requests that name it in
+ * their Host header (a page whose name was rebound to 127.0.0.1 would read the counters); listening wider, it is
+ * there for scrapers on other machines, which name it as they reach it (a DNS name, a port mapping).
+ */
 export async function serveMetrics (metrics: NodeMetrics, host: string, port: number): Promise<{ url: string, close: () => Promise<void> }> {
   const names = [hostForUrl(host)]
+  const checkHost = isLoopbackAddress(host)
   const server: Server = createServer((req, res) => {
-    if (!hostIsOwn(req, names)) {
+    if (checkHost && !hostIsOwn(req, names)) {
       // a browser page that rebound its name to this address would read the node's counters
       const { status, body } = errorReply(new HttpError(403, 'UNAUTHORIZED', `the metrics answer only at their own address, not at Host ${JSON.stringify((req.headers.host ?? '').slice(0, 100))}`, { reason: 'host' }))
       metrics.errors.inc({ code: body.error.code, source: 'metrics' })

@@ -30,3 +30,9 @@ export function hostIsOwn (req: IncomingMessage, names: Iterable<string> = []): 
 export function hostForUrl (host: string): string {
   return host.includes(':') ? `[${host}]` : host
 }
+
+/** Whether `host` (an address a server is told to listen on) is loopback only: no other machine can reach it. */
+export function isLoopbackAddress (host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '')
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || /^::ffff:127\./.test(h)
+}
