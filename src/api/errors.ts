@@ -141,6 +141,13 @@ export function answerClientError (err: { code?: string }, socket: Socket, metri
   metrics?.errors.inc({ code: body.error.code, source: 'api' })
   log.debug({ status, code: err.code }, body.error.message)
   const text = JSON.stringify(body)
+  // a response already under way on this connection (an event stream, a pipelined request's answer) gets no status
+  // line in its body: the socket just closes, as Node's own handler does
+  const current = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (current?.headersSent === true) {
+    socket.destroy()
+    return
+  }
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`)
   }
