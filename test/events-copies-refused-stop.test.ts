@@ -9,8 +9,8 @@
  * written until its log is cut and fetched again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MemoryDatastore } from 'datastore-core'
-import type { Batch, Datastore, Key } from 'interface-datastore'
+import { StallingStore } from './fixtures/stalling-datastore.ts'
+import type { Datastore } from 'interface-datastore'
 import type { MeshNode } from '../src/node.ts'
 import { groupCommitter } from '../src/storage/group-commit.ts'
 import { EventLog } from '../src/runlog/event-log.ts'
@@ -23,28 +23,6 @@ const TASK = 'task-refused-hole'
 // run.completed lands at seq 512, a power of two that EventLog.head() gallops onto
 const EVENTS = 510
 const PAYLOAD = 'x'.repeat(24 * 1024)
-
-class StallingStore extends MemoryDatastore {
-  private gate: PromiseWithResolvers<void> | undefined
-  stall (): void { this.gate ??= Promise.withResolvers() }
-  resume (): void {
-    this.gate?.resolve()
-    this.gate = undefined
-  }
-
-  override batch (): Batch {
-    const inner = super.batch()
-    return {
-      put: (key: Key, value: Uint8Array) => { inner.put(key, value) },
-      delete: (key: Key) => { inner.delete(key) },
-      commit: async () => {
-        const gate = this.gate
-        if (gate !== undefined) await gate.promise
-        await inner.commit()
-      }
-    }
-  }
-}
 
 describe('a node stopped while copies were refused', () => {
   let nodes: MeshNode[] = []

@@ -8,8 +8,8 @@
  * delivered, and once the disk is back it is fetched again, whole, into the log.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MemoryDatastore } from 'datastore-core'
-import type { Batch, Datastore, Key } from 'interface-datastore'
+import { StallingStore } from './fixtures/stalling-datastore.ts'
+import type { Datastore } from 'interface-datastore'
 import type { MeshNode } from '../src/node.ts'
 import { STORAGE_QUEUE_MAX_BYTES } from '../src/storage/constants.ts'
 import { groupCommitter } from '../src/storage/group-commit.ts'
@@ -21,29 +21,6 @@ const TASK = 'task-stalled-copies'
 const EVENTS = 500
 // 500 of these are well over twice STORAGE_QUEUE_MAX_BYTES: the stalled batch and the queue behind it
 const PAYLOAD = 'x'.repeat(24 * 1024)
-
-/** A memory datastore whose batch commits wait while it is stalled, and go on once it is not. */
-class StallingStore extends MemoryDatastore {
-  private gate: PromiseWithResolvers<void> | undefined
-  stall (): void { this.gate ??= Promise.withResolvers() }
-  resume (): void {
-    this.gate?.resolve()
-    this.gate = undefined
-  }
-
-  override batch (): Batch {
-    const inner = super.batch()
-    return {
-      put: (key: Key, value: Uint8Array) => { inner.put(key, value) },
-      delete: (key: Key) => { inner.delete(key) },
-      commit: async () => {
-        const gate = this.gate
-        if (gate !== undefined) await gate.promise
-        await inner.commit()
-      }
-    }
-  }
-}
 
 describe('an observer whose disk stalls', () => {
   let nodes: MeshNode[] = []

@@ -9,8 +9,7 @@
  * and the log holds the whole run once the disk is back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MemoryDatastore } from 'datastore-core'
-import type { Batch, Key } from 'interface-datastore'
+import { StallingStore } from './fixtures/stalling-datastore.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { EVENTS_LOCK_WAITING_MAX } from '../src/events/constants.ts'
@@ -27,29 +26,6 @@ const BEFORE = 3
 const EVENTS = EVENTS_LOCK_WAITING_MAX + 100
 // run.started, BEFORE, EVENTS, run.completed
 const TOTAL = BEFORE + EVENTS + 2
-
-/** A memory datastore whose batch commits wait while it is stalled, and go on once it is not. */
-class StallingStore extends MemoryDatastore {
-  private gate: PromiseWithResolvers<void> | undefined
-  stall (): void { this.gate ??= Promise.withResolvers() }
-  resume (): void {
-    this.gate?.resolve()
-    this.gate = undefined
-  }
-
-  override batch (): Batch {
-    const inner = super.batch()
-    return {
-      put: (key: Key, value: Uint8Array) => { inner.put(key, value) },
-      delete: (key: Key) => { inner.delete(key) },
-      commit: async () => {
-        const gate = this.gate
-        if (gate !== undefined) await gate.promise
-        await inner.commit()
-      }
-    }
-  }
-}
 
 describe('an observer whose disk stalls while a sync answer is written', () => {
   let nodes: MeshNode[] = []
