@@ -9,7 +9,7 @@
  */
 import type { Connection, PeerId, Stream, StreamMessageEvent, Libp2p } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
-import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
+import { DIAL_TIMEOUT_MS, FRAME_ID_MAX, STREAM_IDLE_TIMEOUT_MS } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, reasonOf, TimeoutError, toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
@@ -18,9 +18,8 @@ import { FrameDecoder, FramingError, chunkOf, encodeFrame, errorFrame, errorFrom
 import { dialStream } from './dial.ts'
 import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { Outbox } from './outbox.ts'
-import { abortUnlessEnded } from './stream-end.ts'
+import { closeThenEnd } from './stream-end.ts'
 import { allowWindowGrowth } from './yamux-window.ts'
-import { untilAborted, withDeadline } from '../util/deadline.ts'
 import type { CallContext } from './rpc.ts'
 
 const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
@@ -124,15 +123,7 @@ class BulkInbound implements AnswerHolder {
    */
   private close (why: string): void {
     this.finished = true
-    const limit = withDeadline(new AbortController().signal, STREAM_CLOSE_TIMEOUT_MS)
-    untilAborted(this.outbox.whenSent(), limit.signal).then(async () => this.stream.close({ signal: limit.signal })).then(() => {
-      limit.clear()
-      abortUnlessEnded(this.stream, this.spec.log, why)
-    }, (err: unknown) => {
-      limit.clear()
-      this.spec.log.debug({ err, protocol: this.spec.protocol, why }, 'a bulk stream did not close in time and was aborted')
-      this.stream.abort(new Error(`${why}: close timed out`))
-    })
+    void closeThenEnd(this.stream, this.spec.log, why, this.outbox.whenSent())
   }
 
   private fatal (err: AapError): void {
@@ -428,11 +419,7 @@ export class BulkSession {
       this.stream.abort(new Error('session closed with requests pending'))
       return
     }
-    await this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => {
-      abortUnlessEnded(this.stream, this.log, 'session closed')
-    }, (err: unknown) => {
-      this.stream.abort(err instanceof Error ? err : new Error(String(err)))
-    })
+    await closeThenEnd(this.stream, this.log, 'session closed')
   }
 
   abort (err: Error): void {

@@ -19,7 +19,7 @@ import { Outbox } from './outbox.ts'
 import { untilAborted, withDeadline } from '../util/deadline.ts'
 
 import type { CallOptions, InternalCallOptions, RpcHost } from './rpc.ts'
-import { abortUnlessEnded } from './stream-end.ts'
+import { closeThenEnd } from './stream-end.ts'
 
 /** A signal that never aborts (a caller with none). */
 const NEVER = new AbortController().signal
@@ -420,10 +420,7 @@ export class RpcClient {
       for (const s of list) {
         if (s.pending.size === 0 && s.lastUsed < cutoff) {
           // a responder that never ends its side would keep the session, and its decoder, for good (stream-end.ts)
-          s.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => { abortUnlessEnded(s.stream, this.log, 'idle') }, (err: unknown) => {
-            this.log.debug({ err, protocol: this.protocol }, 'an idle stream did not close in time and was aborted')
-            s.stream.abort(new Error('idle close timed out'))
-          })
+          void closeThenEnd(s.stream, this.log, 'idle')
         }
       }
     }

@@ -9,7 +9,7 @@
 import type { Connection, PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
 import {
   FRAME_COMPLETION_TIMEOUT_MS, HANDLER_TIMEOUT_MS, MAX_INBOUND_STREAMS_PER_PROTOCOL, MAX_OUTBOUND_STREAMS_PER_PROTOCOL,
-  MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_CLOSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS
+  MAX_PIPELINED_REQUESTS_PER_STREAM, RESPONSE_TIMEOUT_MS, STREAM_IDLE_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
@@ -20,7 +20,7 @@ import { watchRequests } from './in-flight.ts'
 import { RESPONDER_BACKLOG_MAX_BYTES, RESPONDER_FRAME_MIN_COST_BYTES, RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
 import { Outbox } from './outbox.ts'
 import type { RpcHost, RpcMethod, RpcProtocol } from './rpc.ts'
-import { abortUnlessEnded } from './stream-end.ts'
+import { closeThenEnd } from './stream-end.ts'
 
 const isRequestEnvelope = schema<{ id: number, type: string, body: Record<string, unknown> }>('aap:common#/definitions/RequestEnvelope')
 
@@ -103,10 +103,7 @@ class InboundStream implements AnswerHolder {
   /** Close gracefully within STREAM_CLOSE_TIMEOUT_MS, else abort; then the caller has as long to end its side (stream-end.ts). */
   private close (why: string): void {
     if (this.stream.status !== 'open') return
-    this.stream.close({ signal: AbortSignal.timeout(STREAM_CLOSE_TIMEOUT_MS) }).then(() => { abortUnlessEnded(this.stream, this.log, why) }, (err: unknown) => {
-      this.log.debug({ err, protocol: this.spec.protocol, why }, 'a stream did not close in time and was aborted')
-      this.stream.abort(new Error(`${why}: close timed out`))
-    })
+    void closeThenEnd(this.stream, this.log, why)
   }
 
   /** Resolves true once the frame is handed to the stream (false: the peer went away; nothing to tell). */

@@ -10,6 +10,28 @@
 import type { Stream } from '@libp2p/interface'
 import { STREAM_CLOSE_TIMEOUT_MS } from '../constants.ts'
 import type { Logger } from '../logger.ts'
+import { untilAborted, withDeadline } from '../util/deadline.ts'
+
+/**
+ * End this side of `stream`: wait for `before` (what is queued to be sent) and
+ * close, both within STREAM_CLOSE_TIMEOUT_MS, then give the peer as long to end
+ * its side (abortUnlessEnded). A close that fails or runs out of time aborts the
+ * stream, logged with `why`. Never rejects.
+ */
+export async function closeThenEnd (stream: Stream, log: Logger, why: string, before?: Promise<void>): Promise<void> {
+  const limit = withDeadline(new AbortController().signal, STREAM_CLOSE_TIMEOUT_MS)
+  try {
+    if (before !== undefined) await untilAborted(before, limit.signal)
+    await stream.close({ signal: limit.signal })
+  } catch (err: unknown) {
+    log.debug({ err, protocol: stream.protocol, why }, 'a stream did not close in time and was aborted')
+    stream.abort(new Error(`${why}: close timed out`))
+    return
+  } finally {
+    limit.clear()
+  }
+  abortUnlessEnded(stream, log, why)
+}
 
 /** Abort `stream` unless it is closed both ways STREAM_CLOSE_TIMEOUT_MS from now (call once this side is closed). */
 export function abortUnlessEnded (stream: Stream, log: Logger, why: string): void {
