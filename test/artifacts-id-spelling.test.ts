@@ -3,7 +3,8 @@
  * spelled it, and a removal forgot only the canonical (base32) key: a peer that asked in base58btc went on
  * getting the chunks of a removed artifact that were still in chunks/ (shared with another artifact). And the
  * fetches under way were keyed by the caller's spelling, so two spellings ran two fetches of the same bytes.
- * Now both go by the canonical id. Real nodes; found by session 49's artifact review.
+ * Now both go by the canonical id. Real nodes; found by session 49's artifact review. A removal asked in
+ * another base answered with the caller's spelling, which no listing uses (noticed in session 52).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CID } from 'multiformats/cid'
@@ -39,6 +40,15 @@ describe('an artifact id in another base', () => {
     await holder.artifacts.remove(x.artifact)
     expect(await chunk0(x.artifact)).toMatchObject({ ok: false, error: { code: 'ARTIFACT_NOT_FOUND' } })
     expect(await chunk0(b58)).toMatchObject({ ok: false, error: { code: 'ARTIFACT_NOT_FOUND' } })
+  })
+
+  it('is removed under another spelling and the answer names it by its canonical id', async () => {
+    const a = await holder.artifacts.put(new Uint8Array(4096).fill(5), octets)
+    const b58 = CID.parse(a.artifact).toString(base58btc)
+    const removed = await holder.artifacts.remove(b58)
+    expect(removed.artifact).toBe(a.artifact)
+    expect(removed.freed_bytes).toBeGreaterThan(0)
+    expect(holder.artifacts.store.holds(a.artifact)).toBeUndefined()
   })
 
   it('joins the fetch of the same artifact under way, however the callers spell it', async () => {

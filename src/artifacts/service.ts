@@ -154,8 +154,9 @@ export class Artifacts implements ArtifactWriter {
    * from there); returns the bytes freed. ARTIFACT_NOT_FOUND when it is not here.
    */
   async remove (id: string): Promise<{ artifact: string, freed_bytes: number }> {
-    parseId(id, JSON_CODEC)
-    return { artifact: id, freed_bytes: await this.store.remove(id) }
+    // the answer names it as every listing does, whatever base the caller spelled it in
+    const artifact = parseId(id, JSON_CODEC).toString()
+    return { artifact, freed_bytes: await this.store.remove(artifact) }
   }
 
   async start (): Promise<void> {
