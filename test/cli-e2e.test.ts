@@ -167,6 +167,9 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     // strangers' addresses refused, and relay reservations dropped or refused: counted
     expect(text).toMatch(/^aap_peer_addresses\{what="refused"\} \d+$/m)
     expect(text).toMatch(/^aap_relay_guard\{what="refused_per_network"\} 0$/m)
+    // tasks a task's lock was too far behind to queue: none on an idle node
+    expect(text).toMatch(/^aap_events_lock\{what="gossip_shed"\} 0$/m)
+    expect(text).toMatch(/^aap_events_lock\{what="subscribe_refused"\} 0$/m)
     // discovery: the card's provider keys were walked and their records sent; failed held-card pulls by kind
     expect(text).toMatch(/^aap_discovery\{what="providerWalks"\} [1-9]/m)
     expect(text).toMatch(/^aap_discovery\{what="providerRecordsSent"\} [1-9]/m)

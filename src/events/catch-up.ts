@@ -15,16 +15,22 @@
  * no event falls between the last read and the switch to live delivery. A
  * pull that finds nothing left in any admitted run (a whole round of reads
  * past each run's position) makes the subscription live in the same step.
+ * While EVENTS_LOCK_READERS_MAX readers wait on the lock, a pull first waits
+ * for it to drain (lock-queues.ts), so a stalled disk under a task many
+ * clients read does not queue a task per reader.
  */
 import { SYNC_MAX_EVENTS_PER_RESPONSE } from '../constants.ts'
 import type { EventLog } from '../runlog/event-log.ts'
 import type { Correlations } from './correlations.ts'
+import { pullLocked } from './lock-queues.ts'
 import type { EventSubscription, HistorySource } from './subscription.ts'
-import type { CorrTrack } from './track.ts'
+import type { CorrTrack, EventsStats } from './track.ts'
 
 export interface CatchUpInit {
   log: Pick<EventLog, 'read' | 'runsOf'>
   correlations: Pick<Correlations, 'runTrack' | 'flushCopies'>
+  /** Where a pull that waited for the lock to drain is counted (stats.lockRefused.pull). */
+  stats?: EventsStats
 }
 
 export class CatchUp implements HistorySource {
@@ -42,7 +48,7 @@ export class CatchUp implements HistorySource {
   }
 
   async pull (sub: EventSubscription): Promise<void> {
-    await this.t.lock.run(async () => {
+    await pullLocked(this.t, this.init.stats, () => sub.closed, async () => {
       if (sub.closed) return
       await this.init.correlations.flushCopies()
       sub.settleSupersedes()

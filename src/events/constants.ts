@@ -3,7 +3,7 @@
  * was full; the protocol specs name them like the others (test/wire-docs.test.ts
  * reads this file too).
  */
-import { EVENTS_MAX_RUNS_PER_CORRELATION } from '../constants.ts'
+import { EVENTS_MAX_RUNS_PER_CORRELATION, SYNC_CONCURRENCY } from '../constants.ts'
 
 /**
  * Of a correlation's EVENTS_MAX_RUNS_PER_CORRELATION admitted runs, this many
@@ -84,3 +84,27 @@ export const EVENTS_QUIET_WATCH_MS = 60_000
  * this many times EVENT_MAX_BYTES (3 MiB) per correlation.
  */
 export const EVENTS_LOCK_WAITING_MAX = 64
+
+/**
+ * Sync answers of one correlation placed at once or waiting for its lock
+ * (syncer.ts, and Events.fetchRun / fetchCorrelation). A sync waits there
+ * holding one of the node's SYNC_CONCURRENCY slots: behind a lock held by a
+ * stalled disk, the syncs of one busy task would otherwise take every slot,
+ * and no other task would sync. Past this many (or with
+ * EVENTS_LOCK_WAITING_MAX already waiting), a sync's page is not placed: the
+ * sync ends and gives its slot back, and it is made again once the lock has
+ * run what waits on it (a caller of fetchRun gets a typed error). A quarter
+ * of the node's slots.
+ */
+export const EVENTS_LOCK_SYNCS_MAX = SYNC_CONCURRENCY / 4
+
+/**
+ * Subscriptions of one correlation waiting for its lock to hand over their
+ * history, and iterator subscriptions' pulls of their next page (catch-up.ts).
+ * Past this many (or with EVENTS_LOCK_WAITING_MAX already waiting), a new
+ * subscription is refused with TIMEOUT (reason correlation_busy), and a pull
+ * waits for the lock to run what waits on it before it queues: a stalled
+ * disk under a task many clients follow costs a bounded queue, not one task
+ * per reader.
+ */
+export const EVENTS_LOCK_READERS_MAX = 16

@@ -52,6 +52,11 @@ export class Correlations {
     this.init = init
   }
 
+  /** The node's event log (local-events.ts reads this node's own runs back from it). */
+  get log (): EventLog {
+    return this.init.log
+  }
+
   get (correlationId: string): CorrTrack | undefined {
     return this.tracks.get(correlationId)
   }

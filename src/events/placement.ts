@@ -18,7 +18,8 @@ import { endsRun } from '../runlog/lineage.ts'
 import { EVENTS_EARLY_HOLD_MS, EVENTS_LOCK_WAITING_MAX } from './constants.ts'
 import { ShedFetches } from './shed.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
-import type { AgentEvent, Run } from '../runlog/types.ts'
+import type { AgentEvent, Run, RunState } from '../runlog/types.ts'
+import { LocalEvents } from './local-events.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CopyStore } from './copies.ts'
 import { forks } from './forks.ts'
@@ -51,10 +52,14 @@ export interface PlacementInit {
 export class Placement {
   private readonly i: PlacementInit
   /** Runs with gossip not queued (shed) whose fetch waits for their correlation's lock to drain (shed.ts). */
-  readonly shedFetches = new ShedFetches((t, rt) => { this.i.syncer().fetch(t, rt) })
+  readonly shedFetches = new ShedFetches((t, rt) => { this.i.syncer().fetch(t, rt) }, (t, agentId) => { this.i.syncer().syncCorrelationFrom(t, agentId) })
+
+  /** Events of this node's own runs, queued on their correlation's lock within its bound (local-events.ts). */
+  private readonly local: LocalEvents
 
   constructor (init: PlacementInit) {
     this.i = init
+    this.local = new LocalEvents({ correlations: init.correlations, stats: init.stats, log: init.log, apply: (t, e, state) => { this.applyLocal(t, e, state) } })
   }
 
   count (v: Verdict): Verdict {
@@ -430,35 +435,33 @@ export class Placement {
    */
   onLocalEvent (event: AgentEvent, run: Run): void {
     if (!this.i.running()) return
-    const correlations = this.i.correlations
-    const t = correlations.ensure(event.correlation_id, false, false)
+    const t = this.i.correlations.ensure(event.correlation_id, false, false)
     // a delegator that follows its run sends its SUBSCRIBE ahead of the delegate request, so it is counted here
     this.publish(t, event, 'an event')
-    const apply = (): void => {
-      const rt = correlations.newRunTrack(t, event.run_id, true)
-      if (rt === undefined) return
-      rt.local = true
-      rt.headLoaded = true
-      if (event.seq === 1) t.logRuns?.add(event.run_id)
-      if (rt.head !== undefined && event.seq <= rt.head.seq) return
-      rt.head = event
-      rt.headHash = undefined
-      rt.state = run.state
-      if (event.seq === 1 && rt.lineage === 'unknown') correlations.judge(t, rt, event)
-      // a run of this node's is in its log whatever its place; subscribers see it only once admitted
-      if (rt.lineage === 'admitted') for (const s of t.subs) s.deliver(event)
-      this.learn(t, event)
-      if (rt.lineage === 'admitted' && (event.seq === 1 || endsRun(event))) {
-        const accepted: AgentEvent[] = []
-        this.wake(t, event.run_id, accepted)
-        void this.i.copies.store(t, accepted)
-      }
-    }
-    if (t.lock.busy === 0) {
-      apply()
-      correlations.maybeUntrack(t)
-    } else {
-      void t.lock.run(async () => { apply() }).finally(() => { correlations.maybeUntrack(t) })
+    // in order with what waits on the correlation's lock, within its bound (local-events.ts)
+    this.local.take(t, event, run.state)
+  }
+
+  /** Take an event of this node's own run into its track (`state`: the run's after it); in order, see onLocalEvent. */
+  private applyLocal (t: CorrTrack, event: AgentEvent, state: RunState): void {
+    const correlations = this.i.correlations
+    const rt = correlations.newRunTrack(t, event.run_id, true)
+    if (rt === undefined) return
+    rt.local = true
+    rt.headLoaded = true
+    if (event.seq === 1) t.logRuns?.add(event.run_id)
+    if (rt.head !== undefined && event.seq <= rt.head.seq) return
+    rt.head = event
+    rt.headHash = undefined
+    rt.state = state
+    if (event.seq === 1 && rt.lineage === 'unknown') correlations.judge(t, rt, event)
+    // a run of this node's is in its log whatever its place; subscribers see it only once admitted
+    if (rt.lineage === 'admitted') for (const s of t.subs) s.deliver(event)
+    this.learn(t, event)
+    if (rt.lineage === 'admitted' && (event.seq === 1 || endsRun(event))) {
+      const accepted: AgentEvent[] = []
+      this.wake(t, event.run_id, accepted)
+      void this.i.copies.store(t, accepted)
     }
   }
 }

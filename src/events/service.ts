@@ -37,6 +37,7 @@ import type { CorrelationReplay } from './replay.ts'
 import { collectReplay } from './replay-collect.ts'
 import { Forks, type RunFork } from './forks.ts'
 import { CatchUp } from './catch-up.ts'
+import { placeSynced, readLocked } from './lock-queues.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
 import { SyncClient, serveSync, type SyncCallOptions } from './sync.ts'
 import { Syncer } from './syncer.ts'
@@ -199,7 +200,7 @@ export class Events {
    *
    * INVALID_REQUEST for a bad correlation id or participant, or when the node
    * already follows MAX_CORRELATION_TOPICS correlations (details.reason
-   * 'topic_limit').
+   * 'topic_limit'); TIMEOUT (reason 'correlation_busy') while its lock is too far behind (lock-queues.ts).
    */
   async subscribe (correlationId: string, opts: SubscribeOptions = {}): Promise<EventSubscription> {
     this.assertStarted()
@@ -229,12 +230,12 @@ export class Events {
       // before any later task on it runs, so none falls between
       // an iterator reads its history at its own pace, from the log (catch-up.ts)
       const pull = opts.history !== false && opts.onEvent === undefined
-      await t.lock.run(async () => {
+      await readLocked(t, this.stats, async () => {
         await this.correlations.flushCopies()
         const held = (await this.log.runsOf(correlationId)).sort()
         // from now on a run missing from this list has nothing in the log to look up
         t.logRuns ??= new Set(held)
-        if (pull) sub.readFrom(new CatchUp(t, { log: this.log, correlations: this.correlations }))
+        if (pull) sub.readFrom(new CatchUp(t, { log: this.log, correlations: this.correlations, stats: this.stats }))
         for (const runId of pull ? [] : held) {
           const rt = await this.correlations.runTrack(t, runId)
           // only runs admitted to the owner's task are handed over (protocols/lineage.md)
@@ -324,8 +325,8 @@ export class Events {
   /**
    * Sync one run from one peer (default: its executor) into the log. Returns
    * the events that were new here. Throws a typed error when the peer lies
-   * (INVALID_SIGNATURE, INVALID_REQUEST), stalls (TIMEOUT) or cannot be
-   * reached (AGENT_NOT_FOUND); nothing it sent is kept then.
+   * (INVALID_SIGNATURE, INVALID_REQUEST), stalls (TIMEOUT) or cannot be reached (AGENT_NOT_FOUND), and
+   * TIMEOUT (reason 'correlation_busy') while the task's lock is too far behind; nothing it sent is kept then.
    */
   async fetchRun (runId: string, opts: FetchOptions = {}): Promise<AgentEvent[]> {
     this.assertStarted()
@@ -336,7 +337,7 @@ export class Events {
     const events = await this.syncer.slot(from, async () => this.sync.run(peer, runId, head, opts))
     const first = events[0]
     if (first === undefined) return []
-    return this.holding(first.correlation_id, async (t) => this.placement.ingest(t, events))
+    return this.holding(first.correlation_id, async (t) => placeSynced(t, this.stats, async () => this.placement.ingest(t, events)))
   }
 
   /**
@@ -358,7 +359,7 @@ export class Events {
     const byRun = await this.syncer.slot(opts.from, async () => this.sync.correlation(peer, correlationId, opts))
     return this.holding(correlationId, async (t) => {
       const out: AgentEvent[] = []
-      for (const events of byRun.values()) out.push(...await this.placement.ingest(t, events))
+      for (const events of byRun.values()) out.push(...await placeSynced(t, this.stats, async () => this.placement.ingest(t, events)))
       return out
     })
   }

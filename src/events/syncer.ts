@@ -16,6 +16,8 @@ import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { KeyedLimiter, Limiter } from '../util/concurrency.ts'
 import { EVENTS_QUIET_WATCH_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
+import { LockBusyError, placeSynced } from './lock-queues.ts'
+import { ShedFetches } from './shed.ts'
 import type { SyncClient } from './sync.ts'
 import { isInterested, isLive, isStartless, vouchedParticipants, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
@@ -37,6 +39,8 @@ export class Syncer {
   private readonly target: SyncTarget
   private readonly stats: EventsStats
   private readonly log: Logger
+  /** Syncs whose page the correlation's lock was too far behind to take (lock-queues.ts): made again once it drains. */
+  private readonly afterLock = new ShedFetches((t, rt) => { this.fetch(t, rt) }, (t, agentId) => { this.syncCorrelationFrom(t, agentId) })
 
   constructor (client: SyncClient, target: SyncTarget, stats: EventsStats, log: Logger) {
     this.client = client
@@ -54,6 +58,11 @@ export class Syncer {
   /** Run one sync with `agentId` in a slot: its agent's share first, then one of the node's (waiting for the share holds none of those). */
   async slot<T> (agentId: string, fn: () => Promise<T>): Promise<T> {
     return this.perAgent.run(agentId, async () => this.limiter.run(fn))
+  }
+
+  /** Place a sync's page on the correlation's lock, or LockBusyError while EVENTS_LOCK_SYNCS_MAX are placed or wait there. */
+  private async place (t: CorrTrack, events: AgentEvent[]): Promise<void> {
+    await placeSynced(t, this.stats, async () => this.target.ingest(t, events))
   }
 
   private noteSyncError (t: CorrTrack, err: unknown, what: 'correlation' | 'run', agentId: string, listed = true): void {
@@ -148,11 +157,15 @@ export class Syncer {
             this.stats.syncRequests.correlation++
             // each page placed as it comes: a peer's answer takes one page of memory here
             await this.slot(agentId, async () => this.client.correlation(peerIdOfAgent(agentId), t.id, {
-              sink: async (events) => { if (!t.closed) await this.target.ingest(t, events) }
+              sink: async (events) => { if (!t.closed) await this.place(t, events) }
             }))
             t.unreached.delete(agentId)
           } catch (err) {
-            this.noteSyncError(t, err, 'correlation', agentId)
+            if (err instanceof LockBusyError) {
+              // no fault of the agent: its slot is given back, and it is asked again once the lock drains
+              this.afterLock.armSync(t, agentId)
+              t.syncAgain.delete(agentId)
+            } else this.noteSyncError(t, err, 'correlation', agentId)
           }
         } while (t.syncAgain.has(agentId) && !t.closed)
       } finally {
@@ -197,12 +210,17 @@ export class Syncer {
                   signal: stop.signal,
                   sink: async (events) => {
                     got += events.length
-                    if (!gone()) await this.target.ingest(t, events)
+                    if (!gone()) await this.place(t, events)
                   }
                 }))
               if (t.unreached.get(source)?.what === 'run') t.unreached.delete(source)
               if (got > 0 || source === rt.executor) break
             } catch (err) {
+              if (err instanceof LockBusyError) {
+                // no fault of the agent: the slot is given back, and the run fetched again once the lock drains
+                this.afterLock.arm(t, rt)
+                return
+              }
               // let go on purpose (the run was evicted, the node stops): no fault of the agent asked
               if (stop.signal.aborted) {
                 this.log.debug({ run_id: rt.run_id, agent_id: source }, 'a run fetch was stopped')

@@ -72,11 +72,17 @@ export interface EventsStats {
   earlyDropped: number
   /** Gossiped events not queued because EVENTS_LOCK_WAITING_MAX waited on their correlation's lock (placement.ts shed); in gossip.gap too. */
   lockShed: number
+  /**
+   * What else did not queue on a correlation's lock past its bound (lock-queues.ts, local-events.ts): events
+   * of this node's own runs read from the log later instead of each queued, sync pages not placed (the sync
+   * made again once the lock drains), subscriptions refused, catch-up pulls that waited for the lock to drain.
+   */
+  lockRefused: { local: number, sync: number, subscribe: number, pull: number }
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0, lockRefused: { local: 0, sync: 0, subscribe: 0, pull: 0 } }
 }
 
 export type RunTrackState = RunState | 'unknown'
@@ -217,6 +223,9 @@ export interface CorrTrack {
    * placed at once does not give up its turn in the event loop.
    */
   lock: Mutex
+  /** Sync answers placed or waiting on `lock` (EVENTS_LOCK_SYNCS_MAX), and subscribes and pulls waiting on it (EVENTS_LOCK_READERS_MAX). */
+  lockSyncs: number
+  lockReaders: number
   /**
    * Runs the log holds for this correlation, once a subscriber has listed them
    * (listing is a scan on the memory datastore, so only subscribers pay it):
@@ -260,6 +269,8 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     pending: 0,
     writing: 0,
     lock: new Mutex(),
+    lockSyncs: 0,
+    lockReaders: 0,
     inflight: new Set(),
     tailDelay: EVENTS_TAIL_SYNC_MIN_MS,
     quietUntil: 0,
