@@ -20,7 +20,7 @@ const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
       'AAP-CONF-CORRELATION', 'AAP-CONF-EVENT-STREAM', 'C2-EVENT-CORRELATION', 'C3-RAISE-IDENTIFIES', 'C3-BLOCK-CHECKPOINT',
       'C3-NO-SELF-RESUME', 'C3-RESOLVE-RESUMES', 'C3-AUDIT-ONE-TRANSITION'
     ],
-    checks: ['block-checkpoint', 'checkpoint-raise', 'resume-resolution', 'resume-audit', 'self-resume', 'event-stream', 'events-correlation']
+    checks: ['block-checkpoint', 'checkpoint-raise', 'resume-resolution', 'resume-audit', 'self-resume', 'event-stream', 'run-logs', 'events-correlation']
   },
   'unknown-run-code': { clauses: ['AAP-ERROR-RUN_NOT_FOUND', 'AAP-CONF-ERRORS'], checks: ['unknown-run'] },
   'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] },

@@ -1,13 +1,23 @@
 /** Checks of block and resume: checkpoints, resolutions, self-resume, invalid transitions, authority. */
+import type { Run } from '../runlog/types.ts'
 import { expect, type Scope, type WireEvent } from './kit.ts'
 import { blockedRun, deepEqual, heldRun, payloadOf, release, type Check } from './checks-common.ts'
 
+/** A refused command changed nothing: the run read back has the state, checkpoint and last seq it had before. */
+async function unchanged (s: Scope, before: Run, what: string): Promise<void> {
+  const after = await s.getRun(before.run_id)
+  expect(after.state === before.state && after.last_seq === before.last_seq && after.checkpoint_id === before.checkpoint_id,
+    `${what} changed the run: ${before.state} at seq ${before.last_seq} before, ${after.state} at seq ${after.last_seq} after`)
+}
+
 async function mustBeRefused (s: Scope, runId: string, code: string, what: string): Promise<void> {
   const d = s.n.delegator
+  const before = await s.getRun(runId)
   s.expectError(await s.control(d, 'resume', { run_id: runId, resolution: { decision: 'late' } }), code, `${what}: resume`)
   s.expectError(await s.control(d, 'block', { run_id: runId, reason: 'late', checkpoint_id: 'cp-late' }), code, `${what}: block`)
   s.expectError(await s.control(d, 'cancel', { run_id: runId }), code, `${what}: cancel`)
   s.expectError(await s.control(d, 'handoff', { run_id: runId, to_agent: s.n.receiver.agentId, context: {} }), code, `${what}: handoff`)
+  await unchanged(s, before, `the refused commands on the ${what}`)
 }
 
 export const BLOCK_CHECKS: Check[] = [
@@ -101,13 +111,19 @@ export const BLOCK_CHECKS: Check[] = [
   },
   {
     id: 'invalid-transitions',
-    title: 'resume of a running run, block of a blocked run, and every command on a failed or completed run (handoff of a terminal run too) get INVALID_TRANSITION',
+    title: 'resume of a running run (with an empty and with a real resolution), block of a blocked run, and every command on a failed or completed run (handoff of a terminal run too) get INVALID_TRANSITION and change nothing',
     run: async (s) => {
       const d = s.n.delegator
       const run = await heldRun(s, 'invalid')
+      const running = await s.getRun(run.run_id)
       s.expectError(await s.control(d, 'resume', { run_id: run.run_id, resolution: {} }), 'INVALID_TRANSITION', 'resume of a running run')
+      // a resolution as a checkpoint's resolve carries it makes the resume no more valid on a run that is not blocked
+      s.expectError(await s.control(d, 'resume', { run_id: run.run_id, resolution: { decision: 'approve' } }), 'INVALID_TRANSITION', 'resume of a running run with a resolution')
+      await unchanged(s, running, 'the refused resumes of a running run')
       s.runOf(await s.control(d, 'block', { run_id: run.run_id, reason: 'hold on', checkpoint_id: 'cp-invalid' }), 'block')
+      const blocked = await s.getRun(run.run_id)
       s.expectError(await s.control(d, 'block', { run_id: run.run_id, reason: 'again', checkpoint_id: 'cp-invalid-2' }), 'INVALID_TRANSITION', 'block of a blocked run')
+      await unchanged(s, blocked, 'the refused block of a blocked run')
       s.runOf(await s.control(d, 'resume', { run_id: run.run_id, resolution: { go: true } }), 'resume')
       s.runOf(await s.control(d, 'cancel', { run_id: run.run_id }), 'cancel')
       await mustBeRefused(s, run.run_id, 'INVALID_TRANSITION', 'failed run')

@@ -2,8 +2,10 @@
 import type { AgentCard } from '../card/card.ts'
 import { DELEGATE_PROTOCOL } from '../constants.ts'
 import { encodeFrame } from '../wire/rpc.ts'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import {
-  CONFORMANCE_CAPABILITY, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_SPLIT_FRAME_GAP_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS
+  CONFORMANCE_CAPABILITY, HANDOFF_STALL_PATIENCE_MS, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_SPLIT_FRAME_GAP_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS
 } from './constants.ts'
 import { errorText, expect, type WireEvent } from './kit.ts'
 import { WireFailure } from '../wire/raw.ts'
@@ -139,10 +141,7 @@ export const DELEGATION_CHECKS: Check[] = [
     run: async (s) => {
       s.expectError(await s.delegate('nocap', { op: 'complete' }, { capability: UNSUPPORTED }), 'CAPABILITY_NOT_SUPPORTED', 'unknown capability')
       s.expectError(await s.delegate('nocap-version', { op: 'complete' }, { capability: { ...CONFORMANCE_CAPABILITY, version: '9.9.9' } }), 'CAPABILITY_NOT_SUPPORTED', 'other version')
-      for (const name of ['nocap', 'nocap-version']) {
-        const events = await s.readCorrelation(s.kit.task(name))
-        expect(events.length === 0, `a refused delegation left ${events.length} event(s) for ${name}`)
-      }
+      for (const name of ['nocap', 'nocap-version']) await s.expectNoRun(s.kit.task(name), `the delegation ${name}`)
     }
   },
   {
@@ -150,20 +149,30 @@ export const DELEGATION_CHECKS: Check[] = [
     title: 'a delegation the agent refuses gets DELEGATION_REFUSED and creates no run',
     run: async (s) => {
       s.expectError(await s.delegate('refuse', { op: 'refuse' }), 'DELEGATION_REFUSED', 'refused delegation')
-      const events = await s.readCorrelation(s.kit.task('refuse'))
-      expect(events.length === 0, `a refused delegation left ${events.length} event(s)`)
+      await s.expectNoRun(s.kit.task('refuse'), 'the refused delegation')
     }
   },
   {
     id: 'wrong-to-agent',
-    title: 'a delegation whose to_agent is another agent gets AGENT_NOT_FOUND from the target',
+    title: 'a delegation whose to_agent is another agent, or an agent that does not exist, gets AGENT_NOT_FOUND from the target and creates no run; a handoff to an agent that does not exist gets AGENT_NOT_FOUND and leaves the run as it was',
     run: async (s) => {
       s.expectError(await s.delegate('elsewhere', { op: 'complete' }, { toAgent: s.n.bystander.agentId }), 'AGENT_NOT_FOUND', 'to_agent names another agent')
+      await s.expectNoRun(s.kit.task('elsewhere'), 'the delegation to another agent')
+      // a well-formed agent id of a key nobody holds
+      const nobody = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
+      s.expectError(await s.delegate('nobody', { op: 'complete' }, { toAgent: nobody }), 'AGENT_NOT_FOUND', 'to_agent names an agent that does not exist')
+      await s.expectNoRun(s.kit.task('nobody'), 'the delegation to an agent that does not exist')
+      const run = await heldRun(s, 'handoff-nobody')
+      const f = await s.control(s.n.delegator, 'handoff', { run_id: run.run_id, to_agent: nobody, context: {} }, { timeoutMs: HANDOFF_STALL_PATIENCE_MS })
+      s.expectError(f, 'AGENT_NOT_FOUND', 'handoff to an agent that does not exist')
+      const after = await s.getRun(run.run_id)
+      expect(after.state === 'running' && after.handoff_to === null, `the run after the refused handoff: ${after.state}, handoff_to ${JSON.stringify(after.handoff_to)}`)
+      await release(s, run.run_id)
     }
   },
   {
     id: 'unknown-run',
-    title: 'get_run, resume, block and cancel of a run the target does not have get RUN_NOT_FOUND',
+    title: 'get_run, resume, block, cancel and handoff of a run the target does not have get RUN_NOT_FOUND',
     run: async (s) => {
       const unknown = `${s.kit.target}:${'0'.repeat(24)}`
       const d = s.n.delegator
@@ -171,6 +180,8 @@ export const DELEGATION_CHECKS: Check[] = [
       s.expectError(await s.control(d, 'resume', { run_id: unknown, resolution: { decision: 'approve' } }), 'RUN_NOT_FOUND', 'resume of an unknown run')
       s.expectError(await s.control(d, 'block', { run_id: unknown, reason: 'r', checkpoint_id: 'cp-unknown' }), 'RUN_NOT_FOUND', 'block of an unknown run')
       s.expectError(await s.control(d, 'cancel', { run_id: unknown }), 'RUN_NOT_FOUND', 'cancel of an unknown run')
+      // towards a real agent (the kit's receiver), so only the run can be what is wrong
+      s.expectError(await s.control(d, 'handoff', { run_id: unknown, to_agent: s.n.receiver.agentId, context: {} }), 'RUN_NOT_FOUND', 'handoff of an unknown run')
       s.expectError(await s.control(d, 'get_run', { run_id: 'no-such-run' }), 'RUN_NOT_FOUND', 'get_run of a run id that names no executor')
     }
   },
@@ -230,7 +241,6 @@ export const STALLED_FRAME_CHECK: Check = {
     const f = await s.call(s.n.delegator, DELEGATE_PROTOCOL, 'delegate', body, { bytes: halfFrame(body), timeoutMs: STALLED_CALLER_PATIENCE_MS })
     expect(!f.ok && f.id === null, `the answer to a stalled frame: ${JSON.stringify(f).slice(0, 300)}`)
     expect(f.error?.code === 'INVALID_REQUEST', `the stalled frame got ${String(f.error?.code)}, not INVALID_REQUEST`)
-    const events = await s.readCorrelation(task)
-    expect(events.length === 0, `a stalled frame created a run: ${events.length} event(s)`)
+    await s.expectNoRun(task, 'the stalled frame')
   }
 }

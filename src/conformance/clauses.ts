@@ -28,7 +28,7 @@ const W = 'aap-mesh protocols/README.md' as const
 const H = 'aap-mesh protocols/handoff.md' as const
 const L = 'aap-mesh protocols/lineage.md' as const
 
-export const ERROR_CHECKS = ['wrong-to-agent', 'handoff-stalled-receiver', 'unsupported-capability', 'refusal', 'unknown-run', 'invalid-transitions']
+export const ERROR_CHECKS = ['wrong-to-agent', 'handoff-stalled-receiver', 'unsupported-capability', 'refusal', 'unknown-run', 'invalid-transitions', 'no-late-runs']
 
 export const CLAUSES: readonly Clause[] = [
   // ---- profile: AgentCard, Run, Discovery ----------------------------------------------
@@ -57,7 +57,7 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-HANDOFF-CORRELATION', source: P, section: 'Handoff', level: 'MUST', text: 'The new run MUST preserve the original correlation_id.', checks: ['handoff', 'handoff-receive'] },
   { id: 'AAP-HANDOFF-HISTORY', source: P, section: 'Handoff', level: 'SHOULD', text: 'The old run SHOULD remain available as read-only history.', checks: ['handoff-history'] },
   // ---- profile: Event Stream ----------------------------------------------------------------
-  { id: 'AAP-EVENTS-EMIT', source: P, section: 'Event Stream', level: 'MUST', text: 'Conforming L1 implementations MUST emit run events.', checks: ['event-stream'] },
+  { id: 'AAP-EVENTS-EMIT', source: P, section: 'Event Stream', level: 'MUST', text: 'Conforming L1 implementations MUST emit run events.', checks: ['event-stream', 'run-logs'] },
   { id: 'AAP-EVENT-CORRELATION', source: P, section: 'Event Stream', level: 'MUST', text: 'Every event MUST include correlation_id.', checks: ['events-correlation'] },
   { id: 'AAP-EVENT-BLOCKED-CHECKPOINT', source: P, section: 'Event Stream', level: 'MUST', text: 'run.blocked MUST identify the HACP checkpoint when the block came from a checkpoint.', checks: ['block-checkpoint', 'checkpoint-raise'] },
   { id: 'AAP-EVENT-REPLAY', source: P, section: 'Event Stream', level: 'SHOULD', text: 'AAP events SHOULD be replayable for debugging and audit correlation.', checks: ['replay'] },
@@ -79,7 +79,7 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-CONF-STATES', source: P, section: 'Conformance', level: 'MUST', text: 'Maintain the run states running, blocked, completed, and failed.', checks: ['states'] },
   { id: 'AAP-CONF-CORRELATION', source: P, section: 'Conformance', level: 'MUST', text: 'Include correlation_id on every run and run event.', checks: ['runs-correlation', 'events-correlation'] },
   { id: 'AAP-CONF-TASKID', source: P, section: 'Conformance', level: 'MUST', text: 'Preserve HACP TaskID as Run.correlation_id.', checks: ['delegate-correlation', 'handoff'] },
-  { id: 'AAP-CONF-EVENT-STREAM', source: P, section: 'Conformance', level: 'MUST', text: 'Emit the required event stream.', checks: ['event-stream'] },
+  { id: 'AAP-CONF-EVENT-STREAM', source: P, section: 'Conformance', level: 'MUST', text: 'Emit the required event stream.', checks: ['event-stream', 'run-logs'] },
   { id: 'AAP-CONF-ERRORS', source: P, section: 'Conformance', level: 'MUST', text: 'Use the defined error semantics.', checks: ERROR_CHECKS },
   // ---- contract 1: CapabilityRef -----------------------------------------------------------
   { id: 'C1-CAPREF-ONLY', source: C, section: 'Contract 1: CapabilityRef', level: 'MUST', text: 'Upper layers reference capabilities only by (capability_id, version); AAP calls capabilities by reference.', checks: ['card-capref', 'capability-by-ref'] },

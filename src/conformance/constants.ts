@@ -68,3 +68,11 @@ export const KIT_STALLED_STREAMS_MAX = 16
  * frame (its frame time), not refuse the first half.
  */
 export const KIT_SPLIT_FRAME_GAP_MS = 300
+/**
+ * How old the empty read of a refused task must be before no-late-runs reads
+ * it again: a target that creates the run a moment after its refusal has had
+ * this long to show it.
+ */
+export const KIT_LATE_RUN_MIN_AGE_MS = 3_000
+/** Reads of a run still running (get_run, then its log) until both name the same last seq, in run-logs. */
+export const KIT_LOG_READ_TRIES = 3

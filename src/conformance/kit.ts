@@ -103,6 +103,18 @@ function asWire (events: AgentEvent[]): WireEvent[] {
   return events as unknown as WireEvent[]
 }
 
+/** A task a check saw refused and read back without a run: no run may appear for it later (the no-late-runs check). */
+export interface NoRunExpected {
+  /** The check that saw the refusal: it fails too if a run appears later. */
+  check: string
+  correlation: string
+  what: string
+  /** Runs of the task that existed before the refused request (a parent run), not counted. */
+  allowed: string[]
+  /** When the empty read was made (ms since the epoch). */
+  at: number
+}
+
 export function executorOf (runId: string): PeerId {
   return peerIdFromString(runId.split(':')[0] ?? '')
 }
@@ -126,6 +138,12 @@ export class Kit {
   readonly signatures = new SignatureCache()
   /** Delegations the target refused for capacity, over every check. */
   capacityRefusals = 0
+  /** Every run the kit learned of (tracked, handed, or found reading a correlation), with the correlation it was found under. */
+  readonly known = new Map<string, string | undefined>()
+  /** Tasks that must stay without a run; read again once every other check is done. */
+  readonly noRun: NoRunExpected[] = []
+  /** Checks found wrong after they ended (a run appeared for a task they saw refused): check id -> what was found. */
+  readonly lateFailures = new Map<string, string[]>()
 
   constructor (nodes: KitNodes, target: string) {
     this.nodes = nodes
@@ -138,8 +156,14 @@ export class Kit {
     return `conf-${this.nonce}-${name}`
   }
 
-  scope (): Scope {
-    return new Scope(this)
+  /** The scope of one check; `checkId` names the check in what is found about it later. */
+  scope (checkId = 'kit'): Scope {
+    return new Scope(this, checkId)
+  }
+
+  /** A run the kit learned of; the first correlation it was found under is kept. */
+  learn (runId: string, correlation?: string): void {
+    if (this.known.get(runId) === undefined) this.known.set(runId, correlation)
   }
 }
 
@@ -149,6 +173,7 @@ export type KitCallOptions = RawCallOptions & { cleanup?: true }
 /** One check's view of the kit: every request and read goes through it and leaves evidence. */
 export class Scope {
   readonly kit: Kit
+  readonly checkId: string
   readonly evidence: Evidence = { runs: [], events: [], frames: [], notes: [] }
   /** Runs of the target this check created, with the node that delegated each: canceled when the check ends. */
   readonly created = new Map<string, MeshNode>()
@@ -156,8 +181,9 @@ export class Scope {
   /** Set once the check ran out of time: it makes no request and waits for nothing more. */
   private stopped: Error | undefined
 
-  constructor (kit: Kit) {
+  constructor (kit: Kit, checkId: string) {
     this.kit = kit
+    this.checkId = checkId
   }
 
   get n (): KitNodes {
@@ -208,6 +234,7 @@ export class Scope {
   /** A run of the target this check made: it is canceled when the check ends (at once if it already has). */
   async track (runId: string, delegator: MeshNode): Promise<void> {
     this.created.set(runId, delegator)
+    this.kit.learn(runId, this.kit.expected.get(runId))
     if (this.closed) await this.cancelCreated()
   }
 
@@ -273,8 +300,9 @@ export class Scope {
     const run = frame.body?.run
     if (!isRun(run)) throw new CheckFailure(`${what}: the answer is not a Run: ${short(run)}`)
     this.noteRun(run.run_id)
+    this.kit.learn(run.run_id, this.kit.expected.get(run.run_id))
     const known = this.kit.handles.get(run.run_id)
-    this.kit.handles.set(run.run_id, { run, expected: this.kit.expected.get(run.run_id) ?? known?.expected ?? run.correlation_id })
+    this.kit.handles.set(run.run_id, { run, expected: this.kit.expected.get(run.run_id) ?? known?.expected ?? this.kit.known.get(run.run_id) ?? run.correlation_id })
     return run
   }
 
@@ -384,6 +412,7 @@ export class Scope {
         const last = out.at(-1)
         if (last !== undefined && e.run_id < last.run_id) throw new CheckFailure(`${what}: runs out of order (${e.run_id} after ${last.run_id})`)
         this.chained([e], last?.run_id === e.run_id ? last : undefined, what)
+        this.kit.learn(e.run_id, correlationId)
         out.push(e)
       }
       const last = events.at(-1)
@@ -392,6 +421,22 @@ export class Scope {
       cursor = { after_run: last.run_id, after_seq: last.seq }
     }
     return asWire(out)
+  }
+
+  /**
+   * A refused request must have created no run for `correlationId` (runs in
+   * `allowed` existed before it): read at once, and again at the end of the
+   * kit run (no-late-runs), since a target may create the run a moment after
+   * its refusal.
+   */
+  async expectNoRun (correlationId: string, what: string, allowed: readonly string[] = []): Promise<void> {
+    const events = await this.readCorrelation(correlationId)
+    const runs = [...new Set(events.map(e => String(e.run_id)))].filter(r => !allowed.includes(r))
+    if (runs.length > 0) {
+      for (const r of runs) this.cite(r, events.filter(e => e.run_id === r))
+      throw new CheckFailure(`${what}: created ${runs.length} run(s) for ${correlationId} (${events.length} event(s)): ${runs.map(r => short(r)).join(', ')}`)
+    }
+    this.kit.noRun.push({ check: this.checkId, correlation: correlationId, what, allowed: [...allowed], at: Date.now() })
   }
 
   /** Read the run's events until one matches (bounded); the match is kept as evidence. */

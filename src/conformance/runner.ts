@@ -15,6 +15,7 @@ import { BLOCK_CHECKS } from './checks-block.ts'
 import { CLIENT_CHECK } from './checks-client.ts'
 import type { Check } from './checks-common.ts'
 import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
+import { LATE_CHECKS } from './checks-final.ts'
 import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
 import { LINEAGE_CHECKS } from './checks-lineage.ts'
 import {
@@ -23,10 +24,12 @@ import {
 } from './constants.ts'
 import { CapacityRefusal, clean, Kit, type Evidence } from './kit.ts'
 
-export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, ...LINEAGE_CHECKS, CLIENT_CHECK, ...FINAL_CHECKS]
+/** Run last, in this order, once every other check and its cleanup is done: they read back what the others left. */
+const LAST_CHECKS: readonly Check[] = [...LATE_CHECKS, ...FINAL_CHECKS]
+export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, ...LINEAGE_CHECKS, CLIENT_CHECK, ...LAST_CHECKS]
 /** Checks that mostly wait on the target's own time limits: started first, run beside the others. */
 const SLOW_CHECKS = new Set(['handle-undelivered', 'handoff-stalled-receiver', 'stalled-frame'])
-const FINAL = new Set(FINAL_CHECKS.map(c => c.id))
+const FINAL = new Set(LAST_CHECKS.map(c => c.id))
 
 /** `inconclusive`: a check could not decide (the target refused a run for capacity); its clauses are not shown to pass. */
 export type Status = 'pass' | 'fail' | 'inconclusive' | 'n/a'
@@ -124,7 +127,7 @@ function cleanEvidence (ev: Evidence): Evidence {
  * and cut: the target wrote much of it.
  */
 async function runCheck (kit: Kit, check: Check, signal?: AbortSignal): Promise<CheckResult> {
-  const scope = kit.scope()
+  const scope = kit.scope(check.id)
   const t0 = Date.now()
   let message: string | null = null
   let status: CheckResult['status'] = 'pass'
@@ -177,6 +180,22 @@ export function holdStalled (stalled: Set<Stream>, stream: Stream): void {
   }
   stalled.add(stream)
   stream.addEventListener('close', () => { stalled.delete(stream) }, { once: true })
+}
+
+/**
+ * A check that passed, but a run appeared later for a task it saw refused
+ * (found by no-late-runs): it fails after all, with what was found. Told to
+ * `onCheck` again.
+ */
+function lateFailed (kit: Kit, results: Map<string, CheckResult>): CheckResult[] {
+  const out: CheckResult[] = []
+  for (const [id, found] of kit.lateFailures) {
+    const r = results.get(id)
+    if (r === undefined || r.status === 'fail') continue
+    const message = `found at the end of the kit run: ${found.join('; ')}`
+    out.push({ ...r, status: 'fail', message: clean(message, KIT_MESSAGE_MAX_CHARS), evidence: { ...r.evidence, notes: [...r.evidence.notes, ...found.map(f => clean(f, KIT_EVIDENCE_MAX_CHARS))] } })
+  }
+  return out
 }
 
 export function decideClauses (checks: CheckResult[]): ClauseResult[] {
@@ -236,10 +255,11 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
       record(await runCheck(kit, c, opts.signal))
     }
     await Promise.all(slow)
-    for (const c of FINAL_CHECKS) {
+    for (const c of LAST_CHECKS) {
       interrupted()
       record(await runCheck(kit, c, opts.signal))
     }
+    for (const r of lateFailed(kit, results)) record(r)
     interrupted()
     const checks = ALL_CHECKS.map(c => results.get(c.id)!)
     const clauses = decideClauses(checks)

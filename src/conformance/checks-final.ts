@@ -1,0 +1,122 @@
+/**
+ * Checks that read back, once every other check and its cleanup is done,
+ * what the others left on the target: no run appeared for a task the target
+ * refused, and every run of the target the kit learned of serves its whole
+ * log, ending with the event of the run's state. Runs ended by a cleanup
+ * cancel are judged here too: no other check reads them after the cancel.
+ * What run-logs reads stays in the kit, so the correlation checks that run
+ * after it (runs-correlation, events-correlation) judge every run and event.
+ */
+import type { Run } from '../runlog/types.ts'
+import { KIT_LATE_RUN_MIN_AGE_MS, KIT_LOG_READ_TRIES } from './constants.ts'
+import { CheckFailure, expect, type NoRunExpected, type Scope, type WireEvent } from './kit.ts'
+import { payloadOf, type Check } from './checks-common.ts'
+
+/** The event a run's log ends with in each state (protocols/events.md): running ends with its start or a progress (a resume is one). */
+const END_OF_STATE: Record<Run['state'], readonly string[]> = {
+  running: ['run.started', 'run.progress'],
+  blocked: ['run.blocked'],
+  completed: ['run.completed'],
+  failed: ['run.failed']
+}
+
+function ofTarget (s: Scope, runId: string): boolean {
+  return runId.split(':')[0] === s.kit.target
+}
+
+/** `seq:type` of a log's last few events. */
+function shape (events: WireEvent[]): string {
+  const tail = events.slice(-5).map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')
+  return events.length > 5 ? `… ${tail}` : tail
+}
+
+/** What is wrong with one run's log against its Run (undefined: nothing); its correlation is judged by events-correlation. */
+function judgeLog (run: Run, events: WireEvent[]): string | undefined {
+  const last = events.at(-1)
+  if (last === undefined) return 'the target serves no event of it'
+  if (events[0]?.type !== 'run.started') return `its log starts with ${String(events[0]?.type)}, not run.started`
+  if (last.seq !== run.last_seq) return `its log ends at seq ${String(last.seq)} (${shape(events)}) but the run's last_seq is ${run.last_seq}: the log is ${Number(last.seq) < run.last_seq ? 'cut short' : 'ahead of the run'}`
+  if (!END_OF_STATE[run.state].includes(String(last.type))) return `the run is ${run.state} but its log ends with ${String(last.type)} (${shape(events)}); ${run.state} ends with ${END_OF_STATE[run.state].join(' or ')}`
+  const to = run.handoff_to?.run_id
+  if (to !== undefined && (payloadOf(last).handoff_to as { run_id?: unknown } | undefined)?.run_id !== to) return `the run was handed off to ${to} but its last event does not name it`
+  return undefined
+}
+
+/** One run read back: its Run, then its whole log, again while a running run moves on between the two reads. */
+async function readBack (s: Scope, runId: string): Promise<string | undefined> {
+  for (let i = 1; ; i++) {
+    let run: Run
+    let events: WireEvent[]
+    try {
+      run = await s.getRun(runId)
+      events = await s.readEvents(runId)
+    } catch (err) {
+      if (!(err instanceof CheckFailure)) throw err
+      return err.message
+    }
+    const moved = run.state !== 'completed' && run.state !== 'failed' && Number(events.at(-1)?.seq) > run.last_seq
+    if (moved && i < KIT_LOG_READ_TRIES) continue
+    return judgeLog(run, events)
+  }
+}
+
+/** What the target serves now for a task that must have no run (other than `allowed`): undefined when nothing. */
+async function lateRuns (s: Scope, n: NoRunExpected): Promise<string | undefined> {
+  let events: WireEvent[]
+  try {
+    events = await s.readCorrelation(n.correlation)
+  } catch (err) {
+    if (!(err instanceof CheckFailure)) throw err
+    // a task that must have no event at all: anything but an empty page shows something exists
+    if (n.allowed.length === 0) return `${n.what}: refused, yet the target answers for ${n.correlation} later with ${err.message}`
+    // its earlier runs' records are judged by run-logs, which reads each run of the target
+    s.note(`${n.correlation} cannot be read again (${err.message}): run-logs judges its runs`)
+    return undefined
+  }
+  const runs = [...new Set(events.map(e => String(e.run_id)))].filter(r => !n.allowed.includes(r))
+  if (runs.length === 0) return undefined
+  for (const r of runs) s.cite(r, events.filter(e => e.run_id === r))
+  return `${n.what}: refused, yet ${runs.length} run(s) exist for ${n.correlation} later: ${runs.join(', ')}`
+}
+
+export const LATE_CHECKS: Check[] = [
+  {
+    id: 'no-late-runs',
+    title: 'every task the target refused (and showed no run for at once) still has no run at the end of the kit run, seconds later',
+    run: async (s) => {
+      const youngest = Math.max(0, ...s.kit.noRun.map(n => n.at))
+      const wait = youngest + KIT_LATE_RUN_MIN_AGE_MS - Date.now()
+      if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
+      s.live()
+      const found: string[] = []
+      for (const n of s.kit.noRun) {
+        const late = await lateRuns(s, n)
+        if (late === undefined) continue
+        s.kit.lateFailures.set(n.check, [...(s.kit.lateFailures.get(n.check) ?? []), late])
+        found.push(`${n.check}: ${late}`)
+      }
+      s.note(`${s.kit.noRun.length} refused task(s) read again`)
+      if (s.kit.noRun.length === 0) s.nothingSeen('no refused task to read again')
+      expect(found.length === 0, `${found.length} refused task(s) have runs after all: ${found.join('; ')}`)
+    }
+  },
+  {
+    id: 'run-logs',
+    title: 'every run of the target the kit learned of, read back at the end (get_run, then its whole log): the log starts with run.started, ends at Run.last_seq, and its last event is the one of the run\'s state',
+    run: async (s) => {
+      const ids = new Set([...s.kit.handles.keys(), ...s.kit.expected.keys(), ...s.kit.events.keys(), ...s.kit.known.keys()])
+      const runs = [...ids].filter(id => ofTarget(s, id)).sort()
+      const bad: string[] = []
+      for (const runId of runs) {
+        // a check stopped for time ends here, not with one failed read per run
+        s.live()
+        const wrong = await readBack(s, runId)
+        // a failed read names the run already
+        if (wrong !== undefined) bad.push(wrong.includes(runId) ? wrong : `${runId}: ${wrong}`)
+      }
+      s.note(`${runs.length} runs of the target read back`)
+      if (runs.length === 0) s.nothingSeen('the kit learned of no run of the target')
+      expect(bad.length === 0, `${bad.length} of ${runs.length} run(s) of the target: ${bad.slice(0, 4).join('; ')}`)
+    }
+  }
+]
