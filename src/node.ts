@@ -475,7 +475,7 @@ export class MeshNode {
     return this.runs.block(runId, reason, checkpointId, opts)
   }
 
-  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions): Promise<Run> {
+  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions & { checkpointId?: string }): Promise<Run> {
     return this.runs.resume(runId, resolution, opts)
   }
 

@@ -36,7 +36,7 @@ import {
   A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
   A2A_TASKS_MAX_PER_AGENT
 } from './constants.ts'
-import { isFinalState, readDelegate, readResume, runIdOf, runToTask, toA2aError } from './mapping.ts'
+import { isFinalState, readDelegate, readResume, resumeCheckpointOf, runIdOf, runToTask, toA2aError } from './mapping.ts'
 import { StreamBudget, TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
 import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, REFUSED_BEFORE_KEPT, TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
@@ -377,7 +377,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
         this.resumes(task.id, 1)
         let run: Run
         try {
-          run = await this.node.resume(runId, resolution, { signal })
+          run = await this.node.resume(runId, resolution, { signal, checkpointId: resumeCheckpointOf(msg, task) })
         } catch (err) {
           this.resumes(task.id, -1)
           if (claim !== undefined) await this.runs.release(claim)

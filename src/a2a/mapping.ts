@@ -121,6 +121,26 @@ export function readResume (msg: Message): JsonObject {
   throw new InvalidRequestError('a resume message carries a resolution DataPart or text')
 }
 
+/**
+ * The checkpoint an A2A message answering an input-required task resolves:
+ * the `checkpoint_id` of its `aap.resume.request` part when the client names
+ * one (it knows what it answered), else the checkpoint the task showed it
+ * was waiting on. The node refuses the resume when the run is blocked on
+ * another one by then, so an answer meant for one checkpoint never resolves
+ * the next.
+ */
+export function resumeCheckpointOf (msg: Message, task: Pick<Task, 'status'>): string | undefined {
+  const named = typedData(msg.parts, PART_RESUME)?.checkpoint_id
+  if (named !== undefined) {
+    if (typeof named !== 'string' || named.length === 0 || named.length > CHECKPOINT_ID_MAX_CHARS) {
+      throw new InvalidRequestError(`${PART_RESUME}.checkpoint_id must be a string of 1 to ${CHECKPOINT_ID_MAX_CHARS} characters`)
+    }
+    return named
+  }
+  const shown = typedData(task.status?.message?.parts ?? [], PART_CHECKPOINT)?.checkpoint_id
+  return typeof shown === 'string' && shown.length > 0 ? shown : undefined
+}
+
 /** A2A message that delegates `capability` with `input` (outbound side). */
 export function delegateMessage (capability: CapabilityRef, input: JsonObject, contextId: string): Message {
   const parts = [dataPart(PART_DELEGATE, { capability, input })]

@@ -109,8 +109,13 @@ export class NodeMetrics {
         notice_offers: s.noticeOffers,
         superseded: s.superseded,
         ended_unseen: s.endedUnseen,
+        disowned: s.disowned,
         notices_open: l.openNotices
       }
+    })
+    figures('aap_blocked_orphans', 'The executor\'s watch on the delegators of its blocked runs (src/runs/orphans.ts), since start: check rounds, asks (get_verdict) and those that reached nobody, delegators that answered they hold no record of the run, runs ended with a verdict found by an ask, blocked runs failed with DELEGATOR_LOST; successors of a handoff kept from its link alone, and refused', ({ runs }) => {
+      const s = runs.orphans.stats
+      return { rounds: s.rounds, probes: s.probes, probe_failures: s.probeFailures, unheld: s.unheld, verdicts: s.verdicts, ended: s.ended, successors_held: runs.successorStats.held, successors_refused: runs.successorStats.refused }
     })
     figures('aap_run_slots', 'Run slots of this node as executor (src/runs/slots.ts): held now, new runs refused since start because the node (refused_node) or the delegator\'s share (refused_delegator) was full; expired idempotency records deleted since start, and sweeps that failed', ({ runs }) => ({
       held: runs.slots.size,

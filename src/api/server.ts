@@ -97,6 +97,7 @@ declare module 'fastify' {
 
 /** Path parameters and query strings as the document's schemas have already checked them. */
 type Params = Record<string, string>
+interface ResumeBody { resolution: Record<string, unknown>, checkpoint_id?: string }
 type Query = Record<string, unknown>
 
 function digest (text: string): Buffer {
@@ -429,7 +430,8 @@ export class ApiServer {
         }
       },
 
-      resume: { json: async (req) => run(await node.resume(runId(req), body<{ resolution: Record<string, unknown> }>(req).resolution)) },
+      // checkpoint_id, when given, is the checkpoint the resolution answers: the executor refuses it for any other one
+      resume: { json: async (req) => run(await node.resume(runId(req), body<ResumeBody>(req).resolution, { checkpointId: body<ResumeBody>(req).checkpoint_id })) },
 
       complete: { json: async (req) => run(await bridge.complete(runId(req), body<{ output: Record<string, unknown> }>(req).output)) },
 

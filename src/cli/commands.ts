@@ -188,7 +188,7 @@ function registerDelegate (program: Command): void {
   delegateOptions(remoteCommand(program, 'send', 'one turn of a conversation: delegate, wait for the run to end, print its output (--continue <run> for the next turn)'))
     .addHelpText('after', `
 Exits 0 only when the run completed. A run that failed or blocked is printed and the
-command exits 1 (a blocked run waits for: aap-mesh resume <run> --resolution ...);
+command exits 1 (a blocked run waits for: aap-mesh resume <run> --checkpoint <id> --resolution ...);
 3 when the node's stream ended first, ${EXIT_INTERRUPTED} when Ctrl-C ended the wait.`)
     .action(remoteAction<DelegateOptions>(async (client, opts) => {
       const body = await delegateBody(client, opts)
@@ -300,7 +300,7 @@ function sendVerdict (run: Run, interrupted: boolean, cut: Error | undefined): U
   switch (run.state) {
     case 'completed': return undefined
     case 'failed': return new UnfinishedError(run.failure?.code ?? 'FAILED', `run ${run.run_id} failed: ${run.failure?.message ?? 'no reason given'}`, EXIT_REFUSED)
-    case 'blocked': return new UnfinishedError('BLOCKED', `run ${run.run_id} is blocked on checkpoint ${run.checkpoint_id ?? '-'}; go on with aap-mesh resume ${run.run_id} --resolution '{...}'`, EXIT_REFUSED)
+    case 'blocked': return new UnfinishedError('BLOCKED', `run ${run.run_id} is blocked on checkpoint ${run.checkpoint_id ?? '-'}; go on with aap-mesh resume ${run.run_id} --checkpoint ${run.checkpoint_id ?? '-'} --resolution '{...}'`, EXIT_REFUSED)
     default:
       if (interrupted) return new UnfinishedError('INTERRUPTED', `stopped waiting; run ${run.run_id} is ${run.state}`, EXIT_INTERRUPTED)
       return new UnfinishedError('UNREACHABLE', `the node's event stream ended while run ${run.run_id} is ${run.state}${cut === undefined ? '' : `: ${cut.message}`}`, EXIT_UNREACHABLE)
@@ -360,9 +360,11 @@ function registerVerbs (program: Command): void {
   remoteCommand(program, 'resume', 'agent.resume: resolve the checkpoint of a blocked run this node delegated')
     .argument('<run-id>')
     .requiredOption('--resolution <json|@file>', 'the checkpoint resolution, a JSON object')
-    .action(remoteAction<RemoteOptions & { resolution: string }>(async (client, opts, [id]) => {
+    .option('--checkpoint <id>', 'the checkpoint this answers: refused (INVALID_TRANSITION) if the run is blocked on another one')
+    .action(remoteAction<RemoteOptions & { resolution: string, checkpoint?: string }>(async (client, opts, [id]) => {
       const resolution = await jsonObjectArg(opts.resolution, '--resolution')
-      return runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/resume`, { resolution }))
+      const body = opts.checkpoint === undefined ? { resolution } : { resolution, checkpoint_id: opts.checkpoint }
+      return runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/resume`, body))
     }))
 
   remoteCommand(program, 'cancel', 'cancel a run this node delegated (it fails with CANCELED)')

@@ -29,9 +29,11 @@ export interface HandoffLink {
  * successor whose sender never confirmed the handoff), HANDLE_UNDELIVERED (it was created
  * but its handle never reached the caller), EXECUTOR_LOST (its delegator found
  * the executor gone for longer than its liveness bound and declared the run
- * failed, protocols/liveness.md). See protocols/errors.md.
+ * failed, protocols/liveness.md), DELEGATOR_LOST (a blocked run nobody who
+ * may resume it could be reached about, src/runs/orphans.ts). See
+ * protocols/errors.md.
  */
-export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDOFF_UNCONFIRMED', 'HANDLE_UNDELIVERED', 'EXECUTOR_LOST'] as const
+export const RUN_FAILURE_CODES = ['CANCELED', 'HANDLER_FAILED', 'EXECUTOR_RESTARTED', 'HANDOFF_UNCONFIRMED', 'HANDLE_UNDELIVERED', 'EXECUTOR_LOST', 'DELEGATOR_LOST'] as const
 
 export interface RunFailure {
   code: ErrorCode | typeof RUN_FAILURE_CODES[number]

@@ -22,6 +22,7 @@ import { peerOf } from './peers.ts'
 import type { RunStore } from './store.ts'
 import type { TraceContext } from './trace.ts'
 import type { DelegateRequest } from './types.ts'
+import type { DelegatorAnswer } from './orphans.ts'
 
 export type ControlVerb = 'block' | 'resume' | 'cancel' | 'handoff' | 'get_run' | 'executor_lost'
 
@@ -176,8 +177,20 @@ export class RunCaller {
     if (run.run_id !== runId) throw new InvalidRequestError('the executor answered with another run than the one asked about')
     // only a record this node made when it delegated moves: a stranger's answer naming this node its delegator
     // (a get_run prompted by any run id, or by a handoff never confirmed) made a record liveness then watched
-    if (run.delegator === this.agentId) await this.store.noteOutgoing(run, false)
+    if (run.delegator === this.agentId && await this.sameLineage(run)) await this.store.noteOutgoing(run, false)
     return run
+  }
+
+  /**
+   * Whether `run` continues what the record of it here says it continues
+   * (true when there is no record): a run's lineage is fixed when it is
+   * created, so an answer that differs is not the run the record holds (a
+   * record kept from a forged handoff's link), and does not rewrite it;
+   * liveness ends such a record (LivenessMonitor.disown).
+   */
+  private async sameLineage (run: Run): Promise<boolean> {
+    const prev = await this.store.getOutgoing(run.run_id)
+    return prev === undefined || (prev.handoff_from?.run_id ?? null) === (run.handoff_from?.run_id ?? null)
   }
 
   /**
@@ -232,11 +245,22 @@ export class RunCaller {
    * (protocols/liveness.md): its signed verdict, or null.
    */
   async verdictFrom (delegator: string, runId: string, opts: CallOptions): Promise<AgentEvent | null> {
-    const res = await this.controlClient.call(peerOf(delegator), 'get_verdict', { run_id: runId }, opts)
+    return (await this.askDelegator(delegator, runId, opts)).verdict
+  }
+
+  /**
+   * get_verdict at `agent` about a run this node executes: its verdict, and,
+   * when its answer says, whether it holds a live record of the run as its
+   * delegator (orphans.ts).
+   */
+  async askDelegator (agent: string, runId: string, opts: CallOptions): Promise<DelegatorAnswer> {
+    const res = await this.controlClient.call(peerOf(agent), 'get_verdict', { run_id: runId }, opts)
     const { verdict } = isGetVerdictResponse.assert(res, 'get_verdict answer')
-    if (verdict === null) return null
+    const held = (res as { held?: unknown }).held
+    const answer = typeof held === 'boolean' ? { held } : {}
+    if (verdict === null) return { verdict: null, ...answer }
     const e = verifyEventSync(verdict, this.signatures)
-    if (e.run_id !== runId || e.declared_by !== delegator) throw new InvalidRequestError('the delegator answered with a verdict on another run or by another signer')
-    return e
+    if (e.run_id !== runId || e.declared_by !== agent) throw new InvalidRequestError('the delegator answered with a verdict on another run or by another signer')
+    return { verdict: e, ...answer }
   }
 }

@@ -77,3 +77,37 @@ export const RUN_WRITE_RETRY_MAX_MS = 30_000
  * and counted: that run's record here stays as the disk has it).
  */
 export const RUN_REFUSED_RECORDS_MAX = 4096
+/**
+ * A blocked run this node executes is given up (failed, DELEGATOR_LOST, its
+ * slot freed) when neither its delegator nor any agent it authorized to
+ * resume it has been heard from for this long (6 h): a blocked run waits for
+ * a person, and a checkpoint may sit through a working day, a night or a
+ * delegator's own restart, so the bound is far past any of those; but a
+ * delegator that left for good (a throwaway key that blocked its runs and
+ * went) no longer holds the executor's run slots for ever. Counted from the
+ * last answer, or from when this node (re)started and first saw the run.
+ */
+export const BLOCKED_ORPHAN_AFTER_MS = 6 * 60 * 60 * 1000
+/**
+ * How often the delegators (and authorized resumers) of blocked runs are
+ * asked whether they are there (10 min): a get_verdict each, so 36 rounds
+ * before BLOCKED_ORPHAN_AFTER_MS gives a run up. A run one of whose parties
+ * was heard from within the interval is not asked about.
+ */
+export const BLOCKED_ORPHAN_CHECK_INTERVAL_MS = 10 * 60 * 1000
+/**
+ * Agents asked per check round at most, one ask in flight per agent: a node
+ * holding many blocked runs of many delegators spreads its asks over rounds.
+ * Each blocked run not heard from within the interval puts one of its
+ * parties forward (the one asked longest ago), and those asked longest ago
+ * go first: with the default 256 slots each run gets an ask at least every
+ * 8 rounds, well inside the 36 rounds of BLOCKED_ORPHAN_AFTER_MS.
+ */
+export const BLOCKED_ORPHAN_PROBES_PER_ROUND = 32
+/**
+ * A blocked run whose delegator answers this many checks in a row that it
+ * holds no live record of it (it never delegated it, or its record ended) is
+ * failed with DELEGATOR_LOST: more than one, so a handoff successor blocked
+ * before its delegator has learned of the handoff is not given up.
+ */
+export const BLOCKED_ORPHAN_UNHELD_ANSWERS = 2

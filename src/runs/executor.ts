@@ -168,7 +168,7 @@ export class RunExecutor implements HandlerHost {
   /** A delegator's liveness verdict on a run this node executes (recovery.ts). */
   async adoptVerdict (runId: string, verdict: AgentEvent, peer: string): Promise<Run> { return adoptVerdict(this.side, runId, verdict, peer) }
   /** The verdict this node signed, as a delegator, on a run it delegated (null: none). */
-  async verdictOn (runId: string): Promise<AgentEvent | null> { return (await this.store.getVerdict(runId)) ?? null }
+  async verdictOn (runId: string): Promise<{ verdict: AgentEvent | null, held: boolean }> { const rec = await this.store.getOutgoing(runId); return { verdict: (await this.store.getVerdict(runId)) ?? null, held: rec !== undefined && rec.delegator === this.agentId && !isTerminal(rec.state) } }
 
   // ---- the agent's side: handlers, policy, events -----------------------------------
 
@@ -464,7 +464,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   /** What the sending side of a handoff (handoff.ts) and recovery (recovery.ts) use of this executor. */
-  private get side (): HandoffSide & RecoverySide {
+  get side (): HandoffSide & RecoverySide {
     return {
       agentId: this.agentId,
       key: this.key,

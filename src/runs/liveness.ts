@@ -30,9 +30,11 @@ import { Limiter } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { RunStore } from './store.ts'
+import type { OrphanOptions } from './orphans.ts'
 import { cutText } from '../util/text.ts'
 
-export interface LivenessOptions {
+/** The executor's watch on its blocked runs' delegators (orphans.ts) is set here too. */
+export interface LivenessOptions extends OrphanOptions {
   /** No probe reached the executor for this long: its live runs are declared lost (default EXECUTOR_LOST_AFTER_MS). */
   lostAfterMs?: number
   /** How often each executor is probed (default LIVENESS_PROBE_INTERVAL_MS). */
@@ -96,6 +98,8 @@ export interface LivenessStats {
   endedUnseen: number
   /** Runs declared lost because every probe of them was answered unread for LIVENESS_UNREAD_BOUND_FACTOR × lostAfterMs. */
   unreadDeclared: number
+  /** Records ended because the executor answered with a run this node did not delegate, or of another lineage (`disown`). */
+  disowned: number
 }
 
 interface ExecutorWatch {
@@ -111,7 +115,7 @@ interface ExecutorWatch {
 interface Notice { executor: string, verdict: AgentEvent | null, since: number }
 
 export class LivenessMonitor {
-  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0, unreadDeclared: 0 }
+  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0, unreadDeclared: 0, disowned: 0 }
   readonly lostAfterMs: number
   readonly probeIntervalMs: number
   readonly maxNotices: number
@@ -278,11 +282,14 @@ export class LivenessMonitor {
     const runId = runs[w.turn++ % runs.length]
     if (runId === undefined || this.stopping.signal.aborted) return
     this.stats.probes++
+    // read before the probe: the answer may move the record (RunCaller.control)
+    const record = await this.i.store.getOutgoing(runId)
     try {
       // the answer also moves the delegator's record (RunCaller.control), which unwatches an ended run
-      await this.i.probe(runId, this.callOpts())
+      const run = await this.i.probe(runId, this.callOpts())
       w.lastSeen = Date.now()
       this.unread.delete(runId)
+      if (record !== undefined && !sameRun(record, run, this.i.agentId)) await this.disown(runId, executor, run)
       return
     } catch (err) {
       if (this.stopping.signal.aborted) return
@@ -319,6 +326,27 @@ export class LivenessMonitor {
       if (silent < this.lostAfterMs) return
       for (const id of runs) await this.declare(id, executor, `the executor could not be reached for ${silent} ms (bound ${this.lostAfterMs} ms): ${e.message}`, w)
     }
+  }
+
+  /**
+   * The executor answered a probe with a run this node did not delegate, or
+   * one that does not continue the run the record says it continues (a
+   * record kept from a handoff's link, the link a lie): the record was never
+   * this node's run, and its executor answering would keep it live here for
+   * good. It ends like a run its executor no longer holds, with no verdict:
+   * this node is not the run's delegator, so it has nothing to tell its
+   * executor, and no event of the run to chain one to.
+   */
+  private async disown (runId: string, executor: string, answer: Run): Promise<void> {
+    const message = `the executor's run is not the one this node holds a record of (delegator ${answer.delegator.slice(0, 80)}, continues ${answer.handoff_from?.run_id.slice(0, 160) ?? 'no run'})`
+    const ended = await this.i.store.updateOutgoing(runId, async (prev) => {
+      if (prev === undefined || isTerminal(prev.state)) return undefined
+      return { ...prev, state: 'failed', failure: { code: EXECUTOR_LOST, message: cutText(message, FAILURE_MESSAGE_MAX_CHARS) }, updated_at: new Date().toISOString() }
+    })
+    if (ended === undefined) return
+    this.stats.disowned++
+    this.i.log.warn({ run_id: runId, executor }, `a watched run is not this node's: its record ends: ${message}`)
+    this.ports?.onUnchained(ended)
   }
 
   /** End a live delegated run with a verdict. */
@@ -425,6 +453,15 @@ export class LivenessMonitor {
   get openNotices (): number {
     return this.notices.size
   }
+}
+
+/**
+ * Whether the executor's answer is the run this node's record holds: one
+ * this node delegated, continuing the run the record says it continues
+ * (fixed when a run is created: a handoff successor's from its ticket).
+ */
+function sameRun (record: Run, answer: Run, self: string): boolean {
+  return answer.delegator === self && (answer.handoff_from?.run_id ?? null) === (record.handoff_from?.run_id ?? null)
 }
 
 /** The record of a live run whose end `last` (a run.completed or run.failed) it had not followed yet. */

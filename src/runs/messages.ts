@@ -11,6 +11,7 @@ import { schema } from '../schema/validate.ts'
 import { nestedDeeperThan } from '../util/json-depth.ts'
 import { PAYLOAD_MAX_DEPTH } from './constants.ts'
 import type { TraceContext } from './trace.ts'
+import type { RunCommand } from './types.ts'
 
 export interface WireDelegate {
   to_agent: string
@@ -56,7 +57,17 @@ export interface WireHandoffConfirm {
 export const isWireDelegate = schema<WireDelegate>('aap:runs#/definitions/DelegateRequest')
 export const isWireHandoff = schema<WireHandoff>('aap:runs#/definitions/HandoffRequest')
 export const isBlock = schema<{ run_id: string, trace?: TraceContext, reason: string, checkpoint_id: string }>('aap:runs#/definitions/BlockRequest')
-export const isResume = schema<{ run_id: string, trace?: TraceContext, resolution: Record<string, unknown> }>('aap:runs#/definitions/ResumeRequest')
+export const isResume = schema<{ run_id: string, trace?: TraceContext, resolution: Record<string, unknown>, checkpoint_id?: string }>('aap:runs#/definitions/ResumeRequest')
+/** A resume request's body: `checkpoint_id` only when the caller names the checkpoint it answers (older executors take none). */
+export function resumeBody (runId: string, resolution: Record<string, unknown>, checkpointId?: string): { run_id: string, resolution: Record<string, unknown>, checkpoint_id?: string } {
+  return checkpointId === undefined ? { run_id: runId, resolution } : { run_id: runId, resolution, checkpoint_id: checkpointId }
+}
+
+/** The resume command for the state machine, which refuses it when `checkpointId` is given and is not the open checkpoint. */
+export function resumeCommand (resolution: Record<string, unknown>, checkpointId?: string): Extract<RunCommand, { type: 'resume' }> {
+  return checkpointId === undefined ? { type: 'resume', resolution } : { type: 'resume', resolution, checkpoint_id: checkpointId }
+}
+
 export const isGetRun = schema<{ run_id: string, trace?: TraceContext }>('aap:runs#/definitions/GetRunRequest')
 export const isCancel = schema<{ run_id: string, trace?: TraceContext, reason?: string }>('aap:runs#/definitions/CancelRequest')
 export const isControlHandoff = schema<{ run_id: string, trace?: TraceContext, to_agent: string, context: Record<string, unknown>, to_card?: Record<string, unknown>, to_record?: string }>('aap:runs#/definitions/ControlHandoffRequest')
@@ -66,7 +77,7 @@ export const isRun = schema<Run>('aap:runs#/definitions/Run')
 export const isRunOutput = schema<Record<string, unknown>>('aap:runs#/definitions/Object')
 export const isExecutorLost = schema<{ run_id: string, verdict: AgentEvent }>('aap:runs#/definitions/ExecutorLostRequest')
 export const isGetVerdict = schema<{ run_id: string }>('aap:runs#/definitions/GetVerdictRequest')
-export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null }>('aap:runs#/definitions/GetVerdictResponse')
+export const isGetVerdictResponse = schema<{ verdict: AgentEvent | null, held?: boolean }>('aap:runs#/definitions/GetVerdictResponse')
 
 /** An object's size as JSON (as long as its canonical form: only key order differs, and it is much cheaper). */
 function jsonBytes (value: Record<string, unknown>, what: string): number {

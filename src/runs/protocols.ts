@@ -18,7 +18,7 @@ import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
 import { peerOf } from './peers.ts'
 import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
-import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm, resumeCommand } from './messages.ts'
 
 /**
  * What a handler's call to another agent may take of the handler's budget:
@@ -66,13 +66,13 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         block: method(isBlock, async (req, ctx) => traced('aap.control.block.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) }))),
         resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => {
           assertPayloadValueDepth(req.resolution, 'resolution')
-          return { run: await x.applyRemote(req.run_id, ctx, { type: 'resume', resolution: req.resolution }) }
+          return { run: await x.applyRemote(req.run_id, ctx, resumeCommand(req.resolution, req.checkpoint_id)) }
         })),
         cancel: method(isCancel, async (req, ctx) => traced('aap.control.cancel.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) }))),
         get_run: method(isGetRun, async (req) => traced('aap.control.get_run.handle', req, async () => ({ run: await x.localRun(req.run_id) }))),
         // liveness (protocols/liveness.md): a delegator tells the executor its verdict; an executor asks a delegator for one
         executor_lost: method(isExecutorLost, async (req, ctx) => ({ run: await x.adoptVerdict(req.run_id, req.verdict, ctx.peer.toString()) })),
-        get_verdict: method(isGetVerdict, async (req) => ({ verdict: await x.verdictOn(req.run_id) })),
+        get_verdict: method(isGetVerdict, async (req) => x.verdictOn(req.run_id)),
         handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
           // the receiver's signed addresses, when the caller sent them: the dial to it then needs no DHT lookup

@@ -12,7 +12,7 @@ import { componentLogger, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { MAX_CONCURRENT_INBOUND_RUNS, MAX_HANDOFF_DEPTH } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
-import { toAapError } from '../errors.ts'
+import { toAapError, unreached } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -25,17 +25,18 @@ import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import type { ConfirmationPorts, ConfirmationStats } from './confirmations.ts'
 import { RunExecutor } from './executor.ts'
-import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume, resumeBody, resumeCommand } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
 import { IdempotencySweeper } from './idempotency-sweeper.ts'
+import { BlockedOrphans } from './orphans.ts'
 import type { RunSlots } from './slots.ts'
 import { inSpan, parentOf } from './trace.ts'
 import type { ArtifactWriter } from '../artifacts/types.ts'
-import type { Actor, DelegateRequest, DelegationPolicy, RunEventListener, RunHandler } from './types.ts'
+import type { Actor, DelegateRequest, DelegationPolicy, ResumeOptions, RunEventListener, RunHandler } from './types.ts'
 
-export type { Conversation, DelegateRequest, DelegationPolicy, RunContext, RunEventListener, RunHandler, TurnView } from './types.ts'
+export type { Conversation, DelegateRequest, DelegationPolicy, ResumeOptions, RunContext, RunEventListener, RunHandler, TurnView } from './types.ts'
 export { isRun } from './messages.ts'
 export type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 export type { TraceContext } from './trace.ts'
@@ -89,6 +90,8 @@ export class Runs {
   private readonly unadopt: () => void
   /** Deletes expired idempotency records. */
   readonly idempotency: IdempotencySweeper
+  /** The executor's watch on the delegators of the runs it holds blocked (orphans.ts). */
+  readonly orphans: BlockedOrphans
 
   constructor (init: RunsInit) {
     this.agentId = agentIdOf(init.privateKey)
@@ -119,6 +122,24 @@ export class Runs {
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
     this.unadopt = this.adoptSuccessors(init.onSuccessor)
+    this.orphans = new BlockedOrphans({
+      agentId: this.agentId,
+      host: init.host,
+      log,
+      ...(init.liveness?.blockedOrphanAfterMs === undefined ? {} : { blockedOrphanAfterMs: init.liveness.blockedOrphanAfterMs }),
+      ...(init.liveness?.blockedCheckIntervalMs === undefined ? {} : { blockedCheckIntervalMs: init.liveness.blockedCheckIntervalMs }),
+      blocked: () => this.store.live('executing'),
+      ask: async (agent, runId, opts) => this.caller.askDelegator(agent, runId, opts),
+      adoptVerdict: async (runId, verdict, peer) => this.executor.adoptVerdict(runId, verdict, peer),
+      failBlocked: async (runId, code, message, still) => {
+        // on the run's lock: a resume that came first wins, and the run is failed only while it is still blocked
+        const side = this.executor.side
+        return side.lock(runId, async () => {
+          const run = await side.localRun(runId)
+          return run.state === 'blocked' && still(run) ? side.failLocked(runId, code, message) : undefined
+        })
+      }
+    })
     this.idempotency = new IdempotencySweeper(this.store, log)
     this.liveness = new LivenessMonitor({
       host: init.host,
@@ -149,9 +170,19 @@ export class Runs {
       this.caller.adoptSuccessor(run, {}).then(next => {
         if (next !== undefined) onSuccessor?.(next)
       }, async (err: unknown) => {
+        const e = toAapError(err)
+        if (!unreached(e)) {
+          // its executor answered, and what it said is not a run continuing this one (a handoff naming another
+          // task's run, a run of another delegator): nothing of it is recorded here, else liveness would watch
+          // a run that is not this node's for as long as its executor answers
+          this.successorStats.refused++
+          this.log.warn({ err: e, run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor a handoff names is not a run continuing it: not recorded here')
+          return
+        }
         // its executor could not be asked: a record from the handoff's link alone, which liveness watches
         // (else a successor whose executor then died would never end, and no restart would look for it)
-        this.log.warn({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be asked about: its record here is kept from the handoff until its executor answers')
+        this.log.warn({ err: e, run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be asked about: its record here is kept from the handoff until its executor answers')
+        this.successorStats.held++
         const held = await this.caller.holdSuccessor(run)
         if (held !== undefined) onSuccessor?.(held)
       }).catch((err: unknown) => {
@@ -159,6 +190,9 @@ export class Runs {
       })
     })
   }
+
+  /** Successors kept from a handoff's link alone (their executor not reached), and successors refused (their executor's answer is not a run continuing the handed-off one). */
+  readonly successorStats = { held: 0, refused: 0 }
 
   /** Successors of forked runs ended here, and runs a fork named that did not continue the forked run (left alone). */
   readonly forkStats = { ended: 0, namedOther: 0 }
@@ -214,6 +248,7 @@ export class Runs {
     await this.store.open()
     await this.executor.start()
     await this.liveness.start()
+    this.orphans.start()
     this.idempotency.start()
   }
 
@@ -246,6 +281,7 @@ export class Runs {
     this.unadopt()
     await this.idempotency.stop()
     await this.liveness.stop()
+    await this.orphans.stop()
     this.caller.close()
     await this.executor.stop()
     await this.store.flushOutgoing()
@@ -305,13 +341,18 @@ export class Runs {
     return this.control(runId, 'block', body, opts)
   }
 
-  /** `agent.resume`: only the delegator or an agent it authorized; a run never resumes itself. */
-  async resume (runId: string, resolution: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
-    const body = { run_id: runId, resolution }
+  /**
+   * `agent.resume`: only the delegator or an agent it authorized; a run never resumes itself. With
+   * `opts.checkpointId` it resolves that checkpoint only (INVALID_TRANSITION, reason checkpoint_mismatch, when
+   * the run is not blocked on it).
+   */
+  async resume (runId: string, resolution: Record<string, unknown>, opts: ResumeOptions = {}): Promise<Run> {
+    const { checkpointId, ...call } = opts
+    const body = resumeBody(runId, resolution, checkpointId)
     isResume.assert(body, 'resume request')
     assertPayloadValueDepth(resolution, 'resolution')
-    if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'resume', resolution }, EXECUTOR)
-    return this.control(runId, 'resume', body, opts)
+    if (this.isLocal(runId)) return this.executor.apply(runId, resumeCommand(resolution, checkpointId), EXECUTOR)
+    return this.control(runId, 'resume', body, call)
   }
 
   /** Extension: end a run in `failed` with reason `canceled` (delegator or authorized only). */

@@ -19,7 +19,8 @@
  * everything (INVALID_TRANSITION); then the actor must be one the command
  * allows (UNAUTHORIZED), except that the executor resuming its own run is
  * INVALID_TRANSITION, as the profile words it; then the state must allow the
- * command (INVALID_TRANSITION); last, a step that does not end the run must
+ * command (INVALID_TRANSITION; a resume that names a checkpoint the run is not
+ * blocked on gets reason checkpoint_mismatch); last, a step that does not end the run must
  * leave room in its log for the end (INVALID_TRANSITION, reason
  * run_log_full): a run has EVENTS_MAX_EVENTS_PER_RUN events at most, since
  * no follower takes more, so progress needs one seq after it, a block two
@@ -63,6 +64,21 @@ function logFull (run: Run, command: RunCommand): TransitionOutcome | undefined 
     ok: false,
     error: new InvalidTransitionError(`cannot ${command.type} run ${run.run_id}: its log holds ${run.last_seq} of at most ${EVENTS_MAX_EVENTS_PER_RUN} events, and the rest is kept for its end`, {
       run_id: run.run_id, state: run.state, command: command.type, reason: 'run_log_full', max: EVENTS_MAX_EVENTS_PER_RUN
+    })
+  }
+}
+
+/**
+ * INVALID_TRANSITION (checkpoint_mismatch): the resume answers a checkpoint the
+ * run is not blocked on. Only the run's owners get here, and they may read the
+ * run anyway, so the open checkpoint (null when none is) is named for them.
+ */
+function checkpointMismatch (run: Run, answered: string): TransitionOutcome {
+  const open = run.state === 'blocked' ? run.checkpoint_id : null
+  return {
+    ok: false,
+    error: new InvalidTransitionError(`cannot resume run ${run.run_id} with an answer to checkpoint ${answered}: ${open === null ? `it is ${run.state}, blocked on no checkpoint` : `it is blocked on checkpoint ${open}`}`, {
+      run_id: run.run_id, state: run.state, command: 'resume', reason: 'checkpoint_mismatch', checkpoint_id: answered, open_checkpoint_id: open
     })
   }
 }
@@ -118,6 +134,9 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
       // the profile: a blocked run MUST NOT resume itself (a transition error, not a matter of rights)
       if (isExecutor(actor)) return refuse(run, command, 'a blocked run must not resume itself; its delegator resumes it')
       if (!isOwner(actor)) return unauthorized(run, command, actor)
+      // a resume that names its checkpoint resolves that one only: a late or retried answer to an earlier
+      // checkpoint must not resolve the one the run blocked on since (nor find a running run)
+      if (command.checkpoint_id !== undefined && (run.state !== 'blocked' || command.checkpoint_id !== run.checkpoint_id)) return checkpointMismatch(run, command.checkpoint_id)
       if (run.state !== 'blocked') return refuse(run, command, 'only a blocked run can resume')
       const full = logFull(run, command)
       if (full !== undefined) return full

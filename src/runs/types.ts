@@ -6,6 +6,7 @@
 import type { ArtifactSource, FilePart } from '../artifacts/types.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure, RunState } from '../runlog/types.ts'
+import type { CallOptions } from '../wire/rpc.ts'
 import type { TraceContext } from './trace.ts'
 
 /** Who is asking, as the node established it (Noise-authenticated PeerId or local caller). */
@@ -18,11 +19,21 @@ export type Actor =
 export type RunCommand =
   | { type: 'progress', payload: Record<string, unknown> }
   | { type: 'block', reason: string, checkpoint_id: string }
-  | { type: 'resume', resolution: Record<string, unknown> }
+  /** `checkpoint_id`: the checkpoint the resolution answers; absent, whichever is open. */
+  | { type: 'resume', resolution: Record<string, unknown>, checkpoint_id?: string }
   | { type: 'complete', output: Record<string, unknown> }
   | { type: 'fail', code: RunFailure['code'], message: string }
   | { type: 'cancel', reason: string }
   | { type: 'handoff', to: HandoffLink, context_digest?: string }
+
+/**
+ * A resume's call options. `checkpointId` names the checkpoint the resolution
+ * answers: the run's executor refuses the resume (INVALID_TRANSITION, reason
+ * `checkpoint_mismatch`) unless the run is blocked on it, so a late or retried
+ * resume never resolves a later checkpoint. Without it the resume resolves the
+ * open checkpoint, whichever it is.
+ */
+export type ResumeOptions = CallOptions & { checkpointId?: string }
 
 /** What a transition produces: the next run and the event that records it (unsigned, unsequenced). */
 export interface TransitionResult {

@@ -424,7 +424,10 @@ async function resolveCheckpoint (form) {
     if (text === '') throw new Error('write the resolution first (a JSON object, e.g. {"approved": false})')
     try { resolution = JSON.parse(text) } catch (err) { throw new Error(`the resolution is not JSON: ${err.message}`) }
     if (typeof resolution !== 'object' || resolution === null || Array.isArray(resolution)) throw new Error('the resolution must be a JSON object')
-    await api('POST', `/v1/runs/${seg(form.dataset.run)}/resume`, { resolution })
+    // the form answers the checkpoint it shows: if the run was resumed elsewhere and blocked again meanwhile, the node
+    // refuses this answer (INVALID_TRANSITION, checkpoint_mismatch) instead of resolving the new checkpoint with it
+    const checkpoint = form.dataset.checkpoint ?? ''
+    await api('POST', `/v1/runs/${seg(form.dataset.run)}/resume`, checkpoint === '' ? { resolution } : { resolution, checkpoint_id: checkpoint })
     msg.textContent = 'resolved'
     await Promise.all([timeline.now(), runs.now()])
   } catch (err) {
