@@ -211,7 +211,10 @@ export function skillCapability (skillId: string, cardVersion: string): Capabili
   return { capability_id: id, version: version.length > 0 ? version : '0' }
 }
 
-/** The mesh card draft of an A2A agent (its skills become capabilities; at most 32). */
+/**
+ * The mesh card draft of an A2A agent (its skills become capabilities; at most 32). `card` is one checked by
+ * checkedCard (outbound-card.ts): an A2A server's raw card may have any shape, and this reads its fields as typed.
+ */
 export function a2aToMeshDraft (card: A2aCard): CardDraft {
   const capabilities = card.skills.slice(0, 32).map(s => skillCapability(s.id, card.version))
   const tags = ['a2a', ...card.skills.flatMap(s => s.tags)]

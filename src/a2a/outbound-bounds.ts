@@ -1,18 +1,24 @@
 /**
  * Bounds of the outbound bridge (src/a2a/outbound.ts) on what an A2A server
- * sends: the bytes of an answer read whole (A2A_RESPONSE_MAX_BYTES), and the
- * run.progress events its status messages become (A2A_PROGRESS_MAX_PER_RUN,
- * A2A_PROGRESS_MIN_INTERVAL_MS).
+ * sends: the bytes of an answer read whole (A2A_RESPONSE_MAX_BYTES), no
+ * redirect followed, and the run.progress events its status messages become
+ * (A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, each cut to what an
+ * event carries).
  */
+import { isParts } from '../artifacts/types.ts'
+import { EVENT_PAYLOAD_MAX_BYTES } from '../constants.ts'
 import type { Logger } from '../logger.ts'
+import { PAYLOAD_MAX_DEPTH } from '../runs/constants.ts'
 import type { RunContext } from '../runs/runtime.ts'
+import { nestedDeeperThan } from '../util/json-depth.ts'
+import { cutText } from '../util/text.ts'
 import type { JsonObject } from './mapping.ts'
 
 function messageOf (err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
-/** An A2A server's answer passed A2A_RESPONSE_MAX_BYTES; the SDK may wrap it, so it is looked for down the causes. */
+/** An A2A server's answer passed A2A_RESPONSE_MAX_BYTES; the SDK may wrap it, so it is looked for down the causes (refusalIn). */
 export class A2aAnswerTooLargeError extends Error {
   constructor (url: string, maxBytes: number) {
     super(`the A2A server's answer from ${url.slice(0, 200)} is too large: more than ${maxBytes} bytes (A2A_RESPONSE_MAX_BYTES)`)
@@ -20,24 +26,49 @@ export class A2aAnswerTooLargeError extends Error {
   }
 }
 
-/** The A2aAnswerTooLargeError an error is, or was caused by (a few causes deep), if any. */
-export function tooLargeIn (err: unknown): A2aAnswerTooLargeError | undefined {
+/** An A2A server answered with a redirect: the bridge follows none (it would resend a delegation's body to wherever the server names). */
+export class A2aRedirectRefusedError extends Error {
+  constructor (url: string, status: number, location: string | null) {
+    super(`the A2A server answered ${url.slice(0, 200)} with a redirect (HTTP ${status}) to ${(location ?? '(no location)').slice(0, 200)}: the bridge follows no redirect; configure the URL the agent is served at`)
+    this.name = 'A2aRedirectRefusedError'
+  }
+}
+
+/** The bound an error is, or was caused by (a few causes deep), if any: the SDK may wrap it, and its own message says more. */
+export function refusalIn (err: unknown): A2aAnswerTooLargeError | A2aRedirectRefusedError | undefined {
   for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if (e instanceof A2aAnswerTooLargeError) return e
+    if (e instanceof A2aAnswerTooLargeError || e instanceof A2aRedirectRefusedError) return e
   }
   return undefined
 }
 
+const REDIRECTS = new Set([301, 302, 303, 307, 308])
+
+/** Whether the request asks for an event stream: the SDK's streaming calls send `Accept: text/event-stream`, its other requests JSON. */
+function asksForStream (input: Parameters<typeof fetch>[0], init: RequestInit | undefined): boolean {
+  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined))
+  return (headers.get('accept') ?? '').includes('text/event-stream')
+}
+
 /**
  * `fetch` for the SDK's card resolver and transports: an answer's body is read up to `maxBytes`, and past it the
- * read stops with an A2aAnswerTooLargeError (the connection closed). An event stream (an ok answer of type
- * text/event-stream) goes through whole: the SDK's SSE reader bounds each of its events, and a long task streams on.
+ * read stops with an A2aAnswerTooLargeError (the connection closed). Only an event stream the request asked for
+ * (an ok answer of type text/event-stream to a streaming call) goes through whole: the SDK's SSE reader bounds
+ * each of its events, and a long task streams on. Every other answer, whatever type it claims, is read through
+ * the bound, since the SDK reads it whole (response.json()). A redirect is refused (A2aRedirectRefusedError), not
+ * followed: the bridge talks only to the origin the operator configured.
  */
 export function boundedFetch (maxBytes: number): typeof fetch {
   return async (input, init) => {
-    const res = await fetch(input, init)
+    const res = await fetch(input, { ...init, redirect: 'manual' })
     const url = input instanceof Request ? input.url : String(input)
-    if (res.body === null || (res.ok && (res.headers.get('content-type') ?? '').startsWith('text/event-stream'))) return res
+    if (REDIRECTS.has(res.status)) {
+      const err = new A2aRedirectRefusedError(url, res.status, res.headers.get('location'))
+      await res.body?.cancel(err)
+      throw err
+    }
+    if (res.body === null) return res
+    if (res.ok && (res.headers.get('content-type') ?? '').startsWith('text/event-stream') && asksForStream(input, init)) return res
     if (Number(res.headers.get('content-length') ?? 0) > maxBytes) {
       const err = new A2aAnswerTooLargeError(url, maxBytes)
       await res.body.cancel(err)
@@ -75,10 +106,50 @@ export interface ProgressBounds {
   minIntervalMs: number
 }
 
+/** What became of status messages that could not be reported as they came, all forwarded tasks together. */
+export interface ProgressStats {
+  /** Reported cut (too large, too deep, or `parts` that are no parts), marked `truncated: true`. */
+  progressCut: number
+  /** Not reported: the run refused the progress (it had ended, or the payload was still unfit). */
+  progressRefused: number
+}
+
+function jsonBytes (v: unknown): number {
+  return Buffer.byteLength(JSON.stringify(v))
+}
+
+/**
+ * A progress payload from an A2A server made fit for a run.progress event, and whether it was cut: a payload
+ * nested deeper than PAYLOAD_MAX_DEPTH keeps only its text; `parts` that are not a list of parts go; one over
+ * `maxBytes` as JSON keeps only its text, cut until it fits. A cut payload says so (`truncated: true`).
+ */
+export function fitProgress (payload: JsonObject, maxBytes: number = EVENT_PAYLOAD_MAX_BYTES): { payload: JsonObject, cut: boolean } {
+  const textOnly = (p: JsonObject): JsonObject => typeof p.text === 'string' ? { text: p.text } : {}
+  let p = payload
+  if (nestedDeeperThan(p, PAYLOAD_MAX_DEPTH)) p = textOnly(p)
+  else if (p.parts !== undefined && !isParts(p.parts)) p = Object.fromEntries(Object.entries(p).filter(([k]) => k !== 'parts'))
+  if (p === payload && jsonBytes(p) <= maxBytes) return { payload, cut: false }
+  let out: JsonObject = { ...p, truncated: true }
+  let size = jsonBytes(out)
+  if (size <= maxBytes) return { payload: out, cut: true }
+  const text = typeof p.text === 'string' ? p.text : ''
+  out = text.length > 0 ? { text, truncated: true } : { truncated: true }
+  size = jsonBytes(out)
+  // JSON takes from 1 to 6 bytes per UTF-16 unit of text: cut by the share that fits until it does (a few rounds)
+  for (let chars = text.length; size > maxBytes && chars > 0;) {
+    chars = Math.min(chars - 1, Math.floor(chars * maxBytes / size * 0.95))
+    out = { text: cutText(text, Math.max(0, chars)), truncated: true }
+    size = jsonBytes(out)
+  }
+  return { payload: size <= maxBytes ? out : { truncated: true }, cut: true }
+}
+
 /**
  * The run.progress events of one forwarded task: at most `maxPerRun` of them, at most one per `minIntervalMs`
  * (status messages that come faster are coalesced, the latest reported when the time is up). Past the count
- * further ones are dropped: counted, and logged once.
+ * further ones are dropped: counted, and logged once. A status message is information, never a reason to fail
+ * the run: one an event cannot carry is cut to fit (fitProgress), and one the run refuses is counted in
+ * `stats` and logged, and the task goes on.
  */
 export class ProgressGate {
   private sent = 0
@@ -92,11 +163,14 @@ export class ProgressGate {
   private readonly ctx: RunContext
   private readonly log: Logger
   private readonly bounds: ProgressBounds
+  private readonly stats: ProgressStats
+  private refused = 0
 
-  constructor (ctx: RunContext, log: Logger, bounds: ProgressBounds) {
+  constructor (ctx: RunContext, log: Logger, bounds: ProgressBounds, stats: ProgressStats) {
     this.ctx = ctx
     this.log = log
     this.bounds = bounds
+    this.stats = stats
   }
 
   /** Report at once, within the count (the A2A task id: it does not hold back the status message after it). */
@@ -157,10 +231,16 @@ export class ProgressGate {
   private async send (progress: JsonObject, timed: boolean): Promise<void> {
     this.sent++
     if (timed) this.last = Date.now()
-    const sent = this.chain.then(async () => this.ctx.progress(progress))
-    this.chain = sent.catch((err: unknown) => {
-      this.log.debug({ err: messageOf(err), run_id: this.ctx.run.run_id }, 'a2a: a progress report failed')
+    const fitted = fitProgress(progress)
+    if (fitted.cut) {
+      this.stats.progressCut++
+      this.log.debug({ run_id: this.ctx.run.run_id }, 'a2a: a status message did not fit a progress event; it is reported cut')
+    }
+    this.chain = this.chain.then(async () => this.ctx.progress(fitted.payload)).catch((err: unknown) => {
+      this.stats.progressRefused++
+      // one warning per run: a run that ended refuses every later report alike
+      this.log[this.refused++ === 0 ? 'warn' : 'debug']({ err: messageOf(err), run_id: this.ctx.run.run_id }, 'a2a: a status message was not reported as progress; the task goes on')
     })
-    await sent
+    await this.chain
   }
 }

@@ -26,9 +26,10 @@ import {
   A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, A2A_RESPONSE_MAX_BYTES, A2A_TASK_MAX_MS
 } from './constants.ts'
 import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
-import { boundedFetch, ProgressGate, tooLargeIn, type ProgressBounds } from './outbound-bounds.ts'
+import { boundedFetch, ProgressGate, refusalIn, type ProgressBounds, type ProgressStats } from './outbound-bounds.ts'
+import { checkedCard } from './outbound-card.ts'
 
-export { A2aAnswerTooLargeError } from './outbound-bounds.ts'
+export { A2aAnswerTooLargeError, A2aRedirectRefusedError } from './outbound-bounds.ts'
 
 export interface BridgedAgent {
   url: string
@@ -121,9 +122,13 @@ export class A2aOutbound {
   private readonly node: MeshNode
   private readonly log: Logger
   private readonly agents = new Map<string, BridgedAgent>()
+  /** Agents being added (their cards fetched): they hold their places among A2A_OUTBOUND_AGENTS_MAX already. */
+  private readonly adding = new Map<string, Promise<BridgedAgent>>()
   private readonly handlers = new Map<string, () => void>()
   private readonly progressBounds: ProgressBounds
   private readonly fetchImpl: typeof fetch
+  /** Status messages of the forwarded tasks reported cut, or not at all (ProgressGate). */
+  readonly stats: ProgressStats = { progressCut: 0, progressRefused: 0 }
 
   /** Bound on a stream's first event (A2A_CALL_TIMEOUT_MS). */
   private readonly firstEventMs: number
@@ -160,7 +165,11 @@ export class A2aOutbound {
     for (const register of this.handlers.values()) register()
   }
 
-  /** Fetch and check the card at `url` (an A2A server's base URL), and serve its skills on the mesh. */
+  /**
+   * Fetch and check the card at `url` (an A2A server's base URL), and serve its skills on the mesh. The URL takes
+   * its place among the A2A_OUTBOUND_AGENTS_MAX before the first await, so adds at once cannot pass the bound,
+   * and a second add of the same URL waits for the first.
+   */
   async add (url: string): Promise<BridgedAgent> {
     let base: URL
     try {
@@ -169,21 +178,30 @@ export class A2aOutbound {
       throw new InvalidRequestError(`not a URL: ${url.slice(0, 200)}`)
     }
     if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new InvalidRequestError(`an A2A agent is reached over http(s), not ${base.protocol}`)
-    const known = this.agents.get(base.href)
-    if (known !== undefined) return known
-    if (this.agents.size >= A2A_OUTBOUND_AGENTS_MAX) throw new InvalidRequestError(`a node bridges at most ${A2A_OUTBOUND_AGENTS_MAX} A2A agents`)
+    const known = this.agents.get(base.href) ?? this.adding.get(base.href)
+    if (known !== undefined) return await known
+    if (this.agents.size + this.adding.size >= A2A_OUTBOUND_AGENTS_MAX) throw new InvalidRequestError(`a node bridges at most ${A2A_OUTBOUND_AGENTS_MAX} A2A agents`)
+    const adding = this.join(base)
+    this.adding.set(base.href, adding)
+    try {
+      return await adding
+    } finally {
+      this.adding.delete(base.href)
+    }
+  }
 
+  private async join (base: URL): Promise<BridgedAgent> {
     const resolver = new DefaultAgentCardResolver({
       fetchImpl: async (input, init) => this.fetchImpl(input, { ...init, signal: AbortSignal.timeout(A2A_CARD_FETCH_TIMEOUT_MS) })
     })
-    let card: A2aCard
+    let raw: unknown
     try {
-      card = await resolver.resolve(base.href)
+      raw = await resolver.resolve(base.href)
     } catch (err) {
-      throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(tooLargeIn(err) ?? err)}`)
+      throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(refusalIn(err) ?? err)}`)
     }
-    const usable = card.supportedInterfaces.filter(i => (i.protocolBinding === 'JSONRPC' || i.protocolBinding === 'HTTP+JSON') && i.protocolVersion.startsWith('1.'))
-    if (usable.length === 0) throw new InvalidRequestError(`the A2A agent at ${base.href} offers no A2A 1.x JSON-RPC or HTTP+JSON interface`)
+    // only the interfaces checked here are left on the card the SDK's client is made from
+    const card = checkedCard(raw, base)
     if (card.skills.length === 0) this.log.warn({ url: base.href }, 'a2a: the agent card lists no skills; it is offered as a2a:default')
 
     const fetchImpl = this.fetchImpl
@@ -202,6 +220,8 @@ export class A2aOutbound {
       for (const cap of caps) this.node.runs.handle(cap, async (ctx) => this.forward(agent, client, streaming, cap, ctx))
     })
     this.handlers.get(base.href)?.()
+    // it moves from the agents being added to the agents, counted once among A2A_OUTBOUND_AGENTS_MAX
+    this.adding.delete(base.href)
     this.agents.set(base.href, agent)
     this.log.info({ url: base.href, name: card.name, capabilities: caps.map(c => `${c.capability_id}@${c.version}`), streaming }, 'a2a: agent joined to the mesh')
     return agent
@@ -229,7 +249,7 @@ export class A2aOutbound {
     ctx.signal.addEventListener('abort', onCancel, { once: true })
     let msg = delegateMessage(cap, ctx.input, contextId)
     let blocks = 0
-    const progress = new ProgressGate(ctx, this.log, this.progressBounds)
+    const progress = new ProgressGate(ctx, this.log, this.progressBounds, this.stats)
     try {
       for (;;) {
         const signal = deadline.signal
@@ -259,7 +279,7 @@ export class A2aOutbound {
       // the run fails here (its artifacts past the bound, its time limit, a broken stream): the A2A task is
       // canceled too, so the agent does not go on with work nobody will read
       onCancel()
-      throw new Error(`A2A agent ${agent.url}: ${messageOf(tooLargeIn(err) ?? err)}`.slice(0, 1000), { cause: err })
+      throw new Error(`A2A agent ${agent.url}: ${messageOf(refusalIn(err) ?? err)}`.slice(0, 1000), { cause: err })
     } finally {
       progress.close()
       deadline.clear()

@@ -1,0 +1,165 @@
+/**
+ * The bridge talks to the origin the operator configured and to no other:
+ * an interface of the card at another origin is left out (a card with no
+ * other is refused, INVALID_REQUEST), a redirect of the card or of a call is
+ * refused and not followed, so a delegation's input never reaches a host
+ * nobody configured. Server A is the configured one; server B stands for any
+ * other address (another port on 127.0.0.1 here; a metadata service or an
+ * intranet host in real life). Real nodes, hand-made servers.
+ */
+import { once } from 'node:events'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { A2aOutbound, mergeDrafts, type BridgedAgent } from '../src/a2a/outbound.ts'
+import { silentLogger } from '../src/logger.ts'
+import type { MeshNode } from '../src/node.ts'
+import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void
+
+async function serve (h: Handler): Promise<{ server: Server, url: string }> {
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (c: Buffer) => { body += c.toString() })
+    req.on('end', () => { h(req, res, body) })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
+}
+
+function iface (url: string, protocolBinding = 'JSONRPC', protocolVersion = '1.0'): Record<string, unknown> {
+  return { url, protocolBinding, tenant: '', protocolVersion }
+}
+
+function card (skill: string, interfaces: unknown[]): Record<string, unknown> {
+  return {
+    name: 'origin-test',
+    description: 'x',
+    supportedInterfaces: interfaces,
+    version: '1',
+    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+    skills: [{ id: skill, name: skill, description: skill, tags: [], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
+    signatures: []
+  }
+}
+
+function answerCompleted (res: ServerResponse, body: string): void {
+  const id = (JSON.parse(body) as { id: unknown }).id
+  res.writeHead(200, { 'content-type': 'application/json' })
+  res.end(JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    result: { task: { id: 't1', contextId: 'c', status: { state: 'TASK_STATE_COMPLETED', timestamp: new Date().toISOString() }, artifacts: [{ artifactId: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }], history: [] } }
+  }))
+}
+
+describe('A2A outbound: only the configured origin', () => {
+  let nodes: MeshNode[] = []
+  let a: { server: Server, url: string }
+  let b: { server: Server, url: string }
+  const hitsA: string[] = []
+  const hitsB: string[] = []
+
+  beforeAll(async () => {
+    nodes = await startMesh(3, { transport: 'tcp' })
+    b = await serve((req, res, body) => {
+      hitsB.push(`${req.method ?? ''} ${req.url ?? ''} ${body.slice(0, 200)}`)
+      if (req.url?.endsWith('agent-card.json') === true) {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify(card('via-b', [iface(`${b.url}/rpc`)])))
+        return
+      }
+      answerCompleted(res, body)
+    })
+    a = await serve((req, res, body) => {
+      const path = req.url ?? ''
+      const section = path.split('/')[1] ?? ''
+      if (path.endsWith('agent-card.json')) {
+        if (section === 'card-redirect') {
+          res.writeHead(302, { location: `${b.url}/.well-known/agent-card.json` })
+          res.end()
+          return
+        }
+        const interfaces = section === 'only-b'
+          ? [iface(`${b.url}/rpc`)]
+          : section === 'b-first'
+            // the SDK would take the JSON-RPC interface on B (and one of a version the bridge does not speak)
+            ? [iface(`${b.url}/rpc`), iface(`${b.url}/old`, 'JSONRPC', '0.3'), iface('rpc', 'HTTP+JSON')]
+            : [iface(`${a.url}/${section}/rpc`)]
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify(card(section, interfaces)))
+        return
+      }
+      hitsA.push(`${req.method ?? ''} ${path}`)
+      if (section === 'rpc-redirect') {
+        res.writeHead(307, { location: `${b.url}/rpc` })
+        res.end()
+        return
+      }
+      if (section === 'b-first') {
+        // the HTTP+JSON binding: POST /message:send
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ task: { id: 't1', contextId: 'c', status: { state: 'TASK_STATE_COMPLETED', timestamp: new Date().toISOString() }, artifacts: [{ artifactId: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }], history: [] } }))
+        return
+      }
+      answerCompleted(res, body)
+    })
+  })
+  afterAll(async () => {
+    a?.server.closeAllConnections(); a?.server.close()
+    b?.server.closeAllConnections(); b?.server.close()
+    await stopAll(nodes)
+  })
+
+  async function runThrough (bridge: MeshNode, agent: BridgedAgent, taskId: string): Promise<{ state: string | undefined, failure: string | undefined, output: unknown }> {
+    await bridge.publishCard(mergeDrafts(undefined, [agent.draft])!)
+    const run = await nodes[0]!.delegate({ to_agent: bridge.agentId, task_id: taskId, capability: agent.draft.capabilities![0]!, input: { text: 'the delegator\'s secret input' } })
+    await until(async () => {
+      const s = (await bridge.runs.store.get(run.run_id))?.state
+      return s === 'completed' || s === 'failed'
+    }, 'the run to end', 30_000)
+    const ended = await bridge.runs.store.get(run.run_id)
+    return { state: ended?.state, failure: ended?.failure?.message, output: ended?.output }
+  }
+
+  it('refuses a card whose only interface is at another origin (INVALID_REQUEST), and sends nothing there', async () => {
+    hitsB.length = 0
+    const err = await rejectsWith(new A2aOutbound(nodes[1]!, silentLogger()).add(`${a.url}/only-b`), 'INVALID_REQUEST')
+    expect(err.message).toContain('at its own origin')
+    expect(hitsB).toEqual([])
+  })
+
+  it('keeps only the interfaces at the configured origin: the delegation goes to A, never to B', async () => {
+    hitsB.length = 0
+    hitsA.length = 0
+    const agent = await new A2aOutbound(nodes[1]!, silentLogger()).add(`${a.url}/b-first`)
+    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/b-first/rpc`])
+    const ended = await runThrough(nodes[1]!, agent, 'b-first')
+    expect(ended.state, ended.failure).toBe('completed')
+    expect(ended.output).toEqual({ artifacts: [{ artifact_id: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }] })
+    expect(hitsA.length).toBeGreaterThan(0)
+    expect(hitsB).toEqual([])
+  })
+
+  it('does not follow a redirect of the card (INVALID_REQUEST naming the redirect)', async () => {
+    hitsB.length = 0
+    const err = await rejectsWith(new A2aOutbound(nodes[1]!, silentLogger()).add(`${a.url}/card-redirect`), 'INVALID_REQUEST')
+    expect(err.message).toContain('redirect (HTTP 302)')
+    expect(hitsB).toEqual([])
+  })
+
+  it('does not resend a delegation the server redirects (307) elsewhere: the run fails naming the redirect', async () => {
+    hitsB.length = 0
+    const agent = await new A2aOutbound(nodes[2]!, silentLogger()).add(`${a.url}/rpc-redirect`)
+    const ended = await runThrough(nodes[2]!, agent, 'rpc-redirect')
+    expect(ended.state).toBe('failed')
+    expect(ended.failure).toContain('redirect (HTTP 307)')
+    expect(hitsB).toEqual([])
+  })
+})
