@@ -89,6 +89,18 @@ export const RUN_REFUSED_RECORDS_MAX = 4096
  */
 export const BLOCKED_ORPHAN_AFTER_MS = 6 * 60 * 60 * 1000
 /**
+ * The longest a blocked run is kept past its delegator's last sign of life
+ * by the answers of agents it authorized to resume it (24 h, four times
+ * BLOCKED_ORPHAN_AFTER_MS). A resumer may be a person's agent that goes on
+ * with a run whose delegator's node went away, so its answers keep the run
+ * for a working day and a night more; but the delegator writes the list of
+ * resumers itself and may name any node that is always online (a bootstrap
+ * node), and that node's answer says nothing about the run: without a bound
+ * a throwaway delegator would hold a run slot for good through it. When
+ * only BLOCKED_ORPHAN_AFTER_MS is set (tests), this bound keeps its ratio.
+ */
+export const BLOCKED_ORPHAN_RESUMER_MAX_MS = 4 * BLOCKED_ORPHAN_AFTER_MS
+/**
  * How often the delegators (and authorized resumers) of blocked runs are
  * asked whether they are there (10 min): a get_verdict each, so 36 rounds
  * before BLOCKED_ORPHAN_AFTER_MS gives a run up. A run one of whose parties

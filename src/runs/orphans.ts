@@ -9,8 +9,12 @@
  * whether it is there. A run whose delegator and resumers have all been out
  * of reach for BLOCKED_ORPHAN_AFTER_MS, or whose delegator answers that it
  * holds no record of it, ends failed with DELEGATOR_LOST, and its slot is
- * free again. Any answer, or a new connection, from one of them keeps the run
- * blocked; a verdict the delegator signed ends the run with that verdict.
+ * free again. Any answer, or a new connection, from the delegator keeps the
+ * run blocked; a verdict the delegator signed ends the run with that verdict.
+ * The delegator writes the list of resumers itself, and may name this node
+ * or any node that is always online: a resumer's answer keeps the run only
+ * up to BLOCKED_ORPHAN_RESUMER_MAX_MS past the delegator's last sign of life,
+ * and this node, which never resumes a run it executes, counts for nothing.
  */
 import type { Connection } from '@libp2p/interface'
 import { LIVENESS_MAX_CONCURRENT_PROBES, LIVENESS_VERDICT_ASK_TIMEOUT_MS } from '../constants.ts'
@@ -20,7 +24,9 @@ import type { AgentEvent, Run, RunFailure } from '../runlog/types.ts'
 import { Limiter } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CallOptions } from '../wire/rpc.ts'
-import { BLOCKED_ORPHAN_AFTER_MS, BLOCKED_ORPHAN_CHECK_INTERVAL_MS, BLOCKED_ORPHAN_PROBES_PER_ROUND, BLOCKED_ORPHAN_UNHELD_ANSWERS } from './constants.ts'
+import {
+  BLOCKED_ORPHAN_AFTER_MS, BLOCKED_ORPHAN_CHECK_INTERVAL_MS, BLOCKED_ORPHAN_PROBES_PER_ROUND, BLOCKED_ORPHAN_RESUMER_MAX_MS, BLOCKED_ORPHAN_UNHELD_ANSWERS
+} from './constants.ts'
 
 /** Why a blocked run ended when nobody who may resume it could be found (protocols/errors.md). */
 export const DELEGATOR_LOST: RunFailure['code'] = 'DELEGATOR_LOST'
@@ -68,9 +74,13 @@ export class BlockedOrphans {
   readonly stats: OrphanStats = { rounds: 0, probes: 0, probeFailures: 0, unheld: 0, verdicts: 0, ended: 0 }
   readonly afterMs: number
   readonly intervalMs: number
+  /** How long past its delegator's last sign of life a resumer's answers may keep a run (BLOCKED_ORPHAN_RESUMER_MAX_MS, in ratio with afterMs). */
+  readonly resumerMaxMs: number
   private readonly i: OrphanInit
   /** By agent: when it was last heard from (or first needed, when never). Only agents of blocked runs are kept. */
   private readonly heard = new Map<string, number>()
+  /** By agent: its last answer that was not an error, which is all a resumer's presence is taken from. */
+  private readonly answered = new Map<string, number>()
   /** Agents with an ask in flight. */
   private readonly probing = new Set<string>()
   /** By agent: when it was last asked (never: not there), so every agent gets its turn, whatever answers. */
@@ -89,6 +99,8 @@ export class BlockedOrphans {
     this.i = init
     this.afterMs = init.blockedOrphanAfterMs ?? BLOCKED_ORPHAN_AFTER_MS
     this.intervalMs = init.blockedCheckIntervalMs ?? BLOCKED_ORPHAN_CHECK_INTERVAL_MS
+    // a smaller first bound (tests) shrinks the second with it: it is never shorter than the first
+    this.resumerMaxMs = this.afterMs * (BLOCKED_ORPHAN_RESUMER_MAX_MS / BLOCKED_ORPHAN_AFTER_MS)
   }
 
   start (): void {
@@ -119,17 +131,45 @@ export class BlockedOrphans {
     }).finally(() => { this.round = undefined })
   }
 
-  /** Who may resume the run, besides this node. */
+  /**
+   * Who may resume the run, besides this node: an executor never resumes a
+   * run it executes, so a run that names it among its resumers gains nothing.
+   */
   private parties (run: Run): string[] {
-    return [run.delegator, ...run.authorized].filter(a => a !== this.i.agentId)
+    return [...new Set([run.delegator, ...run.authorized])].filter(a => a !== this.i.agentId)
   }
 
-  /** How long ago the one of them heard from last was heard from; 0 when the run names this node (it is always there). */
+  /** The agents the run authorizes to resume it, other than its delegator and this node. */
+  private resumers (run: Run): string[] {
+    return this.parties(run).filter(a => a !== run.delegator)
+  }
+
+  /** Past this time a resumer's answer no longer keeps the run: resumerMaxMs after its delegator's last sign of life. */
+  private resumerCap (run: Run, now: number): number {
+    return (this.heard.get(run.delegator) ?? now) + this.resumerMaxMs - this.afterMs
+  }
+
+  /**
+   * How long the run has gone unheard from: since its delegator's last sign
+   * of life, or a resumer's last answer, whichever came later; but a
+   * resumer's answer counts at most up to resumerCap, so the run ends
+   * resumerMaxMs after its delegator was last heard from, whoever else
+   * answers. 0 when this node is its delegator (it is always there).
+   */
   private silence (run: Run, now: number): number {
-    if (run.delegator === this.i.agentId || run.authorized.includes(this.i.agentId)) return 0
-    let last = 0
-    for (const p of this.parties(run)) last = Math.max(last, this.heard.get(p) ?? now)
+    if (run.delegator === this.i.agentId) return 0
+    let last = this.heard.get(run.delegator) ?? now
+    const cap = this.resumerCap(run, now)
+    for (const r of this.resumers(run)) {
+      const t = this.answered.get(r)
+      if (t !== undefined) last = Math.max(last, Math.min(t, cap))
+    }
     return now - last
+  }
+
+  /** Whom to ask about the run: its delegator, and its resumers while their answers may still keep it. */
+  private askable (run: Run, now: number): string[] {
+    return now < this.resumerCap(run, now) ? this.parties(run) : this.parties(run).filter(a => a === run.delegator)
   }
 
   private async check (): Promise<void> {
@@ -156,14 +196,17 @@ export class BlockedOrphans {
     }
     // agents of no blocked run any more are forgotten: the maps stay as small as the blocked runs' parties
     for (const agent of this.heard.keys()) {
-      if (!runsOf.has(agent)) { this.heard.delete(agent); this.asked.delete(agent); this.turns.delete(agent) }
+      if (!runsOf.has(agent)) { this.heard.delete(agent); this.answered.delete(agent); this.asked.delete(agent); this.turns.delete(agent) }
     }
     for (const runId of this.unheldRuns.keys()) {
       if (!blocked.has(runId)) this.unheldRuns.delete(runId)
     }
     for (const run of orphans) {
       const silent = this.silence(run, Date.now())
-      await this.end(run, `nobody who may resume the run (its delegator${run.authorized.length > 0 ? ' or an agent it authorized' : ''}) could be reached for ${silent} ms (bound ${this.afterMs} ms)`,
+      const resumers = this.resumers(run).length > 0
+        ? ` (an agent it authorized keeps a run at most ${this.resumerMaxMs} ms past its delegator's last sign of life)`
+        : ''
+      await this.end(run, `nobody who may resume the run could be reached for ${silent} ms (bound ${this.afterMs} ms)${resumers}`,
         (r) => this.silence(r, Date.now()) >= this.afterMs)
     }
     // one party of each run that needs an ask, the one asked longest ago; then those asked longest ago first:
@@ -173,7 +216,7 @@ export class BlockedOrphans {
     const due = new Set<string>()
     for (const run of needy) {
       let pick: string | undefined
-      for (const p of this.parties(run)) {
+      for (const p of this.askable(run, now)) {
         if (!this.probing.has(p) && (pick === undefined || askedAt(p) < askedAt(pick))) pick = p
       }
       if (pick !== undefined) due.add(pick)
@@ -212,12 +255,16 @@ export class BlockedOrphans {
         this.i.log.debug({ agent, run_id: run.run_id, err: e }, 'the delegator (or a resumer) of a blocked run could not be reached')
         return
       }
-      // an error of its own is an answer all the same: the agent is there
+      // an error of its own is an answer all the same: the agent is there, and as the delegator of a run it keeps
+      // it. As a resumer it does not: the error says it did not take the ask up (a node that does not serve it,
+      // or refuses it), not that anyone will resume the run; a real resumer that was busy is asked again
       this.heard.set(agent, Date.now())
-      this.i.log.info({ agent, run_id: run.run_id, err: e }, 'the delegator (or a resumer) of a blocked run answered the ask with an error: it counts as there')
+      this.i.log.info({ agent, run_id: run.run_id, err: e }, 'the delegator (or a resumer) of a blocked run answered the ask with an error: it is there, though as a resumer that keeps no run')
       return
     }
-    this.heard.set(agent, Date.now())
+    const at = Date.now()
+    this.heard.set(agent, at)
+    this.answered.set(agent, at)
     // only the delegator's word about the run counts; a resumer is asked whether it is there
     if (agent !== run.delegator) return
     if (answer.verdict !== null) {

@@ -7,6 +7,7 @@
  * the accepting span's context in its run.started payload.
  */
 import type { Logger } from '../logger.ts'
+import { executorOfRun } from '../runlog/event.ts'
 import {
   CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, DELEGATE_MAX_FRAME_BYTES, DELEGATE_PROTOCOL, HANDLER_TIMEOUT_MS, HANDOFF_MAX_FRAME_BYTES,
   HANDOFF_PROTOCOL, NESTED_CALL_MARGIN_MS
@@ -72,7 +73,13 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         get_run: method(isGetRun, async (req) => traced('aap.control.get_run.handle', req, async () => ({ run: await x.localRun(req.run_id) }))),
         // liveness (protocols/liveness.md): a delegator tells the executor its verdict; an executor asks a delegator for one
         executor_lost: method(isExecutorLost, async (req, ctx) => ({ run: await x.adoptVerdict(req.run_id, req.verdict, ctx.peer.toString()) })),
-        get_verdict: method(isGetVerdict, async (req) => x.verdictOn(req.run_id)),
+        // `held` tells whether this node's delegation of the run is still live: only the run's executor, which asks it
+        // to find its orphaned blocked runs (orphans.ts), gets it; anyone else who knows a run id could poll it to watch
+        // this node's delegations end. The verdict is answered to any asker, as before
+        get_verdict: method(isGetVerdict, async (req, ctx) => {
+          const { verdict, held } = await x.verdictOn(req.run_id)
+          return ctx.peer.toString() === executorOfRun(req.run_id) ? { verdict, held } : { verdict }
+        }),
         handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
           // the receiver's signed addresses, when the caller sent them: the dial to it then needs no DHT lookup
