@@ -96,7 +96,7 @@ describe('the executor\'s own events and its readers while its lock is held', ()
     await until(() => t.lock.busy === 0, 'the lock to drain')
   }, 120_000)
 
-  it('refuses a new subscription with a typed error, and lets a catch-up pull wait aside, then reads it all', async () => {
+  it('refuses a new subscription with a typed error once it has waited its bound, and lets a catch-up pull wait aside, then reads it all', async () => {
     await until(async () => (await B.events.lastEvent(run.run_id))?.seq === TOTAL, 'the run in the executor\'s log')
     // an iterator reads its history at its own pace (catch-up.ts), one pull on the lock per page
     const reader = await B.events.subscribe(TASK, { owner: A.agentId, maxBuffered: 16 })

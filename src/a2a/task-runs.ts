@@ -117,6 +117,11 @@ function isTopicLimit (err: unknown): boolean {
   return err instanceof AapError && err.details?.reason === 'topic_limit'
 }
 
+/** The run's correlation stayed too far behind on this node's lock for a subscription's whole wait (src/events/lock-queues.ts): no fault of the run. */
+function isCorrelationBusy (err: unknown): boolean {
+  return err instanceof AapError && err.code === 'TIMEOUT' && err.details?.reason === 'correlation_busy'
+}
+
 /** The context of saves made here: the same scope and write lock as the SDK's own for the unauthenticated callers it serves. */
 /** The context of the store reads and writes no client call makes (the store ignores it). */
 export const CONTEXT = new ServerCallContext()
@@ -125,8 +130,11 @@ export class TaskRuns {
   private readonly host: TaskRunsHost
   private readonly tracked = new Map<string, Tracked>()
   private readonly budget: WatchBudget
-  /** Watches dropped (past the bound, or for a new task's follower); events that could not be saved to their task; watches that could not start. */
-  readonly stats = { watchesDropped: 0, saveErrors: 0, watchErrors: 0 }
+  /**
+   * Watches dropped (past the bound, or for a new task's follower); events that could not be saved to their task;
+   * watches that could not start; subscriptions tried again because the run's correlation was busy here.
+   */
+  readonly stats = { watchesDropped: 0, saveErrors: 0, watchErrors: 0, busyRetries: 0 }
 
   constructor (host: TaskRunsHost, budget: WatchBudget) {
     this.host = host
@@ -155,15 +163,7 @@ export class TaskRuns {
   async follow (run: Run, ids: TaskIds, bus: ExecutionEventBus): Promise<void> {
     const t = this.track(run, ids, bus)
     try {
-      for (;;) {
-        try {
-          await this.open(t)
-          break
-        } catch (err) {
-          // work goes before watches: a task waiting for input gives its topic to the new one's follower
-          if (!isTopicLimit(err) || t.finished || !this.budget.dropOldest()) throw err
-        }
-      }
+      await this.openPatiently(t, true)
     } catch (err) {
       this.host.log.warn({ err: (err as Error).message, run_id: run.run_id }, 'a2a: cannot follow the run\'s events')
       // the task fails with this error: its run is canceled, so no work goes on whose end no client would see
@@ -188,7 +188,7 @@ export class TaskRuns {
   async watch (run: Run, ids: TaskIds): Promise<void> {
     const t = this.track(run, ids, undefined)
     try {
-      await this.open(t)
+      await this.openPatiently(t, false)
     } catch (err) {
       this.stats.watchErrors++
       this.host.log.warn({ err: (err as Error).message, run_id: run.run_id, task_id: ids.taskId }, 'a2a: cannot watch the run of a task waiting for input; the task shows no later move of it')
@@ -211,7 +211,7 @@ export class TaskRuns {
     t.claimed = false
     t.sub?.close()
     try {
-      await this.open(t)
+      await this.openPatiently(t, false)
     } catch (err) {
       this.stats.watchErrors++
       this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId }, 'a2a: cannot watch the run again after a resume that reached no execution')
@@ -238,6 +238,27 @@ export class TaskRuns {
     this.tracked.set(ids.taskId, t)
     if (run.state === 'blocked') this.waits(t)
     return t
+  }
+
+  /**
+   * Open the run's subscription, again each time the correlation is too busy here: each try waits for its lock
+   * (at most EVENTS_SUBSCRIBE_BUSY_WAIT_MS), so a slow disk costs the task a wait, not its run, and tries are
+   * that far apart. With `yieldWatches`, a topic_limit takes the topic of the watch that has waited longest.
+   */
+  private async openPatiently (t: Tracked, yieldWatches: boolean): Promise<void> {
+    for (;;) {
+      try {
+        await this.open(t)
+        return
+      } catch (err) {
+        if (t.finished || this.host.stopping.aborted) throw err
+        // work goes before watches: a task waiting for input gives its topic to the new one's follower
+        if (yieldWatches && isTopicLimit(err) && this.budget.dropOldest()) continue
+        if (!isCorrelationBusy(err)) throw err
+        this.stats.busyRetries++
+        this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId, tries: this.stats.busyRetries }, 'a2a: the run\'s task is busy on this node (a slow disk): it is followed once its lock catches up')
+      }
+    }
   }
 
   /** Subscribe to the run's correlation (with its history: events already in the task are skipped by seq). */

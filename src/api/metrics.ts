@@ -162,9 +162,9 @@ export class NodeMetrics {
       return { dropped: s.dropped, refused_per_network: s.refusedPerNetwork }
     })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
-    figures('aap_events_lock', 'Tasks that did not queue on a task\'s lock past its bound since start (src/events/lock-queues.ts): gossip shed, events of this node\'s runs read back from the log instead, sync pages refused, subscriptions refused, catch-up pulls that waited for it to drain', (node) => {
+    figures('aap_events_lock', 'Tasks that did not queue on a task\'s lock past its bound since start (src/events/lock-queues.ts): gossip shed, events of this node\'s runs read back from the log instead (and read-backs that failed and were tried again), sync pages refused, subscriptions that waited for it to drain and those refused after the wait, catch-up pulls that waited', (node) => {
       const s = node.events.stats
-      return { gossip_shed: s.lockShed, local_deferred: s.lockRefused.local, sync_refused: s.lockRefused.sync, subscribe_refused: s.lockRefused.subscribe, pull_waited: s.lockRefused.pull }
+      return { gossip_shed: s.lockShed, local_deferred: s.lockRefused.local, local_read_back_errors: s.readBackErrors, sync_refused: s.lockRefused.sync, subscribe_waited: s.subscribeWaited, subscribe_refused: s.lockRefused.subscribe, pull_waited: s.lockRefused.pull }
     })
     new Gauge({
       name: 'aap_events_published',

@@ -102,9 +102,35 @@ export const EVENTS_LOCK_SYNCS_MAX = SYNC_CONCURRENCY / 4
  * Subscriptions of one correlation waiting for its lock to hand over their
  * history, and iterator subscriptions' pulls of their next page (catch-up.ts).
  * Past this many (or with EVENTS_LOCK_WAITING_MAX already waiting), a new
- * subscription is refused with TIMEOUT (reason correlation_busy), and a pull
- * waits for the lock to run what waits on it before it queues: a stalled
- * disk under a task many clients follow costs a bounded queue, not one task
- * per reader.
+ * subscription or a pull waits aside for the lock to run what waits on it
+ * before it queues (lock-queues.ts): a stalled disk under a task many clients
+ * follow costs a bounded queue, not one task per reader. Once the lock has
+ * run what waited, only the readers' own count keeps a reader aside, so a
+ * flood of one task's gossip (which refills EVENTS_LOCK_WAITING_MAX as fast
+ * as the disk drains it) does not keep readers out.
  */
 export const EVENTS_LOCK_READERS_MAX = 16
+
+/**
+ * How long a new subscription waits aside for its correlation's lock to make
+ * room (EVENTS_LOCK_READERS_MAX) before it is refused with TIMEOUT (reason
+ * correlation_busy): a brief stall of the disk (a slow write, a burst of one
+ * task's gossip) costs a subscriber a wait, not its subscription; only a lock
+ * that stays behind this long refuses it (the caller may try again). An
+ * iterator's pull that has waited this long queues at the next drain whatever
+ * the readers' count, so no pull waits aside for ever behind other readers.
+ */
+export const EVENTS_SUBSCRIBE_BUSY_WAIT_MS = 5_000
+
+/**
+ * Events of this node's own runs past the lock's bound are read back from its
+ * log (local-events.ts). A read that fails (a disk read error, a stretch not
+ * found) keeps them noted, and the read is made again after this long,
+ * doubling at each failure in a row up to EVENTS_LOCAL_READBACK_RETRY_MAX_MS;
+ * until it succeeds, the correlation's later events of this node's runs are
+ * noted too, so none reaches a subscriber out of order.
+ */
+export const EVENTS_LOCAL_READBACK_RETRY_MS = 100
+
+/** The longest back-off between read-backs of this node's own events that failed (EVENTS_LOCAL_READBACK_RETRY_MS). */
+export const EVENTS_LOCAL_READBACK_RETRY_MAX_MS = 30_000

@@ -200,7 +200,8 @@ export class Events {
    *
    * INVALID_REQUEST for a bad correlation id or participant, or when the node
    * already follows MAX_CORRELATION_TOPICS correlations (details.reason
-   * 'topic_limit'); TIMEOUT (reason 'correlation_busy') while its lock is too far behind (lock-queues.ts).
+   * 'topic_limit'); TIMEOUT (reason 'correlation_busy') when its lock stays too far behind for
+   * EVENTS_SUBSCRIBE_BUSY_WAIT_MS (lock-queues.ts): until then the subscription waits aside for it.
    */
   async subscribe (correlationId: string, opts: SubscribeOptions = {}): Promise<EventSubscription> {
     this.assertStarted()
@@ -230,7 +231,7 @@ export class Events {
       // before any later task on it runs, so none falls between
       // an iterator reads its history at its own pace, from the log (catch-up.ts)
       const pull = opts.history !== false && opts.onEvent === undefined
-      await readLocked(t, this.stats, async () => {
+      await readLocked(t, this.stats, { gone: () => sub.closed, signal: opts.signal }, async () => {
         await this.correlations.flushCopies()
         const held = (await this.log.runsOf(correlationId)).sort()
         // from now on a run missing from this list has nothing in the log to look up

@@ -78,11 +78,15 @@ export interface EventsStats {
    * made again once the lock drains), subscriptions refused, catch-up pulls that waited for the lock to drain.
    */
   lockRefused: { local: number, sync: number, subscribe: number, pull: number }
+  /** Subscriptions that waited aside for their correlation's lock to make room (lock-queues.ts), refused or not. */
+  subscribeWaited: number
+  /** Read-backs of this node's own events from its log that failed and are made again later (local-events.ts). */
+  readBackErrors: number
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0, lockRefused: { local: 0, sync: 0, subscribe: 0, pull: 0 } }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0, lockRefused: { local: 0, sync: 0, subscribe: 0, pull: 0 }, subscribeWaited: 0, readBackErrors: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'
