@@ -14,31 +14,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
-import type { MeshNode } from '../src/node.ts'
 import type { CorrTrack } from '../src/events/track.ts'
-import { EVENTS_LOCK_WAITING_MAX } from '../src/events/constants.ts'
 import type { EventSubscription } from '../src/events/subscription.ts'
 import { until } from './helpers.ts'
 import { APPROVE, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, handlerOf, runIdOf, send } from './fixtures/a2a-messages.ts'
-
-function track (node: MeshNode, correlationId: string): CorrTrack {
-  const t = (node.events as unknown as { correlations: { get: (id: string) => CorrTrack | undefined } }).correlations.get(correlationId)
-  if (t === undefined) throw new Error(`${correlationId} is not tracked`)
-  return t
-}
-
-/** Hold `t`'s lock: one task that does not end, EVENTS_LOCK_WAITING_MAX behind it. */
-async function hold (t: CorrTrack): Promise<() => Promise<void>> {
-  const gate = Promise.withResolvers<void>()
-  const held: Array<Promise<unknown>> = []
-  for (let i = 0; i <= EVENTS_LOCK_WAITING_MAX; i++) held.push(t.lock.run(async () => { await gate.promise }))
-  await until(() => t.lock.waiting >= EVENTS_LOCK_WAITING_MAX, 'the lock to be held')
-  return async () => {
-    gate.resolve()
-    await Promise.allSettled(held)
-  }
-}
+import { corrTrack, holdLock } from './fixtures/held-lock.ts'
 
 /** What became of a message: the task's state, or the error the client got. */
 async function outcome (p: Promise<unknown>): Promise<{ state?: TaskState, runId?: string, err?: string }> {
@@ -63,14 +44,14 @@ describe('an A2A message while the gateway\'s lock of its context is behind', ()
   async function followed (ctx: string): Promise<CorrTrack> {
     const { gateway } = m as A2aMesh
     followers.push(await gateway.events.subscribe(ctx, { onEvent: () => {} }))
-    return track(gateway, ctx)
+    return corrTrack(gateway, ctx)
   }
 
   it('waits for the lock to drain, and the run goes on', async () => {
     const { gateway, worker, client } = m as A2aMesh
     const CTX = 'a2a-busy-lock-brief'
     const t = await followed(CTX)
-    const release = await hold(t)
+    const release = await holdLock(t)
     const waited = gateway.events.stats.subscribeWaited ?? 0
     const refused = gateway.events.stats.lockRefused.subscribe
 
@@ -93,7 +74,7 @@ describe('an A2A message while the gateway\'s lock of its context is behind', ()
     const { gateway, worker, client, a2a } = m as A2aMesh
     const CTX = 'a2a-busy-lock-long'
     const t = await followed(CTX)
-    const release = await hold(t)
+    const release = await holdLock(t)
     const refused = gateway.events.stats.lockRefused.subscribe
 
     const answer = outcome(client.sendMessage(send(APPROVE, { order: 'long' }, CTX)))

@@ -16,21 +16,10 @@ import { AapError } from '../src/errors.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { rejectsWith, startMesh, stopAll } from './helpers.ts'
+import { a2aCardJson } from './fixtures/a2a-card-json.ts'
 
 function card (url: string, skill: string): Record<string, unknown> {
-  return {
-    name: 'shape-test',
-    description: 'x',
-    supportedInterfaces: [{ url: `${url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
-    version: '1',
-    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
-    securitySchemes: {},
-    securityRequirements: [],
-    defaultInputModes: ['text/plain'],
-    defaultOutputModes: ['text/plain'],
-    skills: [{ id: skill, name: 's', description: 's', tags: ['t'], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
-    signatures: []
-  }
+  return a2aCardJson({ name: 'shape-test', skill, url, tags: ['t'] })
 }
 
 describe('A2A outbound: the card an A2A server sends', () => {

@@ -15,6 +15,7 @@ import { A2aOutbound, mergeDrafts, type BridgedAgent } from '../src/a2a/outbound
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { a2aCardJson, a2aInterface } from './fixtures/a2a-card-json.ts'
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void
 
@@ -29,24 +30,9 @@ async function serve (h: Handler): Promise<{ server: Server, url: string }> {
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
 }
 
-function iface (url: string, protocolBinding = 'JSONRPC', protocolVersion = '1.0'): Record<string, unknown> {
-  return { url, protocolBinding, tenant: '', protocolVersion }
-}
 
 function card (skill: string, interfaces: unknown[]): Record<string, unknown> {
-  return {
-    name: 'origin-test',
-    description: 'x',
-    supportedInterfaces: interfaces,
-    version: '1',
-    capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
-    securitySchemes: {},
-    securityRequirements: [],
-    defaultInputModes: ['text/plain'],
-    defaultOutputModes: ['text/plain'],
-    skills: [{ id: skill, name: skill, description: skill, tags: [], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
-    signatures: []
-  }
+  return a2aCardJson({ name: 'origin-test', skill, interfaces })
 }
 
 function answerCompleted (res: ServerResponse, body: string): void {
@@ -72,7 +58,7 @@ describe('A2A outbound: only the configured origin', () => {
       hitsB.push(`${req.method ?? ''} ${req.url ?? ''} ${body.slice(0, 200)}`)
       if (req.url?.endsWith('agent-card.json') === true) {
         res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(JSON.stringify(card('via-b', [iface(`${b.url}/rpc`)])))
+        res.end(JSON.stringify(card('via-b', [a2aInterface(`${b.url}/rpc`)])))
         return
       }
       answerCompleted(res, body)
@@ -87,11 +73,11 @@ describe('A2A outbound: only the configured origin', () => {
           return
         }
         const interfaces = section === 'only-b'
-          ? [iface(`${b.url}/rpc`)]
+          ? [a2aInterface(`${b.url}/rpc`)]
           : section === 'b-first'
             // the SDK would take the JSON-RPC interface on B (and one of a version the bridge does not speak)
-            ? [iface(`${b.url}/rpc`), iface(`${b.url}/old`, 'JSONRPC', '0.3'), iface('rpc', 'HTTP+JSON')]
-            : [iface(`${a.url}/${section}/rpc`)]
+            ? [a2aInterface(`${b.url}/rpc`), a2aInterface(`${b.url}/old`, 'JSONRPC', '0.3'), a2aInterface('rpc', 'HTTP+JSON')]
+            : [a2aInterface(`${a.url}/${section}/rpc`)]
         res.writeHead(200, { 'content-type': 'application/json' })
         res.end(JSON.stringify(card(section, interfaces)))
         return

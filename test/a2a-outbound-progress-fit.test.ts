@@ -15,6 +15,7 @@ import { EVENT_PAYLOAD_MAX_BYTES } from '../src/constants.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { a2aCardJson } from './fixtures/a2a-card-json.ts'
 
 function deep (levels: number): unknown {
   let v: unknown = 'bottom'
@@ -30,19 +31,7 @@ const UNFIT = [
 ]
 
 function card (url: string, streaming: boolean): Record<string, unknown> {
-  return {
-    name: 'unfit-progress',
-    description: 'x',
-    supportedInterfaces: [{ url: `${url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
-    version: '1',
-    capabilities: { streaming, pushNotifications: false, extensions: [], extendedAgentCard: false },
-    securitySchemes: {},
-    securityRequirements: [],
-    defaultInputModes: ['text/plain'],
-    defaultOutputModes: ['text/plain'],
-    skills: [{ id: streaming ? 'streamed' : 'polled', name: 's', description: 's', tags: [], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
-    signatures: []
-  }
+  return a2aCardJson({ name: 'unfit-progress', skill: streaming ? 'streamed' : 'polled', url, streaming })
 }
 
 const ARTIFACT = { artifactId: 'r', name: 'r', parts: [{ data: { ok: true } }] }

@@ -15,6 +15,7 @@ import { AapError } from '../src/errors.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { a2aCardJson } from './fixtures/a2a-card-json.ts'
 
 /** The bound the bridges here read answers with, and what the hostile server offers to write: far more. */
 const MAX_BYTES = 64 * 1024
@@ -41,19 +42,7 @@ function pump (res: ServerResponse, head: string, tail: string): Pumped {
 }
 
 function card (url: string, streaming: boolean): Record<string, unknown> {
-  return {
-    name: 'sse-liar',
-    description: 'labels every answer an event stream',
-    supportedInterfaces: [{ url: `${url}/rpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
-    version: '1',
-    capabilities: { streaming, pushNotifications: false, extensions: [], extendedAgentCard: false },
-    securitySchemes: {},
-    securityRequirements: [],
-    defaultInputModes: ['text/plain'],
-    defaultOutputModes: ['text/plain'],
-    skills: [{ id: streaming ? 'streams' : 'answers', name: 's', description: 's', tags: [], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
-    signatures: []
-  }
+  return a2aCardJson({ name: 'sse-liar', description: 'labels every answer an event stream', skill: streaming ? 'streams' : 'answers', url, streaming })
 }
 
 describe('A2A outbound: an answer labelled text/event-stream that was not asked for', () => {

@@ -14,30 +14,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent, Run } from '../src/runlog/types.ts'
 import { EVENTS_LOCK_WAITING_MAX } from '../src/events/constants.ts'
-import type { CorrTrack } from '../src/events/track.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 import { collect, type Collector } from './events-helpers.ts'
+import { corrTrack, holdLock } from './fixtures/held-lock.ts'
 
 const WORK = { capability_id: 'cap:lock-queues', version: '1.0.0' }
 const EVENTS = 200
-
-function track (node: MeshNode, correlationId: string): CorrTrack {
-  const t = (node.events as unknown as { correlations: { get: (id: string) => CorrTrack | undefined } }).correlations.get(correlationId)
-  if (t === undefined) throw new Error(`${correlationId} is not tracked`)
-  return t
-}
-
-/** Hold `t`'s lock: one task that does not end, EVENTS_LOCK_WAITING_MAX behind it. */
-async function hold (t: CorrTrack): Promise<() => Promise<void>> {
-  const gate = Promise.withResolvers<void>()
-  const held: Array<Promise<unknown>> = []
-  for (let i = 0; i <= EVENTS_LOCK_WAITING_MAX; i++) held.push(t.lock.run(async () => { await gate.promise }))
-  await until(() => t.lock.waiting >= EVENTS_LOCK_WAITING_MAX, 'the lock to be held')
-  return async () => {
-    gate.resolve()
-    await Promise.allSettled(held)
-  }
-}
 
 function seqs (events: AgentEvent[], runId: string): number[] {
   return events.filter(e => e.run_id === runId).map(e => e.seq)
@@ -74,8 +56,8 @@ describe('the executor\'s own events and its readers while its lock is held', ()
   it('queues none of them past the bound, and hands every one to the subscriber once the lock is free', async () => {
     run = await A.delegate({ to_agent: B.agentId, task_id: TASK, capability: WORK, input: {} })
     await onB.until(es => es.some(e => e.run_id === run.run_id && e.seq === 1), 'run.started at the executor\'s subscriber')
-    const t = track(B, TASK)
-    const release = await hold(t)
+    const t = corrTrack(B, TASK)
+    const release = await holdLock(t)
     const before = B.events.stats.lockRefused?.local ?? 0
 
     go.resolve()
@@ -100,8 +82,8 @@ describe('the executor\'s own events and its readers while its lock is held', ()
     await until(async () => (await B.events.lastEvent(run.run_id))?.seq === TOTAL, 'the run in the executor\'s log')
     // an iterator reads its history at its own pace (catch-up.ts), one pull on the lock per page
     const reader = await B.events.subscribe(TASK, { owner: A.agentId, maxBuffered: 16 })
-    const t = track(B, TASK)
-    const release = await hold(t)
+    const t = corrTrack(B, TASK)
+    const release = await holdLock(t)
     const refusedBefore = B.events.stats.lockRefused?.subscribe ?? 0
     const pullsBefore = B.events.stats.lockRefused?.pull ?? 0
 
@@ -158,8 +140,8 @@ describe('syncs into a task whose lock is held', () => {
 
     // the observer follows the task knowing nobody yet (no sync), and its lock is held
     const onC = await collect(C, TASK, { participants: [] })
-    const t = track(C, TASK)
-    const release = await hold(t)
+    const t = corrTrack(C, TASK)
+    const release = await holdLock(t)
     const before = C.events.stats.lockRefused?.sync ?? 0
 
     // told of the runs, it syncs the task from their delegator and executor and fetches each run: every page is

@@ -16,10 +16,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../src/node.ts'
 import type { AgentEvent, Run } from '../src/runlog/types.ts'
-import { EVENTS_LOCK_WAITING_MAX } from '../src/events/constants.ts'
 import type { CorrTrack } from '../src/events/track.ts'
 import { namedGates, startMesh, stopAll, until } from './helpers.ts'
 import { collect } from './events-helpers.ts'
+import { holdLock } from './fixtures/held-lock.ts'
 
 const WORK = { capability_id: 'cap:readback-retry', version: '1.0.0' }
 const STEPS = 10
@@ -69,10 +69,7 @@ describe('a read-back of this node\'s own events that fails', () => {
       const errorsBefore = B.events.stats.readBackErrors ?? 0
 
       // a stalled write holds the lock: the run's next events are noted, to be read back from the log
-      const gate = Promise.withResolvers<void>()
-      const held: Array<Promise<unknown>> = []
-      for (let i = 0; i <= EVENTS_LOCK_WAITING_MAX; i++) held.push(t.lock.run(async () => { await gate.promise }))
-      await until(() => t.lock.waiting >= EVENTS_LOCK_WAITING_MAX, 'the lock to be held')
+      const release = await holdLock(t)
       gates.get(`${TASK}:go`).resolve()
       await until(async () => (await B.events.lastEvent(run.run_id))?.seq === STEPS + 1, 'the progress events in the log')
 
@@ -87,8 +84,7 @@ describe('a read-back of this node\'s own events that fails', () => {
         throw Object.assign(new Error('IO error: Input/output error'), { code: 'EIO' })
       }
       try {
-        gate.resolve()
-        await Promise.allSettled(held)
+        await release()
         // the read-back ran and failed; nothing waits on the lock now
         await until(() => failed > 0 && t.lock.busy === 0, 'the read-back to fail')
         // the run goes on while the lock is idle: its next events must not overtake the ones noted

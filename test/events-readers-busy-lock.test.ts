@@ -20,17 +20,12 @@ import { EVENTS_LOCK_WAITING_MAX } from '../src/events/constants.ts'
 import type { CorrTrack } from '../src/events/track.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 import { collect } from './events-helpers.ts'
+import { corrTrack, holdLock } from './fixtures/held-lock.ts'
 
 const WORK = { capability_id: 'cap:readers-busy-lock', version: '1.0.0' }
 const STEPS = 3
 // run.started, STEPS, run.completed
 const TOTAL = STEPS + 2
-
-function track (node: MeshNode, correlationId: string): CorrTrack {
-  const t = (node.events as unknown as { correlations: { get: (id: string) => CorrTrack | undefined } }).correlations.get(correlationId)
-  if (t === undefined) throw new Error(`${correlationId} is not tracked`)
-  return t
-}
 
 /** Keep EVENTS_LOCK_WAITING_MAX tasks waiting on `t`'s lock, each a turn of the event loop long, until stopped. */
 function flood (t: CorrTrack): () => Promise<void> {
@@ -76,7 +71,7 @@ describe('readers of a task whose lock is behind', () => {
   it('subscribe and an iterator\'s pull get their turn while gossip keeps the lock at its bound', async () => {
     // an iterator reads its history at its own pace (catch-up.ts), one pull on the lock per page
     const reader = await B.events.subscribe(TASK, { owner: A.agentId })
-    const t = track(B, TASK)
+    const t = corrTrack(B, TASK)
     const stop = flood(t)
     const refused = B.events.stats.lockRefused.subscribe
     try {
@@ -104,12 +99,9 @@ describe('readers of a task whose lock is behind', () => {
   it('a subscription waiting aside ends when its caller\'s signal aborts', async () => {
     // someone follows the task already, so it is tracked
     const follower = await collect(B, TASK, { owner: A.agentId })
-    const t = track(B, TASK)
+    const t = corrTrack(B, TASK)
     // a stalled write holds the lock, with the gossip bound behind it
-    const gate = Promise.withResolvers<void>()
-    const held: Array<Promise<unknown>> = []
-    for (let i = 0; i <= EVENTS_LOCK_WAITING_MAX; i++) held.push(t.lock.run(async () => { await gate.promise }))
-    await until(() => t.lock.waiting >= EVENTS_LOCK_WAITING_MAX, 'the lock to be held')
+    const release = await holdLock(t)
     const waited = B.events.stats.subscribeWaited ?? 0
     const refused = B.events.stats.lockRefused.subscribe
     try {
@@ -126,8 +118,7 @@ describe('readers of a task whose lock is behind', () => {
       expect(B.events.stats.lockRefused.subscribe - refused).toBe(0)
       expect(t.lock.waiting).toBe(EVENTS_LOCK_WAITING_MAX)
     } finally {
-      gate.resolve()
-      await Promise.allSettled(held)
+      await release()
       follower.sub.close()
     }
   }, 60_000)
