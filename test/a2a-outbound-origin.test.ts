@@ -1,9 +1,10 @@
 /**
  * The bridge talks to the origin the operator configured and to no other:
- * an interface of the card at another origin is left out (a card with no
- * other is refused, INVALID_REQUEST), a redirect of the card or of a call is
- * refused and not followed, so a delegation's input never reaches a host
- * nobody configured. Server A is the configured one; server B stands for any
+ * an interface of the card at another origin is left out (with none at the
+ * configured origin, their paths are used there), a redirect of the card or
+ * of a call to another origin is refused and not followed (one within the
+ * origin is, at most A2A_REDIRECTS_MAX times), so a delegation's input never
+ * reaches a host nobody configured. Server A is the configured one; server B stands for any
  * other address (another port on 127.0.0.1 here; a metadata service or an
  * intranet host in real life). Real nodes, hand-made servers.
  */
@@ -13,6 +14,7 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { A2aOutbound, mergeDrafts, type BridgedAgent } from '../src/a2a/outbound.ts'
 import { silentLogger } from '../src/logger.ts'
+import { A2A_REDIRECTS_MAX } from '../src/a2a/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 import { a2aCardJson, a2aInterface } from './fixtures/a2a-card-json.ts'
@@ -53,7 +55,8 @@ describe('A2A outbound: only the configured origin', () => {
   const hitsB: string[] = []
 
   beforeAll(async () => {
-    nodes = await startMesh(3, { transport: 'tcp' })
+    // one bridge node per case: a delegator keeps the card it last saw of a node
+    nodes = await startMesh(7, { transport: 'tcp' })
     b = await serve((req, res, body) => {
       hitsB.push(`${req.method ?? ''} ${req.url ?? ''} ${body.slice(0, 200)}`)
       if (req.url?.endsWith('agent-card.json') === true) {
@@ -67,6 +70,12 @@ describe('A2A outbound: only the configured origin', () => {
       const path = req.url ?? ''
       const section = path.split('/')[1] ?? ''
       if (path.endsWith('agent-card.json')) {
+        if (section === 'card-moved') {
+          // within the origin: followed
+          res.writeHead(302, { location: '/slash/.well-known/agent-card.json' })
+          res.end()
+          return
+        }
         if (section === 'card-redirect') {
           res.writeHead(302, { location: `${b.url}/.well-known/agent-card.json` })
           res.end()
@@ -83,6 +92,17 @@ describe('A2A outbound: only the configured origin', () => {
         return
       }
       hitsA.push(`${req.method ?? ''} ${path}`)
+      if (section === 'slash' && !path.endsWith('/')) {
+        // a server that adds the trailing slash (a mounted app): the same origin
+        res.writeHead(307, { location: `${path}/` })
+        res.end()
+        return
+      }
+      if (section === 'loop') {
+        res.writeHead(307, { location: `${path}x` })
+        res.end()
+        return
+      }
       if (section === 'rpc-redirect') {
         res.writeHead(307, { location: `${b.url}/rpc` })
         res.end()
@@ -114,11 +134,38 @@ describe('A2A outbound: only the configured origin', () => {
     return { state: ended?.state, failure: ended?.failure?.message, output: ended?.output }
   }
 
-  it('refuses a card whose only interface is at another origin (INVALID_REQUEST), and sends nothing there', async () => {
+  it('takes the path of a card\'s interface named only at another origin to the configured one, and sends nothing there', async () => {
     hitsB.length = 0
-    const err = await rejectsWith(new A2aOutbound(nodes[1]!, silentLogger()).add(`${a.url}/only-b`), 'INVALID_REQUEST')
-    expect(err.message).toContain('at its own origin')
+    hitsA.length = 0
+    const agent = await new A2aOutbound(nodes[3]!, silentLogger()).add(`${a.url}/only-b`)
+    // B's interface is /rpc: used at A
+    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/rpc`])
+    const ended = await runThrough(nodes[3]!, agent, 'only-b')
+    expect(ended.state, ended.failure).toBe('completed')
+    expect(hitsA.some(h => h.startsWith('POST /rpc'))).toBe(true)
     expect(hitsB).toEqual([])
+  })
+
+  it('follows a redirect within the configured origin, of the card and of a call', async () => {
+    hitsB.length = 0
+    hitsA.length = 0
+    const agent = await new A2aOutbound(nodes[4]!, silentLogger()).add(`${a.url}/card-moved`)
+    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/slash/rpc`])
+    const ended = await runThrough(nodes[4]!, agent, 'slash')
+    expect(ended.state, ended.failure).toBe('completed')
+    // the delegation went on to the slashed path, with its body (a 307 keeps both)
+    expect(hitsA).toContain('POST /slash/rpc')
+    expect(hitsA).toContain('POST /slash/rpc/')
+    expect(hitsB).toEqual([])
+  })
+
+  it('gives up a call redirected within the origin more than A2A_REDIRECTS_MAX times', async () => {
+    hitsA.length = 0
+    const agent = await new A2aOutbound(nodes[5]!, silentLogger()).add(`${a.url}/loop`)
+    const ended = await runThrough(nodes[5]!, agent, 'loop')
+    expect(ended.state).toBe('failed')
+    expect(ended.failure).toContain('redirect (HTTP 307)')
+    expect(hitsA.filter(h => h.startsWith('POST /loop/rpc')).length).toBe(A2A_REDIRECTS_MAX + 1)
   })
 
   it('keeps only the interfaces at the configured origin: the delegation goes to A, never to B', async () => {

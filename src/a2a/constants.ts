@@ -168,3 +168,10 @@ export const A2A_PROGRESS_MAX_PER_RUN = 1_000
  * coalesced, and the latest of them is reported when the time is up (unless the task blocks or ends first).
  */
 export const A2A_PROGRESS_MIN_INTERVAL_MS = 1_000
+/**
+ * Redirects one request to an A2A server follows at most, each within the
+ * configured origin (a server that adds a trailing slash, a mounted app): one
+ * to another origin is refused whatever the count, since the bridge would send
+ * the delegation's body wherever the server names.
+ */
+export const A2A_REDIRECTS_MAX = 5

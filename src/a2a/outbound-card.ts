@@ -3,9 +3,12 @@
  * joins, read as what it is: input from a server the node does not control.
  * Its shape is checked field by field (a card that is not one is
  * INVALID_REQUEST, not a TypeError deep in the mapping), and only the
- * interfaces the bridge can speak and that stay on the origin the operator
- * configured are kept: the SDK connects to whatever URL the card names, so a
- * card that named another host would send the delegator's input there.
+ * interfaces the bridge can speak are kept, on the origin the operator
+ * configured: the SDK connects to whatever URL the card names, so a card that
+ * named another host would send the delegator's input there. Those at the
+ * configured origin are kept; when there are none, the others' paths are
+ * taken to it (a server that names the host it binds, not the one it is
+ * reached by).
  */
 import type { AgentCard as A2aCard, AgentInterface, AgentSkill } from '@a2a-js/sdk'
 import { InvalidRequestError } from '../errors.ts'
@@ -30,25 +33,34 @@ function checkedSkill (s: unknown, i: number, base: URL): AgentSkill {
 }
 
 /**
- * An interface the bridge may use, its URL made absolute, or undefined: a 1.x JSON-RPC or HTTP+JSON binding whose
- * URL has the configured base URL's origin (same scheme, host and port).
+ * An interface the bridge can speak, its URL made absolute, or undefined: a 1.x JSON-RPC or HTTP+JSON binding with a
+ * URL. `here` says whether it has the configured base URL's origin (same scheme, host and port).
  */
-function usableInterface (i: unknown, base: URL): AgentInterface | undefined {
+function usableInterface (i: unknown, base: URL): { iface: AgentInterface, here: boolean } | undefined {
   if (!isRecord(i) || typeof i.url !== 'string' || typeof i.protocolBinding !== 'string' || typeof i.protocolVersion !== 'string') return undefined
   if (!BINDINGS.has(i.protocolBinding) || !i.protocolVersion.startsWith('1.')) return undefined
   if (i.tenant !== undefined && typeof i.tenant !== 'string') return undefined
   // relative to the card's base URL, as a link on a page is; one that is no URL at all is as unusable as another binding
   const url = URL.parse(i.url, base.href)
-  if (url === null || url.origin !== base.origin) return undefined
-  return { url: url.href, protocolBinding: i.protocolBinding, protocolVersion: i.protocolVersion, tenant: i.tenant ?? '' }
+  if (url === null) return undefined
+  return { iface: { url: url.href, protocolBinding: i.protocolBinding, protocolVersion: i.protocolVersion, tenant: i.tenant ?? '' }, here: url.origin === base.origin }
 }
 
+/** The interface with its path and query moved onto the configured origin. */
+function onBase (i: AgentInterface, base: URL): AgentInterface {
+  const url = new URL(i.url)
+  return { ...i, url: new URL(`${url.pathname}${url.search}`, base.origin).href }
+}
+
+/** A card checked by checkedCard, and whether its interfaces were named at another origin and moved onto the configured one. */
+export interface CheckedCard { card: A2aCard, moved: boolean }
+
 /**
- * The card `raw` checked, with only the interfaces the bridge may use (see usableInterface): INVALID_REQUEST when
- * a field the bridge reads has the wrong shape, or when no interface is left. The SDK's client is made from this
+ * The card `raw` checked, with only the interfaces the bridge may use, all at the configured origin (see above):
+ * INVALID_REQUEST when a field the bridge reads has the wrong shape, or when no interface is left. The SDK's client is made from this
  * card, so it can only pick an interface checked here.
  */
-export function checkedCard (raw: unknown, base: URL): A2aCard {
+export function checkedCard (raw: unknown, base: URL): CheckedCard {
   if (!isRecord(raw)) refuse(base, 'it is not a JSON object')
   if (typeof raw.name !== 'string') refuse(base, 'name is not a string')
   if (raw.description !== undefined && typeof raw.description !== 'string') refuse(base, 'description is not a string')
@@ -58,9 +70,13 @@ export function checkedCard (raw: unknown, base: URL): A2aCard {
   if (raw.capabilities !== undefined && !isRecord(raw.capabilities)) refuse(base, 'capabilities is not an object')
   const skills = raw.skills.map((s, i) => checkedSkill(s, i, base))
   const offered = raw.supportedInterfaces.length
-  const supportedInterfaces = raw.supportedInterfaces.flatMap(i => usableInterface(i, base) ?? [])
+  const usable = raw.supportedInterfaces.flatMap(i => usableInterface(i, base) ?? [])
+  const here = usable.filter(u => u.here).map(u => u.iface)
+  // servers often name their interface by the host they bind (localhost, 0.0.0.0) or an inner name, not the one the
+  // operator reaches them by: with none at the configured origin, the path of each goes there; nothing goes elsewhere
+  const supportedInterfaces = here.length > 0 ? here : usable.map(u => onBase(u.iface, base))
   if (supportedInterfaces.length === 0) {
-    throw new InvalidRequestError(`the A2A agent at ${base.href.slice(0, 200)} offers no A2A 1.x JSON-RPC or HTTP+JSON interface at its own origin ${base.origin.slice(0, 200)} (of ${offered} interfaces)`)
+    throw new InvalidRequestError(`the A2A agent at ${base.href.slice(0, 200)} offers no A2A 1.x JSON-RPC or HTTP+JSON interface (of ${offered} interfaces)`)
   }
-  return { ...(raw as unknown as A2aCard), description: raw.description ?? '', skills, supportedInterfaces }
+  return { card: { ...(raw as unknown as A2aCard), description: raw.description ?? '', skills, supportedInterfaces }, moved: here.length === 0 }
 }

@@ -201,7 +201,8 @@ export class A2aOutbound {
       throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(refusalIn(err) ?? err)}`)
     }
     // only the interfaces checked here are left on the card the SDK's client is made from
-    const card = checkedCard(raw, base)
+    const { card, moved } = checkedCard(raw, base)
+    if (moved) this.log.warn({ url: base.href, interfaces: card.supportedInterfaces.map(i => i.url) }, 'a2a: the agent card names its interfaces at another origin than the configured URL: their paths are used at the configured origin')
     if (card.skills.length === 0) this.log.warn({ url: base.href }, 'a2a: the agent card lists no skills; it is offered as a2a:default')
 
     const fetchImpl = this.fetchImpl
