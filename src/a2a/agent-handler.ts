@@ -27,7 +27,7 @@ import {
   AgentEvent as Bus, DefaultExecutionEventBusManager, DefaultRequestHandler, type A2ARequestHandler, type AgentExecutor,
   type ExecutionEventBus, type RequestContext, type ServerCallContext
 } from '@a2a-js/sdk/server'
-import { A2AError, RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
+import { A2AError, RequestMalformedError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
@@ -36,12 +36,13 @@ import {
   A2A_INPUT_WATCHES_MAX, A2A_LIST_REFRESH_MAX, A2A_MESH_CALL_TIMEOUT_MS, A2A_STREAMS_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_TASKS_MAX_BYTES_PER_AGENT,
   A2A_TASKS_MAX_PER_AGENT
 } from './constants.ts'
-import { isFinalState, readDelegate, readResume, resumeCheckpointOf, runIdOf, runToTask, toA2aError } from './mapping.ts'
+import { readDelegate, readResume, resumeCheckpointOf, runIdOf, runToTask, toA2aError } from './mapping.ts'
 import { StreamBudget, TaskStreams } from './streams.ts'
 import { TaskRefresher } from './task-refresh.ts'
 import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, REFUSED_BEFORE_KEPT, TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
 import type { TaskRecords } from './task-records.ts'
 import { BoundedTaskStore, listView, type Reservation, type TaskBytesPool } from './task-store.ts'
+import { busForCancel, cancelExecution, checkReferences } from './task-cancel.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
 const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
@@ -123,7 +124,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
     this.streams = new TaskStreams(this.store, this.buses, log, opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK, opts.streams ?? new StreamBudget(A2A_STREAMS_MAX))
     const executor: AgentExecutor = {
       execute: async (ctx, bus) => { await this.execute(ctx, bus) },
-      cancelTask: async (taskId, bus) => { await this.cancelExecution(taskId, bus) }
+      cancelTask: async (taskId, bus) => { await cancelExecution({ node, store: this.store, runs: this.runs, buses: this.buses }, taskId, bus) }
     }
     this.inner = new DefaultRequestHandler(card, this.store, executor, this.buses)
   }
@@ -319,7 +320,14 @@ export class MeshAgentHandler implements A2ARequestHandler {
   /** CancelTask, of the task as its run now stands (one that ended elsewhere is not cancelable). */
   async cancelTask (params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     await this.refreshStored(params.id, context)
-    return this.inner.cancelTask(params, context)
+    // an open task with no bus (loaded after a restart) gets one, or the SDK says CANCELED and leaves the run be (task-cancel.ts)
+    const made = await busForCancel({ node: this.node, store: this.store, runs: this.runs, buses: this.buses }, params.id, context)
+    try {
+      return await this.inner.cancelTask(params, context)
+    } finally {
+      // a cancel that failed leaves no bus behind for a task no execution holds
+      if (made !== undefined && this.buses.getByTaskId(params.id, context) === made) this.buses.cleanupByTaskId(params.id, context)
+    }
   }
 
   /**
@@ -354,6 +362,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private async prepare (params: SendMessageRequest, context: ServerCallContext): Promise<Prepared> {
     const msg = params.message
     if (msg === undefined || msg.messageId === '') throw new RequestMalformedError('SendMessage needs a message with a messageId')
+    checkReferences(msg) // before any await, a new task and a resume alike: the SDK loads each reference after this
     // claimed before the first await: two sends of one message at once would otherwise both pass, both reserve a
     // place and both start a run
     if (this.claimed.has(msg.messageId)) throw new RequestMalformedError(`message ${msg.messageId.slice(0, 128)} is already being processed`)
@@ -470,30 +479,5 @@ export class MeshAgentHandler implements A2ARequestHandler {
     if (task.status !== undefined) bus.publish(Bus.statusUpdate({ ...ids, status: task.status, metadata: task.metadata }))
     if (p.run.state === 'blocked') await this.runs.watch(p.run, ids)
     else this.runs.drop(ctx.taskId)
-  }
-
-  /**
-   * CancelTask: cancel the run, then say CANCELED on the task's bus at once
-   * (the SDK waits on that bus for the final state; the run's own run.failed
-   * event is then not published again).
-   */
-  private async cancelExecution (taskId: string, bus: ExecutionEventBus): Promise<void> {
-    const task = await this.store.load(taskId, { tenant: '' } as unknown as ServerCallContext)
-    // the tracked run first: after a handoff it is the next run already, while the task's metadata names the
-    // handed-off one until the next run's first event is saved
-    const runId = this.runs.get(taskId)?.runId ?? runIdOf(task)
-    if (task === undefined || runId === undefined) throw new TaskNotFoundError(`no task ${taskId.slice(0, 128)}`)
-    if (task.status !== undefined && isFinalState(task.status.state)) throw new TaskNotCancelableError(`task ${taskId} is over`)
-    let run: Run
-    try {
-      run = await this.node.cancel(runId, 'canceled by an A2A client', { signal: AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS) })
-    } catch (err) {
-      throw toA2aError(err)
-    }
-    this.runs.drop(taskId)
-    const t = runToTask(run, taskId)
-    bus.publish(Bus.statusUpdate({ taskId, contextId: task.contextId, status: t.status, metadata: t.metadata }))
-    bus.finished()
-    this.buses.cleanupByTaskId(taskId)
   }
 }

@@ -126,8 +126,17 @@ export const A2A_MAX_UNREAD_BYTES = 1024 * 1024
  * (EVENT_PAYLOAD_MAX_BYTES), so a task that passes it fails at once rather than at its end.
  */
 export const A2A_OUTBOUND_ARTIFACT_MAX_BYTES = 2 * EVENT_PAYLOAD_MAX_BYTES
-/** Largest JSON body an A2A request may have: the SDK's handlers parse it with express.json's default limit. */
+/**
+ * Largest body an A2A request may have (express.json's default limit, which the SDK's handlers parse with): one
+ * that declares a longer Content-Length is refused before it is read, and one read past it is cut off; either
+ * gets HTTP 413 with a typed error (a JSON-RPC envelope on the JSON-RPC binding).
+ */
 export const A2A_BODY_MAX_BYTES = 100 * 1024
+/**
+ * referenceTaskIds one SendMessage may name: the SDK loads (copies) each one from the task store before the
+ * executor runs, and the mesh never reads them, so a request naming more is refused (-32602) before any load.
+ */
+export const A2A_REFERENCE_TASKS_MAX = 16
 /** Age past which the inbound server resolves a served agent's mesh card again (on its next request). */
 export const A2A_CARD_REFRESH_MS = 60_000
 /** Bound on resolving a mesh agent's card for an A2A request. */

@@ -16,13 +16,13 @@ import type { Server } from 'node:http'
 import type { Datastore } from 'interface-datastore'
 import express, { type NextFunction, type Request, type Response, type Router } from 'express'
 import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express'
-import { toJsonRpcError } from '@a2a-js/sdk/errors'
+import { A2A_ERROR_CODE, RequestMalformedError, toJsonRpcError, toRestErrorBody } from '@a2a-js/sdk/errors'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
-  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_CARD_LOOKUPS_MAX, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
+  A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_BODY_MAX_BYTES, A2A_CARD_LOOKUPS_MAX, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
   A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT, A2A_TASKS_MAX_PER_AGENT
 } from './constants.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
@@ -34,6 +34,16 @@ import { TaskRecords, type TaskRecordStats } from './task-records.ts'
 
 const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
 const CARD_PATH = '/.well-known/agent-card.json'
+/** The JSON-RPC endpoint of a served agent, as the full path of a request. */
+const JSONRPC_PATH = new RegExp(`^${A2A_AGENTS_PATH}/[^/]+${A2A_JSONRPC_SUBPATH}/?$`)
+
+/** The 4xx status an error carries (the body parser's have `status` and `type`); undefined for a server fault. */
+function clientErrorStatus (err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined
+  const e = err as { status?: unknown, statusCode?: unknown }
+  const status = typeof e.status === 'number' ? e.status : e.statusCode
+  return typeof status === 'number' && Number.isInteger(status) && status >= 400 && status < 500 ? status : undefined
+}
 
 export interface A2aServerOptions {
   host?: string
@@ -212,6 +222,12 @@ export class A2aServer {
     })
     app.use(`${A2A_AGENTS_PATH}/:agentId`, (req: Request<{ agentId: string }>, res, next) => {
       const agentId = req.params.agentId
+      // a body declared past the bound is refused before the agent is looked up or the body read (one sent
+      // without a length is cut off at the same bound by the SDK's parser, and refused as below)
+      if (Number(req.headers['content-length'] ?? 0) > A2A_BODY_MAX_BYTES) {
+        this.refuseBody(req, res, 413, `the request body is over A2A_BODY_MAX_BYTES (${A2A_BODY_MAX_BYTES} bytes)`)
+        return
+      }
       const entry = AGENT_ID.test(agentId) ? this.entry(agentId) : Promise.reject(new AgentNotFoundError('not an agent id'))
       entry.then(e => {
         this.boundUnread(res)
@@ -219,10 +235,35 @@ export class A2aServer {
       }, (err: unknown) => { this.refuse(req, res, err) })
     })
     app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+      const status = clientErrorStatus(err)
+      if (status !== undefined) {
+        // the body parser's refusals (a body past A2A_BODY_MAX_BYTES, a charset or encoding it does not take, a
+        // body cut short) are the client's doing, not a fault of the server
+        const type = (err as { type?: unknown }).type
+        this.log.debug({ err: (err as Error).message, type, path: req.path, status }, 'a2a: request body refused')
+        this.refuseBody(req, res, status, type === 'entity.too.large' ? `the request body is over A2A_BODY_MAX_BYTES (${A2A_BODY_MAX_BYTES} bytes)` : (err as Error).message)
+        return
+      }
       this.log.warn({ err: (err as Error).message, path: req.path }, 'a2a: request failed')
       if (!res.headersSent) res.status(500).json({ error: 'internal error' })
       else res.end()
     })
+  }
+
+  /**
+   * A request body refused with a 4xx status: on the JSON-RPC binding a JSON-RPC envelope (invalid request), on
+   * the others the SDK's REST error body. The path is the full one here (the agent's prefix is not stripped).
+   */
+  private refuseBody (req: Request, res: Response, status: number, message: string): void {
+    if (res.headersSent) {
+      res.end()
+      return
+    }
+    if (req.method === 'POST' && JSONRPC_PATH.test(req.originalUrl.split('?', 1)[0] ?? '')) {
+      res.status(status).json({ jsonrpc: '2.0', id: null, error: { code: A2A_ERROR_CODE.INVALID_REQUEST, message } })
+      return
+    }
+    res.status(status).json(toRestErrorBody(new RequestMalformedError(message), status))
   }
 
   /**
