@@ -16,14 +16,13 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import { silentLogger } from '../src/logger.ts'
-import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
+import type { MeshNode, MeshNodeOptions } from '../src/node.ts'
 import { BLOCKED_ORPHAN_AFTER_MS, BLOCKED_ORPHAN_RESUMER_MAX_MS } from '../src/runs/constants.ts'
 import { DELEGATOR_LOST } from '../src/runs/orphans.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
-import { stopAll, until } from './helpers.ts'
+import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:blocked-orphan-resumers', version: '1.0.0' }
-const opts = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() }
 const ORPHAN_AFTER_MS = 2_000
 const CHECK_MS = 200
 
@@ -32,10 +31,9 @@ describe('blocked runs whose delegator named resumers and left', () => {
   afterAll(async () => { await stopAll(nodes.filter(n => n.host.status === 'started')) })
 
   async function node (extra: Partial<MeshNodeOptions> = {}): Promise<MeshNode> {
-    const n = await createMeshNode({ ...opts, ...extra })
-    await n.start()
-    nodes.push(n)
-    return n
+    const [n] = await startLoneNodes(1, { logger: silentLogger(), ...extra })
+    nodes.push(n!)
+    return n!
   }
 
   async function executor (): Promise<MeshNode> {

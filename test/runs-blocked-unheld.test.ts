@@ -9,23 +9,21 @@ import { generateKeyPair } from '@libp2p/crypto/keys'
 import { MemoryDatastore } from 'datastore-core'
 import { afterAll, describe, expect, it } from 'vitest'
 import { silentLogger } from '../src/logger.ts'
-import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node.ts'
+import type { MeshNode, MeshNodeOptions } from '../src/node.ts'
 import { BLOCKED_ORPHAN_UNHELD_ANSWERS } from '../src/runs/constants.ts'
 import { DELEGATOR_LOST } from '../src/runs/orphans.ts'
-import { stopAll, until } from './helpers.ts'
+import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:blocked-unheld', version: '1.0.0' }
-const opts = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() }
 
 describe('a blocked run whose delegator no longer holds it', () => {
   const nodes: MeshNode[] = []
   afterAll(async () => { await stopAll(nodes.filter(n => n.host.status === 'started')) })
 
   async function node (extra: Partial<MeshNodeOptions> = {}): Promise<MeshNode> {
-    const n = await createMeshNode({ ...opts, ...extra })
-    await n.start()
-    nodes.push(n)
-    return n
+    const [n] = await startLoneNodes(1, { logger: silentLogger(), ...extra })
+    nodes.push(n!)
+    return n!
   }
 
   it('ends with DELEGATOR_LOST, while one its delegator holds stays blocked', async () => {
