@@ -15,7 +15,7 @@ import { A2aServer } from '../src/a2a/server.ts'
 import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
 import { PART_CHECKPOINT, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { until } from './helpers.ts'
-import { APPROVE, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
+import { APPROVE, blocksTwice, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, data, handlerOf, partData, runIdOf, send, userMessage } from './fixtures/a2a-messages.ts'
 
 /** Asks twice: the second checkpoint is a new one. */
@@ -30,11 +30,7 @@ describe('A2A inbound: a task whose watch went is read again', () => {
 
   beforeAll(async () => {
     m = await startA2aMesh({
-      more: [[TWICE, async (ctx) => {
-        const first = await ctx.block('first look', `cp1-${ctx.run.correlation_id}`)
-        const second = await ctx.block('second look', `cp2-${ctx.run.correlation_id}`)
-        return { first, second }
-      }]],
+      more: [[TWICE, blocksTwice]],
       // one watch for the whole server: each new task waiting for input drops the previous one's
       server: { maxInputWatches: 1 }
     })
