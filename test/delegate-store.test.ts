@@ -144,4 +144,19 @@ describe('outgoing records', () => {
     // a fresh store (a restart) reads the last state from the datastore
     expect((await new RunStore(ds).getOutgoing(r.run_id))?.state).toBe('completed')
   })
+
+  it('move only with a newer view of the same run: one continuing another run does not rewrite the record', async () => {
+    const store = new RunStore(new CountingDatastore())
+    // the record kept from a handoff's link: the successor of run 1
+    const held: Run = { ...run(6), handoff_from: { run_id: run(1).run_id, agent_id: AGENT } }
+    await store.noteOutgoing(held)
+    // an answer about the same run id that continues nothing (or another run) is another run's view
+    await store.noteOutgoing({ ...held, handoff_from: null, state: 'completed', last_seq: 9 }, false)
+    await store.noteOutgoing({ ...held, handoff_from: { run_id: run(2).run_id, agent_id: AGENT }, state: 'completed', last_seq: 9 })
+    expect(await store.getOutgoing(held.run_id)).toEqual(held)
+    // the same run's newer view moves it; an older one does not
+    await store.noteOutgoing({ ...held, state: 'blocked', last_seq: 4 }, false)
+    await store.noteOutgoing({ ...held, state: 'running', last_seq: 3 }, false)
+    expect((await store.getOutgoing(held.run_id))?.state).toBe('blocked')
+  })
 })

@@ -177,20 +177,8 @@ export class RunCaller {
     if (run.run_id !== runId) throw new InvalidRequestError('the executor answered with another run than the one asked about')
     // only a record this node made when it delegated moves: a stranger's answer naming this node its delegator
     // (a get_run prompted by any run id, or by a handoff never confirmed) made a record liveness then watched
-    if (run.delegator === this.agentId && await this.sameLineage(run)) await this.store.noteOutgoing(run, false)
+    if (run.delegator === this.agentId) await this.store.noteOutgoing(run, false)
     return run
-  }
-
-  /**
-   * Whether `run` continues what the record of it here says it continues
-   * (true when there is no record): a run's lineage is fixed when it is
-   * created, so an answer that differs is not the run the record holds (a
-   * record kept from a forged handoff's link), and does not rewrite it;
-   * liveness ends such a record (LivenessMonitor.disown).
-   */
-  private async sameLineage (run: Run): Promise<boolean> {
-    const prev = await this.store.getOutgoing(run.run_id)
-    return prev === undefined || (prev.handoff_from?.run_id ?? null) === (run.handoff_from?.run_id ?? null)
   }
 
   /**

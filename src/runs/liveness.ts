@@ -24,7 +24,7 @@ import { FAILURE_MESSAGE_MAX_CHARS, LIVENESS_UNREAD_BOUND_FACTOR } from './const
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
-import { foldEvent } from './state-machine.ts'
+import { foldEvent, sameLineage } from './state-machine.ts'
 import { EXECUTOR_LOST, signVerdict } from '../runlog/verdict.ts'
 import { Limiter } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -461,7 +461,7 @@ export class LivenessMonitor {
  * (fixed when a run is created: a handoff successor's from its ticket).
  */
 function sameRun (record: Run, answer: Run, self: string): boolean {
-  return answer.delegator === self && (answer.handoff_from?.run_id ?? null) === (record.handoff_from?.run_id ?? null)
+  return answer.delegator === self && sameLineage(record, answer)
 }
 
 /** The record of a live run whose end `last` (a run.completed or run.failed) it had not followed yet. */

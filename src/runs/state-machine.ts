@@ -245,3 +245,12 @@ export function foldEvent (run: Run, e: AgentEvent): Run {
   if (!outcome.ok) return run
   return { ...outcome.result.run, last_seq: e.seq }
 }
+
+/**
+ * Whether two views of one run id continue the same run: a run's lineage
+ * (the run it was handed off from, or none) is fixed when it is created, so
+ * views that differ are not of the same run (one kept from a forged link).
+ */
+export function sameLineage (a: Run, b: Run): boolean {
+  return (a.handoff_from?.run_id ?? null) === (b.handoff_from?.run_id ?? null)
+}

@@ -14,7 +14,7 @@ import { groupCommitting } from '../storage/group-commit.ts'
 import { hasKey, readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
-import { foldEvent } from './state-machine.ts'
+import { foldEvent, sameLineage } from './state-machine.ts'
 import { IDEMPOTENCY_SWEEP_BATCH } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import { RefusedRecords } from './refused-records.ts'
@@ -285,12 +285,17 @@ export class RunStore {
    * get_run answer from the executor (`run`), never backwards. `create`
    * false only moves a record this node holds: an answer to a question any
    * peer's run id can prompt (get_run, cancel...) never makes a run this
-   * node's own delegated one, whatever delegator it names.
+   * node's own delegated one, whatever delegator it names. A run's lineage
+   * is fixed when it is created, so a view continuing another run than the
+   * record says is not the run the record holds (a record kept from a forged
+   * handoff's link) and does not rewrite it; liveness ends such a record
+   * (LivenessMonitor.disown). Checked under the record's lock: a record made
+   * between a check and the write cannot be overwritten.
    */
   async noteOutgoing (run: Run, create = true): Promise<void> {
     await this.outgoingLock.run(run.run_id, async () => {
       const prev = await this.getOutgoing(run.run_id)
-      if (prev === undefined ? create : prev.last_seq <= run.last_seq) await this.putOutgoing(run)
+      if (prev === undefined ? create : prev.last_seq <= run.last_seq && sameLineage(prev, run)) await this.putOutgoing(run)
     })
   }
 
