@@ -27,7 +27,7 @@ import { askPolicy, assertServes, checkDelegation, checkHandoff, runOfTicket, si
 import { sendHandoff, type HandoffOptions, type HandoffSide } from './handoff.ts'
 import { HandoffConfirmations } from './confirmations.ts'
 import { Contexts, contextEntry } from './contexts.ts'
-import { adoptVerdict, assertResumable, restartResumed, settleInterrupted, type RecoverySide } from './recovery.ts'
+import { adoptVerdict, assertResumable, restartResumed, settleInterrupted, verdictOn, type DelegatorVerdict, type RecoverySide } from './recovery.ts'
 import { assertContextSize, assertInputSize, type WireDelegate, type WireHandoff, type WireHandoffConfirm } from './messages.ts'
 import { serveRunProtocols } from './protocols.ts'
 import { writeEnding } from './end-retry.ts'
@@ -168,7 +168,7 @@ export class RunExecutor implements HandlerHost {
   /** A delegator's liveness verdict on a run this node executes (recovery.ts). */
   async adoptVerdict (runId: string, verdict: AgentEvent, peer: string): Promise<Run> { return adoptVerdict(this.side, runId, verdict, peer) }
   /** The verdict this node signed, as a delegator, on a run it delegated (null: none). */
-  async verdictOn (runId: string): Promise<{ verdict: AgentEvent | null, held: boolean }> { const rec = await this.store.getOutgoing(runId); return { verdict: (await this.store.getVerdict(runId)) ?? null, held: rec !== undefined && rec.delegator === this.agentId && !isTerminal(rec.state) } }
+  async verdictOn (runId: string): Promise<DelegatorVerdict> { return verdictOn(this.store, this.agentId, runId) }
 
   // ---- the agent's side: handlers, policy, events -----------------------------------
 

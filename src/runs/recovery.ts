@@ -19,6 +19,7 @@ import type { CallOptions } from '../wire/rpc.ts'
 import type { RunContext } from './types.ts'
 import { cutText } from '../util/text.ts'
 import { writeEnding } from './end-retry.ts'
+import type { RunStore } from './store.ts'
 
 /** What recovery and verdicts use of the executor. */
 export interface RecoverySide {
@@ -149,4 +150,20 @@ export function restartResumed (x: RecoverySide, log: EventLog, run: Run, start:
   }).catch((err: unknown) => {
     x.log.error({ err: toAapError(err), run_id: run.run_id }, 'a resumed run whose start could not be read could not be failed either')
   })
+}
+
+/** What this node, as a run's delegator, says of it when asked (get_verdict). */
+export interface DelegatorVerdict {
+  /** The liveness verdict it signed on the run (null: none). */
+  verdict: AgentEvent | null
+  /** Its delegation of the run is still live here: a record it made as delegator, not ended. */
+  held: boolean
+}
+
+/** The verdict and whether the delegation is held, for a run `self` delegated (orphans.ts asks). */
+export async function verdictOn (store: RunStore, self: string, runId: string): Promise<DelegatorVerdict> {
+  const record = await store.getOutgoing(runId)
+  const verdict = await store.getVerdict(runId)
+  const held = record !== undefined && record.delegator === self && !isTerminal(record.state)
+  return { verdict: verdict ?? null, held }
 }
