@@ -4,8 +4,8 @@
  * the profile and protocols/control.md, not from the implementation.
  */
 import { describe, expect, it } from 'vitest'
-import { transition } from '../src/runs/state-machine.ts'
-import { RUN_STATES, type Run, type RunState } from '../src/runlog/types.ts'
+import { foldEvent, transition } from '../src/runs/state-machine.ts'
+import { RUN_STATES, type AgentEvent, type Run, type RunState } from '../src/runlog/types.ts'
 import { type Actor, type RunCommand } from '../src/runs/types.ts'
 
 const EXECUTOR = '12D3KooWExecutorExecutorExecutorExecutorExecutor1'
@@ -83,6 +83,8 @@ function expected (state: RunState, name: string, role: Role): Expected {
   // the profile words this one as a transition error: a blocked run must not resume itself
   if (name === 'resume' && role === 'executor') return { ok: false, code: 'INVALID_TRANSITION' }
   if (!rule.actors.includes(role)) return { ok: false, code: 'UNAUTHORIZED' }
+  // handed on by its executor, a blocked run would go on elsewhere before it is resumed
+  if (name === 'handoff' && role === 'executor' && state === 'blocked') return { ok: false, code: 'INVALID_TRANSITION' }
   if (!rule.from.includes(state)) return { ok: false, code: 'INVALID_TRANSITION' }
   return { ok: true, to: rule.to }
 }
@@ -241,5 +243,48 @@ describe('run state machine: the rules the profile names', () => {
       run = r.result.run
     }
     expect(run.state).toBe('running')
+  })
+})
+
+describe('run state machine: a holder folding the executor\'s events', () => {
+  /** The executor's signed event (the signature is not the fold's business: events are verified before). */
+  function event (type: AgentEvent['type'], payload: Record<string, unknown>, seq = 4): AgentEvent {
+    return { run_id: runIn('running').run_id, correlation_id: 'task-sm-1', type, payload, at: NOW, seq, prev: 'h', executor: EXECUTOR, signature: 's' }
+  }
+  const resume = (by: string): AgentEvent => event('run.progress', { transition: 'resume', checkpoint_id: 'cp-open', resolution: { approved: true }, by })
+  const handoff = (by: string): AgentEvent => event('run.completed', { transition: 'handoff', handoff_to: HANDOFF_TO, by })
+
+  it('takes a resume by the delegator or an agent it authorized', () => {
+    for (const by of [DELEGATOR, AUTHORIZED]) {
+      const run = foldEvent(runIn('blocked'), resume(by))
+      expect([run.state, run.last_seq]).toEqual(['running', 4])
+    }
+  })
+
+  it('does not take a resume by the executor itself or by a stranger: the view stays blocked', () => {
+    for (const by of [EXECUTOR, STRANGER]) {
+      const before = runIn('blocked')
+      expect(foldEvent(before, resume(by))).toEqual(before)
+    }
+  })
+
+  it('does not take a cancel the executor says it made', () => {
+    const before = runIn('running')
+    const cancel = event('run.failed', { failure: { code: 'CANCELED', message: 'x' }, reason: 'canceled', by: EXECUTOR })
+    expect(foldEvent(before, cancel)).toEqual(before)
+    expect(foldEvent(before, { ...cancel, payload: { ...cancel.payload, by: DELEGATOR } }).state).toBe('failed')
+  })
+
+  it('takes a blocked run handed on by its delegator, not by its executor', () => {
+    const before = runIn('blocked')
+    expect(foldEvent(before, handoff(EXECUTOR))).toEqual(before)
+    expect(foldEvent(before, handoff(DELEGATOR)).handoff_to).toEqual(HANDOFF_TO)
+    // a running run, handed on by its executor, as before
+    expect(foldEvent(runIn('running'), handoff(EXECUTOR)).state).toBe('completed')
+  })
+
+  it('takes a delegator\'s liveness verdict (a failure that names the delegator)', () => {
+    const verdict = event('run.failed', { failure: { code: 'EXECUTOR_LOST', message: 'gone' }, reason: 'executor_lost', by: DELEGATOR, after_seq: 3 })
+    expect(foldEvent(runIn('blocked'), { ...verdict, declared_by: DELEGATOR }).state).toBe('failed')
   })
 })

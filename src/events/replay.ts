@@ -20,10 +20,39 @@ export type Transition =
   | { kind: 'delegate', run_id: string, by: string | null, to: string, capability: CapabilityRef | null, parent_run: string | null, seq: number, at: string }
   | { kind: 'progress', run_id: string, payload: Record<string, unknown>, seq: number, at: string }
   | { kind: 'block', run_id: string, checkpoint_id: string | null, reason: string | null, by: string | null, seq: number, at: string }
-  | { kind: 'resume', run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string | null, blocked_seq: number | null, seq: number, at: string }
-  | { kind: 'handoff', run_id: string, from: HandoffLink, to: HandoffLink, by: string | null, seq: number, at: string }
+  | { kind: 'resume', run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string | null, blocked_seq: number | null, seq: number, at: string, violation?: StepViolation }
+  | { kind: 'handoff', run_id: string, from: HandoffLink, to: HandoffLink, by: string | null, seq: number, at: string, violation?: StepViolation }
   | { kind: 'complete', run_id: string, output: Record<string, unknown> | null, seq: number, at: string }
   | { kind: 'fail', run_id: string, failure: Record<string, unknown> | null, seq: number, at: string }
+
+/**
+ * A step its executor's log records that the run could not take (the
+ * state machine refuses it): the executor signs every event of its run, so
+ * its log can say anything, and the audit says where it broke the rules. A
+ * checkpoint a violating resume names stays unresolved.
+ * - self_resume: the blocked run resumed itself (by its executor);
+ * - resume_not_by_owner: resumed by an agent that neither delegated the run
+ *   nor was authorized by its delegator;
+ * - handoff_while_blocked: its executor handed it on while it was blocked,
+ *   so the work went on elsewhere past an unresolved checkpoint.
+ */
+export type StepViolation = 'self_resume' | 'resume_not_by_owner' | 'handoff_while_blocked'
+
+/** The agents that may resume a run: its delegator and those it authorized, as its signed run.started names them. */
+function ownersOf (started: AgentEvent | undefined): Set<string> | undefined {
+  if (started?.type !== 'run.started') return undefined
+  const delegator = str(started.payload.delegator)
+  if (delegator === null) return undefined
+  const authorized = rec(started.payload.ticket)?.authorized
+  return new Set([delegator, ...(Array.isArray(authorized) ? authorized.filter((a): a is string => typeof a === 'string') : [])])
+}
+
+/** Whether a resume `by` this agent breaks the rules of a run executed by `executor` (undefined: it does not). */
+function resumeViolation (by: string | null, executor: string, owners: Set<string> | undefined): StepViolation | undefined {
+  if (by === executor) return 'self_resume'
+  if (owners !== undefined && (by === null || !owners.has(by))) return 'resume_not_by_owner'
+  return undefined
+}
 
 /** A checkpoint seen from both sides: the block that raised it and the resume that resolved it. */
 export interface CheckpointRecord {
@@ -240,6 +269,7 @@ export function buildReplay (
 
   for (const run of runs) {
     let open: CheckpointRecord | undefined
+    const owners = ownersOf(run.events[0])
     for (const e of run.events) {
       events.push(e)
       const p = e.payload
@@ -277,14 +307,16 @@ export function buildReplay (
             const resolution = rec(p.resolution) ?? {}
             const checkpointId = str(p.checkpoint_id)
             const blocked = open !== undefined && open.checkpoint_id === checkpointId ? open : undefined
-            if (blocked !== undefined) {
+            const violation = resumeViolation(str(p.by), e.executor, owners)
+            // a resume the run could not take resolves nothing: the checkpoint stays as the block left it
+            if (blocked !== undefined && violation === undefined) {
               blocked.resumed_seq = e.seq
               blocked.resumed_at = e.at
               blocked.resolved_by = str(p.by)
               blocked.resolution = resolution
             }
             open = undefined
-            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null })
+            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null, ...(violation === undefined ? {} : { violation }) })
           } else {
             transitions.push({ kind: 'progress', ...base, payload: p })
           }
@@ -296,7 +328,9 @@ export function buildReplay (
             transitions.push({ kind: 'complete', ...base, output: rec(p.output) })
           } else if (!handoffsSeen.has(handoffKey(e.run_id, to.run_id))) {
             handoffsSeen.add(handoffKey(e.run_id, to.run_id))
-            transitions.push({ kind: 'handoff', ...base, from: { run_id: e.run_id, agent_id: e.executor }, to, by: str(p.by) })
+            // its owners may hand a blocked run on (leaving the checkpoint open by their own decision); its executor may not
+            const violation = open !== undefined && str(p.by) === e.executor ? { violation: 'handoff_while_blocked' as const } : {}
+            transitions.push({ kind: 'handoff', ...base, from: { run_id: e.run_id, agent_id: e.executor }, to, by: str(p.by), ...violation })
           }
           break
         }

@@ -277,7 +277,19 @@ function contextFor (
       // nobody could read it over the wire (its delegator's liveness probes among them)
       await host.apply(runId, { type: 'fail', code: 'HANDLER_FAILED', message: cutText(String(message), FAILURE_MESSAGE_MAX_CHARS) }, EXECUTOR)
     },
-    handoff: async (toAgent, context) => host.handoff(runId, toAgent, context, EXECUTOR),
+    // like every step of the executor's, it waits while the run is blocked: handed on, the work would go on
+    // elsewhere past a checkpoint nobody resolved
+    handoff: async (toAgent, context) => {
+      for (;;) {
+        await untilRunning()
+        if (!host.isActive(runId)) throw endedError(a, 'handoff')
+        try {
+          return await host.handoff(runId, toAgent, context, EXECUTOR)
+        } catch (err) {
+          if (!refusedByBlock(err)) throw err
+        }
+      }
+    },
     conversation,
     saveContext: async (context) => {
       await host.saveContext(a.run, context)

@@ -12,7 +12,7 @@ import { componentLogger, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { MAX_CONCURRENT_INBOUND_RUNS, MAX_HANDOFF_DEPTH } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
-import { toAapError, unreached } from '../errors.ts'
+import { InvalidTransitionError, toAapError, unreached } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
@@ -317,9 +317,28 @@ export class Runs {
 
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
   async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
+    if (req.parent_run != null && this.isLocal(req.parent_run)) await this.assertParentWorks(req.parent_run)
     const parent = await parentOf(req.trace, this.store.log, req.parent_run)
     const attributes = { 'aap.agent_id': this.agentId, 'aap.to_agent': req.to_agent, 'aap.correlation_id': req.task_id }
     return inSpan('aap.delegate', 'client', parent, attributes, async (trace) => this.caller.delegate(req, opts, trace))
+  }
+
+  /**
+   * Work is delegated under a run of this node's only while that run works:
+   * a child started under a blocked run would go on past a checkpoint nobody
+   * resolved, and one under an ended run past its cancel or its end (an
+   * ended run is read-only). A parent this node does not hold is left to the
+   * receiver, which checks the sender executes it.
+   */
+  private async assertParentWorks (runId: string): Promise<void> {
+    const run = await this.executor.localRun(runId).catch((err: unknown) => {
+      if (toAapError(err).code === 'RUN_NOT_FOUND') return undefined
+      throw err
+    })
+    if (run === undefined || run.state === 'running') return
+    throw new InvalidTransitionError(`cannot delegate under run ${runId} in state ${run.state}: ${run.state === 'blocked' ? `it waits on checkpoint ${run.checkpoint_id ?? ''}` : 'it has ended'}`, {
+      run_id: runId, state: run.state, command: 'delegate', reason: 'parent_not_running'
+    })
   }
 
   /**

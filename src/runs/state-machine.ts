@@ -33,7 +33,17 @@
  *   complete  executor                        running            completed
  *   fail      executor                        running, blocked   failed
  *   cancel    delegator, authorized           running, blocked   failed (code CANCELED)
- *   handoff   executor, delegator, authorized running, blocked   completed (handoff_to set)
+ *   handoff   executor                        running            completed (handoff_to set)
+ *             delegator, authorized           running, blocked   completed (handoff_to set)
+ *
+ * The executor hands off only a running run: a blocked run handed on would
+ * go on working elsewhere past a checkpoint nobody resolved (the profile: a
+ * blocked run MUST NOT resume itself). Its owners may hand a blocked run on,
+ * which leaves the checkpoint unresolved by their own decision.
+ *
+ * A holder folding a signed event takes the actor from the event's `by`,
+ * measured against the run (foldEvent): an event that says the executor, or
+ * a stranger, resumed or canceled the run is not a step the run could take.
  */
 import { EVENTS_MAX_EVENTS_PER_RUN } from '../constants.ts'
 import { AapError, InvalidTransitionError, UnauthorizedError } from '../errors.ts'
@@ -175,6 +185,7 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
     }
     case 'handoff': {
       if (!isExecutor(actor) && !isOwner(actor)) return unauthorized(run, command, actor)
+      if (isExecutor(actor) && run.state !== 'running') return refuse(run, command, 'a blocked run must not go on elsewhere before it is resumed; its executor hands it off once it runs again')
       return {
         ok: true,
         result: {
@@ -241,7 +252,7 @@ export function foldEvent (run: Run, e: AgentEvent): Run {
   if (e.run_id !== run.run_id || e.seq <= run.last_seq) return run
   const step = commandOf(e)
   if (step === undefined) return { ...run, last_seq: e.seq }
-  const outcome = transition(run, step.command, step.actor, e.at)
+  const outcome = transition(run, step.command, actorIn(run, e, step.command, step.actor), e.at)
   if (!outcome.ok) return run
   return { ...outcome.result.run, last_seq: e.seq }
 }
@@ -253,4 +264,23 @@ export function foldEvent (run: Run, e: AgentEvent): Run {
  */
 export function sameLineage (a: Run, b: Run): boolean {
   return (a.handoff_from?.run_id ?? null) === (b.handoff_from?.run_id ?? null)
+}
+
+/**
+ * Who an event says took its step, as the run knows them: the agent its
+ * payload names (`by`) is the run's executor, its delegator, an agent it
+ * authorized, or a stranger. The executor signs every event of its run, so
+ * `by` is its word; measured against the run, a log in which the executor
+ * (or anyone the run does not name) resumed or canceled the run, or in
+ * which its executor handed it on while blocked, does not fold. Events
+ * without `by`, and failures, keep the actor their type implies.
+ */
+function actorIn (run: Run, e: AgentEvent, command: RunCommand, implied: Actor): Actor {
+  const by = e.payload.by
+  // a failure is the executor's step, or a delegator's liveness verdict (its own signature, checked elsewhere)
+  if (typeof by !== 'string' || command.type === 'fail') return implied
+  if (by === run.agent_id) return { role: 'executor' }
+  if (by === run.delegator) return { role: 'delegator', agent_id: by }
+  if (run.authorized.includes(by)) return { role: 'authorized', agent_id: by }
+  return { role: 'other', agent_id: by }
 }
