@@ -8,7 +8,7 @@
  * artifacts by their manifests' mtimes, which the store moves forward as they
  * are used (persistUse). Also the file helpers the store shares with it.
  */
-import { mkdir, readdir, readFile, rm, stat, utimes } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from '../logger.ts'
 import type { Catalog, CatalogEntry } from './catalog.ts'
@@ -78,15 +78,44 @@ export interface ArtifactStoreStats extends ScanStats {
 }
 
 /**
+ * A store written before pins existed (no `pins/`) evicted nothing: every
+ * artifact in it was kept for good, the node's own uploads and its runs'
+ * outputs among them. Read with today's rules those would be copies fetched
+ * from peers, and the first write short of room would delete them. So each
+ * of its manifests is pinned, as an upload is. The pins are made in `tmp/`
+ * and moved into place in one rename: a crash halfway leaves no `pins/`,
+ * and the next start does it again. A new store gets an empty `pins/`.
+ */
+async function pinLegacyStore (dir: string, log: Logger): Promise<void> {
+  try {
+    await stat(join(dir, 'pins'))
+    return
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const building = join(dir, 'tmp', 'pins')
+  await mkdir(building, { recursive: true })
+  let pinned = 0
+  for (const name of await readdir(join(dir, 'manifests'))) {
+    if (canonicalOrUndefined(name, JSON_CODEC) !== name) continue
+    await writeFile(join(building, name), new Uint8Array(0))
+    pinned++
+  }
+  await rename(building, join(dir, 'pins'))
+  if (pinned > 0) log.info({ pinned }, 'an artifact store from before pins existed: every artifact in it is pinned, as it was kept for good')
+}
+
+/**
  * Fill `catalog` from the store in `dir`; returns the bytes its files take
  * (chunks and manifests, files there that are no chunk or manifest
  * included) and whether every manifest could be read. When one cannot, its
  * chunks are not known: no chunk is deleted, now or while the store is open.
  */
 export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats, log: Logger): Promise<{ used: number, chunksKnown: boolean }> {
-  for (const sub of ['chunks', 'manifests', 'pins', 'outputs', 'tmp']) await mkdir(join(dir, sub), { recursive: true })
+  for (const sub of ['chunks', 'manifests', 'outputs', 'tmp']) await mkdir(join(dir, sub), { recursive: true })
   await rm(join(dir, 'tmp'), { recursive: true, force: true })
   await mkdir(join(dir, 'tmp'), { recursive: true })
+  await pinLegacyStore(dir, log)
   const pins = new Set(await readdir(join(dir, 'pins')))
   // pinned as run outputs only (an upload of the same bytes pinned them for good: `pins/` wins)
   const outputs = new Set(await readdir(join(dir, 'outputs')))
