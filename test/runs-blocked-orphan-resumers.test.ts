@@ -19,6 +19,7 @@ import { silentLogger } from '../src/logger.ts'
 import type { MeshNode, MeshNodeOptions } from '../src/node.ts'
 import { BLOCKED_ORPHAN_AFTER_MS, BLOCKED_ORPHAN_RESUMER_MAX_MS } from '../src/runs/constants.ts'
 import { DELEGATOR_LOST } from '../src/runs/orphans.ts'
+import { signVerdict } from '../src/runlog/verdict.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { startLoneNodes, stopAll, until } from './helpers.ts'
 
@@ -94,7 +95,8 @@ describe('blocked runs whose delegator named resumers and left', () => {
 
   it('answer get_verdict\'s held to the run\'s executor only', async () => {
     const E = await executor()
-    const D = await node()
+    const dKey = await generateKeyPair('Ed25519')
+    const D = await node({ privateKey: dKey })
     const X = await node()
     await D.join(E.addresses)
     await X.join(D.addresses)
@@ -109,5 +111,11 @@ describe('blocked runs whose delegator named resumers and left', () => {
     expect(await ask(E)).toEqual({ verdict: null, held: true })
     // a stranger who knows the run id gets the verdict alone: it cannot watch D's delegations end
     expect(await ask(X)).toEqual({ verdict: null })
+    // once D holds a verdict on the run, the verdict alone is answered, to the executor too: it ends the run
+    // whatever `held` says, and executors from before `held` refuse an answer that carries it
+    const head = (await E.events.replay('held-to-executor')).events.filter(e => e.run_id === run.run_id).at(-1)!
+    const verdict = await signVerdict(dKey, D.agentId, head, 'the executor is gone')
+    await D.runs.store.putVerdict(verdict, { run_id: run.run_id, executor: E.agentId, since: Date.now(), before: await D.getRun(run.run_id) })
+    expect(await ask(E)).toEqual({ verdict })
   }, 60_000)
 })

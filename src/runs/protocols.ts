@@ -78,7 +78,9 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         // this node's delegations end. The verdict is answered to any asker, as before
         get_verdict: method(isGetVerdict, async (req, ctx) => {
           const { verdict, held } = await x.verdictOn(req.run_id)
-          return ctx.peer.toString() === executorOfRun(req.run_id) ? { verdict, held } : { verdict }
+          // with a verdict, `held` tells its executor nothing more (the verdict ends the run), and executors older
+          // than `held` refuse an answer that carries it: they would never take the verdict
+          return verdict === null && ctx.peer.toString() === executorOfRun(req.run_id) ? { verdict, held } : { verdict }
         }),
         handoff: method(isControlHandoff, async (req, ctx) => traced('aap.control.handoff.handle', req, async () => {
           const run = await x.localRun(req.run_id)
