@@ -4,7 +4,7 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import { HANDOFF_CONTEXT_MAX_BYTES, RUN_INPUT_MAX_BYTES } from '../constants.ts'
-import { InvalidRequestError } from '../errors.ts'
+import { AapError, InvalidRequestError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
@@ -61,6 +61,18 @@ export const isResume = schema<{ run_id: string, trace?: TraceContext, resolutio
 /** A resume request's body: `checkpoint_id` only when the caller names the checkpoint it answers (older executors take none). */
 export function resumeBody (runId: string, resolution: Record<string, unknown>, checkpointId?: string): { run_id: string, resolution: Record<string, unknown>, checkpoint_id?: string } {
   return checkpointId === undefined ? { run_id: runId, resolution } : { run_id: runId, resolution, checkpoint_id: checkpointId }
+}
+
+/**
+ * Whether an executor refused a resume for the `checkpoint_id` member it
+ * carried: executors from before that member existed refuse a ResumeRequest
+ * with any member their schema does not name (INVALID_REQUEST at the
+ * request's top level, additional properties).
+ */
+export function refusedCheckpointMember (err: unknown): boolean {
+  if (!(err instanceof AapError) || err.code !== 'INVALID_REQUEST') return false
+  const details = err.details ?? {}
+  return details.schema === isResume.ref && details.path === '' && /additional properties/.test(err.message)
 }
 
 /** The resume command for the state machine, which refuses it when `checkpointId` is given and is not the open checkpoint. */

@@ -25,7 +25,7 @@ import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import type { ConfirmationPorts, ConfirmationStats } from './confirmations.ts'
 import { RunExecutor } from './executor.ts'
-import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume, resumeBody, resumeCommand } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume, refusedCheckpointMember, resumeBody, resumeCommand } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
@@ -371,7 +371,31 @@ export class Runs {
     isResume.assert(body, 'resume request')
     assertPayloadValueDepth(resolution, 'resolution')
     if (this.isLocal(runId)) return this.executor.apply(runId, resumeCommand(resolution, checkpointId), EXECUTOR)
-    return this.control(runId, 'resume', body, call)
+    try {
+      return await this.control(runId, 'resume', body, call)
+    } catch (err) {
+      if (checkpointId === undefined || !refusedCheckpointMember(err)) throw err
+      return this.resumeOlder(runId, resolution, checkpointId, call)
+    }
+  }
+
+  /**
+   * A resume naming its checkpoint, for an executor from before resumes
+   * could name one (it refuses the member): the run is read first, and
+   * resumed without the member only while it is blocked on that checkpoint.
+   * Between the read and the resume another owner could resume the run and
+   * it block again; that window is what such an executor leaves.
+   */
+  private async resumeOlder (runId: string, resolution: Record<string, unknown>, checkpointId: string, opts: CallOptions): Promise<Run> {
+    const run = await this.control(runId, 'get_run', { run_id: runId }, opts)
+    if (run.state !== 'blocked' || run.checkpoint_id !== checkpointId) {
+      const open = run.state === 'blocked' ? run.checkpoint_id : null
+      throw new InvalidTransitionError(`cannot resume run ${runId} with an answer to checkpoint ${checkpointId}: ${open === null ? `it is ${run.state}, blocked on no checkpoint` : `it is blocked on checkpoint ${open}`}`, {
+        run_id: runId, state: run.state, command: 'resume', reason: 'checkpoint_mismatch', checkpoint_id: checkpointId, open_checkpoint_id: open
+      })
+    }
+    this.log.info({ run_id: runId, checkpoint_id: checkpointId }, 'the executor predates resumes that name their checkpoint: resumed after reading it is still blocked on it')
+    return this.control(runId, 'resume', resumeBody(runId, resolution), opts)
   }
 
   /** Extension: end a run in `failed` with reason `canceled` (delegator or authorized only). */
