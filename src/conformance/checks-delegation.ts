@@ -9,7 +9,9 @@ import {
 } from './constants.ts'
 import { errorText, expect, type WireEvent } from './kit.ts'
 import { WireFailure } from '../wire/raw.ts'
+import { capabilityTransportIn } from './endpoints.ts'
 import { blockedRun, fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
+import { DISCOVER_TAGS_CHECK } from './checks-discovery.ts'
 
 const UNSUPPORTED = { capability_id: 'cap:aap-conformance-unsupported', version: '0.1.0' }
 
@@ -39,6 +41,7 @@ export const DELEGATION_CHECKS: Check[] = [
       expect(fresh.agent_id === s.kit.target, 'the card fetched from the discovered agent names another agent')
     }
   },
+  DISCOVER_TAGS_CHECK,
   {
     id: 'card-capref',
     title: 'the target\'s card lists capabilities as CapabilityRef values {capability_id, version} only',
@@ -83,7 +86,7 @@ export const DELEGATION_CHECKS: Check[] = [
   },
   {
     id: 'capability-by-ref',
-    title: 'a delegation names the capability by CapabilityRef alone, and the run carries exactly that ref',
+    title: 'a delegation names the capability by CapabilityRef alone, and the run carries exactly that ref; no Run, event or card capability ref the kit read says how the capability is reached (an MCP stdio or SSE, local function or Skills runtime scheme, a transport member; in a capability ref also a URL, a multiaddr or an address)',
     run: async (s) => {
       const run = s.runOf(await s.delegate('capref', { op: 'complete' }), 'delegate')
       const keys = Object.keys(run.capability).sort().join(',')
@@ -91,6 +94,22 @@ export const DELEGATION_CHECKS: Check[] = [
       expect(run.capability.capability_id === CONFORMANCE_CAPABILITY.capability_id && run.capability.version === CONFORMANCE_CAPABILITY.version,
         `Run.capability ${JSON.stringify(run.capability)} is not the requested ref`)
       await s.waitType(run.run_id, 'run.completed')
+      // nothing the target shows above the transport may say how the capability is reached (C1-NO-TRANSPORT):
+      // this run as get_run reads it and its whole log, every run handle and event read so far, and the card's refs
+      const read = await s.getRun(run.run_id)
+      const events = await s.readEvents(run.run_id)
+      const card = await s.n.bystander.getCard(s.kit.target, { fresh: true, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+      const bad: string[] = []
+      const scan = (where: string, v: unknown, ref = false): void => { for (const why of capabilityTransportIn(v, s.kit.targetAddrs, ref)) bad.push(`${where} ${why}`) }
+      scan(`run ${run.run_id}`, run)
+      scan(`get_run ${run.run_id}`, read)
+      for (const e of events) scan(`${run.run_id.slice(-8)}#${String(e.seq)}`, e)
+      // a capability ref is a name and nothing else: any endpoint data in one is how the capability is reached
+      for (const [id, h] of s.kit.handles) if (id.startsWith(`${s.kit.target}:`)) scan(`Run.capability of ${id}`, h.run.capability, true)
+      for (const [id, log] of s.kit.events) for (const e of log) if (payloadOf(e).capability !== undefined) scan(`${id.slice(-8)}#${String(e.seq)} payload.capability`, payloadOf(e).capability, true)
+      scan('the target\'s card capabilities', card.capabilities, true)
+      for (const b of [...new Set(bad)].slice(0, 8)) s.evidence.events.push(b)
+      expect(bad.length === 0, `how the capability is reached shows above the transport in ${new Set(bad).size} place(s): ${[...new Set(bad)].slice(0, 4).join('; ')}`)
     }
   },
   {

@@ -8,7 +8,8 @@
  * after it (runs-correlation, events-correlation) judge every run and event.
  */
 import type { Run } from '../runlog/types.ts'
-import { KIT_LATE_RUN_MIN_AGE_MS, KIT_LOG_READ_TRIES } from './constants.ts'
+import { EVENTS_SYNC_PROTOCOL } from '../constants.ts'
+import { KIT_LATE_RUN_MIN_AGE_MS, KIT_LOG_READ_TRIES, KIT_MAX_EVENT_BYTES_PER_READ, KIT_MAX_SYNC_PAGES } from './constants.ts'
 import { CheckFailure, expect, type NoRunExpected, type Scope, type WireEvent } from './kit.ts'
 import { payloadOf, type Check } from './checks-common.ts'
 
@@ -60,6 +61,33 @@ async function readBack (s: Scope, runId: string): Promise<string | undefined> {
   }
 }
 
+/**
+ * The run ids of every record the target serves for `correlation`, taken raw
+ * (nothing verified): how a late run is still seen when other records of the
+ * same task cannot be read as AgentEvents. Bounded like every read of the
+ * kit (KIT_MAX_SYNC_PAGES, KIT_MAX_EVENT_BYTES_PER_READ); it stops at the
+ * first page it cannot page on from.
+ */
+async function servedRunIds (s: Scope, correlation: string): Promise<Set<string>> {
+  const out = new Set<string>()
+  let cursor: Record<string, unknown> = {}
+  let bytes = 0
+  for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
+    const frame = await s.call(s.n.bystander, EVENTS_SYNC_PROTOCOL, 'correlation', { correlation_id: correlation, ...cursor })
+    bytes += Buffer.byteLength(JSON.stringify(frame.body ?? null))
+    const records: unknown[] = Array.isArray(frame.body?.events) ? frame.body.events as unknown[] : []
+    if (!frame.ok || bytes > KIT_MAX_EVENT_BYTES_PER_READ) break
+    for (const r of records) {
+      const id = (typeof r === 'object' && r !== null ? r as WireEvent : {}).run_id
+      if (typeof id === 'string') out.add(id)
+    }
+    const last = records.at(-1) as WireEvent | undefined
+    if (frame.body?.more !== true || typeof last?.run_id !== 'string' || typeof last.seq !== 'number') break
+    cursor = { after_run: last.run_id, after_seq: last.seq }
+  }
+  return out
+}
+
 /** What the target serves now for a task that must have no run (other than `allowed`): undefined when nothing. */
 async function lateRuns (s: Scope, n: NoRunExpected): Promise<string | undefined> {
   let events: WireEvent[]
@@ -67,6 +95,10 @@ async function lateRuns (s: Scope, n: NoRunExpected): Promise<string | undefined
     events = await s.readCorrelation(n.correlation)
   } catch (err) {
     if (!(err instanceof CheckFailure)) throw err
+    // a late run among records that cannot be read is still a late run: the run ids the records name tell it
+    const hidden = [...await servedRunIds(s, n.correlation)].filter(r => !n.allowed.includes(r))
+    for (const r of hidden) s.kit.learn(r, n.correlation)
+    if (hidden.length > 0) return `${n.what}: refused, yet ${hidden.length} run(s) exist for ${n.correlation} later: ${hidden.join(', ')} (not all their records can be read: ${err.message})`
     // a task that must have no event at all: anything but an empty page shows something exists
     if (n.allowed.length === 0) return `${n.what}: refused, yet the target answers for ${n.correlation} later with ${err.message}`
     // its earlier runs' records are judged by run-logs, which reads each run of the target

@@ -37,6 +37,9 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-CARD-CAPREF', source: P, section: 'AgentCard', level: 'MUST', text: 'capabilities MUST use CAP CapabilityRef values.', checks: ['card-capref'] },
   { id: 'AAP-RUN-CORRELATION', source: P, section: 'Run', level: 'MUST', text: 'For HACP-originated work, Run.correlation_id MUST equal Task.id.', checks: ['delegate-correlation'] },
   { id: 'AAP-DISCOVER-SUPPORT', source: P, section: 'Discovery', level: 'MUST', text: 'A conforming L1 MUST support agent.discover.', checks: ['discover'] },
+  {
+    id: 'AAP-DISCOVER-TAGS', source: P, section: 'Primitives', level: 'MUST', text: 'discover finds agents by capability or tags: DiscoveryQuery.tags finds the agents whose cards carry them, and no agent whose card lacks them.', checks: ['discover-tags']
+  },
   { id: 'AAP-DISCOVER-REACH', source: P, section: 'Discovery', level: 'MUST', text: 'Results MUST include enough endpoint data for the L1 runtime to reach the target agent.', checks: ['discover'] },
   {
     id: 'AAP-DISCOVER-HACP-NO-ENDPOINT', source: P, section: 'Discovery', level: 'MUST NOT', text: 'HACP callers MUST NOT depend on endpoint details.', checks: [],
@@ -75,7 +78,7 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-HACP-OWNERSHIP-TRANSFER', source: P, section: 'Inter-layer Contracts: AAP to HACP', level: 'MUST', text: 'ownership.transfer -> agent.handoff: Correlation MUST be preserved.', checks: ['handoff'] },
   { id: 'AAP-CAP-TRANSPORT', source: P, section: 'Inter-layer Contracts: AAP to CAP', level: 'MUST NOT', text: 'AAP calls capabilities through CAP CapabilityRef. It MUST NOT depend on the capability transport.', checks: ['capability-by-ref'] },
   // ---- profile: Conformance -----------------------------------------------------------------
-  { id: 'AAP-CONF-PRIMITIVES', source: P, section: 'Conformance', level: 'MUST', text: 'Support agent.discover, agent.delegate, agent.block, agent.resume, and agent.handoff.', checks: ['discover', 'delegate-async', 'checkpoint-raise', 'resume-resolution', 'handoff'] },
+  { id: 'AAP-CONF-PRIMITIVES', source: P, section: 'Conformance', level: 'MUST', text: 'Support agent.discover, agent.delegate, agent.block, agent.resume, and agent.handoff.', checks: ['discover', 'discover-tags', 'delegate-async', 'checkpoint-raise', 'resume-resolution', 'handoff'] },
   { id: 'AAP-CONF-STATES', source: P, section: 'Conformance', level: 'MUST', text: 'Maintain the run states running, blocked, completed, and failed.', checks: ['states'] },
   { id: 'AAP-CONF-CORRELATION', source: P, section: 'Conformance', level: 'MUST', text: 'Include correlation_id on every run and run event.', checks: ['runs-correlation', 'events-correlation'] },
   { id: 'AAP-CONF-TASKID', source: P, section: 'Conformance', level: 'MUST', text: 'Preserve HACP TaskID as Run.correlation_id.', checks: ['delegate-correlation', 'handoff'] },

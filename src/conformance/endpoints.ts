@@ -4,6 +4,7 @@
  * an IPv4 or IPv6 literal with or without a port, one of the target's own
  * listen hosts, or a member whose name says endpoint, addr or url. An agent
  * id alone, or a run id (`<agent id>:<hex>`), is a name, not an endpoint.
+ * capabilityTransportIn adds what names a capability's transport (C1-NO-TRANSPORT).
  */
 import { isIPv4, isIPv6 } from 'node:net'
 import { KIT_SCAN_MAX_DEPTH } from './constants.ts'
@@ -72,4 +73,52 @@ export function endpointsIn (value: unknown, targetAddrs: readonly string[] = []
   }
   walk(value, '$')
   return found
+}
+
+/**
+ * How a capability is reached, named above the transport (C1-NO-TRANSPORT):
+ * a scheme of one of the capability transports the contract lists (MCP over
+ * stdio or SSE, a local function, a Skills runtime) or of a socket they run
+ * over, followed by a non-space, e.g. `stdio:/usr/bin/tool`, `mcp+sse:…`,
+ * `skills:pdf`, `local:handler`. The scheme must start the string or follow
+ * a character that cannot be part of a scheme, so `cap:aap-conformance`, an
+ * agent id (base58) and a run id (`<agent id>:<hex>`) never match, nor does
+ * prose such as `local: x`. Web schemes (http, ws, file) are left out here:
+ * an agent's output may name a web page it read; in a capability ref they
+ * count (WEB_SCHEME), and a URL anywhere is endpoint data (endpointsIn).
+ */
+const TRANSPORT_SCHEME = /(?:^|[^A-Za-z0-9+.-])((?:mcp|sse|stdio|unix|skills?|local|fn|function|lambda)(?:\+[a-z0-9.-]+)*):(?=\S)/i
+const WEB_SCHEME = /(?:^|[^A-Za-z0-9+.-])((?:https?|wss?|file)(?:\+[a-z0-9.-]+)*):(?=\S)/i
+/** A member whose name says how a capability is reached (`transport`, `stdio`, `sse`, `mcp…`, `command`, `skills_runtime`). */
+const TRANSPORT_MEMBER = /transport|stdio|(?:^|_)sse(?:$|_)|mcp|(?:^|_)command(?:$|_)|skills?_?runtime/i
+
+/**
+ * Every place in `value` (a Run, an event) that tells how a capability is
+ * reached: a capability transport scheme or a transport member. With `ref`
+ * (a CapabilityRef or a list of them), also a web scheme and any endpoint
+ * data (endpointsIn): a reference is a name and nothing else. Agent ids, run
+ * ids and CapabilityRefs are names, not transports: they never match.
+ * Endpoint data elsewhere in a Run or an event is AAP-CARD-ENDPOINT-HIDDEN's
+ * (no-endpoint-upward), not counted here twice.
+ */
+export function capabilityTransportIn (value: unknown, targetAddrs: readonly string[] = [], ref = false): string[] {
+  const found = ref ? endpointsIn(value, targetAddrs) : []
+  const walk = (v: unknown, path: string, depth = 0): void => {
+    if (depth > KIT_SCAN_MAX_DEPTH) {
+      found.push(`${path}: nested deeper than ${KIT_SCAN_MAX_DEPTH} levels, not scanned`)
+    } else if (typeof v === 'string') {
+      const m = TRANSPORT_SCHEME.exec(v) ?? (ref ? WEB_SCHEME.exec(v) : null)
+      if (m !== null) found.push(`${path}: a capability transport (${clean(v.slice(m.index, m.index + 80), 80)})`)
+    } else if (Array.isArray(v)) {
+      v.forEach((x, i) => { walk(x, `${path}[${i}]`, depth + 1) })
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [k, x] of Object.entries(v)) {
+        const at = `${path}.${clean(k, 80)}`
+        if (TRANSPORT_MEMBER.test(k)) found.push(`${at}: a capability transport member`)
+        walk(x, at, depth + 1)
+      }
+    }
+  }
+  walk(value, '$')
+  return [...new Set(found)]
 }

@@ -15,6 +15,7 @@ import { BLOCK_CHECKS } from './checks-block.ts'
 import { CLIENT_CHECK } from './checks-client.ts'
 import type { Check } from './checks-common.ts'
 import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
+import { KIT_TAG, receiverTag } from './checks-discovery.ts'
 import { LATE_CHECKS } from './checks-final.ts'
 import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
 import { LINEAGE_CHECKS } from './checks-lineage.ts'
@@ -240,8 +241,9 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
 
     // the receiver runs the conformance agent; the bystander declares the capability but never answers a handoff
     installConformanceAgent(receiver, opts.log)
-    await receiver.publishCard({ name: 'aap-conformance-receiver', description: 'conformance kit: handoff receiver', capabilities: [CONFORMANCE_CAPABILITY], tags: ['aap-conformance-kit'] })
-    await bystander.publishCard({ name: 'aap-conformance-bystander', description: 'conformance kit: auditor and stalled peer', capabilities: [CONFORMANCE_CAPABILITY], tags: ['aap-conformance-kit'] })
+    // only the receiver carries a tag of this kit run: discover-tags finds it by that tag, and must not find the bystander
+    await receiver.publishCard({ name: 'aap-conformance-receiver', description: 'conformance kit: handoff receiver', capabilities: [CONFORMANCE_CAPABILITY], tags: [KIT_TAG, receiverTag(kit)] })
+    await bystander.publishCard({ name: 'aap-conformance-bystander', description: 'conformance kit: auditor and stalled peer', capabilities: [CONFORMANCE_CAPABILITY], tags: [KIT_TAG] })
     await bystander.host.unhandle(HANDOFF_PROTOCOL)
     await bystander.host.handle(HANDOFF_PROTOCOL, (stream) => { holdStalled(stalled, stream) })
 
