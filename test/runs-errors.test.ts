@@ -56,6 +56,16 @@ describe('the five AAP error codes, over the wire from real nodes', () => {
       await rejectsWith(A.getRun(`${nobody}:r1`, { dialTimeoutMs: 1_000 }), 'AGENT_NOT_FOUND')
     })
 
+    it('a string that cannot be an agent id (the profile: target agent does not exist)', async () => {
+      const held = await A.delegate({ to_agent: B.agentId, task_id: 'task-malformed-agent', capability: REVIEW, input: { hold: true } })
+      for (const id of ['not-an-agent', 'has spaces in it but is long enough to pass', '']) {
+        const err = await rejectsWith(A.delegate({ to_agent: id, task_id: 'task-malformed-agent-2', capability: REVIEW, input: {} }), 'AGENT_NOT_FOUND')
+        expect(err.details).toMatchObject({ reason: 'malformed' })
+        await rejectsWith(A.handoff(held.run_id, id, {}), 'AGENT_NOT_FOUND')
+      }
+      await A.cancel(held.run_id)
+    })
+
     it('a request addressed to another agent than the node that receives it', async () => {
       const before = await count(B)
       const w = await RawWire.open(A.host, B.host.peerId, DELEGATE_PROTOCOL)
@@ -205,6 +215,15 @@ describe('the five AAP error codes, over the wire from real nodes', () => {
       // and ids that cannot name any executor
       await rejectsWith(A.getRun('no-executor-in-this-id'), 'RUN_NOT_FOUND')
       await rejectsWith(A.getRun('notapeerid:abc'), 'RUN_NOT_FOUND')
+    })
+
+    it('a string that cannot be a run id, for every control call (the profile: run id is invalid)', async () => {
+      for (const id of ['bad id with spaces', 'bad id!', '', 'x'.repeat(129)]) {
+        for (const attempt of [A.getRun(id), A.resume(id, {}), A.block(id, 'r', 'cp'), A.cancel(id), A.handoff(id, C.agentId, {})]) {
+          const err = await rejectsWith(attempt, 'RUN_NOT_FOUND')
+          expect(err.details).toMatchObject({ reason: 'malformed' })
+        }
+      }
     })
   })
 

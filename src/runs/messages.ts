@@ -4,7 +4,7 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import { HANDOFF_CONTEXT_MAX_BYTES, RUN_INPUT_MAX_BYTES } from '../constants.ts'
-import { AapError, InvalidRequestError } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, RunNotFoundError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
@@ -61,6 +61,25 @@ export const isResume = schema<{ run_id: string, trace?: TraceContext, resolutio
 /** A resume request's body: `checkpoint_id` only when the caller names the checkpoint it answers (older executors take none). */
 export function resumeBody (runId: string, resolution: Record<string, unknown>, checkpointId?: string): { run_id: string, resolution: Record<string, unknown>, checkpoint_id?: string } {
   return checkpointId === undefined ? { run_id: runId, resolution } : { run_id: runId, resolution, checkpoint_id: checkpointId }
+}
+
+const isRunId = schema<string>('aap:common#/definitions/RunId')
+const isAgentId = schema<string>('aap:common#/definitions/AgentId')
+/** A plain answer, so a string the check refuses keeps its type (for the message that names it). */
+const shaped = (check: (v: unknown) => boolean, value: string): boolean => check(value)
+
+/**
+ * The profile's codes for ids that name nothing: a string that cannot be a
+ * run id is RUN_NOT_FOUND ("run id is invalid"), one that cannot be an agent
+ * id AGENT_NOT_FOUND ("target agent does not exist"). A value that is no
+ * string at all is a malformed request, left to the request's schema.
+ */
+export function assertRunIdShape (runId: unknown): void {
+  if (typeof runId === 'string' && !shaped(isRunId, runId)) throw new RunNotFoundError(`"${runId.slice(0, 80)}" is not a run id`, { reason: 'malformed' })
+}
+
+export function assertAgentIdShape (agentId: unknown): void {
+  if (typeof agentId === 'string' && !shaped(isAgentId, agentId)) throw new AgentNotFoundError(`"${agentId.slice(0, 80)}" is not an agent id`, { reason: 'malformed' })
 }
 
 /**

@@ -25,7 +25,7 @@ import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import type { ConfirmationPorts, ConfirmationStats } from './confirmations.ts'
 import { RunExecutor } from './executor.ts'
-import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isGetRun, isResume, refusedCheckpointMember, resumeBody, resumeCommand } from './messages.ts'
+import { assertAgentIdShape, assertPayloadValueDepth, assertRunIdShape, isBlock, isCancel, isControlHandoff, isGetRun, isResume, refusedCheckpointMember, resumeBody, resumeCommand } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
@@ -317,6 +317,7 @@ export class Runs {
 
   /** `agent.delegate`: returns the Run handle once the executor has stored it; never waits for the work. */
   async delegate (req: DelegateRequest, opts: CallOptions = {}): Promise<Run> {
+    assertAgentIdShape(req.to_agent)
     if (req.parent_run != null && this.isLocal(req.parent_run)) await this.assertParentWorks(req.parent_run)
     const parent = await parentOf(req.trace, this.store.log, req.parent_run)
     const attributes = { 'aap.agent_id': this.agentId, 'aap.to_agent': req.to_agent, 'aap.correlation_id': req.task_id }
@@ -355,6 +356,7 @@ export class Runs {
   /** `agent.block`: the executor blocks its own run; the delegator blocks a run it delegated. */
   async block (runId: string, reason: string, checkpointId: string, opts: CallOptions = {}): Promise<Run> {
     const body = { run_id: runId, reason, checkpoint_id: checkpointId }
+    assertRunIdShape(runId)
     isBlock.assert(body, 'block request')
     if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'block', reason, checkpoint_id: checkpointId }, EXECUTOR)
     return this.control(runId, 'block', body, opts)
@@ -368,6 +370,7 @@ export class Runs {
   async resume (runId: string, resolution: Record<string, unknown>, opts: ResumeOptions = {}): Promise<Run> {
     const { checkpointId, ...call } = opts
     const body = resumeBody(runId, resolution, checkpointId)
+    assertRunIdShape(runId)
     isResume.assert(body, 'resume request')
     assertPayloadValueDepth(resolution, 'resolution')
     if (this.isLocal(runId)) return this.executor.apply(runId, resumeCommand(resolution, checkpointId), EXECUTOR)
@@ -401,6 +404,7 @@ export class Runs {
   /** Extension: end a run in `failed` with reason `canceled` (delegator or authorized only). */
   async cancel (runId: string, reason = 'canceled by delegator', opts: CallOptions = {}): Promise<Run> {
     const body = { run_id: runId, reason }
+    assertRunIdShape(runId)
     isCancel.assert(body, 'cancel request')
     if (this.isLocal(runId)) return this.executor.apply(runId, { type: 'cancel', reason }, EXECUTOR)
     return this.control(runId, 'cancel', body, opts)
@@ -416,6 +420,8 @@ export class Runs {
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: CallOptions = {}): Promise<Run> {
     const card = this.knownCard?.(toAgent)
     const body = { run_id: runId, to_agent: toAgent, context, ...(card === undefined ? {} : { to_card: card }) }
+    assertRunIdShape(runId)
+    assertAgentIdShape(toAgent)
     isControlHandoff.assert(body, 'handoff request')
     if (this.isLocal(runId)) return this.executor.handoff(runId, toAgent, context, EXECUTOR, { ...opts, ...(card === undefined ? {} : { card }) })
     // an executor elsewhere dials the receiver: its record is bounded and checked where it is read (peer-records.ts)
@@ -425,6 +431,7 @@ export class Runs {
 
   /** The run as its executor knows it (RUN_NOT_FOUND if it does not exist). */
   async getRun (runId: string, opts: CallOptions = {}): Promise<Run> {
+    assertRunIdShape(runId)
     isGetRun.assert({ run_id: runId }, 'run id')
     if (this.isLocal(runId)) return this.executor.localRun(runId)
     return this.control(runId, 'get_run', { run_id: runId }, opts)
