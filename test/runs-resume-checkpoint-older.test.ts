@@ -18,14 +18,17 @@ import { serve } from '../src/wire/rpc.ts'
 import { namedGates, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const ASKS = { capability_id: 'cap:resume-older-executor', version: '1.0.0' }
-/** The members an executor's ResumeRequest schema named before checkpoint_id. */
-const OLDER_RESUME_MEMBERS = new Set(['run_id', 'resolution', 'trace'])
+/** The members an executor's ResumeRequest schema named before checkpoint_id, and before grants. */
+const BEFORE_CHECKPOINTS = ['run_id', 'resolution', 'trace']
+const BEFORE_GRANTS = [...BEFORE_CHECKPOINTS, 'checkpoint_id']
 
 describe('runs: a resume naming its checkpoint, to an executor that predates it', () => {
   let nodes: MeshNode[] = []
   let A: MeshNode, B: MeshNode
   const gates = namedGates()
   let refusals = 0
+  /** What B's schema names now: an executor from before checkpoint_id, or one from before grants. */
+  let known = new Set(BEFORE_CHECKPOINTS)
 
   beforeAll(async () => {
     nodes = await startMesh(2)
@@ -45,12 +48,12 @@ describe('runs: a resume naming its checkpoint, to an executor that predates it'
       methods: {
         resume: {
           handle: async (body, ctx) => {
-            const req = body as { run_id: string, resolution: Record<string, unknown> }
-            if (Object.keys(req).some(k => !OLDER_RESUME_MEMBERS.has(k))) {
+            const req = body as { run_id: string, resolution: Record<string, unknown>, checkpoint_id?: string }
+            if (Object.keys(req).some(k => !known.has(k))) {
               refusals++
               throw new InvalidRequestError('request body does not match its schema: must NOT have additional properties', { schema: 'aap:runs#/definitions/ResumeRequest', path: '' })
             }
-            return { run: await executor.applyRemote(req.run_id, ctx, resumeCommand(req.resolution)) }
+            return { run: await executor.applyRemote(req.run_id, ctx, resumeCommand(req.resolution, req.checkpoint_id)) }
           }
         },
         get_run: { handle: async (body) => ({ run: await executor.localRun((body as { run_id: string }).run_id) }) }
@@ -72,7 +75,8 @@ describe('runs: a resume naming its checkpoint, to an executor that predates it'
     const runId = await blocked('older-match')
     const before = refusals
     const run = await A.resume(runId, { approved: true }, { checkpointId: 'cp-older' })
-    expect(refusals).toBe(before + 1)
+    // refused with its grant, then with its checkpoint: read, then resumed without either
+    expect(refusals).toBe(before + 2)
     expect(run.state).toBe('running')
     gates.get('older-match').resolve()
     await until(async () => (await B.runs.getRun(runId)).state === 'completed', 'the run to complete')
@@ -84,5 +88,24 @@ describe('runs: a resume naming its checkpoint, to an executor that predates it'
     const err = await rejectsWith(A.resume(runId, { approved: true }, { checkpointId: 'cp-earlier' }), 'INVALID_TRANSITION')
     expect(err.details).toMatchObject({ reason: 'checkpoint_mismatch', open_checkpoint_id: 'cp-older' })
     expect((await B.runs.getRun(runId)).state).toBe('blocked')
+  })
+
+  it('to an executor that knows checkpoints but not grants, resends with the checkpoint and no grant', async () => {
+    known = new Set(BEFORE_GRANTS)
+    try {
+      const runId = await blocked('older-grants')
+      const before = refusals
+      expect((await A.resume(runId, { approved: true }, { checkpointId: 'cp-older' })).state).toBe('running')
+      expect(refusals).toBe(before + 1)
+      // the checkpoint went with it: the executor checked it (a wrong one is refused by its state machine)
+      const other = await blocked('older-grants-wrong')
+      const err = await rejectsWith(A.resume(other, { approved: true }, { checkpointId: 'cp-wrong' }), 'INVALID_TRANSITION')
+      expect(err.details).toMatchObject({ reason: 'checkpoint_mismatch' })
+      // its event shows the resolution unattested: the executor's word alone
+      await until(async () => (await A.events.replay('older-grants')).checkpoints[0]?.resumed_seq != null, 'A to hold the resume')
+      expect((await A.events.replay('older-grants')).checkpoints[0]).toMatchObject({ checkpoint_id: 'cp-older', attested: false })
+    } finally {
+      known = new Set(BEFORE_CHECKPOINTS)
+    }
   })
 })

@@ -13,6 +13,7 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
+import { grantStanding } from '../runlog/resume-grant.ts'
 import type { AgentEvent, HandoffLink, RunState } from '../runlog/types.ts'
 import type { RunFork } from './forks.ts'
 
@@ -20,7 +21,7 @@ export type Transition =
   | { kind: 'delegate', run_id: string, by: string | null, to: string, capability: CapabilityRef | null, parent_run: string | null, seq: number, at: string }
   | { kind: 'progress', run_id: string, payload: Record<string, unknown>, seq: number, at: string }
   | { kind: 'block', run_id: string, checkpoint_id: string | null, reason: string | null, by: string | null, seq: number, at: string }
-  | { kind: 'resume', run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string | null, blocked_seq: number | null, seq: number, at: string, violation?: StepViolation }
+  | { kind: 'resume', run_id: string, checkpoint_id: string | null, resolution: Record<string, unknown>, by: string | null, blocked_seq: number | null, seq: number, at: string, attested: boolean, violation?: StepViolation }
   | { kind: 'handoff', run_id: string, from: HandoffLink, to: HandoffLink, by: string | null, seq: number, at: string, violation?: StepViolation }
   | { kind: 'complete', run_id: string, output: Record<string, unknown> | null, seq: number, at: string }
   | { kind: 'fail', run_id: string, failure: Record<string, unknown> | null, seq: number, at: string }
@@ -33,10 +34,12 @@ export type Transition =
  * - self_resume: the blocked run resumed itself (by its executor);
  * - resume_not_by_owner: resumed by an agent that neither delegated the run
  *   nor was authorized by its delegator;
+ * - forged_grant: the resume carries a grant that is not its resumer's
+ *   signature over what it answered (runlog/resume-grant.ts);
  * - handoff_while_blocked: its executor handed it on while it was blocked,
  *   so the work went on elsewhere past an unresolved checkpoint.
  */
-export type StepViolation = 'self_resume' | 'resume_not_by_owner' | 'handoff_while_blocked'
+export type StepViolation = 'self_resume' | 'resume_not_by_owner' | 'forged_grant' | 'handoff_while_blocked'
 
 /** The agents that may resume a run: its delegator and those it authorized, as its signed run.started names them. */
 function ownersOf (started: AgentEvent | undefined): Set<string> | undefined {
@@ -67,6 +70,12 @@ export interface CheckpointRecord {
   resumed_at: string | null
   resolved_by: string | null
   resolution: Record<string, unknown> | null
+  /**
+   * Whether the resolution is the resumer's own signed word (its grant,
+   * runlog/resume-grant.ts), not only the executor's: false for a resume
+   * from a node or to an executor from before grants; null while unresolved.
+   */
+  attested: boolean | null
 }
 
 export interface ReplayRun {
@@ -296,7 +305,8 @@ export function buildReplay (
             resumed_seq: null,
             resumed_at: null,
             resolved_by: null,
-            resolution: null
+            resolution: null,
+            attested: null
           }
           checkpoints.push(open)
           transitions.push({ kind: 'block', ...base, checkpoint_id: open.checkpoint_id, reason: open.reason, by: open.blocked_by })
@@ -307,16 +317,18 @@ export function buildReplay (
             const resolution = rec(p.resolution) ?? {}
             const checkpointId = str(p.checkpoint_id)
             const blocked = open !== undefined && open.checkpoint_id === checkpointId ? open : undefined
-            const violation = resumeViolation(str(p.by), e.executor, owners)
+            const standing = grantStanding(e)
+            const violation = resumeViolation(str(p.by), e.executor, owners) ?? (standing === 'forged' ? 'forged_grant' : undefined)
             // a resume the run could not take resolves nothing: the checkpoint stays as the block left it
             if (blocked !== undefined && violation === undefined) {
               blocked.resumed_seq = e.seq
               blocked.resumed_at = e.at
               blocked.resolved_by = str(p.by)
               blocked.resolution = resolution
+              blocked.attested = standing === 'attested'
             }
             open = undefined
-            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null, ...(violation === undefined ? {} : { violation }) })
+            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null, attested: standing === 'attested', ...(violation === undefined ? {} : { violation }) })
           } else {
             transitions.push({ kind: 'progress', ...base, payload: p })
           }

@@ -14,3 +14,10 @@
  * too, one no node can read.
  */
 export const EVENT_PAYLOAD_MAX_DEPTH = 96
+
+/**
+ * Domain prefix of a resume grant (resume-grant.ts): what the agent that
+ * resumes a run signs, so the resolution in the executor's resume event is
+ * the resumer's own word for anyone who reads the log.
+ */
+export const RESUME_GRANT_SIGNING_DOMAIN = 'aap-mesh/resume/0.1.0\n'

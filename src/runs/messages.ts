@@ -4,10 +4,12 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import { HANDOFF_CONTEXT_MAX_BYTES, RUN_INPUT_MAX_BYTES } from '../constants.ts'
-import { AapError, AgentNotFoundError, InvalidRequestError, RunNotFoundError } from '../errors.ts'
+import { AapError, AgentNotFoundError, InvalidRequestError, InvalidSignatureError, RunNotFoundError } from '../errors.ts'
 import type { RunTicket } from '../runlog/ticket.ts'
 import type { AgentEvent, HandoffLink, Run } from '../runlog/types.ts'
 import { schema } from '../schema/validate.ts'
+import { grantHolds, type ResumeGrant } from '../runlog/resume-grant.ts'
+import type { SignatureCache } from '../identity/signature-cache.ts'
 import { nestedDeeperThan } from '../util/json-depth.ts'
 import { PAYLOAD_MAX_DEPTH } from './constants.ts'
 import type { TraceContext } from './trace.ts'
@@ -57,10 +59,26 @@ export interface WireHandoffConfirm {
 export const isWireDelegate = schema<WireDelegate>('aap:runs#/definitions/DelegateRequest')
 export const isWireHandoff = schema<WireHandoff>('aap:runs#/definitions/HandoffRequest')
 export const isBlock = schema<{ run_id: string, trace?: TraceContext, reason: string, checkpoint_id: string }>('aap:runs#/definitions/BlockRequest')
-export const isResume = schema<{ run_id: string, trace?: TraceContext, resolution: Record<string, unknown>, checkpoint_id?: string }>('aap:runs#/definitions/ResumeRequest')
-/** A resume request's body: `checkpoint_id` only when the caller names the checkpoint it answers (older executors take none). */
-export function resumeBody (runId: string, resolution: Record<string, unknown>, checkpointId?: string): { run_id: string, resolution: Record<string, unknown>, checkpoint_id?: string } {
-  return checkpointId === undefined ? { run_id: runId, resolution } : { run_id: runId, resolution, checkpoint_id: checkpointId }
+export const isResume = schema<ResumeBody>('aap:runs#/definitions/ResumeRequest')
+
+/** A resume request's body. */
+export interface ResumeBody {
+  run_id: string
+  trace?: TraceContext
+  resolution: Record<string, unknown>
+  /** Only when the caller names the checkpoint it answers. */
+  checkpoint_id?: string
+  /** The resumer's signature over what it answers (resume-grant.ts). */
+  grant?: string
+}
+
+/**
+ * A resume request's body: `checkpoint_id` only when the caller names the
+ * checkpoint it answers, `grant` only when it signed one (executors from
+ * before either member refuse a body that carries it).
+ */
+export function resumeBody (runId: string, resolution: Record<string, unknown>, checkpointId?: string, grant?: string): ResumeBody {
+  return { run_id: runId, resolution, ...(checkpointId === undefined ? {} : { checkpoint_id: checkpointId }), ...(grant === undefined ? {} : { grant }) }
 }
 
 const isRunId = schema<string>('aap:common#/definitions/RunId')
@@ -83,20 +101,35 @@ export function assertAgentIdShape (agentId: unknown): void {
 }
 
 /**
- * Whether an executor refused a resume for the `checkpoint_id` member it
- * carried: executors from before that member existed refuse a ResumeRequest
- * with any member their schema does not name (INVALID_REQUEST at the
- * request's top level, additional properties).
+ * Whether an executor refused a resume for a member it does not know
+ * (`checkpoint_id`, `grant`): executors from before a member existed refuse
+ * a ResumeRequest with any member their schema does not name
+ * (INVALID_REQUEST at the request's top level, additional properties).
  */
-export function refusedCheckpointMember (err: unknown): boolean {
+export function refusedNewMember (err: unknown): boolean {
   if (!(err instanceof AapError) || err.code !== 'INVALID_REQUEST') return false
   const details = err.details ?? {}
   return details.schema === isResume.ref && details.path === '' && /additional properties/.test(err.message)
 }
 
+/**
+ * The grant a resume request carries, checked against the agent that sent
+ * it (the Noise-authenticated peer): undefined without one, else as the
+ * resume event will carry it. INVALID_SIGNATURE when it is not that agent's
+ * signature over what the request answers.
+ */
+export function requestGrant (req: ResumeBody, resumer: string, signatures?: SignatureCache): ResumeGrant | undefined {
+  if (req.grant === undefined) return undefined
+  const named = req.checkpoint_id ?? null
+  if (!grantHolds(resumer, { run_id: req.run_id, checkpoint_id: named, resolution: req.resolution }, req.grant, signatures)) {
+    throw new InvalidSignatureError('the resume\'s grant is not its sender\'s signature over the run, the checkpoint it names and its resolution', { reason: 'bad_grant' })
+  }
+  return { checkpoint_id: named, signature: req.grant }
+}
+
 /** The resume command for the state machine, which refuses it when `checkpointId` is given and is not the open checkpoint. */
-export function resumeCommand (resolution: Record<string, unknown>, checkpointId?: string): Extract<RunCommand, { type: 'resume' }> {
-  return checkpointId === undefined ? { type: 'resume', resolution } : { type: 'resume', resolution, checkpoint_id: checkpointId }
+export function resumeCommand (resolution: Record<string, unknown>, checkpointId?: string, grant?: ResumeGrant): Extract<RunCommand, { type: 'resume' }> {
+  return { type: 'resume', resolution, ...(checkpointId === undefined ? {} : { checkpoint_id: checkpointId }), ...(grant === undefined ? {} : { grant }) }
 }
 
 export const isGetRun = schema<{ run_id: string, trace?: TraceContext }>('aap:runs#/definitions/GetRunRequest')

@@ -19,7 +19,7 @@ import { method, serve } from '../wire/rpc.ts'
 import type { RunExecutor } from './executor.ts'
 import { peerOf } from './peers.ts'
 import { contextOf, incoming, inSpan, type TraceContext } from './trace.ts'
-import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm, resumeCommand } from './messages.ts'
+import { assertPayloadValueDepth, isBlock, isCancel, isControlHandoff, isExecutorLost, isGetRun, isGetVerdict, isResume, isWireDelegate, isWireHandoff, isWireHandoffConfirm, requestGrant, resumeCommand } from './messages.ts'
 
 /**
  * What a handler's call to another agent may take of the handler's budget:
@@ -67,7 +67,8 @@ export async function serveRunProtocols (host: MeshHost, x: RunExecutor, log: Lo
         block: method(isBlock, async (req, ctx) => traced('aap.control.block.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'block', reason: req.reason, checkpoint_id: req.checkpoint_id }) }))),
         resume: method(isResume, async (req, ctx) => traced('aap.control.resume.handle', req, async () => {
           assertPayloadValueDepth(req.resolution, 'resolution')
-          return { run: await x.applyRemote(req.run_id, ctx, resumeCommand(req.resolution, req.checkpoint_id)) }
+          const grant = requestGrant(req, ctx.peer.toString(), x.side.signatures)
+          return { run: await x.applyRemote(req.run_id, ctx, resumeCommand(req.resolution, req.checkpoint_id, grant)) }
         })),
         cancel: method(isCancel, async (req, ctx) => traced('aap.control.cancel.handle', req, async () => ({ run: await x.applyRemote(req.run_id, ctx, { type: 'cancel', reason: req.reason ?? 'canceled by delegator' }) }))),
         get_run: method(isGetRun, async (req) => traced('aap.control.get_run.handle', req, async () => ({ run: await x.localRun(req.run_id) }))),

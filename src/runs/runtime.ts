@@ -15,6 +15,7 @@ import { agentIdOf } from '../identity/identity.ts'
 import { InvalidTransitionError, toAapError, unreached } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
+import { signResumeGrant } from '../runlog/resume-grant.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -25,7 +26,7 @@ import { RunCaller, type ControlVerb } from './caller.ts'
 import { peerOf } from './peers.ts'
 import type { ConfirmationPorts, ConfirmationStats } from './confirmations.ts'
 import { RunExecutor } from './executor.ts'
-import { assertAgentIdShape, assertPayloadValueDepth, assertRunIdShape, isBlock, isCancel, isControlHandoff, isGetRun, isResume, refusedCheckpointMember, resumeBody, resumeCommand } from './messages.ts'
+import { assertAgentIdShape, assertPayloadValueDepth, assertRunIdShape, isBlock, isCancel, isControlHandoff, isGetRun, isResume, refusedNewMember, resumeBody, resumeCommand } from './messages.ts'
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
@@ -374,12 +375,22 @@ export class Runs {
     isResume.assert(body, 'resume request')
     assertPayloadValueDepth(resolution, 'resolution')
     if (this.isLocal(runId)) return this.executor.apply(runId, resumeCommand(resolution, checkpointId), EXECUTOR)
+    // signed, so the resolution in the executor's event is this agent's own word for whoever reads the log
+    const grant = await signResumeGrant(this.key, { run_id: runId, checkpoint_id: checkpointId ?? null, resolution })
+    try {
+      return await this.control(runId, 'resume', resumeBody(runId, resolution, checkpointId, grant), call)
+    } catch (err) {
+      if (!refusedNewMember(err)) throw err
+    }
+    // an executor from before grants: the same resume without one (its event shows the resolution unattested)
+    this.log.info({ run_id: runId }, 'the executor predates resume grants: resumed without one')
+    if (checkpointId === undefined) return this.control(runId, 'resume', body, call)
     try {
       return await this.control(runId, 'resume', body, call)
     } catch (err) {
-      if (checkpointId === undefined || !refusedCheckpointMember(err)) throw err
-      return this.resumeOlder(runId, resolution, checkpointId, call)
+      if (!refusedNewMember(err)) throw err
     }
+    return this.resumeOlder(runId, resolution, checkpointId, call)
   }
 
   /**

@@ -43,11 +43,13 @@
  *
  * A holder folding a signed event takes the actor from the event's `by`,
  * measured against the run (foldEvent): an event that says the executor, or
- * a stranger, resumed or canceled the run is not a step the run could take.
+ * a stranger, resumed or canceled the run is not a step the run could take;
+ * nor is a resume whose grant is not its resumer's signature.
  */
 import { EVENTS_MAX_EVENTS_PER_RUN } from '../constants.ts'
 import { AapError, InvalidTransitionError, UnauthorizedError } from '../errors.ts'
 import { isTerminal, type AgentEvent, type HandoffLink, type Run, type RunFailure } from '../runlog/types.ts'
+import { grantStanding } from '../runlog/resume-grant.ts'
 import type { Actor, RunCommand, TransitionResult } from './types.ts'
 
 export type TransitionOutcome =
@@ -155,7 +157,8 @@ export function transition (run: Run, command: RunCommand, actor: Actor, now: st
         result: {
           run: next(run, { state: 'running', block_reason: null }, now),
           // one logical transition: the checkpoint that blocked the run, resolved by this resolution
-          event: { type: 'run.progress', payload: { transition: 'resume', checkpoint_id: run.checkpoint_id, resolution: command.resolution, by } }
+          // with the resumer's signature over what it answered, when it sent one (resume-grant.ts)
+          event: { type: 'run.progress', payload: { transition: 'resume', checkpoint_id: run.checkpoint_id, resolution: command.resolution, by, ...(command.grant === undefined ? {} : { grant: command.grant }) } }
         }
       }
     }
@@ -252,6 +255,8 @@ export function foldEvent (run: Run, e: AgentEvent): Run {
   if (e.run_id !== run.run_id || e.seq <= run.last_seq) return run
   const step = commandOf(e)
   if (step === undefined) return { ...run, last_seq: e.seq }
+  // a resolution whose grant is not its resumer's signature is no resume the run took
+  if (step.command.type === 'resume' && grantStanding(e) === 'forged') return run
   const outcome = transition(run, step.command, actorIn(run, e, step.command, step.actor), e.at)
   if (!outcome.ok) return run
   return { ...outcome.result.run, last_seq: e.seq }
@@ -272,7 +277,8 @@ export function sameLineage (a: Run, b: Run): boolean {
  * authorized, or a stranger. The executor signs every event of its run, so
  * `by` is its word; measured against the run, a log in which the executor
  * (or anyone the run does not name) resumed or canceled the run, or in
- * which its executor handed it on while blocked, does not fold. Events
+ * which its executor handed it on while blocked, does not fold; nor does a
+ * resume whose grant is not its resumer's signature (resume-grant.ts). Events
  * without `by`, and failures, keep the actor their type implies.
  */
 function actorIn (run: Run, e: AgentEvent, command: RunCommand, implied: Actor): Actor {

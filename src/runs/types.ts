@@ -6,6 +6,7 @@
 import type { ArtifactSource, FilePart } from '../artifacts/types.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, AgentEventType, HandoffLink, Run, RunFailure, RunState } from '../runlog/types.ts'
+import type { ResumeGrant } from '../runlog/resume-grant.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { TraceContext } from './trace.ts'
 
@@ -20,7 +21,7 @@ export type RunCommand =
   | { type: 'progress', payload: Record<string, unknown> }
   | { type: 'block', reason: string, checkpoint_id: string }
   /** `checkpoint_id`: the checkpoint the resolution answers; absent, whichever is open. */
-  | { type: 'resume', resolution: Record<string, unknown>, checkpoint_id?: string }
+  | { type: 'resume', resolution: Record<string, unknown>, checkpoint_id?: string, grant?: ResumeGrant }
   | { type: 'complete', output: Record<string, unknown> }
   | { type: 'fail', code: RunFailure['code'], message: string }
   | { type: 'cancel', reason: string }

@@ -134,7 +134,7 @@ export function drawTimeline (t, { label, max = Infinity }) {
       `<rect x="${xb}" y="${y - 11}" width="${Math.max(0, xr - xb)}" height="22" rx="11"/>` +
       `<text x="${(xb + xr) / 2}" y="${y + 4}" text-anchor="middle" class="cp"><tspan class="cpl">checkpoint</tspan> ${esc(clip(c.checkpoint_id ?? '?', 28))}</text>` +
       `<text x="${(xb + xr) / 2}" y="${y + 26}" text-anchor="middle" class="res">${open ? 'waiting for a decision' : esc(clip(`→ ${JSON.stringify(c.resolution)}`, 36))}</text>` +
-      `<title>checkpoint ${esc(c.checkpoint_id)}: ${esc(c.reason ?? '')}${open ? ' (open)' : `\nresolved by ${esc(label(c.resolved_by ?? ''))} with ${esc(JSON.stringify(c.resolution))}`}</title></g>`)
+      `<title>checkpoint ${esc(c.checkpoint_id)}: ${esc(c.reason ?? '')}${open ? ' (open)' : `\nresolved by ${esc(label(c.resolved_by ?? ''))} with ${esc(JSON.stringify(c.resolution))}${c.attested === false ? ' (the executor\'s word: not signed by its resumer)' : ''}`}</title></g>`)
   }
 
   // links between lanes: handoffs, and sub-delegations (a run whose parent is in the replay)
