@@ -9,6 +9,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     // real libp2p nodes on 2 cores: run files one at a time so timeouts mean bugs, not load
     fileParallelism: false,
-    pool: 'forks'
+    pool: 'forks',
+    // a temporary folder of the run's own, removed at its end (test/private-tmpdir.ts)
+    globalSetup: ['test/private-tmpdir.ts']
   }
 })

@@ -8,6 +8,8 @@ export default defineConfig({
     include: ['test/net/**/*.test.ts', 'test/root/**/*.test.ts'],
     fileParallelism: false,
     pool: 'forks',
+    // a temporary folder of the run's own, removed at its end (test/private-tmpdir.ts)
+    globalSetup: ['test/private-tmpdir.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000
   }
