@@ -36,9 +36,13 @@ describe('the schemas and the constants state the same limits', () => {
     expect(r.CheckpointId.maxLength).toBe(C.CHECKPOINT_ID_MAX_CHARS)
     expect(r.IdempotencyKey.maxLength).toBe(C.IDEMPOTENCY_KEY_MAX_CHARS)
     for (const def of [r.Run, r.DelegateRequest, r.HandoffRequest]) expect(def.properties.authorized.maxItems).toBe(C.RUN_AUTHORIZED_MAX_AGENTS)
-    // a run's failure code is an error code or one of the run failure codes, nothing else
+    // a run's failure code is an error code, one of the run failure codes, or a code a newer node knows
     const failure = r.Run.properties.failure.anyOf[1] as { properties: { code: { anyOf: Array<{ enum?: string[] }> } } }
     expect(failure.properties.code.anyOf[1]?.enum).toEqual([...RUN_FAILURE_CODES])
+    const isRunFailure = schema<unknown>('aap:runs#/definitions/Run/properties/failure')
+    // a run a newer node failed with a code this one does not know stays readable (older nodes refused it: every get_run failed)
+    expect(isRunFailure({ code: 'SOME_LATER_CODE', message: 'x' })).toBe(true)
+    for (const code of ['lower_case', 'A'.repeat(65), '', 'HAS SPACE']) expect(isRunFailure({ code, message: 'x' })).toBe(false)
     // the validators enforce them
     const isTask = schema<string>('aap:common#/definitions/TaskId')
     expect(isTask('t'.repeat(C.TASK_ID_MAX_CHARS))).toBe(true)
