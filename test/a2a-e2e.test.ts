@@ -87,7 +87,7 @@ describe('A2A client -> node 1 -> mesh -> node 2 -> A2A server', () => {
     const payloads = replay.events.map((e: { payload: Record<string, unknown> }) => e.payload)
     expect(payloads.some((p: Record<string, unknown>) => p.a2a_task_id !== undefined)).toBe(true)
     expect(payloads.some((p: Record<string, any>) => p.transition === 'resume' && p.resolution?.by === 'a2a-client')).toBe(true)
-    expect(replay.checkpoints).toEqual([expect.objectContaining({ checkpoint_id: checkpoint?.checkpoint_id, resolution: { approved: true, by: 'a2a-client' } })])
+    expect(replay.checkpoints).toEqual([expect.objectContaining({ checkpoint_id: checkpoint?.checkpoint_id, resolution: { approved: true, by: 'a2a-client' }, attested: true })])
     // delegate, the A2A task id, the server's "checking" status, its input request, the resume, the artifact
     expect(replay.transitions.map((t: { kind: string }) => t.kind)).toEqual(['delegate', 'progress', 'progress', 'block', 'resume', 'complete'])
   })

@@ -347,7 +347,7 @@ describe('local agent API', () => {
 
     const replay = await delegator.call<{ transitions: Array<{ kind: string }>, checkpoints: unknown[] }>('GET', `/v1/events/${seg(run.correlation_id)}/replay`)
     expect(replay.transitions.map(t => t.kind)).toEqual(['delegate', 'progress', 'block', 'resume', 'complete'])
-    expect(replay.checkpoints).toEqual([expect.objectContaining({ checkpoint_id: 'cp-live', resolution: { ok: 1 } })])
+    expect(replay.checkpoints).toEqual([expect.objectContaining({ checkpoint_id: 'cp-live', resolution: { ok: 1 }, attested: true })])
     await events.close()
     await work.close()
   })

@@ -104,7 +104,7 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     const replay = (await a.cli(['replay', 'task-e2e', '--json'])).json
     expect(replay.runs.map((r: { run_id: string, executor: string, state: string, started_by: string }) => [r.run_id, r.executor, r.state, r.started_by]))
       .toEqual([[run.run_id, bId, 'completed', 'delegate'], [handed.new_run_id, aId, 'completed', 'handoff']])
-    expect(replay.checkpoints).toEqual([expect.objectContaining({ run_id: run.run_id, checkpoint_id: blocked.checkpoint_id, resolution, resolved_by: aId })])
+    expect(replay.checkpoints).toEqual([expect.objectContaining({ run_id: run.run_id, checkpoint_id: blocked.checkpoint_id, resolution, resolved_by: aId, attested: true })])
     expect(new Set(replay.events.map((e: { correlation_id: string }) => e.correlation_id))).toEqual(new Set(['task-e2e']))
   })
 

@@ -105,7 +105,7 @@ describe('correlated events across a 10-node mesh: delegate, block/resume, hando
     expect(replay.transitions[5]).toMatchObject({ kind: 'complete', output: { verdict: 'approved', by: 'C' } })
     // checkpoint and resolution: one logical pause, both ends on one record
     expect(replay.checkpoints).toEqual([expect.objectContaining({
-      run_id: firstRun, checkpoint_id: 'cp-approve-1', resolution, resolved_by: A.agentId, blocked_seq: 3, resumed_seq: 4
+      run_id: firstRun, checkpoint_id: 'cp-approve-1', resolution, resolved_by: A.agentId, blocked_seq: 3, resumed_seq: 4, attested: true
     })])
     expect(replay.events).toHaveLength(EXPECTED_EVENTS)
     expect(new Set(replay.events.map(e => e.correlation_id))).toEqual(new Set([TASK]))

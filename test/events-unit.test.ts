@@ -194,7 +194,7 @@ describe('replay builder', () => {
     ])
     expect(replay.checkpoints).toEqual([{
       run_id: rb, checkpoint_id: 'cp-1', reason: 'ask', blocked_seq: 2, blocked_at: '2026-01-01T00:00:10.000Z', blocked_by: b.id,
-      resumed_seq: 3, resumed_at: '2026-01-01T00:00:10.000Z', resolved_by: a.id, resolution: { ok: 1 }
+      resumed_seq: 3, resumed_at: '2026-01-01T00:00:10.000Z', resolved_by: a.id, resolution: { ok: 1 }, attested: false
     }])
     expect(replay.events).toHaveLength(8)
 

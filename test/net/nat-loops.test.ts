@@ -117,7 +117,7 @@ describe('two agents behind two NATs, over relays', () => {
     expect(replay.code, replay.stderr).toBe(0)
     expect(replay.json.runs.map((r: { run_id: string, executor: string, state: string, started_by: string }) => [r.run_id, r.executor, r.state, r.started_by]))
       .toEqual([[run.run_id, b.agentId, 'completed', 'delegate'], [handed.new_run_id, a.agentId, 'completed', 'handoff']])
-    expect(replay.json.checkpoints).toEqual([expect.objectContaining({ run_id: run.run_id, checkpoint_id: blocked.checkpoint_id, resolution, resolved_by: a.agentId })])
+    expect(replay.json.checkpoints).toEqual([expect.objectContaining({ run_id: run.run_id, checkpoint_id: blocked.checkpoint_id, resolution, resolved_by: a.agentId, attested: true })])
     // and it agrees with the delegator's own replay
     const own = await a.cli(['replay', 'task-nat', '--json'])
     expect(own.json.events.map((e: { event_id: string }) => e.event_id)).toEqual(replay.json.events.map((e: { event_id: string }) => e.event_id))
