@@ -32,8 +32,8 @@ import { runOfTicket } from '../src/runs/admission.ts'
 import type { DelegationPolicy } from '../src/runs/types.ts'
 import { schema } from '../src/schema/validate.ts'
 import { method, serve } from '../src/wire/rpc.ts'
-import { runConformance, type ConformanceReport } from '../src/conformance/runner.ts'
-import { startTarget, type Target } from './fixtures/broken-targets.ts'
+import type { ConformanceReport } from '../src/conformance/runner.ts'
+import { expectExactFailures, kitRuns, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
 
 type Case = 'correct-tagged' | 'tag-not-announced' | 'held-cards-any-key' | 'capability-transport' | 'late-run-hidden'
 
@@ -52,7 +52,7 @@ interface DiscoveryInside {
 const TARGET_TAG = 'conformance-target-tag'
 const isGetCardRequest = schema<Record<string, never>>('aap:card#/definitions/GetCardRequest')
 
-const EXPECTED: Record<Case, { clauses: string[], checks: string[], message: Partial<Record<string, RegExp>> }> = {
+const EXPECTED: Record<Case, ExpectedFailures> = {
   'correct-tagged': { clauses: [], checks: [], message: {} },
   'tag-not-announced': {
     clauses: ['AAP-DISCOVER-TAGS', 'AAP-CONF-PRIMITIVES'],
@@ -169,30 +169,18 @@ async function prepare (t: Target, c: Case): Promise<void> {
 }
 
 describe('the conformance kit: discovery by tags, the capability transport, late runs among unreadable records', () => {
-  const targets = new Map<Case, Target>()
-  const reports = new Map<Case, ConformanceReport>()
+  let targets = new Map<Case, Target>()
+  let reports = new Map<Case, ConformanceReport>()
 
   beforeAll(async () => {
-    // the kits run side by side: most of a kit's time is spent waiting on the target's own time limits
-    await Promise.all(CASES.map(async (c) => {
-      const t = await startTarget()
-      targets.set(c, t)
-      await prepare(t, c)
-      reports.set(c, await runConformance({ target: t.address }))
-    }))
+    ({ targets, reports } = await kitRuns(CASES, prepare))
   }, 240_000)
 
   afterAll(async () => { await Promise.all([...targets.values()].map(async t => t.node.stop())) })
 
   for (const c of CASES) {
     it(`${c}: ${EXPECTED[c].clauses.length === 0 ? 'every clause passes' : `exactly ${EXPECTED[c].clauses.join(', ')} fail`}`, () => {
-      const r = reports.get(c)!
-      const failed = r.checks.filter(x => x.status !== 'pass')
-      const said = JSON.stringify(failed.map(x => [x.id, x.message]))
-      expect(failed.map(x => x.id), said).toEqual(EXPECTED[c].checks)
-      expect(r.clauses.filter(x => x.status === 'fail').map(x => x.id).sort(), said).toEqual([...EXPECTED[c].clauses].sort())
-      for (const x of r.clauses) if (!EXPECTED[c].clauses.includes(x.id)) expect([x.id, x.status]).toEqual([x.id, x.checks.length === 0 ? 'n/a' : 'pass'])
-      for (const [id, re] of Object.entries(EXPECTED[c].message)) expect(failed.find(x => x.id === id)?.message, id).toMatch(re!)
+      expectExactFailures(reports.get(c)!, EXPECTED[c])
     })
   }
 
