@@ -7,7 +7,7 @@
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
+import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL, EVENT_PAYLOAD_MAX_BYTES } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import { grantStanding, signResumeGrant } from '../src/runlog/resume-grant.ts'
@@ -17,6 +17,10 @@ import { RpcClient } from '../src/wire/rpc.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const ASKS = { capability_id: 'cap:resume-grant', version: '1.0.0' }
+/** Asks twice: a small payment, then a large one. */
+const TWICE = { capability_id: 'cap:resume-grant-twice', version: '1.0.0' }
+/** Asks once and ends with the size of what it was told. */
+const ONCE = { capability_id: 'cap:resume-grant-once', version: '1.0.0' }
 
 describe('resume grants', () => {
   let nodes: MeshNode[] = []
@@ -31,7 +35,9 @@ describe('resume grants', () => {
       await new Promise<void>(resolve => { releases.push(resolve); ctx.signal.addEventListener('abort', () => { resolve() }, { once: true }) })
       return {}
     })
-    await B.publishCard({ name: 'b', capabilities: [ASKS] })
+    B.runs.handle(TWICE, async (ctx) => ({ small: await ctx.block('pay 10?', 'pay-10'), large: await ctx.block('pay 1000000?', 'pay-1000000') }))
+    B.runs.handle(ONCE, async (ctx) => ({ keys: Object.keys(await ctx.block('review', 'cp-once')).length }))
+    await B.publishCard({ name: 'b', capabilities: [ASKS, TWICE, ONCE] })
     executor = (B.runs as unknown as { executor: RunExecutor }).executor
   })
   afterAll(async () => {
@@ -83,6 +89,32 @@ describe('resume grants', () => {
     await resumeOnA('grant-missing', runId)
     const replay = await A.events.replay('grant-missing')
     expect(replay.checkpoints[0]).toMatchObject({ resolved_by: A.agentId, attested: false })
+  })
+
+  it('a grant copied into a later resume of the run answers nothing: the audit marks it reused and the checkpoint unresolved', async () => {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: 'grant-reused', capability: TWICE, input: {} })
+    await until(async () => (await B.runs.getRun(run.run_id)).checkpoint_id === 'pay-10', 'the first checkpoint')
+    // the delegator answers the small payment without naming it (as the API and CLI do without checkpoint_id)
+    await A.resume(run.run_id, { decision: 'approve' })
+    await until(async () => (await B.runs.getRun(run.run_id)).checkpoint_id === 'pay-1000000', 'the second checkpoint')
+    const first = await resumeOnA('grant-reused', run.run_id)
+    // the executor answers the large one itself, with a copy of the delegator's grant
+    await executor.apply(run.run_id, { type: 'resume', resolution: { decision: 'approve' }, grant: first.payload.grant as { checkpoint_id: null, signature: string } }, { role: 'delegator', agent_id: A.agentId })
+    await until(async () => (await A.events.replay('grant-reused')).transitions.filter(t => t.kind === 'resume').length === 2, 'A to hold both resumes')
+    const replay = await A.events.replay('grant-reused')
+    expect(replay.transitions.filter(t => t.kind === 'resume').map(t => [t.attested, t.violation])).toEqual([[true, undefined], [false, 'reused_grant']])
+    expect(replay.checkpoints.map(c => [c.checkpoint_id, c.resolved_by, c.attested])).toEqual([['pay-10', A.agentId, true], ['pay-1000000', null, null]])
+  })
+
+  it('a resolution that leaves the resume event no room for a grant resumes the run without one', async () => {
+    const run = await A.delegate({ to_agent: B.agentId, task_id: 'grant-no-room', capability: ONCE, input: {} })
+    await until(async () => (await B.runs.getRun(run.run_id)).state === 'blocked', 'the block')
+    // the resume event's payload without a grant just within the bound: with one it would not be
+    const base = Buffer.byteLength(JSON.stringify({ transition: 'resume', checkpoint_id: 'cp-once', resolution: { s: '' }, by: A.agentId }))
+    const resolution = { s: 'x'.repeat(EVENT_PAYLOAD_MAX_BYTES - base - 20) }
+    expect((await A.resume(run.run_id, resolution)).state).toBe('running')
+    const event = await resumeOnA('grant-no-room', run.run_id)
+    expect(grantStanding(event)).toBe('unattested')
   })
 
   it('a resume request whose grant is not its sender\'s signature is refused (INVALID_SIGNATURE) and the run stays blocked', async () => {

@@ -275,10 +275,13 @@ describe('run state machine: a holder folding the executor\'s events', () => {
     expect(foldEvent(before, { ...cancel, payload: { ...cancel.payload, by: DELEGATOR } }).state).toBe('failed')
   })
 
-  it('takes a blocked run handed on by its delegator, not by its executor', () => {
+  it('takes a blocked run handed on by its delegator, and follows one its executor handed on (the run ended there)', () => {
     const before = runIn('blocked')
-    expect(foldEvent(before, handoff(EXECUTOR))).toEqual(before)
     expect(foldEvent(before, handoff(DELEGATOR)).handoff_to).toEqual(HANDOFF_TO)
+    // the executor may not (transition refuses it), but an executor that did (older nodes) ended the run: the holder
+    // follows it to its successor rather than wait on a run that never moves
+    expect(transition(before, COMMANDS.handoff!, actor('executor'), NOW).ok).toBe(false)
+    expect(foldEvent(before, handoff(EXECUTOR))).toMatchObject({ state: 'completed', handoff_to: HANDOFF_TO, last_seq: 4 })
     // a running run, handed on by its executor, as before
     expect(foldEvent(runIn('running'), handoff(EXECUTOR)).state).toBe('completed')
   })

@@ -36,10 +36,14 @@ export type Transition =
  *   nor was authorized by its delegator;
  * - forged_grant: the resume carries a grant that is not its resumer's
  *   signature over what it answered (runlog/resume-grant.ts);
+ * - reused_grant: its grant is one an earlier resume of the run carried: a
+ *   grant answers one block, and a copy answers nothing (the executor could
+ *   otherwise resolve a later checkpoint with an answer given to an earlier
+ *   one);
  * - handoff_while_blocked: its executor handed it on while it was blocked,
  *   so the work went on elsewhere past an unresolved checkpoint.
  */
-export type StepViolation = 'self_resume' | 'resume_not_by_owner' | 'forged_grant' | 'handoff_while_blocked'
+export type StepViolation = 'self_resume' | 'resume_not_by_owner' | 'forged_grant' | 'reused_grant' | 'handoff_while_blocked'
 
 /** The agents that may resume a run: its delegator and those it authorized, as its signed run.started names them. */
 function ownersOf (started: AgentEvent | undefined): Set<string> | undefined {
@@ -279,6 +283,7 @@ export function buildReplay (
   for (const run of runs) {
     let open: CheckpointRecord | undefined
     const owners = ownersOf(run.events[0])
+    const grantsSeen = new Set<string>()
     for (const e of run.events) {
       events.push(e)
       const p = e.payload
@@ -318,7 +323,10 @@ export function buildReplay (
             const checkpointId = str(p.checkpoint_id)
             const blocked = open !== undefined && open.checkpoint_id === checkpointId ? open : undefined
             const standing = grantStanding(e)
-            const violation = resumeViolation(str(p.by), e.executor, owners) ?? (standing === 'forged' ? 'forged_grant' : undefined)
+            const signature = str(rec(p.grant)?.signature)
+            const reused = standing === 'attested' && signature !== null && grantsSeen.has(signature)
+            if (signature !== null) grantsSeen.add(signature)
+            const violation = resumeViolation(str(p.by), e.executor, owners) ?? (standing === 'forged' ? 'forged_grant' : reused ? 'reused_grant' : undefined)
             // a resume the run could not take resolves nothing: the checkpoint stays as the block left it
             if (blocked !== undefined && violation === undefined) {
               blocked.resumed_seq = e.seq
@@ -327,8 +335,9 @@ export function buildReplay (
               blocked.resolution = resolution
               blocked.attested = standing === 'attested'
             }
-            open = undefined
-            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null, attested: standing === 'attested', ...(violation === undefined ? {} : { violation }) })
+            // by the rules the run is still blocked after a resume it could not take
+            if (violation === undefined) open = undefined
+            transitions.push({ kind: 'resume', ...base, checkpoint_id: checkpointId, resolution, by: str(p.by), blocked_seq: blocked?.blocked_seq ?? null, attested: standing === 'attested' && !reused, ...(violation === undefined ? {} : { violation }) })
           } else {
             transitions.push({ kind: 'progress', ...base, payload: p })
           }

@@ -8,12 +8,14 @@
  * where anyone holding the log checks it against `by`'s key.
  *
  * A resume without a grant is unattested (the resumer or the executor
- * predates grants); one whose grant does not hold is forged: the run could
- * not have taken it, and no holder folds it.
+ * predates grants, or the resolution left the event no room for one); one
+ * whose grant does not hold is forged: the run could not have taken it, and
+ * no holder folds it.
  */
 import type { PrivateKey } from '@libp2p/interface'
 import { sign, signingBytes } from '../identity/signing.ts'
 import type { SignatureCache } from '../identity/signature-cache.ts'
+import { CHECKPOINT_ID_MAX_CHARS, EVENT_PAYLOAD_MAX_BYTES } from '../constants.ts'
 import { RESUME_GRANT_SIGNING_DOMAIN } from './constants.ts'
 import { verifySignedBytes } from './event.ts'
 import type { AgentEvent } from './types.ts'
@@ -32,6 +34,28 @@ export interface ResumeGrant {
 }
 
 export type GrantStanding = 'attested' | 'unattested' | 'forged'
+
+/** Stand-ins of the widest values a resume event may carry where the resumer cannot know them. */
+const WIDEST_CHECKPOINT = '\u0001'.repeat(CHECKPOINT_ID_MAX_CHARS)
+const SIGNATURE_CHARS = 86
+
+/**
+ * Whether the executor's resume event can carry a grant for `resume`: with
+ * it the event's payload stays within EVENT_PAYLOAD_MAX_BYTES whatever
+ * checkpoint the resume resolves (the widest one, when it names none). A
+ * resolution the bound takes without a grant but not with one is resumed
+ * without (unattested) rather than refused.
+ */
+export function grantFits (resume: GrantedResume, by: string): boolean {
+  const payload = {
+    transition: 'resume',
+    checkpoint_id: resume.checkpoint_id ?? WIDEST_CHECKPOINT,
+    resolution: resume.resolution,
+    by,
+    grant: { checkpoint_id: resume.checkpoint_id, signature: 'A'.repeat(SIGNATURE_CHARS) }
+  }
+  return Buffer.byteLength(JSON.stringify(payload)) <= EVENT_PAYLOAD_MAX_BYTES
+}
 
 export async function signResumeGrant (key: PrivateKey, resume: GrantedResume): Promise<string> {
   return sign(key, RESUME_GRANT_SIGNING_DOMAIN, resume)

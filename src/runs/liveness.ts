@@ -23,6 +23,7 @@ import { toAapError, unreached } from '../errors.ts'
 import { FAILURE_MESSAGE_MAX_CHARS, LIVENESS_UNREAD_BOUND_FACTOR } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
+import { handoffTarget } from '../runlog/handoff.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
 import { foldEvent, sameLineage } from './state-machine.ts'
 import { EXECUTOR_LOST, signVerdict } from '../runlog/verdict.ts'
@@ -470,7 +471,8 @@ function endedBy (prev: Run, last: AgentEvent): Run {
   if (isTerminal(folded.state)) return folded
   // a step the state machine does not take from the record's stale state: the end is the executor's word
   const failure = last.payload.failure as RunFailure | undefined
+  // a handoff's end names the run that goes on: without it the successor would never be watched
   return last.type === 'run.completed'
-    ? { ...prev, state: 'completed', output: (last.payload.output ?? null) as Run['output'], last_seq: last.seq, updated_at: last.at }
+    ? { ...prev, state: 'completed', output: (last.payload.output ?? null) as Run['output'], handoff_to: handoffTarget(last) ?? prev.handoff_to, last_seq: last.seq, updated_at: last.at }
     : { ...prev, state: 'failed', failure: failure ?? { code: 'INTERNAL', message: 'the run failed' }, last_seq: last.seq, updated_at: last.at }
 }

@@ -15,7 +15,7 @@ import { agentIdOf } from '../identity/identity.ts'
 import { InvalidTransitionError, toAapError, unreached } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
-import { signResumeGrant } from '../runlog/resume-grant.ts'
+import { grantFits, signResumeGrant } from '../runlog/resume-grant.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -376,7 +376,9 @@ export class Runs {
     assertPayloadValueDepth(resolution, 'resolution')
     if (this.isLocal(runId)) return this.executor.apply(runId, resumeCommand(resolution, checkpointId), EXECUTOR)
     // signed, so the resolution in the executor's event is this agent's own word for whoever reads the log
-    const grant = await signResumeGrant(this.key, { run_id: runId, checkpoint_id: checkpointId ?? null, resolution })
+    const granted = { run_id: runId, checkpoint_id: checkpointId ?? null, resolution }
+    const grant = grantFits(granted, this.agentId) ? await signResumeGrant(this.key, granted) : undefined
+    if (grant === undefined) this.log.info({ run_id: runId }, 'the resolution leaves the resume event no room for a grant: resumed without one')
     try {
       return await this.control(runId, 'resume', resumeBody(runId, resolution, checkpointId, grant), call)
     } catch (err) {

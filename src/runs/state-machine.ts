@@ -44,7 +44,9 @@
  * A holder folding a signed event takes the actor from the event's `by`,
  * measured against the run (foldEvent): an event that says the executor, or
  * a stranger, resumed or canceled the run is not a step the run could take;
- * nor is a resume whose grant is not its resumer's signature.
+ * nor is a resume whose grant is not its resumer's signature. An executor's
+ * handoff of its blocked run is one it may not take, but it ended the run:
+ * the holder follows it to the successor (the audit replay marks it).
  */
 import { EVENTS_MAX_EVENTS_PER_RUN } from '../constants.ts'
 import { AapError, InvalidTransitionError, UnauthorizedError } from '../errors.ts'
@@ -257,7 +259,12 @@ export function foldEvent (run: Run, e: AgentEvent): Run {
   if (step === undefined) return { ...run, last_seq: e.seq }
   // a resolution whose grant is not its resumer's signature is no resume the run took
   if (step.command.type === 'resume' && grantStanding(e) === 'forged') return run
-  const outcome = transition(run, step.command, actorIn(run, e, step.command, step.actor), e.at)
+  const actor = actorIn(run, e, step.command, step.actor)
+  // an executor that handed its blocked run on (nodes before this rule did) still ended it, and the run goes on in
+  // the successor: a holder follows it there rather than wait on a run that will never move (the audit replay marks
+  // the step, handoff_while_blocked)
+  const from = step.command.type === 'handoff' && actor.role === 'executor' && run.state === 'blocked' ? { ...run, state: 'running' as const } : run
+  const outcome = transition(from, step.command, actor, e.at)
   if (!outcome.ok) return run
   return { ...outcome.result.run, last_seq: e.seq }
 }
@@ -276,9 +283,10 @@ export function sameLineage (a: Run, b: Run): boolean {
  * payload names (`by`) is the run's executor, its delegator, an agent it
  * authorized, or a stranger. The executor signs every event of its run, so
  * `by` is its word; measured against the run, a log in which the executor
- * (or anyone the run does not name) resumed or canceled the run, or in
- * which its executor handed it on while blocked, does not fold; nor does a
- * resume whose grant is not its resumer's signature (resume-grant.ts). Events
+ * (or anyone the run does not name) resumed or canceled the run does not
+ * fold, nor does a resume whose grant is not its resumer's signature
+ * (resume-grant.ts). An executor's handoff of its blocked run folds: the
+ * run ended, and goes on in the successor the holder must follow. Events
  * without `by`, and failures, keep the actor their type implies.
  */
 function actorIn (run: Run, e: AgentEvent, command: RunCommand, implied: Actor): Actor {
