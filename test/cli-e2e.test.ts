@@ -167,6 +167,9 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     // strangers' addresses refused, and relay reservations dropped or refused: counted
     expect(text).toMatch(/^aap_peer_addresses\{what="refused"\} \d+$/m)
     expect(text).toMatch(/^aap_relay_guard\{what="refused_per_network"\} 0$/m)
+    // the relay client's figures (a node of the local mesh runs none: all zero)
+    expect(text).toMatch(/^aap_relay_client\{what="reservations_failed"\} 0$/m)
+    expect(text).toMatch(/^aap_relay_client\{what="addrs_dropped"\} 0$/m)
     // tasks a task's lock was too far behind to queue: none on an idle node
     expect(text).toMatch(/^aap_events_lock\{what="gossip_shed"\} 0$/m)
     expect(text).toMatch(/^aap_events_lock\{what="subscribe_refused"\} 0$/m)

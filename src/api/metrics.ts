@@ -13,7 +13,7 @@ import type { MeshNode } from '../node.ts'
 import { RUN_STATES } from '../runlog/types.ts'
 import { providerRecordStats } from '../wire/provider-records.ts'
 import { addressFilterOf } from '../wire/address-filter.ts'
-import { relayGuardStats } from '../wire/host.ts'
+import { relayClientStats, relayGuardStats } from '../wire/host.ts'
 import { errorReply, HttpError } from './errors.ts'
 import { hostForUrl, hostIsOwn, isLoopbackAddress } from './own-host.ts'
 
@@ -160,6 +160,14 @@ export class NodeMetrics {
     figures('aap_relay_guard', 'Relay reservations this node dropped since start because their holder left, and reservations refused past RELAY_RESERVATIONS_PER_NETWORK_MAX for one network (src/wire/relay-guard.ts)', (node) => {
       const s = relayGuardStats(node.host)
       return { dropped: s.dropped, refused_per_network: s.refusedPerNetwork }
+    })
+    figures('aap_relay_client', 'This node\'s relay client since start (src/wire/relay-client.ts): relay discovery lookups and those that failed, the wait before the next one (ms) and its restarts, reservations made, renewed, failed and lost, relays not asked (reached only over a relay, or past the bound on relays that dialed this node), relays asked again after a lost reservation, relay-named addresses not taken or forgotten, and addresses the announce filter held back at its last call', (node) => {
+      const s = relayClientStats(node.host)
+      return {
+        lookups: s.lookups, lookup_failures: s.lookupFailures, backoff_ms: s.backoffMs, backoff_resets: s.backoffResets,
+        reservations: s.reservations, renewals: s.renewals, reservations_failed: s.reservationsFailed, reservations_removed: s.reservationsRemoved,
+        candidates_refused: s.candidatesRefused, reasked: s.reasked, addrs_dropped: s.addrsDropped, addrs_forgotten: s.addrsForgotten, announce_held_back: s.announceHeldBack
+      }
     })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
     figures('aap_events_lock', 'Tasks that did not queue on a task\'s lock past its bound since start (src/events/lock-queues.ts): gossip shed, events of this node\'s runs read back from the log instead (and read-backs that failed and were tried again), sync pages refused, subscriptions that waited for it to drain and those refused after the wait, catch-up pulls that waited', (node) => {

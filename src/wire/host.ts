@@ -35,6 +35,7 @@ import { coalesceTcpWrites } from './tcp-writes.ts'
 import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
 import { AddressFilter, allowConfigured, registerFilter } from './address-filter.ts'
 import { RelayGuard } from './relay-guard.ts'
+import { RelayClient, type RelayClientStats } from './relay-client.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -126,6 +127,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   // which addresses of other peers the node keeps and dials (address-filter.ts); what the operator announced is its own
   const addresses = new AddressFilter(peerIdFromPrivateKey(opts.privateKey), { listen: [...opts.listen, ...(opts.announce ?? [])], localMesh })
   const relayGuard = new RelayGuard(localMesh)
+  const relayClient = new RelayClient()
   const config: Libp2pOptions<HostServices> = {
     privateKey: withCachedSigning(opts.privateKey),
     connectionGater: {
@@ -142,14 +144,16 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
     datastore: opts.datastore,
     addresses: {
       listen: [...opts.listen, ...(network === undefined ? [] : relayListenAddrs(network))],
-      ...(opts.announce === undefined || opts.announce.length === 0 ? {} : { announce: opts.announce })
+      ...(opts.announce === undefined || opts.announce.length === 0 ? {} : { announce: opts.announce }),
+      // bounded: relays name the circuit addresses, and a peer cannot read an identify message past 8 KiB
+      announceFilter: relayClient.announceFilter
     },
     transports: [
       ...(usesTcp ? [tcp()] : []),
       // a node that listens on TCP can dial the WebSockets addresses of others
       ...(usesTcp || usesWs ? [webSockets()] : []),
       ...(usesMemory ? [memory({ latency: opts.memoryLatencyMs ?? 0 })] : []),
-      ...(network === undefined ? [] : networkTransports())
+      ...(network === undefined ? [] : networkTransports(relayClient))
     ],
     // each decrypted message in a buffer of its own, so kept slices do not pin 64 KiB socket reads, and the
     // handshake's keys imported once (noise-crypto.ts)
@@ -222,6 +226,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
   registerFilter(created.peerId, addresses)
   relayGuard.start(created)
   relayGuards.set(created, relayGuard)
+  relayClients.set(created, relayClient)
   contactStats.set(created, contacts.stats)
   repeatStats.set(created, repeats)
   peerStoreStats.set(created, cachePeerStore(created.peerStore))
@@ -238,6 +243,12 @@ const contactStats = new WeakMap<MeshHost, ContactLivenessStats>()
 const peerStoreStats = new WeakMap<MeshHost, PeerStoreCacheStats>()
 const repeatStats = new WeakMap<MeshHost, DhtRepeatStats>()
 const relayGuards = new WeakMap<MeshHost, RelayGuard>()
+const relayClients = new WeakMap<object, RelayClient>()
+
+/** What this host's relay client looked up, reserved, refused and dropped (relay-client.ts); zeros for a host made elsewhere. */
+export function relayClientStats (host: object): RelayClientStats {
+  return relayClients.get(host)?.stats ?? new RelayClient().stats
+}
 
 /** What this host's relay guard dropped and refused (relay-guard.ts); zeros for a host made elsewhere. */
 export function relayGuardStats (host: MeshHost): RelayGuard['stats'] {

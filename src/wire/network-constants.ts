@@ -66,6 +66,49 @@ export const RELAY_HOP_TIMEOUT_MS = 15_000
 export const RELAY_RESERVATION_TIMEOUT_MS = 10_000
 /** Relays a private node reserves a slot on (one `/p2p-circuit` listen address each). */
 export const RELAY_CLIENT_RESERVATIONS = 2
+/**
+ * Reservation requests a private node has out at once (libp2p's default is
+ * 1). One at a time, each relay that never answered held the next back by
+ * RELAY_RESERVATION_TIMEOUT_MS: five such held an honest relay's back 51 s.
+ */
+export const RELAY_RESERVATION_CONCURRENCY = 2 * RELAY_CLIENT_RESERVATIONS
+/**
+ * A private node short of relays looks for them with DHT lookups for random
+ * keys (relay-client.ts): the first at once, the next after this wait, each
+ * wait double the one before up to RELAY_DISCOVERY_BACKOFF_MAX_MS. A new
+ * reservation, or a relay met that the node had not met before, starts the
+ * waits over. libp2p ran them back to back: over 200 a second with one relay
+ * in reach.
+ */
+export const RELAY_DISCOVERY_BACKOFF_MIN_MS = 1_000
+/** The longest wait between two relay discovery lookups: a relay that joins the network is found within about this. */
+export const RELAY_DISCOVERY_BACKOFF_MAX_MS = 60_000
+/** Relays remembered as met (a new one restarts the discovery waits); past this the memory starts empty again. */
+export const RELAY_CANDIDATES_SEEN_MAX = 1024
+/**
+ * Addresses of one relay a private node takes from its reservation as its
+ * own circuit addresses (relay-client.ts), the one it reached the relay on
+ * first. libp2p took all the relay named: 400 made the identify message
+ * larger than identify's 8 KiB limit, so no peer could identify the node.
+ */
+export const RELAY_ADDRS_PER_RESERVATION_MAX = 4
+/**
+ * Relay candidates that dialed the node (it holds no connection it dialed to
+ * them) a node asks for a slot at once (relay-client.ts); others wait their
+ * turn. Such a peer may never answer, and each one asked holds one of the
+ * RELAY_RESERVATION_CONCURRENCY requests for up to
+ * RELAY_RESERVATION_TIMEOUT_MS: this many leave the rest to relays the node
+ * dialed. Refusing them all (an earlier version) left an honest relay that
+ * happened to dial first unused for as long as that connection stayed open.
+ */
+export const RELAY_INBOUND_CANDIDATES_MAX = 1
+/**
+ * A reservation lost while the connection to its relay stays open (a renewal
+ * refused or unreadable) is asked for again on that relay after the relay
+ * discovery's current wait, at most this long: libp2p never asked that relay
+ * again, so one failed renewal lost the slot on it for good.
+ */
+export const RELAY_REASK_DELAY_MAX_MS = 10_000
 
 /** AutoNAT: first check of this node's addresses this long after start. */
 export const AUTONAT_STARTUP_DELAY_MS = 1_000

@@ -19,7 +19,7 @@
  * relay. Nothing above this layer sees which kind of connection it got.
  */
 import { autoNATv2 } from '@libp2p/autonat-v2'
-import { circuitRelayServer, circuitRelayTransport, type CircuitRelayService } from '@libp2p/circuit-relay-v2'
+import { circuitRelayServer, type circuitRelayTransport, type CircuitRelayService } from '@libp2p/circuit-relay-v2'
 import { dcutr } from '@libp2p/dcutr'
 import { uPnPNAT } from '@libp2p/upnp-nat'
 import { isPrivateIp } from '@libp2p/utils'
@@ -28,9 +28,10 @@ import { isPeerId, type Connection, type Libp2p } from '@libp2p/interface'
 import {
   AUTONAT_REFRESH_INTERVAL_MS, AUTONAT_STARTUP_DELAY_MS, AUTONAT_TIMEOUT_MS, DCUTR_RETRIES, DCUTR_TIMEOUT_MS,
   RELAY_CLIENT_RESERVATIONS, RELAY_CONNECTION_MAX_BYTES, RELAY_CONNECTION_MAX_DURATION_MS, RELAY_HOP_TIMEOUT_MS,
-  RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_RESERVATIONS, RELAY_MAX_STOP_STREAMS, RELAY_RESERVATION_TIMEOUT_MS,
-  RELAY_RESERVATION_TTL_MS
+  RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_RESERVATIONS, RELAY_MAX_STOP_STREAMS, RELAY_RESERVATION_CONCURRENCY,
+  RELAY_RESERVATION_TIMEOUT_MS, RELAY_RESERVATION_TTL_MS
 } from './network-constants.ts'
+import type { RelayClient } from './relay-client.ts'
 
 /** Serve relay reservations: `auto` once AutoNAT confirms a public address, `on` always, `off` never. */
 export type RelayServerMode = 'auto' | 'on' | 'off'
@@ -62,9 +63,11 @@ export function relayListenAddrs (opts: NetworkOptions): string[] {
   return opts.relayClient ? Array.from({ length: RELAY_CLIENT_RESERVATIONS }, () => '/p2p-circuit') : []
 }
 
-export function networkTransports (): Array<ReturnType<typeof circuitRelayTransport>> {
-  return [circuitRelayTransport({
+/** The relay transport, its discovery, reservations and addresses bounded by `client` (relay-client.ts). */
+export function networkTransports (client: RelayClient): Array<ReturnType<typeof circuitRelayTransport>> {
+  return [client.transport({
     reservationCompletionTimeout: RELAY_RESERVATION_TIMEOUT_MS,
+    reservationConcurrency: RELAY_RESERVATION_CONCURRENCY,
     maxInboundStopStreams: RELAY_MAX_STOP_STREAMS,
     maxOutboundStopStreams: RELAY_MAX_STOP_STREAMS
   })]

@@ -12,6 +12,8 @@ import type { Connection, Libp2p, StreamHandler } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
 import { RELAY_SERVICE, type RelayServerMode } from './network.ts'
 import { RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_STOP_STREAMS } from './network-constants.ts'
+import { relayClientStats } from './host.ts'
+import type { RelayClientStats } from './relay-client.ts'
 
 export interface ReachabilityState {
   /** The node announces a public address (verified by AutoNAT, or announced by the operator). */
@@ -54,6 +56,11 @@ export class Reachability {
 
   get current (): ReachabilityState {
     return { ...this.state }
+  }
+
+  /** What the relay client looked up, reserved, refused and dropped since start (relay-client.ts): failed and lost reservations among them. */
+  get relayClient (): RelayClientStats {
+    return { ...relayClientStats(this.host) }
   }
 
   onChange (listener: (s: ReachabilityState) => void): void {
