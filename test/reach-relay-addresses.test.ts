@@ -7,27 +7,18 @@
  * only: the named addresses are 127.x ports nobody dials.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { noise } from '@chainsafe/libp2p-noise'
-import { yamux } from '@chainsafe/libp2p-yamux'
-import { identify } from '@libp2p/identify'
-import { tcp } from '@libp2p/tcp'
-import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
-import { pbStream } from '@libp2p/utils'
 import { multiaddr } from '@multiformats/multiaddr'
-import { createLibp2p, type Libp2p } from 'libp2p'
-// the hop protocol's messages (not exported by the package)
-import { HopMessage, Status } from '../node_modules/@libp2p/circuit-relay-v2/dist/src/pb/index.js'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { Libp2p } from 'libp2p'
+import type { MeshNode } from '../src/node.ts'
 import { relayClientStats } from '../src/wire/host.ts'
 import { RELAY_ADDRS_PER_RESERVATION_MAX } from '../src/wire/network-constants.ts'
 import { RelayClient } from '../src/wire/relay-client.ts'
+import { RelayLab } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
-const hosts: Libp2p[] = []
+const lab = new RelayLab()
 
 /**
  * A relay that answers every RESERVE with OK and `count` addresses of its own choosing (fresh ones at each renewal with
@@ -35,45 +26,20 @@ const hosts: Libp2p[] = []
  * (1 s could be past by the time the node read the reply: the store then drops the reservation).
  */
 async function namingRelay (count: number, fresh = false, shortLived = fresh): Promise<{ h: Libp2p, reserves: () => number }> {
-  const h = await createLibp2p({
-    addresses: { listen: ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [tcp()],
-    connectionEncrypters: [noise()],
-    streamMuxers: [yamux()],
-    services: { identify: identify() }
-  })
-  hosts.push(h)
-  let reserves = 0
-  await h.handle(RELAY_V2_HOP_CODEC, async (stream) => {
-    const hop = pbStream(stream).pb(HopMessage)
-    const req = await hop.read()
-    if (req.type !== HopMessage.Type.RESERVE) { stream.abort(new Error('only RESERVE here')); return }
-    reserves++
-    const round = reserves
-    const addrs = Array.from({ length: count }, (_, i) => multiaddr(fresh
+  return lab.reservingPeer((round, h) => ({
+    ttlSeconds: shortLived ? 5 : 3600,
+    addrs: Array.from({ length: count }, (_, i) => multiaddr(fresh
       ? `/ip4/127.${(round >> 8) & 255}.${round & 255}.${1 + (i >> 8)}/tcp/${20000 + (i & 255)}/p2p/${h.peerId.toString()}`
       : `/ip4/127.0.0.1/tcp/${20000 + i}/p2p/${h.peerId.toString()}`).bytes)
-    await hop.write({ type: HopMessage.Type.STATUS, status: Status.OK, reservation: { expire: BigInt(Math.floor(Date.now() / 1000) + (shortLived ? 5 : 3600)), addrs } })
-    await stream.close()
-  }, { runOnLimitedConnection: true })
-  return { h, reserves: () => reserves }
+  }))
 }
 
 async function meshNode (relayClient: boolean): Promise<MeshNode> {
-  const n = await createMeshNode({
-    listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(),
-    ...(relayClient ? { network: { relayServer: 'off' as const, relayClient: true, upnp: false } } : {})
-  })
-  await n.start()
-  nodes.push(n)
-  return n
+  return lab.node(relayClient ? { relayServer: 'off', relayClient: true } : undefined)
 }
 
 describe('the addresses a relay names', () => {
-  afterAll(async () => {
-    await Promise.all(nodes.map(async n => n.stop()))
-    await Promise.all(hosts.map(async h => h.stop()))
-  })
+  afterAll(async () => { await lab.stop() })
 
   it('takes at most RELAY_ADDRS_PER_RESERVATION_MAX of them, and peers can still identify the node', async () => {
     const H = await namingRelay(400)

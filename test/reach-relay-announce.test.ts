@@ -8,19 +8,18 @@
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { multiaddr } from '@multiformats/multiaddr'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
 import { relayClientStats } from '../src/wire/host.ts'
 import { RELAY_ADDRS_PER_RESERVATION_MAX } from '../src/wire/network-constants.ts'
 import { RelayClient } from '../src/wire/relay-client.ts'
+import { RelayLab } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
+const lab = new RelayLab()
 /** Interface addresses of a busy host: more than the 32 the earlier filter announced in all. */
 const IFACES = 40
 
 describe('the announced addresses of a private node', () => {
-  afterAll(async () => { await Promise.all(nodes.map(async n => n.stop())) })
+  afterAll(async () => { await lab.stop() })
 
   it('keep every direct address, public ones after the interfaces, and RELAY_ADDRS_PER_RESERVATION_MAX circuit ones per relay', () => {
     const self = '12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK'
@@ -36,13 +35,9 @@ describe('the announced addresses of a private node', () => {
   })
 
   it('include its circuit address when it listens on many interfaces', async () => {
-    const R = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), network: { relayServer: 'on', relayClient: false, upnp: false } })
-    await R.start()
-    nodes.push(R)
+    const R = await lab.node({ relayServer: 'on', relayClient: false })
     const listen = Array.from({ length: IFACES }, (_, i) => `/ip4/127.0.1.${i + 1}/tcp/0`)
-    const P = await createMeshNode({ listen, localMesh: true, logger: silentLogger(), network: { relayServer: 'off', relayClient: true, upnp: false } })
-    await P.start()
-    nodes.push(P)
+    const P = await lab.node({ relayServer: 'off', relayClient: true }, { listen })
     await P.join(R.addresses)
     await until(() => relayClientStats(P.host).reservations >= 1, 'P to reserve on R', 30_000)
     await until(() => P.host.getMultiaddrs().some(a => a.toString().includes(`/p2p/${R.host.peerId.toString()}/p2p-circuit`)), 'P to announce its circuit address through R', 30_000)

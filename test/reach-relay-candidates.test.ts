@@ -8,47 +8,26 @@
  * node. Loopback only.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { noise } from '@chainsafe/libp2p-noise'
-import { yamux } from '@chainsafe/libp2p-yamux'
-import { identify } from '@libp2p/identify'
-import { tcp } from '@libp2p/tcp'
-import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
-import { createLibp2p, type Libp2p } from 'libp2p'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { Libp2p } from 'libp2p'
+import type { MeshNode } from '../src/node.ts'
 import { relayClientStats } from '../src/wire/host.ts'
 import { RELAY_INBOUND_CANDIDATES_MAX, RELAY_RESERVATION_CONCURRENCY } from '../src/wire/network-constants.ts'
+import { RelayLab, type RelayRoles } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
-const hosts: Libp2p[] = []
-
-async function meshNode (network: { relayServer: 'on' | 'off', relayClient: boolean }): Promise<MeshNode> {
-  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), network: { ...network, upnp: false } })
-  await n.start()
-  nodes.push(n)
-  return n
-}
+const lab = new RelayLab()
+const meshNode = async (roles: RelayRoles): Promise<MeshNode> => lab.node(roles)
 
 /** A peer that speaks the hop protocol and answers nothing; `opened` counts the requests it got, `ended` those their sender gave up on. */
 async function silentRelay (counts: { opened: number, ended: number }): Promise<Libp2p> {
-  const h = await createLibp2p({
-    addresses: { listen: ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [tcp()], connectionEncrypters: [noise()], streamMuxers: [yamux()], services: { identify: identify() }
-  })
-  hosts.push(h)
-  await h.handle(RELAY_V2_HOP_CODEC, (stream) => {
+  return lab.hopPeer((stream) => {
     counts.opened++
     stream.addEventListener('close', () => { counts.ended++ })
-  }, { runOnLimitedConnection: true })
-  return h
+  })
 }
 
 describe('relay candidates', () => {
-  afterAll(async () => {
-    await Promise.all(hosts.map(async h => h.stop()))
-    await Promise.all(nodes.map(async n => n.stop()))
-  })
+  afterAll(async () => { await lab.stop() })
 
   it('that dialed the node are asked RELAY_INBOUND_CANDIDATES_MAX at once, so they do not hold back a relay the node dialed', async () => {
     const R = await meshNode({ relayServer: 'on', relayClient: false })

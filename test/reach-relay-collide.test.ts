@@ -8,53 +8,23 @@
  * The address the node reached a relay on is that relay's. Loopback only.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { noise } from '@chainsafe/libp2p-noise'
-import { yamux } from '@chainsafe/libp2p-yamux'
-import { identify } from '@libp2p/identify'
-import { tcp } from '@libp2p/tcp'
-import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
-import { pbStream } from '@libp2p/utils'
 import { multiaddr } from '@multiformats/multiaddr'
-import { createLibp2p, type Libp2p } from 'libp2p'
-// the hop protocol's messages (not exported by the package)
-import { HopMessage, Status } from '../node_modules/@libp2p/circuit-relay-v2/dist/src/pb/index.js'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { Libp2p } from 'libp2p'
+import type { MeshNode } from '../src/node.ts'
 import { relayClientStats } from '../src/wire/host.ts'
+import { RelayLab, type RelayRoles } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
-const hosts: Libp2p[] = []
-
-async function meshNode (network: { relayServer: 'on' | 'off', relayClient: boolean }): Promise<MeshNode> {
-  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), network: { ...network, upnp: false } })
-  await n.start()
-  nodes.push(n)
-  return n
-}
+const lab = new RelayLab()
+const meshNode = async (roles: RelayRoles): Promise<MeshNode> => lab.node(roles)
 
 /** A relay that grants every reservation naming `named` (host and port, no peer id) as its own addresses. */
 async function impostor (named: string[]): Promise<Libp2p> {
-  const h = await createLibp2p({
-    addresses: { listen: ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [tcp()], connectionEncrypters: [noise()], streamMuxers: [yamux()], services: { identify: identify() }
-  })
-  hosts.push(h)
-  await h.handle(RELAY_V2_HOP_CODEC, async (stream) => {
-    const hop = pbStream(stream).pb(HopMessage)
-    await hop.read()
-    const addrs = named.map(a => multiaddr(`${a}/p2p/${h.peerId.toString()}`).bytes)
-    await hop.write({ type: HopMessage.Type.STATUS, status: Status.OK, reservation: { expire: BigInt(Math.floor(Date.now() / 1000) + 3600), addrs } })
-    await stream.close()
-  }, { runOnLimitedConnection: true })
-  return h
+  return (await lab.reservingPeer((_round, h) => ({ ttlSeconds: 3600, addrs: named.map(a => multiaddr(`${a}/p2p/${h.peerId.toString()}`).bytes) }))).h
 }
 
 describe('a relay naming another relay\'s address', () => {
-  afterAll(async () => {
-    await Promise.all(nodes.map(async n => n.stop()))
-    await Promise.all(hosts.map(async h => h.stop()))
-  })
+  afterAll(async () => { await lab.stop() })
 
   it('does not cost that relay the address the node reached it on', async () => {
     const R = await meshNode({ relayServer: 'on', relayClient: false })

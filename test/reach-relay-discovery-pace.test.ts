@@ -8,20 +8,15 @@
  * Loopback only.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { MeshNode } from '../src/node.ts'
 import { relayClientStats } from '../src/wire/host.ts'
 import { RELAY_DISCOVERY_BACKOFF_MIN_MS } from '../src/wire/network-constants.ts'
+import { RelayLab, type RelayRoles } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
+const lab = new RelayLab()
 
-async function node (network: { relayServer: 'on' | 'off', relayClient: boolean }): Promise<MeshNode> {
-  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), network: { ...network, upnp: false } })
-  await n.start()
-  nodes.push(n)
-  return n
-}
+const node = async (roles: RelayRoles): Promise<MeshNode> => lab.node(roles)
 
 /** Counts the DHT lookups `n` runs from now on. */
 function countLookups (n: MeshNode): () => number {
@@ -44,7 +39,7 @@ const LOOKUPS_MAX = STEPS + 1
 const OTHER_DIALS_MAX = 4
 
 describe('relay discovery while short of relays', () => {
-  afterAll(async () => { await Promise.all(nodes.map(async n => n.stop())) })
+  afterAll(async () => { await lab.stop() })
 
   it('waits longer between lookups when the one relay in reach is all it can get', async () => {
     const R = await node({ relayServer: 'on', relayClient: false })

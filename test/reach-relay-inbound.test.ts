@@ -8,21 +8,16 @@
  * asked at once. Loopback only.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { MeshNode } from '../src/node.ts'
 import { relayClientStats } from '../src/wire/host.ts'
+import { RelayLab, type RelayRoles } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
-async function meshNode (network: { relayServer: 'on' | 'off', relayClient: boolean }): Promise<MeshNode> {
-  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), network: { ...network, upnp: false } })
-  await n.start()
-  nodes.push(n)
-  return n
-}
+const lab = new RelayLab()
+const meshNode = async (roles: RelayRoles): Promise<MeshNode> => lab.node(roles)
 
 describe('a relay that dialed the node', () => {
-  afterAll(async () => { await Promise.all(nodes.map(async n => n.stop())) })
+  afterAll(async () => { await lab.stop() })
 
   it('is asked for a slot over its connection', async () => {
     const R = await meshNode({ relayServer: 'on', relayClient: false })

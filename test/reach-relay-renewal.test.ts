@@ -9,63 +9,31 @@
  * RELAY_REASK_DELAY_MAX_MS. Loopback only.
  */
 import { afterAll, describe, expect, it } from 'vitest'
-import { noise } from '@chainsafe/libp2p-noise'
-import { yamux } from '@chainsafe/libp2p-yamux'
-import { identify } from '@libp2p/identify'
-import { tcp } from '@libp2p/tcp'
-import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
-import { pbStream } from '@libp2p/utils'
 import { multiaddr } from '@multiformats/multiaddr'
-import { createLibp2p, type Libp2p } from 'libp2p'
-// the hop protocol's messages (not exported by the package)
-import { HopMessage, Status } from '../node_modules/@libp2p/circuit-relay-v2/dist/src/pb/index.js'
-import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { silentLogger } from '../src/logger.ts'
+import type { Libp2p } from 'libp2p'
 import { relayClientStats } from '../src/wire/host.ts'
+import { RelayLab } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
 
-const nodes: MeshNode[] = []
-const hosts: Libp2p[] = []
+const lab = new RelayLab()
 
 /**
  * A relay that answers its second RESERVE badly (`mode`) and every other one with OK; its reservations expire
  * in 5 s, so libp2p renews them at its shortest, every 30 s.
  */
 async function hiccupRelay (mode: 'refuse' | 'expired'): Promise<{ h: Libp2p, reserves: () => number }> {
-  const h = await createLibp2p({
-    addresses: { listen: ['/ip4/127.0.0.1/tcp/0'] },
-    transports: [tcp()], connectionEncrypters: [noise()], streamMuxers: [yamux()], services: { identify: identify() }
-  })
-  hosts.push(h)
-  let reserves = 0
-  await h.handle(RELAY_V2_HOP_CODEC, async (stream) => {
-    const hop = pbStream(stream).pb(HopMessage)
-    await hop.read()
-    reserves++
-    const now = Math.floor(Date.now() / 1000)
-    if (reserves === 2 && mode === 'refuse') {
-      await hop.write({ type: HopMessage.Type.STATUS, status: Status.RESERVATION_REFUSED })
-    } else {
-      const expire = reserves === 2 ? now - 1 : now + 5
-      await hop.write({ type: HopMessage.Type.STATUS, status: Status.OK, reservation: { expire: BigInt(expire), addrs: [multiaddr(`/ip4/127.0.0.1/tcp/${20000 + reserves}/p2p/${h.peerId.toString()}`).bytes] } })
-    }
-    await stream.close()
-  }, { runOnLimitedConnection: true })
-  return { h, reserves: () => reserves }
+  return lab.reservingPeer((round, h) => round === 2 && mode === 'refuse'
+    ? 'refuse'
+    : { ttlSeconds: round === 2 ? -1 : 5, addrs: [multiaddr(`/ip4/127.0.0.1/tcp/${20000 + round}/p2p/${h.peerId.toString()}`).bytes] })
 }
 
 describe('a failed renewal', () => {
-  afterAll(async () => {
-    await Promise.all(nodes.map(async n => n.stop()))
-    await Promise.all(hosts.map(async h => h.stop()))
-  })
+  afterAll(async () => { await lab.stop() })
 
   for (const mode of ['refuse', 'expired'] as const) {
     it(`is followed by a new reservation on the relay still connected (${mode})`, async () => {
       const H = await hiccupRelay(mode)
-      const P = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger(), network: { relayServer: 'off', relayClient: true, upnp: false } })
-      await P.start()
-      nodes.push(P)
+      const P = await lab.node({ relayServer: 'off', relayClient: true })
       await P.join(H.h.getMultiaddrs().map(a => a.toString()))
       await until(() => relayClientStats(P.host).reservations >= 1, 'the first reservation')
       await until(() => relayClientStats(P.host).reservationsRemoved >= 1, 'the failed renewal to drop the reservation', 60_000)
