@@ -31,16 +31,14 @@ import {
 import { peerIdFromString } from '@libp2p/peer-id'
 import { AapError, InvalidRequestError, InvalidTransitionError } from '../src/errors.ts'
 import { correlationPage, isSyncCorrelationRequest, isSyncRunRequest, runPage, type SyncResponse } from '../src/events/sync.ts'
-import { newRunId, signEvent } from '../src/runlog/event.ts'
-import type { RunTicket } from '../src/runlog/ticket.ts'
+import { signEvent } from '../src/runlog/event.ts'
 import type { AgentEvent, Run } from '../src/runlog/types.ts'
-import { runOfTicket } from '../src/runs/admission.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from '../src/runs/messages.ts'
 import { nestedCallLimit } from '../src/runs/protocols.ts'
 import type { DelegationPolicy } from '../src/runs/types.ts'
 import { method, serve, type CallContext } from '../src/wire/rpc.ts'
 import type { ConformanceReport } from '../src/conformance/runner.ts'
-import { expectExactFailures, kitRuns, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
+import { expectExactFailures, kitRuns, refuseThenRun, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
 
 type Breakage = 'cancel-no-correlation' | 'cancel-no-event' | 'wrong-control' | 'unknown-agent-code' | 'refuse-then-run' | 'handoff-ends-failed'
 
@@ -163,22 +161,7 @@ async function breakTarget (t: Target, b: Breakage): Promise<void> {
   const x = (t.node.runs as unknown as { executor: Inside }).executor
   switch (b) {
     case 'refuse-then-run': {
-      const original = x.policy!
-      t.node.runs.setPolicy(async (req) => {
-        const said = await original(req)
-        if (said !== undefined) {
-          // the refusal is answered, and the run is created all the same a moment later
-          setTimeout(() => {
-            const run = runOfTicket({
-              run_id: newRunId(t.node.agentId), executor: t.node.agentId, correlation_id: req.task_id, capability: req.capability,
-              parent_run: null, handoff_from: null, delegator: req.from, authorized: []
-            } as unknown as RunTicket)
-            x.create(run, { delegator: req.from, capability: req.capability, parent_run: null, input: req.input }, undefined)
-              .catch((err: unknown) => { lateCreateErrors.push(String(err)) })
-          }, 300)
-        }
-        return said
-      })
+      refuseThenRun(t, lateCreateErrors)
       return
     }
     case 'cancel-no-correlation':

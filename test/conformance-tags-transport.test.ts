@@ -25,23 +25,14 @@ import { issueCard, type AgentCard } from '../src/card/card.ts'
 import { isGetHeldCardsRequest } from '../src/card/held-cards.ts'
 import { CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL } from '../src/constants.ts'
 import { correlationPage, isSyncCorrelationRequest, isSyncRunRequest, runPage, type SyncResponse } from '../src/events/sync.ts'
-import { newRunId, signEvent } from '../src/runlog/event.ts'
-import type { RunTicket } from '../src/runlog/ticket.ts'
-import type { AgentEvent, Run } from '../src/runlog/types.ts'
-import { runOfTicket } from '../src/runs/admission.ts'
-import type { DelegationPolicy } from '../src/runs/types.ts'
+import { signEvent } from '../src/runlog/event.ts'
+import type { AgentEvent } from '../src/runlog/types.ts'
 import { schema } from '../src/schema/validate.ts'
 import { method, serve } from '../src/wire/rpc.ts'
 import type { ConformanceReport } from '../src/conformance/runner.ts'
-import { expectExactFailures, kitRuns, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
+import { expectExactFailures, kitRuns, refuseThenRun, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
 
 type Case = 'correct-tagged' | 'tag-not-announced' | 'held-cards-any-key' | 'capability-transport' | 'late-run-hidden'
-
-/** The parts of the run service a breakage reuses (private in the product). */
-interface Inside {
-  create: (run: Run, startedPayload: Record<string, unknown>, idem: undefined) => Promise<Run>
-  policy: DelegationPolicy | undefined
-}
 
 /** The parts of discovery a breakage reuses (private in the product). */
 interface DiscoveryInside {
@@ -145,23 +136,7 @@ async function prepare (t: Target, c: Case): Promise<void> {
       })))
       return
     case 'late-run-hidden': {
-      const x = (t.node.runs as unknown as { executor: Inside }).executor
-      const original = x.policy!
-      t.node.runs.setPolicy(async (req) => {
-        const said = await original(req)
-        if (said !== undefined) {
-          // the refusal is answered, and the run is created all the same a moment later
-          setTimeout(() => {
-            const run = runOfTicket({
-              run_id: newRunId(t.node.agentId), executor: t.node.agentId, correlation_id: req.task_id, capability: req.capability,
-              parent_run: null, handoff_from: null, delegator: req.from, authorized: []
-            } as unknown as RunTicket)
-            x.create(run, { delegator: req.from, capability: req.capability, parent_run: null, input: req.input }, undefined)
-              .catch((err: unknown) => { lateCreateErrors.push(String(err)) })
-          }, 300)
-        }
-        return said
-      })
+      refuseThenRun(t, lateCreateErrors)
       // read by correlation, the refused task's records come with a signature that does not verify
       await reserveEvents(t, async (events, byCorrelation) => events.map(e => byCorrelation && e.correlation_id.endsWith('-refuse') ? { ...e, signature: `${e.signature.slice(0, -4)}AAAA` } : e))
     }
