@@ -40,10 +40,10 @@ describe('A2A inbound: the task metadata names the run that carries the task', (
     worker.runs.handle(ECHO, async (ctx) => ({ echo: ctx.input }))
     worker.runs.handle(ASK, async (ctx) => {
       const go = new Promise<void>(resolve => { handOff.set(ctx.run.correlation_id, resolve) })
-      // the run is handed off while blocked: the wait for a resolution then rejects, which is expected here
+      // the run is handed off while blocked (by its delegator: handOffBlocked): the wait for a resolution then
+      // rejects, which is expected here
       ctx.block('a human or the specialist', `cp-${ctx.run.correlation_id}`).catch((err: unknown) => { unanswered.push(err) })
       await go
-      await ctx.handoff(specialist.agentId, { note: 'over to you', input: ctx.input })
       return undefined
     })
     specialist.runs.handle(ASK, async (ctx) => {
@@ -62,6 +62,12 @@ describe('A2A inbound: the task metadata names the run that carries the task', (
     await stopAll(nodes)
   })
 
+  /** The blocked run handed off by its delegator, the gateway's node (its executor may not hand off a blocked run); then its handler is let go. */
+  async function handOffBlocked (runId: string, correlation: string, input: Record<string, unknown>): Promise<void> {
+    await gateway.handoff(runId, specialist.agentId, { note: 'over to you', input })
+    handOff.get(correlation)?.()
+  }
+
   it('a task\'s metadata keeps naming its run, executing agent, capability and correlation after its updates', async () => {
     const done = asTask(await client.sendMessage(send(ECHO, { a: 1 })))
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
@@ -74,7 +80,7 @@ describe('A2A inbound: the task metadata names the run that carries the task', (
     const task = asTask(await client.sendMessage(send(ASK, { order: 1 }, 'corr-meta-handoff')))
     expect(task.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
     const first = runIdOf(task)
-    handOff.get('corr-meta-handoff')?.()
+    await handOffBlocked(first, 'corr-meta-handoff', { order: 1 })
     await until(async () => (await client.getTask({ tenant: '', id: task.id })).status?.state === TaskState.TASK_STATE_COMPLETED, 'the next run to complete the task')
     const next = (await gateway.getRun(first)).handoff_to
     expect(next?.agent_id).toBe(specialist.agentId)
@@ -87,7 +93,7 @@ describe('A2A inbound: the task metadata names the run that carries the task', (
     const first = runIdOf(task)
     const stream = client.resubscribeTask({ tenant: '', id: task.id })
     expect((await stream.next()).done).toBe(false)
-    handOff.get('corr-meta-cancel')?.()
+    await handOffBlocked(first, 'corr-meta-cancel', { hold: true })
     // the handoff reaches the task: cancel at once
     for await (const ev of stream) {
       const p = ev.payload

@@ -1,9 +1,10 @@
 /**
- * A2A tasks waiting for input whose blocked runs their executor ends, with
- * the watch in place, driven with the official @a2a-js/sdk client: the
- * executor failing the run ends the task FAILED with the failure, and the
- * executor handing the run off to another agent keeps the task WORKING and
- * follows the next run to its output.
+ * A2A tasks waiting for input whose blocked runs end without an answer from
+ * the A2A client, with the watch in place, driven with the official
+ * @a2a-js/sdk client: the executor failing the run ends the task FAILED with
+ * the failure, and the run handed off to another agent (by its delegator,
+ * the gateway's node: an executor may not hand off a blocked run) keeps the
+ * task WORKING and follows the next run to its output.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
@@ -21,7 +22,7 @@ const ASK = { capability_id: 'cap:ask-then-decide', version: '1.0.0' }
 
 type Move = 'fail' | 'handoff'
 
-describe('A2A inbound: the executor ends a run its task waits on', () => {
+describe('A2A inbound: a run its task waits on ends without the A2A client', () => {
   let nodes: MeshNode[] = []
   let worker: MeshNode, specialist: MeshNode, gateway: MeshNode
   let a2a: A2aServer
@@ -38,9 +39,9 @@ describe('A2A inbound: the executor ends a run its task waits on', () => {
       const move = new Promise<Move>(resolve => { moves.set(ctx.run.correlation_id, resolve) })
       // the run ends while blocked: the wait for a resolution then rejects, which is expected here
       ctx.block('needs a human yes', `cp-${ctx.run.correlation_id}`).catch((err: unknown) => { unanswered.push(err) })
-      // the test moves once the A2A task waits for input, so the block is in by then
+      // the test moves once the A2A task waits for input, so the block is in by then; a handoff is its delegator's,
+      // made by the test before it lets the handler go
       if (await move === 'fail') await ctx.fail('no human answered in time')
-      else await ctx.handoff(specialist.agentId, { note: 'the specialist decides', input: ctx.input })
       return undefined
     })
     specialist.runs.handle(ASK, async (ctx) => ({ decided_by: 'specialist', context: ctx.handedOff?.context ?? null }))
@@ -84,9 +85,10 @@ describe('A2A inbound: the executor ends a run its task waits on', () => {
     await until(() => handler.runs.get(task.id) === undefined, 'the watch of the failed task to go')
   })
 
-  it('the executor handing the blocked run off keeps the task WORKING, then the next run\'s output completes it', async () => {
+  it('the blocked run handed off by its delegator keeps the task WORKING, then the next run\'s output completes it', async () => {
     const { task, streamed } = await waiting('corr-exec-handoff')
     const first = runIdOf(task)
+    await gateway.handoff(first, specialist.agentId, { note: 'the specialist decides', input: { order: 'corr-exec-handoff' } })
     moves.get('corr-exec-handoff')?.('handoff')
     const states = (await streamed).map(stateOf).filter(s => s !== undefined)
     expect(states.slice(1)).toContain(TaskState.TASK_STATE_WORKING)
