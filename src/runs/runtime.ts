@@ -36,6 +36,7 @@ import type { RunSlots } from './slots.ts'
 import { inSpan, parentOf } from './trace.ts'
 import type { ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, ResumeOptions, RunEventListener, RunHandler } from './types.ts'
+import { checkpointMismatchError } from './state-machine.ts'
 
 export type { Conversation, DelegateRequest, DelegationPolicy, ResumeOptions, RunContext, RunEventListener, RunHandler, TurnView } from './types.ts'
 export { isRun } from './messages.ts'
@@ -404,12 +405,7 @@ export class Runs {
    */
   private async resumeOlder (runId: string, resolution: Record<string, unknown>, checkpointId: string, opts: CallOptions): Promise<Run> {
     const run = await this.control(runId, 'get_run', { run_id: runId }, opts)
-    if (run.state !== 'blocked' || run.checkpoint_id !== checkpointId) {
-      const open = run.state === 'blocked' ? run.checkpoint_id : null
-      throw new InvalidTransitionError(`cannot resume run ${runId} with an answer to checkpoint ${checkpointId}: ${open === null ? `it is ${run.state}, blocked on no checkpoint` : `it is blocked on checkpoint ${open}`}`, {
-        run_id: runId, state: run.state, command: 'resume', reason: 'checkpoint_mismatch', checkpoint_id: checkpointId, open_checkpoint_id: open
-      })
-    }
+    if (run.state !== 'blocked' || run.checkpoint_id !== checkpointId) throw checkpointMismatchError(run, checkpointId)
     this.log.info({ run_id: runId, checkpoint_id: checkpointId }, 'the executor predates resumes that name their checkpoint: resumed after reading it is still blocked on it')
     return this.control(runId, 'resume', resumeBody(runId, resolution), opts)
   }

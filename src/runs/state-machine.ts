@@ -87,14 +87,15 @@ function logFull (run: Run, command: RunCommand): TransitionOutcome | undefined 
  * run is not blocked on. Only the run's owners get here, and they may read the
  * run anyway, so the open checkpoint (null when none is) is named for them.
  */
-function checkpointMismatch (run: Run, answered: string): TransitionOutcome {
+export function checkpointMismatchError (run: Run, answered: string): InvalidTransitionError {
   const open = run.state === 'blocked' ? run.checkpoint_id : null
-  return {
-    ok: false,
-    error: new InvalidTransitionError(`cannot resume run ${run.run_id} with an answer to checkpoint ${answered}: ${open === null ? `it is ${run.state}, blocked on no checkpoint` : `it is blocked on checkpoint ${open}`}`, {
-      run_id: run.run_id, state: run.state, command: 'resume', reason: 'checkpoint_mismatch', checkpoint_id: answered, open_checkpoint_id: open
-    })
-  }
+  return new InvalidTransitionError(`cannot resume run ${run.run_id} with an answer to checkpoint ${answered}: ${open === null ? `it is ${run.state}, blocked on no checkpoint` : `it is blocked on checkpoint ${open}`}`, {
+    run_id: run.run_id, state: run.state, command: 'resume', reason: 'checkpoint_mismatch', checkpoint_id: answered, open_checkpoint_id: open
+  })
+}
+
+function checkpointMismatch (run: Run, answered: string): TransitionOutcome {
+  return { ok: false, error: checkpointMismatchError(run, answered) }
 }
 
 function unauthorized (run: Run, command: RunCommand, actor: Actor): TransitionOutcome {

@@ -35,7 +35,7 @@ import { coalesceTcpWrites } from './tcp-writes.ts'
 import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
 import { AddressFilter, allowConfigured, registerFilter } from './address-filter.ts'
 import { RelayGuard } from './relay-guard.ts'
-import { RelayClient, type RelayClientStats } from './relay-client.ts'
+import { NO_RELAY_CLIENT_STATS, RelayClient, type RelayClientStats } from './relay-client.ts'
 import './lp-decoder.ts'
 import './yamux-window.ts'
 
@@ -246,8 +246,8 @@ const relayGuards = new WeakMap<MeshHost, RelayGuard>()
 const relayClients = new WeakMap<object, RelayClient>()
 
 /** What this host's relay client looked up, reserved, refused and dropped (relay-client.ts); zeros for a host made elsewhere. */
-export function relayClientStats (host: object): RelayClientStats {
-  return relayClients.get(host)?.stats ?? new RelayClient().stats
+export function relayClientStats (host: object): Readonly<RelayClientStats> {
+  return relayClients.get(host)?.stats ?? NO_RELAY_CLIENT_STATS
 }
 
 /** What this host's relay guard dropped and refused (relay-guard.ts); zeros for a host made elsewhere. */

@@ -213,11 +213,14 @@ interface AddressPlan {
   via?: string
 }
 
+/** A relay client's counters before it has done anything: what a host without one reports. */
+export const NO_RELAY_CLIENT_STATS: Readonly<RelayClientStats> = Object.freeze({
+  lookups: 0, lookupFailures: 0, backoffMs: 0, backoffResets: 0, reservations: 0, renewals: 0, reservationsFailed: 0, reservationsRemoved: 0,
+  candidatesRefused: 0, reasked: 0, addrsDropped: 0, addrsForgotten: 0, announceHeldBack: 0
+})
+
 export class RelayClient {
-  readonly stats: RelayClientStats = {
-    lookups: 0, lookupFailures: 0, backoffMs: 0, backoffResets: 0, reservations: 0, renewals: 0, reservationsFailed: 0, reservationsRemoved: 0,
-    candidatesRefused: 0, reasked: 0, addrsDropped: 0, addrsForgotten: 0, announceHeldBack: 0
-  }
+  readonly stats: RelayClientStats = { ...NO_RELAY_CLIENT_STATS }
 
   /** The circuit addresses (with /p2p-circuit) the node keeps per relay, by relay peer id. */
   private readonly kept = new Map<string, Multiaddr[]>()
