@@ -68,10 +68,11 @@ export const CLIENT_CHECK: Check = {
     s.evidence.runs.push(run.run_id)
     await s.track(run.run_id, d)
     expect(run.state === 'running' && run.correlation_id === task, `the API's handle: ${run.state}, ${run.correlation_id}`)
-    const blocked = await viaApi(s, 'block', l2.block(run.run_id, 'checkpoint raised through the API', `cp-${s.kit.nonce}-api`, call))
+    const checkpoint = `cp-${s.kit.nonce}-api`
+    const blocked = await viaApi(s, 'block', l2.block(run.run_id, 'checkpoint raised through the API', checkpoint, call))
     expect(blocked.state === 'blocked', `after block: ${blocked.state}`)
     const resolution = { decision: 'approve', via: 'MeshNode.resume' }
-    const resumed = await viaApi(s, 'resume', l2.resume(run.run_id, resolution, call))
+    const resumed = await viaApi(s, 'resume', l2.resume(run.run_id, resolution, { ...call, checkpointId: checkpoint }))
     expect(resumed.state === 'running', `after resume: ${resumed.state}`)
     const next = await viaApi(s, 'handoff', d.handoff(run.run_id, receiver.agentId, { why: 'handoff through the API' }, { ...call, follow: false }))
     s.kit.expected.set(next.run_id, task)
@@ -86,7 +87,7 @@ export const CLIENT_CHECK: Check = {
     s.evidence.runs.push(b.run_id)
     await s.track(b.run_id, d)
     await untilState(s, d, b.run_id, 'blocked')
-    await viaApi(s, 'resume', d.resume(b.run_id, resolution, call))
+    await viaApi(s, 'resume', d.resume(b.run_id, resolution, { ...call, checkpointId: 'cp-api' }))
     const done = await untilState(s, d, b.run_id, 'completed')
     expect(deepEqual(done.output?.resolution, resolution), `the agent got ${JSON.stringify(done.output ?? null)}`)
     const c = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-c`, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' } }, { ...call, follow: false }))

@@ -351,7 +351,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       step = 'block, resume'
       await driver.node.block(run.run_id, 'needs approval', checkpointOf(taskId))
       const resolution = { approved: true, reviewer: `human-${i}` }
-      await driver.node.resume(run.run_id, resolution)
+      // the resolution answers this checkpoint, and no later one the run may have raised meanwhile
+      await driver.node.resume(run.run_id, resolution, { checkpointId: checkpointOf(taskId) })
       await waitFor('resumed progress, told of the checkpoint', e => e.run_id === run.run_id && e.type === 'run.progress' && e.payload.phase === 'resumed' && e.payload.raised_by === driver.node.agentId)
 
       // ownership.transfer -> handoff
