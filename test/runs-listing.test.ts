@@ -33,7 +33,7 @@ import { RunStore } from '../src/runs/store.ts'
 import { apiDocument } from '../src/api/openapi.ts'
 import { raw } from './api-helpers.ts'
 import { cli } from './cli-helpers.ts'
-import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
+import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const EXECUTING = 8_000
 const DELEGATED = 2_000
@@ -101,7 +101,7 @@ describe('listing runs from the run index', () => {
   let level: Datastore & { close?: () => Promise<void> }
   const spy: ReadSpy = { reads: 0 }
   /** Every run B lists, as the test wrote (or delegated) it. */
-  const expected = new Map<string, { side: 'executing' | 'delegated', run: Run }>()
+  const expected = new Map<string, { side: 'executing' | 'delegated', run: Run, late?: boolean }>()
   let others: string[] = []
   let api: ApiServer
   let token: string
@@ -160,7 +160,7 @@ describe('listing runs from the run index', () => {
       const cap = caps[i % caps.length] as CapabilityRef
       // executing runs end up blocked, completed or failed (a restart would fail running ones)
       const final: RunState = i % 16 === 0 ? 'blocked' : i % 3 === 0 ? 'failed' : 'completed'
-      // two runs per millisecond: equal creation times are ordered by run id
+      // created_at of the test's own, two runs to a millisecond: the index orders runs by when this node stored them
       const at = iso(BASE_MS + Math.floor(i / 2))
       const run: Run = {
         run_id: `${B.agentId}:bulk-${i}`,
@@ -192,6 +192,11 @@ describe('listing runs from the run index', () => {
       })())
       if (writes.length >= 500) await flush()
     }
+    // `since` names when this node stored a run, by its clock: the delegated records below are stored after it
+    await flush()
+    const before = Date.now()
+    await until(() => Date.now() > before, 'the clock to pass the last executing run stored')
+    const midpoint = iso(Date.now())
     for (let i = 0; i < DELEGATED; i++) {
       const executor = others[i % others.length] as string
       const at = iso(BASE_MS + Math.floor(i / 2) + 1_000)
@@ -219,14 +224,13 @@ describe('listing runs from the run index', () => {
         await store.putOutgoing(run)
         const now = { ...run, state, last_seq: 2 }
         if (state !== 'running') await store.putOutgoing(now)
-        expected.set(run.run_id, { side: 'delegated', run: now })
+        expected.set(run.run_id, { side: 'delegated', run: now, late: true })
       })())
       if (writes.length >= 500) await flush()
     }
     await flush()
     expect(expected.size).toBe(EXECUTING + DELEGATED + 3)
 
-    const midpoint = iso(BASE_MS + 3_000)
     const filters: RunFilter[] = [
       {},
       { state: 'blocked' },
@@ -241,12 +245,13 @@ describe('listing runs from the run index', () => {
       { since: midpoint },
       { state: 'completed', capability: { capability_id: 'cap:list-b', version: null }, since: midpoint, agent: others[2] as string }
     ]
+    const late = (r: Run): boolean => expected.get(r.run_id)?.late === true
     const want = (f: RunFilter, r: Run): boolean =>
       (f.state === undefined || r.state === f.state) &&
       (f.correlation_id === undefined || r.correlation_id === f.correlation_id) &&
       (f.agent === undefined || r.agent_id === f.agent || r.delegator === f.agent) &&
       (f.capability === undefined || (r.capability.capability_id === f.capability.capability_id && (f.capability.version === null || r.capability.version === f.capability.version))) &&
-      (f.since === undefined || Date.parse(r.created_at) >= Date.parse(f.since))
+      (f.since === undefined || late(r))
     for (const [f, order] of filters.flatMap(f => [[f, 'oldest'], [f, 'newest']] as const)) {
       const seen = new Map<string, string>()
       let cursor: string | undefined
@@ -270,18 +275,21 @@ describe('listing runs from the run index', () => {
       expect(pages).toBeGreaterThanOrEqual(Math.ceil(wanted.length / 500))
     }
 
-    // newest first, one side only: the same runs, in reverse order of creation
-    const newest: string[] = []
-    let back: string | undefined
-    do {
-      const page = await B.runs.list({ side: 'delegated', capability: { capability_id: 'cap:list-a', version: null } }, { limit: 250, order: 'newest', ...(back === undefined ? {} : { cursor: back }) })
-      expect(page.executing).toEqual([])
-      newest.push(...page.delegated.map(r => r.run_id))
-      back = page.next_cursor ?? undefined
-    } while (back !== undefined)
-    const oldestFirst = [...expected].filter(([, e]) => e.side === 'delegated' && e.run.capability.capability_id === 'cap:list-a')
-      .sort(([a, x], [b, y]) => (x.run.created_at < y.run.created_at ? -1 : x.run.created_at > y.run.created_at ? 1 : encodeURIComponent(a) < encodeURIComponent(b) ? -1 : 1)).map(([id]) => id)
-    expect(newest).toEqual(oldestFirst.reverse())
+    // newest first, one side only: the same runs, in reverse order of the oldest-first listing (the order they were stored)
+    const listed = async (order: 'oldest' | 'newest'): Promise<string[]> => {
+      const ids: string[] = []
+      let back: string | undefined
+      do {
+        const page = await B.runs.list({ side: 'delegated', capability: { capability_id: 'cap:list-a', version: null } }, { limit: 250, order, ...(back === undefined ? {} : { cursor: back }) })
+        expect(page.executing).toEqual([])
+        ids.push(...page.delegated.map(r => r.run_id))
+        back = page.next_cursor ?? undefined
+      } while (back !== undefined)
+      return ids
+    }
+    const oldestFirst = await listed('oldest')
+    expect(oldestFirst.length).toBe([...expected.values()].filter(e => e.side === 'delegated' && e.run.capability.capability_id === 'cap:list-a').length)
+    expect(await listed('newest')).toEqual(oldestFirst.reverse())
     // a cursor is bound to its order too
     const firstNewest = await B.runs.list({}, { limit: 5, order: 'newest' })
     await rejectsWith(B.runs.list({}, { limit: 5, cursor: firstNewest.next_cursor as string }), 'INVALID_REQUEST')

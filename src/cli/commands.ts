@@ -319,7 +319,7 @@ function registerRuns (program: Command): void {
     .option('--correlation <id>', 'only runs of this correlation (task) id')
     .option('--agent <agent id>', 'only runs this agent executes or delegated')
     .option('--capability <id[@version]>', 'only runs of this capability (any version without @version)')
-    .option('--since <time>', 'only runs created at or after this instant (RFC 3339, e.g. 2026-01-31T12:00:00Z)')
+    .option('--since <time>', 'only runs this node stored at or after this instant, by its clock (RFC 3339, e.g. 2026-01-31T12:00:00Z)')
     .option('--limit <n>', `at most this many runs per page (1-${RUN_LIST_MAX_LIMIT})`, positiveInt(RUN_LIST_MAX_LIMIT))
     .option('--side <side>', 'only runs executing here (executing) or only runs delegated from here (delegated)')
     .option('--newest', 'newest first (keep it with --cursor)', false)

@@ -1,12 +1,18 @@
 /**
  * The run index: secondary keys in the datastore that list the runs of a
  * node (the ones it executes and the ones it delegated) by state,
- * correlation, agent and capability, in order of creation, so a listing
- * reads one page of keys and never the whole store.
+ * correlation, agent and capability, in the order this node stored them, so
+ * a listing reads one page of keys and never the whole store.
  *
  * Keys (under /aap/ridx, side `x` executing or `d` delegated, `<t>` the
- * run's order key `<created_at ISO>~<run id>`), each valued with the run's
- * summary (state, correlation, agents, capability):
+ * run's order key `<ISO instant>~<run id>`), each valued with the run's
+ * summary (state, correlation, agents, capability). The instant is this
+ * node's clock when the run was first indexed, never behind the run indexed
+ * before it: not the run's `created_at`, which is taken before the run is
+ * stored (two runs created at once can land in either order) and, for a run
+ * delegated from here, is the executor's word. A listing does not pass the
+ * place of a run still being written (`fenced`), so a cursor never skips it.
+ * (An index rebuilt from an older data dir orders its runs by `created_at`.)
  *
  *   /<side>/e/<run id>               the run's entry (its current state)
  *   /<side>/state/<state>/<t>        (current state)
@@ -57,7 +63,7 @@ export interface RunFilter {
   agent?: string
   /** A capability id, with a version or without (any version). */
   capability?: CapabilityQuery
-  /** Only runs created at or after this instant (ISO 8601). */
+  /** Only runs this node stored at or after this instant (ISO 8601): for a run it executes, at or after its created_at. */
   since?: string
   /** Only the runs this node executes, or only those it delegated. */
   side?: RunSide
@@ -66,7 +72,7 @@ export interface RunFilter {
 export interface PageRequest {
   cursor?: string
   limit?: number
-  /** By creation time: oldest first (default) or newest first. Stays the same from page to page. */
+  /** By the time this node stored them: oldest first (default) or newest first. Stays the same from page to page. */
   order?: 'oldest' | 'newest'
 }
 
@@ -202,6 +208,12 @@ export class RunIndex {
   /** Last indexed state per `<tag>/<run id>`, newest last (bounded). */
   private readonly states = new Map<string, Summary>()
   private readonly count: RunCounts = { executing: zero(), delegated: zero() }
+  /** Order keys of new runs whose batch is not committed yet, per side (at most the runs being created at once). */
+  private readonly pending: Record<RunSide, Set<string>> = { executing: new Set(), delegated: new Set() }
+  /** The clock reading the last new run of each side was placed at. */
+  private readonly lastPlaced: Record<RunSide, number> = { executing: 0, delegated: 0 }
+  /** Pages that stopped early before a run still being written (the next page, from the cursor, lists it). */
+  readonly stats = { fenced: 0 }
   private secret: Buffer = Buffer.alloc(0)
   private opening?: Promise<void>
 
@@ -235,15 +247,46 @@ export class RunIndex {
     await this.locks.run(id, async () => {
       const prev = fresh ? undefined : this.states.get(id) ?? await this.entry(side, run.run_id)
       const next = summaryOf(run)
-      if (prev !== undefined) next.t = prev.t
+      // a run keeps its place; a new one goes after every run indexed before it, whatever its created_at says
+      next.t = prev?.t ?? this.placeNew(side, run.run_id)
       const changed = prev === undefined || prev.s !== next.s
-      await commit(changed ? (batch) => { this.stage(batch, side, prev, next) } : () => {})
+      try {
+        await commit(changed ? (batch) => { this.stage(batch, side, prev, next) } : () => {})
+      } finally {
+        if (prev === undefined) this.pending[side].delete(next.t)
+      }
       this.remember(id, next)
       if (changed) {
         if (prev !== undefined) this.count[side][prev.s]--
         this.count[side][next.s]++
       }
     })
+  }
+
+  /**
+   * A new run's order key: this node's clock when it is indexed, never behind
+   * the key before it on its side. It stays pending (a place a listing must
+   * not pass) until its batch is committed or has failed.
+   */
+  private placeNew (side: RunSide, runId: string): string {
+    const ms = Math.max(Date.now(), this.lastPlaced[side])
+    this.lastPlaced[side] = ms
+    const t = `${new Date(ms).toISOString()}~${seg(runId)}`
+    this.pending[side].add(t)
+    return t
+  }
+
+  /**
+   * Whether a listing must stop before `t`: a run still being written has a
+   * place between where the listing started on this side (`from`, or its
+   * first key for a newest-first page without a cursor) and `t`. Passing it
+   * would skip that run for good once it lands.
+   */
+  private fenced (side: RunSide, t: string, from: string | undefined, reverse: boolean): boolean {
+    for (const p of this.pending[side]) {
+      if (reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from)) return true
+    }
+    return false
   }
 
   /** One page of run ids matching the filter, from the cursor on. */
@@ -272,7 +315,18 @@ export class RunIndex {
         ...(from === undefined ? {} : reverse ? { lt: from } : { gt: from }),
         ...(since === undefined ? {} : { gte: `${prefix}${since}` })
       }
+      // where this side's listing started: a newest-first page without a cursor starts at its first key
+      let start = at?.side === side ? at.t : undefined
+      let last = start
       for await (const { key, value } of readRange(this.ds, range)) {
+        const t = key.slice(prefix.length)
+        if ((start !== undefined || !reverse) && this.fenced(side, t, start, reverse)) {
+          this.stats.fenced++
+          out.next_cursor = this.encode(side, last ?? '', digest)
+          return out
+        }
+        start ??= t
+        last = t
         scanned++
         let s = JSON.parse(dec.decode(value)) as Summary
         if (!fresh && filter.state !== undefined) s = this.states.get(`${TAG[side]}/${s.r}`) ?? await this.entry(side, s.r) ?? s
@@ -281,7 +335,7 @@ export class RunIndex {
           taken++
         }
         if (taken >= limit || scanned >= RUN_LIST_SCAN_MAX_ENTRIES) {
-          out.next_cursor = this.encode(side, key.slice(prefix.length), digest)
+          out.next_cursor = this.encode(side, t, digest)
           return out
         }
       }

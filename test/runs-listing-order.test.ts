@@ -1,0 +1,134 @@
+/**
+ * The order of the run index (src/runs/run-index.ts): runs are listed in the
+ * order this node stored them, and a page does not pass the place of a run
+ * still being written. Before, the order key was the run's `created_at`,
+ * taken before the run was stored: of two runs created at once, the one
+ * created first could land after a cursor had passed its place and was never
+ * listed; and a delegated record sorted by its executor's clock, so a hostile
+ * executor could keep a run at the top of `order=newest` with a created_at in
+ * year 9999.
+ *
+ * The index is driven on a real LevelDB datastore, each write's batch
+ * committed when the test lets it (a slow disk, or a write that waited on a
+ * lookup before it).
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Datastore } from 'interface-datastore'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { openDatastore } from '../src/identity/identity.ts'
+import { componentLogger } from '../src/logger.ts'
+import type { Run } from '../src/runlog/types.ts'
+import { RunIndex, type RunSide } from '../src/runs/run-index.ts'
+
+const ME = 'agent-me'
+
+function runOf (id: string, createdAt: string, side: RunSide): Run {
+  return {
+    run_id: `run-${id}`,
+    agent_id: side === 'executing' ? ME : `agent-${id}`,
+    correlation_id: 'task-order',
+    state: 'running',
+    created_at: createdAt,
+    updated_at: createdAt,
+    capability: { capability_id: 'cap:order', version: '1.0.0' },
+    delegator: side === 'executing' ? `agent-${id}` : ME,
+    authorized: [],
+    parent_run: null,
+    handoff_from: null,
+    handoff_to: null,
+    checkpoint_id: null,
+    block_reason: null,
+    output: null,
+    failure: null,
+    last_seq: 1
+  }
+}
+
+describe('the run index lists runs in the order they were stored', () => {
+  let dir: string
+  let ds: Datastore & { close?: () => Promise<void> }
+  let index: RunIndex
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'aap-listing-order-'))
+    ds = await openDatastore(dir)
+    index = new RunIndex({ datastore: ds, log: componentLogger(undefined, 'test:listing-order'), agentId: ME, records: async function * () {} })
+    await index.open()
+  })
+  afterEach(async () => {
+    await ds.close?.()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  /** Index `run` on `side`, its batch committed once `gate` resolves; resolves once it is. */
+  async function write (side: RunSide, run: Run, gate: Promise<void> = Promise.resolve()): Promise<void> {
+    await index.write(side, run, async (stage) => {
+      const batch = ds.batch()
+      stage(batch)
+      await gate
+      await batch.commit()
+    }, true)
+  }
+
+  /** Every id of the listing, page by page from the cursor; the pages' ids each time. */
+  async function pages (order: 'oldest' | 'newest', limit: number, from?: string): Promise<{ ids: string[], cursor: string | null }> {
+    const page = await index.page({ side: 'executing' }, { limit, order, ...(from === undefined ? {} : { cursor: from }) })
+    return { ids: page.executing, cursor: page.next_cursor }
+  }
+
+  it('oldest first: a run created first but stored last is on the page after the one that passed its place', async () => {
+    const held = Promise.withResolvers<void>()
+    // X is created first and waits (its batch held); Y, created after it, is stored at once
+    const x = write('executing', runOf('x', '2026-12-05T10:00:00.000Z', 'executing'), held.promise)
+    await write('executing', runOf('y', '2026-12-05T10:00:00.005Z', 'executing'))
+    const first = await pages('oldest', 1)
+    // the page stops before Y: X, still being written, has its place before it
+    expect(first.ids).toEqual([])
+    expect(first.cursor).not.toBeNull()
+    expect(index.stats.fenced).toBe(1)
+    held.resolve()
+    await x
+    const second = await pages('oldest', 10, first.cursor as string)
+    expect(second.ids).toEqual(['run-x', 'run-y'])
+    expect(second.cursor).toBeNull()
+  })
+
+  it('newest first: a run still being written between two stored ones stops the page before the older one', async () => {
+    await write('executing', runOf('a', '2026-12-05T10:00:00.000Z', 'executing'))
+    const held = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', '2026-12-05T10:00:00.001Z', 'executing'), held.promise)
+    await write('executing', runOf('c', '2026-12-05T10:00:00.002Z', 'executing'))
+    const first = await pages('newest', 10)
+    expect(first.ids).toEqual(['run-c'])
+    expect(first.cursor).not.toBeNull()
+    held.resolve()
+    await b
+    const rest = await pages('newest', 10, first.cursor as string)
+    expect(rest.ids).toEqual(['run-b', 'run-a'])
+    expect(rest.cursor).toBeNull()
+  })
+
+  it('a write that failed holds no place: the listing goes on past it', async () => {
+    const failing = Promise.withResolvers<void>()
+    const f = write('executing', runOf('f', '2026-12-05T10:00:00.000Z', 'executing'), failing.promise)
+    await write('executing', runOf('g', '2026-12-05T10:00:00.001Z', 'executing'))
+    failing.reject(new Error('the disk refused the batch'))
+    await expect(f).rejects.toThrow('the disk refused the batch')
+    // the failed write holds no place any more: the listing goes on past it
+    const all = await pages('oldest', 10)
+    expect(all.ids).toEqual(['run-g'])
+    expect(all.cursor).toBeNull()
+  })
+
+  it('a delegated record is placed by this node\'s clock, not by the created_at its executor signed', async () => {
+    await write('delegated', runOf('far', '9999-12-31T23:59:59.999Z', 'delegated'))
+    await write('delegated', runOf('now', '2026-12-05T10:00:00.000Z', 'delegated'))
+    const page = await index.page({ side: 'delegated' }, { limit: 10, order: 'newest' })
+    expect(page.delegated).toEqual(['run-now', 'run-far'])
+    // `since` names when this node stored it: the far-future claim does not keep it in every poll
+    const since = await index.page({ side: 'delegated', since: '9000-01-01T00:00:00.000Z' }, { limit: 10 })
+    expect(since.delegated).toEqual([])
+  })
+})
