@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { CapabilityRef } from '../src/card/card.ts'
 import type { MeshNode } from '../src/node.ts'
 import { TRACESTATE_MAX_CHARS } from '../src/constants.ts'
+import { TRACESTATE_MAX_MEMBERS } from '../src/runs/constants.ts'
 import { isGetRun, isWireDelegate } from '../src/runs/messages.ts'
 import type { TraceContext } from '../src/runs/trace.ts'
 import type { Run } from '../src/runlog/types.ts'
@@ -88,6 +89,14 @@ describe('trace context across delegations, sub-delegations, handoffs and contro
     // and a delegation without one carries none (no SDK: no new trace either)
     const plain = await A.delegate({ to_agent: B.agentId, task_id: 'trace-none', capability: CAP_B, input: {} })
     expect((await started(B, plain.run_id)).trace).toBeUndefined()
+  })
+
+  it('a tracestate of more list-members than W3C allows goes on as its first TRACESTATE_MAX_MEMBERS, in their order', async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+    const members = Array.from({ length: TRACESTATE_MAX_MEMBERS + 8 }, (_, i) => `k${i}=v${i}`)
+    const run = await A.delegate({ to_agent: B.agentId, task_id: 'trace-members', capability: CAP_B, input: {}, trace: { traceparent, tracestate: members.join(',') } })
+    // before: the OpenTelemetry parser kept 32 of them, reversed, and that was signed into run.started
+    expect((await started(B, run.run_id)).trace).toEqual({ traceparent, tracestate: members.slice(0, TRACESTATE_MAX_MEMBERS).join(',') })
   })
 
   it('a malformed trace context is a typed INVALID_REQUEST, not a crash; old frames without one stay valid', async () => {

@@ -123,3 +123,10 @@ export const BLOCKED_ORPHAN_PROBES_PER_ROUND = 32
  * before its delegator has learned of the handoff is not given up.
  */
 export const BLOCKED_ORPHAN_UNHELD_ANSWERS = 2
+
+/**
+ * Most list-members of a W3C tracestate passed on (the W3C limit): a longer
+ * one keeps its first this many, in their order (the OpenTelemetry parser
+ * would reverse them), and their text is then at most TRACESTATE_MAX_CHARS.
+ */
+export const TRACESTATE_MAX_MEMBERS = 32

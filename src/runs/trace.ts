@@ -28,6 +28,7 @@ import {
 import pkg from '../../package.json' with { type: 'json' }
 import { TRACEPARENT_MAX_CHARS, TRACESTATE_MAX_CHARS } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
+import { TRACESTATE_MAX_MEMBERS } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import type { EventLog } from '../runlog/event-log.ts'
 
@@ -49,8 +50,14 @@ export function spanContextOf (tc: TraceContext | undefined): SpanContext | unde
   const m = TRACEPARENT.exec(tc.traceparent)
   if (m === null || m[1] === 'ff') return undefined
   const sc: SpanContext = { traceId: m[2] as string, spanId: m[3] as string, traceFlags: parseInt(m[4] as string, 16) & 1, isRemote: true }
-  if (tc.tracestate !== undefined && tc.tracestate.length > 0 && tc.tracestate.length <= TRACESTATE_MAX_CHARS) sc.traceState = createTraceState(tc.tracestate)
+  if (tc.tracestate !== undefined && tc.tracestate.length > 0 && tc.tracestate.length <= TRACESTATE_MAX_CHARS) sc.traceState = createTraceState(firstMembers(tc.tracestate))
   return isSpanContextValid(sc) ? sc : undefined
+}
+
+/** A tracestate's first TRACESTATE_MAX_MEMBERS list-members, in their order (empty members, which W3C allows, dropped). */
+function firstMembers (tracestate: string): string {
+  const members = tracestate.split(',').map(m => m.trim()).filter(m => m.length > 0)
+  return members.slice(0, TRACESTATE_MAX_MEMBERS).join(',')
 }
 
 /** The wire form of a span's context (undefined when it has none, as a root no-op span). */
