@@ -156,7 +156,11 @@ export class Contexts {
     return { context_id: contextIdOf(run), turn: run.turn ?? 1, previous_turn: run.previous_turn ?? null, turns, saved: rec?.saved ?? null }
   }
 
-  /** The agent saves its context of the conversation `run` is a turn of; kept durably for the next turns. */
+  /**
+   * The agent saves its context of the conversation `run` is a turn of; kept durably for the next turns. The
+   * executor calls it under the run's lock with the run as it is now, so a turn canceled or ended while its
+   * handler still ran is refused (turn_ended), not written for the next turn to read.
+   */
   async save (run: Run, saved: Record<string, unknown>): Promise<void> {
     // checked before it is encoded, as every other value of an agent is: JSON.stringify recurses, so thousands of
     // levels ran it out of stack (an INTERNAL), and a context past the bound would reach later turns' handlers

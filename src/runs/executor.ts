@@ -183,7 +183,7 @@ export class RunExecutor implements HandlerHost {
   }
 
   async conversation (run: Run, fresh = false): Promise<Conversation> { return this.contexts.conversation(run, fresh) }
-  async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.contexts.save(run, context) }
+  async saveContext (run: Run, context: Record<string, unknown>): Promise<void> { await this.locks.run(run.run_id, async () => { await this.contexts.save(this.active.get(run.run_id)?.run ?? await this.store.get(run.run_id) ?? run, context) }) }
   isActive (runId: string): boolean { return this.active.has(runId) }
 
   /** The run as this node holds it now (live state for active runs). */
