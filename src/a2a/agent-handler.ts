@@ -24,7 +24,7 @@ import type {
 } from '@a2a-js/sdk'
 import { TaskState } from '@a2a-js/sdk'
 import {
-  AgentEvent as Bus, DefaultExecutionEventBusManager, DefaultRequestHandler, type A2ARequestHandler, type AgentExecutor,
+  AgentEvent as Bus, DefaultRequestHandler, type A2ARequestHandler, type AgentExecutor,
   type ExecutionEventBus, type RequestContext, type ServerCallContext
 } from '@a2a-js/sdk/server'
 import { A2AError, RequestMalformedError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors'
@@ -43,6 +43,7 @@ import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, REFUSED_BEFORE_KEPT, 
 import type { TaskRecords } from './task-records.ts'
 import { BoundedTaskStore, listView, type Reservation, type TaskBytesPool } from './task-store.ts'
 import { busForCancel, cancelExecution, checkReferences } from './task-cancel.ts'
+import { TaskBuses } from './task-buses.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
 const CORRELATION_ID = /^[A-Za-z0-9._:/-]{1,128}$/
@@ -78,6 +79,8 @@ export interface MeshAgentHandlerOptions {
   streams?: StreamBudget
   /** Where the agent's tasks are kept across restarts (default: memory only). */
   records?: TaskRecords
+  /** Tries again of a run's subscription refused for a busy correlation (default A2A_BUSY_RETRIES_MAX: task-runs.ts). */
+  busyRetriesMax?: number
 }
 
 export class MeshAgentHandler implements A2ARequestHandler {
@@ -87,7 +90,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
   private readonly node: MeshNode
   private readonly log: Logger
   private readonly inner: DefaultRequestHandler
-  private readonly buses = new DefaultExecutionEventBusManager()
+  /** One bus per task, whatever the request's tenant (task-buses.ts). */
+  private readonly buses = new TaskBuses()
   private readonly prepared = new Map<string, Prepared>()
   /** The messageIds of sends under way, from before their first await to settle(): a retry meanwhile is refused before any run or place. */
   private readonly claimed = new Set<string>()
@@ -116,7 +120,7 @@ export class MeshAgentHandler implements A2ARequestHandler {
       this.buses.cleanupByTaskId(taskId)
       if (runId !== undefined) void this.endRuns([{ taskId, runId }], 'its A2A task was dropped (the agent\'s task bound)')
     }, opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES_PER_AGENT, opts.taskBytes, opts.records?.forAgent(meshCard.agent_id))
-    this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
+    this.runs = new TaskRuns({ node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal, busyRetriesMax: opts.busyRetriesMax }, opts.watches ?? new WatchBudget(A2A_INPUT_WATCHES_MAX))
     this.refresher = new TaskRefresher({
       node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal,
       followed: (taskId) => this.runs.get(taskId) !== undefined || this.resuming.has(taskId)
