@@ -75,7 +75,7 @@ describe('A2A outbound: the card an A2A server sends', () => {
   })
 
   it('takes a card that leaves out what it may: a skill\'s tags, the description, the capabilities', async () => {
-    malformed.lean = { card: { ...card(url, 'lean'), description: undefined, capabilities: undefined, skills: [{ id: 'lean' }] }, says: '' }
+    malformed.lean = { card: { ...card(`${url}/lean`, 'lean'), description: undefined, capabilities: undefined, skills: [{ id: 'lean' }] }, says: '' }
     const agent = await new A2aOutbound(nodes[0]!, silentLogger()).add(`${url}/lean`)
     expect(agent.draft.capabilities).toEqual([{ capability_id: 'a2a:lean', version: '1' }])
     expect(agent.draft.tags).toEqual(['a2a'])

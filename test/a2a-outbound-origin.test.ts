@@ -1,7 +1,9 @@
 /**
- * The bridge talks to the origin the operator configured and to no other:
- * an interface of the card at another origin is left out (with none at the
- * configured origin, their paths are used there), a redirect of the card or
+ * The bridge talks to the origin the operator configured and to no other, and
+ * there only below the configured URL's path: an interface of the card at
+ * another origin is left out (with none at the configured origin, their paths
+ * are used there if they fall below the configured path), one at the origin
+ * but outside the path is left out too, a redirect of the card or
  * of a call to another origin is refused and not followed (one within the
  * origin is, at most A2A_REDIRECTS_MAX times), so a delegation's input never
  * reaches a host nobody configured. Server A is the configured one; server B stands for any
@@ -70,9 +72,9 @@ describe('A2A outbound: only the configured origin', () => {
       const path = req.url ?? ''
       const section = path.split('/')[1] ?? ''
       if (path.endsWith('agent-card.json')) {
-        if (section === 'card-moved') {
-          // within the origin: followed
-          res.writeHead(302, { location: '/slash/.well-known/agent-card.json' })
+        if (section === 'card-moved' && !path.startsWith('/card-moved/slash/')) {
+          // within the origin (and the configured path): followed
+          res.writeHead(302, { location: '/card-moved/slash/.well-known/agent-card.json' })
           res.end()
           return
         }
@@ -82,7 +84,17 @@ describe('A2A outbound: only the configured origin', () => {
           return
         }
         const interfaces = section === 'only-b'
-          ? [a2aInterface(`${b.url}/rpc`)]
+          ? [a2aInterface(`${b.url}/only-b/rpc`)]
+          : section === 'moved-outside'
+            // moved to A, this path is outside the configured /moved-outside/
+            ? [a2aInterface(`${b.url}/rpc`)]
+          : section === 'outside-path'
+            ? [a2aInterface(`${a.url}/elsewhere/rpc`), a2aInterface(`${a.url}/outside-path-evil/rpc`, 'HTTP+JSON')]
+          : section === 'mixed'
+            // the SDK would take the first JSON-RPC one: outside the configured path
+            ? [a2aInterface(`${a.url}/admin/rpc`), a2aInterface(`${a.url}/mixed-evil/rpc`), a2aInterface(`${a.url}/mixed/rpc`)]
+          : path.startsWith('/card-moved/slash/')
+            ? [a2aInterface(`${a.url}/card-moved/slash/rpc`)]
           : section === 'b-first'
             // the SDK would take the JSON-RPC interface on B (and one of a version the bridge does not speak)
             ? [a2aInterface(`${b.url}/rpc`), a2aInterface(`${b.url}/old`, 'JSONRPC', '0.3'), a2aInterface('rpc', 'HTTP+JSON')]
@@ -92,7 +104,7 @@ describe('A2A outbound: only the configured origin', () => {
         return
       }
       hitsA.push(`${req.method ?? ''} ${path}`)
-      if (section === 'slash' && !path.endsWith('/')) {
+      if (path.startsWith('/card-moved/slash/') && !path.endsWith('/')) {
         // a server that adds the trailing slash (a mounted app): the same origin
         res.writeHead(307, { location: `${path}/` })
         res.end()
@@ -138,11 +150,11 @@ describe('A2A outbound: only the configured origin', () => {
     hitsB.length = 0
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[3]!, silentLogger()).add(`${a.url}/only-b`)
-    // B's interface is /rpc: used at A
-    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/rpc`])
+    // B's interface is /only-b/rpc: used at A
+    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/only-b/rpc`])
     const ended = await runThrough(nodes[3]!, agent, 'only-b')
     expect(ended.state, ended.failure).toBe('completed')
-    expect(hitsA.some(h => h.startsWith('POST /rpc'))).toBe(true)
+    expect(hitsA.some(h => h.startsWith('POST /only-b/rpc'))).toBe(true)
     expect(hitsB).toEqual([])
   })
 
@@ -150,12 +162,12 @@ describe('A2A outbound: only the configured origin', () => {
     hitsB.length = 0
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[4]!, silentLogger()).add(`${a.url}/card-moved`)
-    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/slash/rpc`])
+    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/card-moved/slash/rpc`])
     const ended = await runThrough(nodes[4]!, agent, 'slash')
     expect(ended.state, ended.failure).toBe('completed')
     // the delegation went on to the slashed path, with its body (a 307 keeps both)
-    expect(hitsA).toContain('POST /slash/rpc')
-    expect(hitsA).toContain('POST /slash/rpc/')
+    expect(hitsA).toContain('POST /card-moved/slash/rpc')
+    expect(hitsA).toContain('POST /card-moved/slash/rpc/')
     expect(hitsB).toEqual([])
   })
 
@@ -178,6 +190,32 @@ describe('A2A outbound: only the configured origin', () => {
     expect(ended.output).toEqual({ artifacts: [{ artifact_id: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }] })
     expect(hitsA.length).toBeGreaterThan(0)
     expect(hitsB).toEqual([])
+  })
+
+  it('refuses a card whose interfaces at the configured origin are all outside the configured path (a sibling by prefix too)', async () => {
+    hitsA.length = 0
+    const err = await rejectsWith(new A2aOutbound(nodes[6]!, silentLogger()).add(`${a.url}/outside-path`), 'INVALID_REQUEST')
+    expect(err.message).toContain('2 of them at paths outside /outside-path/')
+    expect(hitsA).toEqual([])
+  })
+
+  it('refuses a card whose interfaces, moved from another origin, land outside the configured path', async () => {
+    hitsA.length = 0
+    hitsB.length = 0
+    const err = await rejectsWith(new A2aOutbound(nodes[6]!, silentLogger()).add(`${a.url}/moved-outside`), 'INVALID_REQUEST')
+    expect(err.message).toContain('outside /moved-outside/')
+    expect(hitsA).toEqual([])
+    expect(hitsB).toEqual([])
+  })
+
+  it('keeps only the interface under the configured path: the delegation goes there, not to another path of the origin', async () => {
+    hitsA.length = 0
+    const agent = await new A2aOutbound(nodes[6]!, silentLogger()).add(`${a.url}/mixed`)
+    expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/mixed/rpc`])
+    const ended = await runThrough(nodes[6]!, agent, 'mixed')
+    expect(ended.state, ended.failure).toBe('completed')
+    expect(hitsA.length).toBeGreaterThan(0)
+    expect(hitsA.every(h => h.startsWith('POST /mixed/rpc'))).toBe(true)
   })
 
   it('does not follow a redirect of the card (INVALID_REQUEST naming the redirect)', async () => {
