@@ -89,6 +89,15 @@ export const A2A_TASK_RECORDS_LOAD_FACTOR = 2
  */
 export const A2A_INPUT_WATCHES_MAX = MAX_CORRELATION_TOPICS / 4
 /**
+ * Tries again (count) of the inbound server's subscription to a task's run that was refused because the run's
+ * correlation stayed busy on this node (TIMEOUT, reason correlation_busy: its lock behind a slow disk). Each try
+ * waits up to EVENTS_SUBSCRIBE_BUSY_WAIT_MS (5 s) for the lock, so 12 tries are a minute of a stalled disk: a
+ * hiccup is waited out, a disk stalled longer leaves the run unfollowed (counted and logged) rather than hold the
+ * client's SendMessage, and a topic, for ever; the run goes on, and its task is brought up to date when a client
+ * reads it, as one whose watch went (task-refresh.ts).
+ */
+export const A2A_BUSY_RETRIES_MAX = 12
+/**
  * Least time between two reads of the run of a task nothing follows (its watch went, or never started) when
  * clients read the task (GetTask, ListTasks): a client polling a task asks its executor at most this often.
  */

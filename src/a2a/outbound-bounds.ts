@@ -176,7 +176,7 @@ export function fitProgress (payload: JsonObject, maxBytes: number = EVENT_PAYLO
  * (status messages that come faster are coalesced, the latest reported when the time is up). Past the count
  * further ones are dropped: counted, and logged once. A status message is information, never a reason to fail
  * the run: one an event cannot carry is cut to fit (fitProgress), and one the run refuses is counted in
- * `stats` and logged, and the task goes on.
+ * each of `stats` and logged, and the task goes on.
  */
 export class ProgressGate {
   private sent = 0
@@ -190,10 +190,11 @@ export class ProgressGate {
   private readonly ctx: RunContext
   private readonly log: Logger
   private readonly bounds: ProgressBounds
-  private readonly stats: ProgressStats
+  /** Where the counts go: the bridge's own, and its node's totals (stats.ts). */
+  private readonly stats: readonly ProgressStats[]
   private refused = 0
 
-  constructor (ctx: RunContext, log: Logger, bounds: ProgressBounds, stats: ProgressStats) {
+  constructor (ctx: RunContext, log: Logger, bounds: ProgressBounds, stats: readonly ProgressStats[]) {
     this.ctx = ctx
     this.log = log
     this.bounds = bounds
@@ -260,11 +261,11 @@ export class ProgressGate {
     if (timed) this.last = Date.now()
     const fitted = fitProgress(progress)
     if (fitted.cut) {
-      this.stats.progressCut++
+      for (const s of this.stats) s.progressCut++
       this.log.debug({ run_id: this.ctx.run.run_id }, 'a2a: a status message did not fit a progress event; it is reported cut')
     }
     this.chain = this.chain.then(async () => this.ctx.progress(fitted.payload)).catch((err: unknown) => {
-      this.stats.progressRefused++
+      for (const s of this.stats) s.progressRefused++
       // one warning per run: a run that ended refuses every later report alike
       this.log[this.refused++ === 0 ? 'warn' : 'debug']({ err: messageOf(err), run_id: this.ctx.run.run_id }, 'a2a: a status message was not reported as progress; the task goes on')
     })

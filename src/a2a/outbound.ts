@@ -28,6 +28,7 @@ import {
 import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
 import { boundedFetch, ProgressGate, refusalIn, type ProgressBounds, type ProgressStats } from './outbound-bounds.ts'
 import { checkedCard } from './outbound-card.ts'
+import { outboundTotals } from './stats.ts'
 
 export { A2aAnswerTooLargeError, A2aRedirectRefusedError } from './outbound-bounds.ts'
 
@@ -129,6 +130,8 @@ export class A2aOutbound {
   private readonly fetchImpl: typeof fetch
   /** Status messages of the forwarded tasks reported cut, or not at all (ProgressGate). */
   readonly stats: ProgressStats = { progressCut: 0, progressRefused: 0 }
+  /** The node's totals of the same (its metrics: stats.ts). */
+  private readonly totals: ProgressStats
 
   /** Bound on a stream's first event (A2A_CALL_TIMEOUT_MS). */
   private readonly firstEventMs: number
@@ -138,6 +141,7 @@ export class A2aOutbound {
     this.firstEventMs = opts.firstEventMs ?? A2A_CALL_TIMEOUT_MS
     this.node = node
     this.log = log
+    this.totals = outboundTotals(node)
     this.progressBounds = { maxPerRun: A2A_PROGRESS_MAX_PER_RUN, minIntervalMs: A2A_PROGRESS_MIN_INTERVAL_MS, ...opts.progress }
     this.fetchImpl = boundedFetch(opts.responseMaxBytes ?? A2A_RESPONSE_MAX_BYTES)
   }
@@ -201,7 +205,8 @@ export class A2aOutbound {
       throw new InvalidRequestError(`cannot fetch the A2A agent card of ${base.href}: ${messageOf(refusalIn(err) ?? err)}`)
     }
     // only the interfaces checked here are left on the card the SDK's client is made from
-    const { card, moved } = checkedCard(raw, base)
+    const { card, moved, outside } = checkedCard(raw, base)
+    if (outside > 0) this.log.warn({ url: base.href, outside }, 'a2a: the agent card names interfaces at paths outside the configured URL\'s: they are not used')
     if (moved) this.log.warn({ url: base.href, interfaces: card.supportedInterfaces.map(i => i.url) }, 'a2a: the agent card names its interfaces at another origin than the configured URL: their paths are used at the configured origin')
     if (card.skills.length === 0) this.log.warn({ url: base.href }, 'a2a: the agent card lists no skills; it is offered as a2a:default')
 
@@ -250,7 +255,7 @@ export class A2aOutbound {
     ctx.signal.addEventListener('abort', onCancel, { once: true })
     let msg = delegateMessage(cap, ctx.input, contextId)
     let blocks = 0
-    const progress = new ProgressGate(ctx, this.log, this.progressBounds, this.stats)
+    const progress = new ProgressGate(ctx, this.log, this.progressBounds, [this.stats, this.totals])
     try {
       for (;;) {
         const signal = deadline.signal

@@ -23,8 +23,9 @@ import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
 import type { AgentCard as MeshCard } from '../card/card.ts'
 import {
   A2A_AGENT_HANDLERS_MAX, A2A_AGENTS_PATH, A2A_BODY_MAX_BYTES, A2A_CARD_LOOKUPS_MAX, A2A_INPUT_WATCHES_MAX, A2A_SUBSCRIBERS_MAX_PER_TASK, A2A_MAX_UNREAD_BYTES, A2A_CARD_REFRESH_MS, A2A_CARD_RESOLVE_TIMEOUT_MS, A2A_DEFAULT_HOST, A2A_JSONRPC_SUBPATH, A2A_REST_SUBPATH,
-  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT, A2A_TASKS_MAX_PER_AGENT
+  A2A_SERVER_MAX_CONNECTIONS, A2A_STREAMS_MAX, A2A_TASKS_MAX_BYTES, A2A_TASKS_MAX_BYTES_PER_AGENT, A2A_TASKS_MAX_PER_AGENT, A2A_BUSY_RETRIES_MAX
 } from './constants.ts'
+import { gatewayTotals } from './stats.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
 import { meshToA2aCard, toA2aError } from './mapping.ts'
 import { ClientUser, StreamBudget } from './streams.ts'
@@ -75,6 +76,8 @@ export interface A2aServerOptions {
    * directory, opened and closed by the server; a node with none keeps them in memory only).
    */
   taskDatastore?: Datastore
+  /** Tries again of a run's subscription refused for a busy correlation (default A2A_BUSY_RETRIES_MAX: task-runs.ts). */
+  busyRetriesMax?: number
 }
 
 /**
@@ -123,6 +126,8 @@ export class A2aServer {
     this.log = log
     this.server = server
     this.url = url
+    // the node's A2A gateway counters show (at zero) from the server's start on (src/api/metrics.ts)
+    gatewayTotals(node)
   }
 
   static async start (node: MeshNode, opts: A2aServerOptions): Promise<A2aServer> {
@@ -153,6 +158,7 @@ export class A2aServer {
       maxTasks: opts.maxTasksPerAgent ?? A2A_TASKS_MAX_PER_AGENT,
       maxTaskBytes: opts.maxTaskBytesPerAgent ?? A2A_TASKS_MAX_BYTES_PER_AGENT,
       taskBytes: new TaskBytesPool(opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES),
+      busyRetriesMax: opts.busyRetriesMax ?? A2A_BUSY_RETRIES_MAX,
       ...(records === undefined ? {} : { records })
     })
     server.on('drop', () => { a2a.dropped() })

@@ -24,6 +24,11 @@
  * topic takes one from the oldest watch first. Each watch goes with its
  * task (evicted, canceled) and all of them with close(). A task whose watch
  * went has its run read again when a client reads it (task-refresh.ts).
+ *
+ * A subscription refused because the run's correlation is busy on this node
+ * (a slow disk) is tried again, at most A2A_BUSY_RETRIES_MAX times; then the
+ * run goes on unfollowed, its task left as a dropped watch leaves it (neither
+ * the run canceled nor the task failed for a local stall).
  */
 import { AgentEvent as Bus, ResultManager, ServerCallContext, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
 import type { A2AError } from '@a2a-js/sdk/errors'
@@ -34,8 +39,9 @@ import type { MeshNode } from '../node.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { Limiter } from '../util/concurrency.ts'
-import { A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
+import { A2A_BUSY_RETRIES_MAX, A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
 import { capabilityOf, eventToUpdates, toA2aError, type TaskUpdate } from './mapping.ts'
+import { gatewayStats, gatewayTotals, type A2aGatewayStats } from './stats.ts'
 
 export interface TaskIds { taskId: string, contextId: string }
 
@@ -71,6 +77,8 @@ export interface TaskRunsHost {
   buses: DefaultExecutionEventBusManager
   /** Aborted when the handler closes. */
   stopping: AbortSignal
+  /** Tries again of a subscription refused for a busy correlation before the run is left unfollowed (default A2A_BUSY_RETRIES_MAX). */
+  busyRetriesMax?: number
 }
 
 /**
@@ -132,13 +140,23 @@ export class TaskRuns {
   private readonly budget: WatchBudget
   /**
    * Watches dropped (past the bound, or for a new task's follower); events that could not be saved to their task;
-   * watches that could not start; subscriptions tried again because the run's correlation was busy here.
+   * watches that could not start; subscriptions tried again because the run's correlation was busy here; runs left
+   * unfollowed after busyRetriesMax such tries (stats.ts). The node's totals (its metrics) count them too.
    */
-  readonly stats = { watchesDropped: 0, saveErrors: 0, watchErrors: 0, busyRetries: 0 }
+  readonly stats: A2aGatewayStats = gatewayStats()
+  private readonly totals: A2aGatewayStats
+  private readonly busyRetriesMax: number
 
   constructor (host: TaskRunsHost, budget: WatchBudget) {
     this.host = host
     this.budget = budget
+    this.totals = gatewayTotals(host.node)
+    this.busyRetriesMax = host.busyRetriesMax ?? A2A_BUSY_RETRIES_MAX
+  }
+
+  private count (what: keyof A2aGatewayStats): void {
+    this.stats[what]++
+    this.totals[what]++
   }
 
   /** Tasks whose runs have work under way (followed for an execution, or working again after a resume from outside A2A). */
@@ -163,7 +181,8 @@ export class TaskRuns {
   async follow (run: Run, ids: TaskIds, bus: ExecutionEventBus): Promise<void> {
     const t = this.track(run, ids, bus)
     try {
-      await this.openPatiently(t, true)
+      // left unfollowed (the correlation stayed busy): the execution ends with the task as published so far
+      if (!await this.openPatiently(t, true)) return
     } catch (err) {
       this.host.log.warn({ err: (err as Error).message, run_id: run.run_id }, 'a2a: cannot follow the run\'s events')
       // the task fails with this error: its run is canceled, so no work goes on whose end no client would see
@@ -190,7 +209,7 @@ export class TaskRuns {
     try {
       await this.openPatiently(t, false)
     } catch (err) {
-      this.stats.watchErrors++
+      this.count('watchErrors')
       this.host.log.warn({ err: (err as Error).message, run_id: run.run_id, task_id: ids.taskId }, 'a2a: cannot watch the run of a task waiting for input; the task shows no later move of it')
       this.finish(t)
     }
@@ -213,7 +232,7 @@ export class TaskRuns {
     try {
       await this.openPatiently(t, false)
     } catch (err) {
-      this.stats.watchErrors++
+      this.count('watchErrors')
       this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId }, 'a2a: cannot watch the run again after a resume that reached no execution')
       this.finish(t)
     }
@@ -244,19 +263,30 @@ export class TaskRuns {
    * Open the run's subscription, again each time the correlation is too busy here: each try waits for its lock
    * (at most EVENTS_SUBSCRIBE_BUSY_WAIT_MS), so a slow disk costs the task a wait, not its run, and tries are
    * that far apart. With `yieldWatches`, a topic_limit takes the topic of the watch that has waited longest.
+   * Past busyRetriesMax tries again the run is left unfollowed, as a task whose watch was dropped is (false): its
+   * run goes on, and its task keeps what it shows until a client reads it (task-refresh.ts reads the run then).
    */
-  private async openPatiently (t: Tracked, yieldWatches: boolean): Promise<void> {
+  private async openPatiently (t: Tracked, yieldWatches: boolean): Promise<boolean> {
+    // tries again made for a busy correlation (a topic taken from a watch is not one)
+    let tries = 0
     for (;;) {
       try {
         await this.open(t)
-        return
+        return true
       } catch (err) {
         if (t.finished || this.host.stopping.aborted) throw err
         // work goes before watches: a task waiting for input gives its topic to the new one's follower
         if (yieldWatches && isTopicLimit(err) && this.budget.dropOldest()) continue
         if (!isCorrelationBusy(err)) throw err
-        this.stats.busyRetries++
-        this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId, tries: this.stats.busyRetries }, 'a2a: the run\'s task is busy on this node (a slow disk): it is followed once its lock catches up')
+        if (tries >= this.busyRetriesMax) {
+          this.count('busyGaveUp')
+          this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId, tries, limit: this.busyRetriesMax }, 'a2a: the run\'s task stayed busy on this node (a slow disk) past A2A_BUSY_RETRIES_MAX tries: its run goes on unfollowed, and its task is brought up to date when a client reads it')
+          this.finish(t)
+          return false
+        }
+        tries++
+        this.count('busyRetries')
+        this.host.log.warn({ err: (err as Error).message, run_id: t.runId, task_id: t.ids.taskId, tries, limit: this.busyRetriesMax }, 'a2a: the run\'s task is busy on this node (a slow disk): it is followed once its lock catches up')
       }
     }
   }
@@ -307,7 +337,7 @@ export class TaskRuns {
       return
     }
     t.chain = t.chain.then(async () => { await this.apply(t, updates, terminal) }).catch((err: unknown) => {
-      this.stats.saveErrors++
+      this.count('saveErrors')
       this.host.log.warn({ err: (err as Error).message, task_id: t.ids.taskId, run_id: e.run_id, event: e.type }, 'a2a: cannot save a watched run\'s event to its task')
     })
     if (terminal) this.finish(t)
@@ -324,7 +354,7 @@ export class TaskRuns {
   private waits (t: Tracked): void {
     t.waiting = true
     this.budget.add(t, () => {
-      this.stats.watchesDropped++
+      this.count('watchesDropped')
       this.host.log.warn({ task_id: t.ids.taskId, run_id: t.runId, limit: this.budget.max }, 'a2a: a task waiting for input gave up its watch (bound, or a topic for new work): its run\'s later moves reach it no more')
       this.finish(t)
     })

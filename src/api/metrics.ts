@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics of a node: libp2p's own (through @libp2p/prometheus-metrics,
  * passed to the node as its `metrics` option) and the node's: runs by state,
- * delegations, run events, errors by code, API streams, discovery counters. Served on an opt-in
+ * delegations, run events, errors by code, API streams, discovery counters, the A2A gateway's and bridge's
+ * counters. Served on an opt-in
  * port by `aap-mesh start --metrics-port`; on loopback, to requests whose Host
  * header names the server itself (no DNS rebinding, as the API's view).
  */
@@ -14,6 +15,7 @@ import { RUN_STATES } from '../runlog/types.ts'
 import { providerRecordStats } from '../wire/provider-records.ts'
 import { addressFilterOf } from '../wire/address-filter.ts'
 import { relayClientStats, relayGuardStats } from '../wire/host.ts'
+import { a2aStats } from '../a2a/stats.ts'
 import { errorReply, HttpError } from './errors.ts'
 import { hostForUrl, hostIsOwn, isLoopbackAddress } from './own-host.ts'
 
@@ -168,6 +170,14 @@ export class NodeMetrics {
         reservations: s.reservations, renewals: s.renewals, reservations_failed: s.reservationsFailed, reservations_removed: s.reservationsRemoved,
         candidates_refused: s.candidatesRefused, reasked: s.reasked, addrs_dropped: s.addrsDropped, addrs_forgotten: s.addrsForgotten, announce_held_back: s.announceHeldBack
       }
+    })
+    figures('aap_a2a_gateway', 'The inbound A2A server\'s hold on the runs of its tasks, all its agents together since start (src/a2a/task-runs.ts): watches of tasks waiting for input dropped (past A2A_INPUT_WATCHES_MAX, or for a new task\'s run), run events that could not be saved to their task, watches that could not start, subscriptions tried again because the run\'s correlation was busy on this node, and runs left unfollowed after A2A_BUSY_RETRIES_MAX such tries (their tasks brought up to date when read); absent while no A2A server ran', (node) => {
+      const s = a2aStats(node).gateway
+      return s === undefined ? undefined : { watches_dropped: s.watchesDropped, save_errors: s.saveErrors, watch_errors: s.watchErrors, busy_retries: s.busyRetries, busy_gave_up: s.busyGaveUp }
+    })
+    figures('aap_a2a_outbound', 'Status messages of the tasks the bridged A2A agents carry (src/a2a/outbound.ts) since start: reported as run.progress cut to fit, and not reported because the run refused them; absent while no A2A agent was bridged', (node) => {
+      const s = a2aStats(node).outbound
+      return s === undefined ? undefined : { progress_cut: s.progressCut, progress_refused: s.progressRefused }
     })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
     figures('aap_events_lock', 'Tasks that did not queue on a task\'s lock past its bound since start (src/events/lock-queues.ts): gossip shed, events of this node\'s runs read back from the log instead (and read-backs that failed and were tried again), sync pages refused, subscriptions that waited for it to drain and those refused after the wait, catch-up pulls that waited', (node) => {
