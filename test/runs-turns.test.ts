@@ -96,7 +96,7 @@ describe('turns: a conversation with an agent keeps its memory', () => {
     expect(e3.output).toEqual({ turn: 3, seen_inputs: ['one', 'two'], seen_outputs: [1, 2], saved: { count: 2, said: ['one', 'two'] } })
 
     const replay = await A.events.replay(task, { participants: [B.agentId] })
-    expect(replay.contexts).toEqual([{ context_id: r1.run_id, executor: B.agentId, turns: [r1.run_id, r2.run_id, r3.run_id] }])
+    expect(replay.contexts).toEqual([{ context_id: r1.run_id, executor: B.agentId, delegator: A.agentId, turns: [r1.run_id, r2.run_id, r3.run_id] }])
     expect(replay.runs.map(r => [r.turn, r.previous_turn])).toEqual([[1, null], [2, r1.run_id], [3, r2.run_id]])
     const started = replay.runs[2]?.events[0]
     expect(started?.payload.turn).toEqual({ context_id: r1.run_id, turn: 3, previous_turn: r2.run_id })

@@ -125,7 +125,7 @@ export interface CorrelationReplay {
   forks: RunFork[]
   runs: ReplayRun[]
   /** Conversations with more than one turn here: their turns in order (protocols/turns.md). */
-  contexts: Array<{ context_id: string, executor: string, turns: string[] }>
+  contexts: Array<{ context_id: string, executor: string, delegator: string | null, turns: string[] }>
   /** Every event of every run, runs in lineage order, each run by seq. */
   events: AgentEvent[]
   transitions: Transition[]
@@ -366,18 +366,22 @@ export function buildReplay (
   return { correlation_id: correlationId, owner: lineage.owner, rejected_runs: rejected, unreached: lineage.unreached ?? [], forks: lineage.forks ?? [], runs, contexts: contextsOf(runs), events, transitions, checkpoints }
 }
 
-/** Conversations of more than one turn among `runs`, turns in order (a context is one executor's, keyed by its id). */
+/**
+ * Conversations of more than one turn among `runs`, turns in order. A context is one executor's with one
+ * delegator (the executor keys them so, src/runs/contexts.ts): two delegators' conversations of the same
+ * context id at one executor are two.
+ */
 function contextsOf (runs: ReplayRun[]): CorrelationReplay['contexts'] {
   const groups = new Map<string, ReplayRun[]>()
   for (const r of runs) {
-    const key = `${r.executor}\n${r.context_id}`
+    const key = `${r.executor}\n${r.delegator ?? ''}\n${r.context_id}`
     groups.set(key, [...(groups.get(key) ?? []), r])
   }
   const out: CorrelationReplay['contexts'] = []
   for (const list of groups.values()) {
     if (list.length < 2) continue
     list.sort((a, b) => a.turn - b.turn)
-    out.push({ context_id: list[0]?.context_id ?? '', executor: list[0]?.executor ?? '', turns: list.map(r => r.run_id) })
+    out.push({ context_id: list[0]?.context_id ?? '', executor: list[0]?.executor ?? '', delegator: list[0]?.delegator ?? null, turns: list.map(r => r.run_id) })
   }
-  return out.sort((a, b) => a.context_id < b.context_id ? -1 : a.context_id > b.context_id ? 1 : 0)
+  return out.sort((a, b) => a.context_id < b.context_id ? -1 : a.context_id > b.context_id ? 1 : (a.delegator ?? '') < (b.delegator ?? '') ? -1 : 1)
 }
