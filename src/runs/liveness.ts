@@ -200,7 +200,21 @@ export class LivenessMonitor {
       }
       return
     }
-    if (this.watched.has(run.run_id)) return
+    // live again (the executor's own events replaced the verdict): the verdict no longer stands, and is not
+    // offered to the executor, whose run it would end
+    const stale = this.notices.get(run.run_id)
+    if (stale !== undefined) {
+      this.notices.delete(run.run_id)
+      this.stats.superseded++
+      this.spawn(async () => { await this.i.store.closeNotice(run.run_id) })
+    }
+    if (this.watched.has(run.run_id)) {
+      // the record moved with the executor's word (its signed events, through any peer, or its answer to a call):
+      // it is heard from, though no probe may reach it (a partition that leaves it a path through others)
+      const w = this.executors.get(executor)
+      if (w !== undefined) w.lastSeen = Date.now()
+      return
+    }
     if (this.watched.size >= LIVENESS_MAX_WATCHED_RUNS) {
       this.i.log.warn({ run_id: run.run_id, limit: LIVENESS_MAX_WATCHED_RUNS }, 'too many live delegated runs to watch: this one is not probed')
       return

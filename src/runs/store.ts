@@ -412,6 +412,11 @@ export class RunStore {
     for (const e of events) next = foldEvent(next, e)
     next = { ...next, last_seq: Math.max(next.last_seq, events.at(-1)?.seq ?? 0), updated_at: new Date().toISOString() }
     await this.putOutgoing(next)
+    // the verdict no longer stands: get_verdict must not hand it to the executor, whose live run it would end
+    const gone = this.ds.batch()
+    gone.delete(verdictKey(first.run_id))
+    gone.delete(noticeKey(first.run_id))
+    await gone.commit()
     return next
   }
 
