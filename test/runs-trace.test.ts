@@ -27,6 +27,7 @@ import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const CAP_B: CapabilityRef = { capability_id: 'cap:trace-b', version: '1.0.0' }
 const CAP_C: CapabilityRef = { capability_id: 'cap:trace-c', version: '1.0.0' }
+const CAP_HOLD: CapabilityRef = { capability_id: 'cap:trace-hold', version: '1.0.0' }
 
 const traceIdOf = (tc: unknown): string | undefined => {
   const p = (tc as TraceContext | undefined)?.traceparent
@@ -51,8 +52,9 @@ describe('trace context across delegations, sub-delegations, handoffs and contro
     })
     C.runs.handle(CAP_C, async () => ({ ok: true }))
     C.runs.handle(CAP_B, async (ctx) => ({ continued: ctx.handedOff?.from.run_id ?? null }))
+    C.runs.handle(CAP_HOLD, async (ctx) => ctx.block('held for a control call', 'cp-trace-hold'))
     await B.publishCard({ name: 'b', capabilities: [CAP_B] })
-    await C.publishCard({ name: 'c', capabilities: [CAP_B, CAP_C] })
+    await C.publishCard({ name: 'c', capabilities: [CAP_B, CAP_C, CAP_HOLD] })
   }, 60_000)
 
   afterAll(async () => { await stopAll(nodes) })
@@ -162,6 +164,26 @@ describe('trace context across delegations, sub-delegations, handoffs and contro
       expect(one('aap.handoff.accept', C.agentId).parentSpanContext?.spanId).toBe(one('aap.handoff', B.agentId).spanContext().spanId)
       // B's sub-delegation and handoff hang under the span that accepted B's run
       expect(one('aap.delegate', B.agentId).parentSpanContext?.spanId).toBe(one('aap.delegate.accept', B.agentId).spanContext().spanId)
+    } finally {
+      trace.disable()
+      await provider.shutdown()
+    }
+  })
+
+  it('with an SDK, a delegator\'s control call on a run it does not follow continues the run\'s trace', async () => {
+    const exporter = new InMemorySpanExporter()
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+    expect(trace.setGlobalTracerProvider(provider)).toBe(true)
+    try {
+      const run = await A.delegate({ to_agent: C.agentId, task_id: 'trace-unfollowed', capability: CAP_HOLD, input: {} }, { follow: false })
+      await until(async () => (await C.runs.getRun(run.run_id)).state === 'blocked', 'the run to block')
+      // A holds no copy of the run's start: it did not follow the run
+      expect(await A.runs.store.log.get(run.run_id, 1)).toBeUndefined()
+      await A.cancel(run.run_id, 'done with it')
+      const root = exporter.getFinishedSpans().find(s => s.name === 'aap.delegate' && s.attributes['aap.agent_id'] === A.agentId && s.attributes['aap.correlation_id'] === 'trace-unfollowed')
+      const cancel = exporter.getFinishedSpans().find(s => s.name === 'aap.control.cancel' && s.attributes['aap.run_id'] === run.run_id)
+      // before: the cancel started a trace of its own
+      expect(cancel?.spanContext().traceId).toBe(root?.spanContext().traceId)
     } finally {
       trace.disable()
       await provider.shutdown()

@@ -130,3 +130,10 @@ export const BLOCKED_ORPHAN_UNHELD_ANSWERS = 2
  * would reverse them), and their text is then at most TRACESTATE_MAX_CHARS.
  */
 export const TRACESTATE_MAX_MEMBERS = 32
+
+/**
+ * Trace contexts of this node's own delegations kept in memory (trace.ts
+ * RecentTraces), for control calls on runs it does not follow; the oldest
+ * goes first. About 200 bytes each.
+ */
+export const RUN_TRACES_REMEMBERED_MAX = 4_096

@@ -33,7 +33,7 @@ import { RunStore } from './store.ts'
 import { IdempotencySweeper } from './idempotency-sweeper.ts'
 import { BlockedOrphans } from './orphans.ts'
 import type { RunSlots } from './slots.ts'
-import { inSpan, parentOf } from './trace.ts'
+import { inSpan, parentOf, RecentTraces } from './trace.ts'
 import type { ArtifactWriter } from '../artifacts/types.ts'
 import type { Actor, DelegateRequest, DelegationPolicy, ResumeOptions, RunEventListener, RunHandler } from './types.ts'
 import { checkpointMismatchError } from './state-machine.ts'
@@ -86,6 +86,8 @@ export class Runs {
   private readonly executor: RunExecutor
   private readonly knownCard: RunsInit['knownCard']
   private readonly host: MeshHost
+  /** Trace contexts of this node's delegations, for control calls on runs it does not follow (trace.ts). */
+  private readonly traces = new RecentTraces()
   private readonly log: Logger
   /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
   readonly liveness: LivenessMonitor
@@ -323,7 +325,11 @@ export class Runs {
     if (req.parent_run != null && this.isLocal(req.parent_run)) await this.assertParentWorks(req.parent_run)
     const parent = await parentOf(req.trace, this.store.log, req.parent_run)
     const attributes = { 'aap.agent_id': this.agentId, 'aap.to_agent': req.to_agent, 'aap.correlation_id': req.task_id }
-    return inSpan('aap.delegate', 'client', parent, attributes, async (trace) => this.caller.delegate(req, opts, trace))
+    return inSpan('aap.delegate', 'client', parent, attributes, async (trace) => {
+      const run = await this.caller.delegate(req, opts, trace)
+      this.traces.remember(run.run_id, trace)
+      return run
+    })
   }
 
   /**
@@ -465,7 +471,7 @@ export class Runs {
 
   /** A control verb sent to the run's executor, in a client span that carries the run's trace context. */
   private async control (runId: string, verb: ControlVerb, body: object, opts: CallOptions): Promise<Run> {
-    const parent = await parentOf(undefined, this.store.log, runId)
+    const parent = await parentOf(undefined, this.store.log, runId, this.traces)
     return inSpan(`aap.control.${verb}`, 'client', parent, { 'aap.agent_id': this.agentId, 'aap.run_id': runId },
       async (trace) => this.caller.control(runId, verb, trace === undefined ? body : { ...body, trace }, opts))
   }

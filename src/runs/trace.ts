@@ -28,7 +28,7 @@ import {
 import pkg from '../../package.json' with { type: 'json' }
 import { TRACEPARENT_MAX_CHARS, TRACESTATE_MAX_CHARS } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
-import { TRACESTATE_MAX_MEMBERS } from './constants.ts'
+import { RUN_TRACES_REMEMBERED_MAX, TRACESTATE_MAX_MEMBERS } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import type { EventLog } from '../runlog/event-log.ts'
 
@@ -77,6 +77,30 @@ export function contextOf (tc: TraceContext | undefined): Context {
   return sc === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, sc)
 }
 
+/**
+ * The trace contexts of the delegations this node made lately, by run id: a
+ * delegator that does not follow a run holds no copy of its run.started, and
+ * its control calls on the run continue this trace instead of starting one.
+ * In memory, the last RUN_TRACES_REMEMBERED_MAX (a restart forgets them).
+ */
+export class RecentTraces {
+  private readonly byRun = new Map<string, TraceContext>()
+
+  remember (runId: string, tc: TraceContext | undefined): void {
+    if (tc === undefined) return
+    this.byRun.delete(runId)
+    if (this.byRun.size >= RUN_TRACES_REMEMBERED_MAX) {
+      const oldest = this.byRun.keys().next()
+      if (oldest.done !== true) this.byRun.delete(oldest.value)
+    }
+    this.byRun.set(runId, tc)
+  }
+
+  get (runId: string | null | undefined): TraceContext | undefined {
+    return runId === null || runId === undefined ? undefined : this.byRun.get(runId)
+  }
+}
+
 /** The trace context of a run, as its run.started event recorded it (this node's copy of the log). */
 export async function runTrace (log: EventLog, runId: string | null | undefined): Promise<TraceContext | undefined> {
   if (runId === null || runId === undefined) return undefined
@@ -90,14 +114,14 @@ export async function runTrace (log: EventLog, runId: string | null | undefined)
  * The parent of a call this node makes: the explicit trace context, else the
  * active OpenTelemetry span, else the run's (see the file comment).
  */
-export async function parentOf (explicit: TraceContext | undefined, log: EventLog, runId: string | null | undefined): Promise<Context> {
+export async function parentOf (explicit: TraceContext | undefined, log: EventLog, runId: string | null | undefined, recent?: RecentTraces): Promise<Context> {
   if (explicit !== undefined) {
     if (spanContextOf(explicit) === undefined) throw new InvalidRequestError('trace is not a valid W3C trace context (traceparent "00-<32 hex>-<16 hex>-<2 hex>", ids not all zero)', { reason: 'bad_trace' })
     return contextOf(explicit)
   }
   const active = context.active()
   if (trace.getSpanContext(active) !== undefined) return active
-  return contextOf(await runTrace(log, runId))
+  return contextOf(await runTrace(log, runId) ?? recent?.get(runId))
 }
 
 /**
