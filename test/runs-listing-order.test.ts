@@ -16,11 +16,12 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Datastore } from 'interface-datastore'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { openDatastore } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { RunIndex, type RunSide } from '../src/runs/run-index.ts'
+import { rawKey } from '../src/storage/range.ts'
 
 const ME = 'agent-me'
 
@@ -58,6 +59,7 @@ describe('the run index lists runs in the order they were stored', () => {
     await index.open()
   })
   afterEach(async () => {
+    vi.useRealTimers()
     await ds.close?.()
     await rm(dir, { recursive: true, force: true })
   })
@@ -120,6 +122,45 @@ describe('the run index lists runs in the order they were stored', () => {
     const all = await pages('oldest', 10)
     expect(all.ids).toEqual(['run-g'])
     expect(all.cursor).toBeNull()
+  })
+
+  it('two runs stored in one millisecond, with a page read between them, are both listed', async () => {
+    // the clock stands still: both runs are stored in the same millisecond
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(Date.parse('2026-12-05T10:00:00.000Z'))
+    await write('executing', runOf('zzz', '2026-12-05T09:00:00.000Z', 'executing'))
+    const first = await pages('oldest', 1)
+    expect(first.ids).toEqual(['run-zzz'])
+    // before: the same instant, and 'run-aaa' sorts before 'run-zzz', where the cursor already is
+    await write('executing', runOf('aaa', '2026-12-05T09:00:00.000Z', 'executing'))
+    expect((await pages('oldest', 10, first.cursor as string)).ids).toEqual(['run-aaa'])
+  })
+
+  it('after a restart with the clock stepped back, new runs still go after the last one indexed', async () => {
+    await write('executing', runOf('before', '2026-12-05T10:00:00.000Z', 'executing'))
+    const first = await pages('oldest', 1)
+    expect(first.ids).toEqual(['run-before'])
+    // the node restarts on the same data dir, its clock a minute behind
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(Date.now() - 60_000)
+    index = new RunIndex({ datastore: ds, log: componentLogger(undefined, 'test:listing-order'), agentId: ME, records: async function * () {} })
+    await index.open()
+    await write('executing', runOf('after', '2026-12-05T10:00:00.000Z', 'executing'))
+    expect((await pages('oldest', 10, first.cursor as string)).ids).toEqual(['run-after'])
+  })
+
+  it('an index built by an older version is built again, with no run placed in the future', async () => {
+    // an older version's index: its meta at version 1, a delegated record keyed by the created_at its executor signed
+    await ds.put(rawKey('/aap/ridx/meta'), new TextEncoder().encode(JSON.stringify({ version: 1, secret: '00'.repeat(32) })))
+    const far = runOf('far', '9999-12-31T23:59:59.999Z', 'delegated')
+    const older = new RunIndex({ datastore: ds, log: componentLogger(undefined, 'test:listing-order'), agentId: ME, records: async function * (side) { if (side === 'delegated') yield far } })
+    await older.open()
+    index = older
+    await write('delegated', runOf('now', '2026-12-05T10:00:00.000Z', 'delegated'))
+    const newest = await index.page({ side: 'delegated' }, { limit: 10, order: 'newest' })
+    expect(newest.delegated).toEqual(['run-now', 'run-far'])
+    const since = await index.page({ side: 'delegated', since: new Date(Date.now() + 3_600_000).toISOString() }, { limit: 10 })
+    expect(since.delegated).toEqual([])
   })
 
   it('a delegated record is placed by this node\'s clock, not by the created_at its executor signed', async () => {

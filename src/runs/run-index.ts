@@ -5,14 +5,15 @@
  * a listing reads one page of keys and never the whole store.
  *
  * Keys (under /aap/ridx, side `x` executing or `d` delegated, `<t>` the
- * run's order key `<ISO instant>~<run id>`), each valued with the run's
+ * run's order key `<ISO instant>~<count>~<run id>`), each valued with the run's
  * summary (state, correlation, agents, capability). The instant is this
  * node's clock when the run was first indexed, never behind the run indexed
  * before it: not the run's `created_at`, which is taken before the run is
  * stored (two runs created at once can land in either order) and, for a run
  * delegated from here, is the executor's word. A listing does not pass the
  * place of a run still being written (`fenced`), so a cursor never skips it.
- * (An index rebuilt from an older data dir orders its runs by `created_at`.)
+ * (An index rebuilt from an older data dir orders its runs by `created_at`,
+ * none later than the rebuild, with keys `<ISO instant>~<run id>`.)
  *
  *   /<side>/e/<run id>               the run's entry (its current state)
  *   /<side>/state/<state>/<t>        (current state)
@@ -101,7 +102,10 @@ interface Meta { version: number, secret: string }
 
 const PREFIX = '/aap/ridx'
 const META = rawKey(`${PREFIX}/meta`)
-const VERSION = 1
+// 2: new runs placed by this node's clock, and a rebuild places none in the future (1 placed by created_at)
+const VERSION = 2
+/** Base-36 digits of the count that orders runs placed at one clock reading (36^8: never outgrown). */
+const PLACE_COUNT_DIGITS = 8
 const TAG: Record<RunSide, string> = { executing: 'x', delegated: 'd' }
 const enc = new TextEncoder()
 const dec = new TextDecoder()
@@ -212,6 +216,8 @@ export class RunIndex {
   private readonly pending: Record<RunSide, Set<string>> = { executing: new Set(), delegated: new Set() }
   /** The clock reading the last new run of each side was placed at. */
   private readonly lastPlaced: Record<RunSide, number> = { executing: 0, delegated: 0 }
+  /** How many runs were placed at that reading before the last one (the count in its key). */
+  private readonly placedInMs: Record<RunSide, number> = { executing: 0, delegated: 0 }
   /** Pages that stopped early before a run still being written (the next page, from the cursor, lists it). */
   readonly stats = { fenced: 0 }
   private secret: Buffer = Buffer.alloc(0)
@@ -269,9 +275,16 @@ export class RunIndex {
    * not pass) until its batch is committed or has failed.
    */
   private placeNew (side: RunSide, runId: string): string {
-    const ms = Math.max(Date.now(), this.lastPlaced[side])
-    this.lastPlaced[side] = ms
-    const t = `${new Date(ms).toISOString()}~${seg(runId)}`
+    const now = Date.now()
+    // strictly after the last: within one millisecond (or a clock that stepped back) a count orders them, not the
+    // run id, which could sort a new key before a cursor already given
+    if (now > this.lastPlaced[side]) {
+      this.lastPlaced[side] = now
+      this.placedInMs[side] = 0
+    } else {
+      this.placedInMs[side]++
+    }
+    const t = `${new Date(this.lastPlaced[side]).toISOString()}~${this.placedInMs[side].toString(36).padStart(PLACE_COUNT_DIGITS, '0')}~${seg(runId)}`
     this.pending[side].add(t)
     return t
   }
@@ -379,6 +392,16 @@ export class RunIndex {
     this.secret = Buffer.from(meta.secret, 'hex')
     for (const side of RUN_SIDES) {
       for (const state of RUN_STATES) this.count[side][state] = await countRange(this.ds, `${sidePrefix(side)}/state/${state}/`)
+      // new runs go after the last one indexed, whatever this clock says now (it may have stepped back since)
+      for await (const { key } of readRange(this.ds, { prefix: `${sidePrefix(side)}/all/`, reverse: true, values: false })) {
+        // `<ISO>~<count>~<run id>`, or `<ISO>~<run id>` for a run placed by its created_at (a rebuild)
+        const parts = key.slice(`${sidePrefix(side)}/all/`.length).split('~')
+        const at = Date.parse(parts[0] ?? '')
+        const count = parts.length === 3 ? parseInt(parts[1] ?? '', 36) : 0
+        if (Number.isFinite(at)) this.lastPlaced[side] = at
+        if (Number.isFinite(count)) this.placedInMs[side] = count
+        break
+      }
     }
   }
 
@@ -401,7 +424,11 @@ export class RunIndex {
       let batch = this.ds.batch()
       let inBatch = 0
       for await (const run of this.records(side)) {
-        this.stage(batch, side, undefined, summaryOf(run))
+        // runs stored before the index had its own clock keep their created_at order, never a place in the future
+        // (a delegated record's created_at is its executor's word)
+        const s = summaryOf(run)
+        if (s.t > `${new Date(started).toISOString()}~`) s.t = `${new Date(started).toISOString()}~${seg(run.run_id)}`
+        this.stage(batch, side, undefined, s)
         runs++
         if (++inBatch >= RUN_INDEX_REBUILD_BATCH_RUNS) {
           await batch.commit()
