@@ -115,7 +115,10 @@ describe('blocked runs whose delegator named resumers and left', () => {
     // whatever `held` says, and executors from before `held` refuse an answer that carries it
     const head = (await E.events.replay('held-to-executor')).events.filter(e => e.run_id === run.run_id).at(-1)!
     const verdict = await signVerdict(dKey, D.agentId, head, 'the executor is gone')
-    await D.runs.store.putVerdict(verdict, { run_id: run.run_id, executor: E.agentId, since: Date.now(), before: await D.getRun(run.run_id) })
+    const before = await D.getRun(run.run_id)
+    await D.runs.store.putVerdict(verdict, { run_id: run.run_id, executor: E.agentId, since: Date.now(), before })
+    // as a declaration leaves it: the record ends with the verdict (a verdict never stands on a live record)
+    await D.runs.store.putOutgoing({ ...before, state: 'failed', failure: { code: 'EXECUTOR_LOST', message: 'the executor is gone' }, last_seq: verdict.seq })
     expect(await ask(E)).toEqual({ verdict })
   }, 60_000)
 })

@@ -383,5 +383,6 @@ function contextsOf (runs: ReplayRun[]): CorrelationReplay['contexts'] {
     list.sort((a, b) => a.turn - b.turn)
     out.push({ context_id: list[0]?.context_id ?? '', executor: list[0]?.executor ?? '', delegator: list[0]?.delegator ?? null, turns: list.map(r => r.run_id) })
   }
-  return out.sort((a, b) => a.context_id < b.context_id ? -1 : a.context_id > b.context_id ? 1 : (a.delegator ?? '') < (b.delegator ?? '') ? -1 : 1)
+  const key = (c: CorrelationReplay['contexts'][number]): string => `${c.context_id}\n${c.delegator ?? ''}\n${c.executor}`
+  return out.sort((a, b) => key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0)
 }

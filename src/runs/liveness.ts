@@ -153,8 +153,6 @@ export class LivenessMonitor {
   async start (): Promise<void> {
     this.unlisten = this.i.store.onOutgoing(run => { this.track(run) })
     this.i.host.addEventListener('connection:open', this.onConnection)
-    // the live records from the run index, not a scan of every record
-    for await (const run of this.i.store.live('delegated')) this.track(run)
     // verdicts whose executor was not heard from before the node stopped
     // the store reads them by run id: oldest first again, for the bound
     const stored: Array<[string, Notice]> = []
@@ -163,6 +161,9 @@ export class LivenessMonitor {
     }
     stored.sort((a, b) => a[1].since - b[1].since)
     for (const [runId, n] of stored) this.notices.set(runId, n)
+    // the live records from the run index, not a scan of every record; after the notices, so the notice of a
+    // record live again (its verdict replaced just before a stop) is closed here, not offered
+    for await (const run of this.i.store.live('delegated')) this.track(run)
     this.timer = setInterval(() => { this.tick() }, this.probeIntervalMs)
     this.timer.unref?.()
   }

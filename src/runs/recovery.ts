@@ -165,5 +165,6 @@ export async function verdictOn (store: RunStore, self: string, runId: string): 
   const record = await store.getOutgoing(runId)
   const verdict = await store.getVerdict(runId)
   const held = record !== undefined && record.delegator === self && !isTerminal(record.state)
-  return { verdict: verdict ?? null, held }
+  // a verdict never stands on a live record: the executor's own word (its events, its answer) replaced it
+  return { verdict: held ? null : verdict ?? null, held }
 }

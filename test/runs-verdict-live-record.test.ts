@@ -1,0 +1,68 @@
+/**
+ * A liveness verdict never stands on a live record (protocols/liveness.md):
+ * once the executor's own word (its answer to get_run, here) has put the
+ * delegator's record back to live, `get_verdict` answers no verdict. Before,
+ * the verdict stayed stored and was handed out; the executor's orphan watch
+ * took it and ended its live run (recovery.ts adoptVerdict). Found by session
+ * 55's review of its own change, on a real LevelDB run store.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import type { Datastore } from 'interface-datastore'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { agentIdOf, openDatastore } from '../src/identity/identity.ts'
+import { signEvent } from '../src/runlog/event.ts'
+import { issueDelegationTicket } from '../src/runlog/ticket.ts'
+import type { Run } from '../src/runlog/types.ts'
+import { signVerdict } from '../src/runlog/verdict.ts'
+import { verdictOn } from '../src/runs/recovery.ts'
+import { RunStore } from '../src/runs/store.ts'
+
+const CAP = { capability_id: 'cap:verdict-live-record', version: '1.0.0' }
+
+describe('get_verdict on a record the executor put back to live', () => {
+  let dir: string
+  let ds: Datastore & { close?: () => Promise<void> }
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'aap-verdict-live-'))
+    ds = await openDatastore(dir)
+  })
+  afterAll(async () => {
+    await ds.close?.()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('answers no verdict once the record is live again, and the verdict while it is failed', async () => {
+    const store = new RunStore(ds)
+    await store.open()
+    const dKey = await generateKeyPair('Ed25519')
+    const xKey = await generateKeyPair('Ed25519')
+    const D = agentIdOf(dKey)
+    const X = agentIdOf(xKey)
+    const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: 'task-verdict-live', capability: CAP, parent_run: null, authorized: [] })
+    const at = new Date().toISOString()
+    const started = await signEvent(xKey, {
+      run_id: ticket.run_id, correlation_id: 'task-verdict-live', type: 'run.started', at, seq: 1, prev: null, executor: X,
+      payload: { delegator: D, capability: CAP, parent_run: null, input: {}, ticket: ticket as unknown as Record<string, unknown> }
+    })
+    const live: Run = {
+      run_id: ticket.run_id, agent_id: X, correlation_id: 'task-verdict-live', state: 'running', created_at: at, updated_at: at,
+      capability: CAP, delegator: D, authorized: [], parent_run: null, handoff_from: null, handoff_to: null,
+      checkpoint_id: null, block_reason: null, output: null, failure: null, last_seq: 1
+    }
+    await store.putOutgoing(live, true)
+    // the delegator declared the executor lost: the verdict is the run's seq 2
+    const verdict = await signVerdict(dKey, D, started, 'the executor could not be reached')
+    await store.putVerdict(verdict, { run_id: live.run_id, executor: X, since: Date.now(), before: live })
+    await store.putOutgoing({ ...live, state: 'failed', failure: { code: 'EXECUTOR_LOST', message: 'lost' }, last_seq: 2 })
+    expect(await verdictOn(store, D, live.run_id)).toEqual({ verdict, held: false })
+    // the executor answers get_run: it went on, blocked, at seq 2 of its own
+    await store.noteOutgoing({ ...live, state: 'blocked', checkpoint_id: 'cp', block_reason: 'a person decides', last_seq: 2 }, false)
+    expect((await store.getOutgoing(live.run_id))?.state).toBe('blocked')
+    // before: { verdict, held: true }, and the executor ended its blocked run with the verdict
+    expect(await verdictOn(store, D, live.run_id)).toEqual({ verdict: null, held: true })
+  })
+})
