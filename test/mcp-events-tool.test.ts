@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest'
 import type { ApiClient } from '../src/api/client.ts'
 import { AapError } from '../src/errors.ts'
 import { TOOLS } from '../src/mcp/tools.ts'
-import { MCP_EVENTS_MAX } from '../src/mcp/constants.ts'
+import { MCP_EVENTS_MAX, MCP_RESULT_MAX_BYTES } from '../src/mcp/constants.ts'
 import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION, RUN_ID_MAX_CHARS } from '../src/constants.ts'
 import { Ajv } from 'ajv'
 
@@ -65,5 +65,49 @@ describe('the MCP events tool', () => {
     expect(check({ correlation_id: 'c1', after: { r1: EVENTS_MAX_EVENTS_PER_RUN + 1 } })).toBe(false)
     expect(check({ correlation_id: 'c1', after: { ['x'.repeat(RUN_ID_MAX_CHARS + 1)]: 1 } })).toBe(false)
     expect(check({ correlation_id: 'c1', after: Object.fromEntries(Array.from({ length: EVENTS_MAX_RUNS_PER_CORRELATION + 1 }, (_, i) => [`r${i}`, 1])) })).toBe(false)
+    // names no run id can have (the RunId pattern of protocols/common.schema.json)
+    expect(check({ correlation_id: 'c1', after: { 'peer:run/1': 1 } })).toBe(true)
+    expect(check({ correlation_id: 'c1', after: { 'r%2F1': 1 } })).toBe(false)
+    expect(check({ correlation_id: 'c1', after: { 'r 1': 1 } })).toBe(false)
+    expect(check({ correlation_id: 'c1', after: { '..': 1 } })).toBe(false)
+  })
+
+  it('returns the executor\'s event that replaces a liveness verdict at its seq, and its cursor stops before a verdict', async () => {
+    const ev = (type: string, seq: number, verdict = false): Sse => ({ event: type, data: { run_id: 'r1', seq, type, ...(verdict ? { declared_by: 'delegator' } : {}) } })
+    const verdict = ev('run.failed', 2, true)
+    const completed = ev('run.completed', 2)
+    // in one call: the verdict, then the executor's own event at the same seq, which stands
+    const one = await events.run(clientOf([ev('run.started', 1), verdict, completed, { event: 'ready', data: {} }]), { correlation_id: 'c1', until: 'run.completed', wait_ms: 5_000 }) as { events: unknown[], ended_by: string, after: Record<string, number> }
+    expect(one.ended_by).toBe('until')
+    expect(one.events).toEqual([ev('run.started', 1).data, verdict.data, completed.data])
+    expect(one.after).toEqual({ r1: 2 })
+    // a call that returned the verdict last: its cursor names the seq before it
+    const first = await events.run(clientOf([ev('run.started', 1), verdict, { event: 'ready', data: {} }]), { correlation_id: 'c1', wait_ms: 0 }) as typeof one
+    expect(first.events).toEqual([ev('run.started', 1).data, verdict.data])
+    expect(first.after).toEqual({ r1: 1 })
+    // so the next call gets the replacement (the node's log holds it now), or the verdict again
+    const next = await events.run(clientOf([ev('run.started', 1), completed, { event: 'ready', data: {} }]), { correlation_id: 'c1', wait_ms: 0, after: first.after }) as typeof one
+    expect(next.events).toEqual([completed.data])
+    expect(next.after).toEqual({ r1: 2 })
+    const again = await events.run(clientOf([ev('run.started', 1), verdict, { event: 'ready', data: {} }]), { correlation_id: 'c1', wait_ms: 0, after: first.after }) as typeof one
+    expect(again.events).toEqual([verdict.data])
+    expect(again.after).toEqual({ r1: 1 })
+    // a second verdict at the seq is no replacement, and nothing older comes through
+    const dup = await events.run(clientOf([ev('run.started', 1), verdict, verdict, ev('run.started', 1), { event: 'ready', data: {} }]), { correlation_id: 'c1', wait_ms: 0 }) as typeof one
+    expect(dup.events).toEqual([ev('run.started', 1).data, verdict.data])
+  })
+
+  it('counts the cursor it echoes against the byte bound: a call stopped by max_bytes is a result an MCP client takes', async () => {
+    // a cursor naming as many runs as a correlation holds, each id as long as a run id may be
+    const runs = Array.from({ length: EVENTS_MAX_RUNS_PER_CORRELATION }, (_, i) => `${String(i).padStart(4, '0')}${'r'.repeat(RUN_ID_MAX_CHARS - 4)}`)
+    const after = Object.fromEntries(runs.map(r => [r, 1]))
+    const chunk = 'x'.repeat(40 * 1024)
+    const sse: Sse[] = Array.from({ length: 80 }, (_, i) => ({ event: 'run.progress', data: { run_id: runs[0], seq: i + 2, type: 'run.progress', payload: { chunk } } }))
+    sse.push({ event: 'ready', data: {} })
+    const r = await events.run(clientOf(sse), { correlation_id: 'c1', wait_ms: 0, after }) as { events: unknown[], ended_by: string, after: Record<string, number> }
+    expect(r.ended_by).toBe('max_bytes')
+    expect(r.events.length).toBeGreaterThan(0)
+    expect(Object.keys(r.after)).toHaveLength(EVENTS_MAX_RUNS_PER_CORRELATION)
+    expect(Buffer.byteLength(JSON.stringify(r))).toBeLessThanOrEqual(MCP_RESULT_MAX_BYTES)
   })
 })

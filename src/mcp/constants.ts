@@ -26,3 +26,23 @@ export const MCP_EVENTS_HISTORY_MAX_MS = 15_000
 export const MCP_REPLAY_TIMEOUT_MAX_MS = 45_000
 /** Room `events` keeps in its result for what surrounds the events themselves (under MCP_RESULT_MAX_BYTES). */
 export const MCP_RESULT_MARGIN_BYTES = 4096
+/**
+ * Tool calls one MCP server runs at once (each holds one request to the
+ * node's API, whose connections are bounded by API_MAX_CONNECTIONS): the
+ * calls past it wait in order for a free place.
+ */
+export const MCP_CALLS_CONCURRENT_MAX = 32
+/**
+ * Tool calls that may wait for a place (past MCP_CALLS_CONCURRENT_MAX);
+ * past it a call is refused with INVALID_REQUEST (`reason: too_many_calls`).
+ * A call waiting here counts against its MCP_CALL_TIMEOUT_MS.
+ */
+export const MCP_CALLS_QUEUED_MAX = 1024
+/**
+ * The longest a tool call takes, its wait for a place included: past it the
+ * call ends with a TIMEOUT tool error, under the 60 s an MCP client waits
+ * by default (which would give the caller only a protocol timeout) and above
+ * what `events` (MCP_EVENTS_HISTORY_MAX_MS + MCP_EVENTS_WAIT_MAX_MS) and
+ * `replay` (MCP_REPLAY_TIMEOUT_MAX_MS) take.
+ */
+export const MCP_CALL_TIMEOUT_MS = 50_000

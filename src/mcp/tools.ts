@@ -11,7 +11,7 @@ import {
   MCP_RESULT_MAX_BYTES
 } from './constants.ts'
 import { AapError } from '../errors.ts'
-import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION, RUN_ID_MAX_CHARS } from '../constants.ts'
+import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION } from '../constants.ts'
 
 type Schema = Record<string, unknown>
 
@@ -61,6 +61,16 @@ function operation (method: string, path: string): Operation {
   return op
 }
 
+/** The RunId schema of protocols/common.schema.json: the names a cursor (`after`) may hold. */
+const RUN_ID = inline(doc.components.schemas.RunId) as Schema
+
+/**
+ * What a tool says of a path parameter where the API document's words are
+ * about the URL ("URL-encoded run id."): the tool encodes the id itself, and
+ * its schema refuses `%`.
+ */
+const PATH_PARAMETER_DESCRIPTIONS: Record<string, string> = { run_id: 'the run id, as returned' }
+
 /** An object schema of an operation's path and query parameters and the fields of its JSON body. */
 function inputSchema (method: string, path: string, extra: Record<string, Schema> = {}): Schema {
   const op = operation(method, path)
@@ -68,7 +78,8 @@ function inputSchema (method: string, path: string, extra: Record<string, Schema
   const required: string[] = []
   for (const p of op.parameters ?? []) {
     if (p.in !== 'path' && p.in !== 'query') continue
-    properties[p.name] = { ...(inline(p.schema) as Schema), ...(p.description === undefined ? {} : { description: p.description }) }
+    const description = (p.in === 'path' ? PATH_PARAMETER_DESCRIPTIONS[p.name] : undefined) ?? p.description
+    properties[p.name] = { ...(inline(p.schema) as Schema), ...(description === undefined ? {} : { description }) }
     if (p.required === true || p.in === 'path') required.push(p.name)
   }
   const body = op.requestBody?.content['application/json']?.schema
@@ -162,7 +173,10 @@ export const TOOLS: Tool[] = [
       `or until an event of type \`until\` (at most ${MCP_EVENTS_MAX} events, ${MCP_RESULT_MAX_BYTES} bytes); \`ended_by\` says which (waited, until, max_events, max_bytes, ` +
       `history_timeout when the history took more than ${MCP_EVENTS_HISTORY_MAX_MS} ms, stream_closed when the node closed the stream first, stream_broken when the connection to the node broke); ` +
       'a stream the node ends with an error is an error result. The result\'s `after` (the highest seq returned of each run, merged with the ' +
-      '`after` given) passed to the next call returns only the events after it: what a bound left out comes then. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
+      '`after` given) passed to the next call returns only the events after it: what a bound left out comes then. ' +
+      'An event with `declared_by` is a liveness verdict of the delegator, which the executor\'s own event at the same seq may still replace ' +
+      '(that one stands): it comes after the verdict, in the same call or a later one, since `after` names the seq before a run\'s verdict ' +
+      '(the next call returns the replacement, or the verdict again). ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/stream', {
       wait_ms: { type: 'integer', minimum: 0, maximum: MCP_EVENTS_WAIT_MAX_MS, description: `how long to wait for new events after the history (default ${MCP_EVENTS_WAIT_DEFAULT_MS})` },
       until: { type: 'string', enum: ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'], description: 'stop after the first event of this type' },
@@ -170,7 +184,7 @@ export const TOOLS: Tool[] = [
         type: 'object',
         description: 'run id -> seq: skip the events of each run at or below its seq (the `after` of an earlier result)',
         maxProperties: EVENTS_MAX_RUNS_PER_CORRELATION,
-        propertyNames: { type: 'string', minLength: 1, maxLength: RUN_ID_MAX_CHARS },
+        propertyNames: RUN_ID,
         additionalProperties: { type: 'integer', minimum: 0, maximum: EVENTS_MAX_EVENTS_PER_RUN }
       }
     }),
@@ -178,14 +192,52 @@ export const TOOLS: Tool[] = [
   },
   {
     name: 'replay',
-    description: DESCRIBE('get', '/v1/events/{correlation_id}/replay', 'the whole lifecycle of a correlation'),
+    description: DESCRIBE('get', '/v1/events/{correlation_id}/replay', 'the whole lifecycle of a correlation') +
+      `. A replay over ${MCP_RESULT_MAX_BYTES} bytes of JSON comes without its events (\`events\` and each run's \`events\` left out, ` +
+      'each run\'s `events_held` counting them), with `truncated: true` and a `message`: read the events with the `events` tool, which pages.',
     // a wait the MCP client outlasts (it gives up after 60 s by default)
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/replay', {
       timeout_ms: { type: 'integer', minimum: 0, maximum: MCP_REPLAY_TIMEOUT_MAX_MS, description: `how long the node may collect the events (at most ${MCP_REPLAY_TIMEOUT_MAX_MS})` }
     }),
-    run: async (c, a, signal) => c.call('GET', `/v1/events/${seg(a.correlation_id)}/replay`, undefined, query(a, queryNames('get', '/v1/events/{correlation_id}/replay')), signal)
+    run: async (c, a, signal) => fitReplay(await c.call('GET', `/v1/events/${seg(a.correlation_id)}/replay`, undefined, query(a, queryNames('get', '/v1/events/{correlation_id}/replay')), signal))
   }
 ]
+
+/**
+ * A replay an MCP result can carry: the node's whole answer when its JSON is
+ * within MCP_RESULT_MAX_BYTES, else the same without its events (the top
+ * level's and each run's, whose count stays as `events_held`), marked
+ * `truncated`. No argument narrows a replay: the `events` tool pages through
+ * the events instead.
+ */
+function fitReplay (replay: Record<string, unknown>): Record<string, unknown> {
+  const bytes = Buffer.byteLength(JSON.stringify(replay))
+  if (bytes <= MCP_RESULT_MAX_BYTES) return replay
+  const { events: _, runs, ...rest } = replay
+  const summary = {
+    ...rest,
+    runs: (Array.isArray(runs) ? runs as Array<Record<string, unknown>> : []).map(({ events, ...run }) => ({ ...run, events_held: Array.isArray(events) ? events.length : 0 })),
+    truncated: true,
+    message: `the replay has ${bytes} bytes of JSON, more than an MCP result may (${MCP_RESULT_MAX_BYTES}): its events are left out; ` +
+      'read them with the `events` tool (it pages with `after`)'
+  }
+  const size = Buffer.byteLength(JSON.stringify(summary))
+  if (size > MCP_RESULT_MAX_BYTES) {
+    throw new AapError('INVALID_REQUEST', `replay: even without its events the replay has ${size} bytes of JSON, more than an MCP result may (${MCP_RESULT_MAX_BYTES}); ` +
+      'read the correlation\'s events with the `events` tool (it pages with `after`) and its runs with `list_runs` and `get_run`', { reason: 'result_too_large', bytes: size, max_bytes: MCP_RESULT_MAX_BYTES })
+  }
+  return summary
+}
+
+/** Most bytes one run's entry adds to a cursor's JSON (`"run id":seq,`), its seq at its widest. */
+function cursorEntryBytes (runId: string): number {
+  return Buffer.byteLength(JSON.stringify(runId)) + 2 + String(EVENTS_MAX_EVENTS_PER_RUN).length
+}
+
+/** A liveness verdict: an event the delegator signed for the executor (`declared_by`), which the executor's own may replace. */
+function isVerdict (data: unknown): boolean {
+  return (data as { declared_by?: unknown } | undefined)?.declared_by !== undefined
+}
 
 /** `events` calls in progress (each holds one of the node's event streams). */
 let eventsInFlight = 0
@@ -204,7 +256,10 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
   const events: Array<Record<string, unknown>> = []
   // the cursor: events at or below a run's seq were returned by an earlier call
   const after = new Map<string, number>(Object.entries((a.after ?? {}) as Record<string, number>))
-  let bytes = 0
+  // runs whose last event returned is a verdict: the executor's own event at that seq may come yet, and replaces it
+  const verdicts = new Set<string>()
+  // the cursor goes back in the result: its JSON counts against the bound, as each run it takes on does
+  let bytes = 2 + [...after.keys()].reduce((n, runId) => n + cursorEntryBytes(runId), 0)
   let timer: NodeJS.Timeout | undefined
   let ready = false
   let reason = 'waited'
@@ -223,15 +278,24 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
         if (failed !== undefined) throw failed
         if (!ev.event.startsWith('run.')) continue
         const { run_id: runId, seq } = ev.data as { run_id?: unknown, seq?: unknown }
-        if (typeof runId === 'string' && typeof seq === 'number') {
-          if (seq <= (after.get(runId) ?? 0)) continue
+        const run = typeof runId === 'string' && typeof seq === 'number' ? { runId, seq } : undefined
+        if (run !== undefined) {
+          const last = after.get(run.runId) ?? 0
+          // the executor's event at the seq of the verdict returned last replaces it (protocols/events.md): it goes through
+          const replaces = run.seq === last && verdicts.has(run.runId) && !isVerdict(ev.data)
+          if (run.seq <= last && !replaces) continue
         }
+        const kept = run !== undefined && (after.has(run.runId) || after.size < EVENTS_MAX_RUNS_PER_CORRELATION)
         // a result the MCP client can take: what is past the byte bound waits for the next call
-        const size = Buffer.byteLength(JSON.stringify(ev.data)) + 1
+        const size = Buffer.byteLength(JSON.stringify(ev.data)) + 1 + (kept && !after.has(run.runId) ? cursorEntryBytes(run.runId) : 0)
         if (bytes + size > MCP_RESULT_MAX_BYTES - MCP_RESULT_MARGIN_BYTES) { reason = 'max_bytes'; break }
         bytes += size
         events.push(ev.data as Record<string, unknown>)
-        if (typeof runId === 'string' && typeof seq === 'number' && (after.has(runId) || after.size < EVENTS_MAX_RUNS_PER_CORRELATION)) after.set(runId, seq)
+        if (kept) {
+          after.set(run.runId, run.seq)
+          if (isVerdict(ev.data)) verdicts.add(run.runId)
+          else verdicts.delete(run.runId)
+        }
         if (a.until !== undefined && ev.event === a.until) { reason = 'until'; break }
         if (events.length >= MCP_EVENTS_MAX) { reason = 'max_events'; break }
       }
@@ -258,5 +322,7 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
     ctl.abort()
     eventsInFlight--
   }
-  return { correlation_id: a.correlation_id, events, ended_by: reason, after: Object.fromEntries(after) }
+  // a run whose last event returned is a verdict: the cursor stops before it, so the next call returns the executor's
+  // event that replaces it (or the verdict again: a verdict twice rather than a completion never seen)
+  return { correlation_id: a.correlation_id, events, ended_by: reason, after: Object.fromEntries([...after].map(([runId, seq]) => [runId, verdicts.has(runId) ? seq - 1 : seq])) }
 }
