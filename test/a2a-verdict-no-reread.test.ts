@@ -8,12 +8,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import { ClientFactory } from '@a2a-js/sdk/client'
-import { CONTROL_PROTOCOL } from '../src/constants.ts'
 import { PART_FAILURE } from '../src/a2a/constants.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import { silentLogger } from '../src/logger.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { until } from './helpers.ts'
+import { cutControl, gatedWorker } from './fixtures/control-cut.ts'
 import { asTask, handlerOf, partData, runIdOf, send } from './fixtures/a2a-messages.ts'
 
 const GATE = { capability_id: 'cap:gate', version: '1.0.0' }
@@ -30,13 +30,7 @@ describe('A2A inbound: a task failed by a verdict that stands', () => {
     await A.start()
     await B.start()
     await B.join([A.addresses[0]!])
-    B.runs.handle(GATE, async (ctx) => {
-      const gate = Promise.withResolvers<void>()
-      gates.set(ctx.run.correlation_id, gate)
-      await gate.promise
-      return { done: true }
-    })
-    await B.publishCard({ name: 'gated', capabilities: [GATE] })
+    await gatedWorker(B, GATE, gates)
     a2a = await A2aServer.start(A, { port: 0, logger: silentLogger() })
   })
   afterAll(async () => {
@@ -52,8 +46,7 @@ describe('A2A inbound: a task failed by a verdict that stands', () => {
     const runId = runIdOf(task)
     await until(() => gates.has('ctx-verdict-stands'), 'the handler at work')
     // the executor stops answering control calls for good: the delegator's probes fail, and it declares the run lost
-    await B.host.unhandle(CONTROL_PROTOCOL)
-    for (const c of B.host.getConnections()) for (const st of c.streams) if (st.protocol === CONTROL_PROTOCOL) st.abort(new Error('cut off by the test'))
+    await cutControl(B)
     await until(async () => (await A.runs.store.getOutgoing(runId))?.failure?.code === 'EXECUTOR_LOST', 'the verdict', 30_000)
     await until(async () => (await client.getTask({ tenant: '', id: task.id })).status?.state === TaskState.TASK_STATE_FAILED, 'the task failed by the verdict')
     const failed = await client.getTask({ tenant: '', id: task.id })

@@ -8,17 +8,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TaskState } from '@a2a-js/sdk'
 import { ClientFactory } from '@a2a-js/sdk/client'
-import { CONTROL_PROTOCOL } from '../src/constants.ts'
 import { PART_FAILURE, PART_OUTPUT } from '../src/a2a/constants.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { silentLogger } from '../src/logger.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import { until } from './helpers.ts'
+import { cutControl, gatedWorker } from './fixtures/control-cut.ts'
 import { asTask, partData, runIdOf, send } from './fixtures/a2a-messages.ts'
 
 const GATE = { capability_id: 'cap:gate', version: '1.0.0' }
 
-interface HandlerRecord { handler: Parameters<MeshNode['host']['handle']>[1], options: Parameters<MeshNode['host']['handle']>[2] }
 
 describe('A2A inbound: a verdict the executor overturns', () => {
   let A: MeshNode, B: MeshNode
@@ -26,14 +25,6 @@ describe('A2A inbound: a verdict the executor overturns', () => {
   const gates = new Map<string, PromiseWithResolvers<void>>()
   const opts = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true }
 
-  /** The executor stops answering control calls (its run goes on): the delegator's liveness probes fail. */
-  const cutOff = async (): Promise<HandlerRecord> => {
-    const registrar = (B.host as unknown as { components: { registrar: { getHandler: (p: string) => HandlerRecord } } }).components.registrar
-    const rec = registrar.getHandler(CONTROL_PROTOCOL)
-    await B.host.unhandle(CONTROL_PROTOCOL)
-    for (const c of B.host.getConnections()) for (const st of c.streams) if (st.protocol === CONTROL_PROTOCOL) st.abort(new Error('cut off by the test'))
-    return rec
-  }
 
   beforeAll(async () => {
     A = await createMeshNode({ ...opts, liveness: { lostAfterMs: 1500, probeIntervalMs: 200 } })
@@ -41,13 +32,7 @@ describe('A2A inbound: a verdict the executor overturns', () => {
     await A.start()
     await B.start()
     await B.join([A.addresses[0]!])
-    B.runs.handle(GATE, async (ctx) => {
-      const gate = Promise.withResolvers<void>()
-      gates.set(ctx.run.correlation_id, gate)
-      await gate.promise
-      return { done: true }
-    })
-    await B.publishCard({ name: 'gated', capabilities: [GATE] })
+    await gatedWorker(B, GATE, gates)
     await A.publishCard({ name: 'gw', capabilities: [] })
     a2a = await A2aServer.start(A, { port: 0, logger: silentLogger() })
   })
@@ -62,7 +47,7 @@ describe('A2A inbound: a verdict the executor overturns', () => {
     const task = asTask(await client.sendMessage({ ...req, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true } } as never))
     const runId = runIdOf(task)
     await until(() => gates.has('ctx-verdict-overturned'), 'the handler at work')
-    const control = await cutOff()
+    const restore = await cutControl(B)
     await until(async () => (await A.runs.store.getOutgoing(runId))?.failure?.code === 'EXECUTOR_LOST', 'the verdict', 30_000)
     await until(async () => (await client.getTask({ tenant: '', id: task.id })).status?.state === TaskState.TASK_STATE_FAILED, 'the task failed by the verdict')
     const failed = await client.getTask({ tenant: '', id: task.id })
@@ -71,7 +56,7 @@ describe('A2A inbound: a verdict the executor overturns', () => {
     // the executor was only cut off: it completes the run, and is heard again
     gates.get('ctx-verdict-overturned')!.resolve()
     await until(async () => (await B.runs.store.get(runId))?.state === 'completed', 'the executor completes')
-    await B.host.handle(CONTROL_PROTOCOL, control.handler, control.options)
+    await restore()
     await until(async () => (await A.runs.store.getOutgoing(runId))?.state === 'completed', 'the delegator\'s record follows the executor', 30_000)
     await until(async () => (await client.getTask({ tenant: '', id: task.id })).status?.state === TaskState.TASK_STATE_COMPLETED, 'the task to show the run completed')
     const done = await client.getTask({ tenant: '', id: task.id })

@@ -15,16 +15,15 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { ApiClient, type QueryValue, type SseEvent } from '../src/api/client.ts'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
-import { CONTROL_PROTOCOL } from '../src/constants.ts'
 import { createMcpServer } from '../src/mcp/server.ts'
 import { MCP_EVENTS_WAIT_MAX_MS } from '../src/mcp/constants.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { until } from './helpers.ts'
+import { cutControl, gatedWorker } from './fixtures/control-cut.ts'
 
 const GATE = { capability_id: 'cap:mcp-verdict-gate', version: '1.0.0' }
 const liveness = { lostAfterMs: 1500, probeIntervalMs: 200 }
 
-interface HandlerRecord { handler: Parameters<MeshNode['host']['handle']>[1], options: Parameters<MeshNode['host']['handle']>[2] }
 
 /** An ApiClient that records the SSE events its streams yield (to know when the events tool is past `ready`). */
 class TapClient extends ApiClient {
@@ -48,14 +47,6 @@ describe('the MCP events tool and a liveness verdict the executor\'s own event r
   const gates = new Map<string, PromiseWithResolvers<void>>()
   const opts = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true }
 
-  /** B stops serving run control (probes, verdict notices): cut off for the delegator, it goes on working. */
-  const cutOff = async (): Promise<HandlerRecord> => {
-    const registrar = (B.host as unknown as { components: { registrar: { getHandler: (p: string) => HandlerRecord } } }).components.registrar
-    const rec = registrar.getHandler(CONTROL_PROTOCOL)
-    await B.host.unhandle(CONTROL_PROTOCOL)
-    for (const c of B.host.getConnections()) for (const st of c.streams) if (st.protocol === CONTROL_PROTOCOL) st.abort(new Error('cut off by the test'))
-    return rec
-  }
 
   const call = async (args: Record<string, unknown>): Promise<{ events: Ev[], ended_by: string, after: Record<string, number> }> => {
     const r = await mcp.callTool({ name: 'events', arguments: args })
@@ -68,13 +59,7 @@ describe('the MCP events tool and a liveness verdict the executor\'s own event r
     B = await createMeshNode(opts)
     for (const n of [A, B]) await n.start()
     await B.join([A.addresses[0]!])
-    B.runs.handle(GATE, async (ctx) => {
-      const gate = Promise.withResolvers<void>()
-      gates.set(ctx.run.correlation_id, gate)
-      await gate.promise
-      return { done: true }
-    })
-    await B.publishCard({ name: 'gated', capabilities: [GATE] })
+    await gatedWorker(B, GATE, gates)
     const token = newToken()
     api = await startApiServer(A, { token, port: 0 })
     tap = new TapClient(api.url, token)
@@ -97,7 +82,7 @@ describe('the MCP events tool and a liveness verdict the executor\'s own event r
     const started = await call({ correlation_id: task, until: 'run.started', wait_ms: 20_000 })
     expect(seen(started.events)).toEqual(['1:run.started'])
 
-    const control = await cutOff()
+    const restore = await cutControl(B)
     await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.failure?.code === 'EXECUTOR_LOST', 'the delegator to declare the run lost', 30_000)
     // a call that returns the verdict last
     const lost = await call({ correlation_id: task, after: started.after, until: 'run.failed', wait_ms: 20_000 })
@@ -108,7 +93,7 @@ describe('the MCP events tool and a liveness verdict the executor\'s own event r
     await until(() => tap.seen.includes('ready'), 'the waiting call past its history')
     gates.get(task)!.resolve()
     await until(async () => (await B.runs.store.get(run.run_id))?.state === 'completed', 'the executor to complete the run')
-    await B.host.handle(CONTROL_PROTOCOL, control.handler, control.options)
+    await restore()
     const done = await waiting
     expect(seen(done.events)).toEqual(['1:run.started', '2:verdict', '2:run.completed'])
     expect(done.ended_by).toBe('until')

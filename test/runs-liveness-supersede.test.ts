@@ -12,18 +12,17 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
-import { CONTROL_PROTOCOL } from '../src/constants.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { eventHash } from '../src/runlog/event.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { collect, type Collector } from './events-helpers.ts'
 import { until } from './helpers.ts'
+import { cutControl, gatedWorker } from './fixtures/control-cut.ts'
 
 const GATE = { capability_id: 'cap:supersede-gate', version: '1.0.0' }
 const LOST_AFTER_MS = 1500
 const PROBE_MS = 200
 
-interface HandlerRecord { handler: Parameters<MeshNode['host']['handle']>[1], options: Parameters<MeshNode['host']['handle']>[2] }
 
 describe('liveness: the executor\'s own end of a run replaces a verdict signed while it was cut off', () => {
   let dataDir = ''
@@ -39,15 +38,6 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     return n
   }
 
-  /** B stops serving run control (probes, verdict notices): it is cut off for the delegator, and goes on working. */
-  const cutOff = async (): Promise<HandlerRecord> => {
-    const registrar = (B.host as unknown as { components: { registrar: { getHandler: (p: string) => HandlerRecord } } }).components.registrar
-    const rec = registrar.getHandler(CONTROL_PROTOCOL)
-    await B.host.unhandle(CONTROL_PROTOCOL)
-    // and the control streams already open (the client keeps one per peer) end
-    for (const c of B.host.getConnections()) for (const st of c.streams) if (st.protocol === CONTROL_PROTOCOL) st.abort(new Error('cut off by the test'))
-    return rec
-  }
 
   // lastEvent first: it waits for the copies placed so far to be written
   const eventAt = async (n: MeshNode, runId: string, seq: number): Promise<AgentEvent | undefined> => {
@@ -70,13 +60,7 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     for (const n of [B, D]) await n.start()
     for (const n of [B, D]) await n.join([A.addresses[0]!])
     await D.join([B.addresses[0]!])
-    B.runs.handle(GATE, async (ctx) => {
-      const gate = Promise.withResolvers<void>()
-      gates.set(ctx.run.correlation_id, gate)
-      await gate.promise
-      return { done: true }
-    })
-    await B.publishCard({ name: 'gated', capabilities: [GATE] })
+    await gatedWorker(B, GATE, gates)
   })
   afterAll(async () => {
     for (const n of [A, B, D]) await n.stop()
@@ -91,7 +75,7 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     await until(() => gates.has(task), 'the handler at work')
     await onD.until(es => es.some(e => e.run_id === run.run_id && e.seq === 1), 'the bystander holding run.started')
 
-    const control = await cutOff()
+    const restore = await cutControl(B)
     await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.failure?.code === 'EXECUTOR_LOST', 'the delegator to declare the run lost', 30_000)
     const verdict = await eventAt(A, run.run_id, 2)
     expect(verdict?.declared_by).toBe(A.agentId)
@@ -107,7 +91,7 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     // the executor, which never heard of the verdict, completes the run; then it answers control again
     gates.get(task)!.resolve()
     await until(async () => (await B.runs.store.get(run.run_id))?.state === 'completed', 'the executor to complete the run')
-    await B.host.handle(CONTROL_PROTOCOL, control.handler, control.options)
+    await restore()
 
     const mine = await eventAt(B, run.run_id, 2)
     expect(mine?.type).toBe('run.completed')
@@ -148,14 +132,14 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     const task = 'task-supersede-03'
     const run = await A.delegate({ to_agent: B.agentId, task_id: task, capability: GATE, input: {} }, { follow: false })
     await until(() => gates.has(task), 'the handler at work')
-    const control = await cutOff()
+    const restore = await cutControl(B)
     await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.failure?.code === 'EXECUTOR_LOST', 'the delegator to declare the run lost', 30_000)
     expect(A.runs.liveness.stats.unchained).toBeGreaterThanOrEqual(1)
     await until(() => A.runs.liveness.openNotices === 1, 'the declaration\'s notice open')
 
     gates.get(task)!.resolve()
     await until(async () => (await B.runs.store.get(run.run_id))?.state === 'completed', 'the executor to complete the run')
-    await B.host.handle(CONTROL_PROTOCOL, control.handler, control.options)
+    await restore()
     await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.state === 'completed', 'the delegator\'s record to follow the executor', 30_000)
     await until(() => A.runs.liveness.openNotices === 0, 'the notice settled')
     expect((await A.runs.store.getOutgoing(run.run_id))?.output).toEqual({ done: true })
@@ -167,7 +151,7 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     await until(() => gates.has(task), 'the handler at work')
     await until(async () => (await eventAt(A, run.run_id, 1)) !== undefined, 'the delegator holding run.started')
 
-    const control = await cutOff()
+    const restore = await cutControl(B)
     await until(async () => (await A.runs.store.getOutgoing(run.run_id))?.failure?.code === 'EXECUTOR_LOST', 'the delegator to declare the run lost', 30_000)
     await until(() => A.runs.liveness.openNotices === 1, 'the verdict\'s notice open')
     await A.stop()
@@ -175,7 +159,7 @@ describe('liveness: the executor\'s own end of a run replaces a verdict signed w
     // cut off from a delegator that is down, the executor fails the run on its own
     gates.get(task)!.reject(new Error('the work could not finish'))
     await until(async () => (await B.runs.store.get(run.run_id))?.state === 'failed', 'the executor to end the run')
-    await B.host.handle(CONTROL_PROTOCOL, control.handler, control.options)
+    await restore()
 
     A = await startA()
     expect(A.runs.liveness.openNotices).toBe(1)
