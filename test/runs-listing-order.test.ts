@@ -163,6 +163,28 @@ describe('the run index lists runs in the order they were stored', () => {
     expect(since.delegated).toEqual([])
   })
 
+  it('a run placed in the millisecond of a rebuild, or after a restart with the clock behind it, goes after the rebuilt runs', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(Date.parse('2026-12-05T10:00:00.000Z'))
+    // an older version's index, rebuilt: the year-9999 record is placed at the rebuild's own instant
+    await ds.put(rawKey('/aap/ridx/meta'), new TextEncoder().encode(JSON.stringify({ version: 1, secret: '00'.repeat(32) })))
+    const far = runOf('far', '9999-12-31T23:59:59.999Z', 'delegated')
+    const records = async function * (side: RunSide): AsyncGenerator<Run> { if (side === 'delegated') yield far }
+    index = new RunIndex({ datastore: ds, log: componentLogger(undefined, 'test:listing-order'), agentId: ME, records })
+    await index.open()
+    const first = await index.page({ side: 'delegated' }, { limit: 1 })
+    expect(first.delegated).toEqual(['run-far'])
+    // in the rebuild's millisecond (the clock stands still)
+    await write('delegated', runOf('now', '2026-12-05T10:00:00.000Z', 'delegated'))
+    // a restart, the clock a minute behind
+    vi.setSystemTime(Date.parse('2026-12-05T09:59:00.000Z'))
+    index = new RunIndex({ datastore: ds, log: componentLogger(undefined, 'test:listing-order'), agentId: ME, records })
+    await index.open()
+    await write('delegated', runOf('after', '2026-12-05T09:59:00.000Z', 'delegated'))
+    // before (keys of a rebuild without a count): neither came after the cursor
+    expect((await index.page({ side: 'delegated' }, { limit: 10, cursor: first.next_cursor as string })).delegated).toEqual(['run-now', 'run-after'])
+  })
+
   it('a delegated record is placed by this node\'s clock, not by the created_at its executor signed', async () => {
     await write('delegated', runOf('far', '9999-12-31T23:59:59.999Z', 'delegated'))
     await write('delegated', runOf('now', '2026-12-05T10:00:00.000Z', 'delegated'))

@@ -13,7 +13,7 @@
  * delegated from here, is the executor's word. A listing does not pass the
  * place of a run still being written (`fenced`), so a cursor never skips it.
  * (An index rebuilt from an older data dir orders its runs by `created_at`,
- * none later than the rebuild, with keys `<ISO instant>~<run id>`.)
+ * none later than the rebuild, each with count 0.)
  *
  *   /<side>/e/<run id>               the run's entry (its current state)
  *   /<side>/state/<state>/<t>        (current state)
@@ -102,8 +102,9 @@ interface Meta { version: number, secret: string }
 
 const PREFIX = '/aap/ridx'
 const META = rawKey(`${PREFIX}/meta`)
-// 2: new runs placed by this node's clock, and a rebuild places none in the future (1 placed by created_at)
-const VERSION = 2
+// 3: keys `<ISO>~<count>~<run id>` throughout, a rebuild's with count 0 and none in the future (2: a rebuild's had no
+// count, and sorted after new keys of the same instant; 1: placed by created_at)
+const VERSION = 3
 /** Base-36 digits of the count that orders runs placed at one clock reading (36^8: never outgrown). */
 const PLACE_COUNT_DIGITS = 8
 const TAG: Record<RunSide, string> = { executing: 'x', delegated: 'd' }
@@ -124,6 +125,11 @@ export function instantKey (text: string): string {
   return new Date(ms).toISOString()
 }
 
+/** An order key: the instant, the count of runs placed before at that instant, the run id. */
+function placeKey (iso: string, count: number, runId: string): string {
+  return `${iso}~${count.toString(36).padStart(PLACE_COUNT_DIGITS, '0')}~${seg(runId)}`
+}
+
 function summaryOf (run: Run): Summary {
   return {
     r: run.run_id,
@@ -133,7 +139,7 @@ function summaryOf (run: Run): Summary {
     d: run.delegator,
     k: run.capability.capability_id,
     v: run.capability.version,
-    t: `${instantKey(run.created_at)}~${seg(run.run_id)}`
+    t: placeKey(instantKey(run.created_at), 0, run.run_id)
   }
 }
 
@@ -284,7 +290,7 @@ export class RunIndex {
     } else {
       this.placedInMs[side]++
     }
-    const t = `${new Date(this.lastPlaced[side]).toISOString()}~${this.placedInMs[side].toString(36).padStart(PLACE_COUNT_DIGITS, '0')}~${seg(runId)}`
+    const t = placeKey(new Date(this.lastPlaced[side]).toISOString(), this.placedInMs[side], runId)
     this.pending[side].add(t)
     return t
   }
@@ -394,10 +400,10 @@ export class RunIndex {
       for (const state of RUN_STATES) this.count[side][state] = await countRange(this.ds, `${sidePrefix(side)}/state/${state}/`)
       // new runs go after the last one indexed, whatever this clock says now (it may have stepped back since)
       for await (const { key } of readRange(this.ds, { prefix: `${sidePrefix(side)}/all/`, reverse: true, values: false })) {
-        // `<ISO>~<count>~<run id>`, or `<ISO>~<run id>` for a run placed by its created_at (a rebuild)
+        // `<ISO>~<count>~<run id>`
         const parts = key.slice(`${sidePrefix(side)}/all/`.length).split('~')
         const at = Date.parse(parts[0] ?? '')
-        const count = parts.length === 3 ? parseInt(parts[1] ?? '', 36) : 0
+        const count = parseInt(parts[1] ?? '', 36)
         if (Number.isFinite(at)) this.lastPlaced[side] = at
         if (Number.isFinite(count)) this.placedInMs[side] = count
         break
@@ -427,7 +433,7 @@ export class RunIndex {
         // runs stored before the index had its own clock keep their created_at order, never a place in the future
         // (a delegated record's created_at is its executor's word)
         const s = summaryOf(run)
-        if (s.t > `${new Date(started).toISOString()}~`) s.t = `${new Date(started).toISOString()}~${seg(run.run_id)}`
+        if (s.t > `${new Date(started).toISOString()}~`) s.t = placeKey(new Date(started).toISOString(), 0, run.run_id)
         this.stage(batch, side, undefined, s)
         runs++
         if (++inBatch >= RUN_INDEX_REBUILD_BATCH_RUNS) {
