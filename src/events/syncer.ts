@@ -8,12 +8,13 @@
  * every failure is counted by error code.
  */
 import {
-  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_JITTER, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, SYNC_CONCURRENCY
+  EVENTS_JOIN_SYNC_DELAY_MS, EVENTS_TAIL_SYNC_JITTER, EVENTS_TAIL_SYNC_MAX_MS, EVENTS_TAIL_SYNC_MIN_MS, LIVENESS_NOTICE_MAX_AGE_MS, SYNC_CONCURRENCY
 } from '../constants.ts'
 import { toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
+import { isVerdict } from '../runlog/verdict-shape.ts'
 import { KeyedLimiter, Limiter } from '../util/concurrency.ts'
 import { EVENTS_QUIET_WATCH_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
 import { LockBusyError, placeSynced } from './lock-queues.ts'
@@ -254,7 +255,9 @@ export class Syncer {
     // no event this node holds, so the rounds go on a while to ask the participants (EVENTS_QUIET_WATCH_MS)
     if (t.wasLive && !live && interested) t.quietUntil = Date.now() + EVENTS_QUIET_WATCH_MS
     t.wasLive = live
-    const waiting = live || (interested && (t.runs.size === 0 || Date.now() < t.quietUntil))
+    // a verdict its executor's own events may still replace keeps the participants asked past the quiet watch: a
+    // subscriber that missed the replacement (cut off when it was gossiped) would show the run failed for good
+    const waiting = live || (interested && (t.runs.size === 0 || Date.now() < t.quietUntil || verdictMayYield(t)))
     if (!waiting) return
     t.tailTimer = setTimeout(() => {
       t.tailDelay = Math.min(t.tailDelay * 2, EVENTS_TAIL_SYNC_MAX_MS)
@@ -275,6 +278,16 @@ export class Syncer {
 /** Whether a run of the correlation may still move (`tailed`); asked on every placed event, so no array is made for it. */
 function anyTailed (t: CorrTrack): boolean {
   for (const rt of t.runs.values()) if (tailed(rt)) return true
+  return false
+}
+
+/** A run whose last event here is its delegator's verdict, within LIVENESS_NOTICE_MAX_AGE_MS of it (protocols/liveness.md). */
+function verdictMayYield (t: CorrTrack): boolean {
+  const now = Date.now()
+  for (const rt of t.runs.values()) {
+    const h = rt.head
+    if (h !== undefined && isVerdict(h) && now - Date.parse(h.at) < LIVENESS_NOTICE_MAX_AGE_MS) return true
+  }
   return false
 }
 
