@@ -12,29 +12,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
-import { ApiClient, type QueryValue, type SseEvent } from '../src/api/client.ts'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import { createMcpServer } from '../src/mcp/server.ts'
 import { MCP_EVENTS_WAIT_MAX_MS } from '../src/mcp/constants.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { until } from './helpers.ts'
+import { TapClient } from './fixtures/tap-client.ts'
 import { cutControl, gatedWorker } from './fixtures/control-cut.ts'
 
 const GATE = { capability_id: 'cap:mcp-verdict-gate', version: '1.0.0' }
 const liveness = { lostAfterMs: 1500, probeIntervalMs: 200 }
-
-
-/** An ApiClient that records the SSE events its streams yield (to know when the events tool is past `ready`). */
-class TapClient extends ApiClient {
-  seen: string[] = []
-  override async * stream (path: string, query?: Record<string, QueryValue>, opts: { signal?: AbortSignal, lastEventId?: string } = {}): AsyncGenerator<SseEvent> {
-    for await (const ev of super.stream(path, query, opts)) {
-      this.seen.push(ev.event)
-      yield ev
-    }
-  }
-}
 
 interface Ev { run_id: string, seq: number, type: string, declared_by?: string }
 const seen = (events: Ev[]): string[] => events.map(e => `${e.seq}:${e.declared_by === undefined ? e.type : 'verdict'}`)
@@ -46,7 +34,6 @@ describe('the MCP events tool and a liveness verdict the executor\'s own event r
   let mcp: Client
   const gates = new Map<string, PromiseWithResolvers<void>>()
   const opts = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true }
-
 
   const call = async (args: Record<string, unknown>): Promise<{ events: Ev[], ended_by: string, after: Record<string, number> }> => {
     const r = await mcp.callTool({ name: 'events', arguments: args })

@@ -10,25 +10,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
-import { ApiClient, type QueryValue, type SseEvent } from '../src/api/client.ts'
+import { ApiClient } from '../src/api/client.ts'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import { createMcpServer } from '../src/mcp/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { TapClient } from './fixtures/tap-client.ts'
 
 const APPROVE = { capability_id: 'cap:mcp-approve', version: '1.0.0' }
-
-/** An ApiClient that records the SSE events its streams yield (to know when the events tool is past `ready`). */
-class TapClient extends ApiClient {
-  seen: string[] = []
-  override async * stream (path: string, query?: Record<string, QueryValue>, opts: { signal?: AbortSignal, lastEventId?: string } = {}): AsyncGenerator<SseEvent> {
-    for await (const ev of super.stream(path, query, opts)) {
-      this.seen.push(ev.event)
-      yield ev
-    }
-  }
-}
 
 interface Side { api: ApiServer, client: TapClient, mcp: Client }
 
