@@ -28,6 +28,7 @@ import {
 import pkg from '../../package.json' with { type: 'json' }
 import { TRACEPARENT_MAX_CHARS, TRACESTATE_MAX_CHARS } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
+import { makeRoom } from '../util/bounded.ts'
 import { RUN_TRACES_REMEMBERED_MAX, TRACESTATE_MAX_MEMBERS } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import type { EventLog } from '../runlog/event-log.ts'
@@ -89,10 +90,7 @@ export class RecentTraces {
   remember (runId: string, tc: TraceContext | undefined): void {
     if (tc === undefined) return
     this.byRun.delete(runId)
-    if (this.byRun.size >= RUN_TRACES_REMEMBERED_MAX) {
-      const oldest = this.byRun.keys().next()
-      if (oldest.done !== true) this.byRun.delete(oldest.value)
-    }
+    makeRoom(this.byRun, RUN_TRACES_REMEMBERED_MAX)
     this.byRun.set(runId, tc)
   }
 
