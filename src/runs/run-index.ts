@@ -130,7 +130,8 @@ function placeKey (iso: string, count: number, runId: string): string {
   return `${iso}~${count.toString(36).padStart(PLACE_COUNT_DIGITS, '0')}~${seg(runId)}`
 }
 
-function summaryOf (run: Run): Summary {
+/** What the index keeps of `run`, at the order key `t`. */
+function summaryOf (run: Run, t: string): Summary {
   return {
     r: run.run_id,
     s: run.state,
@@ -139,7 +140,7 @@ function summaryOf (run: Run): Summary {
     d: run.delegator,
     k: run.capability.capability_id,
     v: run.capability.version,
-    t: placeKey(instantKey(run.created_at), 0, run.run_id)
+    t
   }
 }
 
@@ -258,9 +259,8 @@ export class RunIndex {
     const id = `${TAG[side]}/${run.run_id}`
     await this.locks.run(id, async () => {
       const prev = fresh ? undefined : this.states.get(id) ?? await this.entry(side, run.run_id)
-      const next = summaryOf(run)
       // a run keeps its place; a new one goes after every run indexed before it, whatever its created_at says
-      next.t = prev?.t ?? this.placeNew(side, run.run_id)
+      const next = summaryOf(run, prev?.t ?? this.placeNew(side, run.run_id))
       const changed = prev === undefined || prev.s !== next.s
       try {
         await commit(changed ? (batch) => { this.stage(batch, side, prev, next) } : () => {})
@@ -414,6 +414,7 @@ export class RunIndex {
   /** Index every stored run (a data dir from before the index, or one whose rebuild was cut short). */
   private async rebuild (): Promise<Meta> {
     const started = Date.now()
+    const rebuiltAt = new Date(started).toISOString()
     // whatever a cut-short rebuild left goes first
     let stale = this.ds.batch()
     let n = 0
@@ -432,9 +433,8 @@ export class RunIndex {
       for await (const run of this.records(side)) {
         // runs stored before the index had its own clock keep their created_at order, never a place in the future
         // (a delegated record's created_at is its executor's word)
-        const s = summaryOf(run)
-        if (s.t > `${new Date(started).toISOString()}~`) s.t = placeKey(new Date(started).toISOString(), 0, run.run_id)
-        this.stage(batch, side, undefined, s)
+        const at = instantKey(run.created_at)
+        this.stage(batch, side, undefined, summaryOf(run, placeKey(at < rebuiltAt ? at : rebuiltAt, 0, run.run_id)))
         runs++
         if (++inBatch >= RUN_INDEX_REBUILD_BATCH_RUNS) {
           await batch.commit()
