@@ -11,6 +11,8 @@ import {
   MCP_RESULT_MAX_BYTES
 } from './constants.ts'
 import { AapError } from '../errors.ts'
+import type { AgentEvent } from '../runlog/types.ts'
+import { isVerdict } from '../runlog/verdict-shape.ts'
 import { EVENTS_MAX_EVENTS_PER_RUN, EVENTS_MAX_RUNS_PER_CORRELATION } from '../constants.ts'
 
 type Schema = Record<string, unknown>
@@ -234,9 +236,9 @@ function cursorEntryBytes (runId: string): number {
   return Buffer.byteLength(JSON.stringify(runId)) + 2 + String(EVENTS_MAX_EVENTS_PER_RUN).length
 }
 
-/** A liveness verdict: an event the delegator signed for the executor (`declared_by`), which the executor's own may replace. */
-function isVerdict (data: unknown): boolean {
-  return (data as { declared_by?: unknown } | undefined)?.declared_by !== undefined
+/** A liveness verdict (runlog/verdict-shape.ts), which the executor's own event at its seq may replace. */
+function verdictIn (data: unknown): boolean {
+  return typeof data === 'object' && data !== null && isVerdict(data as AgentEvent)
 }
 
 /** `events` calls in progress (each holds one of the node's event streams). */
@@ -282,7 +284,7 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
         if (run !== undefined) {
           const last = after.get(run.runId) ?? 0
           // the executor's event at the seq of the verdict returned last replaces it (protocols/events.md): it goes through
-          const replaces = run.seq === last && verdicts.has(run.runId) && !isVerdict(ev.data)
+          const replaces = run.seq === last && verdicts.has(run.runId) && !verdictIn(ev.data)
           if (run.seq <= last && !replaces) continue
         }
         const kept = run !== undefined && (after.has(run.runId) || after.size < EVENTS_MAX_RUNS_PER_CORRELATION)
@@ -293,7 +295,7 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
         events.push(ev.data as Record<string, unknown>)
         if (kept) {
           after.set(run.runId, run.seq)
-          if (isVerdict(ev.data)) verdicts.add(run.runId)
+          if (verdictIn(ev.data)) verdicts.add(run.runId)
           else verdicts.delete(run.runId)
         }
         if (a.until !== undefined && ev.event === a.until) { reason = 'until'; break }
