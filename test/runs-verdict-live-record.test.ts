@@ -64,5 +64,15 @@ describe('get_verdict on a record the executor put back to live', () => {
     expect((await store.getOutgoing(live.run_id))?.state).toBe('blocked')
     // before: { verdict, held: true }, and the executor ended its blocked run with the verdict
     expect(await verdictOn(store, D, live.run_id)).toEqual({ verdict: null, held: true })
+    // on disk too, in the write that made the record live: a restart finds no verdict and no notice to offer the
+    // executor (before: both stayed stored beside the live record, held back only by readers that looked twice)
+    await store.flushOutgoing()
+    expect(await store.getVerdict(live.run_id)).toBeUndefined()
+    const reopened = new RunStore(ds)
+    await reopened.open()
+    const open: string[] = []
+    for await (const { notice } of reopened.notices(16)) open.push(notice.run_id)
+    expect(open).not.toContain(live.run_id)
+    expect((await reopened.getOutgoing(live.run_id))?.state).toBe('blocked')
   })
 })

@@ -8,7 +8,7 @@
 import { Key, type Datastore } from 'interface-datastore'
 import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { EventLog } from '../runlog/event-log.ts'
-import type { AgentEvent, Run } from '../runlog/types.ts'
+import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { silentLogger, type Logger } from '../logger.ts'
 import { groupCommitting } from '../storage/group-commit.ts'
 import { hasKey, readJson } from '../storage/read.ts'
@@ -257,6 +257,12 @@ export class RunStore {
     const write = this.index.write('delegated', run, async (stageIndex) => {
       const batch = this.ds.batch()
       batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
+      if (!fresh && !isTerminal(run.state)) {
+        // a verdict never stands on a live record: the write that makes it live again (the executor's own word)
+        // takes the verdict and its notice with it, so no restart or reader finds them beside it
+        batch.delete(verdictKey(run.run_id))
+        batch.delete(noticeKey(run.run_id))
+      }
       stageIndex(batch)
       await batch.commit()
     }, fresh)
