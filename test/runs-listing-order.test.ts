@@ -22,29 +22,19 @@ import { componentLogger } from '../src/logger.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { RunIndex, type RunSide } from '../src/runs/run-index.ts'
 import { rawKey } from '../src/storage/range.ts'
+import { runRecord } from './fixtures/run-record.ts'
 
 const ME = 'agent-me'
 
 function runOf (id: string, createdAt: string, side: RunSide): Run {
-  return {
+  return runRecord({
     run_id: `run-${id}`,
     agent_id: side === 'executing' ? ME : `agent-${id}`,
-    correlation_id: 'task-order',
-    state: 'running',
-    created_at: createdAt,
-    updated_at: createdAt,
-    capability: { capability_id: 'cap:order', version: '1.0.0' },
     delegator: side === 'executing' ? `agent-${id}` : ME,
-    authorized: [],
-    parent_run: null,
-    handoff_from: null,
-    handoff_to: null,
-    checkpoint_id: null,
-    block_reason: null,
-    output: null,
-    failure: null,
-    last_seq: 1
-  }
+    correlation_id: 'task-order',
+    capability: { capability_id: 'cap:order', version: '1.0.0' },
+    created_at: createdAt
+  })
 }
 
 describe('the run index lists runs in the order they were stored', () => {

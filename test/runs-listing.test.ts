@@ -34,6 +34,7 @@ import { apiDocument } from '../src/api/openapi.ts'
 import { raw } from './api-helpers.ts'
 import { cli } from './cli-helpers.ts'
 import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
+import { runRecord } from './fixtures/run-record.ts'
 
 const EXECUTING = 8_000
 const DELEGATED = 2_000
@@ -162,25 +163,14 @@ describe('listing runs from the run index', () => {
       const final: RunState = i % 16 === 0 ? 'blocked' : i % 3 === 0 ? 'failed' : 'completed'
       // created_at of the test's own, two runs to a millisecond: the index orders runs by when this node stored them
       const at = iso(BASE_MS + Math.floor(i / 2))
-      const run: Run = {
+      const run = runRecord({
         run_id: `${B.agentId}:bulk-${i}`,
         agent_id: B.agentId,
-        correlation_id: `corr-${i % CORRELATIONS}`,
-        state: 'running',
-        created_at: at,
-        updated_at: at,
-        capability: cap,
         delegator: others[i % others.length] as string,
-        authorized: [],
-        parent_run: null,
-        handoff_from: null,
-        handoff_to: null,
-        checkpoint_id: null,
-        block_reason: null,
-        output: null,
-        failure: null,
-        last_seq: 1
-      }
+        correlation_id: `corr-${i % CORRELATIONS}`,
+        capability: cap,
+        created_at: at
+      })
       writes.push((async () => {
         const started = await signer.sign({ run_id: run.run_id, correlation_id: run.correlation_id, type: 'run.started', payload: { input: {} }, at, seq: 1, prev: null, executor: B.agentId })
         await store.commit(run, started)
@@ -201,25 +191,14 @@ describe('listing runs from the run index', () => {
       const executor = others[i % others.length] as string
       const at = iso(BASE_MS + Math.floor(i / 2) + 1_000)
       const state = RUN_STATES[i % RUN_STATES.length] as RunState
-      const run: Run = {
+      const run = runRecord({
         run_id: `${executor}:out-${i}`,
         agent_id: executor,
-        correlation_id: `corr-${i % CORRELATIONS}`,
-        state: 'running',
-        created_at: at,
-        updated_at: at,
-        capability: caps[i % caps.length] as CapabilityRef,
         delegator: B.agentId,
-        authorized: [],
-        parent_run: null,
-        handoff_from: null,
-        handoff_to: null,
-        checkpoint_id: null,
-        block_reason: null,
-        output: null,
-        failure: null,
-        last_seq: 1
-      }
+        correlation_id: `corr-${i % CORRELATIONS}`,
+        capability: caps[i % caps.length] as CapabilityRef,
+        created_at: at
+      })
       writes.push((async () => {
         await store.putOutgoing(run)
         const now = { ...run, state, last_seq: 2 }
