@@ -72,6 +72,15 @@ export const SYNC_CONCURRENCY_PER_AGENT = 2
 export const EVENTS_QUIET_WATCH_MS = 60_000
 
 /**
+ * Past the quiet watch, a correlation whose only reason to be polled is a
+ * run ended by its delegator's verdict (the executor's own events may still
+ * replace it, for up to LIVENESS_NOTICE_MAX_AGE_MS) has its tail rounds
+ * doubled up to this rather than EVENTS_TAIL_SYNC_MAX_MS: a follower of a
+ * failed run asks its participants about 150 times in a day, not 2,900.
+ */
+export const EVENTS_VERDICT_SYNC_MAX_MS = 600_000
+
+/**
  * Gossiped events a correlation queues on its lock (CorrTrack.lock) while a
  * task holds it: a head load, a sync answer or a subscriber's history being
  * written or read. Each waits with its event (up to EVENT_MAX_BYTES) in memory,

@@ -16,7 +16,7 @@ import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import { KeyedLimiter, Limiter } from '../util/concurrency.ts'
-import { EVENTS_QUIET_WATCH_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
+import { EVENTS_QUIET_WATCH_MS, EVENTS_VERDICT_SYNC_MAX_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
 import { LockBusyError, placeSynced } from './lock-queues.ts'
 import { ShedFetches } from './shed.ts'
 import type { SyncClient } from './sync.ts'
@@ -257,10 +257,15 @@ export class Syncer {
     t.wasLive = live
     // a verdict its executor's own events may still replace keeps the participants asked past the quiet watch: a
     // subscriber that missed the replacement (cut off when it was gossiped) would show the run failed for good
-    const waiting = live || (interested && (t.runs.size === 0 || Date.now() < t.quietUntil || verdictMayYield(t)))
-    if (!waiting) return
+    const watching = live || (interested && (t.runs.size === 0 || Date.now() < t.quietUntil))
+    const verdictOnly = !watching && interested && verdictMayYield(t)
+    if (!watching && !verdictOnly) return
+    // only a standing verdict keeps the rounds: they slow further (EVENTS_VERDICT_SYNC_MAX_MS), and come back to the
+    // usual bound once anything else does
+    const maxDelay = verdictOnly ? EVENTS_VERDICT_SYNC_MAX_MS : EVENTS_TAIL_SYNC_MAX_MS
+    t.tailDelay = Math.min(t.tailDelay, maxDelay)
     t.tailTimer = setTimeout(() => {
-      t.tailDelay = Math.min(t.tailDelay * 2, EVENTS_TAIL_SYNC_MAX_MS)
+      t.tailDelay = Math.min(t.tailDelay * 2, maxDelay)
       // runs nobody told us about (a first publish that missed us, a sub-delegation) only show up
       // in a participant's log, so someone waiting on this correlation asks them too: in a round
       // where nothing came in. While events keep arriving the correlation is flowing, and a whole
