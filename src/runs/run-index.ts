@@ -391,8 +391,14 @@ export class RunIndex {
   // ---- open and rebuild ---------------------------------------------------------------------
 
   private async load (): Promise<void> {
-    let meta = await readJson<Meta>(this.ds, META)
-    if (meta?.version !== VERSION) {
+    let meta: Meta | undefined
+    try {
+      meta = await readJson<Meta>(this.ds, META)
+    } catch (err) {
+      // a torn or damaged meta record: the index is derived from the runs, so it is built again, not a failed start
+      this.log.warn({ err }, 'the run index meta record does not parse: the index is built again')
+    }
+    if (meta?.version !== VERSION || typeof meta.secret !== 'string' || !/^[0-9a-f]{64}$/.test(meta.secret)) {
       meta = await this.rebuild()
     }
     this.secret = Buffer.from(meta.secret, 'hex')

@@ -150,8 +150,24 @@ export class RunStore {
 
   /** Every run this node executes (for restart recovery and listing). */
   async * all (): AsyncGenerator<Run> {
-    for await (const { value } of this.ds.query({ prefix: '/aap/runs' })) {
-      yield JSON.parse(dec.decode(value)) as Run
+    yield * this.records('/aap/runs')
+  }
+
+  /**
+   * The records stored under `prefix`. One that does not parse (a disk
+   * fault) is left out with a warning: a scan (the index's rebuild, a
+   * listing of every record) goes on with the others rather than failing.
+   */
+  private async * records (prefix: string): AsyncGenerator<Run> {
+    for await (const { key, value } of this.ds.query({ prefix })) {
+      let run: Run
+      try {
+        run = JSON.parse(dec.decode(value)) as Run
+      } catch (err) {
+        this.logger.warn({ err, key: key.toString().slice(0, 300) }, 'a stored run record does not parse: it is left out')
+        continue
+      }
+      yield run
     }
   }
 
@@ -432,13 +448,12 @@ export class RunStore {
 
   /** The delegator's records as committed (the index is built from these). */
   private async * storedOutgoing (): AsyncGenerator<Run> {
-    for await (const { value } of this.ds.query({ prefix: '/aap/outgoing' })) yield JSON.parse(dec.decode(value)) as Run
+    yield * this.records('/aap/outgoing')
   }
 
   async * allOutgoing (): AsyncGenerator<Run> {
     const unsaved = new Map([...this.unsaved].map(([id, u]) => [id, u.run]))
-    for await (const { value } of this.ds.query({ prefix: '/aap/outgoing' })) {
-      const stored = JSON.parse(dec.decode(value)) as Run
+    for await (const stored of this.records('/aap/outgoing')) {
       const newer = unsaved.get(stored.run_id)
       unsaved.delete(stored.run_id)
       yield newer ?? stored
