@@ -14,7 +14,7 @@ import { keepPeerRecordsInMemory, type PeerStoreMemoryStats } from './wire/peer-
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
 import { keepNewestCards } from './card/record-guard.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
-import { agentIdOf, loadOrCreateKey, openDatastore } from './identity/identity.ts'
+import { agentIdOf, agentKey, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { limitProviderAnswers } from './wire/provider-answers.ts'
 import { limitProviderRecords } from './wire/provider-records.ts'
@@ -251,7 +251,7 @@ export class MeshNode {
     const o = this.options
     // the validators' first use would otherwise compile them inside the first requests (once per process)
     compileSchemas()
-    this.key = o.privateKey ?? (o.dataDir === undefined ? await generateKeyPair('Ed25519') : await loadOrCreateKey(o.dataDir))
+    this.key = o.privateKey !== undefined ? agentKey(o.privateKey) : o.dataDir === undefined ? await generateKeyPair('Ed25519') : await loadOrCreateKey(o.dataDir)
     // a full or failing disk makes writes fail with STORAGE_FULL, not with the store's plain errors
     if (o.datastore !== undefined) {
       this.datastore = guardWrites(o.datastore)

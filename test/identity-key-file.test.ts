@@ -9,6 +9,7 @@
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { generateKeyPair, privateKeyToProtobuf } from '@libp2p/crypto/keys'
 import { afterAll, describe, expect, it } from 'vitest'
 import { agentIdOf, DATASTORE_DIR, KEY_FILE, loadOrCreateKey, openDatastore } from '../src/identity/identity.ts'
 import { silentLogger } from '../src/logger.ts'
@@ -58,6 +59,16 @@ describe('the key file', () => {
       expect(agentIdOf(await loadOrCreateKey(d))).toBe(agentIdOf(good))
     })
   }
+
+  // an agent id is an Ed25519 key: before, a secp256k1 key started a node whose own agent id no peer took
+  it('a key of another kind is refused at load and as a start option, with a typed error', async () => {
+    const d = await dir()
+    const other = await generateKeyPair('secp256k1')
+    await writeFile(join(d, KEY_FILE), privateKeyToProtobuf(other))
+    await expect(loadOrCreateKey(d)).rejects.toMatchObject({ code: 'INVALID_REQUEST', details: { reason: 'key_type', type: 'secp256k1' } })
+    const node = await createMeshNode({ privateKey: other, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() })
+    await expect(node.start()).rejects.toMatchObject({ code: 'INVALID_REQUEST', details: { reason: 'key_type' } })
+  })
 
   it('a datastore whose key is gone is refused, not started under a new key', async () => {
     const d = await dir()

@@ -11,7 +11,7 @@ import { MemoryDatastore } from 'datastore-core'
 import { LevelDatastore } from 'datastore-level'
 import type { PrivateKey, PeerId, PublicKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
-import { AgentNotFoundError } from '../errors.ts'
+import { AgentNotFoundError, InvalidRequestError } from '../errors.ts'
 import { makeRoom } from '../util/bounded.ts'
 import { AGENT_ID_CACHE_ENTRIES } from './constants.ts'
 
@@ -76,13 +76,24 @@ async function readKey (file: string): Promise<PrivateKey | undefined> {
   } catch (err) {
     throw new Error(`the key file ${file} (${bytes.byteLength} bytes) is not a private key: ${(err as Error).message}; move it away to start with a new identity`, { cause: err })
   }
+  agentKey(key, `the key file ${file}`)
   // an Ed25519 key file holds the seed and the public key side by side: a damaged byte in either still
   // parses, and the node would sign nothing that verifies (a damaged public half is another agent id too)
-  if (key.type === 'Ed25519') {
-    const whole = await generateKeyPairFromSeed('Ed25519', key.raw.subarray(0, 32))
-    if (!whole.publicKey.equals(key.publicKey)) {
-      throw new Error(`the key file ${file} is damaged: its public key is not the one its private key makes; restore it from a copy, or move it away to start with a new identity`)
-    }
+  const whole = await generateKeyPairFromSeed('Ed25519', key.raw.subarray(0, 32))
+  if (!whole.publicKey.equals(key.publicKey)) {
+    throw new Error(`the key file ${file} is damaged: its public key is not the one its private key makes; restore it from a copy, or move it away to start with a new identity`)
+  }
+  return key
+}
+
+/**
+ * `key`, when it can be an agent's: an agent id is an Ed25519 key
+ * (peerIdOfAgent refuses any other), so a node started with another kind
+ * would run, but no peer would take its card, events or calls.
+ */
+export function agentKey (key: PrivateKey, what = 'the private key'): PrivateKey {
+  if (key.type !== 'Ed25519') {
+    throw new InvalidRequestError(`${what} is a ${key.type} key: an agent's key is Ed25519`, { reason: 'key_type', type: key.type })
   }
   return key
 }
