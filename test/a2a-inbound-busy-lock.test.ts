@@ -113,8 +113,9 @@ describe('an A2A message while the gateway\'s lock of its context is behind', ()
       await until(() => answered !== undefined, 'the message to be answered while the lock is still held', 30_000)
       const got = answered as Awaited<ReturnType<typeof outcome>>
       expect(got.err).toBeUndefined()
-      // the task as the execution published it: working, not failed
-      expect(got.state).toBe(TaskState.TASK_STATE_WORKING)
+      // the run's state read once the follower gave up, not failed, and not the working state the execution had
+      // published (before: working, and a resume sent before a read was refused as not waiting for input)
+      expect(got.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
       const runs = (await handlerOf(small, worker.agentId)).runs
       expect(runs.stats.busyRetries).toBe(1)
       expect(runs.stats.busyGaveUp).toBe(1)

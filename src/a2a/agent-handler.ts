@@ -374,7 +374,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
     const signal = AbortSignal.any([this.stopping.signal, AbortSignal.timeout(A2A_MESH_CALL_TIMEOUT_MS)])
     try {
       if (msg.taskId !== '') {
-        const task = await this.store.load(msg.taskId, context)
+        let task = await this.store.load(msg.taskId, context)
+        // a task nothing follows may show its run as it was (left unfollowed, its watch gone): checked against the run
+        if (task?.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED && task !== undefined && await this.refresher.refresh(task, true)) task = await this.store.load(msg.taskId, context)
         if (task === undefined) throw new TaskNotFoundError(`no task ${msg.taskId.slice(0, 128)}`)
         const runId = runIdOf(task)
         if (runId === undefined) throw new TaskNotFoundError(`task ${task.id} names no mesh run`)
@@ -476,7 +478,8 @@ export class MeshAgentHandler implements A2ARequestHandler {
     const task = { ...runToTask(p.run, ctx.taskId, history), contextId: ctx.contextId }
     bus.publish(Bus.task(task))
     if (p.run.state === 'running') {
-      await this.runs.follow(p.run, ids, bus)
+      // left unfollowed (its correlation stayed busy here): the task ends its execution showing the run as it is now
+      if (!await this.runs.follow(p.run, ids, bus)) await this.refresher.publishCurrent(p.run.run_id, ids, bus)
       return
     }
     // already blocked or over (a quick run): the status ends the SDK's wait (a task event alone does not end it)

@@ -93,8 +93,8 @@ export const A2A_INPUT_WATCHES_MAX = MAX_CORRELATION_TOPICS / 4
  * correlation stayed busy on this node (TIMEOUT, reason correlation_busy: its lock behind a slow disk). Each try
  * waits up to EVENTS_SUBSCRIBE_BUSY_WAIT_MS (5 s) for the lock, so 12 tries are a minute of a stalled disk: a
  * hiccup is waited out, a disk stalled longer leaves the run unfollowed (counted and logged) rather than hold the
- * client's SendMessage, and a topic, for ever; the run goes on, and its task is brought up to date when a client
- * reads it, as one whose watch went (task-refresh.ts).
+ * client's SendMessage, and a topic, for ever; the run goes on, its task shows the run as read then (the
+ * SendMessage's answer), and is brought up to date when a client reads it, as one whose watch went (task-refresh.ts).
  */
 export const A2A_BUSY_RETRIES_MAX = 12
 /**
@@ -188,8 +188,9 @@ export const A2A_PROGRESS_MAX_PER_RUN = 1_000
 export const A2A_PROGRESS_MIN_INTERVAL_MS = 1_000
 /**
  * Redirects one request to an A2A server follows at most, each within the
- * configured origin (a server that adds a trailing slash, a mounted app): one
- * to another origin is refused whatever the count, since the bridge would send
- * the delegation's body wherever the server names.
+ * configured origin and below the configured path (a server that adds a
+ * trailing slash, a mounted app): one to another origin, or to another path
+ * of it, is refused whatever the count, since the bridge would send the
+ * delegation's body wherever the server names.
  */
 export const A2A_REDIRECTS_MAX = 5

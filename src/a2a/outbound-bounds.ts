@@ -1,13 +1,14 @@
 /**
  * Bounds of the outbound bridge (src/a2a/outbound.ts) on what an A2A server
  * sends: the bytes of an answer read whole (A2A_RESPONSE_MAX_BYTES), no
- * redirect followed off the configured origin (at most A2A_REDIRECTS_MAX
- * within it), and the run.progress events its status messages become
+ * redirect followed off the configured origin and path (at most
+ * A2A_REDIRECTS_MAX below it), and the run.progress events its status messages become
  * (A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, each cut to what an
  * event carries).
  */
 import { isParts } from '../artifacts/types.ts'
 import { A2A_REDIRECTS_MAX } from './constants.ts'
+import { underBase } from './outbound-card.ts'
 import { EVENT_PAYLOAD_MAX_BYTES } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import { PAYLOAD_MAX_DEPTH } from '../runs/constants.ts'
@@ -29,12 +30,13 @@ export class A2aAnswerTooLargeError extends Error {
 }
 
 /**
- * An A2A server answered with a redirect the bridge does not follow: to another origin (it would resend a
- * delegation's body to wherever the server names), or past A2A_REDIRECTS_MAX.
+ * An A2A server answered with a redirect the bridge does not follow: to another origin, or to a path of the
+ * configured origin outside the configured URL's (it would resend a delegation's body to wherever the server
+ * names: another host, or another application of the same one), or past A2A_REDIRECTS_MAX.
  */
 export class A2aRedirectRefusedError extends Error {
   constructor (url: string, status: number, location: string | null) {
-    super(`the A2A server answered ${url.slice(0, 200)} with a redirect (HTTP ${status}) to ${(location ?? '(no location)').slice(0, 200)}: the bridge follows redirects only within the configured origin, at most ${A2A_REDIRECTS_MAX}; configure the URL the agent is served at`)
+    super(`the A2A server answered ${url.slice(0, 200)} with a redirect (HTTP ${status}) to ${(location ?? '(no location)').slice(0, 200)}: the bridge follows redirects only within the configured origin and below the configured path, at most ${A2A_REDIRECTS_MAX}; configure the URL the agent is served at`)
     this.name = 'A2aRedirectRefusedError'
   }
 }
@@ -50,21 +52,22 @@ export function refusalIn (err: unknown): A2aAnswerTooLargeError | A2aRedirectRe
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
 
 /**
- * `fetch` that follows a redirect by hand, and only within the origin of the request (same scheme, host and
- * port: a server that adds a trailing slash, an app mounted under a path), at most A2A_REDIRECTS_MAX times; one
- * to another origin, one past the count, or any of a request given as a Request (its body read once) is refused.
- * As fetch does, 303, and 301 or 302 after a POST, go on as a GET without a body; 307 and 308 keep both.
+ * `fetch` that follows a redirect by hand, and only within the configured base URL: its origin (same scheme, host
+ * and port) and below its path by whole segments, as the card's interfaces are kept (outbound-card.ts: a server
+ * that adds a trailing slash, an app mounted under the path), at most A2A_REDIRECTS_MAX times; one to another
+ * origin, one to another path of the origin (another application there), one past the count, or any of a request
+ * given as a Request (its body read once) is refused. As fetch does, 303, and 301 or 302 after a POST, go on as a
+ * GET without a body; 307 and 308 keep both.
  */
-async function sameOriginFetch (input: Parameters<typeof fetch>[0], init: RequestInit | undefined): Promise<{ res: Response, url: string }> {
+async function sameOriginFetch (input: Parameters<typeof fetch>[0], init: RequestInit | undefined, base: URL): Promise<{ res: Response, url: string }> {
   let url = input instanceof Request ? input.url : String(input)
-  const origin = URL.parse(url)?.origin
   let step = init
   for (let hop = 0; ; hop++) {
     const res = await fetch(hop === 0 ? input : url, { ...step, redirect: 'manual' })
     if (!REDIRECTS.has(res.status)) return { res, url }
     const location = res.headers.get('location')
     const next = location === null ? null : URL.parse(location, url)
-    if (next === null || next.origin !== origin || hop >= A2A_REDIRECTS_MAX || input instanceof Request) {
+    if (next === null || next.origin !== base.origin || !underBase(next.href, base) || hop >= A2A_REDIRECTS_MAX || input instanceof Request) {
       const err = new A2aRedirectRefusedError(url, res.status, location)
       await res.body?.cancel(err)
       throw err
@@ -87,13 +90,13 @@ function asksForStream (input: Parameters<typeof fetch>[0], init: RequestInit | 
  * read stops with an A2aAnswerTooLargeError (the connection closed). Only an event stream the request asked for
  * (an ok answer of type text/event-stream to a streaming call) goes through whole: the SDK's SSE reader bounds
  * each of its events, and a long task streams on. Every other answer, whatever type it claims, is read through
- * the bound, since the SDK reads it whole (response.json()). A redirect is followed only within the request's
- * origin (sameOriginFetch); one elsewhere is refused (A2aRedirectRefusedError): the bridge talks only to the
- * origin the operator configured.
+ * the bound, since the SDK reads it whole (response.json()). A redirect is followed only within `base`, the
+ * agent's configured URL: its origin and below its path (sameOriginFetch); one elsewhere is refused
+ * (A2aRedirectRefusedError): the bridge talks only to the agent the operator configured.
  */
-export function boundedFetch (maxBytes: number): typeof fetch {
+export function boundedFetch (maxBytes: number, base: URL): typeof fetch {
   return async (input, init) => {
-    const { res, url } = await sameOriginFetch(input, init)
+    const { res, url } = await sameOriginFetch(input, init, base)
     if (res.body === null) return res
     if (res.ok && (res.headers.get('content-type') ?? '').startsWith('text/event-stream') && asksForStream(input, init)) return res
     if (Number(res.headers.get('content-length') ?? 0) > maxBytes) {

@@ -55,7 +55,7 @@ function usableInterface (i: unknown, base: URL): { iface: AgentInterface, here:
  * The URL's path is the base URL's, or below it, by whole segments. The base URL ends with `/` (outbound.ts adds
  * it), so `/a2a/` takes `/a2a`, `/a2a/` and `/a2a/rpc`, and not `/a2a-evil/rpc`.
  */
-function underBase (url: string, base: URL): boolean {
+export function underBase (url: string, base: URL): boolean {
   const path = new URL(url).pathname
   const root = base.pathname.endsWith('/') ? base.pathname : `${base.pathname}/`
   return path.startsWith(root) || path === root.slice(0, -1)

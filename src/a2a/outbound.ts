@@ -127,7 +127,8 @@ export class A2aOutbound {
   private readonly adding = new Map<string, Promise<BridgedAgent>>()
   private readonly handlers = new Map<string, () => void>()
   private readonly progressBounds: ProgressBounds
-  private readonly fetchImpl: typeof fetch
+  /** Bytes of an answer read whole (A2A_RESPONSE_MAX_BYTES); each agent's fetch bounds its redirects to its own URL (boundedFetch). */
+  private readonly responseMaxBytes: number
   /** Status messages of the forwarded tasks reported cut, or not at all (ProgressGate). */
   readonly stats: ProgressStats = { progressCut: 0, progressRefused: 0 }
   /** The node's totals of the same (its metrics: stats.ts). */
@@ -143,7 +144,7 @@ export class A2aOutbound {
     this.log = log
     this.totals = outboundTotals(node)
     this.progressBounds = { maxPerRun: A2A_PROGRESS_MAX_PER_RUN, minIntervalMs: A2A_PROGRESS_MIN_INTERVAL_MS, ...opts.progress }
-    this.fetchImpl = boundedFetch(opts.responseMaxBytes ?? A2A_RESPONSE_MAX_BYTES)
+    this.responseMaxBytes = opts.responseMaxBytes ?? A2A_RESPONSE_MAX_BYTES
   }
 
   list (): BridgedAgent[] {
@@ -195,8 +196,10 @@ export class A2aOutbound {
   }
 
   private async join (base: URL): Promise<BridgedAgent> {
+    // the card and every call: redirects followed only within this agent's origin and below its path
+    const fetchImpl = boundedFetch(this.responseMaxBytes, base)
     const resolver = new DefaultAgentCardResolver({
-      fetchImpl: async (input, init) => this.fetchImpl(input, { ...init, signal: AbortSignal.timeout(A2A_CARD_FETCH_TIMEOUT_MS) })
+      fetchImpl: async (input, init) => fetchImpl(input, { ...init, signal: AbortSignal.timeout(A2A_CARD_FETCH_TIMEOUT_MS) })
     })
     let raw: unknown
     try {
@@ -210,7 +213,6 @@ export class A2aOutbound {
     if (moved) this.log.warn({ url: base.href, interfaces: card.supportedInterfaces.map(i => i.url) }, 'a2a: the agent card names its interfaces at another origin than the configured URL: their paths are used at the configured origin')
     if (card.skills.length === 0) this.log.warn({ url: base.href }, 'a2a: the agent card lists no skills; it is offered as a2a:default')
 
-    const fetchImpl = this.fetchImpl
     const client = await new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })] }).createFromAgentCard(card)
     const draft = a2aToMeshDraft(card)
     const skills = new Map<string, string>()

@@ -22,14 +22,14 @@
  * the task as it was (counted and logged): the client gets what is saved.
  */
 import { TaskState, type Task } from '@a2a-js/sdk'
-import { AgentEvent as Bus, ResultManager, type DefaultExecutionEventBusManager, type TaskStore } from '@a2a-js/sdk/server'
+import { AgentEvent as Bus, ResultManager, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import type { Run } from '../runlog/types.ts'
 import { EXECUTOR_LOST } from '../runlog/verdict-shape.ts'
 import { A2A_TASK_REFRESH_HANDOFFS_MAX, A2A_TASK_REFRESH_INTERVAL_MS, A2A_TASK_REFRESH_TIMEOUT_MS, A2A_TASK_REFRESHES_MAX, PART_FAILURE } from './constants.ts'
 import { isFinalState, runIdOf, runToTask, runToUpdates, taskShowsRun, typedData } from './mapping.ts'
-import { CONTEXT, saveToTask } from './task-runs.ts'
+import { CONTEXT, saveToTask, toBusEvent } from './task-runs.ts'
 
 export interface TaskRefreshHost {
   node: MeshNode
@@ -64,18 +64,21 @@ export class TaskRefresher {
    * Whether reading the task would read its run: it is open (or failed by its delegator's verdict only, which
    * the executor's own events may still overturn), nothing follows its run, and it was not read lately.
    */
-  due (task: Task): boolean {
+  due (task: Task, now = false): boolean {
     if (this.pending.has(task.id)) return true
     if (task.status !== undefined && isFinalState(task.status.state) && !byVerdict(task)) return false
     if (runIdOf(task) === undefined || this.host.followed(task.id) || this.host.stopping.aborted) return false
-    return Date.now() - (this.last.get(task.id) ?? 0) >= A2A_TASK_REFRESH_INTERVAL_MS
+    return now || Date.now() - (this.last.get(task.id) ?? 0) >= A2A_TASK_REFRESH_INTERVAL_MS
   }
 
-  /** Bring the task up to date with its run when it is due; true when it was saved anew. Never throws. */
-  async refresh (task: Task): Promise<boolean> {
+  /**
+   * Bring the task up to date with its run when it is due; true when it was saved anew. Never throws. `now` reads
+   * it whatever the interval (an A2A resume is checked against the run, not the task as saved: a write, not a poll).
+   */
+  async refresh (task: Task, now = false): Promise<boolean> {
     const under = this.pending.get(task.id)
     if (under !== undefined) return await under
-    if (!this.due(task)) return false
+    if (!this.due(task, now)) return false
     if (this.pending.size >= A2A_TASK_REFRESHES_MAX) {
       this.stats.busy++
       return false
@@ -84,6 +87,25 @@ export class TaskRefresher {
     const read = this.read(task).finally(() => { this.pending.delete(task.id) })
     this.pending.set(task.id, read)
     return await read
+  }
+
+  /**
+   * The execution of a task whose run the server stopped following (task-runs.ts: its correlation stayed busy here)
+   * ends with the run as it is now, published on its bus, rather than with what it had published (a run blocked
+   * or ended meanwhile shows so in the SendMessage answer). A read that fails leaves the task as it was (counted,
+   * logged): a client's read brings it up to date later. Never throws.
+   */
+  async publishCurrent (runId: string, ids: { taskId: string, contextId: string }, bus: ExecutionEventBus): Promise<void> {
+    let run: Run
+    try {
+      run = await this.current(runId)
+    } catch (err) {
+      this.stats.readErrors++
+      this.host.log.warn({ err: (err as Error).message, task_id: ids.taskId, run_id: runId }, 'a2a: cannot read the run the server stopped following; its task shows it as last published until read')
+      return
+    }
+    this.stats.reads++
+    for (const u of runToUpdates(run, ids)) bus.publish(toBusEvent(u))
   }
 
   /** The task went from the store. */

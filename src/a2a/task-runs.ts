@@ -27,8 +27,10 @@
  *
  * A subscription refused because the run's correlation is busy on this node
  * (a slow disk) is tried again, at most A2A_BUSY_RETRIES_MAX times; then the
- * run goes on unfollowed, its task left as a dropped watch leaves it (neither
- * the run canceled nor the task failed for a local stall).
+ * run goes on unfollowed (neither the run canceled nor the task failed for a
+ * local stall): its execution ends with the run as read then
+ * (task-refresh.ts), and later reads bring it up to date as they do a task
+ * whose watch went.
  */
 import { AgentEvent as Bus, ResultManager, ServerCallContext, type DefaultExecutionEventBusManager, type ExecutionEventBus, type TaskStore } from '@a2a-js/sdk/server'
 import type { A2AError } from '@a2a-js/sdk/errors'
@@ -177,12 +179,14 @@ export class TaskRuns {
     return this.tracked.get(taskId)
   }
 
-  /** An execution's part: publish the run's events on `bus` until the run blocks (then it is watched) or ends. */
-  async follow (run: Run, ids: TaskIds, bus: ExecutionEventBus): Promise<void> {
+  /**
+   * An execution's part: publish the run's events on `bus` until the run blocks (then it is watched) or ends. False
+   * when the run was left unfollowed (its correlation stayed busy here): the caller publishes the run as it is now.
+   */
+  async follow (run: Run, ids: TaskIds, bus: ExecutionEventBus): Promise<boolean> {
     const t = this.track(run, ids, bus)
     try {
-      // left unfollowed (the correlation stayed busy): the execution ends with the task as published so far
-      if (!await this.openPatiently(t, true)) return
+      if (!await this.openPatiently(t, true)) return false
     } catch (err) {
       this.host.log.warn({ err: (err as Error).message, run_id: run.run_id }, 'a2a: cannot follow the run\'s events')
       // the task fails with this error: its run is canceled, so no work goes on whose end no client would see
@@ -201,6 +205,7 @@ export class TaskRuns {
       // blocked: the watch goes on; over or dropped: nothing is kept
       t.bus = undefined
     }
+    return true
   }
 
   /** Watch a run no execution follows (it blocked before one could, or a resume of it reached none). */
@@ -388,7 +393,7 @@ export async function saveToTask (host: Pick<TaskRunsHost, 'store' | 'buses'>, t
   }
 }
 
-function toBusEvent (u: TaskUpdate): ReturnType<typeof Bus.statusUpdate> | ReturnType<typeof Bus.artifactUpdate> {
+export function toBusEvent (u: TaskUpdate): ReturnType<typeof Bus.statusUpdate> | ReturnType<typeof Bus.artifactUpdate> {
   return u.kind === 'statusUpdate' ? Bus.statusUpdate(u.data) : Bus.artifactUpdate(u.data)
 }
 
