@@ -51,4 +51,23 @@ describe('timeline of a task id two delegators used', () => {
     expect(timeline.body.replay.runs.map((r: any) => r.run_id)).toEqual([ra.run_id])
     expect(timeline.body.verdicts.map((v: any) => v.signature)).not.toContain('invalid')
   }, 120_000)
+
+  // session 56's review of the view: while the executor followed the id (a subscription naming no owner), the first
+  // root run judged there made its task the owner's, and a replay naming none answered with whichever that was
+  // (after the track was made again, the stranger's), where the spec (lineage.md, Owners) says ambiguous_owner
+  it('answers ambiguous_owner while the executor follows the id with an owner only judged there', async () => {
+    const task = `${TASK}-followed`
+    const sub = await B.events.subscribe(task, { onEvent: () => {} })
+    try {
+      const ra = await A.delegate({ to_agent: B.agentId, task_id: task, capability: CAP, input: {} })
+      const rc = await C.delegate({ to_agent: B.agentId, task_id: task, capability: CAP, input: {} })
+      await until(async () => (await B.getRun(ra.run_id)).state === 'completed' && (await B.getRun(rc.run_id)).state === 'completed', 'both runs done')
+      const plain = await raw(`${api.url}/v1/events/${task}/replay?timeout_ms=1000`, { token })
+      expect(plain.status).toBe(400)
+      expect(plain.body.error.details.reason).toBe('ambiguous_owner')
+      expect([...plain.body.error.details.owners].sort()).toEqual([A.agentId, C.agentId].sort())
+    } finally {
+      sub.close()
+    }
+  }, 120_000)
 })

@@ -44,7 +44,8 @@ export async function collectReplay (d: ReplayDeps, correlationId: string, hints
     const unreached = await d.syncer.askUnreachedAgain(t, since, deadline)
     // the replay is the owner's task only: every run proves its place again, from the logs alone
     const logs = await d.read(correlationId)
-    const admission = admitAll(logs, opts.owner ?? t.owner, d.signatures)
+    // an owner only judged here (the first root run placed) does not settle whose task a replay that names none is
+    const admission = admitAll(logs, opts.owner ?? (t.ownerNamed === true ? t.owner : undefined), d.signatures)
     if (admission.owner === undefined && admission.owners.length > 1) {
       throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
     }

@@ -392,14 +392,14 @@ export class Events {
     if (!this.started || !isCorrelationId(correlationId)) return () => {}
     const t = this.correlations.ensure(correlationId, true, false)
     const claimed = root && t.owner === undefined
-    if (claimed) t.owner = this.agentId
+    if (claimed) [t.owner, t.ownerNamed] = [this.agentId, true]
     t.pending++
     let released = false
     return (delegated = false) => {
       if (released) return
       released = true
       t.pending--
-      if (claimed && !delegated && t.pending === 0 && t.delegated.size === 0 && t.owner === this.agentId) t.owner = undefined
+      if (claimed && !delegated && t.pending === 0 && t.delegated.size === 0 && t.owner === this.agentId) [t.owner, t.ownerNamed] = [undefined, false]
       this.correlations.maybeUntrack(t)
     }
   }
@@ -425,7 +425,7 @@ export class Events {
     if (run.delegator === this.agentId) {
       t.delegated.add(run.run_id)
       // a root run this node delegated: the task is its own
-      if (run.parent_run === null && run.handoff_from === null) t.owner ??= this.agentId
+      if (run.parent_run === null && run.handoff_from === null && (t.owner ?? this.agentId) === this.agentId) [t.owner, t.ownerNamed] = [this.agentId, true]
     }
     this.correlations.addParticipant(t, run.agent_id)
     this.correlations.addParticipant(t, run.delegator)
@@ -479,7 +479,7 @@ export class Events {
     if (t.owner !== undefined && t.owner !== owner) {
       throw new InvalidRequestError(`this node follows ${t.id} as the task of ${t.owner}, not of ${owner}`, { reason: 'owner_conflict', owner: t.owner })
     }
-    t.owner = owner
+    [t.owner, t.ownerNamed] = [owner, true]
     // the owner holds its task's runs: a caller that names only it still has someone to sync from (protocols/events.md)
     this.correlations.addParticipant(t, owner)
   }

@@ -178,6 +178,12 @@ export interface CorrTrack {
    * or else by the first root run admitted here.
    */
   owner?: string
+  /**
+   * The owner was named (a subscription or replay, this node's own root
+   * delegation), not taken from the first root run judged here: only a named
+   * owner answers a replay that names none when several owners' runs are held.
+   */
+  ownerNamed?: boolean
   /** Runs admitted to the owner's task (EVENTS_MAX_RUNS_PER_CORRELATION bounds these) and runs not (yet) admitted. */
   admittedRuns: number
   unprovenRuns: number
