@@ -19,6 +19,11 @@ export interface CatalogEntry {
   manifestBytes: number
   /** Bytes of the artifact (its manifest's `size`). */
   size: number
+  /**
+   * Bytes it holds on disk: its manifest and each distinct chunk it names once (manifest.ts `distinctChunkBytes`),
+   * what the run outputs' share counts. A chunk another artifact names too is counted in each of them.
+   */
+  heldBytes: number
   /** Kept until removed on purpose (DELETE /v1/artifacts/{artifact}); a copy fetched from peers is not. */
   pinned: boolean
   /** Pinned as a run output only: kept while run outputs stay within their share (pins.ts), a copy after. */
@@ -36,7 +41,7 @@ export class Catalog {
   private readonly entries = new Map<string, CatalogEntry>()
   /** The copies (not pinned) among them, in the same order: what an eviction looks at, however many are pinned. */
   private copies = new Map<string, CatalogEntry>()
-  /** The run outputs pinned (`output`), in the same order, and their bytes (artifact and manifest). */
+  /** The run outputs pinned (`output`), in the same order, and the bytes they hold (`heldBytes`, summed). */
   private readonly outputs = new Map<string, CatalogEntry>()
   private outputBytesNow = 0
   /** Chunk id to its size on disk, for every chunk in `chunks/`. */
@@ -125,13 +130,13 @@ export class Catalog {
   private addOutput (id: string, e: CatalogEntry): void {
     e.output = true
     this.outputs.set(id, e)
-    this.outputBytesNow += e.size + e.manifestBytes
+    this.outputBytesNow += e.heldBytes
   }
 
   private dropOutput (id: string, e: CatalogEntry): void {
     if (!this.outputs.delete(id)) return
     e.output = false
-    this.outputBytesNow -= e.size + e.manifestBytes
+    this.outputBytesNow -= e.heldBytes
   }
 
   /**

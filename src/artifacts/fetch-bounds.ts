@@ -8,7 +8,7 @@ import type { PeerId } from '@libp2p/interface'
 import { AgentNotFoundError, toAapError } from '../errors.ts'
 import type { BulkSession } from '../wire/bulk.ts'
 import { ARTIFACT_FETCH_MIN_BYTES_PER_SEC, ARTIFACT_FETCH_RATE_GRACE_MS } from './constants.ts'
-import type { Manifest } from './manifest.ts'
+import { chunkLength, firstIndexes, type Manifest } from './manifest.ts'
 
 /** A holder's deadline, running from when it was asked for the chunks still missing. */
 export interface RateBound {
@@ -18,14 +18,16 @@ export interface RateBound {
 }
 
 /**
- * Abort `session` with AGENT_NOT_FOUND (`reason: too_slow`) unless the chunks missing (`have[i]` not true) have all
+ * Abort `session` with AGENT_NOT_FOUND (`reason: too_slow`) unless the distinct chunks missing (`have[i]` not true) have all
  * come within ARTIFACT_FETCH_RATE_GRACE_MS plus what ARTIFACT_FETCH_MIN_BYTES_PER_SEC allows for their bytes. Each
  * answer is also timed from the one before (bulk.ts), but that alone let a holder that sends one chunk just under
  * every timeout hold a fetch of 128 chunks for half an hour. One timer per holder, none per chunk.
  */
 export function rateBound (session: BulkSession, peer: PeerId, m: Manifest, have: readonly boolean[], onSlow: () => void): RateBound {
+  // each distinct chunk missing once: a chunk the manifest repeats is asked for once (service.ts `pullChunks`)
+  const first = firstIndexes(m)
   let bytes = 0
-  for (let i = 0; i < m.chunks.length; i++) if (have[i] !== true) bytes += Math.min(m.chunk_bytes, m.size - i * m.chunk_bytes)
+  for (let i = 0; i < m.chunks.length; i++) if (have[i] !== true && first[i] === i) bytes += chunkLength(m, i)
   const limitMs = ARTIFACT_FETCH_RATE_GRACE_MS + Math.ceil(bytes * 1000 / ARTIFACT_FETCH_MIN_BYTES_PER_SEC)
   const bound: RateBound = { clear: () => { clearTimeout(timer) } }
   const timer = setTimeout(() => {

@@ -84,14 +84,44 @@ export function verifyManifest (id: CID, bytes: Uint8Array): Manifest {
   if (m.size > ARTIFACT_MAX_BYTES || m.chunks.length > ARTIFACT_MAX_CHUNKS || m.chunks.length !== chunkCount(m.size, m.chunk_bytes)) {
     throw new ArtifactCorruptError(`manifest of ${id.toString()}: ${m.chunks.length} chunks of ${m.chunk_bytes} bytes cannot hold ${m.size} bytes`, { reason: 'bad_manifest', artifact: id.toString() })
   }
-  for (const c of m.chunks) {
+  // a chunk named at two indexes is fetched, stored and counted once: it must have one length at both
+  const first = new Map<string, number>()
+  for (let i = 0; i < m.chunks.length; i++) {
+    let chunk: string
     try {
-      parseId(c, RAW_CODEC, 'chunk id')
+      chunk = parseId(m.chunks[i] ?? '', RAW_CODEC, 'chunk id').toString()
     } catch {
       throw new ArtifactCorruptError(`manifest of ${id.toString()} names a chunk that is not a raw SHA-256 CID`, { reason: 'bad_manifest', artifact: id.toString() })
     }
+    const f = first.get(chunk)
+    if (f === undefined) first.set(chunk, i)
+    else if (chunkLength(m, f) !== chunkLength(m, i)) {
+      throw new ArtifactCorruptError(`manifest of ${id.toString()} names one chunk at indexes ${f} and ${i}, which hold different lengths`, { reason: 'bad_manifest', artifact: id.toString() })
+    }
   }
   return m
+}
+
+/**
+ * For each index of a manifest, the first index that names the same chunk (by its canonical id, however the
+ * manifest spelled it). A chunk named at several indexes is one file on disk, fetched once.
+ */
+export function firstIndexes (m: Manifest): number[] {
+  const first = new Map<string, number>()
+  return m.chunks.map((c, i) => {
+    const chunk = CID.parse(c).toString()
+    const f = first.get(chunk)
+    if (f !== undefined) return f
+    first.set(chunk, i)
+    return i
+  })
+}
+
+/** Bytes of a manifest's distinct chunks: each chunk once, at its first index's length (what they take on disk). */
+export function distinctChunkBytes (m: Manifest, first = firstIndexes(m)): number {
+  let bytes = 0
+  for (let i = 0; i < first.length; i++) if (first[i] === i) bytes += chunkLength(m, i)
+  return bytes
 }
 
 function sameDigest (cid: CID, digest: Uint8Array): boolean {

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import type { Logger } from '../logger.ts'
 import type { Catalog, CatalogEntry } from './catalog.ts'
 import { ARTIFACT_USE_PERSIST_MS } from './constants.ts'
-import { JSON_CODEC, RAW_CODEC, parseId, verifyManifest } from './manifest.ts'
+import { JSON_CODEC, RAW_CODEC, distinctChunkBytes, parseId, verifyManifest } from './manifest.ts'
 
 /** Manifests read at once when a store opens. */
 const OPEN_MANIFEST_READS_AT_ONCE = 32
@@ -119,7 +119,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
   const pins = new Set(await readdir(join(dir, 'pins')))
   // pinned as run outputs only (an upload of the same bytes pinned them for good: `pins/` wins)
   const outputs = new Set(await readdir(join(dir, 'outputs')))
-  const found: Array<{ id: string, bytes: number, size: number, mtime: number, chunks: string[] }> = []
+  const found: Array<{ id: string, bytes: number, size: number, held: number, mtime: number, chunks: string[] }> = []
   let used = 0
   let chunksKnown = true
   const names = await readdir(join(dir, 'manifests'))
@@ -133,7 +133,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
       if (id === undefined || id !== name) return
       try {
         const m = verifyManifest(parseId(id, JSON_CODEC), await readFile(path))
-        found.push({ id, bytes: st.size, size: m.size, mtime: st.mtimeMs, chunks: m.chunks.map(c => canonical(c, RAW_CODEC)) })
+        found.push({ id, bytes: st.size, size: m.size, held: st.size + distinctChunkBytes(m), mtime: st.mtimeMs, chunks: m.chunks.map(c => canonical(c, RAW_CODEC)) })
       } catch (err) {
         stats.unreadableManifests++
         chunksKnown = false
@@ -144,7 +144,7 @@ export async function scanStore (dir: string, catalog: Catalog, stats: ScanStats
   found.sort((a, b) => a.mtime - b.mtime)
   for (const f of found) {
     const output = !pins.has(f.id) && outputs.has(f.id)
-    catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, pinned: pins.has(f.id) || output, output, lastUsed: f.mtime, persistedUse: f.mtime, readers: 0 }, f.chunks)
+    catalog.add(f.id, { manifestBytes: f.bytes, size: f.size, heldBytes: f.held, pinned: pins.has(f.id) || output, output, lastUsed: f.mtime, persistedUse: f.mtime, readers: 0 }, f.chunks)
   }
   const manifests = new Set(names)
   for (const [sub, set] of [['pins', pins], ['outputs', outputs]] as const) {

@@ -16,14 +16,14 @@ import type { CID } from 'multiformats/cid'
 import {
   ARTIFACT_CHUNK_BYTES, ARTIFACT_CHUNK_TIMEOUT_MS, ARTIFACT_FETCH_WINDOW_CHUNKS, ARTIFACT_FIND_PROVIDERS_TIMEOUT_MS, ARTIFACT_MANIFEST_MAX_BYTES,
   ARTIFACT_MAX_HOLDERS_TRIED, ARTIFACT_MAX_INBOUND_STREAMS, ARTIFACT_MAX_PIPELINED_REQUESTS, ARTIFACT_MAX_REQUEST_FRAME_BYTES, ARTIFACT_PROTOCOL,
-  ARTIFACT_PROVIDE_TIMEOUT_MS, ARTIFACT_SERVED_MANIFESTS_CACHED, ARTIFACT_STORE_MAX_BYTES, HANDLER_TIMEOUT_MS
+  ARTIFACT_NAME_MAX_CHARS, ARTIFACT_PROVIDE_TIMEOUT_MS, ARTIFACT_SERVED_MANIFESTS_CACHED, ARTIFACT_STORE_MAX_BYTES, HANDLER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, ArtifactNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
-import { JSON_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { JSON_CODEC, firstIndexes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { ArtifactStore, type StoredArtifact } from './store.ts'
 import { KeptFetches, type VerifiedManifest } from './kept.ts'
 import { droppedSlow, rateBound, storeError, storeRefused } from './fetch-bounds.ts'
@@ -226,7 +226,10 @@ export class Artifacts implements ArtifactWriter {
    */
   async put (source: ArtifactSource, opts: PutOptions): Promise<FilePart> {
     if (!isMediaType(opts.media_type)) throw new InvalidRequestError(`"${String(opts.media_type).slice(0, 80)}" is not a media type`, { reason: 'bad_media_type' })
-    if (opts.name !== undefined && (opts.name.length === 0 || opts.name.length > 255)) throw new InvalidRequestError('an artifact name has 1 to 255 characters', { reason: 'bad_name' })
+    // counted in code points, as the FilePart schema's maxLength is (a UTF-16 count refused names the schema allows)
+    if (opts.name !== undefined && (opts.name.length === 0 || [...opts.name].length > ARTIFACT_NAME_MAX_CHARS)) {
+      throw new InvalidRequestError(`an artifact name has 1 to ${ARTIFACT_NAME_MAX_CHARS} characters (code points)`, { reason: 'bad_name', max_chars: ARTIFACT_NAME_MAX_CHARS })
+    }
     const { id, size } = await this.store.put(source instanceof Uint8Array ? once(source) : source, opts.pin === 'run-output' ? 'run-output' : true)
     this.stats.stored++
     this.announce(id)
@@ -422,7 +425,8 @@ export class Artifacts implements ArtifactWriter {
    * chunks; a chunk's write does not hold up the next chunk's check. Every
    * write started has ended when this returns or throws (it returns only
    * once none is left). The holder has until its rate bound (fetch-bounds.ts)
-   * for all of them, when `bounded`.
+   * for all of them, when `bounded`. A chunk the manifest names at several
+   * indexes is asked for once, at the first; once staged, all are held.
    */
   private async pullChunks (session: BulkSession, peer: PeerId, id: string, m: Manifest, have: boolean[], w: StagedWrite, signal: AbortSignal | undefined, bounded: boolean): Promise<void> {
     const inflight: Array<{ index: number, answer: Promise<BulkAnswer> }> = []
@@ -430,13 +434,14 @@ export class Artifacts implements ArtifactWriter {
     // set by a write that failed (a closure, so kept in an object the checks below read afresh)
     const failure: { err?: unknown, failed: boolean } = { failed: false }
     let next = 0
+    const first = firstIndexes(m)
     const bound = bounded ? rateBound(session, peer, m, have, () => { this.stats.slowHolders++ }) : undefined
     try {
       for (;;) {
         if (failure.failed) throw failure.err
         while (inflight.length + writes.size < ARTIFACT_FETCH_WINDOW_CHUNKS && next < m.chunks.length) {
           const index = next++
-          if (have[index] === true) continue
+          if (have[index] === true || first[index] !== index) continue
           const answer = session.request('chunk', { artifact: id, index }, ARTIFACT_CHUNK_TIMEOUT_MS)
           // when an earlier chunk fails the session is aborted and this one is never awaited
           answer.catch((err: unknown) => { this.log.debug({ err, artifact: id, index }, 'a chunk request ended with its session') })
@@ -464,7 +469,7 @@ export class Artifacts implements ArtifactWriter {
         const index = head.index
         // never rejects: a failed write is kept in `failure` and thrown by the loop
         const write: Promise<void> = this.store.stage(w, m.chunks[index] ?? '', bytes).then(() => {
-          have[index] = true
+          for (let i = index; i < m.chunks.length; i++) if (first[i] === index) have[i] = true
           this.stats.chunksFetched++
         }, (err: unknown) => {
           if (failure.failed) return

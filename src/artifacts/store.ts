@@ -18,7 +18,7 @@ import { join, resolve } from 'node:path'
 import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { storageWriteError } from '../storage/write-guard.ts'
-import { JSON_CODEC, RAW_CODEC, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { JSON_CODEC, RAW_CODEC, distinctChunkBytes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { Catalog, letGo } from './catalog.ts'
 import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, writeDurably, writeSettled } from './write.ts'
@@ -296,7 +296,7 @@ export class ArtifactStore {
       failed = { err }
     }
     if (oldManifest !== undefined) this.usedBytes -= oldManifest
-    this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, pinned: kept !== false, output: kept === 'run-output', lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
+    this.catalog.add(key, { manifestBytes: manifest.byteLength, size: m.size, heldBytes: manifest.byteLength + distinctChunkBytes(m), pinned: kept !== false, output: kept === 'run-output', lastUsed: Date.now(), persistedUse: Date.now(), readers: 0 }, chunks)
     if (kept === 'run-output') await this.boundOutputs()
     if (failed !== undefined) throw failed.err
     return true
