@@ -32,6 +32,27 @@ describe('Limiter', () => {
     }
   })
 
+  // before, a waiter whose caller gave up stayed queued until a slot freed, and then ran (MCP calls out of time)
+  it('a waiter whose signal aborts leaves the queue at once and never runs; the next waiter takes the slot', async () => {
+    const limiter = new Limiter(1)
+    const held = Promise.withResolvers<void>()
+    const first = limiter.run(async () => held.promise)
+    const ctl = new AbortController()
+    let ran = false
+    const gaveUp = limiter.run(async () => { ran = true }, ctl.signal)
+    const next = limiter.run(async () => 'next')
+    ctl.abort(new Error('out of time'))
+    await expect(gaveUp).rejects.toThrow('out of time')
+    held.resolve()
+    await first
+    expect(await next).toBe('next')
+    expect(ran).toBe(false)
+    // and an abort after the slot was handed over does not take it back
+    const late = new AbortController()
+    expect(await limiter.run(async () => { late.abort(); return 'kept' }, late.signal)).toBe('kept')
+    expect(await limiter.run(async () => 'free')).toBe('free')
+  })
+
   it('a task that throws gives its slot on', async () => {
     const limiter = new Limiter(1)
     await expect(limiter.run(async () => { throw new Error('no') })).rejects.toThrow('no')

@@ -131,7 +131,11 @@ export function createMcpServer (client: ApiClient, opts: McpServerOptions = {})
         } finally {
           calls.running--
         }
-      })
+      }, ctl.signal)
+    } catch (err) {
+      // out of time or cancelled while it waited for a place: it left the queue then, and the node is not asked
+      if (!started && ctl.signal.aborted) return await run()
+      throw err
     } finally {
       if (!started) calls.queued--
       clearTimeout(deadline)

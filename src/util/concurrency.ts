@@ -80,10 +80,14 @@ export class Limiter {
     this.n = n
   }
 
-  async run<T> (fn: () => Promise<T>): Promise<T> {
+  /**
+   * Run `fn` in a slot. `signal`: a caller that gives up while it waits (out of time, cancelled) leaves the queue
+   * at once, rejected with the signal's reason, and `fn` never runs; once in a slot, `fn` sees the signal itself.
+   */
+  async run<T> (fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     // a task that ends hands its slot to the first waiter directly: a caller that comes between the wake-up and
     // the waiter's turn finds no free slot, so never more than `n` run at once
-    if (this.active >= this.n) await new Promise<void>(resolve => { this.waiting.push(resolve) })
+    if (this.active >= this.n) await this.queue(signal)
     else this.active++
     try {
       return await fn()
@@ -92,6 +96,25 @@ export class Limiter {
       if (next === undefined) this.active--
       else next()
     }
+  }
+
+  private async queue (signal: AbortSignal | undefined): Promise<void> {
+    signal?.throwIfAborted()
+    await new Promise<void>((resolve, reject) => {
+      // handed a slot: the wake-up is the turn, whatever the signal does after
+      const wake = (): void => {
+        signal?.removeEventListener('abort', giveUp)
+        resolve()
+      }
+      const giveUp = (): void => {
+        const at = this.waiting.indexOf(wake)
+        if (at < 0) return
+        this.waiting.splice(at, 1)
+        reject(signal?.reason)
+      }
+      this.waiting.push(wake)
+      signal?.addEventListener('abort', giveUp, { once: true })
+    })
   }
 }
 
