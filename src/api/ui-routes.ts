@@ -19,22 +19,20 @@
  */
 import { readFileSync, statSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
-import { setImmediate } from 'node:timers/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { InvalidRequestError } from '../errors.ts'
-import { checkChain, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
-import type { CorrelationReplay } from '../events/replay.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
-import type { AgentEvent } from '../runlog/types.ts'
 import {
-  UI_ASSET_MAX_BYTES, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS, UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT,
-  UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, UI_SESSION_STREAMS_CHECK_MS, UI_VERDICTS_PER_TURN, uiSessionCookie
+  UI_ASSET_MAX_BYTES, UI_PEER_PROTOCOL_CHARS_MAX, UI_PEER_PROTOCOLS_MAX, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS,
+  UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT, UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, UI_SESSION_STREAMS_CHECK_MS, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
 import { HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostIsOwn } from './own-host.ts'
+import { maxEventsOf, timelineAnswer } from './ui-timeline.ts'
+
+export { verdicts } from './ui-timeline.ts'
 
 /** The routes of the view itself, besides the documented operations. */
 export const UI_ROUTES: ReadonlyArray<{ method: string, url: string }> = [
@@ -51,6 +49,7 @@ const ASSET_TYPES: Record<string, string> = {
   'names.js': 'text/javascript; charset=utf-8',
   'schedule.js': 'text/javascript; charset=utf-8',
   'tables.js': 'text/javascript; charset=utf-8',
+  'lineage.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8'
 }
 
@@ -310,7 +309,8 @@ export class UiRoutes {
             ...(runs.length > 0 ? { runs } : {}),
             ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
           })
-          return { large: true, body: { replay: r, verdicts: await verdicts(r, this.opts.node.signatures) } }
+          // the newest events only, each payload once (ui-timeline.ts): the view draws no more
+          return { large: true, body: await timelineAnswer(r, maxEventsOf(q.max_events), this.opts.node.signatures) }
         }
       }
     }
@@ -339,9 +339,12 @@ export class UiRoutes {
       })
       const peerId = conns[0]?.remotePeer
       let protocols: string[] = []
+      let protocolsTotal = 0
       if (peerId !== undefined) {
         try {
-          protocols = [...(await host.peerStore.get(peerId)).protocols].sort()
+          const announced = (await host.peerStore.get(peerId)).protocols
+          protocolsTotal = announced.length
+          protocols = listedProtocols(announced)
         } catch (err) {
           this.opts.log.debug({ peer: id, err: (err as Error).message }, 'no peer store entry for a connected peer')
         }
@@ -355,7 +358,7 @@ export class UiRoutes {
         cached = await this.lookUp(id, peerId, latency === null)
       }
       latency ??= cached?.rtt ?? null
-      return { agent_id: id, name: cached?.name ?? null, connections, latency_ms: latency, protocols }
+      return { agent_id: id, name: cached?.name ?? null, connections, latency_ms: latency, protocols, protocols_total: protocolsTotal }
     }))
     return { peers, total: byPeer.size }
   }
@@ -381,36 +384,19 @@ export class UiRoutes {
   }
 }
 
+/**
+ * The protocols of a peer GET /v1/peers lists: `/aap/` ones first, each group
+ * sorted, at most UI_PEER_PROTOCOLS_MAX, each cut to UI_PEER_PROTOCOL_CHARS_MAX
+ * characters (a peer announces what it likes; found by session 56's review).
+ */
+export function listedProtocols (announced: readonly string[]): string[] {
+  const aap = announced.filter(p => p.startsWith('/aap/')).sort()
+  const rest = announced.filter(p => !p.startsWith('/aap/')).sort()
+  return [...aap, ...rest].slice(0, UI_PEER_PROTOCOLS_MAX)
+    .map(p => p.length <= UI_PEER_PROTOCOL_CHARS_MAX ? p : `${p.slice(0, UI_PEER_PROTOCOL_CHARS_MAX - 1)}…`)
+}
+
 /** A connection through a circuit relay is relayed; any other is direct. */
 export function connectionType (remoteAddr: string): 'direct' | 'relayed' {
   return remoteAddr.includes('/p2p-circuit') ? 'relayed' : 'direct'
-}
-
-/**
- * Check every event of a replay again: its signature, and its link to the
- * event before it in its run. UI_VERDICTS_PER_TURN events a turn of the event
- * loop: a task may hold tens of thousands, and checking them in one go
- * stopped the node for seconds (found by session 46's review).
- */
-export async function verdicts (r: CorrelationReplay, signatures?: SignatureCache): Promise<Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }>> {
-  const out: Array<{ run_id: string, seq: number, signature: 'valid' | 'invalid', chain: 'linked' | 'gap' | 'broken' }> = []
-  const heads = new Map<string, AgentEvent>()
-  for (const e of r.events) {
-    if (out.length > 0 && out.length % UI_VERDICTS_PER_TURN === 0) await setImmediate()
-    let signature: 'valid' | 'invalid' = 'valid'
-    try {
-      verifyEventSync(e, signatures)
-    } catch {
-      signature = 'invalid'
-    }
-    let chain: 'linked' | 'gap' | 'broken' = 'linked'
-    try {
-      checkChain([e], heads.get(e.run_id))
-    } catch (err) {
-      chain = err instanceof InvalidRequestError && err.details?.reason === 'gap' ? 'gap' : 'broken'
-    }
-    heads.set(e.run_id, e)
-    out.push({ run_id: e.run_id, seq: e.seq, signature, chain })
-  }
-  return out
 }

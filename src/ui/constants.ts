@@ -89,3 +89,21 @@ export const UI_SESSION_COOKIE_VALUES_MAX = 8
  * this file.
  */
 export const UI_EVENTS_SHOWN_MAX = 300
+/**
+ * Events GET /v1/events/{id}/timeline answers with, at most and by default
+ * (its `max_events`, which may ask for fewer): the newest, with the runs,
+ * transitions and checkpoints they need, and counts of what is left out.
+ * The whole replay, each payload three times, made a 10 MB answer of a
+ * stranger's 400 progress events of 8 KiB, fetched again after each burst
+ * (found by session 56's review). The view draws as many (UI_EVENTS_SHOWN_MAX).
+ */
+export const UI_TIMELINE_EVENTS_MAX = UI_EVENTS_SHOWN_MAX
+/**
+ * Protocols GET /v1/peers lists per peer, at most (`/aap/` ones first, then
+ * the rest in order; `protocols_total` says how many the peer announced):
+ * a peer announces what it likes, and 600 of them were listed (found by
+ * session 56's review).
+ */
+export const UI_PEER_PROTOCOLS_MAX = 64
+/** Characters of a protocol name GET /v1/peers lists, at most (a longer one is cut, ending in "…"). */
+export const UI_PEER_PROTOCOL_CHARS_MAX = 128

@@ -8,7 +8,8 @@
 import { rebuildNames } from './names.js'
 import { coalesced } from './schedule.js'
 import { follow } from './stream.js'
-import { capText, eventsTable, hiddenNote, transitionItems } from './tables.js'
+import { hydrate, lineageFacts } from './lineage.js'
+import { capText, eventsTable, hiddenNote, protocolChips, statsHtml, transitionItems } from './tables.js'
 import { drawTimeline, esc, shortId } from './timeline.js'
 
 const RUNS_REFRESH_MS = 2000
@@ -138,18 +139,7 @@ async function loadNode () {
 }
 
 function renderStats () {
-  const counts = state.runs.counts
-  const count = (s) => counts.executing[s] + counts.delegated[s]
-  const total = (side) => Object.values(counts[side]).reduce((a, b) => a + b, 0)
-  const peers = state.peers ?? []
-  const relayed = peers.filter(p => p.connections.some(c => c.type === 'relayed')).length
-  $('#node-stats .body').innerHTML = `<div class="stats">
-    <div><b>${peers.length}</b><span>peers</span><small>${peers.length - relayed} direct · ${relayed} relayed</small></div>
-    <div><b>${total('executing')}</b><span>runs here</span><small>executing on this node</small></div>
-    <div><b>${total('delegated')}</b><span>delegated</span><small>from this node</small></div>
-    <div class="${count('blocked') > 0 ? 'warn' : ''}"><b>${count('blocked')}</b><span>blocked</span><small>waiting for a decision</small></div>
-    <div><b>${count('running')}</b><span>running</span><small>${count('completed')} completed · ${count('failed')} failed</small></div>
-  </div>`
+  $('#node-stats .body').innerHTML = statsHtml(state.runs.counts, state.peers ?? [])
 }
 
 async function loadPeers () {
@@ -164,15 +154,9 @@ async function loadPeers () {
         <td>${agentLabel(p.agent_id)}</td>
         <td>${p.connections.map(c => `<span class="chip conn ${esc(c.type)}">${esc(c.type)}</span> <small>${esc(c.transport)}, ${esc(c.direction)}, ${esc(ago(c.opened_at))}</small>`).join('<br>')}</td>
         <td class="num">${p.latency_ms === null ? '—' : `${p.latency_ms < 10 ? p.latency_ms.toFixed(1) : Math.round(p.latency_ms)} ms`}</td>
-        <td class="protocols">${protocolChips(p.protocols)}</td>
+        <td class="protocols">${protocolChips(p.protocols, p.protocols_total)}</td>
       </tr>`).join('')}</tbody></table>`
   renderStats()
-}
-
-function protocolChips (protocols) {
-  const aap = protocols.filter(p => p.startsWith('/aap/'))
-  const rest = protocols.filter(p => !p.startsWith('/aap/'))
-  return [...aap.map(p => `<span class="chip proto aap">${esc(p)}</span>`), ...rest.map(p => `<span class="chip proto">${esc(p)}</span>`)].join(' ')
 }
 
 // ---- runs -----------------------------------------------------------------------------------
@@ -211,7 +195,7 @@ async function loadRuns () {
  * every RUNS_REFRESH_MS, so the confirmation says which run (session 49's review: it said "Cancel this run?").
  */
 function cancelButton (runId, task, agent, capability, text) {
-  const what = `run ${shortId(runId.split(':')[1] ?? runId)} (${capText(capability)} on ${agentLabelText(agent)} ${shortId(agent)}) of task ${task}`
+  const what = `run ${shortId(runId.split(':')[1] ?? runId)} (${capText(capability)} on ${agentLabelText(agent)}) of task ${task}`
   return `<button class="small danger" data-cancel="${esc(runId)}" data-what="${esc(what)}">${esc(text)}</button>`
 }
 
@@ -254,7 +238,7 @@ async function delegate (ev) {
     }
     const task = f.task_id.value.trim()
     const { run } = await api('POST', '/v1/delegate', { to_agent: to, task_id: task, capability, input })
-    msg.textContent = `delegated: run ${shortId(run.run_id.split(':')[1] ?? run.run_id)} on ${nameOf(run.agent_id) ?? shortId(run.agent_id)}`
+    msg.textContent = `delegated: run ${shortId(run.run_id.split(':')[1] ?? run.run_id)} on ${agentLabelText(run.agent_id)}`
     msg.classList.add('ok')
     f.task_id.value = newTaskId()
     await runs.now()
@@ -356,13 +340,16 @@ async function refreshTimeline () {
   if (correlation === null) return
   let t
   try {
-    t = await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}${participantHints(correlation)}${ownerHint()}`)
+    // the newest events only: the node leaves the older out and says how many (omitted)
+    t = hydrate(await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}&max_events=${EVENTS_SHOWN_MAX}${participantHints(correlation)}${ownerHint()}`))
   } catch (err) {
     if (state.task !== correlation) return
     $('#task-summary').innerHTML = `<p class="error">${esc(err.code)}: ${esc(err.message)}</p>`
-    if (err.details.reason === 'ambiguous_owner' && Array.isArray(err.details.owners)) {
-      // whose task to show: one button per delegator that started one under this id
-      $('#task-summary').innerHTML += `<p>Show the task of: ${err.details.owners.map(o => `<button type="button" data-owner="${esc(o)}">${esc(agentLabelText(o))}</button>`).join(' ')}</p>`
+    // whose task to show: one button per delegator that started one under this id (ambiguous_owner), or the one whose
+    // task the node follows under it (owner_conflict), each named by its id too (a card's name is its own choice)
+    const owners = err.details.reason === 'ambiguous_owner' ? err.details.owners : err.details.reason === 'owner_conflict' ? [err.details.owner] : null
+    if (Array.isArray(owners) && owners.every(o => typeof o === 'string')) {
+      $('#task-summary').innerHTML += `<p>Show the task of: ${owners.map(o => `<button type="button" data-owner="${esc(o)}" title="${esc(o)}">${esc(agentLabelText(o))}</button>`).join(' ')}</p>`
       for (const b of document.querySelectorAll('#task-summary button[data-owner]')) b.addEventListener('click', () => { openTask(correlation, b.dataset.owner) })
     }
     return
@@ -370,18 +357,23 @@ async function refreshTimeline () {
   if (state.task !== correlation) return
   const r = t.replay
   state.taskAgents = r.runs.flatMap(x => [x.executor, x.delegator])
-  const ok = t.verdicts.filter(v => v.signature === 'valid' && v.chain === 'linked').length
-  $('#task-summary').innerHTML = r.runs.length === 0
+  const { events: checked, passed } = t.checked
+  const total = r.events.length + t.omitted.events
+  $('#task-summary').innerHTML = (r.runs.length === 0
     ? '<p class="empty">No events of this task reached this node yet.</p>'
-    : `<p><b>${esc(correlation)}</b>: ${r.runs.length} run(s), ${r.events.length} event(s);
-       <span class="${ok === t.verdicts.length ? 'good' : 'bad'}">${ok} of ${t.verdicts.length} signatures and chain links verified</span></p>`
-  $('#timeline').innerHTML = hiddenNote(r.events.length, EVENTS_SHOWN_MAX, 'drawn') + drawTimeline(t, { label: agentLabelText, max: EVENTS_SHOWN_MAX })
+    : `<p><b>${esc(correlation)}</b>: ${r.runs.length} run(s), ${total} event(s);
+       <span class="${passed === checked ? 'good' : 'bad'}">${passed} of ${checked} signatures and chain links verified</span></p>`) + lineageFacts(r, agentLabel)
+  $('#timeline').innerHTML = hiddenNote(total, Math.min(r.events.length, EVENTS_SHOWN_MAX), 'drawn') + drawTimeline(t, { name: nameOf, max: EVENTS_SHOWN_MAX })
   renderCheckpoints(r)
   $('#events').innerHTML = eventsTable(t, EVENTS_SHOWN_MAX)
-  $('#transitions').innerHTML = transitionItems(r, EVENTS_SHOWN_MAX, agentLabelText)
+  $('#transitions').innerHTML = transitionItems(r, EVENTS_SHOWN_MAX, agentLabel, t.omitted.transitions)
 }
 
-const agentLabelText = (id) => nameOf(id) ?? shortId(id)
+/** An agent in plain text: its card's name (its own choice: a stranger may copy another's) beside its short id. */
+const agentLabelText = (id) => {
+  const n = nameOf(id)
+  return n === null ? shortId(id) : `${n} ${shortId(id)}`
+}
 
 /**
  * The open checkpoints' forms, and a cancel button per live run delegated from here. A form stays while its
@@ -412,7 +404,7 @@ function renderCheckpoints (r) {
       <textarea name="resolution" rows="2" placeholder='the resolution, a JSON object: {"approved": true} or {"approved": false}'></textarea>
       <button type="submit">Resolve checkpoint</button><span class="form-msg"></span></form>`)
   }
-  box.querySelector(':scope > .cp-runs').innerHTML = live.map(x => `<div class="run-actions">Run <code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code> on ${esc(agentLabelText(x.executor))} is ${badge(x.state)} ${cancelButton(x.run_id, r.correlation_id, x.executor, x.capability, 'Cancel run')}</div>`).join('')
+  box.querySelector(':scope > .cp-runs').innerHTML = live.map(x => `<div class="run-actions">Run <code>${esc(shortId(x.run_id.split(':')[1] ?? x.run_id))}</code> on ${agentLabel(x.executor)} is ${badge(x.state)} ${cancelButton(x.run_id, r.correlation_id, x.executor, x.capability, 'Cancel run')}</div>`).join('')
 }
 
 async function resolveCheckpoint (form) {
@@ -445,7 +437,14 @@ function route () {
   for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== `view-${name}`
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('on', a.dataset.view === name)
   if (name === 'task') {
-    const correlation = rest.length > 0 ? decodeURIComponent(rest.join('/')) : state.task
+    let correlation = state.task
+    try {
+      if (rest.length > 0) correlation = decodeURIComponent(rest.join('/'))
+    } catch (err) {
+      // a malformed escape (#task/%E0) threw here and ended main() before the page's polling started
+      notice(`The address names no task: ${err.message}`, true)
+      return
+    }
     if (correlation !== state.task || state.source === null) openTask(correlation ?? null)
   }
 }

@@ -55,10 +55,20 @@ function artifactsOf (p) {
 }
 
 /**
- * The SVG of a timeline answer ({replay, verdicts}); `label(agentId)` names agents. Only the newest `max`
- * events are drawn, with a lane for each run that has one of them (the caller says how many are left out).
+ * An agent in SVG text: its name (`name(agentId)`, null when unknown; cut to `chars`) beside its short id, the
+ * full id as the tooltip. A card's name is the agent's own choice (a stranger may copy another's): the id says who.
  */
-export function drawTimeline (t, { label, max = Infinity }) {
+function agentText (id, name, chars) {
+  const n = name(id)
+  return `${n === null || n === undefined ? '' : `${esc(clip(n, chars))} `}<tspan class="aid">${esc(shortId(id))}</tspan><title>${esc(id)}</title>`
+}
+
+/**
+ * The SVG of a timeline answer ({replay, verdicts}); `name(agentId)` names agents (null: no name known), each
+ * shown beside its id. Only the newest `max` events are drawn, with a lane for each run that has one of them
+ * (the caller says how many are left out).
+ */
+export function drawTimeline (t, { name, max = Infinity }) {
   const r = t.replay
   if (r.runs.length === 0) return ''
   const order = new Map(r.runs.map((run, i) => [run.run_id, i]))
@@ -112,7 +122,7 @@ export function drawTimeline (t, { label, max = Infinity }) {
     const y = yOf(run.run_id)
     const top = TOP + i * LANE_H
     out.push(`<rect class="lane ${i % 2 === 0 ? 'even' : 'odd'}" x="0" y="${top}" width="${width}" height="${LANE_H}"/>`)
-    out.push(`<g class="lane-label" data-run="${esc(run.run_id)}"><text x="14" y="${y - 12}" class="who">${esc(clip(label(run.executor), 26))}</text>` +
+    out.push(`<g class="lane-label" data-run="${esc(run.run_id)}"><text x="14" y="${y - 12}" class="who">${agentText(run.executor, name, 14)}</text>` +
       `<text x="14" y="${y + 6}" class="sub">${esc(clip(run.capability === null ? '' : `${run.capability.capability_id}@${run.capability.version}`, 30))}</text>` +
       `<text x="14" y="${y + 22}" class="sub">run ${esc(runShort(run.run_id))} · <tspan class="st ${esc(run.state)}">${esc(run.state)}</tspan>${run.started_by === 'handoff' ? ' · from handoff' : run.parent_run ? ' · sub-delegated' : ''}</text></g>`)
     const xs = run.events.map(e => x.get(key(e)))
@@ -134,7 +144,7 @@ export function drawTimeline (t, { label, max = Infinity }) {
       `<rect x="${xb}" y="${y - 11}" width="${Math.max(0, xr - xb)}" height="22" rx="11"/>` +
       `<text x="${(xb + xr) / 2}" y="${y + 4}" text-anchor="middle" class="cp"><tspan class="cpl">checkpoint</tspan> ${esc(clip(c.checkpoint_id ?? '?', 28))}</text>` +
       `<text x="${(xb + xr) / 2}" y="${y + 26}" text-anchor="middle" class="res">${open ? 'waiting for a decision' : esc(clip(`→ ${JSON.stringify(c.resolution)}`, 36))}</text>` +
-      `<title>checkpoint ${esc(c.checkpoint_id)}: ${esc(c.reason ?? '')}${open ? ' (open)' : `\nresolved by ${esc(label(c.resolved_by ?? ''))} with ${esc(JSON.stringify(c.resolution))}${c.attested === false ? ' (the executor\'s word: not signed by its resumer)' : ''}`}</title></g>`)
+      `<title>checkpoint ${esc(c.checkpoint_id)}: ${esc(c.reason ?? '')}${open ? ' (open)' : `\nresolved by ${esc([name(c.resolved_by ?? ''), c.resolved_by ?? '?'].filter(s => typeof s === 'string').join(' '))} with ${esc(JSON.stringify(c.resolution))}${c.attested === false ? ' (the executor\'s word: not signed by its resumer)' : ''}`}</title></g>`)
   }
 
   // links between lanes: handoffs, and sub-delegations (a run whose parent is in the replay)
@@ -172,7 +182,7 @@ export function drawTimeline (t, { label, max = Infinity }) {
     const extras = [turn === null ? null : `turn ${clip(turn, 12)}`, n === 0 ? null : `${n} artifact${n === 1 ? '' : 's'}`].filter(s => s !== null)
     if (extras.length > 0) out.push(`<text x="${ex}" y="${y + 39}" text-anchor="middle" class="turn">${esc(extras.join(' · '))}</text>`)
     if (e.type === 'run.started' && e.payload.handoff_from == null && (e.payload.parent_run == null || !lane.has(e.payload.parent_run)) && typeof e.payload.delegator === 'string') {
-      out.push(`<text x="${ex}" y="${y - 16}" text-anchor="middle" class="from">from ${esc(clip(label(e.payload.delegator), 20))}</text>`)
+      out.push(`<text x="${ex}" y="${y - 16}" text-anchor="middle" class="from">from ${agentText(e.payload.delegator, name, 12)}</text>`)
     }
     out.push('</g>')
   }
