@@ -39,8 +39,27 @@ describe('a handoff carries the receiver\'s card', () => {
     expect(next.agent_id).toBe(D.agentId)
     expect(B.discovery.stats.fetchedCards).toBe(before.fetchedCards)
     expect(B.discovery.stats.dhtFallbacks).toBe(before.dhtFallbacks)
-    // and it keeps the card it verified
-    expect(B.discovery.knownCard(D.agentId)?.agent_id).toBe(D.agentId)
+    // the offered card served that call only: any delegator may offer cards, so none is kept from an offer
+    expect(B.discovery.knownCard(D.agentId)).toBeUndefined()
+  })
+
+  // session 56's card review: each refused handoff (the capability not declared) left its offered card cached, so a
+  // delegator of one held run pushed every honest card out of the cache (1,032 offers, about a second) and then,
+  // past the seq index, had an agent's older card cached and answered to B's own callers
+  it('a refused handoff\'s offered card is not kept', async () => {
+    await A.publishCard({ name: 'delegator', capabilities: [{ capability_id: 'cap:card-handoff-other', version: '1.0.0' }] })
+    const runId = await heldRun(A, B, WORK, 'task-card-refused-offer', held)
+    const client = new RpcClient(A.host, { protocol: CONTROL_PROTOCOL, maxFrameBytes: CONTROL_MAX_FRAME_BYTES })
+    try {
+      // A's own card declares no WORK: the handoff is refused after the card was verified
+      const own = A.discovery.knownCard(A.agentId)
+      expect(own?.agent_id).toBe(A.agentId)
+      await rejectsWith(client.call(peerIdOfAgent(B.agentId), 'handoff', { run_id: runId, to_agent: A.agentId, context: {}, to_card: own }), 'CAPABILITY_NOT_SUPPORTED')
+      expect(B.discovery.knownCard(A.agentId)).toBeUndefined()
+    } finally {
+      client.close()
+    }
+    expect((await B.runs.getRun(runId)).state).toBe('running')
   })
 
   it('a card that does not verify is refused, and the run stays with its executor', async () => {

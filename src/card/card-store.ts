@@ -42,6 +42,18 @@ export class CardCache {
   }
 
   /**
+   * A verified card a caller offers (a handoff's to_card), for its call only: `newest`, nothing cached or recorded
+   * as seen. Any delegator may offer cards, refused handoffs included, so cards kept from offers would let it push
+   * honest cards and their seqs out of the bounds, then have an agent's older card cached. AGENT_NOT_FOUND
+   * (`reason: stale_seq`) when a newer unexpired card of the agent was seen and is cached no longer.
+   */
+  offered (card: AgentCard): AgentCard {
+    const newest = this.newest(card)
+    if (newest === undefined) throw new AgentNotFoundError(`a newer card of ${card.agent_id} was seen; the offered seq ${card.seq} is stale`, { reason: 'stale_seq', offered_seq: card.seq })
+    return newest
+  }
+
+  /**
    * Cache a verified card unless a newer unexpired one is cached; returns
    * whichever is newest. AGENT_NOT_FOUND (`reason: stale_seq`) when a newer
    * unexpired card of the agent was seen and is cached no longer: the older

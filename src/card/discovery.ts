@@ -433,7 +433,7 @@ export class Discovery {
    * when the newer one left the cache, AGENT_NOT_FOUND (`reason: stale_seq`).
    * An `offered` card (one the caller holds, e.g. a delegator naming a
    * handoff's receiver) is verified like a fetched one and nothing is fetched;
-   * one that fails verification is refused with its error.
+   * one that fails verification is refused with its error; none is kept.
    * A cached card that lacks what `wants` asks of it is fetched again (the
    * agent may have a newer card): one fetch per agent at a time, which callers
    * that come meanwhile wait for, the next CARD_MISMATCH_REFRESH_MS after it
@@ -442,7 +442,7 @@ export class Discovery {
    */
   async getCard (agentId: string, opts: { signal?: AbortSignal, fresh?: boolean, offered?: unknown, source?: (s: CardSource) => void, hedge?: boolean, wants?: (card: AgentCard) => boolean } = {}): Promise<AgentCard> {
     if (agentId === this.agentId && this.own !== undefined) return await this.currentCard() ?? this.own
-    if (opts.offered !== undefined) return this.cache.remember(await verifyCard(opts.offered, { expectAgent: agentId }))
+    if (opts.offered !== undefined) return this.cache.offered(await verifyCard(opts.offered, { expectAgent: agentId }))
     const peer = peerIdOfAgent(agentId)
     const cached = opts.fresh === true ? undefined : this.cache.fresh(agentId)
     if (cached !== undefined && (opts.wants === undefined || opts.wants(cached) || !this.refreshes.may(agentId))) {
