@@ -23,9 +23,13 @@ const EXPECTED: Record<Breakage, { clauses: string[], checks: string[] }> = {
     checks: ['block-checkpoint', 'checkpoint-raise', 'resume-resolution', 'resume-audit', 'self-resume', 'event-stream', 'run-logs', 'events-correlation']
   },
   'unknown-run-code': { clauses: ['AAP-ERROR-RUN_NOT_FOUND', 'AAP-CONF-ERRORS'], checks: ['unknown-run'] },
-  'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['stranger-control'] },
-  // its receiving side makes runs of its own choosing, so a legitimate handoff to it fails as well
-  'forged-handoff': { clauses: ['AAP-HANDOFF-NEW-RUN', 'AAP-HANDOFF-CORRELATION', 'C4-HANDOFF', 'C4-CORRELATION', 'MESH-HANDOFF-LINEAGE'], checks: ['handoff-receive', 'forged-handoff'] }
+  // a resume from anyone is applied as the delegator's: the coordinator's on a run that authorizes nobody too
+  'stranger-resume': { clauses: ['MESH-CONTROL-AUTHORITY'], checks: ['unauthorized-control', 'stranger-control'] },
+  // its receiving side makes runs of its own choosing, so a legitimate handoff to it fails as well, and one naming more authority is taken
+  'forged-handoff': {
+    clauses: ['AAP-HANDOFF-NEW-RUN', 'AAP-HANDOFF-CORRELATION', 'C4-HANDOFF', 'C4-CORRELATION', 'MESH-HANDOFF-LINEAGE', 'MESH-HANDOFF-AUTHORITY'],
+    checks: ['handoff-receive', 'forged-handoff', 'handoff-inheritance']
+  }
 }
 
 const BREAKAGES = Object.keys(EXPECTED) as Breakage[]

@@ -20,6 +20,9 @@ async function mustBeRefused (s: Scope, runId: string, code: string, what: strin
   await unchanged(s, before, `the refused commands on the ${what}`)
 }
 
+/** The codes a block without its checkpoint_id, or a resume without its resolution, may be refused with: the request is malformed, or no transition. */
+const MALFORMED_COMMAND = ['INVALID_REQUEST', 'INVALID_TRANSITION'] as const
+
 export const BLOCK_CHECKS: Check[] = [
   {
     id: 'block-checkpoint',
@@ -31,8 +34,8 @@ export const BLOCK_CHECKS: Check[] = [
       const read = await s.getRun(run.run_id)
       expect(read.state === 'blocked' && read.checkpoint_id === cp, `get_run: ${read.state}, checkpoint_id ${String(read.checkpoint_id)}`)
       const held = await heldRun(s, 'checkpoint-missing')
-      s.expectRefused(await s.control(s.n.delegator, 'block', { run_id: held.run_id, reason: 'no checkpoint' }), 'block without checkpoint_id')
-      s.expectRefused(await s.control(s.n.delegator, 'block', { run_id: held.run_id, reason: 'empty checkpoint', checkpoint_id: '' }), 'block with an empty checkpoint_id')
+      s.expectError(await s.control(s.n.delegator, 'block', { run_id: held.run_id, reason: 'no checkpoint' }), MALFORMED_COMMAND, 'block without checkpoint_id')
+      s.expectError(await s.control(s.n.delegator, 'block', { run_id: held.run_id, reason: 'empty checkpoint', checkpoint_id: '' }), MALFORMED_COMMAND, 'block with an empty checkpoint_id')
       const after = await s.getRun(held.run_id)
       expect(after.state === 'running', `a refused block left the run ${after.state}`)
       s.runOf(await s.control(s.n.delegator, 'resume', { run_id: run.run_id, resolution: { decision: 'approve' } }), 'resume')
@@ -66,7 +69,7 @@ export const BLOCK_CHECKS: Check[] = [
     title: 'a resume without a resolution is refused; the resolution of a resume reaches the agent unchanged',
     run: async (s) => {
       const { run } = await blockedRun(s, 'resolution', `cp-${s.kit.nonce}-res`)
-      s.expectRefused(await s.control(s.n.delegator, 'resume', { run_id: run.run_id }), 'resume without resolution')
+      s.expectError(await s.control(s.n.delegator, 'resume', { run_id: run.run_id }), MALFORMED_COMMAND, 'resume without resolution')
       expect((await s.getRun(run.run_id)).state === 'blocked', 'a resume without resolution changed the run')
       const resolution = { decision: 'approve', reviewer: 'human-7', notes: ['ok', 'ship it'], nested: { score: 0.93, flags: { urgent: false } } }
       s.runOf(await s.control(s.n.coordinator, 'resume', { run_id: run.run_id, resolution }), 'resume with resolution')
@@ -130,6 +133,26 @@ export const BLOCK_CHECKS: Check[] = [
       const completed = s.runOf(await s.delegate('invalid-completed', { op: 'complete' }), 'delegate')
       await s.waitType(completed.run_id, 'run.completed')
       await mustBeRefused(s, completed.run_id, 'INVALID_TRANSITION', 'completed run')
+    }
+  },
+  {
+    id: 'unauthorized-control',
+    title: 'control rights are the run\'s own: on runs delegated with no authorized agent, resume, block, cancel and handoff from the kit\'s coordinator (authorized on the kit\'s other runs) and from its receiver get UNAUTHORIZED and change nothing',
+    run: async (s) => {
+      const { run: blocked } = await blockedRun(s, 'unauthorized-blocked', `cp-${s.kit.nonce}-unauthorized`, 'block', [])
+      const held = s.runOf(await s.delegate('unauthorized-held', { op: 'hold' }, { authorized: [] }), 'delegate unauthorized-held (hold)')
+      expect(blocked.authorized.length === 0 && held.authorized.length === 0, `runs delegated with no authorized agent name ${JSON.stringify([blocked.authorized, held.authorized])}`)
+      const before = [await s.getRun(blocked.run_id), await s.getRun(held.run_id)] as const
+      for (const [who, node] of [['the coordinator, authorized on other runs', s.n.coordinator], ['the receiver', s.n.receiver]] as const) {
+        s.expectError(await s.control(node, 'resume', { run_id: blocked.run_id, resolution: { decision: 'approve' } }), 'UNAUTHORIZED', `resume from ${who}`)
+        s.expectError(await s.control(node, 'block', { run_id: held.run_id, reason: 'r', checkpoint_id: 'cp-unauthorized' }), 'UNAUTHORIZED', `block from ${who}`)
+        s.expectError(await s.control(node, 'cancel', { run_id: held.run_id }), 'UNAUTHORIZED', `cancel from ${who}`)
+        s.expectError(await s.control(node, 'cancel', { run_id: blocked.run_id }), 'UNAUTHORIZED', `cancel of the blocked run from ${who}`)
+        s.expectError(await s.control(node, 'handoff', { run_id: held.run_id, to_agent: s.n.receiver.agentId, context: {} }), 'UNAUTHORIZED', `handoff from ${who}`)
+      }
+      for (const run of before) await unchanged(s, run, 'the refused commands of agents the run does not authorize')
+      await release(s, blocked.run_id)
+      await release(s, held.run_id)
     }
   },
   {

@@ -95,6 +95,7 @@ export const CLIENT_CHECK: Check = {
     s.evidence.runs.push(c.run_id)
     await s.track(c.run_id, d)
     const canceled = await viaApi(s, 'cancel', d.cancel(c.run_id, 'canceled through the API', call))
+    s.kit.canceled.add(c.run_id)
     expect(canceled.state === 'failed' && canceled.failure?.code === 'CANCELED', `after cancel: ${canceled.state}, ${String(canceled.failure?.code)}`)
     // a followed delegation: the delegator keeps its own verified copy of the run's events
     const f = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-f`, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete', progress: 1 } }, { ...call, follow: true }))

@@ -16,9 +16,9 @@ export async function heldRun (s: Scope, name: string): Promise<Run> {
   return run
 }
 
-/** A run of the target blocked by its agent on `checkpoint`, once run.blocked is served. */
-export async function blockedRun (s: Scope, name: string, checkpoint: string, op = 'block'): Promise<{ run: Run, blocked: WireEvent }> {
-  const run = s.runOf(await s.delegate(name, { op, checkpoint, reason: `conformance ${name}` }), `delegate ${name} (${op})`)
+/** A run of the target blocked by its agent on `checkpoint`, once run.blocked is served (`authorized`: the agents the delegation names, the coordinator by default). */
+export async function blockedRun (s: Scope, name: string, checkpoint: string, op = 'block', authorized?: string[]): Promise<{ run: Run, blocked: WireEvent }> {
+  const run = s.runOf(await s.delegate(name, { op, checkpoint, reason: `conformance ${name}` }, authorized === undefined ? {} : { authorized }), `delegate ${name} (${op})`)
   const blocked = await s.waitType(run.run_id, 'run.blocked')
   return { run, blocked }
 }

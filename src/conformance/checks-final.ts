@@ -2,7 +2,8 @@
  * Checks that read back, once every other check and its cleanup is done,
  * what the others left on the target: no run appeared for a task the target
  * refused, and every run of the target the kit learned of serves its whole
- * log, ending with the event of the run's state. Runs ended by a cleanup
+ * log, ending with the event of the run's state, each event a transition the
+ * profile allows from the state before it (a canceled run ending failed). Runs ended by a cleanup
  * cancel are judged here too: no other check reads them after the cancel.
  * What run-logs reads stays in the kit, so the correlation checks that run
  * after it (runs-correlation, events-correlation) judge every run and event.
@@ -31,8 +32,44 @@ function shape (events: WireEvent[]): string {
   return events.length > 5 ? `… ${tail}` : tail
 }
 
+/**
+ * The state a log gives, folded through the profile's transitions: run.started
+ * only at seq 1; run.blocked and a plain run.progress only while running; a
+ * resume (run.progress with transition resume) only while blocked;
+ * run.completed while running (a handoff's while blocked too: the delegator
+ * may hand a blocked run on); run.failed while running or blocked; nothing
+ * after run.completed or run.failed. A string says the first step that is not
+ * a transition of the profile.
+ */
+function foldLog (events: WireEvent[]): Run['state'] | string {
+  let state: Run['state'] | undefined
+  for (const e of events) {
+    const type = String(e.type)
+    const step = `${String(e.seq)}:${type}`
+    if (type === 'run.started') {
+      if (state !== undefined || e.seq !== 1) return `${step}: run.started only begins a log, at seq 1`
+      state = 'running'
+      continue
+    }
+    if (state === undefined) return `${step} before run.started`
+    if (state === 'completed' || state === 'failed') return `${step} after the run ended ${state}`
+    const how = payloadOf(e).transition
+    const from: Record<string, { states: readonly string[], to: Run['state'] } | undefined> = {
+      'run.blocked': { states: ['running'], to: 'blocked' },
+      'run.progress': how === 'resume' ? { states: ['blocked'], to: 'running' } : { states: ['running'], to: 'running' },
+      'run.completed': { states: how === 'handoff' ? ['running', 'blocked'] : ['running'], to: 'completed' },
+      'run.failed': { states: ['running', 'blocked'], to: 'failed' }
+    }
+    const t = from[type]
+    if (t === undefined) return `${step}: not an event type of the profile`
+    if (!t.states.includes(state)) return `${step}${how === 'resume' ? ' (a resume)' : ''} while ${state}: the profile allows it only from ${t.states.join(' or ')}`
+    state = t.to
+  }
+  return state ?? 'no event'
+}
+
 /** What is wrong with one run's log against its Run (undefined: nothing); its correlation is judged by events-correlation. */
-function judgeLog (run: Run, events: WireEvent[]): string | undefined {
+function judgeLog (run: Run, events: WireEvent[], canceled: boolean): string | undefined {
   const last = events.at(-1)
   if (last === undefined) return 'the target serves no event of it'
   if (events[0]?.type !== 'run.started') return `its log starts with ${String(events[0]?.type)}, not run.started`
@@ -40,6 +77,13 @@ function judgeLog (run: Run, events: WireEvent[]): string | undefined {
   if (!END_OF_STATE[run.state].includes(String(last.type))) return `the run is ${run.state} but its log ends with ${String(last.type)} (${shape(events)}); ${run.state} ends with ${END_OF_STATE[run.state].join(' or ')}`
   const to = run.handoff_to?.run_id
   if (to !== undefined && (payloadOf(last).handoff_to as { run_id?: unknown } | undefined)?.run_id !== to) return `the run was handed off to ${to} but its last event does not name it`
+  const folded = foldLog(events)
+  if (folded !== run.state) {
+    return folded === 'running' || folded === 'blocked' || folded === 'completed' || folded === 'failed'
+      ? `its log folds through the profile's transitions to ${folded}, but the run is ${run.state} (${shape(events)})`
+      : `its log breaks the profile's transitions: ${folded} (${shape(events)})`
+  }
+  if (canceled && (run.state !== 'failed' || last.type !== 'run.failed')) return `the target accepted a cancel of it, yet it is ${run.state} and its log ends with ${String(last.type)} (${shape(events)}); a canceled run ends failed, with run.failed`
   return undefined
 }
 
@@ -57,7 +101,7 @@ async function readBack (s: Scope, runId: string): Promise<string | undefined> {
     }
     const moved = run.state !== 'completed' && run.state !== 'failed' && Number(events.at(-1)?.seq) > run.last_seq
     if (moved && i < KIT_LOG_READ_TRIES) continue
-    return judgeLog(run, events)
+    return judgeLog(run, events, s.kit.canceled.has(runId))
   }
 }
 
@@ -134,9 +178,9 @@ export const LATE_CHECKS: Check[] = [
   },
   {
     id: 'run-logs',
-    title: 'every run of the target the kit learned of, read back at the end (get_run, then its whole log): the log starts with run.started, ends at Run.last_seq, and its last event is the one of the run\'s state',
+    title: 'every run of the target the kit learned of, read back at the end (get_run, then its whole log): the log starts with run.started, ends at Run.last_seq, its last event is the one of the run\'s state, it folds through the profile\'s transitions to the run\'s state, and a run whose cancel the target accepted ends failed with run.failed',
     run: async (s) => {
-      const ids = new Set([...s.kit.handles.keys(), ...s.kit.expected.keys(), ...s.kit.events.keys(), ...s.kit.known.keys()])
+      const ids = new Set([...s.kit.handles.keys(), ...s.kit.expected.keys(), ...s.kit.events.keys(), ...s.kit.known.keys(), ...s.kit.canceled])
       const runs = [...ids].filter(id => ofTarget(s, id)).sort()
       const bad: string[] = []
       for (const runId of runs) {

@@ -2,13 +2,13 @@
  * Checks of run lineage (protocols/lineage.md): a delegation carries the
  * delegator's signed ticket for the run it creates; only a run's executor
  * delegates under it; a handoff successor keeps the authority the delegator
- * signed for. These are aap-mesh wire rules: a target that implements the
+ * signed for, whichever side of the handoff the target is. These are aap-mesh wire rules: a target that implements the
  * profile without the mesh's lineage fails them.
  */
-import { DELEGATE_PROTOCOL } from '../constants.ts'
-import { originOf, verifyTicket } from '../runlog/ticket.ts'
+import { DELEGATE_PROTOCOL, HANDOFF_PROTOCOL } from '../constants.ts'
+import { issueHandoffTicket, originOf, ticketOf, verifyTicket } from '../runlog/ticket.ts'
 import { CONFORMANCE_CAPABILITY, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
-import { heldRun, payloadOf, release, type Check } from './checks-common.ts'
+import { fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
 import { expect, type Scope } from './kit.ts'
 
 /** A delegate body the kit would send, without its ticket. */
@@ -97,6 +97,44 @@ export const LINEAGE_CHECKS: Check[] = [
       expect(t.issuer === s.kit.target && t.handoff_from?.run_id === old.run_id, 'the successor\'s ticket is not issued by the old run\'s executor for it')
       expect(originOf(t).signature === originOf(oldTicket).signature, 'the successor\'s ticket does not inherit from the delegator\'s')
       await release(s, next.run_id)
+    }
+  },
+  {
+    id: 'handoff-inheritance',
+    title: 'the target as a handoff receiver keeps the authority the delegator signed for: handoff frames from the run\'s own executor (the kit\'s receiver, with a valid ticket and predecessor) that name one more authorized agent, or another delegator, get UNAUTHORIZED and create no run',
+    run: async (s) => {
+      const key = s.n.receiverKey ?? fail('the kit holds no key of its receiver to sign a handoff with')
+      const task = s.kit.task('inheritance')
+      // the run starts on the kit's receiver (its conformance agent holds it); the receiver then asks the target to continue it
+      const old = await s.n.delegator.delegate({ to_agent: s.n.receiver.agentId, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [s.n.coordinator.agentId] }, { follow: false })
+      s.evidence.runs.push(old.run_id)
+      try {
+        const predecessor = await s.n.receiver.runs.store.log.get(old.run_id, 1)
+        const own = predecessor === undefined ? undefined : ticketOf(predecessor)
+        if (predecessor === undefined || own === undefined) return fail(`the kit's receiver keeps no ticketed run.started of ${old.run_id}`)
+        const ticket = await issueHandoffTicket(key, own, s.kit.target)
+        const body = (change: Record<string, unknown>): Record<string, unknown> => ({
+          to_agent: s.kit.target,
+          from_run: { run_id: old.run_id, agent_id: s.n.receiver.agentId },
+          task_id: task,
+          capability: old.capability,
+          input: predecessor.payload.input ?? {},
+          context: { why: 'conformance: a handoff that changes who controls the run' },
+          delegator: old.delegator,
+          authorized: old.authorized,
+          parent_run: old.parent_run,
+          predecessor,
+          ticket,
+          ...change
+        })
+        for (const [what, change] of [
+          ['one more authorized agent', { authorized: [...old.authorized, s.n.bystander.agentId] }],
+          ['another delegator', { delegator: s.n.coordinator.agentId }]
+        ] as const) s.expectError(await s.call(s.n.receiver, HANDOFF_PROTOCOL, 'handoff', body(change)), 'UNAUTHORIZED', `a handoff from the run's executor naming ${what}`)
+        await s.expectNoRun(task, 'the handoffs naming authority the delegator did not sign for', [old.run_id])
+      } finally {
+        await s.n.delegator.runs.cancel(old.run_id, 'conformance check done').catch((err: unknown) => { s.note(`cleanup: cancel of ${old.run_id}: ${(err as Error).message}`) })
+      }
     }
   }
 ]

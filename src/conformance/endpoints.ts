@@ -1,9 +1,11 @@
 /**
  * What counts as transport endpoint data in a Run or an event the target
  * gave (AAP-CARD-ENDPOINT-HIDDEN): a multiaddr (a /p2p/ address too), a URL,
- * an IPv4 or IPv6 literal with or without a port, one of the target's own
- * listen hosts, or a member whose name says endpoint, addr or url. An agent
- * id alone, or a run id (`<agent id>:<hex>`), is a name, not an endpoint.
+ * an IPv4 or IPv6 literal with or without a port, a host name (dotted, or
+ * localhost) with a port, a socket scheme (`unix:`, `tcp:`, `udp:` and the
+ * like), one of the target's own listen hosts, or a member whose name says
+ * endpoint, addr or url. An agent id alone, or a run id (`<agent id>:<hex>`),
+ * is a name, not an endpoint.
  * capabilityTransportIn adds what names a capability's transport (C1-NO-TRANSPORT).
  */
 import { isIPv4, isIPv6 } from 'node:net'
@@ -18,6 +20,15 @@ const IPV4 = /(?<![\w.])(\d{1,3}(?:\.\d{1,3}){3})(?::\d{1,5})?(?![\w.])/g
 /** Runs of hex digits, colons and dots (an IPv6 literal, maybe bracketed with a port) not inside a word. */
 const IPV6 = /(?<![\w:.])\[?([0-9a-f]*:[0-9a-f:.]*(?:%[\w.]+)?)\]?(?::\d{1,5})?(?![\w:.])/gi
 const MEMBER = /endpoint|addr|url/i
+/**
+ * `localhost` or a dotted host name (its last label starts with a letter)
+ * with a port of 1 to 5 digits, not inside a longer word, name or number:
+ * `localhost:4001`, `node-7.mesh.example.com:4001`. An agent id has no dot
+ * and a run id's hex is no port, so neither matches.
+ */
+const HOST_PORT = /(?<![\w.-])(localhost|(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z][a-z0-9-]*):(\d{1,5})(?![\w.:])/i
+/** A socket scheme followed by what it reaches (`unix:/var/run/x.sock`, `tcp:host:4001`), starting the string or after a non-scheme character. */
+const SOCKET_SCHEME = /(?:^|[^A-Za-z0-9+.-])((?:unix|tcp|udp|tls|quic|sctp)(?:\+[a-z0-9.-]+)*):(?=\S)/i
 
 /** The hosts of the target's listen addresses (ip4, ip6, dns components), never its agent id. */
 export function hostsOf (addrs: readonly string[]): string[] {
@@ -37,11 +48,15 @@ function inText (text: string, hosts: readonly string[]): string | undefined {
   if (m !== null) return `a multiaddr (${clean(text.slice(m.index, m.index + 80), 80)})`
   const u = URL_SCHEME.exec(text)
   if (u !== null) return `a URL (${clean(text.slice(u.index, u.index + 80), 80)})`
+  const sock = SOCKET_SCHEME.exec(text)
+  if (sock !== null) return `a socket address (${clean(text.slice(sock.index, sock.index + 80), 80)})`
   for (const v4 of text.matchAll(IPV4)) if (isIPv4(v4[1] ?? '')) return `an IPv4 address (${v4[0]})`
   for (const v6 of text.matchAll(IPV6)) {
     const literal = (v6[1] ?? '').replace(/%.*$/, '')
     if (literal.includes(':') && isIPv6(literal)) return `an IPv6 address (${clean(v6[0], 80)})`
   }
+  const hp = HOST_PORT.exec(text)
+  if (hp !== null) return `a host and port (${clean(hp[0], 80)})`
   const host = hosts.find(h => text.includes(h))
   if (host !== undefined) return `the target's listen host ${clean(host, 80)}`
   return undefined

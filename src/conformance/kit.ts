@@ -6,7 +6,7 @@
  */
 import type { CapabilityRef } from '../card/card.ts'
 import { peerIdFromString } from '@libp2p/peer-id'
-import type { PeerId } from '@libp2p/interface'
+import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CONTROL_PROTOCOL, DELEGATE_PROTOCOL, EVENTS_SYNC_PROTOCOL } from '../constants.ts'
 import type { MeshNode } from '../node.ts'
 import { isRun } from '../runs/runtime.ts'
@@ -39,6 +39,8 @@ export interface KitNodes {
   receiver: MeshNode
   /** A bystander: reads runs and events as an auditor, tries what it may not; its handoff protocol stalls. */
   bystander: MeshNode
+  /** The receiver's private key: the kit signs crafted handoff frames as the executor of the receiver's runs. */
+  receiverKey?: PrivateKey
 }
 
 /** A check found the target wrong. */
@@ -144,6 +146,8 @@ export class Kit {
   readonly noRun: NoRunExpected[] = []
   /** Checks found wrong after they ended (a run appeared for a task they saw refused): check id -> what was found. */
   readonly lateFailures = new Map<string, string[]>()
+  /** Runs whose cancel the target accepted (over every check): each must end failed, its log with run.failed (run-logs). */
+  readonly canceled = new Set<string>()
 
   constructor (nodes: KitNodes, target: string) {
     this.nodes = nodes
@@ -291,7 +295,9 @@ export class Scope {
     const runId = String(body.run_id)
     let peer = this.kit.targetPeer
     try { peer = executorOf(runId) } catch { this.note(`run id ${runId} names no executor: asked the target`) }
-    return this.call(from, CONTROL_PROTOCOL, type, body, opts, peer)
+    const frame = await this.call(from, CONTROL_PROTOCOL, type, body, opts, peer)
+    if (type === 'cancel' && frame.ok) this.kit.canceled.add(runId)
+    return frame
   }
 
   /** The run of a success frame (schema-checked); fails the check on an error frame. */
@@ -306,22 +312,15 @@ export class Scope {
     return run
   }
 
-  /** Fails the check unless the frame is an error with `code`. */
-  expectError (frame: Frame, code: string, what: string): void {
+  /** Fails the check unless the frame is an error with `code` (or one of the codes listed). */
+  expectError (frame: Frame, code: string | readonly string[], what: string): void {
+    const codes: readonly string[] = typeof code === 'string' ? [code] : code
     if (frame.ok) {
       // the answer that should have been refused is the evidence
       this.evidence.frames.push(short({ request: what, ok: true, body: frame.body }))
-      throw new CheckFailure(`${what}: expected ${code}, but it succeeded`)
+      throw new CheckFailure(`${what}: expected ${codes.join(' or ')}, but it succeeded`)
     }
-    if (frame.error?.code !== code) throw new CheckFailure(`${what}: expected ${code}, got ${errorText(frame)}`)
-  }
-
-  /** Fails the check unless the frame is an error (any code). */
-  expectRefused (frame: Frame, what: string): void {
-    if (frame.ok) {
-      this.evidence.frames.push(short({ request: what, ok: true, body: frame.body }))
-      throw new CheckFailure(`${what}: expected a refusal, but it succeeded`)
-    }
+    if (!codes.includes(String(frame.error?.code))) throw new CheckFailure(`${what}: expected ${codes.join(' or ')}, got ${errorText(frame)}`)
   }
 
   async getRun (runId: string, from: MeshNode = this.n.bystander): Promise<Run> {

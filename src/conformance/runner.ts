@@ -5,7 +5,8 @@
  * through bootstrap peers), runs every check over the wire, and decides each
  * clause of the catalog from the checks it names.
  */
-import type { Stream } from '@libp2p/interface'
+import type { PrivateKey, Stream } from '@libp2p/interface'
+import { generateKeyPair } from '@libp2p/crypto/keys'
 import { HANDOFF_PROTOCOL } from '../constants.ts'
 import { createMeshNode, type MeshNode } from '../node.ts'
 import type { Logger } from '../logger.ts'
@@ -101,11 +102,14 @@ async function targetAddrs (node: MeshNode, kit: Kit, log?: Logger): Promise<str
   return [...out]
 }
 
-async function startKitNodes (): Promise<MeshNode[]> {
+/** The kit's four nodes, each with the key it was made with (the kit signs crafted handoffs as its receiver). */
+async function startKitNodes (keys: PrivateKey[]): Promise<MeshNode[]> {
   const nodes: MeshNode[] = []
   try {
     for (let i = 0; i < 4; i++) {
-      const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, followDelegations: false })
+      const privateKey = await generateKeyPair('Ed25519')
+      keys.push(privateKey)
+      const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, followDelegations: false, privateKey })
       nodes.push(n)
       await n.start()
     }
@@ -214,7 +218,8 @@ export function decideClauses (checks: CheckResult[]): ClauseResult[] {
 
 export async function runConformance (opts: KitOptions): Promise<ConformanceReport> {
   const startedAt = new Date().toISOString()
-  const nodes = await startKitNodes()
+  const keys: PrivateKey[] = []
+  const nodes = await startKitNodes(keys)
   const [delegator, coordinator, receiver, bystander] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
   const stalled = new Set<Stream>()
   try {
@@ -235,7 +240,7 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
       // find the target through the mesh, then connect every kit node to it
       await delegator.getCard(target, { signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
     }
-    const kit = new Kit({ delegator, coordinator, receiver, bystander }, target)
+    const kit = new Kit({ delegator, coordinator, receiver, bystander, ...(keys[2] === undefined ? {} : { receiverKey: keys[2] }) }, target)
     for (const n of nodes) await n.host.dial(kit.targetPeer, { signal: AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS) })
     kit.targetAddrs = await targetAddrs(delegator, kit, opts.log)
 
