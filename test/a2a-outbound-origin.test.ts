@@ -19,7 +19,7 @@ import { silentLogger } from '../src/logger.ts'
 import { A2A_REDIRECTS_MAX } from '../src/a2a/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
-import { a2aCardJson, a2aInterface } from './fixtures/a2a-card-json.ts'
+import { a2aCardJson, a2aInterface, answerCompleted } from './fixtures/a2a-card-json.ts'
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void
 
@@ -39,16 +39,6 @@ function card (skill: string, interfaces: unknown[]): Record<string, unknown> {
   return a2aCardJson({ name: 'origin-test', skill, interfaces })
 }
 
-function answerCompleted (res: ServerResponse, body: string): void {
-  const id = (JSON.parse(body) as { id: unknown }).id
-  res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    result: { task: { id: 't1', contextId: 'c', status: { state: 'TASK_STATE_COMPLETED', timestamp: new Date().toISOString() }, artifacts: [{ artifactId: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }], history: [] } }
-  }))
-}
-
 describe('A2A outbound: only the configured origin', () => {
   let nodes: MeshNode[] = []
   let a: { server: Server, url: string }
@@ -66,7 +56,7 @@ describe('A2A outbound: only the configured origin', () => {
         res.end(JSON.stringify(card('via-b', [a2aInterface(`${b.url}/rpc`)])))
         return
       }
-      answerCompleted(res, body)
+      answerCompleted(res, body, 'A')
     })
     a = await serve((req, res, body) => {
       const path = req.url ?? ''
@@ -126,7 +116,7 @@ describe('A2A outbound: only the configured origin', () => {
         res.end(JSON.stringify({ task: { id: 't1', contextId: 'c', status: { state: 'TASK_STATE_COMPLETED', timestamp: new Date().toISOString() }, artifacts: [{ artifactId: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }], history: [] } }))
         return
       }
-      answerCompleted(res, body)
+      answerCompleted(res, body, 'A')
     })
   })
   afterAll(async () => {

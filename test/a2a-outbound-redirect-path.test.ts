@@ -8,7 +8,7 @@
  * nodes, a hand-made server on 127.0.0.1.
  */
 import { once } from 'node:events'
-import { createServer, type Server, type ServerResponse } from 'node:http'
+import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { A2aOutbound, A2aRedirectRefusedError, mergeDrafts, type BridgedAgent } from '../src/a2a/outbound.ts'
@@ -16,17 +16,7 @@ import { boundedFetch } from '../src/a2a/outbound-bounds.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
-import { a2aCardJson, a2aInterface } from './fixtures/a2a-card-json.ts'
-
-function answerCompleted (res: ServerResponse, body: string): void {
-  const id = (JSON.parse(body) as { id: unknown }).id
-  res.writeHead(200, { 'content-type': 'application/json' })
-  res.end(JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    result: { task: { id: 't1', contextId: 'c', status: { state: 'TASK_STATE_COMPLETED', timestamp: new Date().toISOString() }, artifacts: [{ artifactId: 'r', name: 'r', parts: [{ data: { by: 'agent' } }] }], history: [] } }
-  }))
-}
+import { a2aCardJson, a2aInterface, answerCompleted } from './fixtures/a2a-card-json.ts'
 
 describe('A2A outbound: redirects only below the configured path', () => {
   let nodes: MeshNode[] = []
@@ -46,7 +36,7 @@ describe('A2A outbound: redirects only below the configured path', () => {
         const section = path.split('/')[1] ?? ''
         if (section === 'admin' || section === 'agent-evil') {
           outside.push(`${req.method ?? ''} ${path} ${body.slice(0, 200)}`)
-          answerCompleted(res, body.length > 0 ? body : '{"id":1}')
+          answerCompleted(res, body.length > 0 ? body : '{"id":1}', 'agent')
           return
         }
         if (path.endsWith('agent-card.json')) {
@@ -75,7 +65,7 @@ describe('A2A outbound: redirects only below the configured path', () => {
           res.end()
           return
         }
-        answerCompleted(res, body)
+        answerCompleted(res, body, 'agent')
       })
     })
     server.listen(0, '127.0.0.1')
