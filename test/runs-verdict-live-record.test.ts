@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { generateKeyPair } from '@libp2p/crypto/keys'
+import { MemoryDatastore } from 'datastore-core'
 import type { Datastore } from 'interface-datastore'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { agentIdOf, openDatastore } from '../src/identity/identity.ts'
@@ -19,6 +20,9 @@ import type { Run } from '../src/runlog/types.ts'
 import { signVerdict } from '../src/runlog/verdict.ts'
 import { verdictOn } from '../src/runs/recovery.ts'
 import { RunStore } from '../src/runs/store.ts'
+import { guardWrites } from '../src/storage/write-guard.ts'
+import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
+import { runRecord } from './fixtures/run-record.ts'
 
 const CAP = { capability_id: 'cap:verdict-live-record', version: '1.0.0' }
 
@@ -74,5 +78,43 @@ describe('get_verdict on a record the executor put back to live', () => {
     for await (const { notice } of reopened.notices(16)) open.push(notice.run_id)
     expect(open).not.toContain(live.run_id)
     expect((await reopened.getOutgoing(live.run_id))?.state).toBe('blocked')
+  })
+
+  // session 56's review: a refused record keeps its first `fresh` (nothing of the run reached the disk), and the
+  // write of a fresh record skipped the deletes, so a live record refused and written again later left the verdict
+  // put meanwhile beside it
+  it('deletes them when a refused live record of a new run is written again after a verdict', async () => {
+    const faulty = new FaultyDatastore(new MemoryDatastore())
+    // guarded as the node guards its store: a refused write is a StorageFullError, which the store writes again
+    const store = new RunStore(guardWrites(faulty.store))
+    await store.open()
+    const dKey = await generateKeyPair('Ed25519')
+    const xKey = await generateKeyPair('Ed25519')
+    const D = agentIdOf(dKey)
+    const X = agentIdOf(xKey)
+    const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: 'task-verdict-refused', capability: CAP, parent_run: null, authorized: [] })
+    const at = new Date().toISOString()
+    const started = await signEvent(xKey, {
+      run_id: ticket.run_id, correlation_id: 'task-verdict-refused', type: 'run.started', at, seq: 1, prev: null, executor: X,
+      payload: { delegator: D, capability: CAP, parent_run: null, input: {}, ticket: ticket as unknown as Record<string, unknown> }
+    })
+    const live = runRecord({ run_id: ticket.run_id, agent_id: X, delegator: D, correlation_id: 'task-verdict-refused', capability: CAP, created_at: at })
+    // the disk refuses the run's records (not the verdict's keys) from its first write on
+    faulty.only = key => key.startsWith('/aap/outgoing')
+    faulty.failing = true
+    await expect(store.putOutgoing(live, true)).rejects.toThrow()
+    const verdict = await signVerdict(dKey, D, started, 'the executor could not be reached')
+    await store.putVerdict(verdict, { run_id: live.run_id, executor: X, since: Date.now(), before: live })
+    await expect(store.putOutgoing({ ...live, state: 'failed', failure: { code: 'EXECUTOR_LOST', message: 'lost' }, last_seq: 2 })).rejects.toThrow()
+    // the executor's own word puts it back to live; refused too
+    await expect(store.putOutgoing({ ...live, state: 'blocked', checkpoint_id: 'cp', block_reason: 'a person decides', last_seq: 2 })).rejects.toThrow()
+    faulty.failing = false
+    await store.refused.stop()
+    expect(store.refused.stats.rewritten).toBe(1)
+    expect((await store.getOutgoing(live.run_id))?.state).toBe('blocked')
+    expect(await store.getVerdict(live.run_id)).toBeUndefined()
+    const open: string[] = []
+    for await (const { notice } of store.notices(16)) open.push(notice.run_id)
+    expect(open).toEqual([])
   })
 })

@@ -77,7 +77,7 @@ export class RunStore {
     this.refused = new RefusedRecords(async (r, current) => {
       await this.outgoingLock.run(r.run.run_id, async () => {
         // a newer record of the run was written meanwhile: that one is what counts
-        if (current()) await this.saveOutgoing(r.run, r.fresh, r.version)
+        if (current()) await this.saveOutgoing(r.run, r.fresh, r.version, true)
       })
     }, this.logger)
     this.log = new EventLog(this.ds)
@@ -258,9 +258,9 @@ export class RunStore {
   /** Records handed over so far: which of two writes of a run is the newer one. */
   private outgoingVersion = 0
 
-  private async saveOutgoing (run: Run, fresh: boolean, version: number): Promise<void> {
+  private async saveOutgoing (run: Run, fresh: boolean, version: number, retry = false): Promise<void> {
     try {
-      await this.writeOutgoing(run, fresh)
+      await this.writeOutgoing(run, fresh, retry)
       this.refused.written(run.run_id, version)
     } catch (err) {
       // the disk refused it: written again later (refused-records.ts), so memory does not stay ahead of the disk
@@ -269,11 +269,12 @@ export class RunStore {
     }
   }
 
-  private async writeOutgoing (run: Run, fresh: boolean): Promise<void> {
+  /** `retry`: a refused record written again (refused-records.ts): a verdict may have been put meanwhile, even on a `fresh` run. */
+  private async writeOutgoing (run: Run, fresh: boolean, retry = false): Promise<void> {
     const write = this.index.write('delegated', run, async (stageIndex) => {
       const batch = this.ds.batch()
       batch.put(outgoingKey(run.run_id), enc.encode(JSON.stringify(run)))
-      if (!fresh && !isTerminal(run.state)) {
+      if ((!fresh || retry) && !isTerminal(run.state)) {
         // a verdict never stands on a live record: the write that makes it live again (the executor's own word)
         // takes the verdict and its notice with it, so no restart or reader finds them beside it
         batch.delete(verdictKey(run.run_id))
