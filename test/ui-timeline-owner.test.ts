@@ -70,4 +70,21 @@ describe('timeline of a task id two delegators used', () => {
       sub.close()
     }
   }, 120_000)
+
+  // the review of that change: a delegator replaying its own task once its runs ended (its track gone) got
+  // ambiguous_owner, though a root run it delegated makes the task its own (lineage.md, Owners)
+  it('answers a delegator\'s replay naming no owner with its own task, also after its runs ended', async () => {
+    const task = `${TASK}-own`
+    // the stranger's root first: where A's new track takes the first root it judges as the owner, that is C's
+    const rc = await C.delegate({ to_agent: B.agentId, task_id: task, capability: CAP, input: {} })
+    await until(async () => (await C.getRun(rc.run_id)).state === 'completed', 'the stranger\'s run done')
+    const ra = await A.delegate({ to_agent: B.agentId, task_id: task, capability: CAP, input: {} })
+    await until(async () => (await A.getRun(ra.run_id)).state === 'completed' && (await C.getRun(rc.run_id)).state === 'completed', 'both runs done')
+    // its runs ended, A lets the task's track go: what named A the owner went with it
+    const tracks = (A.events as unknown as { correlations: { get: (id: string) => unknown } }).correlations
+    await until(() => tracks.get(task) === undefined, 'A to let the ended task\'s track go')
+    const replay = await A.events.replay(task, { participants: [B.agentId], timeoutMs: 5_000 })
+    expect(replay.owner).toBe(A.agentId)
+    expect(replay.runs.map(r => r.run_id)).toEqual([ra.run_id])
+  }, 120_000)
 })

@@ -19,6 +19,8 @@ import type { Syncer } from './syncer.ts'
 import { vouchedParticipants, type CorrTrack, type RunTrack } from './track.ts'
 
 export interface ReplayDeps {
+  /** This node's agent id: a root run it delegated makes the task its own. */
+  self: string
   correlations: Correlations
   syncer: Syncer
   signatures: SignatureCache
@@ -45,7 +47,9 @@ export async function collectReplay (d: ReplayDeps, correlationId: string, hints
     // the replay is the owner's task only: every run proves its place again, from the logs alone
     const logs = await d.read(correlationId)
     // an owner only judged here (the first root run placed) does not settle whose task a replay that names none is
-    const admission = admitAll(logs, opts.owner ?? (t.ownerNamed === true ? t.owner : undefined), d.signatures)
+    let admission = admitAll(logs, opts.owner ?? (t.ownerNamed === true ? t.owner : undefined), d.signatures)
+    // a root run this node delegated makes the task its own (lineage.md, Owners), also once its track is gone
+    if (admission.owner === undefined && admission.owners.includes(d.self)) admission = admitAll(logs, d.self, d.signatures)
     if (admission.owner === undefined && admission.owners.length > 1) {
       throw new InvalidRequestError(`${admission.owners.length} agents started tasks under ${correlationId}: name the owner`, { reason: 'ambiguous_owner', owners: admission.owners.slice(0, EVENTS_MAX_PARTICIPANTS) })
     }

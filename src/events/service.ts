@@ -272,7 +272,7 @@ export class Events {
   async replay (correlationId: string, opts: ReplayOptions = {}): Promise<CorrelationReplay> {
     this.assertStarted()
     correlationTopic(correlationId)
-    const deps = { correlations: this.correlations, syncer: this.syncer, signatures: this.signatures, forks: this.forks, read: async (id: string) => this.readCorrelation(id), claimOwner: (t: CorrTrack, owner: string | undefined) => { this.claimOwner(t, owner) } }
+    const deps = { self: this.agentId, correlations: this.correlations, syncer: this.syncer, signatures: this.signatures, forks: this.forks, read: async (id: string) => this.readCorrelation(id), claimOwner: (t: CorrTrack, owner: string | undefined) => { this.claimOwner(t, owner) } }
     return collectReplay(deps, correlationId, checkHints(opts), opts)
   }
 
