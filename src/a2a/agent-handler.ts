@@ -375,8 +375,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
     try {
       if (msg.taskId !== '') {
         let task = await this.store.load(msg.taskId, context)
-        // a task nothing follows may show its run as it was (left unfollowed, its watch gone): checked against the run
-        if (task?.status?.state !== TaskState.TASK_STATE_INPUT_REQUIRED && task !== undefined && await this.refresher.refresh(task, true)) task = await this.store.load(msg.taskId, context)
+        // a task nothing follows may show its run as it was (left unfollowed, its watch gone): one shown working is
+        // checked against the run (a read per such message; any other state is answered as the task shows it)
+        if (task?.status?.state === TaskState.TASK_STATE_WORKING && await this.refresher.refresh(task, true)) task = await this.store.load(msg.taskId, context)
         if (task === undefined) throw new TaskNotFoundError(`no task ${msg.taskId.slice(0, 128)}`)
         const runId = runIdOf(task)
         if (runId === undefined) throw new TaskNotFoundError(`task ${task.id} names no mesh run`)
