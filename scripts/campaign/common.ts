@@ -30,9 +30,15 @@ export interface Child {
   stop: () => Promise<void>
 }
 
-/** Fork child.ts in `role` and wait for its ready message. */
-export async function startChild (args: string[]): Promise<Child> {
-  const proc = fork(CHILD_SCRIPT, args, { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+/**
+ * Fork child.ts in `role` and wait for its ready message. A child that is not
+ * ready in time is killed (SIGKILL) before the start fails, so no process
+ * outlives a failed start. `script` and `readyTimeoutMs` stand in for
+ * child.ts and CHILD_READY_TIMEOUT_MS (tests).
+ */
+export async function startChild (args: string[], opts: { script?: string, readyTimeoutMs?: number } = {}): Promise<Child> {
+  const readyTimeoutMs = opts.readyTimeoutMs ?? CHILD_READY_TIMEOUT_MS
+  const proc = fork(opts.script ?? CHILD_SCRIPT, args, { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   let next = 0
   const pending = new Map<number, (msg: Record<string, unknown>) => void>()
   const child: Child = {
@@ -57,8 +63,8 @@ export async function startChild (args: string[]): Promise<Child> {
   }
   proc.on('exit', (code, signal) => { child.exited = { code, signal } })
   const ready = new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => { reject(new Error(`child ${args[0]} not ready within ${CHILD_READY_TIMEOUT_MS} ms`)) }, CHILD_READY_TIMEOUT_MS)
-    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`child ${args[0]} exited (${code}) before it was ready`)) })
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`child ${args[0]} not ready within ${readyTimeoutMs} ms (killed)`)) }, readyTimeoutMs)
+    proc.once('exit', (code, signal) => { clearTimeout(timer); reject(new Error(`child ${args[0]} exited (${code ?? signal}) before it was ready`)) })
     proc.on('message', (msg: Record<string, unknown>) => {
       if (msg.type === 'ready') { clearTimeout(timer); resolve(msg) } else if (typeof msg.id === 'number') pending.get(msg.id)?.(msg)
     })
@@ -100,4 +106,14 @@ export async function besideBurner (honest: Child, windowMs: number): Promise<Ho
   } finally {
     burner.kill('SIGKILL')
   }
+}
+
+/**
+ * Wait until every promise has settled, then fail with the first failure:
+ * unlike Promise.all, nothing is left running when it fails (kill9's
+ * restarts: a child still starting must not outlive the cleanup).
+ */
+export async function settleAll (promises: Iterable<Promise<unknown>>): Promise<void> {
+  const results = await Promise.allSettled(promises)
+  for (const r of results) if (r.status === 'rejected') throw r.reason
 }

@@ -61,11 +61,11 @@ const FOUND_MIN_PERCENT = 99
 /** A forger's own puts: long enough to store locally and reach some replicas. */
 const FORGER_PUT_MS = 1_500
 
-type Kind = 'drop' | 'forge' | 'eclipse' | 'flood'
+export type Kind = 'drop' | 'forge' | 'eclipse' | 'flood'
 /** Providers that do not exist, named in each of a flooder's provider answers. */
 const FLOOD_PROVIDERS = 60
 
-interface Hostile { kind: Kind, host: MeshHost, /** DHT streams it took (drop) or answered (eclipse). */ streams: number }
+interface Hostile { kind: Kind, host: MeshHost, /** DHT streams it took (drop) or answered (eclipse); provider answers (flood). */ streams: number, /** DHT requests of any type a flooder answered. */ answered: number }
 
 interface Mesh {
   honest: MeshNode[]
@@ -88,6 +88,8 @@ interface Tally {
   dropped: number
   eclipsed: number
   flooded: number
+  /** DHT requests of any type (closer peers, values, providers) the flooders answered. */
+  floodAnswered: number
   /** Providers the honest nodes dropped past a naming peer's share. */
   overShare: number
   lookups: number
@@ -181,6 +183,7 @@ async function subvert (h: Hostile, colluders: () => PeerInfo[], fakes: PeerInfo
       if (h.kind === 'flood') {
         // a flooder eclipses nobody: it names the honest peers it is connected to as the closer ones
         if (type === GET_PROVIDERS) h.streams++
+        h.answered++
         void honestPeers(h, colluders()).then((near) => {
           stream.send(closerOnly(type, near, type === GET_PROVIDERS ? fakes : []))
         }).catch((err: unknown) => { stream.abort(err as Error) })
@@ -225,7 +228,7 @@ async function buildMesh (o: HostileDhtOptions, hostileCount: number, r: () => n
       honest.push(node)
     }
     const kinds: Kind[] = ['drop', 'forge', 'eclipse', 'flood']
-    for (let i = 0; i < hostileCount; i++) hostile.push({ kind: kinds[i % kinds.length]!, host: await hostileHost(kinds[i % kinds.length]!), streams: 0 })
+    for (let i = 0; i < hostileCount; i++) hostile.push({ kind: kinds[i % kinds.length]!, host: await hostileHost(kinds[i % kinds.length]!), streams: 0, answered: 0 })
     const colluders = (): PeerInfo[] => hostile.map(h => ({ id: h.host.peerId, addrs: h.host.getMultiaddrs().map(a => multiaddr(a.toString()).bytes) }))
     const fakes = hostile.some(h => h.kind === 'flood') ? await floodTargets(mesh) : []
     for (const h of hostile) {
@@ -334,7 +337,8 @@ async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
   const droppedBefore = streamsBefore('drop')
   const eclipsedBefore = streamsBefore('eclipse')
   const floodedBefore = streamsBefore('flood')
-  const t: Tally = { rejected: 0, dropped: 0, eclipsed: 0, flooded: 0, overShare: 0, lookups: 0, found: 0, forged: 0, stale: 0, errors: {}, latencies: [], byKind: {} }
+  const floodAnsweredBefore = m.hostile.reduce((n, h) => n + h.answered, 0)
+  const t: Tally = { rejected: 0, dropped: 0, eclipsed: 0, flooded: 0, floodAnswered: 0, overShare: 0, lookups: 0, found: 0, forged: 0, stale: 0, errors: {}, latencies: [], byKind: {} }
   const live = new Set(m.liveIds)
   const judge = (card: AgentCard): 'genuine' | 'stale' | 'forged' => {
     if (m.newest.get(card.agent_id) === card.signature) return 'genuine'
@@ -382,7 +386,20 @@ async function lookups (m: Mesh, n: number, r: () => number): Promise<Tally> {
   t.dropped = streamsBefore('drop') - droppedBefore
   t.eclipsed = streamsBefore('eclipse') - eclipsedBefore
   t.flooded = streamsBefore('flood') - floodedBefore
+  t.floodAnswered = m.hostile.reduce((n, h) => n + h.answered, 0) - floodAnsweredBefore
   return t
+}
+
+/**
+ * The hostile kinds present in the mesh that did nothing during the lookups:
+ * a dropper that took no DHT stream, an eclipser or a flooder that answered
+ * no request (its closer-peer answers fire in every run; a flooder's fake
+ * providers only when a provider lookup reaches it, so those stay a figure).
+ * Forgers are real kad-dht replicas and are not counted.
+ */
+export function idleKinds (t: Pick<Tally, 'dropped' | 'eclipsed' | 'floodAnswered'>, present: readonly Kind[]): Kind[] {
+  const did: Partial<Record<Kind, number>> = { drop: t.dropped, eclipse: t.eclipsed, flood: t.floodAnswered }
+  return (['drop', 'eclipse', 'flood'] as const).filter(k => present.includes(k) && (did[k] ?? 0) === 0)
 }
 
 function describe (t: Tally): string {
@@ -405,6 +422,7 @@ export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> 
     say('hostile mesh built')
     let x: Tally
     try { x = await lookups(hostileMesh, o.lookups, prng(o.seed + 1)) } finally { await stopMesh(hostileMesh) }
+    const idle = idleKinds(x, hostileMesh.hostile.map(q => q.kind))
     const pct = (a: number, b: number): number => b === 0 ? 0 : Math.round(a / b * 10_000) / 100
     const hl = latencyFigures(h.latencies, 0)
     const xl = latencyFigures(x.latencies, 0)
@@ -412,7 +430,9 @@ export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> 
       // "at least 99% found" as a figure that must stay under a bound: the share not found
       { figure: `lookups that did not find an honest agent in the hostile mesh (%; ≥ ${FOUND_MIN_PERCENT}% found)`, value: Math.round((100 - pct(x.found, x.lookups)) * 100) / 100, max: 100 - FOUND_MIN_PERCENT },
       { figure: 'forged cards accepted', value: x.forged + h.forged, max: 0 },
-      { figure: 'stale cards returned', value: x.stale + h.stale, max: 0 }
+      { figure: 'stale cards returned', value: x.stale + h.stale, max: 0 },
+      // an attack that never fired proves nothing: each kind must have acted on the lookups
+      { figure: `hostile kinds that did nothing during the lookups (drop, eclipse, flood)${idle.length > 0 ? `: ${idle.join(', ')}` : ''}`, value: idle.length, max: 0 }
     ]
     result.figures = [
       ['nodes in each mesh', `${o.nodes}; hostile mesh: ${o.nodes - hostileCount} honest, ${hostileCount} hostile (${hostileMesh.hostile.filter(q => q.kind === 'drop').length} drop, ${hostileMesh.hostile.filter(q => q.kind === 'forge').length} forge and stale, ${hostileMesh.hostile.filter(q => q.kind === 'eclipse').length} eclipse, ${hostileMesh.hostile.filter(q => q.kind === 'flood').length} flood)`],
@@ -424,7 +444,7 @@ export async function runHostileDht (o: HostileDhtOptions): Promise<PartResult> 
         return [`hostile mesh, ${k}`, `${v.found} of ${v.n} found; p50 ${l.p50} ms, p99 ${l.p99} ms`]
       }),
       ['lookup errors, honest mesh / hostile mesh', `${JSON.stringify(h.errors)} / ${JSON.stringify(x.errors)}`],
-      ['what the hostile nodes did during the lookups', `${x.dropped} DHT streams taken and never answered, ${x.eclipsed} DHT requests answered with only hostile peers, ${x.flooded} provider answers naming ${FLOOD_PROVIDERS} providers that do not exist`],
+      ['what the hostile nodes did during the lookups, by kind', `drop: ${x.dropped} DHT streams taken and never answered; eclipse: ${x.eclipsed} DHT requests answered with only hostile peers; flood: ${x.floodAnswered} DHT requests answered, ${x.flooded} of them provider answers naming ${FLOOD_PROVIDERS} providers that do not exist; forge: not counted (real kad-dht replicas; what they served shows as the refused cards below)`],
       ['providers dropped past their naming peer\'s share, hostile mesh', x.overShare],
       ['cards refused by discovery after the DHT\'s record validator (honest / hostile mesh)', `${h.rejected} / ${x.rejected} (forged records are refused first by the DHT's record validator at the asking node, not counted here)`],
       ['forged cards accepted (honest + hostile mesh)', h.forged + x.forged],

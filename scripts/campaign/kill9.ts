@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { LIVENESS_PROBE_TIMEOUT_MS } from '../../src/constants.ts'
-import { latencyFigures, prng } from './common.ts'
+import { latencyFigures, prng, settleAll } from './common.ts'
 import type { DumpedRun, Kill9Config } from './kill9-node.ts'
 import type { PartResult } from './report.ts'
 
@@ -107,6 +107,8 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
   const startPhases: Record<string, number[]> = {}
   let startFailures = 0
   const r = prng(o.seed)
+  /** Restarts under way (the storm's): all settle before the cleanup stops the nodes and removes their data dirs. */
+  const restarts = new Set<Promise<void>>()
 
   const start = async (p: Proc): Promise<void> => {
     for (let attempt = 1; ; attempt++) {
@@ -184,7 +186,6 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
     await Promise.race([firstAck.promise, new Promise(resolve => { waited = setTimeout(resolve, FIRST_ACK_TIMEOUT_MS) })])
     clearTimeout(waited)
     const killable = procs.filter(p => p.role !== 'hub')
-    const restarts = new Set<Promise<void>>()
     const started = performance.now()
     let killed = 0
     while (killed < o.kills && performance.now() - started < o.deadlineMs) {
@@ -202,7 +203,7 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
       victim.restarting = again
       restarts.add(again)
     }
-    await Promise.all(restarts)
+    await settleAll([...restarts])
     const stormSeconds = (performance.now() - started) / 1000
     // nodes that died on their own during the storm start again too
     for (const p of procs) if (p.child === undefined || p.child.exitCode !== null) await start(p)
@@ -263,6 +264,8 @@ export async function runKill9 (o: Kill9Options): Promise<PartResult> {
   } catch (err) {
     result.error = (err as Error).stack ?? (err as Error).message
   } finally {
+    // a restart still starting its child (the storm failed on another) ends first, or its child would outlive the cleanup
+    await Promise.allSettled([...restarts])
     for (const p of procs) {
       p.expectExit = true
       if (p.child !== undefined) {

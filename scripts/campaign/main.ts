@@ -17,6 +17,8 @@ import { runSpam } from './spam.ts'
 import { markdown, passed, writeReport, type PartResult } from './report.ts'
 import { carryOver, readEarlier } from './carry.ts'
 import { parseOptions } from '../lib/options.ts'
+import { PART_TIMEOUT_FULL_MS, PART_TIMEOUT_QUICK_MS } from './constants.ts'
+import { withPartTimeout } from './part-timeout.ts'
 
 const USAGE = 'usage: npm run campaign [-- --quick] [--part <name>] [--skip <name>] [--seed <n>] [--kills <n>] [--out <file>]'
 // strict: a mistyped --quick must not start the full campaign, which rewrites docs/reliability.md
@@ -88,7 +90,8 @@ async function main (): Promise<void> {
     if ((only !== undefined && p.name !== only) || p.name === skip) { results.push({ name: p.name, title: p.title, built: true, ran: false }); continue }
     console.log(`campaign: ${p.name} (${quick ? 'quick' : 'full'}, seed ${seed}) ...`)
     const t0 = performance.now()
-    const r = await p.run(quick, seed)
+    const run = p.run
+    const r = await withPartTimeout(p.name, p.title, async () => run(quick, seed), quick ? PART_TIMEOUT_QUICK_MS : PART_TIMEOUT_FULL_MS)
     r.seconds ??= (performance.now() - t0) / 1000
     results.push(r)
     console.log(`campaign: ${p.name}: ${passed(r) ? 'pass' : 'FAIL'} in ${((performance.now() - t0) / 1000).toFixed(0)} s`)

@@ -10,7 +10,7 @@
  *  - one work reader and one idle event reader that do read.
  * Must: every stalled reader is cut off, no stream or event subscription
  * outlives its client, the webhook queue stays within
- * API_WEBHOOK_QUEUE_MAX_ITEMS and at most one webhook call hangs at a time,
+ * API_WEBHOOK_QUEUE_MAX_ITEMS, the webhook is called and at most one call hangs at a time,
  * the reading work client gets every run's work item without being cut off,
  * every idle stream gets keep-alives, the heap after GC grows less than
  * 50 MB, and every run stays readable, listed, replayable and cancelable.
@@ -29,7 +29,8 @@ import { API_WEBHOOK_QUEUE_MAX_ITEMS, RUN_INPUT_MAX_BYTES } from '../../src/cons
 import { silentLogger } from '../../src/logger.ts'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import { mb } from './common.ts'
-import type { PartResult } from './report.ts'
+import { READER_READY_TIMEOUT_MS } from './constants.ts'
+import type { Must, PartResult } from './report.ts'
 
 export interface SlowClientOptions {
   /** Rounds of delegations the agent never takes (each round is then canceled). */
@@ -52,29 +53,71 @@ const HEAP_GROWTH_MAX_MB = 50
 /** Every wait of this part is bounded by this. */
 const WAIT_MS = 60_000
 
-interface Reader { req: ClientRequest, res?: IncomingMessage, bytes: number, text: string, ended: boolean, keepAlives: number, keep: boolean }
+export interface Reader { req: ClientRequest, res?: IncomingMessage, bytes: number, text: string, ended: boolean, keepAlives: number, keep: boolean }
 
-/** An SSE reader on a raw socket; `keep` keeps its text (to count items), otherwise only bytes. */
-async function reader (url: string, token: string, keep: boolean): Promise<Reader> {
+/**
+ * An SSE reader on a raw socket; `keep` keeps its text (to count items), otherwise only bytes.
+ * Resolves once its stream is ready ("event: ready", or any first bytes without `keep`);
+ * rejects when the stream fails, ends first, or is not ready within `readyTimeoutMs`.
+ */
+export async function reader (url: string, token: string, keep: boolean, readyTimeoutMs = READER_READY_TIMEOUT_MS): Promise<Reader> {
   return new Promise((resolve, reject) => {
     const r: Reader = { req: undefined as unknown as ClientRequest, bytes: 0, text: '', ended: false, keepAlives: 0, keep }
+    let settled = false
+    const timeout = AbortSignal.timeout(readyTimeoutMs)
+    const fail = (err: Error): void => {
+      if (settled) return
+      settled = true
+      timeout.removeEventListener('abort', onTimeout)
+      r.ended = true
+      r.req.destroy()
+      reject(err)
+    }
+    const onTimeout = (): void => { fail(new Error(`stream ${url}: not ready within ${readyTimeoutMs} ms (READER_READY_TIMEOUT_MS; ${r.bytes} bytes read)`)) }
+    timeout.addEventListener('abort', onTimeout, { once: true })
     r.req = request(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, (res) => {
       r.res = res
-      if (res.statusCode !== 200) { reject(new Error(`stream ${url}: HTTP ${res.statusCode ?? 0}`)); res.resume(); return }
+      if (res.statusCode !== 200) { fail(new Error(`stream ${url}: HTTP ${res.statusCode ?? 0}`)); res.resume(); return }
       res.setEncoding('utf8')
       res.on('data', (chunk: string) => {
         r.bytes += chunk.length
         r.keepAlives += chunk.split(': keep-alive\n').length - 1
         if (r.keep) r.text += chunk
-        if (r.text.includes('event: ready') || !r.keep) resolve(r)
+        if (!settled && (r.text.includes('event: ready') || !r.keep)) {
+          settled = true
+          timeout.removeEventListener('abort', onTimeout)
+          resolve(r)
+        }
       })
-      const end = (): void => { r.ended = true }
+      const end = (): void => {
+        if (!settled) fail(new Error(`stream ${url}: ended before it was ready (${r.bytes} bytes read)`))
+        r.ended = true
+      }
+      res.on('end', end)
       res.on('close', end)
       res.on('error', end)
     })
-    r.req.on('error', (err) => { r.ended = true; reject(err) })
+    r.req.on('error', (err) => { r.ended = true; fail(err) })
     r.req.end()
   })
+}
+
+/**
+ * Whether the stream readers were cut as they must be, from the clients'
+ * view once the stalled ones read again: every stalled reader saw its
+ * stream end, and neither reading client (the work reader, the idle event
+ * reader) was cut.
+ */
+export function cutMusts (stalled: Array<Pick<Reader, 'ended'>>, live: Pick<Reader, 'ended'>, idle: Pick<Reader, 'ended'>): { stalledNotCut: number, musts: Must[] } {
+  // counted per client: the server's count less two could hide a stalled reader left open behind a reading one cut (or go negative)
+  const stalledNotCut = stalled.filter(r => !r.ended).length
+  return {
+    stalledNotCut,
+    musts: [
+      { figure: 'stalled readers not cut off (the clients\' view, once they read again)', value: stalledNotCut, max: 0 },
+      { figure: 'reading clients cut off (the work reader, the idle event reader)', value: [live, idle].filter(r => r.ended).length, max: 0 }
+    ]
+  }
 }
 
 /** Wait for `cond`, at most `ms`: whether it came true (a figure, not a failure, when it did not). */
@@ -215,29 +258,31 @@ export async function runSlowClients (o: SlowClientOptions): Promise<PartResult>
     // the server's view: a stalled reader is cut off once its unread output passes the bound (on a write: an event or a keep-alive)
     await waitFor(() => s.stats().streams === 2, 20_000)
     const floodSeconds = (performance.now() - started) / 1000
-    const stalledNotCut = s.stats().streams - 2
+    const serverStreams = s.stats().streams
     // the clients' view: once they read again they see their stream end (a paused reader sees nothing)
     for (const r of [...slowWork, ...slowEvents]) r.res?.resume()
     await waitFor(() => [...slowWork, ...slowEvents].every(r => r.ended), 20_000)
+    const cut = cutMusts([...slowWork, ...slowEvents], live, idle)
+    const stalledNotCut = cut.stalledNotCut
     const clientsSawCut = [...slowWork, ...slowEvents].filter(r => r.ended).length
     const stats = s.stats()
     const leakedSubscriptions = stalledNotCut > 0 ? 0 : stats.eventSubscriptions - 1
     releaseChatty()
     const chattyEnd = await x.getRun(chatty.run_id)
     const idleNoKeepAlive = keepAlivesAt(idle) > 0 ? 0 : 1
-    const liveCut = live.ended ? 1 : 0
     for (const r of readers) r.req.destroy()
     await waitFor(() => s.stats().streams === 0, 10_000)
     const streamsAfter = s.stats().streams
     const heapAfter = gcHeap()
     const growth = mb(heapAfter - heapBefore)
     result.musts = [
-      { figure: 'stalled readers not cut off', value: stalledNotCut, max: 0 },
+      ...cut.musts,
       { figure: 'streams or event subscriptions that outlived their client', value: Math.max(0, leakedSubscriptions) + streamsAfter, max: 0 },
       { figure: 'webhook queue high-water mark', value: hookQueueMax, max: API_WEBHOOK_QUEUE_MAX_ITEMS },
       { figure: 'webhook calls hanging at once', value: hookMaxOpen, max: 1 },
+      // the hanging webhook is half of this part's attack: a run in which it was never called proves nothing of it
+      { figure: 'webhook never called (1 when it received no POST)', value: hookRequests === 0 ? 1 : 0, max: 0 },
       { figure: 'work items the reading client missed', value: workMissing, max: 0 },
-      { figure: 'reading clients cut off', value: liveCut, max: 0 },
       { figure: 'idle streams without a keep-alive', value: idleNoKeepAlive, max: 0 },
       { figure: 'runs not readable, not listed or not replayable while untaken', value: unreadable + unlisted + unreplayable, max: 0 },
       { figure: 'untaken runs the delegator could not cancel', value: cancelFailed, max: 0 },
@@ -245,7 +290,7 @@ export async function runSlowClients (o: SlowClientOptions): Promise<PartResult>
       { figure: 'crashes (uncaught errors, unhandled rejections)', value: crashes, max: 0 }
     ]
     result.figures = [
-      ['stalled readers (work stream / event stream) and those still open at the server after the flood', `${slowWork.length} / ${slowEvents.length}; ${stalledNotCut} open (the clients saw ${clientsSawCut} of ${slowWork.length + slowEvents.length} cut once they read again)`],
+      ['stalled readers (work stream / event stream) and the streams open at the server after the flood', `${slowWork.length} / ${slowEvents.length}; ${serverStreams} open, the 2 reading clients' included (the clients saw ${clientsSawCut} of ${slowWork.length + slowEvents.length} cut once they read again)`],
       ['bytes a stalled work reader / event reader got before its cut (what the kernel socket buffers held; read after)', `${Math.max(...slowWork.map(r => r.bytes))} / ${Math.max(...slowEvents.map(r => r.bytes))}`],
       ['SSE bound and keep-alive of this part', `${o.maxBufferedBytes} bytes unread, every ${o.heartbeatMs} ms`],
       ['runs the agent never took (rounds × runs)', `${runs} (${o.rounds} × ${o.runsPerRound}), input ${JSON.stringify(input).length} bytes each`],

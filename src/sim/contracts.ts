@@ -31,6 +31,12 @@ export interface TraceExpectations {
   raisedBy?: string
   /** Handoffs the L2 driver ordered: how many ownership transfers. */
   transfers?: number
+  /**
+   * The task is over: every run of the trace ended (run.completed or
+   * run.failed), and each run that no handoff continues (the chain's last)
+   * ended in run.completed, not in a handoff or a failure.
+   */
+  complete?: boolean
 }
 
 const TRANSPORT_HINT = /\/(ip4|ip6|dns4|dns6|dns|tcp|udp|memory|p2p|p2p-circuit|ws|wss)\/|https?:\/\/|stdio/i
@@ -97,6 +103,37 @@ function isRecord (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+/**
+ * What may follow a block while its checkpoint is open (state-machine.ts):
+ * the delegator's resume, a failure (the delegator's cancel or verdict, or
+ * the executor's DELEGATOR_LOST when nobody who may resume it answers), or
+ * the delegator's handoff. Anything else (progress, a completion, the
+ * executor's own handoff, another block) is the run going on by itself.
+ */
+function movesABlockedRun (e: AgentEvent): boolean {
+  if (e.payload.transition === 'resume') return true
+  if (e.type === 'run.failed') return true
+  return e.type === 'run.completed' && e.payload.transition === 'handoff' && typeof e.payload.by === 'string' && e.payload.by !== e.executor
+}
+
+/** Problems of a trace that should hold a finished task: a run without an end, or a chain that ends otherwise than completed. */
+function incomplete (byRun: Map<string, AgentEvent[]>): string[] {
+  const problems: string[] = []
+  const continued = new Set<string>()
+  for (const list of byRun.values()) {
+    const from = list[0]?.payload.handoff_from
+    if (isRecord(from) && typeof from.run_id === 'string') continued.add(from.run_id)
+  }
+  for (const [runId, list] of byRun) {
+    const last = list[list.length - 1]
+    if (last === undefined) continue
+    if (last.type !== 'run.completed' && last.type !== 'run.failed') { problems.push(`${runId}: run has no end in the trace (last is ${last.type} #${last.seq})`); continue }
+    const handedOff = last.type === 'run.completed' && last.payload.transition === 'handoff'
+    if (!continued.has(runId) && (handedOff || last.type === 'run.failed')) problems.push(`${runId}: the task's last run ends in ${handedOff ? 'a handoff with no successor in the trace' : 'run.failed'}, not run.completed`)
+  }
+  return problems
+}
+
 export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceExpectations = {}): TraceVerdict {
   const byRun = new Map<string, AgentEvent[]>()
   for (const e of events) {
@@ -127,12 +164,15 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
     if (list[0]?.type !== 'run.started' || list[0]?.seq !== 1) corr.push(`${runId}: trace does not start with run.started`)
     list.forEach((e, i) => { if (e.seq !== i + 1) corr.push(`${runId}: seq ${e.seq} at position ${i + 1}`) })
   }
+  if (expect.complete === true) corr.push(...incomplete(byRun))
 
   // Contract 3: every block names a checkpoint; a resume resolves the open checkpoint as one transition
   const cp: string[] = []
   for (const [runId, list] of byRun) {
     let open: string | null = null
     for (const e of list) {
+      // a blocked run must not resume itself: while its checkpoint is open only its delegator moves it
+      if (open !== null && !movesABlockedRun(e)) cp.push(`${runId}#${e.seq}: ${e.type} while checkpoint ${open} is open, before any resume`)
       if (e.type === 'run.blocked') {
         const id = e.payload.checkpoint_id
         if (typeof id !== 'string' || id === '') cp.push(`${runId}#${e.seq}: block without checkpoint_id`)
@@ -173,6 +213,8 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
     const from = started.payload.handoff_from
     if (!isRecord(from) || from.run_id !== e.run_id) own.push(`${to.run_id}: run.started does not name ${e.run_id} as handoff_from`)
     if (started.correlation_id !== e.correlation_id) own.push(`${to.run_id}: handoff changed the correlation`)
+    if (to.agent_id !== started.executor) own.push(`${e.run_id}: handoff names ${String(to.agent_id)} as the new owner, but ${to.run_id} is executed by ${started.executor}`)
+    if (isRecord(from) && from.agent_id !== e.executor) own.push(`${to.run_id}: handoff_from names ${String(from.agent_id)}, but ${e.run_id} was executed by ${e.executor}`)
   }
   if (expect.transfers !== undefined && transfers !== expect.transfers) own.push(`expected ${expect.transfers} handoffs, found ${transfers}`)
 

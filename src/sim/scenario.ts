@@ -36,6 +36,7 @@ import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { SIM_QUIET_DISCOVERS, quietDiscoverPasses, quietFigures } from './quiet-discover.ts'
 import { findAgents } from './find-agents.ts'
+import { eventKey, genuineHashOf, tallyObserved, type Arrival } from './observed.ts'
 import { sourceCommit } from './commit.ts'
 import { Counter, renderSummary, type SimReport } from './report.ts'
 
@@ -110,12 +111,8 @@ interface TaskRecord {
   ok: boolean
   completed: boolean
   problems: string[]
-  /** Observer subscriptions and what they received (by event key). */
-  observed: Array<{ node: SimNode, seen: Set<string> }>
-}
-
-function eventKey (e: AgentEvent): string {
-  return `${e.run_id}#${e.seq}`
+  /** Observer subscriptions: the keys they received (any event) and every event they accepted. */
+  observed: Array<{ node: SimNode, seen: Set<string>, arrivals: Arrival[] }>
 }
 
 export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
@@ -323,16 +320,14 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
         hold(node.node.agentId)
         involved.push(node.node.agentId)
         const seenKeys = new Set<string>()
-        rec.observed.push({ node, seen: seenKeys })
+        const arrivals: Arrival[] = []
+        rec.observed.push({ node, seen: seenKeys, arrivals })
+        // every event kept, not only its key: one forged under a genuine run id and seq must be caught (observed.ts)
         const sub = await node.node.events.subscribe(taskId, {
           participants: [driver.node.agentId, first.agentId, second.agentId],
           onEvent: (e) => {
-            const key = eventKey(e)
-            if (seenKeys.has(key)) return
-            seenKeys.add(key)
-            const lat = Date.now() - Date.parse(e.at)
-            deliveryMs.add(lat)
-            if (e.seq === 1 && e.type === 'run.started' && e.payload.handoff_from === undefined) firstEventMs.add(lat)
+            seenKeys.add(eventKey(e))
+            arrivals.push({ event: e, latencyMs: Date.now() - Date.parse(e.at) })
           }
         })
         subs.push(sub)
@@ -370,19 +365,18 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       step = 'replay'
       const replay = await auditor.node.events.replay(taskId, { participants: [driver.node.agentId, first.agentId] })
       replayMs.add(performance.now() - r0)
-      const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1, raisedBy: driver.node.agentId })
+      const verdict = checkTrace(taskId, replay.events, { resolutions: { [checkpointOf(taskId)]: resolution }, transfers: 1, raisedBy: driver.node.agentId, complete: true })
       for (const c of ['capability_ref', 'task_correlation', 'checkpoint_block', 'ownership_handoff'] as const) {
         rec.problems.push(...verdict[c].problems.map(p => `${c}: ${p}`))
       }
       // every event anyone was handed must be the executor's own
-      for (const e of [...replay.events, ...seen]) {
-        const exec = byAgent.get(e.executor)
-        const genuine = exec === undefined ? undefined : await memberLog(exec, e.run_id, e.seq)
-        if (genuine === undefined || eventHash(genuine) !== eventHash(e)) forgedAccepted++
-      }
+      const genuineHash = genuineHashOf(async e => { const exec = byAgent.get(e.executor); return exec === undefined ? undefined : memberLog(exec, e.run_id, e.seq) })
+      for (const e of [...replay.events, ...seen]) if (await genuineHash(e) !== eventHash(e)) forgedAccepted++
       const expected = new Set(replay.events.map(eventKey))
-      rec.ok = verdict.ok && replay.events.length >= 7
-      if (replay.events.length < 7) rec.problems.push(`replay has ${replay.events.length} events, expected at least 7`)
+      // the trace holds every run acknowledged for the task, each ended (checkTrace `complete`)
+      const missing = rec.runs.filter(r => !replay.events.some(e => e.run_id === r.run_id)).map(r => r.run_id)
+      if (missing.length > 0) rec.problems.push(`replay lacks run(s) ${missing.join(', ')}`)
+      rec.ok = verdict.ok && missing.length === 0
       // give observers the events they are owed: their subscriptions sync any gap on their own;
       // wait (bounded) until each has them all, then count what is still missing as lost
       await Promise.all(rec.observed.map(async o => {
@@ -390,7 +384,12 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
         while ([...expected].some(k => !o.seen.has(k)) && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 20))
       }))
       eventsExpected += expected.size * rec.observed.length
-      for (const o of rec.observed) for (const k of expected) if (o.seen.has(k)) eventsDelivered++
+      // delivered: the executor's own event; anything else an observer accepted is a forgery accepted
+      const tally = await tallyObserved(rec.observed.map(o => o.arrivals), expected, genuineHash)
+      eventsDelivered += tally.delivered
+      forgedAccepted += tally.forged
+      for (const ms of tally.latencies) deliveryMs.add(ms)
+      for (const ms of tally.firstEventLatencies) firstEventMs.add(ms)
     } catch (err) {
       rec.problems.push(`${step}: ${err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message}`)
     } finally {
