@@ -1,19 +1,66 @@
 /** Checks of discovery, delegation and the error codes of delegation and unknown runs. */
 import type { AgentCard } from '../card/card.ts'
-import { DELEGATE_PROTOCOL } from '../constants.ts'
+import { CONTROL_PROTOCOL, DELEGATE_PROTOCOL } from '../constants.ts'
+import type { CardSource } from '../card/fetch-order.ts'
+import { firstRoutingPeer, routingTableOf } from '../card/routing-view.ts'
+import { createMeshNode } from '../node.ts'
 import { encodeFrame } from '../wire/rpc.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id'
 import {
-  CONFORMANCE_CAPABILITY, HANDOFF_STALL_PATIENCE_MS, KIT_DISCOVER_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_SPLIT_FRAME_GAP_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS
+  CONFORMANCE_CAPABILITY, HANDOFF_STALL_PATIENCE_MS, KIT_DIAL_TIMEOUT_MS, KIT_DISCOVER_TIMEOUT_MS, KIT_REACH_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_SPLIT_FRAME_GAP_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS
 } from './constants.ts'
-import { errorText, expect, type WireEvent } from './kit.ts'
+import { errorText, expect, type Scope, type WireEvent } from './kit.ts'
 import { WireFailure } from '../wire/raw.ts'
 import { capabilityTransportIn } from './endpoints.ts'
 import { blockedRun, fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
 import { DISCOVER_TAGS_CHECK } from './checks-discovery.ts'
 
 const UNSUPPORTED = { capability_id: 'cap:aap-conformance-unsupported', version: '0.1.0' }
+
+/**
+ * The agent's card fetched afresh by the bystander, which must come from the
+ * agent itself (getCard's source `agent`): a copy the kit's own nodes hold in
+ * the DHT shows nothing of the target. The DHT is asked only after the
+ * agent's call has gone unanswered a while (hedge off).
+ */
+async function agentCard (s: Scope, agentId: string): Promise<AgentCard> {
+  let source: CardSource | undefined
+  const card = await s.n.bystander.discovery.getCard(agentId, { fresh: true, hedge: false, source: (x) => { source = x }, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+  expect(source === 'agent', `the card of ${agentId} came from ${String(source)}, not from the agent itself: the agent did not answer get_card`)
+  return card
+}
+
+/**
+ * A node of the kit's that knows the target only by its card (never given a
+ * multiaddr of it: it joins through the kit's delegator) reaches it by the
+ * card's agent id with one get_run, answered with any frame.
+ */
+async function reachByCard (s: Scope, card: AgentCard): Promise<void> {
+  const via = s.n.delegator.addresses.filter(a => a.startsWith('/ip4/127.0.0.1/') || a.startsWith('/ip6/::1/'))
+  const node = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, followDelegations: false })
+  try {
+    await node.start()
+    const joined = await node.join(via.map(a => a.includes('/p2p/') ? a : `${a}/p2p/${s.n.delegator.agentId}`), AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS))
+    expect(joined > 0, 'the kit\'s card-only node could not join the kit\'s delegator')
+    // its lookups start once the delegator is in its routing table (the delegator's identify told it the DHT is served)
+    const routing = routingTableOf(node.host.services.dht)
+    if (routing !== undefined && !await firstRoutingPeer(routing, AbortSignal.timeout(KIT_REACH_TIMEOUT_MS))) s.note(`the card-only node's routing table stayed empty ${KIT_REACH_TIMEOUT_MS} ms`)
+    const peer = peerIdFromString(card.agent_id)
+    let f
+    try {
+      // the card's endpoint is /p2p/<agent id>: the runtime resolves it through peer routing, then dials
+      const found = await node.host.peerRouting.findPeer(peer, { signal: AbortSignal.timeout(KIT_REACH_TIMEOUT_MS) })
+      s.note(`peer routing resolved ${card.endpoint} to ${found.multiaddrs.length} address(es)`)
+      f = await s.call(node, CONTROL_PROTOCOL, 'get_run', { run_id: `${card.agent_id}:${'00'.repeat(12)}` }, { timeoutMs: KIT_REACH_TIMEOUT_MS, dialTimeoutMs: KIT_REACH_TIMEOUT_MS }, peer)
+    } catch (err) {
+      return fail(`a node that knows only the card (endpoint ${card.endpoint}) could not reach agent ${card.agent_id}: ${(err as Error).message}`)
+    }
+    s.note(`a card-only node reached ${card.agent_id} by its agent id: get_run answered ${f.ok ? 'ok' : String(f.error?.code)}`)
+  } finally {
+    await node.stop().catch((err: unknown) => { s.note(`the card-only node did not stop cleanly: ${(err as Error).message}`) })
+  }
+}
 
 export const DELEGATION_CHECKS: Check[] = [
   {
@@ -36,9 +83,10 @@ export const DELEGATION_CHECKS: Check[] = [
         s.live()
       }
       s.note(`card of ${found.agent_id} seq ${found.seq}, ${found.capabilities.length} capabilities`)
-      // the card's endpoint data is enough to reach the agent: a fresh card straight from it
-      const fresh = await s.n.bystander.getCard(found.agent_id, { fresh: true, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+      // the card's endpoint data is enough to reach the agent: a fresh card straight from it (not a copy the kit's nodes hold)
+      const fresh = await agentCard(s, found.agent_id)
       expect(fresh.agent_id === s.kit.target, 'the card fetched from the discovered agent names another agent')
+      await reachByCard(s, found)
     }
   },
   DISCOVER_TAGS_CHECK,
@@ -46,7 +94,7 @@ export const DELEGATION_CHECKS: Check[] = [
     id: 'card-capref',
     title: 'the target\'s card lists capabilities as CapabilityRef values {capability_id, version} only',
     run: async (s) => {
-      const card = await s.n.bystander.getCard(s.kit.target, { fresh: true, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
+      const card = await agentCard(s, s.kit.target)
       expect(card.capabilities.length > 0, 'the card declares no capability')
       for (const c of card.capabilities as unknown as Array<Record<string, unknown>>) {
         const keys = Object.keys(c).sort().join(',')

@@ -1,6 +1,7 @@
 /** Checks of handoff, the event stream, replay, and the checks over everything the kit saw. */
 import { HANDOFF_PROTOCOL } from '../constants.ts'
-import type { Run } from '../runlog/types.ts'
+import type { AgentEvent, Run } from '../runlog/types.ts'
+import { issueHandoffTicket, ticketOf } from '../runlog/ticket.ts'
 import { CONFORMANCE_CAPABILITY } from './constants.ts'
 import { HANDOFF_STALL_PATIENCE_MS } from './constants.ts'
 import { expect, type Scope, type WireEvent } from './kit.ts'
@@ -24,6 +25,31 @@ function contiguous (events: WireEvent[]): boolean {
 function handsOffTo (e: WireEvent | undefined, runId: string): boolean {
   const to = e?.payload?.handoff_to as { run_id?: unknown } | undefined
   return e?.type === 'run.completed' && to?.run_id === runId
+}
+
+function seqs (events: WireEvent[]): string {
+  return events.map(e => `${String(e.seq)}:${String(e.type)}`).join(' ')
+}
+
+/**
+ * The target's per-task replay (its `correlation` sync, read by the
+ * bystander) of a run it took over from a kit node's run: it must serve the
+ * run's whole log, as its per-run stream serves it. What it shows is kept for
+ * replay-taken (AAP-EVENT-REPLAY, a SHOULD), so the check that made the run
+ * is judged only on its own clauses.
+ */
+export async function replayTaken (s: Scope, task: string, runId: string): Promise<void> {
+  let problem: string | null = null
+  let log: WireEvent[] = []
+  try {
+    const own = await s.readEvents(runId)
+    log = (await s.readCorrelation(task)).filter(e => e.run_id === runId)
+    const whole = log.length === own.length && contiguous(log) && log[0]?.type === 'run.started' && log.at(-1)?.type === own.at(-1)?.type
+    if (!whole) problem = `the target's replay of task ${task} shows its run ${runId} as [${seqs(log)}], its own log as [${seqs(own)}]`
+  } catch (err) {
+    problem = `the target's replay of task ${task}, for its run ${runId}: ${(err as Error).message}`
+  }
+  s.kit.taken.push({ check: s.checkId, run: runId, task, problem, events: log })
 }
 
 const EVENT_TYPES = new Set(['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'])
@@ -78,6 +104,7 @@ export const HANDOFF_CHECKS: Check[] = [
       const started = await s.waitType(next.run_id, 'run.started')
       expect(started.correlation_id === task, `the new run's run.started carries ${String(started.correlation_id)}`)
       await s.waitType(next.run_id, 'run.completed')
+      await replayTaken(s, task, next.run_id)
     }
   },
   {
@@ -160,31 +187,69 @@ export const HANDOFF_CHECKS: Check[] = [
   }
 ]
 
-/** A continuing run that names a predecessor the caller does not execute must not exist. */
+/**
+ * A continuing run that names a predecessor the caller does not execute must
+ * not exist (protocols/handoff.md, rule 3). Each frame carries a predecessor
+ * (the genuine run.started of a run the kit's receiver executes, which any
+ * peer may read) and a successor ticket issued by the frame's sender, so rule
+ * 4's missing ticket cannot refuse it first. A receiver that skips rule 3
+ * refuses the bystander's frames with another code (the ticket's issuer is
+ * not the executor: INVALID_REQUEST) and takes the receiver's own frame,
+ * which breaks rule 3 alone (its from_run.agent_id).
+ */
 export const FORGED_HANDOFF_CHECK: Check = {
   id: 'forged-handoff',
-  title: 'a handoff frame from a peer that is not the executor of the run it claims to continue gets UNAUTHORIZED and creates no run',
+  title: 'a handoff frame with the genuine predecessor and a ticket issued by its sender, from a peer that is not the executor of the run it claims to continue (or whose from_run.agent_id names another agent), gets UNAUTHORIZED and creates no run',
   run: async (s) => {
     const x = s.n.bystander
-    const r = s.n.receiver.agentId
-    const forged = (name: string, fromRun: { run_id: string, agent_id: string }): Record<string, unknown> => ({
-      to_agent: s.kit.target,
-      from_run: fromRun,
-      task_id: s.kit.task(name),
-      capability: CONFORMANCE_CAPABILITY,
-      input: { op: 'complete' },
-      context: { forged: true },
-      delegator: x.agentId,
-      authorized: [],
-      parent_run: null
-    })
-    // someone else's run, named as it is
-    const other = await s.call(x, HANDOFF_PROTOCOL, 'handoff', forged('forged-other', { run_id: `${r}:${'ab'.repeat(12)}`, agent_id: r }))
-    s.expectError(other, 'UNAUTHORIZED', 'a handoff claiming to continue another agent\'s run')
-    // the caller's own run id, but claimed for another agent
-    const mixed = await s.call(x, HANDOFF_PROTOCOL, 'handoff', forged('forged-mixed', { run_id: `${x.agentId}:${'cd'.repeat(12)}`, agent_id: r }))
-    s.expectError(mixed, 'UNAUTHORIZED', 'a handoff whose from_run.agent_id is not the executor its run id names')
-    for (const name of ['forged-other', 'forged-mixed']) await s.expectNoRun(s.kit.task(name), `the forged handoff ${name}`)
+    const r = s.n.receiver
+    const bystanderKey = s.n.bystanderKey ?? fail('the kit holds no key of its bystander to sign a forged ticket with')
+    const receiverKey = s.n.receiverKey ?? fail('the kit holds no key of its receiver to sign a ticket with')
+    const task = s.kit.task('forged-handoff')
+    // a genuine run of the receiver; the bystander reads its run.started as any peer may
+    const old = await s.n.delegator.delegate({ to_agent: r.agentId, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [s.n.coordinator.agentId] }, { follow: false })
+    s.evidence.runs.push(old.run_id)
+    try {
+      const predecessor = (await s.readEvents(old.run_id)).find(e => e.type === 'run.started')
+      const own = predecessor === undefined ? undefined : ticketOf(predecessor as unknown as AgentEvent)
+      if (predecessor === undefined || own === undefined) return fail(`the kit's receiver serves no ticketed run.started of ${old.run_id}`)
+      const body = async (key: typeof bystanderKey, agentId: string): Promise<Record<string, unknown>> => ({
+        to_agent: s.kit.target,
+        from_run: { run_id: old.run_id, agent_id: agentId },
+        task_id: task,
+        capability: old.capability,
+        input: predecessor.payload?.input ?? {},
+        context: { forged: true },
+        delegator: old.delegator,
+        authorized: old.authorized,
+        parent_run: old.parent_run,
+        predecessor,
+        ticket: await issueHandoffTicket(key, own, s.kit.target)
+      })
+      for (const [what, from, frame] of [
+        ['a handoff from a peer claiming to continue another agent\'s run', x, await body(bystanderKey, r.agentId)],
+        ['a handoff whose from_run.agent_id names its sender, not the executor its run id names', x, await body(bystanderKey, x.agentId)],
+        ['a handoff from the run\'s executor whose from_run.agent_id names another agent', r, await body(receiverKey, x.agentId)]
+      ] as const) s.expectError(await s.call(from, HANDOFF_PROTOCOL, 'handoff', frame), 'UNAUTHORIZED', what)
+      await s.expectNoRun(task, 'the forged handoffs', [old.run_id])
+    } finally {
+      await s.n.delegator.runs.cancel(old.run_id, 'conformance check done').catch((err: unknown) => { s.note(`cleanup: cancel of ${old.run_id}: ${(err as Error).message}`) })
+    }
+  }
+}
+
+/** The target's per-task replay of the runs it took over (recorded by replayTaken); runs after handoff-receive and subdelegation-accepted. */
+export const REPLAY_TAKEN_CHECK: Check = {
+  id: 'replay-taken',
+  title: 'a bystander replays, from the target\'s per-task event stream, the whole log of each run the target took over from another agent\'s run (by handoff in handoff-receive, by sub-delegation in subdelegation-accepted)',
+  run: async (s) => {
+    for (const source of ['handoff-receive', 'subdelegation-accepted']) {
+      if (!s.kit.taken.some(t => t.check === source)) s.note(`${source} made no run of the target to replay (its own clauses say why)`)
+    }
+    if (s.kit.taken.length === 0) s.nothingSeen('the target took over no run the kit could replay')
+    for (const t of s.kit.taken) s.cite(t.run, t.events)
+    const bad = s.kit.taken.filter(t => t.problem !== null)
+    expect(bad.length === 0, bad.map(t => `${t.check}: ${String(t.problem)}`).join('; '))
   }
 }
 

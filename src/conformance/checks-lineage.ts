@@ -10,6 +10,7 @@ import { issueHandoffTicket, originOf, ticketOf, verifyTicket } from '../runlog/
 import { CONFORMANCE_CAPABILITY, KIT_POLL_INTERVAL_MS, KIT_WAIT_TIMEOUT_MS } from './constants.ts'
 import { fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
 import { expect, type Scope } from './kit.ts'
+import { replayTaken } from './checks-handoff.ts'
 
 /** A delegate body the kit would send, without its ticket. */
 function bareDelegate (s: Scope, task: string, over: Record<string, unknown> = {}): Record<string, unknown> {
@@ -81,6 +82,8 @@ export const LINEAGE_CHECKS: Check[] = [
       const t = await ticketOfRun(s, child)
       expect(t.parent_run === parent.run_id, `the child's ticket names parent ${String(t.parent_run)}, not ${parent.run_id}`)
       expect(t.issuer === s.n.receiver.agentId, 'the child\'s ticket is not issued by the parent run\'s executor')
+      await s.waitType(child, 'run.completed')
+      await replayTaken(s, task, child)
     }
   },
   {

@@ -63,7 +63,7 @@ export const CLAUSES: readonly Clause[] = [
   { id: 'AAP-EVENTS-EMIT', source: P, section: 'Event Stream', level: 'MUST', text: 'Conforming L1 implementations MUST emit run events.', checks: ['event-stream', 'run-logs'] },
   { id: 'AAP-EVENT-CORRELATION', source: P, section: 'Event Stream', level: 'MUST', text: 'Every event MUST include correlation_id.', checks: ['events-correlation'] },
   { id: 'AAP-EVENT-BLOCKED-CHECKPOINT', source: P, section: 'Event Stream', level: 'MUST', text: 'run.blocked MUST identify the HACP checkpoint when the block came from a checkpoint.', checks: ['block-checkpoint', 'checkpoint-raise'] },
-  { id: 'AAP-EVENT-REPLAY', source: P, section: 'Event Stream', level: 'SHOULD', text: 'AAP events SHOULD be replayable for debugging and audit correlation.', checks: ['replay'] },
+  { id: 'AAP-EVENT-REPLAY', source: P, section: 'Event Stream', level: 'SHOULD', text: 'AAP events SHOULD be replayable for debugging and audit correlation.', checks: ['replay', 'replay-taken'] },
   // ---- profile: Errors (through "Use the defined error semantics") ------------------------
   { id: 'AAP-ERROR-AGENT_NOT_FOUND', source: P, section: 'Errors', level: 'MUST', text: 'AGENT_NOT_FOUND: target agent does not exist or is unavailable.', checks: ['wrong-to-agent', 'handoff-stalled-receiver'] },
   { id: 'AAP-ERROR-CAPABILITY_NOT_SUPPORTED', source: P, section: 'Errors', level: 'MUST', text: 'CAPABILITY_NOT_SUPPORTED: target agent does not declare the requested capability.', checks: ['unsupported-capability'] },

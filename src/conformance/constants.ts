@@ -27,6 +27,12 @@ export const KIT_DIAL_TIMEOUT_MS = 5_000
 export const KIT_WAIT_TIMEOUT_MS = 20_000
 /** Between two reads of a run while waiting for it to change. */
 export const KIT_POLL_INTERVAL_MS = 25
+/**
+ * The discover check's card-only node reaching the target by agent id: its
+ * dial (a DHT lookup of the target's addresses) and its one get_run's answer,
+ * each. A target that holds the stream unanswered fails after this long.
+ */
+export const KIT_REACH_TIMEOUT_MS = 5_000
 /** Finding the target's card by capability through discover (the DHT may need a few rounds). */
 export const KIT_DISCOVER_TIMEOUT_MS = 30_000
 /** One check, all its requests and waits together. */

@@ -41,6 +41,8 @@ export interface KitNodes {
   bystander: MeshNode
   /** The receiver's private key: the kit signs crafted handoff frames as the executor of the receiver's runs. */
   receiverKey?: PrivateKey
+  /** The bystander's private key: it signs the tickets of forged handoff frames (forged-handoff). */
+  bystanderKey?: PrivateKey
 }
 
 /** A check found the target wrong. */
@@ -148,6 +150,8 @@ export class Kit {
   readonly lateFailures = new Map<string, string[]>()
   /** Runs whose cancel the target accepted (over every check): each must end failed, its log with run.failed (run-logs). */
   readonly canceled = new Set<string>()
+  /** Runs the target took over from a kit node's run (handoff-receive, subdelegation-accepted), with what its per-task replay showed: replay-taken judges them. */
+  readonly taken: Array<{ check: string, run: string, task: string, problem: string | null, events: WireEvent[] }> = []
 
   constructor (nodes: KitNodes, target: string) {
     this.nodes = nodes

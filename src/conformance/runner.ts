@@ -18,7 +18,7 @@ import type { Check } from './checks-common.ts'
 import { DELEGATION_CHECKS, STALLED_FRAME_CHECK } from './checks-delegation.ts'
 import { KIT_TAG, receiverTag } from './checks-discovery.ts'
 import { LATE_CHECKS } from './checks-final.ts'
-import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS } from './checks-handoff.ts'
+import { FINAL_CHECKS, FORGED_HANDOFF_CHECK, HANDOFF_CHECKS, REPLAY_TAKEN_CHECK } from './checks-handoff.ts'
 import { LINEAGE_CHECKS } from './checks-lineage.ts'
 import {
   CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MESSAGE_MAX_CHARS, KIT_STALLED_STREAMS_MAX,
@@ -28,7 +28,7 @@ import { CapacityRefusal, clean, Kit, type Evidence } from './kit.ts'
 
 /** Run last, in this order, once every other check and its cleanup is done: they read back what the others left. */
 const LAST_CHECKS: readonly Check[] = [...LATE_CHECKS, ...FINAL_CHECKS]
-export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, ...LINEAGE_CHECKS, CLIENT_CHECK, ...LAST_CHECKS]
+export const ALL_CHECKS: readonly Check[] = [...DELEGATION_CHECKS, STALLED_FRAME_CHECK, ...BLOCK_CHECKS, ...HANDOFF_CHECKS, FORGED_HANDOFF_CHECK, ...LINEAGE_CHECKS, REPLAY_TAKEN_CHECK, CLIENT_CHECK, ...LAST_CHECKS]
 /** Checks that mostly wait on the target's own time limits: started first, run beside the others. */
 const SLOW_CHECKS = new Set(['handle-undelivered', 'handoff-stalled-receiver', 'stalled-frame'])
 const FINAL = new Set(LAST_CHECKS.map(c => c.id))
@@ -240,7 +240,7 @@ export async function runConformance (opts: KitOptions): Promise<ConformanceRepo
       // find the target through the mesh, then connect every kit node to it
       await delegator.getCard(target, { signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
     }
-    const kit = new Kit({ delegator, coordinator, receiver, bystander, ...(keys[2] === undefined ? {} : { receiverKey: keys[2] }) }, target)
+    const kit = new Kit({ delegator, coordinator, receiver, bystander, ...(keys[2] === undefined ? {} : { receiverKey: keys[2] }), ...(keys[3] === undefined ? {} : { bystanderKey: keys[3] }) }, target)
     for (const n of nodes) await n.host.dial(kit.targetPeer, { signal: AbortSignal.timeout(KIT_DIAL_TIMEOUT_MS) })
     kit.targetAddrs = await targetAddrs(delegator, kit, opts.log)
 
