@@ -16,8 +16,8 @@
  *    delegator signed for.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { runConformance, type ConformanceReport } from '../src/conformance/runner.ts'
-import { expectExactFailures, startTarget, type ExpectedFailures, type ReviewBreakage, type Target } from './fixtures/broken-targets.ts'
+import type { ConformanceReport } from '../src/conformance/runner.ts'
+import { expectExactFailures, kitRuns, startTarget, type ExpectedFailures, type ReviewBreakage, type Target } from './fixtures/broken-targets.ts'
 
 const EXPECTED: Record<ReviewBreakage, ExpectedFailures> = {
   'cancel-then-complete': {
@@ -53,16 +53,12 @@ const EXPECTED: Record<ReviewBreakage, ExpectedFailures> = {
 const BREAKAGES = Object.keys(EXPECTED) as ReviewBreakage[]
 
 describe('the conformance kit against targets a review found it passing', () => {
-  const targets = new Map<ReviewBreakage, Target>()
-  const reports = new Map<ReviewBreakage, ConformanceReport>()
+  let targets = new Map<ReviewBreakage, Target>()
+  let reports = new Map<ReviewBreakage, ConformanceReport>()
 
   beforeAll(async () => {
     // side by side: most of a kit's time is spent waiting on the target's own time limits
-    await Promise.all(BREAKAGES.map(async (b) => {
-      const t = await startTarget(b)
-      targets.set(b, t)
-      reports.set(b, await runConformance({ target: t.address }))
-    }))
+    ({ targets, reports } = await kitRuns(BREAKAGES, async () => {}, async b => startTarget(b)))
   }, 180_000)
 
   afterAll(async () => { await Promise.all([...targets.values()].map(async t => t.node.stop())) })

@@ -17,7 +17,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runConformance, type ConformanceReport } from '../src/conformance/runner.ts'
-import { expectExactFailures, startTarget, type ExpectedFailures, type GapBreakage, type Target } from './fixtures/broken-targets.ts'
+import { expectExactFailures, kitRuns, startTarget, type ExpectedFailures, type GapBreakage, type Target } from './fixtures/broken-targets.ts'
 
 const EXPECTED: Record<GapBreakage, ExpectedFailures & { should?: true }> = {
   'replay-hides-taken': {
@@ -46,16 +46,12 @@ const EXPECTED: Record<GapBreakage, ExpectedFailures & { should?: true }> = {
 const BREAKAGES = Object.keys(EXPECTED) as GapBreakage[]
 
 describe('the conformance kit against targets a second review found it passing', () => {
-  const targets = new Map<GapBreakage, Target>()
-  const reports = new Map<GapBreakage, ConformanceReport>()
+  let targets = new Map<GapBreakage, Target>()
+  let reports = new Map<GapBreakage, ConformanceReport>()
 
   beforeAll(async () => {
     // side by side: most of a kit's time is spent waiting on the target's own time limits
-    await Promise.all(BREAKAGES.map(async (b) => {
-      const t = await startTarget(b)
-      targets.set(b, t)
-      reports.set(b, await runConformance({ target: t.address }))
-    }))
+    ({ targets, reports } = await kitRuns(BREAKAGES, async () => {}, async b => startTarget(b)))
   }, 180_000)
 
   afterAll(async () => { await Promise.all([...targets.values()].map(async t => t.node.stop())) })
