@@ -344,10 +344,10 @@ export class Discovery {
           } else if (ev.name === 'walk') this.stats.lookupWalks++
           else if (ev.name === 'error') this.stats.lookupErrors++
           else if (ev.name === 'over_share') this.stats.providersOverShare += ev.providers
+          else if (ev.name === 'also_named') fetches.alsoNamed(ev.providers, ev.from)
           else {
             if (ev.sweep && !swept) this.stats.providerSweeps++
-            if (ev.sweep) this.stats.sweptProviders += ev.providers.length
-            swept ||= ev.sweep
+            if (ev.sweep) { this.stats.sweptProviders += ev.providers.length; swept = true }
             this.stats.lookupProviders += ev.providers.length
             opts.onNamed?.(ev.providers.map(p => p.toString()), ev.from?.toString())
             fetches.add(ev.providers, ev.from)

@@ -172,6 +172,24 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
     this.pending.push(from === undefined ? providers : this.viaHolder(from, providers))
   }
 
+  /**
+   * Providers named before that `from`'s DHT answer names too (none: this
+   * node's own records; the lookup's `also_named`). Each counts as named by
+   * `from` (a card another holder sent of it is backed now: `backed`), moves
+   * up to its rank among `from`'s picks when that is earlier
+   * (provider-queue.ts), and, named now, is not held back by fetches written
+   * off before (`writeOff`). So a peer that names an honest provider last,
+   * behind picks that never answer, costs the discover a few dials, not its
+   * whole time.
+   */
+  alsoNamed (all: PeerId[], from?: PeerId): void {
+    this.adds++
+    for (const p of all) this.named(p.toString(), from === undefined ? '' : from.toString())
+    for (const p of all) this.addedAt.set(p.toString(), this.adds)
+    this.pending.rerank(all.filter(p => !this.delivered.has(p.toString())), from)
+    this.drain()
+  }
+
   drain (): void {
     const { init } = this
     while (!init.stopped.aborted && this.inFlight < DISCOVER_FETCH_CONCURRENCY) {

@@ -14,8 +14,9 @@
  * Bounds: at most CARD_HELD_MAX cards (the least recently stored dropped);
  * pulls run CARD_HELD_PULL_CONCURRENCY at a time with at most
  * CARD_HELD_PULL_QUEUE waiting (more are dropped and counted), at most once
- * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A pull after a provider
- * record never dials. One that ran out of time or lost its connection (the
+ * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A provider record is pulled
+ * after even when a card of its agent is held (the agent may have published
+ * a new one), and that pull never dials. One that ran out of time or lost its connection (the
  * provider was busy, most often announcing) is tried again later, at most
  * CARD_HELD_PULL_RETRIES times, and so is one whose card a discover asks for.
  * A card is handed out only until it expires, and never replaced by an older
@@ -98,10 +99,15 @@ export class HeldCards {
     if (this.held.size > CARD_HELD_MAX) this.dropOldest(this.held)
   }
 
-  /** A peer stored a provider record here: pull its card over that connection unless one held is recent. */
+  /**
+   * A peer stored a provider record here: pull its card over that connection,
+   * whatever card of it is held (at most once per CARD_HELD_PULL_MIN_INTERVAL_MS,
+   * as every pull). An agent announces when it publishes a new card: one that
+   * dropped a capability was handed out as the old card, which still named
+   * it, until that card was due (CARD_REPUBLISH_INTERVAL_MS after it was
+   * issued), so discovers listed the agent for a capability it refused.
+   */
   onProviderRecord (peer: PeerId): void {
-    const held = this.held.get(peer.toString())
-    if (held !== undefined && !this.due(held.card)) return
     this.enqueue(peer, false)
   }
 

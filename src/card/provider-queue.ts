@@ -9,6 +9,12 @@
  * bound (src/wire/dht-providers.ts), where a provider past a peer's share stays
  * unnamed for the next peer. This node's own records (no naming peer) are one
  * source among the others.
+ *
+ * A provider several peers name keeps the earliest rank any of them gives it
+ * (`rerank`): a hostile peer that names an honest provider last, behind its
+ * own picks that never answer, does not keep it there when honest peers name
+ * it first in their answers (before, only the first namer's rank counted, so
+ * the honest provider waited behind every dead pick).
  */
 import type { PeerId } from '@libp2p/interface'
 
@@ -29,13 +35,41 @@ export class ProviderQueue {
 
   /** Rank `providers` named by `from` (undefined: this node's own records), in the order given; nothing is queued yet. */
   rank (providers: PeerId[], from: PeerId | undefined): void {
+    const s = this.source(from)
+    for (const p of providers) this.keep(p.toString(), { round: s.named++, source: s.source })
+  }
+
+  /**
+   * `from` names `providers` too, ranked before (by another peer): each takes
+   * its rank among `from`'s picks when that is earlier than the one it has,
+   * and moves up if it is waiting.
+   */
+  rerank (providers: PeerId[], from: PeerId | undefined): void {
+    const s = this.source(from)
+    const earlier = new Set<string>()
+    for (const p of providers) if (this.keep(p.toString(), { round: s.named++, source: s.source })) earlier.add(p.toString())
+    const moved: PeerId[] = []
+    for (let i = this.waiting.length - 1; i >= 0; i--) if (earlier.has(this.waiting[i]!.toString())) moved.unshift(this.take(i)!)
+    this.push(moved)
+  }
+
+  /** The naming peer's place among the sources and count of providers it named ('' for this node's own records). */
+  private source (from: PeerId | undefined): { source: number, named: number } {
     const key = from === undefined ? '' : from.toString()
     let s = this.sources.get(key)
     if (s === undefined) {
       s = { source: this.sources.size, named: 0 }
       this.sources.set(key, s)
     }
-    for (const p of providers) this.ranks.set(p.toString(), { round: s.named++, source: s.source })
+    return s
+  }
+
+  /** Give provider `id` rank `r` unless it has an earlier one; whether `r` is its rank now. */
+  private keep (id: string, r: Rank): boolean {
+    const prev = this.ranks.get(id)
+    if (prev !== undefined && !before(r, prev)) return false
+    this.ranks.set(id, r)
+    return true
   }
 
   /** Queue ranked providers (again, after a holder did not send their cards) at their rank. */

@@ -82,6 +82,13 @@ export type ProviderLookupEvent =
   | { name: 'providers', providers: PeerId[], sweep: boolean, from?: PeerId }
   /** `providers` new ones that `from`'s answer named past its share (`perPeerMax`): dropped, not named. */
   | { name: 'over_share', from: PeerId, providers: number }
+  /**
+   * Providers named before (by another peer, or this node's own records) that `from`'s answer names too (none:
+   * this node's own records), each once per namer: not new, so they count toward neither the providers found nor
+   * `from`'s share, but the caller learns that one more source names them (a provider a hostile peer named last
+   * behind its own picks is not kept there by the honest peers that name it first: protocols/card.md).
+   */
+  | { name: 'also_named', providers: PeerId[], from?: PeerId }
 
 /**
  * What the caller made of the providers named so far. A provider named is
@@ -190,7 +197,8 @@ async function * connectedAnswers (parts: KadInternals, table: KadRoutingTable, 
  * connection to (`connected`), which cost no dial; then, while fewer than
  * `want`, as kad-dht's walk names them; then this node's own records, and
  * (when kad-dht named k or more) those of the key's closest peers. Never names
- * this node or a provider twice; ends at `want` providers (with a `demand`:
+ * this node or a provider twice (a provider named before that another peer
+ * names too is told as `also_named`, once per namer); ends at `want` providers (with a `demand`:
  * `want` not yet spent), when the sweep is done, or on `signal`. The
  * connected contacts, closest to the key first, go to `onContacts` just
  * before the first is asked.
@@ -199,6 +207,8 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
   const seen = new Set<string>([self.toString()])
   /** Providers each peer named so far (its share: `perPeerMax`). */
   const shares = new Map<string, number>()
+  /** Each namer and provider it named, as `namer provider` ('' for this node's own records): an also-named provider is told once per namer. */
+  const namings = new Set<string>()
   const asked = new Set<string>([self.toString()])
   /** Peers whose last answer named as many providers as an answer holds (DHT_PROVIDERS_PER_ANSWER): they may hold more. */
   const full = new Set<string>()
@@ -235,33 +245,43 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     }
     return !opts.signal.aborted
   }
-  /** The providers of `list` not named before, within `from`'s share (none: this node's own records), and how many were past it. */
-  const fresh = (list: Iterable<PeerId>, from: PeerId | undefined): { news: PeerId[], dropped: number } => {
+  /** The providers of `list` not named before, within `from`'s share (none: this node's own records), how many were past it, and those named before by others (`also_named`). */
+  const fresh = (list: Iterable<PeerId>, from: PeerId | undefined): { news: PeerId[], dropped: number, again: PeerId[] } => {
     const news: PeerId[] = []
+    const again: PeerId[] = []
     const peer = from === undefined || from.equals(self) ? undefined : from.toString()
     let named = peer === undefined ? 0 : shares.get(peer) ?? 0
     let dropped = 0
     for (const p of list) {
       const id = p.toString()
-      if (seen.has(id)) continue
+      const naming = `${peer ?? ''} ${id}`
+      if (seen.has(id)) {
+        // named before: not new, whatever this peer's share, but one more source names it (never this node itself)
+        if (!namings.has(naming) && id !== self.toString()) again.push(p)
+        namings.add(naming)
+        continue
+      }
       // past the peer's share: not named, so the next peer that names it is heard
       if (peer !== undefined && opts.perPeerMax !== undefined && named >= opts.perPeerMax) {
         dropped++
         continue
       }
       seen.add(id)
+      namings.add(naming)
       news.push(p)
       named++
     }
     if (peer !== undefined) shares.set(peer, named)
     found += news.length
-    return { news, dropped }
+    return { news, dropped, again }
   }
-  /** The events that name `list` as `from`'s answer: its providers not named before, and those past its share; how many were new. */
+  /** The events that name `list` as `from`'s answer: its providers not named before, those past its share, and those others named before; how many were new. */
   function * naming (list: PeerId[], from: PeerId | undefined, sweep: boolean): Generator<ProviderLookupEvent, number> {
-    const { news, dropped } = fresh(list, from)
+    const { news, dropped, again } = fresh(list, from)
+    const namer = from === undefined || from.equals(self) ? {} : { from }
     if (dropped > 0 && from !== undefined) yield { name: 'over_share', from, providers: dropped }
     if (news.length > 0) yield { name: 'providers', providers: news, sweep, ...(from === undefined ? {} : { from }) }
+    if (again.length > 0) yield { name: 'also_named', providers: again, ...namer }
     return news.length
   }
   /** The answers of requests outside the walk, handed on with only providers not named before; how many were new. */
