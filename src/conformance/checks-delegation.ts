@@ -1,7 +1,6 @@
 /** Checks of discovery, delegation and the error codes of delegation and unknown runs. */
-import type { AgentCard } from '../card/card.ts'
-import { CONTROL_PROTOCOL, DELEGATE_PROTOCOL } from '../constants.ts'
-import type { CardSource } from '../card/fetch-order.ts'
+import { verifyCard, type AgentCard } from '../card/card.ts'
+import { CARD_PROTOCOL, CONTROL_PROTOCOL, DELEGATE_PROTOCOL } from '../constants.ts'
 import { firstRoutingPeer, routingTableOf } from '../card/routing-view.ts'
 import { createMeshNode } from '../node.ts'
 import { encodeFrame } from '../wire/rpc.ts'
@@ -19,16 +18,20 @@ import { DISCOVER_TAGS_CHECK } from './checks-discovery.ts'
 const UNSUPPORTED = { capability_id: 'cap:aap-conformance-unsupported', version: '0.1.0' }
 
 /**
- * The agent's card fetched afresh by the bystander, which must come from the
- * agent itself (getCard's source `agent`): a copy the kit's own nodes hold in
- * the DHT shows nothing of the target. The DHT is asked only after the
- * agent's call has gone unanswered a while (hedge off).
+ * The agent's card asked of the agent itself by the bystander (one get_card,
+ * answered within KIT_WAIT_TIMEOUT_MS), verified as its own: a copy the kit's
+ * own nodes hold in the DHT shows nothing of the target. Not getCard, whose
+ * DHT fallback answers once the agent has been slow a second, so a loaded
+ * honest target would be reported as not answering.
  */
 async function agentCard (s: Scope, agentId: string): Promise<AgentCard> {
-  let source: CardSource | undefined
-  const card = await s.n.bystander.discovery.getCard(agentId, { fresh: true, hedge: false, source: (x) => { source = x }, signal: AbortSignal.timeout(KIT_WAIT_TIMEOUT_MS) })
-  expect(source === 'agent', `the card of ${agentId} came from ${String(source)}, not from the agent itself: the agent did not answer get_card`)
-  return card
+  const f = await s.call(s.n.bystander, CARD_PROTOCOL, 'get_card', {}, { timeoutMs: KIT_WAIT_TIMEOUT_MS }, peerIdFromString(agentId))
+  expect(f.ok, `the agent ${agentId} did not answer get_card with its card: ${errorText(f)}`)
+  try {
+    return await verifyCard(f.body?.card, { expectAgent: agentId })
+  } catch (err) {
+    return fail(`the card ${agentId} answered get_card with is not its valid card: ${(err as Error).message}`)
+  }
 }
 
 /**
