@@ -180,8 +180,8 @@ describe('a held card of an agent that other peers\' answers name too', () => {
   }, 60_000)
 })
 
-// The records here are stored at the holders by hand, as the agent's rewalk (or a key it gained) leaves them: a key
-// the agent drops sends no record (announce.ts withdraws it), which this does not cover (protocols/card.md)
+// The records here are stored at the holders by hand, as the agent's announcements leave them (the dropped key's
+// last walk, announced for real: test/card-dropped-key.test.ts)
 describe('holders of an agent that published a new card', () => {
   let nodes: MeshNode[] = []
   const cap = { capability_id: 'cap:dropped-later', version: '1.0.0' }

@@ -152,7 +152,7 @@ export class Announcer {
       log.debug({ err }, 'putting the card record to the DHT failed')
     })
     const keys = new Map((await providerKeys(card)).map(k => [k.toString(), k]))
-    await this.withdrawKeysNotIn(keys)
+    await this.withdrawKeysNotIn(keys, sig)
     // enough records for a key: half the peers kad-dht places a record at (a lookup walking to the key meets one of them),
     // where the mesh has that many peers (a small mesh has fewer)
     const k = kadInternals(dht)?.k ?? DHT_K
@@ -226,13 +226,26 @@ export class Announcer {
   }
 
   /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
-  private async withdrawKeysNotIn (keys: Map<string, CID>): Promise<void> {
+  /**
+   * Stop providing the keys the new card no longer names. Each is walked once more first: the peers near it that
+   * hold this agent's card (held-cards.ts) pull the new card on that record, so they stop handing out the old one,
+   * which still names the key, for a capability the agent now refuses.
+   */
+  private async withdrawKeysNotIn (keys: Map<string, CID>, signal: AbortSignal): Promise<void> {
+    const { host } = this.init
     for (const [text, { cid }] of this.provided) {
       if (keys.has(text)) continue
       this.provided.delete(text)
       this.init.stats.withdrawnKeys++
+      try {
+        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal)
+        this.init.stats.providerRecordsSent += outcome.sent
+        this.init.stats.providerRecordsFailed += outcome.failed
+      } catch (err) {
+        this.init.log.debug({ err, key: text }, 'the last walk of a provider key the card no longer names failed; its holders keep the older card until it is due')
+      }
       // the records peers already hold expire by themselves (DHT_PROVIDER_VALIDITY_MS)
-      await this.init.host.services.dht.cancelReprovide(cid).catch((err: unknown) => {
+      await host.services.dht.cancelReprovide(cid).catch((err: unknown) => {
         this.init.log.warn({ err, key: text }, 'a provider key the card no longer names could not be withdrawn')
       })
     }

@@ -16,8 +16,8 @@
  * CARD_HELD_PULL_QUEUE waiting (more are dropped and counted), at most once
  * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A provider record is pulled
  * after even when a card of its agent is held (the agent may have published
- * a new one with a key it gained, or on its hourly rewalk; a key it dropped
- * sends no record), and that pull never dials. One that ran out of time or lost its connection (the
+ * a new one: a key it gained or dropped, its hourly rewalk), and that pull
+ * never dials. One that ran out of time or lost its connection (the
  * provider was busy, most often announcing) is tried again later, at most
  * CARD_HELD_PULL_RETRIES times, and so is one whose card a discover asks for.
  * A card is handed out only until it expires, and never replaced by an older
@@ -104,9 +104,8 @@ export class HeldCards {
    * A peer stored a provider record here: pull its card over that connection,
    * whatever card of it is held (at most once per CARD_HELD_PULL_MIN_INTERVAL_MS,
    * as every pull): a record that comes with an agent's new card (a key it
-   * gained, its rewalk) brings that card here before the held one is due. A
-   * key the agent dropped sends no record (announce.ts withdraws it), so a
-   * holder reached only by that key keeps the older card until it is due.
+   * gained or dropped: announce.ts walks a dropped key once more before it
+   * withdraws it; its rewalk) brings that card here before the held one is due.
    */
   onProviderRecord (peer: PeerId): void {
     this.enqueue(peer, false)
