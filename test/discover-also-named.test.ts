@@ -21,37 +21,16 @@ import { capabilityKey } from '../src/card/card.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
 import { askHolder } from '../src/card/held-cards.ts'
 import { CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
-import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { MeshHost } from '../src/wire/host.ts'
 import { RpcClient, serve } from '../src/wire/rpc.ts'
 import { startLoneNodes, startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
+import { holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 9
 /** Providers the hostile peer names ahead of the honest agent (its answer holds 20). */
 const FAKES = 19
-
-interface ProviderStore {
-  addProvider: (key: unknown, peer: PeerId) => Promise<void>
-  getProviders: (key: unknown, options?: unknown) => Promise<PeerId[]>
-}
-const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
-const peerOf = (n: MeshNode): PeerId => peerIdOfAgent(n.agentId)
-
-async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
-  const holders: PeerId[] = []
-  for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
-    if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
-  }
-  return holders
-}
-
-/** As an ADD_PROVIDER from `provider` to `holder` would leave it. */
-async function recordAt (holder: MeshNode, key: CID, provider: MeshNode): Promise<void> {
-  await storeOf(holder).addProvider(key, peerOf(provider))
-  await holder.host.peerStore.merge(peerOf(provider), { multiaddrs: provider.host.getMultiaddrs() })
-}
 
 /**
  * Of the nodes but the asker and the key's holders, the one farthest from the key (kad-dht's ids: SHA-256 of the

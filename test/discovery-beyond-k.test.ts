@@ -24,6 +24,7 @@ import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { newKey } from './card-fixtures.ts'
 import { startMesh, stopAll } from './helpers.ts'
+import { holdersOf, storeOf } from './fixtures/dht-records.ts'
 
 const log = componentLogger(undefined, 'test')
 
@@ -32,18 +33,6 @@ const NODES = 10
 const OFFERING = 7
 const cap = { capability_id: 'cap:widely-offered', version: '1.0.0' }
 
-interface ProviderStore {
-  addProvider: (key: unknown, peer: PeerId) => Promise<void>
-  removeProvider: (key: unknown, peer: PeerId) => Promise<void>
-}
-/** The key's k closest peers as `asker` sees them: the holders of its provider records. */
-async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
-  const holders: PeerId[] = []
-  for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
-    if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
-  }
-  return holders
-}
 /** A discover of `cap` (no cache) by `asker`, and what it added to each discovery counter. */
 async function discoverCounting (asker: MeshNode, limit: number): Promise<{ found: AgentCard[], added: (k: keyof DiscoveryStats) => number }> {
   const before = { ...asker.discovery.stats }
@@ -60,7 +49,6 @@ async function connectFrom (asker: MeshNode, peers: PeerId[]): Promise<void> {
     expect(asker.host.getConnections(peer).map(c => c.direction)).toEqual(['outbound'])
   }
 }
-const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
 
 describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capability)`, () => {
   let nodes: MeshNode[] = []

@@ -20,34 +20,13 @@ import { multiaddr } from '@multiformats/multiaddr'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
-import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 9
 const cap = { capability_id: 'cap:few-honest', version: '1.0.0' }
-
-interface ProviderStore {
-  addProvider: (key: unknown, peer: PeerId) => Promise<void>
-  removeProvider: (key: unknown, peer: PeerId) => Promise<void>
-}
-const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
-const peerOf = (n: MeshNode): PeerId => peerIdOfAgent(n.agentId)
-
-async function holdersOf (asker: MeshNode, key: CID): Promise<PeerId[]> {
-  const holders: PeerId[] = []
-  for await (const ev of asker.host.services.dht.getClosestPeers(key.multihash.bytes, { signal: AbortSignal.timeout(10_000) })) {
-    if (ev.name === 'FINAL_PEER') holders.push(ev.peer.id)
-  }
-  return holders
-}
-
-/** As an ADD_PROVIDER from `provider` to `holder` would leave it. */
-async function recordAt (holder: MeshNode, key: CID, provider: MeshNode): Promise<void> {
-  await storeOf(holder).addProvider(key, peerOf(provider))
-  await holder.host.peerStore.merge(peerOf(provider), { multiaddrs: provider.host.getMultiaddrs() })
-}
 
 describe('a discover whose first answer names only providers without a matching card', () => {
   let nodes: MeshNode[] = []
