@@ -206,7 +206,7 @@ export const FORGED_HANDOFF_CHECK: Check = {
     const bystanderKey = s.n.bystanderKey ?? fail('the kit holds no key of its bystander to sign a forged ticket with')
     const receiverKey = s.n.receiverKey ?? fail('the kit holds no key of its receiver to sign a ticket with')
     const task = s.kit.task('forged-handoff')
-    // a genuine run of the receiver; the bystander reads its run.started as any peer may
+    // a genuine run of the receiver; the bystander reads its run.started, which every peer may read
     const old = await s.n.delegator.delegate({ to_agent: r.agentId, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [s.n.coordinator.agentId] }, { follow: false })
     s.evidence.runs.push(old.run_id)
     try {

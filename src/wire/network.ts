@@ -25,6 +25,7 @@ import { uPnPNAT } from '@libp2p/upnp-nat'
 import { isPrivateIp } from '@libp2p/utils'
 import { networkInterfaces } from 'node:os'
 import { isPeerId, type Connection, type Libp2p } from '@libp2p/interface'
+import type { ServiceFactoryMap } from 'libp2p'
 import {
   AUTONAT_REFRESH_INTERVAL_MS, AUTONAT_STARTUP_DELAY_MS, AUTONAT_TIMEOUT_MS, DCUTR_RETRIES, DCUTR_TIMEOUT_MS,
   RELAY_CLIENT_RESERVATIONS, RELAY_CONNECTION_MAX_BYTES, RELAY_CONNECTION_MAX_DURATION_MS, RELAY_HOP_TIMEOUT_MS,
@@ -73,8 +74,8 @@ export function networkTransports (client: RelayClient): Array<ReturnType<typeof
   })]
 }
 
-export function networkServices (opts: NetworkOptions): Record<string, (components: any) => unknown> {
-  const services: Record<string, (components: any) => unknown> = {
+export function networkServices (opts: NetworkOptions): ServiceFactoryMap<Record<string, unknown>> {
+  const services: ServiceFactoryMap<Record<string, unknown>> = {
     autoNAT: autoNATv2({ startupDelay: AUTONAT_STARTUP_DELAY_MS, refreshInterval: AUTONAT_REFRESH_INTERVAL_MS, timeout: AUTONAT_TIMEOUT_MS }),
     dcutr: dcutr({ timeout: DCUTR_TIMEOUT_MS, retries: DCUTR_RETRIES })
   }
@@ -115,7 +116,7 @@ export function settledConnection (conns: Connection[]): Connection | undefined 
  * to a connected peer goes on its settled connection (above). Every other
  * member is the host's own, bound to it.
  */
-export function limitedConnectionsHost<T extends Libp2p<any>> (host: T): T {
+export function limitedConnectionsHost<T extends Libp2p> (host: T): T {
   return new Proxy(host, {
     get (target, prop) {
       if (prop === 'handle') {
