@@ -14,12 +14,12 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { A2aOutbound, mergeDrafts, type BridgedAgent } from '../src/a2a/outbound.ts'
+import { A2aOutbound } from '../src/a2a/outbound.ts'
 import { silentLogger } from '../src/logger.ts'
 import { A2A_REDIRECTS_MAX } from '../src/a2a/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
-import { a2aCardJson, a2aInterface, answerCompleted } from './fixtures/a2a-card-json.ts'
+import { rejectsWith, startMesh, stopAll } from './helpers.ts'
+import { a2aCardJson, a2aInterface, answerCompleted, runThroughBridge } from './fixtures/a2a-card-json.ts'
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void
 
@@ -33,7 +33,6 @@ async function serve (h: Handler): Promise<{ server: Server, url: string }> {
   await once(server, 'listening')
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
 }
-
 
 function card (skill: string, interfaces: unknown[]): Record<string, unknown> {
   return a2aCardJson({ name: 'origin-test', skill, interfaces })
@@ -125,24 +124,13 @@ describe('A2A outbound: only the configured origin', () => {
     await stopAll(nodes)
   })
 
-  async function runThrough (bridge: MeshNode, agent: BridgedAgent, taskId: string): Promise<{ state: string | undefined, failure: string | undefined, output: unknown }> {
-    await bridge.publishCard(mergeDrafts(undefined, [agent.draft])!)
-    const run = await nodes[0]!.delegate({ to_agent: bridge.agentId, task_id: taskId, capability: agent.draft.capabilities![0]!, input: { text: 'the delegator\'s secret input' } })
-    await until(async () => {
-      const s = (await bridge.runs.store.get(run.run_id))?.state
-      return s === 'completed' || s === 'failed'
-    }, 'the run to end', 30_000)
-    const ended = await bridge.runs.store.get(run.run_id)
-    return { state: ended?.state, failure: ended?.failure?.message, output: ended?.output }
-  }
-
   it('takes the path of a card\'s interface named only at another origin to the configured one, and sends nothing there', async () => {
     hitsB.length = 0
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[3]!, silentLogger()).add(`${a.url}/only-b`)
     // B's interface is /only-b/rpc: used at A
     expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/only-b/rpc`])
-    const ended = await runThrough(nodes[3]!, agent, 'only-b')
+    const ended = await runThroughBridge(nodes[0]!, nodes[3]!, agent, 'only-b')
     expect(ended.state, ended.failure).toBe('completed')
     expect(hitsA.some(h => h.startsWith('POST /only-b/rpc'))).toBe(true)
     expect(hitsB).toEqual([])
@@ -153,7 +141,7 @@ describe('A2A outbound: only the configured origin', () => {
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[4]!, silentLogger()).add(`${a.url}/card-moved`)
     expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/card-moved/slash/rpc`])
-    const ended = await runThrough(nodes[4]!, agent, 'slash')
+    const ended = await runThroughBridge(nodes[0]!, nodes[4]!, agent, 'slash')
     expect(ended.state, ended.failure).toBe('completed')
     // the delegation went on to the slashed path, with its body (a 307 keeps both)
     expect(hitsA).toContain('POST /card-moved/slash/rpc')
@@ -164,7 +152,7 @@ describe('A2A outbound: only the configured origin', () => {
   it('gives up a call redirected within the origin more than A2A_REDIRECTS_MAX times', async () => {
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[5]!, silentLogger()).add(`${a.url}/loop`)
-    const ended = await runThrough(nodes[5]!, agent, 'loop')
+    const ended = await runThroughBridge(nodes[0]!, nodes[5]!, agent, 'loop')
     expect(ended.state).toBe('failed')
     expect(ended.failure).toContain('redirect (HTTP 307)')
     expect(hitsA.filter(h => h.startsWith('POST /loop/rpc')).length).toBe(A2A_REDIRECTS_MAX + 1)
@@ -175,7 +163,7 @@ describe('A2A outbound: only the configured origin', () => {
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[1]!, silentLogger()).add(`${a.url}/b-first`)
     expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/b-first/rpc`])
-    const ended = await runThrough(nodes[1]!, agent, 'b-first')
+    const ended = await runThroughBridge(nodes[0]!, nodes[1]!, agent, 'b-first')
     expect(ended.state, ended.failure).toBe('completed')
     expect(ended.output).toEqual({ artifacts: [{ artifact_id: 'r', name: 'r', parts: [{ data: { by: 'A' } }] }] })
     expect(hitsA.length).toBeGreaterThan(0)
@@ -202,7 +190,7 @@ describe('A2A outbound: only the configured origin', () => {
     hitsA.length = 0
     const agent = await new A2aOutbound(nodes[6]!, silentLogger()).add(`${a.url}/mixed`)
     expect(agent.card.supportedInterfaces.map(i => i.url)).toEqual([`${a.url}/mixed/rpc`])
-    const ended = await runThrough(nodes[6]!, agent, 'mixed')
+    const ended = await runThroughBridge(nodes[0]!, nodes[6]!, agent, 'mixed')
     expect(ended.state, ended.failure).toBe('completed')
     expect(hitsA.length).toBeGreaterThan(0)
     expect(hitsA.every(h => h.startsWith('POST /mixed/rpc'))).toBe(true)
@@ -218,7 +206,7 @@ describe('A2A outbound: only the configured origin', () => {
   it('does not resend a delegation the server redirects (307) elsewhere: the run fails naming the redirect', async () => {
     hitsB.length = 0
     const agent = await new A2aOutbound(nodes[2]!, silentLogger()).add(`${a.url}/rpc-redirect`)
-    const ended = await runThrough(nodes[2]!, agent, 'rpc-redirect')
+    const ended = await runThroughBridge(nodes[0]!, nodes[2]!, agent, 'rpc-redirect')
     expect(ended.state).toBe('failed')
     expect(ended.failure).toContain('redirect (HTTP 307)')
     expect(hitsB).toEqual([])

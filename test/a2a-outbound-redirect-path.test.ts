@@ -11,12 +11,12 @@ import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { A2aOutbound, A2aRedirectRefusedError, mergeDrafts, type BridgedAgent } from '../src/a2a/outbound.ts'
+import { A2aOutbound, A2aRedirectRefusedError } from '../src/a2a/outbound.ts'
 import { boundedFetch } from '../src/a2a/outbound-bounds.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
-import { rejectsWith, startMesh, stopAll, until } from './helpers.ts'
-import { a2aCardJson, a2aInterface, answerCompleted } from './fixtures/a2a-card-json.ts'
+import { rejectsWith, startMesh, stopAll } from './helpers.ts'
+import { a2aCardJson, a2aInterface, answerCompleted, runThroughBridge } from './fixtures/a2a-card-json.ts'
 
 describe('A2A outbound: redirects only below the configured path', () => {
   let nodes: MeshNode[] = []
@@ -77,21 +77,10 @@ describe('A2A outbound: redirects only below the configured path', () => {
     await stopAll(nodes)
   })
 
-  async function runThrough (bridge: MeshNode, agent: BridgedAgent, taskId: string): Promise<{ state: string | undefined, failure: string | undefined }> {
-    await bridge.publishCard(mergeDrafts(undefined, [agent.draft])!)
-    const run = await nodes[0]!.delegate({ to_agent: bridge.agentId, task_id: taskId, capability: agent.draft.capabilities![0]!, input: { text: 'the delegator\'s secret input' } })
-    await until(async () => {
-      const s = (await bridge.runs.store.get(run.run_id))?.state
-      return s === 'completed' || s === 'failed'
-    }, 'the run to end', 30_000)
-    const ended = await bridge.runs.store.get(run.run_id)
-    return { state: ended?.state, failure: ended?.failure?.message }
-  }
-
   it('does not resend a delegation redirected (307) to another path of the origin: the run fails naming the redirect', async () => {
     outside.length = 0
     const agent = await new A2aOutbound(nodes[1]!, silentLogger()).add(`${url}/off-path`)
-    const ended = await runThrough(nodes[1]!, agent, 'off-path')
+    const ended = await runThroughBridge(nodes[0]!, nodes[1]!, agent, 'off-path')
     expect(ended.state).toBe('failed')
     expect(ended.failure).toContain('redirect (HTTP 307)')
     expect(outside).toEqual([])
@@ -102,7 +91,7 @@ describe('A2A outbound: redirects only below the configured path', () => {
     const f = boundedFetch(1024 * 1024, new URL(`${url}/sibling/`))
     await expect(f(`${url}/sibling/rpc`, { method: 'POST', body: '{"id":1}', headers: { 'content-type': 'application/json' } })).rejects.toBeInstanceOf(A2aRedirectRefusedError)
     const agent = await new A2aOutbound(nodes[2]!, silentLogger()).add(`${url}/sibling`)
-    const ended = await runThrough(nodes[2]!, agent, 'sibling')
+    const ended = await runThroughBridge(nodes[0]!, nodes[2]!, agent, 'sibling')
     expect(ended.state).toBe('failed')
     expect(ended.failure).toContain('redirect (HTTP 307)')
     expect(outside).toEqual([])
@@ -118,7 +107,7 @@ describe('A2A outbound: redirects only below the configured path', () => {
   it('still follows a redirect below the configured path', async () => {
     hits.length = 0
     const agent = await new A2aOutbound(nodes[3]!, silentLogger()).add(`${url}/within`)
-    const ended = await runThrough(nodes[3]!, agent, 'within')
+    const ended = await runThroughBridge(nodes[0]!, nodes[3]!, agent, 'within')
     expect(ended.state, ended.failure).toBe('completed')
     expect(hits).toEqual(['POST /within/rpc', 'POST /within/v2/rpc'])
   })
