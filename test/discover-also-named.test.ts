@@ -119,6 +119,73 @@ describe('a hostile peer that names an honest agent last, behind providers that 
   }, 60_000)
 })
 
+/** Providers each honest holder names ahead of the honest agent, and the hostile holder's own picks. */
+const AHEAD = 5
+const HOSTILE_PICKS = 10
+
+describe('an honest holder whose answer names new providers first and the honest agent last', () => {
+  let nodes: MeshNode[] = []
+  let honest: MeshNode
+  const fakes: MeshHost[] = []
+  const cap = { capability_id: 'cap:named-again-last', version: '1.0.0' }
+  beforeAll(async () => {
+    nodes = await startMesh(NODES, { transport: 'tcp', nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
+    ;[honest] = await startLoneNodes(1, { dht: { k: K, alpha: K, disjointPaths: 1 } }) as [MeshNode]
+    for (let i = 0; i < HOSTILE_PICKS + 2 * AHEAD; i++) {
+      const fake = await startLoopbackHost()
+      await silentCards(fake)
+      fakes.push(fake)
+    }
+  })
+  afterAll(async () => {
+    await stopAll([...nodes, honest])
+    await Promise.all(fakes.map(async f => { await f.stop() }))
+  })
+
+  it('asks for the agent two peers name before the picks only one names', async () => {
+    const key = await capabilityKey(cap.capability_id)
+    const asker = nodes[NODES - 1]!
+    const holders = await holdersOf(asker, key)
+    expect(holders).toHaveLength(K)
+    const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
+    const held = holders.map(byPeer)
+    await honest.discovery.publish({ name: 'honest', capabilities: [cap] }, { announce: false })
+    // the hostile holder names its picks then the honest agent; each honest holder names picks of its own that never
+    // answer either (other agents of the key, gone since), then the honest agent
+    const answers = [
+      [...fakes.slice(0, HOSTILE_PICKS).map(f => f.peerId), peerOf(honest)],
+      [...fakes.slice(HOSTILE_PICKS, HOSTILE_PICKS + AHEAD).map(f => f.peerId), peerOf(honest)],
+      [...fakes.slice(HOSTILE_PICKS + AHEAD).map(f => f.peerId), peerOf(honest)]
+    ]
+    for (const [i, h] of held.entries()) {
+      for (const f of fakes) {
+        for (const n of [h, asker]) await n.host.peerStore.merge(f.peerId, { multiaddrs: f.getMultiaddrs() })
+      }
+      await h.host.peerStore.merge(peerOf(honest), { multiaddrs: honest.host.getMultiaddrs() })
+      const store = storeOf(h)
+      const read = store.getProviders.bind(store)
+      const ours = (k: unknown): boolean => Buffer.from((k as CID).multihash.bytes).equals(Buffer.from(key.multihash.bytes))
+      const named = answers[i]!
+      store.getProviders = async (k, options) => ours(k) ? [...named] : read(k, options)
+    }
+    await connectOnlyTo(asker, held[0]!)
+
+    const order: Array<{ id: string, by: string | undefined }> = []
+    const found = await asker.discover({ capability: cap }, {
+      limit: 1,
+      cache: false,
+      onNamed: (ids, by) => { for (const id of ids) order.push({ id, by }) }
+    })
+    // an honest holder answered, naming its own picks (the honest agent again, not as new)
+    const answered = held.slice(1).filter(h => order.some(o => o.by === h.agentId))
+    expect(answered.length).toBeGreaterThan(0)
+    for (const h of answered) expect(order.filter(o => o.by === h.agentId)).toHaveLength(AHEAD)
+    // before: the honest holders' new picks ranked ahead of the agent they named again, so its fetch waited behind
+    // theirs and the hostile holder's, two dials of CARD_FETCH_TIMEOUT_MS at a time; the discover ran out of time
+    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+  }, 60_000)
+})
+
 describe('a held card of an agent that other peers\' answers name too', () => {
   let nodes: MeshNode[] = []
   const cap = { capability_id: 'cap:held-named-twice', version: '1.0.0' }

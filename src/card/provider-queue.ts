@@ -14,7 +14,10 @@
  * (`rerank`): a hostile peer that names an honest provider last, behind its
  * own picks that never answer, does not keep it there when honest peers name
  * it first in their answers (before, only the first namer's rank counted, so
- * the honest provider waited behind every dead pick).
+ * the honest provider waited behind every dead pick). Within one answer the
+ * providers other peers named before are ranked first, its new picks after
+ * (src/wire/dht-providers.ts tells them in that order): a provider two peers
+ * vouch for goes ahead of those only one does.
  */
 import type { PeerId } from '@libp2p/interface'
 

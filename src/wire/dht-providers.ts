@@ -280,8 +280,10 @@ export async function * lookupProviders (dht: KadDHT, self: PeerId, key: CID, op
     const { news, dropped, again } = fresh(list, from)
     const namer = from === undefined || from.equals(self) ? {} : { from }
     if (dropped > 0 && from !== undefined) yield { name: 'over_share', from, providers: dropped }
-    if (news.length > 0) yield { name: 'providers', providers: news, sweep, ...(from === undefined ? {} : { from }) }
+    // those another peer named too first: their fetches rank ahead of this answer's new picks (provider-queue.ts), so
+    // a provider two peers name does not wait behind picks only one of them vouches for
     if (again.length > 0) yield { name: 'also_named', providers: again, ...namer }
+    if (news.length > 0) yield { name: 'providers', providers: news, sweep, ...(from === undefined ? {} : { from }) }
     return news.length
   }
   /** The answers of requests outside the walk, handed on with only providers not named before; how many were new. */
