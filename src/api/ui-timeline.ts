@@ -26,11 +26,30 @@ export function maxEventsOf (v: unknown): number {
 
 const key = (runId: string, seq: number | null): string => `${runId} ${seq ?? ''}`
 
-/** The newest `max` of `events` (by time, then seq), in the order given. */
+/**
+ * At most `max` of `events`, in the order given: each run's newest by seq,
+ * the runs sharing `max` evenly (a run with fewer events than its share
+ * leaves the rest to the others). Not by the events' `at`: each executor
+ * signs its own clock, so one that signs a time ahead would keep its events
+ * in the cut and push every other run's out; nor by count alone, so a run
+ * of 400 progress events leaves a short run its events.
+ */
 function newest (events: AgentEvent[], max: number): AgentEvent[] {
   if (events.length <= max) return events
-  const byTime = [...events].sort((a, b) => a.at < b.at ? -1 : a.at > b.at ? 1 : a.seq - b.seq)
-  const keep = new Set(byTime.slice(-max))
+  const byRun = new Map<string, AgentEvent[]>()
+  for (const e of events) {
+    const run = byRun.get(e.run_id)
+    if (run === undefined) byRun.set(e.run_id, [e])
+    else run.push(e)
+  }
+  const runs = [...byRun.values()].sort((a, b) => a.length - b.length)
+  const keep = new Set<AgentEvent>()
+  let left = max
+  for (const [i, run] of runs.entries()) {
+    const share = Math.min(run.length, Math.floor(left / (runs.length - i)))
+    for (const e of [...run].sort((a, b) => b.seq - a.seq).slice(0, share)) keep.add(e)
+    left -= share
+  }
   return events.filter(e => keep.has(e))
 }
 
