@@ -23,10 +23,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import {
-  UI_ASSET_MAX_BYTES, UI_PEER_PROTOCOL_CHARS_MAX, UI_PEER_PROTOCOLS_MAX, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS,
+  UI_ASSET_MAX_BYTES, UI_PEER_PROTOCOL_CHARS_MAX, UI_PEER_PROTOCOLS_MAX, UI_PEER_TRANSPORT_CHARS_MAX, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS,
   UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT, UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, UI_SESSION_STREAMS_CHECK_MS, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
+import { connectionFacts } from '../wire/connection-facts.ts'
 import { HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostIsOwn } from './own-host.ts'
@@ -328,14 +329,8 @@ export class UiRoutes {
     const peers = await Promise.all(ids.map(async (id) => {
       const conns = byPeer.get(id) ?? []
       const connections = conns.map(c => {
-        const addr = c.remoteAddr.toString()
-        return {
-          type: connectionType(addr),
-          direction: c.direction,
-          transport: (c.remoteAddr.getComponents().find(p => p.name !== 'ip4' && p.name !== 'ip6' && p.name !== 'dns' && p.name !== 'dns4' && p.name !== 'dns6')?.name ?? 'unknown').slice(0, 32),
-          opened_at: new Date(c.timeline.open).toISOString(),
-          rtt_ms: typeof c.rtt === 'number' && c.rtt >= 0 ? c.rtt : null
-        }
+        const facts = connectionFacts(c)
+        return { ...facts, transport: facts.transport.slice(0, UI_PEER_TRANSPORT_CHARS_MAX) }
       })
       const peerId = conns[0]?.remotePeer
       let protocols: string[] = []
@@ -396,7 +391,3 @@ export function listedProtocols (announced: readonly string[]): string[] {
     .map(p => p.length <= UI_PEER_PROTOCOL_CHARS_MAX ? p : `${p.slice(0, UI_PEER_PROTOCOL_CHARS_MAX - 1)}…`)
 }
 
-/** A connection through a circuit relay is relayed; any other is direct. */
-export function connectionType (remoteAddr: string): 'direct' | 'relayed' {
-  return remoteAddr.includes('/p2p-circuit') ? 'relayed' : 'direct'
-}

@@ -107,3 +107,5 @@ export const UI_TIMELINE_EVENTS_MAX = UI_EVENTS_SHOWN_MAX
 export const UI_PEER_PROTOCOLS_MAX = 64
 /** Characters of a protocol name GET /v1/peers lists, at most (a longer one is cut, ending in "…"). */
 export const UI_PEER_PROTOCOL_CHARS_MAX = 128
+/** Characters of a connection's transport name GET /v1/peers lists, at most. */
+export const UI_PEER_TRANSPORT_CHARS_MAX = 32
