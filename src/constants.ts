@@ -268,18 +268,15 @@ export const EVENT_MAX_BYTES = 48 * 1024
 export const EVENT_SEQ_MAX = 1_000_000_000
 /** Executor public keys kept imported for event verification. */
 export const EVENT_VERIFY_KEY_CACHE_ENTRIES = 4096
-/** Verified event signatures (by signed bytes and signature), so an event synced again is not checked again;
- * per SignatureCache (a node's own, or the process's for callers that pass none). About 100 bytes each. */
+/** Verified event signatures (by signed bytes and signature; per SignatureCache), not checked again. ~100 B each. */
 export const EVENT_VERIFIED_CACHE_ENTRIES = 16_384
 
 // ---- correlated events: gossip, sync, subscriptions (src/events; protocols/events.md) -------
 export const MAX_CORRELATION_TOPICS = 256
 /** gossipsub's per-peer topic budget (bounds topics a peer can make us track). */
 export const GOSSIP_MAX_TOPIC_BYTES_PER_PEER = 512 * 1024
-/**
- * gossipsub charges each topic a peer subscribes to its length plus about 1 KiB, so 512 KiB lets a peer hold
- * ~500 topics: above MAX_CORRELATION_TOPICS (256) of the longest id. test/events-limits.test.ts keeps them in step.
- */
+/** gossipsub charges a topic its length plus ~1 KiB: 512 KiB lets a peer hold ~500 topics, above MAX_CORRELATION_TOPICS
+ * (256) of the longest id. test/events-limits.test.ts keeps them in step. */
 export const GOSSIP_TOPIC_OVERHEAD_BYTES = 1024
 /**
  * gossipsub (v1.2) tells its mesh peers IDONTWANT for a message of at least this many bytes. Each is one frame
@@ -287,6 +284,8 @@ export const GOSSIP_TOPIC_OVERHEAD_BYTES = 1024
  * session 20): the first event of a run (~1.2 KB, its ticket) reached subscribers 26 % sooner without them.
  */
 export const GOSSIP_IDONTWANT_MIN_BYTES = 8 * 1024
+/** A gossip frame read from a peer, at most (gossipsub's default): an IWANT answer is one frame of every message asked. */
+export const GOSSIP_MAX_INBOUND_BYTES = 4 * 1024 * 1024
 export const SYNC_MAX_EVENTS_PER_RESPONSE = 256
 /** A sync response frame carries at most this many bytes of events (below EVENTS_SYNC_MAX_FRAME_BYTES). */
 export const SYNC_MAX_RESPONSE_BYTES = EVENTS_SYNC_MAX_FRAME_BYTES - 64 * 1024

@@ -20,7 +20,7 @@ import type { Libp2p, PeerId, PrivateKey } from '@libp2p/interface'
 import type { Datastore } from 'interface-datastore'
 import {
   CONNECTIONS_HEADROOM, CONNECTIONS_MAX, DHT_ALPHA, DHT_DISJOINT_PATHS, DHT_K, DHT_PROTOCOL, DHT_PROVIDER_VALIDITY_MS,
-  DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, GOSSIP_IDONTWANT_MIN_BYTES, EVENT_MAX_BYTES
+  DHT_REPROVIDE_CHECK_INTERVAL_MS, DHT_REPROVIDE_THRESHOLD_MS, DIAL_TIMEOUT_MS, GOSSIP_MAX_TOPIC_BYTES_PER_PEER, GOSSIP_IDONTWANT_MIN_BYTES, GOSSIP_MAX_INBOUND_BYTES
 } from '../constants.ts'
 import type { Selectors, Validators } from '@libp2p/kad-dht'
 import { networkServices, networkTransports, relayListenAddrs, type NetworkOptions } from './network.ts'
@@ -210,7 +210,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         // per correlation topic a node joins and leaves. The connection budget reads the mesh
         // from gossipsub itself instead (budget.ts).
         tagMeshPeers: false,
-        maxInboundDataLength: EVENT_MAX_BYTES + 1024,
+        maxInboundDataLength: GOSSIP_MAX_INBOUND_BYTES,
         maxTopicBytesPerPeer: GOSSIP_MAX_TOPIC_BYTES_PER_PEER,
         idontwantMinDataSize: GOSSIP_IDONTWANT_MIN_BYTES,
         // Deliberate: many nodes share one IP in local meshes and simulations; the default
