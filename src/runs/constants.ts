@@ -137,3 +137,15 @@ export const TRACESTATE_MAX_MEMBERS = 32
  * goes first. About 200 bytes each.
  */
 export const RUN_TRACES_REMEMBERED_MAX = 4_096
+
+/**
+ * The earlier turns a turn's handler is shown (`ctx.conversation.turns`, a
+ * sidecar's work item), as JSON, at most: the newest that fit together,
+ * oldest first, and the turns before them are left out (their `turn`
+ * numbers say how many). Without it a turn held every earlier turn of its
+ * conversation (up to CONTEXT_MAX_TURNS, each with an input of up to
+ * RUN_INPUT_MAX_BYTES, far more once parsed) for as long as it ran. One
+ * turn's input and output (within an event payload) fit, so the turn just
+ * before is always shown.
+ */
+export const CONTEXT_CONVERSATION_MAX_BYTES = 64 * 1024

@@ -16,6 +16,7 @@ import { isTerminal, type Run } from '../runlog/types.ts'
 import { readJson } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { assertPayloadValueDepth, type WireDelegate } from './messages.ts'
+import { CONTEXT_CONVERSATION_MAX_BYTES } from './constants.ts'
 import type { RunStore } from './store.ts'
 import type { Conversation, TurnView } from './types.ts'
 
@@ -51,6 +52,11 @@ export function contextEntry (record: ContextRecord): { key: Key, value: Uint8Ar
 /** The context a run is a turn of: its own record's, or (a first turn delegated without one) its run id. */
 export function contextIdOf (run: Run): string {
   return run.context_id ?? run.run_id
+}
+
+/** True when `run` is a turn of the conversation `rec` keeps. */
+function listsRun (rec: ContextRecord, run: Run): boolean {
+  return rec.correlation_id === run.correlation_id && rec.turns.includes(run.run_id)
 }
 
 export class Contexts {
@@ -132,28 +138,52 @@ export class Contexts {
    * oldest first, and the saved context. `fresh`: the run was just created,
    * and without continue_run or context_id it is the first turn of a
    * conversation of its own, named by its run id: nothing earlier, nothing
-   * saved yet, so there is no record to read.
+   * saved yet, so there is no record to read. The earlier turns shown are the
+   * newest that fit in CONTEXT_CONVERSATION_MAX_BYTES of JSON together (read
+   * newest first, one at a time): the older ones are left out, and the first
+   * shown turn's number says how many.
    */
   async conversation (run: Run, fresh = false): Promise<Conversation> {
-    const rec = fresh && run.context_id === undefined ? undefined : await this.get(run.delegator, contextIdOf(run))
+    const rec = fresh && run.context_id === undefined ? undefined : await this.ownRecord(run)
     const ids = rec?.turns ?? [run.run_id]
-    const at = ids.indexOf(run.run_id)
+    const earlier = ids.slice(0, Math.max(0, ids.indexOf(run.run_id)))
     const turns: TurnView[] = []
-    for (const [i, id] of (at < 0 ? ids : ids.slice(0, at)).entries()) {
-      const r = await this.store.get(id)
-      if (r === undefined) continue
-      const started = await this.store.log.get(id, 1)
-      const input = started?.payload.input
-      turns.push({
-        run_id: id,
-        turn: i + 1,
-        input: typeof input === 'object' && input !== null && !Array.isArray(input) ? input as Record<string, unknown> : {},
-        state: r.state,
-        output: r.output,
-        failure: r.failure
-      })
+    let bytes = 0
+    for (let i = earlier.length - 1; i >= 0; i--) {
+      const view = await this.turnView(earlier[i] ?? '', i + 1)
+      if (view === undefined) continue
+      bytes += Buffer.byteLength(JSON.stringify(view))
+      if (bytes > CONTEXT_CONVERSATION_MAX_BYTES) break
+      turns.push(view)
     }
-    return { context_id: contextIdOf(run), turn: run.turn ?? 1, previous_turn: run.previous_turn ?? null, turns, saved: rec?.saved ?? null }
+    return { context_id: contextIdOf(run), turn: run.turn ?? 1, previous_turn: run.previous_turn ?? null, turns: turns.reverse(), saved: rec?.saved ?? null }
+  }
+
+  /** An earlier turn as its next turns see it (undefined: its run is not in the store). */
+  private async turnView (id: string, turn: number): Promise<TurnView | undefined> {
+    const r = await this.store.get(id)
+    if (r === undefined) return undefined
+    const started = await this.store.log.get(id, 1)
+    const input = started?.payload.input
+    return {
+      run_id: id,
+      turn,
+      input: typeof input === 'object' && input !== null && !Array.isArray(input) ? input as Record<string, unknown> : {},
+      state: r.state,
+      output: r.output,
+      failure: r.failure
+    }
+  }
+
+  /**
+   * The record of the conversation `run` is a turn of, if it lists the run. A
+   * record of that name that does not is another conversation's: a run whose
+   * id its ticket's issuer (a delegator, a handoff's sender) chose to be the
+   * name of a context of the same delegator. Such a run never reads it.
+   */
+  private async ownRecord (run: Run): Promise<ContextRecord | undefined> {
+    const rec = await this.get(run.delegator, contextIdOf(run))
+    return rec !== undefined && listsRun(rec, run) ? rec : undefined
   }
 
   /**
@@ -173,7 +203,12 @@ export class Contexts {
     const id = contextIdOf(run)
     await this.locks.run(`${run.delegator}\n${id}`, async () => {
       const now = new Date().toISOString()
-      const rec = await this.get(run.delegator, id) ??
+      const found = await this.get(run.delegator, id)
+      // another conversation's record under the run's name (ownRecord): its memory is not this run's to write
+      if (found !== undefined && !listsRun(found, run)) {
+        throw new InvalidRequestError(`context ${id} is another conversation's: run ${run.run_id} is no turn of it, and cannot save into it`, { reason: 'context_taken' })
+      }
+      const rec = found ??
         { context_id: id, delegator: run.delegator, correlation_id: run.correlation_id, turns: [run.run_id], saved: null, updated_at: now }
       const { key, value } = contextEntry({ ...rec, saved, updated_at: now })
       await this.ds.put(key, value)
