@@ -163,12 +163,13 @@ export class NodeMetrics {
       const s = relayGuardStats(node.host)
       return { dropped: s.dropped, refused_per_network: s.refusedPerNetwork }
     })
-    figures('aap_relay_client', 'This node\'s relay client since start (src/wire/relay-client.ts): relay discovery lookups and those that failed, the wait before the next one (ms) and its restarts, reservations made, renewed, failed and lost, relays not asked (reached only over a relay, or past the bound on relays that dialed this node), relays asked again after a lost reservation, relay-named addresses not taken or forgotten, and addresses the announce filter held back at its last call', (node) => {
+    figures('aap_relay_client', 'This node\'s relay client since start (src/wire/relay-client.ts): relay discovery lookups and those that failed, the wait before the next one (ms) and its restarts, reservations made, renewed, failed and lost, relays not asked (reached only over a relay, or past the bound on relays that dialed this node), relays asked again after a lost reservation, relay-named addresses not taken or forgotten, addresses the announce filter held back at its last call, and relays not listened on because a peer opened a STOP stream without a reservation there (not one the operator configured)', (node) => {
       const s = relayClientStats(node.host)
       return {
         lookups: s.lookups, lookup_failures: s.lookupFailures, backoff_ms: s.backoffMs, backoff_resets: s.backoffResets,
         reservations: s.reservations, renewals: s.renewals, reservations_failed: s.reservationsFailed, reservations_removed: s.reservationsRemoved,
-        candidates_refused: s.candidatesRefused, reasked: s.reasked, addrs_dropped: s.addrsDropped, addrs_forgotten: s.addrsForgotten, announce_held_back: s.announceHeldBack
+        candidates_refused: s.candidatesRefused, reasked: s.reasked, addrs_dropped: s.addrsDropped, addrs_forgotten: s.addrsForgotten, announce_held_back: s.announceHeldBack,
+        stop_listens_refused: s.stopListensRefused
       }
     })
     figures('aap_a2a_gateway', 'The inbound A2A server\'s hold on the runs of its tasks, all its agents together since start (src/a2a/task-runs.ts): watches of tasks waiting for input dropped (past A2A_INPUT_WATCHES_MAX, or for a new task\'s run), run events that could not be saved to their task, watches that could not start, subscriptions tried again because the run\'s correlation was busy on this node, and runs left unfollowed after A2A_BUSY_RETRIES_MAX such tries (their tasks brought up to date when read); absent while no A2A server ran', (node) => {

@@ -41,8 +41,12 @@
  *
  * Addresses the operator configured (bootstrap addresses, --announce) are
  * always allowed, DNS names among them: `allowConfigured` records them.
- * Other addresses (public IPs, /memory, a bare /p2p) are allowed. The first
- * IP of an address is the one judged: for a relay address, the relay's. An
+ * Other addresses (public IPs, /memory, a bare /p2p) are allowed. Every
+ * host an address names is judged, and all must pass: its IPs and DNS names
+ * (for a relay address, the relay's), and a /tls/sni value, which
+ * @libp2p/websockets dials in place of the IP before it
+ * (/ip4/203.0.113.9/tcp/4001/tls/sni/127.0.0.1/ws dialed wss://127.0.0.1:4001,
+ * found by a review); an sni name that is no IP is judged as a /dns one. An
  * IPv6 address that stands for an IPv4 one is judged as that IPv4 address:
  * IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::/96, and the local-use
  * 64:ff9b:1::/48 in its /96 form), since a NAT64 gateway on this node's
@@ -144,14 +148,39 @@ const DNS_PROTOCOLS = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
 /** Names kept from no peer: each TXT entry is followed (see above). */
 const REFUSED_FROM_PEERS = new Set(['dnsaddr', 'unix'])
 
-/** The first IP or DNS component of an address, with the port after it (undefined: neither, e.g. /memory). */
-function hostOf (ma: Multiaddr): { proto: string, host: string, port: string } | undefined {
-  const parts = ma.getComponents()
-  const i = parts.findIndex(c => c.name === 'ip4' || c.name === 'ip6' || c.name === 'unix' || DNS_PROTOCOLS.has(c.name))
+interface Host { proto: string, host: string, port: string }
+
+/** The host component at `i` with its port: the one after it, or for a /tls/sni name the TCP port before it (the one a WebSocket dials). */
+function hostAt (parts: ReturnType<Multiaddr['getComponents']>, i: number): Host | undefined {
   const c = parts[i]
   if (c === undefined) return undefined
   const next = parts[i + 1]
-  return { proto: c.name, host: (c.value ?? '').toLowerCase(), port: next?.name === 'tcp' || next?.name === 'udp' ? next.value ?? '' : '' }
+  const prev = c.name === 'sni' ? parts.slice(0, i).reverse().find(p => p.name === 'tcp' || p.name === 'udp') : undefined
+  const port = prev?.value ?? (next?.name === 'tcp' || next?.name === 'udp' ? next.value ?? '' : '')
+  return { proto: c.name, host: (c.value ?? '').toLowerCase(), port }
+}
+
+const HOST_PROTOCOLS = new Set(['ip4', 'ip6', 'unix', 'sni', ...DNS_PROTOCOLS])
+
+/** The first IP or DNS component of an address, with the port after it (undefined: neither, e.g. /memory). */
+function hostOf (ma: Multiaddr): Host | undefined {
+  const parts = ma.getComponents()
+  return hostAt(parts, parts.findIndex(c => c.name !== 'sni' && HOST_PROTOCOLS.has(c.name)))
+}
+
+/**
+ * Every component of an address that names a host a transport may connect
+ * to: its IPs and DNS names, and a /tls/sni name, which @libp2p/websockets
+ * dials instead of the IP before it (multiaddr-to-uri builds wss://<sni>).
+ */
+function hostsOf (ma: Multiaddr): Host[] {
+  const parts = ma.getComponents()
+  const out: Host[] = []
+  parts.forEach((c, i) => {
+    const h = HOST_PROTOCOLS.has(c.name) ? hostAt(parts, i) : undefined
+    if (h !== undefined) out.push(h)
+  })
+  return out
 }
 
 export interface SelfAddresses {
@@ -203,8 +232,7 @@ export class AddressFilter {
   allowConfigured (addrs: Array<string | Multiaddr>): void {
     for (const a of addrs) {
       const ma = typeof a === 'string' ? safeMultiaddr(a) : a
-      const h = ma === undefined ? undefined : hostOf(ma)
-      if (h !== undefined) this.configured.add(`${h.host}/${h.port}`)
+      for (const h of ma === undefined ? [] : hostsOf(ma)) this.configured.add(`${h.host}/${h.port}`)
     }
   }
 
@@ -222,11 +250,14 @@ export class AddressFilter {
    * changes its answer in between is not caught.)
    */
   mayDial (ma: Multiaddr): boolean | Promise<boolean> {
-    const h = hostOf(ma)
-    if (h === undefined || this.isConfigured(h)) return true
-    if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
-    if (DNS_PROTOCOLS.has(h.proto)) return this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0)
-    return this.ipOk(h.host, true)
+    const lookups: Array<Promise<boolean>> = []
+    for (const h of hostsOf(ma)) {
+      if (this.isConfigured(h)) continue
+      if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
+      if (isName(h)) lookups.push(this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0))
+      else if (!this.ipOk(h.host, true)) return false
+    }
+    return lookups.length === 0 ? true : Promise.all(lookups).then(ok => ok.every(Boolean))
   }
 
   private async nameOk (name: string, family: 0 | 4 | 6): Promise<boolean> {
@@ -247,11 +278,12 @@ export class AddressFilter {
   /** Whether `ma`, named by a peer for `peer` (undefined: another peer than this node), may be kept (peer store, DHT answers). */
   mayKeep (peer: PeerId | undefined, ma: Multiaddr): boolean {
     if (peer !== undefined && peer.toString() === this.self) return true
-    const h = hostOf(ma)
-    if (h === undefined || this.isConfigured(h)) return true
-    if (REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
-    if (DNS_PROTOCOLS.has(h.proto)) return true
-    return this.ipOk(h.host, false)
+    for (const h of hostsOf(ma)) {
+      if (this.isConfigured(h)) continue
+      if (REFUSED_FROM_PEERS.has(h.proto)) return this.refuse()
+      if (!isName(h) && !this.ipOk(h.host, false)) return false
+    }
+    return true
   }
 
   private refuse (): false {
@@ -265,6 +297,11 @@ export class AddressFilter {
     if (!ok) this.refused++
     return ok
   }
+}
+
+/** A DNS name to look up before a dial: a /dns, /dns4, /dns6 component, or a /tls/sni value that is no IP. */
+function isName (h: Host): boolean {
+  return DNS_PROTOCOLS.has(h.proto) || (h.proto === 'sni' && isIP(h.host) === 0)
 }
 
 function safeMultiaddr (a: string): Multiaddr | undefined {

@@ -3,14 +3,20 @@
  * announces (AutoNAT verifies public ones; --announce asserts them; relay
  * reservations add /p2p-circuit ones), and the relay server's `auto` mode:
  * the hop protocol is served only while the node has a verified public
- * address, so private nodes never offer relay slots nobody can reach.
+ * address, so private nodes never offer relay slots nobody can reach. When
+ * it stops serving, the reservations it granted go with it: libp2p's relay
+ * kept them for their TTL (and budget.ts kept their holders' connections),
+ * so holders announced circuit addresses through a relay that refused to
+ * carry them for up to an hour (found by a review). Their direct connections
+ * to this node are closed, which makes their relay clients drop this relay
+ * and look for another (circuit relay v2 has no message to revoke a slot).
  */
 import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
 import { isPrivate } from '@libp2p/utils'
 import { Circuit } from '@multiformats/multiaddr-matcher'
-import type { Connection, Libp2p, StreamHandler } from '@libp2p/interface'
+import type { Connection, Libp2p, PeerId, StreamHandler } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
-import { RELAY_SERVICE, type RelayServerMode } from './network.ts'
+import { RELAY_SERVICE, relayServiceOf, type RelayServerMode } from './network.ts'
 import { RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_STOP_STREAMS } from './network-constants.ts'
 import { relayClientStats } from './host.ts'
 import type { RelayClientStats } from './relay-client.ts'
@@ -117,6 +123,25 @@ export class Reachability {
     for (const l of this.listeners) l({ ...next })
   }
 
+  /** Serving stopped: the reservations granted go, and their holders' direct connections close (module comment). */
+  private async dropReservations (): Promise<void> {
+    const store = relayServiceOf(this.host)?.reservations
+    if (store === undefined || store.size === 0) return
+    const holders: PeerId[] = []
+    for (const [peer, held] of store.entries()) {
+      // its timer would otherwise delete the holder's next reservation when this one's TTL ends (relay-guard.ts)
+      held.signal.clear()
+      holders.push(peer)
+    }
+    store.clear()
+    const conns = holders.flatMap(peer => this.host.getConnections(peer)).filter(c => !Circuit.matches(c.remoteAddr))
+    this.log.info({ reservations: holders.length, connections: conns.length }, 'relay serving stopped: reservations dropped, their holders\' connections closed')
+    await Promise.all(conns.map(async c => c.close().catch((err: unknown) => {
+      this.log.warn({ err: err instanceof Error ? err.message : String(err), peer: c.remotePeer.toString() }, 'a relay reservation holder\'s connection did not close cleanly; aborted')
+      c.abort(err instanceof Error ? err : new Error(String(err)))
+    })))
+  }
+
   private async serve (on: boolean): Promise<void> {
     const svc = this.relayService()
     if (svc === undefined) return
@@ -131,6 +156,7 @@ export class Reachability {
         })
       } else {
         await this.host.unhandle(RELAY_V2_HOP_CODEC)
+        await this.dropReservations()
       }
       this.serving = on
     } catch (err) {

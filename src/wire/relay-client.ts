@@ -7,7 +7,7 @@
  *   back for as long as the node holds fewer reservations than it wants:
  *   with one relay in reach that was over 200 lookups a second, forever, and
  *   a relay that closed each connection on open was dialed as often. Here
- *   the transport gets a walk of its own (PacedWalk) that waits between
+ *   the transport gets a walk of its own (PacedWalk, relay-walk.ts) that waits between
  *   lookups, from RELAY_DISCOVERY_BACKOFF_MIN_MS doubling to
  *   RELAY_DISCOVERY_BACKOFF_MAX_MS, and starts over when the node makes a
  *   new reservation, loses one, or meets a relay it had not seen;
@@ -25,19 +25,26 @@
  *   wait their turn);
  * - never asks a relay again once a renewal failed, though the connection
  *   to it stays open. Here it does, after the discovery's current wait (at
- *   most RELAY_REASK_DELAY_MAX_MS).
+ *   most RELAY_REASK_DELAY_MAX_MS);
+ * - listens on any peer that opens a circuit STOP stream to the node without
+ *   a reservation there: a 'configured' reservation, which the store does
+ *   not bound, made even with the relay client off (25 peers made a node
+ *   announce 100 circuit addresses, too many for identify; found by a
+ *   review). Here the node listens only on relays the operator configured;
+ *   the relayed connection itself is still taken.
  *
  * What it refused and what failed is counted (RelayClientStats).
  */
 import { circuitRelayTransport, RELAY_V2_HOP_CODEC, type CircuitRelayTransportComponents, type CircuitRelayTransportInit } from '@libp2p/circuit-relay-v2'
-import { KEEP_ALIVE, type AbortOptions, type Connection, type Logger, type PeerId, type PeerInfo, type Transport } from '@libp2p/interface'
+import { KEEP_ALIVE, type Connection, type Logger, type PeerId, type Transport } from '@libp2p/interface'
 import { getNetConfig, isNetworkAddress } from '@libp2p/utils'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { Circuit } from '@multiformats/multiaddr-matcher'
 import {
-  RELAY_ADDRS_PER_RESERVATION_MAX, RELAY_CANDIDATES_SEEN_MAX, RELAY_DISCOVERY_BACKOFF_MAX_MS, RELAY_DISCOVERY_BACKOFF_MIN_MS,
+  RELAY_ADDRS_PER_RESERVATION_MAX, RELAY_CANDIDATES_SEEN_MAX, RELAY_DISCOVERY_BACKOFF_MIN_MS,
   RELAY_INBOUND_CANDIDATES_MAX, RELAY_REASK_DELAY_MAX_MS
 } from './network-constants.ts'
+import { PacedWalk, type PeerRoutingLike } from './relay-walk.ts'
 
 /** The peer-store tag the reservation store keeps a relay's connection open with (libp2p's KEEP_ALIVE_TAG, not exported). */
 const RELAY_KEEP_ALIVE_TAG = `${KEEP_ALIVE}-circuit-relay`
@@ -69,16 +76,11 @@ export interface RelayClientStats {
   addrsForgotten: number
   /** Circuit addresses the announce filter held back at its last call (past RELAY_ADDRS_PER_RESERVATION_MAX per relay, or not kept). */
   announceHeldBack: number
+  /** Relays not listened on (no slot reserved) that libp2p would have: a peer that opened a STOP stream without the node holding a reservation there, not one the operator configured. */
+  stopListensRefused: number
 }
 
 type Components = CircuitRelayTransportComponents
-
-/** A libp2p random walk: what the relay transport's discovery asks for peers. */
-type RandomWalk = Components['randomWalk']
-
-interface PeerRoutingLike {
-  getClosestPeers: (key: Uint8Array, options?: AbortOptions) => AsyncIterable<PeerInfo>
-}
 
 interface ReservationDetails { connection: string, reservation: { addrs: Uint8Array[] } }
 
@@ -121,66 +123,6 @@ export function addressKey (ma: Multiaddr): string {
 }
 
 /**
- * The random walk of the relay transport: one DHT lookup for a random key
- * at a time, each after a wait that doubles from RELAY_DISCOVERY_BACKOFF_MIN_MS
- * to RELAY_DISCOVERY_BACKOFF_MAX_MS; `reset` makes the next one run at once.
- * A lookup that fails is counted and the walk goes on (libp2p's ends the
- * relay search for good on one error).
- */
-export class PacedWalk implements RandomWalk {
-  private readonly routing: () => PeerRoutingLike
-  private readonly stats: RelayClientStats
-  private readonly log: (msg: string, err: unknown) => void
-  private wake?: () => void
-
-  constructor (routing: () => PeerRoutingLike, stats: RelayClientStats, log: (msg: string, err: unknown) => void) {
-    this.routing = routing
-    this.stats = stats
-    this.log = log
-  }
-
-  reset (): void {
-    this.stats.backoffMs = 0
-    this.stats.backoffResets++
-    this.wake?.()
-  }
-
-  async * walk (options?: AbortOptions): AsyncGenerator<PeerInfo> {
-    const signal = options?.signal ?? new AbortController().signal
-    while (!signal.aborted) {
-      await this.pause(signal)
-      if (signal.aborted) return
-      const wait = this.stats.backoffMs
-      this.stats.backoffMs = wait === 0 ? RELAY_DISCOVERY_BACKOFF_MIN_MS : Math.min(wait * 2, RELAY_DISCOVERY_BACKOFF_MAX_MS)
-      this.stats.lookups++
-      try {
-        for await (const peer of this.routing().getClosestPeers(crypto.getRandomValues(new Uint8Array(32)), { signal })) yield peer
-      } catch (err) {
-        if (signal.aborted) return
-        this.stats.lookupFailures++
-        this.log('a relay discovery lookup failed', err)
-      }
-    }
-  }
-
-  /** The current wait, cut short by `reset` or the signal. */
-  private async pause (signal: AbortSignal): Promise<void> {
-    if (this.stats.backoffMs === 0) return
-    await new Promise<void>(resolve => {
-      const done = (): void => {
-        clearTimeout(timer)
-        signal.removeEventListener('abort', done)
-        if (this.wake === done) this.wake = undefined
-        resolve()
-      }
-      const timer = setTimeout(done, this.stats.backoffMs)
-      signal.addEventListener('abort', done)
-      this.wake = done
-    })
-  }
-}
-
-/**
  * libp2p's keys of this node's direct addresses. Its circuit addresses are
  * left out: one shares its key with the relay address it was made of, so a
  * renewal that names the same addresses would collide with itself.
@@ -216,7 +158,7 @@ interface AddressPlan {
 /** A relay client's counters before it has done anything: what a host without one reports. */
 export const NO_RELAY_CLIENT_STATS: Readonly<RelayClientStats> = Object.freeze({
   lookups: 0, lookupFailures: 0, backoffMs: 0, backoffResets: 0, reservations: 0, renewals: 0, reservationsFailed: 0, reservationsRemoved: 0,
-  candidatesRefused: 0, reasked: 0, addrsDropped: 0, addrsForgotten: 0, announceHeldBack: 0
+  candidatesRefused: 0, reasked: 0, addrsDropped: 0, addrsForgotten: 0, announceHeldBack: 0, stopListensRefused: 0
 })
 
 export class RelayClient {
@@ -246,8 +188,10 @@ export class RelayClient {
       const walk = this.walk = new PacedWalk(() => Reflect.get(components, 'peerRouting') as PeerRoutingLike, this.stats, (msg, err) => { logger.error('%s - %e', msg, err) })
       let store: ReservationStoreLike | undefined
       const peerStore = this.keepAliveCheck(components, () => store)
+      const transportManager = this.operatorRelaysOnly(components, logger)
+      const replaced: Partial<Record<string | symbol, unknown>> = { randomWalk: walk, peerStore, transportManager }
       const transport = factory(new Proxy(components, {
-        get: (target, prop) => prop === 'randomWalk' ? walk : prop === 'peerStore' ? peerStore : Reflect.get(target, prop)
+        get: (target, prop) => replaced[prop] ?? Reflect.get(target, prop)
       }))
       store = reservationStoreOf(transport)
       if (store === undefined) {
@@ -265,6 +209,32 @@ export class RelayClient {
       })
       return transport
     }
+  }
+
+  /**
+   * The transport manager as the relay transport sees it: its listen takes
+   * no circuit address but those the operator configured (the node's listen
+   * addresses). The transport calls it only for a peer that opened a STOP
+   * stream without the node holding a reservation on it (module comment).
+   */
+  private operatorRelaysOnly (components: Components, logger: Logger): Components['transportManager'] {
+    const manager = components.transportManager
+    const listen: Components['transportManager']['listen'] = async (addrs) => {
+      const configured = components.addressManager.getListenAddrs()
+      const ok = addrs.filter(a => !a.getComponents().some(c => c.name === 'p2p-circuit') || configured.some(c => c.equals(a)))
+      if (ok.length < addrs.length) {
+        this.stats.stopListensRefused += addrs.length - ok.length
+        logger('not listening on a relay the operator did not configure: %s', addrs.filter(a => !ok.includes(a)).join(' '))
+      }
+      if (ok.length > 0) await manager.listen(ok)
+    }
+    return new Proxy(manager, {
+      get: (target, prop) => {
+        if (prop === 'listen') return listen
+        const v: unknown = Reflect.get(target, prop)
+        return typeof v === 'function' ? v.bind(target) : v
+      }
+    })
   }
 
   /**
