@@ -62,3 +62,20 @@ describe('the timeline cut of a task whose runs have more events than the view d
     expect(held.findIndex(e => e.run_id === 'run-b')).toBe(count('run-a'))
   })
 })
+
+describe('the timeline of a task with many blocked runs', () => {
+  it('keeps each blocked run\'s last checkpoint however old its block, and no older one the cut does not hold', async () => {
+    const RUNS = 64
+    const BLOCKS = 8
+    const checkpoints: CorrelationReplay['checkpoints'] = []
+    for (let i = 0; i < RUNS; i++) {
+      for (let k = 0; k < BLOCKS; k++) {
+        checkpoints.push({ run_id: `run-${i}`, checkpoint_id: `cp-${k}`, reason: `r${k}`, blocked_seq: 2 + 2 * k, blocked_at: '', blocked_by: 'x', resumed_seq: k === BLOCKS - 1 ? null : 3 + 2 * k, resumed_at: null, resolved_by: null, resolution: null, attested: null } as unknown as CorrelationReplay['checkpoints'][number])
+      }
+    }
+    const runs = Array.from({ length: RUNS }, (_, i) => ({ run_id: `run-${i}`, state: i % 2 === 0 ? 'blocked' : 'running', events: [] }) as unknown as CorrelationReplay['runs'][number])
+    const answer = await timelineAnswer({ ...replayOf([]), runs, checkpoints }, UI_TIMELINE_EVENTS_MAX) as { replay: { checkpoints: Array<{ run_id: string, checkpoint_id: string }> } }
+    expect(answer.replay.checkpoints.map(c => `${c.run_id}/${c.checkpoint_id}`)).toEqual(
+      Array.from({ length: RUNS / 2 }, (_, i) => `run-${2 * i}/cp-${BLOCKS - 1}`))
+  })
+})

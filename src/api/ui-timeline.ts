@@ -12,7 +12,7 @@
  */
 import { setImmediate } from 'node:timers/promises'
 import { InvalidRequestError } from '../errors.ts'
-import type { CorrelationReplay } from '../events/replay.ts'
+import type { CheckpointRecord, CorrelationReplay } from '../events/replay.ts'
 import { checkChain, verifyEventSync, type SignatureCache } from '../runlog/event.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { UI_TIMELINE_EVENTS_MAX, UI_VERDICTS_PER_TURN } from '../ui/constants.ts'
@@ -73,10 +73,10 @@ export async function timelineAnswer (r: CorrelationReplay, max: number, signatu
     }
   })
   // a blocked run's last checkpoint is kept however old its block: the view answers it
-  const lastOfBlocked = new Set(r.runs.filter(run => run.state === 'blocked').map(run => {
-    const cps = r.checkpoints.filter(c => c.run_id === run.run_id)
-    return cps.at(-1)
-  }))
+  // (one pass: a filter of every checkpoint per blocked run took a second for 1024 runs of 32 blocks each)
+  const lastOf = new Map<string, CheckpointRecord>()
+  for (const c of r.checkpoints) lastOf.set(c.run_id, c)
+  const lastOfBlocked = new Set(r.runs.filter(run => run.state === 'blocked').map(run => lastOf.get(run.run_id)))
   const checkpoints = r.checkpoints
     .filter(c => lastOfBlocked.has(c) || held.has(key(c.run_id, c.blocked_seq)) || held.has(key(c.run_id, c.resumed_seq)))
     .map(c => ({
