@@ -41,6 +41,10 @@ describe('text from the network in text output', () => {
       else if (path.startsWith('/v1/card')) json(200, { agent_id: 'agent-b', card: CARD, webhook: null, serving: [] })
       else if (path.startsWith('/v1/runs/run-1/cancel')) json(502, { error: { code: 'INTERNAL', message: `the executor said: ${EVIL}` } })
       else if (path.startsWith('/v1/runs/')) json(200, { run: RUN })
+      else if (path === '/v1/runs' || path.startsWith('/v1/runs?')) json(200, { executing: [RUN], delegated: [], next_cursor: EVIL, counts: null })
+      else if (path === '/v1/artifacts' || path.startsWith('/v1/artifacts?')) {
+        json(200, { artifacts: [{ artifact: EVIL, size: 1, pinned: true, last_used: EVIL }], next_cursor: EVIL, used_bytes: 1, max_bytes: 2, count: 1, max_count: 2 })
+      }
       else if (path.includes('/replay')) json(200, { correlation_id: 't1', runs: [], events: [EVENT], transitions: [{ kind: 'block', at: EVENT.at, run_id: 'run-1', checkpoint_id: 'c1', reason: EVIL }], forks: [], unreached: [] })
       else if (path.includes('/stream')) {
         res.writeHead(200, { 'content-type': 'text/event-stream' })
@@ -55,7 +59,7 @@ describe('text from the network in text output', () => {
 
   const api = (): string[] => ['--api-url', url, '--token', 'x']
 
-  for (const args of [['discover', '--capability', 'cap:x'], ['card', 'show'], ['runs', 'show', 'run-1'], ['replay', 't1'], ['events', 't1'], ['events', 't1', '--follow', '--until', 'run.blocked']]) {
+  for (const args of [['discover', '--capability', 'cap:x'], ['card', 'show'], ['runs', 'show', 'run-1'], ['replay', 't1'], ['events', 't1'], ['events', 't1', '--follow', '--until', 'run.blocked'], ['runs', 'list'], ['artifact', 'ls']]) {
     it(`${args.join(' ')}: no raw control reaches stdout, and a peer's line break forges no line`, async () => {
       const r = await cli([...args, ...api()])
       expect(r.code, r.stderr).toBe(0)

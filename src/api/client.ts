@@ -281,22 +281,53 @@ export class ApiClient {
   /**
    * POST a byte stream to `path` (sent as it is read, never whole in memory)
    * and return the JSON answer. The request has no overall timeout: a large
-   * upload takes what it takes; `signal` ends it.
+   * upload takes what it takes; `signal` ends it. A connection with nothing
+   * sent or received for the client's timeout (a node that took the body and
+   * never answers) fails with the TIMEOUT ApiError, as a late call does.
    */
   async upload<T> (path: string, body: AsyncIterable<Uint8Array>, contentType: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<T> {
     const res = await this.send(path + queryString(query), body, contentType, signal)
     return jsonAnswer<T>(res, this.url)
   }
 
-  /** GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte. */
+  /**
+   * GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte.
+   * No overall timeout (a large artifact takes what it takes), but a wait for the head or the next piece of the body
+   * longer than the client's timeout fails with the TIMEOUT ApiError.
+   */
   async download (path: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<{ size: number | undefined, contentType: string | null, body: ReadableStream<Uint8Array> }> {
+    const idle = new SilenceWatch(this.timeoutMs)
+    const bounded = signal === undefined ? idle.signal : AbortSignal.any([signal, idle.signal])
+    idle.arm()
     const { res, body } = await this.againAfterRestart(async () => {
-      const answer = await this.fetch('GET', path + queryString(query), undefined, signal, { accept: 'application/octet-stream' })
-      if (!answer.ok || answer.body === null) throw errorOf(answer.status, await parsedBody(answer, this.url))
+      const answer = await this.fetch('GET', path + queryString(query), undefined, bounded, { accept: 'application/octet-stream' })
+      if (!answer.ok || answer.body === null) throw errorOf(answer.status, await parsedBody(answer, this.url, bounded))
       return { res: answer, body: answer.body }
-    })
+    }).finally(() => { idle.disarm() })
     const length = res.headers.get('content-length')
-    return { size: length === null ? undefined : Number(length), contentType: res.headers.get('content-type'), body }
+    return { size: length === null ? undefined : Number(length), contentType: res.headers.get('content-type'), body: this.watched(body, idle, path) }
+  }
+
+  /** `body`, each read of it bounded by `idle`: a node silent past it fails the read with the TIMEOUT ApiError. */
+  private watched (body: ReadableStream<Uint8Array>, idle: SilenceWatch, path: string): ReadableStream<Uint8Array> {
+    const reader = body.getReader()
+    return new ReadableStream<Uint8Array>({
+      pull: async (ctl) => {
+        let chunk: Awaited<ReturnType<typeof reader.read>>
+        try {
+          idle.arm()
+          chunk = await reader.read()
+        } catch (err) {
+          if (idle.signal.aborted) throw new ApiError(504, 'TIMEOUT', `the node sent nothing of GET ${path} for ${idle.ms} ms: is the node frozen?`)
+          throw err
+        } finally {
+          idle.disarm()
+        }
+        if (chunk.done) ctl.close()
+        else ctl.enqueue(chunk.value)
+      },
+      cancel: async (reason) => { await reader.cancel(reason) }
+    })
   }
 
   /**
@@ -310,6 +341,7 @@ export class ApiClient {
     const open = url.protocol === 'https:' ? httpsRequest : httpRequest
     // a body that fails to read (a file gone, a directory) is not the node's fault: it is thrown as it is
     let readFailure: { err: unknown } | undefined
+    let idle = false
     const body = async function * (): AsyncGenerator<Uint8Array> {
       try {
         yield * bytes
@@ -333,12 +365,17 @@ export class ApiClient {
           res.on('end', () => { resolve(new Response(Buffer.concat(parts), { status: res.statusCode ?? 502 })) })
         })
         req.on('error', reject)
+        // nothing sent or received for the client's time (each piece of the body, and of the answer, starts it again)
+        req.setTimeout(this.timeoutMs, () => {
+          idle = true
+          req.destroy(new Error(`nothing sent or received for ${this.timeoutMs} ms`))
+        })
         // an answer may come before the body is all sent (a refusal): the send then ends with the request
         pipeline(Readable.from(body()), req).catch(reject)
       })
     } catch (err) {
       if (readFailure !== undefined) throw readFailure.err
-      if ((signal?.reason as Error | undefined)?.name === 'TimeoutError') throw new ApiError(504, 'TIMEOUT', `the API did not answer POST ${pathAndQuery.split('?')[0] ?? ''} in time`)
+      if (idle || (signal?.reason as Error | undefined)?.name === 'TimeoutError') throw new ApiError(504, 'TIMEOUT', `the API did not answer POST ${pathAndQuery.split('?')[0] ?? ''} in time`)
       if (signal?.aborted === true || err instanceof ApiAnswerBrokenError) throw err
       throw new ApiUnreachableError(this.url, err)
     }
@@ -370,8 +407,8 @@ export class ApiClient {
 }
 
 /** An error answer's body as JSON; undefined when it is not JSON (errorOf then reports the status). */
-async function parsedBody (res: Response, url: string): Promise<unknown> {
-  const text = await boundedText(res, url)
+async function parsedBody (res: Response, url: string, signal?: AbortSignal): Promise<unknown> {
+  const text = await boundedText(res, url, signal)
   try {
     return JSON.parse(text)
   } catch {

@@ -1,28 +1,41 @@
 /**
  * The commands that drive a running node through its local API: card,
  * discover, delegate, send (one turn of a conversation), runs, block,
- * resume, cancel, handoff, events, replay.
+ * resume, cancel, handoff; events and replay (events.ts).
  */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { InvalidArgumentError, type Command } from 'commander'
+import type { Command } from 'commander'
 import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { ApiError, ApiUnreachableError, streamFailure, type ApiClient } from '../api/client.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
-import type { CorrelationReplay } from '../events/replay.ts'
-import { RUN_STATES, type AgentEvent, type Run } from '../runlog/types.ts'
+import { RUN_STATES, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start-args.ts'
-import { cardText, cardsText, eventLine, replayText, runLine, runText } from './format.ts'
-import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, jsonObjectArg, positiveInt, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type Output, type RemoteOptions } from './remote.ts'
+import { cardText, cardsText, runLine, runText } from './format.ts'
+import { collect, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNREACHABLE, idArg, jsonObjectArg, positiveInt, remoteAction, remoteCommand, seg, UnfinishedError, UsageError, type Output, type RemoteOptions } from './remote.ts'
+import { callRun, callShaped, type FieldKind } from './answers.ts'
+import { nonNegativeInt, registerEvents, registerReplay, runEvent } from './events.ts'
+import { printable } from './printable.ts'
 import { onInterrupt } from './signals.ts'
 import { readPages } from './pages.ts'
 
 interface CardState { agent_id: string, card: AgentCard | null, webhook: string | null, serving: CapabilityRef[] }
+const CARD_STATE: Record<string, FieldKind> = { agent_id: 'string', card: 'object|null', webhook: 'string|null', serving: 'array' }
 interface RunResult { run: Run }
+const CARDS: Record<string, FieldKind> = { cards: 'array' }
 
-function nonNegativeInt (value: string): number {
-  if (!/^[0-9]{1,9}$/.test(value)) throw new InvalidArgumentError('a whole number of milliseconds')
-  return Number(value)
+/**
+ * A --since the API takes: its document's pattern for the parameter (RFC
+ * 3339) and an instant Date can read (month 13 matches the pattern).
+ */
+async function sinceArg (since: string): Promise<void> {
+  const { default: doc } = await import('../../protocols/api.openapi.json', { with: { type: 'json' } })
+  const params = doc.paths['/v1/runs'].get.parameters as ReadonlyArray<{ name?: string, schema?: { pattern?: string, maxLength?: number } }>
+  const schema = params.find(p => p.name === 'since')?.schema
+  const fits = schema?.pattern === undefined || new RegExp(schema.pattern).test(since)
+  if (!fits || since.length > (schema?.maxLength ?? Infinity) || Number.isNaN(Date.parse(since))) {
+    throw new UsageError(`--since "${printable(since)}" is not an RFC 3339 instant (e.g. 2026-01-31T12:00:00Z)`)
+  }
 }
 
 /** A capability the user typed; `exact` demands a version. (card.ts is loaded only here: it compiles schemas.) */
@@ -51,7 +64,7 @@ function registerCard (program: Command): void {
 
   remoteCommand(card, 'show', 'show the published card, the webhook and the capabilities served through the API')
     .action(remoteAction(async (client) => {
-      const s = await client.call<CardState>('GET', '/v1/card')
+      const s = await callShaped<CardState>(client, 'GET', '/v1/card', CARD_STATE)
       return { json: s, text: cardText(s.agent_id, s.card, s.webhook, s.serving) }
     }))
 
@@ -67,7 +80,7 @@ function registerCard (program: Command): void {
     .action(remoteAction<RemoteOptions & { card?: string, name?: string, description?: string, capability?: string[], tag?: string[], webhook?: string | false }>(async (client, opts) => {
       let base: CardDraft | undefined
       if (opts.card === undefined) {
-        const current = (await client.call<CardState>('GET', '/v1/card')).card
+        const current = (await callShaped<CardState>(client, 'GET', '/v1/card', CARD_STATE)).card
         if (current !== null) base = { name: current.name, description: current.description, capabilities: current.capabilities, tags: current.tags }
       }
       let draft: CardDraft | undefined
@@ -85,7 +98,7 @@ function registerCard (program: Command): void {
       if (draft === undefined) throw new UsageError('nothing to set: give --card, --name, --description, --capability or --tag')
       const body: Record<string, unknown> = { card: draft }
       if (opts.webhook !== undefined) body.webhook = opts.webhook === false ? null : opts.webhook
-      const s = await client.call<CardState>('PUT', '/v1/card', body)
+      const s = await callShaped<CardState>(client, 'PUT', '/v1/card', CARD_STATE, body)
       return { json: s, text: cardText(s.agent_id, s.card, s.webhook, s.serving) }
     }))
 }
@@ -102,6 +115,7 @@ function registerDiscover (program: Command): void {
     .option('--wait <ms>', 'keep looking for up to this long until something is found (announcements take a moment to spread)', nonNegativeInt)
     .action(remoteAction<RemoteOptions & { capability?: string, tag?: string[], limit?: number, fresh: boolean, includeSelf: boolean, wait?: number }>(async (client, opts) => {
       if (opts.capability === undefined && (opts.tag ?? []).length === 0) throw new UsageError('give --capability and/or --tag')
+      if ((opts.tag ?? []).includes('')) throw new UsageError('--tag must not be empty')
       if (opts.capability !== undefined) await capabilityArg(opts.capability, false)
       const query = {
         capability: opts.capability,
@@ -112,7 +126,7 @@ function registerDiscover (program: Command): void {
       }
       const deadline = Date.now() + (opts.wait ?? 0)
       for (;;) {
-        const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, query)
+        const { cards } = await callShaped<{ cards: AgentCard[] }>(client, 'GET', '/v1/discover', CARDS, undefined, query)
         if (cards.length > 0 || Date.now() >= deadline) return { json: { cards }, text: cardsText(cards) }
         await sleep(CLI_DISCOVER_RETRY_MS)
       }
@@ -146,7 +160,7 @@ function delegateOptions (cmd: Command): Command {
 
 /** The DelegateRequest body the options describe (an earlier turn named by --continue fills in agent, task and capability). */
 async function delegateBody (client: Parameters<Parameters<typeof remoteAction>[0]>[0], opts: DelegateOptions): Promise<Record<string, unknown>> {
-  const earlier = opts.continue === undefined ? undefined : (await client.call<RunResult>('GET', `/v1/runs/${seg(opts.continue)}`)).run
+  const earlier = opts.continue === undefined ? undefined : (await callRun<RunResult>(client, 'GET', `/v1/runs/${seg(opts.continue)}`)).run
   let capability: CapabilityRef
   if (opts.capability !== undefined) {
     const c = await capabilityArg(opts.capability, true)
@@ -160,7 +174,7 @@ async function delegateBody (client: Parameters<Parameters<typeof remoteAction>[
   const input = await jsonObjectArg(opts.input, '--input') ?? {}
   let to = opts.to ?? earlier?.agent_id
   if (to === undefined) {
-    const { cards } = await client.call<{ cards: AgentCard[] }>('GET', '/v1/discover', undefined, { capability: wanted, limit: 1 })
+    const { cards } = await callShaped<{ cards: AgentCard[] }>(client, 'GET', '/v1/discover', CARDS, undefined, { capability: wanted, limit: 1 })
     to = cards[0]?.agent_id
     if (to === undefined) throw new UsageError(`no agent found for ${wanted}; pass --to`)
   }
@@ -181,7 +195,7 @@ async function delegateBody (client: Parameters<Parameters<typeof remoteAction>[
 function registerDelegate (program: Command): void {
   delegateOptions(remoteCommand(program, 'delegate', 'agent.delegate: start a run on another agent; prints the run handle at once'))
     .action(remoteAction<DelegateOptions>(async (client, opts) => {
-      const r = await client.call<RunResult>('POST', '/v1/delegate', await delegateBody(client, opts))
+      const r = await callRun<RunResult>(client, 'POST', '/v1/delegate', await delegateBody(client, opts))
       return runResult(r, `delegated: run ${r.run.run_id} (correlation ${r.run.correlation_id})`)
     }))
 
@@ -209,13 +223,13 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --checkpoint <id
           const failed = streamFailure(ev)
           if (failed !== undefined) throw new UnfinishedError(failed.code, `the node's event stream of ${task} failed: ${failed.message}`, EXIT_UNREACHABLE)
           if (ev.event === 'ready') {
-            created = (await client.call<RunResult>('POST', '/v1/delegate', body)).run
+            created = (await callRun<RunResult>(client, 'POST', '/v1/delegate', body)).run
             current = created.run_id
             known = created
             // a retried idempotency key may answer with a run that ended or blocked already
             if (created.state === 'running') continue
           } else {
-            const e = ev.data as AgentEvent
+            const e = runEvent(client, task, ev)
             if (current === undefined || e.run_id !== current || !(e.type === 'run.completed' || e.type === 'run.failed' || e.type === 'run.blocked')) continue
           }
           const end = await endOfChain(client, current)
@@ -244,7 +258,7 @@ command exits 1 (a blocked run waits for: aap-mesh resume <run> --checkpoint <id
       let run = ended
       if (run === undefined) {
         try {
-          run = (await client.call<RunResult>('GET', `/v1/runs/${seg(waited)}`)).run
+          run = (await callRun<RunResult>(client, 'GET', `/v1/runs/${seg(waited)}`)).run
         } catch (err) {
           // the node is gone (stopped, died): what it said last stands, and the run is named for a later look
           return unansweredSend(delegated, waited, known, cut ?? (err as Error), ctl.signal.aborted)
@@ -287,7 +301,7 @@ function unansweredSend (delegated: Run, waited: string, known: Run | undefined,
 async function endOfChain (client: ApiClient, runId: string): Promise<{ run: Run, live?: undefined, known?: undefined } | { run?: undefined, live: string, known: Run | undefined }> {
   let id = runId
   for (let hop = 0; hop <= MAX_HANDOFF_DEPTH; hop++) {
-    const run = (await client.call<RunResult>('GET', `/v1/runs/${seg(id)}`)).run
+    const run = (await callRun<RunResult>(client, 'GET', `/v1/runs/${seg(id)}`)).run
     if (run.state === 'running') return { live: id, known: run }
     if (run.state !== 'completed' || run.handoff_to === null) return { run }
     id = run.handoff_to.run_id
@@ -329,10 +343,10 @@ function registerRuns (program: Command): void {
       if (opts.side !== undefined && opts.side !== 'executing' && opts.side !== 'delegated') throw new UsageError('--side must be executing or delegated')
       if (opts.state !== undefined && !(RUN_STATES as readonly string[]).includes(opts.state)) throw new UsageError(`--state must be one of ${RUN_STATES.join(', ')}`)
       if (opts.capability !== undefined) await capabilityArg(opts.capability, false)
-      if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError(`--since "${opts.since}" is not a time (e.g. 2026-01-31T12:00:00Z)`)
+      if (opts.since !== undefined) await sinceArg(opts.since)
       const query = { state: opts.state, correlation_id: opts.correlation, agent: opts.agent, capability: opts.capability, since: opts.since, side: opts.side, order: opts.newest ? 'newest' : undefined, limit: opts.limit }
       const list: RunListPage = { executing: [], delegated: [], next_cursor: null, counts: null }
-      const { pages, unfinished } = await readPages(opts.cursor, opts.all, async cursor => client.call<RunListPage>('GET', '/v1/runs', undefined, { ...query, cursor }), p => p.executing.length + p.delegated.length)
+      const { pages, unfinished } = await readPages(opts.cursor, opts.all, async cursor => callShaped<RunListPage>(client, 'GET', '/v1/runs', { executing: 'array', delegated: 'array', next_cursor: 'string|null' }, undefined, { ...query, cursor }), p => p.executing.length + p.delegated.length)
       for (const page of pages) {
         list.executing.push(...page.executing)
         list.delegated.push(...page.delegated)
@@ -340,13 +354,13 @@ function registerRuns (program: Command): void {
         list.counts = page.counts
       }
       const lines = [...list.executing.map(r => runLine(r, 'executing')), ...list.delegated.map(r => runLine(r, 'delegated'))]
-      if (list.next_cursor !== null) lines.push(`more: --cursor ${list.next_cursor}`)
+      if (list.next_cursor !== null) lines.push(`more: --cursor ${printable(list.next_cursor)}`)
       return { json: list, text: lines.length === 0 ? 'no runs' : lines.join('\n'), ...(unfinished === undefined ? {} : { unfinished }) }
     }))
 
   remoteCommand(runs, 'show', 'show one run, as its executor knows it')
     .argument('<run-id>')
-    .action(remoteAction(async (client, _opts, [id]) => runResult(await client.call<RunResult>('GET', `/v1/runs/${seg(id ?? '')}`))))
+    .action(remoteAction(async (client, _opts, [id]) => runResult(await callRun<RunResult>(client, 'GET', `/v1/runs/${seg(idArg(id, '<run-id>'))}`))))
 }
 
 function registerVerbs (program: Command): void {
@@ -355,95 +369,34 @@ function registerVerbs (program: Command): void {
     .requiredOption('--checkpoint <id>', 'the checkpoint (e.g. the HACP checkpoint id)')
     .option('--reason <text>', 'why', '')
     .action(remoteAction<RemoteOptions & { checkpoint: string, reason: string }>(async (client, opts, [id]) =>
-      runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/block`, { reason: opts.reason, checkpoint_id: opts.checkpoint }))))
+      runResult(await callRun<RunResult>(client, 'POST', `/v1/runs/${seg(idArg(id, '<run-id>'))}/block`, { reason: opts.reason, checkpoint_id: opts.checkpoint }))))
 
   remoteCommand(program, 'resume', 'agent.resume: resolve the checkpoint of a blocked run this node delegated')
     .argument('<run-id>')
     .requiredOption('--resolution <json|@file>', 'the checkpoint resolution, a JSON object')
     .option('--checkpoint <id>', 'the checkpoint this answers: refused (INVALID_TRANSITION) if the run is blocked on another one')
     .action(remoteAction<RemoteOptions & { resolution: string, checkpoint?: string }>(async (client, opts, [id]) => {
+      const run = idArg(id, '<run-id>')
       const resolution = await jsonObjectArg(opts.resolution, '--resolution')
       const body = opts.checkpoint === undefined ? { resolution } : { resolution, checkpoint_id: opts.checkpoint }
-      return runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/resume`, body))
+      return runResult(await callRun<RunResult>(client, 'POST', `/v1/runs/${seg(run)}/resume`, body))
     }))
 
   remoteCommand(program, 'cancel', 'cancel a run this node delegated (it fails with CANCELED)')
     .argument('<run-id>')
     .option('--reason <text>', 'why')
     .action(remoteAction<RemoteOptions & { reason?: string }>(async (client, opts, [id]) =>
-      runResult(await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/cancel`, opts.reason === undefined ? {} : { reason: opts.reason }))))
+      runResult(await callRun<RunResult>(client, 'POST', `/v1/runs/${seg(idArg(id, '<run-id>'))}/cancel`, opts.reason === undefined ? {} : { reason: opts.reason }))))
 
   remoteCommand(program, 'handoff', 'agent.handoff: hand a run to another agent (a new run, same correlation); prints the new run')
     .argument('<run-id>')
     .requiredOption('--to <agent id>', 'the receiving agent')
     .option('--context <json|@file>', 'context for the receiving agent, a JSON object', '{}')
     .action(remoteAction<RemoteOptions & { to: string, context: string }>(async (client, opts, [id]) => {
+      const run = idArg(id, '<run-id>')
       const context = await jsonObjectArg(opts.context, '--context') ?? {}
-      const r = await client.call<RunResult>('POST', `/v1/runs/${seg(id ?? '')}/handoff`, { to_agent: opts.to, context })
+      const r = await callRun<RunResult>(client, 'POST', `/v1/runs/${seg(run)}/handoff`, { to_agent: opts.to, context })
       return runResult(r, `handed off: new run ${r.run.run_id} on ${r.run.agent_id}`)
-    }))
-}
-
-// ---- events, replay ----------------------------------------------------------------------------
-
-function registerEvents (program: Command): void {
-  remoteCommand(program, 'events', 'print a correlation\'s run events; with --follow keep printing them as they come')
-    .argument('<correlation>', 'the correlation (task) id')
-    .option('-f, --follow', 'stay connected and print new events until interrupted (exit 3 if the node ends the stream)', false)
-    .option('--until <type>', 'with --follow: stop after the first event of this type (e.g. run.blocked); exit 3 if the stream ends before one, 130 if interrupted')
-    .option('--no-history', 'with --follow: only events from now on')
-    .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
-    .option('--owner <agent id>', 'whose task the correlation is (its root delegator): only its runs (protocols/lineage.md)')
-    .action(remoteAction<RemoteOptions & { follow: boolean, until?: string, history: boolean, participant?: string[], owner?: string }>(async (client, opts, [correlation]) => {
-      const corr = correlation ?? ''
-      if (!opts.follow) {
-        const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(corr)}/replay`, undefined, { participant: opts.participant, owner: opts.owner })
-        return { json: { events: r.events }, text: r.events.length === 0 ? 'no events' : r.events.map(eventLine).join('\n') }
-      }
-      const ctl = new AbortController()
-      const release = onInterrupt(() => { ctl.abort() }, ['SIGINT', 'SIGTERM'])
-      let seen = false
-      try {
-        for await (const ev of client.stream(`/v1/events/${seg(corr)}/stream`, { participant: opts.participant, owner: opts.owner, history: opts.history ? undefined : false }, { signal: ctl.signal })) {
-          if (ev.event === 'ready') {
-            if (!opts.json) process.stderr.write(`aap-mesh: following ${corr} (Ctrl-C to stop)\n`)
-            continue
-          }
-          const failed = streamFailure(ev)
-          if (failed !== undefined) throw new UnfinishedError(failed.code, `the node's event stream of ${corr} failed: ${failed.message}`, EXIT_UNREACHABLE)
-          const e = ev.data as AgentEvent
-          process.stdout.write((opts.json ? JSON.stringify(e) : eventLine(e)) + '\n')
-          if (opts.until !== undefined && e.type === opts.until) {
-            seen = true
-            break
-          }
-        }
-      } catch (err) {
-        // Ctrl-C before the node answered the stream ends the wait like one after it
-        if (!ctl.signal.aborted) throw err
-      } finally {
-        release()
-      }
-      if (seen) return undefined
-      if (ctl.signal.aborted) {
-        // a plain follow ends by Ctrl-C as intended; a wait for an event did not get it
-        if (opts.until === undefined) return undefined
-        throw new UnfinishedError('INTERRUPTED', `stopped following ${corr} before a ${opts.until} event`, EXIT_INTERRUPTED)
-      }
-      if (opts.until !== undefined) throw new UnfinishedError('UNREACHABLE', `the node's event stream of ${corr} ended before a ${opts.until} event (did the node stop?)`, EXIT_UNREACHABLE)
-      throw new UnfinishedError('UNREACHABLE', `the node's event stream of ${corr} ended (did the node stop?)`, EXIT_UNREACHABLE)
-    }))
-}
-
-function registerReplay (program: Command): void {
-  remoteCommand(program, 'replay', 'the whole lifecycle of a correlation: every run and transition, in lineage order')
-    .argument('<correlation>', 'the correlation (task) id')
-    .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
-    .option('--timeout-ms <ms>', 'how long to collect from other agents', nonNegativeInt)
-    .option('--owner <agent id>', 'whose task the correlation is (its root delegator): only its runs (protocols/lineage.md)')
-    .action(remoteAction<RemoteOptions & { participant?: string[], timeoutMs?: number, owner?: string }>(async (client, opts, [correlation]) => {
-      const r = await client.call<CorrelationReplay>('GET', `/v1/events/${seg(correlation ?? '')}/replay`, undefined, { participant: opts.participant, owner: opts.owner, timeout_ms: opts.timeoutMs })
-      return { json: r, text: replayText(r) }
     }))
 }
 

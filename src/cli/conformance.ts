@@ -28,6 +28,24 @@ function collect (value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value]
 }
 
+/** Why the target (given as a multiaddr) or a --bootstrap is no multiaddr, or undefined when each is one. */
+async function wrongAddress (target: string, bootstrap: string[] | undefined): Promise<string | undefined> {
+  const { checkMultiaddrs } = await import('./start-args.ts')
+  try {
+    await checkMultiaddrs(bootstrap === undefined ? {} : { bootstrap })
+  } catch (err) {
+    return (err as Error).message
+  }
+  if (!target.startsWith('/')) return undefined
+  const { multiaddr } = await import('@multiformats/multiaddr')
+  try {
+    multiaddr(target)
+  } catch (err) {
+    return `the target ${target} is not a multiaddr (${(err as Error).message}); write one like /ip4/203.0.113.7/tcp/4001/p2p/<agent id>`
+  }
+  return undefined
+}
+
 export function registerConformance (program: Command): Command {
   return program.command('conformance')
     .description('test a node (any AAP implementation) over the wire against the AAP 0.1.0-draft profile and the Loops inter-layer contracts; prints a clause-by-clause table')
@@ -49,6 +67,13 @@ ${EXIT_REPORTS_UNWRITTEN} the reports could not be written (the table is printed
       const { createLogger, isLogLevel } = await import('../logger.ts')
       if (!target.startsWith('/') && (opts.bootstrap ?? []).length === 0) {
         process.stderr.write('error: a target given by agent id needs --bootstrap <multiaddr>\n')
+        process.exitCode = EXIT_USAGE
+        return
+      }
+      // a mistyped address is the caller's mistake, not an unreachable target
+      const wrong = await wrongAddress(target, opts.bootstrap)
+      if (wrong !== undefined) {
+        process.stderr.write(`error: ${clean(wrong, KIT_MESSAGE_MAX_CHARS)}\n`)
         process.exitCode = EXIT_USAGE
         return
       }

@@ -111,13 +111,76 @@ export async function clientFor (opts: RemoteOptions, cmd?: Command): Promise<Ap
   }
   if (apiUrl === undefined && token === undefined) return ApiClient.fromDataDir(opts.dataDir)
   if (apiUrl === undefined || token === undefined) throw new UsageError('--api-url and --token go together (or leave both to the data directory)')
+  checkApiUrl(apiUrl)
+  // a header cannot carry it: the request would fail before it left, and be told as an unreachable node
+  if (/[^\t\x20-\x7e\x80-\xff]/.test(token)) throw new UsageError('--token holds a line break, a control or a character past Latin-1: no API token does (check how it was copied)')
   return new ApiClient(apiUrl, token)
+}
+
+/** An --api-url that is an http or https URL (else the request fails as if no node answered). */
+function checkApiUrl (apiUrl: string): void {
+  let url: URL
+  try {
+    url = new URL(apiUrl)
+  } catch {
+    throw new UsageError(`--api-url ${printable(apiUrl)} is not a URL (e.g. http://127.0.0.1:7700)`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--api-url ${printable(apiUrl)} is not an http or https URL (e.g. http://127.0.0.1:7700)`)
+}
+
+/** A positional id the command sends in a path: an empty one names nothing (and would be another request). */
+export function idArg (value: string | undefined, what: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${what} must not be empty`)
+  return value
+}
+
+/**
+ * Failures of stdout, counted (and the last kept) for diagnosis: its reader
+ * went away (`aap-mesh events --follow | head -1`), so nothing more is
+ * printed and the command ends quietly, as programs do on a closed pipe.
+ */
+export const stdoutFailures: { count: number, last: unknown } = { count: 0, last: undefined }
+const stdoutGoneListeners = new Set<() => void>()
+let stdoutWatched = false
+
+/** True once stdout failed. */
+export function stdoutGone (): boolean {
+  return stdoutFailures.count > 0
+}
+
+/** Count stdout's failures instead of letting an unhandled EPIPE end the command with a stack trace. */
+function guardStdout (): void {
+  if (stdoutWatched) return
+  stdoutWatched = true
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    stdoutFailures.count++
+    stdoutFailures.last = err
+    for (const f of [...stdoutGoneListeners]) f()
+    stdoutGoneListeners.clear()
+  })
+}
+
+/**
+ * Call `onGone` once when stdout fails (its reader went away; at once if it
+ * already did). The returned function stops calling it.
+ */
+export function watchStdout (onGone: () => void): () => void {
+  guardStdout()
+  if (stdoutGone()) onGone()
+  else stdoutGoneListeners.add(onGone)
+  return () => { stdoutGoneListeners.delete(onGone) }
+}
+
+/** Write to stdout unless its reader went away. */
+export function writeOut (text: string): void {
+  guardStdout()
+  if (!stdoutGone()) process.stdout.write(text)
 }
 
 /** Print a command's result. */
 export function print (out: Output, json: boolean): void {
-  if (json) process.stdout.write(JSON.stringify(out.json) + '\n')
-  else if (out.text !== '') process.stdout.write(printableLines(out.text.endsWith('\n') ? out.text.slice(0, -1) : out.text) + '\n')
+  if (json) writeOut(JSON.stringify(out.json) + '\n')
+  else if (out.text !== '') writeOut(printableLines(out.text.endsWith('\n') ? out.text.slice(0, -1) : out.text) + '\n')
 }
 
 /** The error line on stderr: the message may quote a peer (an executor's error frame, a failure reason). */
@@ -161,7 +224,7 @@ export function fail (err: unknown, json: boolean): void {
     message = err instanceof Error ? err.message : String(err)
     exit = EXIT_REFUSED
   }
-  if (json) process.stdout.write(JSON.stringify({ error: { code, message, ...(status === undefined ? {} : { status }) } }) + '\n')
+  if (json) writeOut(JSON.stringify({ error: { code, message, ...(status === undefined ? {} : { status }) } }) + '\n')
   sayError(code, message)
   process.exitCode = exit
 }

@@ -14,6 +14,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Command } from 'commander'
+import { callShaped } from './answers.ts'
+import { printable } from './printable.ts'
 import { remoteAction, remoteCommand, type RemoteOptions } from './remote.ts'
 
 interface LoginCode { code: string, url: string, expires_at: string }
@@ -76,11 +78,11 @@ export function registerUi (program: Command): Command {
     .option('--no-open', 'only print the link')
     .addHelpText('after', '\nThe link works once, for a minute, and opens the view in one tab (a reload keeps it; a new tab needs a new link). Run the command again for a new link.')
     .action(remoteAction<RemoteOptions & { open: boolean }>(async (client, opts) => {
-      const login = await client.call<LoginCode>('POST', '/v1/ui/login-codes')
+      const login = await callShaped<LoginCode>(client, 'POST', '/v1/ui/login-codes', { url: 'string', expires_at: 'string' })
       if (opts.open) await openBrowser(login.url)
       return {
         json: login,
-        text: `${login.url}\n(works once, until ${new Date(login.expires_at).toLocaleTimeString()})`
+        text: `${printable(login.url)}\n(works once, until ${new Date(login.expires_at).toLocaleTimeString()})`
       }
     }))
 }
