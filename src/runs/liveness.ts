@@ -23,6 +23,7 @@ import { toAapError, unreached } from '../errors.ts'
 import { FAILURE_MESSAGE_MAX_CHARS, LIVENESS_UNREAD_BOUND_FACTOR } from './constants.ts'
 import type { Logger } from '../logger.ts'
 import { executorOfRun } from '../runlog/event.ts'
+import { ticketOf } from '../runlog/ticket.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
 import { foldEvent, sameLineage } from './state-machine.ts'
@@ -33,6 +34,9 @@ import type { CallOptions } from '../wire/rpc.ts'
 import type { RunStore } from './store.ts'
 import type { OrphanOptions } from './orphans.ts'
 import { cutText } from '../util/text.ts'
+import { newLivenessStats, type LivenessStats } from './liveness-stats.ts'
+
+export type { LivenessStats }
 
 /** The executor's watch on its blocked runs' delegators (orphans.ts) is set here too. */
 export interface LivenessOptions extends OrphanOptions {
@@ -74,35 +78,6 @@ export interface LivenessInit extends LivenessOptions {
   notify: (runId: string, verdict: AgentEvent, opts: CallOptions) => Promise<Run>
 }
 
-export interface LivenessStats {
-  probes: number
-  probeFailures: number
-  /** Failed probes the executor answered (an error of its own, or a run this node refused): signs of life all the same. */
-  probesAnsweredUnread: number
-  /** Runs declared lost (a verdict signed, or the record failed when no event was held to chain one to). */
-  declared: number
-  /** Declared runs whose verdict could not be chained (no event of the run held here). */
-  unchained: number
-  /** Verdicts the executor took after it came back. */
-  noticesDelivered: number
-  /** Verdicts dropped unseen by their executor after LIVENESS_NOTICE_MAX_AGE_MS. */
-  noticesExpired: number
-  /** Verdicts dropped unseen because more notices were open than the bound (the oldest go first). */
-  noticesDropped: number
-  /** Rounds of offers, one per executor with open notices per probe interval (its notices in turn, until one is not reached). */
-  noticeRounds: number
-  /** Notices offered (a get_run or an executor_lost sent). */
-  noticeOffers: number
-  /** Verdicts replaced by the executor's own events at their seq. */
-  superseded: number
-  /** Runs about to be declared whose held log already ended: the record followed it instead. */
-  endedUnseen: number
-  /** Runs declared lost because every probe of them was answered unread for LIVENESS_UNREAD_BOUND_FACTOR × lostAfterMs. */
-  unreadDeclared: number
-  /** Records ended because the executor answered with a run this node did not delegate, or of another lineage (`disown`). */
-  disowned: number
-}
-
 interface ExecutorWatch {
   runs: Set<string>
   lastSeen: number
@@ -116,7 +91,7 @@ interface ExecutorWatch {
 interface Notice { executor: string, verdict: AgentEvent | null, since: number }
 
 export class LivenessMonitor {
-  readonly stats: LivenessStats = { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0, unreadDeclared: 0, disowned: 0 }
+  readonly stats: LivenessStats = newLivenessStats()
   readonly lostAfterMs: number
   readonly probeIntervalMs: number
   readonly maxNotices: number
@@ -365,6 +340,12 @@ export class LivenessMonitor {
     this.ports?.onUnchained(ended)
   }
 
+  /** The run's run.started held here carries a valid ticket naming this node as the run's delegator. */
+  private async delegatedHere (runId: string): Promise<boolean> {
+    const started = await this.i.store.log.get(runId, 1)
+    return started !== undefined && ticketOf(started, this.i.agentId)?.delegator === this.i.agentId
+  }
+
   /** End a live delegated run with a verdict. */
   private async declare (runId: string, executor: string, message: string, unreachable: ExecutorWatch | undefined): Promise<void> {
     let verdict: AgentEvent | undefined
@@ -381,8 +362,15 @@ export class LivenessMonitor {
         this.i.log.info({ run_id: runId, seq: head.seq, state: ended.state }, 'a run about to be declared lost had ended: the record follows its end')
         return ended
       }
-      if (head !== undefined) {
-        verdict = await signVerdict(this.i.key, this.i.agentId, head, message)
+      // a record kept from a link alone (a hostile executor's handoff naming another delegator's run): a verdict is
+      // the delegator's word, so none is signed; the record ends unchained, as with nothing held
+      const chainTo = head !== undefined && await this.delegatedHere(runId) ? head : undefined
+      if (head !== undefined && chainTo === undefined) {
+        this.stats.notDelegated++
+        this.i.log.warn({ run_id: runId, executor }, 'a run about to be declared lost was not delegated by this node (its ticket names another delegator): no verdict')
+      }
+      if (chainTo !== undefined) {
+        verdict = await signVerdict(this.i.key, this.i.agentId, chainTo, message)
         await this.i.store.putVerdict(verdict, { run_id: runId, executor, since: Date.now(), before: prev })
       } else {
         // nothing held to chain a verdict to: the record alone ends, and follows the executor's run once it answers
