@@ -72,6 +72,15 @@ export const SYNC_CONCURRENCY_PER_AGENT = 2
 export const EVENTS_QUIET_WATCH_MS = 60_000
 
 /**
+ * A participant's join opens a quiet watch (EVENTS_QUIET_WATCH_MS) at most
+ * once in this long: a peer that leaves and joins the topic again and again
+ * (or whose joins a router reports more than once) would otherwise keep the
+ * tail's rounds at their least delay, each asking every vouched participant
+ * for the whole correlation, for as long as it went on.
+ */
+export const EVENTS_JOIN_WATCH_EVERY_MS = EVENTS_QUIET_WATCH_MS
+
+/**
  * Past the quiet watch, a correlation whose only reason to be polled is a
  * run ended by its delegator's verdict (the executor's own events may still
  * replace it, for up to LIVENESS_NOTICE_MAX_AGE_MS) has its tail rounds
@@ -143,3 +152,12 @@ export const EVENTS_LOCAL_READBACK_RETRY_MS = 100
 
 /** The longest back-off between read-backs of this node's own events that failed (EVENTS_LOCAL_READBACK_RETRY_MS). */
 export const EVENTS_LOCAL_READBACK_RETRY_MAX_MS = 30_000
+
+/**
+ * Fetches of startless runs (events past seq 1 of a run no one vouched for)
+ * in flight on behalf of the messages one peer relayed (startless.ts): a
+ * relayer of a stranger's events, each under a fresh key, holds at most this
+ * many of the node's sync slots; its other startless runs are not fetched
+ * until their events come again or someone vouched for names them.
+ */
+export const EVENTS_STARTLESS_FETCHES_PER_SOURCE = 2

@@ -246,7 +246,7 @@ export class Correlations {
     if (rt === undefined || rt.lineage === 'unknown') return undefined
     const verdict: LineageVerdict = rt.lineage === 'admitted'
       ? { status: 'admitted', owner: rt.owner ?? '' }
-      : rt.lineage === 'pending' ? { status: 'pending', waitingFor: rt.waitingFor ?? '' } : { status: 'rejected', reason: 'rejected' }
+      : rt.lineage === 'pending' ? { status: 'pending', waitingFor: rt.waitingFor ?? '' } : rejectedStanding(rt)
     const handoffTo = rt.head === undefined ? undefined : handoffTarget(rt.head)?.run_id
     return { ticket: rt.ticket, verdict, handoffTo, ended: endsRun(rt.head) }
   }
@@ -284,6 +284,11 @@ export class Correlations {
     if (v.status === 'rejected') {
       rt.lineage = 'rejected'
       this.init.logger.debug({ run_id: rt.run_id, correlation_id: t.id, reason: v.reason }, 'a run could not prove its place in the task')
+      // under a run past the task's limits here (its ancestor's verdict carried on): past them too, no forgery
+      if (v.reason === 'over_limit') {
+        rt.overLimit = true
+        return 'full'
+      }
       if (v.reason !== 'not_named_by_predecessor') return 'rejected'
       rt.unnamed = true
       return 'unnamed'
@@ -429,4 +434,18 @@ export class Correlations {
     // an executor's or delegator's own tracking learns from its runs' events and fetches
     if (isInterested(t)) this.init.onParticipant(t, agentId)
   }
+}
+
+/**
+ * What a run not in the task tells the lineage judge of the runs under it: its
+ * real verdict (src/runlog/lineage.ts). A run of another owner's task is
+ * admitted to that owner's, so the runs under it are foreign too; one past the
+ * limits or not named by its predecessor hands its reason on (BLAMELESS_REASONS);
+ * only a run that could not prove its place is rejected, and so are its own.
+ */
+function rejectedStanding (rt: RunTrack): LineageVerdict {
+  if (rt.overLimit === true) return { status: 'rejected', reason: 'over_limit' }
+  if (rt.unnamed === true) return { status: 'rejected', reason: 'not_named_by_predecessor' }
+  if (rt.owner !== undefined) return { status: 'admitted', owner: rt.owner }
+  return { status: 'rejected', reason: 'rejected' }
 }

@@ -45,11 +45,51 @@ export class TopicMembership {
   /** Called for each message on a lingering topic (it is ignored). */
   private readonly onLingeringMessage: () => void
   private onPeerJoined?: (topic: string, peer: string) => void
+  /**
+   * The peers on each joined topic as this node last heard. gossipsub takes a
+   * SUBSCRIBE for a topic the peer is already on as a no-op but still reports
+   * it (subscription-change): only a peer not already here joins, so a peer
+   * that repeats its SUBSCRIBE does not restart anyone's rounds. A peer leaves
+   * on its UNSUBSCRIBE, its disconnect, or a heartbeat that finds gossipsub
+   * dropped it (a broken stream), so its next SUBSCRIBE joins again.
+   */
+  private readonly subscribers = new Map<string, Set<string>>()
   private readonly onSubscriptionChange = (evt: CustomEvent<SubscriptionChangeData>): void => {
     const peer = evt.detail.peerId.toString()
     for (const s of evt.detail.subscriptions) {
-      if (s.subscribe && this.joined.has(s.topic)) this.onPeerJoined?.(s.topic, peer)
+      if (!this.joined.has(s.topic)) continue
+      const on = this.subscribersOf(s.topic)
+      if (!s.subscribe) {
+        on.delete(peer)
+        continue
+      }
+      if (on.has(peer)) continue
+      on.add(peer)
+      this.onPeerJoined?.(s.topic, peer)
     }
+  }
+
+  private readonly onPeerDisconnect = (evt: CustomEvent<PeerId>): void => {
+    const peer = evt.detail.toString()
+    for (const on of this.subscribers.values()) on.delete(peer)
+  }
+
+  private readonly onHeartbeat = (): void => {
+    const pubsub = this.host.services.pubsub
+    for (const [topic, on] of this.subscribers) {
+      if (on.size === 0) continue
+      const still = new Set(pubsub.getSubscribers(topic).map(p => p.toString()))
+      for (const peer of on) if (!still.has(peer)) on.delete(peer)
+    }
+  }
+
+  private subscribersOf (topic: string): Set<string> {
+    let on = this.subscribers.get(topic)
+    if (on === undefined) {
+      on = new Set()
+      this.subscribers.set(topic, on)
+    }
+    return on
   }
 
   constructor (host: MeshHost, log: Logger, onLingeringMessage: () => void) {
@@ -62,11 +102,16 @@ export class TopicMembership {
   start (onPeerJoined: (topic: string, peer: string) => void): void {
     this.onPeerJoined = onPeerJoined
     this.host.services.pubsub.addEventListener('subscription-change', this.onSubscriptionChange)
+    this.host.services.pubsub.addEventListener('gossipsub:heartbeat', this.onHeartbeat)
+    this.host.addEventListener('peer:disconnect', this.onPeerDisconnect)
   }
 
   /** Leave every topic now. */
   stop (): void {
     this.host.services.pubsub.removeEventListener('subscription-change', this.onSubscriptionChange)
+    this.host.services.pubsub.removeEventListener('gossipsub:heartbeat', this.onHeartbeat)
+    this.host.removeEventListener('peer:disconnect', this.onPeerDisconnect)
+    this.subscribers.clear()
     const all = [...this.joined]
     this.joined.clear()
     this.unsubscribe(all)
@@ -101,6 +146,8 @@ export class TopicMembership {
     }
     if (!lingered) pubsub.subscribe(topic)
     this.joined.add(topic)
+    // the peers already on it joined before this node followed it (their SUBSCRIBE again is no join)
+    this.subscribers.set(topic, new Set(pubsub.getSubscribers(topic).map(p => p.toString())))
   }
 
   /**
@@ -113,6 +160,7 @@ export class TopicMembership {
    */
   leave (topic: string, now: boolean): void {
     if (!this.joined.delete(topic)) return
+    this.subscribers.delete(topic)
     if (now) {
       this.unsubscribe([topic])
       return

@@ -9,7 +9,7 @@
 import type { PeerId } from '@libp2p/interface'
 import type { Message } from '@libp2p/gossipsub'
 import {
-  EVENTS_EARLY_MAX_BYTES, EVENTS_EARLY_MAX_PER_CORRELATION, EVENTS_GAP_SYNC_DELAY_MS, EVENTS_MAX_EVENTS_PER_RUN, EVENTS_RELAY_WINDOW,
+  EVENTS_EARLY_MAX_BYTES, EVENTS_EARLY_MAX_PER_CORRELATION, EVENTS_GAP_SYNC_DELAY_MS, EVENTS_MAX_EVENTS_PER_RUN,
   EVENTS_TAIL_SYNC_FOLLOW_MS, EVENTS_TAIL_SYNC_MIN_MS, EVENT_MAX_BYTES
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
@@ -17,16 +17,18 @@ import { canonicalEvent, executorOfRun, verifyEventSync, type SignatureCache } f
 import { endsRun } from '../runlog/lineage.ts'
 import { EVENTS_EARLY_HOLD_MS, EVENTS_LOCK_WAITING_MAX } from './constants.ts'
 import { ShedFetches } from './shed.ts'
+import { StartlessFetches } from './startless.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import type { AgentEvent, Run, RunState } from '../runlog/types.ts'
 import { LocalEvents } from './local-events.ts'
 import type { MeshHost } from '../wire/host.ts'
 import type { CopyStore } from './copies.ts'
 import { forks } from './forks.ts'
+import { relayable, remember, supersedes } from './placement-rules.ts'
 import { linkedRunsOf, participantsOf, stateAfter } from './replay.ts'
 import type { Syncer } from './syncer.ts'
 import type { TopicValidator } from './membership.ts'
-import { VERDICT_RESULT, type CorrTrack, type EventsStats, type RunTrack, type Verdict } from './track.ts'
+import { VERDICT_RESULT, isStartless, type CorrTrack, type EventsStats, type RunTrack, type Verdict } from './track.ts'
 import type { Correlations } from './correlations.ts'
 
 const enc = new TextEncoder()
@@ -56,9 +58,11 @@ export class Placement {
 
   /** Events of this node's own runs, queued on their correlation's lock within its bound (local-events.ts). */
   private readonly local: LocalEvents
+  private readonly startless: StartlessFetches
 
   constructor (init: PlacementInit) {
     this.i = init
+    this.startless = new StartlessFetches(init.host, init.stats, init.log)
     this.local = new LocalEvents({ correlations: init.correlations, stats: init.stats, log: init.log, apply: (t, e, state) => { this.applyLocal(t, e, state) } })
   }
 
@@ -69,8 +73,8 @@ export class Placement {
 
   /** The validator of a correlation's topic. */
   validator (t: CorrTrack): TopicValidator {
-    return (_peer: PeerId, msg: Message) => {
-      const v = this.judge(t, msg)
+    return (peer: PeerId, msg: Message) => {
+      const v = this.judge(t, msg, peer.toString())
       return typeof v === 'string' ? VERDICT_RESULT[v] : v.then(x => VERDICT_RESULT[x])
     }
   }
@@ -80,7 +84,7 @@ export class Placement {
    * Synchronous when nothing is queued on the correlation and the run's head
    * is known (the usual case), else queued (or shed, see there).
    */
-  judge (t: CorrTrack, msg: Message): Verdict | Promise<Verdict> {
+  judge (t: CorrTrack, msg: Message, from: string): Verdict | Promise<Verdict> {
     if (t.closed) return this.count('untracked')
     if (msg.data.byteLength > EVENT_MAX_BYTES) return this.count('invalid')
     let value: unknown
@@ -101,13 +105,13 @@ export class Placement {
     if (executorOfRun(event.run_id) === this.i.agentId) return this.count('own_run')
     const size = msg.data.byteLength
     if (t.lock.busy === 0 && this.ready(t, [event])) {
-      const placed = this.placeNow(t, [event], size)
+      const placed = this.placeNow(t, [event], size, from)
       void this.i.copies.store(t, placed.accepted)
       this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
     }
     if (t.lock.waiting >= EVENTS_LOCK_WAITING_MAX) return this.count(this.shed(t, event))
-    return this.placeQueued(t, [event], size).then((placed) => {
+    return this.placeQueued(t, [event], size, from).then((placed) => {
       this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
     }, (err: unknown) => {
@@ -137,10 +141,10 @@ export class Placement {
   }
 
   /** Load what placing `events` needs, then place and store them; on the correlation's lock. */
-  private async placeQueued (t: CorrTrack, events: AgentEvent[], gossipBytes?: number): Promise<{ first: Verdict, accepted: AgentEvent[] }> {
+  private async placeQueued (t: CorrTrack, events: AgentEvent[], gossipBytes?: number, from?: string): Promise<{ first: Verdict, accepted: AgentEvent[] }> {
     return t.lock.run(async () => {
       for (const runId of new Set(events.map(e => e.run_id))) await this.i.correlations.runTrack(t, runId)
-      const placed = this.placeNow(t, events, gossipBytes)
+      const placed = this.placeNow(t, events, gossipBytes, from)
       await this.i.copies.persist(t, placed.accepted)
       return placed
     })
@@ -150,20 +154,20 @@ export class Placement {
    * Put verified events of one correlation where they belong, at once. Only
    * events that extend a run's contiguous chain are taken (heads moved,
    * subscribers served); a gap or an unseen run starts a fetch. One gossip
-   * event (`gossipBytes` its size) ahead of its run's chain waits for its
-   * predecessor instead (holdEarly). The caller stores what was taken, in
+   * event (`gossipBytes` its size, `from` the peer that relayed it) ahead of
+   * its run's chain waits for its predecessor instead (holdEarly). The caller stores what was taken, in
    * order, before anything else touches the log.
    */
-  private placeNow (t: CorrTrack, events: AgentEvent[], gossipBytes?: number): { first: Verdict, accepted: AgentEvent[] } {
+  private placeNow (t: CorrTrack, events: AgentEvent[], gossipBytes?: number, from?: string): { first: Verdict, accepted: AgentEvent[] } {
     const accepted: AgentEvent[] = []
     let first: Verdict | undefined
     const note = (v: Verdict): void => { first ??= v }
-    for (const e of events) note(this.placeOne(t, e, accepted, gossipBytes))
+    for (const e of events) note(this.placeOne(t, e, accepted, gossipBytes, from))
     return { first: first ?? 'duplicate', accepted }
   }
 
   /** Place one event (see placeNow); what it makes admissible, and early events it leads to, are placed right behind it. */
-  private placeOne (t: CorrTrack, e: AgentEvent, accepted: AgentEvent[], gossipBytes?: number): Verdict {
+  private placeOne (t: CorrTrack, e: AgentEvent, accepted: AgentEvent[], gossipBytes?: number, from?: string): Verdict {
     const correlations = this.i.correlations
     if (t.closed) return 'untracked'
     if (e.correlation_id !== t.id) return 'wrong_correlation'
@@ -186,7 +190,11 @@ export class Placement {
       // only as far ahead as the correlation could hold events: one farther is never reached by holding
       const reachable = e.seq - headSeq <= EVENTS_EARLY_MAX_PER_CORRELATION && e.seq <= EVENTS_MAX_EVENTS_PER_RUN
       if (gossipBytes !== undefined && rt.head !== undefined && reachable && this.holdEarly(t, rt, e, gossipBytes)) return 'early'
-      this.i.syncer().fetch(t, rt)
+      // a gossiped run no one vouched for is asked of a peer reached without routing, a few per relayer (startless.ts)
+      if (from !== undefined && isStartless(rt)) {
+        const ask = this.startless.take(from)
+        if (ask !== undefined) this.i.syncer().fetch(t, rt, ask)
+      } else this.i.syncer().fetch(t, rt)
       return rt.head === undefined ? 'unknown_run' : 'gap'
     }
     if (e.seq > EVENTS_MAX_EVENTS_PER_RUN) return 'over_limit'
@@ -464,33 +472,4 @@ export class Placement {
       void this.i.copies.store(t, accepted)
     }
   }
-}
-
-/** Note `e` among the correlation's last EVENTS_RELAY_WINDOW placed events (see Placement.repeat). */
-function remember (t: CorrTrack, e: AgentEvent): void {
-  const key = `${e.run_id}#${e.seq}`
-  t.recent.delete(key)
-  t.recent.set(key, e.signature)
-  if (t.recent.size > EVENTS_RELAY_WINDOW) {
-    const oldest = t.recent.keys().next()
-    if (oldest.done !== true) t.recent.delete(oldest.value)
-  }
-}
-
-/**
- * Relay an early or repeated event only in its canonical encoding (the one
- * every publisher sends, canonicalJson): message ids are the SHA-256 of the
- * bytes, so gossipsub's seen-cache stops the canonical copy after one pass,
- * while re-encoded copies (new ids each) would travel the whole mesh again.
- * Those are still judged here, and ignored.
- */
-function relayable (v: Verdict, text: string, event: AgentEvent): Verdict {
-  if (v !== 'early' && v !== 'relayed') return v
-  if (canonicalEvent(event) === text) return v
-  return v === 'early' ? 'gap' : 'duplicate'
-}
-
-/** Whether `e`, at the seq of `held`, takes its place: held is a verdict, e the executor's own event after the same predecessor. */
-function supersedes (e: AgentEvent, held: AgentEvent): boolean {
-  return isVerdict(held) && !isVerdict(e) && e.prev === held.prev
 }

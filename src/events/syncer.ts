@@ -16,9 +16,10 @@ import type { Logger } from '../logger.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import { KeyedLimiter, Limiter } from '../util/concurrency.ts'
-import { EVENTS_QUIET_WATCH_MS, EVENTS_VERDICT_SYNC_MAX_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
+import { EVENTS_JOIN_WATCH_EVERY_MS, EVENTS_QUIET_WATCH_MS, EVENTS_VERDICT_SYNC_MAX_MS, SYNC_CONCURRENCY_PER_AGENT } from './constants.ts'
 import { LockBusyError, placeSynced } from './lock-queues.ts'
 import { ShedFetches } from './shed.ts'
+import type { StartlessAsk } from './startless.ts'
 import type { SyncClient } from './sync.ts'
 import { isInterested, isLive, isStartless, vouchedParticipants, type CorrTrack, type EventsStats, type RunTrack } from './track.ts'
 
@@ -130,8 +131,9 @@ export class Syncer {
     const placed = t.placed
     // no run that may move is known, and a participant came: its work may begin now (an owner joins as it
     // delegates the task's next step), and the join sync may come before the joiner holds it; the tail's rounds
-    // start over from their least delay and go on for a quiet watch (EVENTS_QUIET_WATCH_MS)
-    if (!anyTailed(t)) {
+    // start over from their least delay and go on for a quiet watch (EVENTS_QUIET_WATCH_MS); one participant's joins
+    // open one at most every EVENTS_JOIN_WATCH_EVERY_MS, so a peer joining again and again cannot keep them going
+    if (!anyTailed(t) && this.mayOpenWatch(t, agentId)) {
       t.tailDelay = EVENTS_TAIL_SYNC_MIN_MS
       t.quietUntil = Date.now() + EVENTS_QUIET_WATCH_MS
       this.refresh(t)
@@ -140,6 +142,17 @@ export class Syncer {
       if (!t.closed && t.placed === placed) this.syncCorrelationFrom(t, agentId)
     }, EVENTS_JOIN_SYNC_DELAY_MS)
     timer.unref?.()
+  }
+
+  /** Whether `agentId`'s join may open a quiet watch now (EVENTS_JOIN_WATCH_EVERY_MS); notes it if so. */
+  private mayOpenWatch (t: CorrTrack, agentId: string): boolean {
+    const now = Date.now()
+    const last = t.watchOpened.get(agentId)
+    if (last !== undefined && now - last < EVENTS_JOIN_WATCH_EVERY_MS) return false
+    // the map holds only joins within the window: bounded by the participants that joined in it
+    for (const [p, at] of t.watchOpened) if (now - at >= EVENTS_JOIN_WATCH_EVERY_MS) t.watchOpened.delete(p)
+    t.watchOpened.set(agentId, now)
+    return true
   }
 
   /** Sync a whole correlation from one participant (coalesced: one in flight, one more if asked meanwhile). */
@@ -181,12 +194,14 @@ export class Syncer {
    * known only from its executor's own word (startless: events past seq 1 on
    * gossip, nothing else) is asked of that executor alone: one gossip
    * message of a stranger that refuses its sync would otherwise cost a sync
-   * with every participant.
+   * with every participant. One that gossip brought (`startless`) is asked
+   * of its executor only when no routing is needed to reach it, else of the
+   * peer that relayed it (startless.ts).
    */
-  fetch (t: CorrTrack, rt: RunTrack): void {
-    if (t.closed || rt.local || !this.target.running) return
-    if (rt.fetching) {
-      rt.fetchAgain = true
+  fetch (t: CorrTrack, rt: RunTrack, startless?: StartlessAsk): void {
+    if (t.closed || rt.local || !this.target.running || rt.fetching) {
+      startless?.done()
+      if (rt.fetching) rt.fetchAgain = true
       return
     }
     rt.fetching = true
@@ -196,10 +211,11 @@ export class Syncer {
     const gone = (): boolean => t.closed || stop.signal.aborted
     this.spawn(t, async () => {
       try {
+        const via = startless === undefined ? undefined : await startless.source(rt.executor)
         do {
           rt.fetchAgain = false
           await this.target.runTrack(t, rt.run_id)
-          const sources = isStartless(rt) ? [rt.executor] : [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
+          const sources = isStartless(rt) ? [via ?? rt.executor] : [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
           for (const source of sources) {
             if (gone()) return
             try {
@@ -232,6 +248,7 @@ export class Syncer {
           }
         } while (rt.fetchAgain && !gone())
       } finally {
+        startless?.done()
         rt.fetching = false
         if (rt.fetchStop === stop) rt.fetchStop = undefined
         this.target.settled(t)

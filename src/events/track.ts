@@ -82,11 +82,13 @@ export interface EventsStats {
   subscribeWaited: number
   /** Read-backs of this node's own events from its log that failed and are made again later (local-events.ts). */
   readBackErrors: number
+  /** Gossiped startless runs not fetched: their relayer had EVENTS_STARTLESS_FETCHES_PER_SOURCE in flight (startless.ts). */
+  startlessDropped: number
 }
 
 export function newStats (): EventsStats {
   const gossip = Object.fromEntries(Object.keys(VERDICT_RESULT).map(k => [k, 0])) as Record<Verdict, number>
-  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0, lockRefused: { local: 0, sync: 0, subscribe: 0, pull: 0 }, subscribeWaited: 0, readBackErrors: 0 }
+  return { gossip, synced: 0, syncRequests: { correlation: 0, run: 0 }, syncErrors: {}, published: 0, unpublished: 0, copyWriteErrors: 0, superseded: 0, topicsYielded: 0, participantsRefused: 0, earlyDropped: 0, lockShed: 0, lockRefused: { local: 0, sync: 0, subscribe: 0, pull: 0 }, subscribeWaited: 0, readBackErrors: 0, startlessDropped: 0 }
 }
 
 export type RunTrackState = RunState | 'unknown'
@@ -251,6 +253,8 @@ export interface CorrTrack {
   quietUntil: number
   /** A run that may move was known at the last refresh (Syncer.refresh: its end opens a quiet watch). */
   wasLive: boolean
+  /** When each participant's join last opened a quiet watch (EVENTS_JOIN_WATCH_EVERY_MS; Syncer.joined). */
+  watchOpened: Map<string, number>
   closed: boolean
 }
 
@@ -285,6 +289,7 @@ export function newCorrTrack (correlationId: string): CorrTrack {
     tailDelay: EVENTS_TAIL_SYNC_MIN_MS,
     quietUntil: 0,
     wasLive: false,
+    watchOpened: new Map(),
     closed: false
   }
 }

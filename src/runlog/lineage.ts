@@ -45,6 +45,21 @@ export type LineageVerdict =
   | { status: 'pending', waitingFor: string }
   | { status: 'rejected', reason: string }
 
+/**
+ * Reasons a run is not in the task that blame no one (protocols/lineage.md):
+ * a successor its predecessor did not name (an attempt a retried handoff
+ * replaced), and a run past the task's limits on the judging node
+ * (`over_limit`, given by the caller's lookup). A run that proves its place
+ * under such a run carries its reason on, not a rejection of its own: its
+ * executor followed the protocol.
+ */
+export const BLAMELESS_REASONS: ReadonlySet<string> = new Set(['not_named_by_predecessor', 'over_limit'])
+
+/** An ancestor rejected with blame (or with no valid ticket): a run under it is rejected at once. */
+function blamed (ancestor: RunStanding): boolean {
+  return ancestor.ticket === undefined || (ancestor.verdict.status === 'rejected' && !BLAMELESS_REASONS.has(ancestor.verdict.reason))
+}
+
 function sameList (a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i])
 }
@@ -57,11 +72,13 @@ export function judgeRun (started: AgentEvent, lookup: (runId: string) => RunSta
     const p = lookup(t.handoff_from.run_id)
     if (p === undefined) return { status: 'pending', waitingFor: t.handoff_from.run_id }
     const pt = p.ticket
-    if (p.verdict.status === 'rejected' || pt === undefined) return { status: 'rejected', reason: 'predecessor_rejected' }
+    if (blamed(p) || pt === undefined) return { status: 'rejected', reason: 'predecessor_rejected' }
     if (pt.executor !== t.issuer || pt.depth + 1 !== t.depth || originOf(pt).signature !== originOf(t).signature ||
       pt.delegator !== t.delegator || pt.parent_run !== t.parent_run || !sameList(pt.authorized, t.authorized)) {
       return { status: 'rejected', reason: 'false_inheritance' }
     }
+    // a valid successor of a run not in the task without blame is not in it either, and blames no one
+    if (p.verdict.status === 'rejected') return { status: 'rejected', reason: p.verdict.reason }
     if (p.verdict.status === 'pending') return { status: 'pending', waitingFor: t.handoff_from.run_id }
     if (p.handoffTo === undefined) {
       // a predecessor that ended handing off to no one never names this run (its sender's call gave up, handoff.md)
@@ -73,8 +90,10 @@ export function judgeRun (started: AgentEvent, lookup: (runId: string) => RunSta
   if (t.parent_run === null) return { status: 'admitted', owner: t.delegator }
   const parent = lookup(t.parent_run)
   if (parent === undefined) return { status: 'pending', waitingFor: t.parent_run }
-  if (parent.verdict.status === 'rejected' || parent.ticket === undefined) return { status: 'rejected', reason: 'parent_rejected' }
+  if (blamed(parent) || parent.ticket === undefined) return { status: 'rejected', reason: 'parent_rejected' }
   if (parent.ticket.executor !== t.issuer) return { status: 'rejected', reason: 'not_parent_executor' }
+  // a valid sub-delegation of a run not in the task without blame is not in it either, and blames no one
+  if (parent.verdict.status === 'rejected') return { status: 'rejected', reason: parent.verdict.reason }
   if (parent.verdict.status === 'pending') return { status: 'pending', waitingFor: t.parent_run }
   return { status: 'admitted', owner: parent.verdict.owner }
 }
