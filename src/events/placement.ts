@@ -400,11 +400,12 @@ export class Placement {
   /**
    * A liveness verdict this node signed as a run's delegator: placed here
    * like an event fetched by sync (stored, handed to subscribers), then
-   * published on the correlation's topic. Returns whether it was placed.
+   * published on the correlation's topic if it was. Returns whether it was placed.
    */
   async placeVerdict (t: CorrTrack, verdict: AgentEvent): Promise<boolean> {
     const accepted = await this.ingest(t, [verdict])
-    this.publish(t, verdict, 'a verdict')
+    // only what this node's own placement took: every peer would refuse the rest (found by session 57's review)
+    if (accepted.length > 0) this.publish(t, verdict, 'a verdict')
     return accepted.length > 0
   }
 
