@@ -89,6 +89,9 @@ export class WorkBridge {
   private hookQueue: WorkItem[] = []
   /** True while pumpHook runs (cleared in the same turn its queue runs dry, so an item enqueued after always starts a pump). */
   private hookPumping = false
+  /** Work items the webhook took, and items it was given up on (attempts spent, or the webhook removed or replaced). */
+  private hookDelivered = 0
+  private hookGaveUp = 0
   // ids from an earlier start end below this one's first unless it handed out WORK_ITEM_IDS_PER_MS per ms it ran
   private seq = Date.now() * WORK_ITEM_IDS_PER_MS
 
@@ -137,8 +140,8 @@ export class WorkBridge {
   }
 
   /** Open runs and connected stream clients (for stats and the leak tests). */
-  get stats (): { openRuns: number, sinks: number, webhookQueue: number } {
-    return { openRuns: this.open.size, sinks: this.sinks.size, webhookQueue: this.hookQueue.length }
+  get stats (): { openRuns: number, sinks: number, webhookQueue: number, webhookDelivered: number, webhookGaveUp: number } {
+    return { openRuns: this.open.size, sinks: this.sinks.size, webhookQueue: this.hookQueue.length, webhookDelivered: this.hookDelivered, webhookGaveUp: this.hookGaveUp }
   }
 
   /** Add a work stream client: it gets the items of open runs newer than `after`, then live ones. Returns its detach. */
@@ -435,21 +438,35 @@ export class WorkBridge {
         })
         // the answer's body is not read; a body that fails to cancel changes nothing the status said
         await res.body?.cancel().catch((err: unknown) => { this.log.debug({ err, item: item.id }, 'a webhook answer could not be discarded') })
-        if (res.ok) return
+        if (res.ok) {
+          this.hookDelivered++
+          return
+        }
         why = `HTTP ${res.status}`
       } catch (err) {
         if (this.stopping.signal.aborted) return
         why = (err as Error).message
       }
       if (attempt === API_WEBHOOK_MAX_ATTEMPTS || this.hook !== url) {
-        this.log.warn({ item: item.id, type: item.type, attempts: attempt, why }, 'webhook did not take the work item; it stays on the work stream')
+        this.gaveUp(url, item, attempt, why)
         return
       }
       this.log.debug({ item: item.id, attempt, why }, 'webhook delivery failed; retrying')
       // the wait's listener on the bridge's signal goes with the wait (one per retry had stayed for the node's life)
       const waited = await sleep(delay, true, { signal: this.stopping.signal }).catch(() => false)
       if (!waited) return // the node is stopping: the item stays on the work stream
+      // the webhook removed or replaced during the wait is not posted to again (a new one was sent the backlog)
+      if (this.hook !== url) {
+        this.gaveUp(url, item, attempt, why)
+        return
+      }
       delay *= 2
     }
+  }
+
+  private gaveUp (url: string, item: WorkItem, attempts: number, why: string): void {
+    this.hookGaveUp++
+    const replaced = this.hook !== url
+    this.log.warn({ item: item.id, type: item.type, attempts, why, ...(replaced ? { webhook: this.hook === null ? 'removed' : 'replaced' } : {}) }, 'webhook did not take the work item; it stays on the work stream')
   }
 }

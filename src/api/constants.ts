@@ -121,3 +121,42 @@ export const API_CLIENT_ANSWER_MAX_BYTES = 4 * REPLAY_MAX_BYTES
  * (stopped, swapped out, its machine asleep) waited until Ctrl-C.
  */
 export const API_CLIENT_SSE_SILENCE_MS = 4 * API_SSE_HEARTBEAT_MS
+
+/**
+ * Replays and timelines (GET /v1/events/{id}/replay and /timeline) made or
+ * sent at once, together; past it another is refused with 429
+ * INVALID_REQUEST (reason `too_many_replays`). Each may read up to
+ * REPLAY_MAX_BYTES (32 MiB) of events into memory and hold its JSON text
+ * until its client has taken it: without a bound, 200 at once were all in
+ * memory together. A slot is held until the answer is made and its socket
+ * has taken it (or gone).
+ */
+export const API_REPLAYS_CONCURRENT_MAX = 4
+
+/**
+ * A JSON answer or an artifact download that its client takes none of for
+ * this long is cut off: its socket is destroyed, and what was waiting in it
+ * (up to a whole replay) goes with it. Before, a client that sent one replay
+ * request and never read kept the answer buffered for good. As with SSE
+ * streams (API_SSE_STALL_MS) it is the socket's inactivity timeout, which
+ * any write the socket takes, even in part, puts off.
+ */
+export const API_ANSWER_IDLE_MS = API_SSE_STALL_MS
+
+/**
+ * Connections the metrics port (`--metrics`) holds open at once; past it a
+ * new one is closed as it comes. A scraper needs one or two: without it,
+ * clients holding sockets open were bound only by the process's file
+ * descriptors.
+ */
+export const METRICS_MAX_CONNECTIONS = 64
+
+/**
+ * The longest a request to the metrics port may take to arrive (head
+ * included: Node's headersTimeout and requestTimeout); a request has no body
+ * there. A socket that sends nothing holds a connection no longer than this.
+ */
+export const METRICS_REQUEST_TIMEOUT_MS = 10_000
+
+/** How often the metrics port looks for requests past METRICS_REQUEST_TIMEOUT_MS (Node checks at intervals). */
+export const METRICS_CONNECTION_CHECK_MS = 2_000

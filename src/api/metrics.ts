@@ -16,6 +16,7 @@ import { providerRecordStats } from '../wire/provider-records.ts'
 import { addressFilterOf } from '../wire/address-filter.ts'
 import { relayClientStats, relayGuardStats } from '../wire/host.ts'
 import { a2aStats } from '../a2a/stats.ts'
+import { METRICS_CONNECTION_CHECK_MS, METRICS_MAX_CONNECTIONS, METRICS_REQUEST_TIMEOUT_MS } from './constants.ts'
 import { errorReply, HttpError } from './errors.ts'
 import { hostForUrl, hostIsOwn, isLoopbackAddress } from './own-host.ts'
 
@@ -94,7 +95,7 @@ export class NodeMetrics {
         }
       })
     }
-    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, failed probes the executor answered all the same, runs declared lost (EXECUTOR_LOST), of them the runs whose probes were answered unread past the bound, verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict', (node) => {
+    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, failed probes the executor answered all the same, runs declared lost (EXECUTOR_LOST), of them the runs whose probes were answered unread past the bound, verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict, records ended because the executor answered with a run this node did not delegate, and those ended with no verdict because the ticket held names another delegator', (node) => {
       const l = node.runs.liveness
       const s = l.stats
       return {
@@ -112,6 +113,7 @@ export class NodeMetrics {
         superseded: s.superseded,
         ended_unseen: s.endedUnseen,
         disowned: s.disowned,
+        not_delegated: s.notDelegated,
         notices_open: l.openNotices
       }
     })
@@ -181,9 +183,9 @@ export class NodeMetrics {
       return s === undefined ? undefined : { progress_cut: s.progressCut, progress_refused: s.progressRefused }
     })
     figures('aap_discovery', 'Discovery counters since start, by counter (src/card/discovery-stats.ts): announcements, provider walks and the records they sent, lookups, card fetches and rejections, cards held for others and pulls that failed', (node) => ({ ...node.discovery.stats }))
-    figures('aap_events_lock', 'Tasks that did not queue on a task\'s lock past its bound since start (src/events/lock-queues.ts): gossip shed, events of this node\'s runs read back from the log instead (and read-backs that failed and were tried again), sync pages refused, subscriptions that waited for it to drain and those refused after the wait, catch-up pulls that waited', (node) => {
+    figures('aap_events_lock', 'Tasks that did not queue on a task\'s lock past its bound since start (src/events/lock-queues.ts): gossip shed, events of this node\'s runs read back from the log instead (and read-backs that failed and were tried again), sync pages refused, subscriptions that waited for it to drain and those refused after the wait, catch-up pulls that waited, and gossiped startless runs not fetched because their relayer had EVENTS_STARTLESS_FETCHES_PER_SOURCE fetches in flight', (node) => {
       const s = node.events.stats
-      return { gossip_shed: s.lockShed, local_deferred: s.lockRefused.local, local_read_back_errors: s.readBackErrors, sync_refused: s.lockRefused.sync, subscribe_waited: s.subscribeWaited, subscribe_refused: s.lockRefused.subscribe, pull_waited: s.lockRefused.pull }
+      return { gossip_shed: s.lockShed, local_deferred: s.lockRefused.local, local_read_back_errors: s.readBackErrors, sync_refused: s.lockRefused.sync, subscribe_waited: s.subscribeWaited, subscribe_refused: s.lockRefused.subscribe, pull_waited: s.lockRefused.pull, startless_dropped: s.startlessDropped }
     })
     new Gauge({
       name: 'aap_events_published',
@@ -222,10 +224,11 @@ export class NodeMetrics {
  * their Host header (a page whose name was rebound to 127.0.0.1 would read the counters); listening wider, it is
  * there for scrapers on other machines, which name it as they reach it (a DNS name, a port mapping).
  */
-export async function serveMetrics (metrics: NodeMetrics, host: string, port: number): Promise<{ url: string, close: () => Promise<void> }> {
+export async function serveMetrics (metrics: NodeMetrics, host: string, port: number): Promise<{ url: string, close: () => Promise<void>, droppedConnections: () => number }> {
   const names = [hostForUrl(host)]
   const checkHost = isLoopbackAddress(host)
-  const server: Server = createServer((req, res) => {
+  // a scraper sends one short request: a socket that sends none holds its connection no longer than the bound
+  const server: Server = createServer({ requestTimeout: METRICS_REQUEST_TIMEOUT_MS, headersTimeout: METRICS_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: METRICS_CONNECTION_CHECK_MS }, (req, res) => {
     if (checkHost && !hostIsOwn(req, names)) {
       // a browser page that rebound its name to this address would read the node's counters
       const { status, body } = errorReply(new HttpError(403, 'UNAUTHORIZED', `the metrics answer only at their own address, not at Host ${JSON.stringify((req.headers.host ?? '').slice(0, 100))}`, { reason: 'host' }))
@@ -242,6 +245,10 @@ export async function serveMetrics (metrics: NodeMetrics, host: string, port: nu
       (err: unknown) => { res.writeHead(500, { 'content-type': 'text/plain' }).end(`${(err as Error).message}\n`) }
     )
   })
+  // past the bound a new connection is closed as it comes (counted: see droppedConnections)
+  server.maxConnections = METRICS_MAX_CONNECTIONS
+  let dropped = 0
+  server.on('drop', () => { dropped++ })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => { server.off('error', reject); resolve() })
@@ -249,6 +256,7 @@ export async function serveMetrics (metrics: NodeMetrics, host: string, port: nu
   const addr = server.address() as AddressInfo
   return {
     url: `http://${hostForUrl(addr.address)}:${addr.port}/metrics`,
+    droppedConnections: () => dropped,
     close: async () => new Promise<void>(resolve => {
       server.close(() => { resolve() })
       server.closeAllConnections()

@@ -11,7 +11,6 @@
  * Close the server before stopping its node: closing ends the SSE streams and
  * releases their event subscriptions.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import pkg from '../../package.json' with { type: 'json' }
@@ -28,7 +27,7 @@ import { WorkBridge } from './bridge.ts'
 import { answerClientError, answerError, errorReply, HttpError, quotedPath, routerError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './own-host.ts'
-import { bodyAjv, operations, paramAjv, responseValidator, type Operation } from './openapi.ts'
+import { bodyAjv, operations, paramAjv, type Operation } from './openapi.ts'
 import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
 import { SseStream, StreamSlots, type SseLimits } from './sse.ts'
 import { serveEventStream, type EventStreamCounts } from './event-stream.ts'
@@ -36,8 +35,9 @@ import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
 import { UiRoutes } from './ui-routes.ts'
 import { artifactHandlers, rawBodyScope } from './artifacts.ts'
-import { API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_JSON_BYTES_PER_TURN, API_MAX_CONNECTIONS, API_MAX_PARAM_CHARS, API_REQUEST_TIMEOUT_MS } from './constants.ts'
-import { jsonInTurns } from '../util/json-in-turns.ts'
+import { API_ANSWER_IDLE_MS, API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_MAX_CONNECTIONS, API_MAX_PARAM_CHARS, API_REPLAYS_CONCURRENT_MAX, API_REQUEST_TIMEOUT_MS } from './constants.ts'
+import { checkAnswer, JsonAnswers, type Answer, type JsonHandler } from './answers.ts'
+import { checkBearer, tokenDigest } from './bearer.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -56,6 +56,10 @@ export interface ApiServerOptions {
   requestTimeoutMs?: number
   /** Connections open at once; default API_MAX_CONNECTIONS (tests set it lower). */
   maxConnections?: number
+  /** Replays and timelines at once; default API_REPLAYS_CONCURRENT_MAX. */
+  maxReplays?: number
+  /** An answer (JSON, a download) its client takes none of for this long is cut off; default API_ANSWER_IDLE_MS (tests set it lower). */
+  answerIdleMs?: number
   /** Hand runs of the node's current card capabilities to the agent from the start (the sidecar of `aap-mesh start`). */
   serveCard?: boolean
   /** Called after each card the API published (e.g. to report its announcement). */
@@ -81,11 +85,12 @@ export interface ApiStats {
   workBacklogWaits: number
   /** Streams cut off because their client took none of their waiting output for API_SSE_STALL_MS. */
   stalledStreams: number
+  /** Replays and timelines holding a slot (API_REPLAYS_CONCURRENT_MAX). */
+  replays: number
+  /** Answers and downloads cut off because their client took none of them for API_ANSWER_IDLE_MS. */
+  idleAnswers: number
 }
 
-/** `large`: the body may be megabytes (a replay): its JSON is made a slice per turn (API_JSON_BYTES_PER_TURN). */
-interface Answer { status?: number, body: unknown, large?: true }
-type JsonHandler = (req: FastifyRequest) => Promise<Answer>
 type StreamHandler = (req: FastifyRequest, reply: FastifyReply) => Promise<void>
 type Handler = { json: JsonHandler } | { stream: StreamHandler }
 
@@ -99,10 +104,6 @@ declare module 'fastify' {
 type Params = Record<string, string>
 interface ResumeBody { resolution: Record<string, unknown>, checkpoint_id?: string }
 type Query = Record<string, unknown>
-
-function digest (text: string): Buffer {
-  return createHash('sha256').update(text).digest()
-}
 
 export class ApiServer {
   readonly node: MeshNode
@@ -118,6 +119,7 @@ export class ApiServer {
   private readonly eventStreams: EventStreamCounts = { historyWaits: 0, failed: 0 }
   private readonly routeList: Array<{ method: string, url: string }> = []
   private readonly slots: StreamSlots
+  private readonly answers: JsonAnswers
   private droppedConnections = 0
   private workBacklogWaits = 0
   private stalledStreams = 0
@@ -130,8 +132,9 @@ export class ApiServer {
     this.node = node
     this.opts = opts
     this.log = opts.logger ?? silentLogger()
-    this.tokenDigest = digest(opts.token)
+    this.tokenDigest = tokenDigest(opts.token)
     this.slots = new StreamSlots(opts.maxSseClients ?? API_MAX_SSE_CLIENTS)
+    this.answers = new JsonAnswers({ checkResponses: opts.checkResponses === true, maxReplays: opts.maxReplays ?? API_REPLAYS_CONCURRENT_MAX, idleMs: opts.answerIdleMs ?? API_ANSWER_IDLE_MS, log: this.log.child({ component: 'api' }) })
     this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
     this.ui = new UiRoutes({ node, log: this.log.child({ component: 'ui' }), url: () => this.url, metrics: opts.metrics })
@@ -181,7 +184,7 @@ export class ApiServer {
     for (const s of this.subscriptions) if (!s.closed) open++
     let buffered = 0
     for (const s of this.streams) buffered = Math.max(buffered, s.buffered)
-    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams }, droppedConnections: this.droppedConnections, workBacklogWaits: this.workBacklogWaits, stalledStreams: this.stalledStreams }
+    return { streams: this.streams.size, eventSubscriptions: open, workClients: this.workClients, openRuns: this.bridge.stats.openRuns, sseBufferedBytes: buffered, eventStreams: { ...this.eventStreams }, droppedConnections: this.droppedConnections, workBacklogWaits: this.workBacklogWaits, stalledStreams: this.stalledStreams, replays: this.answers.replays, idleAnswers: this.answers.idleCut }
   }
 
   async listen (): Promise<string> {
@@ -217,18 +220,17 @@ export class ApiServer {
     app.removeContentTypeParser(['text/plain'])
 
     app.addHook('onRequest', async (req, reply) => {
-      if (this.ui.authorize(req)) return
-      const header = req.headers.authorization
-      const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : undefined
-      if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest)) {
-        reply.header('www-authenticate', 'Bearer')
-        throw new HttpError(401, 'UNAUTHORIZED', token === undefined
-          ? 'missing API token: send "Authorization: Bearer <token>" (the node writes it to <data dir>/api-token)'
-          : 'wrong API token (the node writes a new one to <data dir>/api-token at every start)')
-      }
+      if (!this.ui.authorize(req)) checkBearer(req.headers.authorization, this.tokenDigest, reply)
     })
 
     app.setErrorHandler((err, req, reply) => { answerError(err, req, reply, this.opts.metrics, this.log) })
+
+    // an answer going out (JSON, a download; not an SSE stream, which is hijacked and has its own stall bound) that
+    // its client takes none of is cut off
+    app.addHook('onSend', async (_req, reply, payload) => {
+      this.answers.idle(reply.raw)
+      return payload
+    })
 
     app.setNotFoundHandler((req, reply) => {
       const { status, body } = errorReply(new HttpError(404, 'INVALID_REQUEST', `no route ${req.method} ${quotedPath(req.url)} (see protocols/api.openapi.json)`, { reason: 'no_route' }))
@@ -274,15 +276,7 @@ export class ApiServer {
         req.body = {}
       },
       handler: 'json' in handler
-        ? async (req, reply) => {
-          const answer = await handler.json(req)
-          void reply.code(answer.status ?? 200)
-          if (answer.large !== true) return answer.body
-          // sent as text, so preSerialization (the documented-schema check) does not see it: checked here
-          if (this.opts.checkResponses === true) checkAnswer(op.operationId, reply.statusCode, answer.body)
-          const text = await jsonInTurns(answer.body, API_JSON_BYTES_PER_TURN)
-          return reply.type('application/json; charset=utf-8').send(text)
-        }
+        ? async (req, reply) => this.answers.answer(op.operationId, handler.json, req, reply)
         : async (req, reply) => { await handler.stream(req, reply) }
     })
   }
@@ -471,15 +465,6 @@ export class ApiServer {
         }
       }
     }
-  }
-}
-
-/** Throw INTERNAL when `payload` breaks the schema documented for `op`'s `status` answer (tests' response checks). */
-function checkAnswer (op: string, status: number, payload: unknown): void {
-  const check = responseValidator(op, status)
-  if (check !== undefined && check(payload) !== true) {
-    const first = check.errors?.[0]
-    throw new HttpError(500, 'INTERNAL', `answer of ${op} (${status}) breaks the documented schema at ${first?.instancePath ?? ''}: ${first?.message ?? ''}`)
   }
 }
 
