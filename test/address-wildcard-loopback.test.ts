@@ -6,7 +6,8 @@
  * leaves a peer with no kept address out of its routing table, and libp2p
  * announces only loopback until a public address is verified). A node that
  * listens on an explicit loopback address (local tests, simulations) dials
- * them: its peers are processes on the same machine.
+ * them: its peers are processes on the same machine. A /tls/sni name is a
+ * host too (session 57's review: the WebSockets transport dials it).
  */
 import { createServer, type AddressInfo, type Server } from 'node:net'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -50,6 +51,24 @@ describe('loopback addresses of other peers', () => {
     // a node that listens on a public address only neither keeps nor dials them
     const publicNode = new AddressFilter(me, { listen: ['/ip4/203.0.113.5/tcp/4001'], localMesh: false })
     expect(publicNode.mayKeep(other, multiaddr(loopbacks[0]!))).toBe(false)
+  })
+
+  it('a /tls/sni name is judged as the host it is (the WebSockets transport dials wss://<sni>, not the IP before it): a loopback or private sni is not dialed, nor kept where its IP would not be', async () => {
+    const wildcard = new AddressFilter(me, { listen: ['/ip4/0.0.0.0/tcp/4001'], localMesh: false })
+    const id = other.toString()
+    expect(wildcard.mayDial(multiaddr(`/ip4/203.0.113.9/tcp/22/tls/sni/127.0.0.1/ws/p2p/${id}`))).toBe(false)
+    expect(wildcard.mayDial(multiaddr(`/ip6/2001:db8::1/tcp/22/tls/sni/169.254.169.254/ws/p2p/${id}`))).toBe(false)
+    // a name is looked up as a /dns one is: localhost is this machine
+    expect(await wildcard.mayDial(multiaddr(`/ip4/203.0.113.9/tcp/22/tls/sni/localhost/ws/p2p/${id}`))).toBe(false)
+    // the same with a public sni, and no sni, is dialed (never here: only judged)
+    expect(wildcard.mayDial(multiaddr(`/ip4/203.0.113.9/tcp/22/tls/sni/203.0.113.10/ws/p2p/${id}`))).toBe(true)
+    expect(wildcard.mayDial(multiaddr(`/ip4/203.0.113.9/tcp/22/tls/ws/p2p/${id}`))).toBe(true)
+    const publicNode = new AddressFilter(me, { listen: ['/ip4/203.0.113.5/tcp/4001'], localMesh: false })
+    expect(publicNode.mayKeep(other, multiaddr('/ip4/203.0.113.9/tcp/22/tls/sni/127.0.0.1/ws'))).toBe(false)
+    expect(publicNode.mayKeep(other, multiaddr('/ip4/203.0.113.9/tcp/22/tls/sni/10.0.0.1/ws'))).toBe(false)
+    // what the operator configured is allowed, its sni name too
+    publicNode.allowConfigured(['/ip4/203.0.113.9/tcp/443/tls/sni/10.0.0.1/ws'])
+    expect(publicNode.mayDial(multiaddr(`/ip4/203.0.113.9/tcp/443/tls/sni/10.0.0.1/ws/p2p/${id}`))).toBe(true)
   })
 
   describe('named by a stranger in its identify', () => {
@@ -115,6 +134,22 @@ describe('loopback addresses of other peers', () => {
       const other2 = await strangerNaming(local, reached.address)
       await local.host.dial(other2.peerId, { signal: AbortSignal.timeout(5000) }).then(() => undefined, () => undefined)
       expect(reached.accepted()).toBeGreaterThan(0)
+    }, 30_000)
+
+    it('a node on 0.0.0.0 does not dial the loopback service a stranger names as its /tls/sni host', async () => {
+      const node = await createMeshNode({ listen: ['/ip4/0.0.0.0/tcp/0'], logger: silentLogger() })
+      nodes.push(node)
+      await node.start()
+      const target = await localService()
+      // the service behind a made-up public IP: only 127.0.0.1 is ever contacted (the WebSockets transport dials the
+      // sni host, and the TCP transport does not take a /ws address)
+      const stranger = await strangerNaming(node, `/ip4/203.0.113.9/tcp/${target.address.split('/').at(-1)}/tls/sni/127.0.0.1/ws`)
+      const refusedBefore = addressFilterOf(node.host.peerId)!.refused
+      const err = await node.host.dial(stranger.peerId, { signal: AbortSignal.timeout(5000) }).then(() => undefined, (e: unknown) => e as Error)
+      // before the sni was judged: one connection, a wss dial to 127.0.0.1
+      expect(target.accepted()).toBe(0)
+      expect(err?.name).toMatch(/DialDenied|NoValidAddresses/)
+      expect(addressFilterOf(node.host.peerId)!.refused).toBeGreaterThan(refusedBefore)
     }, 30_000)
   })
 })

@@ -62,20 +62,46 @@ async function silentCards (host: MeshHost): Promise<void> {
   })
 }
 
+/** A mesh of NODES, an honest agent outside its DHT (no walk of the asker's dials it by chance), and `n` hosts whose card calls never answer. */
+async function startNamingLab (n: number): Promise<{ nodes: MeshNode[], honest: MeshNode, fakes: MeshHost[] }> {
+  const nodes = await startMesh(NODES, { transport: 'tcp', nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
+  const [honest] = await startLoneNodes(1, { dht: { k: K, alpha: K, disjointPaths: 1 } }) as [MeshNode]
+  const fakes: MeshHost[] = []
+  for (let i = 0; i < n; i++) {
+    const fake = await startLoopbackHost()
+    await silentCards(fake)
+    fakes.push(fake)
+  }
+  return { nodes, honest, fakes }
+}
+
+/** `holder` answers GET_PROVIDERS for `key` with `named` (the addresses of `known` merged at it and at `asker`, as its own code would send them). */
+async function answerWith (holder: MeshNode, asker: MeshNode, key: CID, named: PeerId[], known: MeshHost[], honest: MeshNode): Promise<void> {
+  for (const f of known) {
+    for (const n of [holder, asker]) await n.host.peerStore.merge(f.peerId, { multiaddrs: f.getMultiaddrs() })
+  }
+  await holder.host.peerStore.merge(peerOf(honest), { multiaddrs: honest.host.getMultiaddrs() })
+  const store = storeOf(holder)
+  const read = store.getProviders.bind(store)
+  const ours = (k: unknown): boolean => Buffer.from((k as CID).multihash.bytes).equals(Buffer.from(key.multihash.bytes))
+  store.getProviders = async (k, options) => ours(k) ? [...named] : read(k, options)
+}
+
+/** A discover for one card of `cap` without the cache, and who its lookup named, in order. */
+async function discoverNamed (asker: MeshNode, cap: { capability_id: string, version: string }): Promise<{ found: string[], order: Array<{ id: string, by: string | undefined }> }> {
+  const order: Array<{ id: string, by: string | undefined }> = []
+  const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, onNamed: (ids, by) => { for (const id of ids) order.push({ id, by }) } })
+  return { found: found.map(c => c.agent_id), order }
+}
+
 describe('a hostile peer that names an honest agent last, behind providers that never answer', () => {
   let nodes: MeshNode[] = []
   /** The honest agent: outside the mesh's DHT, so no walk of the asker's (a card's DHT read, say) dials it by chance. */
   let honest: MeshNode
-  const fakes: MeshHost[] = []
+  let fakes: MeshHost[] = []
   const cap = { capability_id: 'cap:named-last', version: '1.0.0' }
   beforeAll(async () => {
-    nodes = await startMesh(NODES, { transport: 'tcp', nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
-    ;[honest] = await startLoneNodes(1, { dht: { k: K, alpha: K, disjointPaths: 1 } }) as [MeshNode]
-    for (let i = 0; i < FAKES; i++) {
-      const fake = await startLoopbackHost()
-      await silentCards(fake)
-      fakes.push(fake)
-    }
+    ;({ nodes, honest, fakes } = await startNamingLab(FAKES))
   })
   afterAll(async () => {
     await stopAll([...nodes, honest])
@@ -95,27 +121,15 @@ describe('a hostile peer that names an honest agent last, behind providers that 
 
     // the hostile holder's answer: the 19 hosts that never answer the card call, then the honest agent
     const named = [...fakes.map(f => f.peerId), peerOf(honest)]
-    for (const f of fakes) {
-      for (const n of [hostile, asker]) await n.host.peerStore.merge(f.peerId, { multiaddrs: f.getMultiaddrs() })
-    }
-    await hostile.host.peerStore.merge(peerOf(honest), { multiaddrs: honest.host.getMultiaddrs() })
-    const store = storeOf(hostile)
-    const read = store.getProviders.bind(store)
-    const ours = (k: unknown): boolean => Buffer.from((k as CID).multihash.bytes).equals(Buffer.from(key.multihash.bytes))
-    store.getProviders = async (k, options) => ours(k) ? [...named] : read(k, options)
+    await answerWith(hostile, asker, key, named, fakes, honest)
     await connectOnlyTo(asker, hostile)
 
-    const order: Array<{ id: string, by: string | undefined }> = []
-    const found = await asker.discover({ capability: cap }, {
-      limit: 1,
-      cache: false,
-      onNamed: (ids, by) => { for (const id of ids) order.push({ id, by }) }
-    })
+    const { found, order } = await discoverNamed(asker, cap)
     // the hostile answer named the honest agent last, and first
     expect(order.slice(0, FAKES + 1)).toEqual(named.map(p => ({ id: p.toString(), by: hostile.agentId })))
     // before: its fetch waited behind the 19, two dials of CARD_FETCH_TIMEOUT_MS at a time; the discover ran out
     // of time with nothing
-    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    expect(found).toEqual([honest.agentId])
   }, 60_000)
 })
 
@@ -126,16 +140,10 @@ const HOSTILE_PICKS = 10
 describe('an honest holder whose answer names new providers first and the honest agent last', () => {
   let nodes: MeshNode[] = []
   let honest: MeshNode
-  const fakes: MeshHost[] = []
+  let fakes: MeshHost[] = []
   const cap = { capability_id: 'cap:named-again-last', version: '1.0.0' }
   beforeAll(async () => {
-    nodes = await startMesh(NODES, { transport: 'tcp', nodeOptions: () => ({ dht: { k: K, alpha: K, disjointPaths: 1 } }) })
-    ;[honest] = await startLoneNodes(1, { dht: { k: K, alpha: K, disjointPaths: 1 } }) as [MeshNode]
-    for (let i = 0; i < HOSTILE_PICKS + 2 * AHEAD; i++) {
-      const fake = await startLoopbackHost()
-      await silentCards(fake)
-      fakes.push(fake)
-    }
+    ;({ nodes, honest, fakes } = await startNamingLab(HOSTILE_PICKS + 2 * AHEAD))
   })
   afterAll(async () => {
     await stopAll([...nodes, honest])
@@ -157,32 +165,17 @@ describe('an honest holder whose answer names new providers first and the honest
       [...fakes.slice(HOSTILE_PICKS, HOSTILE_PICKS + AHEAD).map(f => f.peerId), peerOf(honest)],
       [...fakes.slice(HOSTILE_PICKS + AHEAD).map(f => f.peerId), peerOf(honest)]
     ]
-    for (const [i, h] of held.entries()) {
-      for (const f of fakes) {
-        for (const n of [h, asker]) await n.host.peerStore.merge(f.peerId, { multiaddrs: f.getMultiaddrs() })
-      }
-      await h.host.peerStore.merge(peerOf(honest), { multiaddrs: honest.host.getMultiaddrs() })
-      const store = storeOf(h)
-      const read = store.getProviders.bind(store)
-      const ours = (k: unknown): boolean => Buffer.from((k as CID).multihash.bytes).equals(Buffer.from(key.multihash.bytes))
-      const named = answers[i]!
-      store.getProviders = async (k, options) => ours(k) ? [...named] : read(k, options)
-    }
+    for (const [i, h] of held.entries()) await answerWith(h, asker, key, answers[i]!, fakes, honest)
     await connectOnlyTo(asker, held[0]!)
 
-    const order: Array<{ id: string, by: string | undefined }> = []
-    const found = await asker.discover({ capability: cap }, {
-      limit: 1,
-      cache: false,
-      onNamed: (ids, by) => { for (const id of ids) order.push({ id, by }) }
-    })
+    const { found, order } = await discoverNamed(asker, cap)
     // an honest holder answered, naming its own picks (the honest agent again, not as new)
     const answered = held.slice(1).filter(h => order.some(o => o.by === h.agentId))
     expect(answered.length).toBeGreaterThan(0)
     for (const h of answered) expect(order.filter(o => o.by === h.agentId)).toHaveLength(AHEAD)
     // before: the honest holders' new picks ranked ahead of the agent they named again, so its fetch waited behind
     // theirs and the hostile holder's, two dials of CARD_FETCH_TIMEOUT_MS at a time; the discover ran out of time
-    expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
+    expect(found).toEqual([honest.agentId])
   }, 60_000)
 })
 
