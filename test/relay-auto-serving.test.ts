@@ -7,7 +7,8 @@
  *
  * The public address is one the relay is told it has and never dialed: the
  * holder is a stock libp2p host whose gater dials 127.0.0.1 only, and no
- * other peer learns the address.
+ * other peer learns the address. A holder whose connection carries work
+ * with the relay (a request under way) keeps it: only the slot goes.
  */
 import { afterAll, describe, expect, it } from 'vitest'
 import { noise } from '@chainsafe/libp2p-noise'
@@ -18,6 +19,7 @@ import { tcp } from '@libp2p/tcp'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { Circuit } from '@multiformats/multiaddr-matcher'
 import { createLibp2p, type Libp2p } from 'libp2p'
+import { CARD_PROTOCOL } from '../src/constants.ts'
 import { relayServiceOf } from '../src/wire/network.ts'
 import { RelayLab } from './fixtures/relay-lab.ts'
 import { until } from './helpers.ts'
@@ -64,9 +66,27 @@ describe('relay mode auto, when the node stops serving', () => {
     await until(() => viaR().length > 0, 'P to reserve a slot on R')
     expect(relayServiceOf(R.host)?.reservations.has(P.peerId)).toBe(true)
 
+    // a second holder with work under way with R (a request stream open on its connection)
+    const W = await createLibp2p({
+      addresses: { listen: ['/p2p-circuit'] },
+      transports: [tcp(), circuitRelayTransport()],
+      connectionEncrypters: [noise()],
+      streamMuxers: [yamux()],
+      services: { identify: identify() },
+      connectionGater: { denyDialMultiaddr: (ma) => !ma.toString().startsWith('/ip4/127.0.0.1/') }
+    })
+    hosts.push(W)
+    await W.dial(multiaddr(local!))
+    await until(() => relayServiceOf(R.host)?.reservations.has(W.peerId) === true, 'W to reserve a slot on R')
+    const working = await W.dialProtocol(R.host.peerId, CARD_PROTOCOL)
+    const wConn = W.getConnections(R.host.peerId)[0]!
+
     addressManager.removeObservedAddr(publicAddr)
     await until(() => R.reachability?.current.relayServing === false, 'R to stop serving')
     expect(relayServiceOf(R.host)?.reservations.size).toBe(0)
     await until(() => viaR().length === 0, 'P to drop its circuit addresses through R')
+    // W's connection carries its request: kept (it learns at its reservation's renewal), not cut with its stream
+    expect(wConn.status).toBe('open')
+    expect(working.status).toBe('open')
   }, 60_000)
 })

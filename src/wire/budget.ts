@@ -120,7 +120,7 @@ function onlyClosableStreams (conn: Pick<Connection, 'streams'>): boolean {
 const tagged = new WeakMap<PeerStore, Map<string, number>>()
 
 /** Whether this node wrote `peer`'s run tag recently enough that it is still live (true before the write lands). */
-function taggedNow (host: MeshHost, peer: string, now: number): boolean {
+function taggedNow (host: Pick<MeshHost, 'peerStore'>, peer: string, now: number): boolean {
   const at = tagged.get(host.peerStore)?.get(peer)
   return at !== undefined && now - at < RUN_PEER_TAG_TTL_MS
 }
@@ -150,6 +150,19 @@ export function tagRunPeer (host: MeshHost, peer: PeerId, log: Logger): void {
     if (last.get(id) === now) last.delete(id)
     log.warn({ err, peer: id }, 'a run peer could not be tagged: its connection may be pruned (runs redial)')
   })
+}
+
+/**
+ * Whether `conn` carries work with its peer that closing it would cut: a
+ * request in flight, a stream that is more than gossip, identify, ping or a
+ * DHT step (a run's, an artifact's, a relayed circuit's), or a peer this
+ * node has live runs with (its run tag). A connection closed for a reason of
+ * its own (a relay that stops serving, reachability.ts) is left open then.
+ */
+export async function carriesLiveWork (host: Pick<MeshHost, 'peerStore'>, conn: Connection): Promise<boolean> {
+  if (carriesRequest(conn) || !onlyClosableStreams(conn) || taggedNow(host, conn.remotePeer.toString(), Date.now())) return true
+  if (!(await host.peerStore.has(conn.remotePeer))) return false
+  return (await host.peerStore.get(conn.remotePeer)).tags.has(RUN_PEER_TAG)
 }
 
 /** What a peer's tags are worth to the budget, and when they were read (ms). */

@@ -9,7 +9,9 @@
  * so holders announced circuit addresses through a relay that refused to
  * carry them for up to an hour (found by a review). Their direct connections
  * to this node are closed, which makes their relay clients drop this relay
- * and look for another (circuit relay v2 has no message to revoke a slot).
+ * and look for another (circuit relay v2 has no message to revoke a slot);
+ * not one that carries work (runs, requests, relayed circuits: budget.ts
+ * carriesLiveWork), whose holder learns at its reservation's renewal.
  */
 import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
 import { isPrivate } from '@libp2p/utils'
@@ -18,6 +20,7 @@ import type { Connection, Libp2p, PeerId, StreamHandler } from '@libp2p/interfac
 import type { Logger } from '../logger.ts'
 import { RELAY_SERVICE, relayServiceOf, type RelayServerMode } from './network.ts'
 import { RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_STOP_STREAMS } from './network-constants.ts'
+import { carriesLiveWork } from './budget.ts'
 import { relayClientStats } from './host.ts'
 import type { RelayClientStats } from './relay-client.ts'
 
@@ -134,8 +137,14 @@ export class Reachability {
       holders.push(peer)
     }
     store.clear()
-    const conns = holders.flatMap(peer => this.host.getConnections(peer)).filter(c => !Circuit.matches(c.remoteAddr))
-    this.log.info({ reservations: holders.length, connections: conns.length }, 'relay serving stopped: reservations dropped, their holders\' connections closed')
+    const direct = holders.flatMap(peer => this.host.getConnections(peer)).filter(c => !Circuit.matches(c.remoteAddr))
+    // a holder this node has runs or requests with keeps its connection (budget.ts): it learns at its renewal
+    const idle = await Promise.all(direct.map(async c => !(await carriesLiveWork(this.host, c).catch((err: unknown) => {
+      this.log.warn({ err: err instanceof Error ? err.message : String(err), peer: c.remotePeer.toString() }, 'a relay reservation holder\'s work could not be read: its connection is kept')
+      return true
+    }))))
+    const conns = direct.filter((_c, i) => idle[i] === true)
+    this.log.info({ reservations: holders.length, closed: conns.length, kept: direct.length - conns.length }, 'relay serving stopped: reservations dropped, the connections of their holders with no work under way closed')
     await Promise.all(conns.map(async c => c.close().catch((err: unknown) => {
       this.log.warn({ err: err instanceof Error ? err.message : String(err), peer: c.remotePeer.toString() }, 'a relay reservation holder\'s connection did not close cleanly; aborted')
       c.abort(err instanceof Error ? err : new Error(String(err)))
