@@ -292,18 +292,25 @@ export class ApiClient {
 
   /**
    * GET `path` as bytes: the answer's body stream (read it to the end or cancel it). Throws the API's error before any byte.
-   * No overall timeout (a large artifact takes what it takes), but a wait for the head or the next piece of the body
-   * longer than the client's timeout fails with the TIMEOUT ApiError.
+   * No overall timeout (a large artifact takes what it takes). The wait for the head is not bounded either: the node
+   * fetches the whole artifact from its holders before its first byte, so only `signal` ends it. Once the head has
+   * come, a wait for the rest of an error answer or the next piece of the body longer than the client's timeout fails
+   * with the TIMEOUT ApiError.
    */
   async download (path: string, query?: Record<string, QueryValue>, signal?: AbortSignal): Promise<{ size: number | undefined, contentType: string | null, body: ReadableStream<Uint8Array> }> {
+    // armed only after the head: the fetch's signal carries it so that a silent body read is cut
     const idle = new SilenceWatch(this.timeoutMs)
     const bounded = signal === undefined ? idle.signal : AbortSignal.any([signal, idle.signal])
-    idle.arm()
     const { res, body } = await this.againAfterRestart(async () => {
       const answer = await this.fetch('GET', path + queryString(query), undefined, bounded, { accept: 'application/octet-stream' })
-      if (!answer.ok || answer.body === null) throw errorOf(answer.status, await parsedBody(answer, this.url, bounded))
-      return { res: answer, body: answer.body }
-    }).finally(() => { idle.disarm() })
+      if (answer.ok && answer.body !== null) return { res: answer, body: answer.body }
+      idle.arm()
+      try {
+        throw errorOf(answer.status, await parsedBody(answer, this.url, bounded))
+      } finally {
+        idle.disarm()
+      }
+    })
     const length = res.headers.get('content-length')
     return { size: length === null ? undefined : Number(length), contentType: res.headers.get('content-type'), body: this.watched(body, idle, path) }
   }

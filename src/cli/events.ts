@@ -58,7 +58,8 @@ export function registerEvents (program: Command): void {
       }
       const ctl = new AbortController()
       const release = onInterrupt(() => { ctl.abort() }, ['SIGINT', 'SIGTERM'])
-      // a reader gone away (| head -1) ends the follow as Ctrl-C does, quietly: it asked for no more
+      // a reader gone away (| head -1) ends the follow as Ctrl-C does, quietly: it asked for no more;
+      // output lost otherwise (a full disk) ends it too, and the stdout watch has said so and set exit 1
       const unwatch = watchStdout(() => { ctl.abort() })
       let seen = false
       try {
@@ -83,6 +84,7 @@ export function registerEvents (program: Command): void {
         release()
         unwatch()
       }
+      // stdout failed: quiet for a reader gone away, else already reported with its exit status
       if (seen || stdoutGone()) return undefined
       if (ctl.signal.aborted) {
         // a plain follow ends by Ctrl-C as intended; a wait for an event did not get it

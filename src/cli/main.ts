@@ -23,9 +23,10 @@ export function buildProgram (): Command {
     .addHelpText('after', `
 Every command but start and conformance drives a running node through its local API, found in
 --data-dir (api.json, api-token) or given with --api-url and --token.
-Exit codes: 0 done, 1 the node refused (its AAP error code is printed) or the run
-send waited for failed or blocked, 2 wrong arguments, 3 no node reachable (or its
-stream ended first), 130 a wait ended by Ctrl-C.`)
+Exit codes: 0 done (or the reader of its output went away), 1 the node refused (its AAP
+error code is printed), the run send waited for failed or blocked, a request timed out
+or the output could not be written, 2 wrong arguments, 3 no node reachable (or its
+stream ended first, or it answered what is not the API's), 130 a wait ended by Ctrl-C.`)
   registerStart(program)
   registerRemoteCommands(program)
   registerMcp(program)

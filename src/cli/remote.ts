@@ -4,7 +4,8 @@
  * and --token), prints a result for people or, with --json, one JSON
  * document per line, and exits non-zero with a readable message on errors:
  *
- *   1  the node answered with an error (its AAP code is printed)
+ *   1  the node answered with an error (its AAP code is printed), or stdout
+ *      failed other than by a closed pipe (OUTPUT_FAILED: a full disk)
  *   2  the command's own arguments are wrong (nothing was sent)
  *   3  no node could be reached (not running, wrong URL or data directory)
  *
@@ -135,34 +136,51 @@ export function idArg (value: string | undefined, what: string): string {
 }
 
 /**
- * Failures of stdout, counted (and the last kept) for diagnosis: its reader
- * went away (`aap-mesh events --follow | head -1`), so nothing more is
- * printed and the command ends quietly, as programs do on a closed pipe.
+ * Failures of stdout, counted (and the last kept) for diagnosis. A closed
+ * pipe means its reader went away (`aap-mesh events --follow | head -1`): the
+ * command prints nothing more and ends quietly, as programs do on a closed
+ * pipe. Any other failure (a full disk: ENOSPC, EIO) lost output someone
+ * wanted: it is said on stderr and the command exits EXIT_REFUSED (1).
  */
-export const stdoutFailures: { count: number, last: unknown } = { count: 0, last: undefined }
+export const stdoutFailures: { count: number, lost: number, last: unknown } = { count: 0, lost: 0, last: undefined }
 const stdoutGoneListeners = new Set<() => void>()
 let stdoutWatched = false
 
-/** True once stdout failed. */
+/** True once stdout failed (its reader went away, or its output is lost): nothing more is written. */
 export function stdoutGone (): boolean {
   return stdoutFailures.count > 0
 }
 
-/** Count stdout's failures instead of letting an unhandled EPIPE end the command with a stack trace. */
+/** Whether a stdout error is its reader gone away (a closed pipe), not output lost. */
+function readerGone (err: NodeJS.ErrnoException): boolean {
+  return err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED'
+}
+
+/**
+ * Watch stdout's failures instead of letting an unhandled EPIPE end the
+ * command with a stack trace. Output lost for another reason is reported
+ * (once) and fails the command.
+ */
 function guardStdout (): void {
   if (stdoutWatched) return
   stdoutWatched = true
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     stdoutFailures.count++
     stdoutFailures.last = err
+    if (!readerGone(err)) {
+      if (stdoutFailures.lost === 0) sayError('OUTPUT_FAILED', `cannot write the output to stdout: ${err.message ?? String(err)}`)
+      stdoutFailures.lost++
+      process.exitCode = EXIT_REFUSED
+    }
     for (const f of [...stdoutGoneListeners]) f()
     stdoutGoneListeners.clear()
   })
 }
 
 /**
- * Call `onGone` once when stdout fails (its reader went away; at once if it
- * already did). The returned function stops calling it.
+ * Call `onGone` once when stdout fails (its reader went away or its output is
+ * lost; at once if it already did): there is no point going on. The returned
+ * function stops calling it.
  */
 export function watchStdout (onGone: () => void): () => void {
   guardStdout()
@@ -171,7 +189,7 @@ export function watchStdout (onGone: () => void): () => void {
   return () => { stdoutGoneListeners.delete(onGone) }
 }
 
-/** Write to stdout unless its reader went away. */
+/** Write to stdout unless it failed already. */
 export function writeOut (text: string): void {
   guardStdout()
   if (!stdoutGone()) process.stdout.write(text)
