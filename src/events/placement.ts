@@ -54,7 +54,7 @@ export interface PlacementInit {
 export class Placement {
   private readonly i: PlacementInit
   /** Runs with gossip not queued (shed) whose fetch waits for their correlation's lock to drain (shed.ts). */
-  readonly shedFetches = new ShedFetches((t, rt) => { this.i.syncer().fetch(t, rt) }, (t, agentId) => { this.i.syncer().syncCorrelationFrom(t, agentId) })
+  readonly shedFetches = new ShedFetches((t, rt, ask) => { this.i.syncer().fetch(t, rt, ask) }, (t, agentId) => { this.i.syncer().syncCorrelationFrom(t, agentId) })
 
   /** Events of this node's own runs, queued on their correlation's lock within its bound (local-events.ts). */
   private readonly local: LocalEvents
@@ -110,7 +110,7 @@ export class Placement {
       this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
     }
-    if (t.lock.waiting >= EVENTS_LOCK_WAITING_MAX) return this.count(this.shed(t, event))
+    if (t.lock.waiting >= EVENTS_LOCK_WAITING_MAX) return this.count(this.shed(t, event, from))
     return this.placeQueued(t, [event], size, from).then((placed) => {
       this.afterIngest(t, placed.accepted, 'gossip')
       return this.count(relayable(placed.first, text, event))
@@ -121,13 +121,20 @@ export class Placement {
     })
   }
 
-  /** EVENTS_LOCK_WAITING_MAX wait on the correlation's lock: `e` is not queued, and like a gap its run is fetched later (shed.ts). */
-  private shed (t: CorrTrack, e: AgentEvent): Verdict {
+  /**
+   * EVENTS_LOCK_WAITING_MAX wait on the correlation's lock: `e` (relayed by
+   * `from`) is not queued, and like a gap its run is fetched later (shed.ts).
+   * A startless run is fetched then as its gossip would have had it: by
+   * `from`'s ask, within its share (startless.ts), never by a DHT walk.
+   */
+  private shed (t: CorrTrack, e: AgentEvent, from: string): Verdict {
     this.i.stats.lockShed++
     const rt = this.i.correlations.newRunTrack(t, e.run_id, false)
     if (rt === undefined) return 'over_limit'
     // a refused run is not fetched; a pending one is when its ancestor is admitted
-    if (!rt.local && rt.lineage !== 'rejected' && rt.lineage !== 'pending') this.shedFetches.arm(t, rt)
+    if (rt.local || rt.lineage === 'rejected' || rt.lineage === 'pending') return 'gap'
+    if (isStartless(rt)) this.shedFetches.arm(t, rt, () => this.startless.take(from))
+    else this.shedFetches.arm(t, rt)
     return 'gap'
   }
 

@@ -9,7 +9,14 @@
  * EVENTS_STARTLESS_FETCHES_PER_SOURCE of one relayer's messages have a fetch
  * in flight at once. Past that the run is not fetched (`startlessDropped`):
  * it is fetched once an event someone vouches for names it, or its own
- * events come again.
+ * events come again. A relayer that answers with nothing (or fails) is
+ * followed by the executor when it is reached without routing by then; a
+ * fetch made again (an event of the run came meanwhile, a lock drained)
+ * asks by the relayer of the event that made it (Syncer.fetch), and a run
+ * whose gossip was shed while its correlation's lock was behind, or whose
+ * fetched page that lock refused, is fetched once it drains by its
+ * relayer's ask again, within the share (`again`; shed.ts): none of these
+ * walks the DHT.
  */
 import type { PeerId } from '@libp2p/interface'
 import { peerIdOfAgent } from '../identity/identity.ts'
@@ -21,8 +28,12 @@ import type { EventsStats } from './track.ts'
 
 /** A startless run's fetch on behalf of one relayed message (Syncer.fetch). */
 export interface StartlessAsk {
-  /** The agent to ask: the executor when reached without routing, else the relayer. */
+  /** The agent to ask first: the executor when reached without routing, else the relayer. */
   source: (executor: string) => Promise<string>
+  /** Whether a dial to `agentId` needs no peer routing (the executor, asked after a relayer that had nothing). */
+  reachable: (agentId: string) => Promise<boolean>
+  /** The same relayer's ask again (a fetch made later, once a lock drains), or undefined (counted) past its share. */
+  again: () => StartlessAsk | undefined
   /** The fetch ended (or was folded into one in flight): its relayer's share is given back. */
   done: () => void
 }
@@ -51,6 +62,8 @@ export class StartlessFetches {
     let given = false
     return {
       source: async (executor) => (await this.reachable(executor)) ? executor : from,
+      reachable: async (agentId) => this.reachable(agentId),
+      again: () => this.take(from),
       done: () => {
         if (given) return
         given = true

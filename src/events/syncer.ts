@@ -42,7 +42,13 @@ export class Syncer {
   private readonly stats: EventsStats
   private readonly log: Logger
   /** Syncs whose page the correlation's lock was too far behind to take (lock-queues.ts): made again once it drains. */
-  private readonly afterLock = new ShedFetches((t, rt) => { this.fetch(t, rt) }, (t, agentId) => { this.syncCorrelationFrom(t, agentId) })
+  private readonly afterLock = new ShedFetches((t, rt, ask) => { this.fetch(t, rt, ask) }, (t, agentId) => { this.syncCorrelationFrom(t, agentId) })
+  /**
+   * The ask for a run's next fetch round, asked for while its fetch was in
+   * flight: the latest relayer's (startless.ts), or null when a caller asked
+   * without one (someone vouched for the run: its executor is asked as usual).
+   */
+  private readonly nextAsk = new WeakMap<RunTrack, StartlessAsk | null>()
 
   constructor (client: SyncClient, target: SyncTarget, stats: EventsStats, log: Logger) {
     this.client = client
@@ -196,12 +202,24 @@ export class Syncer {
    * message of a stranger that refuses its sync would otherwise cost a sync
    * with every participant. One that gossip brought (`startless`) is asked
    * of its executor only when no routing is needed to reach it, else of the
-   * peer that relayed it (startless.ts).
+   * peer that relayed it, then of the executor if that one had nothing and
+   * the executor is reached without routing by then (startless.ts). A round
+   * made again asks by the relayer of the event that made it (nextAsk).
    */
   fetch (t: CorrTrack, rt: RunTrack, startless?: StartlessAsk): void {
-    if (t.closed || rt.local || !this.target.running || rt.fetching) {
+    if (t.closed || rt.local || !this.target.running) {
       startless?.done()
-      if (rt.fetching) rt.fetchAgain = true
+      return
+    }
+    if (rt.fetching) {
+      rt.fetchAgain = true
+      const pending = this.nextAsk.get(rt)
+      // one asked without a relayer's ask (someone vouched for the run) is not narrowed by a later one
+      if (pending === null) startless?.done()
+      else {
+        pending?.done()
+        this.nextAsk.set(rt, startless ?? null)
+      }
       return
     }
     rt.fetching = true
@@ -209,15 +227,30 @@ export class Syncer {
     rt.fetchStop = stop
     // a run forgotten to make room is fetched no more (correlations.ts evictUnproven aborts `stop`)
     const gone = (): boolean => t.closed || stop.signal.aborted
+    let ask = startless
     this.spawn(t, async () => {
       try {
-        const via = startless === undefined ? undefined : await startless.source(rt.executor)
+        let again = false
         do {
+          if (again) {
+            // this round is the one an event that came meanwhile asked for: by its relayer, if it had one
+            const next = this.nextAsk.get(rt)
+            this.nextAsk.delete(rt)
+            ask?.done()
+            ask = next ?? undefined
+          }
+          again = true
           rt.fetchAgain = false
           await this.target.runTrack(t, rt.run_id)
-          const sources = isStartless(rt) ? [via ?? rt.executor] : [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
+          const cur = isStartless(rt) ? ask : undefined
+          const via = cur === undefined ? undefined : await cur.source(rt.executor)
+          const sources = !isStartless(rt)
+            ? [rt.executor, ...[...t.participants].filter(p => p !== rt.executor)]
+            : via === undefined || via === rt.executor ? [rt.executor] : [via, rt.executor]
           for (const source of sources) {
             if (gone()) return
+            // the relayer had nothing: its executor next, only if no routing is needed to reach it
+            if (source !== sources[0] && cur !== undefined && !(await cur.reachable(source))) break
             try {
               this.stats.syncRequests.run++
               let got = 0
@@ -234,8 +267,10 @@ export class Syncer {
               if (got > 0 || source === rt.executor) break
             } catch (err) {
               if (err instanceof LockBusyError) {
-                // no fault of the agent: the slot is given back, and the run fetched again once the lock drains
-                this.afterLock.arm(t, rt)
+                // no fault of the agent: the slot is given back, and the run fetched again once the lock drains (a
+                // startless run by its relayer's ask again, within its share: no DHT walk then either)
+                const retake = cur === undefined ? undefined : cur.again
+                this.afterLock.arm(t, rt, retake)
                 return
               }
               // let go on purpose (the run was evicted, the node stops): no fault of the agent asked
@@ -248,7 +283,9 @@ export class Syncer {
           }
         } while (rt.fetchAgain && !gone())
       } finally {
-        startless?.done()
+        ask?.done()
+        this.nextAsk.get(rt)?.done()
+        this.nextAsk.delete(rt)
         rt.fetching = false
         if (rt.fetchStop === stop) rt.fetchStop = undefined
         this.target.settled(t)

@@ -82,7 +82,7 @@ export interface EventsStats {
   subscribeWaited: number
   /** Read-backs of this node's own events from its log that failed and are made again later (local-events.ts). */
   readBackErrors: number
-  /** Gossiped startless runs not fetched: their relayer had EVENTS_STARTLESS_FETCHES_PER_SOURCE in flight (startless.ts). */
+  /** Gossiped startless runs not fetched: their relayer had EVENTS_STARTLESS_FETCHES_PER_SOURCE in flight (startless.ts), when placed, or when their shed or lock-refused fetch came round. */
   startlessDropped: number
 }
 
