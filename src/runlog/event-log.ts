@@ -6,13 +6,12 @@
  */
 import { Key, type Batch, type Datastore } from 'interface-datastore'
 import { SYNC_MAX_EVENTS_PER_RESPONSE } from '../constants.ts'
-import { readOptional } from '../storage/read.ts'
+import { parseRecord, readOptional } from '../storage/read.ts'
 import { canonicalEvent } from './event.ts'
 import type { AgentEvent } from './types.ts'
 
 const seqKey = (seq: number): string => seq.toString().padStart(10, '0')
 const enc = new TextEncoder()
-const dec = new TextDecoder()
 
 export class EventLog {
   private readonly ds: Datastore
@@ -54,10 +53,16 @@ export class EventLog {
     await batch.commit()
   }
 
-  /** The event, or undefined when the log has no such seq. A datastore failure is thrown, not hidden. */
+  /**
+   * The event, or undefined when the log has no such seq. A datastore failure
+   * is thrown, not hidden; an event that does not parse (a torn write, a disk
+   * fault) is a CorruptRecordError (INTERNAL, reason corrupt_record), never
+   * served as it is.
+   */
   async get (runId: string, seq: number): Promise<AgentEvent | undefined> {
-    const bytes = await readOptional(this.ds, EventLog.eventKey(runId, seq))
-    return bytes === undefined ? undefined : JSON.parse(dec.decode(bytes)) as AgentEvent
+    const key = EventLog.eventKey(runId, seq)
+    const bytes = await readOptional(this.ds, key)
+    return bytes === undefined ? undefined : parseRecord<AgentEvent>(bytes, key)
   }
 
   /**
@@ -105,7 +110,12 @@ export class EventLog {
     return hole
   }
 
-  /** The last event of a run, or undefined: gallop to a seq the log lacks, then bisect (the log is contiguous). */
+  /**
+   * The last event of a run, or undefined: gallop to a seq the log lacks,
+   * then bisect (the log is contiguous). A last event that does not parse is
+   * a CorruptRecordError: nothing may chain to it, and an event signed anew
+   * at its seq would fork the log its copies hold (recovery.ts endDamaged).
+   */
   async head (runId: string): Promise<AgentEvent | undefined> {
     const has = async (seq: number): Promise<boolean> => this.ds.has(EventLog.eventKey(runId, seq))
     if (!await has(1)) return undefined

@@ -149,3 +149,6 @@ export const RUN_TRACES_REMEMBERED_MAX = 4_096
  * before is always shown.
  */
 export const CONTEXT_CONVERSATION_MAX_BYTES = 64 * 1024
+
+/** Base64url characters of a run listing cursor's MAC (and of its filter digest): 132 bits. */
+export const RUN_CURSOR_MAC_CHARS = 22

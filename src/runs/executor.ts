@@ -33,6 +33,7 @@ import { serveRunProtocols } from './protocols.ts'
 import { writeEnding } from './end-retry.ts'
 import { RunSlots } from './slots.ts'
 import { transition } from './state-machine.ts'
+import { actorOf, EXECUTOR } from './actors.ts'
 import type { RunStore } from './store.ts'
 import type { Actor, Conversation, DelegationPolicy, RunCommand, RunContext, RunEventListener, RunHandler } from './types.ts'
 
@@ -62,7 +63,6 @@ export interface RunExecutorInit {
   signatures: SignatureCache
 }
 
-const EXECUTOR: Actor = { role: 'executor' }
 /** Why a handler's signal aborts when its run ends; built once (an Error captures a stack trace, costly per run). */
 const RUN_COMPLETED = new AapError('INVALID_TRANSITION', 'run ended: completed')
 const RUN_FAILED = new AapError('INVALID_TRANSITION', 'run ended: failed')
@@ -191,12 +191,7 @@ export class RunExecutor implements HandlerHost {
 
   // ---- inbound requests -------------------------------------------------------------
 
-  actorOf (run: Run, peer: string): Actor {
-    if (peer === run.agent_id) return EXECUTOR
-    if (peer === run.delegator) return { role: 'delegator', agent_id: peer }
-    if (run.authorized.includes(peer)) return { role: 'authorized', agent_id: peer }
-    return { role: 'other', agent_id: peer }
-  }
+  actorOf (run: Run, peer: string): Actor { return actorOf(run, peer) }
 
   /** A run this node executes (RUN_NOT_FOUND otherwise). */
   async localRun (runId: string): Promise<Run> {
@@ -488,7 +483,8 @@ export class RunExecutor implements HandlerHost {
       fail: async (runId, code, message) => this.apply(runId, { type: 'fail', code, message }, EXECUTOR),
       verdictFrom: this.verdictFrom,
       stopping: this.stopping.signal,
-      isRunning: (runId) => this.active.get(runId)?.run.state === 'running'
+      isRunning: (runId) => this.active.get(runId)?.run.state === 'running',
+      release: (runId) => { this.active.get(runId)?.abort.abort(RUN_FAILED); this.active.delete(runId); this.slots.release(runId) }
     }
   }
 

@@ -20,6 +20,7 @@ import type { RunContext } from './types.ts'
 import { cutText } from '../util/text.ts'
 import { writeEnding } from './end-retry.ts'
 import type { RunStore } from './store.ts'
+import { isCorruptRecord, type CorruptRecordError } from '../storage/read.ts'
 
 /** What recovery and verdicts use of the executor. */
 export interface RecoverySide {
@@ -41,6 +42,9 @@ export interface RecoverySide {
   stopping: AbortSignal
   /** The run is still running here (not ended, e.g. by its delegator's cancel, meanwhile). */
   isRunning: (runId: string) => boolean
+  store: RunStore
+  /** The run ended here without an event (endDamaged): its handler's signal aborts, its slot is freed. */
+  release: (runId: string) => void
 }
 
 /**
@@ -106,7 +110,11 @@ export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<
     try {
       // a store refusing the write (a full disk) is tried again: else the run would stay running until the next restart
       const active = (): boolean => x.isRunning(run.run_id)
-      await writeEnding(async () => x.fail(run.run_id, 'EXECUTOR_RESTARTED', 'the executing node restarted while the run was executing'), { runId: run.run_id, active, signal: x.stopping, log: x.log })
+      const message = 'the executing node restarted while the run was executing'
+      await writeEnding(async () => x.fail(run.run_id, 'EXECUTOR_RESTARTED', message).catch(async (err: unknown) => {
+        if (!isCorruptRecord(err)) throw err
+        return endDamaged(x, run.run_id, 'EXECUTOR_RESTARTED', message, err)
+      }), { runId: run.run_id, active, signal: x.stopping, log: x.log })
     } catch (err) {
       const e = toAapError(err)
       // ended meanwhile by other means (its delegator's cancel, a handoff, a verdict that came first): nothing stays running
@@ -114,6 +122,27 @@ export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<
       else x.log.error({ err: e, run_id: run.run_id }, 'a run interrupted by a restart could not be failed; it stays running')
     }
   })))
+}
+
+/**
+ * A run whose last event here does not parse (a torn write, a disk fault)
+ * takes no event: the next would chain to an event that is not there, and one
+ * signed anew at its seq would fork the log its copies hold (src/events/forks.ts).
+ * It ends failed in its record alone (its last_seq kept, so its delegator's
+ * record follows the executor's answer), and its slot is freed. The damaged
+ * event is never served: reading it is a CorruptRecordError.
+ */
+export async function endDamaged (x: RecoverySide, runId: string, code: RunFailure['code'], message: string, err: CorruptRecordError): Promise<Run> {
+  return x.lock(runId, async () => {
+    const run = await x.localRun(runId)
+    if (isTerminal(run.state)) return run
+    const failure = { code, message: cutText(`${message} (its last event here is damaged: the run ends in its record only)`, FAILURE_MESSAGE_MAX_CHARS) }
+    const next: Run = { ...run, state: 'failed', failure, updated_at: new Date().toISOString() }
+    await x.store.putRecord(next)
+    x.release(runId)
+    x.log.warn({ err, run_id: runId, key: err.key }, 'the last event of a run does not parse: the run ends failed in its record, with no event')
+    return next
+  })
 }
 
 /** What a run blocked across a restart starts again with, once resumed: its input and handoff context, from its run.started. */

@@ -36,22 +36,22 @@
  * A data dir written before the index existed has no /aap/ridx/meta: the
  * index is then rebuilt from the run records once, on open.
  *
- * Cursors are opaque: the position (side and order key) and a digest of the
- * filter, MACed with a secret kept in the meta record. A cursor that was
- * altered, or is used with other filters, is refused (INVALID_REQUEST).
+ * Cursors are opaque, MACed with a secret kept in the meta record (run-cursor.ts).
+ * A damaged value is treated as missing and the index built again at the next open.
  */
-import { createHmac, randomBytes, createHash, timingSafeEqual } from 'node:crypto'
+import { randomBytes, createHash } from 'node:crypto'
 import type { Batch, Datastore } from 'interface-datastore'
 import type { CapabilityQuery } from '../card/card.ts'
 import {
-  RUN_INDEX_REBUILD_BATCH_RUNS, RUN_INDEX_STATE_CACHE_MAX_ENTRIES, RUN_LIST_CURSOR_MAX_CHARS, RUN_LIST_DEFAULT_LIMIT, RUN_LIST_MAX_LIMIT,
+  RUN_INDEX_REBUILD_BATCH_RUNS, RUN_INDEX_STATE_CACHE_MAX_ENTRIES, RUN_LIST_DEFAULT_LIMIT, RUN_LIST_MAX_LIMIT,
   RUN_LIST_SCAN_MAX_ENTRIES
 } from '../constants.ts'
 import { InvalidRequestError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { RUN_STATES, type Run, type RunState } from '../runlog/types.ts'
 import { countRange, rawKey, readRange } from '../storage/range.ts'
-import { readJson } from '../storage/read.ts'
+import { isCorruptRecord, parseRecord, readJson, shownKey } from '../storage/read.ts'
+import { decodeCursor, encodeCursor } from './run-cursor.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 
 export type RunSide = 'executing' | 'delegated'
@@ -109,7 +109,6 @@ const VERSION = 3
 const PLACE_COUNT_DIGITS = 8
 const TAG: Record<RunSide, string> = { executing: 'x', delegated: 'd' }
 const enc = new TextEncoder()
-const dec = new TextDecoder()
 const seg = encodeURIComponent
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/
 const CANONICAL = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
@@ -199,8 +198,6 @@ function filterDigest (f: RunFilter, order: string): string {
   return createHash('sha256').update(JSON.stringify(norm)).digest('base64url').slice(0, 22)
 }
 
-const BAD_CURSOR = 'the cursor is not one this node issued for this listing (filters must stay the same from page to page)'
-
 export interface RunIndexInit {
   datastore: Datastore
   log: Logger
@@ -225,8 +222,12 @@ export class RunIndex {
   private readonly lastPlaced: Record<RunSide, number> = { executing: 0, delegated: 0 }
   /** How many runs were placed at that reading before the last one (the count in its key). */
   private readonly placedInMs: Record<RunSide, number> = { executing: 0, delegated: 0 }
-  /** Pages that stopped early before a run still being written (the next page, from the cursor, lists it). */
-  readonly stats = { fenced: 0 }
+  /**
+   * fenced: pages that stopped early before a run still being written (the next page, from the cursor, lists it);
+   * corrupt: index values that did not parse (each logged; the index is then built again at the next open).
+   */
+  readonly stats = { fenced: 0, corrupt: 0 }
+  private rebuildMarked = false
   private secret: Buffer = Buffer.alloc(0)
   private opening?: Promise<void>
 
@@ -318,7 +319,7 @@ export class RunIndex {
     const order = req.order ?? 'oldest'
     const reverse = order === 'newest'
     const digest = filterDigest(filter, order)
-    const at = req.cursor === undefined ? undefined : this.decode(req.cursor, digest)
+    const at = req.cursor === undefined ? undefined : decodeCursor(this.secret, req.cursor, digest)
     const since = filter.since === undefined ? undefined : instantKey(filter.since)
     const out: RunIdPage = { executing: [], delegated: [], next_cursor: null }
     let taken = 0
@@ -341,20 +342,21 @@ export class RunIndex {
         const t = key.slice(prefix.length)
         if ((start !== undefined || !reverse) && this.fenced(side, t, start, reverse)) {
           this.stats.fenced++
-          out.next_cursor = this.encode(side, last ?? '', digest)
+          out.next_cursor = encodeCursor(this.secret, TAG[side], last ?? '', digest)
           return out
         }
         start ??= t
         last = t
         scanned++
-        let s = JSON.parse(dec.decode(value)) as Summary
+        let s = await this.summaryAt(side, key, t, value ?? new Uint8Array(0))
+        if (s === undefined) continue
         if (!fresh && filter.state !== undefined) s = this.states.get(`${TAG[side]}/${s.r}`) ?? await this.entry(side, s.r) ?? s
         if (matches(s, filter, since)) {
           out[side].push(s.r)
           taken++
         }
         if (taken >= limit || scanned >= RUN_LIST_SCAN_MAX_ENTRIES) {
-          out.next_cursor = this.encode(side, t, digest)
+          out.next_cursor = encodeCursor(this.secret, TAG[side], t, digest)
           return out
         }
       }
@@ -376,7 +378,42 @@ export class RunIndex {
   }
 
   private async entry (side: RunSide, runId: string): Promise<Summary | undefined> {
-    return readJson<Summary>(this.ds, rawKey(entryKey(side, runId)))
+    const key = entryKey(side, runId)
+    try {
+      return await readJson<Summary>(this.ds, rawKey(key))
+    } catch (err) {
+      if (!isCorruptRecord(err)) throw err
+      // treated as missing: the run's record, which the index is built from, is the truth
+      await this.damaged(key, err)
+      return undefined
+    }
+  }
+
+  /**
+   * The summary under listing key `key` (order key `t`). A damaged one is
+   * replaced by the run's entry (its id is in `t`: `<ISO>~<count>~<run id>`);
+   * undefined, the run left out of the page, when that cannot be read either.
+   */
+  private async summaryAt (side: RunSide, key: string, t: string, value: Uint8Array): Promise<Summary | undefined> {
+    try {
+      return parseRecord<Summary>(value, key)
+    } catch (err) {
+      await this.damaged(key, err)
+      const id = t.split('~').slice(2).join('~')
+      let runId: string | undefined
+      try { runId = id === '' ? undefined : decodeURIComponent(id) } catch (e) { this.log.warn({ err: e, key: shownKey(key) }, 'a damaged run index key names no run id: left out') }
+      return runId === undefined ? undefined : this.states.get(`${TAG[side]}/${runId}`) ?? await this.entry(side, runId)
+    }
+  }
+
+  /** A damaged index value: logged and counted, and the index is built again from the runs at the next open (its meta goes). */
+  private async damaged (key: string, err: unknown): Promise<void> {
+    this.stats.corrupt++
+    this.log.warn({ err, key: shownKey(key) }, 'a run index value does not parse: it is treated as missing, and the index is built again at the next open')
+    if (this.rebuildMarked) return
+    this.rebuildMarked = true
+    // a mark the disk refused is made at the next damaged value met: the listing goes on meanwhile
+    await Promise.resolve(this.ds.delete(META)).catch((e: unknown) => { this.rebuildMarked = false; this.log.warn({ err: e }, 'the run index could not be marked for a rebuild') })
   }
 
   private remember (id: string, s: Summary): void {
@@ -455,39 +492,6 @@ export class RunIndex {
     await this.ds.put(META, enc.encode(JSON.stringify(meta)))
     this.log.info({ runs, ms: Date.now() - started }, 'run index built from the stored runs')
     return meta
-  }
-
-  // ---- cursors ------------------------------------------------------------------------------
-
-  private mac (payload: string): string {
-    return createHmac('sha256', this.secret).update(payload).digest('base64url').slice(0, 22)
-  }
-
-  private encode (side: RunSide, t: string, digest: string): string {
-    const payload = Buffer.from(JSON.stringify([TAG[side], t, digest])).toString('base64url')
-    return `${payload}.${this.mac(payload)}`
-  }
-
-  private decode (cursor: string, digest: string): { side: RunSide, t: string } {
-    const bad = (why: string): InvalidRequestError => new InvalidRequestError(BAD_CURSOR, { reason: 'bad_cursor', why })
-    if (cursor.length > RUN_LIST_CURSOR_MAX_CHARS) throw bad('too long')
-    const dot = cursor.indexOf('.')
-    if (dot <= 0) throw bad('malformed')
-    const payload = cursor.slice(0, dot)
-    const given = Buffer.from(cursor.slice(dot + 1))
-    const want = Buffer.from(this.mac(payload))
-    if (given.length !== want.length || !timingSafeEqual(given, want)) throw bad('not signed by this node')
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(Buffer.from(payload, 'base64url').toString())
-    } catch (err) {
-      throw new InvalidRequestError(BAD_CURSOR, { reason: 'bad_cursor', why: 'malformed' }, { cause: err })
-    }
-    if (!Array.isArray(parsed) || parsed.length !== 3 || typeof parsed[1] !== 'string') throw bad('malformed')
-    const side = parsed[0] === 'x' ? 'executing' : parsed[0] === 'd' ? 'delegated' : undefined
-    if (side === undefined) throw bad('malformed')
-    if (parsed[2] !== digest) throw bad('other filters')
-    return { side, t: parsed[1] }
   }
 }
 

@@ -11,7 +11,7 @@ import { EventLog } from '../runlog/event-log.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
 import { silentLogger, type Logger } from '../logger.ts'
 import { groupCommitting } from '../storage/group-commit.ts'
-import { hasKey, readJson } from '../storage/read.ts'
+import { hasKey, isCorruptRecord, parseRecord, readJson, shownKey } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
 import { foldEvent, sameLineage } from './state-machine.ts'
@@ -70,6 +70,8 @@ export class RunStore {
   readonly refused: RefusedRecords
   /** Idempotency keys in use (withIdempotencyKey). */
   private readonly idemLocks = new KeyedMutex()
+  /** Damaged records (torn writes, disk faults) a scan or a restart skipped, each logged with its key; notices among them are deleted. */
+  readonly stats = { corruptRecords: 0 }
 
   constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
@@ -111,15 +113,29 @@ export class RunStore {
     const ids = await this.index.page(filter, req)
     const executing: Run[] = []
     for (const id of ids.executing) {
-      const run = await this.get(id)
+      const run = await this.skippingCorrupt(this.get(id))
       if (run !== undefined) executing.push(run)
     }
     const delegated: Run[] = []
     for (const id of ids.delegated) {
-      const run = await this.getOutgoing(id)
+      const run = await this.skippingCorrupt(this.getOutgoing(id))
       if (run !== undefined) delegated.push(run)
     }
     return { executing, delegated, next_cursor: ids.next_cursor }
+  }
+
+  /** A record read for a listing (or a restart's live runs): a damaged one is left out, logged and counted, not a failed listing. */
+  private async skippingCorrupt<T> (read: Promise<T | undefined>): Promise<T | undefined> {
+    return read.catch((err: unknown) => {
+      if (!isCorruptRecord(err)) throw err
+      this.corrupt(err.key, err)
+      return undefined
+    })
+  }
+
+  private corrupt (key: string, err: unknown): void {
+    this.stats.corruptRecords++
+    this.logger.warn({ err, key: shownKey(key) }, 'a stored record does not parse: it is left out')
   }
 
   /** Write a run's new state and its event atomically (plus an idempotency record for a new run, and `extra` records). */
@@ -137,6 +153,16 @@ export class RunStore {
       stageIndex(batch)
       await batch.commit()
     }, event.seq === 1)
+  }
+
+  /** A run's record alone, with no event: the ending of a run whose last event is damaged (recovery.ts endDamaged). */
+  async putRecord (run: Run): Promise<void> {
+    await this.index.write('executing', run, async (stageIndex) => {
+      const batch = this.ds.batch()
+      batch.put(runKey(run.run_id), enc.encode(JSON.stringify(run)))
+      stageIndex(batch)
+      await batch.commit()
+    })
   }
 
   /** Whether this node holds a run with this id (a key lookup, nothing parsed). */
@@ -162,9 +188,9 @@ export class RunStore {
     for await (const { key, value } of this.ds.query({ prefix })) {
       let run: Run
       try {
-        run = JSON.parse(dec.decode(value)) as Run
+        run = parseRecord<Run>(value, key)
       } catch (err) {
-        this.logger.warn({ err, key: key.toString().slice(0, 300) }, 'a stored run record does not parse: it is left out')
+        this.corrupt(key.toString(), err)
         continue
       }
       yield run
@@ -395,13 +421,19 @@ export class RunStore {
     await this.ds.put(noticeKey(notice.run_id), enc.encode(JSON.stringify(notice)))
   }
 
-  /** The open notices (restart), at most `max`, each with its verdict (null when the declaration had none). */
+  /** The open notices (restart), at most `max`, each with its verdict (null: none, or damaged); a damaged notice is deleted. */
   async * notices (max: number): AsyncGenerator<{ notice: VerdictNotice, verdict: AgentEvent | null }> {
     let n = 0
-    for await (const { value } of this.ds.query({ prefix: NOTICE_PREFIX })) {
-      if (n++ >= max) return
-      const notice = JSON.parse(dec.decode(value)) as VerdictNotice
-      yield { notice, verdict: (await this.getVerdict(notice.run_id)) ?? null }
+    for await (const { key, value } of this.ds.query({ prefix: NOTICE_PREFIX })) {
+      if (n >= max) return
+      let notice: VerdictNotice
+      try { notice = parseRecord<VerdictNotice>(value, key) } catch (err) {
+        this.corrupt(key.toString(), err)
+        await this.ds.delete(key)
+        continue
+      }
+      n++
+      yield { notice, verdict: (await this.skippingCorrupt(this.getVerdict(notice.run_id))) ?? null }
     }
   }
 

@@ -72,3 +72,6 @@ export const STORAGE_RANGE_REOPEN_RETRIES = 2
  * writers wait for each write, which bounds them.
  */
 export const STORAGE_QUEUE_MAX_BYTES = 4 * 1024 * 1024
+
+/** Characters of a damaged record's key named in an error or a log line (a key can be long). */
+export const KEY_SHOWN_MAX_CHARS = 300

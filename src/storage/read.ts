@@ -3,6 +3,8 @@
  * datastore throws (a closed or broken store) reaches the caller.
  */
 import type { Datastore, Key } from 'interface-datastore'
+import { AapError } from '../errors.ts'
+import { KEY_SHOWN_MAX_CHARS } from './constants.ts'
 
 /**
  * The abstract-level database under a LevelDB datastore (datastore-level's
@@ -54,8 +56,41 @@ export async function readOptional (ds: Pick<Datastore, 'get'>, key: Key): Promi
 
 const dec = new TextDecoder()
 
-/** The JSON value under `key`, or undefined when there is none. */
+
+/** `key` as an error or a log line names it (cut to KEY_SHOWN_MAX_CHARS). */
+export const shownKey = (key: Key | string): string => key.toString().slice(0, KEY_SHOWN_MAX_CHARS)
+
+/**
+ * A stored record that does not parse (a torn write, a disk fault): INTERNAL
+ * with reason `corrupt_record` and the record's key, never a SyntaxError. A
+ * scan skips such a record (logged, counted); a point read answers with this.
+ */
+export class CorruptRecordError extends AapError {
+  readonly key: string
+  constructor (key: Key | string, options?: { cause?: unknown }) {
+    const k = shownKey(key)
+    super('INTERNAL', `the stored record ${k} is damaged (does not parse)`, { reason: 'corrupt_record', key: k }, options)
+    this.name = 'CorruptRecordError'
+    this.key = k
+  }
+}
+
+/** Whether `err` is a damaged stored record (CorruptRecordError). */
+export function isCorruptRecord (err: unknown): err is CorruptRecordError {
+  return err instanceof CorruptRecordError
+}
+
+/** `bytes` (stored under `key`) as JSON; a CorruptRecordError when they do not parse. */
+export function parseRecord<T> (bytes: Uint8Array, key: Key | string): T {
+  try {
+    return JSON.parse(dec.decode(bytes)) as T
+  } catch (err) {
+    throw new CorruptRecordError(key, { cause: err })
+  }
+}
+
+/** The JSON value under `key`, or undefined when there is none; a CorruptRecordError when it does not parse. */
 export async function readJson<T> (ds: Pick<Datastore, 'get'>, key: Key): Promise<T | undefined> {
   const bytes = await readOptional(ds, key)
-  return bytes === undefined ? undefined : JSON.parse(dec.decode(bytes)) as T
+  return bytes === undefined ? undefined : parseRecord<T>(bytes, key)
 }
