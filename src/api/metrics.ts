@@ -117,6 +117,9 @@ export class NodeMetrics {
         notices_open: l.openNotices
       }
     })
+    figures('aap_run_records', 'Run records this node read since start that did not parse (a torn write, a disk fault: src/storage/read.ts CorruptRecordError), left out of listings and restarts, and run index entries or summaries that did not parse (the index is rebuilt at the next open)', ({ runs }) => {
+      return { corrupt_records: runs.store.stats.corruptRecords, corrupt_index_entries: runs.store.index.stats.corrupt }
+    })
     figures('aap_blocked_orphans', 'The executor\'s watch on the delegators of its blocked runs (src/runs/orphans.ts), since start: check rounds, asks (get_verdict) and those that reached nobody, delegators that answered they hold no record of the run, runs ended with a verdict found by an ask, blocked runs failed with DELEGATOR_LOST; successors of a handoff kept from its link alone, and refused', ({ runs }) => {
       const s = runs.orphans.stats
       return { rounds: s.rounds, probes: s.probes, probe_failures: s.probeFailures, unheld: s.unheld, verdicts: s.verdicts, ended: s.ended, successors_held: runs.successorStats.held, successors_refused: runs.successorStats.refused }
