@@ -31,6 +31,12 @@ export interface AnswerHolder {
   /** For the log: the calling peer and the protocol. */
   readonly caller: string
   readonly protocol: string
+  /**
+   * The stream is closed, aborted or reset. Such a holder is dropped from the
+   * count whatever its heldBytes say (a reset leaves the stream's write
+   * buffer as it was), and an answer noted for it is not counted.
+   */
+  readonly gone?: boolean
 }
 
 export interface HeldAnswersStats {
@@ -62,6 +68,10 @@ export class HeldAnswers {
   get bytes (): number {
     let total = 0
     for (const h of this.holders) {
+      if (h.gone === true) {
+        this.holders.delete(h)
+        continue
+      }
       const held = h.heldBytes
       if (held === 0) this.holders.delete(h)
       total += held
@@ -83,6 +93,10 @@ export class HeldAnswers {
    * bound, so a node far under it spends nothing per stream on an answer.
    */
   note (h: AnswerHolder, answerBytes: number): void {
+    if (h.gone === true) {
+      this.holders.delete(h)
+      return
+    }
     this.holders.add(h)
     this.atMost += answerBytes
     if (this.atMost <= this.maxBytes) return

@@ -165,17 +165,28 @@ export class Outbox {
 }
 
 /**
- * The stream's next 'drain' (rejects when it closes first). Not
- * `stream.onDrain()`: @libp2p/utils 7.4 makes its promise once and never
- * clears it, so after a stream's first drain every later call resolved at
- * once, even while its buffer was full, and a caller that never read its
- * answers had them all queued in memory.
+ * The stream's next 'drain' after which it can take more (rejects when it
+ * closes first). Not `stream.onDrain()`: @libp2p/utils 7.4 makes its
+ * promise once and never clears it, so after a stream's first drain every
+ * later call resolved at once, even while its buffer was full, and a caller
+ * that never read its answers had them all queued in memory. Not any
+ * 'drain' either: the muxer sends one to every stream of the connection
+ * when the connection drains (onMuxerDrain), also to a stream whose peer
+ * gave it no window. The stream's own drain listener (registered first)
+ * clears writableNeedsDrain and retries its buffer in a microtask: only if
+ * the stream still needs no drain after that has it drained.
  */
 async function nextDrain (stream: Stream): Promise<void> {
   if (stream.status !== 'open' || stream.writeStatus !== 'writable') throw new Error(`the stream is ${stream.status}, its writes ${stream.writeStatus}`)
   if (!stream.writableNeedsDrain) return
   await new Promise<void>((resolve, reject) => {
-    const drained = (): void => { off(); resolve() }
+    const drained = (): void => {
+      queueMicrotask(() => {
+        if (stream.writableNeedsDrain) return
+        off()
+        resolve()
+      })
+    }
     const closed = (evt: Event): void => { off(); reject((evt as Event & { error?: Error }).error ?? new Error('the stream closed before it drained')) }
     const off = (): void => {
       stream.removeEventListener('drain', drained)

@@ -52,6 +52,8 @@ class InboundStream implements AnswerHolder {
   /** Reading stopped because framing was lost. */
   private broken = false
   private finished = false
+  /** The stream closed (ended both ways, aborted or reset): nothing more is sent on it, or counted as held for it. */
+  private closed = false
   private idle: ReturnType<typeof setTimeout> | undefined
   private partial: ReturnType<typeof setTimeout> | undefined
 
@@ -74,6 +76,7 @@ class InboundStream implements AnswerHolder {
     this.armIdle()
     stream.addEventListener('close', () => {
       this.finished = true
+      this.closed = true
       clearTimeout(this.idle)
       clearTimeout(this.partial)
       for (const c of this.running) c.abort(new AgentNotFoundError('stream closed', { reason: 'closed' }))
@@ -108,6 +111,8 @@ class InboundStream implements AnswerHolder {
 
   /** Resolves true once the frame is handed to the stream (false: the peer went away; nothing to tell). */
   private async reply (value: unknown): Promise<boolean> {
+    // a closed stream sends nothing, and noting an answer for it would count it again after forget()
+    if (this.closed) return false
     let frame = encodeFrame(value)
     if (frame.byteLength > this.spec.maxFrameBytes) {
       // no caller reads a frame past the protocol's limit (and hasRoom counts each answer at most that): say so instead
@@ -127,6 +132,10 @@ class InboundStream implements AnswerHolder {
 
   get behindMs (): number {
     return this.outbox.waitingFor()
+  }
+
+  get gone (): boolean {
+    return this.closed || streamGone(this.stream)
   }
 
   shed (reason: string): void {
@@ -218,11 +227,14 @@ class InboundStream implements AnswerHolder {
     }
     // each answer is handed to the stream (synchronously, in reply) before done() may close it
     const timer = setTimeout(() => {
+      if (answered) return
       answered = true
       ctl.abort(new TimeoutError(`handler exceeded ${limit} ms`))
       void this.reply({ id, ok: false, error: { code: 'TIMEOUT', message: `${type} did not finish within ${limit} ms`, details: { limit_ms: limit } } })
       done()
     }, limit)
+    // the stream's close aborts the request: its timer goes with it (nothing can be answered any more)
+    ctl.signal.addEventListener('abort', () => { clearTimeout(timer) }, { once: true })
     m.handle(body, { peer: this.peer, signal: ctl.signal }).then(async (result) => {
       if (answered || ctl.signal.aborted) {
         m.settled?.(result, false)
@@ -236,6 +248,12 @@ class InboundStream implements AnswerHolder {
       if (answered) return
       answered = true
       const e = toAapError(err)
+      if (this.closed) {
+        // no one is left to tell: the failure of a request whose stream closed goes to the log only
+        this.log.debug({ err, protocol: this.spec.protocol, type, code: e.code }, 'a request ended with its stream')
+        done()
+        return
+      }
       if (e.code === 'INTERNAL') {
         // an internal failure is the node's own: logged here, and the peer learns only that it happened
         // (a handler that gave up because its stream closed is no fault of the node's)
@@ -357,20 +375,45 @@ class InboundStream implements AnswerHolder {
 
   /**
    * A frame that has started must finish within frameTimeoutMs, or the peer
-   * holds a buffer here for nothing. Not while this side holds its reads:
-   * the rest of the frame may be in the stream's own buffer, unread. The
-   * timer is one frame's: onMessage stops it when a frame completes, and the
-   * one that starts after it gets its own time.
+   * holds a buffer here for nothing. Not while this side holds its reads and
+   * something waits unread in the stream's own buffer (it may be the rest of
+   * the frame): while nothing does, the peer simply has not sent the rest,
+   * and the timer runs on. The timer is one frame's: onMessage stops it when
+   * a frame completes, and the one that starts after it gets its own time.
    */
   private armPartial (): void {
-    if (this.frames.buffered === 0 || this.stream.readStatus !== 'readable' || this.finished || this.broken) {
+    if (this.frames.buffered === 0 || this.finished || this.broken || this.unreadHeld()) {
       clearTimeout(this.partial)
       this.partial = undefined
       return
     }
     this.partial ??= setTimeout(() => {
-      this.fatal(new InvalidRequestError(`truncated frame: ${this.frames.buffered} bytes and no end within ${this.limits.frameTimeoutMs} ms`, { reason: 'truncated' }))
+      this.partial = undefined
+      // bytes that came while the reads were held may finish the frame: it gets its time again once they are read
+      if (this.unreadHeld()) return
+      this.truncated()
     }, this.limits.frameTimeoutMs)
+  }
+
+  /** This side holds its reads and bytes wait unread in the stream's buffer. */
+  private unreadHeld (): boolean {
+    return this.stream.readStatus !== 'readable' && this.stream.readBufferLength > 0
+  }
+
+  /**
+   * The frame did not complete in time. A caller whose answers wait for it to
+   * read would not read the error frame either (its reads are held, so the
+   * requests behind would never be answered and the stream never close):
+   * its stream is cut at once.
+   */
+  private truncated (): void {
+    const err = new InvalidRequestError(`truncated frame: ${this.frames.buffered} bytes and no end within ${this.limits.frameTimeoutMs} ms`, { reason: 'truncated' })
+    if (!this.callerBehind()) {
+      this.fatal(err)
+      return
+    }
+    this.log.debug({ peer: this.peer.toString(), protocol: this.spec.protocol, bytes: this.frames.buffered }, 'a caller that does not read its answers left a frame unfinished')
+    this.stream.abort(err)
   }
 
   private onMessage (evt: StreamMessageEvent): void {
@@ -436,6 +479,11 @@ export async function serve (host: RpcHost, spec: RpcProtocol): Promise<() => Pr
     for (const s of active) s.abort(new Error('protocol stopped'))
     active.clear()
   }
+}
+
+/** The stream is closed, aborted or reset: what its write buffer still shows goes nowhere. */
+function streamGone (stream: Stream): boolean {
+  return stream.status === 'closed' || stream.status === 'aborted' || stream.status === 'reset'
 }
 
 /** A frame's cost in the backlog: its bytes, and at least the view that holds them (RESPONDER_FRAME_MIN_COST_BYTES). */
