@@ -38,6 +38,7 @@ import { artifactHandlers, rawBodyScope } from './artifacts.ts'
 import { API_ANSWER_IDLE_MS, API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_MAX_CONNECTIONS, API_MAX_PARAM_CHARS, API_REPLAYS_CONCURRENT_MAX, API_REQUEST_TIMEOUT_MS } from './constants.ts'
 import { checkAnswer, JsonAnswers, type Answer, type JsonHandler } from './answers.ts'
 import { checkBearer, tokenDigest } from './bearer.ts'
+import { watchClient } from './client-gone.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -392,14 +393,18 @@ export class ApiServer {
         json: async (req) => {
           const r = body<DelegateRequest>(req)
           const trace = traceHeaders(req)
+          // a client that gives up (its connection ends) before the handle is here: the run made late is canceled
+          const client = watchClient(req.raw)
           try {
-            const created = await node.delegate(trace === undefined ? r : { ...r, trace })
+            const created = await node.delegate(trace === undefined ? r : { ...r, trace }, { signal: client.signal })
             this.opts.metrics?.delegations.inc({ outcome: 'ok' })
             this.log.info({ run_id: created.run_id, to: r.to_agent, task_id: r.task_id }, 'delegated')
             return { status: 202, body: { run: created } }
           } catch (err) {
             this.opts.metrics?.delegations.inc({ outcome: toAapError(err).code })
             throw err
+          } finally {
+            client.done()
           }
         }
       },

@@ -37,6 +37,17 @@ function errorResult (code: string, message: string, details?: Record<string, un
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }], structuredContent: { error } }
 }
 
+function isObject (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** What a JSON answer that is not an object is, for the tool error that refuses it. */
+function kindOf (v: unknown): string {
+  if (v === undefined) return 'an empty body'
+  if (v === null) return 'null'
+  return Array.isArray(v) ? 'an array' : `a ${typeof v}`
+}
+
 export interface McpServerOptions {
   /** The longest a tool call takes, its wait for a place included; default MCP_CALL_TIMEOUT_MS (tests set it lower). */
   callTimeoutMs?: number
@@ -106,12 +117,16 @@ export function createMcpServer (client: ApiClient, opts: McpServerOptions = {})
         // cancelled or out of time while it waited: the node is not asked
         if (ctl.signal.aborted) throw ctl.signal.reason
         const result = await tool.run(client, args, ctl.signal)
+        // an MCP result's structured content is an object: anything else (an empty body too) is no answer of the node's API
+        if (!isObject(result)) {
+          return errorResult('INTERNAL', `${tool.name}: the node's API answered a non-object (${kindOf(result)}); is the API URL the node's?`, { reason: 'not_an_object', answered: kindOf(result) })
+        }
         const text = JSON.stringify(result)
         const bytes = Buffer.byteLength(text)
         if (bytes > MCP_RESULT_MAX_BYTES) {
           return errorResult('INVALID_REQUEST', `${tool.name}: the result has ${bytes} bytes of JSON, more than an MCP result may (${MCP_RESULT_MAX_BYTES}); narrow the call`, { reason: 'result_too_large', bytes, max_bytes: MCP_RESULT_MAX_BYTES })
         }
-        return { content: [{ type: 'text', text }], structuredContent: result as Record<string, unknown> }
+        return { content: [{ type: 'text', text }], structuredContent: result }
       } catch (err) {
         if (timedOut) return errorResult('TIMEOUT', `${tool.name}: the call was not done in ${callTimeoutMs} ms (MCP_CALL_TIMEOUT_MS): is the node frozen?`, { timeout_ms: callTimeoutMs })
         if (err instanceof ApiUnreachableError) return errorResult('UNREACHABLE', err.message)

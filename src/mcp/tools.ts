@@ -178,7 +178,8 @@ export const TOOLS: Tool[] = [
       '`after` given) passed to the next call returns only the events after it: what a bound left out comes then. ' +
       'An event with `declared_by` is a liveness verdict of the delegator, which the executor\'s own event at the same seq may still replace ' +
       '(that one stands): it comes after the verdict, in the same call or a later one, since `after` names the seq before a run\'s verdict ' +
-      '(the next call returns the replacement, or the verdict again). ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
+      '(the next call returns the replacement, or the verdict again). `skipped_not_objects`, when present, counts events left out ' +
+      'because their data was not a JSON object. ' + DESCRIBE('get', '/v1/events/{correlation_id}/stream', ''),
     inputSchema: inputSchema('get', '/v1/events/{correlation_id}/stream', {
       wait_ms: { type: 'integer', minimum: 0, maximum: MCP_EVENTS_WAIT_MAX_MS, description: `how long to wait for new events after the history (default ${MCP_EVENTS_WAIT_DEFAULT_MS})` },
       until: { type: 'string', enum: ['run.started', 'run.progress', 'run.blocked', 'run.completed', 'run.failed'], description: 'stop after the first event of this type' },
@@ -265,6 +266,7 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
   let timer: NodeJS.Timeout | undefined
   let ready = false
   let reason = 'waited'
+  let skipped = 0
   try {
     const stream = c.stream(`/v1/events/${seg(a.correlation_id)}/stream`, { ...query(a, queryNames('get', '/v1/events/{correlation_id}/stream')) }, { signal: ctl.signal })
     try {
@@ -279,6 +281,8 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
         const failed = streamFailure(ev)
         if (failed !== undefined) throw failed
         if (!ev.event.startsWith('run.')) continue
+        // an event that is not an object is no event of the node's: skipped, and counted in the result
+        if (typeof ev.data !== 'object' || ev.data === null || Array.isArray(ev.data)) { skipped++; continue }
         const { run_id: runId, seq } = ev.data as { run_id?: unknown, seq?: unknown }
         const run = typeof runId === 'string' && typeof seq === 'number' ? { runId, seq } : undefined
         if (run !== undefined) {
@@ -326,5 +330,11 @@ async function collectEvents (c: ApiClient, a: Record<string, unknown>, signal?:
   }
   // a run whose last event returned is a verdict: the cursor stops before it, so the next call returns the executor's
   // event that replaces it (or the verdict again: a verdict twice rather than a completion never seen)
-  return { correlation_id: a.correlation_id, events, ended_by: reason, after: Object.fromEntries([...after].map(([runId, seq]) => [runId, verdicts.has(runId) ? seq - 1 : seq])) }
+  return {
+    correlation_id: a.correlation_id,
+    events,
+    ended_by: reason,
+    after: Object.fromEntries([...after].map(([runId, seq]) => [runId, verdicts.has(runId) ? seq - 1 : seq])),
+    ...(skipped === 0 ? {} : { skipped_not_objects: skipped })
+  }
 }
