@@ -124,8 +124,10 @@ export class NodeMetrics {
       const s = runs.orphans.stats
       return { rounds: s.rounds, probes: s.probes, probe_failures: s.probeFailures, unheld: s.unheld, verdicts: s.verdicts, ended: s.ended, successors_held: runs.successorStats.held, successors_refused: runs.successorStats.refused }
     })
-    figures('aap_run_slots', 'Run slots of this node as executor (src/runs/slots.ts): held now, new runs refused since start because the node (refused_node) or the delegator\'s share (refused_delegator) was full; expired idempotency records deleted since start, and sweeps that failed', ({ runs }) => ({
+    figures('aap_run_slots', 'Run slots of this node as executor (src/runs/slots.ts): held now (of them by handlers whose run ended and that have not returned: outliving), new runs refused since start because the node (refused_node) or the delegator\'s share (refused_delegator) was full, handlers still running when another party ended their run (outlived); expired idempotency records deleted since start, and sweeps that failed', ({ runs }) => ({
       held: runs.slots.size,
+      outliving: runs.slots.outlivingNow,
+      outlived: runs.slots.outlived,
       refused_node: runs.slots.refused.node,
       refused_delegator: runs.slots.refused.delegator,
       idempotency_deleted: runs.idempotency.stats.deleted,

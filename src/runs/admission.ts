@@ -54,11 +54,12 @@ export function checkDelegation (req: WireDelegate, from: string, self: string, 
 
 /**
  * The delegation ticket's signature, checked on libuv's thread pool
- * (ticketSignatures) while the executor checks the rest, signs run.started
- * and looks the run id up: resolves to INVALID_SIGNATURE's error, or to
- * undefined when it verifies (or there is no ticket, which checkDelegation
- * refuses). Never rejects, so it may wait unawaited; nothing is stored
- * before it resolves.
+ * (ticketSignatures) while the executor checks the rest of the request: a
+ * delegation awaits it before it takes a slot or asks the policy
+ * (protocols/delegate.md, checks 5, 7, 8). Resolves to INVALID_SIGNATURE's
+ * error, or to undefined when it verifies (or there is no ticket, which
+ * checkDelegation refuses). Never rejects, so it may wait unawaited; nothing
+ * is stored before it resolves.
  */
 export async function signatureVerdict (req: WireDelegate, signatures?: SignatureCache): Promise<unknown> {
   return req.ticket === undefined ? undefined : ticketSignatures(req.ticket, signatures).then(() => undefined, (err: unknown) => err)

@@ -237,14 +237,14 @@ export class RunExecutor implements HandlerHost {
   }
 
   private async acceptNew (req: WireDelegate, ticket: RunTicket, from: string, signal: AbortSignal, verdict: Promise<unknown>): Promise<Run> {
+    // checks in order (delegate.md): a ticket that does not verify (5) takes no slot (7) and never reaches the policy (8)
+    if (await verdict !== undefined) throw await verdict
     this.slots.take(from, ticket.run_id)
     let created: Run
     try {
       await askPolicy(this.policy, { from, task_id: req.task_id, capability: req.capability, input: req.input, signal }, this.handlerTimeoutMs)
-      // the lookup runs while run.started is signed; its refusal (held, never left unhandled) comes first, as if awaited
-      // here, and a bad ticket signature before that: `create` writes nothing until both are known
-      const lookup = this.assertNewRunId(ticket.run_id).then(() => undefined, (err: unknown) => err)
-      const unique = verdict.then(async (bad) => bad ?? lookup)
+      // looked up while run.started is signed; its refusal (held, never unhandled) comes first: `create` writes nothing until known
+      const unique = this.assertNewRunId(ticket.run_id).then(() => undefined, (err: unknown) => err)
       const idem = req.idempotency_key === undefined ? undefined : { delegator: from, key: req.idempotency_key }
       // a turn of a conversation is linked to the one before, in its run and its signed run.started (turns.md)
       created = await this.contexts.withTurn(req, from, ticket.run_id, async (t) => this.create(runOfTicket(ticket, t), {
@@ -403,7 +403,7 @@ export class RunExecutor implements HandlerHost {
     const next: Run = { ...outcome.result.run, last_seq: seq }
     await this.store.commit(next, event)
     this.announceStart(runId)
-    if (a !== undefined) this.afterTransition(runId, a, next, event, command)
+    if (a !== undefined) this.afterTransition(runId, a, next, event, command, actor.role !== 'executor')
     this.emit(event, next)
     return { run: next, event }
   }
@@ -416,7 +416,7 @@ export class RunExecutor implements HandlerHost {
    * never a handler that has not started yet (a handoff successor waiting for
    * its confirmation, a run interrupted by the restart that recovery ends).
    */
-  private afterTransition (runId: string, a: Active, next: Run, event: AgentEvent, command: RunCommand): void {
+  private afterTransition (runId: string, a: Active, next: Run, event: AgentEvent, command: RunCommand, byOther: boolean): void {
     a.run = next
     a.last = event
     if (next.state === 'blocked' && a.resumed === undefined) a.resumed = Promise.withResolvers()
@@ -435,7 +435,7 @@ export class RunExecutor implements HandlerHost {
     }
     if (isTerminal(next.state)) {
       this.active.delete(runId)
-      this.slots.release(runId)
+      this.slots.end(runId, a.inHandler === true, byOther)
       a.abort.abort(next.state === 'completed' ? RUN_COMPLETED : RUN_FAILED)
       // handler calls waiting for a resume go on, and the state machine refuses them
       a.resumed?.resolve()
@@ -476,7 +476,7 @@ export class RunExecutor implements HandlerHost {
       commitForeign: async (runId, event, next) => {
         await this.store.commit(next, event)
         const a = this.active.get(runId)
-        if (a !== undefined) this.afterTransition(runId, a, next, event, { type: 'fail', code: 'EXECUTOR_LOST', message: '' })
+        if (a !== undefined) this.afterTransition(runId, a, next, event, { type: 'fail', code: 'EXECUTOR_LOST', message: '' }, true)
         this.emit(event, next)
       },
       failLocked: async (runId, code, message) => (await this.commitLocked(runId, { type: 'fail', code, message }, EXECUTOR)).run,
@@ -484,7 +484,7 @@ export class RunExecutor implements HandlerHost {
       verdictFrom: this.verdictFrom,
       stopping: this.stopping.signal,
       isRunning: (runId) => this.active.get(runId)?.run.state === 'running',
-      release: (runId) => { this.active.get(runId)?.abort.abort(RUN_FAILED); this.active.delete(runId); this.slots.release(runId) }
+      release: (runId) => { const a = this.active.get(runId); a?.abort.abort(RUN_FAILED); this.active.delete(runId); this.slots.end(runId, a?.inHandler === true, true) }
     }
   }
 

@@ -13,6 +13,7 @@ import { assertPayloadValueDepth, isBlock, isRunOutput } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 import { cutText } from '../util/text.ts'
 import { writeEnding, type EndingRetry } from './end-retry.ts'
+import type { RunSlots } from './slots.ts'
 
 /** The handler's pending `ctx.block`: resolved by the resume of the block it raised (and only that one). */
 export interface BlockWaiter {
@@ -49,6 +50,8 @@ export interface Active {
   resumed?: PromiseWithResolvers<void>
   /** True from the handler's start until its outcome is applied (so a resume never starts a second one). */
   handlerRunning: boolean
+  /** The handler's function has not returned: a run that ends meanwhile holds its node slot until it does (slots.ts). */
+  inHandler?: true
   /** The run was blocked when the node restarted: its handler's memory is gone, so its resume starts the handler again (once). */
   blockedAcrossRestart?: true
   /** The run.started of a run whose handle is not out yet: announced once it is. */
@@ -70,6 +73,8 @@ export interface HandlerHost {
   saveContext: (run: Run, context: Record<string, unknown>) => Promise<void>
   /** Where `ctx.artifact` stores bytes; undefined: the node keeps no artifacts. */
   readonly artifacts: ArtifactWriter | undefined
+  /** The node's run slots: a handler that outlived its run gives its node slot back when it returns. */
+  readonly slots: RunSlots
 }
 
 const EXECUTOR: Actor = { role: 'executor' }
@@ -327,6 +332,12 @@ function endedError (a: Active, what: string): AapError {
   })
 }
 
+/** The handler's function returned (or threw): if its run ended first, the node slot it held is free again (said). */
+function handlerReturned (host: HandlerHost, runId: string, a: Active): void {
+  a.inHandler = undefined
+  if (host.slots.handlerReturned(runId)) host.log.info({ run_id: runId, state: a.run.state }, 'a handler returned after its run ended; its node slot is free again')
+}
+
 async function runHandler (
   host: HandlerHost, runId: string, a: Active, handler: RunHandler | undefined,
   input: Record<string, unknown>, handedOff: RunContext['handedOff'], restored: RunContext['restored']
@@ -348,10 +359,21 @@ async function runHandler (
       }
       return
     }
+    if (!host.isActive(runId) || isTerminal(a.run.state)) {
+      // ended (a cancel) before its handler's first line: a handler started with an aborted signal might never return
+      host.log.debug({ run_id: runId, state: a.run.state }, 'a run ended before its handler started; the handler is not called')
+      return
+    }
     const { ctx, whenRunning } = contextFor(host, runId, a, conversation, input, handedOff, restored)
     let output: Record<string, unknown> | undefined | void
     try {
-      output = await handler(ctx)
+      // live from here to its return: a run that ends meanwhile holds its node slot until then (slots.ts)
+      a.inHandler = true
+      try {
+        output = await handler(ctx)
+      } finally {
+        handlerReturned(host, runId, a)
+      }
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
         await failRun(host, runId, a, cutText(toAapError(err).message, FAILURE_MESSAGE_MAX_CHARS))
