@@ -5,7 +5,10 @@
  * must not change with that: a ticket that does not verify is refused with
  * INVALID_SIGNATURE, also when something else is wrong with the request too
  * (the signature is still the answer), also with an idempotency key, and no
- * run is ever stored for it. A good ticket still makes a run.
+ * run is ever stored for it. A good ticket still makes a run. And the
+ * signature is known before the executor takes a run slot and asks its
+ * delegation policy (checks 5, 7, 8 in order): a forged ticket never reaches
+ * the policy (which may be an LLM call or a person) and never holds a slot.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -23,12 +26,18 @@ describe('a delegation ticket whose signature does not verify', () => {
   let A: MeshNode, B: MeshNode
   let client: RpcClient
   let keyOfA: Parameters<typeof issueDelegationTicket>[0]
+  /** The tasks B's delegation policy was asked about. */
+  const asked: string[] = []
 
   beforeAll(async () => {
     keyOfA = await generateKeyPair('Ed25519')
     nodes = await startMesh(2, { nodeOptions: (i) => i === 0 ? { privateKey: keyOfA } : {} })
     ;[A, B] = nodes as [MeshNode, MeshNode]
     B.runs.handle(WORK, async () => ({ done: true }))
+    B.runs.setPolicy((req) => {
+      asked.push(req.task_id)
+      return undefined
+    })
     await B.publishCard({ name: 'executor', capabilities: [WORK] })
     client = new RpcClient(A.host, { protocol: DELEGATE_PROTOCOL, maxFrameBytes: DELEGATE_MAX_FRAME_BYTES })
   })
@@ -80,5 +89,20 @@ describe('a delegation ticket whose signature does not verify', () => {
     expect((res.run as { run_id: string, state: string }).run_id).toBe(runId)
     expect(await B.runs.store.has(runId)).toBe(true)
     expect(B.signatures.stats.checked).toBeGreaterThan(before)
+  })
+
+  it('never reaches the delegation policy nor holds a slot, with or without an idempotency key', async () => {
+    const from = asked.length
+    const forged = await request('task-policy-forged', forge)
+    await rejectsWith(call(forged.body), 'INVALID_SIGNATURE')
+    const keyed = await request('task-policy-forged-idem', forge, { idempotency_key: 'k-policy' })
+    await rejectsWith(call(keyed.body), 'INVALID_SIGNATURE')
+    // before: the policy was asked about both while the signature was still being checked
+    expect(asked.slice(from)).toEqual([])
+    expect(B.runs.slots.size).toBe(0)
+    for (const r of [forged, keyed]) expect(await B.runs.store.has(r.runId)).toBe(false)
+    const good = await request('task-policy-good', t => t)
+    expect(((await call(good.body)).run as { run_id: string }).run_id).toBe(good.runId)
+    expect(asked.slice(from)).toEqual(['task-policy-good'])
   })
 })
