@@ -73,7 +73,7 @@ export class JsonAnswers {
 
   /**
    * Cut `res` off, socket and all, once its client has taken none of it for
-   * the idle bound (the socket's inactivity timeout: any write it takes, even
+   * the idle bound (the socket's inactivity timeout; each write it takes, even
    * in part, puts it off). Node sets its own keep-alive timeout on the socket
    * when the answer is done.
    */
