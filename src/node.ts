@@ -6,6 +6,7 @@
 import { CompactMemoryDatastore } from './storage/compact-memory.ts'
 import type { PrivateKey } from '@libp2p/interface'
 import { componentLogger, type Logger } from './logger.ts'
+import { AapError } from './errors.ts'
 import type { Datastore } from 'interface-datastore'
 import { CARD_DHT_NAMESPACE, CONNECTIONS_MAX, DEFAULT_TCP_LISTEN, DHT_PROVIDERS_PER_ANSWER, DIAL_TIMEOUT_MS } from './constants.ts'
 import { ConnectionBudget } from './wire/budget.ts'
@@ -151,6 +152,9 @@ export class MeshNode {
   private ownsDatastore = false
   private key?: PrivateKey
   private started = false
+  /** A start or a stop under way (start, stop). */
+  private starting?: Promise<void>
+  private stopping?: Promise<void>
   private readonly log: Logger
   /** Every signature this node checks goes through its own cache (the run and event services share it). */
   readonly signatures: SignatureCache
@@ -171,10 +175,7 @@ export class MeshNode {
     return agentIdOf(this.key)
   }
 
-  get host (): MeshHost {
-    if (this._host === undefined) throw new Error('node not started')
-    return this._host
-  }
+  get host (): MeshHost { return started(this._host) }
 
   /** Peer-store records kept in memory because the disk refused them (src/wire/peer-store-memory.ts). */
   get peerStoreMemory (): PeerStoreMemoryStats | undefined { return this.peerRecords?.stats }
@@ -185,32 +186,17 @@ export class MeshNode {
   }
 
   /** The connection budget (src/wire/budget.ts): its bound and what it pruned. */
-  get connections (): ConnectionBudget {
-    if (this._budget === undefined) throw new Error('node not started')
-    return this._budget
-  }
+  get connections (): ConnectionBudget { return started(this._budget) }
 
-  get discovery (): Discovery {
-    if (this._discovery === undefined) throw new Error('node not started')
-    return this._discovery
-  }
+  get discovery (): Discovery { return started(this._discovery) }
 
-  get runs (): Runs {
-    if (this._runs === undefined) throw new Error('node not started')
-    return this._runs
-  }
+  get runs (): Runs { return started(this._runs) }
 
   /** Correlated run events: subscribe, replay, fetch (see protocols/events.md). */
-  get events (): Events {
-    if (this._events === undefined) throw new Error('node not started')
-    return this._events
-  }
+  get events (): Events { return started(this._events) }
 
   /** Typed outputs too large for an event: stored by content id, fetched from any holder (protocols/artifact.md). */
-  get artifacts (): Artifacts {
-    if (this._artifacts === undefined) throw new Error('node not started')
-    return this._artifacts
-  }
+  get artifacts (): Artifacts { return started(this._artifacts) }
 
   /** This node's listen addresses (for operators and bootstrap lists only). */
   get addresses (): string[] {
@@ -226,8 +212,16 @@ export class MeshNode {
     return this._discovery?.card
   }
 
+  /** Start every part (a start while one is under way is that start; one during a stop starts after it). */
   async start (): Promise<void> {
     if (this.started) return
+    this.starting ??= this.startOnce().finally(() => { this.starting = undefined })
+    return this.starting
+  }
+
+  private async startOnce (): Promise<void> {
+    // a stop under way ends first (its caller hears how)
+    await this.stopping?.catch(() => undefined)
     try {
       await this.startParts()
       this.started = true
@@ -238,7 +232,7 @@ export class MeshNode {
       // a failed start (a bad listen address, a locked data dir, a card the disk refused) leaves nothing open
       // behind it: the datastore, its sync timer and the host close whichever step it failed at
       this.started = true
-      await this.stop().catch((stopErr: unknown) => {
+      await this.stopOnce().catch((stopErr: unknown) => {
         // the start failure is what the caller hears; what the clean-up met is said here
         this.log.warn({ err: stopErr }, 'stopping a node that failed to start did not finish cleanly')
       })
@@ -375,6 +369,7 @@ export class MeshNode {
    * backoff while none is connected, until the node stops.
    */
   async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
+    if (!this.started) throw new AapError('INTERNAL', 'the node is not started: start it before keepJoined')
     if (this.bootstrapper !== undefined) throw new Error('keepJoined was already called')
     this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), ...(onJoined === undefined ? {} : { onJoined }) })
     return this.bootstrapper.start()
@@ -385,10 +380,19 @@ export class MeshNode {
     return this.bootstrapper
   }
 
+  /** Stop every part, in order: after a start under way; every caller waits for the one stop (the data dir is free then). */
   async stop (): Promise<void> {
+    // a start under way ends first (its caller hears how it failed)
+    await this.starting?.catch(() => undefined)
+    this.stopping ??= this.stopOnce().finally(() => { this.stopping = undefined })
+    return this.stopping
+  }
+
+  private async stopOnce (): Promise<void> {
     if (!this.started) return
     this.started = false
     await this.bootstrapper?.stop()
+    this.bootstrapper = undefined
     this._reachability?.stop()
     // in order, and each step even if an earlier one failed: nothing is left open
     const steps: Array<(() => Promise<void>) | undefined> = [
@@ -411,17 +415,11 @@ export class MeshNode {
 
   // ---- AAP surface --------------------------------------------------------------
 
-  async publishCard (draft: CardDraft): Promise<AgentCard> {
-    return this.discovery.publish(draft)
-  }
+  async publishCard (draft: CardDraft): Promise<AgentCard> { return this.discovery.publish(draft) }
 
-  async discover (query: DiscoveryQuery, opts?: DiscoverOptions): Promise<AgentCard[]> {
-    return this.discovery.discover(query, opts)
-  }
+  async discover (query: DiscoveryQuery, opts?: DiscoverOptions): Promise<AgentCard[]> { return this.discovery.discover(query, opts) }
 
-  async getCard (agentId: string, opts?: { signal?: AbortSignal, fresh?: boolean }): Promise<AgentCard> {
-    return this.discovery.getCard(agentId, opts)
-  }
+  async getCard (agentId: string, opts?: { signal?: AbortSignal, fresh?: boolean }): Promise<AgentCard> { return this.discovery.getCard(agentId, opts) }
 
   /** The datastore's write health (a node whose writes fail refuses new runs with STORAGE_FULL). */
   get storage (): GuardedDatastore['health'] {
@@ -471,13 +469,9 @@ export class MeshNode {
     return perCall ?? this.options.followDelegations ?? true
   }
 
-  async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> {
-    return this.runs.block(runId, reason, checkpointId, opts)
-  }
+  async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> { return this.runs.block(runId, reason, checkpointId, opts) }
 
-  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions & { checkpointId?: string }): Promise<Run> {
-    return this.runs.resume(runId, resolution, opts)
-  }
+  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions & { checkpointId?: string }): Promise<Run> { return this.runs.resume(runId, resolution, opts) }
 
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: DelegateCallOptions = {}): Promise<Run> {
     const { follow, ...call } = opts
@@ -486,13 +480,15 @@ export class MeshNode {
     return run
   }
 
-  async cancel (runId: string, reason?: string, opts?: CallOptions): Promise<Run> {
-    return this.runs.cancel(runId, reason, opts)
-  }
+  async cancel (runId: string, reason?: string, opts?: CallOptions): Promise<Run> { return this.runs.cancel(runId, reason, opts) }
 
-  async getRun (runId: string, opts?: CallOptions): Promise<Run> {
-    return this.runs.getRun(runId, opts)
-  }
+  async getRun (runId: string, opts?: CallOptions): Promise<Run> { return this.runs.getRun(runId, opts) }
+}
+
+/** A part of a started node (a node never started has none: a plain error, a programming mistake). */
+function started<T> (part: T | undefined): T {
+  if (part === undefined) throw new Error('node not started')
+  return part
 }
 
 export async function createMeshNode (options: MeshNodeOptions = {}): Promise<MeshNode> {
