@@ -152,9 +152,8 @@ export class MeshNode {
   private ownsDatastore = false
   private key?: PrivateKey
   private started = false
-  /** A start or a stop under way (start, stop). */
-  private starting?: Promise<void>
-  private stopping?: Promise<void>
+  private starting?: Promise<void> // a start under way (start)
+  private stopping?: Promise<void> // a stop under way (stop)
   private readonly log: Logger
   /** Every signature this node checks goes through its own cache (the run and event services share it). */
   readonly signatures: SignatureCache
@@ -214,14 +213,16 @@ export class MeshNode {
 
   /** Start every part (a start while one is under way is that start; one during a stop starts after it). */
   async start (): Promise<void> {
-    if (this.started) return
-    this.starting ??= this.startOnce().finally(() => { this.starting = undefined })
+    if (this.starting !== undefined) return this.starting
+    if (this.started && this.stopping === undefined) return
+    this.starting = this.startOnce().finally(() => { this.starting = undefined })
     return this.starting
   }
 
   private async startOnce (): Promise<void> {
     // a stop under way ends first (its caller hears how)
     await this.stopping?.catch(() => undefined)
+    if (this.started) return
     try {
       await this.startParts()
       this.started = true
@@ -382,9 +383,12 @@ export class MeshNode {
 
   /** Stop every part, in order: after a start under way; every caller waits for the one stop (the data dir is free then). */
   async stop (): Promise<void> {
-    // a start under way ends first (its caller hears how it failed)
-    await this.starting?.catch(() => undefined)
-    this.stopping ??= this.stopOnce().finally(() => { this.stopping = undefined })
+    // taken at once, so a start called next waits for it; a start under way ends first (its caller hears how)
+    const starting = this.starting
+    this.stopping ??= (async () => {
+      await starting?.catch(() => undefined)
+      await this.stopOnce()
+    })().finally(() => { this.stopping = undefined })
     return this.stopping
   }
 

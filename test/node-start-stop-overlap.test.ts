@@ -10,12 +10,17 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServer, type AddressInfo, type Server } from 'node:net'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { afterAll, describe, expect, it } from 'vitest'
 import { silentLogger } from '../src/logger.ts'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
-import { rejectsWith } from './helpers.ts'
+import { rejectsWith, until } from './helpers.ts'
 
 const LOOPBACK = ['/ip4/127.0.0.1/tcp/0']
+/** Connections the silent bootstrap peer took. */
+let silentConnections = 0
 /** TCP servers this process has open. */
 const tcpServers = (): number => process.getActiveResourcesInfo().filter(r => r === 'TCPServerWrap').length
 
@@ -85,4 +90,43 @@ describe('a MeshNode started and stopped while a start or stop is under way', ()
     await n.stop()
     await seed.stop()
   }, 30_000)
+})
+
+describe('a MeshNode restarted without waiting, or started twice while it joins', () => {
+  const nodes: MeshNode[] = []
+  const servers: Server[] = []
+  afterAll(async () => {
+    await Promise.all(nodes.map(async n => n.stop()))
+    for (const s of servers) s.close()
+  })
+
+  it('a start right after a stop not waited for starts once the stop has ended', async () => {
+    const n = await createMeshNode({ listen: LOOPBACK, localMesh: true, logger: silentLogger() })
+    nodes.push(n)
+    await n.start()
+    const stopping = n.stop()
+    await n.start()
+    await stopping
+    // before: the start returned at once and the stop went on after it
+    expect(n.host.status).toBe('started')
+  })
+
+  it('a second start while the first one joins shares its outcome (its card refused)', async () => {
+    // a bootstrap peer that takes the connection and never speaks: the first start's join waits on it
+    const silent = createServer(() => { silentConnections++ })
+    servers.push(silent)
+    await new Promise<void>(resolve => { silent.listen(0, '127.0.0.1', resolve) })
+    const peer = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
+    const bootstrap = [`/ip4/127.0.0.1/tcp/${(silent.address() as AddressInfo).port}/p2p/${peer}`]
+    const n = await createMeshNode({ listen: LOOPBACK, localMesh: true, logger: silentLogger(), bootstrap, card: { name: 'x', capabilities: 'not a list' as unknown as [] } })
+    nodes.push(n)
+    const first = n.start()
+    // the first start is past its parts (the node counts as started) and joining
+    await until(() => silentConnections > 0, 'the first start to dial its bootstrap peer')
+    const second = n.start()
+    const outcomes = await Promise.allSettled([first, second])
+    // before: the second resolved while the first failed and stopped the node
+    expect(outcomes.map(o => o.status)).toEqual(['rejected', 'rejected'])
+    expect(n.host.status).toBe('stopped')
+  })
 })
