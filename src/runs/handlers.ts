@@ -359,11 +359,6 @@ async function runHandler (
       }
       return
     }
-    if (!host.isActive(runId) || isTerminal(a.run.state)) {
-      // ended (a cancel) before its handler's first line: a handler started with an aborted signal might never return
-      host.log.debug({ run_id: runId, state: a.run.state }, 'a run ended before its handler started; the handler is not called')
-      return
-    }
     const { ctx, whenRunning } = contextFor(host, runId, a, conversation, input, handedOff, restored)
     let output: Record<string, unknown> | undefined | void
     try {
