@@ -79,12 +79,25 @@ describe('trace context across delegations, sub-delegations, handoffs and contro
       const other = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
       const post = async (headers: Record<string, string>): Promise<Awaited<ReturnType<typeof raw>>> =>
         raw(`${api.url}/v1/delegate`, { method: 'POST', token, headers, body: JSON.stringify({ to_agent: B.agentId, task_id: 'trace-api', capability: CAP_B, input: {} }) })
-      const res = await post({ traceparent: other })
-      expect(res.status).toBe(202)
-      expect((await started(B, res.body.run.run_id)).trace).toEqual({ traceparent: other })
-      const bad = await post({ traceparent: 'not-a-traceparent' })
-      expect(bad.status).toBe(400)
-      expect(bad.body.error.code).toBe('INVALID_REQUEST')
+      const traceOfPost = async (headers: Record<string, string>): Promise<unknown> => {
+        const res = await post(headers)
+        expect(res.status).toBe(202)
+        return (await started(B, res.body.run.run_id)).trace
+      }
+      expect(await traceOfPost({ traceparent: other })).toEqual({ traceparent: other })
+      // W3C's processing model: a traceparent that does not parse is set aside with its tracestate, the call goes on without them
+      for (const bad of ['not-a-traceparent', `${other}-more`, `ff${other.slice(2)}`, `00-${'0'.repeat(32)}-b7ad6b7169203331-01`, `${other}, ${other}`]) {
+        expect(await traceOfPost({ traceparent: bad, tracestate: 'vendor=x' })).toBeUndefined()
+      }
+      // a later version is read by its first four fields and goes on as version 00
+      expect(await traceOfPost({ traceparent: `01${other.slice(2)}-future-field` })).toEqual({ traceparent: other })
+      expect(await traceOfPost({ traceparent: `01${other.slice(2)}x` })).toBeUndefined()
+      // a tracestate over TRACESTATE_MAX_CHARS keeps its leading list-members that fit
+      const members = Array.from({ length: 30 }, (_, i) => `v${i}=${'x'.repeat(20)}`)
+      const kept = (await traceOfPost({ traceparent: other, tracestate: members.join(',') }) as TraceContext).tracestate ?? ''
+      expect(kept.length).toBeLessThanOrEqual(TRACESTATE_MAX_CHARS)
+      expect(kept).toBe(members.slice(0, kept.split(',').length).join(','))
+      expect(kept.length + 1 + (members[kept.split(',').length] as string).length).toBeGreaterThan(TRACESTATE_MAX_CHARS)
     } finally {
       await api.close()
     }

@@ -392,7 +392,8 @@ export class ApiServer {
       delegate: {
         json: async (req) => {
           const r = body<DelegateRequest>(req)
-          const trace = traceHeaders(req)
+          const { trace, ignored } = traceHeaders(req)
+          if (ignored !== undefined) this.log.info({ reason: ignored }, 'a traceparent header that does not parse was set aside (W3C processing model)')
           // a client that gives up (its connection ends) before the handle is here: the run made late is canceled
           const client = watchClient(req.raw)
           try {
