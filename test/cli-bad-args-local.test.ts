@@ -52,6 +52,12 @@ describe('arguments refused before anything is sent', () => {
     await refusedLocally(['runs', 'list', '--since', 'Jan 1 2020', ...api()], /--since .*RFC 3339/)
   }, 20_000)
 
+  it('runs list --since of a day the month has not (the node would refuse it too)', async () => {
+    for (const day of ['2026-02-30T00:00:00Z', '2026-04-31T12:00:00Z', '2025-02-29T00:00:00Z']) {
+      await refusedLocally(['runs', 'list', '--since', day, ...api()], /--since .*RFC 3339/)
+    }
+  }, 60_000)
+
   it('replay --timeout-ms past the API\'s bound', async () => {
     await refusedLocally(['replay', 't1', '--timeout-ms', '999999', ...api()], /60000/)
   }, 20_000)

@@ -9,7 +9,7 @@ import type { PageRequest, RunFilter, TraceContext } from '../runs/runtime.ts'
 import { spanContextOf } from '../runs/trace.ts'
 import { TRACEPARENT_MAX_CHARS, TRACESTATE_MAX_CHARS } from '../constants.ts'
 import type { RunState } from '../runlog/types.ts'
-import { API_RUNS_SINCE_MAX_MS } from './constants.ts'
+import { isSinceInstant } from './since.ts'
 
 /**
  * A card as an L2 caller gets it: without its `endpoint`, since the profile
@@ -101,19 +101,9 @@ export function runListQuery (q: Record<string, unknown>): { filter: RunFilter, 
   return { filter, page }
 }
 
-/**
- * A `since` the run index can order by. The document's pattern admits text
- * that is no instant (month 13, hour 99) or one past API_RUNS_SINCE_MAX_MS,
- * which the index reads as the epoch: every run was listed. February 30 is
- * refused too (Date.parse rolls it into March). One before the epoch lists
- * every run, and rightly.
- */
+/** A `since` the run index can order by (since.ts says what is refused). */
 function sinceOf (since: string): string {
-  const ms = Date.parse(since)
-  const [y = 0, m = 0, d = 0] = since.slice(0, 10).split('-').map(Number)
-  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)
-  const days = m === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31
-  if (!Number.isFinite(ms) || ms > API_RUNS_SINCE_MAX_MS || d > days) {
+  if (!isSinceInstant(since)) {
     throw new InvalidRequestError(`since ${JSON.stringify(since)} is not an instant from year 0000 to 9999 (RFC 3339, e.g. 2026-01-31T12:00:00Z)`, { reason: 'bad_since' })
   }
   return since

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Command } from 'commander'
 import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { ApiError, ApiUnreachableError, streamFailure, type ApiClient } from '../api/client.ts'
+import { isSinceInstant } from '../api/since.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
 import { RUN_STATES, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start-args.ts'
@@ -26,14 +27,15 @@ const CARDS: Record<string, FieldKind> = { cards: 'array' }
 
 /**
  * A --since the API takes: its document's pattern for the parameter (RFC
- * 3339) and an instant Date can read (month 13 matches the pattern).
+ * 3339) and a real instant (the node's own check, src/api/since.ts: month 13
+ * and February 30 match the pattern).
  */
 async function sinceArg (since: string): Promise<void> {
   const { default: doc } = await import('../../protocols/api.openapi.json', { with: { type: 'json' } })
   const params = doc.paths['/v1/runs'].get.parameters as ReadonlyArray<{ name?: string, schema?: { pattern?: string, maxLength?: number } }>
   const schema = params.find(p => p.name === 'since')?.schema
   const fits = schema?.pattern === undefined || new RegExp(schema.pattern).test(since)
-  if (!fits || since.length > (schema?.maxLength ?? Infinity) || Number.isNaN(Date.parse(since))) {
+  if (!fits || since.length > (schema?.maxLength ?? Infinity) || !isSinceInstant(since)) {
     throw new UsageError(`--since "${printable(since)}" is not an RFC 3339 instant (e.g. 2026-01-31T12:00:00Z)`)
   }
 }
