@@ -4,7 +4,9 @@
  * and for a store a failed open left closed it asks for the open first (a
  * typed STORAGE_FULL when that fails, not LevelDB's own error). A query the
  * close cut short goes on after the last key it gave, as range.ts does with
- * its own iterators.
+ * its own iterators. Once the store was closed for good (the node stopped),
+ * every read fails with the error `shut` gives (write-guard.ts: the same
+ * typed INTERNAL `closed` its writes fail with), not LevelDB's own.
  */
 import type { Datastore, Key, Pair, Query, KeyQuery } from 'interface-datastore'
 import { STORAGE_RANGE_REOPEN_RETRIES } from './constants.ts'
@@ -36,12 +38,11 @@ export function cutByReopen (reopen: Reopener, since: number): boolean {
  * read cannot go on from a key (a query with orders, an offset or a limit),
  * and fails as it was cut.
  */
-async function * readOn<T> (reopen: Reopener, ready: () => Promise<void> | undefined, read: (after: string | undefined) => AsyncIterable<T> | Iterable<T>, keyOf: (item: T) => string, resumable: boolean): AsyncGenerator<T> {
+async function * readOn<T> (g: ReadGuard, read: (after: string | undefined) => AsyncIterable<T> | Iterable<T>, keyOf: (item: T) => string, resumable: boolean): AsyncGenerator<T> {
   let last: string | undefined
   for (let tries = 0; ; tries++) {
-    const wait = ready()
-    if (wait !== undefined) await wait
-    const since = reopen.generation
+    await readable(g)
+    const since = g.reopen?.generation ?? 0
     try {
       for await (const item of read(last)) {
         last = keyOf(item)
@@ -49,8 +50,43 @@ async function * readOn<T> (reopen: Reopener, ready: () => Promise<void> | undef
       }
       return
     } catch (err) {
-      if (!closedUnderneath(err) || !resumable || tries >= STORAGE_RANGE_REOPEN_RETRIES || !cutByReopen(reopen, since)) throw err
+      const shut = g.shut(err)
+      if (shut !== undefined) throw shut
+      if (!closedUnderneath(err) || !resumable || g.reopen === undefined || tries >= STORAGE_RANGE_REOPEN_RETRIES || !cutByReopen(g.reopen, since)) throw err
     }
+  }
+}
+
+/** What the reads of a guarded store go by. */
+export interface ReadGuard {
+  /** The LevelDB's reopener (undefined: a store with nothing to reopen). */
+  reopen: Reopener | undefined
+  /** What a read waits for first (undefined: nothing). */
+  ready: () => Promise<void> | undefined
+  /** The error a read fails with instead of `err` once the store was closed for good; undefined while it is not. */
+  shut: (err: unknown) => Error | undefined
+}
+
+/** Throws the store's closed error when it was closed for good, else waits for what `ready` says. */
+async function readable (g: ReadGuard): Promise<void> {
+  const shut = g.shut(undefined)
+  if (shut !== undefined) throw shut
+  const wait = g.ready()
+  if (wait !== undefined) await wait
+}
+
+/** A key that is not there is an answer, whenever it came: only a read's failures become the closed error. */
+function isNotFound (err: unknown): boolean {
+  return err instanceof Error && err.name === 'NotFoundError'
+}
+
+/** One point read of `g`'s store: the closed error once it was closed for good, before or while it was read. */
+async function pointRead<T> (g: ReadGuard, read: () => Promise<T>): Promise<T> {
+  await readable(g)
+  try {
+    return await read()
+  } catch (err) {
+    throw (isNotFound(err) ? undefined : g.shut(err)) ?? err
   }
 }
 
@@ -69,25 +105,20 @@ function keysAfter (q: KeyQuery, last: string | undefined): KeyQuery {
   return last === undefined ? q : { ...q, filters: [...(q.filters ?? []), (k: Key) => k.toString() > last] }
 }
 
-/** The reads of `ds`, each waiting for `ready()` first when it is set. */
-export function readsOf (ds: Datastore, reopen: Reopener, ready: () => Promise<void> | undefined): Record<string, unknown> {
+/** The reads of `ds`, each waiting for `g.ready()` first when it is set, and failing as `g.shut` says once the store was closed. */
+export function readsOf (ds: Datastore, g: ReadGuard): Record<string, unknown> {
   return {
-    get: async (k: Key, o?: ReadOptions) => {
-      const wait = ready()
-      if (wait !== undefined) await wait
-      return ds.get(k, o)
-    },
-    has: async (k: Key, o?: ReadOptions) => {
-      const wait = ready()
-      if (wait !== undefined) await wait
-      return ds.has(k, o)
-    },
+    get: async (k: Key, o?: ReadOptions) => pointRead(g, async () => ds.get(k, o)),
+    has: async (k: Key, o?: ReadOptions) => pointRead(g, async () => ds.has(k, o)),
     getMany: async function * (source: AsyncIterable<Key> | Iterable<Key>, o?: GetManyOptions) {
-      const wait = ready()
-      if (wait !== undefined) await wait
-      yield * ds.getMany(source, o)
+      await readable(g)
+      try {
+        yield * ds.getMany(source, o)
+      } catch (err) {
+        throw (isNotFound(err) ? undefined : g.shut(err)) ?? err
+      }
     },
-    query: (q: Query, o?: QueryOptions) => readOn(reopen, ready, last => ds.query(pairsAfter(q, last), o), p => p.key.toString(), resumableQuery(q)),
-    queryKeys: (q: KeyQuery, o?: QueryOptions) => readOn(reopen, ready, last => ds.queryKeys(keysAfter(q, last), o), k => k.toString(), resumableQuery(q))
+    query: (q: Query, o?: QueryOptions) => readOn(g, last => ds.query(pairsAfter(q, last), o), p => p.key.toString(), resumableQuery(q)),
+    queryKeys: (q: KeyQuery, o?: QueryOptions) => readOn(g, last => ds.queryKeys(keysAfter(q, last), o), k => k.toString(), resumableQuery(q))
   }
 }

@@ -11,7 +11,7 @@ import { Key, type Datastore } from 'interface-datastore'
 import { STORAGE_RANGE_REOPEN_RETRIES } from './constants.ts'
 import { closedUnderneath, cutByReopen } from './guarded-reads.ts'
 import { levelDbWith } from './read.ts'
-import type { GuardedDatastore } from './write-guard.ts'
+import { closedStoreError, type GuardedDatastore } from './write-guard.ts'
 
 export interface RangeQuery {
   /** Only keys that start with this. */
@@ -79,7 +79,9 @@ export async function * readRange (ds: Datastore, q: RangeQuery): AsyncGenerator
         }
         return
       } catch (err) {
-        // closed by a reopen: read on once the store is open again (a store closed for good fails again)
+        // closed for good (the node stopped): the typed error its writes fail with too (write-guard.ts)
+        if (closedUnderneath(err) && (ds as Partial<Pick<GuardedDatastore, 'health'>>).health?.closed === true) throw closedStoreError(err)
+        // closed by a reopen: read on once the store is open again
         if (!closedUnderneath(err) || reopen === undefined || tries >= STORAGE_RANGE_REOPEN_RETRIES || !cutByReopen(reopen, since)) throw err
         const wait = (ds as Partial<Pick<GuardedDatastore, 'readReady'>>).readReady?.()
         if (wait !== undefined) await wait

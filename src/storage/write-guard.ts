@@ -8,7 +8,9 @@
  *
  * The view remembers whether the last write failed (`health`): a node whose
  * store is failing refuses new runs up front, and `probe()` tries one small
- * write to learn whether the fault has cleared. Reads pass straight through.
+ * write to learn whether the fault has cleared. Reads pass straight through,
+ * but for a store closed for good (the node stopped): they fail as its writes
+ * do then, INTERNAL with `details.reason: closed` (guarded-reads.ts).
  *
  * A LevelDB store is not written again after a refused write until it has
  * been closed and opened (reopen.ts: what LevelDB wrote after a torn log
@@ -73,14 +75,14 @@ export function storageWriteError (err: unknown, store: 'datastore' | 'artifacts
   return e
 }
 
-/** A write made after the store was closed: nothing was kept, and no disk is at fault. */
+/** A write (or a read) made after the store was closed: nothing was kept, and no disk is at fault. */
 export function closedStoreError (err: unknown): AapError {
   const e = new AapError('INTERNAL', 'the node\'s datastore is closed (the node stopped)', { store: 'datastore', reason: 'closed' })
   e.cause = err
   return e
 }
 
-/** A write that failed only because the store had been closed (see closedStoreError). */
+/** A write or read that failed only because the store had been closed (see closedStoreError). */
 export function refusedAsClosed (err: unknown): boolean {
   return err instanceof AapError && err.code === 'INTERNAL' && err.details?.reason === 'closed'
 }
@@ -204,6 +206,9 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
     if (p !== undefined) return settled(p).then(async () => { if (!reopen.isOpen) await openForRead(reopen) })
     return reopen.isOpen || !reopen.due ? undefined : openForRead(reopen)
   }
+  const closable = typeof (ds as { close?: unknown }).close === 'function'
+  /** A read's error once the store was closed: the one its writes fail with. */
+  const shut = (err: unknown): AapError | undefined => health.closed === true ? closedStoreError(err) : undefined
   const own: Record<PropertyKey, unknown> = {
     health,
     probe: async () => { await write(async () => ds.put(PROBE_KEY, new Uint8Array([1]))) },
@@ -236,8 +241,9 @@ export function guardWrites (ds: Datastore, reopen: Reopener | undefined = level
       }
       ok()
     },
-    ...(reopen === undefined ? {} : readsOf(ds, reopen, readable)),
-    ...(typeof (ds as { close?: unknown }).close === 'function'
+    // reads wait for a reopen, and fail typed (as writes do) once the store was closed
+    ...(reopen === undefined && !closable ? {} : readsOf(ds, { reopen, ready: readable, shut })),
+    ...(closable
       ? {
           close: async () => {
             health.closed = true
