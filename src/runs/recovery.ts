@@ -85,7 +85,8 @@ export async function adoptVerdict (x: RecoverySide, runId: string, raw: AgentEv
  * it fails with EXECUTOR_RESTARTED. A run that was blocked is asked about
  * too: its delegator may have declared this node lost while it was down, and
  * stopped offering the notice since (expired, or past its bound), so only
- * this ask ends it; without a verdict it stays blocked, for its resume.
+ * this ask ends it; without a verdict it stays blocked, for its resume,
+ * unless its last event here is damaged (endIfDamagedHead).
  */
 export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<void> {
   const limiter = new Limiter(LIVENESS_MAX_CONCURRENT_PROBES)
@@ -106,7 +107,10 @@ export async function settleInterrupted (x: RecoverySide, runs: Run[]): Promise<
         x.log.warn({ err: toAapError(err), run_id: run.run_id }, 'a verdict from the delegator of an interrupted run could not be taken')
       }
     }
-    if (run.state !== 'running') return
+    if (run.state !== 'running') {
+      await endIfDamagedHead(x, run)
+      return
+    }
     try {
       // a store refusing the write (a full disk) is tried again: else the run would stay running until the next restart
       const active = (): boolean => x.isRunning(run.run_id)
@@ -143,6 +147,35 @@ export async function endDamaged (x: RecoverySide, runId: string, code: RunFailu
     x.log.warn({ err, run_id: runId, key: err.key }, 'the last event of a run does not parse: the run ends failed in its record, with no event')
     return next
   })
+}
+
+/**
+ * A run blocked across a restart whose last event here does not parse could
+ * never be resumed or cancelled (each would chain an event to it, and fail
+ * with corrupt_record for good, its slot held): it ends in its record alone,
+ * as a running run with a damaged head does (endDamaged). A head that cannot
+ * be read for another reason (a failing disk) leaves the run blocked, logged.
+ */
+async function endIfDamagedHead (x: RecoverySide, run: Run): Promise<void> {
+  let damaged: CorruptRecordError
+  try {
+    await x.head(run.run_id)
+    return
+  } catch (err) {
+    if (!isCorruptRecord(err)) {
+      x.log.warn({ err: toAapError(err), run_id: run.run_id }, 'the last event of a run blocked across a restart could not be read: it stays blocked')
+      return
+    }
+    damaged = err
+  }
+  try {
+    // a store refusing the write is tried again; endDamaged reads the record again under the run's lock, so a run
+    // ended meanwhile by other means is left as it is
+    await writeEnding(async () => endDamaged(x, run.run_id, 'EXECUTOR_RESTARTED', 'the executing node restarted while the run was blocked', damaged),
+      { runId: run.run_id, active: () => true, signal: x.stopping, log: x.log })
+  } catch (err) {
+    x.log.error({ err: toAapError(err), run_id: run.run_id }, 'a blocked run whose last event is damaged could not be ended; it stays blocked')
+  }
 }
 
 /** What a run blocked across a restart starts again with, once resumed: its input and handoff context, from its run.started. */
