@@ -9,7 +9,8 @@
  *   REPLAY_MAX_BYTES of events; past the bound, 429 (reason
  *   `too_many_replays`);
  * - an answer or a download its client takes none of for API_ANSWER_IDLE_MS
- *   is cut off with its socket (idle()).
+ *   is cut off with its socket (idle()); a pipelined answer queued behind
+ *   it is not (queued()).
  */
 import type { ServerResponse } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -18,6 +19,7 @@ import { jsonInTurns } from '../util/json-in-turns.ts'
 import { API_JSON_BYTES_PER_TURN } from './constants.ts'
 import { HttpError } from './errors.ts'
 import { responseValidator } from './openapi.ts'
+import { Slots } from './slots.ts'
 
 /** `large`: the body may be megabytes (a replay): its JSON is made a slice per turn (API_JSON_BYTES_PER_TURN). */
 export interface Answer { status?: number, body: unknown, large?: true }
@@ -38,16 +40,22 @@ export interface JsonAnswersOptions {
 
 export class JsonAnswers {
   private readonly opts: JsonAnswersOptions
-  private replaySlots = 0
+  /**
+   * A replay or timeline's slot is given back once the handler is done and
+   * its response is closed (sent, or its client gone): the answer's text
+   * stays in memory until its socket took it.
+   */
+  private readonly replaySlots: Slots
   private cut = 0
 
   constructor (opts: JsonAnswersOptions) {
     this.opts = opts
+    this.replaySlots = new Slots(opts.maxReplays, (limit) => new HttpError(429, 'INVALID_REQUEST', `too many replays and timelines at once (limit ${limit}); retry when one has ended`, { reason: 'too_many_replays', limit }))
   }
 
   /** Replays and timelines holding a slot. */
   get replays (): number {
-    return this.replaySlots
+    return this.replaySlots.taken
   }
 
   /** Answers and downloads cut off because their client took none of them for the idle bound. */
@@ -57,7 +65,7 @@ export class JsonAnswers {
 
   /** Answer `op` with `handler`'s answer (in a replay slot for a replay or a timeline). */
   async answer (op: string, handler: JsonHandler, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    const release = REPLAY_OPERATIONS.has(op) ? this.reserve(reply.raw) : undefined
+    const release = REPLAY_OPERATIONS.has(op) ? this.replaySlots.take(reply.raw) : undefined
     try {
       const answer = await handler(req)
       void reply.code(answer.status ?? 200)
@@ -69,6 +77,21 @@ export class JsonAnswers {
     } finally {
       release?.()
     }
+  }
+
+  /**
+   * Call for every response as it is made (before idle() or an SSE stream
+   * arms its own bound). One queued behind another on its connection (HTTP
+   * pipelining) takes the socket as the one before left it: with that one's
+   * idle bound armed. Its handler may take longer (a replay that reads, a
+   * delegation), and the socket was destroyed under it: the timeout found no
+   * listener on it, so Node destroyed the socket. The bound is taken off as
+   * it takes the socket (the server has none of its own: fastify's
+   * connectionTimeout is 0); its own answer arms it again.
+   */
+  queued (res: ServerResponse): void {
+    if (res.socket !== null) return
+    res.once('socket', (socket) => { socket.setTimeout(0) })
   }
 
   /**
@@ -84,25 +107,6 @@ export class JsonAnswers {
       if ((n & (n - 1)) === 0) this.opts.log.warn({ cut: n, waiting: res.writableLength }, 'an API client took nothing of its answer for API_ANSWER_IDLE_MS: its connection was closed')
       res.destroy()
     })
-  }
-
-  /**
-   * Take a replay slot (or answer 429). It is given back once the handler is
-   * done and `res` is closed (sent, or its client gone): the answer's text
-   * stays in memory until its socket took it.
-   */
-  private reserve (res: ServerResponse): () => void {
-    const max = this.opts.maxReplays
-    if (this.replaySlots >= max) {
-      throw new HttpError(429, 'INVALID_REQUEST', `too many replays and timelines at once (limit ${max}); retry when one has ended`, { reason: 'too_many_replays', limit: max })
-    }
-    this.replaySlots++
-    let holds = res.closed || res.destroyed ? 1 : 2
-    const drop = (): void => {
-      if (--holds === 0) this.replaySlots--
-    }
-    if (holds === 2) res.once('close', drop)
-    return drop
   }
 }
 

@@ -29,7 +29,8 @@ import type { NodeMetrics } from './metrics.ts'
 import { hostForUrl } from './own-host.ts'
 import { bodyAjv, operations, paramAjv, type Operation } from './openapi.ts'
 import { cardView, correlationHints, runListQuery, traceHeaders } from './query.ts'
-import { SseStream, StreamSlots, type SseLimits } from './sse.ts'
+import { SseStream, streamSlots, type SseLimits } from './sse.ts'
+import type { Slots } from './slots.ts'
 import { serveEventStream, type EventStreamCounts } from './event-stream.ts'
 import type { A2aOutbound } from '../a2a/outbound.ts'
 import { A2aApi } from '../a2a/api.ts'
@@ -119,7 +120,7 @@ export class ApiServer {
   private readonly subscriptions = new Set<EventSubscription>()
   private readonly eventStreams: EventStreamCounts = { historyWaits: 0, failed: 0 }
   private readonly routeList: Array<{ method: string, url: string }> = []
-  private readonly slots: StreamSlots
+  private readonly slots: Slots
   private readonly answers: JsonAnswers
   private droppedConnections = 0
   private workBacklogWaits = 0
@@ -134,7 +135,7 @@ export class ApiServer {
     this.opts = opts
     this.log = opts.logger ?? silentLogger()
     this.tokenDigest = tokenDigest(opts.token)
-    this.slots = new StreamSlots(opts.maxSseClients ?? API_MAX_SSE_CLIENTS)
+    this.slots = streamSlots(opts.maxSseClients ?? API_MAX_SSE_CLIENTS)
     this.answers = new JsonAnswers({ checkResponses: opts.checkResponses === true, maxReplays: opts.maxReplays ?? API_REPLAYS_CONCURRENT_MAX, idleMs: opts.answerIdleMs ?? API_ANSWER_IDLE_MS, log: this.log.child({ component: 'api' }) })
     this.a2a = new A2aApi(node, this.log.child({ component: 'a2a' }), opts.a2a)
     this.bridge = new WorkBridge(node, this.log.child({ component: 'work' }))
@@ -161,6 +162,8 @@ export class ApiServer {
       frameworkErrors: (err, req, reply) => { answerError(routerError(err, req.url), req, reply, this.opts.metrics, this.log) },
       clientErrorHandler: (err, socket) => { answerClientError(err, socket, this.opts.metrics, this.log) }
     })
+    // first, before fastify's own listener can arm an answer's idle bound
+    this.app.server.prependListener('request', (_req, res) => { this.answers.queued(res) })
     // past the bound a new connection is closed as it comes; said at the 1st, 2nd, 4th… drop, so a flood cannot flood the log
     this.app.server.maxConnections = opts.maxConnections ?? API_MAX_CONNECTIONS
     this.app.server.on('drop', () => {
@@ -360,7 +363,7 @@ export class ApiServer {
 
       workStream: {
         stream: async (req, reply) => {
-          const release = this.slots.reserve()
+          const release = this.slots.take()
           const last = req.headers['last-event-id']
           const sse = this.openStream(reply, 'work', release)
           this.workClients++
@@ -449,7 +452,7 @@ export class ApiServer {
       eventStream: {
         stream: async (req, reply) => serveEventStream({
           node,
-          reserve: () => this.slots.reserve(),
+          reserve: () => this.slots.take(),
           open: (r, release) => this.openStream(r, 'events', release),
           subscriptions: this.subscriptions,
           log: this.log.child({ component: 'api' }),

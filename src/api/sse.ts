@@ -3,13 +3,14 @@
  * fastify has let go of it. Whatever ends it (the client going away, a slow
  * client over its buffer, a client that took nothing for API_SSE_STALL_MS,
  * the server closing) runs its `onClose` exactly once,
- * which is where the stream's subscription is released. StreamSlots bounds
+ * which is where the stream's subscription is released. streamSlots() bounds
  * how many are open at once.
  */
 import type { ServerResponse } from 'node:http'
 import { API_SSE_HEARTBEAT_MS, API_SSE_MAX_BUFFERED_BYTES } from '../constants.ts'
 import { API_SSE_HISTORY_HIGH_WATER_BYTES, API_SSE_STALL_MS } from './constants.ts'
 import { HttpError } from './errors.ts'
+import { Slots } from './slots.ts'
 
 export interface SseLimits {
   /** A keep-alive comment this often (default API_SSE_HEARTBEAT_MS). */
@@ -20,29 +21,9 @@ export interface SseLimits {
   stallMs?: number
 }
 
-/** The server's stream slots (API_MAX_SSE_CLIENTS): one per open stream, work and events together. */
-export class StreamSlots {
-  private readonly max: number
-  private taken = 0
-
-  constructor (max: number) {
-    this.max = max
-  }
-
-  /** Take a slot (or answer 429); release it with the returned function, exactly once. */
-  reserve (): () => void {
-    const max = this.max
-    if (this.taken >= max) {
-      throw new HttpError(429, 'INVALID_REQUEST', `too many open streams (limit ${max}); close one first`, { reason: 'too_many_streams', limit: max })
-    }
-    this.taken++
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      this.taken--
-    }
-  }
+/** The server's stream slots (API_MAX_SSE_CLIENTS): one per open stream, work and events together; past them, 429 `too_many_streams`. */
+export function streamSlots (max: number): Slots {
+  return new Slots(max, (limit) => new HttpError(429, 'INVALID_REQUEST', `too many open streams (limit ${limit}); close one first`, { reason: 'too_many_streams', limit }))
 }
 
 export class SseStream {
