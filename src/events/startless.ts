@@ -21,7 +21,7 @@
 import type { PeerId } from '@libp2p/interface'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
-import { holdsConnection } from '../wire/dial.ts'
+import { dialableWithoutRouting } from '../wire/dial.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { EVENTS_STARTLESS_FETCHES_PER_SOURCE } from './constants.ts'
 import type { EventsStats } from './track.ts'
@@ -84,13 +84,11 @@ export class StartlessFetches {
       this.log.debug({ err, agent_id: agentId }, 'a startless run names an executor that is not a peer id')
       return false
     }
-    if (holdsConnection(this.host, peer)) return true
-    if (!(await this.host.peerStore.has(peer))) return false
     try {
-      return (await this.host.peerStore.get(peer)).addresses.length > 0
+      return await dialableWithoutRouting(this.host, peer)
     } catch (err) {
-      // removed meanwhile: not reachable without routing
-      this.log.debug({ err, agent_id: agentId }, 'a startless run\'s executor left the peer store')
+      // the peer store could not be read: the relayer is asked, as for an executor not reachable without routing
+      this.log.debug({ err, agent_id: agentId }, 'a startless run\'s executor could not be read from the peer store')
       return false
     }
   }

@@ -57,11 +57,11 @@
  * refuses inbound connections, new delegations included.
  */
 import { KEEP_ALIVE, type Connection, type PeerId, type PeerStore, type PeerUpdate } from '@libp2p/interface'
-import { Circuit } from '@multiformats/multiaddr-matcher'
 import {
   BUDGET_BUSY_RECHECK_MS, BUDGET_TAG_CACHE_MS, CONNECTION_CLOSE_TIMEOUT_MS, CONNECTIONS_HEADROOM, CONNECTION_GRACE_MS, DHT_PROTOCOL, GOSSIP_MESH_LINK_WORTH, RUN_PEER_TAG, RUN_PEER_TAG_RENEW_MAX_PEERS, RUN_PEER_TAG_RENEW_MS, RUN_PEER_TAG_TTL_MS, RUN_PEER_TAG_VALUE
 } from '../constants.ts'
 import type { Logger } from '../logger.ts'
+import { isRelayed } from './connection-facts.ts'
 import type { MeshHost } from './host.ts'
 import { carriesRequest } from './in-flight.ts'
 import { relayServiceOf } from './network.ts'
@@ -72,7 +72,7 @@ const RELAY_RESERVATION_TAG = `${KEEP_ALIVE}-circuit-relay`
 
 /** The relay a relayed connection rides on: the last /p2p/ before /p2p-circuit in its address (undefined: not relayed). */
 export function relayOf (conn: Pick<Connection, 'remoteAddr'>): string | undefined {
-  if (!Circuit.matches(conn.remoteAddr)) return undefined
+  if (!isRelayed(conn)) return undefined
   let relay: string | undefined
   for (const c of conn.remoteAddr.getComponents()) {
     if (c.name === 'p2p-circuit') return relay

@@ -54,6 +54,24 @@ export function holdsConnection (host: Pick<Libp2p, 'getConnections'>, peer: Pee
 }
 
 /**
+ * Whether a dial to `peer` needs no peer routing (no DHT walk): this node
+ * holds an open connection to it, or the peer store holds addresses for it.
+ * A peer that leaves the peer store while it is read is not (NotFoundError);
+ * any other failure of the read is thrown, the caller's to log.
+ */
+export async function dialableWithoutRouting (host: Pick<Libp2p, 'getConnections' | 'peerStore'>, peer: PeerId): Promise<boolean> {
+  if (holdsConnection(host, peer)) return true
+  if (!(await host.peerStore.has(peer))) return false
+  try {
+    return (await host.peerStore.get(peer)).addresses.length > 0
+  } catch (err) {
+    // removed between the two reads: not reachable without routing
+    if ((err as { name?: unknown } | null)?.name === 'NotFoundError') return false
+    throw err
+  }
+}
+
+/**
  * Whether this node holds an open connection to `peer` that it opened itself.
  * Any peer can connect to a node, so a connection the peer opened says
  * nothing about it: what ranks peers (discovery's fetch order) asks this.

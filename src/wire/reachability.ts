@@ -15,12 +15,12 @@
  */
 import { RELAY_V2_HOP_CODEC } from '@libp2p/circuit-relay-v2'
 import { isPrivate } from '@libp2p/utils'
-import { Circuit } from '@multiformats/multiaddr-matcher'
 import type { Connection, Libp2p, PeerId, StreamHandler } from '@libp2p/interface'
 import type { Logger } from '../logger.ts'
 import { RELAY_SERVICE, relayServiceOf, type RelayServerMode } from './network.ts'
 import { RELAY_MAX_INBOUND_HOP_STREAMS, RELAY_MAX_STOP_STREAMS } from './network-constants.ts'
 import { carriesLiveWork } from './budget.ts'
+import { isRelayed } from './connection-facts.ts'
 import { relayClientStats } from './host.ts'
 import type { RelayClientStats } from './relay-client.ts'
 
@@ -77,7 +77,7 @@ export class Reachability {
   }
 
   private tell (c: Connection, open: boolean): void {
-    const info: ConnectionInfo = { peer: c.remotePeer.toString(), relayed: Circuit.matches(c.remoteAddr), direction: c.direction, remote: c.remoteAddr.toString(), open }
+    const info: ConnectionInfo = { peer: c.remotePeer.toString(), relayed: isRelayed(c), direction: c.direction, remote: c.remoteAddr.toString(), open }
     for (const l of this.connListeners) l(info)
   }
 
@@ -116,8 +116,8 @@ export class Reachability {
 
   private async apply (): Promise<void> {
     const addrs = this.host.getMultiaddrs()
-    const relayAddresses = addrs.filter(a => Circuit.matches(a)).length
-    const isPublic = addrs.some(a => !Circuit.matches(a) && !isPrivate(a))
+    const relayAddresses = addrs.filter(a => isRelayed(a)).length
+    const isPublic = addrs.some(a => !isRelayed(a) && !isPrivate(a))
     if (this.mode === 'auto' && isPublic !== this.serving) await this.serve(isPublic)
     const next: ReachabilityState = { public: isPublic, relayAddresses, relayServing: this.serving }
     if (next.public === this.state.public && next.relayAddresses === this.state.relayAddresses && next.relayServing === this.state.relayServing) return
@@ -137,7 +137,7 @@ export class Reachability {
       holders.push(peer)
     }
     store.clear()
-    const direct = holders.flatMap(peer => this.host.getConnections(peer)).filter(c => !Circuit.matches(c.remoteAddr))
+    const direct = holders.flatMap(peer => this.host.getConnections(peer)).filter(c => !isRelayed(c))
     // a holder this node has runs or requests with keeps its connection (budget.ts): it learns at its renewal
     const idle = await Promise.all(direct.map(async c => !(await carriesLiveWork(this.host, c).catch((err: unknown) => {
       this.log.warn({ err: err instanceof Error ? err.message : String(err), peer: c.remotePeer.toString() }, 'a relay reservation holder\'s work could not be read: its connection is kept')

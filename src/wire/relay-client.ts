@@ -39,12 +39,12 @@ import { circuitRelayTransport, RELAY_V2_HOP_CODEC, type CircuitRelayTransportCo
 import { KEEP_ALIVE, type Connection, type Logger, type PeerId, type Transport } from '@libp2p/interface'
 import { getNetConfig, isNetworkAddress } from '@libp2p/utils'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
-import { Circuit } from '@multiformats/multiaddr-matcher'
 import {
   RELAY_ADDRS_PER_RESERVATION_MAX, RELAY_CANDIDATES_SEEN_MAX, RELAY_DISCOVERY_BACKOFF_MIN_MS,
   RELAY_INBOUND_CANDIDATES_MAX, RELAY_REASK_DELAY_MAX_MS
 } from './network-constants.ts'
 import { PacedWalk, type PeerRoutingLike } from './relay-walk.ts'
+import { hasCircuitPart, isRelayed } from './connection-facts.ts'
 
 /** The peer-store tag the reservation store keeps a relay's connection open with (libp2p's KEEP_ALIVE_TAG, not exported). */
 const RELAY_KEEP_ALIVE_TAG = `${KEEP_ALIVE}-circuit-relay`
@@ -128,12 +128,12 @@ export function addressKey (ma: Multiaddr): string {
  * renewal that names the same addresses would collide with itself.
  */
 function ownKeys (components: Components): Set<string> {
-  return new Set(components.transportManager.getAddrs().filter(a => !a.toString().includes('/p2p-circuit')).map(addressKey))
+  return new Set(components.transportManager.getAddrs().filter(a => !hasCircuitPart(a)).map(addressKey))
 }
 
 /** Whether this node holds a connection to the peer that is open, direct and not limited (`outbound`: one it dialed). */
 function direct (conns: Connection[], outbound = false): boolean {
-  return conns.some(c => c.status === 'open' && (!outbound || c.direction === 'outbound') && c.limits === undefined && !Circuit.matches(c.remoteAddr))
+  return conns.some(c => c.status === 'open' && (!outbound || c.direction === 'outbound') && c.limits === undefined && !isRelayed(c))
 }
 
 /** A relay candidate not asked now, named as libp2p's queue-full error: the transport logs any other at error level, per peer. */
@@ -221,7 +221,7 @@ export class RelayClient {
     const manager = components.transportManager
     const listen: Components['transportManager']['listen'] = async (addrs) => {
       const configured = components.addressManager.getListenAddrs()
-      const ok = addrs.filter(a => !a.getComponents().some(c => c.name === 'p2p-circuit') || configured.some(c => c.equals(a)))
+      const ok = addrs.filter(a => !hasCircuitPart(a) || configured.some(c => c.equals(a)))
       if (ok.length < addrs.length) {
         this.stats.stopListensRefused += addrs.length - ok.length
         logger('not listening on a relay the operator did not configure: %s', addrs.filter(a => !ok.includes(a)).join(' '))
@@ -406,7 +406,7 @@ export class RelayClient {
       const p2p = ma.getComponents().filter(c => c.name === 'p2p')
       const key = addressKey(ma)
       const theirs = key !== via && (otherVias.has(key) || otherKept.has(key))
-      if (p2p.length !== 1 || p2p[0]?.value !== relay || ma.getComponents().some(c => c.name === 'p2p-circuit') || own.has(key) || theirs) {
+      if (p2p.length !== 1 || p2p[0]?.value !== relay || hasCircuitPart(ma) || own.has(key) || theirs) {
         dropped++
         continue
       }
@@ -451,8 +451,8 @@ export class RelayClient {
   readonly announceFilter = (addrs: Multiaddr[]): Multiaddr[] => {
     const perRelay = new Map<string, number>()
     const out = addrs.filter(a => {
+      if (!hasCircuitPart(a)) return true
       const s = a.toString()
-      if (!s.includes('/p2p-circuit')) return true
       const relayAddr = (s.split('/p2p-circuit')[0] ?? '')
       // the relay's peer id: the last /p2p before /p2p-circuit
       const relay = /\/p2p\/([^/]+)$/.exec(relayAddr)?.[1] ?? ''

@@ -17,8 +17,8 @@
 import { isIP } from 'node:net'
 import type { Connection, PeerId } from '@libp2p/interface'
 import type { Multiaddr } from '@multiformats/multiaddr'
-import { Circuit } from '@multiformats/multiaddr-matcher'
 import { kindOfIp, mappedV4 } from './address-filter.ts'
+import { isRelayed } from './connection-facts.ts'
 import type { CircuitRelayService } from '@libp2p/circuit-relay-v2'
 import { relayServiceOf } from './network.ts'
 import { RELAY_RESERVATIONS_PER_NETWORK_MAX } from './network-constants.ts'
@@ -80,7 +80,7 @@ export class RelayGuard {
     const store = this.reservations()
     const held = store?.get(peer)
     if (store === undefined || held === undefined) return
-    if (this.host?.getConnections(peer).some(c => c !== evt.detail && c.status === 'open' && !Circuit.matches(c.remoteAddr)) === true) return
+    if (this.host?.getConnections(peer).some(c => c !== evt.detail && c.status === 'open' && !isRelayed(c)) === true) return
     // its timer would otherwise delete the holder's next reservation when this one's TTL ends
     held.signal.clear()
     store.delete(peer)
@@ -91,7 +91,7 @@ export class RelayGuard {
   deny (peer: PeerId): boolean {
     const store = this.reservations()
     if (store === undefined || store.has(peer)) return false
-    const conn = this.host?.getConnections(peer).find(c => c.status === 'open' && !Circuit.matches(c.remoteAddr))
+    const conn = this.host?.getConnections(peer).find(c => c.status === 'open' && !isRelayed(c))
     const ip = conn?.remoteAddr.getComponents().find(c => c.name === 'ip4' || c.name === 'ip6')?.value
     const net = conn === undefined ? undefined : networkOf(conn.remoteAddr)
     if (ip === undefined || net === undefined) return false
