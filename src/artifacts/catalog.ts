@@ -183,6 +183,11 @@ export class Catalog {
     return this.present.has(cid)
   }
 
+  /** The size on disk of a chunk in `chunks/`, undefined when it is not there. */
+  chunkSize (cid: string): number | undefined {
+    return this.present.get(cid)
+  }
+
   addChunk (cid: string, size: number): void {
     this.present.set(cid, size)
   }

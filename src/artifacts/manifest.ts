@@ -142,3 +142,18 @@ export function verifyChunk (artifact: string, m: Manifest, index: number, bytes
   const id = CID.parse(m.chunks[index] ?? '')
   if (!sameDigest(id, sha256(bytes))) throw new ArtifactCorruptError(`chunk ${index} of ${artifact} does not hash to ${id.toString()}`, { reason: 'hash_mismatch', artifact, index })
 }
+
+/**
+ * A chunk this node holds already (stored, or staged by a write) has one length, the bytes its id hashes: a manifest
+ * that places it where another length belongs can never be whole, whatever a holder sends. ARTIFACT_CORRUPT
+ * (`bad_manifest`) for the first such place; `sizeOf` gives the recorded size of the chunk at an index, undefined
+ * when it is not held here.
+ */
+export function checkHeldLengths (artifact: string, m: Manifest, sizeOf: (index: number) => number | undefined): void {
+  for (let i = 0; i < m.chunks.length; i++) {
+    const size = sizeOf(i)
+    if (size !== undefined && size !== chunkLength(m, i)) {
+      throw new ArtifactCorruptError(`manifest of ${artifact} places a chunk of ${size} bytes at index ${i}, which holds ${chunkLength(m, i)}`, { reason: 'bad_manifest', artifact, index: i, bytes: size, expected: chunkLength(m, i) })
+    }
+  }
+}

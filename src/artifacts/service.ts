@@ -23,7 +23,7 @@ import { peerIdOfAgent } from '../identity/identity.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import { BulkSession, findProviders, serveBulk, type BulkAnswer } from '../wire/bulk.ts'
-import { JSON_CODEC, firstIndexes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { JSON_CODEC, checkHeldLengths, firstIndexes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { ArtifactStore, type StoredArtifact } from './store.ts'
 import { KeptFetches, type VerifiedManifest } from './kept.ts'
 import { droppedSlow, rateBound, storeError, storeRefused } from './fetch-bounds.ts'
@@ -187,6 +187,8 @@ export class Artifacts implements ArtifactWriter {
           const bytes = await this.store.chunk(cid)
           if (bytes === undefined) throw new ArtifactNotFoundError(`chunk ${req.index} of ${req.artifact} is gone from this node`, { artifact: req.artifact, index: req.index })
           this.stats.chunksServed++
+          // served to a peer: a use, as a manifest request is (a fetcher resuming a kept fetch asks for chunks only)
+          this.store.touch(req.artifact)
           return { body: { artifact: req.artifact, index: req.index }, data: bytes }
         }
       }
@@ -363,7 +365,12 @@ export class Artifacts implements ArtifactWriter {
   private async fetchFromEach (id: string, cid: CID, f: FetchState, opts: FetchOptions): Promise<Manifest> {
     const w = f.w
     const have: boolean[] = []
-    const haveOf = (m: Manifest): void => { for (let i = 0; i < m.chunks.length; i++) have[i] = this.store.hasChunk(m.chunks[i] ?? '', w) }
+    // a chunk held here counts only at a place of its length: a manifest that puts it elsewhere is ARTIFACT_CORRUPT
+    const haveOf = (m: Manifest): void => {
+      const sizes = m.chunks.map(c => this.store.chunkSize(c, w))
+      checkHeldLengths(id, m, i => sizes[i])
+      for (let i = 0; i < m.chunks.length; i++) have[i] = sizes[i] !== undefined
+    }
     if (f.manifest !== undefined) haveOf(f.manifest.m)
     let corrupt: AapError | undefined
     // holders dropped for their rate bound: asked again once every other has failed, without the bound (each chunk
@@ -389,12 +396,12 @@ export class Artifacts implements ArtifactWriter {
           const bytes = a.data ?? new Uint8Array(0)
           try {
             manifest = { m: verifyManifest(cid, bytes), bytes }
+            haveOf(manifest.m)
           } catch (err) {
             this.stats.rejected++
             throw err
           }
           f.manifest = manifest
-          haveOf(manifest.m)
         }
         await this.pullChunks(session, peer, id, manifest.m, have, w, opts.signal, !again)
         await session.close()

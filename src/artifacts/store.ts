@@ -18,7 +18,7 @@ import { join, resolve } from 'node:path'
 import { ArtifactCorruptError, ArtifactNotFoundError, StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { storageWriteError } from '../storage/write-guard.ts'
-import { JSON_CODEC, RAW_CODEC, distinctChunkBytes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
+import { JSON_CODEC, RAW_CODEC, checkHeldLengths, distinctChunkBytes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { Catalog, letGo } from './catalog.ts'
 import { putStream } from './chunker.ts'
 import { StagedWrite, storeClosed, writeDurably, writeSettled } from './write.ts'
@@ -174,14 +174,18 @@ export class ArtifactStore {
 
   /** Whether chunk `cid` is stored, or staged by `w`. With `w`, a stored chunk is kept for it until it ends (it may name it unstaged). */
   hasChunk (cid: string, w?: StagedWrite): boolean {
+    return this.chunkSize(cid, w) !== undefined
+  }
+
+  /** The recorded size of chunk `cid` if it is stored or staged by `w` (kept for `w` as `hasChunk` does), else undefined. */
+  chunkSize (cid: string, w?: StagedWrite): number | undefined {
     const id = canonical(cid, RAW_CODEC)
-    if (w?.staged.has(id) === true || w?.borrowed.has(id) === true) return true
-    if (!this.catalog.hasChunk(id)) return false
-    if (w !== undefined && !w.settled) {
+    const size = w?.staged.get(id) ?? this.catalog.chunkSize(id)
+    if (size !== undefined && w !== undefined && !w.settled && !w.staged.has(id) && !w.borrowed.has(id)) {
       w.borrowed.add(id)
       this.catalog.borrow(id)
     }
-    return true
+    return size
   }
 
   /** Keep one chunk for write `w` (verified by the caller) unless the store or `w` holds it already; stages of one write may run at once. */
@@ -256,6 +260,8 @@ export class ArtifactStore {
     }
     const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
     const chunks = m.chunks.map(c => canonical(c, RAW_CODEC))
+    // a chunk at a place that holds another length: never whole, whoever made the manifest (before anything moves)
+    checkHeldLengths(key, m, i => w.staged.get(chunks[i] ?? '') ?? this.catalog.chunkSize(chunks[i] ?? ''))
     // the manifest's room first: a store too full for it refuses the write before any chunk has moved
     await this.evictFor(manifest.byteLength, 1)
     if (this.catalog.size + 1 > this.maxArtifacts) {
