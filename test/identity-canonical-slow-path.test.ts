@@ -24,14 +24,30 @@ describe('canonicalJson writes what JSON.stringify writes, whatever the key orde
     expect(canonicalJson({ '10': 1, '9': new String('s'), f: () => 1 })).toBe('{"10":1,"9":"s"}')
   })
 
+  it('a real hole of an array is null on both paths (found by session 58\'s review: the slow path wrote "[1,,2]")', () => {
+    const holes = (): unknown[] => {
+      const a = new Array<unknown>(4)
+      a[0] = 'a'
+      a[2] = 'c'
+      return a
+    }
+    expect(canonicalJson({ counts: { '1': 1 }, notes: holes() })).toBe('{"counts":{"1":1},"notes":["a",null,"c",null]}')
+    const slow = canonicalJson({ counts: { '2': 2, '10': 1 }, notes: holes() })
+    expect(slow).toBe('{"counts":{"10":1,"2":2},"notes":["a",null,"c",null]}')
+    expect(JSON.parse(slow)).toEqual({ counts: { 10: 1, 2: 2 }, notes: ['a', null, 'c', null] })
+  })
+
   describe('real nodes', () => {
     let nodes: MeshNode[] = []
     let A: MeshNode, B: MeshNode
     beforeAll(async () => {
       nodes = await startMesh(2)
       ;[A, B] = nodes as [MeshNode, MeshNode]
-      // an ordinary handler output: line numbers as keys, an array built with map() that has a hole
-      B.runs.handle(CAP, async () => ({ by_line: { '2': 'ok', '10': 'nit' }, notes: ['a', undefined, 'c'] as unknown as string[] }))
+      // an ordinary handler output: line numbers as keys, an array with an undefined and one with a real hole
+      const holes = new Array<string>(3)
+      holes[0] = 'a'
+      holes[2] = 'c'
+      B.runs.handle(CAP, async () => ({ by_line: { '2': 'ok', '10': 'nit' }, notes: ['a', undefined, 'c'] as unknown as string[], holes }))
       await B.publishCard({ name: 'b', capabilities: [CAP] })
     })
     afterAll(async () => { await stopAll(nodes) })

@@ -73,7 +73,7 @@ function isIndexKey (k: string): boolean {
  * review: it wrote an array's undefined as nothing, `[1,,2]`, which is no
  * JSON, and a Date as `{}`): a toJSON stands for its value, a boxed primitive
  * for its primitive, an undefined, function or symbol member is left out and
- * is `null` in an array. Undefined when JSON.stringify writes nothing.
+ * is `null` in an array, as a hole is. Undefined when JSON.stringify writes nothing.
  */
 function written (value: unknown): string | undefined {
   let v = value
@@ -84,7 +84,8 @@ function written (value: unknown): string | undefined {
     if (typeof v === 'number' && !Number.isFinite(v)) throw nonFinite()
     return JSON.stringify(v)
   }
-  if (Array.isArray(v)) return `[${v.map(x => written(x) ?? 'null').join(',')}]`
+  // Array.from visits every index: map skips a hole (`new Array(3)`), and join writes it as nothing, `[1,,2]`
+  if (Array.isArray(v)) return `[${Array.from(v as unknown[], x => written(x) ?? 'null').join(',')}]`
   const obj = v as Record<string, unknown>
   const members: string[] = []
   for (const k of Object.keys(obj).sort()) {
