@@ -11,7 +11,7 @@
 import type { Run } from '../runlog/types.ts'
 import { EVENTS_SYNC_PROTOCOL } from '../constants.ts'
 import { KIT_LATE_RUN_MIN_AGE_MS, KIT_LOG_READ_TRIES, KIT_MAX_EVENT_BYTES_PER_READ, KIT_MAX_SYNC_PAGES } from './constants.ts'
-import { CheckFailure, expect, type NoRunExpected, type Scope, type WireEvent } from './kit.ts'
+import { CheckFailure, errorText, expect, pastPageBound, Undecided, type NoRunExpected, type Scope, type WireEvent } from './kit.ts'
 import { payloadOf, type Check } from './checks-common.ts'
 
 /** The event a run's log ends with in each state (protocols/events.md): running ends with its start or a progress (a resume is one). */
@@ -105,54 +105,76 @@ async function readBack (s: Scope, runId: string): Promise<string | undefined> {
   }
 }
 
+/** What a raw read of a correlation listed: its run ids, and why the list may not be whole (undefined: every page was read). */
+interface Served {
+  ids: Set<string>
+  /** Records were served (with or without a run id). */
+  records: number
+  /** The target answered a page with an error frame: what is past it is unknown. */
+  unread?: string
+  /** The target served more than a read may take, or claimed more without a record to page on from: the target is wrong. */
+  wrong?: string
+}
+
 /**
  * The run ids of every record the target serves for `correlation`, taken raw
  * (nothing verified): how a late run is still seen when other records of the
  * same task cannot be read as AgentEvents. Bounded like every read of the
- * kit (KIT_MAX_SYNC_PAGES, KIT_MAX_EVENT_BYTES_PER_READ); it stops at the
- * first page it cannot page on from.
+ * kit (KIT_MAX_SYNC_PAGES, KIT_MAX_EVENT_BYTES_PER_READ); it says why it
+ * stopped when that was before the last page.
  */
-async function servedRunIds (s: Scope, correlation: string): Promise<Set<string>> {
-  const out = new Set<string>()
+async function servedRunIds (s: Scope, correlation: string): Promise<Served> {
+  const out: Served = { ids: new Set<string>(), records: 0 }
+  const what = `events of correlation ${correlation}`
   let cursor: Record<string, unknown> = {}
   let bytes = 0
   for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
     const frame = await s.call(s.n.bystander, EVENTS_SYNC_PROTOCOL, 'correlation', { correlation_id: correlation, ...cursor })
+    if (!frame.ok) return { ...out, unread: `${what}, page ${page + 1}: ${errorText(frame)}` }
     bytes += Buffer.byteLength(JSON.stringify(frame.body ?? null))
+    if (bytes > KIT_MAX_EVENT_BYTES_PER_READ) return { ...out, wrong: `${what}: the target served more than ${KIT_MAX_EVENT_BYTES_PER_READ} bytes of events (KIT_MAX_EVENT_BYTES_PER_READ)` }
     const records: unknown[] = Array.isArray(frame.body?.events) ? frame.body.events as unknown[] : []
-    if (!frame.ok || bytes > KIT_MAX_EVENT_BYTES_PER_READ) break
+    out.records += records.length
     for (const r of records) {
       const id = (typeof r === 'object' && r !== null ? r as WireEvent : {}).run_id
-      if (typeof id === 'string') out.add(id)
+      if (typeof id === 'string') out.ids.add(id)
     }
+    if (frame.body?.more !== true) return out
     const last = records.at(-1) as WireEvent | undefined
-    if (frame.body?.more !== true || typeof last?.run_id !== 'string' || typeof last.seq !== 'number') break
+    if (typeof last?.run_id !== 'string' || typeof last.seq !== 'number') return { ...out, wrong: `${what}: the target claims more events but its last record names no run_id and seq to page on from` }
     cursor = { after_run: last.run_id, after_seq: last.seq }
   }
-  return out
+  return { ...out, wrong: pastPageBound(what).message }
 }
 
-/** What the target serves now for a task that must have no run (other than `allowed`): undefined when nothing. */
-async function lateRuns (s: Scope, n: NoRunExpected): Promise<string | undefined> {
+/** The verdict on one refused task read again: a late run (or a wrong answer) fails, an unread rest is undecided. */
+interface Late { fail?: string, undecided?: string }
+
+/** What the target serves now for a task that must have no run (other than `allowed`): nothing, when the whole correlation was read and holds none. */
+async function lateRuns (s: Scope, n: NoRunExpected): Promise<Late> {
   let events: WireEvent[]
   try {
     events = await s.readCorrelation(n.correlation)
   } catch (err) {
     if (!(err instanceof CheckFailure)) throw err
     // a late run among records that cannot be read is still a late run: the run ids the records name tell it
-    const hidden = [...await servedRunIds(s, n.correlation)].filter(r => !n.allowed.includes(r))
+    const served = await servedRunIds(s, n.correlation)
+    const hidden = [...served.ids].filter(r => !n.allowed.includes(r))
     for (const r of hidden) s.kit.learn(r, n.correlation)
-    if (hidden.length > 0) return `${n.what}: refused, yet ${hidden.length} run(s) exist for ${n.correlation} later: ${hidden.join(', ')} (not all their records can be read: ${err.message})`
-    // a task that must have no event at all: anything but an empty page shows something exists
-    if (n.allowed.length === 0) return `${n.what}: refused, yet the target answers for ${n.correlation} later with ${err.message}`
-    // its earlier runs' records are judged by run-logs, which reads each run of the target
-    s.note(`${n.correlation} cannot be read again (${err.message}): run-logs judges its runs`)
-    return undefined
+    if (hidden.length > 0) return { fail: `${n.what}: refused, yet ${hidden.length} run(s) exist for ${n.correlation} later: ${hidden.join(', ')} (not all their records can be read: ${err.message})` }
+    if (served.wrong !== undefined) return { fail: `${n.what}: ${n.correlation} cannot be read again: ${served.wrong}` }
+    // an error frame hides what lies past it, a late run too: neither shown nor ruled out
+    if (served.unread !== undefined) return { undecided: `${n.what}: ${n.correlation} cannot be read again whole (${served.unread}), so a late run is neither shown nor ruled out` }
+    // a task that must have no event at all: a record of any kind shows something exists
+    if (n.allowed.length === 0 && served.records > 0) return { fail: `${n.what}: refused, yet the target serves ${served.records} record(s) for ${n.correlation} later (${err.message})` }
+    // read whole, raw: no run but the allowed ones; their records are judged by run-logs, which reads each run of the target
+    s.note(`${n.correlation} read again raw only (${err.message}): no run but ${n.allowed.length === 0 ? 'none' : n.allowed.join(', ')}`)
+    return {}
   }
   const runs = [...new Set(events.map(e => String(e.run_id)))].filter(r => !n.allowed.includes(r))
-  if (runs.length === 0) return undefined
+  if (runs.length === 0) return {}
   for (const r of runs) s.cite(r, events.filter(e => e.run_id === r))
-  return `${n.what}: refused, yet ${runs.length} run(s) exist for ${n.correlation} later: ${runs.join(', ')}`
+  return { fail: `${n.what}: refused, yet ${runs.length} run(s) exist for ${n.correlation} later: ${runs.join(', ')}` }
 }
 
 export const LATE_CHECKS: Check[] = [
@@ -165,15 +187,19 @@ export const LATE_CHECKS: Check[] = [
       if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
       s.live()
       const found: string[] = []
+      const unsure: string[] = []
       for (const n of s.kit.noRun) {
         const late = await lateRuns(s, n)
-        if (late === undefined) continue
-        s.kit.lateFailures.set(n.check, [...(s.kit.lateFailures.get(n.check) ?? []), late])
-        found.push(`${n.check}: ${late}`)
+        if (late.undecided !== undefined) unsure.push(`${n.check}: ${late.undecided}`)
+        if (late.fail === undefined) continue
+        s.kit.lateFailures.set(n.check, [...(s.kit.lateFailures.get(n.check) ?? []), late.fail])
+        found.push(`${n.check}: ${late.fail}`)
       }
       s.note(`${s.kit.noRun.length} refused task(s) read again`)
       if (s.kit.noRun.length === 0) s.nothingSeen('no refused task to read again')
       expect(found.length === 0, `${found.length} refused task(s) have runs after all: ${found.join('; ')}`)
+      // pass only when every refused task was read whole
+      if (unsure.length > 0) throw new Undecided(`${unsure.length} refused task(s) cannot be read again whole: ${unsure.join('; ')}`)
     }
   },
   {

@@ -61,11 +61,20 @@ export interface Evidence {
 }
 
 /**
- * The target refused a run for capacity (DELEGATION_REFUSED, `details.reason:
- * capacity`): the check could not show anything either way. Reported as
- * inconclusive, with the cause, not as a failure of the check's clauses.
+ * The check could not show anything either way (the target refused a run for
+ * capacity, or answered a read the check needs with an error frame).
+ * Reported as inconclusive (UNDECIDED), with the cause, not as a failure of
+ * the check's clauses; an undecided MUST clause still makes the kit exit 1.
  */
-export class CapacityRefusal extends Error {
+export class Undecided extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'Undecided'
+  }
+}
+
+/** The target refused a run for capacity (DELEGATION_REFUSED, `details.reason: capacity`): the check is undecided. */
+export class CapacityRefusal extends Undecided {
   constructor (message: string) {
     super(message)
     this.name = 'CapacityRefusal'
@@ -117,6 +126,11 @@ export interface NoRunExpected {
   allowed: string[]
   /** When the empty read was made (ms since the epoch). */
   at: number
+}
+
+/** A read whose last allowed page (KIT_MAX_SYNC_PAGES) still said more: it fails the check that made it (protocols/conformance.md). */
+export function pastPageBound (what: string): CheckFailure {
+  return new CheckFailure(`${what}: the target still claims more events after ${KIT_MAX_SYNC_PAGES} pages (KIT_MAX_SYNC_PAGES)`)
 }
 
 export function executorOf (runId: string): PeerId {
@@ -376,6 +390,7 @@ export class Scope {
     const out: AgentEvent[] = []
     const read = { bytes: 0 }
     const what = `events of ${runId}`
+    let more = false
     this.noteRun(runId)
     for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
       const frame = await this.call(this.n.bystander, EVENTS_SYNC_PROTOCOL, 'run', { run_id: runId, after_seq: out.at(-1)?.seq ?? 0 }, undefined, executorOf(runId))
@@ -394,8 +409,14 @@ export class Scope {
       if (other !== undefined) throw new CheckFailure(`${what}: the target answered with an event of run ${short(other.run_id)}`)
       this.chained(events, out.at(-1), what)
       out.push(...events)
-      if (frame.body?.more !== true) break
+      more = frame.body?.more === true
+      if (!more) break
       if (events.length === 0) throw new CheckFailure(`${what}: the target claims more events but sent none`)
+    }
+    if (more) {
+      // what was read stays for the checks over everything, as with a bad page
+      try { this.keep(runId, asWire(out), read.bytes) } catch (e) { this.note(`not kept: ${(e as Error).message}`) }
+      throw pastPageBound(what)
     }
     this.keep(runId, asWire(out), read.bytes)
     return asWire(out)
@@ -407,6 +428,7 @@ export class Scope {
     const read = { bytes: 0 }
     const what = `events of correlation ${correlationId}`
     let cursor: Record<string, unknown> = {}
+    let more = false
     for (let page = 0; page < KIT_MAX_SYNC_PAGES; page++) {
       const frame = await this.call(this.n.bystander, EVENTS_SYNC_PROTOCOL, 'correlation', { correlation_id: correlationId, ...cursor }, undefined, from)
       const events = this.syncPage(frame, what, read)
@@ -419,10 +441,12 @@ export class Scope {
         out.push(e)
       }
       const last = events.at(-1)
-      if (frame.body?.more !== true) break
+      more = frame.body?.more === true
+      if (!more) break
       if (last === undefined) throw new CheckFailure(`${what}: the target claims more events but sent none`)
       cursor = { after_run: last.run_id, after_seq: last.seq }
     }
+    if (more) throw pastPageBound(what)
     return asWire(out)
   }
 

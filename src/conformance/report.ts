@@ -60,7 +60,8 @@ export function terminalTable (r: ConformanceReport, width = 120): string {
 
 /** Why clauses are undecided, and what the target needs to decide them. */
 function undecidedCause (): string {
-  return `The target refused runs for capacity: the kit needs ${KIT_RUNS_PER_DELEGATOR_NEEDED} concurrent runs per delegator.`
+  return `The UNDECIDED checks say why: the target refused runs for capacity (the kit needs ${KIT_RUNS_PER_DELEGATOR_NEEDED} concurrent runs per delegator), ` +
+    'or it answered a read a check needs with an error frame (a busy target: run the kit again).'
 }
 
 /** A Markdown table cell: controls escaped, at most `max` characters, no pipe or line break that would end the cell. */

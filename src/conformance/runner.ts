@@ -24,7 +24,7 @@ import {
   CONFORMANCE_CAPABILITY, KIT_CHECK_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MESSAGE_MAX_CHARS, KIT_STALLED_STREAMS_MAX,
   KIT_WAIT_TIMEOUT_MS
 } from './constants.ts'
-import { CapacityRefusal, clean, Kit, type Evidence } from './kit.ts'
+import { CheckFailure, clean, Kit, Undecided, type Evidence } from './kit.ts'
 
 /** Run last, in this order, once every other check and its cleanup is done: they read back what the others left. */
 const LAST_CHECKS: readonly Check[] = [...LATE_CHECKS, ...FINAL_CHECKS]
@@ -127,8 +127,9 @@ function cleanEvidence (ev: Evidence): Evidence {
 
 /**
  * Run one check within KIT_CHECK_TIMEOUT_MS, then cancel every run it created
- * that may still hold one of the target's slots, pass or fail. A capacity
- * refusal makes the check inconclusive. What reaches the report is cleaned
+ * that may still hold one of the target's slots, pass or fail. An Undecided
+ * (a capacity refusal, a read the target answered with an error frame) makes
+ * the check inconclusive. What reaches the report is cleaned
  * and cut: the target wrote much of it.
  */
 async function runCheck (kit: Kit, check: Check, signal?: AbortSignal): Promise<CheckResult> {
@@ -155,8 +156,8 @@ async function runCheck (kit: Kit, check: Check, signal?: AbortSignal): Promise<
     ])
   } catch (err) {
     const e = err as Error
-    status = err instanceof CapacityRefusal ? 'inconclusive' : 'fail'
-    message = `${e.name === 'CheckFailure' || e.name === 'CapacityRefusal' ? '' : `${e.name}: `}${e.message}`
+    status = err instanceof Undecided ? 'inconclusive' : 'fail'
+    message = `${e instanceof CheckFailure || e instanceof Undecided ? '' : `${e.name}: `}${e.message}`
   } finally {
     clearTimeout(timer)
     if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
