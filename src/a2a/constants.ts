@@ -163,6 +163,13 @@ export const A2A_CARD_FETCH_TIMEOUT_MS = 10_000
 export const A2A_CALL_TIMEOUT_MS = 30_000
 /** Bound on the whole forwarded A2A task of one mesh run, blocks excluded. */
 export const A2A_TASK_MAX_MS = 60 * 60 * 1000
+/**
+ * Tasks of one ListTasks page the bridge reads looking for the task of a run that ended before any event of it
+ * (the protocol's largest page), and pages read at most: the task is found by the run's context and the message
+ * that made it, the newest tasks first, all within A2A_CALL_TIMEOUT_MS; past them it is not looked for further (logged).
+ */
+export const A2A_UNSEEN_TASK_PAGE_SIZE = 100
+export const A2A_UNSEEN_TASK_PAGES_MAX = 4
 /** Pause between GetTask polls of an A2A server that cannot stream. */
 export const A2A_POLL_INTERVAL_MS = 250
 /** Outbound A2A agents one node bridges. */

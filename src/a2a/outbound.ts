@@ -23,7 +23,8 @@ import type { RunContext } from '../runs/runtime.ts'
 import { withDeadline, withinDeadline } from '../util/deadline.ts'
 import {
   A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_OUTBOUND_ARTIFACT_MAX_BYTES, A2A_POLL_INTERVAL_MS,
-  A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, A2A_RESPONSE_MAX_BYTES, A2A_TASK_MAX_MS
+  A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, A2A_RESPONSE_MAX_BYTES, A2A_TASK_MAX_MS, A2A_UNSEEN_TASK_PAGE_SIZE,
+  A2A_UNSEEN_TASK_PAGES_MAX
 } from './constants.ts'
 import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
 import { boundedFetch, ProgressGate, refusalIn, type ProgressBounds, type ProgressStats } from './outbound-bounds.ts'
@@ -247,16 +248,25 @@ export class A2aOutbound {
     let budget = A2A_TASK_MAX_MS
     let legStart = Date.now()
     let deadline = withDeadline(ctx.signal, budget)
-    const onCancel = (): void => {
-      if (view.taskId === '' || view.status === undefined || isFinalState(view.status.state)) return
+    let msg = delegateMessage(cap, ctx.input, contextId)
+    // the message that makes the task: a run that ends before the task's first event finds the task by it
+    const sent = msg.messageId
+    // `unseen`: a task may be open on the server though the bridge saw none (the call was cut, or ended without a word)
+    const onCancel = (unseen = true): void => {
+      if (view.taskId === '') {
+        if (unseen) this.cancelUnseen(agent, client, contextId, sent, ctx.run.run_id)
+        return
+      }
+      if (view.status === undefined || isFinalState(view.status.state)) return
       client.cancelTask({ tenant: '', id: view.taskId, metadata: undefined }, { signal: AbortSignal.timeout(A2A_CALL_TIMEOUT_MS) }).then(
         () => { this.log.debug({ task_id: view.taskId, run_id: ctx.run.run_id }, 'a2a: canceled the task of a canceled run') },
         (err: unknown) => { this.log.warn({ err: messageOf(err), task_id: view.taskId, url: agent.url }, 'a2a: CancelTask failed') }
       )
     }
-    ctx.signal.addEventListener('abort', onCancel, { once: true })
-    let msg = delegateMessage(cap, ctx.input, contextId)
+    const onAbort = (): void => { onCancel() }
+    ctx.signal.addEventListener('abort', onAbort, { once: true })
     let blocks = 0
+    let endedEarly = false
     const progress = new ProgressGate(ctx, this.log, this.progressBounds, [this.stats, this.totals])
     try {
       for (;;) {
@@ -279,20 +289,50 @@ export class A2aOutbound {
             msg = resumeMessage(view.taskId, contextId, resolution)
             break
           }
-          case 'working': throw new Error(`the A2A agent ${agent.url} ended its stream with the task still working (after ${blocks} input requests)`)
+          case 'working': endedEarly = true; throw new Error(`the A2A agent ${agent.url} ended its stream with the task still working (after ${blocks} input requests)`)
         }
       }
     } catch (err) {
       if (ctx.signal.aborted) throw err
       // the run fails here (its artifacts past the bound, its time limit, a broken stream): the A2A task is
-      // canceled too, so the agent does not go on with work nobody will read
-      onCancel()
+      // canceled too, so the agent does not go on with work nobody will read. One whose id the bridge has not
+      // seen is looked for only when the call was cut (a time bound) or the stream ended without a word of it: a
+      // server that answered the call with an error (or a redirect refused) took no message
+      onCancel(endedEarly || deadline.signal.aborted || cutByBridge(err))
       throw new Error(`A2A agent ${agent.url}: ${messageOf(refusalIn(err) ?? err)}`.slice(0, 1000), { cause: err })
     } finally {
       progress.close()
       deadline.clear()
-      ctx.signal.removeEventListener('abort', onCancel)
+      ctx.signal.removeEventListener('abort', onAbort)
     }
+  }
+
+  /**
+   * Cancel the task of a run that ended before the bridge saw any event of it (its id unknown: the run canceled,
+   * the stream's first event or SendMessage's answer overdue): the server may have made the task all the same, and
+   * would work on for nobody. The task is found by ListTasks of the run's context (its correlation id), as the open
+   * one whose history holds the message the bridge sent, and canceled; all within A2A_CALL_TIMEOUT_MS. One not
+   * found (none made, a server that keeps no history or cannot list) is logged with the reason.
+   */
+  private cancelUnseen (agent: BridgedAgent, client: Client, contextId: string, messageId: string, runId: string): void {
+    const signal = AbortSignal.timeout(A2A_CALL_TIMEOUT_MS)
+    const where = { url: agent.url, run_id: runId, context_id: contextId, message_id: messageId }
+    tasksOfMessage(client, contextId, messageId, signal).then(async (found) => {
+      if (found.ids.length === 0) {
+        this.log.warn({ ...where, listed: found.listed, pages: found.pages }, `a2a: the run ended before its A2A task's first event, and no open task of its context shows the message that made it (${found.more ? `more than ${A2A_UNSEEN_TASK_PAGES_MAX} pages of tasks` : 'none made, or the server keeps no history'}): no task canceled`)
+        return
+      }
+      for (const id of found.ids) {
+        try {
+          await client.cancelTask({ tenant: '', id, metadata: undefined }, { signal })
+          this.log.debug({ ...where, task_id: id }, 'a2a: canceled the task of a run that ended before its first event')
+        } catch (err) {
+          this.log.warn({ ...where, err: messageOf(err), task_id: id }, 'a2a: CancelTask failed for the task of a run that ended before its first event')
+        }
+      }
+    }, (err: unknown) => {
+      this.log.warn({ ...where, err: messageOf(err) }, 'a2a: the run ended before its A2A task\'s first event, and ListTasks could not find the task: no task canceled')
+    })
   }
 
   /** Report the task id once, so the run's events name the A2A task that carries it. */
@@ -367,6 +407,38 @@ export class A2aOutbound {
       task = await withinDeadline(signal, A2A_CALL_TIMEOUT_MS, async (s) => client.getTask({ tenant: '', id: view.taskId }, { signal: s }))
     }
   }
+}
+
+/**
+ * The open tasks of `contextId` whose history holds the message `messageId` (ListTasks, the newest first on the
+ * SDK's server), read a page of A2A_UNSEEN_TASK_PAGE_SIZE at a time up to A2A_UNSEEN_TASK_PAGES_MAX pages.
+ */
+async function tasksOfMessage (client: Client, contextId: string, messageId: string, signal: AbortSignal): Promise<{ ids: string[], listed: number, pages: number, more: boolean }> {
+  let pageToken = ''
+  let listed = 0
+  for (let pages = 1; ; pages++) {
+    const page = await client.listTasks({
+      tenant: '', contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: A2A_UNSEEN_TASK_PAGE_SIZE, pageToken,
+      historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: false
+    }, { signal })
+    listed += page.tasks.length
+    const ids = page.tasks
+      .filter(t => t.contextId === contextId && (t.status === undefined || !isFinalState(t.status.state)) && t.history.some(m => m.messageId === messageId))
+      .map(t => t.id)
+    const more = page.nextPageToken !== '' && page.tasks.length > 0
+    if (ids.length > 0 || !more || pages >= A2A_UNSEEN_TASK_PAGES_MAX) return { ids, listed, pages, more: ids.length === 0 && more }
+    pageToken = page.nextPageToken
+  }
+}
+
+/** An error of a call the bridge cut (a time bound's abort), or one caused by such. */
+function cutByBridge (err: unknown): boolean {
+  const seen = new Set<unknown>()
+  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
+    seen.add(e)
+    if (e.name === 'AbortError' || e.name === 'TimeoutError') return true
+  }
+  return false
 }
 
 function partsOf (m: Message): unknown[] {
