@@ -42,7 +42,7 @@ import { TaskRefresher } from './task-refresh.ts'
 import { cancelRuns, CLOSED_BEFORE_KEPT, closedBeforeKept, REFUSED_BEFORE_KEPT, TaskRuns, WatchBudget, type TaskIds, type Tracked } from './task-runs.ts'
 import type { TaskRecords } from './task-records.ts'
 import { BoundedTaskStore, listView, type Reservation, type TaskBytesPool } from './task-store.ts'
-import { busForCancel, cancelExecution, checkReferences } from './task-cancel.ts'
+import { cancelExecution, cancelTask, checkReferences, type CancelHost } from './task-cancel.ts'
 import { TaskBuses } from './task-buses.ts'
 
 /** contextId doubles as the mesh correlation id (a TaskId). */
@@ -102,6 +102,9 @@ export class MeshAgentHandler implements A2ARequestHandler {
   readonly streams: TaskStreams
   /** Reads again the runs of tasks nothing follows, when clients read the tasks. */
   readonly refresher: TaskRefresher
+  /** The runs CancelTask requests canceled, by task, until the SDK's cancelTask answered (the executor says CANCELED of them). */
+  private readonly canceling = new Map<string, Run>()
+  private readonly cancelHost: CancelHost
   /** Tasks an A2A resume is under way on (from before its mesh call to the SDK's answer): their runs are not read again meanwhile. */
   private readonly resuming = new Map<string, number>()
 
@@ -125,10 +128,11 @@ export class MeshAgentHandler implements A2ARequestHandler {
       node, log, store: this.store, buses: this.buses, stopping: this.stopping.signal,
       followed: (taskId) => this.runs.get(taskId) !== undefined || this.resuming.has(taskId)
     })
+    this.cancelHost = { node, store: this.store, runs: this.runs, buses: this.buses }
     this.streams = new TaskStreams(this.store, this.buses, log, opts.maxSubscribersPerTask ?? A2A_SUBSCRIBERS_MAX_PER_TASK, opts.streams ?? new StreamBudget(A2A_STREAMS_MAX))
     const executor: AgentExecutor = {
       execute: async (ctx, bus) => { await this.execute(ctx, bus) },
-      cancelTask: async (taskId, bus) => { await cancelExecution({ node, store: this.store, runs: this.runs, buses: this.buses }, taskId, bus) }
+      cancelTask: async (taskId, bus) => { await cancelExecution(this.cancelHost, taskId, bus, this.canceling.get(taskId)) }
     }
     this.inner = new DefaultRequestHandler(card, this.store, executor, this.buses)
   }
@@ -321,17 +325,13 @@ export class MeshAgentHandler implements A2ARequestHandler {
     return { ...page, tasks }
   }
 
-  /** CancelTask, of the task as its run now stands (one that ended elsewhere is not cancelable). */
+  /**
+   * CancelTask, of the task as its run now stands (one that ended elsewhere is not cancelable). The run is canceled
+   * before the SDK's cancelTask: a failure is answered before the SDK attaches its event queue to the task's bus.
+   */
   async cancelTask (params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     await this.refreshStored(params.id, context)
-    // an open task with no bus (loaded after a restart) gets one, or the SDK says CANCELED and leaves the run be (task-cancel.ts)
-    const made = await busForCancel({ node: this.node, store: this.store, runs: this.runs, buses: this.buses }, params.id, context)
-    try {
-      return await this.inner.cancelTask(params, context)
-    } finally {
-      // a cancel that failed leaves no bus behind for a task no execution holds
-      if (made !== undefined && this.buses.getByTaskId(params.id, context) === made) this.buses.cleanupByTaskId(params.id, context)
-    }
+    return await cancelTask(this.cancelHost, this.canceling, params.id, context, async () => await this.inner.cancelTask(params, context))
   }
 
   /**
