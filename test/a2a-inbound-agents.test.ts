@@ -91,7 +91,7 @@ describe('the agents an A2A server serves at once', () => {
       const task = await client.sendMessage({ tenant: '', message: delegateMessage(), configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: true }, metadata: undefined }) as Task
       expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING)
       const refused = await fetch(one.agentCardUrl(idle1.agentId))
-      expect(refused.status).toBe(404)
+      expect(refused.status).toBe(503) // at capacity (DELEGATION_REFUSED): unavailable, not "not found"
       expect(await refused.text()).toContain('open tasks already')
       expect(one.stats.evicted).toBe(0)
       expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_WORKING)

@@ -157,8 +157,32 @@ export function resumeMessage (taskId: string, contextId: string, resolution: Js
 
 // ---- cards ---------------------------------------------------------------------------
 
-/** The A2A card of a mesh agent, served at `base` (its JSON-RPC and HTTP+JSON endpoints hang below it). */
-export function meshToA2aCard (card: MeshCard, base: string): A2aCard {
+/** A card's security: the bearer scheme, required; else (loopback: the node's operator decides who reaches it) none asked. */
+function securityOf (bearer: boolean): Pick<A2aCard, 'securitySchemes' | 'securityRequirements'> {
+  if (!bearer) {
+    return {
+      securitySchemes: {
+        mesh_local: { scheme: { $case: 'httpAuthSecurityScheme', value: { description: 'none required on the loopback listener', scheme: 'none', bearerFormat: '' } } }
+      },
+      securityRequirements: []
+    }
+  }
+  return {
+    securitySchemes: {
+      [BEARER_SCHEME]: { scheme: { $case: 'httpAuthSecurityScheme', value: { description: 'the node\'s API token (<data dir>/api-token), as "Authorization: Bearer <token>"', scheme: 'Bearer', bearerFormat: '' } } }
+    },
+    securityRequirements: [{ schemes: { [BEARER_SCHEME]: { list: [] } } }]
+  }
+}
+
+/** The security scheme of a card served by a server that asks a bearer token (the node's API token). */
+const BEARER_SCHEME = 'bearer'
+
+/**
+ * The A2A card of a mesh agent, served at `base` (its JSON-RPC and HTTP+JSON endpoints hang below it); `bearer`:
+ * the server asks every request for the node's API token (server-access.ts), which the card declares.
+ */
+export function meshToA2aCard (card: MeshCard, base: string, opts: { bearer?: boolean } = {}): A2aCard {
   const skills = card.capabilities.map(c => ({
     id: `${c.capability_id}@${c.version}`,
     name: c.capability_id,
@@ -189,11 +213,7 @@ export function meshToA2aCard (card: MeshCard, base: string): A2aCard {
         params: { agent_id: card.agent_id, card_seq: card.seq, capabilities: card.capabilities }
       }]
     },
-    // loopback by default: the node's operator decides who reaches it; no credential is asked
-    securitySchemes: {
-      mesh_local: { scheme: { $case: 'httpAuthSecurityScheme', value: { description: 'none required on the loopback listener', scheme: 'none', bearerFormat: '' } } }
-    },
-    securityRequirements: [],
+    ...securityOf(opts.bearer === true),
     defaultInputModes: ['application/json', 'text/plain'],
     defaultOutputModes: ['application/json'],
     skills,

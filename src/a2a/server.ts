@@ -8,7 +8,9 @@
  *
  * and `/.well-known/agent-card.json` is the card of the node's own agent.
  * Bindings, validation, SSE and the JSON-RPC error envelopes are the
- * official @a2a-js/sdk's; the mesh side is agent-handler.ts.
+ * official @a2a-js/sdk's; the mesh side is agent-handler.ts. Who may call
+ * it (a bearer token beyond loopback) and how an agent that cannot be served
+ * is refused: server-access.ts.
  */
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
@@ -16,7 +18,7 @@ import type { Server } from 'node:http'
 import type { Datastore } from 'interface-datastore'
 import express, { type NextFunction, type Request, type Response, type Router } from 'express'
 import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express'
-import { A2A_ERROR_CODE, RequestMalformedError, toJsonRpcError, toRestErrorBody } from '@a2a-js/sdk/errors'
+import { A2A_ERROR_CODE, RequestMalformedError, toRestErrorBody } from '@a2a-js/sdk/errors'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import { AgentNotFoundError, DelegationRefusedError } from '../errors.ts'
@@ -27,7 +29,8 @@ import {
 } from './constants.ts'
 import { gatewayTotals } from './stats.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
-import { meshToA2aCard, toA2aError } from './mapping.ts'
+import { meshToA2aCard } from './mapping.ts'
+import { BearerGate, isJsonRpcPost, readJsonRpcBody, refuse } from './server-access.ts'
 import { ClientUser, StreamBudget } from './streams.ts'
 import { WatchBudget } from './task-runs.ts'
 import { TaskBytesPool } from './task-store.ts'
@@ -35,8 +38,6 @@ import { TaskRecords, type TaskRecordStats } from './task-records.ts'
 
 const AGENT_ID = /^[1-9A-HJ-NP-Za-km-z]{32,128}$/
 const CARD_PATH = '/.well-known/agent-card.json'
-/** The JSON-RPC endpoint of a served agent, as the full path of a request. */
-const JSONRPC_PATH = new RegExp(`^${A2A_AGENTS_PATH}/[^/]+${A2A_JSONRPC_SUBPATH}/?$`)
 
 /** The 4xx status an error carries (the body parser's have `status` and `type`); undefined for a server fault. */
 function clientErrorStatus (err: unknown): number | undefined {
@@ -78,6 +79,12 @@ export interface A2aServerOptions {
   taskDatastore?: Datastore
   /** Tries again of a run's subscription refused for a busy correlation (default A2A_BUSY_RETRIES_MAX: task-runs.ts). */
   busyRetriesMax?: number
+  /**
+   * The token every request must carry as `Authorization: Bearer <token>` (server-access.ts); the cards served then
+   * declare the bearer scheme. Needed on a host beyond loopback (the server does not start without it there); on
+   * loopback the server is open unless one is given.
+   */
+  token?: string
 }
 
 /**
@@ -114,11 +121,14 @@ export class A2aServer {
   private readonly maxAgents: number
   private readonly maxUnread: number
   private readonly handlerOpts: MeshAgentHandlerOptions
+  /** The bearer check, when the server was given a token. */
+  private readonly gate: BearerGate | undefined
   /** Entries dropped to make room for another agent (their open tasks' runs canceled); clients cut off for not reading; connections closed past maxConnections. */
   readonly stats = { evicted: 0, cutOff: 0, dropped: 0 }
 
-  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number, handlerOpts: MeshAgentHandlerOptions) {
+  private constructor (node: MeshNode, log: Logger, server: Server, url: string, refreshMs: number, maxAgents: number, maxUnread: number, handlerOpts: MeshAgentHandlerOptions, gate: BearerGate | undefined) {
     this.handlerOpts = handlerOpts
+    this.gate = gate
     this.refreshMs = refreshMs
     this.maxAgents = maxAgents
     this.maxUnread = maxUnread
@@ -147,6 +157,7 @@ export class A2aServer {
     const app = express()
     app.disable('x-powered-by')
     const host = opts.host ?? A2A_DEFAULT_HOST
+    const gate = BearerGate.forHost(host, opts.token)
     const server = app.listen(opts.port, host)
     server.maxConnections = opts.maxConnections ?? A2A_SERVER_MAX_CONNECTIONS
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
@@ -160,7 +171,7 @@ export class A2aServer {
       taskBytes: new TaskBytesPool(opts.maxTaskBytes ?? A2A_TASKS_MAX_BYTES),
       busyRetriesMax: opts.busyRetriesMax ?? A2A_BUSY_RETRIES_MAX,
       ...(records === undefined ? {} : { records })
-    })
+    }, gate)
     server.on('drop', () => { a2a.dropped() })
     a2a.routes(app)
     return a2a
@@ -218,27 +229,32 @@ export class A2aServer {
   }
 
   private routes (app: express.Express): void {
+    // before anything else: a request without the token is answered 401, its body unread and its agent not looked up
+    if (this.gate !== undefined) app.use(this.gate.check)
     app.get(CARD_PATH, (req, res, next) => {
       const own = this.node.card
       if (own === undefined) {
         res.status(404).json({ error: 'this node\'s agent has no card yet' })
         return
       }
-      this.entry(own.agent_id).then(e => { req.url = CARD_PATH; e.router(req, res, next) }, (err: unknown) => { this.refuse(req, res, err) })
+      this.entry(own.agent_id).then(e => { req.url = CARD_PATH; e.router(req, res, next) }, (err: unknown) => { refuse(req, res, err) })
     })
     app.use(`${A2A_AGENTS_PATH}/:agentId`, (req: Request<{ agentId: string }>, res, next) => {
-      const agentId = req.params.agentId
       // a body declared past the bound is refused before the agent is looked up or the body read (one sent
       // without a length is cut off at the same bound by the SDK's parser, and refused as below)
       if (Number(req.headers['content-length'] ?? 0) > A2A_BODY_MAX_BYTES) {
         this.refuseBody(req, res, 413, `the request body is over A2A_BODY_MAX_BYTES (${A2A_BODY_MAX_BYTES} bytes)`)
         return
       }
+      next()
+    }, readJsonRpcBody(), (req: Request<{ agentId: string }>, res: Response, next: NextFunction) => {
+      // a JSON-RPC request's body is read first, so a refusal echoes its id
+      const agentId = req.params.agentId
       const entry = AGENT_ID.test(agentId) ? this.entry(agentId) : Promise.reject(new AgentNotFoundError('not an agent id'))
       entry.then(e => {
         this.boundUnread(res)
         e.router(req, res, next)
-      }, (err: unknown) => { this.refuse(req, res, err) })
+      }, (err: unknown) => { refuse(req, res, err) })
     })
     app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
       const status = clientErrorStatus(err)
@@ -265,7 +281,7 @@ export class A2aServer {
       res.end()
       return
     }
-    if (req.method === 'POST' && JSONRPC_PATH.test(req.originalUrl.split('?', 1)[0] ?? '')) {
+    if (isJsonRpcPost(req)) {
       res.status(status).json({ jsonrpc: '2.0', id: null, error: { code: A2A_ERROR_CODE.INVALID_REQUEST, message } })
       return
     }
@@ -291,16 +307,6 @@ export class A2aServer {
       }
       return write(...args)
     }) as typeof res.write
-  }
-
-  /** The agent could not be served: a JSON-RPC error on the JSON-RPC binding, a 404 elsewhere. */
-  private refuse (req: Request, res: Response, err: unknown): void {
-    const a2aErr = toA2aError(err)
-    if (req.path.startsWith(A2A_JSONRPC_SUBPATH) && req.method === 'POST') {
-      res.status(200).json({ jsonrpc: '2.0', id: null, error: toJsonRpcError(a2aErr) })
-      return
-    }
-    res.status(404).json({ error: a2aErr.message })
   }
 
   /**
@@ -382,7 +388,7 @@ export class A2aServer {
   private async refresh (agentId: string, e: Entry): Promise<void> {
     try {
       const meshCard = await this.meshCard(agentId, true)
-      if (meshCard.seq !== Number(e.handler.card.version)) e.handler.update(meshCard, meshToA2aCard(meshCard, this.agentUrl(agentId)))
+      if (meshCard.seq !== Number(e.handler.card.version)) e.handler.update(meshCard, meshToA2aCard(meshCard, this.agentUrl(agentId), { bearer: this.gate !== undefined }))
     } catch (err) {
       this.log.warn({ err: (err as Error).message, agent_id: agentId }, 'a2a: cannot refresh the agent\'s card; serving the one held')
     }
@@ -390,7 +396,7 @@ export class A2aServer {
   }
 
   private makeEntry (agentId: string, meshCard: MeshCard): Entry {
-    const card = meshToA2aCard(meshCard, this.agentUrl(agentId))
+    const card = meshToA2aCard(meshCard, this.agentUrl(agentId), { bearer: this.gate !== undefined })
     const handler = new MeshAgentHandler(this.node, meshCard, card, this.log, this.handlerOpts)
     const router = express.Router()
     const userBuilder = clientUser

@@ -29,6 +29,7 @@ import { AapError } from '../errors.ts'
 import type { MeshNode } from '../node.ts'
 import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
 import { API_INFO_FILE, API_TOKEN_FILE } from '../api/files.ts'
+import { isLoopbackAddress } from '../api/own-host.ts'
 import { CLI_EXECUTOR_LOST_AFTER_MIN_MS } from './constants.ts'
 import { cardDraftFrom, checkMultiaddrs } from './start-args.ts'
 import { onInterrupt } from './signals.ts'
@@ -136,7 +137,7 @@ export function registerStart (program: Command): Command {
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
     .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
     .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
-    .option('--a2a-host <host>', 'address of the A2A server', A2A_DEFAULT_HOST)
+    .option('--a2a-host <host>', 'address of the A2A server; on one beyond loopback every request must carry the API token (Authorization: Bearer)', A2A_DEFAULT_HOST)
     .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
     .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md); for test meshes only: any peer may make this node delegate or hand off to an agent it names, under this node\'s identity')
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
@@ -154,6 +155,9 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
           if (opts.card === undefined) opts.name ??= 'aap-conformance-agent'
         }
         await checkMultiaddrs(opts)
+        if (opts.a2aPort !== undefined && !opts.api && !isLoopbackAddress(opts.a2aHost)) {
+          throw new Error(`--a2a-host ${opts.a2aHost} is not loopback: the A2A server there asks the API token, and --no-api makes none (serve the API, or A2A on loopback)`)
+        }
         draft = await cardDraftFrom(opts)
         if (opts.discover !== undefined) lookup = (await cardModule()).parseCapability(opts.discover)
       } catch (err) {
@@ -287,15 +291,17 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   let apiUrl: string | null = null
   let metricsUrl: string | null = null
   let a2aUrl: string | null = null
+  // the API's token; an A2A server beyond loopback asks it too (protocols/a2a.md)
+  const token = opts.api ? newToken() : undefined
   try {
     if (opts.a2aPort !== undefined) {
       const { A2aServer } = await import('../a2a/server.ts')
-      const a2a = await A2aServer.start(node, { host: opts.a2aHost, port: opts.a2aPort, logger: log })
+      const bearer = isLoopbackAddress(opts.a2aHost) ? undefined : token
+      const a2a = await A2aServer.start(node, { host: opts.a2aHost, port: opts.a2aPort, logger: log, ...(bearer === undefined ? {} : { token: bearer }) })
       parts.a2a = a2a
       a2aUrl = a2a.url
     }
-    if (opts.api) {
-      const token = newToken()
+    if (token !== undefined) {
       parts.api = await listenApi(node, opts, token, log, metrics, announce, outbound)
       apiUrl = parts.api.url
       // a stop under way (a signal while starting) writes no files it would then have to remove
