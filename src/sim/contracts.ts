@@ -134,6 +134,27 @@ function incomplete (byRun: Map<string, AgentEvent[]>): string[] {
   return problems
 }
 
+/**
+ * The problem with a run's claim to continue another (its run.started names
+ * it as `handoff_from`), if any: the predecessor must end in a handoff whose
+ * `handoff_to` is this run. A predecessor missing from the trace is a problem
+ * only when the trace is the whole task (`complete`); one without an end yet
+ * is left to `incomplete`.
+ */
+function claimedPredecessor (runId: string, started: AgentEvent | undefined, byRun: Map<string, AgentEvent[]>, complete: boolean): string | undefined {
+  const from = started?.type === 'run.started' ? started.payload.handoff_from : undefined
+  if (!isRecord(from) || typeof from.run_id !== 'string') return undefined
+  const claim = `${runId}: run.started names ${from.run_id} as handoff_from, but ${from.run_id}`
+  const last = byRun.get(from.run_id)?.at(-1)
+  if (last === undefined) return complete ? `${claim} is missing from the trace` : undefined
+  if (last.type !== 'run.completed' && last.type !== 'run.failed') return undefined
+  if (last.type !== 'run.completed' || last.payload.transition !== 'handoff') return `${claim} ends in ${last.type}, not a handoff`
+  const to = last.payload.handoff_to
+  const target = isRecord(to) && typeof to.run_id === 'string' ? to.run_id : undefined
+  if (target === runId) return undefined
+  return `${claim} handed off to ${target ?? 'no run'}`
+}
+
 export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceExpectations = {}): TraceVerdict {
   const byRun = new Map<string, AgentEvent[]>()
   for (const e of events) {
@@ -215,6 +236,12 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
     if (started.correlation_id !== e.correlation_id) own.push(`${to.run_id}: handoff changed the correlation`)
     if (to.agent_id !== started.executor) own.push(`${e.run_id}: handoff names ${String(to.agent_id)} as the new owner, but ${to.run_id} is executed by ${started.executor}`)
     if (isRecord(from) && from.agent_id !== e.executor) own.push(`${to.run_id}: handoff_from names ${String(from.agent_id)}, but ${e.run_id} was executed by ${e.executor}`)
+  }
+  // ...and from the successor's side: a run that claims to take over another must be the one that run handed off to
+  // (a second run claiming the same predecessor is a second owner of the task)
+  for (const [runId, list] of byRun) {
+    const claim = claimedPredecessor(runId, list[0], byRun, expect.complete === true)
+    if (claim !== undefined) own.push(claim)
   }
   if (expect.transfers !== undefined && transfers !== expect.transfers) own.push(`expected ${expect.transfers} handoffs, found ${transfers}`)
 
