@@ -20,7 +20,7 @@ import { join } from 'node:path'
 import { CONNECTION_GRACE_MS, CONNECTIONS_MAX } from '../constants.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { AapError } from '../errors.ts'
-import { eventHash, executorOfRun } from '../runlog/event.ts'
+import { executorOfRun } from '../runlog/event.ts'
 import type { EventSubscription } from '../events/subscription.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
@@ -36,7 +36,8 @@ import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { SIM_QUIET_DISCOVERS, quietDiscoverPasses, quietFigures } from './quiet-discover.ts'
 import { findAgents } from './find-agents.ts'
-import { eventKey, genuineHashOf, tallyObserved, type Arrival } from './observed.ts'
+import { eventKey, genuineHashOf, type Arrival } from './observed.ts'
+import { tallyTask } from './task-tally.ts'
 import { sourceCommit } from './commit.ts'
 import { Counter, renderSummary, type SimReport } from './report.ts'
 
@@ -283,6 +284,11 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     const t0 = Date.now()
     const involved: string[] = [driver.node.agentId]
     let step = 'discover' // a failure's step goes with it into the report
+    // what the driver was handed and went on with, kept past a failure: tallied for every task (task-tally.ts)
+    const seen: AgentEvent[] = []
+    const confirmed: AgentEvent[] = []
+    let replayed: AgentEvent[] | undefined
+    const genuineHash = genuineHashOf(async e => { const exec = byAgent.get(e.executor); return exec === undefined ? undefined : memberLog(exec, e.run_id, e.seq) })
     try {
       const cap: CapabilityRef = pick(SIM_CAPABILITIES)
       // task.assign: find agents for the capability
@@ -297,7 +303,6 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
 
       // the driver follows its task: events wake each step (no polling)
       const waiters: Array<{ match: (e: AgentEvent) => boolean, resolve: (e: AgentEvent) => void }> = []
-      const seen: AgentEvent[] = []
       step = 'subscribe'
       const driverSub = await driver.node.events.subscribe(taskId, {
         participants: [first.agentId, second.agentId],
@@ -308,9 +313,9 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       })
       subs.push(driverSub)
       const waitFor = async (what: string, match: (e: AgentEvent) => boolean): Promise<AgentEvent> => {
-        const hit = seen.find(match)
-        if (hit !== undefined) return hit
-        return withTimeout(new Promise<AgentEvent>(resolve => { waiters.push({ match, resolve }) }), opts.taskTimeoutMs, `${taskId}: ${what}`)
+        const hit = seen.find(match) ?? await withTimeout(new Promise<AgentEvent>(resolve => { waiters.push({ match, resolve }) }), opts.taskTimeoutMs, `${taskId}: ${what}`)
+        confirmed.push(hit)
+        return hit
       }
 
       // observers subscribe before the first event, from nodes that take no part
@@ -369,29 +374,26 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       for (const c of ['capability_ref', 'task_correlation', 'checkpoint_block', 'ownership_handoff'] as const) {
         rec.problems.push(...verdict[c].problems.map(p => `${c}: ${p}`))
       }
-      // every event anyone was handed must be the executor's own
-      const genuineHash = genuineHashOf(async e => { const exec = byAgent.get(e.executor); return exec === undefined ? undefined : memberLog(exec, e.run_id, e.seq) })
-      for (const e of [...replay.events, ...seen]) if (await genuineHash(e) !== eventHash(e)) forgedAccepted++
-      const expected = new Set(replay.events.map(eventKey))
+      replayed = replay.events
       // the trace holds every run acknowledged for the task, each ended (checkTrace `complete`)
       const missing = rec.runs.filter(r => !replay.events.some(e => e.run_id === r.run_id)).map(r => r.run_id)
       if (missing.length > 0) rec.problems.push(`replay lacks run(s) ${missing.join(', ')}`)
       rec.ok = verdict.ok && missing.length === 0
-      // give observers the events they are owed: their subscriptions sync any gap on their own;
-      // wait (bounded) until each has them all, then count what is still missing as lost
-      await Promise.all(rec.observed.map(async o => {
-        const deadline = Date.now() + 10_000
-        while ([...expected].some(k => !o.seen.has(k)) && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 20))
-      }))
-      eventsExpected += expected.size * rec.observed.length
-      // delivered: the executor's own event; anything else an observer accepted is a forgery accepted
-      const tally = await tallyObserved(rec.observed.map(o => o.arrivals), expected, genuineHash)
-      eventsDelivered += tally.delivered
+    } catch (err) {
+      rec.problems.push(`${step}: ${err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message}`)
+    }
+    try {
+      // whatever step the task reached: forgeries the driver or an observer accepted, and what the observers
+      // got of the events they are owed (the replay's, or for a failed task only what its completed steps promised)
+      const tally = await tallyTask({ seen, confirmed, runs: rec.runs.map(r => r.run_id), replayed, observers: rec.observed }, genuineHash)
       forgedAccepted += tally.forged
+      eventsExpected += tally.expected
+      eventsDelivered += tally.delivered
       for (const ms of tally.latencies) deliveryMs.add(ms)
       for (const ms of tally.firstEventLatencies) firstEventMs.add(ms)
     } catch (err) {
-      rec.problems.push(`${step}: ${err instanceof AapError ? `${err.code}: ${err.message}` : (err as Error).message}`)
+      rec.ok = false
+      rec.problems.push(`tally: ${(err as Error).message}`)
     } finally {
       for (const s of subs) s.close()
       unfollow()
