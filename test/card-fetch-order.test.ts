@@ -20,8 +20,9 @@ describe('which provider a discover asks for its card next', () => {
 
   it('takes a provider it holds a connection to before any that needs a dial, wherever it stands', () => {
     expect(nextProvider(['d1', 'd2', 'c1'], isConnected, 0, 4)).toBe(2)
-    // however many are in flight and however few are wanted: a connected fetch costs no dial
-    expect(nextProvider(['d1', 'c2'], isConnected, 7, 1)).toBe(1)
+    // a connected fetch costs no dial, but is a fetch: past the one spare it waits like a dial (before: it was
+    // asked however many were in flight, so a peer naming its Sybils took every fetch; card-fetch-preferred-fair)
+    expect(nextProvider(['d1', 'c2'], isConnected, 7, 1)).toBe(-1)
   })
 
   it('dials in arrival order while the fetches in flight are no more than the cards still wanted', () => {

@@ -1,16 +1,23 @@
 /**
- * Which provider's card a discover fetches next. A provider this node holds a
- * connection to answers without a dial; one that needs a dial costs a TCP
- * connection, a Noise handshake and identify both ways, on both nodes. So the
- * connected go first, and a provider that needs a dial is asked only while
- * the fetches in flight are no more than the cards still wanted: one spare
- * fetch covers a slow or gone provider, instead of dials to every provider
- * named (protocols/card.md).
+ * Which provider's card a discover fetches next. Providers wait in turn over
+ * the peers whose DHT answers named them (provider-queue.ts), and one is
+ * asked only while the fetches in flight are no more than the cards still
+ * wanted: one spare fetch covers a slow or gone provider, instead of dials to
+ * every provider named (protocols/card.md). A provider this node holds a
+ * connection to answers without a dial (one that needs a dial costs a TCP
+ * connection, a Noise handshake and identify both ways, on both nodes), so
+ * within its namer's turn it goes first (`preferred`), and the cards holders
+ * may still send do not hold it back; it is never asked ahead of the other
+ * namers' turns nor past the fetches the rule allows. Before, a provider on
+ * such a connection was asked ahead of all and past the rule: a hostile peer
+ * whose DHT answer named its Sybils (kad-dht dialed them on its word, so this
+ * node holds connections it opened to them) filled every fetch with them,
+ * and an honest provider another peer named waited out their timeouts.
  *
- * Only a connection this node opened puts a provider first (`preferred`). A
- * peer can connect to anyone, and the first cards to arrive are the answer,
- * so a connection the peer opened buys it no rank: such a provider is asked
- * in arrival order, like one that needs a dial.
+ * Only a connection this node opened makes a provider `preferred`. A peer
+ * can connect to anyone, and the first cards to arrive are the answer, so a
+ * connection the peer opened buys it no rank: such a provider is asked in
+ * its turn like one that needs a dial.
  */
 import type { PeerId } from '@libp2p/interface'
 import { CARD_FETCH_SLOW_MS, CARD_FETCH_TIMEOUT_MS, CARD_HELD_ASK_MAX, DISCOVER_FETCH_CONCURRENCY } from '../constants.ts'
@@ -21,12 +28,22 @@ import type { Logger } from '../logger.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { ProviderQueue } from './provider-queue.ts'
 
-/** The index in `pending` to fetch next, or -1 to wait for a fetch in flight to end. */
-export function nextProvider<P> (pending: readonly P[], connected: (p: P) => boolean, inFlight: number, wanted: number): number {
-  if (pending.length === 0) return -1
-  const i = pending.findIndex(connected)
-  if (i >= 0) return i
-  return inFlight > wanted ? -1 : 0
+/**
+ * The index in `pending` (in turn over the namers: `namer` of an index) to
+ * fetch next, or -1 to wait for a fetch in flight to end: while the fetches
+ * in flight are no more than the cards `wanted`, the first `preferred`
+ * provider of the namer whose turn it is (the first's), else the first; with
+ * `held` (cards holders may still send) counted too, except for a preferred
+ * one, which costs no dial. Without `namer`, one namer named them all.
+ */
+export function nextProvider<P> (pending: readonly P[], preferred: (p: P) => boolean, inFlight: number, wanted: number, namer: (i: number) => number = () => 0, held = 0): number {
+  if (pending.length === 0 || inFlight > wanted) return -1
+  const turn = namer(0)
+  const own = pending.findIndex((p, i) => namer(i) === turn && preferred(p))
+  if (own >= 0) return own
+  if (inFlight + held <= wanted) return 0
+  // a dial waits for the cards holders may still send; a preferred provider, in the namers' order, does not
+  return pending.findIndex(preferred)
 }
 
 /** Where a discover's card came from: a holder's answer, this node's cache, the agent itself, or the DHT record. */
@@ -88,7 +105,7 @@ interface Deferred { named: PeerId[], from: PeerId }
  * (held-cards.ts): unconnected agents without a cached card, twice as many
  * as are still wanted and one more, at most CARD_HELD_ASK_MAX; until the
  * answer comes each counts as a fetch in flight for dials (nobody is dialed
- * while the holder may still send enough) but not for connected agents, and
+ * while the holder may still send enough) but not for `preferred` ones, and
  * the agents are asked only for what it does not send. A holder's card is a
  * result only when a source other than that holder backs its agent
  * (`fromHolder`): a holder could name agents nobody runs and sign their
@@ -193,10 +210,10 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
   drain (): void {
     const { init } = this
     while (!init.stopped.aborted && this.inFlight < DISCOVER_FETCH_CONCURRENCY) {
-      // cards a holder may still send count against dials, not against fetches of connected agents
       const i = this.next()
       if (i < 0) break
-      const next = this.pending.take(i)
+      // in its namer's turn: a preferred pick takes the place of its namer's first waiting provider (provider-queue.ts)
+      const next = this.pending.takeInTurn(i)
       // a holder's card of it became backed while it waited: nothing to fetch
       if (next !== undefined && !this.delivered.has(next.toString())) this.fetch(next)
     }
@@ -209,8 +226,8 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
     const first = init.preferred ?? init.connected
     const peers = this.pending.peers
     const wanted = init.wanted() - this.ready.length
-    const i = nextProvider(peers, first, this.inFlight + this.expected, wanted)
-    // none connected is pending (nextProvider takes those first): the dial rule again, without the written-off fetches
+    const i = nextProvider(peers, first, this.inFlight, wanted, j => this.pending.namerAt(j), this.expected)
+    // none may be asked: the dial rule again, without the written-off fetches
     if (i >= 0 || this.writtenOff === 0 || this.inFlight - this.writtenOff + this.expected > wanted) return i
     return peers.findIndex(p => (this.addedAt.get(p.toString()) ?? 0) > this.writeOffMark)
   }

@@ -86,6 +86,36 @@ export class ProviderQueue {
     }
   }
 
+  /** The place among the sources of the peer that gave waiting provider `i` its rank (fetch-order.ts: whose turn it is). */
+  namerAt (i: number): number {
+    return this.waitingRanks[i]?.source ?? -1
+  }
+
+  /**
+   * Take waiting provider `i` in the turn of its namer: it leaves the place of
+   * that namer's first waiting provider, and that namer's providers waiting
+   * before it move one of that namer's places down each (to the rank of the
+   * next). So a namer's pick asked out of its order (a preferred one,
+   * fetch-order.ts) uses that namer's turn, not the next namer's: before, a
+   * peer that named one provider that never answers, then providers on
+   * connections this node opened, kept the first turn, and the providers the
+   * other peers named waited until its picks ran out.
+   */
+  takeInTurn (i: number): PeerId | undefined {
+    const source = this.waitingRanks[i]?.source
+    if (source === undefined) return undefined
+    const taken = this.waiting[i]
+    const places: number[] = []
+    for (let j = 0; j <= i; j++) if (this.waitingRanks[j]!.source === source) places.push(j)
+    for (let m = places.length - 1; m > 0; m--) {
+      const moved = this.waiting[places[m - 1]!]!
+      this.waiting[places[m]!] = moved
+      this.ranks.set(moved.toString(), this.waitingRanks[places[m]!]!)
+    }
+    this.take(places[0]!)
+    return taken
+  }
+
   take (i: number): PeerId | undefined {
     this.waitingRanks.splice(i, 1)
     return this.waiting.splice(i, 1)[0]
