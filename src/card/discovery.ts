@@ -139,6 +139,8 @@ export class Discovery {
         this.own = await verifyCard(JSON.parse(new TextDecoder().decode(stored)), { ignoreTime: true, expectAgent: this.agentId })
         // its keys are among kad-dht's own records still: the next card withdraws those it no longer names
         await this.announcer.rememberAnnounced(this.own)
+        // one near expiry or past it is re-signed now: knownCard (a handoff's to_card) hands the card out as it is
+        await this.currentCard()
       } catch (err) {
         this.log.warn({ err: toAapError(err) }, 'the stored card of this node does not verify; starting without a card')
       }
@@ -267,17 +269,14 @@ export class Discovery {
       stopped.signal
     ])
     let yielded = 0
-
-    const own = this.own
-    // the lookup never names this node: its card comes from here, if asked for
-    if (opts.includeSelf === true && own !== undefined && cardMatches(own, query)) {
+    // checked before the own card is yielded: an empty query matches every card
+    const key = await this.queryKey(query)
+    if (key === undefined) throw new InvalidRequestError('a discovery query needs a capability or at least one tag')
+    // the lookup never names this node: its card comes from here, if asked for (re-signed when near expiry)
+    const own = opts.includeSelf === true ? await this.currentCard() : undefined
+    if (own !== undefined && cardMatches(own, query)) {
       yield own
       if (++yielded >= limit) return
-    }
-
-    const key = await this.queryKey(query)
-    if (key === undefined) {
-      throw new InvalidRequestError('a discovery query needs a capability or at least one tag')
     }
     // fetch cards of providers concurrently, yield in arrival order (fetch-order.ts)
     let wake: (() => void) | undefined
