@@ -12,6 +12,7 @@ import { FAILURE_MESSAGE_MAX_CHARS } from './constants.ts'
 import { assertPayloadValueDepth, isBlock, isRunOutput } from './messages.ts'
 import type { Actor, Conversation, OpenCheckpoint, ResolvedCheckpoint, RunCommand, RunContext, RunHandler } from './types.ts'
 import { cutText } from '../util/text.ts'
+import { canonicalJson } from '../identity/signing.ts'
 import { writeEnding, type EndingRetry } from './end-retry.ts'
 import type { RunSlots } from './slots.ts'
 
@@ -118,17 +119,30 @@ export function noteBlocked (log: Logger, a: Active, event: AgentEvent): void {
 export function noteResumed (log: Logger, a: Active, event: AgentEvent): void {
   a.checkpoint = undefined
   const p = event.payload
+  // the handler and the listeners get copies: a change they make is not a change of the signed event in memory
+  const resolution = (): Record<string, unknown> => isRecord(p.resolution) ? structuredClone(p.resolution) : {}
   const resolved: ResolvedCheckpoint = {
     checkpoint_id: typeof p.checkpoint_id === 'string' ? p.checkpoint_id : null,
-    resolution: isRecord(p.resolution) ? p.resolution : {},
+    resolution: resolution(),
     by: str(p.by)
   }
   const w = a.waiter
   if (w?.bound === true) {
     a.waiter = undefined
-    w.resolve(resolved.resolution)
+    w.resolve(resolution())
   }
   tell(log, a.run.run_id, a.watch?.resumed, resolved, 'onResumed')
+}
+
+/**
+ * What a handler hands over (a progress payload, an output), as the event
+ * will be signed: a copy of its canonical JSON. The event kept in memory (and
+ * given to local listeners) shared the handler's object before, so a change
+ * the handler made after the call changed it, and it no longer matched its
+ * signature, its cached hash or the next event's `prev`.
+ */
+function detached (value: Record<string, unknown>): Record<string, unknown> {
+  return JSON.parse(canonicalJson(value)) as Record<string, unknown>
 }
 
 /** Where a handler's run ends are written again while the store refuses them (end-retry.ts). */
@@ -252,7 +266,7 @@ function contextFor (
     progress: async (payload) => {
       assertPayloadValueDepth(payload, 'progress payload')
       checkParts(payload, 'progress')
-      if (await whenRunning({ type: 'progress', payload }) === undefined) throw endedError(a, 'progress')
+      if (await whenRunning({ type: 'progress', payload: detached(payload) }) === undefined) throw endedError(a, 'progress')
     },
     block: async (text, checkpointId) => {
       // what the API checks of a block request holds for a handler's too (a handler may pass on what a remote
@@ -275,7 +289,7 @@ function contextFor (
     },
     complete: async (output) => {
       checkOutput(output)
-      if (await whenRunning({ type: 'complete', output }) === undefined) throw endedError(a, 'complete')
+      if (await whenRunning({ type: 'complete', output: detached(output) }) === undefined) throw endedError(a, 'complete')
     },
     fail: async (message) => {
       // cut as the run's other failures are: a longer message would make the run one the schema refuses, so
@@ -383,7 +397,8 @@ async function runHandler (
     if (a.run.state === 'blocked') host.log.debug({ run_id: runId, checkpoint_id: a.run.checkpoint_id }, 'a handler returned while its run is blocked; its output waits for the resume')
     try {
       checkOutput(output ?? {})
-      const done = await writeEnding(async () => whenRunning({ type: 'complete', output: output ?? {} }), endingRetry(host, runId, a))
+      const kept = detached(output ?? {})
+      const done = await writeEnding(async () => whenRunning({ type: 'complete', output: kept }), endingRetry(host, runId, a))
       if (done === undefined) host.log.info({ run_id: runId, state: a.run.state }, 'a handler\'s output was dropped: its run ended while blocked')
     } catch (err) {
       if (host.isActive(runId) && !isTerminal(a.run.state) && !a.abort.signal.aborted) {
