@@ -2,7 +2,9 @@
  * Helpers of the API tests: raw HTTP calls (to send what a well-behaved
  * client never would) and an SSE reader whose events can be awaited.
  */
+import { vi } from 'vitest'
 import { ApiClient, type QueryValue, type SseEvent } from '../src/api/client.ts'
+import type { MeshNode } from '../src/node.ts'
 
 export interface Raw {
   status: number
@@ -84,4 +86,24 @@ export class Stream {
 
 export function data<T = any> (e: SseEvent): T {
   return e.data as T
+}
+
+/** What a replay bigReplays makes carries at least (its events' blobs). */
+export const BIG_REPLAY_BYTES = 24 * 1024 * 1024
+
+/**
+ * Make `node`'s replays answer 24 MiB of events (24 of 1 MiB: far more than
+ * the sockets' buffers take), for the tasks `big` picks (all by default);
+ * `before` runs first (a test holds a replay in its handler with it).
+ */
+export function bigReplays (node: MeshNode, opts: { big?: (id: string) => boolean, before?: (id: string) => Promise<void> } = {}): void {
+  const blob = 'x'.repeat(BIG_REPLAY_BYTES / 24)
+  const replay = node.events.replay.bind(node.events)
+  vi.spyOn(node.events, 'replay').mockImplementation(async (id, o) => {
+    await opts.before?.(id)
+    const r = await replay(id, o)
+    if (opts.big !== undefined && !opts.big(id)) return r
+    const events = Array.from({ length: 24 }, (_, i) => ({ seq: i, blob }))
+    return { ...r, events: events as unknown as typeof r.events }
+  })
 }

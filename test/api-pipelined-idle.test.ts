@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
+import { bigReplays } from './api-helpers.ts'
 import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 /** Short, so a test waits little for it; a client that reads is never this idle on loopback. */
@@ -55,17 +56,13 @@ describe('a pipelined request', () => {
     const gate = Promise.withResolvers<void>()
     let slowStarted = false
     // `slow` waits for the gate; `big` is 24 MiB, far more than the sockets' buffers take
-    const big = 'x'.repeat(1024 * 1024)
-    const replay = node.events.replay.bind(node.events)
-    vi.spyOn(node.events, 'replay').mockImplementation(async (id, opts) => {
-      if (id === 'task-slow') {
+    bigReplays(node, {
+      big: id => id === 'task-big',
+      before: async (id) => {
+        if (id !== 'task-slow') return
         slowStarted = true
         await gate.promise
       }
-      const r = await replay(id, opts)
-      if (id !== 'task-big') return r
-      const events = Array.from({ length: 24 }, (_, i) => ({ seq: i, blob: big }))
-      return { ...r, events: events as unknown as typeof r.events }
     })
     const head = (path: string): string => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n\r\n`
 
@@ -94,13 +91,7 @@ describe('a pipelined request', () => {
     const token = newToken()
     api = await startApiServer(node, { token, port: 0, answerIdleMs: IDLE_MS })
     const port = Number(new URL(api.url).port)
-    const big = 'x'.repeat(1024 * 1024)
-    const replay = node.events.replay.bind(node.events)
-    vi.spyOn(node.events, 'replay').mockImplementation(async (id, opts) => {
-      const r = await replay(id, opts)
-      const events = Array.from({ length: 24 }, (_, i) => ({ seq: i, blob: big }))
-      return { ...r, events: events as unknown as typeof r.events }
-    })
+    bigReplays(node)
     const head = (path: string): string => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\n\r\n`
     const a = await open(port)
     a.socket.pause()

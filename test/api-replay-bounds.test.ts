@@ -13,7 +13,7 @@ import { API_REPLAYS_CONCURRENT_MAX } from '../src/api/constants.ts'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
-import { raw, type Raw } from './api-helpers.ts'
+import { BIG_REPLAY_BYTES, bigReplays, raw, type Raw } from './api-helpers.ts'
 import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 /** Short, so the unread answer is cut off soon; a client that reads is never this idle on loopback. */
@@ -80,19 +80,13 @@ describe('replays and timelines', () => {
     api = await startApiServer(node, { token, port: 0, answerIdleMs: IDLE_MS })
     const port = Number(new URL(api.url).port)
     // a replay of 24 MiB of events: far more than the sockets' buffers take
-    const big = 'x'.repeat(1024 * 1024)
-    const replay = node.events.replay.bind(node.events)
-    vi.spyOn(node.events, 'replay').mockImplementation(async (id, opts) => {
-      const r = await replay(id, opts)
-      const events = Array.from({ length: 24 }, (_, i) => ({ seq: i, blob: big }))
-      return { ...r, events: events as unknown as typeof r.events }
-    })
+    bigReplays(node)
 
     // a client that reads takes it all
     const read = await fetch(`${api.url}/v1/events/task-1/replay?timeout_ms=0`, { headers: { authorization: `Bearer ${token}` } })
     const whole = (await read.arrayBuffer()).byteLength
     expect(read.status).toBe(200)
-    expect(whole).toBeGreaterThan(24 * big.length)
+    expect(whole).toBeGreaterThan(BIG_REPLAY_BYTES)
     expect(api.stats().idleAnswers).toBe(0)
 
     // one that never reads

@@ -69,4 +69,36 @@ describe('checkTrace on traces a finished task must not pass', () => {
     const v = checkTrace('t', swapped, expect1)
     expect(v.ownership_handoff.problems).toEqual(['x:1: handoff names y as the new owner, but y:1 is executed by z'])
   })
+
+  // contract 4 from the successor's side: a run claiming to take over a run (handoff_from) must be the run
+  // that run handed off to; a second run claiming the same predecessor is two owners of one task
+  it('flags a second run that takes over the run already handed off to another', () => {
+    const forked = [
+      ...good,
+      ev('z', 'z:1', 1, 'run.started', { capability: cap, handoff_from: { run_id: 'x:1', agent_id: 'x' } }),
+      ev('z', 'z:1', 2, 'run.completed', { output: {} })
+    ]
+    const v = checkTrace('t', forked, expect1)
+    expect(v.ownership_handoff.problems).toEqual(['z:1: run.started names x:1 as handoff_from, but x:1 handed off to y:1'])
+    expect(v.ok).toBe(false)
+  })
+
+  it('flags a claimed predecessor that is missing from a complete trace, or that ended without a handoff', () => {
+    const orphan = [
+      ...good,
+      ev('z', 'z:1', 1, 'run.started', { capability: cap, handoff_from: { run_id: 'w:1', agent_id: 'w' } }),
+      ev('z', 'z:1', 2, 'run.completed', { output: {} })
+    ]
+    expect(checkTrace('t', orphan, expect1).ownership_handoff.problems).toEqual(['z:1: run.started names w:1 as handoff_from, but w:1 is missing from the trace'])
+    // without `complete` the trace may be a part of the task: a predecessor not in it is not flagged
+    expect(checkTrace('t', orphan, { transfers: 1 }).ownership_handoff.problems).toEqual([])
+    const notHandedOff = [
+      ...good,
+      ev('w', 'w:1', 1, 'run.started', { capability: cap }),
+      ev('w', 'w:1', 2, 'run.completed', { output: {} }),
+      ev('z', 'z:1', 1, 'run.started', { capability: cap, handoff_from: { run_id: 'w:1', agent_id: 'w' } }),
+      ev('z', 'z:1', 2, 'run.completed', { output: {} })
+    ]
+    expect(checkTrace('t', notHandedOff, { transfers: 1 }).ownership_handoff.problems).toEqual(['z:1: run.started names w:1 as handoff_from, but w:1 ends in run.completed, not a handoff'])
+  })
 })
