@@ -15,17 +15,12 @@ import type { ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { closeView, openView, type View } from './fixtures/view.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { shortRun } from './ui-short-id.ts'
 
 const PAGE_WAIT_MS = 30_000
 const GATE = { capability_id: 'cap:gate', version: '1.0.0' }
 const TICK = { capability_id: 'cap:tick', version: '1.0.0' }
 const TASK = 'task-ui-gate'
-
-/** How the view shortens a run id (src/ui/assets/timeline.js shortId of the part after the colon). */
-function shortRun (runId: string): string {
-  const s = runId.split(':')[1] ?? runId
-  return s.length <= 14 ? s : `${s.slice(0, 6)}…${s.slice(-6)}`
-}
 
 describe('the view\'s checkpoint form while the task logs events', () => {
   let nodes: MeshNode[]

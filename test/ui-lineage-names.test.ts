@@ -17,12 +17,11 @@ import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { raw } from './api-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { shortId } from './ui-short-id.ts'
 
 const PAGE_WAIT_MS = 30_000
 const CAP = { capability_id: 'cap:same-name', version: '1.0.0' }
 const TASK = 'task-ui-same-name'
-/** How the view shortens an id (src/ui/assets/timeline.js shortId). */
-const shortId = (id: string): string => id.length <= 14 ? id : `${id.slice(0, 6)}…${id.slice(-6)}`
 
 describe('the executor\'s view of two delegators with one card name', () => {
   let nodes: MeshNode[]

@@ -15,9 +15,16 @@ export function esc (v) {
   return String(v ?? '').replace(/[&<>"']/g, c => `&#${c.charCodeAt(0)};`)
 }
 
+/**
+ * The visible form of an id: its first and last 8 characters. Every agent id starts with the same
+ * `12D3KooW` (an Ed25519 peer id's multihash prefix), so that part is left out: shown, it left 6
+ * characters (35 bits) to tell agents apart, and a peer could grind a key whose id looks like another's.
+ */
+export const PEER_ID_PREFIX = '12D3KooW'
 export function shortId (id) {
-  const s = String(id ?? '')
-  return s.length <= 14 ? s : `${s.slice(0, 6)}…${s.slice(-6)}`
+  let s = String(id ?? '')
+  if (s.startsWith(PEER_ID_PREFIX) && s.length > PEER_ID_PREFIX.length + 16) s = s.slice(PEER_ID_PREFIX.length)
+  return s.length <= 18 ? s : `${s.slice(0, 8)}…${s.slice(-8)}`
 }
 
 /**
