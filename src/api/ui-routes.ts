@@ -32,6 +32,7 @@ import { HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostIsOwn } from './own-host.ts'
 import { maxEventsOf, timelineAnswer } from './ui-timeline.ts'
+import { makeRoom } from '../util/bounded.ts'
 
 export { verdicts } from './ui-timeline.ts'
 
@@ -373,7 +374,10 @@ export class UiRoutes {
       })
     ])
     const entry = { rtt, name: card?.name ?? null, at: Date.now() }
-    if (this.lookedUp.size >= UI_PEERS_MAX) this.lookedUp.clear()
+    // the oldest look-up goes, not all of them: at UI_PEERS_MAX listed peers a clear emptied the names of
+    // every peer at each stale entry, refilled UI_PEERS_PING_MAX a request (found by session 58's review)
+    this.lookedUp.delete(id)
+    makeRoom(this.lookedUp, UI_PEERS_MAX)
     this.lookedUp.set(id, entry)
     return entry
   }
