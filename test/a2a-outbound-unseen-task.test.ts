@@ -21,8 +21,14 @@ import { startMesh, stopAll, until } from './helpers.ts'
 
 const FIRST_EVENT_MS = 300
 
-/** A streaming A2A server whose executor stores its task at once and sends the first event only once released. */
+/**
+ * A streaming A2A server whose executor sends its first event only once released; it stores its task at once
+ * (`storesEarly`), or leaves that to the SDK, which stores a task with its first event (a plain SDK server).
+ */
 class LateServer {
+  private readonly storesEarly: boolean
+  constructor (storesEarly = true) { this.storesEarly = storesEarly }
+
   url = ''
   readonly store = new InMemoryTaskStore()
   /** Task ids stored by the executor, and those CancelTask reached. */
@@ -33,6 +39,8 @@ class LateServer {
   readonly seed: Task[] = []
   scope: ServerCallContext | undefined
   readonly release = Promise.withResolvers<void>()
+  /** ListTasks calls answered. */
+  lists = 0
   private close_: () => Promise<void> = async () => {}
 
   async start (): Promise<void> {
@@ -54,7 +62,7 @@ class LateServer {
         }
         for (const t of this.seed.splice(0)) await this.store.save(t, ctx.context)
         this.scope = ctx.context
-        await this.store.save(task, ctx.context)
+        if (this.storesEarly) await this.store.save(task, ctx.context)
         this.made.push(ctx.taskId)
         this.contexts.set(ctx.taskId, ctx.contextId)
         await this.release.promise
@@ -67,7 +75,14 @@ class LateServer {
         bus.finished()
       }
     }
-    const handler = new DefaultRequestHandler(card, this.store, executor)
+    const lists = (): void => { this.lists++ }
+    const handler = new (class extends DefaultRequestHandler {
+      override async listTasks (...args: Parameters<DefaultRequestHandler['listTasks']>): ReturnType<DefaultRequestHandler['listTasks']> {
+        const answer = await super.listTasks(...args)
+        lists()
+        return answer
+      }
+    })(card, this.store, executor)
     app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler }))
     app.use(A2A_JSONRPC_PATH, jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }))
     app.use(A2A_REST_PATH, restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }))
@@ -89,13 +104,19 @@ describe('A2A outbound: a run that ends before the first stream event cancels it
   let nodes: MeshNode[] = []
   const canceling = new LateServer()
   const overdue = new LateServer()
+  const plain = new LateServer(false)
   let capCancel: { capability_id: string, version: string }
   let capOverdue: { capability_id: string, version: string }
+  let capPlain: { capability_id: string, version: string }
 
   beforeAll(async () => {
-    nodes = await startMesh(3, { transport: 'tcp' })
+    nodes = await startMesh(4, { transport: 'tcp' })
     await canceling.start()
     await overdue.start()
+    await plain.start()
+    const c = await new A2aOutbound(nodes[3]!, silentLogger()).add(plain.url)
+    capPlain = c.draft.capabilities![0]!
+    await nodes[3]!.publishCard(mergeDrafts(undefined, [c.draft])!)
     const a = await new A2aOutbound(nodes[1]!, silentLogger()).add(canceling.url)
     capCancel = a.draft.capabilities![0]!
     await nodes[1]!.publishCard(mergeDrafts(undefined, [a.draft])!)
@@ -106,6 +127,7 @@ describe('A2A outbound: a run that ends before the first stream event cancels it
   afterAll(async () => {
     await canceling.close()
     await overdue.close()
+    await plain.close()
     await stopAll(nodes)
   })
 
@@ -141,5 +163,23 @@ describe('A2A outbound: a run that ends before the first stream event cancels it
     expect((await bridge.runs.store.get(run.run_id))?.failure?.message).toContain(`sent no event of its stream within ${FIRST_EVENT_MS} ms`)
     await until(() => overdue.canceled.length > 0, 'CancelTask to reach the server')
     expect(overdue.canceled).toEqual([overdue.made[0]])
+  })
+
+  it('a server that stores the task only with its first event, after the run ended: the task is still found and canceled', async () => {
+    const [caller, , , bridge] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
+    const run = await caller.delegate({ to_agent: bridge.agentId, task_id: 'corr-unseen-plain', capability: capPlain, input: { text: 'go' } })
+    await until(() => plain.made.length === 1, 'the executor to take the message')
+    await caller.cancel(run.run_id, 'no longer needed')
+    await until(async () => (await bridge.runs.store.get(run.run_id))?.state === 'failed', 'the run to end canceled')
+    // only once the bridge's first ListTasks found nothing does the executor send its first event, and the SDK
+    // store the task
+    await until(() => plain.lists > 0, 'the bridge to look for the task')
+    plain.release.resolve()
+    // the SDK cancels a task whose stream is gone in its store (its executor's cancelTask is not called then)
+    const scope = (): ServerCallContext => {
+      if (plain.scope === undefined) throw new Error('the executor took no message')
+      return plain.scope
+    }
+    await until(async () => (await plain.store.load(plain.made[0]!, scope()))?.status?.state === TaskState.TASK_STATE_CANCELED, 'the task canceled')
   })
 })

@@ -170,6 +170,8 @@ export const A2A_TASK_MAX_MS = 60 * 60 * 1000
  */
 export const A2A_UNSEEN_TASK_PAGE_SIZE = 100
 export const A2A_UNSEEN_TASK_PAGES_MAX = 4
+/** Pause between ListTasks asks for such a task while none is found yet (a server may store it only with its first event). */
+export const A2A_UNSEEN_TASK_RETRY_MS = 1000
 /** Pause between GetTask polls of an A2A server that cannot stream. */
 export const A2A_POLL_INTERVAL_MS = 250
 /** Outbound A2A agents one node bridges. */

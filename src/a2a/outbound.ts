@@ -24,7 +24,7 @@ import { withDeadline, withinDeadline } from '../util/deadline.ts'
 import {
   A2A_CALL_TIMEOUT_MS, A2A_CARD_FETCH_TIMEOUT_MS, A2A_OUTBOUND_AGENTS_MAX, A2A_OUTBOUND_ARTIFACT_MAX_BYTES, A2A_POLL_INTERVAL_MS,
   A2A_PROGRESS_MAX_PER_RUN, A2A_PROGRESS_MIN_INTERVAL_MS, A2A_RESPONSE_MAX_BYTES, A2A_TASK_MAX_MS, A2A_UNSEEN_TASK_PAGE_SIZE,
-  A2A_UNSEEN_TASK_PAGES_MAX
+  A2A_UNSEEN_TASK_PAGES_MAX, A2A_UNSEEN_TASK_RETRY_MS
 } from './constants.ts'
 import { a2aToMeshDraft, delegateMessage, isFinalState, outcomeOf, resumeMessage, type JsonObject, type TaskOutcome } from './mapping.ts'
 import { boundedFetch, ProgressGate, refusalIn, type ProgressBounds, type ProgressStats } from './outbound-bounds.ts'
@@ -317,9 +317,22 @@ export class A2aOutbound {
   private cancelUnseen (agent: BridgedAgent, client: Client, contextId: string, messageId: string, runId: string): void {
     const signal = AbortSignal.timeout(A2A_CALL_TIMEOUT_MS)
     const where = { url: agent.url, run_id: runId, context_id: contextId, message_id: messageId }
-    tasksOfMessage(client, contextId, messageId, signal).then(async (found) => {
+    // a server may store the task only with its first event (the SDK's does), after the run ended here: none found
+    // is asked again every A2A_UNSEEN_TASK_RETRY_MS while the bound lasts; a failed ListTasks is not
+    const lookUp = async (): Promise<Awaited<ReturnType<typeof tasksOfMessage>>> => {
+      for (;;) {
+        const found = await tasksOfMessage(client, contextId, messageId, signal)
+        if (found.ids.length > 0 || found.more) return found
+        try {
+          await sleep(A2A_UNSEEN_TASK_RETRY_MS, undefined, { signal })
+        } catch {
+          return found // the bound ran out: nothing more to ask
+        }
+      }
+    }
+    lookUp().then(async (found) => {
       if (found.ids.length === 0) {
-        this.log.warn({ ...where, listed: found.listed, pages: found.pages }, `a2a: the run ended before its A2A task's first event, and no open task of its context shows the message that made it (${found.more ? `more than ${A2A_UNSEEN_TASK_PAGES_MAX} pages of tasks` : 'none made, or the server keeps no history'}): no task canceled`)
+        this.log.warn({ ...where, listed: found.listed, pages: found.pages }, `a2a: the run ended before its A2A task's first event, and no open task of its context shows the message that made it (${found.more ? `more than ${A2A_UNSEEN_TASK_PAGES_MAX} pages of tasks` : `none made within ${A2A_CALL_TIMEOUT_MS} ms, or the server keeps no history`}): no task canceled`)
         return
       }
       for (const id of found.ids) {
