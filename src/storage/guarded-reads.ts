@@ -80,14 +80,16 @@ function isNotFound (err: unknown): boolean {
   return err instanceof Error && err.name === 'NotFoundError'
 }
 
-/** One point read of `g`'s store: the closed error once it was closed for good, before or while it was read. */
-async function pointRead<T> (g: ReadGuard, read: () => Promise<T>): Promise<T> {
-  await readable(g)
-  try {
-    return await read()
-  } catch (err) {
-    throw (isNotFound(err) ? undefined : g.shut(err)) ?? err
-  }
+/**
+ * One point read of `g`'s store: the closed error once it was closed for good, before or while it was read.
+ * Without promise layers of its own on the way (a delegation makes several point reads, each a hop less).
+ */
+function pointRead<T> (g: ReadGuard, read: () => Promise<T>): Promise<T> {
+  const shut = g.shut(undefined)
+  if (shut !== undefined) return Promise.reject(shut)
+  const wait = g.ready()
+  const reading = wait === undefined ? read() : wait.then(read)
+  return reading.catch((err: unknown) => { throw (isNotFound(err) ? undefined : g.shut(err)) ?? err })
 }
 
 /** A query that can go on from a key: the default (key) order, all of it. */
