@@ -92,4 +92,12 @@ describe('A2A inbound: an agent that cannot be served', () => {
     const served = await postJson(`${a2a.agentUrl(busy.agentId)}/jsonrpc`, { jsonrpc: '2.0', id: 5, method: 'GetTask', params: { id: 'no-such-task' } })
     expect(served.body).toMatchObject({ jsonrpc: '2.0', id: 5, error: { code: A2A_ERROR_CODE.TASK_NOT_FOUND } })
   })
+
+  it('the node\'s own card while its agent has none: the REST error body, 404 NOT_FOUND (was {error: string})', async () => {
+    const res = await fetch(new URL('/.well-known/agent-card.json', a2a.url))
+    expect(res.status).toBe(404)
+    const body = await res.json() as RestError
+    expect(body.error.status).toBe('NOT_FOUND')
+    expect(body.error.message).toContain('no card yet')
+  })
 })

@@ -106,7 +106,7 @@ export function readJsonRpcBody (): (req: Request, res: Response, next: NextFunc
 }
 
 /** The id of a JSON-RPC request as read (a string or a number), else null (JSON-RPC 2.0: an id that could not be read). */
-function jsonRpcId (body: unknown): string | number | null {
+export function jsonRpcId (body: unknown): string | number | null {
   if (typeof body !== 'object' || body === null || !('id' in body)) return null
   const id = body.id
   return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null

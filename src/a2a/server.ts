@@ -30,7 +30,7 @@ import {
 import { gatewayTotals } from './stats.ts'
 import { MeshAgentHandler, type MeshAgentHandlerOptions } from './agent-handler.ts'
 import { meshToA2aCard } from './mapping.ts'
-import { BearerGate, isJsonRpcPost, readJsonRpcBody, refuse } from './server-access.ts'
+import { BearerGate, isJsonRpcPost, jsonRpcId, readJsonRpcBody, refuse } from './server-access.ts'
 import { ClientUser, StreamBudget } from './streams.ts'
 import { WatchBudget } from './task-runs.ts'
 import { TaskBytesPool } from './task-store.ts'
@@ -234,7 +234,7 @@ export class A2aServer {
     app.get(CARD_PATH, (req, res, next) => {
       const own = this.node.card
       if (own === undefined) {
-        res.status(404).json({ error: 'this node\'s agent has no card yet' })
+        refuse(req, res, new AgentNotFoundError('this node\'s agent has no card yet', { reason: 'no_card' }))
         return
       }
       this.entry(own.agent_id).then(e => { req.url = CARD_PATH; e.router(req, res, next) }, (err: unknown) => { refuse(req, res, err) })
@@ -267,8 +267,9 @@ export class A2aServer {
         return
       }
       this.log.warn({ err: (err as Error).message, path: req.path }, 'a2a: request failed')
-      if (!res.headersSent) res.status(500).json({ error: 'internal error' })
-      else res.end()
+      if (res.headersSent) res.end()
+      else if (isJsonRpcPost(req)) res.status(500).json({ jsonrpc: '2.0', id: jsonRpcId(req.body), error: { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: 'internal error' } })
+      else res.status(500).json(toRestErrorBody(new Error('internal error'), 500))
     })
   }
 
