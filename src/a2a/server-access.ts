@@ -14,7 +14,8 @@
  * echoing the request's id on the JSON-RPC binding, the SDK's REST error body
  * elsewhere, its HTTP status from the AAP code.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
+import { bearerToken, isLoopbackAddress, tokenDigest } from '../util/bearer.ts'
 import express, { type NextFunction, type Request, type Response } from 'express'
 import { A2A_ERROR_CODE, toJsonRpcError, toRestErrorBody, type RestErrorBody } from '@a2a-js/sdk/errors'
 import { AapError, InvalidRequestError } from '../errors.ts'
@@ -23,24 +24,13 @@ import { toA2aError } from './mapping.ts'
 
 /** The JSON-RPC endpoint of a served agent, as the full path of a request. */
 const JSONRPC_PATH = new RegExp(`^${A2A_AGENTS_PATH}/[^/]+${A2A_JSONRPC_SUBPATH}/?$`)
-/** The bearer scheme of an Authorization header, in any case, and the space after it. */
-const BEARER = /^bearer\s+/i
-
 /** A POST to a served agent's JSON-RPC endpoint (the full path: the agent's prefix is not stripped). */
 export function isJsonRpcPost (req: Request): boolean {
   return req.method === 'POST' && JSONRPC_PATH.test(req.originalUrl.split('?', 1)[0] ?? '')
 }
 
-/** Whether `host` (where a server is told to listen) is loopback only: no other machine can reach it. */
-export function isLoopbackHost (host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, '')
-  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || /^::ffff:127\./.test(h)
-}
-
-/** What a token is compared by (in constant time, whatever its length). */
-function digest (text: string): Buffer {
-  return createHash('sha256').update(text).digest()
-}
+/** Whether `host` is loopback only (one judge for the API, the CLI and this server: util/bearer.ts). */
+export const isLoopbackHost = isLoopbackAddress
 
 /** The bearer check of a server given a token. */
 export class BearerGate {
@@ -48,7 +38,7 @@ export class BearerGate {
 
   constructor (token: string) {
     if (token === '') throw new InvalidRequestError('the A2A server\'s bearer token is empty')
-    this.expected = digest(token)
+    this.expected = tokenDigest(token)
   }
 
   /** A server on a host beyond loopback must be given a token: none, and it does not start. */
@@ -63,8 +53,8 @@ export class BearerGate {
   /** Express middleware: a request without the token is answered 401 (its body unread, its agent not looked up). */
   readonly check = (req: Request, res: Response, next: NextFunction): void => {
     const header = req.headers.authorization
-    const token = header !== undefined && BEARER.test(header) ? header.replace(BEARER, '').trim() : undefined
-    if (token !== undefined && timingSafeEqual(digest(token), this.expected)) {
+    const token = bearerToken(header)
+    if (token !== undefined && timingSafeEqual(tokenDigest(token), this.expected)) {
       next()
       return
     }

@@ -4,22 +4,12 @@
  * wrote to <data dir>/api-token, as `Authorization: Bearer <token>`. The
  * scheme's name is case-insensitive (RFC 7235): `bearer <token>` is taken too.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import type { FastifyReply } from 'fastify'
+import { bearerToken, tokenDigest } from '../util/bearer.ts'
 import { HttpError } from './errors.ts'
 
-/** The bearer scheme of an Authorization header, in any case, and the space after it. */
-const BEARER = /^bearer\s+/i
-
-/** What a token is compared by (in constant time, whatever its length). */
-export function tokenDigest (text: string): Buffer {
-  return createHash('sha256').update(text).digest()
-}
-
-/** The token an Authorization header carries, if it is a bearer one. */
-export function bearerToken (header: string | undefined): string | undefined {
-  return header !== undefined && BEARER.test(header) ? header.replace(BEARER, '').trim() : undefined
-}
+export { bearerToken, tokenDigest }
 
 /** Throw UNAUTHORIZED (401, with its challenge) unless `header` carries the token whose digest is `expected`. */
 export function checkBearer (header: string | undefined, expected: Buffer, reply: FastifyReply): void {

@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import { UI_LOOPBACK_HOSTS } from '../ui/constants.ts'
+import { isLoopbackAddress } from '../util/bearer.ts'
 
 /**
  * Whether `req` names the server it reached in its Host header: a loopback
@@ -31,8 +32,4 @@ export function hostForUrl (host: string): string {
   return host.includes(':') ? `[${host}]` : host
 }
 
-/** Whether `host` (an address a server is told to listen on) is loopback only: no other machine can reach it. */
-export function isLoopbackAddress (host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, '')
-  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || /^::ffff:127\./.test(h)
-}
+export { isLoopbackAddress }
