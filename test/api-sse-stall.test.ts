@@ -19,8 +19,11 @@ import { Stream } from './api-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 
 const HEARTBEAT_MS = 20
-/** Twenty keep-alive periods: the slow reader below takes something about every five. */
-const STALL_MS = 20 * HEARTBEAT_MS
+/**
+ * Seventy-five keep-alive periods (1.5 s): the slow reader below takes something about every quarter of it. At
+ * twenty (400 ms) one pause of a loaded CI machine's event loop longer than the bound cut the reader off once.
+ */
+const STALL_MS = 75 * HEARTBEAT_MS
 const KEEP_ALIVE = ': keep-alive\n\n'
 
 /** A client that reads nothing once its response has come. */
