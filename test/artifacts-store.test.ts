@@ -14,6 +14,7 @@ import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import { ArtifactStore } from '../src/artifacts/store.ts'
 import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/manifest.ts'
 import { silentLogger } from '../src/logger.ts'
+import { rejectsWith } from './helpers.ts'
 
 const dirs: string[] = []
 afterEach(async () => { for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true }) })
@@ -170,5 +171,20 @@ describe('artifact store writes', () => {
     expect(await readAll(reopened, id.toString())).toBe(100)
     expect((await readdir(join(store.dir, 'chunks'))).sort()).toEqual([chunk.toString(), 'lost+found', 'notes.txt'].sort())
     await reopened.close()
+  })
+
+  it('refuses to commit a manifest naming a chunk neither stored nor staged by the write, and commits nothing', async () => {
+    // no path of the node does this (put and fetch stage every chunk they name); a caller that did made a manifest
+    // on disk say the artifact is whole here when it is not, and every read of it fail as corrupt
+    const store = await openStore()
+    const absent = cidOf(RAW_CODEC, new Uint8Array(5).fill(9))
+    const bytes = encodeManifest({ v: 1, size: 5, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks: [absent.toString()] })
+    const id = cidOf(JSON_CODEC, bytes).toString()
+    const w = await store.begin()
+    const err = await rejectsWith(store.commit(w, id, bytes), 'INTERNAL')
+    expect(err.details).toMatchObject({ reason: 'chunk_not_held', index: 0 })
+    expect(await store.manifest(id)).toBeUndefined()
+    expect(store.holds(id)).toBeUndefined()
+    await store.close()
   })
 })

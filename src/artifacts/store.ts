@@ -21,7 +21,7 @@ import { storageWriteError } from '../storage/write-guard.ts'
 import { JSON_CODEC, RAW_CODEC, checkHeldLengths, distinctChunkBytes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { Catalog, letGo } from './catalog.ts'
 import { putStream } from './chunker.ts'
-import { StagedWrite, storeClosed, writeDurably, writeSettled } from './write.ts'
+import { StagedWrite, chunkNotHeld, storeClosed, writeDurably, writeSettled } from './write.ts'
 import { StoreFiles } from './files.ts'
 import { canonical, canonicalOrUndefined, fileSize, isMissing, persistUse, scanStore, type ArtifactStoreStats } from './scan.ts'
 import { ARTIFACT_STORE_MAX_ARTIFACTS } from './constants.ts'
@@ -260,8 +260,11 @@ export class ArtifactStore {
     }
     const m = verifyManifest(parseId(key, JSON_CODEC), manifest)
     const chunks = m.chunks.map(c => canonical(c, RAW_CODEC))
-    // a chunk at a place that holds another length: never whole, whoever made the manifest (before anything moves)
-    checkHeldLengths(key, m, i => w.staged.get(chunks[i] ?? '') ?? this.catalog.chunkSize(chunks[i] ?? ''))
+    // a chunk at a place that holds another length, or held nowhere: never whole (checked before anything moves)
+    const sizes = chunks.map(c => w.staged.get(c) ?? this.catalog.chunkSize(c))
+    checkHeldLengths(key, m, i => sizes[i])
+    const missing = sizes.indexOf(undefined)
+    if (missing >= 0) throw chunkNotHeld(id, missing)
     // the manifest's room first: a store too full for it refuses the write before any chunk has moved
     await this.evictFor(manifest.byteLength, 1)
     if (this.catalog.size + 1 > this.maxArtifacts) {

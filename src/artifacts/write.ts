@@ -29,6 +29,11 @@ export function storeClosed (): AapError {
   return new AapError('INTERNAL', 'the artifact store closed before the write was whole', { reason: 'store_closed' })
 }
 
+/** A manifest committed with a chunk neither stored nor staged by its write: it would say the artifact is whole when it is not. */
+export function chunkNotHeld (artifact: string, index: number): AapError {
+  return new AapError('INTERNAL', `chunk ${index} of ${artifact} is neither stored nor staged by the write`, { reason: 'chunk_not_held', artifact, index })
+}
+
 export function writeSettled (): AapError {
   return new AapError('INTERNAL', 'the artifact write was committed or abandoned already', { reason: 'write_settled' })
 }
