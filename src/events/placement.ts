@@ -348,8 +348,12 @@ export class Placement {
       waiting.lineage = 'unknown'
       waiting.heldStart = undefined
       if (waiting.local) {
-        // a run this node executes: stored already, only its delivery waited
-        if (this.i.correlations.judge(t, waiting, held) === 'admitted') this.i.deliverHeld(t, waiting.run_id)
+        // a run this node executes: stored already, only its delivery waited; what waits on it in turn (its
+        // children's starts, a successor its handoff names) is judged now: its own seq 1 and end were applied
+        // while it was pending and do not come again (placed events go to `accepted`, its own are in the log)
+        if (this.i.correlations.judge(t, waiting, held) !== 'admitted') continue
+        this.i.deliverHeld(t, waiting.run_id)
+        this.wake(t, waiting.run_id, accepted)
         continue
       }
       if (this.placeOne(t, held, accepted) === 'accepted') this.i.syncer().fetch(t, waiting)
