@@ -38,6 +38,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { compileSchemas } from './schema/validate.ts'
+import { Lifecycle, started } from './util/lifecycle.ts'
 
 export interface MeshNodeOptions {
   /** Keeps the key and the LevelDB datastore. Without it the node is ephemeral (memory datastore). */
@@ -151,9 +152,9 @@ export class MeshNode {
   durability?: DurableSync
   private ownsDatastore = false
   private key?: PrivateKey
-  private started = false
-  private starting?: Promise<void> // a start under way (start)
-  private stopping?: Promise<void> // a stop under way (stop)
+  /** Starts and stops, one after another (the last call wins), and whether the node is started. */
+  private readonly lifecycle = new Lifecycle({ start: async () => this.startOnce(), stop: async () => this.stopOnce(), refused: stoppedError })
+  private readonly state = this.lifecycle.state
   private readonly log: Logger
   /** Every signature this node checks goes through its own cache (the run and event services share it). */
   readonly signatures: SignatureCache
@@ -211,28 +212,24 @@ export class MeshNode {
     return this._discovery?.card
   }
 
-  /** Start every part (a start while one is under way is that start; one during a stop starts after it). */
-  async start (): Promise<void> {
-    if (this.starting !== undefined) return this.starting
-    if (this.started && this.stopping === undefined) return
-    this.starting = this.startOnce().finally(() => { this.starting = undefined })
-    return this.starting
-  }
+  /**
+   * Start every part, after every start or stop called before has ended: the
+   * last call wins (a start while one is under way is that start).
+   */
+  async start (): Promise<void> { return this.lifecycle.start() }
 
   private async startOnce (): Promise<void> {
-    // a stop under way ends first (its caller hears how)
-    await this.stopping?.catch(() => undefined)
-    if (this.started) return
+    if (this.state.started) return
     try {
       await this.startParts()
-      this.started = true
+      this.state.started = true
       const o = this.options
-      if (o.bootstrap !== undefined && o.bootstrap.length > 0) await this.join(o.bootstrap)
+      if (o.bootstrap !== undefined && o.bootstrap.length > 0) await dialAddrs(this.host, o.bootstrap, AbortSignal.timeout(DIAL_TIMEOUT_MS))
       if (o.card !== undefined) await this._discovery?.publish(o.card)
     } catch (err) {
       // a failed start (a bad listen address, a locked data dir, a card the disk refused) leaves nothing open
       // behind it: the datastore, its sync timer and the host close whichever step it failed at
-      this.started = true
+      this.state.started = true
       await this.stopOnce().catch((stopErr: unknown) => {
         // the start failure is what the caller hears; what the clean-up met is said here
         this.log.warn({ err: stopErr }, 'stopping a node that failed to start did not finish cleanly')
@@ -360,8 +357,7 @@ export class MeshNode {
 
   /** Connect to peers by multiaddr; returns how many answered. */
   async join (addrs: string[], signal?: AbortSignal): Promise<number> {
-    const peers = await dialAddrs(this.host, addrs, signal ?? AbortSignal.timeout(DIAL_TIMEOUT_MS))
-    return peers.length
+    return this.live('join', async () => (await dialAddrs(this.host, addrs, signal ?? AbortSignal.timeout(DIAL_TIMEOUT_MS))).length)
   }
 
   /**
@@ -370,7 +366,7 @@ export class MeshNode {
    * backoff while none is connected, until the node stops.
    */
   async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
-    if (!this.started) throw new AapError('INTERNAL', 'the node is not started: start it before keepJoined')
+    if (!this.state.started) throw stoppedError('keepJoined')
     if (this.bootstrapper !== undefined) throw new Error('keepJoined was already called')
     this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), ...(onJoined === undefined ? {} : { onJoined }) })
     return this.bootstrapper.start()
@@ -381,20 +377,18 @@ export class MeshNode {
     return this.bootstrapper
   }
 
-  /** Stop every part, in order: after a start under way; every caller waits for the one stop (the data dir is free then). */
-  async stop (): Promise<void> {
-    // taken at once, so a start called next waits for it; a start under way ends first (its caller hears how)
-    const starting = this.starting
-    this.stopping ??= (async () => {
-      await starting?.catch(() => undefined)
-      await this.stopOnce()
-    })().finally(() => { this.stopping = undefined })
-    return this.stopping
-  }
+  /**
+   * Stop every part, in order, after every start or stop called before has
+   * ended: the last call wins; every caller waits for the one stop under way
+   * (the data dir is free then).
+   */
+  async stop (): Promise<void> { return this.lifecycle.stop() }
 
   private async stopOnce (): Promise<void> {
-    if (!this.started) return
-    this.started = false
+    if (!this.state.started) return
+    // from here the node's calls are refused, and those under way fail as stopped (util/lifecycle.ts)
+    this.state.started = false
+    this.state.stops++
     await this.bootstrapper?.stop()
     this.bootstrapper = undefined
     this._reachability?.stop()
@@ -418,12 +412,14 @@ export class MeshNode {
   }
 
   // ---- AAP surface --------------------------------------------------------------
+  // each verb needs a started node: on a stopped (or stopping) one, or one that stops under it, it fails as stoppedError says
+  private async live<T> (what: string, call: () => Promise<T>): Promise<T> { return this.lifecycle.live(what, call) }
 
-  async publishCard (draft: CardDraft): Promise<AgentCard> { return this.discovery.publish(draft) }
+  async publishCard (draft: CardDraft): Promise<AgentCard> { return this.live('publishCard', async () => this.discovery.publish(draft)) }
 
-  async discover (query: DiscoveryQuery, opts?: DiscoverOptions): Promise<AgentCard[]> { return this.discovery.discover(query, opts) }
+  async discover (query: DiscoveryQuery, opts?: DiscoverOptions): Promise<AgentCard[]> { return this.live('discover', async () => this.discovery.discover(query, opts)) }
 
-  async getCard (agentId: string, opts?: { signal?: AbortSignal, fresh?: boolean }): Promise<AgentCard> { return this.discovery.getCard(agentId, opts) }
+  async getCard (agentId: string, opts?: { signal?: AbortSignal, fresh?: boolean }): Promise<AgentCard> { return this.live('getCard', async () => this.discovery.getCard(agentId, opts)) }
 
   /** The datastore's write health (a node whose writes fail refuses new runs with STORAGE_FULL). */
   get storage (): GuardedDatastore['health'] {
@@ -440,14 +436,16 @@ export class MeshNode {
   }
 
   async delegate (req: DelegateRequest, opts: DelegateCallOptions = {}): Promise<Run> {
-    await this.storageWritable()
-    try {
-      return await this.delegateChecked(req, opts)
-    } catch (err) {
-      // a failing store also breaks dials (the peer store writes): say what really refused the run
+    return this.live('delegate', async () => {
       await this.storageWritable()
-      throw err
-    }
+      try {
+        return await this.delegateChecked(req, opts)
+      } catch (err) {
+        // a failing store also breaks dials (the peer store writes): say what really refused the run
+        await this.storageWritable()
+        throw err
+      }
+    })
   }
 
   private async delegateChecked (req: DelegateRequest, opts: DelegateCallOptions): Promise<Run> {
@@ -473,26 +471,27 @@ export class MeshNode {
     return perCall ?? this.options.followDelegations ?? true
   }
 
-  async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> { return this.runs.block(runId, reason, checkpointId, opts) }
+  async block (runId: string, reason: string, checkpointId: string, opts?: CallOptions): Promise<Run> { return this.live('block', async () => this.runs.block(runId, reason, checkpointId, opts)) }
 
-  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions & { checkpointId?: string }): Promise<Run> { return this.runs.resume(runId, resolution, opts) }
+  async resume (runId: string, resolution: Record<string, unknown>, opts?: CallOptions & { checkpointId?: string }): Promise<Run> { return this.live('resume', async () => this.runs.resume(runId, resolution, opts)) }
 
   async handoff (runId: string, toAgent: string, context: Record<string, unknown>, opts: DelegateCallOptions = {}): Promise<Run> {
     const { follow, ...call } = opts
-    const run = await this.runs.handoff(runId, toAgent, context, call)
-    if (this.follows(follow)) this._events?.follow(run)
-    return run
+    return this.live('handoff', async () => {
+      const run = await this.runs.handoff(runId, toAgent, context, call)
+      if (this.follows(follow)) this._events?.follow(run)
+      return run
+    })
   }
 
-  async cancel (runId: string, reason?: string, opts?: CallOptions): Promise<Run> { return this.runs.cancel(runId, reason, opts) }
+  async cancel (runId: string, reason?: string, opts?: CallOptions): Promise<Run> { return this.live('cancel', async () => this.runs.cancel(runId, reason, opts)) }
 
-  async getRun (runId: string, opts?: CallOptions): Promise<Run> { return this.runs.getRun(runId, opts) }
+  async getRun (runId: string, opts?: CallOptions): Promise<Run> { return this.live('getRun', async () => this.runs.getRun(runId, opts)) }
 }
 
-/** A part of a started node (a node never started has none: a plain error, a programming mistake). */
-function started<T> (part: T | undefined): T {
-  if (part === undefined) throw new Error('node not started')
-  return part
+/** A verb of a stopped or stopping node (`cause`: what a call met as the node stopped under it). */
+function stoppedError (what: string, cause?: unknown): AapError {
+  return new AapError('INTERNAL', `the node is stopped: ${what} needs a started node`, { reason: 'node_stopped' }, cause === undefined ? undefined : { cause })
 }
 
 export async function createMeshNode (options: MeshNodeOptions = {}): Promise<MeshNode> {
