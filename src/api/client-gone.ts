@@ -43,3 +43,13 @@ export function watchClient (req: IncomingMessage): ClientWatch {
   }
   return { signal: ctl.signal, done }
 }
+
+/** `fn` with the signal of `req`'s client (aborts when it goes away); the connection is let go of once `fn` settled. */
+export async function whileClientHere<T> (req: IncomingMessage, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const client = watchClient(req)
+  try {
+    return await fn(client.signal)
+  } finally {
+    client.done()
+  }
+}

@@ -39,7 +39,7 @@ import { artifactHandlers, rawBodyScope } from './artifacts.ts'
 import { API_ANSWER_IDLE_MS, API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, API_MAX_CONNECTIONS, API_MAX_PARAM_CHARS, API_REPLAYS_CONCURRENT_MAX, API_REQUEST_TIMEOUT_MS } from './constants.ts'
 import { checkAnswer, JsonAnswers, type Answer, type JsonHandler } from './answers.ts'
 import { checkBearer, tokenDigest } from './bearer.ts'
-import { watchClient } from './client-gone.ts'
+import { watchClient, whileClientHere } from './client-gone.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -464,12 +464,14 @@ export class ApiServer {
         json: async (req) => {
           const correlation = (req.params as Params).correlation_id ?? ''
           const q = req.query as Query
+          // a client that gives up (an MCP call canceled) ends the replay at once: its slot is not held until timeout_ms
           return {
             large: true,
-            body: await node.events.replay(correlation, {
+            body: await whileClientHere(req.raw, async (signal) => node.events.replay(correlation, {
               ...correlationHints(q),
-              ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
-            })
+              ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {}),
+              signal
+            }))
           }
         }
       }

@@ -32,6 +32,7 @@ import { HttpError } from './errors.ts'
 import type { NodeMetrics } from './metrics.ts'
 import { hostIsOwn } from './own-host.ts'
 import { maxEventsOf, timelineAnswer } from './ui-timeline.ts'
+import { whileClientHere } from './client-gone.ts'
 import { makeRoom } from '../util/bounded.ts'
 
 export { verdicts } from './ui-timeline.ts'
@@ -304,13 +305,15 @@ export class UiRoutes {
           const list = (v: unknown): string[] => Array.isArray(v) ? v.filter((s): s is string => typeof s === 'string') : []
           const participants = list(q.participant)
           const runs = list(q.run)
-          const r = await this.opts.node.events.replay(correlation, {
+          // a view that goes away (its tab closed) ends the replay at once, and the slot it holds
+          const r = await whileClientHere(req.raw, async (signal) => this.opts.node.events.replay(correlation, {
             // two delegators' tasks under one id: the view names whose it shows, as the replay's caller does
             ...(typeof q.owner === 'string' ? { owner: q.owner } : {}),
             ...(participants.length > 0 ? { participants } : {}),
             ...(runs.length > 0 ? { runs } : {}),
-            ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {})
-          })
+            ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {}),
+            signal
+          }))
           // the newest events only, each payload once (ui-timeline.ts): the view draws no more
           return { large: true, body: await timelineAnswer(r, maxEventsOf(q.max_events), this.opts.node.signatures) }
         }

@@ -7,7 +7,7 @@
  * Replay).
  */
 import { EVENTS_MAX_PARTICIPANTS, REPLAY_MAX_ROUNDS, REPLAY_TIMEOUT_MS } from '../constants.ts'
-import { InvalidRequestError } from '../errors.ts'
+import { AapError, InvalidRequestError } from '../errors.ts'
 import type { SignatureCache } from '../runlog/event.ts'
 import { admitAll } from '../runlog/lineage.ts'
 import type { AgentEvent } from '../runlog/types.ts'
@@ -17,6 +17,7 @@ import { addHints, untell, type Hints } from './hints.ts'
 import { buildReplay, type CorrelationReplay } from './replay.ts'
 import type { Syncer } from './syncer.ts'
 import { vouchedParticipants, type CorrTrack, type RunTrack } from './track.ts'
+import { untilAborted } from '../util/deadline.ts'
 
 export interface ReplayDeps {
   /** This node's agent id: a root run it delegated makes the task its own. */
@@ -31,7 +32,28 @@ export interface ReplayDeps {
   claimOwner: (t: CorrTrack, owner: string | undefined) => void
 }
 
-export async function collectReplay (d: ReplayDeps, correlationId: string, hints: Hints, opts: { owner?: string, timeoutMs?: number }): Promise<CorrelationReplay> {
+/**
+ * `p`, or a typed error at once when `signal` aborts first (its caller went
+ * away: an API client gone, an MCP call canceled). The syncs it waits on go
+ * on (they are the correlation's, bounded by the replay's deadline); the
+ * replay, and the API slot it holds, do not wait for them.
+ */
+async function unlessCanceled<T> (p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  try {
+    return await untilAborted(p, signal)
+  } catch (err) {
+    if (signal?.aborted !== true || err !== signal.reason) throw err
+    throw canceled(signal)
+  }
+}
+
+function canceled (signal: AbortSignal): AapError {
+  if (signal.reason instanceof AapError) return signal.reason
+  return new InvalidRequestError('the replay was cancelled: its caller went away', { reason: 'cancelled' }, { cause: signal.reason })
+}
+
+export async function collectReplay (d: ReplayDeps, correlationId: string, hints: Hints, opts: { owner?: string, timeoutMs?: number, signal?: AbortSignal }): Promise<CorrelationReplay> {
+  if (opts.signal?.aborted === true) throw canceled(opts.signal)
   const t = d.correlations.ensure(correlationId, false, false)
   t.holds++
   let told: RunTrack[] = []
@@ -42,10 +64,10 @@ export async function collectReplay (d: ReplayDeps, correlationId: string, hints
     for (const p of vouchedParticipants(t)) d.syncer.syncCorrelationFrom(t, p)
     d.syncer.refresh(t)
     const deadline = since + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS)
-    await d.syncer.awaitSyncs(t, deadline, REPLAY_MAX_ROUNDS)
-    const unreached = await d.syncer.askUnreachedAgain(t, since, deadline)
+    await unlessCanceled(d.syncer.awaitSyncs(t, deadline, REPLAY_MAX_ROUNDS), opts.signal)
+    const unreached = await unlessCanceled(d.syncer.askUnreachedAgain(t, since, deadline), opts.signal)
     // the replay is the owner's task only: every run proves its place again, from the logs alone
-    const logs = await d.read(correlationId)
+    const logs = await unlessCanceled(d.read(correlationId), opts.signal)
     // an owner only judged here (the first root run placed) does not settle whose task a replay that names none is
     let admission = admitAll(logs, opts.owner ?? (t.ownerNamed === true ? t.owner : undefined), d.signatures)
     // a root run this node delegated makes the task its own (lineage.md, Owners), also once its track is gone

@@ -71,6 +71,8 @@ export interface ReplayOptions {
   runs?: string[]
   /** The whole collection (default REPLAY_TIMEOUT_MS); what is held by then is replayed. */
   timeoutMs?: number
+  /** The caller went away: the collection ends at once (INVALID_REQUEST `cancelled`, or the signal's own AapError). */
+  signal?: AbortSignal
 }
 
 export interface FetchOptions extends SyncCallOptions {
@@ -188,7 +190,6 @@ export class Events {
     await this.unserve?.()
     this.sync.close()
   }
-
   // ---- public API ------------------------------------------------------------------------
 
   /**
@@ -495,5 +496,4 @@ export class Events {
     if (rt !== undefined) rt.state = run.state
     this.correlations.addParticipant(t, run.delegator)
   }
-
 }
