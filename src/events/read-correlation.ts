@@ -16,7 +16,8 @@ export async function readCorrelation (log: EventLog, correlationId: string, max
   for (const runId of (await log.runsOf(correlationId)).sort()) {
     const events: AgentEvent[] = []
     for await (const page of log.readAll(runId)) {
-      for (const e of page) bytes += JSON.stringify(e).length
+      // bytes as the bound says (UTF-8), not UTF-16 code units: a page of non-ASCII text is up to three times its length
+      for (const e of page) bytes += Buffer.byteLength(JSON.stringify(e))
       if (bytes > maxBytes) {
         throw new InvalidRequestError(`the events held of correlation ${correlationId.slice(0, 128)} are over ${maxBytes} bytes: too many to replay at once`, {
           reason: 'replay_too_large', max_bytes: maxBytes

@@ -23,6 +23,7 @@ import type { MeshHost } from '../wire/host.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import { checkChain, verifyEvent, type SignatureCache } from '../runlog/event.ts'
 import { type EventLog } from '../runlog/event-log.ts'
+import { isVerdict } from '../runlog/verdict-shape.ts'
 
 export interface SyncRunRequest { run_id: string, after_seq?: number, limit?: number }
 export interface SyncCorrelationRequest { correlation_id: string, after_run?: string, after_seq?: number, limit?: number }
@@ -159,6 +160,14 @@ async function verifyAll (events: unknown[], peer: string, signatures: Signature
   return out
 }
 
+/** The first event answered after the event a verdict followed: at the verdict's seq, after the same predecessor. */
+function checkInPlaceOf (e: AgentEvent, verdict: AgentEvent): void {
+  if (e.seq !== verdict.seq) throw new InvalidRequestError(`event seq ${e.seq} where ${verdict.seq} was expected`, { reason: 'gap' })
+  if (e.prev !== verdict.prev || e.correlation_id !== verdict.correlation_id) {
+    throw new InvalidRequestError(`event ${e.run_id}#${e.seq} does not chain to the predecessor of the verdict held`, { reason: 'bad_chain' })
+  }
+}
+
 /**
  * Pulls events from peers and verifies them. Every method either returns
  * events that verify and chain, or throws a typed error: INVALID_SIGNATURE
@@ -200,21 +209,33 @@ export class SyncClient {
 
   /**
    * Events of `runId` after `head` (or from seq 1), every page, verified and
-   * chained onto `head`. Stops at EVENTS_MAX_EVENTS_PER_RUN.
+   * chained onto `head`; a liveness verdict as `head` is asked for again, with
+   * what follows it, since the executor's own event there replaces it. Stops
+   * at EVENTS_MAX_EVENTS_PER_RUN.
    */
   async run (peer: PeerId, runId: string, head: AgentEvent | undefined, opts: SyncCallOptions = {}): Promise<AgentEvent[]> {
     const name = peer.toString()
     const deadline = this.deadline(opts)
     const out: AgentEvent[] = []
     let last = head
+    // a liveness verdict held as the head: the executor's own event at its seq replaces it (protocols/liveness.md),
+    // so the log is asked from the event before it, and the first event answered must follow that one as the verdict did
+    let verdict = head !== undefined && isVerdict(head) ? head : undefined
     for (let pages = 0; pages < SYNC_MAX_PAGES; pages++) {
-      const res = await this.page(peer, 'run', { run_id: runId, after_seq: last?.seq ?? 0 }, deadline, opts)
+      const after = verdict === undefined ? last?.seq ?? 0 : verdict.seq - 1
+      const res = await this.page(peer, 'run', { run_id: runId, after_seq: after }, deadline, opts)
       const events = await verifyAll(res.events, name, this.signatures)
       for (const e of events) {
         if (e.run_id !== runId) throw lie(name, `answered for run ${runId} with an event of ${e.run_id}`, 'unrequested')
       }
       try {
-        checkChain(events, last)
+        const first = events[0]
+        if (verdict === undefined) checkChain(events, last)
+        else if (first !== undefined) {
+          checkInPlaceOf(first, verdict)
+          checkChain(events.slice(1), first)
+          verdict = undefined
+        }
       } catch (err) {
         const e = toAapError(err)
         throw lie(name, e.message, String(e.details?.reason ?? 'bad_chain'))
@@ -236,7 +257,8 @@ export class SyncClient {
    */
   async eventAt (peer: PeerId, runId: string, seq: number, opts: SyncCallOptions = {}): Promise<AgentEvent | undefined> {
     const name = peer.toString()
-    const res = await this.page(peer, 'run', { run_id: runId, after_seq: seq - 1 }, this.deadline(opts), opts)
+    // one event asked for, so the responder reads and sends one, not a page of up to SYNC_MAX_EVENTS_PER_RESPONSE
+    const res = await this.page(peer, 'run', { run_id: runId, after_seq: seq - 1, limit: 1 }, this.deadline(opts), opts)
     // only the first event of the page is wanted: the rest is neither checked nor kept
     const e = (await verifyAll(res.events.slice(0, 1), name, this.signatures))[0]
     if (e !== undefined && (e.run_id !== runId || e.seq !== seq)) throw lie(name, `answered for ${runId} at seq ${seq} with ${e.run_id} at seq ${e.seq}`, 'unrequested')

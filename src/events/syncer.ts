@@ -68,9 +68,9 @@ export class Syncer {
     return this.perAgent.run(agentId, async () => this.limiter.run(fn))
   }
 
-  /** Place a sync's page on the correlation's lock, or LockBusyError while EVENTS_LOCK_SYNCS_MAX are placed or wait there. */
-  private async place (t: CorrTrack, events: AgentEvent[]): Promise<void> {
-    await placeSynced(t, this.stats, async () => this.target.ingest(t, events))
+  /** Place a sync's page on the correlation's lock, or LockBusyError while EVENTS_LOCK_SYNCS_MAX are placed or wait there; how many were new here. */
+  private async place (t: CorrTrack, events: AgentEvent[]): Promise<number> {
+    return (await placeSynced(t, this.stats, async () => this.target.ingest(t, events))).length
   }
 
   private noteSyncError (t: CorrTrack, err: unknown, what: 'correlation' | 'run', agentId: string, listed = true): void {
@@ -259,8 +259,9 @@ export class Syncer {
                 : this.client.run(peerIdOfAgent(source), rt.run_id, rt.head, {
                   signal: stop.signal,
                   sink: async (events) => {
-                    got += events.length
-                    if (!gone()) await this.place(t, events)
+                    // only what placement took: events it refused (a verdict the delegator did not sign, a repeat)
+                    // are no answer, and the next participant is asked
+                    if (!gone()) got += await this.place(t, events)
                   }
                 }))
               if (t.unreached.get(source)?.what === 'run') t.unreached.delete(source)
