@@ -152,3 +152,10 @@ export const CONTEXT_CONVERSATION_MAX_BYTES = 64 * 1024
 
 /** Base64url characters of a run listing cursor's MAC (and of its filter digest): 132 bits. */
 export const RUN_CURSOR_MAC_CHARS = 22
+
+/**
+ * Successors still to record (a delegator stopped between writing a handed-off
+ * run's record and its successor's, adoptions.ts) asked after at one start;
+ * any more wait for the next start.
+ */
+export const SUCCESSOR_ADOPTIONS_AT_START_MAX = 1024

@@ -218,7 +218,7 @@ export function restartResumed (x: RecoverySide, log: EventLog, run: Run, start:
 export interface DelegatorVerdict {
   /** The liveness verdict it signed on the run (null: none). */
   verdict: AgentEvent | null
-  /** Its delegation of the run is still live here: a record it made as delegator, not ended. */
+  /** Its delegation of the run is still live here: a record it made as delegator, not ended (or a successor it has still to record). */
   held: boolean
 }
 
@@ -226,7 +226,8 @@ export interface DelegatorVerdict {
 export async function verdictOn (store: RunStore, self: string, runId: string): Promise<DelegatorVerdict> {
   const record = await store.getOutgoing(runId)
   const verdict = await store.getVerdict(runId)
-  const held = record !== undefined && record.delegator === self && !isTerminal(record.state)
+  // a successor of a run handed off that this node has still to record (adoptions.ts) is its delegation too
+  const held = record === undefined ? await store.adoptions.marked(runId) : record.delegator === self && !isTerminal(record.state)
   // a verdict never stands on a live record: the executor's own word (its events, its answer) replaced it
   return { verdict: held ? null : verdict ?? null, held }
 }

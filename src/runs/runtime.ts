@@ -12,7 +12,7 @@ import { componentLogger, type Logger } from '../logger.ts'
 import type { AgentCard, CapabilityRef } from '../card/card.ts'
 import { MAX_CONCURRENT_INBOUND_RUNS, MAX_HANDOFF_DEPTH } from '../constants.ts'
 import { agentIdOf } from '../identity/identity.ts'
-import { InvalidTransitionError, toAapError, unreached } from '../errors.ts'
+import { InvalidTransitionError, toAapError } from '../errors.ts'
 import { executorOfRun, SignatureCache } from '../runlog/event.ts'
 import { issueDelegationTicket, type RunTicket } from '../runlog/ticket.ts'
 import { grantFits, signResumeGrant } from '../runlog/resume-grant.ts'
@@ -30,6 +30,7 @@ import { assertAgentIdShape, assertPayloadValueDepth, assertRunIdShape, isBlock,
 import { LivenessMonitor, type LivenessOptions } from './liveness.ts'
 import type { PageRequest, RunCounts, RunFilter } from './run-index.ts'
 import { RunStore } from './store.ts'
+import { Successors, type SuccessorStats } from './successors.ts'
 import { IdempotencySweeper } from './idempotency-sweeper.ts'
 import { BlockedOrphans } from './orphans.ts'
 import type { RunSlots } from './slots.ts'
@@ -91,7 +92,8 @@ export class Runs {
   private readonly log: Logger
   /** The delegator's watch on the executors of its live runs (protocols/liveness.md). */
   readonly liveness: LivenessMonitor
-  private readonly unadopt: () => void
+  /** Records the successors of the runs this node delegated that were handed off. */
+  private readonly successors: Successors
   /** Deletes expired idempotency records. */
   readonly idempotency: IdempotencySweeper
   /** The executor's watch on the delegators of the runs it holds blocked (orphans.ts). */
@@ -125,7 +127,7 @@ export class Runs {
       signatures,
       ...(init.artifacts === undefined ? {} : { artifacts: init.artifacts })
     })
-    this.unadopt = this.adoptSuccessors(init.onSuccessor)
+    this.successors = new Successors({ store: this.store, caller: this.caller, log, onSuccessor: init.onSuccessor })
     this.orphans = new BlockedOrphans({
       agentId: this.agentId,
       host: init.host,
@@ -162,41 +164,10 @@ export class Runs {
     })
   }
 
-  /**
-   * A record of a run this node delegated that now names a successor (a
-   * handoff its executor's handler made, or another authorized agent asked
-   * for) brings the successor's record here too: the delegator of one is
-   * the delegator of the other (protocols/handoff.md).
-   */
-  private adoptSuccessors (onSuccessor: RunsInit['onSuccessor']): () => void {
-    return this.store.onOutgoing(run => {
-      if (run.handoff_to === null || run.delegator !== this.agentId) return
-      this.caller.adoptSuccessor(run, {}).then(next => {
-        if (next !== undefined) onSuccessor?.(next)
-      }, async (err: unknown) => {
-        const e = toAapError(err)
-        if (!unreached(e)) {
-          // its executor answered, and what it said is not a run continuing this one (a handoff naming another
-          // task's run, a run of another delegator): nothing of it is recorded here, else liveness would watch
-          // a run that is not this node's for as long as its executor answers
-          this.successorStats.refused++
-          this.log.warn({ err: e, run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor a handoff names is not a run continuing it: not recorded here')
-          return
-        }
-        // its executor could not be asked: a record from the handoff's link alone, which liveness watches
-        // (else a successor whose executor then died would never end, and no restart would look for it)
-        this.log.warn({ err: e, run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be asked about: its record here is kept from the handoff until its executor answers')
-        this.successorStats.held++
-        const held = await this.caller.holdSuccessor(run)
-        if (held !== undefined) onSuccessor?.(held)
-      }).catch((err: unknown) => {
-        this.log.error({ err: toAapError(err), run_id: run.run_id, successor: run.handoff_to?.run_id }, 'the successor of a run handed off could not be recorded here: liveness does not watch it')
-      })
-    })
+  /** Successors kept from a handoff's link alone, refused, and asked after at a start (successors.ts). */
+  get successorStats (): SuccessorStats {
+    return this.successors.stats
   }
-
-  /** Successors kept from a handoff's link alone (their executor not reached), and successors refused (their executor's answer is not a run continuing the handed-off one). */
-  readonly successorStats = { held: 0, refused: 0 }
 
   /** Successors of forked runs ended here, and runs a fork named that did not continue the forked run (left alone). */
   readonly forkStats = { ended: 0, namedOther: 0 }
@@ -254,6 +225,7 @@ export class Runs {
     await this.liveness.start()
     this.orphans.start()
     this.idempotency.start()
+    this.successors.start()
   }
 
   /** Asks after handoff confirmations that did not come, and what they decided (confirmations.ts). */
@@ -282,7 +254,7 @@ export class Runs {
   }
 
   async stop (): Promise<void> {
-    this.unadopt()
+    await this.successors.stop()
     await this.idempotency.stop()
     await this.liveness.stop()
     await this.orphans.stop()

@@ -5,7 +5,7 @@
  * is acknowledged before the batch is committed. Writes are group-committed
  * (src/storage/group-commit.ts) with everything else the node writes.
  */
-import { Key, type Datastore } from 'interface-datastore'
+import type { Datastore, Key } from 'interface-datastore'
 import { IDEMPOTENCY_TTL_MS, OUTGOING_RUN_CACHE_MAX_ENTRIES, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { EventLog } from '../runlog/event-log.ts'
 import { isTerminal, type AgentEvent, type Run } from '../runlog/types.ts'
@@ -19,17 +19,11 @@ import { IDEMPOTENCY_SWEEP_BATCH } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import { RefusedRecords } from './refused-records.ts'
 import { refusedByStore } from '../storage/write-guard.ts'
+import { IDEM_PREFIX, idemKey, NOTICE_PREFIX, noticeKey, outgoingKey, runKey, verdictKey } from './store-keys.ts'
+import { PendingAdoptions } from './adoptions.ts'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()
-
-const runKey = (runId: string): Key => new Key(`/aap/runs/${encodeURIComponent(runId)}`)
-const outgoingKey = (runId: string): Key => new Key(`/aap/outgoing/${encodeURIComponent(runId)}`)
-const verdictKey = (runId: string): Key => new Key(`/aap/verdicts/${encodeURIComponent(runId)}`)
-const NOTICE_PREFIX = '/aap/verdict-notices'
-const noticeKey = (runId: string): Key => new Key(`${NOTICE_PREFIX}/${encodeURIComponent(runId)}`)
-const IDEM_PREFIX = '/aap/idem/'
-const idemKey = (delegator: string, key: string): Key => new Key(`${IDEM_PREFIX}${encodeURIComponent(delegator)}/${encodeURIComponent(key)}`)
 
 interface IdemRecord { run_id: string, at: number }
 
@@ -70,6 +64,8 @@ export class RunStore {
   readonly refused: RefusedRecords
   /** Idempotency keys in use (withIdempotencyKey). */
   private readonly idemLocks = new KeyedMutex()
+  /** Successors the records of runs delegated here name, still to record here (a mark written with the record). */
+  readonly adoptions: PendingAdoptions
   /** Damaged records (torn writes, disk faults) a scan or a restart skipped, each logged with its key; notices among them are deleted. */
   readonly stats = { corruptRecords: 0 }
 
@@ -83,6 +79,7 @@ export class RunStore {
       })
     }, this.logger)
     this.log = new EventLog(this.ds)
+    this.adoptions = new PendingAdoptions(this.ds, agentId)
     this.index = new RunIndex({
       datastore: this.ds,
       log: this.logger,
@@ -306,6 +303,7 @@ export class RunStore {
         batch.delete(verdictKey(run.run_id))
         batch.delete(noticeKey(run.run_id))
       }
+      this.adoptions.stage(batch, run)
       stageIndex(batch)
       await batch.commit()
     }, fresh)
