@@ -43,8 +43,8 @@ export interface PlacementInit {
   stats: EventsStats
   log: Logger
   running: () => boolean
-  /** Hand subscribers the events of a run of this node's that was just admitted (read from the log). */
-  deliverHeld: (t: CorrTrack, runId: string) => void
+  /** Hand subscribers the events of a run of this node's that was just admitted (read from the log, held-delivery.ts). */
+  deliverHeld: (t: CorrTrack, rt: RunTrack) => void
   /** The node's verified-signature cache (src/runlog/event.ts), shared with no other node. */
   signatures: SignatureCache
   /** `e` forks the run whose head here is `held` (forks.ts): true the first time, when it is to be relayed. */
@@ -352,7 +352,7 @@ export class Placement {
         // children's starts, a successor its handoff names) is judged now: its own seq 1 and end were applied
         // while it was pending and do not come again (placed events go to `accepted`, its own are in the log)
         if (this.i.correlations.judge(t, waiting, held) !== 'admitted') continue
-        this.i.deliverHeld(t, waiting.run_id)
+        this.i.deliverHeld(t, waiting)
         this.wake(t, waiting.run_id, accepted)
         continue
       }
@@ -475,8 +475,9 @@ export class Placement {
     rt.headHash = undefined
     rt.state = state
     if (event.seq === 1 && rt.lineage === 'unknown') correlations.judge(t, rt, event)
-    // a run of this node's is in its log whatever its place; subscribers see it only once admitted
-    if (rt.lineage === 'admitted') for (const s of t.subs) s.deliver(event)
+    // a run of this node's is in its log whatever its place; subscribers see it only once admitted, and not
+    // ahead of its log read queued when it was (held-delivery.ts), which hands them this event too
+    if (rt.lineage === 'admitted' && rt.heldDelivery !== true) for (const s of t.subs) s.deliver(event)
     this.learn(t, event)
     if (rt.lineage === 'admitted' && (event.seq === 1 || endsRun(event))) {
       const accepted: AgentEvent[] = []

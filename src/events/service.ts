@@ -36,6 +36,7 @@ import type { LocalRuns } from './ports.ts'
 import type { CorrelationReplay } from './replay.ts'
 import { collectReplay } from './replay-collect.ts'
 import { Forks, type RunFork } from './forks.ts'
+import { deliverHeld } from './held-delivery.ts'
 import { CatchUp } from './catch-up.ts'
 import { placeSynced, readLocked } from './lock-queues.ts'
 import { EventSubscription, type SubscribeOptions } from './subscription.ts'
@@ -149,7 +150,7 @@ export class Events {
       stats: this.stats,
       log: this.logger,
       running: () => this.started,
-      deliverHeld: (t, runId) => { this.deliverFromLog(t, runId) },
+      deliverHeld: (t, rt) => { deliverHeld(t, rt, this.log, this.logger) },
       signatures,
       forked: (t, held, e) => this.forks.seen(t, held, e)
     })
@@ -459,16 +460,6 @@ export class Events {
       if (rt !== undefined && rt.lineage !== 'admitted' && !rt.local) this.syncer.fetch(t, rt)
     }, (err: unknown) => {
       this.logger.warn({ err, correlation_id: t.id, run_id: runId }, 'an ancestor run could not be read from the log')
-    })
-  }
-
-  /** Hand subscribers what the log holds of a run that was just admitted (a run of this node's). */
-  private deliverFromLog (t: CorrTrack, runId: string): void {
-    if (t.subs.size === 0) return
-    void t.lock.run(async () => {
-      for await (const page of this.log.readAll(runId)) for (const e of page) for (const s of t.subs) s.deliver(e)
-    }).catch((err: unknown) => {
-      this.logger.warn({ err, correlation_id: t.id, run_id: runId }, 'an admitted run could not be read for its subscribers')
     })
   }
 

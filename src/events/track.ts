@@ -170,6 +170,8 @@ export interface RunTrack {
   /** A run.started waiting for its ancestor (lineage 'pending'), and the run it waits for. */
   heldStart?: AgentEvent
   waitingFor?: string
+  /** A run of this node's just admitted whose log read for the subscribers is queued (held-delivery.ts): its events go to them by that read. */
+  heldDelivery?: boolean
 }
 
 export interface CorrTrack {
