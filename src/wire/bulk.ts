@@ -19,6 +19,7 @@ import { dialStream } from './dial.ts'
 import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { Outbox } from './outbox.ts'
 import { closeThenEnd } from './stream-end.ts'
+import { untilAborted, withDeadline } from '../util/deadline.ts'
 import { allowWindowGrowth } from './yamux-window.ts'
 import type { CallContext } from './rpc.ts'
 
@@ -221,20 +222,33 @@ class BulkInbound implements AnswerHolder {
       return [encodeFrame({ id, ok: false, error: errorFrame(new InvalidRequestError(`unknown request type "${envelope.type}" on ${this.spec.protocol}`, { reason: 'unknown_type' })) })]
     }
     const limit = this.spec.handlerTimeoutMs
-    const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(limit)])
+    const deadline = withDeadline(this.ctl.signal, limit)
+    const signal = deadline.signal
+    const type = envelope.type
+    // the method is raced against its limit: one that overruns it (whether or not it heeds the signal) is answered
+    // TIMEOUT then, and the requests queued behind it go on. Its late result is dropped (its bytes are only memory);
+    // a late failure is logged
+    // (called inside a promise: a method that throws at once is a failed answer like any other)
+    const running = (async () => await m(envelope.body, { peer: this.peer, signal }))()
     try {
-      const reply = await m(envelope.body, { peer: this.peer, signal })
+      const reply = await untilAborted(running, signal)
       if (reply.data === undefined) return [encodeFrame({ id, ok: true, body: reply.body })]
       return [encodeFrame({ id, ok: true, body: reply.body, data: reply.data.byteLength }), lengthPrefix(reply.data.byteLength), reply.data]
     } catch (err) {
-      const e = signal.aborted && !this.ctl.signal.aborted
-        ? new TimeoutError(`${envelope.type} did not finish within ${limit} ms`, { limit_ms: limit })
+      const timedOut = signal.aborted && !this.ctl.signal.aborted
+      if (signal.aborted) {
+        running.catch((late: unknown) => { this.spec.log.debug({ err: late, protocol: this.spec.protocol, type }, 'a bulk request handler failed after it was given up on') })
+      }
+      const e = timedOut
+        ? new TimeoutError(`${type} did not finish within ${limit} ms`, { limit_ms: limit })
         : toAapError(err)
       if (e.code === 'INTERNAL') {
         this.spec.log.error({ err, protocol: this.spec.protocol, type: envelope.type }, 'a bulk request handler failed')
         return [encodeFrame({ id, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })]
       }
       return [encodeFrame({ id, ok: false, error: errorFrame(e) })]
+    } finally {
+      deadline.clear()
     }
   }
 }
@@ -296,6 +310,14 @@ export class BulkSession {
     stream.addEventListener('close', () => {
       this.closed = true
       this.failAll(new AgentNotFoundError(`stream to agent ${this.peerName} closed before it answered`, { reason: 'closed' }))
+    })
+    // the responder ended its side (it closed the stream as idle, or broken): nothing more is answered here, so the
+    // requests waiting fail now, not at their timeout, and new ones at once (as client.ts's sessions); ours closes too
+    stream.addEventListener('end', () => {
+      if (this.closed) return
+      this.closed = true
+      this.failAll(new AgentNotFoundError(`agent ${this.peerName} ended the stream before it answered`, { reason: 'closed' }))
+      if (stream.writeStatus === 'writable') void closeThenEnd(stream, log, 'the responder ended its side')
     })
     stream.addEventListener('message', (evt: StreamMessageEvent) => {
       if (this.closed) return

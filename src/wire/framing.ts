@@ -37,6 +37,13 @@ export function encodeFrame (value: unknown): Uint8Array {
   return buf.subarray(start, room + written)
 }
 
+/** The length N of the body of a frame encodeFrame made: what a protocol's frame limit bounds (protocols/README.md), its prefix not counted. */
+export function frameBodyBytes (frame: Uint8Array): number {
+  let prefix = 1
+  while (prefix < frame.byteLength && ((frame[prefix - 1] ?? 0) & 0x80) !== 0) prefix++
+  return frame.byteLength - prefix
+}
+
 /** The varint length prefix of a frame of `length` bytes (for binary frames sent after it). */
 export function lengthPrefix (length: number): Uint8Array {
   const out: number[] = []

@@ -14,7 +14,7 @@ import {
 import { AapError, AgentNotFoundError, InvalidRequestError, TimeoutError, toAapError } from '../errors.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
-import { FrameDecoder, chunkOf, encodeFrame, errorFrame, isFrameId, isRecord, parseJson, refusedFrameId } from './framing.ts'
+import { FrameDecoder, chunkOf, encodeFrame, errorFrame, frameBodyBytes, isFrameId, isRecord, parseJson, refusedFrameId } from './framing.ts'
 import { heldAnswersOf, type AnswerHolder, type HeldAnswers } from './held-answers.ts'
 import { watchRequests } from './in-flight.ts'
 import { RESPONDER_BACKLOG_MAX_BYTES, RESPONDER_FRAME_MIN_COST_BYTES, RESPONDER_HELD_ANSWER_MAX_BYTES } from './network-constants.ts'
@@ -114,11 +114,13 @@ class InboundStream implements AnswerHolder {
     // a closed stream sends nothing, and noting an answer for it would count it again after forget()
     if (this.closed) return false
     let frame = encodeFrame(value)
-    if (frame.byteLength > this.spec.maxFrameBytes) {
+    // the limit is on the body's length N, as the caller's decoder reads it (not on the prefix before it)
+    const bytes = frameBodyBytes(frame)
+    if (bytes > this.spec.maxFrameBytes) {
       // no caller reads a frame past the protocol's limit (and hasRoom counts each answer at most that): say so instead
       const id = isRecord(value) && isFrameId(value.id) ? value.id : null
-      this.log.error({ protocol: this.spec.protocol, bytes: frame.byteLength, max_bytes: this.spec.maxFrameBytes }, 'an answer past the protocol\'s frame limit was not sent')
-      const err = new AapError('INTERNAL', `the answer (${frame.byteLength} bytes) is past the protocol's frame limit`, { reason: 'answer_oversized', max_bytes: this.spec.maxFrameBytes })
+      this.log.error({ protocol: this.spec.protocol, bytes, max_bytes: this.spec.maxFrameBytes }, 'an answer past the protocol\'s frame limit was not sent')
+      const err = new AapError('INTERNAL', `the answer (${bytes} bytes) is past the protocol's frame limit`, { reason: 'answer_oversized', max_bytes: this.spec.maxFrameBytes })
       frame = encodeFrame({ id, ok: false, error: errorFrame(err) })
     }
     const sent = this.outbox.send(frame)
