@@ -40,6 +40,7 @@ import { API_ANSWER_IDLE_MS, API_CONNECTION_CHECK_MS, API_HEADERS_TIMEOUT_MS, AP
 import { checkAnswer, JsonAnswers, type Answer, type JsonHandler } from './answers.ts'
 import { checkBearer, tokenDigest } from './bearer.ts'
 import { watchClient, whileClientHere } from './client-gone.ts'
+import { checkWebhook } from './webhook-url.ts'
 
 export interface ApiServerOptions {
   /** The bearer token every request must carry. */
@@ -348,6 +349,7 @@ export class ApiServer {
       putCard: {
         json: async (req) => {
           const reg = body<{ card: CardDraft, webhook?: string | null }>(req)
+          if (typeof reg.webhook === 'string') checkWebhook(reg.webhook) // refused before the card is published
           const draft: CardDraft = { name: reg.card.name }
           if (reg.card.description !== undefined) draft.description = reg.card.description
           if (reg.card.capabilities !== undefined) draft.capabilities = reg.card.capabilities

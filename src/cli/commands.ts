@@ -9,6 +9,7 @@ import type { Command } from 'commander'
 import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { ApiError, ApiUnreachableError, streamFailure, type ApiClient } from '../api/client.ts'
 import { isSinceInstant } from '../api/since.ts'
+import { webhookProblem } from '../api/webhook-url.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
 import { RUN_STATES, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start-args.ts'
@@ -78,8 +79,12 @@ function registerCard (program: Command): void {
     .option('--tag <tag>', 'a tag to add, repeatable', collect)
     .option('--webhook <url>', 'POST each work item to this URL')
     .option('--no-webhook', 'stop POSTing work items')
-    .addHelpText('after', '\nWithout --card the current card is the base: --name and --description replace its values, --capability and --tag add to its lists.')
+    .addHelpText('after', '\nWithout --card the current card is the base: --name and --description replace its values, --capability and --tag add to its lists.\n--webhook or --no-webhook alone publishes the current card again with the new webhook. A webhook must parse as a URL and hold no credentials (user:password@).')
     .action(remoteAction<RemoteOptions & { card?: string, name?: string, description?: string, capability?: string[], tag?: string[], webhook?: string | false }>(async (client, opts) => {
+      if (typeof opts.webhook === 'string') {
+        const problem = webhookProblem(opts.webhook)
+        if (problem !== undefined) throw new UsageError(`--webhook "${printable(opts.webhook)}" cannot be used: ${problem}`)
+      }
       let base: CardDraft | undefined
       if (opts.card === undefined) {
         const current = (await callShaped<CardState>(client, 'GET', '/v1/card', CARD_STATE)).card
@@ -97,7 +102,13 @@ function registerCard (program: Command): void {
       } catch (err) {
         throw new UsageError((err as Error).message)
       }
-      if (draft === undefined) throw new UsageError('nothing to set: give --card, --name, --description, --capability or --tag')
+      // --webhook or --no-webhook alone: the current card again, with the new webhook
+      if (draft === undefined && opts.webhook !== undefined && base !== undefined) draft = base
+      if (draft === undefined) {
+        throw new UsageError(opts.webhook === undefined
+          ? 'nothing to set: give --card, --name, --description, --capability or --tag'
+          : 'no card is published yet to set the webhook of: give --card or --name (and --capability) with it')
+      }
       const body: Record<string, unknown> = { card: draft }
       if (opts.webhook !== undefined) body.webhook = opts.webhook === false ? null : opts.webhook
       const s = await callShaped<CardState>(client, 'PUT', '/v1/card', CARD_STATE, body)

@@ -10,7 +10,7 @@ import type { CorrelationReplay } from '../events/replay.ts'
 import { AGENT_EVENT_TYPES, type AgentEvent } from '../runlog/types.ts'
 import { callShaped, shaped, type FieldKind } from './answers.ts'
 import { eventLine, replayText } from './format.ts'
-import { collect, EXIT_INTERRUPTED, EXIT_UNREACHABLE, idArg, remoteAction, remoteCommand, seg, stdoutGone, UnfinishedError, watchStdout, writeOut, type RemoteOptions } from './remote.ts'
+import { collect, EXIT_INTERRUPTED, EXIT_UNREACHABLE, idArg, remoteAction, remoteCommand, seg, stdoutGone, UnfinishedError, UsageError, watchStdout, writeOut, type RemoteOptions } from './remote.ts'
 import { onInterrupt } from './signals.ts'
 
 const REPLAY: Record<string, FieldKind> = { correlation_id: 'string', runs: 'array', events: 'array', transitions: 'array', forks: 'array', unreached: 'array' }
@@ -45,12 +45,15 @@ export function registerEvents (program: Command): void {
   remoteCommand(program, 'events', 'print a correlation\'s run events; with --follow keep printing them as they come')
     .argument('<correlation>', 'the correlation (task) id')
     .option('-f, --follow', 'stay connected and print new events until interrupted (exit 3 if the node ends the stream)', false)
-    .option('--until <type>', `with --follow: stop after the first event of this type (${AGENT_EVENT_TYPES.join(', ')}); exit 3 if the stream ends before one, 130 if interrupted`, untilType)
-    .option('--no-history', 'with --follow: only events from now on')
+    .option('--until <type>', `only with --follow (else a usage error, exit 2): stop after the first event of this type (${AGENT_EVENT_TYPES.join(', ')}); exit 3 if the stream ends before one, 130 if interrupted`, untilType)
+    .option('--no-history', 'only with --follow (else a usage error, exit 2): only events from now on')
     .option('--participant <agent id>', 'an agent known to take part, repeatable', collect)
     .option('--owner <agent id>', 'whose task the correlation is (its root delegator): only its runs (protocols/lineage.md)')
     .action(remoteAction<RemoteOptions & { follow: boolean, until?: string, history: boolean, participant?: string[], owner?: string }>(async (client, opts, [correlation]) => {
       const corr = idArg(correlation, '<correlation>')
+      // without --follow the events are printed once: nothing to wait for, no "from now on"
+      if (!opts.follow && opts.until !== undefined) throw new UsageError('--until needs --follow (it stops a live feed at that event)')
+      if (!opts.follow && !opts.history) throw new UsageError('--no-history needs --follow (it leaves out the events before the feed starts)')
       if (!opts.follow) {
         const r = await callShaped<CorrelationReplay>(client, 'GET', `/v1/events/${seg(corr)}/replay`, { events: 'array' }, undefined, { participant: opts.participant, owner: opts.owner })
         const events = r.events.map(e => runEvent(client, corr, { event: 'message', data: e }))

@@ -3,6 +3,7 @@
  * starts: every multiaddr parsed, and the card draft the file and flags give.
  */
 import { readFile } from 'node:fs/promises'
+import { InvalidArgumentError } from 'commander'
 import { AapError, InvalidRequestError } from '../errors.ts'
 import type { CardDraft } from '../card/card.ts'
 import type { StartOptions } from './start.ts'
@@ -37,6 +38,28 @@ export async function checkMultiaddrs (opts: Pick<StartOptions, 'listen' | 'anno
 }
 
 /**
+ * Option parser of --api-host, --metrics-host and --a2a-host: an empty or
+ * blank host is "every interface" to Node (and no loopback, so the metrics
+ * did not check Host), never what an operator who typed it meant.
+ */
+export function hostArg (value: string): string {
+  if (value.trim() === '') throw new InvalidArgumentError('a host is an address or name (e.g. 127.0.0.1); an empty one would listen on every interface')
+  return value
+}
+
+/**
+ * A host or port given for a server that does not start: --metrics-host
+ * without --metrics-port, --a2a-host without --a2a-port, --api-host or
+ * --api-port with --no-api. `given` tells an option typed on the command line
+ * from its default.
+ */
+export function checkServerFlags (opts: Pick<StartOptions, 'api' | 'apiPort' | 'metricsPort' | 'a2aPort'>, given: (option: 'apiHost' | 'metricsHost' | 'a2aHost') => boolean): void {
+  if (given('metricsHost') && opts.metricsPort === undefined) throw new InvalidRequestError('--metrics-host needs --metrics-port (the metrics are off without it)')
+  if (given('a2aHost') && opts.a2aPort === undefined) throw new InvalidRequestError('--a2a-host needs --a2a-port (the A2A server is off without it)')
+  if (!opts.api && (given('apiHost') || opts.apiPort !== undefined)) throw new InvalidRequestError(`${given('apiHost') ? '--api-host' : '--api-port'} with --no-api: the API is not served (drop one of them)`)
+}
+
+/**
  * The card to publish: the file's draft with the flags applied, or undefined
  * when neither a file nor any card flag was given.
  */
@@ -45,7 +68,7 @@ export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 
   const flagTags = opts.tag ?? []
   const flagsGiven = opts.name !== undefined || opts.description !== undefined || flagCapabilities.length > 0 || flagTags.length > 0
   if (opts.card === undefined && !flagsGiven) return undefined
-  const { parseCapability, parseCardDraft } = await cardModule()
+  const { capabilityString, parseCapability, parseCardDraft } = await cardModule()
   // without a file, the flags apply to `base` (the current card, for `card set`)
   let fields: Record<string, unknown> = opts.card === undefined && base !== undefined ? { ...base } : {}
   if (opts.card !== undefined) {
@@ -75,8 +98,18 @@ export async function cardDraftFrom (opts: Pick<StartOptions, 'card' | 'name' | 
   if (opts.description !== undefined) fields.description = opts.description
   if (capabilities.length > 0) {
     const have = Array.isArray(fields.capabilities) ? fields.capabilities as unknown[] : []
-    const known = new Set(have.map(c => JSON.stringify(c)))
-    fields.capabilities = [...have, ...capabilities.filter(c => !known.has(JSON.stringify(c)))]
+    // one capability is one id@version, whatever the file's key order or extra fields (the draft's check refuses those)
+    const key = (c: unknown): string => typeof c === 'object' && c !== null && 'capability_id' in c && 'version' in c && typeof c.capability_id === 'string' && typeof c.version === 'string'
+      ? capabilityString({ capability_id: c.capability_id, version: c.version })
+      : JSON.stringify(c)
+    const known = new Set(have.map(key))
+    const added = capabilities.filter(c => {
+      const k = key(c)
+      if (known.has(k)) return false
+      known.add(k)
+      return true
+    })
+    fields.capabilities = [...have, ...added]
   }
   if (flagTags.length > 0) {
     const have = Array.isArray(fields.tags) ? fields.tags as unknown[] : []

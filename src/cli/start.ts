@@ -31,7 +31,7 @@ import { A2A_DEFAULT_HOST } from '../a2a/constants.ts'
 import { API_INFO_FILE, API_TOKEN_FILE } from '../api/files.ts'
 import { isLoopbackAddress } from '../api/own-host.ts'
 import { CLI_EXECUTOR_LOST_AFTER_MIN_MS } from './constants.ts'
-import { cardDraftFrom, checkMultiaddrs } from './start-args.ts'
+import { cardDraftFrom, checkMultiaddrs, checkServerFlags, hostArg } from './start-args.ts'
 import { onInterrupt } from './signals.ts'
 
 export interface StartOptions {
@@ -130,14 +130,14 @@ export function registerStart (program: Command): Command {
     .option('--description <text>', 'card description (overrides the file)')
     .option('--capability <id@version>', 'a capability this agent offers, repeatable (added to the file\'s)', collect)
     .option('--tag <tag>', 'a tag, repeatable (added to the file\'s)', collect)
-    .option('--api-host <host>', 'address of the local agent API', API_DEFAULT_HOST)
+    .option('--api-host <host>', 'address of the local agent API (not empty: that is every interface)', hostArg, API_DEFAULT_HOST)
     .option('--api-port <port>', `port of the local agent API, 0 for any free one (default ${API_DEFAULT_PORT}, or a free one if that is taken)`, parsePort)
     .option('--no-api', 'do not serve the local agent API')
     .addOption(new Option('--log-level <level>', 'structured log (JSON lines on stderr) from this level up').choices(LOG_LEVELS).default('info'))
     .option('--metrics-port <port>', 'serve Prometheus metrics on this port at /metrics (off unless given)', parsePort)
-    .option('--metrics-host <host>', 'address of the metrics endpoint', METRICS_DEFAULT_HOST)
+    .option('--metrics-host <host>', 'address of the metrics endpoint (with --metrics-port; not empty)', hostArg, METRICS_DEFAULT_HOST)
     .option('--a2a-port <port>', 'serve A2A v1.0 (JSON-RPC, HTTP+JSON) for every mesh agent on this port, 0 for any free one (off unless given)', parsePort)
-    .option('--a2a-host <host>', 'address of the A2A server; on one beyond loopback every request must carry the API token (Authorization: Bearer)', A2A_DEFAULT_HOST)
+    .option('--a2a-host <host>', 'address of the A2A server (with --a2a-port; not empty); on one beyond loopback every request must carry the API token (Authorization: Bearer)', hostArg, A2A_DEFAULT_HOST)
     .option('--a2a-agent <url>', 'join an A2A v1.0 server (its base URL) to the mesh as this node\'s agent, repeatable', collect)
     .option('--conformance-agent', 'also serve cap:aap-conformance@0.1.0 with the scripted agent the conformance kit drives (protocols/conformance.md); for test meshes only: any peer may make this node delegate or hand off to an agent it names, under this node\'s identity')
     .addOption(new Option('--discover <capability>', 'after joining, look this capability up and print the cards found').hideHelp())
@@ -155,6 +155,7 @@ The API's URL and bearer token go to <data dir>/api.json and <data dir>/api-toke
           if (opts.card === undefined) opts.name ??= 'aap-conformance-agent'
         }
         await checkMultiaddrs(opts)
+        checkServerFlags(opts, (option) => cmd.getOptionValueSource(option) === 'cli')
         if (opts.a2aPort !== undefined && !opts.api && !isLoopbackAddress(opts.a2aHost)) {
           throw new Error(`--a2a-host ${opts.a2aHost} is not loopback: the A2A server there asks the API token, and --no-api makes none (serve the API, or A2A on loopback)`)
         }

@@ -1,0 +1,29 @@
+/**
+ * A webhook URL the node can POST to. The document's pattern (WebhookUrl)
+ * takes any http(s) text without blanks; fetch then refuses some of it at
+ * every delivery (credentials in the URL are a TypeError, a port past 65535
+ * does not parse), and the item was retried and given up on while the
+ * registration had answered 200. The same parse fetch makes is made when the
+ * webhook is set: PUT /v1/card and `aap-mesh card set --webhook` refuse it.
+ */
+import { InvalidRequestError } from '../errors.ts'
+
+/** Why the node could not POST to `url`, or undefined when it can. */
+export function webhookProblem (url: string): string | undefined {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch (err) {
+    return `it does not parse as a URL (${(err as Error).message})`
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return `its scheme is ${parsed.protocol}, not http: or https:`
+  if (parsed.username !== '' || parsed.password !== '') return 'it holds credentials (user:password@), which the node does not send; put a secret in the path or a query parameter instead'
+  return undefined
+}
+
+/** The webhook as given, or INVALID_REQUEST (reason bad_webhook) naming why the node could not POST to it. */
+export function checkWebhook (url: string): string {
+  const problem = webhookProblem(url)
+  if (problem !== undefined) throw new InvalidRequestError(`webhook ${JSON.stringify(url)} cannot be used: ${problem}`, { reason: 'bad_webhook' })
+  return url
+}
