@@ -22,6 +22,15 @@
  * threshold), so the key's new closest peers would not name the node until
  * then. A key still short after its retries is walked again when the card is
  * next published.
+ *
+ * A card whose draft differs from the one last walked (a capability added,
+ * dropped or moved to another version, a tag, the name or description) walks
+ * every key it names once, settled or not: the peers near each key hold the
+ * agent's whole card (held-cards.ts) and hand it out for any query, and only a
+ * provider record makes them pull the new one before the held card is due
+ * (CARD_REPUBLISH_INTERVAL_MS). Skipped, a key still named kept handing out
+ * a card for a version or tag the agent had dropped (cap:x@1 and cap:x@2
+ * share one key). A card re-signed from the same draft walks none of them.
  */
 import type { CID } from 'multiformats/cid'
 import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_K, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
@@ -29,13 +38,18 @@ import { ANNOUNCE_REWALK_MS } from './constants.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from '../wire/host.ts'
-import { cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from './card.ts'
+import { capabilityString, cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { firstRoutingPeer, type RoutingTableView } from './routing-view.ts'
 import { provideKey } from '../wire/dht-provide.ts'
 import { kadInternals } from '../wire/kad-internals.ts'
 
 function noop (): void {}
+
+/** What a card says, whatever its seq, signature and times, in one order: equal for a card re-signed from the same draft. */
+function draftDigest (card: AgentCard): string {
+  return JSON.stringify([card.name, card.description, card.capabilities.map(capabilityString).sort(), [...card.tags].sort()])
+}
 
 export interface AnnouncerInit {
   host: MeshHost
@@ -62,6 +76,8 @@ export class Announcer {
   /** The current card has not reached any peer yet: announce it when the first one arrives. */
   private unannounced = false
   private retryTimer: ReturnType<typeof setTimeout> | undefined
+  /** draftDigest of the card whose keys were last walked: a card that says something else walks all its keys once. */
+  private walkedDraft: string | undefined
   /** Retries made for the card of this seq (none after ANNOUNCE_MAX_RETRIES). */
   private retries = { seq: -1, made: 0 }
   /** Aborted by stop(): ends announcements still waiting on the DHT. */
@@ -157,7 +173,11 @@ export class Announcer {
     // where the mesh has that many peers (a small mesh has fewer)
     const k = kadInternals(dht)?.k ?? DHT_K
     const enough = Math.max(1, Math.min(ANNOUNCE_MIN_PROVIDER_RECORDS, Math.ceil(k / 2), routing?.size ?? ANNOUNCE_MIN_PROVIDER_RECORDS))
-    const results = await Promise.allSettled([...keys].filter(([text]) => !this.announced(text)).map(async ([text, cid]) => {
+    // a card that says something new: the holders near every key it names pull it on the record (held-cards.ts)
+    const draft = draftDigest(card)
+    const changed = draft !== this.walkedDraft
+    this.walkedDraft = draft
+    const results = await Promise.allSettled([...keys].filter(([text]) => changed || !this.announced(text)).map(async ([text, cid]) => {
       stats.providerWalks++
       // kad-dht keeps the key among its own from here, whether or not a peer hears of it
       const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0 }

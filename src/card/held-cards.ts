@@ -105,7 +105,9 @@ export class HeldCards {
    * whatever card of it is held (at most once per CARD_HELD_PULL_MIN_INTERVAL_MS,
    * as every pull): a record that comes with an agent's new card (a key it
    * gained or dropped: announce.ts walks a dropped key once more before it
-   * withdraws it; its rewalk) brings that card here before the held one is due.
+   * withdraws it; every key the card names, once, when it says something new,
+   * such as another version under a key still named; its rewalk) brings that
+   * card here before the held one is due.
    */
   onProviderRecord (peer: PeerId): void {
     this.enqueue(peer, false)
