@@ -36,7 +36,8 @@ export interface ReplayDeps {
  * `p`, or a typed error at once when `signal` aborts first (its caller went
  * away: an API client gone, an MCP call canceled). The syncs it waits on go
  * on (they are the correlation's, bounded by the replay's deadline); the
- * replay, and the API slot it holds, do not wait for them.
+ * replay, and the API slot it holds, do not wait for them. Not for the log
+ * read: what it holds in memory is what the slot bounds.
  */
 async function unlessCanceled<T> (p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   try {
@@ -45,6 +46,11 @@ async function unlessCanceled<T> (p: Promise<T>, signal: AbortSignal | undefined
     if (signal?.aborted !== true || err !== signal.reason) throw err
     throw canceled(signal)
   }
+}
+
+/** The typed error of `unlessCanceled` when `signal` has aborted by now (a step not raced against it ended). */
+function throwIfCanceled (signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw canceled(signal)
 }
 
 function canceled (signal: AbortSignal): AapError {
@@ -66,8 +72,12 @@ export async function collectReplay (d: ReplayDeps, correlationId: string, hints
     const deadline = since + (opts.timeoutMs ?? REPLAY_TIMEOUT_MS)
     await unlessCanceled(d.syncer.awaitSyncs(t, deadline, REPLAY_MAX_ROUNDS), opts.signal)
     const unreached = await unlessCanceled(d.syncer.askUnreachedAgain(t, since, deadline), opts.signal)
-    // the replay is the owner's task only: every run proves its place again, from the logs alone
-    const logs = await unlessCanceled(d.read(correlationId), opts.signal)
+    // the replay is the owner's task only: every run proves its place again, from the logs alone. The read is
+    // not raced against the signal: it is local and bounded (REPLAY_MAX_BYTES), and a caller that went away
+    // keeps its API slot until the read ends (else a canceled replay's read went on after its slot came back,
+    // and reads in memory at once were no longer bounded by API_REPLAYS_CONCURRENT_MAX)
+    const logs = await d.read(correlationId)
+    throwIfCanceled(opts.signal)
     // an owner only judged here (the first root run placed) does not settle whose task a replay that names none is
     let admission = admitAll(logs, opts.owner ?? (t.ownerNamed === true ? t.owner : undefined), d.signatures)
     // a root run this node delegated makes the task its own (lineage.md, Owners), also once its track is gone

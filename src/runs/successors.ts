@@ -98,6 +98,9 @@ export class Successors {
         // a run that is not this node's for as long as its executor answers
         this.stats.refused++
         this.i.log.warn({ err: e, ...log }, 'the successor a handoff names is not a run continuing it: not recorded here')
+        // the record that staged the mark is committed before the mark goes (its write may still be queued: the
+        // listener runs before it; a delete ahead of it left the mark for a run never recorded, held: true)
+        await this.i.store.flushOutgoing()
         await this.settle(run)
         return
       }
