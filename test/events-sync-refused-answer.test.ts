@@ -12,18 +12,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL } from '../src/constants.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
-import { eventHash, signEvent } from '../src/runlog/event.ts'
-import { issueDelegationTicket } from '../src/runlog/ticket.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { signVerdict } from '../src/runlog/verdict.ts'
 import { serve } from '../src/wire/rpc.ts'
 import { collect, type Collector } from './events-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 import { rawGossip } from './fixtures/raw-gossip.ts'
+import { signedRun } from './fixtures/signed-run.ts'
 
 const TASK = 'task-sync-refused-answer'
 const CAP = { capability_id: 'cap:sync-refused-answer', version: '1.0.0' }
-const at = (): string => new Date().toISOString()
 
 describe('a run asked of its participants while its executor is unreachable', () => {
   let nodes: MeshNode[] = []
@@ -64,17 +62,9 @@ describe('a run asked of its participants while its executor is unreachable', ()
   afterAll(async () => { await stopAll(nodes) })
 
   it('asks the next participant when one answered only with what placement refused', async () => {
-    const D = agentIdOf(dKey)
-    // the executor has no node: every sync with it fails
-    const X = agentIdOf(xKey)
     const { sendJudged } = await rawGossip(P, A, TASK)
-    const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
-    const r1 = await signEvent(xKey, {
-      run_id: ticket.run_id, correlation_id: TASK, type: 'run.started', at: at(), seq: 1, prev: null, executor: X,
-      payload: { delegator: D, capability: CAP, parent_run: null, input: {}, ticket: ticket as unknown as Record<string, unknown> }
-    })
-    const r2 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.progress', at: at(), seq: 2, prev: eventHash(r1), executor: X, payload: { step: 1 } })
-    const r3 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.completed', at: at(), seq: 3, prev: eventHash(r2), executor: X, payload: { output: {} } })
+    // the executor (X) has no node: every sync with it fails
+    const { r1, r2, r3 } = await signedRun(dKey, xKey, TASK, CAP)
     // H answers with a verdict it signed itself: only the run's delegator (D) may sign one
     answers.set(H.agentId, [await signVerdict(hKey, H.agentId, r1, 'executor lost')])
     answers.set(G.agentId, [r1, r2, r3])

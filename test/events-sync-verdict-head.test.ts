@@ -15,18 +15,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL } from '../src/constants.ts'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
-import { eventHash, signEvent } from '../src/runlog/event.ts'
-import { issueDelegationTicket } from '../src/runlog/ticket.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import { signVerdict } from '../src/runlog/verdict.ts'
 import { serve } from '../src/wire/rpc.ts'
 import { collect, type Collector } from './events-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 import { rawGossip } from './fixtures/raw-gossip.ts'
+import { signedRun } from './fixtures/signed-run.ts'
 
 const TASK = 'task-sync-verdict-head'
 const CAP = { capability_id: 'cap:sync-verdict-head', version: '1.0.0' }
-const at = (): string => new Date().toISOString()
 
 describe('a run fetched while a verdict is its head here', () => {
   let nodes: MeshNode[] = []
@@ -61,17 +59,9 @@ describe('a run fetched while a verdict is its head here', () => {
   afterAll(async () => { await stopAll(nodes) })
 
   it('takes the executor\'s own events in the verdict\'s place, and counts the executor as no liar', async () => {
-    const D = agentIdOf(dKey)
-    const X = agentIdOf(xKey)
     const { sendJudged } = await rawGossip(P, A, TASK)
-    const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
-    const r1 = await signEvent(xKey, {
-      run_id: ticket.run_id, correlation_id: TASK, type: 'run.started', at: at(), seq: 1, prev: null, executor: X,
-      payload: { delegator: D, capability: CAP, parent_run: null, input: {}, ticket: ticket as unknown as Record<string, unknown> }
-    })
+    const { D, X, r1, r2, r3 } = await signedRun(dKey, xKey, TASK, CAP)
     const verdict = await signVerdict(dKey, D, r1, 'executor lost')
-    const r2 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.progress', at: at(), seq: 2, prev: eventHash(r1), executor: X, payload: { step: 1 } })
-    const r3 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.completed', at: at(), seq: 3, prev: eventHash(r2), executor: X, payload: { output: {} } })
     xLog = [r1, r2, r3]
     // r2's gossip is lost
     for (const e of [r1, verdict, r3]) await sendJudged(e)

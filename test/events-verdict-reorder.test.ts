@@ -12,16 +12,14 @@ import type { PrivateKey } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { agentIdOf } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
-import { eventHash, signEvent } from '../src/runlog/event.ts'
-import { issueDelegationTicket } from '../src/runlog/ticket.ts'
 import { signVerdict } from '../src/runlog/verdict.ts'
 import { collect, type Collector } from './events-helpers.ts'
 import { startMesh, stopAll } from './helpers.ts'
 import { rawGossip } from './fixtures/raw-gossip.ts'
+import { signedRun } from './fixtures/signed-run.ts'
 
 const TASK = 'task-verdict-reorder'
 const CAP = { capability_id: 'cap:verdict-reorder', version: '1.0.0' }
-const at = (): string => new Date().toISOString()
 
 describe('the executor\'s events past a verdict, reordered', () => {
   let nodes: MeshNode[] = []
@@ -38,17 +36,9 @@ describe('the executor\'s events past a verdict, reordered', () => {
   afterAll(async () => { await stopAll(nodes) })
 
   it('are not rejected as a conflict, and reach the subscriber once the verdict is replaced', async () => {
-    const D = agentIdOf(dKey)
-    const X = agentIdOf(xKey)
     const { sendJudged } = await rawGossip(P, A, TASK)
-    const ticket = await issueDelegationTicket(dKey, { executor: X, correlation_id: TASK, capability: CAP, parent_run: null, authorized: [D] })
-    const r1 = await signEvent(xKey, {
-      run_id: ticket.run_id, correlation_id: TASK, type: 'run.started', at: at(), seq: 1, prev: null, executor: X,
-      payload: { delegator: D, capability: CAP, parent_run: null, input: {}, ticket: ticket as unknown as Record<string, unknown> }
-    })
+    const { D, r1, r2, r3 } = await signedRun(dKey, xKey, TASK, CAP)
     const verdict = await signVerdict(dKey, D, r1, 'executor lost')
-    const r2 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.progress', at: at(), seq: 2, prev: eventHash(r1), executor: X, payload: { step: 1 } })
-    const r3 = await signEvent(xKey, { run_id: r1.run_id, correlation_id: TASK, type: 'run.completed', at: at(), seq: 3, prev: eventHash(r2), executor: X, payload: { output: {} } })
     for (const e of [r1, verdict, r3, r2]) await sendJudged(e)
     expect(A.events.stats.gossip.conflict).toBe(0)
     await onA.until(es => es.some(e => e.seq === 3), 'the executor\'s last event', 5_000)
