@@ -160,3 +160,20 @@ export const METRICS_REQUEST_TIMEOUT_MS = 10_000
 
 /** How often the metrics port looks for requests past METRICS_REQUEST_TIMEOUT_MS (Node checks at intervals). */
 export const METRICS_CONNECTION_CHECK_MS = 2_000
+
+/**
+ * Ports fetch refuses to connect to, before connecting, with a TypeError
+ * ('bad port'): the "port blocking" list of the Fetch standard
+ * (https://fetch.spec.whatwg.org/#port-blocking), as Node's undici has it
+ * (lib/web/fetch/constants.js, badPorts). A webhook on one of them, or on
+ * port 0 (no server listens there), could never be delivered to: PUT
+ * /v1/card and `card set --webhook` refuse it (reason bad_webhook).
+ */
+export const WEBHOOK_BAD_PORTS: ReadonlySet<number> = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79,
+  87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137,
+  139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532,
+  540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723,
+  2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679,
+  6697, 10080
+])

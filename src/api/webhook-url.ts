@@ -2,11 +2,14 @@
  * A webhook URL the node can POST to. The document's pattern (WebhookUrl)
  * takes any http(s) text without blanks; fetch then refuses some of it at
  * every delivery (credentials in the URL are a TypeError, a port past 65535
- * does not parse), and the item was retried and given up on while the
- * registration had answered 200. The same parse fetch makes is made when the
- * webhook is set: PUT /v1/card and `aap-mesh card set --webhook` refuse it.
+ * does not parse, a port on the Fetch standard's blocking list is a 'bad
+ * port' TypeError, nothing listens on port 0), and the item was retried and
+ * given up on while the registration had answered 200. The same checks fetch
+ * makes are made when the webhook is set: PUT /v1/card and `aap-mesh card
+ * set --webhook` refuse it.
  */
 import { InvalidRequestError } from '../errors.ts'
+import { WEBHOOK_BAD_PORTS } from './constants.ts'
 
 /** Why the node could not POST to `url`, or undefined when it can. */
 export function webhookProblem (url: string): string | undefined {
@@ -18,6 +21,12 @@ export function webhookProblem (url: string): string | undefined {
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return `its scheme is ${parsed.protocol}, not http: or https:`
   if (parsed.username !== '' || parsed.password !== '') return 'it holds credentials (user:password@), which the node does not send; put a secret in the path or a query parameter instead'
+  // parsed.port is '' for the scheme's default port (80, 443): never blocked
+  if (parsed.port !== '') {
+    const port = Number(parsed.port)
+    if (port === 0) return 'its port is 0, which nothing listens on'
+    if (WEBHOOK_BAD_PORTS.has(port)) return `its port ${port} is one fetch refuses to connect to (the Fetch standard's blocked ports)`
+  }
   return undefined
 }
 

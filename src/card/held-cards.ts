@@ -17,8 +17,12 @@
  * per agent per CARD_HELD_PULL_MIN_INTERVAL_MS. A provider record is pulled
  * after even when a card of its agent is held (the agent may have published
  * a new one: a key it gained or dropped, its hourly rewalk), and that pull
- * never dials. One that ran out of time or lost its connection (the
- * provider was busy, most often announcing) is tried again later, at most
+ * never dials. One that comes within the interval of the agent's last pull
+ * is put off to the interval's end, not dropped (one such pull per agent, at
+ * most CARD_HELD_MAX): an agent that published twice within it (`card set`
+ * soon after its start) was otherwise held at its older card until due. One
+ * that ran out of time or lost its connection (the provider was busy, most
+ * often announcing) is tried again later, at most
  * CARD_HELD_PULL_RETRIES times, and so is one whose card a discover asks for.
  * A card is handed out only until it expires, and never replaced by an older
  * one. One that an agent has likely re-signed since (it
@@ -60,6 +64,8 @@ export interface HeldCardsInit {
   now?: () => number
   /** Runs `fn` in `ms` (setTimeout, unref'd); a test passes its own. Returns what cancels it. */
   schedule?: (fn: () => void, ms: number) => () => void
+  /** How soon the same agent's card may be pulled again; CARD_HELD_PULL_MIN_INTERVAL_MS unless a test passes a shorter one. */
+  pullMinIntervalMs?: number
 }
 
 function later (fn: () => void, ms: number): () => void {
@@ -75,18 +81,27 @@ export class HeldCards {
   private readonly queue = new Map<string, { peer: PeerId, dial: boolean }>()
   /** Pulls waiting to be tried again, by agent id: how many times tried, and what cancels the wait (at most CARD_HELD_PULL_QUEUE). */
   private readonly retries = new Map<string, { tries: number, cancel: (() => void) | undefined }>()
+  /**
+   * Provider-record pulls put off to the end of their agent's interval, by
+   * agent id: what cancels the wait (at most CARD_HELD_MAX, one per agent).
+   * Dropped when a pull of that agent starts meanwhile, when its card is
+   * dropped from `held`, and on stop.
+   */
+  private readonly deferred = new Map<string, () => void>()
   private running = 0
   /** The size of the last own card `answer` was given. */
   private ownBytes?: { card: AgentCard, bytes: number }
   private readonly stopping = new AbortController()
   private readonly now: () => number
   private readonly schedule: (fn: () => void, ms: number) => () => void
+  private readonly pullMinIntervalMs: number
   private readonly init: HeldCardsInit
 
   constructor (init: HeldCardsInit) {
     this.init = init
     this.now = init.now ?? Date.now
     this.schedule = init.schedule ?? later
+    this.pullMinIntervalMs = init.pullMinIntervalMs ?? CARD_HELD_PULL_MIN_INTERVAL_MS
   }
 
   get size (): number { return this.held.size }
@@ -97,7 +112,10 @@ export class HeldCards {
     if (prev !== undefined && this.valid(prev.card) && compareCards(prev.card, card) >= 0) return
     this.held.delete(card.agent_id)
     this.held.set(card.agent_id, { card, bytes: Buffer.byteLength(JSON.stringify(card)) })
-    if (this.held.size > CARD_HELD_MAX) this.dropOldest(this.held)
+    if (this.held.size > CARD_HELD_MAX) {
+      const dropped = this.dropOldest(this.held)
+      if (dropped !== undefined) this.cancelDeferred(dropped)
+    }
   }
 
   /**
@@ -107,10 +125,16 @@ export class HeldCards {
    * gained or dropped: announce.ts walks a dropped key once more before it
    * withdraws it; every key the card names, once, when it says something new,
    * such as another version under a key still named; its rewalk) brings that
-   * card here before the held one is due.
+   * card here before the held one is due. A record that comes within the
+   * interval of the agent's last pull (that pull may have taken the card
+   * before this one) is pulled at the interval's end: one such pull per agent.
    */
   onProviderRecord (peer: PeerId): void {
-    this.enqueue(peer, false)
+    const id = peer.toString()
+    if (this.stopping.signal.aborted || this.queue.has(id)) return
+    const wait = this.tooSoon(id)
+    if (wait > 0) this.defer(peer, wait)
+    else this.enqueue(peer, false)
   }
 
   /**
@@ -154,6 +178,8 @@ export class HeldCards {
     this.queue.clear()
     for (const r of this.retries.values()) r.cancel?.()
     this.retries.clear()
+    for (const cancel of this.deferred.values()) cancel()
+    this.deferred.clear()
   }
 
   private valid (card: AgentCard): boolean { return Date.parse(card.expires_at) > this.now() }
@@ -164,8 +190,7 @@ export class HeldCards {
     const id = peer.toString()
     if (this.stopping.signal.aborted) return false
     if (this.queue.has(id)) return true
-    const last = this.pulledAt.get(id)
-    if (!retry && last !== undefined && this.now() - last < CARD_HELD_PULL_MIN_INTERVAL_MS) return false
+    if (!retry && this.tooSoon(id) > 0) return false
     if (this.queue.size >= CARD_HELD_PULL_QUEUE) {
       this.init.stats.heldCardPullsDropped++
       return false
@@ -185,6 +210,8 @@ export class HeldCards {
         this.retries.delete(id)
         continue
       }
+      // this pull takes the card the agent publishes now: a pull put off for it is done
+      this.cancelDeferred(id)
       this.pulledAt.delete(id)
       this.pulledAt.set(id, this.now())
       if (this.pulledAt.size > CARD_HELD_MAX) this.dropOldest(this.pulledAt)
@@ -236,9 +263,39 @@ export class HeldCards {
     }, wait)
   }
 
-  private dropOldest (map: Map<string, unknown>): void {
+  /** How long until the agent's card may be pulled again (CARD_HELD_PULL_MIN_INTERVAL_MS after its last pull); 0 when it may now. */
+  private tooSoon (id: string): number {
+    const last = this.pulledAt.get(id)
+    return last === undefined ? 0 : Math.max(0, last + this.pullMinIntervalMs - this.now())
+  }
+
+  /** Pull the agent's card after its provider record in `wait` ms, at the end of its interval; one such pull per agent. */
+  private defer (peer: PeerId, wait: number): void {
+    const id = peer.toString()
+    if (this.deferred.has(id)) return
+    if (this.deferred.size >= CARD_HELD_MAX) {
+      this.init.stats.heldCardPullsDropped++
+      return
+    }
+    this.deferred.set(id, this.schedule(() => {
+      this.deferred.delete(id)
+      // as if the record came now: pulled, or put off again should the interval have moved
+      this.onProviderRecord(peer)
+    }, wait))
+  }
+
+  private cancelDeferred (id: string): void {
+    const cancel = this.deferred.get(id)
+    if (cancel === undefined) return
+    this.deferred.delete(id)
+    cancel()
+  }
+
+  /** Drop the first (least recently set) entry of `map`; returns its key. */
+  private dropOldest (map: Map<string, unknown>): string | undefined {
     const oldest = map.keys().next().value
     if (oldest !== undefined) map.delete(oldest)
+    return oldest
   }
 }
 
