@@ -8,43 +8,51 @@
  * the mark back. The delegator then answered get_verdict held: true for a
  * run it never recorded, until its next start (found by session 59's
  * review). Now the record is durable before a refused successor's mark goes,
- * as for one adopted or held.
+ * as for one adopted or held. And where the disk refused that write first,
+ * its write made again later (RefusedRecords) staged the mark once more: a
+ * refused successor is not marked again.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { MemoryDatastore } from 'datastore-core'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { agentIdOf } from '../src/identity/identity.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { verdictOn } from '../src/runs/recovery.ts'
 import type { Run } from '../src/runlog/types.ts'
-import { startLoneNodes, stopAll } from './helpers.ts'
+import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
+import { startLoneNodes, stopAll, until } from './helpers.ts'
 
 const CAP = { capability_id: 'cap:successor-refused-mark', version: '1.0.0' }
 
 describe('a successor refused at once', () => {
   let nodes: MeshNode[] = []
   let D: MeshNode
+  const faulty = new FaultyDatastore(new MemoryDatastore())
 
   beforeAll(async () => {
-    nodes = await startLoneNodes(1, { logger: silentLogger() })
+    nodes = await startLoneNodes(1, { logger: silentLogger(), datastore: faulty.store })
     D = nodes[0]!
+    // only the run records fail, while `failing` is set
+    faulty.only = k => k.startsWith('/aap/outgoing/')
   })
+  afterEach(() => { vi.restoreAllMocks() })
   afterAll(async () => {
     await stopAll(nodes)
   })
 
-  it('leaves no mark: the delegator does not say it holds a run it never recorded', async () => {
-    const store = D.runs.store
+  /** A completed record of a run D delegated, handed off to a successor its named agent does not execute (refused with no call). */
+  async function handedOff (tag: string): Promise<{ pred: Run, named: Run, successor: string, settled: Promise<void> }> {
     const X = agentIdOf(await generateKeyPair('Ed25519'))
     const V = agentIdOf(await generateKeyPair('Ed25519'))
-    // a handoff naming a successor its named agent (X) does not execute (the run id names V): refused with no call
-    const successor = `${V}:victim-run`
+    const successor = `${V}:victim-${tag}`
     const at = new Date().toISOString()
     const pred: Run = {
-      run_id: `${X}:handed-off`, agent_id: X, correlation_id: 'task-successor-refused-mark', state: 'completed', created_at: at, updated_at: at,
+      run_id: `${X}:handed-off-${tag}`, agent_id: X, correlation_id: 'task-successor-refused-mark', state: 'completed', created_at: at, updated_at: at,
       capability: CAP, delegator: D.agentId, authorized: [], parent_run: null, handoff_from: null, handoff_to: null,
       checkpoint_id: null, block_reason: null, output: null, failure: null, last_seq: 1
     }
+    const store = D.runs.store
     const settled = Promise.withResolvers<void>()
     const settle = store.adoptions.settle.bind(store.adoptions)
     vi.spyOn(store.adoptions, 'settle').mockImplementation(async (runId) => {
@@ -55,12 +63,39 @@ describe('a successor refused at once', () => {
       }
     })
     await store.putOutgoing(pred, true)
-    await store.noteOutgoing({ ...pred, last_seq: 2, handoff_to: { run_id: successor, agent_id: X } }, false)
-    await settled.promise
+    return { pred, named: { ...pred, last_seq: 2, handoff_to: { run_id: successor, agent_id: X } }, successor, settled: settled.promise }
+  }
+
+  async function markedAndHeld (successor: string): Promise<{ marked: boolean, held: boolean }> {
+    const store = D.runs.store
+    return { marked: await store.adoptions.marked(successor), held: (await verdictOn(store, D.agentId, successor)).held }
+  }
+
+  it('leaves no mark: the delegator does not say it holds a run it never recorded', async () => {
+    const store = D.runs.store
+    const refused = D.runs.successorStats.refused
+    const { named, successor, settled } = await handedOff('a')
+    await store.noteOutgoing(named, false)
+    await settled
     await store.flushOutgoing()
-    expect(D.runs.successorStats.refused).toBe(1)
+    expect(D.runs.successorStats.refused).toBe(refused + 1)
     expect(await store.getOutgoing(successor)).toBeUndefined()
     // before: { marked: true, held: true } (the record's write, behind the delete, put the mark back)
-    expect({ marked: await store.adoptions.marked(successor), held: (await verdictOn(store, D.agentId, successor)).held }).toEqual({ marked: false, held: false })
+    expect(await markedAndHeld(successor)).toEqual({ marked: false, held: false })
+  })
+
+  it('leaves no mark when the disk refused the naming record first and it is written again later', async () => {
+    const store = D.runs.store
+    const rewritten = store.refused.stats.rewritten
+    const { named, successor, settled } = await handedOff('b')
+    faulty.failing = true
+    await expect(store.noteOutgoing(named, false)).rejects.toMatchObject({ code: 'STORAGE_FULL' })
+    await settled
+    faulty.failing = false
+    await until(() => store.refused.stats.rewritten > rewritten, 'the refused record to be written again')
+    await store.flushOutgoing()
+    expect((await store.getOutgoing(named.run_id))?.handoff_to?.run_id).toBe(successor)
+    // before: { marked: true, held: true } (the write made again staged the mark, and nothing settled it)
+    expect(await markedAndHeld(successor)).toEqual({ marked: false, held: false })
   })
 })

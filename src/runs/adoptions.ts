@@ -13,6 +13,8 @@ import type { Batch, Datastore } from 'interface-datastore'
 import type { Run } from '../runlog/types.ts'
 import { hasKey } from '../storage/read.ts'
 import { ADOPTING_PREFIX, adoptingKey } from './store-keys.ts'
+import { SUCCESSORS_REFUSED_REMEMBERED } from './constants.ts'
+import { makeRoom } from '../util/bounded.ts'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()
@@ -20,6 +22,8 @@ const dec = new TextDecoder()
 export class PendingAdoptions {
   private readonly ds: Datastore
   private readonly agentId: string | undefined
+  /** Successors refused here, not marked again (at most SUCCESSORS_REFUSED_REMEMBERED). */
+  private readonly refused = new Set<string>()
 
   constructor (datastore: Datastore, agentId: string | undefined) {
     this.ds = datastore
@@ -34,7 +38,19 @@ export class PendingAdoptions {
 
   /** Stage the mark of the successor `run` names (if it names one to record: keyed by the successor, naming `run`) in the batch that writes `run`'s record. */
   stage (batch: Batch, run: Run): void {
-    if (this.names(run) && run.handoff_to !== null) batch.put(adoptingKey(run.handoff_to.run_id), enc.encode(run.run_id))
+    if (!this.names(run) || run.handoff_to === null || this.refused.has(run.handoff_to.run_id)) return
+    batch.put(adoptingKey(run.handoff_to.run_id), enc.encode(run.run_id))
+  }
+
+  /**
+   * Successor `runId` is not one to record (its executor said it does not
+   * continue the run): its mark goes, and a write of the naming record made
+   * again later (one the disk refused first) does not stage it again.
+   */
+  async refuse (runId: string): Promise<void> {
+    makeRoom(this.refused, SUCCESSORS_REFUSED_REMEMBERED)
+    this.refused.add(runId)
+    await this.settle(runId)
   }
 
   /** Whether run `runId` is a successor still to record here (its delegation is this node's, get_verdict says). */

@@ -159,3 +159,11 @@ export const RUN_CURSOR_MAC_CHARS = 22
  * any more wait for the next start.
  */
 export const SUCCESSOR_ADOPTIONS_AT_START_MAX = 1024
+
+/**
+ * Successors refused here (their executor answered they do not continue the
+ * run that names them) whose mark is not staged again by a later write of
+ * that run's record (a write the disk refused, made again: adoptions.ts).
+ * The oldest is forgotten first; a forgotten one's mark goes at the next start.
+ */
+export const SUCCESSORS_REFUSED_REMEMBERED = 1024

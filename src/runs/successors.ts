@@ -101,7 +101,8 @@ export class Successors {
         // the record that staged the mark is committed before the mark goes (its write may still be queued: the
         // listener runs before it; a delete ahead of it left the mark for a run never recorded, held: true)
         await this.i.store.flushOutgoing()
-        await this.settle(run)
+        // and a write of that record made again later (one the disk refused) does not mark it again
+        if (run.handoff_to !== null) await this.i.store.adoptions.refuse(run.handoff_to.run_id)
         return
       }
       // its executor could not be asked: a record from the handoff's link alone, which liveness watches
