@@ -11,7 +11,8 @@
  * before it: not the run's `created_at`, which is taken before the run is
  * stored (two runs created at once can land in either order) and, for a run
  * delegated from here, is the executor's word. A listing does not pass the
- * place of a run still being written (`fenced`), so a cursor never skips it.
+ * place of a run still being written, nor leave a side with one still being
+ * written after its last key read (run-places.ts), so a cursor never skips it.
  * (An index rebuilt from an older data dir orders its runs by `created_at`,
  * none later than the rebuild, each with count 0.)
  *
@@ -52,6 +53,7 @@ import { RUN_STATES, type Run, type RunState } from '../runlog/types.ts'
 import { countRange, rawKey, readRange } from '../storage/range.ts'
 import { isCorruptRecord, parseRecord, readJson, shownKey } from '../storage/read.ts'
 import { decodeCursor, encodeCursor } from './run-cursor.ts'
+import { placeKey, RunPlaces } from './run-places.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 
 export type RunSide = 'executing' | 'delegated'
@@ -105,8 +107,6 @@ const META = rawKey(`${PREFIX}/meta`)
 // 3: keys `<ISO>~<count>~<run id>` throughout, a rebuild's with count 0 and none in the future (2: a rebuild's had no
 // count, and sorted after new keys of the same instant; 1: placed by created_at)
 const VERSION = 3
-/** Base-36 digits of the count that orders runs placed at one clock reading (36^8: never outgrown). */
-const PLACE_COUNT_DIGITS = 8
 const TAG: Record<RunSide, string> = { executing: 'x', delegated: 'd' }
 const enc = new TextEncoder()
 const seg = encodeURIComponent
@@ -122,11 +122,6 @@ export function instantKey (text: string): string {
   const ms = Date.parse(text)
   if (!Number.isFinite(ms) || ms < 0 || ms > 253402300799999) return EPOCH
   return new Date(ms).toISOString()
-}
-
-/** An order key: the instant, the count of runs placed before at that instant, the run id. */
-function placeKey (iso: string, count: number, runId: string): string {
-  return `${iso}~${count.toString(36).padStart(PLACE_COUNT_DIGITS, '0')}~${seg(runId)}`
 }
 
 /** What the index keeps of `run`, at the order key `t`. */
@@ -216,12 +211,8 @@ export class RunIndex {
   /** Last indexed state per `<tag>/<run id>`, newest last (bounded). */
   private readonly states = new Map<string, Summary>()
   private readonly count: RunCounts = { executing: zero(), delegated: zero() }
-  /** Order keys of new runs whose batch is not committed yet, per side (at most the runs being created at once). */
-  private readonly pending: Record<RunSide, Set<string>> = { executing: new Set(), delegated: new Set() }
-  /** The clock reading the last new run of each side was placed at. */
-  private readonly lastPlaced: Record<RunSide, number> = { executing: 0, delegated: 0 }
-  /** How many runs were placed at that reading before the last one (the count in its key). */
-  private readonly placedInMs: Record<RunSide, number> = { executing: 0, delegated: 0 }
+  /** New runs' order keys, and those not committed yet. */
+  private readonly places = new RunPlaces()
   /**
    * fenced: pages that stopped early before a run still being written (the next page, from the cursor, lists it);
    * corrupt: index values that did not parse (each logged; the index is then built again at the next open).
@@ -261,12 +252,12 @@ export class RunIndex {
     await this.locks.run(id, async () => {
       const prev = fresh ? undefined : this.states.get(id) ?? await this.entry(side, run.run_id)
       // a run keeps its place; a new one goes after every run indexed before it, whatever its created_at says
-      const next = summaryOf(run, prev?.t ?? this.placeNew(side, run.run_id))
+      const next = summaryOf(run, prev?.t ?? this.places.place(side, run.run_id))
       const changed = prev === undefined || prev.s !== next.s
       try {
         await commit(changed ? (batch) => { this.stage(batch, side, prev, next) } : () => {})
       } finally {
-        if (prev === undefined) this.pending[side].delete(next.t)
+        if (prev === undefined) this.places.settled(side, next.t)
       }
       this.remember(id, next)
       if (changed) {
@@ -274,39 +265,6 @@ export class RunIndex {
         this.count[side][next.s]++
       }
     })
-  }
-
-  /**
-   * A new run's order key: this node's clock when it is indexed, never behind
-   * the key before it on its side. It stays pending (a place a listing must
-   * not pass) until its batch is committed or has failed.
-   */
-  private placeNew (side: RunSide, runId: string): string {
-    const now = Date.now()
-    // strictly after the last: within one millisecond (or a clock that stepped back) a count orders them, not the
-    // run id, which could sort a new key before a cursor already given
-    if (now > this.lastPlaced[side]) {
-      this.lastPlaced[side] = now
-      this.placedInMs[side] = 0
-    } else {
-      this.placedInMs[side]++
-    }
-    const t = placeKey(new Date(this.lastPlaced[side]).toISOString(), this.placedInMs[side], runId)
-    this.pending[side].add(t)
-    return t
-  }
-
-  /**
-   * Whether a listing must stop before `t`: a run still being written has a
-   * place between where the listing started on this side (`from`, or its
-   * first key for a newest-first page without a cursor) and `t`. Passing it
-   * would skip that run for good once it lands.
-   */
-  private fenced (side: RunSide, t: string, from: string | undefined, reverse: boolean): boolean {
-    for (const p of this.pending[side]) {
-      if (reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from)) return true
-    }
-    return false
   }
 
   /** One page of run ids matching the filter, from the cursor on. */
@@ -338,13 +296,12 @@ export class RunIndex {
       // where this side's listing started: a newest-first page without a cursor starts at its first key
       let start = at?.side === side ? at.t : undefined
       let last = start
+      // before readRange opens its iterator, whose snapshot may lack a run pending now even once it is saved
+      const fence = this.places.fence(side)
       for await (const { key, value } of readRange(this.ds, range)) {
         const t = key.slice(prefix.length)
-        if ((start !== undefined || !reverse) && this.fenced(side, t, start, reverse)) {
-          this.stats.fenced++
-          out.next_cursor = encodeCursor(this.secret, TAG[side], last ?? '', digest)
-          return out
-        }
+        if ((start !== undefined || !reverse) && fence.before(t, start, reverse)) return this.stopAt(out, side, last, digest)
+        fence.read(t)
         start ??= t
         last = t
         scanned++
@@ -360,7 +317,16 @@ export class RunIndex {
           return out
         }
       }
+      // the next side's cursor would never come back to a run of this one still being written after the last key read
+      if (side !== sides[sides.length - 1] && fence.after(last, reverse)) return this.stopAt(out, side, last, digest)
     }
+    return out
+  }
+
+  /** A page stopped before a run still being written on `side`: the next one starts after `last` (the start: none). */
+  private stopAt (out: RunIdPage, side: RunSide, last: string | undefined, digest: string): RunIdPage {
+    this.stats.fenced++
+    out.next_cursor = encodeCursor(this.secret, TAG[side], last ?? '', digest)
     return out
   }
 
@@ -443,12 +409,7 @@ export class RunIndex {
       for (const state of RUN_STATES) this.count[side][state] = await countRange(this.ds, `${sidePrefix(side)}/state/${state}/`)
       // new runs go after the last one indexed, whatever this clock says now (it may have stepped back since)
       for await (const { key } of readRange(this.ds, { prefix: `${sidePrefix(side)}/all/`, reverse: true, values: false })) {
-        // `<ISO>~<count>~<run id>`
-        const parts = key.slice(`${sidePrefix(side)}/all/`.length).split('~')
-        const at = Date.parse(parts[0] ?? '')
-        const count = parseInt(parts[1] ?? '', 36)
-        if (Number.isFinite(at)) this.lastPlaced[side] = at
-        if (Number.isFinite(count)) this.placedInMs[side] = count
+        this.places.resume(side, key.slice(`${sidePrefix(side)}/all/`.length))
         break
       }
     }
