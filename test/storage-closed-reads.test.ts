@@ -51,7 +51,6 @@ describe('storage: reads after the node stopped', () => {
 
     const reads: Array<[string, () => Promise<unknown>]> = [
       ['a run record', async () => store.get(run.run_id)],
-      ['a run through the node', async () => E.getRun(run.run_id)],
       ['whether a run is held', async () => store.has(run.run_id)],
       ['an outgoing record', async () => store.getOutgoing(run.run_id)],
       ['a page of runs (the index)', async () => store.page({})],
@@ -64,5 +63,7 @@ describe('storage: reads after the node stopped', () => {
       expect({ what, err }).toMatchObject({ what, err: { code, message, details } })
       expect(refusedAsClosed(err)).toBe(true)
     }
+    // the node's own verb is refused before it reads: the node is stopped (src/util/lifecycle.ts)
+    expect(await rejection(E.getRun(run.run_id))).toMatchObject({ code: 'INTERNAL', details: { reason: 'node_stopped' } })
   }, 40_000)
 })
