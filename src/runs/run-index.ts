@@ -11,8 +11,9 @@
  * before it: not the run's `created_at`, which is taken before the run is
  * stored (two runs created at once can land in either order) and, for a run
  * delegated from here, is the executor's word. A listing does not pass the
- * place of a run still being written, nor leave a side with one still being
- * written after its last key read (run-places.ts), so a cursor never skips it.
+ * place of a run still being written (run-places.ts) within a side, so a
+ * cursor never skips it there; a listing of both sides does leave the
+ * executing side past one still being written after its last key read.
  * (An index rebuilt from an older data dir orders its runs by `created_at`,
  * none later than the rebuild, each with count 0.)
  *
@@ -317,8 +318,9 @@ export class RunIndex {
           return out
         }
       }
-      // the next side's cursor would never come back to a run of this one still being written after the last key read
-      if (side !== sides[sides.length - 1] && fence.after(last, reverse)) return this.stopAt(out, side, last, digest)
+      // (a run of this side still being written after the last key read is not waited for: the next side's cursor
+      // does not come back to it. Stopping here instead handed out the same cursor again while it was written,
+      // which a client following pages reads as a listing that never ends: session 59's note)
     }
     return out
   }

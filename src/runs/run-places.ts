@@ -47,18 +47,6 @@ export class PageFence {
     return this.any((p) => reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from))
   }
 
-  /**
-   * Whether the read, at the end of this side, must stop before moving on to
-   * the next one: a run still being saved has a place after `last`, the last
-   * key read (or where the listing started on this side); oldest first with
-   * neither, any run still being saved. (A newest-first page without a cursor
-   * that read nothing starts at now: runs landing later are for a new page.)
-   */
-  after (last: string | undefined, reverse: boolean): boolean {
-    if (last === undefined) return !reverse && this.any(() => true)
-    return this.any((p) => reverse ? p < last : p > last)
-  }
-
   private any (test: (p: string) => boolean): boolean {
     for (const p of this.atStart) if (test(p)) return true
     for (const p of this.live) if (test(p)) return true
