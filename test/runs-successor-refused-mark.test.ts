@@ -18,6 +18,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { agentIdOf } from '../src/identity/identity.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
+import { PendingAdoptions } from '../src/runs/adoptions.ts'
 import { verdictOn } from '../src/runs/recovery.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
@@ -97,5 +98,38 @@ describe('a successor refused at once', () => {
     expect((await store.getOutgoing(named.run_id))?.handoff_to?.run_id).toBe(successor)
     // before: { marked: true, held: true } (the write made again staged the mark, and nothing settled it)
     expect(await markedAndHeld(successor)).toEqual({ marked: false, held: false })
+  })
+})
+
+describe('a successor refused for one record', () => {
+  it('is marked again when another record names it, or a fresh write of the same one', async () => {
+    const ds = new MemoryDatastore()
+    const D = agentIdOf(await generateKeyPair('Ed25519'))
+    const adoptions = new PendingAdoptions(ds, D)
+    const at = new Date().toISOString()
+    const S = `${agentIdOf(await generateKeyPair('Ed25519'))}:successor`
+    const record = (runId: string): Run => ({
+      run_id: runId, agent_id: 'x', correlation_id: 'task-successor-refused-mark', state: 'completed', created_at: at, updated_at: at,
+      capability: CAP, delegator: D, authorized: [], parent_run: null, handoff_from: null, handoff_to: { run_id: S, agent_id: 'y' },
+      checkpoint_id: null, block_reason: null, output: null, failure: null, last_seq: 2
+    })
+    const write = async (run: Run, retry: boolean): Promise<void> => {
+      const batch = ds.batch()
+      adoptions.stage(batch, run, retry)
+      await batch.commit()
+    }
+    await write(record('p1'), false)
+    await adoptions.refuse('p1', S)
+    expect(await adoptions.marked(S)).toBe(false)
+    // the refused record's write made again: no mark
+    await write(record('p1'), true)
+    expect(await adoptions.marked(S)).toBe(false)
+    // another of this node's records naming it (its own delegation of it): marked, as any successor to record
+    await write(record('p2'), false)
+    expect(await adoptions.marked(S)).toBe(true)
+    await adoptions.settle(S)
+    // a fresh write of the first record (a change of it): marked again, and asked after again
+    await write(record('p1'), false)
+    expect(await adoptions.marked(S)).toBe(true)
   })
 })

@@ -19,10 +19,12 @@ import { makeRoom } from '../util/bounded.ts'
 const enc = new TextEncoder()
 const dec = new TextDecoder()
 
+const refusal = (pred: string, successor: string): string => `${pred} ${successor}`
+
 export class PendingAdoptions {
   private readonly ds: Datastore
   private readonly agentId: string | undefined
-  /** Successors refused here, not marked again (at most SUCCESSORS_REFUSED_REMEMBERED). */
+  /** `<predecessor> <successor>` refused here, not marked again by a retried write (at most SUCCESSORS_REFUSED_REMEMBERED). */
   private readonly refused = new Set<string>()
 
   constructor (datastore: Datastore, agentId: string | undefined) {
@@ -36,21 +38,28 @@ export class PendingAdoptions {
     return link !== null && this.agentId !== undefined && run.delegator === this.agentId && link.agent_id !== this.agentId
   }
 
-  /** Stage the mark of the successor `run` names (if it names one to record: keyed by the successor, naming `run`) in the batch that writes `run`'s record. */
-  stage (batch: Batch, run: Run): void {
-    if (!this.names(run) || run.handoff_to === null || this.refused.has(run.handoff_to.run_id)) return
+  /**
+   * Stage the mark of the successor `run` names (if it names one to record:
+   * keyed by the successor, naming `run`) in the batch that writes `run`'s
+   * record; `retry`: the write is one the disk refused, made again, which
+   * does not mark a successor refused since (its listeners ran already).
+   */
+  stage (batch: Batch, run: Run, retry = false): void {
+    if (!this.names(run) || run.handoff_to === null) return
+    if (retry && this.refused.has(refusal(run.run_id, run.handoff_to.run_id))) return
     batch.put(adoptingKey(run.handoff_to.run_id), enc.encode(run.run_id))
   }
 
   /**
-   * Successor `runId` is not one to record (its executor said it does not
-   * continue the run): its mark goes, and a write of the naming record made
-   * again later (one the disk refused first) does not stage it again.
+   * The successor `pred`'s record names is not one to record (its executor
+   * said it does not continue `pred`): its mark goes, and the write of that
+   * record made again later (one the disk refused first) does not stage it
+   * again. Another record naming it, or a fresh write of this one, does.
    */
-  async refuse (runId: string): Promise<void> {
+  async refuse (pred: string, successor: string): Promise<void> {
     makeRoom(this.refused, SUCCESSORS_REFUSED_REMEMBERED)
-    this.refused.add(runId)
-    await this.settle(runId)
+    this.refused.add(refusal(pred, successor))
+    await this.settle(successor)
   }
 
   /** Whether run `runId` is a successor still to record here (its delegation is this node's, get_verdict says). */

@@ -303,7 +303,7 @@ export class RunStore {
         batch.delete(verdictKey(run.run_id))
         batch.delete(noticeKey(run.run_id))
       }
-      this.adoptions.stage(batch, run)
+      this.adoptions.stage(batch, run, retry)
       stageIndex(batch)
       await batch.commit()
     }, fresh)

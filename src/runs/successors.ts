@@ -102,7 +102,7 @@ export class Successors {
         // listener runs before it; a delete ahead of it left the mark for a run never recorded, held: true)
         await this.i.store.flushOutgoing()
         // and a write of that record made again later (one the disk refused) does not mark it again
-        if (run.handoff_to !== null) await this.i.store.adoptions.refuse(run.handoff_to.run_id)
+        if (run.handoff_to !== null) await this.i.store.adoptions.refuse(run.run_id, run.handoff_to.run_id)
         return
       }
       // its executor could not be asked: a record from the handoff's link alone, which liveness watches
