@@ -106,7 +106,7 @@ describe('card set and events against a node', () => {
   it('card set --webhook alone keeps the card and sets the webhook; --no-webhook alone removes it', async () => {
     const set = await cli(['card', 'set', '--name', 'hooked', '--capability', 'cap:hooked@1.0.0', '--json', ...remote()])
     expect(set.code, set.stderr).toBe(0)
-    const hook = 'http://127.0.0.1:9/hook?secret=s3cret'
+    const hook = 'http://127.0.0.1:8080/hook?secret=s3cret'
     const withHook = await cli(['card', 'set', '--webhook', hook, '--json', ...remote()])
     expect(withHook.stderr).toBe('')
     expect(withHook.code).toBe(0)

@@ -79,7 +79,7 @@ function registerCard (program: Command): void {
     .option('--tag <tag>', 'a tag to add, repeatable', collect)
     .option('--webhook <url>', 'POST each work item to this URL')
     .option('--no-webhook', 'stop POSTing work items')
-    .addHelpText('after', '\nWithout --card the current card is the base: --name and --description replace its values, --capability and --tag add to its lists.\n--webhook or --no-webhook alone publishes the current card again with the new webhook. A webhook must parse as a URL and hold no credentials (user:password@).')
+    .addHelpText('after', '\nWithout --card the current card is the base: --name and --description replace its values, --capability and --tag add to its lists.\n--webhook or --no-webhook alone publishes the current card again with the new webhook. A webhook must parse as a URL, hold no credentials (user:password@) and name neither port 0 nor a port fetch blocks (WebhookUrl in protocols/api.openapi.json).')
     .action(remoteAction<RemoteOptions & { card?: string, name?: string, description?: string, capability?: string[], tag?: string[], webhook?: string | false }>(async (client, opts) => {
       if (typeof opts.webhook === 'string') {
         const problem = webhookProblem(opts.webhook)

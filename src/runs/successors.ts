@@ -9,7 +9,7 @@
 import type { Logger } from '../logger.ts'
 import { toAapError, unreached } from '../errors.ts'
 import type { Run } from '../runlog/types.ts'
-import { refusedByStore } from '../storage/write-guard.ts'
+import { refusedAsClosed, refusedByStore } from '../storage/write-guard.ts'
 import type { CallOptions } from '../wire/rpc.ts'
 import type { RunCaller } from './caller.ts'
 import { SUCCESSOR_ADOPTIONS_AT_START_MAX } from './constants.ts'
@@ -90,8 +90,9 @@ export class Successors {
       next = await this.i.caller.adoptSuccessor(run, opts)
     } catch (err) {
       const e = toAapError(err)
-      // this node's disk refused the successor's record: not an answer about the successor
-      if (refusedByStore(e)) throw e
+      // this node's disk refused the successor's record, or the node stopped under it: not an answer about the
+      // successor (the mark stays for the next start)
+      if (refusedByStore(e) || refusedAsClosed(e)) throw e
       if (!unreached(e)) {
         // its executor answered, and what it said is not a run continuing this one (a handoff naming another
         // task's run, a run of another delegator): nothing of it is recorded here, else liveness would watch
