@@ -110,6 +110,14 @@ export const A2A_TASK_REFRESHES_MAX = 16
 export const A2A_LIST_REFRESH_MAX = 8
 /** Handoffs followed from a task's run to the run that carries it on now, in one read. */
 export const A2A_TASK_REFRESH_HANDOFFS_MAX = 8
+/**
+ * Events of handoff successors (runs whose run.started names a handoff_from) one tracked task keeps while the run
+ * it follows has not handed off yet: a subscription's history comes run by run in run id order, so a successor's
+ * events may come before its predecessor's run.completed (as may a successor's start live). A handoff to one of
+ * them goes on with its events kept; past the bound the oldest goes (logged), so a long successor shows its later
+ * events only.
+ */
+export const A2A_SUCCESSOR_EVENTS_KEPT_MAX = 256
 /** SubscribeToTask streams open at once on one task; past it a new one is refused (TooManySubscribersError). */
 export const A2A_SUBSCRIBERS_MAX_PER_TASK = 8
 /**

@@ -41,7 +41,7 @@ import type { MeshNode } from '../node.ts'
 import type { CapabilityRef } from '../card/card.ts'
 import type { AgentEvent, Run } from '../runlog/types.ts'
 import { Limiter } from '../util/concurrency.ts'
-import { A2A_BUSY_RETRIES_MAX, A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_MESH_CALL_TIMEOUT_MS } from './constants.ts'
+import { A2A_BUSY_RETRIES_MAX, A2A_DROPPED_RUN_CANCELS_AT_ONCE, A2A_MESH_CALL_TIMEOUT_MS, A2A_SUCCESSOR_EVENTS_KEPT_MAX } from './constants.ts'
 import { capabilityOf, eventToUpdates, toA2aError, type TaskUpdate } from './mapping.ts'
 import { gatewayStats, gatewayTotals, type A2aGatewayStats } from './stats.ts'
 
@@ -70,6 +70,12 @@ export interface Tracked {
   readonly done: PromiseWithResolvers<void>
   /** Saves and publishes of events no execution carries, in order. */
   chain: Promise<void>
+  /**
+   * Events of handoff successors (runs whose run.started names a handoff_from) that came before the run they
+   * continue handed off to them: a subscription's history is replayed run by run in run id order, not handoff order.
+   * A handoff to one of them goes on with its events kept here (at most A2A_SUCCESSOR_EVENTS_KEPT_MAX).
+   */
+  kept?: SuccessorEvents
 }
 
 export interface TaskRunsHost {
@@ -120,6 +126,46 @@ export class WatchBudget {
       return true
     }
     return false
+  }
+}
+
+/**
+ * Events of a task's handoff successors met before the run they continue handed off to them, so a handoff goes
+ * on with them: only runs whose run.started names a handoff_from are kept, at most A2A_SUCCESSOR_EVENTS_KEPT_MAX
+ * events (past it the oldest goes, the first of them told to `dropped`).
+ */
+export class SuccessorEvents {
+  private readonly runs = new Set<string>()
+  private readonly events: AgentEvent[] = []
+  /** Told of the first event that goes (a task logs it once). */
+  private readonly dropped: (e: AgentEvent) => void
+  private told = false
+
+  constructor (dropped: (e: AgentEvent) => void) {
+    this.dropped = dropped
+  }
+
+  offer (e: AgentEvent): void {
+    const from = e.payload.handoff_from as { run_id?: unknown } | null | undefined
+    if (e.type === 'run.started' && typeof from?.run_id === 'string') {
+      this.runs.add(e.run_id)
+      // the runs known are bounded as their events are: the one met first goes
+      if (this.runs.size > A2A_SUCCESSOR_EVENTS_KEPT_MAX) for (const r of this.runs) { this.runs.delete(r); break }
+    }
+    if (!this.runs.has(e.run_id) || this.events.some((k) => k.run_id === e.run_id && k.seq === e.seq)) return
+    this.events.push(e)
+    const oldest = this.events.length > A2A_SUCCESSOR_EVENTS_KEPT_MAX ? this.events.shift() : undefined
+    if (oldest === undefined || this.told) return
+    this.told = true
+    this.dropped(oldest)
+  }
+
+  /** The events kept of `runId`, in seq order; they are kept no more. */
+  take (runId: string): AgentEvent[] {
+    const mine = this.events.filter((k) => k.run_id === runId).sort((a, b) => a.seq - b.seq)
+    if (mine.length > 0) this.events.splice(0, this.events.length, ...this.events.filter((k) => k.run_id !== runId))
+    this.runs.delete(runId)
+    return mine
   }
 }
 
@@ -313,7 +359,16 @@ export class TaskRuns {
   }
 
   private onEvent (t: Tracked, e: AgentEvent): void {
-    if (t.finished || t.claimed || e.run_id !== t.runId || e.seq <= t.seen) return
+    if (t.finished || t.claimed) return
+    if (e.run_id !== t.runId) {
+      // a run this one may yet hand off to, met first (history in run id order, or its start before this run's end)
+      t.kept ??= new SuccessorEvents((dropped) => {
+        this.host.log.warn({ task_id: t.ids.taskId, run_id: t.runId, dropped_run_id: dropped.run_id, seq: dropped.seq, limit: A2A_SUCCESSOR_EVENTS_KEPT_MAX }, 'a2a: a task keeps no more events of runs a handoff may pass it to (A2A_SUCCESSOR_EVENTS_KEPT_MAX): the oldest go (logged once per task)')
+      })
+      t.kept.offer(e)
+      return
+    }
+    if (e.seq <= t.seen) return
     t.seen = e.seq
     if (e.type === 'run.started') t.capability = capabilityOf(e.payload.capability) ?? t.capability
     const updates = eventToUpdates(e, t.ids, t.capability)
@@ -339,13 +394,15 @@ export class TaskRuns {
         t.done.resolve()
       }
       if (terminal) this.finish(t)
-      return
+    } else {
+      t.chain = t.chain.then(async () => { await this.apply(t, updates, terminal) }).catch((err: unknown) => {
+        this.count('saveErrors')
+        this.host.log.warn({ err: (err as Error).message, task_id: t.ids.taskId, run_id: e.run_id, event: e.type }, 'a2a: cannot save a watched run\'s event to its task')
+      })
+      if (terminal) this.finish(t)
     }
-    t.chain = t.chain.then(async () => { await this.apply(t, updates, terminal) }).catch((err: unknown) => {
-      this.count('saveErrors')
-      this.host.log.warn({ err: (err as Error).message, task_id: t.ids.taskId, run_id: e.run_id, event: e.type }, 'a2a: cannot save a watched run\'s event to its task')
-    })
-    if (terminal) this.finish(t)
+    // the successor's events that came first go on now, in seq order (they will not come again)
+    if (handoff) for (const k of t.kept?.take(t.runId) ?? []) this.onEvent(t, k)
   }
 
   /** Save the updates to the task (no execution's ResultManager does), then publish them to its subscribers. */
@@ -368,6 +425,7 @@ export class TaskRuns {
   private finish (t: Tracked): void {
     this.budget.remove(t)
     t.finished = true
+    t.kept = undefined
     t.sub?.close()
     t.done.resolve()
     if (this.tracked.get(t.ids.taskId) === t) this.tracked.delete(t.ids.taskId)
