@@ -163,6 +163,16 @@ export class Catalog {
     return unnamed
   }
 
+  /**
+   * Undo `remove` (the store could not delete the manifest): the entry is back, last in the eviction order, with the
+   * chunks its manifest names and those `remove` let go. `output`: it was a run output pinned within the share.
+   */
+  restore (id: string, e: CatalogEntry, output: boolean, chunks: readonly string[], unnamed: ReadonlyArray<[string, number]>): void {
+    if (output) e.output = true
+    this.add(id, e, chunks)
+    for (const [cid, size] of unnamed) this.present.set(cid, size)
+  }
+
   /** Up to `limit` artifacts whose ids sort after `after` (all of them without it), in id order. */
   page (after: string | undefined, limit: number): Array<[string, CatalogEntry]> {
     const ids: string[] = []

@@ -66,3 +66,19 @@ export function storeRefused (err: unknown): boolean {
   const e = toAapError(err)
   return e.code === 'STORAGE_FULL' || e.details?.reason === 'store_closed'
 }
+
+/**
+ * Errors of this node's own checks of what a holder sent (the manifest against the id, a chunk against the manifest,
+ * the lengths of chunks held here): the holder sent damaged bytes, and a fetch all of whose holders failed says
+ * ARTIFACT_CORRUPT for it. A holder's error frame with that code is its word only: it drops the holder like any other.
+ */
+const fromOwnCheck = new WeakSet<object>()
+
+export function ownCheck (err: unknown): unknown {
+  if (typeof err === 'object' && err !== null) fromOwnCheck.add(err)
+  return err
+}
+
+export function failedOwnCheck (err: unknown): boolean {
+  return typeof err === 'object' && err !== null && fromOwnCheck.has(err) && toAapError(err).code === 'ARTIFACT_CORRUPT'
+}

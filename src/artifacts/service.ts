@@ -26,7 +26,7 @@ import { BulkSession, findProviders, serveBulk, type BulkAnswer } from '../wire/
 import { JSON_CODEC, checkHeldLengths, firstIndexes, parseId, verifyChunk, verifyManifest, type Manifest } from './manifest.ts'
 import { ArtifactStore, type StoredArtifact } from './store.ts'
 import { KeptFetches, type VerifiedManifest } from './kept.ts'
-import { droppedSlow, rateBound, storeError, storeRefused } from './fetch-bounds.ts'
+import { droppedSlow, failedOwnCheck, ownCheck, rateBound, storeError, storeRefused } from './fetch-bounds.ts'
 import { ARTIFACT_LIST_DEFAULT_LIMIT, ARTIFACT_LIST_MAX_LIMIT } from './constants.ts'
 import type { StagedWrite } from './write.ts'
 import { untilAborted } from '../util/deadline.ts'
@@ -295,7 +295,7 @@ export class Artifacts implements ArtifactWriter {
    * Holders to try, in order, without repeats: the hinted agents, DHT
    * providers, connected peers. `opts.holders` may grow while the fetch goes
    * on (a caller that joined it): those are asked before the next of the rest.
-   * Then, once more, those in `again` (dropped for their rate bound meanwhile).
+   * Then, once more, those in `again` (dropped for their rate bound meanwhile), hints still first.
    */
   private async * holders (id: string, opts: FetchOptions, again: readonly PeerId[]): AsyncGenerator<PeerId> {
     const seen = new Set<string>([this.host.peerId.toString()])
@@ -337,8 +337,11 @@ export class Artifacts implements ArtifactWriter {
       yield * hinted()
       if (fresh(p)) yield p
     }
+    for (const p of again) {
+      yield * hinted()
+      yield p
+    }
     yield * hinted()
-    yield * again
   }
 
   private async fetchFromHolders (id: string, opts: FetchOptions): Promise<Manifest> {
@@ -399,7 +402,7 @@ export class Artifacts implements ArtifactWriter {
             haveOf(manifest.m)
           } catch (err) {
             this.stats.rejected++
-            throw err
+            throw ownCheck(err)
           }
           f.manifest = manifest
         }
@@ -415,7 +418,7 @@ export class Artifacts implements ArtifactWriter {
         session?.abort(e)
         // a commit that failed abandoned the write (its staged chunks are gone): no other holder can finish it
         if (committing || storeRefused(e) || opts.signal?.aborted === true) throw e
-        if (e.code === 'ARTIFACT_CORRUPT') corrupt = e
+        if (failedOwnCheck(e)) corrupt = e
         if (droppedSlow(e)) slow.push(peer)
         last = e
         this.log.debug({ err: e, artifact: id, peer: peer.toString() }, 'an artifact holder failed; trying the next')
@@ -471,7 +474,7 @@ export class Artifacts implements ArtifactWriter {
           verifyChunk(id, m, head.index, bytes)
         } catch (err) {
           this.stats.rejected++
-          throw err
+          throw ownCheck(err)
         }
         const index = head.index
         // never rejects: a failed write is kept in `failure` and thrown by the loop

@@ -374,15 +374,19 @@ export class ArtifactStore {
       this.stats.deleteFailures++
       this.log.warn({ err, artifact: id }, 'the manifest of an artifact being removed cannot be read: its chunks stay until the store opens again')
     }
+    // a read opened meanwhile keeps the copy (evictFor takes the next); else out of the catalog now, before the rm
+    if (by === 'evicted' && e.readers > 0) return 0
+    const output = e.output === true
+    const unnamed = this.catalog.remove(id, chunks)
     // the manifest first: from then on the artifact is not here (a crash after it leaves chunks the next open sweeps)
     try {
       await rm(this.files.manifestPath(id), { force: true })
     } catch (err) {
+      this.catalog.restore(id, e, output, chunks, unnamed)
       throw storageWriteError(err, 'artifacts')
     }
     const before = this.usedBytes
     this.usedBytes -= e.manifestBytes
-    const unnamed = this.catalog.remove(id, chunks)
     // whether or not it was pinned: a pin left by an earlier failed commit goes too
     await this.files.deletePin(id)
     await this.deleteChunks(unnamed)
