@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { TaskState, type Task } from '@a2a-js/sdk'
 import { DefaultExecutionEventBusManager, InMemoryTaskStore, type AgentExecutionEvent } from '@a2a-js/sdk/server'
 import { CONTEXT, TaskRuns, WatchBudget } from '../src/a2a/task-runs.ts'
-import { A2A_INPUT_WATCHES_MAX, A2A_MESH_EXTENSION_URI } from '../src/a2a/constants.ts'
+import { A2A_INPUT_WATCHES_MAX, A2A_MESH_EXTENSION_URI, A2A_SUCCESSOR_EVENTS_KEPT_MAX } from '../src/a2a/constants.ts'
 import { EventSubscription, type SubscribeOptions } from '../src/events/subscription.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
@@ -122,6 +122,22 @@ describe('a2a: a handoff whose successor sorts first in the replayed history', (
     expect(runs.get(IDS.taskId)).toBeUndefined()
     expect(await followed).toBe(true)
     expect(ended).toBe(true)
+  })
+
+  it('another task\'s successors in the same context do not push out its own successor\'s events', async () => {
+    // an earlier turn's run handed off in the same context (the correlation): its successor sorts between A and B
+    const O = 'bother:cccc'
+    const others = [ev(O, 1, 'run.started', { capability: CAP, handoff_from: { run_id: 'mprev:dddd', agent_id: 'mprev' } })]
+    for (let seq = 2; seq <= A2A_SUCCESSOR_EVENTS_KEPT_MAX + 1; seq++) others.push(ev(O, seq, 'run.progress', { step: seq }))
+    const { runs, buses } = setup(sortedHistory([A1, A2progress, A3, B1, B2, ...others]))
+    const bus = buses.createOrGetByTaskId(IDS.taskId)
+    const published: string[] = []
+    bus.on('event', (e) => { published.push(label(e)) })
+    const followed = runs.follow(runA('running', 2), IDS, bus)
+    await vi.waitFor(() => { expect(subs).toHaveLength(1) })
+    // before: B's two events were the oldest kept and went for the other run's; the task stayed working
+    expect(published).toEqual([`status:TASK_STATE_WORKING ${A}#3`, `status:TASK_STATE_WORKING ${B}#1`, `artifactUpdate ${B}#2`, `status:TASK_STATE_COMPLETED ${B}#2`])
+    expect(await followed).toBe(true)
   })
 
   it('live: the successor\'s start before the predecessor\'s end', async () => {

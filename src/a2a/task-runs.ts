@@ -131,7 +131,8 @@ export class WatchBudget {
 
 /**
  * Events of a task's handoff successors met before the run they continue handed off to them, so a handoff goes
- * on with them: only runs whose run.started names a handoff_from are kept, at most A2A_SUCCESSOR_EVENTS_KEPT_MAX
+ * on with them: only runs whose run.started names this task's run (or a run kept) as handoff_from are kept (the
+ * correlation, an A2A context, carries other tasks' runs and successors too), at most A2A_SUCCESSOR_EVENTS_KEPT_MAX
  * events (past it the oldest goes, the first of them told to `dropped`).
  */
 export class SuccessorEvents {
@@ -145,9 +146,10 @@ export class SuccessorEvents {
     this.dropped = dropped
   }
 
-  offer (e: AgentEvent): void {
+  /** Keep `e` if its run continues `current` (the task's run) or a run kept already: never another task's successors. */
+  offer (e: AgentEvent, current: string): void {
     const from = e.payload.handoff_from as { run_id?: unknown } | null | undefined
-    if (e.type === 'run.started' && typeof from?.run_id === 'string') {
+    if (e.type === 'run.started' && typeof from?.run_id === 'string' && (from.run_id === current || this.runs.has(from.run_id))) {
       this.runs.add(e.run_id)
       // the runs known are bounded as their events are: the one met first goes
       if (this.runs.size > A2A_SUCCESSOR_EVENTS_KEPT_MAX) for (const r of this.runs) { this.runs.delete(r); break }
@@ -365,7 +367,7 @@ export class TaskRuns {
       t.kept ??= new SuccessorEvents((dropped) => {
         this.host.log.warn({ task_id: t.ids.taskId, run_id: t.runId, dropped_run_id: dropped.run_id, seq: dropped.seq, limit: A2A_SUCCESSOR_EVENTS_KEPT_MAX }, 'a2a: a task keeps no more events of runs a handoff may pass it to (A2A_SUCCESSOR_EVENTS_KEPT_MAX): the oldest go (logged once per task)')
       })
-      t.kept.offer(e)
+      t.kept.offer(e, t.runId)
       return
     }
     if (e.seq <= t.seen) return
