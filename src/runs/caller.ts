@@ -190,7 +190,8 @@ export class RunCaller {
    */
   async adoptSuccessor (pred: Run, opts: CallOptions): Promise<Run | undefined> {
     const link = pred.handoff_to
-    if (link === null || pred.delegator !== this.agentId || link.agent_id === this.agentId || await this.store.getOutgoing(link.run_id) !== undefined) return undefined
+    // a record of this node's delegation that names a successor on another node (the one judge, adoptions.ts)
+    if (link === null || !this.store.adoptions.names(pred) || await this.store.getOutgoing(link.run_id) !== undefined) return undefined
     if (executorOfRun(link.run_id) !== link.agent_id) throw new InvalidRequestError('a handoff names a successor its named agent does not execute')
     const res = await this.controlClient.call(peerOf(link.agent_id), 'get_run', { run_id: link.run_id }, opts)
     const next = runFromAnswer(res, link.agent_id)
@@ -209,7 +210,7 @@ export class RunCaller {
    */
   async holdSuccessor (pred: Run): Promise<Run | undefined> {
     const link = pred.handoff_to
-    if (link === null || pred.delegator !== this.agentId || link.agent_id === this.agentId || executorOfRun(link.run_id) !== link.agent_id) return undefined
+    if (link === null || !this.store.adoptions.names(pred) || executorOfRun(link.run_id) !== link.agent_id) return undefined
     if (await this.store.getOutgoing(link.run_id) !== undefined) return undefined
     const now = new Date().toISOString()
     const { context_id: _c, turn: _t, previous_turn: _p, ...base } = pred
