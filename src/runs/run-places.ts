@@ -7,8 +7,9 @@
  * A LevelDB listing reads the snapshot its iterator took when it opened: a
  * run still being saved then is not in it, even once its save finishes while
  * the page reads on. So a page fences against the runs pending when it
- * began to read a side (`fence`) as well as those pending now; a run placed
- * later sorts after every key in that snapshot (the places only move forward).
+ * began to read a side (`fence`), whether or not they are saved by the time
+ * it meets them; a run placed later sorts after every key in that snapshot
+ * (the places only move forward).
  */
 import type { RunSide } from './run-index.ts'
 
@@ -20,16 +21,18 @@ export function placeKey (iso: string, count: number, runId: string): string {
   return `${iso}~${count.toString(36).padStart(PLACE_COUNT_DIGITS, '0')}~${encodeURIComponent(runId)}`
 }
 
-/** Where one page's read of one side must stop for the runs still being saved. */
+/**
+ * Where one page's read of one side must stop for the runs still being saved:
+ * the runs pending when the read began. A run placed later sorts after every
+ * key of the read's snapshot (the places only move forward), so it can never
+ * lie between where the read started and a key it reads.
+ */
 export class PageFence {
-  /** Pending now (runs placed after the read began sort after every key in its snapshot). */
-  private readonly live: Set<string>
   /** Pending when the read began, minus those the read met (they were in its snapshot after all). */
   private readonly atStart: Set<string>
 
-  constructor (live: Set<string>) {
-    this.live = live
-    this.atStart = new Set(live)
+  constructor (pending: Set<string>) {
+    this.atStart = new Set(pending)
   }
 
   /** Key `t` was read: its run is saved and in the snapshot. */
@@ -44,12 +47,7 @@ export class PageFence {
    * and `t`. Passing it would skip that run for good once it lands.
    */
   before (t: string, from: string | undefined, reverse: boolean): boolean {
-    return this.any((p) => reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from))
-  }
-
-  private any (test: (p: string) => boolean): boolean {
-    for (const p of this.atStart) if (test(p)) return true
-    for (const p of this.live) if (test(p)) return true
+    for (const p of this.atStart) if (reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from)) return true
     return false
   }
 }
