@@ -48,7 +48,7 @@ async function unlessCanceled<T> (p: Promise<T>, signal: AbortSignal | undefined
   }
 }
 
-/** The typed error of `unlessCanceled` when `signal` has aborted by now (a step not raced against it ended). */
+/** The typed error of `unlessCanceled` when `signal` has aborted by now (before the replay starts, or after a step not raced against it). */
 function throwIfCanceled (signal: AbortSignal | undefined): void {
   if (signal?.aborted === true) throw canceled(signal)
 }
@@ -59,7 +59,7 @@ function canceled (signal: AbortSignal): AapError {
 }
 
 export async function collectReplay (d: ReplayDeps, correlationId: string, hints: Hints, opts: { owner?: string, timeoutMs?: number, signal?: AbortSignal }): Promise<CorrelationReplay> {
-  if (opts.signal?.aborted === true) throw canceled(opts.signal)
+  throwIfCanceled(opts.signal)
   const t = d.correlations.ensure(correlationId, false, false)
   t.holds++
   let told: RunTrack[] = []
