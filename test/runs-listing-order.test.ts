@@ -1,7 +1,11 @@
 /**
  * The order of the run index (src/runs/run-index.ts): runs are listed in the
  * order this node stored them, and a page does not pass the place of a run
- * still being written. Before, the order key was the run's `created_at`,
+ * still being written, even one whose save lands after the page's LevelDB
+ * snapshot was taken (the page fences against the runs pending when it began
+ * to read: before, such a run was passed by the cursor for good; an
+ * unfiltered listing still leaves the executing side past one, session 59's
+ * note). Before, the order key was the run's `created_at`,
  * taken before the run was stored: of two runs created at once, the one
  * created first could land after a cursor had passed its place and was never
  * listed; and a delegated record sorted by its executor's clock, so a hostile
@@ -20,7 +24,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { openDatastore } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { Run } from '../src/runlog/types.ts'
-import { RunIndex, type RunSide } from '../src/runs/run-index.ts'
+import { RunIndex, type PageRequest, type RunFilter, type RunSide } from '../src/runs/run-index.ts'
 import { rawKey } from '../src/storage/range.ts'
 import { runRecord } from './fixtures/run-record.ts'
 
@@ -36,6 +40,9 @@ function runOf (id: string, createdAt: string, side: RunSide): Run {
     created_at: createdAt
   })
 }
+
+type LevelIterator = AsyncIterable<[string, Uint8Array | undefined]> & { close: () => Promise<void> }
+interface LevelIterating { iterator: (opts: Record<string, unknown>) => LevelIterator }
 
 describe('the run index lists runs in the order they were stored', () => {
   let dir: string
@@ -68,6 +75,46 @@ describe('the run index lists runs in the order they were stored', () => {
   async function pages (order: 'oldest' | 'newest', limit: number, from?: string): Promise<{ ids: string[], cursor: string | null }> {
     const page = await index.page({ side: 'executing' }, { limit, order, ...(from === undefined ? {} : { cursor: from }) })
     return { ids: page.executing, cursor: page.next_cursor }
+  }
+
+  /**
+   * One page read while `settle` happens: the first LevelDB iterator the page
+   * opens has taken its snapshot before `settle` is started, and reads on
+   * once it is done.
+   */
+  async function pageWhile (settle: () => Promise<void>, filter: RunFilter, req: PageRequest): Promise<Awaited<ReturnType<RunIndex['page']>>> {
+    const db = (ds as unknown as { db: LevelIterating }).db
+    const orig = db.iterator.bind(db)
+    let done = false
+    db.iterator = (opts) => {
+      const it = orig(opts)
+      if (done) return it
+      done = true
+      return {
+        close: async () => { await it.close() },
+        async * [Symbol.asyncIterator] () {
+          await settle()
+          yield * it
+        }
+      }
+    }
+    try {
+      return await index.page(filter, req)
+    } finally {
+      db.iterator = orig
+    }
+  }
+
+  /** Every id of a listing, page by page, until its cursor is null. */
+  async function walk (filter: RunFilter, req: PageRequest, first: Awaited<ReturnType<RunIndex['page']>>): Promise<string[]> {
+    const ids = [...first.executing, ...first.delegated]
+    let cursor = first.next_cursor
+    while (cursor !== null) {
+      const page = await index.page(filter, { ...req, cursor })
+      ids.push(...page.executing, ...page.delegated)
+      cursor = page.next_cursor
+    }
+    return ids
   }
 
   it('oldest first: a run created first but stored last is on the page after the one that passed its place', async () => {
@@ -183,5 +230,27 @@ describe('the run index lists runs in the order they were stored', () => {
     // `since` names when this node stored it: the far-future claim does not keep it in every poll
     const since = await index.page({ side: 'delegated', since: '9000-01-01T00:00:00.000Z' }, { limit: 10 })
     expect(since.delegated).toEqual([])
+  })
+
+  it('oldest first: a run whose save finishes after the page opened its iterator is listed on a later page', async () => {
+    const held = Promise.withResolvers<void>()
+    // X takes its place first and its save is slow; Y, placed after it, is saved at once
+    const x = write('executing', runOf('x', new Date().toISOString(), 'executing'), held.promise)
+    await write('executing', runOf('y', new Date().toISOString(), 'executing'))
+    // the page's snapshot holds Y, not X; X's save finishes before the page reaches Y
+    const first = await pageWhile(async () => { held.resolve(); await x }, { side: 'executing' }, { limit: 1 })
+    const ids = await walk({ side: 'executing' }, { limit: 10 }, first)
+    expect(ids).toEqual(['run-x', 'run-y'])
+  })
+
+  it('newest first: a run whose save finishes after the page opened its iterator stops the page before the older ones', async () => {
+    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
+    const held = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    await write('executing', runOf('c', new Date().toISOString(), 'executing'))
+    const first = await pageWhile(async () => { held.resolve(); await b }, { side: 'executing' }, { limit: 10, order: 'newest' })
+    expect(first.executing).toEqual(['run-c'])
+    const ids = await walk({ side: 'executing' }, { limit: 10, order: 'newest' }, first)
+    expect(ids).toEqual(['run-c', 'run-b', 'run-a'])
   })
 })
