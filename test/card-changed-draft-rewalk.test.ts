@@ -9,16 +9,15 @@
  * both under one key) or a tag the agent dropped. Found by session 59's
  * review. Real nodes over TCP on 127.0.0.1, the announcements real.
  */
-import type { PeerId } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, type AgentCard, type CardDraft } from '../src/card/card.ts'
 import { askHolder } from '../src/card/held-cards.ts'
 import { CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
-import { ownProviderRecords } from '../src/wire/provider-answers.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { storedRecordHolders } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 6
@@ -43,20 +42,7 @@ describe('an agent whose new card changes what a key it still names covers', () 
     const v1 = await agent.discovery.publish(first)
     expect(await agent.discovery.announce()).toBeGreaterThan(0)
     // the peers that took the key's records: those that hold the agent's card because of them
-    const sent = (agent.discovery as unknown as { announcer: { provided: Map<string, { records: number }> } }).announcer.provided.get(key.toString())?.records ?? 0
-    expect(sent).toBeGreaterThan(0)
-    const holders: PeerId[] = []
-    // an ADD_PROVIDER has no answer: each peer stores the record a moment after it was sent
-    await until(async () => {
-      holders.length = 0
-      for (const n of nodes) {
-        if (n === agent) continue
-        const read = ownProviderRecords(n.host.services.dht)
-        const recs: PeerId[] = read === undefined ? [] : await read(key)
-        if (recs.some(p => p.toString() === agent.agentId)) holders.push(peerIdOfAgent(n.agentId))
-      }
-      return holders.length >= sent
-    }, 'the peers the records were sent to to store them')
+    const holders = (await storedRecordHolders(nodes, agent, key)).map(n => peerIdOfAgent(n.agentId))
     // the agent asks: a holder never is the agent, so every holder is asked
     const client = new RpcClient(agent.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     try {

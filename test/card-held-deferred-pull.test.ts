@@ -10,7 +10,6 @@
  * shortened for the test (HeldCards' pullMinIntervalMs); the announcements
  * and pulls are real, over TCP on 127.0.0.1.
  */
-import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
@@ -20,10 +19,10 @@ import { CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CA
 import { agentIdOf, peerIdOfAgent } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
-import { ownProviderRecords } from '../src/wire/provider-answers.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { draft, newKey } from './card-fixtures.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { storedRecordHolders } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 6
@@ -53,20 +52,7 @@ describe('a provider record within the interval of its agent\'s last pull', () =
     const key = await capabilityKey(V1.capability_id)
     const v1 = await agent.discovery.publish({ name: 'deferred', capabilities: [V1] })
     expect(await agent.discovery.announce()).toBeGreaterThan(0)
-    const sent = (agent.discovery as unknown as { announcer: { provided: Map<string, { records: number }> } }).announcer.provided.get(key.toString())?.records ?? 0
-    expect(sent).toBeGreaterThan(0)
-    const holders: MeshNode[] = []
-    // an ADD_PROVIDER has no answer: each peer stores the record a moment after it was sent
-    await until(async () => {
-      holders.length = 0
-      for (const n of nodes) {
-        if (n === agent) continue
-        const read = ownProviderRecords(n.host.services.dht)
-        const recs: PeerId[] = read === undefined ? [] : await read(key)
-        if (recs.some(p => p.toString() === agent.agentId)) holders.push(n)
-      }
-      return holders.length >= sent
-    }, 'the peers the records were sent to to store them')
+    const holders = await storedRecordHolders(nodes, agent, key)
     const client = new RpcClient(agent.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     try {
       const handedOut = async (): Promise<number[]> => Promise.all(holders.map(async h =>
