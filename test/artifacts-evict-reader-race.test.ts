@@ -8,11 +8,9 @@
  * takes the next copy (or none). Found by session 59's artifact review.
  */
 import { afterEach, describe, expect, it } from 'vitest'
-import { ARTIFACT_CHUNK_BYTES } from '../src/constants.ts'
 import type { Catalog } from '../src/artifacts/catalog.ts'
-import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest, type Manifest } from '../src/artifacts/manifest.ts'
-import type { ArtifactStore } from '../src/artifacts/store.ts'
-import { TempStores, readAll } from './fixtures/artifact-stores.ts'
+import type { Manifest } from '../src/artifacts/manifest.ts'
+import { TempStores, fetchedCopy, readAll } from './fixtures/artifact-stores.ts'
 
 const stores = new TempStores()
 afterEach(async () => { await stores.cleanup() })
@@ -24,26 +22,6 @@ const ROOM = 2500
 
 const filled = (n: number, byte: number): Uint8Array => new Uint8Array(n).fill(byte)
 
-/** Store `bytes` the way a fetch does: staged chunk by chunk, committed as a copy (not pinned). */
-async function fetchedCopy (store: ArtifactStore, bytes: Uint8Array): Promise<string> {
-  const w = await store.begin()
-  const chunks: string[] = []
-  try {
-    for (let at = 0; at < bytes.byteLength; at += ARTIFACT_CHUNK_BYTES) {
-      const c = bytes.subarray(at, at + ARTIFACT_CHUNK_BYTES)
-      const cid = cidOf(RAW_CODEC, c).toString()
-      if (!store.hasChunk(cid, w)) await store.stage(w, cid, c)
-      chunks.push(cid)
-    }
-    const manifest = encodeManifest({ v: 1, size: bytes.byteLength, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks })
-    const id = cidOf(JSON_CODEC, manifest).toString()
-    await store.commit(w, id, manifest)
-    return id
-  } catch (err) {
-    await store.abandon(w)
-    throw err
-  }
-}
 
 async function bytesOf (chunks: AsyncGenerator<Uint8Array>): Promise<number> {
   let n = 0

@@ -18,6 +18,7 @@ import { JSON_CODEC, RAW_CODEC, cidOf, encodeManifest } from '../src/artifacts/m
 import { ARTIFACT_USE_PERSIST_MS } from '../src/artifacts/constants.ts'
 import { silentLogger } from '../src/logger.ts'
 import { rejectsWith, until } from './helpers.ts'
+import { fetchedCopy } from './fixtures/artifact-stores.ts'
 
 const dirs: string[] = []
 const stores: ArtifactStore[] = []
@@ -43,21 +44,6 @@ async function openStore (maxBytes = ROOM, maxArtifacts?: number, dir?: string):
 
 const filled = (n: number, byte: number): Uint8Array => new Uint8Array(n).fill(byte)
 
-/** Store `bytes` the way a fetch does: staged chunk by chunk, committed as a copy (not pinned). */
-async function fetchedCopy (store: ArtifactStore, bytes: Uint8Array): Promise<string> {
-  const w = await store.begin()
-  const chunks: string[] = []
-  for (let at = 0; at < bytes.byteLength; at += ARTIFACT_CHUNK_BYTES) {
-    const c = bytes.subarray(at, at + ARTIFACT_CHUNK_BYTES)
-    const cid = cidOf(RAW_CODEC, c).toString()
-    if (!store.hasChunk(cid, w)) await store.stage(w, cid, c)
-    chunks.push(cid)
-  }
-  const manifest = encodeManifest({ v: 1, size: bytes.byteLength, chunk_bytes: ARTIFACT_CHUNK_BYTES, chunks })
-  const id = cidOf(JSON_CODEC, manifest).toString()
-  await store.commit(w, id, manifest)
-  return id
-}
 
 async function own (store: ArtifactStore, bytes: Uint8Array): Promise<string> {
   return (await store.put((async function * () { yield bytes })())).id
