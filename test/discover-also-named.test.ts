@@ -31,6 +31,11 @@ const K = 3
 const NODES = 9
 /** Providers the hostile peer names ahead of the honest agent (its answer holds 20). */
 const FAKES = 19
+/**
+ * The discovers' time budget: twice the default, so a busy machine (the suite's other files on both cores) does not
+ * end them, and half of what the old order took (19 fetches that never answer, two at a time, of CARD_FETCH_TIMEOUT_MS).
+ */
+const BUDGET_MS = 10_000
 
 /**
  * Of the nodes but the asker and the key's holders, the one farthest from the key (kad-dht's ids: SHA-256 of the
@@ -90,7 +95,7 @@ async function answerWith (holder: MeshNode, asker: MeshNode, key: CID, named: P
 /** A discover for one card of `cap` without the cache, and who its lookup named, in order. */
 async function discoverNamed (asker: MeshNode, cap: { capability_id: string, version: string }): Promise<{ found: string[], order: Array<{ id: string, by: string | undefined }> }> {
   const order: Array<{ id: string, by: string | undefined }> = []
-  const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, onNamed: (ids, by) => { for (const id of ids) order.push({ id, by }) } })
+  const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, timeoutMs: BUDGET_MS, onNamed: (ids, by) => { for (const id of ids) order.push({ id, by }) } })
   return { found: found.map(c => c.agent_id), order }
 }
 

@@ -37,6 +37,14 @@ describe('discovery across a 5-node mesh with no central server', () => {
     expect(await nodes[0]!.discover({ capability: { capability_id: 'cap:code-review', version: '9.9.9' } })).toEqual([])
   })
 
+  it('takes a caller\'s time budget, and refuses one that is not a positive number of ms with a typed error', async () => {
+    const cap = { capability: { capability_id: 'cap:code-review', version: '2.1.0' } }
+    expect((await nodes[1]!.discover(cap, { timeoutMs: 10_000 })).map(c => c.agent_id)).toEqual([nodes[2]!.agentId])
+    for (const timeoutMs of [0, -5, Number.NaN]) {
+      await expect(nodes[1]!.discover(cap, { timeoutMs })).rejects.toMatchObject({ code: 'INVALID_REQUEST' })
+    }
+  })
+
   it('says where each card came from: the agent when asked fresh, then this node\'s cache', async () => {
     const provider = nodes[2]!
     const asker = nodes[4]!

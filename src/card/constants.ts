@@ -16,6 +16,9 @@ import { CARD_CACHE_MAX_ENTRIES, CARD_FETCH_TIMEOUT_MS, CARD_TTL_MS, DHT_PROVIDE
  */
 export const CARD_MISMATCH_REFRESH_MS = 5_000
 
+/** The longest time budget a caller may give one discover (DiscoverOptions.timeoutMs; DISCOVER_TIMEOUT_MS by default). */
+export const DISCOVER_TIMEOUT_MAX_MS = 30_000
+
 /**
  * Providers one peer's DHT answers may name to a discover, all its answers
  * together (an honest node names at most DHT_PROVIDERS_PER_ANSWER per

@@ -8,14 +8,12 @@
  * it, again after ANNOUNCE_REWALK_MS, and kad-dht provides it again before
  * its records expire.
  *
- * Discovery: a provider lookup on the query's key yields peers (kad-dht's,
- * which stops at k providers, then, when the caller wants more, this node's
- * own records and the key's closest peers: src/wire/dht-providers.ts); each peer's card
- * comes from a verified cache, from the peer whose DHT answer named it (it keeps
- * the cards of the providers whose records it holds: held-cards.ts) when
- * another source names the agent too (fetch-order.ts), or from the
- * peer itself over /aap/card/0.1.0, and the DHT record is the fallback when the
- * peer cannot be reached. Nothing unverified is ever returned.
+ * Discovery: a provider lookup on the query's key yields peers (kad-dht's, which stops at k providers, then, when
+ * the caller wants more, this node's own records and the key's closest peers: src/wire/dht-providers.ts); each
+ * peer's card comes from a verified cache, from the peer whose DHT answer named it (it keeps the cards of the
+ * providers whose records it holds: held-cards.ts) when another source names the agent too (fetch-order.ts), or
+ * from the peer itself over /aap/card/0.1.0, and the DHT record is the fallback when the peer cannot be reached.
+ * Nothing unverified is ever returned.
  */
 import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CID } from 'multiformats/cid'
@@ -33,7 +31,7 @@ import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
 import { routingTableOf } from './routing-view.ts'
 import { Announcer } from './announce.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
-import { DISCOVER_PROVIDERS_PER_PEER_MAX } from './constants.ts'
+import { DISCOVER_PROVIDERS_PER_PEER_MAX, DISCOVER_TIMEOUT_MAX_MS } from './constants.ts'
 import { CardRefreshes } from './card-refresh.ts'
 import { untilAborted } from '../util/deadline.ts'
 import { schema } from '../schema/validate.ts'
@@ -54,6 +52,8 @@ export interface DiscoveryQuery { capability?: CapabilityQuery | null, tags?: st
 
 export interface DiscoverOptions {
   signal?: AbortSignal
+  /** How long this discover may collect providers (default DISCOVER_TIMEOUT_MS, at most DISCOVER_TIMEOUT_MAX_MS). */
+  timeoutMs?: number
   /** Stop after this many cards (default and cap: DISCOVER_MAX_RESULTS). */
   limit?: number
   /** Include this node's own card when it matches (default false). */
@@ -261,11 +261,12 @@ export class Discovery {
     isDiscoveryQuery.assert(query, 'discovery query')
     const limit = Math.min(opts.limit ?? DISCOVER_MAX_RESULTS, DISCOVER_MAX_RESULTS)
     if (!(limit >= 1)) return
+    if (opts.timeoutMs !== undefined && !(opts.timeoutMs > 0)) throw new InvalidRequestError(`a discover's timeoutMs must be a positive number of ms, not ${opts.timeoutMs}`)
     // aborted when the caller stops reading, so no lookup or fetch goes on after the stream
     const stopped = new AbortController()
     const signal = AbortSignal.any([
       ...(opts.signal === undefined ? [] : [opts.signal]),
-      AbortSignal.timeout(DISCOVER_TIMEOUT_MS),
+      AbortSignal.timeout(Math.min(opts.timeoutMs ?? DISCOVER_TIMEOUT_MS, DISCOVER_TIMEOUT_MAX_MS)),
       stopped.signal
     ])
     let yielded = 0
