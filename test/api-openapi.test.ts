@@ -11,6 +11,7 @@ import { newToken } from '../src/api/files.ts'
 import { apiDocument, componentValidator, operations, responseValidator, sseDataValidator } from '../src/api/openapi.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import { UI_ROUTES } from '../src/api/ui-routes.ts'
+import { DISCOVER_TIMEOUT_MAX_MS } from '../src/card/constants.ts'
 import { API_REPLAY_MAX_TIMEOUT_MS, API_WEBHOOK_URL_MAX_CHARS, DISCOVER_MAX_RESULTS } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
@@ -107,6 +108,7 @@ describe('the OpenAPI document and the server', () => {
     const param = (path: string, name: string): any => doc.paths[path]!.get.parameters.find((p: { name: string }) => p.name === name)
     expect(param('/v1/events/{correlation_id}/replay', 'timeout_ms').schema.maximum).toBe(API_REPLAY_MAX_TIMEOUT_MS)
     expect(param('/v1/discover', 'limit').schema.maximum).toBe(DISCOVER_MAX_RESULTS)
+    expect(param('/v1/discover', 'timeout_ms').schema.maximum).toBe(DISCOVER_TIMEOUT_MAX_MS)
   })
 
   it('routes exactly the documented operations (and the browser view\'s own page routes), no more and no fewer', () => {

@@ -123,6 +123,8 @@ describe('local agent API', () => {
       ['discover without a query', get('/v1/discover'), 400, /capability and\/or a tag/],
       ['discover bad capability', get('/v1/discover?capability=cap%20x'), 400, /capability/],
       ['discover limit 0', get('/v1/discover?capability=cap:test&limit=0'), 400, /limit must be >= 1/],
+      ['discover budget too long', get('/v1/discover?capability=cap:test&timeout_ms=30001'), 400, /timeout_ms must be <= 30000/],
+      ['discover budget 0', get('/v1/discover?capability=cap:test&timeout_ms=0'), 400, /timeout_ms must be >= 1/],
       ['unknown query parameter', get('/v1/runs?sort=asc'), 400, /unknown field "sort"/],
       ['bad state', get('/v1/runs?state=sleeping'), 400, /state/],
       ['bad run id', get(`/v1/runs/${seg('has space')}`), 400, /run_id/],

@@ -62,6 +62,10 @@ describe('arguments refused before anything is sent', () => {
     await refusedLocally(['replay', 't1', '--timeout-ms', '999999', ...api()], /60000/)
   }, 20_000)
 
+  it('discover --timeout-ms past the API\'s bound', async () => {
+    await refusedLocally(['discover', '--capability', 'cap:x', '--timeout-ms', '30001', ...api()], /30000/)
+  }, 20_000)
+
   it('artifact get -o into a folder that is not there', async () => {
     const dir = await dirs.make()
     await refusedLocally(['artifact', 'get', 'abc', '-o', join(dir, 'missing', 'out'), ...api()], /no folder/)

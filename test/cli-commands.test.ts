@@ -139,7 +139,7 @@ describe('aap-mesh commands against running nodes', () => {
   })
 
   it('discover: finds the other node\'s agent; a query without capability or tag is refused', async () => {
-    const found = await a.cli(['discover', '--capability', 'cap:cli', '--tag', 'cli', '--wait', '20000', '--json'])
+    const found = await a.cli(['discover', '--capability', 'cap:cli', '--tag', 'cli', '--wait', '20000', '--timeout-ms', '8000', '--json'])
     expect(found.code, found.stderr).toBe(0)
     expect(found.json.cards.map((c: { agent_id: string }) => c.agent_id)).toEqual([bId])
     const [empty, bad] = await Promise.all([a.cli(['discover', '--json']), a.cli(['discover', '--capability', 'cap x', '--json'])])

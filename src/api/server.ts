@@ -387,6 +387,7 @@ export class ApiServer {
           if (query.capability === undefined && query.tags === undefined) throw new InvalidRequestError('discover needs a capability and/or a tag', { reason: 'empty_query' })
           const cards = await node.discover(query, {
             ...(typeof q.limit === 'number' ? { limit: q.limit } : {}),
+            ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {}),
             fresh: q.fresh === true,
             includeSelf: q.include_self === true
           })

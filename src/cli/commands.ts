@@ -6,11 +6,12 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Command } from 'commander'
-import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
+import { CLI_DISCOVER_RETRY_MS, DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS, MAX_HANDOFF_DEPTH, RUN_LIST_MAX_LIMIT } from '../constants.ts'
 import { ApiError, ApiUnreachableError, streamFailure, type ApiClient } from '../api/client.ts'
 import { isSinceInstant } from '../api/since.ts'
 import { webhookProblem } from '../api/webhook-url.ts'
 import type { AgentCard, CapabilityRef, CardDraft } from '../card/card.ts'
+import { DISCOVER_TIMEOUT_MAX_MS } from '../card/constants.ts'
 import { RUN_STATES, type Run } from '../runlog/types.ts'
 import { cardDraftFrom } from './start-args.ts'
 import { cardText, cardsText, runLine, runText } from './format.ts'
@@ -125,8 +126,9 @@ function registerDiscover (program: Command): void {
     .option('--limit <n>', `at most this many cards (1-${DISCOVER_MAX_RESULTS})`, positiveInt(DISCOVER_MAX_RESULTS))
     .option('--fresh', 'ask every provider again instead of using cached cards', false)
     .option('--include-self', 'include this node\'s own card when it matches', false)
+    .option('--timeout-ms <ms>', `how long one lookup may collect cards (1-${DISCOVER_TIMEOUT_MAX_MS}, default ${DISCOVER_TIMEOUT_MS})`, positiveInt(DISCOVER_TIMEOUT_MAX_MS))
     .option('--wait <ms>', 'keep looking for up to this long until something is found (announcements take a moment to spread)', nonNegativeInt)
-    .action(remoteAction<RemoteOptions & { capability?: string, tag?: string[], limit?: number, fresh: boolean, includeSelf: boolean, wait?: number }>(async (client, opts) => {
+    .action(remoteAction<RemoteOptions & { capability?: string, tag?: string[], limit?: number, fresh: boolean, includeSelf: boolean, timeoutMs?: number, wait?: number }>(async (client, opts) => {
       if (opts.capability === undefined && (opts.tag ?? []).length === 0) throw new UsageError('give --capability and/or --tag')
       if ((opts.tag ?? []).includes('')) throw new UsageError('--tag must not be empty')
       if (opts.capability !== undefined) await capabilityArg(opts.capability, false)
@@ -135,7 +137,8 @@ function registerDiscover (program: Command): void {
         tag: opts.tag,
         limit: opts.limit,
         fresh: opts.fresh ? true : undefined,
-        include_self: opts.includeSelf ? true : undefined
+        include_self: opts.includeSelf ? true : undefined,
+        timeout_ms: opts.timeoutMs
       }
       const deadline = Date.now() + (opts.wait ?? 0)
       for (;;) {
