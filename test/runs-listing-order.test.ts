@@ -3,9 +3,11 @@
  * order this node stored them, and a page does not pass the place of a run
  * still being written, even one whose save lands after the page's LevelDB
  * snapshot was taken (the page fences against the runs pending when it began
- * to read: before, such a run was passed by the cursor for good; an
- * unfiltered listing still leaves the executing side past one, session 59's
- * note). Before, the order key was the run's `created_at`,
+ * to read: before, such a run was passed by the cursor for good). The page
+ * waits for such a save and reads on (before, it stopped, handing out the
+ * cursor it was given when it had read nothing), at the end of the executing
+ * side of an unfiltered listing too (before, it went on to the delegated
+ * side, whose cursor never comes back). Before, the order key was the run's `created_at`,
  * taken before the run was stored: of two runs created at once, the one
  * created first could land after a cursor had passed its place and was never
  * listed; and a delegated record sorted by its executor's clock, so a hostile
@@ -26,6 +28,7 @@ import { componentLogger } from '../src/logger.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { RunIndex, type PageRequest, type RunFilter, type RunSide } from '../src/runs/run-index.ts'
 import { rawKey } from '../src/storage/range.ts'
+import { until } from './helpers.ts'
 import { runRecord } from './fixtures/run-record.ts'
 
 const ME = 'agent-me'
@@ -232,7 +235,7 @@ describe('the run index lists runs in the order they were stored', () => {
     expect(since.delegated).toEqual([])
   })
 
-  it('oldest first: a run whose save finishes after the page opened its iterator is listed on a later page', async () => {
+  it('oldest first: a run whose save finishes after the page opened its iterator is listed, before the one after it', async () => {
     const held = Promise.withResolvers<void>()
     // X takes its place first and its save is slow; Y, placed after it, is saved at once
     const x = write('executing', runOf('x', new Date().toISOString(), 'executing'), held.promise)
@@ -243,14 +246,63 @@ describe('the run index lists runs in the order they were stored', () => {
     expect(ids).toEqual(['run-x', 'run-y'])
   })
 
-  it('newest first: a run whose save finishes after the page opened its iterator stops the page before the older ones', async () => {
+  it('newest first: a run whose save finishes after the page opened its iterator is read in a new snapshot, before the older ones', async () => {
     await write('executing', runOf('a', new Date().toISOString(), 'executing'))
     const held = Promise.withResolvers<void>()
     const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
     await write('executing', runOf('c', new Date().toISOString(), 'executing'))
     const first = await pageWhile(async () => { held.resolve(); await b }, { side: 'executing' }, { limit: 10, order: 'newest' })
-    expect(first.executing).toEqual(['run-c'])
-    const ids = await walk({ side: 'executing' }, { limit: 10, order: 'newest' }, first)
-    expect(ids).toEqual(['run-c', 'run-b', 'run-a'])
+    // the page stopped at B's place, waited for its save, and read on from C (before, it ended there with a cursor)
+    expect(first.executing).toEqual(['run-c', 'run-b', 'run-a'])
+    expect(first.next_cursor).toBeNull()
+    expect(index.stats.fenced).toBe(0)
+  })
+
+  it('a run saved while a page waits at its place is on that page: the page reads on, and its cursor is not the one it was given', async () => {
+    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
+    const cursor = (await pages('oldest', 1)).cursor as string
+    const held = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    await write('executing', runOf('c', new Date().toISOString(), 'executing'))
+    // the page meets C while B, placed before it, is being written; B's save lands while the page waits
+    const page = index.page({ side: 'executing' }, { limit: 10, cursor })
+    await until(() => index.waiting > 0, 'the page waits for the run being written')
+    held.resolve()
+    await b
+    const got = await page
+    // before: the page stopped with the cursor it was given (nothing read), which a client following pages takes for a
+    // listing that never ends
+    expect(got.executing).toEqual(['run-b', 'run-c'])
+    expect(got.next_cursor).toBeNull()
+  })
+
+  it('an unfiltered listing does not leave the executing side past a run of it still being written: it waits for its save', async () => {
+    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
+    await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
+    const held = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    const page = index.page({}, { limit: 10 })
+    await until(() => index.waiting > 0, 'the page waits for the run being written')
+    held.resolve()
+    await b
+    const got = await page
+    // before: the page read A, went on to the delegated side, and its cursor there never came back to B
+    expect(got.executing).toEqual(['run-a', 'run-b'])
+    expect(got.delegated).toEqual(['run-d'])
+    expect(index.stats.passedPending).toBe(0)
+  })
+
+  it('a save that outlasts RUN_LIST_PENDING_WAIT_MS: the page goes on to the other side and says so in its stats', async () => {
+    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
+    await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
+    const held = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    const got = await index.page({}, { limit: 10 })
+    expect(got.executing).toEqual(['run-a'])
+    expect(got.delegated).toEqual(['run-d'])
+    expect(index.stats.passedPending).toBe(1)
+    held.resolve()
+    await b
+    expect((await index.page({}, { limit: 10 })).executing).toEqual(['run-a', 'run-b'])
   })
 })

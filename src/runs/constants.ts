@@ -167,3 +167,11 @@ export const SUCCESSOR_ADOPTIONS_AT_START_MAX = 1024
  * The oldest is forgotten first; a forgotten one's mark goes at the next start.
  */
 export const SUCCESSORS_REFUSED_REMEMBERED = 1024
+
+/**
+ * How long one page of a run listing waits, in all, for runs still being
+ * written at places it must not pass (run-places.ts): it reads on once they
+ * are saved. Past it, the page stops before them (its cursor lists them
+ * later), or an unfiltered listing leaves the executing side, counted.
+ */
+export const RUN_LIST_PENDING_WAIT_MS = 1_000

@@ -11,9 +11,10 @@
  * before it: not the run's `created_at`, which is taken before the run is
  * stored (two runs created at once can land in either order) and, for a run
  * delegated from here, is the executor's word. A listing does not pass the
- * place of a run still being written (run-places.ts) within a side, so a
- * cursor never skips it there; a listing of both sides does leave the
- * executing side past one still being written after its last key read.
+ * place of a run still being written (run-places.ts): a page waits for its
+ * save (RUN_LIST_PENDING_WAIT_MS in all) and reads on, else stops before it
+ * with a cursor that lists it later; a listing of both sides waits so at the
+ * end of the executing side too, else leaves it (counted: passedPending).
  * (An index rebuilt from an older data dir orders its runs by `created_at`,
  * none later than the rebuild, each with count 0.)
  *
@@ -53,6 +54,7 @@ import type { Logger } from '../logger.ts'
 import { RUN_STATES, type Run, type RunState } from '../runlog/types.ts'
 import { countRange, rawKey, readRange } from '../storage/range.ts'
 import { isCorruptRecord, parseRecord, readJson, shownKey } from '../storage/read.ts'
+import { RUN_LIST_PENDING_WAIT_MS } from './constants.ts'
 import { decodeCursor, encodeCursor } from './run-cursor.ts'
 import { placeKey, RunPlaces } from './run-places.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
@@ -215,10 +217,12 @@ export class RunIndex {
   /** New runs' order keys, and those not committed yet. */
   private readonly places = new RunPlaces()
   /**
-   * fenced: pages that stopped early before a run still being written (the next page, from the cursor, lists it);
-   * corrupt: index values that did not parse (each logged; the index is then built again at the next open).
+   * fenced: pages that stopped early before a run still being written, whose save outlasted RUN_LIST_PENDING_WAIT_MS
+   * (the next page, from the cursor, lists it); passedPending: unfiltered pages that left the executing side with a run
+   * of it still being written after that long (a later listing finds it); corrupt: index values that did not parse
+   * (each logged; the index is then built again at the next open).
    */
-  readonly stats = { fenced: 0, corrupt: 0 }
+  readonly stats = { fenced: 0, passedPending: 0, corrupt: 0 }
   private rebuildMarked = false
   private secret: Buffer = Buffer.alloc(0)
   private opening?: Promise<void>
@@ -268,6 +272,9 @@ export class RunIndex {
     })
   }
 
+  /** Pages waiting now for runs still being written (RUN_LIST_PENDING_WAIT_MS). */
+  get waiting (): number { return this.places.waiting }
+
   /** One page of run ids matching the filter, from the cursor on. */
   async page (filter: RunFilter, req: PageRequest = {}): Promise<RunIdPage> {
     await this.open()
@@ -284,43 +291,60 @@ export class RunIndex {
     let taken = 0
     let scanned = 0
     const sides = filter.side === undefined ? RUN_SIDES : [filter.side]
-    for (const side of sides) {
+    // how long this page may wait, in all, for runs still being written at places it must not pass
+    let patience: AbortSignal | undefined
+    const settle = async (side: RunSide, places: string[]): Promise<boolean> => this.places.settle(side, places, patience ??= AbortSignal.timeout(RUN_LIST_PENDING_WAIT_MS))
+    for (const [i, side] of sides.entries()) {
       if (at !== undefined && side === 'executing' && at.side === 'delegated') continue
       const { prefix, fresh } = listPrefix(side, filter, this.self)
-      const from = at?.side === side ? `${prefix}${at.t}` : undefined
-      const range = {
-        prefix,
-        reverse,
-        ...(from === undefined ? {} : reverse ? { lt: from } : { gt: from }),
-        ...(since === undefined ? {} : { gte: `${prefix}${since}` })
-      }
       // where this side's listing started: a newest-first page without a cursor starts at its first key
       let start = at?.side === side ? at.t : undefined
       let last = start
-      // before readRange opens its iterator, whose snapshot may lack a run pending now even once it is saved
-      const fence = this.places.fence(side)
-      for await (const { key, value } of readRange(this.ds, range)) {
-        const t = key.slice(prefix.length)
-        if ((start !== undefined || !reverse) && fence.before(t, start, reverse)) return this.stopAt(out, side, last, digest)
-        fence.read(t)
-        start ??= t
-        last = t
-        scanned++
-        let s = await this.summaryAt(side, key, t, value ?? new Uint8Array(0))
-        if (s === undefined) continue
-        if (!fresh && filter.state !== undefined) s = this.states.get(`${TAG[side]}/${s.r}`) ?? await this.entry(side, s.r) ?? s
-        if (matches(s, filter, since)) {
-          out[side].push(s.r)
-          taken++
+      for (;;) {
+        const from = last === undefined ? undefined : `${prefix}${last}`
+        const range = {
+          prefix,
+          reverse,
+          ...(from === undefined ? {} : reverse ? { lt: from } : { gt: from }),
+          ...(since === undefined ? {} : { gte: `${prefix}${since}` })
         }
-        if (taken >= limit || scanned >= RUN_LIST_SCAN_MAX_ENTRIES) {
-          out.next_cursor = encodeCursor(this.secret, TAG[side], t, digest)
-          return out
+        // before readRange opens its iterator, whose snapshot may lack a run pending now even once it is saved
+        const fence = this.places.fence(side)
+        let blocking: string[] = []
+        for await (const { key, value } of readRange(this.ds, range)) {
+          const t = key.slice(prefix.length)
+          if (start !== undefined || !reverse) blocking = fence.before(t, start, reverse)
+          if (blocking.length > 0) break
+          fence.read(t)
+          start ??= t
+          last = t
+          scanned++
+          let s = await this.summaryAt(side, key, t, value ?? new Uint8Array(0))
+          if (s === undefined) continue
+          if (!fresh && filter.state !== undefined) s = this.states.get(`${TAG[side]}/${s.r}`) ?? await this.entry(side, s.r) ?? s
+          if (matches(s, filter, since)) {
+            out[side].push(s.r)
+            taken++
+          }
+          if (taken >= limit || scanned >= RUN_LIST_SCAN_MAX_ENTRIES) {
+            out.next_cursor = encodeCursor(this.secret, TAG[side], t, digest)
+            return out
+          }
         }
+        if (blocking.length > 0) {
+          // saved meanwhile: the read goes on after the last key it read, in a new snapshot that holds them
+          if (await settle(side, blocking)) continue
+          return this.stopAt(out, side, last, digest)
+        }
+        // the end of the side. Oldest first, a run of it still being written has its place further on, and when another
+        // side follows, the next page's cursor (on that side) never comes back to it: wait for its save and read on
+        const ahead = reverse || i === sides.length - 1 ? [] : this.places.pendingAfter(side, last, since)
+        if (ahead.length === 0) break
+        if (await settle(side, ahead)) continue
+        this.stats.passedPending++
+        this.log.warn({ side, runs: ahead.length }, 'a run listing left a side past runs still being written after RUN_LIST_PENDING_WAIT_MS')
+        break
       }
-      // (a run of this side still being written after the last key read is not waited for: the next side's cursor
-      // does not come back to it. Stopping here instead handed out the same cursor again while it was written,
-      // which a client following pages reads as a listing that never ends: session 59's note)
     }
     return out
   }

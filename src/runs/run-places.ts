@@ -41,15 +41,21 @@ export class PageFence {
   }
 
   /**
-   * Whether the read must stop before `t`: a run still being saved (or not
-   * in the snapshot) has a place between where the listing started on this
+   * The runs the read must not pass `t` for: still being saved (or not in
+   * the snapshot), with a place between where the listing started on this
    * side (`from`, or its first key for a newest-first page without a cursor)
-   * and `t`. Passing it would skip that run for good once it lands.
+   * and `t`. Passing one would skip that run for good once it lands.
    */
-  before (t: string, from: string | undefined, reverse: boolean): boolean {
-    for (const p of this.atStart) if (reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from)) return true
-    return false
+  before (t: string, from: string | undefined, reverse: boolean): string[] {
+    return [...this.atStart].filter(p => reverse ? p > t && (from === undefined || p < from) : p < t && (from === undefined || p > from))
   }
+}
+
+/** A listing waiting for runs of one side to be saved (RunPlaces.settle). */
+interface SettleWaiter {
+  side: RunSide
+  left: Set<string>
+  done: (settled: boolean) => void
 }
 
 export class RunPlaces {
@@ -80,8 +86,41 @@ export class RunPlaces {
     return t
   }
 
+  /** Listings waiting for pending runs (one per page at most, while it waits). */
+  private readonly waiters = new Set<SettleWaiter>()
+
   settled (side: RunSide, t: string): void {
     this.pending[side].delete(t)
+    for (const w of this.waiters) if (w.side === side && w.left.delete(t) && w.left.size === 0) w.done(true)
+  }
+
+  /** Listings waiting now. */
+  get waiting (): number { return this.waiters.size }
+
+  /** Places still pending on `side` after `t` (oldest first: a listing that read `t` last has them still ahead), from `since` on. */
+  pendingAfter (side: RunSide, t: string | undefined, since: string | undefined): string[] {
+    return [...this.pending[side]].filter(p => (t === undefined || p > t) && (since === undefined || p >= since))
+  }
+
+  /**
+   * Whether every run of `places` has been saved (or its write has failed)
+   * before `signal` ends: false when it ended first.
+   */
+  async settle (side: RunSide, places: string[], signal: AbortSignal): Promise<boolean> {
+    const left = new Set(places.filter(p => this.pending[side].has(p)))
+    if (left.size === 0) return true
+    if (signal.aborted) return false
+    const { promise, resolve } = Promise.withResolvers<boolean>()
+    const waiter: SettleWaiter = { side, left, done: resolve }
+    const ended = (): void => { resolve(false) }
+    signal.addEventListener('abort', ended, { once: true })
+    this.waiters.add(waiter)
+    try {
+      return await promise
+    } finally {
+      this.waiters.delete(waiter)
+      signal.removeEventListener('abort', ended)
+    }
   }
 
   /** New runs go after `t`, the last order key indexed on the side, whatever this clock says now (it may have stepped back). */
