@@ -64,11 +64,12 @@ describe('the run index lists runs in the order they were stored', () => {
     await rm(dir, { recursive: true, force: true })
   })
 
-  /** Index `run` on `side`, its batch committed once `gate` resolves; resolves once it is. */
-  async function write (side: RunSide, run: Run, gate: Promise<void> = Promise.resolve()): Promise<void> {
+  /** Index `run` on `side`, its batch committed once `gate` resolves; resolves once it is. `placed`: told once it has its place. */
+  async function write (side: RunSide, run: Run, gate: Promise<void> = Promise.resolve(), placed?: () => void): Promise<void> {
     await index.write(side, run, async (stage) => {
       const batch = ds.batch()
       stage(batch)
+      placed?.()
       await gate
       await batch.commit()
     }, true)
@@ -262,7 +263,9 @@ describe('the run index lists runs in the order they were stored', () => {
     await write('executing', runOf('a', new Date().toISOString(), 'executing'))
     const cursor = (await pages('oldest', 1)).cursor as string
     const held = Promise.withResolvers<void>()
-    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    const placed = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise, placed.resolve)
+    await placed.promise
     await write('executing', runOf('c', new Date().toISOString(), 'executing'))
     // the page meets C while B, placed before it, is being written; B's save lands while the page waits
     const page = index.page({ side: 'executing' }, { limit: 10, cursor })
@@ -280,7 +283,9 @@ describe('the run index lists runs in the order they were stored', () => {
     await write('executing', runOf('a', new Date().toISOString(), 'executing'))
     await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
     const held = Promise.withResolvers<void>()
-    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    const placed = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise, placed.resolve)
+    await placed.promise
     const page = index.page({}, { limit: 10 })
     await until(() => index.waiting > 0, 'the page waits for the run being written')
     held.resolve()
@@ -292,11 +297,28 @@ describe('the run index lists runs in the order they were stored', () => {
     expect(index.stats.passedPending).toBe(0)
   })
 
+  it('an unfiltered listing does not wait for a run placed after it began the executing side: that run is newer than the listing', async () => {
+    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
+    await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
+    const held = Promise.withResolvers<void>()
+    let late: Promise<void> | undefined
+    // B takes its place once the page has opened its read of the executing side, and its save waits
+    const got = await pageWhile(async () => { late = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise) }, {}, { limit: 10 })
+    expect(got.executing).toEqual(['run-a'])
+    expect(got.delegated).toEqual(['run-d'])
+    // not waited for (a busy node places runs all the time: every listing would wait out RUN_LIST_PENDING_WAIT_MS)
+    expect(index.stats.passedPending).toBe(0)
+    held.resolve()
+    await late
+  })
+
   it('a save that outlasts RUN_LIST_PENDING_WAIT_MS: the page goes on to the other side and says so in its stats', async () => {
     await write('executing', runOf('a', new Date().toISOString(), 'executing'))
     await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
     const held = Promise.withResolvers<void>()
-    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise)
+    const placed = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise, placed.resolve)
+    await placed.promise
     const got = await index.page({}, { limit: 10 })
     expect(got.executing).toEqual(['run-a'])
     expect(got.delegated).toEqual(['run-d'])

@@ -299,6 +299,8 @@ export class RunIndex {
       const { prefix, fresh } = listPrefix(side, filter, this.self)
       // where this side's listing started: a newest-first page without a cursor starts at its first key
       let start = at?.side === side ? at.t : undefined
+      // runs still being written as the page began this side: a run placed later is newer than the listing
+      const began = new Set(this.places.pendingAfter(side, undefined, since))
       let last = start
       for (;;) {
         const from = last === undefined ? undefined : `${prefix}${last}`
@@ -338,7 +340,7 @@ export class RunIndex {
         }
         // the end of the side. Oldest first, a run of it still being written has its place further on, and when another
         // side follows, the next page's cursor (on that side) never comes back to it: wait for its save and read on
-        const ahead = reverse || i === sides.length - 1 ? [] : this.places.pendingAfter(side, last, since)
+        const ahead = reverse || i === sides.length - 1 ? [] : this.places.pendingAfter(side, last, since).filter(p => began.has(p))
         if (ahead.length === 0) break
         if (await settle(side, ahead)) continue
         this.stats.passedPending++
