@@ -34,7 +34,11 @@ describe('an answer at the protocol\'s frame limit', () => {
       protocol: PROTOCOL,
       maxFrameBytes: MAX_FRAME_BYTES,
       log: silentLogger(),
-      methods: { sized: { handle: async (body) => bodyOfAnswer(Number((body as { bytes: number }).bytes)) } }
+      methods: {
+        sized: { handle: async (body) => bodyOfAnswer(Number((body as { bytes: number }).bytes)) },
+        // a handler's bug: an answer JSON cannot carry
+        unencodable: { handle: async () => ({ n: 1n }) }
+      }
     })
   })
   afterAll(async () => {
@@ -51,6 +55,20 @@ describe('an answer at the protocol\'s frame limit', () => {
       expect(await client.call(B.host.peerId, 'sized', { bytes: MAX_FRAME_BYTES }, opts)).toEqual(exact)
       const over = client.call(B.host.peerId, 'sized', { bytes: MAX_FRAME_BYTES + 1 }, opts)
       await expect(over).rejects.toMatchObject({ code: 'INTERNAL', details: { reason: 'answer_oversized', max_bytes: MAX_FRAME_BYTES } })
+    } finally {
+      client.close()
+    }
+  })
+
+
+  it('an answer JSON cannot carry is an INTERNAL error frame to the caller, and the responder goes on', async () => {
+    const client = new RpcClient(A.host, { protocol: PROTOCOL, maxFrameBytes: MAX_FRAME_BYTES, maxStreamsPerPeer: 1 })
+    try {
+      const opts = { responseTimeoutMs: 10_000, callTimeoutMs: 10_000 }
+      // before: encoding threw in the handler's callback, an unhandled rejection (which ends a Node process), and the
+      // caller heard nothing until its own timeout
+      await expect(client.call(B.host.peerId, 'unencodable', {}, opts)).rejects.toMatchObject({ code: 'INTERNAL', message: 'internal error' })
+      expect(await client.call(B.host.peerId, 'sized', { bytes: 100 }, opts)).toEqual(bodyOfAnswer(100))
     } finally {
       client.close()
     }

@@ -113,7 +113,12 @@ class InboundStream implements AnswerHolder {
   private async reply (value: unknown): Promise<boolean> {
     // a closed stream sends nothing, and noting an answer for it would count it again after forget()
     if (this.closed) return false
-    let frame = encodeFrame(value)
+    let frame: Uint8Array
+    try { frame = encodeFrame(value) } catch (err) {
+      // an answer JSON cannot carry (a handler's bug): the caller is told, and the node goes on
+      this.log.error({ err, protocol: this.spec.protocol }, 'an answer could not be encoded')
+      frame = encodeFrame({ id: isRecord(value) && isFrameId(value.id) ? value.id : null, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })
+    }
     // the limit is on the body's length N, as the caller's decoder reads it (not on the prefix before it)
     const bytes = frameBodyBytes(frame)
     if (bytes > this.spec.maxFrameBytes) {
