@@ -7,15 +7,18 @@
  *
  * Authorization: the page and its assets accept a session cookie (HttpOnly,
  * SameSite=Strict). Browsers send that cookie to every port of the host, so
- * the cookie alone never authorizes an API call: a cookie-authenticated call
- * (GETs and event streams too) must carry the session's own secret in the
- * UI_SECRET_HEADER header. The login hands the secret to the page in the URL
- * fragment, which no server sees; the page keeps it in sessionStorage, which
- * is per origin, so a page on another port cannot read it. Requests to the
- * view and requests made with its cookie must name the API's own address in
- * their Host header (no DNS rebinding); bearer-token requests are not
- * checked. Login codes are minted with the bearer token only. The routes
- * under /ui are not API operations: UI_ROUTES lists them.
+ * the cookie alone never authorizes an API call: a call of the view (GETs
+ * and event streams too) carries the session's own secret in the
+ * UI_SECRET_HEADER header, and that secret finds its session whatever cookie
+ * comes with it (a server on another port can replace the cookie; found by
+ * session 59's review: that logged the view out). The login hands the secret
+ * to the page in the URL fragment, which no server sees; the page keeps it in
+ * sessionStorage, which is per origin, so a page on another port cannot read
+ * it. Requests to the view and requests made with its cookie or secret must
+ * name the API's own address in their Host header (no DNS rebinding);
+ * bearer-token requests are not checked. Login codes are minted with the
+ * bearer token only. The routes under /ui are not API operations: UI_ROUTES
+ * lists them.
  */
 import { readFileSync, statSync } from 'node:fs'
 import type { IncomingMessage } from 'node:http'
@@ -23,7 +26,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from '../logger.ts'
 import type { MeshNode } from '../node.ts'
 import {
-  UI_ASSET_MAX_BYTES, UI_PEER_PROTOCOL_CHARS_MAX, UI_PEER_PROTOCOLS_MAX, UI_PEER_TRANSPORT_CHARS_MAX, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS,
+  UI_ASSET_MAX_BYTES, UI_PEER_LOOKUPS_IN_FLIGHT_MAX, UI_PEER_PROTOCOL_CHARS_MAX, UI_PEER_PROTOCOLS_MAX, UI_PEER_TRANSPORT_CHARS_MAX, UI_PEERS_MAX, UI_PEERS_PING_MAX, UI_PING_CACHE_MS,
   UI_PING_TIMEOUT_MS, UI_SECRET_FRAGMENT, UI_SECRET_HEADER, UI_SESSION_COOKIE_VALUES_MAX, UI_SESSION_STREAMS_CHECK_MS, uiSessionCookie
 } from '../ui/constants.ts'
 import { UiSessions } from '../ui/sessions.ts'
@@ -117,7 +120,10 @@ function page (title: string, text: string): string {
 }
 
 interface Answer { status?: number, body: unknown, large?: true }
+/** What GET /v1/peers looked up about a peer, and when. */
+interface LookedUp { rtt: number | null, name: string | null, at: number }
 type JsonHandler = { json: (req: FastifyRequest) => Promise<Answer> }
+type PeerOf = Parameters<MeshNode['host']['services']['ping']['ping']>[0]
 
 export interface UiRoutesOptions {
   node: MeshNode
@@ -133,9 +139,11 @@ export class UiRoutes {
   readonly sessions: UiSessions
   private readonly opts: UiRoutesOptions
   /** What was looked up about a peer (a ping, its card's name), reused for UI_PING_CACHE_MS. */
-  private readonly lookedUp = new Map<string, { rtt: number | null, name: string | null, at: number }>()
+  private readonly lookedUp = new Map<string, LookedUp>()
+  /** The look-ups under way, by peer: requests that ask at once share one (at most UI_PEER_LOOKUPS_IN_FLIGHT_MAX). */
+  private readonly lookingUp = new Map<string, Promise<LookedUp>>()
 
-  /** The session that authorized each request made with one (authorize), for the streams it opens. */
+  /** The key of the session that authorized each request made with one (authorize), for the streams it opens. */
   private readonly sessionOf = new WeakMap<IncomingMessage, string>()
   /** The streams each session opened: they end with it (found by session 46's review: they went on after a logout). */
   private readonly sessionStreams = new Map<string, Set<() => void>>()
@@ -181,7 +189,7 @@ export class UiRoutes {
   private armStreamCheck (): void {
     if (this.streamCheck !== undefined) return
     this.streamCheck = setInterval(() => {
-      for (const session of [...this.sessionStreams.keys()]) if (!this.sessions.check(session)) this.endStreams(session)
+      for (const session of [...this.sessionStreams.keys()]) if (!this.sessions.liveKey(session)) this.endStreams(session)
       if (this.sessionStreams.size === 0) {
         clearInterval(this.streamCheck)
         this.streamCheck = undefined
@@ -193,9 +201,10 @@ export class UiRoutes {
   /**
    * Called first by the API's onRequest hook. True when the request needs no
    * bearer token: a route of the view (each checks its session itself) or an
-   * API call with a live session cookie and that session's secret in
-   * UI_SECRET_HEADER. False sends the request on to the bearer check. Throws
-   * for a wrong Host, and for a live cookie without its secret.
+   * API call with a live session's secret in UI_SECRET_HEADER, whatever
+   * cookie comes with it (the cookie is for the page and its assets). False
+   * sends the request on to the bearer check. Throws for a wrong Host, and
+   * for a live cookie without its secret.
    */
   authorize (req: FastifyRequest): boolean {
     const path = req.url.split('?')[0] ?? ''
@@ -204,17 +213,16 @@ export class UiRoutes {
       return true
     }
     if (typeof req.headers.authorization === 'string') return false
-    const values = cookiesOf(req, sessionCookie(req))
-    if (values.length === 0) return false
+    const key = this.sessions.keyOfSecret(secretOf(req))
+    const values = key === undefined ? cookiesOf(req, sessionCookie(req)) : []
+    if (key === undefined && values.length === 0) return false
     this.checkHost(req)
-    // the session whose secret the request carries, else any live one (then the secret is wrong)
-    const session = values.find(s => this.sessions.checkSecret(s, secretOf(req))) ?? values.find(s => this.sessions.check(s))
-    if (session === undefined) return false
+    if (key === undefined && !values.some(s => this.sessions.check(s))) return false
     if (req.routeOptions?.config?.operationId === 'createLoginCode') return false
-    if (!this.sessions.checkSecret(session, secretOf(req))) {
+    if (key === undefined) {
       throw new HttpError(401, 'UNAUTHORIZED', `a request made with the view's session must carry the session's secret in the ${UI_SECRET_HEADER} header; open the view again with "aap-mesh ui"`, { reason: 'ui_secret' })
     }
-    this.sessionOf.set(req.raw, session)
+    this.sessionOf.set(req.raw, key)
     return true
   }
 
@@ -222,11 +230,6 @@ export class UiRoutes {
   private checkHost (req: FastifyRequest): void {
     if (hostIsOwn(req.raw, [new URL(this.opts.url()).hostname])) return
     throw new HttpError(403, 'UNAUTHORIZED', `the node's view answers only at its own address, not at Host ${JSON.stringify((req.headers.host ?? '').toLowerCase().slice(0, 100))}`, { reason: 'host' })
-  }
-
-  /** The request's live session id when it also carries that session's secret. */
-  private sessionWithSecret (req: FastifyRequest): string | undefined {
-    return cookiesOf(req, sessionCookie(req)).find(s => this.sessions.checkSecret(s, secretOf(req)))
   }
 
   /** The request's first session cookie value that is a live session. */
@@ -270,9 +273,10 @@ export class UiRoutes {
     })
 
     app.post('/ui/logout', async (req, reply) => {
-      const session = this.sessionWithSecret(req)
+      // the secret names the session, as for API calls: a cookie another port replaced does not keep it alive
+      const session = this.sessions.keyOfSecret(secretOf(req))
       if (session === undefined) throw new HttpError(401, 'UNAUTHORIZED', `no view session, or not its secret in ${UI_SECRET_HEADER}`, { reason: 'ui_secret' })
-      this.sessions.end(session)
+      this.sessions.endKey(session)
       this.endStreams(session)
       this.opts.log.info('UI logout')
       return reply.code(204).header('set-cookie', `${sessionCookie(req)}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).send()
@@ -351,10 +355,13 @@ export class UiRoutes {
       const known = connections.map(c => c.rtt_ms).filter((r): r is number => r !== null)
       let latency: number | null = known.length > 0 ? Math.min(...known) : null
       let cached = this.lookedUp.get(id)
-      // only a few peers per request cost a ping or a card lookup; the rest show what is at hand
-      if ((cached === undefined || Date.now() - cached.at >= UI_PING_CACHE_MS) && peerId !== undefined && lookups < UI_PEERS_PING_MAX) {
+      // only a few peers per request, and per node, cost a ping or a card lookup; the rest show what is at hand
+      const pending = this.lookingUp.get(id)
+      if (pending !== undefined) cached = await pending
+      else if ((cached === undefined || Date.now() - cached.at >= UI_PING_CACHE_MS) && peerId !== undefined && lookups < UI_PEERS_PING_MAX &&
+        this.lookingUp.size < UI_PEER_LOOKUPS_IN_FLIGHT_MAX) {
         lookups++
-        cached = await this.lookUp(id, peerId, latency === null)
+        cached = await this.sharedLookUp(id, peerId, latency === null)
       }
       latency ??= cached?.rtt ?? null
       return { agent_id: id, name: cached?.name ?? null, connections, latency_ms: latency, protocols, protocols_total: protocolsTotal }
@@ -362,8 +369,17 @@ export class UiRoutes {
     return { peers, total: byPeer.size }
   }
 
+  /** lookUp, shared with the requests that ask for the same peer while it runs (found by session 59's review: each repeated it). */
+  private async sharedLookUp (id: string, peerId: PeerOf, ping: boolean): Promise<LookedUp> {
+    const running = this.lookUp(id, peerId, ping).finally(() => {
+      if (this.lookingUp.get(id) === running) this.lookingUp.delete(id)
+    })
+    this.lookingUp.set(id, running)
+    return running
+  }
+
   /** Ping a peer (when asked) and fetch its card's name, both bounded by UI_PING_TIMEOUT_MS; failures are logged and cached as unknown. */
-  private async lookUp (id: string, peerId: Parameters<MeshNode['host']['services']['ping']['ping']>[0], ping: boolean): Promise<{ rtt: number | null, name: string | null, at: number }> {
+  private async lookUp (id: string, peerId: PeerOf, ping: boolean): Promise<LookedUp> {
     const [rtt, card] = await Promise.all([
       ping
         ? this.opts.node.host.services.ping.ping(peerId, { signal: AbortSignal.timeout(UI_PING_TIMEOUT_MS) }).catch((err: unknown) => {

@@ -29,12 +29,13 @@ export function uiSessionCookie (port: number): string {
   return `${UI_SESSION_COOKIE}_${port}`
 }
 /**
- * The header every cookie-authenticated API request must carry, with the
- * session's secret as its value. Browsers send the cookie to every port of
- * 127.0.0.1, so the cookie alone must not authorize anything: the secret
- * lives in the page's sessionStorage, which is per origin (so per port). A
- * cross-site form cannot set a header either, and a cross-origin fetch that
- * sets one needs a CORS preflight the API never grants.
+ * The header every API request of the view carries, with the session's
+ * secret as its value: it names the session, whatever cookie comes with it
+ * (a server on another port can replace the cookie). Browsers send the
+ * cookie to every port of 127.0.0.1, so the cookie alone must not authorize
+ * anything: the secret lives in the page's sessionStorage, which is per
+ * origin (so per port). A cross-site form cannot set a header either, and a
+ * cross-origin fetch that sets one needs a CORS preflight the API never grants.
  */
 export const UI_SECRET_HEADER = 'x-aap-ui'
 /**
@@ -54,6 +55,14 @@ export const UI_LOOPBACK_HOSTS: readonly string[] = ['localhost', '127.0.0.1', '
 export const UI_PEERS_MAX = 256
 /** Peers GET /v1/peers looks up (a ping when libp2p has no round trip yet, the card's name), at most per request. */
 export const UI_PEERS_PING_MAX = 16
+/**
+ * Peer look-ups (UI_PEERS_PING_MAX) in flight on the node at once, whatever
+ * number of GET /v1/peers asks for them: a request finds a peer's look-up
+ * already under way and waits for it, and above this count shows the peer
+ * with what is at hand (found by session 59's review: 50 concurrent requests
+ * each fetched the same peer's card).
+ */
+export const UI_PEER_LOOKUPS_IN_FLIGHT_MAX = 32
 /** Each ping and card lookup gives up after this long (the peer is then shown without it). */
 export const UI_PING_TIMEOUT_MS = 2_000
 /** What GET /v1/peers looked up about a peer is reused for this long. */

@@ -4,9 +4,15 @@
  * (handed to the page in the URL fragment, kept in the tab's sessionStorage).
  *
  * Browsers send a cookie to every port of its host, so the cookie alone
- * authorizes nothing but the page and its script: an API call made with it
- * must also carry the session's own secret in the UI_SECRET_HEADER header,
- * which only the page of this origin holds.
+ * authorizes nothing but the page and its script: an API call must carry the
+ * session's own secret in the UI_SECRET_HEADER header, which only the page of
+ * this origin holds. The secret finds its session (keyOfSecret) whatever
+ * cookies come with the call: a server on another port of the host can also
+ * set the cookie, and one that replaced it logged the view out (found by
+ * session 59's review). So the secret is a bearer credential of its session,
+ * ended with it (logout, expiry, UI_MAX_SESSIONS); it never travels in a URL
+ * or a cookie, and a page of another origin cannot read it or, cross-origin,
+ * send the header without a CORS preflight the API never grants.
  *
  * A code is handed out to a holder of the API's bearer token (`aap-mesh ui`)
  * and is good once, for UI_LOGIN_CODE_TTL_MS. The bearer token itself never
@@ -83,8 +89,10 @@ class Expiring {
 
 export class UiSessions {
   private readonly codes = new Expiring(UI_MAX_LOGIN_CODES)
-  /** Session id digest -> the digest of its secret. */
+  /** Session id digest (the session's key) -> the digest of its secret. */
   private readonly sessions = new Expiring(UI_MAX_SESSIONS)
+  /** Secret digest -> its session's key (as bytes), added and pushed out in step with `sessions`; what counts is `sessions`. */
+  private readonly bySecret = new Expiring(UI_MAX_SESSIONS)
   private readonly codeTtlMs: number
   readonly sessionTtlMs: number
   private readonly now: () => number
@@ -114,9 +122,44 @@ export class UiSessions {
     if (!ok) return undefined
     const session = randomBytes(UI_SECRET_BYTES).toString('base64url')
     const secret = randomBytes(UI_SECRET_BYTES).toString('base64url')
-    this.sessions.prune(this.now())
-    this.sessions.add(key(session), this.now() + this.sessionTtlMs, digest(secret))
+    const now = this.now()
+    this.sessions.prune(now)
+    this.bySecret.prune(now)
+    this.sessions.add(key(session), now + this.sessionTtlMs, digest(secret))
+    this.bySecret.add(key(secret), now + this.sessionTtlMs, digest(session))
     return { session, secret }
+  }
+
+  /**
+   * The key (the digest of its id) of the live session whose secret
+   * `secret` is, whatever session id (cookie) came with it; undefined for
+   * none. Looked up by the secret's digest, then checked against the
+   * session's own in constant time.
+   */
+  keyOfSecret (secret: string | undefined): string | undefined {
+    if (secret === undefined) return undefined
+    const now = this.now()
+    const d = digest(secret)
+    const sessionDigest = this.bySecret.get(d.toString('base64url'), now)
+    if (sessionDigest === undefined) return undefined
+    const sessionKey = sessionDigest.toString('base64url')
+    const held = this.sessions.get(sessionKey, now)
+    if (held === undefined) {
+      // the session ended (logout, or pushed out): its secret goes with it
+      this.bySecret.delete(d.toString('base64url'))
+      return undefined
+    }
+    return timingSafeEqual(d, held) ? sessionKey : undefined
+  }
+
+  /** True for the key of a live session. */
+  liveKey (sessionKey: string): boolean {
+    return this.sessions.get(sessionKey, this.now()) !== undefined
+  }
+
+  /** End the session of this key (its secret then finds nothing). */
+  endKey (sessionKey: string): void {
+    this.sessions.delete(sessionKey)
   }
 
   /** True for a live session id. (Digests are looked up by hash, so no timing leaks the id.) */
@@ -129,10 +172,6 @@ export class UiSessions {
     const held = this.sessions.get(key(session), this.now())
     if (held === undefined || secret === undefined) return false
     return timingSafeEqual(digest(secret), held)
-  }
-
-  end (session: string): void {
-    this.sessions.delete(key(session))
   }
 
   get stats (): { codes: number, sessions: number } {

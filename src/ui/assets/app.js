@@ -344,10 +344,10 @@ async function refreshTimeline () {
     t = hydrate(await api('GET', `/v1/events/${seg(correlation)}/timeline?timeout_ms=${REPLAY_TIMEOUT_MS}&max_events=${EVENTS_SHOWN_MAX}${participantHints(correlation)}${ownerHint()}`))
   } catch (err) {
     if (state.task !== correlation) return
-    $('#task-summary').innerHTML = `<p class="error">${esc(err.code)}: ${esc(err.message)}</p>`
-    // whose task to show: one button per delegator that started one under this id (ambiguous_owner), or the one whose
-    // task the node follows under it (owner_conflict), each named by its id too (a card's name is its own choice)
-    const owners = err.details.reason === 'ambiguous_owner' ? err.details.owners : err.details.reason === 'owner_conflict' ? [err.details.owner] : null
+    $('#task-summary').innerHTML = `<p class="error">${esc(err.code ?? 'error')}: ${esc(err.message)}</p>`
+    // whose task to show: one button per delegator that started one under this id (ambiguous_owner), or the one whose task the node follows
+    // under it (owner_conflict), each named by its id (a card's name is its own choice); a network failure (a TypeError) has no details
+    const owners = err.details?.reason === 'ambiguous_owner' ? err.details.owners : err.details?.reason === 'owner_conflict' ? [err.details.owner] : null
     if (Array.isArray(owners) && owners.every(o => typeof o === 'string')) {
       $('#task-summary').innerHTML += `<p>Show the task of: ${owners.map(o => `<button type="button" data-owner="${esc(o)}" title="${esc(o)}">${esc(agentLabelText(o))}</button>`).join(' ')}</p>`
       for (const b of document.querySelectorAll('#task-summary button[data-owner]')) b.addEventListener('click', () => { openTask(correlation, b.dataset.owner) })
