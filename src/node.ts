@@ -13,7 +13,7 @@ import { ConnectionBudget } from './wire/budget.ts'
 import { heldAnswersOf, type HeldAnswers } from './wire/held-answers.ts'
 import { keepPeerRecordsInMemory, type PeerStoreMemoryStats } from './wire/peer-store-memory.ts'
 import { selectCardRecord, validateCardRecord, type AgentCard, type CardDraft } from './card/card.ts'
-import { keepNewestCards } from './card/record-guard.ts'
+import { keepNewestCards, type RecordCapStats } from './card/record-guard.ts'
 import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/discovery.ts'
 import { agentIdOf, agentKey, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -158,6 +158,7 @@ export class MeshNode {
   private readonly log: Logger
   /** Every signature this node checks goes through its own cache (the run and event services share it). */
   readonly signatures: SignatureCache
+  readonly cardRecords: RecordCapStats = { refused: 0, swept: 0 } // DHT card records refused for want of room, expired ones swept (record-cap.ts)
   private _reachability?: Reachability
   private bootstrapper?: Bootstrapper
   private _artifacts?: Artifacts
@@ -261,7 +262,7 @@ export class MeshNode {
     }
     // a replica never goes back from a card it verified to an older one someone replays (record-guard.ts); a
     // peer-store write a full disk refuses is kept in memory (libp2p writes its own record while it starts)
-    this.peerRecords = keepPeerRecordsInMemory(keepNewestCards(this.datastore, componentLogger(o.logger, 'card-records')), componentLogger(o.logger, 'storage'))
+    this.peerRecords = keepPeerRecordsInMemory(keepNewestCards(this.datastore, componentLogger(o.logger, 'card-records'), { self: this.agentId, stats: this.cardRecords, max: o.dht?.recordsMax }), componentLogger(o.logger, 'storage'))
     this._host = await createHost({
       privateKey: this.key,
       datastore: this.peerRecords.store,

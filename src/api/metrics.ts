@@ -162,6 +162,7 @@ export class NodeMetrics {
       const s = providerRecordStats(node.host.services.dht)
       return s === undefined ? undefined : { stored: s.stored, refused: s.refused }
     })
+    figures('aap_dht_card_records', 'DHT card records other peers wrote here that were refused since start because DHT_RECORDS_STORED_MAX were held, and expired ones swept to make room (src/card/record-cap.ts)', (node) => ({ refused: node.cardRecords.refused, swept: node.cardRecords.swept }))
     figures('aap_peer_addresses', 'Addresses other peers named that this node refused to keep or dial since start (src/wire/address-filter.ts), and names of peers it could not look up before a dial (refused too)', (node) => {
       const f = addressFilterOf(node.host.peerId)
       return f === undefined ? undefined : { refused: f.refused, lookup_failures: f.lookupFailures }

@@ -84,3 +84,12 @@ export const CARD_SEQ_INDEX_MAX_ENTRIES = 16 * CARD_CACHE_MAX_ENTRIES
  * backs every card of the first.
  */
 export const CARD_KEY_ASKS_AT_ONCE = 2
+
+/**
+ * DHT card records this node stores for others, at most (record-cap.ts: up
+ * to CARD_MAX_BYTES each, so 16 MiB at most); a write under a new key past it
+ * is refused unless a sweep of expired records, at most once per
+ * DHT_RECORDS_SWEEP_MIN_INTERVAL_MS, made room.
+ */
+export const DHT_RECORDS_STORED_MAX = 4096
+export const DHT_RECORDS_SWEEP_MIN_INTERVAL_MS = 60_000

@@ -8,11 +8,11 @@
  * on equal seq, the later expiry: compareCards). The remote writer is then
  * answered with an error, as for a record the validator refuses.
  *
- * Only `put` is watched: kad-dht writes DHT records one at a time (its rpc
- * handler, its own put and the corrections after a get), never in a batch.
- * Puts of one key run one after the other: the check and the write of one
- * are not interleaved with another's (a replay racing the newer card's put
- * would otherwise be written after it).
+ * Only `put` and `delete` are watched: kad-dht writes DHT records one at a
+ * time (its rpc handler, its own put and the corrections after a get), never
+ * in a batch. Writes of one key run one after the other: the check and the
+ * write of one are not interleaved with another's (a replay racing the newer
+ * card's put would otherwise be written after it).
  */
 import type { AbortOptions } from '@libp2p/interface'
 import { Libp2pRecord } from '@libp2p/record'
@@ -23,6 +23,9 @@ import { InvalidRequestError } from '../errors.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import type { Logger } from '../logger.ts'
 import { compareCards, decodeCardRecord, verifyCard, type AgentCard } from './card.ts'
+import { liveRecord, RecordCap, type RecordCapStats } from './record-cap.ts'
+
+export type { RecordCapStats }
 
 const CARD_KEY_PREFIX = `/${CARD_DHT_NAMESPACE}/`
 
@@ -40,13 +43,36 @@ async function cardIn (raw: Uint8Array, what: string, log: Logger): Promise<Agen
   }
 }
 
-/** `store` as libp2p should see it: card record writes that would go back to an older card are refused. */
-export function keepNewestCards (store: Datastore, log: Logger): Datastore {
+/** Whose card is this node's own (its writes are never refused for room), and where to count refusals. */
+export interface CardRecordOptions { self?: string, stats?: RecordCapStats, max?: number | undefined }
+
+/**
+ * `store` as libp2p should see it: card record writes that would go back to an
+ * older card are refused, and so are new ones past the bound on records held
+ * (record-cap.ts).
+ */
+export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecordOptions = {}): Datastore {
   const writes = new KeyedMutex()
+  const removeDead = async (key: Key, now: number, options?: AbortOptions): Promise<boolean> => writes.run(key.toString(), async () => {
+    if (!await store.has(key, options) || liveRecord(await store.get(key, options), now)) return false
+    await store.delete(key, options)
+    cap.released()
+    return true
+  })
+  const cap = new RecordCap({ store, log, removeDead, ...(opts.stats === undefined ? {} : { stats: opts.stats }), ...(opts.max === undefined ? {} : { max: opts.max }) })
+  const own = (value: Uint8Array): boolean => {
+    try {
+      return opts.self !== undefined && toString(Libp2pRecord.deserialize(value).key) === `${CARD_KEY_PREFIX}${opts.self}`
+    } catch {
+      // not a record: not this node's own card either (the validator refuses it)
+      return false
+    }
+  }
   const put = async (key: Key, value: Uint8Array, options?: AbortOptions): Promise<Key> => {
     if (!key.toString().startsWith(DHT_RECORD_DATASTORE_PREFIX)) return store.put(key, value, options)
     return writes.run(key.toString(), async () => {
-      const held = await store.has(key, options) ? await cardIn(await store.get(key, options), 'held', log) : undefined
+      const has = await store.has(key, options)
+      const held = has ? await cardIn(await store.get(key, options), 'held', log) : undefined
       const offered = held === undefined ? undefined : await cardIn(value, 'offered', log)
       if (held !== undefined && offered !== undefined && compareCards(held, offered) > 0) {
         log.debug({ agent: held.agent_id, held_seq: held.seq, offered_seq: offered.seq }, 'refused an older card over a newer one')
@@ -54,12 +80,28 @@ export function keepNewestCards (store: Datastore, log: Logger): Datastore {
           reason: 'stale_seq', held_seq: held.seq, offered_seq: offered.seq
         })
       }
-      return store.put(key, value, options)
+      if (has) return store.put(key, value, options)
+      await cap.take(own(value), options)
+      try {
+        return await store.put(key, value, options)
+      } catch (err) {
+        cap.released()
+        throw err
+      }
+    })
+  }
+  const remove = async (key: Key, options?: AbortOptions): Promise<void> => {
+    if (!key.toString().startsWith(DHT_RECORD_DATASTORE_PREFIX)) return store.delete(key, options)
+    await writes.run(key.toString(), async () => {
+      if (!await store.has(key, options)) return
+      await store.delete(key, options)
+      cap.released()
     })
   }
   return new Proxy(store, {
     get (target, prop) {
       if (prop === 'put') return put
+      if (prop === 'delete') return remove
       const v: unknown = Reflect.get(target, prop, target)
       return typeof v === 'function' ? (v as (...args: unknown[]) => unknown).bind(target) : v
     }

@@ -64,6 +64,8 @@ export interface DhtTuning {
    * a node that reserves relay slots, which others cannot reach directly).
    */
   clientMode?: boolean
+  /** Card records stored for others at most (default DHT_RECORDS_STORED_MAX, src/card/record-cap.ts). */
+  recordsMax?: number
 }
 
 export interface HostOptions {
