@@ -64,6 +64,21 @@ describe('checkTrace on traces a finished task must not pass', () => {
     expect(checkTrace('t', own, { raisedBy: 'd' }).checkpoint_block.ok).toBe(false)
   })
 
+  // a blocked run must not resume itself: only its delegator (the coordinator that raised the checkpoint) resumes it
+  it('fails a resume by the run\'s own executor, or by anyone but the coordinator', () => {
+    const resumedBy = (by: string) => good.map(e => e.run_id === 'x:1' && e.seq === 4 ? { ...e, payload: { ...e.payload, by } } : e)
+    const self = checkTrace('t', resumedBy('x'), expect1)
+    expect(self.checkpoint_block.ok).toBe(false)
+    expect(self.checkpoint_block.problems).toContain('x:1#4: resumed by its own executor x')
+    expect(self.ok).toBe(false)
+    // without raisedBy the executor's own resume still fails
+    expect(checkTrace('t', resumedBy('x'), { resolutions: { cp: { ok: 1 } } }).checkpoint_block.problems).toContain('x:1#4: resumed by its own executor x')
+    const other = checkTrace('t', resumedBy('z'), expect1)
+    expect(other.checkpoint_block.problems).toContain('x:1#4: resumed by z, not the coordinator')
+    // an agent other than the executor, with no coordinator to compare with, may resume
+    expect(checkTrace('t', resumedBy('z'), { resolutions: { cp: { ok: 1 } } }).checkpoint_block.problems).toEqual([])
+  })
+
   it('fails a handoff whose named new owner is not the next run\'s executor', () => {
     const swapped = good.map(e => e.run_id === 'y:1' ? { ...e, executor: 'z' } : e)
     const v = checkTrace('t', swapped, expect1)

@@ -52,7 +52,7 @@ describe('the four contracts, checked on a trace', () => {
   const good = [
     { ...base, run_id: 'x:1', correlation_id: 't', seq: 1, type: 'run.started' as const, payload: { capability: cap } },
     { ...base, run_id: 'x:1', correlation_id: 't', seq: 2, type: 'run.blocked' as const, payload: { checkpoint_id: 'cp', reason: 'r', by: 'coordinator' } },
-    { ...base, run_id: 'x:1', correlation_id: 't', seq: 3, type: 'run.progress' as const, payload: { transition: 'resume', checkpoint_id: 'cp', resolution: { ok: 1 } } },
+    { ...base, run_id: 'x:1', correlation_id: 't', seq: 3, type: 'run.progress' as const, payload: { transition: 'resume', checkpoint_id: 'cp', resolution: { ok: 1 }, by: 'coordinator' } },
     { ...base, run_id: 'x:1', correlation_id: 't', seq: 4, type: 'run.completed' as const, payload: { transition: 'handoff', handoff_to: { run_id: 'y:1', agent_id: 'y' } } },
     { ...base, executor: 'y', run_id: 'y:1', correlation_id: 't', seq: 1, type: 'run.started' as const, payload: { capability: cap, handoff_from: { run_id: 'x:1', agent_id: 'x' } } },
     { ...base, executor: 'y', run_id: 'y:1', correlation_id: 't', seq: 2, type: 'run.completed' as const, payload: { output: {} } }

@@ -110,10 +110,24 @@ function isRecord (v: unknown): v is Record<string, unknown> {
  * the delegator's handoff. Anything else (progress, a completion, the
  * executor's own handoff, another block) is the run going on by itself.
  */
-function movesABlockedRun (e: AgentEvent): boolean {
-  if (e.payload.transition === 'resume') return true
+function movesABlockedRun (e: AgentEvent, raisedBy: string | undefined): boolean {
+  if (e.payload.transition === 'resume') return resumerProblem(e, raisedBy) === undefined
   if (e.type === 'run.failed') return true
   return e.type === 'run.completed' && e.payload.transition === 'handoff' && typeof e.payload.by === 'string' && e.payload.by !== e.executor
+}
+
+/**
+ * What is wrong with who resumed a blocked run, if anything: the resume must
+ * name its resumer (`by`), the resumer must not be the run's own executor (a
+ * blocked run must not resume itself), and when the trace says who raises
+ * the checkpoints (`raisedBy`, the delegator) it must be that agent.
+ */
+function resumerProblem (e: AgentEvent, raisedBy: string | undefined): string | undefined {
+  const by = e.payload.by
+  if (typeof by !== 'string' || by === '') return 'resume names no resumer (by)'
+  if (by === e.executor) return `resumed by its own executor ${by}`
+  if (raisedBy !== undefined && by !== raisedBy) return `resumed by ${by}, not the coordinator`
+  return undefined
 }
 
 /** Problems of a trace that should hold a finished task: a run without an end, or a chain that ends otherwise than completed. */
@@ -193,7 +207,7 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
     let open: string | null = null
     for (const e of list) {
       // a blocked run must not resume itself: while its checkpoint is open only its delegator moves it
-      if (open !== null && !movesABlockedRun(e)) cp.push(`${runId}#${e.seq}: ${e.type} while checkpoint ${open} is open, before any resume`)
+      if (open !== null && !movesABlockedRun(e, expect.raisedBy)) cp.push(`${runId}#${e.seq}: ${e.type} while checkpoint ${open} is open, before any resume`)
       if (e.type === 'run.blocked') {
         const id = e.payload.checkpoint_id
         if (typeof id !== 'string' || id === '') cp.push(`${runId}#${e.seq}: block without checkpoint_id`)
@@ -203,6 +217,8 @@ export function checkTrace (taskId: string, events: AgentEvent[], expect: TraceE
       if (e.payload.transition === 'resume') {
         if (open === null) cp.push(`${runId}#${e.seq}: resume without an open checkpoint`)
         else if (e.payload.checkpoint_id !== open) cp.push(`${runId}#${e.seq}: resume names ${String(e.payload.checkpoint_id)}, open is ${open}`)
+        const resumer = resumerProblem(e, expect.raisedBy)
+        if (resumer !== undefined) cp.push(`${runId}#${e.seq}: ${resumer}`)
         const want = open === null ? undefined : expect.resolutions?.[open]
         if (want !== undefined && JSON.stringify(e.payload.resolution) !== JSON.stringify(want)) {
           cp.push(`${runId}#${e.seq}: resolution differs from the one the driver sent`)

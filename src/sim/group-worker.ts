@@ -42,6 +42,15 @@ import { sumStats } from './discovery-figures.ts'
 import { useNodeBufferPool } from '../wire/buffer-pool.ts'
 import { peerRecordStats } from '../wire/peer-records.ts'
 
+// a driver that goes away while this group starts leaves no orphan: until the group can stop its nodes
+// (`stop`, below) it exits at once; a channel that closed before this line ran counts as gone too
+let onDriverGone = (): void => {
+  process.stderr.write(`group ${process.argv.slice(2).join(' ')}: the driver went away while the group started: exiting\n`)
+  process.exit(1)
+}
+process.on('disconnect', () => { onDriverGone() })
+if (process.send !== undefined && !process.connected) onDriverGone()
+
 // a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
 useNodeBufferPool()
 
@@ -201,7 +210,7 @@ const stop = (): void => {
   void stopSimMesh(mesh).finally(() => process.exit(0))
 }
 process.on('SIGTERM', stop)
-process.on('disconnect', stop)
+onDriverGone = stop
 /** A CPU profile of the task phase (AAP_SIM_TASK_PROFILE_DIR), or undefined. */
 const taskProfile = await (async (dir: string | undefined) => {
   if (dir === undefined || dir === '') return undefined

@@ -10,7 +10,8 @@ import { join } from 'node:path'
 import type { AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
 import type { Hostiles } from './hostile.ts'
-import { withTimeout } from './processes.ts'
+import { SIM_STOP_TIMEOUT_MS } from './constants.ts'
+import { stopChild, withTimeout } from './processes.ts'
 import type { ProcessFigures } from './resources.ts'
 
 const GROUP_SCRIPT = new URL('./group-worker.ts', import.meta.url).pathname
@@ -183,11 +184,13 @@ export async function groupHeapSnapshot (g: Group, path: string): Promise<string
   return String(await request(g, { op: 'heap', path }))
 }
 
-export async function stopGroup (g: Group): Promise<void> {
-  if (g.child.exitCode !== null || g.child.signalCode !== null) return
-  const exited = new Promise<void>(resolve => { g.child.once('exit', () => { resolve() }) })
-  g.child.kill('SIGTERM')
-  await exited
+/**
+ * Stop a group: SIGTERM (its nodes stop, then it exits), and SIGKILL when it
+ * has not exited within `timeoutMs` (stopChild), counted in its incidents
+ * (`stop_killed`).
+ */
+export async function stopGroup (g: Group, timeoutMs = SIM_STOP_TIMEOUT_MS): Promise<void> {
+  if (await stopChild(g.child, 'SIGTERM', timeoutMs)) g.incidents = { ...g.incidents, stop_killed: (g.incidents.stop_killed ?? 0) + 1 }
 }
 
 /**
@@ -206,9 +209,11 @@ export async function remoteHostiles (g: Group, victims: AgentCard[], noted: (ki
     },
     attempted: async () => {
       const f = (await request(g, { op: 'forged' })) as { attempted: number, incidents: Record<string, number> } | null
+      // a dead hostile group forged nothing that was counted: marked lost, and its 0 attempts fail the report (invariantProblems)
+      if (f === null) { markGroupLost(g); return 0 }
       // what the hostile group counted on the way joins the group's incidents in the report
-      if (f !== null) g.incidents = { ...g.incidents, ...f.incidents }
-      return f?.attempted ?? 0
+      g.incidents = { ...g.incidents, ...f.incidents }
+      return f.attempted
     }
   }
 }
@@ -235,6 +240,10 @@ export function outsideJoins (driver: string[], listening: string[][], i: number
  * it (hostile nodes are no hub). The process that drives the tasks then hosts
  * none of them: at 500 nodes the 50 hostile nodes there made its event loop
  * the slowest of all, and its discovers timed out.
+ *
+ * A group that fails to start fails them all: the groups still waiting to
+ * join are let go (their join fails, spawnGroup kills them), the ones
+ * started are stopped, and the first error goes on. None is left running.
  */
 export async function startGroups (o: { nodes: number, perProcess?: number, seed: number, maxConnections?: number }, local: number, join: string[], log: (line: string) => void,
   hostile?: { count: number, followersPerTask: number }): Promise<Group[]> {
@@ -248,13 +257,19 @@ export async function startGroups (o: { nodes: number, perProcess?: number, seed
   // every group waits until all listen, then joins through this process's nodes and the other groups'
   const listening = shares.map(() => Promise.withResolvers<string[]>())
   const everyone = Promise.all(listening.map(async l => l.promise))
+  // a group that fails to start fails the start: the groups waiting to join are let go (their join fails, spawnGroup kills them)
+  everyone.catch((err: unknown) => { log(`group start abandoned: ${String(err)}`) })
+  const failed = (err: unknown): never => {
+    for (const l of listening) l.reject(err)
+    throw err
+  }
   const spawned = (g: Group): Group => {
     ready += g.count
     log(`starting nodes ${ready}/${o.nodes} (group processes)`)
     return g
   }
   const common = { seed: o.seed, onProgress: log, ...(o.maxConnections === undefined ? {} : { maxConnections: o.maxConnections }) }
-  return Promise.all([
+  const starts = await Promise.allSettled([
     ...shares.map(async (share, i) => spawned(await spawnGroup({
       ...common,
       first: local + shares.slice(0, i).reduce((a, b) => a + b, 0),
@@ -263,7 +278,7 @@ export async function startGroups (o: { nodes: number, perProcess?: number, seed
         listening[i]?.resolve(mine)
         return outsideJoins(join, await everyone, i)
       }
-    }))),
+    }).catch(failed))),
     ...(hostile === undefined || hostileCount === 0
       ? []
       : [(async () => spawned(await spawnGroup({
@@ -272,16 +287,39 @@ export async function startGroups (o: { nodes: number, perProcess?: number, seed
           count: hostileCount,
           hostileFollowersPerTask: hostile.followersPerTask,
           join: async () => outsideJoins(join, await everyone, -1)
-        })))()])
+        }).catch(failed)))()])
   ])
+  // one group that did not start fails them all: the started ones are stopped, none is left running
+  const rejected = starts.find(s => s.status === 'rejected')
+  const groups = starts.flatMap(s => s.status === 'fulfilled' ? [s.value] : [])
+  if (rejected === undefined) return groups
+  await Promise.all(groups.map(async g => stopGroup(g)))
+  throw rejected.reason
 }
 
-/** Every group's figures; with `heapSnapshot`, the first group's heap written there. */
+/**
+ * Mark a group as lost: its process died (a request got no answer), so what
+ * it would have measured or counted is missing. The report counts lost
+ * groups in its incidents (`group_lost`, `group_hostile_lost`; scenario.ts), and a report whose
+ * processes measured fewer nodes than the run had fails (scaling.ts
+ * measuredProblems); a lost hostile group leaves no forgery attempted, which
+ * fails too (invariantProblems).
+ */
+export function markGroupLost (g: Group): void {
+  g.incidents = { ...g.incidents, [g.hostile ? 'hostile_lost' : 'lost']: 1 }
+}
+
+/**
+ * Every group's figures; with `heapSnapshot`, the first group's heap written
+ * there. A group that gives no figures (its process died) is marked lost
+ * (markGroupLost), and the report measures fewer nodes than the run has.
+ */
 export async function groupFigures (groups: Group[], heapSnapshot?: string): Promise<ProcessFigures[]> {
   const out: ProcessFigures[] = []
   for (const g of groups) {
     const f = await groupStats(g)
     if (f !== undefined) out.push(f)
+    else markGroupLost(g)
   }
   const first = groups[0]
   if (heapSnapshot !== undefined && first !== undefined) await groupHeapSnapshot(first, heapSnapshot)

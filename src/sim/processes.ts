@@ -3,9 +3,11 @@
  * spawning one, asking it for an event of its log, stopping it.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import type { AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
+import { SIM_STOP_TIMEOUT_MS } from './constants.ts'
 import { groupLog, type Group } from './group.ts'
 import type { SimNode } from './mesh.ts'
 
@@ -40,9 +42,39 @@ export interface Worker {
 
 const WORKER_SCRIPT = new URL('./worker.ts', import.meta.url).pathname
 const WORKER_START_TIMEOUT_MS = 60_000
+/** Workers started at once (`--processes`). */
+const WORKER_START_BATCH = 4
+/** How long the driver waits for a worker's answer to a log request. */
+const WORKER_LOG_TIMEOUT_MS = 10_000
 
-export async function spawnWorker (index: number, dataDir: string, bootstrap: string[]): Promise<{ worker: Worker, agentId: string, card: AgentCard }> {
-  const child = spawn(process.execPath, [WORKER_SCRIPT, '--index', String(index), '--data-dir', dataDir, ...bootstrap.flatMap(b => ['--bootstrap', b])], {
+/**
+ * Stop a child process: `signal`, and SIGKILL when it has not exited
+ * `timeoutMs` later (SIM_STOP_TIMEOUT_MS unless told). Resolves once it has
+ * exited; true when it had to be killed.
+ */
+export async function stopChild (child: ChildProcess, signal: NodeJS.Signals, timeoutMs = SIM_STOP_TIMEOUT_MS): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return false
+  const exited = new Promise<void>(resolve => { child.once('exit', () => { resolve() }) })
+  child.kill(signal)
+  let killed = false
+  const timer = setTimeout(() => { killed = true; child.kill('SIGKILL') }, timeoutMs)
+  try {
+    await exited
+  } finally {
+    clearTimeout(timer)
+  }
+  return killed
+}
+
+export interface SpawnedWorker { worker: Worker, agentId: string, card: AgentCard }
+
+/**
+ * Start worker `index` (worker.ts) and wait for its ready line, at most
+ * `startTimeoutMs`. A worker that does not start (it exits, its line is no
+ * JSON, the time runs out) is killed before the error goes on: no orphan.
+ */
+export async function spawnWorker (index: number, dataDir: string, bootstrap: string[], script = WORKER_SCRIPT, startTimeoutMs = WORKER_START_TIMEOUT_MS): Promise<SpawnedWorker> {
+  const child = spawn(process.execPath, [script, '--index', String(index), '--data-dir', dataDir, ...bootstrap.flatMap(b => ['--bootstrap', b])], {
     stdio: ['ignore', 'pipe', 'inherit', 'ipc']
   })
   const worker: Worker = { index, dataDir, child, pending: new Map(), nextId: 1 }
@@ -53,13 +85,40 @@ export async function spawnWorker (index: number, dataDir: string, bootstrap: st
   })
   child.on('exit', () => { for (const p of worker.pending.values()) p(null); worker.pending.clear() })
   const lines = createInterface({ input: child.stdout ?? process.stdin })
-  const ready = await withTimeout(new Promise<{ agent_id: string, card: AgentCard }>((resolve, reject) => {
-    lines.once('line', (line) => {
-      try { resolve(JSON.parse(line)) } catch (err) { reject(err) }
-    })
-    child.once('exit', (code) => { reject(new Error(`worker ${index} exited with ${code} before it was ready`)) })
-  }), WORKER_START_TIMEOUT_MS, `worker ${index} start`)
-  return { worker, agentId: ready.agent_id, card: ready.card }
+  try {
+    const ready = await withTimeout(new Promise<{ agent_id: string, card: AgentCard }>((resolve, reject) => {
+      lines.once('line', (line) => {
+        try { resolve(JSON.parse(line)) } catch (err) { reject(new Error(`worker ${index}: its ready line is no JSON (${String(err)})`)) }
+      })
+      child.once('exit', (code) => { reject(new Error(`worker ${index} exited with ${code} before it was ready`)) })
+    }), startTimeoutMs, `worker ${index} start`)
+    return { worker, agentId: ready.agent_id, card: ready.card }
+  } catch (err) {
+    lines.close()
+    await stopChild(child, 'SIGKILL')
+    throw err
+  }
+}
+
+/**
+ * Start `count` workers (indexes from `first`), WORKER_START_BATCH at once.
+ * When one does not start, the ones started are stopped before the error
+ * goes on. `onBatch` is told how many have started.
+ */
+export async function spawnWorkers (first: number, count: number, workDir: string, bootstrap: string[], onBatch: (started: number) => void): Promise<SpawnedWorker[]> {
+  const out: SpawnedWorker[] = []
+  for (let i = 0; i < count; i += WORKER_START_BATCH) {
+    const batch = await Promise.allSettled(Array.from({ length: Math.min(WORKER_START_BATCH, count - i) }, async (_, k) =>
+      spawnWorker(first + i + k, join(workDir, `w${i + k}`), bootstrap)))
+    for (const b of batch) if (b.status === 'fulfilled') out.push(b.value)
+    const failed = batch.find(b => b.status === 'rejected')
+    if (failed !== undefined) {
+      await Promise.all(out.map(async w => stopWorker(w.worker, 'SIGTERM')))
+      throw failed.reason
+    }
+    onBatch(i + batch.length)
+  }
+  return out
 }
 
 async function workerLog (w: Worker, runId: string, seq: number): Promise<AgentEvent | undefined> {
@@ -67,7 +126,7 @@ async function workerLog (w: Worker, runId: string, seq: number): Promise<AgentE
   const id = w.nextId++
   const reply = new Promise<AgentEvent | null>(resolve => { w.pending.set(id, resolve) })
   w.child.send({ id, op: 'log', run_id: runId, seq })
-  return (await withTimeout(reply, 10_000, 'worker log')) ?? undefined
+  return (await withTimeout(reply, WORKER_LOG_TIMEOUT_MS, 'worker log')) ?? undefined
 }
 
 export async function memberLog (m: Member, runId: string, seq: number): Promise<AgentEvent | undefined> {
@@ -77,10 +136,10 @@ export async function memberLog (m: Member, runId: string, seq: number): Promise
   return undefined
 }
 
-export async function stopWorker (w: Worker, signal: NodeJS.Signals): Promise<void> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return
-  const exited = new Promise<void>(resolve => { w.child.once('exit', () => { resolve() }) })
-  w.child.kill(signal)
-  await exited
+/** Stop a worker (SIGKILL when it has not exited within `timeoutMs`, stopChild); true when it had to be killed. */
+export async function stopWorker (w: Worker, signal: NodeJS.Signals, timeoutMs = SIM_STOP_TIMEOUT_MS): Promise<boolean> {
+  const killed = await stopChild(w.child, signal, timeoutMs)
+  if (killed) process.stderr.write(`worker ${w.index} did not stop within ${timeoutMs} ms of ${signal}: killed\n`)
+  return killed
 }
 

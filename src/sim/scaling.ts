@@ -41,7 +41,25 @@ function connectionFigures (r: SimReport): ConnectionFigures | undefined {
   const overHard = procs.flatMap(p => p.connections_peak).filter(n => n > hard).length
   const hostile = procs.filter(p => p.role === 'hostile')
   const hostileOver = hostile.length === 0 ? {} : { hostile_over_hard_limit: hostile.flatMap(p => p.connections_peak).filter(n => n > hard).length }
-  return { ...c, hard_limit: hard, nodes_over_bound_at_end: overAtEnd, nodes_over_hard_limit: overHard, ...hostileOver, under_bound: overAtEnd === 0 && overHard === 0 }
+  // nodes that were not measured (a group process that died) are not under the bound: nobody knows
+  const measuredAll = measuredProblems(r).length === 0
+  return { ...c, hard_limit: hard, nodes_over_bound_at_end: overAtEnd, nodes_over_hard_limit: overHard, ...hostileOver, under_bound: overAtEnd === 0 && overHard === 0 && measuredAll }
+}
+
+/**
+ * Whether every node of the run was measured: the processes' figures (their
+ * connections per node) cover as many nodes as the run had. Fewer means a
+ * process gave no figures (a group that died, group.ts markGroupLost), and
+ * the figures per node (RSS, connections) then speak for the survivors only.
+ * A run with --processes measures only the driver's process by design (its
+ * worker processes report no figures), so it is not held to this.
+ */
+export function measuredProblems (r: SimReport): string[] {
+  if (r.config.processes === true) return []
+  const measured = r.connections?.nodes ?? (r.processes ?? []).reduce((a, p) => a + p.nodes, 0)
+  if (measured >= r.resources.nodes) return []
+  const lost = Object.entries(r.incidents).filter(([k]) => k === 'group_lost' || k === 'group_hostile_lost').reduce((a, [, v]) => a + v, 0)
+  return [`only ${measured} of ${r.resources.nodes} nodes measured${lost > 0 ? ` (${lost} group process${lost === 1 ? '' : 'es'} lost)` : ''}`]
 }
 
 export interface ScaleRow {
@@ -151,13 +169,16 @@ function pcts (r: SimReport, prefix: string): Pcts | undefined {
   return s === undefined ? undefined : { p50: s.summary.p50, p99: s.summary.p99, n: s.summary.n }
 }
 
-/** Whether a report kept every invariant: no run lost, no forgery accepted, every trace meets the four contracts. */
+/** Whether a report kept every invariant: no run lost, no forgery accepted (and some attempted, when it had hostile nodes), every trace meets the four contracts. */
 export function invariantProblems (r: SimReport): string[] {
   const inv = r.invariants
   const out: string[] = []
   if (inv.runs_lost > 0) out.push(`${inv.runs_lost} of ${inv.runs_acknowledged} acknowledged runs lost`)
   if (inv.forged_accepted > 0) out.push(`${inv.forged_accepted} forged items accepted`)
   if (inv.traces_satisfying_contracts !== inv.tasks) out.push(`${inv.tasks - inv.traces_satisfying_contracts} of ${inv.tasks} traces broke a contract or did not finish`)
+  // hostile nodes that attempted nothing (their group died, or they never forged) make "no forgery accepted" vacuous
+  const hostileNodes = r.config.hostile_nodes
+  if (typeof hostileNodes === 'number' && hostileNodes > 0 && inv.forged_attempted === 0) out.push(`${hostileNodes} hostile nodes attempted no forgery: nothing was tested`)
   return out
 }
 
@@ -178,6 +199,7 @@ export function scaleRow (r: SimReport): ScaleRow {
   const n = r.resources.nodes
   const why = invariantProblems(r)
   if (why.length > 0) why.push(...failureKinds(r))
+  why.push(...measuredProblems(r))
   return {
     nodes: n,
     ...(r.commit === undefined ? {} : { commit: r.commit }),

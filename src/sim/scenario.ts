@@ -14,7 +14,7 @@
  * Optional churn stops and restarts uninvolved nodes; optional hostile nodes
  * publish forged cards and events. Everything the report claims is counted here.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CONNECTION_GRACE_MS, CONNECTIONS_MAX } from '../constants.ts'
@@ -26,12 +26,12 @@ import type { AgentEvent, Run } from '../runlog/types.ts'
 import { SIM_CAPABILITIES, checkpointOf, installAgent, simCard } from './agents.ts'
 import { checkTrace } from './contracts.ts'
 import { isGenuineCard } from './genuine.ts'
-import { restartSimNode, startSimMesh, stopSimMesh, stopSimNode, type SimNode } from './mesh.ts'
-import { groupFigures, groupSettle, remoteHostiles, startGroups, stopGroup } from './group.ts'
+import { restartSimNode, startSimMesh, stopSimNode, type SimNode } from './mesh.ts'
+import { groupFigures, groupSettle, remoteHostiles, startGroups } from './group.ts'
 import { quietAfterAnnouncements } from './quiet-discover.ts'
 import { setUpHostile } from './hostile.ts'
 import { ConnectionSampler, ProcessMeter, SIM_SETTLE_MARGIN_MS, connectionsOf, resourcesOf, settleConnections } from './resources.ts'
-import { memberLog, spawnWorker, stopWorker, withTimeout, type Member } from './processes.ts'
+import { memberLog, spawnWorker, spawnWorkers, stopWorker, withTimeout, type Member } from './processes.ts'
 import { seeded } from './prng.ts'
 import { diffStats, sumStats } from './discovery-figures.ts'
 import { SIM_QUIET_DISCOVERS, quietDiscoverPasses, quietFigures } from './quiet-discover.ts'
@@ -40,58 +40,10 @@ import { eventKey, genuineHashOf, type Arrival } from './observed.ts'
 import { tallyTask } from './task-tally.ts'
 import { sourceCommit } from './commit.ts'
 import { Counter, renderSummary, type SimReport } from './report.ts'
+import type { ScenarioOptions } from './scenario-options.ts'
+import { Started } from './started.ts'
 
-export interface ScenarioOptions {
-  nodes: number
-  tasks: number
-  /** Tasks in flight at once. */
-  concurrency: number
-  /** Nodes (besides the executors and the driver) that follow each task's events. */
-  observers: number
-  latencyMs: number
-  jitterMs: number
-  /** Share of nodes that behave hostile (0..0.5). */
-  hostileShare: number
-  churn: boolean
-  /** Agents as separate node processes on TCP loopback (drivers, observers and hostile nodes stay here). */
-  processes: boolean
-  seed: number
-  /** Connections each in-process node keeps open (libp2p's default otherwise). */
-  maxConnections?: number
-  /**
-   * Spread the agents over group processes of at most this many nodes each
-   * (group-worker.ts, TCP loopback), and the hostile nodes over a hostile
-   * group process; this process keeps the drivers, observers and auditors
-   * (which are agents too).
-   */
-  perProcess?: number
-  /** Write a heap snapshot of the first group process here before stopping. */
-  heapSnapshot?: string
-  command: string
-  /** How long one task may take before it counts as failed. */
-  taskTimeoutMs: number
-  /** Discovers of each kind in the mesh at rest after the tasks (default SIM_QUIET_DISCOVERS). */
-  quietDiscovers?: number
-  onProgress?: (line: string) => void
-}
-
-export const DEFAULT_SCENARIO: ScenarioOptions = {
-  nodes: 20,
-  tasks: 40,
-  concurrency: 8,
-  observers: 3,
-  // @libp2p/memory applies its latency to each buffer in turn, which caps a
-  // connection at one buffer per latency period: a slow link, not a delay.
-  // Defaults keep it off; --latency models a constrained link.
-  latencyMs: 0,
-  jitterMs: 0,
-  hostileShare: 0.1,
-  churn: false,
-  processes: false,
-  seed: 1,
-  command: 'npm run sim',
-  taskTimeoutMs: 60_000
-}
+export { DEFAULT_SCENARIO, type ScenarioOptions } from './scenario-options.ts'
 
 export { seeded }
 
@@ -117,6 +69,16 @@ interface TaskRecord {
 }
 
 export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
+  // what the run starts is stopped when it ends, and when it fails on the way: no node or process left running
+  const running = new Started()
+  try {
+    return await runStarted(opts, running)
+  } finally {
+    await running.stop()
+  }
+}
+
+async function runStarted (opts: ScenarioOptions, running: Started): Promise<SimReport> {
   const random = seeded(opts.seed)
   const pick = <T>(xs: T[]): T => {
     const x = xs[Math.floor(random() * xs.length)]
@@ -145,11 +107,13 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
     onProgress: (n) => { log(`starting nodes ${n}/${opts.nodes}`) }
   })
+  running.mesh = mesh
   const hostile = new Set(grouped ? [] : mesh.slice(mesh.length - hostileCount))
   const honest = mesh.filter(n => !hostile.has(n))
   const cards = new Map<string, AgentCard>()
-  const members: Member[] = []
+  const members: Member[] = running.members
   const workDir = opts.processes ? await mkdtemp(join(tmpdir(), 'aap-sim-')) : undefined
+  if (workDir !== undefined) running.workDir = workDir
   if (workDir === undefined) {
     for (const n of honest) {
       const draft = simCard(n.index)
@@ -161,20 +125,16 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
     }
   } else {
     const bootstrap = mesh.slice(0, 2).flatMap(n => n.node.addresses.slice(0, 1))
-    for (let i = 0; i < workerCount; i += 4) {
-      const batch = await Promise.all(Array.from({ length: Math.min(4, workerCount - i) }, async (_, k) =>
-        spawnWorker(localCount + i + k, join(workDir, `w${i + k}`), bootstrap)))
-      for (const b of batch) {
-        cards.set(b.agentId, b.card)
-        members.push({ agentId: b.agentId, card: b.card, worker: b.worker, up: true })
-      }
-      log(`starting nodes ${localCount + i + batch.length}/${opts.nodes}`)
+    for (const b of await spawnWorkers(localCount, workerCount, workDir, bootstrap, n => { log(`starting nodes ${localCount + n}/${opts.nodes}`) })) {
+      cards.set(b.agentId, b.card)
+      members.push({ agentId: b.agentId, card: b.card, worker: b.worker, up: true })
     }
   }
   // groups join through the honest nodes here and each other's (not through the hostile group: it is no hub)
   const groups = grouped
     ? await startGroups(opts, localCount, honest.flatMap(n => n.node.addresses.slice(0, 1)), log, { count: hostileCount, followersPerTask: SIM_HOSTILE_FOLLOWERS_PER_TASK })
     : []
+  running.groups = groups
   for (const g of groups.filter(g => !g.hostile)) {
     for (const m of g.members) {
       cards.set(m.agent_id, m.card)
@@ -255,6 +215,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
       }
     }
   })()
+  // the loop ends before the rest stops, also when the run fails on the way (started.ts)
+  running.halt = async () => { churning = false; await churnLoop }
 
   // ---- tasks -----------------------------------------------------------------------------
   const discoverMs = new Counter()
@@ -409,8 +371,7 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   await Promise.all(Array.from({ length: Math.min(opts.concurrency, opts.tasks) }, async () => {
     while (next < opts.tasks) await runTask(next++)
   }))
-  churning = false
-  await churnLoop
+  await running.halt?.()
 
   // ---- invariants: every acknowledged run is still there -------------------------------
   for (const n of mesh) if (!n.up) await restartSimNode(n, mesh, random)
@@ -447,11 +408,8 @@ export async function runScenario (opts: ScenarioOptions): Promise<SimReport> {
   const announcementsOver = await quietAfterAnnouncements(mesh, groups, log)
   const quietCount = opts.quietDiscovers ?? SIM_QUIET_DISCOVERS
   log(`discovers at rest (${quietCount} of each kind)`); const { cold: quiet, fresh: quietFresh } = await quietDiscoverPasses(honest.map(n => n.node), SIM_CAPABILITIES, { pick, onCard: checkCard, count: quietCount })
-  await stopSimMesh(mesh)
-  await Promise.all(members.map(async m => { if (m.worker !== undefined) await stopWorker(m.worker, 'SIGTERM') }))
-  await Promise.all(groups.map(stopGroup))
+  await running.stop()
   for (const g of groups) for (const [k, v] of Object.entries(g.incidents)) incidents[`group_${k}`] = (incidents[`group_${k}`] ?? 0) + v
-  if (workDir !== undefined) await rm(workDir, { recursive: true, force: true })
 
   const report: SimReport = {
     title: `aap-mesh simulation (${opts.nodes} nodes)`,

@@ -11,6 +11,15 @@ import { createMeshNode } from '../node.ts'
 import { installAgent, simCard } from './agents.ts'
 import { useNodeBufferPool } from '../wire/buffer-pool.ts'
 
+// a driver that goes away while this worker starts leaves no orphan: until the worker can stop its node
+// (`stop`, below) it exits at once; a channel that closed before this line ran counts as gone too
+let onDriverGone = (): void => {
+  process.stderr.write('worker: the driver went away while the worker started: exiting\n')
+  process.exit(1)
+}
+process.on('disconnect', () => { onDriverGone() })
+if (process.send !== undefined && !process.connected) onDriverGone()
+
 // a process of mesh nodes: small buffers on small slabs (src/wire/buffer-pool.ts)
 useNodeBufferPool()
 
@@ -48,5 +57,5 @@ process.on('message', (msg: LogRequest) => {
 const stop = (): void => { void node.stop().finally(() => process.exit(0)) }
 process.on('SIGTERM', stop)
 process.on('SIGINT', stop)
-process.on('disconnect', stop)
+onDriverGone = stop
 process.stdout.write(`${JSON.stringify({ ready: true, agent_id: node.agentId, addresses: node.addresses, card })}\n`)
