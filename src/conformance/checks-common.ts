@@ -23,9 +23,9 @@ export async function blockedRun (s: Scope, name: string, checkpoint: string, op
   return { run, blocked }
 }
 
-/** End a run the check no longer needs (the delegator cancels it); a refusal is noted, not hidden. */
+/** End a run the check no longer needs (the delegator cancels it, a cleanup: no evidence of the check); a refusal is noted, not hidden. */
 export async function release (s: Scope, runId: string): Promise<void> {
-  const f = await s.control(s.n.delegator, 'cancel', { run_id: runId, reason: 'conformance check done' })
+  const f = await s.control(s.n.delegator, 'cancel', { run_id: runId, reason: 'conformance check done' }, { cleanup: true })
   if (!f.ok) s.note(`cleanup: cancel of ${runId} answered ${f.error?.code ?? '?'}`)
 }
 

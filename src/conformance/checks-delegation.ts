@@ -9,7 +9,7 @@ import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id'
 import {
   CONFORMANCE_CAPABILITY, HANDOFF_STALL_PATIENCE_MS, KIT_DIAL_TIMEOUT_MS, KIT_DISCOVER_TIMEOUT_MS, KIT_REACH_TIMEOUT_MS, KIT_POLL_INTERVAL_MS, KIT_SPLIT_FRAME_GAP_MS, KIT_WAIT_TIMEOUT_MS, STALLED_CALLER_PATIENCE_MS
 } from './constants.ts'
-import { errorText, expect, type Scope, type WireEvent } from './kit.ts'
+import { errorText, expect, Undecided, type Scope, type WireEvent } from './kit.ts'
 import { WireFailure } from '../wire/raw.ts'
 import { capabilityTransportIn } from './endpoints.ts'
 import { blockedRun, fail, heldRun, payloadOf, release, type Check } from './checks-common.ts'
@@ -55,7 +55,7 @@ async function reachByCard (s: Scope, card: AgentCard): Promise<void> {
       // the card's endpoint is /p2p/<agent id>: the runtime resolves it through peer routing, then dials
       const found = await node.host.peerRouting.findPeer(peer, { signal: AbortSignal.timeout(KIT_REACH_TIMEOUT_MS) })
       s.note(`peer routing resolved ${card.endpoint} to ${found.multiaddrs.length} address(es)`)
-      f = await s.call(node, CONTROL_PROTOCOL, 'get_run', { run_id: `${card.agent_id}:${'00'.repeat(12)}` }, { timeoutMs: KIT_REACH_TIMEOUT_MS, dialTimeoutMs: KIT_REACH_TIMEOUT_MS }, peer)
+      f = await s.call(node, CONTROL_PROTOCOL, 'get_run', { run_id: `${card.agent_id}:${'00'.repeat(12)}` }, { timeoutMs: KIT_REACH_TIMEOUT_MS, dialTimeoutMs: KIT_REACH_TIMEOUT_MS, probe: true }, peer)
     } catch (err) {
       return fail(`a node that knows only the card (endpoint ${card.endpoint}) could not reach agent ${card.agent_id}: ${(err as Error).message}`)
     }
@@ -156,7 +156,7 @@ export const DELEGATION_CHECKS: Check[] = [
       scan(`get_run ${run.run_id}`, read)
       for (const e of events) scan(`${run.run_id.slice(-8)}#${String(e.seq)}`, e)
       // a capability ref is a name and nothing else: any endpoint data in one is how the capability is reached
-      for (const [id, h] of s.kit.handles) if (id.startsWith(`${s.kit.target}:`)) scan(`Run.capability of ${id}`, h.run.capability, true)
+      for (const h of s.kit.answers) if (h.run.run_id.startsWith(`${s.kit.target}:`)) scan(`Run.capability of ${h.run.run_id}`, h.run.capability, true)
       for (const [id, log] of s.kit.events) for (const e of log) if (payloadOf(e).capability !== undefined) scan(`${id.slice(-8)}#${String(e.seq)} payload.capability`, payloadOf(e).capability, true)
       scan('the target\'s card capabilities', card.capabilities, true)
       for (const b of [...new Set(bad)].slice(0, 8)) s.evidence.events.push(b)
@@ -198,7 +198,9 @@ export const DELEGATION_CHECKS: Check[] = [
           return
         }
         if (Date.now() > deadline) {
-          fail(events.length === 0 ? 'no run was created for the late-accepted delegation (nothing to fail: the check cannot decide)' : `the run created for a gone caller did not fail: ${events.map(e => String(e.type)).join(', ')}`)
+          // AAP-DELEGATE-FAILED-EVENT binds a delegation that fails after its run is created: with no run there is nothing to judge
+          if (events.length === 0) throw new Undecided(`no run was created for the late-accepted delegation within ${KIT_WAIT_TIMEOUT_MS} ms: nothing failed after a run was created, so the check cannot decide`)
+          fail(`the run created for a gone caller did not fail: ${events.map(e => String(e.type)).join(', ')}`)
         }
         await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
         s.live()

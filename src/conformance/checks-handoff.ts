@@ -4,7 +4,7 @@ import type { AgentEvent, Run } from '../runlog/types.ts'
 import { issueHandoffTicket, ticketOf } from '../runlog/ticket.ts'
 import { CONFORMANCE_CAPABILITY } from './constants.ts'
 import { HANDOFF_STALL_PATIENCE_MS } from './constants.ts'
-import { expect, type Scope, type WireEvent } from './kit.ts'
+import { clean, expect, type Scope, type WireEvent } from './kit.ts'
 import { fail, heldRun, release, type Check } from './checks-common.ts'
 import { endpointsIn } from './endpoints.ts'
 
@@ -264,11 +264,13 @@ export const FINAL_CHECKS: Check[] = [
     id: 'runs-correlation',
     title: 'every run handle the target gave carries the correlation of the task it belongs to',
     run: async (s) => {
+      // every answer, not only the last of each run (a block, resume or cancel answer is a handle too);
       // the kit learns a continuing run's task when it is handed the run: look it up now
-      const bad = [...s.kit.handles.values()].filter(h => h.run.correlation_id !== (s.kit.expected.get(h.run.run_id) ?? h.expected))
-      s.note(`${s.kit.handles.size} run handles`)
-      if (s.kit.handles.size === 0) s.nothingSeen('the target gave no run handle')
-      expect(bad.length === 0, `runs with another correlation: ${bad.map(h => h.run.run_id).join(', ')}`)
+      const bad = s.kit.answers.filter(h => h.run.correlation_id !== (s.kit.expected.get(h.run.run_id) ?? h.expected))
+      s.note(`${s.kit.answers.length} Run answers of ${s.kit.handles.size} runs`)
+      if (s.kit.answers.length === 0) s.nothingSeen('the target gave no run handle')
+      for (const h of bad.slice(0, 8)) s.evidence.notes.push(clean(`${h.what ?? 'an answer'}: run ${h.run.run_id} with correlation_id ${JSON.stringify(h.run.correlation_id)}`))
+      expect(bad.length === 0, `runs with another correlation in ${bad.length} answer(s): ${[...new Set(bad.map(h => h.run.run_id))].join(', ')} (${clean(bad.slice(0, 4).map(h => h.what ?? 'an answer').join('; '))})`)
     }
   },
   {
@@ -300,15 +302,16 @@ export const FINAL_CHECKS: Check[] = [
     title: 'no run handle or event the target gave names a transport endpoint (multiaddr, URL, IP address, the target\'s listen host) or an endpoint, addr or url member',
     run: async (s) => {
       const bad: string[] = []
-      const handles = [...s.kit.handles.values()].filter(h => ofTarget(s, h.run.run_id))
+      // every Run answer, not only the last of each run: a block answer may show what a get_run later does not
+      const handles = s.kit.answers.filter(h => ofTarget(s, h.run.run_id))
       const logs = [...s.kit.events].filter(([runId]) => ofTarget(s, runId))
       for (const h of handles) {
-        for (const why of endpointsIn(h.run, s.kit.targetAddrs)) bad.push(`run ${h.run.run_id} ${why}`)
+        for (const why of endpointsIn(h.run, s.kit.targetAddrs)) bad.push(`run ${h.run.run_id}${h.what === undefined ? '' : ` (${h.what})`} ${why}`)
       }
       for (const [runId, events] of logs) {
         for (const e of events) for (const why of endpointsIn(e, s.kit.targetAddrs)) bad.push(`${runId.slice(-8)}#${String(e.seq)} ${why}`)
       }
-      s.note(`${handles.length} run handles and the events of ${logs.length} runs of the target scanned, against ${s.kit.targetAddrs.length} target address(es)`)
+      s.note(`${handles.length} Run answers and the events of ${logs.length} runs of the target scanned, against ${s.kit.targetAddrs.length} target address(es)`)
       if (handles.length === 0 && logs.length === 0) s.nothingSeen('no run handle or event of the target to scan')
       for (const b of bad.slice(0, 8)) s.evidence.events.push(b)
       expect(bad.length === 0, `endpoint data in ${bad.length} place(s): ${bad.slice(0, 4).join('; ')}`)

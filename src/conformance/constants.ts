@@ -49,6 +49,13 @@ export const KIT_EVIDENCE_MAX_CHARS = 600
 export const KIT_MESSAGE_MAX_CHARS = 2_000
 /** Bytes of event pages the kit takes in one read of a run or a correlation; more fails the check that read them. */
 export const KIT_MAX_EVENT_BYTES_PER_READ = 4 * 1024 * 1024
+/**
+ * Run answers the kit keeps over a kit run (each answer that differs from the
+ * one before it of the same run): runs-correlation, no-endpoint-upward and
+ * capability-by-ref judge every one. A kit run against aap-mesh keeps about
+ * a hundred; one more than this fails the check that got it.
+ */
+export const KIT_RUN_ANSWERS_MAX = 512
 /** Bytes of events the kit keeps over all runs it read (the last read of each); more fails the check that read them. */
 export const KIT_MAX_EVENT_BYTES_KEPT = 64 * 1024 * 1024
 /**

@@ -14,11 +14,15 @@ import type { AgentEvent, Run } from '../runlog/types.ts'
 import { checkChain, SignatureCache, verifyEventSync } from '../runlog/event.ts'
 import { isSyncResponse } from '../events/sync.ts'
 import {
-  CONFORMANCE_CAPABILITY, KIT_CALL_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_EVIDENCE_MAX_CHARS, KIT_MAX_EVENT_BYTES_KEPT,
-  KIT_MAX_EVENT_BYTES_PER_READ, KIT_MAX_SYNC_PAGES, KIT_POLL_INTERVAL_MS, KIT_RUNS_PER_DELEGATOR_NEEDED, KIT_WAIT_TIMEOUT_MS
+  CONFORMANCE_CAPABILITY, KIT_CALL_TIMEOUT_MS, KIT_DIAL_TIMEOUT_MS, KIT_MAX_EVENT_BYTES_KEPT,
+  KIT_MAX_EVENT_BYTES_PER_READ, KIT_MAX_SYNC_PAGES, KIT_POLL_INTERVAL_MS, KIT_RUN_ANSWERS_MAX, KIT_RUNS_PER_DELEGATOR_NEEDED, KIT_WAIT_TIMEOUT_MS
 } from './constants.ts'
 import { rawCall, type Frame, type RawCallOptions } from '../wire/raw.ts'
-import { printable } from '../util/text.ts'
+import { CapacityRefusal, capacityMessage, CheckFailure, errorText, isCapacityRefusal, pastPageBound, short, type Evidence } from './outcomes.ts'
+
+export {
+  CapacityRefusal, capacityMessage, CheckFailure, clean, errorText, expect, isCapacityRefusal, pastPageBound, Undecided, type Evidence
+} from './outcomes.ts'
 
 /** An event as the target served it: nothing about it is trusted. */
 export interface WireEvent {
@@ -45,75 +49,18 @@ export interface KitNodes {
   bystanderKey?: PrivateKey
 }
 
-/** A check found the target wrong. */
-export class CheckFailure extends Error {
-  constructor (message: string) {
-    super(message)
-    this.name = 'CheckFailure'
-  }
-}
-
-export interface Evidence {
-  runs: string[]
-  events: string[]
-  frames: string[]
-  notes: string[]
-}
-
-/**
- * The check could not show anything either way (the target refused a run for
- * capacity, or answered a read the check needs with an error frame).
- * Reported as inconclusive (UNDECIDED), with the cause, not as a failure of
- * the check's clauses; an undecided MUST clause still makes the kit exit 1.
- */
-export class Undecided extends Error {
-  constructor (message: string) {
-    super(message)
-    this.name = 'Undecided'
-  }
-}
-
-/** The target refused a run for capacity (DELEGATION_REFUSED, `details.reason: capacity`): the check is undecided. */
-export class CapacityRefusal extends Undecided {
-  constructor (message: string) {
-    super(message)
-    this.name = 'CapacityRefusal'
-  }
-}
-
-/**
- * Text the target wrote, made safe to print (util/text.ts printable) and
- * bounded: cut to `max` characters.
- */
-export function clean (text: string, max = KIT_EVIDENCE_MAX_CHARS): string {
-  const safe = printable(text.length > max * 2 ? text.slice(0, max * 2) : text)
-  return safe.length > max ? `${safe.slice(0, max - 1)}…` : safe
-}
-
-function short (v: unknown): string {
-  // JSON.stringify(undefined) is undefined, not a string
-  return clean(typeof v === 'string' ? v : JSON.stringify(v) ?? String(v))
-}
-
-/** `code: message` of an error frame, each part as the target wrote it, cleaned and cut. */
-export function errorText (frame: Frame): string {
-  return `${short(frame.error?.code ?? '?')}: ${short(frame.error?.message ?? '')}`
-}
-
-/** A DELEGATION_REFUSED frame or error that says the target is at its limit of runs. */
-export function isCapacityRefusal (code: unknown, details: unknown): boolean {
-  return code === 'DELEGATION_REFUSED' && typeof details === 'object' && details !== null && (details as Record<string, unknown>).reason === 'capacity'
-}
-
-export function capacityMessage (what: string, said: string): string {
-  return `${what}: the target refused the run for capacity (DELEGATION_REFUSED, reason capacity): its concurrent-run limit per delegator is too low for the kit, which needs ${KIT_RUNS_PER_DELEGATOR_NEEDED}; the target said ${said}`
-}
-
 const TERMINAL = new Set(['run.completed', 'run.failed'])
 
 /** Verified events, handed to checks that treat every event as the target's word. */
 function asWire (events: AgentEvent[]): WireEvent[] {
   return events as unknown as WireEvent[]
+}
+
+/** One Run the target answered: to which request (`what`), and the correlation the run must carry as the kit knew it then. */
+export interface RunAnswer {
+  run: Run
+  expected: string
+  what?: string
 }
 
 /** A task a check saw refused and read back without a run: no run may appear for it later (the no-late-runs check). */
@@ -128,11 +75,6 @@ export interface NoRunExpected {
   at: number
 }
 
-/** A read whose last allowed page (KIT_MAX_SYNC_PAGES) still said more: it fails the check that made it (protocols/conformance.md). */
-export function pastPageBound (what: string): CheckFailure {
-  return new CheckFailure(`${what}: the target still claims more events after ${KIT_MAX_SYNC_PAGES} pages (KIT_MAX_SYNC_PAGES)`)
-}
-
 export function executorOf (runId: string): PeerId {
   return peerIdFromString(runId.split(':')[0] ?? '')
 }
@@ -142,8 +84,15 @@ export class Kit {
   readonly target: string
   readonly targetPeer: PeerId
   readonly nonce: string
-  /** Every run handle the kit was given, with the correlation it must carry. */
-  readonly handles = new Map<string, { run: Run, expected: string }>()
+  /** The last Run the target answered for each run, with the correlation it must carry. */
+  readonly handles = new Map<string, RunAnswer>()
+  /**
+   * Every Run the target answered (delegate, block, resume, cancel, handoff,
+   * get_run), in order, each that differs from the one before it of the same
+   * run: the checks over everything judge each one, not only the last
+   * (at most KIT_RUN_ANSWERS_MAX).
+   */
+  readonly answers: RunAnswer[] = []
   /** Every event the kit read, by run id, in seq order. */
   readonly events = new Map<string, WireEvent[]>()
   /** Correlation each run must carry, as the kit knows it from its own requests. */
@@ -189,8 +138,13 @@ export class Kit {
   }
 }
 
-/** A raw call's options; `cleanup`: a cancel made when the check ends, sent even when the check was stopped. */
-export type KitCallOptions = RawCallOptions & { cleanup?: true }
+/**
+ * A raw call's options. `cleanup`: a cancel made when the check is done with a
+ * run, sent even when the check was stopped; `probe`: a request any answer
+ * satisfies. An error frame of either is no evidence of the check (a refusal
+ * of a cleanup is noted where it matters).
+ */
+export type KitCallOptions = RawCallOptions & { cleanup?: true, probe?: true }
 
 /** One check's view of the kit: every request and read goes through it and leaves evidence. */
 export class Scope {
@@ -233,9 +187,10 @@ export class Scope {
   /** One raw request: its dial bounded by KIT_DIAL_TIMEOUT_MS, its answer by KIT_CALL_TIMEOUT_MS unless `opts` says otherwise. */
   async call (from: MeshNode, protocol: string, type: string, body: unknown, opts?: KitCallOptions, peer: PeerId = this.kit.targetPeer): Promise<Frame> {
     // the cleanup of a stopped check still cancels its runs
-    if (opts?.cleanup !== true) this.live()
-    const frame = await rawCall(from.host, peer, protocol, type, body, { timeoutMs: KIT_CALL_TIMEOUT_MS, dialTimeoutMs: KIT_DIAL_TIMEOUT_MS, ...opts })
-    if (!frame.ok) this.evidence.frames.push(short({ request: type, error: frame.error }))
+    const { cleanup, probe, ...raw } = opts ?? {}
+    if (cleanup !== true) this.live()
+    const frame = await rawCall(from.host, peer, protocol, type, body, { timeoutMs: KIT_CALL_TIMEOUT_MS, dialTimeoutMs: KIT_DIAL_TIMEOUT_MS, ...raw })
+    if (!frame.ok && cleanup !== true && probe !== true) this.evidence.frames.push(short({ request: type, error: frame.error }))
     return frame
   }
 
@@ -271,7 +226,8 @@ export class Scope {
   }
 
   private async cancelCreated (): Promise<void> {
-    const open = [...this.created].filter(([runId]) => !TERMINAL.has(String(this.kit.events.get(runId)?.at(-1)?.type)))
+    // a run whose cancel the target accepted has ended: it is not canceled twice
+    const open = [...this.created].filter(([runId]) => !this.kit.canceled.has(runId) && !TERMINAL.has(String(this.kit.events.get(runId)?.at(-1)?.type)))
     this.created.clear()
     await Promise.all(open.map(async ([runId, from]) => {
       try {
@@ -326,7 +282,13 @@ export class Scope {
     this.noteRun(run.run_id)
     this.kit.learn(run.run_id, this.kit.expected.get(run.run_id))
     const known = this.kit.handles.get(run.run_id)
-    this.kit.handles.set(run.run_id, { run, expected: this.kit.expected.get(run.run_id) ?? known?.expected ?? this.kit.known.get(run.run_id) ?? run.correlation_id })
+    const answer: RunAnswer = { run, expected: this.kit.expected.get(run.run_id) ?? known?.expected ?? this.kit.known.get(run.run_id) ?? run.correlation_id, what }
+    // an answer like the one before it of the same run adds nothing to judge
+    if (known === undefined || JSON.stringify(known.run) !== JSON.stringify(run)) {
+      if (this.kit.answers.length >= KIT_RUN_ANSWERS_MAX) throw new CheckFailure(`${what}: the kit would keep more than ${KIT_RUN_ANSWERS_MAX} Run answers of the target (KIT_RUN_ANSWERS_MAX)`)
+      this.kit.answers.push(answer)
+    }
+    this.kit.handles.set(run.run_id, answer)
     return run
   }
 
@@ -490,8 +452,4 @@ export class Scope {
   cite (runId: string, events: ReadonlyArray<{ seq?: unknown, type?: unknown }>): void {
     for (const e of events) this.evidence.events.push(`${runId.slice(-8)}#${String(e.seq)} ${String(e.type)}`)
   }
-}
-
-export function expect (cond: boolean, message: string): asserts cond {
-  if (!cond) throw new CheckFailure(message)
 }
