@@ -18,7 +18,7 @@ import { Discovery, type DiscoverOptions, type DiscoveryQuery } from './card/dis
 import { agentIdOf, agentKey, loadOrCreateKey, openDatastore } from './identity/identity.ts'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { limitProviderAnswers } from './wire/provider-answers.ts'
-import { limitProviderRecords } from './wire/provider-records.ts'
+import { limitPeerRecords } from './wire/value-puts.ts'
 import { createHost, dialAddrs, listenAddrs, type DhtTuning, type HostOptions, type MeshHost, type NetworkOptions } from './wire/host.ts'
 import { limitedConnectionsHost } from './wire/network.ts'
 import { Reachability } from './wire/reachability.ts'
@@ -288,9 +288,7 @@ export class MeshNode {
     if (o.network !== undefined) this._reachability = new Reachability(this._host, o.network.relayServer, componentLogger(o.logger, 'reachability'))
     this._discovery = new Discovery({ host: wire, privateKey: this.key, datastore: this.datastore, signatures: this.signatures, ...(o.logger === undefined ? {} : { logger: o.logger }) })
     // outside every hook on the provider store (set above and by Discovery): a record refused tells them nothing
-    if (!limitProviderRecords(this._host.services.dht, this._host.peerId, peer => { this.log.info({ peer: peer.toString() }, 'a peer sent more provider records than it may have stored here; the rest are not stored') })) {
-      this.log.warn('this kad-dht has no provider store to bound: other peers\' provider records are stored without a bound')
-    }
+    limitPeerRecords(this._host.services.dht, this._host.peerId, this.log)
     const discovery = this._discovery
     // runs and events write through one group-committing view of the datastore, so a run's
     // records and the copies of events that arrive in the same turn share one batch

@@ -204,6 +204,17 @@ export const DHT_PROVIDER_ADDS_PER_PEER_BURST = 4096
 export const DHT_PROVIDER_ADDS_PER_PEER_PER_HOUR = 4096
 /** Providers whose buckets are kept (the least recently heard from go first; one that comes back starts full). */
 export const DHT_PROVIDER_PEERS_TRACKED = 4096
+/**
+ * DHT records (kad-dht PUT_VALUE) one peer may have this node store at once,
+ * and again per hour: a token bucket per sender (value-puts.ts), over the
+ * last DHT_VALUE_PEERS_TRACKED senders. An honest node puts its own card
+ * (again when it changes, and every CARD_REPUBLISH_INTERVAL_MS) and sends
+ * corrections after its lookups; a stranger minting a key per card could
+ * otherwise fill the node's bounded record store (DHT_RECORDS_STORED_MAX) alone.
+ */
+export const DHT_VALUE_PUTS_PER_PEER_BURST = 64
+export const DHT_VALUE_PUTS_PER_PEER_PER_HOUR = 256
+export const DHT_VALUE_PEERS_TRACKED = 4096
 
 /**
  * Answer bytes a responder holds for one stream that the stream has not sent

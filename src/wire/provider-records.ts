@@ -10,19 +10,15 @@
  * nothing. This node's own records are never limited.
  */
 import type { PeerId } from '@libp2p/interface'
+import { PeerBuckets, type PeerBucketBounds } from './peer-buckets.ts'
 import { wrapProviderWrite } from './provider-answers.ts'
 import { DHT_PROVIDER_ADDS_PER_PEER_BURST, DHT_PROVIDER_ADDS_PER_PEER_PER_HOUR, DHT_PROVIDER_PEERS_TRACKED } from './network-constants.ts'
 
-export interface ProviderRecordBounds {
-  burst: number
-  perHour: number
-  peersTracked: number
-}
+export type ProviderRecordBounds = PeerBucketBounds
 
 /** Records other peers' ADD_PROVIDERs stored here, and those refused past their provider's bucket. */
 export interface ProviderRecordStats { stored: number, refused: number }
 
-const HOUR_MS = 60 * 60 * 1000
 const recordStats = new WeakMap<object, ProviderRecordStats>()
 
 /** What `limitProviderRecords` counted for `dht`; undefined when it was not applied. */
@@ -41,27 +37,15 @@ export function limitProviderRecords (dht: unknown, self: PeerId, onRefused: (pr
   const store: unknown = (dht as { providers?: unknown } | undefined)?.providers
   if (typeof store !== 'object' || store === null || typeof dht !== 'object' || dht === null) return false
   const stats: ProviderRecordStats = { stored: 0, refused: 0 }
-  const buckets = new Map<string, { tokens: number, at: number, told: boolean }>()
+  const buckets = new PeerBuckets(bounds, now)
   const wrapped = wrapProviderWrite(store, 'addProvider', write => async (key, provider, options) => {
     if (provider.equals(self)) return write(key, provider, options)
-    const id = provider.toString()
-    const t = now()
-    const held = buckets.get(id)
-    const b = held ?? { tokens: bounds.burst, at: t, told: false }
-    // most recently heard from last: the first in the map is the one to forget
-    buckets.delete(id)
-    buckets.set(id, b)
-    if (held === undefined && buckets.size > bounds.peersTracked) buckets.delete(buckets.keys().next().value as string)
-    b.tokens = Math.min(bounds.burst, b.tokens + (t - b.at) * bounds.perHour / HOUR_MS)
-    b.at = t
-    if (b.tokens < 1) {
+    const taken = buckets.take(provider.toString())
+    if (taken !== 'taken') {
       stats.refused++
-      if (!b.told) onRefused(provider)
-      b.told = true
+      if (taken === 'first-refused') onRefused(provider)
       return
     }
-    b.tokens--
-    b.told = false
     await write(key, provider, options)
     stats.stored++
   })
