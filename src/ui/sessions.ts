@@ -159,6 +159,9 @@ export class UiSessions {
 
   /** End the session of this key (its secret then finds nothing). */
   endKey (sessionKey: string): void {
+    // its secret's entry goes too: left behind, it would push a live session's secret out of the full table
+    const secret = this.sessions.get(sessionKey, this.now())
+    if (secret !== undefined) this.bySecret.delete(secret.toString('base64url'))
     this.sessions.delete(sessionKey)
   }
 
