@@ -9,10 +9,14 @@
  *   TIMEOUT (details.limit_ms) as the RPC responder does, and the requests
  *   queued behind it are answered (before, the limit was only a signal the
  *   method could ignore, and the stream waited on it for ever).
+ * And a method whose typed error carries details JSON cannot carry (a
+ * handler's bug) is answered INTERNAL: before, encoding its error frame threw
+ * out of the answer, an unhandled rejection that ends the node.
  * Real libp2p nodes; the ending responder is a raw stream handler.
  */
 import type { Stream, StreamMessageEvent } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { InvalidRequestError } from '../src/errors.ts'
 import { silentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { BulkSession, type BulkReply } from '../src/wire/bulk.ts'
@@ -46,7 +50,8 @@ describe('a bulk session whose responder ended its side, and a bulk method past 
     unserve = await serveTestBulk(B.host, STUCK, {
       // never settles, and does not heed its signal
       never: async () => new Promise<BulkReply>(() => {}),
-      echo: async (body) => ({ body })
+      echo: async (body) => ({ body }),
+      unencodable: async () => { throw new InvalidRequestError('bad', { n: 1n }) }
     }, { maxPipelined: 4, handlerTimeoutMs: HANDLER_LIMIT_MS })
   })
   afterAll(async () => {
@@ -72,6 +77,18 @@ describe('a bulk session whose responder ended its side, and a bulk method past 
       const behind = session.request('echo', { x: 1 }, RESPONSE_TIMEOUT_MS)
       await expect(stuck).rejects.toMatchObject({ code: 'TIMEOUT', details: { limit_ms: HANDLER_LIMIT_MS } })
       expect(await behind).toEqual({ body: { x: 1 } })
+    } finally {
+      session.abort(new Error('test over'))
+    }
+  })
+
+  it('answers a method whose error JSON cannot carry with INTERNAL, and the request behind it', async () => {
+    const session = await BulkSession.open(A.host, B.host.peerId, STUCK, { maxFrameBytes: MAX_FRAME_BYTES, log: silentLogger() })
+    try {
+      const bad = session.request('unencodable', {}, RESPONSE_TIMEOUT_MS)
+      const behind = session.request('echo', { x: 2 }, RESPONSE_TIMEOUT_MS)
+      await expect(bad).rejects.toMatchObject({ code: 'INTERNAL', message: 'internal error' })
+      expect(await behind).toEqual({ body: { x: 2 } })
     } finally {
       session.abort(new Error('test over'))
     }

@@ -242,11 +242,14 @@ class BulkInbound implements AnswerHolder {
       const e = timedOut
         ? new TimeoutError(`${type} did not finish within ${limit} ms`, { limit_ms: limit })
         : toAapError(err)
-      if (e.code === 'INTERNAL') {
-        this.spec.log.error({ err, protocol: this.spec.protocol, type: envelope.type }, 'a bulk request handler failed')
-        return [encodeFrame({ id, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })]
+      if (e.code !== 'INTERNAL') {
+        try { return [encodeFrame({ id, ok: false, error: errorFrame(e) })] } catch (encodeErr) {
+          // details JSON cannot carry (a handler's bug): answered as any internal failure below
+          err = encodeErr
+        }
       }
-      return [encodeFrame({ id, ok: false, error: errorFrame(e) })]
+      this.spec.log.error({ err, protocol: this.spec.protocol, type: envelope.type }, 'a bulk request handler failed')
+      return [encodeFrame({ id, ok: false, error: { code: 'INTERNAL', message: 'internal error' } })]
     } finally {
       deadline.clear()
     }
