@@ -158,7 +158,7 @@ export class MeshNode {
   private readonly log: Logger
   /** Every signature this node checks goes through its own cache (the run and event services share it). */
   readonly signatures: SignatureCache
-  readonly cardRecords: RecordCapStats = { refused: 0, swept: 0 } // DHT card records refused for want of room, expired ones swept (record-cap.ts)
+  readonly cardRecords: RecordCapStats = { refused: 0, swept: 0, evicted: 0 } // DHT card records refused for want of room, expired ones swept (record-cap.ts)
   private _reachability?: Reachability
   private bootstrapper?: Bootstrapper
   private _artifacts?: Artifacts

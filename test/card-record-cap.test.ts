@@ -9,6 +9,8 @@
  * First the datastore view alone, then the same writes from a real stranger
  * node over kad-dht.
  */
+import { createHash } from 'node:crypto'
+import { peerIdFromString } from '@libp2p/peer-id'
 import { Libp2pRecord } from '@libp2p/record'
 import { MemoryDatastore } from 'datastore-core'
 import { Key, type Datastore } from 'interface-datastore'
@@ -38,10 +40,27 @@ async function strangerCard (seq = 1): Promise<AgentCard> {
   return issueCard(await newKey(), draft, seq)
 }
 
+/** kad-dht's XOR distance from the node of agent `self` to the card record key of `agent`. */
+function distanceTo (self: string, agent: string): Buffer {
+  const id = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest()
+  const a = id(peerIdFromString(self).toMultihash().bytes)
+  const b = id(cardRecordKey(agent))
+  return Buffer.from(a.map((x, i) => x ^ (b[i] ?? 0)))
+}
+
+/** A stranger's card whose key's distance from `self` passes `ok` (keys are drawn until one does). */
+async function cardWhere (ok: (d: Buffer) => boolean, self: string): Promise<AgentCard> {
+  for (let i = 0; i < 500; i++) {
+    const card = await strangerCard()
+    if (ok(distanceTo(self, card.agent_id))) return card
+  }
+  throw new Error('no key of that distance in 500 draws')
+}
+
 describe('the datastore view bounds the card records held for others', () => {
   it('refuses a new key past the bound with a typed error, and counts it; a held record is still replaced', async () => {
     const store = new MemoryDatastore()
-    const stats = { refused: 0, swept: 0 }
+    const stats = { refused: 0, swept: 0, evicted: 0 }
     const guarded = keepNewestCards(store, log, { stats, max: MAX })
     const cards = [await strangerCard(), await strangerCard(), await strangerCard()]
     for (const c of cards) await guarded.put(dsKey(c.agent_id), record(c))
@@ -61,7 +80,7 @@ describe('the datastore view bounds the card records held for others', () => {
 
   it('makes room by sweeping expired records, and always stores the node\'s own card', async () => {
     const store = new MemoryDatastore()
-    const stats = { refused: 0, swept: 0 }
+    const stats = { refused: 0, swept: 0, evicted: 0 }
     const ownKey = await newKey()
     const own = await issueCard(ownKey, draft, 1)
     const guarded = keepNewestCards(store, log, { stats, max: MAX, self: own.agent_id })
@@ -75,12 +94,48 @@ describe('the datastore view bounds the card records held for others', () => {
     expect(stats.swept).toBe(1)
     expect(await store.has(dsKey(gone.agent_id))).toBe(false)
     expect(await store.has(dsKey(next.agent_id))).toBe(true)
-    // full again, and the sweep has just run: a stranger's new key is refused, the node's own card is not
-    const late = await strangerCard()
+    // full again, and the sweep has just run: a stranger's new key farther from this node than every key held is
+    // refused, the node's own card is not
+    const late = await cardWhere(d => live.concat([next]).every(c => Buffer.compare(d, distanceTo(own.agent_id, c.agent_id)) > 0), own.agent_id)
     await expect(guarded.put(dsKey(late.agent_id), record(late))).rejects.toMatchObject({ code: 'STORAGE_FULL' })
+    expect(stats.evicted).toBe(0)
     await guarded.put(dsKey(own.agent_id), record(own))
     expect(await store.has(dsKey(own.agent_id))).toBe(true)
     for (const c of live) expect(await store.has(dsKey(c.agent_id))).toBe(true)
+  })
+
+  it('when full, a key nearer this node than the farthest held takes that one\'s place (never its own card\'s)', async () => {
+    const store = new MemoryDatastore()
+    const stats = { refused: 0, swept: 0, evicted: 0 }
+    const own = await issueCard(await newKey(), draft, 1)
+    const guarded = keepNewestCards(store, log, { stats, max: MAX, self: own.agent_id })
+    await guarded.put(dsKey(own.agent_id), record(own))
+    const held = [await strangerCard(), await strangerCard()]
+    for (const c of held) await guarded.put(dsKey(c.agent_id), record(c))
+    const far = held.reduce((a, b) => Buffer.compare(distanceTo(own.agent_id, a.agent_id), distanceTo(own.agent_id, b.agent_id)) > 0 ? a : b)
+    const near = await cardWhere(d => held.every(c => Buffer.compare(d, distanceTo(own.agent_id, c.agent_id)) < 0), own.agent_id)
+    await guarded.put(dsKey(near.agent_id), record(near))
+    expect(stats.evicted).toBe(1)
+    expect(await store.has(dsKey(far.agent_id))).toBe(false)
+    expect(await store.has(dsKey(near.agent_id))).toBe(true)
+    expect(await store.has(dsKey(own.agent_id))).toBe(true)
+    expect(await countRange(store, DHT_RECORD_DATASTORE_PREFIX)).toBe(MAX)
+  })
+
+  it('counts again after a first count that failed, instead of refusing every write after it', async () => {
+    const store = new MemoryDatastore()
+    const queryKeys = store.queryKeys.bind(store)
+    let failures = 1
+    store.queryKeys = (q, o) => {
+      if (failures-- > 0) throw new Error('a transient read failure')
+      return queryKeys(q, o)
+    }
+    const guarded = keepNewestCards(store, log, { max: MAX })
+    const first = await strangerCard()
+    await expect(guarded.put(dsKey(first.agent_id), record(first))).rejects.toThrow('a transient read failure')
+    // before: the failed count was kept, and every later write threw it again
+    await guarded.put(dsKey(first.agent_id), record(first))
+    expect(await store.has(dsKey(first.agent_id))).toBe(true)
   })
 })
 
@@ -92,7 +147,7 @@ describe('a stranger that mints a key per card, over kad-dht', () => {
   })
   afterAll(async () => { await stopAll(nodes) })
 
-  it('has at most the bound stored at the replica, which counts what it refused', async () => {
+  it('has at most the bound stored at the replica, which counts what it refused or evicted', async () => {
     const [stranger, victim] = nodes as [MeshNode, MeshNode]
     const store = (victim as unknown as { datastore: Datastore }).datastore
     const before = await countRange(store, DHT_RECORD_DATASTORE_PREFIX)
@@ -109,6 +164,7 @@ describe('a stranger that mints a key per card, over kad-dht', () => {
     const after = await countRange(store, DHT_RECORD_DATASTORE_PREFIX)
     // before: every one of them was stored
     expect(after).toBeLessThanOrEqual(Math.max(before, MAX))
-    expect(victim.cardRecords.refused).toBeGreaterThan(0)
+    // once full, each new key was refused or took a farther one's place
+    expect(victim.cardRecords.refused + victim.cardRecords.evicted).toBeGreaterThanOrEqual(sent - MAX)
   })
 })

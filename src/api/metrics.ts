@@ -163,8 +163,8 @@ export class NodeMetrics {
       const s = providerRecordStats(node.host.services.dht)
       return s === undefined ? undefined : { stored: s.stored, refused: s.refused }
     })
-    figures('aap_dht_card_records', 'DHT card records other peers wrote here that were refused since start because DHT_RECORDS_STORED_MAX were held, expired ones swept to make room (src/card/record-cap.ts), and PUT_VALUEs refused past their sender\'s bucket (DHT_VALUE_PUTS_PER_PEER_BURST, src/wire/value-puts.ts)', (node) => ({
-      refused: node.cardRecords.refused, swept: node.cardRecords.swept, refused_per_peer: valuePutStats(node.host.services.dht)?.refused ?? 0
+    figures('aap_dht_card_records', 'DHT card records other peers wrote here that were refused since start because DHT_RECORDS_STORED_MAX were held, expired ones swept and far ones evicted to make room for nearer keys (src/card/record-cap.ts), and PUT_VALUEs refused past their sender\'s bucket (DHT_VALUE_PUTS_PER_PEER_BURST, src/wire/value-puts.ts)', (node) => ({
+      refused: node.cardRecords.refused, swept: node.cardRecords.swept, evicted: node.cardRecords.evicted, refused_per_peer: valuePutStats(node.host.services.dht)?.refused ?? 0
     }))
     figures('aap_peer_addresses', 'Addresses other peers named that this node refused to keep or dial since start (src/wire/address-filter.ts), and names of peers it could not look up before a dial (refused too)', (node) => {
       const f = addressFilterOf(node.host.peerId)

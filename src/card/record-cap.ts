@@ -3,40 +3,54 @@
  * every PUT_VALUE that passes the validator, under its own key, and removes a
  * record only when a GET of that key finds it expired: a stranger that mints a
  * key per card (free) had any number of valid records stored here, each up to
- * CARD_MAX_BYTES, for good.
+ * CARD_MAX_BYTES, for good. (One peer's puts are bounded too:
+ * src/wire/value-puts.ts.)
  *
  * At most DHT_RECORDS_STORED_MAX records are held. A write under a key not
  * held while that many are finds room by a sweep of the records whose card has
  * expired (or no longer decodes), at most once per
- * DHT_RECORDS_SWEEP_MIN_INTERVAL_MS; with no room after it, the write is
- * refused (STORAGE_FULL, reason `dht_records_full`), counted and logged, and
- * the writer stores the card at its other replicas. A write that replaces a
- * record held, and this node's own card, are never refused.
+ * DHT_RECORDS_SWEEP_MIN_INTERVAL_MS, which also counts the records again.
+ * With no room after it, the held record whose key is farthest from this node
+ * (kad-dht's XOR distance) goes if the new key is nearer: the keys this node
+ * is a replica for are the nearest, and a flood of far keys cannot push them
+ * out (a near key costs a stranger a search of about 2^b keys for b bits in
+ * common). Else the write is refused (STORAGE_FULL, reason
+ * `dht_records_full`), counted and logged, and the writer stores the card at
+ * its other replicas. A write that replaces a record held, and this node's
+ * own card, never need room.
  */
+import { createHash } from 'node:crypto'
 import type { AbortOptions } from '@libp2p/interface'
+import { peerIdFromString } from '@libp2p/peer-id'
 import { Libp2pRecord } from '@libp2p/record'
 import type { Datastore, Key } from 'interface-datastore'
+import { fromString, toString } from 'uint8arrays'
 import { DHT_RECORD_DATASTORE_PREFIX } from '../constants.ts'
 import { StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { countRange, rawKey, readRange } from '../storage/range.ts'
-import { decodeCardRecord } from './card.ts'
+import { cardRecordKey, decodeCardRecord } from './card.ts'
 import { DHT_RECORDS_STORED_MAX, DHT_RECORDS_SWEEP_MIN_INTERVAL_MS } from './constants.ts'
 
 export interface RecordCapInit {
   store: Datastore
   log: Logger
-  /** Delete the record at `key` if it is still not live at `now`, under its key's lock; true when it was deleted. */
-  removeDead: (key: Key, now: number, options?: AbortOptions) => Promise<boolean>
-  /** Where to count what was refused and swept (the node's metrics read it). */
+  /**
+   * Delete the record at `key` under its key's lock: when `deadAt` is given,
+   * only if it is still not live then. True when it was deleted.
+   */
+  remove: (key: Key, deadAt: number | undefined, options?: AbortOptions) => Promise<boolean>
+  /** This node's agent id: its distance to keys decides which record goes when full. */
+  self?: string
+  /** Where to count what was refused, swept and evicted (the node's metrics read it). */
   stats?: RecordCapStats
   /** Records held at most (default DHT_RECORDS_STORED_MAX). */
   max?: number
   now?: () => number
 }
 
-/** Records refused for want of room, and expired ones a sweep removed. */
-export interface RecordCapStats { refused: number, swept: number }
+/** Records refused for want of room, expired ones a sweep removed, and far ones that gave their place to nearer keys. */
+export interface RecordCapStats { refused: number, swept: number, evicted: number }
 
 /** Whether the record stored as `raw` holds a card that is still valid at `now` (its signature is not checked here). */
 export function liveRecord (raw: Uint8Array, now: number): boolean {
@@ -49,33 +63,49 @@ export function liveRecord (raw: Uint8Array, now: number): boolean {
   }
 }
 
+/** kad-dht's id of a key: SHA-256 of its bytes. */
+function kadId (bytes: Uint8Array): Buffer {
+  return createHash('sha256').update(bytes).digest()
+}
+
+/** The XOR distance of two kad ids, as bytes that compare in order. */
+function distance (a: Buffer, b: Buffer): Buffer {
+  return Buffer.from(a.map((x, i) => x ^ (b[i] ?? 0)))
+}
+
 export class RecordCap {
   readonly stats: RecordCapStats
   private readonly i: RecordCapInit
   private readonly max: number
   private readonly now: () => number
-  /** Records held, counted once at the first write. */
-  private held: Promise<number> | undefined
+  /** Records held, counted once at the first write (again after a count that failed, and at each sweep). */
+  private held: Promise<void> | undefined
   private count = 0
   private sweptAt = Number.NEGATIVE_INFINITY
+  private readonly selfId: Buffer | undefined
+  /** This node's own card record's datastore key: never evicted. */
+  private readonly ownKey: string | undefined
 
   constructor (init: RecordCapInit) {
     this.i = init
-    this.stats = init.stats ?? { refused: 0, swept: 0 }
+    this.stats = init.stats ?? { refused: 0, swept: 0, evicted: 0 }
     this.max = init.max ?? DHT_RECORDS_STORED_MAX
     this.now = init.now ?? Date.now
+    this.selfId = init.self === undefined ? undefined : kadId(peerIdFromString(init.self).toMultihash().bytes)
+    this.ownKey = init.self === undefined ? undefined : `${DHT_RECORD_DATASTORE_PREFIX}${toString(cardRecordKey(init.self), 'base32')}`
   }
 
   /**
-   * Room for a record at a key not held (its key's writes are serialised by
-   * the caller): taken before the write, given back by `released` when the
-   * write fails. Throws StorageFullError when there is none and `own` is false.
+   * Room for a record under `recordKey` (the DHT key, not held: its writes
+   * are serialised by the caller): taken before the write, given back by
+   * `released` when the write fails. Throws StorageFullError when there is
+   * none and `own` is false.
    */
-  async take (own: boolean, options?: AbortOptions): Promise<void> {
+  async take (own: boolean, recordKey: Uint8Array | undefined, options?: AbortOptions): Promise<void> {
     await (this.held ??= this.counted())
     if (this.count >= this.max && !own) {
       await this.sweep(options)
-      if (this.count >= this.max) {
+      if (this.count >= this.max && !await this.evictFarther(recordKey, options)) {
         this.stats.refused++
         if (this.stats.refused === 1 || this.stats.refused % this.max === 0) this.i.log.warn({ held: this.count, refused: this.stats.refused }, 'the DHT record store is full: a card record was not stored')
         throw new StorageFullError(`this node holds ${this.count} DHT records, its most`, { reason: 'dht_records_full', max: this.max })
@@ -89,9 +119,14 @@ export class RecordCap {
     this.count = Math.max(0, this.count - 1)
   }
 
-  private async counted (): Promise<number> {
-    this.count = await countRange(this.i.store, DHT_RECORD_DATASTORE_PREFIX)
-    return this.count
+  private async counted (): Promise<void> {
+    try {
+      this.count = await countRange(this.i.store, DHT_RECORD_DATASTORE_PREFIX)
+    } catch (err) {
+      // counted again at the next write: one failed read must not refuse every record after it
+      this.held = undefined
+      throw err
+    }
   }
 
   /** Delete the records whose card has expired, unless a sweep ran less than DHT_RECORDS_SWEEP_MIN_INTERVAL_MS ago. */
@@ -100,13 +135,40 @@ export class RecordCap {
     if (now - this.sweptAt < DHT_RECORDS_SWEEP_MIN_INTERVAL_MS) return
     this.sweptAt = now
     const dead: Key[] = []
+    let read = 0
     for await (const { key, value } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX })) {
+      read++
       if (value === undefined || !liveRecord(value, now)) dead.push(rawKey(key))
     }
+    // the count again, from what is there (a delete while the first count ran left it one too high)
+    this.count = read
     let swept = 0
     // each checked again under its key's lock: a card written there since the read is kept
-    for (const key of dead) if (await this.i.removeDead(key, now, options)) swept++
+    for (const key of dead) if (await this.i.remove(key, now, options)) swept++
     this.stats.swept += swept
     if (swept > 0) this.i.log.info({ swept, held: this.count }, 'expired DHT card records removed to make room')
+  }
+
+  /** Delete the held record farthest from this node when `recordKey` is nearer than it; true when one went. */
+  private async evictFarther (recordKey: Uint8Array | undefined, options?: AbortOptions): Promise<boolean> {
+    if (recordKey === undefined || this.selfId === undefined) return false
+    const selfId = this.selfId
+    let farthest: { key: string, d: Buffer } | undefined
+    for await (const { key } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX, values: false })) {
+      if (key === this.ownKey) continue
+      let bytes: Uint8Array
+      try {
+        bytes = fromString(key.slice(DHT_RECORD_DATASTORE_PREFIX.length), 'base32')
+      } catch (err) {
+        this.i.log.debug({ err, key }, 'a DHT record key is not base32: left out of the eviction')
+        continue
+      }
+      const d = distance(kadId(bytes), selfId)
+      if (farthest === undefined || Buffer.compare(d, farthest.d) > 0) farthest = { key, d }
+    }
+    if (farthest === undefined || Buffer.compare(distance(kadId(recordKey), selfId), farthest.d) >= 0) return false
+    if (!await this.i.remove(rawKey(farthest.key), undefined, options)) return false
+    this.stats.evicted++
+    return true
   }
 }

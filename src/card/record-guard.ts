@@ -44,7 +44,7 @@ async function cardIn (raw: Uint8Array, what: string, log: Logger): Promise<Agen
 }
 
 /** Whose card is this node's own (its writes are never refused for room), and where to count refusals. */
-export interface CardRecordOptions { self?: string, stats?: RecordCapStats, max?: number | undefined }
+export interface CardRecordOptions { self?: string, stats?: RecordCapStats, max?: number }
 
 /**
  * `store` as libp2p should see it: card record writes that would go back to an
@@ -53,19 +53,20 @@ export interface CardRecordOptions { self?: string, stats?: RecordCapStats, max?
  */
 export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecordOptions = {}): Datastore {
   const writes = new KeyedMutex()
-  const removeDead = async (key: Key, now: number, options?: AbortOptions): Promise<boolean> => writes.run(key.toString(), async () => {
-    if (!await store.has(key, options) || liveRecord(await store.get(key, options), now)) return false
+  const removeHeld = async (key: Key, deadAt: number | undefined, options?: AbortOptions): Promise<boolean> => writes.run(key.toString(), async () => {
+    if (!await store.has(key, options) || (deadAt !== undefined && liveRecord(await store.get(key, options), deadAt))) return false
     await store.delete(key, options)
     cap.released()
     return true
   })
-  const cap = new RecordCap({ store, log, removeDead, ...(opts.stats === undefined ? {} : { stats: opts.stats }), ...(opts.max === undefined ? {} : { max: opts.max }) })
-  const own = (value: Uint8Array): boolean => {
+  const cap = new RecordCap({ store, log, remove: removeHeld, ...opts })
+  /** The DHT key a record is stored under, undefined for bytes that are no record (the validator refuses those). */
+  const recordKeyOf = (value: Uint8Array): Uint8Array | undefined => {
     try {
-      return opts.self !== undefined && toString(Libp2pRecord.deserialize(value).key) === `${CARD_KEY_PREFIX}${opts.self}`
-    } catch {
-      // not a record: not this node's own card either (the validator refuses it)
-      return false
+      return Libp2pRecord.deserialize(value).key
+    } catch (err) {
+      log.debug({ err }, 'a DHT record write is no record')
+      return undefined
     }
   }
   const put = async (key: Key, value: Uint8Array, options?: AbortOptions): Promise<Key> => {
@@ -81,7 +82,8 @@ export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecord
         })
       }
       if (has) return store.put(key, value, options)
-      await cap.take(own(value), options)
+      const recordKey = recordKeyOf(value)
+      await cap.take(opts.self !== undefined && recordKey !== undefined && toString(recordKey) === `${CARD_KEY_PREFIX}${opts.self}`, recordKey, options)
       try {
         return await store.put(key, value, options)
       } catch (err) {
@@ -92,11 +94,7 @@ export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecord
   }
   const remove = async (key: Key, options?: AbortOptions): Promise<void> => {
     if (!key.toString().startsWith(DHT_RECORD_DATASTORE_PREFIX)) return store.delete(key, options)
-    await writes.run(key.toString(), async () => {
-      if (!await store.has(key, options)) return
-      await store.delete(key, options)
-      cap.released()
-    })
+    await removeHeld(key, undefined, options)
   }
   return new Proxy(store, {
     get (target, prop) {
