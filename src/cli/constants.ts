@@ -22,6 +22,14 @@ export const CLI_SIGNAL_REPEAT_WINDOW_MS = 1_000
 export const CLI_LIST_ALL_MAX_PAGES = 10_000
 
 /**
+ * A page that read nothing and hands back the cursor it was asked with (a run
+ * being written at its place took longer than the node waits for it:
+ * RUN_LIST_PENDING_WAIT_MS) is asked again, at most this many times in a row;
+ * past it the listing is taken for one that never ends.
+ */
+export const CLI_LIST_SAME_CURSOR_RETRIES = 5
+
+/**
  * ...and for at most this many runs or artifacts in all (what they hold is
  * kept in memory until it is printed).
  */
