@@ -385,12 +385,13 @@ export class ApiServer {
           const tags = Array.isArray(q.tag) ? q.tag.filter((t): t is string => typeof t === 'string') : []
           if (tags.length > 0) query.tags = tags
           if (query.capability === undefined && query.tags === undefined) throw new InvalidRequestError('discover needs a capability and/or a tag', { reason: 'empty_query' })
-          const cards = await node.discover(query, {
+          const cards = await whileClientHere(req.raw, async (signal) => node.discover(query, {
             ...(typeof q.limit === 'number' ? { limit: q.limit } : {}),
             ...(typeof q.timeout_ms === 'number' ? { timeoutMs: q.timeout_ms } : {}),
             fresh: q.fresh === true,
-            includeSelf: q.include_self === true
-          })
+            includeSelf: q.include_self === true,
+            signal
+          }))
           return { body: { cards: cards.map(c => cardView(c, q.addresses === true)) } }
         }
       },
