@@ -42,6 +42,10 @@ describe('DHT records one peer may have a node store', () => {
     // while this test runs.)
     expect(stored).toBeLessThanOrEqual(DHT_VALUE_PUTS_PER_PEER_BURST + 1)
     expect(valuePutStats(victim.host.services.dht)?.refused).toBeGreaterThanOrEqual(extra - 1)
+    // the stranger's own card now: the replicas refuse it too, and its announcement says so
+    await stranger.publishCard({ name: 'stranger', capabilities: [{ capability_id: 'cap:flood', version: '1.0.0' }] })
+    await stranger.discovery.announce()
+    expect(stranger.discovery.stats.cardPutsRefused).toBeGreaterThan(0)
     // the bucket is the stranger's alone
     const held = await countRange(store, DHT_RECORD_DATASTORE_PREFIX)
     expect(await putFreshCard(other)).toBe(true)

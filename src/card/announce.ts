@@ -33,6 +33,7 @@
  * share one key). A card re-signed from the same draft walks none of them.
  */
 import type { CID } from 'multiformats/cid'
+import { MessageType } from '@libp2p/kad-dht'
 import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_K, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
 import { ANNOUNCE_REWALK_MS } from './constants.ts'
 import { toAapError } from '../errors.ts'
@@ -162,7 +163,15 @@ export class Announcer {
     }
     const dht = host.services.dht
     const put = (async () => {
-      for await (const _ of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) { /* drain */ }
+      // the replicas sent the record (the walk's own errors are not theirs)
+      const sentTo = new Set<string>()
+      for await (const ev of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) {
+        if (ev.name === 'SEND_QUERY' && ev.messageType === MessageType.PUT_VALUE) sentTo.add(ev.to.toString())
+        if (ev.name !== 'QUERY_ERROR' || !sentTo.has(ev.from.toString())) continue
+        // a replica that refused the record (its store full, say) or failed: the others still hold it
+        stats.cardPutsRefused++
+        log.debug({ err: ev.error, peer: ev.from.toString() }, 'a replica did not take the card record')
+      }
     })().catch((err: unknown) => {
       // the provider records below still say who serves what; the card comes from the peer itself
       log.debug({ err }, 'putting the card record to the DHT failed')

@@ -28,6 +28,8 @@ export interface DiscoveryStats {
   providerRecordsSent: number
   /** ADD_PROVIDER sends that failed or got no answer within DHT_PROVIDE_SEND_TIMEOUT_MS. */
   providerRecordsFailed: number
+  /** Peers that refused or failed this node's card record put (a replica whose record store is full, protocols/card.md, among them). */
+  cardPutsRefused: number
   providerWalksCut: number
   /** Provider walks that ended once converged, before kad-dht's own end (src/wire/dht-provide.ts WalkProgress). */
   providerWalksConverged: number
@@ -104,6 +106,7 @@ export function newDiscoveryStats (): DiscoveryStats {
     providerWalks: 0,
     providerRecordsSent: 0,
     providerRecordsFailed: 0,
+    cardPutsRefused: 0,
     providerWalksCut: 0,
     providerWalksConverged: 0,
     shortProviderWalks: 0,
