@@ -122,6 +122,34 @@ describe('the datastore view bounds the card records held for others', () => {
     expect(await countRange(store, DHT_RECORD_DATASTORE_PREFIX)).toBe(MAX)
   })
 
+  it('when full, weighs a new key without reading the store, and two nearer keys at once both find room', async () => {
+    const store = new MemoryDatastore()
+    const stats = { refused: 0, swept: 0, evicted: 0 }
+    const self = (await issueCard(await newKey(), draft, 1)).agent_id
+    const guarded = keepNewestCards(store, log, { stats, max: MAX, self })
+    const held = [await strangerCard(), await strangerCard(), await strangerCard()]
+    for (const c of held) await guarded.put(dsKey(c.agent_id), record(c))
+    const nearest = (): Buffer => held.map(c => distanceTo(self, c.agent_id)).sort(Buffer.compare)[0]!
+    // the sweep's one read of the minute
+    const first = await cardWhere(d => Buffer.compare(d, nearest()) < 0, self)
+    await guarded.put(dsKey(first.agent_id), record(first))
+    let reads = 0
+    const query = store.query.bind(store)
+    const queryKeys = store.queryKeys.bind(store)
+    store.query = (q, o) => { reads++; return query(q, o) }
+    store.queryKeys = (q, o) => { reads++; return queryKeys(q, o) }
+    // farther than every key held: refused, with no read of the store (before: every such put read every key)
+    const far = await cardWhere(d => held.concat([first]).every(c => Buffer.compare(d, distanceTo(self, c.agent_id)) > 0), self)
+    await expect(guarded.put(dsKey(far.agent_id), record(far))).rejects.toMatchObject({ code: 'STORAGE_FULL' })
+    expect(reads).toBe(0)
+    // two nearer than all at once: each evicts a farther one (before: both picked the same, and the second was refused)
+    const near = [await cardWhere(d => Buffer.compare(d, nearest()) < 0 && Buffer.compare(d, distanceTo(self, first.agent_id)) < 0, self)]
+    near.push(await cardWhere(d => Buffer.compare(d, distanceTo(self, near[0]!.agent_id)) < 0 && Buffer.compare(d, distanceTo(self, first.agent_id)) < 0, self))
+    const outcomes = await Promise.allSettled(near.map(async c => guarded.put(dsKey(c.agent_id), record(c))))
+    expect(outcomes.map(o => o.status)).toEqual(['fulfilled', 'fulfilled'])
+    expect(await countRange(store, DHT_RECORD_DATASTORE_PREFIX)).toBe(MAX)
+  })
+
   it('counts again after a first count that failed, instead of refusing every write after it', async () => {
     const store = new MemoryDatastore()
     const queryKeys = store.queryKeys.bind(store)

@@ -28,7 +28,7 @@ import { fromString, toString } from 'uint8arrays'
 import { DHT_RECORD_DATASTORE_PREFIX } from '../constants.ts'
 import { StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
-import { countRange, rawKey, readRange } from '../storage/range.ts'
+import { rawKey, readRange } from '../storage/range.ts'
 import { cardRecordKey, decodeCardRecord } from './card.ts'
 import { DHT_RECORDS_STORED_MAX, DHT_RECORDS_SWEEP_MIN_INTERVAL_MS } from './constants.ts'
 
@@ -68,6 +68,11 @@ function kadId (bytes: Uint8Array): Buffer {
   return createHash('sha256').update(bytes).digest()
 }
 
+/** The distance of a record whose key is unknown (not base32, or no `self`): never the farthest. */
+const EMPTY = Buffer.alloc(0)
+/** Picks of the farthest record per put, when another put evicted the one picked first. */
+const RECORD_EVICT_TRIES = 4
+
 /** The XOR distance of two kad ids, as bytes that compare in order. */
 function distance (a: Buffer, b: Buffer): Buffer {
   return Buffer.from(a.map((x, i) => x ^ (b[i] ?? 0)))
@@ -78,9 +83,14 @@ export class RecordCap {
   private readonly i: RecordCapInit
   private readonly max: number
   private readonly now: () => number
-  /** Records held, counted once at the first write (again after a count that failed, and at each sweep). */
-  private held: Promise<void> | undefined
-  private count = 0
+  /** Read once at the first write (again after a read that failed, and at each sweep). */
+  private loaded: Promise<void> | undefined
+  /**
+   * The records held, by datastore key, with their key's distance from this
+   * node (empty without `self`): what a full store compares a new key with,
+   * without reading the store again. Writes under way count in it.
+   */
+  private readonly held = new Map<string, Buffer>()
   private sweptAt = Number.NEGATIVE_INFINITY
   private readonly selfId: Buffer | undefined
   /** This node's own card record's datastore key: never evicted. */
@@ -96,37 +106,59 @@ export class RecordCap {
   }
 
   /**
-   * Room for a record under `recordKey` (the DHT key, not held: its writes
-   * are serialised by the caller): taken before the write, given back by
-   * `released` when the write fails. Throws StorageFullError when there is
-   * none and `own` is false.
+   * Room for a record at datastore key `key` under DHT key `recordKey` (not
+   * held: its writes are serialised by the caller): taken before the write,
+   * given back by `released` when the write fails. Throws StorageFullError
+   * when there is none and `own` is false.
    */
-  async take (own: boolean, recordKey: Uint8Array | undefined, options?: AbortOptions): Promise<void> {
-    await (this.held ??= this.counted())
-    if (this.count >= this.max && !own) {
+  async take (own: boolean, key: string, recordKey: Uint8Array | undefined, options?: AbortOptions): Promise<void> {
+    await (this.loaded ??= this.load())
+    const d = this.distanceOf(recordKey)
+    if (this.held.size >= this.max && !own) {
       await this.sweep(options)
-      if (this.count >= this.max && !await this.evictFarther(recordKey, options)) {
+      if (this.held.size >= this.max && !await this.evictFarther(d, options)) {
         this.stats.refused++
-        if (this.stats.refused === 1 || this.stats.refused % this.max === 0) this.i.log.warn({ held: this.count, refused: this.stats.refused }, 'the DHT record store is full: a card record was not stored')
-        throw new StorageFullError(`this node holds ${this.count} DHT records, its most`, { reason: 'dht_records_full', max: this.max })
+        if (this.stats.refused === 1 || this.stats.refused % this.max === 0) this.i.log.warn({ held: this.held.size, refused: this.stats.refused }, 'the DHT record store is full: a card record was not stored')
+        throw new StorageFullError(`this node holds ${this.held.size} DHT records, its most`, { reason: 'dht_records_full', max: this.max })
       }
     }
-    this.count++
+    this.held.set(key, d ?? EMPTY)
   }
 
-  /** A write `take` made room for failed, or a record held was deleted. */
-  released (): void {
-    this.count = Math.max(0, this.count - 1)
+  /** A write `take` made room for failed, or the record at `key` was deleted. */
+  released (key: string): void {
+    this.held.delete(key)
   }
 
-  private async counted (): Promise<void> {
+  private distanceOf (recordKey: Uint8Array | undefined): Buffer | undefined {
+    return recordKey === undefined || this.selfId === undefined ? undefined : distance(kadId(recordKey), this.selfId)
+  }
+
+  /** The records held, read from the store (a failed read is read again at the next write). */
+  private async load (): Promise<void> {
     try {
-      this.count = await countRange(this.i.store, DHT_RECORD_DATASTORE_PREFIX)
+      await this.readHeld()
     } catch (err) {
-      // counted again at the next write: one failed read must not refuse every record after it
-      this.held = undefined
+      // one failed read must not refuse every record after it
+      this.loaded = undefined
       throw err
     }
+  }
+
+  private async readHeld (): Promise<void> {
+    const read = new Map<string, Buffer>()
+    for await (const { key } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX, values: false })) {
+      let bytes: Uint8Array | undefined
+      try {
+        bytes = fromString(key.slice(DHT_RECORD_DATASTORE_PREFIX.length), 'base32')
+      } catch (err) {
+        this.i.log.debug({ err, key }, 'a DHT record key is not base32: never evicted for a nearer one')
+      }
+      read.set(key, this.distanceOf(bytes) ?? EMPTY)
+    }
+    // what is there now (a delete while a read ran would otherwise stay counted)
+    this.held.clear()
+    for (const [k, d] of read) this.held.set(k, d)
   }
 
   /** Delete the records whose card has expired, unless a sweep ran less than DHT_RECORDS_SWEEP_MIN_INTERVAL_MS ago. */
@@ -134,41 +166,35 @@ export class RecordCap {
     const now = this.now()
     if (now - this.sweptAt < DHT_RECORDS_SWEEP_MIN_INTERVAL_MS) return
     this.sweptAt = now
+    await this.readHeld()
     const dead: Key[] = []
-    let read = 0
     for await (const { key, value } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX })) {
-      read++
       if (value === undefined || !liveRecord(value, now)) dead.push(rawKey(key))
     }
-    // the count again, from what is there (a delete while the first count ran left it one too high)
-    this.count = read
     let swept = 0
     // each checked again under its key's lock: a card written there since the read is kept
     for (const key of dead) if (await this.i.remove(key, now, options)) swept++
     this.stats.swept += swept
-    if (swept > 0) this.i.log.info({ swept, held: this.count }, 'expired DHT card records removed to make room')
+    if (swept > 0) this.i.log.info({ swept, held: this.held.size }, 'expired DHT card records removed to make room')
   }
 
-  /** Delete the held record farthest from this node when `recordKey` is nearer than it; true when one went. */
-  private async evictFarther (recordKey: Uint8Array | undefined, options?: AbortOptions): Promise<boolean> {
-    if (recordKey === undefined || this.selfId === undefined) return false
-    const selfId = this.selfId
-    let farthest: { key: string, d: Buffer } | undefined
-    for await (const { key } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX, values: false })) {
-      if (key === this.ownKey) continue
-      let bytes: Uint8Array
-      try {
-        bytes = fromString(key.slice(DHT_RECORD_DATASTORE_PREFIX.length), 'base32')
-      } catch (err) {
-        this.i.log.debug({ err, key }, 'a DHT record key is not base32: left out of the eviction')
-        continue
+  /** Delete the held record farthest from this node when a new key at distance `d` is nearer than it; true when one went. */
+  private async evictFarther (d: Buffer | undefined, options?: AbortOptions): Promise<boolean> {
+    if (d === undefined) return false
+    // another put may have evicted the one picked meanwhile: the next farthest then, a few times at most
+    for (let tries = 0; tries < RECORD_EVICT_TRIES; tries++) {
+      let farthest: { key: string, d: Buffer } | undefined
+      for (const [key, kd] of this.held) {
+        if (key !== this.ownKey && kd !== EMPTY && (farthest === undefined || Buffer.compare(kd, farthest.d) > 0)) farthest = { key, d: kd }
       }
-      const d = distance(kadId(bytes), selfId)
-      if (farthest === undefined || Buffer.compare(d, farthest.d) > 0) farthest = { key, d }
+      if (farthest === undefined || Buffer.compare(d, farthest.d) >= 0) return false
+      if (await this.i.remove(rawKey(farthest.key), undefined, options)) {
+        this.stats.evicted++
+        return true
+      }
+      this.held.delete(farthest.key)
+      if (this.held.size < this.max) return true
     }
-    if (farthest === undefined || Buffer.compare(distance(kadId(recordKey), selfId), farthest.d) >= 0) return false
-    if (!await this.i.remove(rawKey(farthest.key), undefined, options)) return false
-    this.stats.evicted++
-    return true
+    return false
   }
 }

@@ -56,7 +56,7 @@ export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecord
   const removeHeld = async (key: Key, deadAt: number | undefined, options?: AbortOptions): Promise<boolean> => writes.run(key.toString(), async () => {
     if (!await store.has(key, options) || (deadAt !== undefined && liveRecord(await store.get(key, options), deadAt))) return false
     await store.delete(key, options)
-    cap.released()
+    cap.released(key.toString())
     return true
   })
   const cap = new RecordCap({ store, log, remove: removeHeld, ...opts })
@@ -83,11 +83,11 @@ export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecord
       }
       if (has) return store.put(key, value, options)
       const recordKey = recordKeyOf(value)
-      await cap.take(opts.self !== undefined && recordKey !== undefined && toString(recordKey) === `${CARD_KEY_PREFIX}${opts.self}`, recordKey, options)
+      await cap.take(opts.self !== undefined && recordKey !== undefined && toString(recordKey) === `${CARD_KEY_PREFIX}${opts.self}`, key.toString(), recordKey, options)
       try {
         return await store.put(key, value, options)
       } catch (err) {
-        cap.released()
+        cap.released(key.toString())
         throw err
       }
     })
