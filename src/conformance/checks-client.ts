@@ -29,11 +29,22 @@ async function viaApi<T> (s: Scope, what: string, p: Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * A Run the target answered through the API: kept with every Run answer the
+ * kit got (runs-correlation, no-endpoint-upward judge each), as raw answers are.
+ */
+async function runViaApi (s: Scope, what: string, p: Promise<Run>, task?: string): Promise<Run> {
+  const run = await viaApi(s, what, p)
+  // the correlation a new run must carry is the task the kit sent, whatever the answer says
+  if (task !== undefined) s.kit.expected.set(run.run_id, task)
+  return s.answered(run, `${what} through the MeshNode API`)
+}
+
 /** Ask the executor (through the API) until the run is in `state`. */
 async function untilState (s: Scope, node: MeshNode, runId: string, state: RunState): Promise<Run> {
   const deadline = Date.now() + KIT_WAIT_TIMEOUT_MS
   for (;;) {
-    const run = await viaApi(s, 'getRun', node.getRun(runId, call))
+    const run = await runViaApi(s, 'getRun', node.getRun(runId, call))
     if (run.state === state) return run
     if (Date.now() > deadline) fail(`run ${runId} is ${run.state}, not ${state}, after ${KIT_WAIT_TIMEOUT_MS} ms`)
     await new Promise(resolve => setTimeout(resolve, KIT_POLL_INTERVAL_MS))
@@ -63,44 +74,34 @@ export const CLIENT_CHECK: Check = {
   run: async (s) => {
     const { delegator: d, coordinator: l2, receiver } = s.n
     const task = s.kit.task('client')
-    const run = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [l2.agentId] }, { ...call, follow: false }))
-    s.kit.expected.set(run.run_id, task)
-    s.evidence.runs.push(run.run_id)
+    const run = await runViaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: task, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' }, authorized: [l2.agentId] }, { ...call, follow: false }), task)
     await s.track(run.run_id, d)
     expect(run.state === 'running' && run.correlation_id === task, `the API's handle: ${run.state}, ${run.correlation_id}`)
     const checkpoint = `cp-${s.kit.nonce}-api`
-    const blocked = await viaApi(s, 'block', l2.block(run.run_id, 'checkpoint raised through the API', checkpoint, call))
+    const blocked = await runViaApi(s, 'block', l2.block(run.run_id, 'checkpoint raised through the API', checkpoint, call))
     expect(blocked.state === 'blocked', `after block: ${blocked.state}`)
     const resolution = { decision: 'approve', via: 'MeshNode.resume' }
-    const resumed = await viaApi(s, 'resume', l2.resume(run.run_id, resolution, { ...call, checkpointId: checkpoint }))
+    const resumed = await runViaApi(s, 'resume', l2.resume(run.run_id, resolution, { ...call, checkpointId: checkpoint }))
     expect(resumed.state === 'running', `after resume: ${resumed.state}`)
-    const next = await viaApi(s, 'handoff', d.handoff(run.run_id, receiver.agentId, { why: 'handoff through the API' }, { ...call, follow: false }))
-    s.kit.expected.set(next.run_id, task)
-    s.evidence.runs.push(next.run_id)
+    const next = await runViaApi(s, 'handoff', d.handoff(run.run_id, receiver.agentId, { why: 'handoff through the API' }, { ...call, follow: false }), task)
     expect(next.agent_id === receiver.agentId && next.correlation_id === task, `the API's handoff: ${next.agent_id}, ${next.correlation_id}`)
     const old = await untilState(s, d, run.run_id, 'completed')
     expect(old.handoff_to?.run_id === next.run_id, 'the old run does not point at the new one')
     await untilState(s, d, next.run_id, 'completed')
     // a second run, blocked by its agent, resumed and finished; a third canceled
-    const b = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-b`, capability: CONFORMANCE_CAPABILITY, input: { op: 'block', checkpoint: 'cp-api' } }, { ...call, follow: false }))
-    s.kit.expected.set(b.run_id, `${task}-b`)
-    s.evidence.runs.push(b.run_id)
+    const b = await runViaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-b`, capability: CONFORMANCE_CAPABILITY, input: { op: 'block', checkpoint: 'cp-api' } }, { ...call, follow: false }), `${task}-b`)
     await s.track(b.run_id, d)
     await untilState(s, d, b.run_id, 'blocked')
-    await viaApi(s, 'resume', d.resume(b.run_id, resolution, { ...call, checkpointId: 'cp-api' }))
+    await runViaApi(s, 'resume', d.resume(b.run_id, resolution, { ...call, checkpointId: 'cp-api' }))
     const done = await untilState(s, d, b.run_id, 'completed')
     expect(deepEqual(done.output?.resolution, resolution), `the agent got ${JSON.stringify(done.output ?? null)}`)
-    const c = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-c`, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' } }, { ...call, follow: false }))
-    s.kit.expected.set(c.run_id, `${task}-c`)
-    s.evidence.runs.push(c.run_id)
+    const c = await runViaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-c`, capability: CONFORMANCE_CAPABILITY, input: { op: 'hold' } }, { ...call, follow: false }), `${task}-c`)
     await s.track(c.run_id, d)
-    const canceled = await viaApi(s, 'cancel', d.cancel(c.run_id, 'canceled through the API', call))
+    const canceled = await runViaApi(s, 'cancel', d.cancel(c.run_id, 'canceled through the API', call))
     s.kit.canceled.add(c.run_id)
     expect(canceled.state === 'failed' && canceled.failure?.code === 'CANCELED', `after cancel: ${canceled.state}, ${String(canceled.failure?.code)}`)
     // a followed delegation: the delegator keeps its own verified copy of the run's events
-    const f = await viaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-f`, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete', progress: 1 } }, { ...call, follow: true }))
-    s.kit.expected.set(f.run_id, `${task}-f`)
-    s.evidence.runs.push(f.run_id)
+    const f = await runViaApi(s, 'delegate', d.delegate({ to_agent: s.kit.target, task_id: `${task}-f`, capability: CONFORMANCE_CAPABILITY, input: { op: 'complete', progress: 1 } }, { ...call, follow: true }), `${task}-f`)
     await s.track(f.run_id, d)
     await followedToEnd(s, d, f.run_id)
   }

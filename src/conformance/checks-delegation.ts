@@ -157,7 +157,7 @@ export const DELEGATION_CHECKS: Check[] = [
       for (const e of events) scan(`${run.run_id.slice(-8)}#${String(e.seq)}`, e)
       // a capability ref is a name and nothing else: any endpoint data in one is how the capability is reached
       for (const h of s.kit.answers) if (h.run.run_id.startsWith(`${s.kit.target}:`)) scan(`Run.capability of ${h.run.run_id}`, h.run.capability, true)
-      for (const [id, log] of s.kit.events) for (const e of log) if (payloadOf(e).capability !== undefined) scan(`${id.slice(-8)}#${String(e.seq)} payload.capability`, payloadOf(e).capability, true)
+      for (const { runId: id, event: e } of s.kit.eventsRead()) if (payloadOf(e).capability !== undefined) scan(`${id.slice(-8)}#${String(e.seq)} payload.capability`, payloadOf(e).capability, true)
       scan('the target\'s card capabilities', card.capabilities, true)
       for (const b of [...new Set(bad)].slice(0, 8)) s.evidence.events.push(b)
       expect(bad.length === 0, `how the capability is reached shows above the transport in ${new Set(bad).size} place(s): ${[...new Set(bad)].slice(0, 4).join('; ')}`)

@@ -97,6 +97,8 @@ export const HANDOFF_CHECKS: Check[] = [
         return fail(`the target refused a handoff from the run's executor: ${String(e.code)} ${String(e.message)}`)
       }
       s.kit.expected.set(next.run_id, task)
+      // the target's answer, relayed by the kit's receiver: judged with every other Run answer
+      s.answered(next, 'handoff to the target (its answer relayed by the kit\'s receiver)')
       await s.track(next.run_id, s.n.delegator)
       expect(next.agent_id === s.kit.target, `the new run is on ${next.agent_id}, not the target`)
       expect(next.correlation_id === task, `the new run's correlation ${next.correlation_id} != ${task}`)
@@ -278,23 +280,25 @@ export const FINAL_CHECKS: Check[] = [
     title: 'every event the kit read carries correlation_id, the one of its run\'s task',
     run: async (s) => {
       let n = 0
-      let runs = 0
+      // events a run's own stream served: those of its task's alone do not show the clause
+      let overRun = 0
+      const runs = new Set<string>()
       const bad: string[] = []
-      for (const [runId, events] of s.kit.events) {
+      // every event served, not only each run's last read: an earlier read a later one replaced is the target's word too
+      for (const { runId, event: e, what, over } of s.kit.eventsRead()) {
         if (!ofTarget(s, runId)) continue
-        runs++
+        runs.add(runId)
         const want = s.kit.expected.get(runId) ?? s.kit.known.get(runId) ?? s.kit.handles.get(runId)?.expected
-        for (const e of events) {
-          n++
-          if (typeof e.correlation_id !== 'string' || e.correlation_id.length === 0 || (want !== undefined && e.correlation_id !== want)) {
-            bad.push(`${runId.slice(-8)}#${String(e.seq)} ${String(e.type)}: ${JSON.stringify(e.correlation_id ?? null)}`)
-          }
+        n++
+        if (over === 'run') overRun++
+        if (typeof e.correlation_id !== 'string' || e.correlation_id.length === 0 || (want !== undefined && e.correlation_id !== want)) {
+          bad.push(clean(`${runId.slice(-8)}#${String(e.seq)} ${String(e.type)} (${what}): ${JSON.stringify(e.correlation_id ?? null)}`))
         }
       }
-      s.note(`${n} events of ${runs} runs of the target`)
+      s.note(`${n} events of ${runs.size} runs of the target (${overRun} served by a run's own stream)`)
       for (const b of bad.slice(0, 8)) s.evidence.events.push(b)
-      if (n === 0) s.nothingSeen('no events of the target\'s runs were read')
       expect(bad.length === 0, `${bad.length} event(s) without the run's correlation_id`)
+      if (overRun === 0) s.nothingSeen('no events of the target\'s runs were read from a run\'s own stream')
     }
   },
   {
@@ -304,15 +308,17 @@ export const FINAL_CHECKS: Check[] = [
       const bad: string[] = []
       // every Run answer, not only the last of each run: a block answer may show what a get_run later does not
       const handles = s.kit.answers.filter(h => ofTarget(s, h.run.run_id))
-      const logs = [...s.kit.events].filter(([runId]) => ofTarget(s, runId))
+      // and every event served, not only each run's last read
+      const events = s.kit.eventsRead().filter(({ runId }) => ofTarget(s, runId))
+      const logs = new Set(events.map(({ runId }) => runId))
       for (const h of handles) {
         for (const why of endpointsIn(h.run, s.kit.targetAddrs)) bad.push(`run ${h.run.run_id}${h.what === undefined ? '' : ` (${h.what})`} ${why}`)
       }
-      for (const [runId, events] of logs) {
-        for (const e of events) for (const why of endpointsIn(e, s.kit.targetAddrs)) bad.push(`${runId.slice(-8)}#${String(e.seq)} ${why}`)
+      for (const { runId, event: e, what } of events) {
+        for (const why of endpointsIn(e, s.kit.targetAddrs)) bad.push(clean(`${runId.slice(-8)}#${String(e.seq)} (${what}) ${why}`))
       }
-      s.note(`${handles.length} Run answers and the events of ${logs.length} runs of the target scanned, against ${s.kit.targetAddrs.length} target address(es)`)
-      if (handles.length === 0 && logs.length === 0) s.nothingSeen('no run handle or event of the target to scan')
+      s.note(`${handles.length} Run answers and ${events.length} events of ${logs.size} runs of the target scanned, against ${s.kit.targetAddrs.length} target address(es)`)
+      if (handles.length === 0 && events.length === 0) s.nothingSeen('no run handle or event of the target to scan')
       for (const b of bad.slice(0, 8)) s.evidence.events.push(b)
       expect(bad.length === 0, `endpoint data in ${bad.length} place(s): ${bad.slice(0, 4).join('; ')}`)
     }

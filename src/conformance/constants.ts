@@ -56,7 +56,7 @@ export const KIT_MAX_EVENT_BYTES_PER_READ = 4 * 1024 * 1024
  * a hundred; one more than this fails the check that got it.
  */
 export const KIT_RUN_ANSWERS_MAX = 512
-/** Bytes of events the kit keeps over all runs it read (the last read of each); more fails the check that read them. */
+/** Bytes of events the kit keeps over all runs it read (the last read of each, and what earlier reads and reads of tasks showed that it does not hold); more fails the check that read them. */
 export const KIT_MAX_EVENT_BYTES_KEPT = 64 * 1024 * 1024
 /**
  * Running or blocked runs the kit's delegator holds on the target at once, at

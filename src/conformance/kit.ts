@@ -19,6 +19,7 @@ import {
 } from './constants.ts'
 import { rawCall, type Frame, type RawCallOptions } from '../wire/raw.ts'
 import { CapacityRefusal, capacityMessage, CheckFailure, errorText, isCapacityRefusal, pastPageBound, short, type Evidence } from './outcomes.ts'
+import { EarlierEvents, type EarlierEvent, type EarlierPending } from './earlier-events.ts'
 
 export {
   CapacityRefusal, capacityMessage, CheckFailure, clean, errorText, expect, isCapacityRefusal, pastPageBound, Undecided, type Evidence
@@ -93,11 +94,13 @@ export class Kit {
    * (at most KIT_RUN_ANSWERS_MAX).
    */
   readonly answers: RunAnswer[] = []
-  /** Every event the kit read, by run id, in seq order. */
+  /** The events of each run's last read, by run id, in seq order. */
   readonly events = new Map<string, WireEvent[]>()
+  /** Events a read showed that the last read of their run does not hold (an earlier read, a read of the task): judged with `events`. */
+  readonly earlier = new EarlierEvents()
   /** Correlation each run must carry, as the kit knows it from its own requests. */
   readonly expected = new Map<string, string>()
-  /** Bytes of each run's events in `events`, bounded by KIT_MAX_EVENT_BYTES_KEPT together. */
+  /** Bytes of each run's events in `events`, bounded by KIT_MAX_EVENT_BYTES_KEPT together with `earlier`. */
   readonly eventBytes = new Map<string, number>()
   /** The target's own addresses (multiaddrs) as the kit dialed them: none may reach a Run or an event. */
   targetAddrs: string[] = []
@@ -130,6 +133,12 @@ export class Kit {
   /** The scope of one check; `checkId` names the check in what is found about it later. */
   scope (checkId = 'kit'): Scope {
     return new Scope(this, checkId)
+  }
+
+  /** Every event the target served the kit: each run's last read, then what earlier reads and reads of tasks showed that it does not hold. */
+  eventsRead (): EarlierEvent[] {
+    const last = [...this.events].flatMap(([runId, events]) => events.map(event => ({ runId, event, what: `the last read of ${runId}`, over: 'run' as const })))
+    return [...last, ...this.earlier.unheld(this.events)]
   }
 
   /** A run the kit learned of; the first correlation it was found under is kept. */
@@ -279,6 +288,15 @@ export class Scope {
     if (!frame.ok) throw new CheckFailure(`${what}: expected success, got ${errorText(frame)}`)
     const run = frame.body?.run
     if (!isRun(run)) throw new CheckFailure(`${what}: the answer is not a Run: ${short(run)}`)
+    return this.answered(run, what)
+  }
+
+  /**
+   * A Run the target answered (through runOf, or through aap-mesh's own
+   * client, which checked its schema): kept, as every answer is, for the
+   * checks over everything (runs-correlation, no-endpoint-upward).
+   */
+  answered (run: Run, what: string): Run {
     this.noteRun(run.run_id)
     this.kit.learn(run.run_id, this.kit.expected.get(run.run_id))
     const known = this.kit.handles.get(run.run_id)
@@ -338,13 +356,34 @@ export class Scope {
     }
   }
 
-  /** Keep what was read of a run, within KIT_MAX_EVENT_BYTES_KEPT over every run. */
+  /**
+   * Keep what was read of a run as its last read, and what its read before
+   * showed that this one does not hold (kit.earlier), within
+   * KIT_MAX_EVENT_BYTES_KEPT over every run.
+   */
   private keep (runId: string, events: WireEvent[], bytes: number): void {
-    let total = bytes
-    for (const [id, n] of this.kit.eventBytes) if (id !== runId) total += n
-    if (total > KIT_MAX_EVENT_BYTES_KEPT) throw new CheckFailure(`events of ${runId}: the kit would hold more than ${KIT_MAX_EVENT_BYTES_KEPT} bytes of the target's events (KIT_MAX_EVENT_BYTES_KEPT)`)
+    const replaced = this.kit.earlier.pending(runId, this.kit.events.get(runId) ?? [], events, `a read of ${runId} a later read replaced`, 'run')
+    this.withinKept(`events of ${runId}`, bytes + replaced.bytes, runId)
+    this.kit.earlier.keep(replaced)
     this.kit.events.set(runId, events)
     this.kit.eventBytes.set(runId, bytes)
+  }
+
+  /** Fails the check when `more` bytes (in place of the last read of `runId`, if named) would take the events the kit holds past KIT_MAX_EVENT_BYTES_KEPT. */
+  private withinKept (what: string, more: number, runId?: string): void {
+    let total = more + this.kit.earlier.bytes
+    for (const [id, n] of this.kit.eventBytes) if (id !== runId) total += n
+    if (total > KIT_MAX_EVENT_BYTES_KEPT) throw new CheckFailure(`${what}: the kit would hold more than ${KIT_MAX_EVENT_BYTES_KEPT} bytes of the target's events (KIT_MAX_EVENT_BYTES_KEPT)`)
+  }
+
+  /** Events of a read of a task the last read of their run does not hold: kept for the checks over everything (kit.earlier). */
+  private keepOfTask (correlationId: string, events: WireEvent[]): void {
+    const what = `a read of task ${correlationId}`
+    const byRun = new Map<string, WireEvent[]>()
+    for (const e of events) byRun.get(String(e.run_id))?.push(e) ?? byRun.set(String(e.run_id), [e])
+    const pending: EarlierPending[] = [...byRun].map(([runId, read]) => this.kit.earlier.pending(runId, read, this.kit.events.get(runId) ?? [], what, 'correlation'))
+    this.withinKept(what, pending.reduce((n, p) => n + p.bytes, 0))
+    for (const p of pending) this.kit.earlier.keep(p)
   }
 
   /** Every event of a run its executor serves (read by the bystander, as an auditor would), verified and chained from seq 1. */
@@ -409,6 +448,7 @@ export class Scope {
       cursor = { after_run: last.run_id, after_seq: last.seq }
     }
     if (more) throw pastPageBound(what)
+    this.keepOfTask(correlationId, asWire(out))
     return asWire(out)
   }
 
