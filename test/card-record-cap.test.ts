@@ -150,6 +150,52 @@ describe('the datastore view bounds the card records held for others', () => {
     expect(await countRange(store, DHT_RECORD_DATASTORE_PREFIX)).toBe(MAX)
   })
 
+  it('a sweep while a write is under way keeps counting it', async () => {
+    const store = new MemoryDatastore()
+    const guarded = keepNewestCards(store, log, { max: 2 })
+    const [r1, a, b] = [await strangerCard(), await strangerCard(), await strangerCard()]
+    await guarded.put(dsKey(r1.agent_id), record(r1))
+    // A's write is taken and held at the disk
+    const put = store.put.bind(store)
+    const gate = Promise.withResolvers<void>()
+    const blocked = Promise.withResolvers<void>()
+    store.put = async (k, v, o) => {
+      if (k.toString() === dsKey(a.agent_id).toString()) { blocked.resolve(); await gate.promise }
+      return put(k, v, o)
+    }
+    const putA = guarded.put(dsKey(a.agent_id), record(a))
+    await blocked.promise
+    // B finds the store full and sweeps: the sweep's read does not see A yet (before: it forgot A, took B, 3 of 2)
+    await expect(guarded.put(dsKey(b.agent_id), record(b))).rejects.toMatchObject({ code: 'STORAGE_FULL' })
+    gate.resolve()
+    await putA
+    expect(await countRange(store, DHT_RECORD_DATASTORE_PREFIX)).toBe(2)
+  })
+
+  it('a record deleted while a sweep reads the store leaves room for the write that swept', async () => {
+    const store = new MemoryDatastore()
+    const guarded = keepNewestCards(store, log, { max: 2 })
+    const [r1, r2, p3] = [await strangerCard(), await strangerCard(), await strangerCard()]
+    for (const c of [r1, r2]) await guarded.put(dsKey(c.agent_id), record(c))
+    // the sweep's read of the keys stops at its end until the test lets it go on
+    const queryKeys = store.queryKeys.bind(store)
+    const reading = Promise.withResolvers<void>()
+    const gate = Promise.withResolvers<void>()
+    store.queryKeys = (q, o) => (async function * () {
+      yield * queryKeys(q, o)
+      reading.resolve()
+      await gate.promise
+    })()
+    const put3 = guarded.put(dsKey(p3.agent_id), record(p3))
+    await reading.promise
+    // kad-dht's GET handler deletes an expired record meanwhile (through the same view)
+    await guarded.delete(dsKey(r1.agent_id))
+    gate.resolve()
+    // before: the read put R1 back in the count, and P3 was refused with one record held of two
+    await put3
+    expect(await store.has(dsKey(p3.agent_id))).toBe(true)
+  })
+
   it('counts again after a first count that failed, instead of refusing every write after it', async () => {
     const store = new MemoryDatastore()
     const queryKeys = store.queryKeys.bind(store)

@@ -91,6 +91,10 @@ export class RecordCap {
    * without reading the store again. Writes under way count in it.
    */
   private readonly held = new Map<string, Buffer>()
+  /** Of those, the writes under way (taken, not yet in the store): a read of the store does not see them. */
+  private readonly writing = new Map<string, Buffer>()
+  /** What changed while a read of the store runs (a key with its distance, or undefined once gone): the read may have passed it. */
+  private changedDuringRead: Map<string, Buffer | undefined> | undefined
   private sweptAt = Number.NEGATIVE_INFINITY
   private readonly selfId: Buffer | undefined
   /** This node's own card record's datastore key: never evicted. */
@@ -123,11 +127,20 @@ export class RecordCap {
       }
     }
     this.held.set(key, d ?? EMPTY)
+    this.writing.set(key, d ?? EMPTY)
+    this.changedDuringRead?.set(key, d ?? EMPTY)
+  }
+
+  /** The write `take` made room for is in the store. */
+  written (key: string): void {
+    this.writing.delete(key)
   }
 
   /** A write `take` made room for failed, or the record at `key` was deleted. */
   released (key: string): void {
     this.held.delete(key)
+    this.writing.delete(key)
+    this.changedDuringRead?.set(key, undefined)
   }
 
   private distanceOf (recordKey: Uint8Array | undefined): Buffer | undefined {
@@ -147,18 +160,29 @@ export class RecordCap {
 
   private async readHeld (): Promise<void> {
     const read = new Map<string, Buffer>()
-    for await (const { key } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX, values: false })) {
-      let bytes: Uint8Array | undefined
-      try {
-        bytes = fromString(key.slice(DHT_RECORD_DATASTORE_PREFIX.length), 'base32')
-      } catch (err) {
-        this.i.log.debug({ err, key }, 'a DHT record key is not base32: never evicted for a nearer one')
+    // the writes under way count from the start: the read may pass their keys before they land
+    const changed = new Map<string, Buffer | undefined>(this.writing)
+    this.changedDuringRead = changed
+    try {
+      for await (const { key } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX, values: false })) {
+        let bytes: Uint8Array | undefined
+        try {
+          bytes = fromString(key.slice(DHT_RECORD_DATASTORE_PREFIX.length), 'base32')
+        } catch (err) {
+          this.i.log.debug({ err, key }, 'a DHT record key is not base32: never evicted for a nearer one')
+        }
+        read.set(key, this.distanceOf(bytes) ?? EMPTY)
       }
-      read.set(key, this.distanceOf(bytes) ?? EMPTY)
+    } finally {
+      this.changedDuringRead = undefined
     }
-    // what is there now (a delete while a read ran would otherwise stay counted)
+    // what is there now: what the read saw, then what was taken or deleted as it ran (the last word on each key)
     this.held.clear()
     for (const [k, d] of read) this.held.set(k, d)
+    for (const [k, d] of changed) {
+      if (d === undefined) this.held.delete(k)
+      else this.held.set(k, d)
+    }
   }
 
   /** Delete the records whose card has expired, unless a sweep ran less than DHT_RECORDS_SWEEP_MIN_INTERVAL_MS ago. */

@@ -85,7 +85,9 @@ export function keepNewestCards (store: Datastore, log: Logger, opts: CardRecord
       const recordKey = recordKeyOf(value)
       await cap.take(opts.self !== undefined && recordKey !== undefined && toString(recordKey) === `${CARD_KEY_PREFIX}${opts.self}`, key.toString(), recordKey, options)
       try {
-        return await store.put(key, value, options)
+        const written = await store.put(key, value, options)
+        cap.written(key.toString())
+        return written
       } catch (err) {
         cap.released(key.toString())
         throw err
