@@ -96,7 +96,7 @@ export class NodeMetrics {
         }
       })
     }
-    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, failed probes the executor answered all the same, runs declared lost (EXECUTOR_LOST), of them the runs whose probes were answered unread past the bound, verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict, records ended because the executor answered with a run this node did not delegate, and those ended with no verdict because the ticket held names another delegator', (node) => {
+    figures('aap_liveness', 'Executor liveness of the runs this node delegated (protocols/liveness.md), since start: probes, failed probes, failed probes the executor answered all the same, runs declared lost (EXECUTOR_LOST), of them the runs whose probes were answered unread past the bound, verdicts that could not be chained, verdicts settled with their executor, verdicts never seen by it (expired, or dropped past the bound on open notices), rounds of notice offers and the offers made, verdicts replaced by the executor\'s own events, runs whose end was held before a verdict (and of them, ends kept without an output or failure that broke the Run schema), records ended because the executor answered with a run this node did not delegate, and those ended with no verdict because the ticket held names another delegator', (node) => {
       const l = node.runs.liveness
       const s = l.stats
       return {
@@ -113,13 +113,14 @@ export class NodeMetrics {
         notice_offers: s.noticeOffers,
         superseded: s.superseded,
         ended_unseen: s.endedUnseen,
+        malformed_ends: s.malformedEnds,
         disowned: s.disowned,
         not_delegated: s.notDelegated,
         notices_open: l.openNotices
       }
     })
-    figures('aap_run_records', 'Run records this node read since start that did not parse (a torn write, a disk fault: src/storage/read.ts CorruptRecordError), left out of listings and restarts, and run index entries or summaries that did not parse (the index is rebuilt at the next open)', ({ runs }) => {
-      return { corrupt_records: runs.store.stats.corruptRecords, corrupt_index_entries: runs.store.index.stats.corrupt }
+    figures('aap_run_records', 'Run records this node read since start that did not parse (a torn write, a disk fault: src/storage/read.ts CorruptRecordError), left out of listings and restarts, run index entries or summaries that did not parse (the index is rebuilt at the next open), and executors\' events not folded into a delegated run\'s record because the result broke the Run schema (src/runs/fold-checked.ts)', ({ runs }) => {
+      return { corrupt_records: runs.store.stats.corruptRecords, corrupt_index_entries: runs.store.index.stats.corrupt, refused_events: runs.store.stats.refusedEvents }
     })
     figures('aap_blocked_orphans', 'The executor\'s watch on the delegators of its blocked runs (src/runs/orphans.ts), since start: check rounds, asks (get_verdict) and those that reached nobody, delegators that answered they hold no record of the run, runs ended with a verdict found by an ask, blocked runs failed with DELEGATOR_LOST; successors of a handoff kept from its link alone, and refused', ({ runs }) => {
       const s = runs.orphans.stats

@@ -22,6 +22,8 @@ export interface LivenessStats {
   superseded: number
   /** Runs about to be declared whose held log already ended: the record followed it instead. */
   endedUnseen: number
+  /** Of those, ends whose output or failure broke the Run schema: kept without it (fold-checked.ts). */
+  malformedEnds: number
   /** Runs declared lost because every probe of them was answered unread for LIVENESS_UNREAD_BOUND_FACTOR × lostAfterMs. */
   unreadDeclared: number
   /** Records ended because the executor answered with a run this node did not delegate, or of another lineage (`disown`). */
@@ -31,5 +33,5 @@ export interface LivenessStats {
 }
 
 export function newLivenessStats (): LivenessStats {
-  return { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0, unreadDeclared: 0, disowned: 0, notDelegated: 0 }
+  return { probes: 0, probeFailures: 0, probesAnsweredUnread: 0, declared: 0, unchained: 0, noticesDelivered: 0, noticesExpired: 0, noticesDropped: 0, noticeRounds: 0, noticeOffers: 0, superseded: 0, endedUnseen: 0, malformedEnds: 0, unreadDeclared: 0, disowned: 0, notDelegated: 0 }
 }

@@ -27,6 +27,7 @@ import { ticketOf } from '../runlog/ticket.ts'
 import { handoffTarget } from '../runlog/handoff.ts'
 import { isTerminal, type AgentEvent, type Run, type RunFailure } from '../runlog/types.ts'
 import { foldEvent, sameLineage } from './state-machine.ts'
+import { checkedEnd } from './fold-checked.ts'
 import { EXECUTOR_LOST, signVerdict } from '../runlog/verdict.ts'
 import { Limiter } from '../util/concurrency.ts'
 import type { MeshHost } from '../wire/host.ts'
@@ -357,7 +358,10 @@ export class LivenessMonitor {
       const head = await this.ports?.lastEvent(prev)
       if (head !== undefined && head.seq > prev.last_seq && (head.type === 'run.completed' || head.type === 'run.failed')) {
         // the run's end is held here and the record had not followed it yet (a restart in between): no verdict
-        const ended = endedBy(prev, head)
+        const ended = checkedEnd(endedBy(prev, head), () => {
+          this.stats.malformedEnds++
+          this.i.log.warn({ run_id: runId, seq: head.seq }, 'the executor\'s end of a run breaks the run record: kept without what broke it')
+        })
         this.stats.endedUnseen++
         this.i.log.info({ run_id: runId, seq: head.seq, state: ended.state }, 'a run about to be declared lost had ended: the record follows its end')
         return ended

@@ -14,7 +14,8 @@ import { groupCommitting } from '../storage/group-commit.ts'
 import { hasKey, isCorruptRecord, parseRecord, readJson, shownKey } from '../storage/read.ts'
 import { KeyedMutex } from '../util/concurrency.ts'
 import { RunIndex, type PageRequest, type RunFilter } from './run-index.ts'
-import { foldEvent, sameLineage } from './state-machine.ts'
+import { sameLineage } from './state-machine.ts'
+import { foldChecked } from './fold-checked.ts'
 import { IDEMPOTENCY_SWEEP_BATCH } from './constants.ts'
 import { isVerdict } from '../runlog/verdict-shape.ts'
 import { RefusedRecords } from './refused-records.ts'
@@ -66,8 +67,8 @@ export class RunStore {
   private readonly idemLocks = new KeyedMutex()
   /** Successors the records of runs delegated here name, still to record here (a mark written with the record). */
   readonly adoptions: PendingAdoptions
-  /** Damaged records (torn writes, disk faults) a scan or a restart skipped, each logged with its key; notices among them are deleted. */
-  readonly stats = { corruptRecords: 0 }
+  /** Damaged records (torn writes, disk faults) a scan or a restart skipped, each logged with its key; notices among them are deleted; executors' events not folded (fold-checked.ts). */
+  readonly stats = { corruptRecords: 0, refusedEvents: 0 }
 
   constructor (datastore: Datastore, logger?: Logger, agentId?: string) {
     this.ds = groupCommitting(datastore)
@@ -360,8 +361,7 @@ export class RunStore {
       if (prev === undefined) return undefined
       // the executor's own event where this node's verdict stands: the verdict gives way
       if (prev.state === 'failed' && first.seq <= prev.last_seq && !isVerdict(first)) return this.supersedeLocked(events)
-      let next = prev
-      for (const e of events) next = foldEvent(next, e)
+      const next = foldChecked(prev, events, e => { this.refusedEvent(e) })
       if (next.state !== prev.state || next.checkpoint_id !== prev.checkpoint_id) await this.putOutgoing(next)
       else if (next !== prev) {
         this.remember(next)
@@ -452,6 +452,11 @@ export class RunStore {
     return this.outgoingLock.run(first.run_id, async () => this.supersedeLocked(events))
   }
 
+  private refusedEvent (e: AgentEvent): void {
+    this.stats.refusedEvents++
+    this.logger.warn({ run_id: e.run_id, seq: e.seq, type: e.type }, 'an executor event that breaks the run record was not folded')
+  }
+
   private async supersedeLocked (events: AgentEvent[]): Promise<Run | undefined> {
     const first = events[0]
     if (first === undefined) return undefined
@@ -462,7 +467,7 @@ export class RunStore {
     const notice = await readJson<VerdictNotice>(this.ds, noticeKey(first.run_id))
     // without the notice (closed), the verdict was on a live run: it starts from there again
     let next: Run = notice?.before ?? { ...prev, state: 'running', failure: null, last_seq: verdict.seq - 1 }
-    for (const e of events) next = foldEvent(next, e)
+    next = foldChecked(next, events, e => { this.refusedEvent(e) })
     next = { ...next, last_seq: Math.max(next.last_seq, events.at(-1)?.seq ?? 0), updated_at: new Date().toISOString() }
     await this.putOutgoing(next)
     // the verdict no longer stands: get_verdict must not hand it to the executor, whose live run it would end
