@@ -15,21 +15,20 @@
  *    refused instead of run: handle-undelivered has no run to judge, and says
  *    so as UNDECIDED, not as a failure.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { CONTROL_MAX_FRAME_BYTES, CONTROL_PROTOCOL } from '../src/constants.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { isBlock, isCancel, isControlHandoff, isGetRun, isResume } from '../src/runs/messages.ts'
 import { nestedCallLimit } from '../src/runs/protocols.ts'
 import type { DelegationPolicy } from '../src/runs/types.ts'
 import { method, serve, type CallContext } from '../src/wire/rpc.ts'
-import type { ConformanceReport } from '../src/conformance/runner.ts'
 import { KIT_RUN_ANSWERS_MAX } from '../src/conformance/constants.ts'
 import { CheckFailure, Kit, type KitNodes } from '../src/conformance/kit.ts'
 import { runOfTicket } from '../src/runs/admission.ts'
 import { newRunId } from '../src/runlog/event.ts'
 import type { RunTicket } from '../src/runlog/ticket.ts'
 import type { Frame } from '../src/wire/raw.ts'
-import { expectExactFailures, kitRuns, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
+import { describeKitRuns, expectExactFailures, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
 
 type Case = 'correct' | 'answers-wrong-correlation' | 'block-shows-endpoint' | 'no-late-run'
 
@@ -123,26 +122,9 @@ describe('the Run answers the kit keeps', () => {
   })
 })
 
-describe('the conformance kit judges every Run answer and shows the checks\' own evidence', () => {
-  let targets = new Map<Case, Target>()
-  let reports = new Map<Case, ConformanceReport>()
-
-  beforeAll(async () => {
-    ({ targets, reports } = await kitRuns(CASES, prepare))
-  }, 180_000)
-
-  afterAll(async () => { await Promise.all([...targets.values()].map(async t => t.node.stop())) })
-
-  for (const c of Object.keys(EXPECTED) as Array<keyof typeof EXPECTED>) {
-    it(`${c}: exactly ${EXPECTED[c].clauses.join(', ')} fail`, () => {
-      const r = reports.get(c)!
-      expectExactFailures(r, EXPECTED[c])
-      expect(r.summary.must_failed.length).toBeGreaterThan(0)
-    })
-  }
-
+describeKitRuns('the conformance kit judges every Run answer and shows the checks\' own evidence', CASES, prepare, EXPECTED, 180_000, (report) => {
   it('correct: every clause passes, and no cleanup cancel or reach probe is the error frame of a passed check', () => {
-    const r = reports.get('correct')!
+    const r = report('correct')
     expectExactFailures(r, { clauses: [], checks: [], message: {} })
     for (const check of r.checks) {
       if (CANCEL_PROBES.has(check.id)) continue
@@ -152,7 +134,7 @@ describe('the conformance kit judges every Run answer and shows the checks\' own
   })
 
   it('no-late-run: handle-undelivered is undecided (no run to judge), not failed; every other clause passes', () => {
-    const r = reports.get('no-late-run')!
+    const r = report('no-late-run')
     const notPassed = r.checks.filter(ch => ch.status !== 'pass')
     expect(notPassed.map(ch => [ch.id, ch.status])).toEqual([['handle-undelivered', 'inconclusive']])
     expect(notPassed[0]?.message).toMatch(/no run was created for the late-accepted delegation .*cannot decide/)

@@ -18,10 +18,9 @@
  *    the replay check's task serves the old run's run.completed with the
  *    target's multiaddr in its payload; its per-run stream serves it as it is.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { PrivateKey } from '@libp2p/interface'
 import { EVENTS_SYNC_MAX_FRAME_BYTES, EVENTS_SYNC_PROTOCOL } from '../src/constants.ts'
-import type { ConformanceReport } from '../src/conformance/runner.ts'
 import { Kit, type KitNodes, type WireEvent } from '../src/conformance/kit.ts'
 import { correlationPage, isSyncCorrelationRequest, isSyncRunRequest, runPage, type SyncResponse } from '../src/events/sync.ts'
 import { signEvent } from '../src/runlog/event.ts'
@@ -29,7 +28,7 @@ import type { AgentEvent, Run } from '../src/runlog/types.ts'
 import type { RunCommand } from '../src/runs/types.ts'
 import type { CallContext } from '../src/wire/rpc.ts'
 import { method, serve } from '../src/wire/rpc.ts'
-import { expectExactFailures, kitRuns, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
+import { describeKitRuns, expectExactFailures, type ExpectedFailures, type Target } from './fixtures/broken-targets.ts'
 
 type Case = 'correct' | 'client-answers-wrong-correlation' | 'earlier-read-shows-endpoint' | 'task-read-shows-endpoint'
 
@@ -140,25 +139,8 @@ describe('the events the kit keeps besides each run\'s last read', () => {
   })
 })
 
-describe('the conformance kit judges the client\'s Run answers and every event read', () => {
-  let targets = new Map<Case, Target>()
-  let reports = new Map<Case, ConformanceReport>()
-
-  beforeAll(async () => {
-    ({ targets, reports } = await kitRuns(CASES, prepare))
-  }, 240_000)
-
-  afterAll(async () => { await Promise.all([...targets.values()].map(async t => t.node.stop())) })
-
-  for (const c of Object.keys(EXPECTED) as Array<keyof typeof EXPECTED>) {
-    it(`${c}: exactly ${EXPECTED[c].clauses.join(', ')} fail`, () => {
-      const r = reports.get(c)!
-      expectExactFailures(r, EXPECTED[c])
-      expect(r.summary.must_failed.length).toBeGreaterThan(0)
-    })
-  }
-
+describeKitRuns('the conformance kit judges the client\'s Run answers and every event read', CASES, prepare, EXPECTED, 240_000, (report) => {
   it('correct: every clause passes', () => {
-    expectExactFailures(reports.get('correct')!, { clauses: [], checks: [], message: {} })
+    expectExactFailures(report('correct'), { clauses: [], checks: [], message: {} })
   })
 })

@@ -109,6 +109,17 @@ describe('the run index lists runs in the order they were stored', () => {
     }
   }
 
+  /** Executing run A and delegated run D stored, then executing run B placed, its save held until `held` resolves. */
+  async function runBeingWritten (): Promise<{ held: PromiseWithResolvers<void>, b: Promise<void> }> {
+    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
+    await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
+    const held = Promise.withResolvers<void>()
+    const placed = Promise.withResolvers<void>()
+    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise, placed.resolve)
+    await placed.promise
+    return { held, b }
+  }
+
   /** Every id of a listing, page by page, until its cursor is null. */
   async function walk (filter: RunFilter, req: PageRequest, first: Awaited<ReturnType<RunIndex['page']>>): Promise<string[]> {
     const ids = [...first.executing, ...first.delegated]
@@ -280,12 +291,7 @@ describe('the run index lists runs in the order they were stored', () => {
   })
 
   it('an unfiltered listing does not leave the executing side past a run of it still being written: it waits for its save', async () => {
-    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
-    await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
-    const held = Promise.withResolvers<void>()
-    const placed = Promise.withResolvers<void>()
-    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise, placed.resolve)
-    await placed.promise
+    const { held, b } = await runBeingWritten()
     const page = index.page({}, { limit: 10 })
     await until(() => index.waiting > 0, 'the page waits for the run being written')
     held.resolve()
@@ -313,12 +319,7 @@ describe('the run index lists runs in the order they were stored', () => {
   })
 
   it('a save that outlasts RUN_LIST_PENDING_WAIT_MS: the page goes on to the other side and says so in its stats', async () => {
-    await write('executing', runOf('a', new Date().toISOString(), 'executing'))
-    await write('delegated', runOf('d', new Date().toISOString(), 'delegated'))
-    const held = Promise.withResolvers<void>()
-    const placed = Promise.withResolvers<void>()
-    const b = write('executing', runOf('b', new Date().toISOString(), 'executing'), held.promise, placed.resolve)
-    await placed.promise
+    const { held, b } = await runBeingWritten()
     const got = await index.page({}, { limit: 10 })
     expect(got.executing).toEqual(['run-a'])
     expect(got.delegated).toEqual(['run-d'])

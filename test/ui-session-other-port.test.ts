@@ -21,13 +21,7 @@ import type { MeshNode } from '../src/node.ts'
 import { uiSessionCookie } from '../src/ui/constants.ts'
 import { raw } from './api-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-
-/** Each wait for a page gives up after this long. */
-const PAGE_WAIT_MS = 30_000
-/** Installing chromium (apt-get) when it is missing may take minutes. */
-const SETUP_TIMEOUT_MS = 600_000
-/** The sessionStorage key the page keeps its secret under (src/ui/assets/app.js). */
-const SECRET_KEY = 'aap-ui-secret'
+import { PAGE_WAIT_MS, SECRET_KEY, SETUP_TIMEOUT_MS } from './fixtures/view.ts'
 
 describe('the view\'s session cookie, sent by the browser to another port of 127.0.0.1, drives nothing', () => {
   let nodes: MeshNode[]
