@@ -244,7 +244,7 @@ class BulkInbound implements AnswerHolder {
         : toAapError(err)
       if (e.code !== 'INTERNAL') {
         try { return [encodeFrame({ id, ok: false, error: errorFrame(e) })] } catch (encodeErr) {
-          // details JSON cannot carry (a handler's bug): answered as any internal failure below
+          // details JSON cannot carry (a handler's bug): answered like every internal failure below
           err = encodeErr
         }
       }
