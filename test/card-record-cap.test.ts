@@ -196,6 +196,29 @@ describe('the datastore view bounds the card records held for others', () => {
     expect(await store.has(dsKey(p3.agent_id))).toBe(true)
   })
 
+  it('a sweep whose read failed is tried again at the next write, not a minute later', async () => {
+    const store = new MemoryDatastore()
+    const guarded = keepNewestCards(store, log, { max: 2 })
+    // full: an expired record and a live one
+    const gone = await expired(await newKey())
+    await store.put(dsKey(gone.agent_id), record(gone))
+    const live = await strangerCard()
+    await guarded.put(dsKey(live.agent_id), record(live))
+    // the sweep's read fails once
+    const queryKeys = store.queryKeys.bind(store)
+    let failures = 1
+    store.queryKeys = (q, o) => {
+      if (failures-- > 0) throw new Error('a transient read failure')
+      return queryKeys(q, o)
+    }
+    const next = await strangerCard()
+    await expect(guarded.put(dsKey(next.agent_id), record(next))).rejects.toThrow('a transient read failure')
+    // before: the failed sweep counted as the minute's one, and this write was refused with the expired record held
+    await guarded.put(dsKey(next.agent_id), record(next))
+    expect(await store.has(dsKey(gone.agent_id))).toBe(false)
+    expect(await store.has(dsKey(next.agent_id))).toBe(true)
+  })
+
   it('counts again after a first count that failed, instead of refusing every write after it', async () => {
     const store = new MemoryDatastore()
     const queryKeys = store.queryKeys.bind(store)

@@ -30,7 +30,7 @@ import { StorageFullError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import { rawKey, readRange } from '../storage/range.ts'
 import { cardRecordKey, decodeCardRecord } from './card.ts'
-import { DHT_RECORDS_STORED_MAX, DHT_RECORDS_SWEEP_MIN_INTERVAL_MS } from './constants.ts'
+import { DHT_RECORDS_STORED_MAX, DHT_RECORDS_SWEEP_MIN_INTERVAL_MS, RECORD_EVICT_TRIES } from './constants.ts'
 
 export interface RecordCapInit {
   store: Datastore
@@ -70,8 +70,6 @@ function kadId (bytes: Uint8Array): Buffer {
 
 /** The distance of a record whose key is unknown (not base32, or no `self`): never the farthest. */
 const EMPTY = Buffer.alloc(0)
-/** Picks of the farthest record per put, when another put evicted the one picked first. */
-const RECORD_EVICT_TRIES = 4
 
 /** The XOR distance of two kad ids, as bytes that compare in order. */
 function distance (a: Buffer, b: Buffer): Buffer {
@@ -189,8 +187,9 @@ export class RecordCap {
   private async sweep (options?: AbortOptions): Promise<void> {
     const now = this.now()
     if (now - this.sweptAt < DHT_RECORDS_SWEEP_MIN_INTERVAL_MS) return
-    this.sweptAt = now
     await this.readHeld()
+    // only a sweep whose read succeeded waits out the interval: a failed one is tried again at the next write
+    this.sweptAt = now
     const dead: Key[] = []
     for await (const { key, value } of readRange(this.i.store, { prefix: DHT_RECORD_DATASTORE_PREFIX })) {
       if (value === undefined || !liveRecord(value, now)) dead.push(rawKey(key))
