@@ -93,3 +93,5 @@ export const CARD_KEY_ASKS_AT_ONCE = 2
  */
 export const DHT_RECORDS_STORED_MAX = 4096
 export const DHT_RECORDS_SWEEP_MIN_INTERVAL_MS = 60_000
+/** Picks of the farthest record per put when full, when another put evicted the one picked first (record-cap.ts). */
+export const RECORD_EVICT_TRIES = 4

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import type { AgentCard } from '../card/card.ts'
 import type { AgentEvent } from '../runlog/types.ts'
-import { SIM_STOP_TIMEOUT_MS } from './constants.ts'
+import { SIM_STOP_TIMEOUT_MS, WORKER_LOG_TIMEOUT_MS, WORKER_START_BATCH } from './constants.ts'
 import { groupLog, type Group } from './group.ts'
 import type { SimNode } from './mesh.ts'
 
@@ -42,10 +42,6 @@ export interface Worker {
 
 const WORKER_SCRIPT = new URL('./worker.ts', import.meta.url).pathname
 const WORKER_START_TIMEOUT_MS = 60_000
-/** Workers started at once (`--processes`). */
-const WORKER_START_BATCH = 4
-/** How long the driver waits for a worker's answer to a log request. */
-const WORKER_LOG_TIMEOUT_MS = 10_000
 
 /**
  * Stop a child process: `signal`, and SIGKILL when it has not exited
