@@ -209,8 +209,10 @@ export const DHT_PROVIDER_PEERS_TRACKED = 4096
  * and again per hour: a token bucket per sender (value-puts.ts), over the
  * last DHT_VALUE_PEERS_TRACKED senders. An honest node puts its own card
  * (again when it changes, and every CARD_REPUBLISH_INTERVAL_MS) and sends
- * corrections after its lookups; a stranger minting a key per card could
- * otherwise fill the node's bounded record store (DHT_RECORDS_STORED_MAX) alone.
+ * corrections after its lookups; one peer id minting a key per card could
+ * otherwise fill the node's bounded record store (DHT_RECORDS_STORED_MAX) alone
+ * (many ids still can: the store's eviction by distance is what keeps the
+ * records a node is a replica for).
  */
 export const DHT_VALUE_PUTS_PER_PEER_BURST = 64
 export const DHT_VALUE_PUTS_PER_PEER_PER_HOUR = 256

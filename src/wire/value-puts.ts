@@ -3,8 +3,9 @@
  * a token bucket per sender (DHT_VALUE_PUTS_PER_PEER_BURST, refilled at
  * DHT_VALUE_PUTS_PER_PEER_PER_HOUR, over the last DHT_VALUE_PEERS_TRACKED
  * senders). The node-wide bound on card records held (src/card/record-cap.ts)
- * keeps the store small; this keeps one stranger from filling it alone, so
- * honest agents' cards still find room. A put past its sender's bucket is
+ * keeps the store small, and its eviction by distance keeps the records this
+ * node is a replica for; this bounds what one peer id may send (new ids cost
+ * nothing, so it slows a flood rather than stopping it). A put past its sender's bucket is
  * refused as kad-dht refuses an invalid record (the sender's stream is
  * reset), and counted. An honest peer sends its own card, again when it
  * changes or is republished, and corrections after its lookups: far under it.
