@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { DISCOVER_TIMEOUT_MAX_MS } from '../src/card/constants.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll } from './helpers.ts'
@@ -37,9 +38,21 @@ describe('discovery across a 5-node mesh with no central server', () => {
     expect(await nodes[0]!.discover({ capability: { capability_id: 'cap:code-review', version: '9.9.9' } })).toEqual([])
   })
 
-  it('takes a caller\'s time budget, and refuses one that is not a positive number of ms with a typed error', async () => {
+  it('takes a caller\'s time budget, at most DISCOVER_TIMEOUT_MAX_MS, and refuses one that is not a positive number of ms with a typed error', async () => {
     const cap = { capability: { capability_id: 'cap:code-review', version: '2.1.0' } }
-    expect((await nodes[1]!.discover(cap, { timeoutMs: 10_000 })).map(c => c.agent_id)).toEqual([nodes[2]!.agentId])
+    // the deadlines the discovers set themselves (before: always DISCOVER_TIMEOUT_MS)
+    const budgets: number[] = []
+    const timeout = AbortSignal.timeout.bind(AbortSignal)
+    const spy = vi.spyOn(AbortSignal, 'timeout').mockImplementation((ms) => { budgets.push(ms); return timeout(ms) })
+    try {
+      expect((await nodes[1]!.discover(cap, { timeoutMs: 10_000 })).map(c => c.agent_id)).toEqual([nodes[2]!.agentId])
+      expect(budgets).toContain(10_000)
+      await nodes[1]!.discover(cap, { timeoutMs: DISCOVER_TIMEOUT_MAX_MS + 1 })
+      expect(budgets).toContain(DISCOVER_TIMEOUT_MAX_MS)
+      expect(budgets).not.toContain(DISCOVER_TIMEOUT_MAX_MS + 1)
+    } finally {
+      spy.mockRestore()
+    }
     for (const timeoutMs of [0, -5, Number.NaN]) {
       await expect(nodes[1]!.discover(cap, { timeoutMs })).rejects.toMatchObject({ code: 'INVALID_REQUEST' })
     }
