@@ -7,7 +7,7 @@ import { createMeshNode, type MeshNode, type MeshNodeOptions } from '../src/node
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
 import { MemoryDatastore } from 'datastore-core'
-import { createHost, type MeshHost } from '../src/wire/host.ts'
+import { createHost, type DhtTuning, type MeshHost } from '../src/wire/host.ts'
 import { silentLogger } from '../src/logger.ts'
 
 let memCounter = 0
@@ -154,9 +154,9 @@ export async function heldRun (from: MeshNode, to: MeshNode, capability: { capab
   return run.run_id
 }
 
-/** A bare libp2p host of this node's stack, started, on TCP loopback (a new Ed25519 key unless one is given). */
-export async function startLoopbackHost (privateKey?: PrivateKey): Promise<MeshHost> {
-  const h = await createHost({ privateKey: privateKey ?? await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+/** A bare libp2p host of this node's stack, started, on TCP loopback (a new Ed25519 key unless one is given; `dht` tunes its DHT). */
+export async function startLoopbackHost (privateKey?: PrivateKey, dht?: DhtTuning): Promise<MeshHost> {
+  const h = await createHost({ privateKey: privateKey ?? await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, ...(dht === undefined ? {} : { dht }) })
   await h.start()
   return h
 }
