@@ -7,47 +7,45 @@
  * tab holds names its session, whatever cookie comes with it; the cookie
  * alone still drives nothing. Headless chromium, real node.
  */
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
-import { newToken } from '../src/api/files.ts'
-import { startApiServer, type ApiServer } from '../src/api/server.ts'
+import type { Browser } from '../scripts/lib/chromium.ts'
+import type { ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { UI_SECRET_HEADER, uiSessionCookie } from '../src/ui/constants.ts'
 import { raw } from './api-helpers.ts'
 import { startMesh, stopAll } from './helpers.ts'
-import { PAGE_WAIT_MS, SECRET_KEY, SETUP_TIMEOUT_MS } from './fixtures/view.ts'
+import {
+  closeView, openView, PAGE_WAIT_MS, SECRET_KEY, serveOtherPort, SETUP_TIMEOUT_MS, type OtherPort, type View
+} from './fixtures/view.ts'
 
 describe('the view\'s session cookie replaced by a server on another port', () => {
   let nodes: MeshNode[]
+  let view: View | undefined
+  let evil: OtherPort | undefined
   let api: ApiServer
-  let evil: Server
   let evilUrl = ''
   let browser: Browser
   let page: Page
   let cookieName = ''
-  const token = newToken()
 
   beforeAll(async () => {
     nodes = await startMesh(1)
-    api = await startApiServer(nodes[0]!, { token, port: 0 })
+    view = await openView(nodes[0]!)
+    api = view.api
+    browser = view.browser
+    page = view.page
     cookieName = uiSessionCookie(Number(new URL(api.url).port))
-    evil = createServer((_req, res) => {
+    evil = await serveOtherPort((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/html', 'set-cookie': `${cookieName}=junk; Path=/` })
       res.end('<!doctype html><title>elsewhere</title>')
     })
-    await new Promise<void>(resolve => evil.listen(0, '127.0.0.1', resolve))
-    evilUrl = `http://127.0.0.1:${(evil.address() as AddressInfo).port}`
-    browser = await openBrowser()
-    page = await browser.context.newPage()
+    evilUrl = evil.url
   }, SETUP_TIMEOUT_MS)
 
   afterAll(async () => {
-    await browser?.close()
-    await new Promise<void>(resolve => evil.close(() => { resolve() }))
-    await api.close()
+    await closeView(view)
+    await evil?.close()
     await stopAll(nodes)
   })
 
@@ -60,9 +58,7 @@ describe('the view\'s session cookie replaced by a server on another port', () =
   }
 
   it('keeps the tab that holds the secret logged in; the cookie alone still drives nothing', async () => {
-    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
-    await page.goto(code.body.url)
-    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
+    await view!.logIn(PAGE_WAIT_MS)
     expect(await nodeStatus()).toBe(200)
     const live = (await browser.context.cookies(api.url)).find(c => c.name === cookieName)?.value
 

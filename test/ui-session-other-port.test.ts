@@ -10,55 +10,54 @@
  * user's own tab keeps working, across a reload too; a new tab without the
  * secret says how to get back in; the Log out button ends the session.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { IncomingMessage } from 'node:http'
 import type { Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openBrowser, type Browser } from '../scripts/lib/chromium.ts'
-import { newToken } from '../src/api/files.ts'
-import { startApiServer, type ApiServer } from '../src/api/server.ts'
+import type { Browser } from '../scripts/lib/chromium.ts'
+import type { ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { uiSessionCookie } from '../src/ui/constants.ts'
 import { raw } from './api-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { PAGE_WAIT_MS, SECRET_KEY, SETUP_TIMEOUT_MS } from './fixtures/view.ts'
+import {
+  closeView, openView, PAGE_WAIT_MS, SECRET_KEY, serveOtherPort, SETUP_TIMEOUT_MS, type OtherPort, type View
+} from './fixtures/view.ts'
 
 describe('the view\'s session cookie, sent by the browser to another port of 127.0.0.1, drives nothing', () => {
   let nodes: MeshNode[]
+  let view: View | undefined
+  let evil: OtherPort | undefined
   let api: ApiServer
-  let evil: Server
+  let token = ''
   let evilUrl = ''
   let browser: Browser
   let page: Page
-  const token = newToken()
   /** Every request the attacker's server saw: its URL and all its headers. */
   const seen: Array<{ url: string, headers: IncomingMessage['headers'] }> = []
 
   beforeAll(async () => {
     nodes = await startMesh(1)
-    api = await startApiServer(nodes[0]!, { token, port: 0 })
-    evil = createServer((req, res) => {
+    view = await openView(nodes[0]!)
+    api = view.api
+    token = view.token
+    browser = view.browser
+    page = view.page
+    evil = await serveOtherPort((req, res) => {
       seen.push({ url: req.url ?? '', headers: req.headers })
       res.writeHead(req.url === '/land' ? 200 : 204, { 'content-type': 'text/html' })
       res.end(req.url === '/land' ? '<!doctype html><title>elsewhere</title>' : '')
     })
-    await new Promise<void>(resolve => evil.listen(0, '127.0.0.1', resolve))
-    evilUrl = `http://127.0.0.1:${(evil.address() as AddressInfo).port}`
-    browser = await openBrowser()
-    page = await browser.context.newPage()
+    evilUrl = evil.url
   }, SETUP_TIMEOUT_MS)
 
   afterAll(async () => {
-    await browser?.close()
-    await new Promise<void>(resolve => evil.close(() => { resolve() }))
-    await api.close()
+    await closeView(view)
+    await evil?.close()
     await stopAll(nodes)
   })
 
   it('logs in: the secret moves from the URL fragment to sessionStorage and the address bar is clean', async () => {
-    const code = await raw(`${api.url}/v1/ui/login-codes`, { method: 'POST', token })
-    await page.goto(code.body.url)
-    await page.waitForSelector('body[data-ready="true"]', { timeout: PAGE_WAIT_MS })
+    await view!.logIn(PAGE_WAIT_MS)
     expect(page.url()).toBe(`${api.url}/ui`)
     const secret = await page.evaluate((k) => sessionStorage.getItem(k), SECRET_KEY)
     expect(secret).toMatch(/^[A-Za-z0-9_-]{40,}$/)
