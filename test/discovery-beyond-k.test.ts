@@ -14,6 +14,7 @@ import type { PeerId, Stream } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, type AgentCard } from '../src/card/card.ts'
+import { DISCOVER_TIMEOUT_MAX_MS } from '../src/card/constants.ts'
 import type { DiscoveryStats } from '../src/card/discovery-stats.ts'
 import { DHT_PROTOCOL, DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
@@ -28,6 +29,11 @@ import { holdersOf, storeOf } from './fixtures/dht-records.ts'
 
 const log = componentLogger(undefined, 'test')
 
+/**
+ * The discovers' time budget: the widest a caller may give. These cases judge what a lookup asks and names, and
+ * which cards come, not how soon: a busy machine (the suite's other files on both cores) must not end them first.
+ */
+const BUDGET_MS = DISCOVER_TIMEOUT_MAX_MS
 const K = 3
 const NODES = 10
 const OFFERING = 7
@@ -37,7 +43,7 @@ const cap = { capability_id: 'cap:widely-offered', version: '1.0.0' }
 async function discoverCounting (asker: MeshNode, limit: number): Promise<{ found: AgentCard[], added: (k: keyof DiscoveryStats) => number }> {
   const before = { ...asker.discovery.stats }
   // the lookup alone: no ask by key to the first contact, whose cards would end the discover before its answer
-  const found = await asker.discover({ capability: cap }, { limit, cache: false, byKey: false })
+  const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit, cache: false, byKey: false })
   return { found, added: (k) => asker.discovery.stats[k] - before[k] }
 }
 
@@ -89,7 +95,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     // no connection to the holders, so the lookup has no connected round: it walks, then sweeps
     for (const holder of holders) await asker.host.hangUp(holder)
     const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { fresh: true })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, fresh: true })
     expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
     expect(asker.discovery.stats.providerSweeps).toBe(before.providerSweeps + 1)
     expect(asker.discovery.stats.lookupWalks).toBe(before.lookupWalks + 1)
@@ -144,7 +150,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     // sweep); kad-dht's walk then hands out k of the asker's own records and ends, and the sweep names the rest
     await Promise.all(asker.host.getConnections().map(async c => { await c.close() }))
     const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { fresh: true })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, fresh: true })
     expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
     expect(asker.discovery.stats.connectedAnswers).toBe(before.connectedAnswers)
     expect(asker.discovery.stats.providerSweeps).toBe(before.providerSweeps + 1)
@@ -154,7 +160,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('does not sweep when the caller asks for no more than the lookup named', async () => {
     const n = nodes[OFFERING + 1]!
     const before = n.discovery.stats.providerSweeps
-    const found = await n.discover({ tags: ['wide'] }, { limit: 1 })
+    const found = await n.discover({ tags: ['wide'] }, { timeoutMs: BUDGET_MS, limit: 1 })
     expect(found).toHaveLength(1)
     expect(n.discovery.stats.providerSweeps).toBe(before)
   })
@@ -171,7 +177,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
       expect(asker.host.getConnections(holder).map(c => c.direction)).toEqual(['inbound'])
     }
     const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { limit: 2, cache: false })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit: 2, cache: false })
     expect(found).toHaveLength(2)
     expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBe(0)
     expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(1)
@@ -249,7 +255,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     await silent.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream) }, { force: true })
     await connectFrom(asker, holders)
     const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { limit: 2, cache: false, byKey: false })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit: 2, cache: false, byKey: false })
     expect(found).toHaveLength(2)
     expect(held.length).toBeGreaterThan(0)
     expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)

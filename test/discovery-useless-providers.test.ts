@@ -20,10 +20,16 @@ import { multiaddr } from '@multiformats/multiaddr'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
+import { DISCOVER_TIMEOUT_MAX_MS } from '../src/card/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
 import { holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
+/**
+ * The discovers' time budget: the widest a caller may give. These cases judge what a lookup asks and names, and
+ * which cards come, not how soon: a busy machine (the suite's other files on both cores) must not end them first.
+ */
+const BUDGET_MS = DISCOVER_TIMEOUT_MAX_MS
 const K = 3
 const NODES = 9
 const cap = { capability_id: 'cap:few-honest', version: '1.0.0' }
@@ -64,7 +70,7 @@ describe('a discover whose first answer names only providers without a matching 
 
     const before = { ...asker.discovery.stats }
     const named: string[] = []
-    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, onNamed: (ids) => { named.push(...ids) } })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit: 1, cache: false, onNamed: (ids) => { named.push(...ids) } })
     const added = (k: keyof typeof before): number => asker.discovery.stats[k] - before[k]
     expect(found.map(c => c.agent_id)).toEqual([honest.agentId])
     // the connected round named the two (want: twice the limit); the walk went on once one proved useless
@@ -91,7 +97,7 @@ describe('a discover whose first answer names only providers without a matching 
       await recordAt(byPeer(h), key, other)
     }
     const before = { ...asker.discovery.stats }
-    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, byKey: false })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit: 1, cache: false, byKey: false })
     expect(found).toHaveLength(1)
     expect(asker.discovery.stats.connectedAnswers - before.connectedAnswers).toBeGreaterThan(0)
     expect(asker.discovery.stats.lookupWalks - before.lookupWalks).toBe(0)
@@ -133,7 +139,7 @@ describe('a discover whose first answer names many providers that never answer',
   async function discoverOne (asker: MeshNode): Promise<{ found: string[], added: (k: keyof MeshNode['discovery']['stats']) => number }> {
     const before = { ...asker.discovery.stats }
     // the lookup alone: these cases are about what its answers name (no ask by key to the first contact)
-    const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, byKey: false })
+    const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit: 1, cache: false, byKey: false })
     return { found: found.map(c => c.agent_id), added: (k) => asker.discovery.stats[k] - before[k] }
   }
   beforeAll(async () => {
