@@ -27,7 +27,7 @@
  * latency in each mesh.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import type { Connection, PeerId, PrivateKey, Stream, StreamMessageEvent } from '@libp2p/interface'
+import type { Connection, PrivateKey, Stream, StreamMessageEvent } from '@libp2p/interface'
 import { multiaddr } from '@multiformats/multiaddr'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net'
@@ -38,7 +38,7 @@ import { agentIdOf } from '../../src/identity/identity.ts'
 import { sign } from '../../src/identity/signing.ts'
 import { createMeshNode, type MeshNode } from '../../src/node.ts'
 import { createHost, dialAddrs, type MeshHost } from '../../src/wire/host.ts'
-import { lengthPrefix } from '../../test/fixtures/raw-wire.ts'
+import { closerOnly, GET_PROVIDERS, requestType, type PeerInfo } from '../../test/fixtures/dht-wire.ts'
 import { sample } from '../../src/util/sample.ts'
 import { until } from '../../test/helpers.ts'
 import { latencyFigures, prng } from './common.ts'
@@ -99,47 +99,6 @@ interface Tally {
   errors: Record<string, number>
   latencies: number[]
   byKind: Record<string, { n: number, found: number, latencies: number[] }>
-}
-
-// ---- the DHT wire, as much of it as a hostile node needs (kad-dht's Message protobuf) ----
-
-function varint (n: number): number[] {
-  const out: number[] = []
-  while (n >= 0x80) { out.push((n & 0x7f) | 0x80); n = Math.floor(n / 128) }
-  out.push(n)
-  return out
-}
-
-function field (no: number, bytes: Uint8Array): number[] {
-  return [...varint((no << 3) | 2), ...varint(bytes.byteLength), ...bytes]
-}
-
-interface PeerInfo { id: PeerId, addrs: Uint8Array[] }
-
-/** A response of `type` whose closer peers are `peers` and whose provider peers are `providers`, and nothing else. */
-function closerOnly (type: number, peers: PeerInfo[], providers: PeerInfo[] = []): Uint8Array {
-  const body: number[] = type === 0 ? [] : [0x08, ...varint(type)]
-  const peer = (p: PeerInfo): Uint8Array => Uint8Array.from([...field(1, p.id.toMultihash().bytes), ...p.addrs.flatMap(a => field(2, a))])
-  for (const p of peers) body.push(...field(8, peer(p)))
-  for (const p of providers) body.push(...field(9, peer(p)))
-  return Uint8Array.from([...lengthPrefix(body.length), ...body])
-}
-
-/** kad-dht's message type of a provider lookup. */
-const GET_PROVIDERS = 3
-
-/** The type of the first request in `buf` (0 when absent: PUT_VALUE), or undefined while it is incomplete. */
-function requestType (buf: Uint8Array): number | undefined {
-  let len = 0
-  let shift = 0
-  let i = 0
-  for (; i < buf.length; i++) {
-    len += (buf[i]! & 0x7f) * 2 ** shift
-    shift += 7
-    if ((buf[i]! & 0x80) === 0) break
-  }
-  if (i >= buf.length || buf.length < i + 1 + len) return undefined
-  return buf[i + 1] === 0x08 ? (buf[i + 2] ?? 0) & 0x7f : 0
 }
 
 async function hostileHost (kind: Kind): Promise<MeshHost> {

@@ -31,6 +31,7 @@ import { contactLiveness, type ContactLivenessStats } from './dht-contacts.ts'
 import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
 import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-repeats.ts'
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
+import { peerStoreBound, type PeerStoreBound, type PeerStoreBoundInit } from './peer-store-bound.ts'
 import { coalesceTcpWrites } from './tcp-writes.ts'
 import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
 import { AddressFilter, allowConfigured, registerFilter } from './address-filter.ts'
@@ -46,6 +47,7 @@ export interface HostServices {
   ping: Ping
   dht: KadDHT
   pubsub: GossipSub
+  peerStoreBound: PeerStoreBound
   [key: string]: unknown
 }
 
@@ -96,6 +98,8 @@ export interface HostOptions {
    * in-process and loopback meshes need none.
    */
   network?: NetworkOptions
+  /** The peer-store bound (peer-store-bound.ts; defaults: PEER_STORE_PEERS_MAX, PEER_STORE_PRUNE_INTERVAL_MS). */
+  peerStore?: PeerStoreBoundInit
 }
 
 export async function createHost (opts: HostOptions): Promise<MeshHost> {
@@ -221,6 +225,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         // two private nodes meet over a relay; their gossip must be able to use it
         runOnLimitedConnection: network !== undefined
       }),
+      // libp2p ages peer-store records out only when it reads them, six hours on: the count is bounded here
+      peerStoreBound: peerStoreBound(opts.peerStore),
       ...(network === undefined ? {} : networkServices(network))
     }
   }

@@ -250,6 +250,19 @@ export const RESPONDER_NODE_HELD_ANSWER_MAX_BYTES = 8 * RESPONDER_HELD_ANSWER_MA
 export const PEER_STORE_MEMORY_MAX = 4096
 
 /**
+ * Peer-store records a node keeps at most after a pass of the bound
+ * (peer-store-bound.ts): libp2p writes one for every peer the node met or
+ * only tried to dial, and ages one out only when it reads it six hours after
+ * its last write. Far above what a node of a 500-node mesh learns (one per
+ * peer); past it the records of peers that are not connected and carry no
+ * tag go, a few hundred bytes each.
+ */
+export const PEER_STORE_PEERS_MAX = 4096
+
+/** Time between two passes of the peer-store bound (peer-store-bound.ts); each reads every record once. */
+export const PEER_STORE_PRUNE_INTERVAL_MS = 60_000
+
+/**
  * Calls in a row that one pooled stream let time out without a single frame
  * coming back on it: the stream is then taken out of use (client.ts), so later
  * calls to the peer open a new one instead of queueing behind a stream the
