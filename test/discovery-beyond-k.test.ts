@@ -14,7 +14,6 @@ import type { PeerId, Stream } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, type AgentCard } from '../src/card/card.ts'
-import { DISCOVER_TIMEOUT_MAX_MS } from '../src/card/constants.ts'
 import type { DiscoveryStats } from '../src/card/discovery-stats.ts'
 import { DHT_PROTOCOL, DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
@@ -25,15 +24,10 @@ import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { newKey } from './card-fixtures.ts'
 import { startMesh, stopAll } from './helpers.ts'
-import { holdersOf, storeOf } from './fixtures/dht-records.ts'
+import { BUDGET_MS, holdersOf, storeOf } from './fixtures/dht-records.ts'
 
 const log = componentLogger(undefined, 'test')
 
-/**
- * The discovers' time budget: the widest a caller may give. These cases judge what a lookup asks and names, and
- * which cards come, not how soon: a busy machine (the suite's other files on both cores) must not end them first.
- */
-const BUDGET_MS = DISCOVER_TIMEOUT_MAX_MS
 const K = 3
 const NODES = 10
 const OFFERING = 7

@@ -20,16 +20,10 @@ import { multiaddr } from '@multiformats/multiaddr'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
-import { DISCOVER_TIMEOUT_MAX_MS } from '../src/card/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
+import { BUDGET_MS, holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
-/**
- * The discovers' time budget: the widest a caller may give. These cases judge what a lookup asks and names, and
- * which cards come, not how soon: a busy machine (the suite's other files on both cores) must not end them first.
- */
-const BUDGET_MS = DISCOVER_TIMEOUT_MAX_MS
 const K = 3
 const NODES = 9
 const cap = { capability_id: 'cap:few-honest', version: '1.0.0' }
