@@ -276,6 +276,7 @@ export class MeshNode {
       ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
       ...(o.network === undefined ? {} : { network: o.network }),
       ...(o.announce === undefined ? {} : { announce: o.announce }),
+      peerStore: { writable: () => this.datastore?.health.failing === undefined },
       dhtValidators: { [CARD_DHT_NAMESPACE]: validateCardRecord },
       dhtSelectors: { [CARD_DHT_NAMESPACE]: selectCardRecord }
     })

@@ -20,11 +20,12 @@ import { MemoryDatastore } from 'datastore-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createMeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
-import { PEER_STORE_PRUNE_INTERVAL_MS } from '../src/wire/network-constants.ts'
+import { PEER_STORE_PEERS_MAX, PEER_STORE_PRUNE_INTERVAL_MS } from '../src/wire/network-constants.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { silentLogger } from '../src/logger.ts'
 import { startLoopbackHost, until } from './helpers.ts'
 import { closerOnly, requestType, type PeerInfo } from './fixtures/dht-wire.ts'
+import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
 
 const hosts: MeshHost[] = []
 afterEach(async () => { await Promise.all(hosts.splice(0).map(async h => h.stop())) })
@@ -115,7 +116,7 @@ describe('the peer-store bound', () => {
 
     // the connected friend and the tagged peer stay, and the two dialed last fill the bound
     expect(await held(a)).toEqual(ids([friend.peerId, tagged.peerId, dialed[1] as PeerId, dialed[2] as PeerId]))
-    expect(a.services.peerStoreBound.stats).toEqual({ records: 10, pruned: 6, passes: 1, failures: 0 })
+    expect(a.services.peerStoreBound.stats).toEqual({ records: 10, pruned: 6, passes: 1, failures: 0, heldBack: 0 })
     // the connection to the friend is untouched
     expect(a.getConnections(friend.peerId).length).toBeGreaterThan(0)
   })
@@ -185,7 +186,7 @@ describe('the peer-store bound', () => {
       await until(async () => (await onDisk.host.peerStore.has(inMemory.host.peerId)) && inMemory.host.peerStore.has(onDisk.host.peerId), 'each recorded by the other')
       for (const n of [onDisk, inMemory]) {
         await n.host.services.peerStoreBound.pass()
-        expect(n.host.services.peerStoreBound.stats).toEqual({ records: 1, pruned: 0, passes: 1, failures: 0 })
+        expect(n.host.services.peerStoreBound.stats).toEqual({ records: 1, pruned: 0, passes: 1, failures: 0, heldBack: 0 })
       }
     } finally {
       await inMemory.stop()
@@ -193,4 +194,34 @@ describe('the peer-store bound', () => {
       await rm(dir, { recursive: true, force: true })
     }
   })
+
+  it('deletes nothing while the node\'s disk refuses writes (a delete would only take room in memory), and catches up once it takes them', async () => {
+    const faulty = new FaultyDatastore(new MemoryDatastore())
+    const node = await createMeshNode({ datastore: faulty.store, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() })
+    try {
+      await node.start()
+      const store = node.host.peerStore
+      const over = 8
+      for (let i = 0; i < PEER_STORE_PEERS_MAX + over; i++) {
+        await store.merge(peerIdFromPrivateKey(await generateKeyPair('Ed25519')), { multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/9')] })
+      }
+      const bound = node.host.services.peerStoreBound
+      // the disk fills: the record of a peer met now is kept in memory (peer-store-memory.ts)
+      faulty.failing = true
+      await store.merge(peerIdFromPrivateKey(await generateKeyPair('Ed25519')), { multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/9')] })
+      expect(node.peerStoreMemory?.held).toBe(1)
+      await bound.pass()
+      expect(bound.stats).toMatchObject({ records: PEER_STORE_PEERS_MAX + over + 1, pruned: 0, failures: 0, heldBack: 1 })
+      // the pass took no room in memory
+      expect(node.peerStoreMemory?.held).toBe(1)
+
+      faulty.failing = false
+      // the next write the disk takes ends the failing (write-guard.ts)
+      await store.merge(peerIdFromPrivateKey(await generateKeyPair('Ed25519')), { multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/9')] })
+      await bound.pass()
+      expect(bound.stats).toMatchObject({ records: PEER_STORE_PEERS_MAX + over + 2, pruned: over + 2, failures: 0, heldBack: 1 })
+    } finally {
+      await node.stop()
+    }
+  }, 120_000)
 })

@@ -155,9 +155,9 @@ export class NodeMetrics {
       const s = node.peerStoreMemory
       return s === undefined ? undefined : { held: s.held, kept: s.kept, overflow: s.overflow, after_close: s.afterClose }
     })
-    figures('aap_peer_store', 'The peer-store bound (src/wire/peer-store-bound.ts): records found by its last pass and the bound; since start, records of peers neither connected nor tagged deleted past the bound, passes, and passes that failed', (node) => {
+    figures('aap_peer_store', 'The peer-store bound (src/wire/peer-store-bound.ts): records found by its last pass and the bound; since start, records of peers neither connected nor tagged deleted past the bound, passes, passes that failed, and passes over the bound that deleted nothing while the disk refused writes', (node) => {
       const s = node.host.services.peerStoreBound.stats
-      return { records: s.records, max: node.host.services.peerStoreBound.maxPeers, pruned: s.pruned, passes: s.passes, failures: s.failures }
+      return { records: s.records, max: node.host.services.peerStoreBound.maxPeers, pruned: s.pruned, passes: s.passes, failures: s.failures, held_back: s.heldBack }
     })
     figures('aap_forks', 'Runs found forked here since start (two events their executor signed at one seq: src/events/forks.ts), and the proofs kept', (node) => ({ found: node.events.forks.found, kept: node.events.forks.size }))
     figures('aap_held_answers', 'Answers this node\'s responders hold for callers that have not read them (src/wire/held-answers.ts): bytes and streams now, the bound, and since start the streams cut off past it and the bytes they held', (node) => {

@@ -37,6 +37,12 @@ export interface PeerStoreBoundInit {
   maxPeers?: number
   /** Time between passes (default PEER_STORE_PRUNE_INTERVAL_MS). */
   intervalMs?: number
+  /**
+   * Whether a delete frees room now (default: always). The node says no while
+   * its disk refuses writes: a delete would then only take a place of the
+   * records peer-store-memory.ts keeps in memory, and free nothing.
+   */
+  writable?: () => boolean
 }
 
 export interface PeerStoreBoundComponents {
@@ -56,6 +62,8 @@ export interface PeerStoreBoundStats {
   passes: number
   /** Passes that failed (a read or a delete the store refused), each logged with its reason. */
   failures: number
+  /** Passes over the bound that deleted nothing, or stopped, because the store refused writes then (`writable`). */
+  heldBack: number
 }
 
 interface Candidate { peer: PeerId, lastDial: number }
@@ -63,9 +71,10 @@ interface Candidate { peer: PeerId, lastDial: number }
 export class PeerStoreBound implements Startable {
   readonly [Symbol.toStringTag] = 'aap:peer-store-bound'
   readonly [serviceCapabilities]: string[] = []
-  readonly stats: PeerStoreBoundStats = { records: 0, pruned: 0, passes: 0, failures: 0 }
+  readonly stats: PeerStoreBoundStats = { records: 0, pruned: 0, passes: 0, failures: 0, heldBack: 0 }
   readonly maxPeers: number
   private readonly intervalMs: number
+  private readonly writable: () => boolean
   private readonly log: Logger
   private timer?: ReturnType<typeof setInterval>
   private running?: Promise<void>
@@ -76,6 +85,7 @@ export class PeerStoreBound implements Startable {
     this.components = components
     this.maxPeers = init.maxPeers ?? PEER_STORE_PEERS_MAX
     this.intervalMs = init.intervalMs ?? PEER_STORE_PRUNE_INTERVAL_MS
+    this.writable = init.writable ?? (() => true)
     this.log = components.logger.forComponent('aap:wire:peer-store-bound')
   }
 
@@ -115,6 +125,11 @@ export class PeerStoreBound implements Startable {
     }
     this.stats.records = keys
     if (keys <= this.maxPeers) return
+    if (!this.writable()) {
+      this.stats.heldBack++
+      this.log('%d peer-store records, over the bound, kept while the store refuses writes', keys)
+      return
+    }
     const candidates: Candidate[] = []
     let records = 0
     // libp2p's read deletes the expired records on its way
@@ -130,6 +145,11 @@ export class PeerStoreBound implements Startable {
     for (const c of candidates) {
       if (excess <= 0) break
       options.signal?.throwIfAborted()
+      // the disk may fill during the pass: its first refused delete ends it
+      if (!this.writable()) {
+        this.stats.heldBack++
+        break
+      }
       // connected (or tagged) since the read: kept, and its place counted against another
       if (this.components.connectionManager.getConnections(c.peer).length > 0) continue
       const now = await this.current(c.peer, options)
