@@ -163,11 +163,14 @@ export class Announcer {
     }
     const dht = host.services.dht
     const put = (async () => {
-      // the replicas sent the record (the walk's own errors are not theirs)
-      const sentTo = new Set<string>()
+      // the replicas: the peers sent the record, and those that answered the put's walk (kad-dht puts the record at the
+      // closest that answered; one whose stream for it could not be opened fails before any PUT_VALUE is sent). The
+      // walk's own errors come from peers that did not answer it, and are not theirs
+      const replicas = new Set<string>()
       for await (const ev of dht.put(cardRecordKey(card.agent_id), encodeCardRecord(card), { signal: sig })) {
-        if (ev.name === 'SEND_QUERY' && ev.messageType === MessageType.PUT_VALUE) sentTo.add(ev.to.toString())
-        if (ev.name !== 'QUERY_ERROR' || !sentTo.has(ev.from.toString())) continue
+        if (ev.name === 'SEND_QUERY' && ev.messageType === MessageType.PUT_VALUE) replicas.add(ev.to.toString())
+        if (ev.name === 'PEER_RESPONSE') replicas.add(ev.from.toString())
+        if (ev.name !== 'QUERY_ERROR' || !replicas.has(ev.from.toString())) continue
         // a replica that refused the record (its store full, say) or failed: the others still hold it
         stats.cardPutsRefused++
         log.debug({ err: ev.error, peer: ev.from.toString() }, 'a replica did not take the card record')
