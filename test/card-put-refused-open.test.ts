@@ -8,13 +8,12 @@
  * only DHT peer of A answers the walk of A's card record, then stops serving
  * the DHT.
  */
-import type { Stream, StreamMessageEvent } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cardRecordKey } from '../src/card/card.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { MeshHost } from '../src/wire/host.ts'
-import { closerOnly, requestType } from './fixtures/dht-wire.ts'
+import { closerOnly, serveDht } from './fixtures/dht-wire.ts'
 import { startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
 
 /** kad-dht's message type of a walk step (FIND_NODE, its GET_CLOSER_PEERS). */
@@ -33,22 +32,14 @@ describe('a replica whose stream for the card record cannot be opened', () => {
     // it answers every request naming nobody closer; once it answered the walk to A's card record, it no longer
     // serves the DHT
     const recordKey = Buffer.from(cardRecordKey(A.agentId))
-    await replica.unhandle(DHT_PROTOCOL)
-    await replica.handle(DHT_PROTOCOL, (stream: Stream) => {
-      let buf = new Uint8Array(0)
-      stream.addEventListener('message', (evt: StreamMessageEvent) => {
-        const data = evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()
-        buf = Uint8Array.from([...buf, ...data])
-        const type = requestType(buf)
-        if (type === undefined) return
-        const request = Buffer.from(buf)
-        buf = new Uint8Array(0)
-        stream.send(closerOnly(type, []))
-        if (type !== FIND_NODE || !request.includes(recordKey)) return
+    await serveDht(replica, (type, request, stream) => {
+      if (type === FIND_NODE && Buffer.from(request).includes(recordKey)) {
         answered++
+        // the stream open already is answered; new ones are refused
         replica.unhandle(DHT_PROTOCOL).catch((err: unknown) => { stream.abort(err as Error) })
-      })
-    }, { maxInboundStreams: 100 })
+      }
+      return closerOnly(type, [])
+    })
     await A.join(replica.getMultiaddrs().map(a => a.toString()))
     await until(async () => (await A.host.peerStore.get(replica.peerId)).tags.has('kad-peer'), 'the replica in A\'s routing table')
   }, 60_000)

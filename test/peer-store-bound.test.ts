@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer, type AddressInfo } from 'node:net'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import type { PeerId, Stream, StreamMessageEvent } from '@libp2p/interface'
+import type { PeerId } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { MemoryDatastore } from 'datastore-core'
@@ -21,10 +21,9 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createMeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
 import { PEER_STORE_PEERS_MAX, PEER_STORE_PRUNE_INTERVAL_MS } from '../src/wire/network-constants.ts'
-import { DHT_PROTOCOL } from '../src/constants.ts'
 import { silentLogger } from '../src/logger.ts'
 import { startLoopbackHost, until } from './helpers.ts'
-import { closerOnly, requestType, type PeerInfo } from './fixtures/dht-wire.ts'
+import { closerOnly, serveDht, type PeerInfo } from './fixtures/dht-wire.ts'
 import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
 
 const hosts: MeshHost[] = []
@@ -67,22 +66,6 @@ async function closedPort (): Promise<number> {
   const port = (server.address() as AddressInfo).port
   await new Promise<void>((resolve, reject) => { server.close((err) => { if (err === undefined) resolve(); else reject(err) }) })
   return port
-}
-
-/** `liar`'s DHT answers every request with `named` as the closer peers, and nothing else. */
-async function answerWith (liar: MeshHost, named: PeerInfo[]): Promise<void> {
-  await liar.unhandle(DHT_PROTOCOL)
-  await liar.handle(DHT_PROTOCOL, (stream: Stream) => {
-    let buf = new Uint8Array(0)
-    stream.addEventListener('message', (evt: StreamMessageEvent) => {
-      const data = evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()
-      buf = Uint8Array.from([...buf, ...data])
-      const type = requestType(buf)
-      if (type === undefined) return
-      buf = new Uint8Array(0)
-      stream.send(closerOnly(type, named))
-    })
-  }, { maxInboundStreams: 100 })
 }
 
 describe('the peer-store bound', () => {
@@ -144,7 +127,8 @@ describe('the peer-store bound', () => {
     for (let i = 0; i < 30; i++) named.push({ id: peerIdFromPrivateKey(await generateKeyPair('Ed25519')), addrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`).bytes] })
     const liar = await startLoopbackHost()
     hosts.push(liar)
-    await answerWith(liar, named)
+    // its DHT answers every request with the thirty as the closer peers, and nothing else
+    await serveDht(liar, (type) => closerOnly(type, named))
     await a.dial(liar.getMultiaddrs())
     await until(async () => (await a.peerStore.get(liar.peerId)).tags.has('kad-peer'), 'the liar in the routing table')
     // a lookup asks the liar, which names thirty peers that do not exist; each gets a record without a connection
