@@ -259,7 +259,7 @@ export const PEER_STORE_MEMORY_MAX = 4096
  */
 export const PEER_STORE_PEERS_MAX = 4096
 
-/** Time between two passes of the peer-store bound (peer-store-bound.ts); each reads every record once. */
+/** Time between two passes of the peer-store bound (peer-store-bound.ts); each counts the records' keys, and reads the records only past PEER_STORE_PEERS_MAX. */
 export const PEER_STORE_PRUNE_INTERVAL_MS = 60_000
 
 /**

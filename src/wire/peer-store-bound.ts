@@ -148,7 +148,8 @@ export class PeerStoreBound implements Startable {
       // the disk may fill during the pass: its first refused delete ends it
       if (!this.writable()) {
         this.stats.heldBack++
-        break
+        this.log('%d peer-store records over the bound kept: the store refuses writes since this pass began', excess)
+        return
       }
       // connected (or tagged) since the read: kept, and its place counted against another
       if (this.components.connectionManager.getConnections(c.peer).length > 0) continue
