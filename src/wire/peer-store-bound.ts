@@ -12,7 +12,7 @@
  *
  * This service counts the records' keys once per PEER_STORE_PRUNE_INTERVAL_MS
  * (no record decoded). Only past PEER_STORE_PEERS_MAX it reads every record
- * (the read itself deletes the expired ones, as any read of libp2p's does)
+ * (the read itself deletes the expired ones, like every read of libp2p's)
  * and, while more than the bound are left, deletes those no part of the
  * node holds on to: a peer with an open connection or any tag stays (kad-dht
  * tags its routing table and closest peers, the connection budget the peers
