@@ -170,6 +170,8 @@ describe('sidecar end to end: node processes, Python agents over HTTP, the CLI',
     // the peer-store bound (src/wire/peer-store-bound.ts): its bound, and nothing pruned in a mesh this small
     expect(text).toMatch(/^aap_peer_store\{what="max"\} 4096$/m)
     expect(text).toMatch(/^aap_peer_store\{what="pruned"\} 0$/m)
+    // the routing-table upkeep (src/wire/dht-upkeep.ts): no contact of this mesh left it
+    expect(text).toMatch(/^aap_dht_upkeep\{what="removed"\} 0$/m)
     // the relay client's figures (a node of the local mesh runs none: all zero)
     expect(text).toMatch(/^aap_relay_client\{what="reservations_failed"\} 0$/m)
     expect(text).toMatch(/^aap_relay_client\{what="addrs_dropped"\} 0$/m)

@@ -159,6 +159,10 @@ export class NodeMetrics {
       const s = node.host.services.peerStoreBound.stats
       return { records: s.records, max: node.host.services.peerStoreBound.maxPeers, pruned: s.pruned, passes: s.passes, failures: s.failures, held_back: s.heldBack }
     })
+    figures('aap_dht_upkeep', 'Routing-table contacts a dial failed to reach, since start (src/wire/dht-upkeep.ts): checked, removed because their ping failed too, kept because they answered, left because the table was at DHT_UPKEEP_TABLE_FLOOR, suspects not queued past DHT_UPKEEP_SUSPECTS_MAX, and checks that failed otherwise', (node) => {
+      const s = node.host.services.dhtUpkeep.stats
+      return { checked: s.checked, removed: s.removed, kept: s.kept, at_floor: s.atFloor, dropped: s.dropped, failures: s.failures }
+    })
     figures('aap_forks', 'Runs found forked here since start (two events their executor signed at one seq: src/events/forks.ts), and the proofs kept', (node) => ({ found: node.events.forks.found, kept: node.events.forks.size }))
     figures('aap_held_answers', 'Answers this node\'s responders hold for callers that have not read them (src/wire/held-answers.ts): bytes and streams now, the bound, and since start the streams cut off past it and the bytes they held', (node) => {
       const h = node.heldAnswers

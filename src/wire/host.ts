@@ -32,6 +32,7 @@ import { dhtWithoutKeepAlive } from './dht-keepalive.ts'
 import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-repeats.ts'
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
 import { peerStoreBound, type PeerStoreBound, type PeerStoreBoundInit } from './peer-store-bound.ts'
+import { dhtUpkeep, type DhtUpkeep, type DhtUpkeepInit } from './dht-upkeep.ts'
 import { coalesceTcpWrites } from './tcp-writes.ts'
 import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
 import { AddressFilter, allowConfigured, registerFilter } from './address-filter.ts'
@@ -48,6 +49,7 @@ export interface HostServices {
   dht: KadDHT
   pubsub: GossipSub
   peerStoreBound: PeerStoreBound
+  dhtUpkeep: DhtUpkeep
   [key: string]: unknown
 }
 
@@ -68,6 +70,8 @@ export interface DhtTuning {
   clientMode?: boolean
   /** Card records stored for others at most (default DHT_RECORDS_STORED_MAX, src/card/record-cap.ts). */
   recordsMax?: number
+  /** How contacts a dial failed to reach are checked and removed (dht-upkeep.ts). */
+  upkeep?: DhtUpkeepInit
 }
 
 export interface HostOptions {
@@ -227,6 +231,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       }),
       // libp2p ages peer-store records out only when it reads them, six hours on: the count is bounded here
       peerStoreBound: peerStoreBound(opts.peerStore),
+      // kad-dht keeps a contact it cannot reach while its bucket has room: one a dial failed to reach and a ping
+      // does not answer is removed here
+      dhtUpkeep: dhtUpkeep(opts.dht?.upkeep),
       ...(network === undefined ? {} : networkServices(network))
     }
   }

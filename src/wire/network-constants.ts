@@ -323,3 +323,20 @@ export const RESPONDER_FRAME_MIN_COST_BYTES = 128
  */
 export const RESPONDER_BACKLOG_MAX_BYTES = 1024 * 1024
 
+
+/**
+ * How long the routing-table upkeep (dht-upkeep.ts) waits for the ping of a
+ * contact that a dial failed to reach before it removes the contact. Above
+ * libp2p's address dial timeout (6 s), so a contact reachable at all answers.
+ */
+export const DHT_UPKEEP_PING_TIMEOUT_MS = 10_000
+
+/** Contacts suspected gone (a failed dial) that wait for their check at most; each check is one ping at most. */
+export const DHT_UPKEEP_SUSPECTS_MAX = 256
+
+/**
+ * Contacts the upkeep leaves in the routing table at least. When this node is
+ * the one cut off, every dial fails; the contacts it keeps are where its walks
+ * start again once it is back.
+ */
+export const DHT_UPKEEP_TABLE_FLOOR = 8
