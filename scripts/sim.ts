@@ -74,6 +74,11 @@ if (nodes < 6 || nodes > maxNodes) {
   process.stderr.write(`--nodes must be between 6 and ${maxNodes}\n`)
   process.exit(2)
 }
+// group processes hold nodes of the in-process scenario; the separate-process and churn scenarios place their own
+if (perProcess !== undefined && (values.churn === true || values.processes === true)) {
+  process.stderr.write('--per-process goes with neither --processes nor --churn\n')
+  process.exit(2)
+}
 const tty = process.stderr.isTTY
 const opts = {
   ...DEFAULT_SCENARIO,

@@ -54,4 +54,11 @@ describe('script options', () => {
     expect(bad.stderr).toMatch(/^--quiet-discovers must be a whole number of 1 or more/)
     expect(bad.stderr).not.toMatch(/\n\s+at /)
   })
+
+  it.each([['--churn'], ['--processes']])('scripts/sim.ts --per-process with %s is a usage error before any node starts', (flag) => {
+    const bad = run('scripts/sim.ts', '--per-process', '50', flag)
+    expect(bad.status).toBe(2)
+    expect(bad.stderr).toMatch(/^--per-process goes with neither --processes nor --churn/)
+    expect(bad.stderr).not.toMatch(/\n\s+at /)
+  })
 })
