@@ -6,12 +6,16 @@
  * the next walk does not try it; a suspect that answers its ping stays, and a
  * connected contact whose requests fail is not suspected; the table is not
  * brought below its floor; suspects past their bound are counted, not queued.
+ * Two cases from a review: a removed contact is not taken back unpinged when
+ * a peer still names it within DHT_CONTACT_FRESH_MS of its last connection,
+ * and a suspect queued as a drain ends is still checked.
  */
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PeerId } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { DhtTuning, MeshHost } from '../src/wire/host.ts'
+import { dhtRepeats, type DhtTuning, type MeshHost } from '../src/wire/host.ts'
 import { startLoopbackHost, until } from './helpers.ts'
 import { serveDht } from './fixtures/dht-wire.ts'
 
@@ -118,5 +122,55 @@ describe('routing-table upkeep', () => {
     await a.services.dhtUpkeep.settled()
     // none is a contact, so none is checked; two waited, three were counted
     expect(a.services.dhtUpkeep.stats).toMatchObject({ checked: 0, dropped: 3 })
+  })
+
+  it('does not take a removed contact back when a peer that still knows it names it a moment later', async () => {
+    const a = await host({ upkeep: { tableFloor: 0 } })
+    const b = await host()
+    const c = await host()
+    await contactsOf(a, [b, c])
+    await b.dial(c.getMultiaddrs())
+    await until(async () => isContact(b, c.peerId), 'c a contact of b too')
+    await stopAndWait(a, c)
+    await until(() => b.getConnections(c.peerId).length === 0, 'b saw c leave')
+    await walkDialed(a, c.peerId)
+    await until(async () => !await isContact(a, c.peerId), 'the contact that left removed')
+    await a.services.dhtUpkeep.settled()
+    // b still names c; with an address a has not heard for it, so a handles the naming (not a repeat)
+    await b.peerStore.merge(c.peerId, { multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/9')] })
+    const unconnectedBefore = dhtRepeats(a).namedUnconnected
+    const named: string[] = []
+    for await (const e of a.services.dht.getClosestPeers(b.peerId.toMultihash().bytes, { signal: AbortSignal.timeout(20_000) })) {
+      if (e.name === 'PEER_RESPONSE') named.push(...e.closer.map(p => p.id.toString()))
+    }
+    expect(named).toContain(c.peerId.toString())
+    // a's connection to c closed less than DHT_CONTACT_FRESH_MS ago: without the upkeep's forget, that counted
+    // as alive and c went back into the table unpinged; now c is a named peer a holds no connection to
+    await until(async () => dhtRepeats(a).namedUnconnected > unconnectedBefore || await isContact(a, c.peerId), 'a judged the naming of c')
+    expect(await isContact(a, c.peerId)).toBe(false)
+    expect(a.services.dhtUpkeep.stats.removed).toBe(1)
+  })
+
+  it('checks a suspect queued just as a drain ends', async () => {
+    const a = await host({ upkeep: { tableFloor: 0 } })
+    const c = await host()
+    await contactsOf(a, [c])
+    await stopAndWait(a, c)
+    const svc = a.services.dhtUpkeep
+    // c is suspected between the end of the drain's loop and the reset of its promise (one microtask)
+    const drain = Reflect.get(svc, 'drain') as () => Promise<void>
+    let armed = true
+    Reflect.set(svc, 'drain', () => {
+      const p = Reflect.apply(drain, svc, []) as Promise<void>
+      if (armed) {
+        armed = false
+        void p.then(() => { svc.suspect(c.peerId) })
+      }
+      return p
+    })
+    svc.suspect(peerIdFromPrivateKey(await generateKeyPair('Ed25519')))
+    await svc.settled()
+    expect(svc.stats).toMatchObject({ checked: 1, removed: 1 })
+    expect(await isContact(a, c.peerId)).toBe(false)
   })
 })

@@ -67,6 +67,8 @@ export interface LivenessOptions {
  */
 export interface LivenessPing extends Ping {
   aliveWithoutPing: (peer: PeerId) => boolean
+  /** Forget when the peer's last connection closed (dht-upkeep.ts found it gone): it counts as alive only on a ping again. */
+  forget: (peer: PeerId) => void
 }
 
 /** The ping kad-dht's routing table is given (see the module comment). */
@@ -92,6 +94,7 @@ export function livenessPing (components: Components, stats: ContactLivenessStat
   }
   return {
     aliveWithoutPing: (peer) => connectedNow(peer) || closedLately(peer),
+    forget: (peer) => { closedAt.delete(peer.toString()) },
     ping: async (peer, options) => {
       if (isPeerId(peer)) {
         if (connectedNow(peer)) {
@@ -129,18 +132,22 @@ function tableOf (dht: object): TableLookup | undefined {
 
 export interface ContactLiveness {
   readonly stats: ContactLivenessStats
+  /** The ping's `forget`, once kad-dht was made. */
+  forget: (peer: PeerId) => void
   /** kad-dht's factory, with the ping above in its components. */
   wrap: (factory: (components: KadDHTComponents) => KadDHT) => (components: KadDHTComponents) => KadDHT
 }
 
 export function contactLiveness (): ContactLiveness {
   const stats: ContactLivenessStats = { connected: 0, recent: 0, unverified: 0, pinged: 0, failed: 0 }
+  let made: LivenessPing | undefined
   return {
     stats,
+    forget: (peer) => { made?.forget(peer) },
     wrap: (factory) => (components) => {
       let table: TableLookup | undefined
       // made before the DHT, so the closes before its first ping are known too
-      const ping = livenessPing(components, stats, {
+      const ping = made = livenessPing(components, stats, {
         // without a routing table to ask (another kad-dht version), every contact is pinged as kad-dht would
         inTable: async (peer) => table === undefined || await table.find(peer) !== undefined
       })

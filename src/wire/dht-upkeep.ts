@@ -39,6 +39,13 @@ export interface DhtUpkeepInit {
   suspectsMax?: number
   /** Contacts the upkeep leaves in the table at least (default DHT_UPKEEP_TABLE_FLOOR). */
   tableFloor?: number
+  /**
+   * Called before a contact is removed. The host has the liveness ping
+   * (dht-contacts.ts) forget that the peer's connection closed a moment ago,
+   * which would otherwise let a peer still named by others back into the
+   * table without a ping.
+   */
+  forget?: (peer: PeerId) => void
 }
 
 export interface DhtUpkeepComponents {
@@ -94,6 +101,7 @@ export class DhtUpkeep implements Startable {
   private readonly pingTimeoutMs: number
   private readonly suspectsMax: number
   private readonly tableFloor: number
+  private readonly forget: ((peer: PeerId) => void) | undefined
   private readonly log: Logger
   /** Suspects by peer id, in the order they came; the one being checked stays until its check ends. */
   private readonly suspects = new Map<string, PeerId>()
@@ -106,6 +114,7 @@ export class DhtUpkeep implements Startable {
     this.pingTimeoutMs = init.pingTimeoutMs ?? DHT_UPKEEP_PING_TIMEOUT_MS
     this.suspectsMax = init.suspectsMax ?? DHT_UPKEEP_SUSPECTS_MAX
     this.tableFloor = init.tableFloor ?? DHT_UPKEEP_TABLE_FLOOR
+    this.forget = init.forget
     this.log = components.logger.forComponent('aap:wire:dht-upkeep')
   }
 
@@ -133,7 +142,7 @@ export class DhtUpkeep implements Startable {
     this.unhook?.()
     this.unhook = undefined
     this.stopping?.abort()
-    await this.draining
+    while (this.draining !== undefined) await this.draining
     this.suspects.clear()
   }
 
@@ -152,7 +161,16 @@ export class DhtUpkeep implements Startable {
       return
     }
     this.suspects.set(key, peer)
-    this.draining ??= this.drain().finally(() => { this.draining = undefined })
+    this.kick()
+  }
+
+  /** Start draining unless a drain runs; a suspect queued as one ends (after its loop, before this resets) starts the next. */
+  private kick (): void {
+    if (this.draining !== undefined) return
+    this.draining = this.drain().finally(() => {
+      this.draining = undefined
+      if (this.suspects.size > 0 && !this.stopped()) this.kick()
+    })
   }
 
   private stopped (): boolean {
@@ -210,6 +228,7 @@ export class DhtUpkeep implements Startable {
       this.stats.kept++
       return
     }
+    this.forget?.(peer)
     await table.remove(peer)
     this.stats.removed++
     this.log('contact %s removed from the routing table: a dial to it failed, then its ping (%s)', peer.toString(), reason)

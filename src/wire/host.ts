@@ -233,7 +233,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       peerStoreBound: peerStoreBound(opts.peerStore),
       // kad-dht keeps a contact it cannot reach while its bucket has room: one a dial failed to reach and a ping
       // does not answer is removed here
-      dhtUpkeep: dhtUpkeep(opts.dht?.upkeep),
+      dhtUpkeep: dhtUpkeep({ ...opts.dht?.upkeep, forget: contacts.forget }),
       ...(network === undefined ? {} : networkServices(network))
     }
   }
