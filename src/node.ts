@@ -368,12 +368,12 @@ export class MeshNode {
   async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
     if (!this.state.started) throw stoppedError('keepJoined')
     if (this.bootstrapper !== undefined) throw new Error('keepJoined was already called')
-    this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), ...(onJoined === undefined ? {} : { onJoined }) })
+    this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), remembered: async (signal) => this.host.services.rememberedPeers.dial(signal), ...(onJoined === undefined ? {} : { onJoined }) })
     return this.bootstrapper.start()
   }
 
   /** The bootstrap loop's counters (src/wire/bootstrap.ts), once keepJoined was called. */
-  get bootstrap (): Pick<Bootstrapper, 'failedRounds' | 'churnRedials' | 'churnWaits' | 'cutOffRedials' | 'churnDelayMs'> | undefined {
+  get bootstrap (): Pick<Bootstrapper, 'failedRounds' | 'churnRedials' | 'churnWaits' | 'cutOffRedials' | 'churnDelayMs' | 'rejoined'> | undefined {
     return this.bootstrapper
   }
 

@@ -22,6 +22,8 @@ describe('bootstrap metrics', () => {
     joined.detach()
     expect(text).toMatch(/^aap_bootstrap\{what="failed_rounds"\} 0$/m)
     expect(text).toMatch(/^aap_bootstrap\{what="churn_redials"\} 0$/m)
+    expect(text).toMatch(/^aap_bootstrap\{what="rejoined"\} 0$/m)
+    expect(text).toMatch(/^aap_remembered_peers\{what="max"\} 16$/m)
     expect(text).toMatch(new RegExp(`^aap_bootstrap\\{what="churn_delay_ms"\\} ${BOOTSTRAP_CHURN_MIN_MS}$`, 'm'))
     const alone = new NodeMetrics()
     alone.attach(a)

@@ -141,8 +141,12 @@ export class NodeMetrics {
     })
     figures('aap_storage_syncs', 'Syncs of the datastore\'s log to disk since start (src/storage/durability.ts), and those that failed; absent without a data dir', ({ durability: d }) =>
       d === undefined ? undefined : { syncs: d.stats.syncs, failures: d.stats.failures })
-    figures('aap_bootstrap', 'The bootstrap loop (src/wire/bootstrap.ts), since start: rounds that reached no bootstrap peer since the last that did, redials of a peer that closed the connection again while this node held others, checks that waited before such a redial, redials at once of a node that looked cut off, and the wait before the next such redial (ms); absent without --bootstrap', ({ bootstrap: b }) =>
-      b === undefined ? undefined : { failed_rounds: b.failedRounds, churn_redials: b.churnRedials, churn_waits: b.churnWaits, cut_off_redials: b.cutOffRedials, churn_delay_ms: b.churnDelayMs })
+    figures('aap_bootstrap', 'The bootstrap loop (src/wire/bootstrap.ts), since start: rounds that reached no bootstrap peer since the last that did, redials of a peer that closed the connection again while this node held others, checks that waited before such a redial, redials at once of a node that looked cut off, the wait before the next such redial (ms), and rounds that reached no bootstrap peer but rejoined through peers remembered from before (src/wire/remembered-peers.ts); absent without --bootstrap', ({ bootstrap: b }) =>
+      b === undefined ? undefined : { failed_rounds: b.failedRounds, churn_redials: b.churnRedials, churn_waits: b.churnWaits, cut_off_redials: b.cutOffRedials, churn_delay_ms: b.churnDelayMs, rejoined: b.rejoined })
+    figures('aap_remembered_peers', 'Peers this node dialed and found serving the DHT, remembered to rejoin through when no bootstrap peer answers (src/wire/remembered-peers.ts): held now and the bound; since start, lists written, writes refused, stored lists or entries left out as damaged, rejoin rounds and the peers they reached', (node) => {
+      const r = node.host.services.rememberedPeers
+      return { held: r.list().length, max: r.max, saved: r.stats.saved, save_failures: r.stats.saveFailures, load_failures: r.stats.loadFailures, dials: r.stats.dials, reached: r.stats.reached }
+    })
     figures('aap_connections', 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors', (node) => {
       const b = node.connections
       return { open: node.host.getConnections().length, max: b.max, pruned: b.stats.pruned, over_budget: b.stats.overBudget, errors: b.stats.errors }

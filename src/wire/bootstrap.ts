@@ -25,6 +25,12 @@
  * gone for good every 15 s for good (found by a review). One that holds no
  * peer, or at most half of those it held, dials with the retry backoff.
  *
+ * A round that reaches no bootstrap peer while the node holds no connection
+ * at all also dials the peers the node remembers having dialed before
+ * (`remembered`, remembered-peers.ts): a node restarted while every bootstrap
+ * peer it was given is gone gets back into the mesh through them. It goes on
+ * dialing its bootstrap peers with backoff meanwhile.
+ *
  * A bootstrap address without /p2p/<id> counts as connected once the peer it
  * reached is: the peer id of its first successful dial is kept. Before, such
  * an address never counted, and the loop redialed it at every check.
@@ -46,6 +52,8 @@ export interface BootstrapInit {
   log: Logger
   /** Called after each round that connected a bootstrap peer none was connected before. */
   onJoined?: (peers: number) => void
+  /** Dial the peers remembered from before (remembered-peers.ts); resolves to how many answered. */
+  remembered?: (signal: AbortSignal) => Promise<number>
   /** The check interval and the churn waits (default the BOOTSTRAP_* constants; shorter in tests). */
   checkMs?: number
   churnMinMs?: number
@@ -67,6 +75,8 @@ export class Bootstrapper {
   churnWaits = 0
   /** Redials at once because the node looked cut off (most of its connections gone) while a churn wait ran. */
   cutOffRedials = 0
+  /** Rounds that reached no bootstrap peer, held no connection, and reached a remembered peer. */
+  rejoined = 0
   /** Connections the node held at its last churn redial. */
   private heldAtRedial = 0
   /** The wait before the next such redial: BOOTSTRAP_CHURN_MIN_MS, doubled per redial. */
@@ -118,6 +128,13 @@ export class Bootstrapper {
     })
     const joined = results.length - failed.length
     if (failed.length > 0 && !this.ctl.signal.aborted) this.init.log.debug({ failed }, 'bootstrap dials failed')
+    if (joined === 0 && this.init.remembered !== undefined && this.init.host.getConnections().length === 0 && !this.ctl.signal.aborted) {
+      const reached = await this.init.remembered(AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)]))
+      if (reached > 0) {
+        this.rejoined++
+        this.init.log.info({ peers: reached }, 'no bootstrap peer answered; rejoined the mesh through peers remembered from before')
+      }
+    }
     return joined
   }
 

@@ -33,6 +33,7 @@ import { dhtRepeatStats, dhtWithoutRepeats, type DhtRepeatStats } from './dht-re
 import { cachePeerStore, type PeerStoreCacheStats } from './peer-store-cache.ts'
 import { peerStoreBound, type PeerStoreBound, type PeerStoreBoundInit } from './peer-store-bound.ts'
 import { dhtUpkeep, type DhtUpkeep, type DhtUpkeepInit } from './dht-upkeep.ts'
+import { rememberedPeers, type RememberedPeers, type RememberedPeersInit } from './remembered-peers.ts'
 import { coalesceTcpWrites } from './tcp-writes.ts'
 import { INBOUND_ADMITTED_OPEN_MS } from './network-constants.ts'
 import { AddressFilter, allowConfigured, registerFilter } from './address-filter.ts'
@@ -50,6 +51,7 @@ export interface HostServices {
   pubsub: GossipSub
   peerStoreBound: PeerStoreBound
   dhtUpkeep: DhtUpkeep
+  rememberedPeers: RememberedPeers
   [key: string]: unknown
 }
 
@@ -104,6 +106,8 @@ export interface HostOptions {
   network?: NetworkOptions
   /** The peer-store bound (peer-store-bound.ts; defaults: PEER_STORE_PEERS_MAX, PEER_STORE_PRUNE_INTERVAL_MS). */
   peerStore?: PeerStoreBoundInit
+  /** The peers remembered to rejoin through (remembered-peers.ts; defaults: REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_SAVE_INTERVAL_MS). */
+  remembered?: RememberedPeersInit
 }
 
 export async function createHost (opts: HostOptions): Promise<MeshHost> {
@@ -234,6 +238,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       // kad-dht keeps a contact it cannot reach while its bucket has room: one a dial failed to reach and a ping
       // does not answer is removed here
       dhtUpkeep: dhtUpkeep({ ...opts.dht?.upkeep, forget: contacts.forget }),
+      // the peers the bootstrap loop rejoins through when none of its own answers
+      rememberedPeers: rememberedPeers(opts.remembered),
       ...(network === undefined ? {} : networkServices(network))
     }
   }

@@ -340,3 +340,20 @@ export const DHT_UPKEEP_SUSPECTS_MAX = 256
  * start again once it is back.
  */
 export const DHT_UPKEEP_TABLE_FLOOR = 8
+
+/**
+ * Peers this node dialed and found serving the DHT that it remembers to rejoin
+ * through when no bootstrap peer answers (remembered-peers.ts). A few suffice:
+ * one that answers is a way back in, and its walks find the rest.
+ */
+export const REMEMBERED_PEERS_MAX = 16
+
+/** Addresses kept per remembered peer (the one its dial reached first, then those it announced), and the longest kept. */
+export const REMEMBERED_PEER_ADDRS_MAX = 8
+export const REMEMBERED_PEER_ADDR_MAX_CHARS = 512
+
+/** A stored list larger than this is not one this node wrote (16 peers of 8 addresses of 512 characters are about 70 KB). */
+export const REMEMBERED_PEERS_RECORD_MAX_BYTES = 128 * 1024
+
+/** Time between two writes of a changed list of remembered peers (and once when the node stops). */
+export const REMEMBERED_PEERS_SAVE_INTERVAL_MS = 60_000

@@ -1,0 +1,237 @@
+/**
+ * Peers to rejoin through when no bootstrap peer answers.
+ *
+ * A node joins through the bootstrap peers its operator names (bootstrap.ts).
+ * Restarted while those are all gone, it could not join at all, though it
+ * knew many peers of the mesh before: libp2p's peer store keeps their records,
+ * but reads no address older than an hour and no record older than six.
+ *
+ * This service remembers the last REMEMBERED_PEERS_MAX peers this node dialed
+ * itself and found serving the DHT (identify names the protocol): the address
+ * the dial reached first, then those the peer announced, at most
+ * REMEMBERED_PEER_ADDRS_MAX. Only peers this node dialed: those came from its
+ * bootstrap list, the DHT or a caller, so a stranger cannot fill the list by
+ * connecting to the node with many identities and have it rejoin through
+ * them alone. The list is written to the node's datastore (one key) once per
+ * REMEMBERED_PEERS_SAVE_INTERVAL_MS when it changed, and when the node stops;
+ * it is read when the node starts, every entry checked (a damaged one is
+ * counted and left out; the rest are kept).
+ *
+ * The bootstrap loop dials them (`dial`) in a round that reached no bootstrap
+ * peer while the node holds no connection at all.
+ */
+import { serviceCapabilities, type ComponentLogger, type Connection, type IdentifyResult, type Libp2pEvents, type Logger, type PeerId, type Startable, type TypedEventTarget } from '@libp2p/interface'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
+import { Key, type Datastore } from 'interface-datastore'
+import { DHT_PROTOCOL } from '../constants.ts'
+import { reasonOf } from '../errors.ts'
+import {
+  REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES,
+  REMEMBERED_PEERS_SAVE_INTERVAL_MS
+} from './network-constants.ts'
+
+/** Where the list is kept in the node's datastore (outside libp2p's /peers/ namespace). */
+export const REMEMBERED_PEERS_KEY = new Key('/aap/remembered-peers')
+const FORMAT = 1
+
+export interface RememberedPeersInit {
+  /** Peers kept at most (default REMEMBERED_PEERS_MAX). */
+  max?: number
+  /** Time between two writes of a changed list (default REMEMBERED_PEERS_SAVE_INTERVAL_MS). */
+  saveIntervalMs?: number
+}
+
+export interface RememberedPeersComponents {
+  datastore: Datastore
+  events: TypedEventTarget<Libp2pEvents>
+  connectionManager: { openConnection: (peer: Multiaddr[], options?: { signal?: AbortSignal }) => Promise<Connection> }
+  peerId: PeerId
+  logger: ComponentLogger
+}
+
+export interface RememberedPeersStats {
+  /** Lists written since start. */
+  saved: number
+  /** Writes the datastore refused, each logged; the list is written again at the next change or stop. */
+  saveFailures: number
+  /** A stored list that could not be read as one (then none is used), or entries of it left out as damaged. */
+  loadFailures: number
+  /** Rejoin rounds since start, and the remembered peers they reached. */
+  dials: number
+  reached: number
+}
+
+export interface RememberedPeer { id: string, addrs: string[] }
+
+export class RememberedPeers implements Startable {
+  readonly [Symbol.toStringTag] = 'aap:remembered-peers'
+  readonly [serviceCapabilities]: string[] = []
+  readonly stats: RememberedPeersStats = { saved: 0, saveFailures: 0, loadFailures: 0, dials: 0, reached: 0 }
+  readonly max: number
+  private readonly components: RememberedPeersComponents
+  private readonly saveIntervalMs: number
+  private readonly log: Logger
+  /** By peer id, least recently dialed first. */
+  private readonly peers = new Map<string, string[]>()
+  private dirty = false
+  private timer?: ReturnType<typeof setInterval>
+  private saving?: Promise<void>
+
+  constructor (components: RememberedPeersComponents, init: RememberedPeersInit = {}) {
+    this.components = components
+    this.max = init.max ?? REMEMBERED_PEERS_MAX
+    this.saveIntervalMs = init.saveIntervalMs ?? REMEMBERED_PEERS_SAVE_INTERVAL_MS
+    this.log = components.logger.forComponent('aap:wire:remembered-peers')
+  }
+
+  async start (): Promise<void> {
+    await this.load()
+    this.components.events.addEventListener('peer:identify', this.onIdentify)
+    this.timer = setInterval(() => { void this.save() }, this.saveIntervalMs)
+    this.timer.unref?.()
+  }
+
+  async stop (): Promise<void> {
+    this.components.events.removeEventListener('peer:identify', this.onIdentify)
+    clearInterval(this.timer)
+    this.timer = undefined
+    await this.save()
+  }
+
+  /** The remembered peers, most recently dialed first. */
+  list (): RememberedPeer[] {
+    return [...this.peers].reverse().map(([id, addrs]) => ({ id, addrs: [...addrs] }))
+  }
+
+  /** Dial every remembered peer at once; resolves to how many answered. */
+  async dial (signal: AbortSignal): Promise<number> {
+    const peers = this.list()
+    if (peers.length === 0) return 0
+    this.stats.dials++
+    const results = await Promise.allSettled(peers.map(async p => this.components.connectionManager.openConnection(p.addrs.map(a => withPeer(a, p.id)), { signal })))
+    const reached = results.filter(r => r.status === 'fulfilled').length
+    this.stats.reached += reached
+    const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${peers[i]?.id ?? ''}: ${reasonOf(r.reason)}`] : [])
+    if (failed.length > 0 && !signal.aborted) this.log('remembered peers that did not answer: %s', failed.join('; '))
+    return reached
+  }
+
+  /** Write the list when it changed (one write at a time); a refused write is counted and logged. */
+  async save (): Promise<void> {
+    while (this.saving !== undefined) await this.saving
+    if (!this.dirty) return
+    this.dirty = false
+    const body = JSON.stringify({ v: FORMAT, peers: [...this.peers].map(([id, addrs]) => ({ id, addrs })) })
+    this.saving = (async () => {
+      try {
+        await this.components.datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(body))
+        this.stats.saved++
+      } catch (err) {
+        this.dirty = true
+        this.stats.saveFailures++
+        this.log.error('could not write the remembered peers: %s', reasonOf(err))
+      }
+    })().finally(() => { this.saving = undefined })
+    await this.saving
+  }
+
+  private readonly onIdentify = (evt: CustomEvent<IdentifyResult>): void => {
+    const { peerId, protocols, listenAddrs, connection } = evt.detail
+    // dialed by this node, directly, and serving the DHT (a good place to start walks from)
+    if (connection.direction !== 'outbound' || connection.limits !== undefined || !protocols.includes(DHT_PROTOCOL)) return
+    if (peerId.equals(this.components.peerId)) return
+    const id = peerId.toString()
+    const addrs: string[] = []
+    for (const a of [connection.remoteAddr, ...listenAddrs]) {
+      const text = withoutPeer(a.toString(), id)
+      if (text.length <= REMEMBERED_PEER_ADDR_MAX_CHARS && !addrs.includes(text)) addrs.push(text)
+      if (addrs.length >= REMEMBERED_PEER_ADDRS_MAX) break
+    }
+    this.remember(id, addrs)
+  }
+
+  private remember (id: string, addrs: string[]): void {
+    this.peers.delete(id)
+    this.peers.set(id, addrs)
+    while (this.peers.size > this.max) {
+      const oldest = this.peers.keys().next()
+      if (oldest.done === true) break
+      this.peers.delete(oldest.value)
+    }
+    this.dirty = true
+  }
+
+  private async load (): Promise<void> {
+    let bytes: Uint8Array
+    try {
+      bytes = await this.components.datastore.get(REMEMBERED_PEERS_KEY)
+    } catch (err) {
+      if (err instanceof Error && err.name === 'NotFoundError') return
+      this.stats.loadFailures++
+      this.log.error('could not read the remembered peers: %s', reasonOf(err))
+      return
+    }
+    const stored = bytes.byteLength > REMEMBERED_PEERS_RECORD_MAX_BYTES ? undefined : parsed(bytes)
+    if (stored === undefined) {
+      this.stats.loadFailures++
+      this.log.error('the stored remembered peers are not a list this node wrote (%d bytes): none is used', bytes.byteLength)
+      return
+    }
+    for (const entry of stored.slice(-this.max)) {
+      const peer = checked(entry)
+      if (peer === undefined) {
+        this.stats.loadFailures++
+        this.log.error('a damaged remembered peer was left out')
+        continue
+      }
+      this.peers.set(peer.id, peer.addrs)
+    }
+  }
+}
+
+/** The stored entries, or undefined when the bytes are not a list of this format. */
+function parsed (bytes: Uint8Array): unknown[] | undefined {
+  try {
+    const value: unknown = JSON.parse(new TextDecoder().decode(bytes))
+    if (typeof value !== 'object' || value === null || Reflect.get(value, 'v') !== FORMAT) return undefined
+    const peers: unknown = Reflect.get(value, 'peers')
+    return Array.isArray(peers) ? peers : undefined
+  } catch {
+    // not JSON: the caller counts and logs it
+    return undefined
+  }
+}
+
+/** An entry that names a peer id and at least one address, each of which parses; undefined otherwise. */
+function checked (entry: unknown): RememberedPeer | undefined {
+  if (typeof entry !== 'object' || entry === null) return undefined
+  const id: unknown = Reflect.get(entry, 'id')
+  const addrs: unknown = Reflect.get(entry, 'addrs')
+  if (typeof id !== 'string' || !Array.isArray(addrs) || addrs.length === 0 || addrs.length > REMEMBERED_PEER_ADDRS_MAX) return undefined
+  try {
+    peerIdFromString(id)
+    for (const a of addrs) {
+      if (typeof a !== 'string' || a.length > REMEMBERED_PEER_ADDR_MAX_CHARS) return undefined
+      multiaddr(a)
+    }
+  } catch {
+    // an id or address that does not parse: the caller counts and logs the entry
+    return undefined
+  }
+  return { id, addrs: addrs.filter((a): a is string => typeof a === 'string') }
+}
+
+function withoutPeer (addr: string, id: string): string {
+  const suffix = `/p2p/${id}`
+  return addr.endsWith(suffix) ? addr.slice(0, -suffix.length) : addr
+}
+
+function withPeer (addr: string, id: string): Multiaddr {
+  return multiaddr(`${addr}/p2p/${id}`)
+}
+
+/** The libp2p service: `services: { rememberedPeers: rememberedPeers() }`. */
+export function rememberedPeers (init: RememberedPeersInit = {}): (components: RememberedPeersComponents) => RememberedPeers {
+  return (components) => new RememberedPeers(components, init)
+}

@@ -1,0 +1,105 @@
+/**
+ * Rejoining through peers remembered from before (src/wire/remembered-peers.ts,
+ * src/wire/bootstrap.ts). A node restarted while every bootstrap peer it was
+ * given is gone could not join the mesh at all. Real loopback nodes: the
+ * restarted node reaches a peer it had dialed before; a peer that only dialed
+ * it is not remembered; a damaged stored list is counted and left out; the
+ * list keeps the most recently dialed peers up to its bound.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { MemoryDatastore } from 'datastore-core'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createMeshNode, type MeshNode } from '../src/node.ts'
+import { createHost, type MeshHost } from '../src/wire/host.ts'
+import { REMEMBERED_PEERS_KEY } from '../src/wire/remembered-peers.ts'
+import { startLoopbackHost, until } from './helpers.ts'
+
+const nodes: MeshNode[] = []
+const hosts: MeshHost[] = []
+const dirs: string[] = []
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map(async n => n.stop()))
+  await Promise.all(hosts.splice(0).map(async h => h.stop()))
+  await Promise.all(dirs.splice(0).map(async d => rm(d, { recursive: true, force: true })))
+})
+
+async function node (dataDir?: string): Promise<MeshNode> {
+  const n = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, ...(dataDir === undefined ? {} : { dataDir }) })
+  await n.start()
+  nodes.push(n)
+  return n
+}
+
+const remembers = (h: MeshHost, peer: { toString: () => string }): boolean => h.services.rememberedPeers.list().some(p => p.id === peer.toString())
+
+describe('remembered peers', () => {
+  it('a node restarted while its bootstrap peer is gone rejoins through a peer it had dialed', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aap-remembered-'))
+    dirs.push(dir)
+    const bootstrap = await node()
+    const other = await node()
+    const bootstrapAddrs = bootstrap.addresses
+    const a = await node(dir)
+    expect(await a.keepJoined(bootstrapAddrs)).toBe(1)
+    expect(await a.join(other.addresses)).toBe(1)
+    await until(() => remembers(a.host, other.agentId) && remembers(a.host, bootstrap.agentId), 'both peers remembered')
+    await a.stop()
+    nodes.splice(nodes.indexOf(a), 1)
+    await bootstrap.stop()
+    nodes.splice(nodes.indexOf(bootstrap), 1)
+
+    const again = await node(dir)
+    expect(again.host.services.rememberedPeers.list().map(p => p.id).sort()).toEqual([bootstrap.agentId, other.agentId].sort())
+    // the bootstrap peer does not answer, and the node holds no connection: it dials the peers it remembers
+    expect(await again.keepJoined(bootstrapAddrs)).toBe(0)
+    expect(again.host.getConnections(other.host.peerId).length).toBeGreaterThan(0)
+    expect(again.bootstrap?.rejoined).toBe(1)
+    expect(again.host.services.rememberedPeers.stats).toMatchObject({ dials: 1, reached: 1, loadFailures: 0 })
+  })
+
+  it('does not remember a peer that only dialed this node', async () => {
+    const a = await startLoopbackHost()
+    hosts.push(a)
+    const dialer = await startLoopbackHost()
+    const dialed = await startLoopbackHost()
+    hosts.push(dialer, dialed)
+    await dialer.dial(a.getMultiaddrs())
+    await a.dial(dialed.getMultiaddrs())
+    await until(() => remembers(a, dialed.peerId), 'the peer this node dialed remembered')
+    // identify ran both ways on the inbound connection too
+    await until(async () => (await a.peerStore.get(dialer.peerId)).protocols.length > 0, 'the dialer identified')
+    expect(remembers(a, dialer.peerId)).toBe(false)
+  })
+
+  it('counts and leaves out a damaged stored list, and keeps the most recent peers up to its bound', async () => {
+    const datastore = new MemoryDatastore()
+    await datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode('{"v":1,"peers":[{"id":"not a peer id","addrs":["/ip4/127.0.0.1/tcp/1"]}'))
+    const a = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, remembered: { max: 2 } })
+    await a.start()
+    hosts.push(a)
+    expect(a.services.rememberedPeers.stats.loadFailures).toBe(1)
+    expect(a.services.rememberedPeers.list()).toEqual([])
+    const peers = [await startLoopbackHost(), await startLoopbackHost(), await startLoopbackHost()]
+    hosts.push(...peers)
+    for (const p of peers) {
+      await a.dial(p.getMultiaddrs())
+      await until(() => remembers(a, p.peerId), 'the dialed peer remembered')
+    }
+    expect(a.services.rememberedPeers.list().map(p => p.id)).toEqual([peers[2]?.peerId.toString(), peers[1]?.peerId.toString()])
+    await a.stop()
+    hosts.splice(hosts.indexOf(a), 1)
+    // written at stop; one entry damaged in the store is left out, the other kept
+    const stored = JSON.parse(new TextDecoder().decode(await datastore.get(REMEMBERED_PEERS_KEY))) as { v: number, peers: Array<{ id: string, addrs: string[] }> }
+    expect(stored.peers).toHaveLength(2)
+    stored.peers[0] = { id: stored.peers[0]?.id ?? '', addrs: ['not a multiaddr'] }
+    await datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(JSON.stringify(stored)))
+    const b = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true })
+    await b.start()
+    hosts.push(b)
+    expect(b.services.rememberedPeers.stats.loadFailures).toBe(1)
+    expect(b.services.rememberedPeers.list().map(p => p.id)).toEqual([peers[2]?.peerId.toString()])
+  })
+})
