@@ -208,4 +208,31 @@ describe('the peer-store bound', () => {
       await node.stop()
     }
   }, 120_000)
+
+  it('a stop does not wait for a pass whose read of the records is slow: the read ends with the stop', async () => {
+    const inner = new MemoryDatastore()
+    const hold = { on: false, reached: false }
+    // a store whose record reads (libp2p's peer store queries /peers/) never end while held, unless their signal aborts
+    const store = new Proxy(inner, {
+      get (target, prop, receiver) {
+        if (prop !== 'query') return Reflect.get(target, prop, receiver)
+        return async function * (q: { prefix?: string }, options?: { signal?: AbortSignal }) {
+          yield * target.query(q, options)
+          if (!hold.on || q.prefix !== '/peers/') return
+          hold.reached = true
+          await new Promise((_resolve, reject) => { options?.signal?.addEventListener('abort', () => { reject(options.signal?.reason) }) })
+        }
+      }
+    })
+    const a = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: store, listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, peerStore: { maxPeers: 1, intervalMs: 3_600_000 } })
+    await a.start()
+    for (let i = 0; i < 3; i++) await meetAndLeave(a, await stranger())
+    hold.on = true
+    const pass = a.services.peerStoreBound.pass()
+    await until(() => hold.reached, 'the pass reading the records')
+    await a.stop()
+    await pass
+    // ended by the stop: not a failure, nothing deleted
+    expect(a.services.peerStoreBound.stats).toMatchObject({ pruned: 0, failures: 0 })
+  })
 })

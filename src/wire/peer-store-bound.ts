@@ -132,12 +132,12 @@ export class PeerStoreBound implements Startable {
     }
     const candidates: Candidate[] = []
     let records = 0
-    // libp2p's read deletes the expired records on its way
+    // libp2p's read deletes the expired records on its way; a stop ends it (the query takes the signal)
     await this.components.peerStore.forEach((peer) => {
       records++
       if (peer.tags.size > 0 || this.components.connectionManager.getConnections(peer.id).length > 0) return
       candidates.push({ peer: peer.id, lastDial: lastDialOf(peer.metadata.get(LAST_DIAL_SUCCESS_KEY)) })
-    })
+    }, options)
     this.stats.records = records
     let excess = records - this.maxPeers
     if (excess <= 0) return
