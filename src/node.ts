@@ -362,8 +362,8 @@ export class MeshNode {
 
   /**
    * Join through bootstrap peers and stay joined (see src/wire/bootstrap.ts):
-   * one round of dials now (returns how many answered), then retries with
-   * backoff while none is connected, until the node stops.
+   * one round of dials now (returns how many answered, remembered peers too:
+   * src/wire/remembered-peers.ts), then retries while none is connected.
    */
   async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
     if (!this.state.started) throw stoppedError('keepJoined')

@@ -4,17 +4,22 @@
  * given is gone could not join the mesh at all. Real loopback nodes: the
  * restarted node reaches a peer it had dialed before; a peer that only dialed
  * it is not remembered; a damaged stored list is counted and left out; the
- * list keeps the most recently dialed peers up to its bound.
+ * list keeps the most recently dialed peers up to its bound, and only
+ * addresses the address filter keeps (a review found /dnsaddr names and
+ * control characters kept).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
+import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { generateKeyPair } from '@libp2p/crypto/keys'
+import { multiaddr } from '@multiformats/multiaddr'
 import { MemoryDatastore } from 'datastore-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
 import { REMEMBERED_PEERS_KEY } from '../src/wire/remembered-peers.ts'
+import { REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES } from '../src/wire/network-constants.ts'
 import { startLoopbackHost, until } from './helpers.ts'
 
 const nodes: MeshNode[] = []
@@ -31,6 +36,15 @@ async function node (dataDir?: string): Promise<MeshNode> {
   await n.start()
   nodes.push(n)
   return n
+}
+
+/** A port of 127.0.0.1 free a moment ago (a server's, closed again). */
+async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
+  const port = (server.address() as AddressInfo).port
+  await new Promise<void>((resolve, reject) => { server.close((err) => { if (err === undefined) resolve(); else reject(err) }) })
+  return port
 }
 
 const remembers = (h: MeshHost, peer: { toString: () => string }): boolean => h.services.rememberedPeers.list().some(p => p.id === peer.toString())
@@ -54,7 +68,8 @@ describe('remembered peers', () => {
     const again = await node(dir)
     expect(again.host.services.rememberedPeers.list().map(p => p.id).sort()).toEqual([bootstrap.agentId, other.agentId].sort())
     // the bootstrap peer does not answer, and the node holds no connection: it dials the peers it remembers
-    expect(await again.keepJoined(bootstrapAddrs)).toBe(0)
+    // (keepJoined counts the one that answered, so the CLI reports the node joined)
+    expect(await again.keepJoined(bootstrapAddrs)).toBe(1)
     expect(again.host.getConnections(other.host.peerId).length).toBeGreaterThan(0)
     expect(again.bootstrap?.rejoined).toBe(1)
     expect(again.host.services.rememberedPeers.stats).toMatchObject({ dials: 1, reached: 1, loadFailures: 0 })
@@ -101,5 +116,32 @@ describe('remembered peers', () => {
     hosts.push(b)
     expect(b.services.rememberedPeers.stats.loadFailures).toBe(1)
     expect(b.services.rememberedPeers.list().map(p => p.id)).toEqual([peers[2]?.peerId.toString()])
+  })
+
+  it('keeps only addresses the address filter keeps, in printable ASCII: no /dnsaddr name to look up, no control characters', async () => {
+    const a = await startLoopbackHost()
+    hosts.push(a)
+    const port = await freePort()
+    const at = `/ip4/127.0.0.1/tcp/${port}`
+    // it announces a /dnsaddr name and a name of control characters beside the address it listens on
+    const named = await createHost({
+      privateKey: await generateKeyPair('Ed25519'),
+      datastore: new MemoryDatastore(),
+      listen: [at],
+      localMesh: true,
+      announce: ['/dnsaddr/evil.invalid', `/dns4/${'\u0001'.repeat(40)}/tcp/1`, at]
+    })
+    await named.start()
+    hosts.push(named)
+    // dialed at its loopback address only (a dial of what it announces would look the name up)
+    await a.dial(multiaddr(`${at}/p2p/${named.peerId.toString()}`))
+    await until(() => remembers(a, named.peerId), 'the dialed peer remembered')
+    expect(a.services.rememberedPeers.list()).toEqual([{ id: named.peerId.toString(), addrs: [at] }])
+  })
+
+  it('its bounds keep a stored list under the size a loaded one may have', () => {
+    // each address doubled by JSON's escapes at worst, with its quotes and comma; each entry's id and keys
+    const perEntry = REMEMBERED_PEER_ADDRS_MAX * (2 * REMEMBERED_PEER_ADDR_MAX_CHARS + 3) + 128
+    expect(REMEMBERED_PEERS_MAX * perEntry + 32).toBeLessThan(REMEMBERED_PEERS_RECORD_MAX_BYTES)
   })
 })

@@ -253,7 +253,7 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   if (bootstrap.length > 0) {
     // dialed again with backoff while none is connected: a node may start before its bootstrap peers
     joined = await node.keepJoined(bootstrap, (peers) => { emit('joined', { peers }) })
-    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered; dialing them again with backoff`)
+    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered, nor a peer remembered from before; dialing them again with backoff`)
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current

@@ -50,7 +50,7 @@ export interface BootstrapInit {
   /** Multiaddrs, best with their /p2p/<peer id> (without, the id of the peer first reached is kept). */
   addrs: string[]
   log: Logger
-  /** Called after each round that connected a bootstrap peer none was connected before. */
+  /** Called after each round (after the first) that connected a bootstrap peer none was connected before, or reached remembered peers. */
   onJoined?: (peers: number) => void
   /** Dial the peers remembered from before (remembered-peers.ts); resolves to how many answered. */
   remembered?: (signal: AbortSignal) => Promise<number>
@@ -99,11 +99,11 @@ export class Bootstrapper {
     this.churnDelayMs = this.churnMinMs
   }
 
-  /** One round of dials now; then the loop runs until stop(). Returns how many answered. */
+  /** One round of dials now; then the loop runs until stop(). Returns how many answered (remembered peers reached included). */
   async start (): Promise<number> {
-    const joined = await this.round()
+    const { joined, rejoined } = await this.round()
     this.loop = this.run(joined > 0)
-    return joined
+    return joined + rejoined
   }
 
   async stop (): Promise<void> {
@@ -117,7 +117,8 @@ export class Bootstrapper {
     return this.ids.filter(id => id !== undefined && conns.some(c => c.remotePeer.toString() === id)).length
   }
 
-  private async round (): Promise<number> {
+  /** Bootstrap peers that answered, and remembered peers reached when none did and the node held no connection. */
+  private async round (): Promise<{ joined: number, rejoined: number }> {
     const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)])
     const results = await Promise.allSettled(this.addrs.map(async a => this.init.host.dial(a, { signal })))
     const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${String(this.addrs[i])}: ${messageOf(r.reason)}`] : [])
@@ -129,13 +130,14 @@ export class Bootstrapper {
     const joined = results.length - failed.length
     if (failed.length > 0 && !this.ctl.signal.aborted) this.init.log.debug({ failed }, 'bootstrap dials failed')
     if (joined === 0 && this.init.remembered !== undefined && this.init.host.getConnections().length === 0 && !this.ctl.signal.aborted) {
-      const reached = await this.init.remembered(AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)]))
-      if (reached > 0) {
+      const rejoined = await this.init.remembered(AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)]))
+      if (rejoined > 0) {
         this.rejoined++
-        this.init.log.info({ peers: reached }, 'no bootstrap peer answered; rejoined the mesh through peers remembered from before')
+        this.init.log.info({ peers: rejoined }, 'no bootstrap peer answered; rejoined the mesh through peers remembered from before')
       }
+      return { joined, rejoined }
     }
-    return joined
+    return { joined, rejoined: 0 }
   }
 
   private async run (wasJoined: boolean): Promise<void> {
@@ -159,7 +161,9 @@ export class Bootstrapper {
         continue
       }
       if (!churn && this.nextChurnRedial > performance.now()) this.cutOffRedials++
-      const answered = await this.round()
+      const { joined: answered, rejoined } = await this.round()
+      // back in the mesh, though not through a bootstrap peer: said as a join; the bootstrap peers are still tried
+      if (rejoined > 0) this.init.onJoined?.(rejoined)
       if (this.ctl.signal.aborted) return
       if (answered > 0 && churn) {
         this.churnRedials++

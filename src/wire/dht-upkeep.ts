@@ -17,7 +17,7 @@
  * suspect: the service checks suspects one at a time, and pings each that is
  * still a contact and still not connected (its own dial, with its own
  * timeout: a request cut by kad-dht's per-request timeout is no proof). A
- * contact that does not answer is removed; it comes back as any peer does,
+ * contact that does not answer is removed; it comes back like any other peer,
  * once it connects and announces the DHT protocol again. The table is never
  * brought below DHT_UPKEEP_TABLE_FLOOR by it: when this node is the one cut
  * off, every request fails, and the contacts it keeps are where its walks

@@ -348,11 +348,20 @@ export const DHT_UPKEEP_TABLE_FLOOR = 8
  */
 export const REMEMBERED_PEERS_MAX = 16
 
-/** Addresses kept per remembered peer (the one its dial reached first, then those it announced), and the longest kept. */
+/**
+ * Addresses kept per remembered peer (the one its dial reached first, then
+ * those it announced), and the longest kept, in printable ASCII (a DNS name
+ * is at most 253; a relayed address with two peer ids about 160).
+ */
 export const REMEMBERED_PEER_ADDRS_MAX = 8
-export const REMEMBERED_PEER_ADDR_MAX_CHARS = 512
+export const REMEMBERED_PEER_ADDR_MAX_CHARS = 256
 
-/** A stored list larger than this is not one this node wrote (16 peers of 8 addresses of 512 characters are about 70 KB). */
+/**
+ * A stored list of remembered peers larger than this is not one this node
+ * wrote: 16 peers of 8 addresses of 256 printable characters, each doubled by
+ * JSON's escapes at worst, encode to about 66 KB (test/remembered-peers.test.ts
+ * checks the sum).
+ */
 export const REMEMBERED_PEERS_RECORD_MAX_BYTES = 128 * 1024
 
 /** Time between two writes of a changed list of remembered peers (and once when the node stops). */

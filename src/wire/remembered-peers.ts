@@ -8,14 +8,21 @@
  *
  * This service remembers the last REMEMBERED_PEERS_MAX peers this node dialed
  * itself and found serving the DHT (identify names the protocol): the address
- * the dial reached first, then those the peer announced, at most
- * REMEMBERED_PEER_ADDRS_MAX. Only peers this node dialed: those came from its
- * bootstrap list, the DHT or a caller, so a stranger cannot fill the list by
- * connecting to the node with many identities and have it rejoin through
- * them alone. The list is written to the node's datastore (one key) once per
- * REMEMBERED_PEERS_SAVE_INTERVAL_MS when it changed, and when the node stops;
- * it is read when the node starts, every entry checked (a damaged one is
- * counted and left out; the rest are kept).
+ * the dial reached first, then those the peer announced that the address
+ * filter keeps (address-filter.ts: no /dnsaddr or /unix a peer names, no
+ * private address outside a local mesh), each printable ASCII of at most
+ * REMEMBERED_PEER_ADDR_MAX_CHARS, at most REMEMBERED_PEER_ADDRS_MAX. Only
+ * peers this node dialed: those came from its bootstrap list, the DHT or a
+ * caller, so a stranger cannot fill the list by connecting to the node with
+ * many identities and have it rejoin through them alone (a peer a DHT answer
+ * named and a walk dialed does get in: the list is a way back in, and the
+ * bootstrap peers are still dialed with backoff).
+ *
+ * The list is written to the node's datastore (one key, under
+ * REMEMBERED_PEERS_RECORD_MAX_BYTES by its bounds) once per
+ * REMEMBERED_PEERS_SAVE_INTERVAL_MS when it changed, and when the node stops.
+ * It is read when the node starts: every entry checked (a damaged one is
+ * counted and left out, the rest kept), its addresses filtered again.
  *
  * The bootstrap loop dials them (`dial`) in a round that reached no bootstrap
  * peer while the node holds no connection at all.
@@ -26,6 +33,7 @@ import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { Key, type Datastore } from 'interface-datastore'
 import { DHT_PROTOCOL } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
+import { addressFilterOf } from './address-filter.ts'
 import {
   REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES,
   REMEMBERED_PEERS_SAVE_INTERVAL_MS
@@ -34,6 +42,8 @@ import {
 /** Where the list is kept in the node's datastore (outside libp2p's /peers/ namespace). */
 export const REMEMBERED_PEERS_KEY = new Key('/aap/remembered-peers')
 const FORMAT = 1
+/** Addresses are kept as printable ASCII only: one byte per character, stored as written. */
+const PRINTABLE = /^[\x21-\x7e]+$/
 
 export interface RememberedPeersInit {
   /** Peers kept at most (default REMEMBERED_PEERS_MAX). */
@@ -122,10 +132,10 @@ export class RememberedPeers implements Startable {
     while (this.saving !== undefined) await this.saving
     if (!this.dirty) return
     this.dirty = false
-    const body = JSON.stringify({ v: FORMAT, peers: [...this.peers].map(([id, addrs]) => ({ id, addrs })) })
+    const body = this.encoded()
     this.saving = (async () => {
       try {
-        await this.components.datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(body))
+        await this.components.datastore.put(REMEMBERED_PEERS_KEY, body)
         this.stats.saved++
       } catch (err) {
         this.dirty = true
@@ -136,18 +146,41 @@ export class RememberedPeers implements Startable {
     await this.saving
   }
 
+  /** The list as stored (its bounds keep it under REMEMBERED_PEERS_RECORD_MAX_BYTES: network-constants.ts). */
+  private encoded (): Uint8Array {
+    return new TextEncoder().encode(JSON.stringify({ v: FORMAT, peers: [...this.peers].map(([id, addrs]) => ({ id, addrs })) }))
+  }
+
+  /** The addresses worth keeping for `peer`: printable ASCII within REMEMBERED_PEER_ADDR_MAX_CHARS, that the address filter keeps; at most REMEMBERED_PEER_ADDRS_MAX. */
+  private keptAddrs (peer: PeerId, addrs: Array<string | Multiaddr>): string[] {
+    const filter = addressFilterOf(this.components.peerId)
+    const kept: string[] = []
+    for (const a of addrs) {
+      const text = withoutPeer(a.toString(), peer.toString())
+      if (text.length > REMEMBERED_PEER_ADDR_MAX_CHARS || !PRINTABLE.test(text) || kept.includes(text)) continue
+      let ma: Multiaddr
+      try {
+        ma = typeof a === 'string' ? multiaddr(text) : a
+      } catch {
+        // a stored address that does not parse: left out, as the filter would leave it
+        continue
+      }
+      if (filter !== undefined && !filter.mayKeep(peer, ma)) continue
+      kept.push(text)
+      if (kept.length >= REMEMBERED_PEER_ADDRS_MAX) break
+    }
+    return kept
+  }
+
   private readonly onIdentify = (evt: CustomEvent<IdentifyResult>): void => {
     const { peerId, protocols, listenAddrs, connection } = evt.detail
     // dialed by this node, directly, and serving the DHT (a good place to start walks from)
     if (connection.direction !== 'outbound' || connection.limits !== undefined || !protocols.includes(DHT_PROTOCOL)) return
     if (peerId.equals(this.components.peerId)) return
     const id = peerId.toString()
-    const addrs: string[] = []
-    for (const a of [connection.remoteAddr, ...listenAddrs]) {
-      const text = withoutPeer(a.toString(), id)
-      if (text.length <= REMEMBERED_PEER_ADDR_MAX_CHARS && !addrs.includes(text)) addrs.push(text)
-      if (addrs.length >= REMEMBERED_PEER_ADDRS_MAX) break
-    }
+    // the address this node reached it at first (it dialed it), then those it announced
+    const addrs = this.keptAddrs(peerId, [connection.remoteAddr, ...listenAddrs])
+    if (addrs.length === 0) return
     this.remember(id, addrs)
   }
 
@@ -178,6 +211,7 @@ export class RememberedPeers implements Startable {
       this.log.error('the stored remembered peers are not a list this node wrote (%d bytes): none is used', bytes.byteLength)
       return
     }
+    this.peers.clear()
     for (const entry of stored.slice(-this.max)) {
       const peer = checked(entry)
       if (peer === undefined) {
@@ -185,7 +219,10 @@ export class RememberedPeers implements Startable {
         this.log.error('a damaged remembered peer was left out')
         continue
       }
-      this.peers.set(peer.id, peer.addrs)
+      const id = peerIdFromString(peer.id)
+      if (id.equals(this.components.peerId)) continue
+      const addrs = this.keptAddrs(id, peer.addrs)
+      if (addrs.length > 0) this.peers.set(peer.id, addrs)
     }
   }
 }
