@@ -17,18 +17,10 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { cli, LOOPBACK, MAIN, Proc, TempDirs } from './cli-helpers.ts'
-import { until } from './helpers.ts'
+import { freePort, until } from './helpers.ts'
 
 const dirs = new TempDirs()
 afterAll(async () => { await dirs.cleanup() })
-
-async function freePort (): Promise<number> {
-  const s = createServer()
-  await new Promise<void>(resolve => s.listen(0, '127.0.0.1', resolve))
-  const port = (s.address() as AddressInfo).port
-  await new Promise<void>(resolve => s.close(() => { resolve() }))
-  return port
-}
 
 async function accepts (port: number): Promise<boolean> {
   return new Promise(resolve => {

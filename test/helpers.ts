@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net'
 import { AapError } from '../src/errors.ts'
 import type { AgentEvent } from '../src/runlog/types.ts'
 import type { RunContext } from '../src/runs/runtime.ts'
@@ -185,4 +186,13 @@ export async function servingNode (capability: { capability_id: string, version:
   n.runs.handle(capability, handler)
   await n.publishCard({ name: capability.capability_id.replace(/^cap:/, ''), capabilities: [capability] })
   return n
+}
+
+/** A port of 127.0.0.1 free a moment ago (a server's, closed again): nothing listens on it, so a dial to it is refused at once. */
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
+  const port = (server.address() as AddressInfo).port
+  await new Promise<void>((resolve, reject) => { server.close((err) => { if (err === undefined) resolve(); else reject(err) }) })
+  return port
 }

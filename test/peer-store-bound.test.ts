@@ -11,7 +11,6 @@ import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createServer, type AddressInfo } from 'node:net'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PeerId } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
@@ -22,7 +21,7 @@ import { createMeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
 import { PEER_STORE_PEERS_MAX, PEER_STORE_PRUNE_INTERVAL_MS } from '../src/wire/network-constants.ts'
 import { silentLogger } from '../src/logger.ts'
-import { startLoopbackHost, until } from './helpers.ts'
+import { freePort, startLoopbackHost, until } from './helpers.ts'
 import { closerOnly, serveDht, type PeerInfo } from './fixtures/dht-wire.ts'
 import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
 
@@ -58,15 +57,6 @@ async function held (a: MeshHost): Promise<string[]> {
 }
 
 const ids = (peers: PeerId[]): string[] => peers.map(p => p.toString()).sort()
-
-/** A port of 127.0.0.1 nobody listens on (a server's, closed again): a dial to it is refused at once. */
-async function closedPort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
-  const port = (server.address() as AddressInfo).port
-  await new Promise<void>((resolve, reject) => { server.close((err) => { if (err === undefined) resolve(); else reject(err) }) })
-  return port
-}
 
 describe('the peer-store bound', () => {
   it('deletes, past the bound, the records of peers neither connected nor tagged: never dialed first, then the longest since their dial', async () => {
@@ -122,7 +112,7 @@ describe('the peer-store bound', () => {
 
   it('bounds the records that a DHT answer naming peers which do not exist leaves behind', async () => {
     const a = await boundedHost(4)
-    const port = await closedPort()
+    const port = await freePort()
     const named: PeerInfo[] = []
     for (let i = 0; i < 30; i++) named.push({ id: peerIdFromPrivateKey(await generateKeyPair('Ed25519')), addrs: [multiaddr(`/ip4/127.0.0.1/tcp/${port}`).bytes] })
     const liar = await startLoopbackHost()

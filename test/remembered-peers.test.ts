@@ -9,7 +9,6 @@
  * control characters kept).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { generateKeyPair } from '@libp2p/crypto/keys'
@@ -20,7 +19,7 @@ import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
 import { REMEMBERED_PEERS_KEY } from '../src/wire/remembered-peers.ts'
 import { REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES } from '../src/wire/network-constants.ts'
-import { startLoopbackHost, until } from './helpers.ts'
+import { freePort, startLoopbackHost, until } from './helpers.ts'
 
 const nodes: MeshNode[] = []
 const hosts: MeshHost[] = []
@@ -36,15 +35,6 @@ async function node (dataDir?: string): Promise<MeshNode> {
   await n.start()
   nodes.push(n)
   return n
-}
-
-/** A port of 127.0.0.1 free a moment ago (a server's, closed again). */
-async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
-  const port = (server.address() as AddressInfo).port
-  await new Promise<void>((resolve, reject) => { server.close((err) => { if (err === undefined) resolve(); else reject(err) }) })
-  return port
 }
 
 const remembers = (h: MeshHost, peer: { toString: () => string }): boolean => h.services.rememberedPeers.list().some(p => p.id === peer.toString())

@@ -197,18 +197,24 @@ export class DhtUpkeep implements Startable {
     }
   }
 
+  /** Whether the check of `peer` ends here (counted): the table is at its floor, or the peer is connected (alive). */
+  private endsHere (table: Table, peer: PeerId): boolean {
+    if (table.size <= this.tableFloor) {
+      this.stats.atFloor++
+      return true
+    }
+    if (this.connected(peer)) {
+      this.stats.kept++
+      return true
+    }
+    return false
+  }
+
   private async check (peer: PeerId, stopping: AbortSignal | undefined): Promise<void> {
     const table = tableOf(this.components.dht)
     if (table === undefined || await table.find(peer) === undefined) return
     this.stats.checked++
-    if (table.size <= this.tableFloor) {
-      this.stats.atFloor++
-      return
-    }
-    if (this.connected(peer)) {
-      this.stats.kept++
-      return
-    }
+    if (this.endsHere(table, peer)) return
     const timeout = AbortSignal.timeout(this.pingTimeoutMs)
     let reason: string
     try {
@@ -220,14 +226,7 @@ export class DhtUpkeep implements Startable {
       reason = reasonOf(err)
     }
     // checked again: the wait may have let the table shrink, or the peer connect
-    if (table.size <= this.tableFloor) {
-      this.stats.atFloor++
-      return
-    }
-    if (this.connected(peer)) {
-      this.stats.kept++
-      return
-    }
+    if (this.endsHere(table, peer)) return
     this.forget?.(peer)
     await table.remove(peer)
     this.stats.removed++
