@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { generateKeyPair } from '@libp2p/crypto/keys'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { MemoryDatastore } from 'datastore-core'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -133,5 +134,18 @@ describe('remembered peers', () => {
     // each address doubled by JSON's escapes at worst, with its quotes and comma; each entry's id and keys
     const perEntry = REMEMBERED_PEER_ADDRS_MAX * (2 * REMEMBERED_PEER_ADDR_MAX_CHARS + 3) + 128
     expect(REMEMBERED_PEERS_MAX * perEntry + 32).toBeLessThan(REMEMBERED_PEERS_RECORD_MAX_BYTES)
+  })
+
+  it('filters a stored list when it loads it: addresses the address filter refuses are left out', async () => {
+    const datastore = new MemoryDatastore()
+    const other = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
+    const refused = ['/dnsaddr/evil.invalid', '/ip4/169.254.169.254/tcp/80', '/ip4/10.0.0.1/tcp/1']
+    const gone = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
+    await datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(JSON.stringify({ v: 1, peers: [{ id: gone, addrs: refused }, { id: other, addrs: [...refused, '/ip4/203.0.113.7/tcp/4001'] }] })))
+    // not a local mesh: private and link-local addresses are refused too
+    const a = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore, listen: ['/ip4/127.0.0.1/tcp/0'] })
+    hosts.push(a)
+    expect(a.services.rememberedPeers.list()).toEqual([{ id: other, addrs: ['/ip4/203.0.113.7/tcp/4001'] }])
+    expect(a.services.rememberedPeers.stats.loadFailures).toBe(0)
   })
 })

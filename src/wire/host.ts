@@ -239,7 +239,7 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       // does not answer is removed here
       dhtUpkeep: dhtUpkeep({ ...opts.dht?.upkeep, forget: contacts.forget }),
       // the peers the bootstrap loop rejoins through when none of its own answers
-      rememberedPeers: rememberedPeers(opts.remembered),
+      rememberedPeers: rememberedPeers({ ...opts.remembered, filter: addresses }),
       ...(network === undefined ? {} : networkServices(network))
     }
   }

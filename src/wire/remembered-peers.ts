@@ -33,7 +33,7 @@ import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { Key, type Datastore } from 'interface-datastore'
 import { DHT_PROTOCOL } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
-import { addressFilterOf } from './address-filter.ts'
+import { addressFilterOf, type AddressFilter } from './address-filter.ts'
 import {
   REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES,
   REMEMBERED_PEERS_SAVE_INTERVAL_MS
@@ -50,6 +50,12 @@ export interface RememberedPeersInit {
   max?: number
   /** Time between two writes of a changed list (default REMEMBERED_PEERS_SAVE_INTERVAL_MS). */
   saveIntervalMs?: number
+  /**
+   * The host's address filter (address-filter.ts). Given here because the
+   * list is loaded while libp2p starts, before the host registers it; without
+   * one, the registered filter is used when there is one.
+   */
+  filter?: Pick<AddressFilter, 'mayKeep'>
 }
 
 export interface RememberedPeersComponents {
@@ -81,6 +87,7 @@ export class RememberedPeers implements Startable {
   readonly max: number
   private readonly components: RememberedPeersComponents
   private readonly saveIntervalMs: number
+  private readonly filter: Pick<AddressFilter, 'mayKeep'> | undefined
   private readonly log: Logger
   /** By peer id, least recently dialed first. */
   private readonly peers = new Map<string, string[]>()
@@ -92,6 +99,7 @@ export class RememberedPeers implements Startable {
     this.components = components
     this.max = init.max ?? REMEMBERED_PEERS_MAX
     this.saveIntervalMs = init.saveIntervalMs ?? REMEMBERED_PEERS_SAVE_INTERVAL_MS
+    this.filter = init.filter
     this.log = components.logger.forComponent('aap:wire:remembered-peers')
   }
 
@@ -153,7 +161,7 @@ export class RememberedPeers implements Startable {
 
   /** The addresses worth keeping for `peer`: printable ASCII within REMEMBERED_PEER_ADDR_MAX_CHARS, that the address filter keeps; at most REMEMBERED_PEER_ADDRS_MAX. */
   private keptAddrs (peer: PeerId, addrs: Array<string | Multiaddr>): string[] {
-    const filter = addressFilterOf(this.components.peerId)
+    const filter = this.filter ?? addressFilterOf(this.components.peerId)
     const kept: string[] = []
     for (const a of addrs) {
       const text = withoutPeer(a.toString(), peer.toString())
