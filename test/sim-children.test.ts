@@ -2,9 +2,10 @@
  * The simulation's child processes never outlive it: a group process whose
  * driver goes away while it starts exits, a worker that does not start is
  * killed, and a child that ignores SIGTERM is killed once the stop bound
- * (SIM_STOP_TIMEOUT_MS, here a small one) runs out.
+ * (SIM_STOP_TIMEOUT_MS, here a small one) runs out; when one worker of a
+ * batch does not start, the ones that did are stopped.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -12,7 +13,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterEach, describe, expect, it } from 'vitest'
 import { stopGroup, type Group } from '../src/sim/group.ts'
-import { spawnWorker, stopWorker } from '../src/sim/processes.ts'
+import { spawnWorker, spawnWorkers, stopWorker } from '../src/sim/processes.ts'
 import { until } from './helpers.ts'
 
 const GROUP_SCRIPT = new URL('../src/sim/group-worker.ts', import.meta.url).pathname
@@ -35,6 +36,13 @@ afterEach(async () => {
   for (const pid of pids.splice(0)) if (alive(pid)) process.kill(pid, 'SIGKILL')
   await Promise.all(dirs.splice(0).map(async d => rm(d, { recursive: true, force: true })))
 })
+
+/** The simulation workers (src/sim/worker.ts) this process started that still run. */
+function workerChildren (): string[] {
+  // ps exits 1 when it lists nothing: what it printed is what counts
+  const out = spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' }).stdout
+  return out.split('\n').filter(l => l.includes('sim/worker.ts'))
+}
 
 async function firstLine (child: ChildProcess): Promise<string> {
   if (child.stdout === null) throw new Error('child has no stdout')
@@ -117,4 +125,16 @@ describe('the simulation\'s child processes', () => {
     expect(await stopWorker({ index: 7, dataDir: '', child, pending: new Map(), nextId: 1 }, 'SIGTERM', 200)).toBe(true)
     expect(child.signalCode).toBe('SIGKILL')
   }, 20_000)
+
+  it('spawnWorkers: when one worker of a batch does not start, the ones that did are stopped and its error goes on', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aap-sim-children-'))
+    dirs.push(dir)
+    // worker 1's data directory cannot be made: a file stands where it would be
+    await writeFile(join(dir, 'w1'), 'not a directory')
+    const started: number[] = []
+    await expect(spawnWorkers(0, 3, dir, [], (n) => { started.push(n) })).rejects.toThrow(/worker 1 exited/)
+    // the batch never counted as started, and workers 0 and 2 (which did start) are gone
+    expect(started).toEqual([])
+    expect(workerChildren()).toEqual([])
+  }, 120_000)
 })
