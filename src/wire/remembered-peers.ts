@@ -160,19 +160,12 @@ export class RememberedPeers implements Startable {
   }
 
   /** The addresses worth keeping for `peer`: printable ASCII within REMEMBERED_PEER_ADDR_MAX_CHARS, that the address filter keeps; at most REMEMBERED_PEER_ADDRS_MAX. */
-  private keptAddrs (peer: PeerId, addrs: Array<string | Multiaddr>): string[] {
+  private keptAddrs (peer: PeerId, addrs: Multiaddr[]): string[] {
     const filter = this.filter ?? addressFilterOf(this.components.peerId)
     const kept: string[] = []
-    for (const a of addrs) {
-      const text = withoutPeer(a.toString(), peer.toString())
+    for (const ma of addrs) {
+      const text = withoutPeer(ma.toString(), peer.toString())
       if (text.length > REMEMBERED_PEER_ADDR_MAX_CHARS || !PRINTABLE.test(text) || kept.includes(text)) continue
-      let ma: Multiaddr
-      try {
-        ma = typeof a === 'string' ? multiaddr(text) : a
-      } catch {
-        // a stored address that does not parse: left out, as the filter would leave it
-        continue
-      }
       if (filter !== undefined && !filter.mayKeep(peer, ma)) continue
       kept.push(text)
       if (kept.length >= REMEMBERED_PEER_ADDRS_MAX) break
@@ -229,7 +222,8 @@ export class RememberedPeers implements Startable {
       }
       const id = peerIdFromString(peer.id)
       if (id.equals(this.components.peerId)) continue
-      const addrs = this.keptAddrs(id, peer.addrs)
+      // checked() parsed each address already
+      const addrs = this.keptAddrs(id, peer.addrs.map(a => multiaddr(a)))
       if (addrs.length > 0) this.peers.set(peer.id, addrs)
     }
   }
