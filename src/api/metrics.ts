@@ -163,7 +163,7 @@ export class NodeMetrics {
       const s = node.host.services.peerStoreBound.stats
       return { records: s.records, max: node.host.services.peerStoreBound.maxPeers, pruned: s.pruned, passes: s.passes, failures: s.failures, held_back: s.heldBack }
     })
-    figures('aap_dht_upkeep', 'Routing-table contacts a dial failed to reach, since start (src/wire/dht-upkeep.ts): checked, removed because their ping failed too, kept because they answered, left because the table was at DHT_UPKEEP_TABLE_FLOOR, suspects not queued past DHT_UPKEEP_SUSPECTS_MAX, and checks that failed otherwise', (node) => {
+    figures('aap_dht_upkeep', 'Routing-table contacts a DHT request failed to reach while not connected, since start (src/wire/dht-upkeep.ts): checked, removed because their ping failed too, kept because they answered, left because the table was at DHT_UPKEEP_TABLE_FLOOR, suspects not queued past DHT_UPKEEP_SUSPECTS_MAX, and checks that failed otherwise', (node) => {
       const s = node.host.services.dhtUpkeep.stats
       return { checked: s.checked, removed: s.removed, kept: s.kept, at_floor: s.atFloor, dropped: s.dropped, failures: s.failures }
     })

@@ -230,7 +230,7 @@ export class DhtUpkeep implements Startable {
     this.forget?.(peer)
     await table.remove(peer)
     this.stats.removed++
-    this.log('contact %s removed from the routing table: a dial to it failed, then its ping (%s)', peer.toString(), reason)
+    this.log('contact %s removed from the routing table: a DHT request to it failed, then its ping (%s)', peer.toString(), reason)
   }
 }
 

@@ -72,7 +72,7 @@ export interface DhtTuning {
   clientMode?: boolean
   /** Card records stored for others at most (default DHT_RECORDS_STORED_MAX, src/card/record-cap.ts). */
   recordsMax?: number
-  /** How contacts a dial failed to reach are checked and removed (dht-upkeep.ts). */
+  /** How contacts a DHT request failed to reach are checked and removed (dht-upkeep.ts). */
   upkeep?: DhtUpkeepInit
 }
 
@@ -235,8 +235,8 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
       }),
       // libp2p ages peer-store records out only when it reads them, six hours on: the count is bounded here
       peerStoreBound: peerStoreBound(opts.peerStore),
-      // kad-dht keeps a contact it cannot reach while its bucket has room: one a dial failed to reach and a ping
-      // does not answer is removed here
+      // kad-dht keeps a contact it cannot reach while its bucket has room: one a DHT request failed to reach
+      // while not connected, and that then does not answer a ping, is removed here
       dhtUpkeep: dhtUpkeep({ ...opts.dht?.upkeep, forget: contacts.forget }),
       // the peers the bootstrap loop rejoins through when none of its own answers
       rememberedPeers: rememberedPeers({ ...opts.remembered, filter: addresses }),

@@ -326,12 +326,12 @@ export const RESPONDER_BACKLOG_MAX_BYTES = 1024 * 1024
 
 /**
  * How long the routing-table upkeep (dht-upkeep.ts) waits for the ping of a
- * contact that a dial failed to reach before it removes the contact. Above
+ * contact that a DHT request failed to reach before it removes the contact. Above
  * libp2p's address dial timeout (6 s), so a contact reachable at all answers.
  */
 export const DHT_UPKEEP_PING_TIMEOUT_MS = 10_000
 
-/** Contacts suspected gone (a failed dial) that wait for their check at most; each check is one ping at most. */
+/** Contacts suspected gone (a DHT request to them failed) that wait for their check at most; each check is one ping at most. */
 export const DHT_UPKEEP_SUSPECTS_MAX = 256
 
 /**
