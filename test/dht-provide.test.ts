@@ -83,7 +83,8 @@ describe('providing a key on a real mesh', () => {
     const [a, , , d] = nodes as [MeshNode, MeshNode, MeshNode, MeshNode]
     const key = await capabilityKey('cap:provided-here')
     const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000))
-    expect(outcome).toEqual({ sent: 3, failed: 0, walked: true, converged: false })
+    expect(outcome).toMatchObject({ sent: 3, failed: 0, missed: [], walked: true, converged: false })
+    expect(outcome.reached.map(String).sort()).toEqual(nodes.slice(1).map(n => n.agentId).sort())
     const found: string[] = []
     for await (const ev of d.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {
       if (ev.name === 'PROVIDER') found.push(...ev.providers.map(p => p.id.toString()))
@@ -102,11 +103,12 @@ describe('providing a key on a real mesh', () => {
     await c.host.handle(DHT_PROTOCOL, (stream) => { held.push(stream); reachedSilent() }, { force: true })
     try {
       const key = await capabilityKey('cap:provided-past-a-slow-peer')
-      const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000), 300)
+      const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000), { walkMs: 300 })
       await silentAsked
       expect(held.length).toBeGreaterThan(0)
       // the walk was cut; b and d answered it, so the records went to them (k is larger than the two)
-      expect(outcome).toEqual({ sent: 2, failed: 0, walked: false, converged: false })
+      expect(outcome).toMatchObject({ sent: 2, failed: 0, missed: [], walked: false, converged: false })
+      expect(outcome.reached.map(String).sort()).toEqual([b.agentId, d.agentId].sort())
       for (const holder of [b, d]) {
         const found: string[] = []
         for await (const ev of holder.host.services.dht.findProviders(key, { signal: AbortSignal.timeout(10_000) })) {

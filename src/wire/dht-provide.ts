@@ -17,6 +17,10 @@
  * own. The key is kept among this node's own records first, as kad-dht does,
  * so its reprovider provides it again before the records expire.
  *
+ * A caller may name peers to send the record to as well (`also`): those that
+ * took the key's earlier records, which keep them and the card they pulled on
+ * them whether or not this walk still counts them among the closest.
+ *
  * It uses kad-dht members its KadDHT interface does not declare
  * (kad-internals.ts); without them this is kad-dht's own `provide`, its
  * ADD_PROVIDER responses counted.
@@ -30,10 +34,18 @@ import { DHT_PROVIDE_SEND_TIMEOUT_MS, DHT_PROVIDE_WALK_MS } from '../constants.t
 import { kadInternals, NO_PATH } from './kad-internals.ts'
 
 /**
- * What one provide did: records sent and sends that failed (or got no answer in time), whether the walk ended before its bound, and whether it ended because it
- * had converged (WalkProgress) rather than by kad-dht's own end.
+ * What one provide did: records sent and sends that failed (or got no answer in time), the peers that took a record
+ * and those whose send failed, whether the walk ended before its bound, and whether it ended because it had converged
+ * (WalkProgress) rather than by kad-dht's own end.
  */
-export interface ProvideOutcome { sent: number, failed: number, walked: boolean, converged: boolean }
+export interface ProvideOutcome { sent: number, failed: number, reached: PeerId[], missed: PeerId[], walked: boolean, converged: boolean }
+
+export interface ProvideOptions {
+  /** Bounds the walk (default DHT_PROVIDE_WALK_MS). */
+  walkMs?: number
+  /** Peers sent the record as well as those the walk names (once each; never this node). */
+  also?: PeerId[]
+}
 
 const sha256 = (bytes: Uint8Array): Buffer => createHash('sha256').update(bytes).digest()
 
@@ -104,19 +116,25 @@ export class WalkProgress {
   }
 }
 
-/**
- * Provide `key` (see above); never rejects for a walk that ran out of time, only for the caller's own abort before anything was sent.
- * `walkMs` bounds the walk (default DHT_PROVIDE_WALK_MS).
- */
-export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[], key: CID, signal: AbortSignal, walkMs = DHT_PROVIDE_WALK_MS): Promise<ProvideOutcome> {
+/** `peers` once each, in their order, without `self`. */
+function distinct (peers: PeerId[], self: PeerId): PeerId[] {
+  const seen = new Map<string, PeerId>()
+  for (const p of peers) if (!p.equals(self) && !seen.has(p.toString())) seen.set(p.toString(), p)
+  return [...seen.values()]
+}
+
+/** Provide `key` (see above); never rejects for a walk that ran out of time, only for the caller's own abort before anything was sent. */
+export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[], key: CID, signal: AbortSignal, options: ProvideOptions = {}): Promise<ProvideOutcome> {
   const parts = kadInternals(dht)
   if (parts === undefined) {
-    let sent = 0
+    // kad-dht's own provide: its walk's peers only, `also` cannot be sent without its network
+    const reached: PeerId[] = []
     for await (const ev of dht.provide(key, { signal })) {
-      if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') sent++
+      if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') reached.push(ev.from)
     }
-    return { sent, failed: 0, walked: true, converged: false }
+    return { sent: reached.length, failed: 0, reached, missed: [], walked: true, converged: false }
   }
+  const walkMs = options.walkMs ?? DHT_PROVIDE_WALK_MS
   await parts.providers.addProvider(key, self, { signal })
   const target = key.multihash.bytes
   const walk = AbortSignal.any([signal, AbortSignal.timeout(walkMs)])
@@ -141,18 +159,19 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
     // the caller's own end stops everything; the walk's bound only ends the walk
     if (signal.aborted) throw err
   }
-  const to = final.length > 0 ? final : progress.closest()
+  const to = distinct([...(final.length > 0 ? final : progress.closest()), ...(options.also ?? [])], self)
   const msg = { type: MessageType.ADD_PROVIDER, key: target, providers: [{ id: self.toMultihash().bytes, multiaddrs: addrs.map(a => a.bytes) }] }
-  const sent = await Promise.all(to.map(async (peer): Promise<number> => {
+  const took = await Promise.all(to.map(async (peer): Promise<boolean> => {
     try {
       for await (const ev of parts.network.sendMessage(peer, msg, { signal: AbortSignal.any([signal, AbortSignal.timeout(DHT_PROVIDE_SEND_TIMEOUT_MS)]), path: NO_PATH })) {
-        if (ev.name === 'PEER_RESPONSE') return 1
+        if (ev.name === 'PEER_RESPONSE') return true
       }
     } catch {
-      // counted: the outcome's `failed` (the caller's stats)
+      // counted: the outcome's `failed` and `missed` (the caller's stats)
     }
-    return 0
+    return false
   }))
-  const made = sent.reduce((a, b) => a + b, 0)
-  return { sent: made, failed: to.length - made, walked, converged }
+  const reached = to.filter((_, i) => took[i] === true)
+  const missed = to.filter((_, i) => took[i] !== true)
+  return { sent: reached.length, failed: missed.length, reached, missed, walked, converged }
 }
