@@ -31,18 +31,24 @@
  * (CARD_REPUBLISH_INTERVAL_MS). Skipped, a key still named kept handing out
  * a card for a version or tag the agent had dropped (cap:x@1 and cap:x@2
  * share one key). A card re-signed from the same draft walks none of them.
+ * Such a walk, and a dropped key's last one, also sends the record to the
+ * peers that took the key's earlier records (at most ANNOUNCE_HOLDERS_KEPT
+ * per key): they hold the card too, and a walk that no longer finds them
+ * closest (a peer that joined nearer the key, a request lost on a busy node)
+ * left them handing out the older one.
  */
+import type { PeerId } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { MessageType } from '@libp2p/kad-dht'
 import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_K, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
-import { ANNOUNCE_REWALK_MS } from './constants.ts'
+import { ANNOUNCE_HOLDERS_KEPT, ANNOUNCE_REWALK_MS } from './constants.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { capabilityString, cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { firstRoutingPeer, type RoutingTableView } from './routing-view.ts'
-import { provideKey } from '../wire/dht-provide.ts'
+import { provideKey, type ProvideOutcome } from '../wire/dht-provide.ts'
 import { kadInternals } from '../wire/kad-internals.ts'
 
 function noop (): void {}
@@ -65,8 +71,17 @@ export interface AnnouncerInit {
   rewalkMs?: number
 }
 
-/** A provider key this node started to announce, the peers its records reached so far, and when they last reached enough (`settledAt`). */
-interface Provided { cid: CID, records: number, settled: boolean, settledAt: number }
+/**
+ * A provider key this node started to announce, the records sent so far, when they last reached enough (`settledAt`),
+ * and the peers known to hold one (the latest first, at most ANNOUNCE_HOLDERS_KEPT).
+ */
+interface Provided { cid: CID, records: number, settled: boolean, settledAt: number, holders: PeerId[] }
+
+/** The key's holders after a provide: those it reached, then the earlier ones it did not try, without those it missed. */
+function holdersAfter (before: PeerId[], outcome: ProvideOutcome): PeerId[] {
+  const tried = new Set([...outcome.reached, ...outcome.missed].map(String))
+  return [...outcome.reached, ...before.filter(p => !tried.has(p.toString()))].slice(0, ANNOUNCE_HOLDERS_KEPT)
+}
 
 export class Announcer {
   private readonly init: AnnouncerInit
@@ -192,11 +207,12 @@ export class Announcer {
     const results = await Promise.allSettled([...keys].filter(([text]) => changed || !this.announced(text)).map(async ([text, cid]) => {
       stats.providerWalks++
       // kad-dht keeps the key among its own from here, whether or not a peer hears of it
-      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0 }
+      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0, holders: [] }
       this.provided.set(text, entry)
       let sent = 0
       try {
-        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig)
+        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig, { also: changed ? entry.holders : [] })
+        entry.holders = holdersAfter(entry.holders, outcome)
         sent = outcome.sent
         stats.providerRecordsFailed += outcome.failed
         if (!outcome.walked) stats.providerWalksCut++
@@ -253,24 +269,24 @@ export class Announcer {
   async rememberAnnounced (card: AgentCard): Promise<void> {
     for (const cid of await providerKeys(card)) {
       const text = cid.toString()
-      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false, settledAt: 0 })
+      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false, settledAt: 0, holders: [] })
     }
   }
 
-  /** Keys an earlier card named and this one does not: kad-dht stops providing them again. */
   /**
-   * Stop providing the keys the new card no longer names. Each is walked once more first: the peers near it that
-   * hold this agent's card (held-cards.ts) pull the new card on that record, so they stop handing out the old one,
-   * which still names the key, for a capability the agent now refuses.
+   * Stop providing the keys the new card no longer names. Each is walked once more first, its record sent to the
+   * key's earlier holders too: the peers near it that hold this agent's card (held-cards.ts) pull the new card on
+   * that record, so they stop handing out the old one, which still names the key, for a capability the agent now
+   * refuses.
    */
   private async withdrawKeysNotIn (keys: Map<string, CID>, signal: AbortSignal): Promise<void> {
     const { host } = this.init
-    for (const [text, { cid }] of this.provided) {
+    for (const [text, { cid, holders }] of this.provided) {
       if (keys.has(text)) continue
       this.provided.delete(text)
       this.init.stats.withdrawnKeys++
       try {
-        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal)
+        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal, { also: holders })
         this.init.stats.providerRecordsSent += outcome.sent
         this.init.stats.providerRecordsFailed += outcome.failed
       } catch (err) {

@@ -65,6 +65,16 @@ export const CARD_DHT_FALLBACK_AFTER_MS = CARD_FETCH_TIMEOUT_MS / 2
 export const ANNOUNCE_REWALK_MS = CARD_TTL_MS
 
 /**
+ * Peers that took a provider key's records the announcer remembers per key
+ * (announce.ts), at most: a card that says something new, or drops the key,
+ * sends its record to them as well as to the walk's closest peers. They keep
+ * the record and the card they pulled on it until it expires, whether or not
+ * a later walk still finds them closest (churn, or a walk on a busy node that
+ * missed one), and only a record makes them pull the new card sooner.
+ */
+export const ANNOUNCE_HOLDERS_KEPT = 20
+
+/**
  * Agents whose highest card seq seen (and that card's expiry) the card cache
  * remembers beyond the cards it keeps (card-store.ts): a card older than one
  * seen, still unexpired, is refused even after the newer card left the cache
