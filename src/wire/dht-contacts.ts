@@ -27,6 +27,7 @@ import type { KadDHT, KadDHTComponents } from '@libp2p/kad-dht'
 import type { Ping } from '@libp2p/ping'
 import { DHT_CONTACT_FRESH_MS, DHT_CONTACTS_TRACKED } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
+import { kadMember } from './kad-internals.ts'
 
 export interface ContactLivenessStats {
   /** Contacts judged alive by an open connection. */
@@ -125,11 +126,6 @@ export function livenessPing (components: Components, stats: ContactLivenessStat
 /** What kad-dht's routing table offers here: `find` resolves to the peer when it is a contact. */
 interface TableLookup { find: (peer: PeerId) => Promise<PeerId | undefined> }
 
-function tableOf (dht: object): TableLookup | undefined {
-  const table: unknown = Reflect.get(dht, 'routingTable')
-  return typeof table === 'object' && table !== null && typeof Reflect.get(table, 'find') === 'function' ? table as TableLookup : undefined
-}
-
 export interface ContactLiveness {
   readonly stats: ContactLivenessStats
   /** The ping's `forget`, once kad-dht was made. */
@@ -157,7 +153,7 @@ export function contactLiveness (): ContactLiveness {
         }
       })
       const dht = factory(view)
-      table = tableOf(dht)
+      table = kadMember<TableLookup>(dht, 'routingTable', ['find'])
       return dht
     }
   }

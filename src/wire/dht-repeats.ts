@@ -66,6 +66,7 @@ import type { KadDHT, KadDHTComponents } from '@libp2p/kad-dht'
 import { DHT_CLOSEST_CACHED, DHT_NAMED_AGAIN_MS, DHT_NAMED_TRACKED } from '../constants.ts'
 import { bytesKey } from '../util/bytes-key.ts'
 import { DHT_NAMED_ADDRS_MAX } from './network-constants.ts'
+import { kadMember } from './kad-internals.ts'
 
 /** Whether an address named for another peer may be kept (address-filter.ts). */
 export type NamedAddressFilter = (ma: Multiaddr) => boolean
@@ -139,11 +140,9 @@ function filterAnswers (network: Network, allow: NamedAddressFilter, stats: DhtR
 
 
 function partsOf (dht: object): { table: Table, network: Network } | undefined {
-  const table: unknown = Reflect.get(dht, 'routingTable')
-  const network: unknown = Reflect.get(dht, 'network')
-  if (typeof table !== 'object' || table === null || typeof Reflect.get(table, 'closestPeers') !== 'function' || typeof Reflect.get(table, 'addEventListener') !== 'function') return undefined
-  if (typeof network !== 'object' || network === null || typeof Reflect.get(network, 'safeDispatchEvent') !== 'function') return undefined
-  return { table: table as Table, network: network as Network }
+  const table = kadMember<Table>(dht, 'routingTable', ['closestPeers', 'addEventListener'])
+  const network = kadMember<Network>(dht, 'network', ['safeDispatchEvent'])
+  return table === undefined || network === undefined ? undefined : { table, network }
 }
 
 /** Call `changed` first whenever the k-bucket tree adds or removes a contact (kad-dht's events come after a peer-store write). */

@@ -31,6 +31,7 @@ import { serviceCapabilities, type AbortOptions, type ComponentLogger, type Logg
 import type { Ping } from '@libp2p/ping'
 import { reasonOf } from '../errors.ts'
 import { DHT_UPKEEP_PING_TIMEOUT_MS, DHT_UPKEEP_SUSPECTS_MAX, DHT_UPKEEP_TABLE_FLOOR } from './network-constants.ts'
+import { kadMember } from './kad-internals.ts'
 
 export interface DhtUpkeepInit {
   /** A suspect's ping that has not answered in this long fails (default DHT_UPKEEP_PING_TIMEOUT_MS). */
@@ -82,17 +83,6 @@ interface Table {
 type SendRequest = (to: PeerId, msg: unknown, options?: AbortOptions) => AsyncGenerator<{ name: string }>
 interface Network { sendRequest: SendRequest }
 
-function networkOf (dht: object): Network | undefined {
-  const network: unknown = Reflect.get(dht, 'network')
-  return typeof network === 'object' && network !== null && typeof Reflect.get(network, 'sendRequest') === 'function' ? network as Network : undefined
-}
-
-function tableOf (dht: object): Table | undefined {
-  const table: unknown = Reflect.get(dht, 'routingTable')
-  if (typeof table !== 'object' || table === null) return undefined
-  return typeof Reflect.get(table, 'find') === 'function' && typeof Reflect.get(table, 'remove') === 'function' ? table as Table : undefined
-}
-
 export class DhtUpkeep implements Startable {
   readonly [Symbol.toStringTag] = 'aap:dht-upkeep'
   readonly [serviceCapabilities]: string[] = []
@@ -120,7 +110,7 @@ export class DhtUpkeep implements Startable {
 
   start (): void {
     this.stopping = new AbortController()
-    const network = networkOf(this.components.dht)
+    const network = kadMember<Network>(this.components.dht, 'network', ['sendRequest'])
     if (network === undefined) {
       this.log.error('kad-dht has no network to watch (another version?): contacts that left stay in the routing table')
       return
@@ -211,7 +201,7 @@ export class DhtUpkeep implements Startable {
   }
 
   private async check (peer: PeerId, stopping: AbortSignal | undefined): Promise<void> {
-    const table = tableOf(this.components.dht)
+    const table = kadMember<Table>(this.components.dht, 'routingTable', ['find', 'remove'])
     if (table === undefined || await table.find(peer) === undefined) return
     this.stats.checked++
     if (this.endsHere(table, peer)) return

@@ -36,6 +36,16 @@ export function kadInternals (dht: KadDHT): KadInternals | undefined {
   return dht as unknown as KadInternals
 }
 
+/**
+ * `dht`'s member `name` when it is an object with every method in `methods`, or undefined (a kad-dht whose insides
+ * differ): the one check behind every view of kad-dht's undeclared parts (its routing table, its network).
+ */
+export function kadMember<T extends object> (dht: object, name: 'routingTable' | 'network', methods: string[]): T | undefined {
+  const member: unknown = Reflect.get(dht, name)
+  if (typeof member !== 'object' || member === null) return undefined
+  return methods.every(m => typeof Reflect.get(member, m) === 'function') ? member as T : undefined
+}
+
 /** What a provider lookup reads of kad-dht's routing table: the contacts closest to a kad id (sha256 of the key). */
 export interface KadRoutingTable {
   closestPeers: (kadId: Uint8Array, options: { count: number }) => PeerId[]
@@ -43,6 +53,5 @@ export interface KadRoutingTable {
 
 /** `dht`'s routing table, or undefined when this kad-dht has none of that shape. */
 export function kadRoutingTable (dht: KadDHT): KadRoutingTable | undefined {
-  const table = (dht as unknown as { routingTable?: Partial<Record<keyof KadRoutingTable, unknown>> }).routingTable
-  return typeof table?.closestPeers === 'function' ? table as KadRoutingTable : undefined
+  return kadMember<KadRoutingTable>(dht, 'routingTable', ['closestPeers'])
 }
