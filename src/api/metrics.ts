@@ -145,7 +145,7 @@ export class NodeMetrics {
       b === undefined ? undefined : { failed_rounds: b.failedRounds, churn_redials: b.churnRedials, churn_waits: b.churnWaits, cut_off_redials: b.cutOffRedials, churn_delay_ms: b.churnDelayMs, rejoined: b.rejoined })
     figures('aap_remembered_peers', 'Peers this node dialed and found serving the DHT, remembered to rejoin through when no bootstrap peer answers (src/wire/remembered-peers.ts): held now and the bound; since start, lists written, writes refused, stored lists or entries left out as damaged, rejoin rounds and the peers they reached', (node) => {
       const r = node.host.services.rememberedPeers
-      return { held: r.list().length, max: r.max, saved: r.stats.saved, save_failures: r.stats.saveFailures, load_failures: r.stats.loadFailures, dials: r.stats.dials, reached: r.stats.reached }
+      return { held: r.size, max: r.max, saved: r.stats.saved, save_failures: r.stats.saveFailures, load_failures: r.stats.loadFailures, dials: r.stats.dials, reached: r.stats.reached }
     })
     figures('aap_connections', 'The connection budget (src/wire/budget.ts): open connections, the bound, connections pruned since start, rounds that ended over the bound (every other connection carried live runs), errors', (node) => {
       const b = node.connections

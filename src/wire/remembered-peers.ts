@@ -117,6 +117,9 @@ export class RememberedPeers implements Startable {
     await this.save()
   }
 
+  /** How many peers are remembered now. */
+  get size (): number { return this.peers.size }
+
   /** The remembered peers, most recently dialed first. */
   list (): RememberedPeer[] {
     return [...this.peers].reverse().map(([id, addrs]) => ({ id, addrs: [...addrs] }))
