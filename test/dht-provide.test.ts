@@ -11,8 +11,8 @@ import { capabilityKey } from '../src/card/card.ts'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import { provideKey, WalkProgress } from '../src/wire/dht-provide.ts'
-import { kadRoutingTable } from '../src/wire/kad-internals.ts'
-import { startMesh, stopAll, until, waitForRouting } from './helpers.ts'
+import { kadInternals, kadRoutingTable } from '../src/wire/kad-internals.ts'
+import { startLoneNodes, startMesh, stopAll, until, waitForRouting } from './helpers.ts'
 
 const asBig = (b: Uint8Array): bigint => BigInt('0x' + Buffer.from(b).toString('hex'))
 const digest = (b: Uint8Array): Uint8Array => createHash('sha256').update(b).digest()
@@ -123,3 +123,25 @@ describe('providing a key on a real mesh', () => {
   })
 })
 
+describe('providing a key to named peers as well (a key\'s earlier holders)', () => {
+  let nodes: MeshNode[] = []
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('sends to each named peer once, never to itself, reaches one the walk does not, and counts those apart', async () => {
+    const mesh = await startMesh(3, { transport: 'tcp' })
+    const [far] = await startLoneNodes(1)
+    nodes = [...mesh, far!]
+    const [a, b, c] = mesh as [MeshNode, MeshNode, MeshNode]
+    const anyKadId = new Uint8Array(32)
+    await until(() => (kadRoutingTable(a.host.services.dht)?.closestPeers(anyKadId, { count: 20 }).length ?? 0) >= 2, 'a routing table holding the other two nodes')
+    // a knows where the lone node is, as it knows a peer that once took its record; no walk meets it
+    await a.host.peerStore.merge(far!.host.peerId, { multiaddrs: far!.host.getMultiaddrs() })
+    const key = await capabilityKey('cap:provided-to-earlier-holders')
+    const outcome = await provideKey(a.host.services.dht, a.host.peerId, a.host.getMultiaddrs(), key, AbortSignal.timeout(10_000),
+      { also: [a.host.peerId, b.host.peerId, far!.host.peerId, far!.host.peerId] })
+    expect(outcome).toMatchObject({ sent: 2, failed: 0, alsoSent: 1, alsoFailed: 0, missed: [] })
+    expect(outcome.reached.map(String).sort()).toEqual([b.agentId, c.agentId, far!.agentId].sort())
+    await until(async () => (await kadInternals(far!.host.services.dht)!.providers.getProviders(key)).some(p => p.equals(a.host.peerId)),
+      'the lone node to store the record')
+  })
+})

@@ -34,11 +34,21 @@ import { DHT_PROVIDE_SEND_TIMEOUT_MS, DHT_PROVIDE_WALK_MS } from '../constants.t
 import { kadInternals, NO_PATH } from './kad-internals.ts'
 
 /**
- * What one provide did: records sent and sends that failed (or got no answer in time), the peers that took a record
- * and those whose send failed, whether the walk ended before its bound, and whether it ended because it had converged
- * (WalkProgress) rather than by kad-dht's own end.
+ * What one provide did: records sent to the walk's peers and sends to them that failed (or got no answer in time),
+ * the same for the peers named only in `also`, every peer that took a record and every one whose send failed, whether
+ * the walk ended before its bound, and whether it ended because it had converged (WalkProgress) rather than by
+ * kad-dht's own end.
  */
-export interface ProvideOutcome { sent: number, failed: number, reached: PeerId[], missed: PeerId[], walked: boolean, converged: boolean }
+export interface ProvideOutcome {
+  sent: number
+  failed: number
+  alsoSent: number
+  alsoFailed: number
+  reached: PeerId[]
+  missed: PeerId[]
+  walked: boolean
+  converged: boolean
+}
 
 export interface ProvideOptions {
   /** Bounds the walk (default DHT_PROVIDE_WALK_MS). */
@@ -132,7 +142,7 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
     for await (const ev of dht.provide(key, { signal })) {
       if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') reached.push(ev.from)
     }
-    return { sent: reached.length, failed: 0, reached, missed: [], walked: true, converged: false }
+    return { sent: reached.length, failed: 0, alsoSent: 0, alsoFailed: 0, reached, missed: [], walked: true, converged: false }
   }
   const walkMs = options.walkMs ?? DHT_PROVIDE_WALK_MS
   await parts.providers.addProvider(key, self, { signal })
@@ -159,7 +169,9 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
     // the caller's own end stops everything; the walk's bound only ends the walk
     if (signal.aborted) throw err
   }
-  const to = distinct([...(final.length > 0 ? final : progress.closest()), ...(options.also ?? [])], self)
+  const walkTo = distinct(final.length > 0 ? final : progress.closest(), self)
+  const named = new Set(walkTo.map(String))
+  const to = [...walkTo, ...distinct(options.also ?? [], self).filter(p => !named.has(p.toString()))]
   const msg = { type: MessageType.ADD_PROVIDER, key: target, providers: [{ id: self.toMultihash().bytes, multiaddrs: addrs.map(a => a.bytes) }] }
   const took = await Promise.all(to.map(async (peer): Promise<boolean> => {
     try {
@@ -173,5 +185,7 @@ export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[],
   }))
   const reached = to.filter((_, i) => took[i] === true)
   const missed = to.filter((_, i) => took[i] !== true)
-  return { sent: reached.length, failed: missed.length, reached, missed, walked, converged }
+  const sent = took.slice(0, walkTo.length).filter(t => t).length
+  const alsoSent = reached.length - sent
+  return { sent, failed: walkTo.length - sent, alsoSent, alsoFailed: to.length - walkTo.length - alsoSent, reached, missed, walked, converged }
 }
