@@ -32,23 +32,23 @@
  * a card for a version or tag the agent had dropped (cap:x@1 and cap:x@2
  * share one key). A card re-signed from the same draft walks none of them.
  * Such a walk, and a dropped key's last one, also sends the record to the
- * peers that took the key's earlier records (at most ANNOUNCE_HOLDERS_KEPT
- * per key): they hold the card too, and a walk that no longer finds them
- * closest (a peer that joined nearer the key, a request lost on a busy node)
- * left them handing out the older one.
+ * peers that took the key's earlier records (key-holders.ts): they hold the
+ * card too, and a walk that no longer finds them closest (a peer that joined
+ * nearer the key, a request lost on a busy node) left them handing out the
+ * older one. Only the walk's own peers count toward a key's `enough`.
  */
-import type { PeerId } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { MessageType } from '@libp2p/kad-dht'
 import { ANNOUNCE_MAX_RETRIES, ANNOUNCE_MIN_PROVIDER_RECORDS, ANNOUNCE_RETRY_MS, DHT_K, DHT_PUT_TIMEOUT_MS } from '../constants.ts'
-import { ANNOUNCE_HOLDERS_KEPT, ANNOUNCE_REWALK_MS } from './constants.ts'
+import { ANNOUNCE_REWALK_MS } from './constants.ts'
+import { KeyHolders } from './key-holders.ts'
 import { toAapError } from '../errors.ts'
 import type { Logger } from '../logger.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { capabilityString, cardRecordKey, encodeCardRecord, providerKeys, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 import { firstRoutingPeer, type RoutingTableView } from './routing-view.ts'
-import { provideKey, type ProvideOutcome } from '../wire/dht-provide.ts'
+import { provideKey } from '../wire/dht-provide.ts'
 import { kadInternals } from '../wire/kad-internals.ts'
 
 function noop (): void {}
@@ -71,17 +71,8 @@ export interface AnnouncerInit {
   rewalkMs?: number
 }
 
-/**
- * A provider key this node started to announce, the records sent so far, when they last reached enough (`settledAt`),
- * and the peers known to hold one (the latest first, at most ANNOUNCE_HOLDERS_KEPT).
- */
-interface Provided { cid: CID, records: number, settled: boolean, settledAt: number, holders: PeerId[] }
-
-/** The key's holders after a provide: those it reached, then the earlier ones it did not try, without those it missed. */
-function holdersAfter (before: PeerId[], outcome: ProvideOutcome): PeerId[] {
-  const tried = new Set([...outcome.reached, ...outcome.missed].map(String))
-  return [...outcome.reached, ...before.filter(p => !tried.has(p.toString()))].slice(0, ANNOUNCE_HOLDERS_KEPT)
-}
+/** A provider key this node started to announce, the records sent so far, when they last reached enough (`settledAt`), and who holds one. */
+interface Provided { cid: CID, records: number, settled: boolean, settledAt: number, holders: KeyHolders }
 
 export class Announcer {
   private readonly init: AnnouncerInit
@@ -207,19 +198,25 @@ export class Announcer {
     const results = await Promise.allSettled([...keys].filter(([text]) => changed || !this.announced(text)).map(async ([text, cid]) => {
       stats.providerWalks++
       // kad-dht keeps the key among its own from here, whether or not a peer hears of it
-      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0, holders: [] }
+      const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0, holders: new KeyHolders() }
       this.provided.set(text, entry)
+      // owed until a provide of the key ends within its signal: a walk cut before its sends does not forget them
+      if (changed) entry.holders.owed = true
       let sent = 0
+      let alsoSent = 0
       try {
-        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig, { also: changed ? entry.holders : [] })
-        entry.holders = holdersAfter(entry.holders, outcome)
+        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig, { also: entry.holders.owed ? entry.holders.list() : [] })
+        entry.holders.took(outcome.reached)
+        if (!sig.aborted) entry.holders.owed = false
         sent = outcome.sent
-        stats.providerRecordsFailed += outcome.failed
+        alsoSent = outcome.alsoSent
+        stats.providerRecordsFailed += outcome.failed + outcome.alsoFailed
         if (!outcome.walked) stats.providerWalksCut++
         if (outcome.converged) stats.providerWalksConverged++
       } finally {
-        stats.providerRecordsSent += sent
-        entry.records += sent
+        stats.providerRecordsSent += sent + alsoSent
+        entry.records += sent + alsoSent
+        // the earlier holders may be far from the key now: only the walk's peers say a lookup will meet the record
         entry.settled = sent >= enough
         if (entry.settled) entry.settledAt = Date.now()
         else stats.shortProviderWalks++
@@ -269,7 +266,7 @@ export class Announcer {
   async rememberAnnounced (card: AgentCard): Promise<void> {
     for (const cid of await providerKeys(card)) {
       const text = cid.toString()
-      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false, settledAt: 0, holders: [] })
+      if (!this.provided.has(text)) this.provided.set(text, { cid, records: 0, settled: false, settledAt: 0, holders: new KeyHolders() })
     }
   }
 
@@ -286,9 +283,9 @@ export class Announcer {
       this.provided.delete(text)
       this.init.stats.withdrawnKeys++
       try {
-        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal, { also: holders })
-        this.init.stats.providerRecordsSent += outcome.sent
-        this.init.stats.providerRecordsFailed += outcome.failed
+        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal, { also: holders.list() })
+        this.init.stats.providerRecordsSent += outcome.sent + outcome.alsoSent
+        this.init.stats.providerRecordsFailed += outcome.failed + outcome.alsoFailed
       } catch (err) {
         this.init.log.debug({ err, key: text }, 'the last walk of a provider key the card no longer names failed; its holders keep the older card until it is due')
       }

@@ -66,13 +66,16 @@ export const ANNOUNCE_REWALK_MS = CARD_TTL_MS
 
 /**
  * Peers that took a provider key's records the announcer remembers per key
- * (announce.ts), at most: a card that says something new, or drops the key,
- * sends its record to them as well as to the walk's closest peers. They keep
- * the record and the card they pulled on it until it expires, whether or not
- * a later walk still finds them closest (churn, or a walk on a busy node that
- * missed one), and only a record makes them pull the new card sooner.
+ * (key-holders.ts), at most; each for DHT_PROVIDER_VALIDITY_MS after its last
+ * record. A card that says something new, or drops the key, sends its record
+ * to them as well as to the walk's closest peers. They keep the record and
+ * the card they pulled on it until it expires, whether or not a later walk
+ * still finds them closest (churn, or a walk on a busy node that missed one),
+ * and only a record makes them pull the new card sooner. Over three times
+ * kad-dht's k: a peer the walks stopped finding is still named after a few
+ * walks to other peers.
  */
-export const ANNOUNCE_HOLDERS_KEPT = 20
+export const ANNOUNCE_HOLDERS_KEPT = 64
 
 /**
  * Agents whose highest card seq seen (and that card's expiry) the card cache
