@@ -13,14 +13,13 @@ import { createHash } from 'node:crypto'
 import type { PeerId } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
-import { askHolder } from '../src/card/held-cards.ts'
 import { CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { kadRoutingTable } from '../src/wire/kad-internals.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { startLoneNodes, startMesh, stopAll, until } from './helpers.ts'
-import { storedRecordHolders } from './fixtures/dht-records.ts'
+import { heldSeqs, storedRecordHolders } from './fixtures/dht-records.ts'
 
 const K = 3
 const dht = { k: K, alpha: K, disjointPaths: 1 }
@@ -72,9 +71,7 @@ describe('a changed card and the peers that took the key\'s earlier records', ()
 
     const client = new RpcClient(agent.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     try {
-      // an ask that ran out of its time (CARD_HELD_ASK_TIMEOUT_MS, 500 ms) on a busy machine is asked again
-      const handedOut = async (peers: PeerId[]): Promise<number[]> => Promise.all(peers.map(async h =>
-        (await askHolder(client, h, { agents: [peerIdOfAgent(agent.agentId)] }, AbortSignal.timeout(5_000), () => {}).catch(() => []))[0]?.seq ?? 0))
+      const handedOut = async (peers: PeerId[]): Promise<number[]> => heldSeqs(client, peers, peerIdOfAgent(agent.agentId))
       await until(async () => (await handedOut(holders)).every(seq => seq === v1.seq), 'the holders to hand out the first card')
       // as CARD_HELD_PULL_MIN_INTERVAL_MS later: the holders may pull the agent's card again
       for (const n of [...nodes, late]) {

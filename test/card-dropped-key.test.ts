@@ -11,12 +11,12 @@
 import type { PeerId } from '@libp2p/interface'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
-import { askHolder } from '../src/card/held-cards.ts'
 import { CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
 import { peerIdOfAgent } from '../src/identity/identity.ts'
 import type { MeshNode } from '../src/node.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+import { heldSeqs } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 6
@@ -49,9 +49,10 @@ describe('an agent that drops a capability', () => {
     }, 'a peer to store the dropped key\'s record')
     const client = new RpcClient(asker.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     try {
-      const handedOut = async (): Promise<number[]> => Promise.all(holders.map(async h => h.toString() === asker.agentId
-        ? 0
-        : (await askHolder(client, h, { agents: [peerIdOfAgent(agent.agentId)] }, AbortSignal.timeout(5_000), () => {}))[0]?.seq ?? 0))
+      const handedOut = async (): Promise<number[]> => {
+        const seqs = await heldSeqs(client, holders, peerIdOfAgent(agent.agentId))
+        return seqs.map((seq, i) => holders[i]!.toString() === asker.agentId ? 0 : seq)
+      }
       const asked = holders.filter(h => h.toString() !== asker.agentId)
       expect(asked.length).toBeGreaterThan(0)
       await until(async () => (await handedOut()).filter(seq => seq === first.seq).length === asked.length, 'the holders to hand out the first card')

@@ -14,7 +14,7 @@ import { peerIdFromString } from '@libp2p/peer-id'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
-import { askHolder, HeldCards, type HeldCardsInit } from '../src/card/held-cards.ts'
+import { HeldCards, type HeldCardsInit } from '../src/card/held-cards.ts'
 import { CARD_HELD_MAX, CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
 import { agentIdOf, peerIdOfAgent } from '../src/identity/identity.ts'
 import { componentLogger } from '../src/logger.ts'
@@ -22,7 +22,7 @@ import type { MeshNode } from '../src/node.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { draft, newKey } from './card-fixtures.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { storedRecordHolders } from './fixtures/dht-records.ts'
+import { heldSeqs, storedRecordHolders } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 6
@@ -55,8 +55,7 @@ describe('a provider record within the interval of its agent\'s last pull', () =
     const holders = await storedRecordHolders(nodes, agent, key)
     const client = new RpcClient(agent.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     try {
-      const handedOut = async (): Promise<number[]> => Promise.all(holders.map(async h =>
-        (await askHolder(client, peerIdOfAgent(h.agentId), { agents: [peerIdOfAgent(agent.agentId)] }, AbortSignal.timeout(5_000), () => {}))[0]?.seq ?? 0))
+      const handedOut = async (): Promise<number[]> => heldSeqs(client, holders.map(h => peerIdOfAgent(h.agentId)), peerIdOfAgent(agent.agentId))
       await until(async () => (await handedOut()).every(seq => seq === v1.seq), 'the holders to hand out the first card')
       // the holders pulled it moments ago: pin their last pull to now, so the new card's records come within the interval
       for (const h of holders) heldOf(h).pulledAt.set(agent.agentId, Date.now())

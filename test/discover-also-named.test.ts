@@ -29,13 +29,12 @@ import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
 import type { CardOrigin } from '../src/card/discovery.ts'
-import { askHolder } from '../src/card/held-cards.ts'
 import { CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
 import type { MeshHost } from '../src/wire/host.ts'
 import { RpcClient, serve } from '../src/wire/rpc.ts'
 import { startLoneNodes, startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
-import { BUDGET_MS, holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
+import { BUDGET_MS, heldSeqs, holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 9
@@ -289,7 +288,7 @@ describe('holders of an agent that published a new card', () => {
     }
     const client = new RpcClient(asker.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES })
     /** The seq of the card each holder hands out of the agent (0: none). */
-    const handedOut = async (): Promise<number[]> => Promise.all(holders.map(async h => (await askHolder(client, h, { agents: [peerOf(agent)] }, AbortSignal.timeout(5_000), () => {}))[0]?.seq ?? 0))
+    const handedOut = async (): Promise<number[]> => heldSeqs(client, holders, peerOf(agent))
 
     const first = await agent.discovery.publish({ name: 'agent', capabilities: [cap] }, { announce: false })
     await announced()
