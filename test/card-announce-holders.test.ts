@@ -14,6 +14,7 @@ import { Announcer } from '../src/card/announce.ts'
 import { issueCard, type AgentCard } from '../src/card/card.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { KeyHolders } from '../src/card/key-holders.ts'
+import { ANNOUNCE_HOLDER_SENDS_MAX, ANNOUNCE_HOLDERS_KEPT } from '../src/card/constants.ts'
 import { DHT_PROVIDER_VALIDITY_MS } from '../src/constants.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshHost } from '../src/wire/host.ts'
@@ -22,8 +23,11 @@ import { until } from './helpers.ts'
 
 const log = componentLogger(undefined, 'test')
 
-/** What the stand-in does in one announcement: the walk's peers, and how the walk and the sends end. */
-interface Round { walk: PeerId[], fail?: PeerId[], hangWalk?: boolean, hangSends?: boolean }
+/**
+ * What the stand-in does in one announcement: the walk's peers, the peers whose sends fail, and what hangs until the
+ * announcement's end: the walk, every send, or the sends to some peers.
+ */
+interface Round { walk: PeerId[], fail?: PeerId[], hangWalk?: boolean, hangSends?: boolean, hangSendsTo?: PeerId[] }
 
 async function peers (n: number): Promise<PeerId[]> {
   return Promise.all(Array.from({ length: n }, async () => peerIdFromPrivateKey(await newKey())))
@@ -41,9 +45,12 @@ interface Setup {
   stats: ReturnType<typeof newDiscoveryStats>
   /** Announce the current card with the stand-in doing `round`; the peers sent a record. */
   next: (round: Round) => Promise<Set<string>>
-  /** Announce with `round`, whose walk or sends hang, and end the announcement there; resolves once its walk ended. */
+  /**
+   * Announce with `round`, whose walk or some sends hang, and end the announcement once everything else of it is
+   * done; resolves once the announcement has ended.
+   */
   cut: (round: Round) => Promise<void>
-  publish: (version: string) => Promise<void>
+  publish: (version: string, capabilityId?: string) => Promise<void>
 }
 
 async function setup (k: number): Promise<Setup> {
@@ -53,6 +60,9 @@ async function setup (k: number): Promise<Setup> {
   let round: Round = { walk: [] }
   let sends = new Set<string>()
   let hung = Promise.withResolvers<void>()
+  let inFlight = 0
+  let hanging = 0
+  const hangs = (to: PeerId): boolean => round.hangSends === true || round.hangSendsTo?.some(p => p.equals(to)) === true
   const dht = {
     k,
     providers: { getProviders: async () => [], addProvider: async () => {} },
@@ -60,12 +70,18 @@ async function setup (k: number): Promise<Setup> {
       sendRequest: async function * () {},
       sendMessage: async function * (to: PeerId, _msg: unknown, options: { signal: AbortSignal }) {
         sends.add(to.toString())
-        if (round.hangSends === true) {
-          hung.resolve()
-          await untilAborted(options.signal)
+        inFlight++
+        try {
+          if (hangs(to)) {
+            hanging++
+            hung.resolve()
+            await untilAborted(options.signal).finally(() => { hanging-- })
+          }
+          if (round.fail?.some(p => p.equals(to)) === true) throw new Error('unreachable')
+          yield { name: 'PEER_RESPONSE' }
+        } finally {
+          inFlight--
         }
-        if (round.fail?.some(p => p.equals(to)) === true) throw new Error('unreachable')
-        yield { name: 'PEER_RESPONSE' }
       }
     },
     getClosestPeers: async function * (_key: Uint8Array, options: { signal: AbortSignal }) {
@@ -81,10 +97,13 @@ async function setup (k: number): Promise<Setup> {
   const host = { services: { dht }, peerId: peerIdFromPrivateKey(key), getMultiaddrs: () => [] } as unknown as MeshHost
   const stats = newDiscoveryStats()
   const announcer = new Announcer({ host, stats, log, routing: undefined, card: () => card, retryMs: 1e9 })
+  const running = (): boolean => (announcer as unknown as { announcing?: unknown }).announcing !== undefined
   return {
     announcer,
     stats,
-    publish: async (version) => { card = await issueCard(key, { name: 'moving', capabilities: [{ capability_id: 'cap:moving', version }] }, ++seq) },
+    publish: async (version, capabilityId = 'cap:moving') => {
+      card = await issueCard(key, { name: 'moving', capabilities: [{ capability_id: capabilityId, version }] }, ++seq)
+    },
     next: async (r) => {
       round = r
       sends = new Set()
@@ -95,14 +114,15 @@ async function setup (k: number): Promise<Setup> {
       round = r
       sends = new Set()
       hung = Promise.withResolvers()
-      const ended = stats.shortProviderWalks
       const ac = new AbortController()
       const done = announcer.announce(ac.signal)
       await hung.promise
+      // every send that does not hang has ended: the cut comes after them
+      await until(() => inFlight === hanging, 'the sends that do not hang to end')
       ac.abort()
       expect(await done).toBe(0)
-      // the walk's end is counted once it no longer reads the round (an announcement answers its caller at the abort)
-      await until(() => stats.shortProviderWalks > ended, 'the cut walk to end')
+      // the announcement answers its caller at the abort; it has ended once it no longer reads the round
+      await until(() => !running(), 'the cut announcement to end')
     }
   }
 }
@@ -171,6 +191,67 @@ describe('a changed card\'s record and the key\'s earlier holders', () => {
     expect(announcer.pending).toBe(true)
     announcer.stop()
   })
+
+  it('keeps a key short while a holder is owed the new card: a walk whose sends to the holders were cut is walked again', async () => {
+    const p = await peers(5)
+    const { announcer, next, cut, publish } = await setup(3)
+    await publish('1.0.0')
+    await next({ walk: [p[0]!, p[1]!, p[2]!] })
+    await publish('2.0.0')
+    // the walk's own two records went out (enough for the key); the sends to the holders were cut
+    await cut({ walk: [p[3]!, p[4]!], hangSendsTo: [p[0]!, p[1]!, p[2]!] })
+    const again = await next({ walk: [p[3]!, p[4]!] })
+    for (const h of [p[0]!, p[1]!, p[2]!]) expect(again).toContain(h.toString())
+    announcer.stop()
+  })
+
+  it(`sends the same card again to a holder whose send failed, until ${ANNOUNCE_HOLDER_SENDS_MAX} sends failed`, async () => {
+    const p = await peers(4)
+    const { announcer, next, publish, stats } = await setup(3)
+    await publish('1.0.0')
+    await next({ walk: [p[0]!, p[1]!, p[2]!] })
+    await publish('2.0.0')
+    await next({ walk: [p[3]!, p[1]!, p[2]!], fail: [p[0]!] })
+    // the same card: p0 is still owed it
+    expect(await next({ walk: [p[3]!, p[1]!, p[2]!], fail: [p[0]!] })).toContain(p[0]!.toString())
+    // its second failure ends that: the key is settled, and not walked again for it
+    const short = stats.shortProviderWalks
+    expect(await next({ walk: [p[3]!, p[1]!, p[2]!] })).toEqual(new Set())
+    expect(stats.shortProviderWalks).toBe(short)
+    announcer.stop()
+  })
+
+  it('past the bound, lets the oldest earlier holders go, not the walk\'s new peers', async () => {
+    const p = await peers(ANNOUNCE_HOLDERS_KEPT + 1)
+    const { announcer, next, publish } = await setup(20)
+    let version = 1
+    for (let i = 0; i < ANNOUNCE_HOLDERS_KEPT; i += 20) {
+      await publish(`${version++}.0.0`)
+      await next({ walk: p.slice(i, Math.min(i + 20, ANNOUNCE_HOLDERS_KEPT)) })
+    }
+    // as many holders as are kept; a walk that names one new peer takes it in, and the oldest holder goes
+    const newcomer = p[ANNOUNCE_HOLDERS_KEPT]!
+    await publish(`${version++}.0.0`)
+    await next({ walk: [newcomer] })
+    await publish(`${version++}.0.0`)
+    const sent = await next({ walk: [] })
+    expect(sent.size).toBe(ANNOUNCE_HOLDERS_KEPT)
+    expect(sent).toContain(newcomer.toString())
+    expect(sent).not.toContain(p[0]!.toString())
+    announcer.stop()
+  })
+
+  it('keeps a dropped key whose last walk was cut: the next announcement sends its record to the key\'s holders', async () => {
+    const p = await peers(4)
+    const { announcer, next, cut, publish } = await setup(3)
+    await publish('1.0.0', 'cap:dropped')
+    await next({ walk: [p[0]!, p[1]!, p[2]!] })
+    await publish('1.0.0', 'cap:named-now')
+    await cut({ walk: [], hangWalk: true })
+    const sent = await next({ walk: [p[3]!] })
+    for (const h of [p[0]!, p[1]!, p[2]!]) expect(sent).toContain(h.toString())
+    announcer.stop()
+  })
 })
 
 describe('the holders of one key', () => {
@@ -191,5 +272,21 @@ describe('the holders of one key', () => {
     now += 1
     expect(holders.list()).toEqual([])
     expect(holders.size).toBe(0)
+  })
+
+  it(`are owed a new card until a send to each succeeds, or ${ANNOUNCE_HOLDER_SENDS_MAX} sends to it failed`, async () => {
+    const p = await peers(3)
+    const holders = new KeyHolders(() => 1_000_000)
+    holders.took(p)
+    expect(holders.owed()).toEqual([])
+    holders.owe()
+    expect(holders.owed()).toEqual(p)
+    holders.took([p[0]!])
+    for (let i = 1; i < ANNOUNCE_HOLDER_SENDS_MAX; i++) holders.missed([p[1]!])
+    expect(holders.owed()).toEqual([p[1]!, p[2]!])
+    holders.missed([p[1]!])
+    expect(holders.owed()).toEqual([p[2]!])
+    // a peer that failed is still a holder: it keeps the earlier record
+    expect(holders.list()).toHaveLength(3)
   })
 })

@@ -71,8 +71,11 @@ export interface AnnouncerInit {
   rewalkMs?: number
 }
 
-/** A provider key this node started to announce, the records sent so far, when they last reached enough (`settledAt`), and who holds one. */
-interface Provided { cid: CID, records: number, settled: boolean, settledAt: number, holders: KeyHolders }
+/**
+ * A provider key this node started to announce, the records sent so far, when they last reached enough (`settledAt`),
+ * who holds one, and whether the card dropped it and its last walk has not yet ended in time (`withdrawing`).
+ */
+interface Provided { cid: CID, records: number, settled: boolean, settledAt: number, holders: KeyHolders, withdrawing?: boolean }
 
 export class Announcer {
   private readonly init: AnnouncerInit
@@ -200,14 +203,16 @@ export class Announcer {
       // kad-dht keeps the key among its own from here, whether or not a peer hears of it
       const entry = this.provided.get(text) ?? { cid, records: 0, settled: false, settledAt: 0, holders: new KeyHolders() }
       this.provided.set(text, entry)
-      // owed until a provide of the key ends within its signal: a walk cut before its sends does not forget them
-      if (changed) entry.holders.owed = true
+      // each holder is owed the new card's record until a send to it succeeds (key-holders.ts)
+      if (changed) entry.holders.owe()
+      entry.withdrawing = undefined
       let sent = 0
       let alsoSent = 0
       try {
-        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig, { also: entry.holders.owed ? entry.holders.list() : [] })
-        entry.holders.took(outcome.reached)
-        if (!sig.aborted) entry.holders.owed = false
+        const outcome = await provideKey(dht, host.peerId, host.getMultiaddrs(), cid, sig, { also: entry.holders.owed() })
+        // `reached` lists the walk's peers first: they are named last here, as the newest holders
+        entry.holders.took([...outcome.reached.slice(outcome.sent), ...outcome.reached.slice(0, outcome.sent)])
+        if (!sig.aborted) entry.holders.missed(outcome.missed)
         sent = outcome.sent
         alsoSent = outcome.alsoSent
         stats.providerRecordsFailed += outcome.failed + outcome.alsoFailed
@@ -216,8 +221,9 @@ export class Announcer {
       } finally {
         stats.providerRecordsSent += sent + alsoSent
         entry.records += sent + alsoSent
-        // the earlier holders may be far from the key now: only the walk's peers say a lookup will meet the record
-        entry.settled = sent >= enough
+        // the earlier holders may be far from the key now: only the walk's peers say a lookup will meet the record;
+        // a holder still owed the new card keeps the key short, so its retry sends the record again
+        entry.settled = sent >= enough && entry.holders.owed().length === 0
         if (entry.settled) entry.settledAt = Date.now()
         else stats.shortProviderWalks++
       }
@@ -274,21 +280,29 @@ export class Announcer {
    * Stop providing the keys the new card no longer names. Each is walked once more first, its record sent to the
    * key's earlier holders too: the peers near it that hold this agent's card (held-cards.ts) pull the new card on
    * that record, so they stop handing out the old one, which still names the key, for a capability the agent now
-   * refuses.
+   * refuses. A last walk cut by the announcement's end keeps the key, and the holders it did not reach, for the
+   * next announcement's try; one that ended in time withdraws it (a holder whose send failed then keeps the older
+   * card until it is due).
    */
   private async withdrawKeysNotIn (keys: Map<string, CID>, signal: AbortSignal): Promise<void> {
     const { host } = this.init
-    for (const [text, { cid, holders }] of this.provided) {
+    for (const [text, entry] of this.provided) {
       if (keys.has(text)) continue
-      this.provided.delete(text)
-      this.init.stats.withdrawnKeys++
+      const { cid, holders } = entry
+      if (entry.withdrawing !== true) holders.owe()
+      entry.withdrawing = true
       try {
-        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal, { also: holders.list() })
+        const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal, { also: holders.owed() })
+        holders.took(outcome.reached)
+        if (!signal.aborted) holders.missed(outcome.missed)
         this.init.stats.providerRecordsSent += outcome.sent + outcome.alsoSent
         this.init.stats.providerRecordsFailed += outcome.failed + outcome.alsoFailed
       } catch (err) {
-        this.init.log.debug({ err, key: text }, 'the last walk of a provider key the card no longer names failed; its holders keep the older card until it is due')
+        this.init.log.debug({ err, key: text }, 'the last walk of a provider key the card no longer names was cut; the next announcement tries it again')
       }
+      if (signal.aborted) continue
+      this.provided.delete(text)
+      this.init.stats.withdrawnKeys++
       // the records peers already hold expire by themselves (DHT_PROVIDER_VALIDITY_MS)
       await host.services.dht.cancelReprovide(cid).catch((err: unknown) => {
         this.init.log.warn({ err, key: text }, 'a provider key the card no longer names could not be withdrawn')

@@ -76,6 +76,13 @@ export const ANNOUNCE_REWALK_MS = CARD_TTL_MS
  * walks to other peers.
  */
 export const ANNOUNCE_HOLDERS_KEPT = 64
+/**
+ * Failed sends of one card's record to an earlier holder (key-holders.ts),
+ * after which it is no longer owed that card: it keeps the older card until
+ * that is due. Without a limit, one holder that left kept its key short, and
+ * walked again at every announcement.
+ */
+export const ANNOUNCE_HOLDER_SENDS_MAX = 2
 
 /**
  * Agents whose highest card seq seen (and that card's expiry) the card cache

@@ -137,12 +137,14 @@ function distinct (peers: PeerId[], self: PeerId): PeerId[] {
 export async function provideKey (dht: KadDHT, self: PeerId, addrs: Multiaddr[], key: CID, signal: AbortSignal, options: ProvideOptions = {}): Promise<ProvideOutcome> {
   const parts = kadInternals(dht)
   if (parts === undefined) {
-    // kad-dht's own provide: its walk's peers only, `also` cannot be sent without its network
+    // kad-dht's own provide: its walk's peers only, `also` cannot be sent without its network (each counted failed)
     const reached: PeerId[] = []
     for await (const ev of dht.provide(key, { signal })) {
       if (ev.name === 'PEER_RESPONSE' && ev.messageName === 'ADD_PROVIDER') reached.push(ev.from)
     }
-    return { sent: reached.length, failed: 0, alsoSent: 0, alsoFailed: 0, reached, missed: [], walked: true, converged: false }
+    const named = new Set(reached.map(String))
+    const missed = distinct(options.also ?? [], self).filter(p => !named.has(p.toString()))
+    return { sent: reached.length, failed: 0, alsoSent: 0, alsoFailed: missed.length, reached, missed, walked: true, converged: false }
   }
   const walkMs = options.walkMs ?? DHT_PROVIDE_WALK_MS
   await parts.providers.addProvider(key, self, { signal })
