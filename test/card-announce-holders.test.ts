@@ -11,7 +11,7 @@ import type { PeerId } from '@libp2p/interface'
 import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { describe, expect, it } from 'vitest'
 import { Announcer } from '../src/card/announce.ts'
-import { issueCard, type AgentCard } from '../src/card/card.ts'
+import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
 import { newDiscoveryStats } from '../src/card/discovery-stats.ts'
 import { KeyHolders } from '../src/card/key-holders.ts'
 import { ANNOUNCE_HOLDER_SENDS_MAX, ANNOUNCE_HOLDERS_KEPT } from '../src/card/constants.ts'
@@ -27,7 +27,7 @@ const log = componentLogger(undefined, 'test')
  * What the stand-in does in one announcement: the walk's peers, the peers whose sends fail, and what hangs until the
  * announcement's end: the walk, every send, or the sends to some peers.
  */
-interface Round { walk: PeerId[], fail?: PeerId[], hangWalk?: boolean, hangSends?: boolean, hangSendsTo?: PeerId[] }
+interface Round { walk: PeerId[], fail?: PeerId[], hangWalk?: boolean, hangWalkOf?: Uint8Array, hangSends?: boolean, hangSendsTo?: PeerId[] }
 
 async function peers (n: number): Promise<PeerId[]> {
   return Promise.all(Array.from({ length: n }, async () => peerIdFromPrivateKey(await newKey())))
@@ -47,9 +47,9 @@ interface Setup {
   next: (round: Round) => Promise<Set<string>>
   /**
    * Announce with `round`, whose walk or some sends hang, and end the announcement once everything else of it is
-   * done; resolves once the announcement has ended.
+   * done, or once `ready` holds of the peers sent a record so far; resolves once the announcement has ended.
    */
-  cut: (round: Round) => Promise<void>
+  cut: (round: Round, ready?: (sends: Set<string>) => boolean) => Promise<void>
   publish: (version: string, capabilityId?: string) => Promise<void>
 }
 
@@ -84,8 +84,8 @@ async function setup (k: number): Promise<Setup> {
         }
       }
     },
-    getClosestPeers: async function * (_key: Uint8Array, options: { signal: AbortSignal }) {
-      if (round.hangWalk === true) {
+    getClosestPeers: async function * (key: Uint8Array, options: { signal: AbortSignal }) {
+      if (round.hangWalk === true || (round.hangWalkOf !== undefined && Buffer.from(key).equals(round.hangWalkOf))) {
         hung.resolve()
         await untilAborted(options.signal)
       }
@@ -110,15 +110,19 @@ async function setup (k: number): Promise<Setup> {
       await announcer.announce()
       return sends
     },
-    cut: async (r) => {
+    cut: async (r, ready) => {
       round = r
       sends = new Set()
       hung = Promise.withResolvers()
       const ac = new AbortController()
       const done = announcer.announce(ac.signal)
-      await hung.promise
-      // every send that does not hang has ended: the cut comes after them
-      await until(() => inFlight === hanging, 'the sends that do not hang to end')
+      if (ready !== undefined) {
+        await until(() => ready(sends), 'the announcement to get that far before its end')
+      } else {
+        await hung.promise
+        // every send that does not hang has ended: the cut comes after them
+        await until(() => inFlight === hanging, 'the sends that do not hang to end')
+      }
       ac.abort()
       expect(await done).toBe(0)
       // the announcement answers its caller at the abort; it has ended once it no longer reads the round
@@ -212,6 +216,8 @@ describe('a changed card\'s record and the key\'s earlier holders', () => {
     await next({ walk: [p[0]!, p[1]!, p[2]!] })
     await publish('2.0.0')
     await next({ walk: [p[3]!, p[1]!, p[2]!], fail: [p[0]!] })
+    // the walk sent enough: not a short walk, though the key waits on p0
+    expect(stats.shortProviderWalks).toBe(0)
     // the same card: p0 is still owed it
     expect(await next({ walk: [p[3]!, p[1]!, p[2]!], fail: [p[0]!] })).toContain(p[0]!.toString())
     // its second failure ends that: the key is settled, and not walked again for it
@@ -238,6 +244,19 @@ describe('a changed card\'s record and the key\'s earlier holders', () => {
     expect(sent.size).toBe(ANNOUNCE_HOLDERS_KEPT)
     expect(sent).toContain(newcomer.toString())
     expect(sent).not.toContain(p[0]!.toString())
+    announcer.stop()
+  })
+
+  it('walks the new card\'s keys alongside a dropped key\'s last walk, not after it', async () => {
+    const p = await peers(4)
+    const { announcer, next, cut, publish } = await setup(3)
+    await publish('1.0.0', 'cap:dropped')
+    await next({ walk: [p[0]!, p[1]!, p[2]!] })
+    await publish('1.0.0', 'cap:named-now')
+    // the dropped key's last walk hangs until the announcement ends (a slow walk); the new key's walk reaches p3
+    // meanwhile (before: it waited for the last walk, which could take the run's whole time)
+    const dropped = (await capabilityKey('cap:dropped')).multihash.bytes
+    await cut({ walk: [p[3]!], hangWalkOf: dropped }, sends => sends.has(p[3]!.toString()))
     announcer.stop()
   })
 

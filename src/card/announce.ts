@@ -189,7 +189,11 @@ export class Announcer {
       log.debug({ err }, 'putting the card record to the DHT failed')
     })
     const keys = new Map((await providerKeys(card)).map(k => [k.toString(), k]))
-    await this.withdrawKeysNotIn(keys, sig)
+    // the dropped keys' last walks go alongside the named keys' walks: a slow one (holders that left, a send running
+    // to its timeout) used up the run's time first, and the new keys went unannounced in the run and its retries
+    const withdrawn = this.withdrawKeysNotIn(keys, sig).catch((err: unknown) => {
+      log.warn({ err: toAapError(err) }, 'withdrawing the provider keys the card no longer names failed; the next announcement tries again')
+    })
     // enough records for a key: half the peers kad-dht places a record at (a lookup walking to the key meets one of them),
     // where the mesh has that many peers (a small mesh has fewer)
     const k = kadInternals(dht)?.k ?? DHT_K
@@ -225,12 +229,13 @@ export class Announcer {
         // a holder still owed the new card keeps the key short, so its retry sends the record again
         entry.settled = sent >= enough && entry.holders.owed().length === 0
         if (entry.settled) entry.settledAt = Date.now()
-        else stats.shortProviderWalks++
+        if (sent < enough) stats.shortProviderWalks++
       }
     }))
     for (const r of results) {
       if (r.status === 'rejected') log.debug({ err: r.reason }, 'announcing a provider key failed; it is tried again')
     }
+    await withdrawn
     await put
     const reached = [...keys.keys()].filter(text => (this.provided.get(text)?.records ?? 0) > 0).length
     // waiting for a first peer is for a node alone; a node with peers whose records did not go out retries (below)
@@ -277,7 +282,7 @@ export class Announcer {
   }
 
   /**
-   * Stop providing the keys the new card no longer names. Each is walked once more first, its record sent to the
+   * Stop providing the keys the new card no longer names. Each is walked once more, its record sent to the
    * key's earlier holders too: the peers near it that hold this agent's card (held-cards.ts) pull the new card on
    * that record, so they stop handing out the old one, which still names the key, for a capability the agent now
    * refuses. A last walk cut by the announcement's end keeps the key, and the holders it did not reach, for the
