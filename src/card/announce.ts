@@ -299,7 +299,6 @@ export class Announcer {
       try {
         const outcome = await provideKey(host.services.dht, host.peerId, host.getMultiaddrs(), cid, signal, { also: holders.owed() })
         holders.took(outcome.reached)
-        if (!signal.aborted) holders.missed(outcome.missed)
         this.init.stats.providerRecordsSent += outcome.sent + outcome.alsoSent
         this.init.stats.providerRecordsFailed += outcome.failed + outcome.alsoFailed
       } catch (err) {
