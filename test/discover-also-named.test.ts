@@ -150,7 +150,7 @@ describe('a hostile peer that names an honest agent last, behind providers that 
   it('does not keep it behind them: the honest holders that name it move it up, and the discover finds it', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     const [hostile, ...rest] = holders.map(byPeer) as [MeshNode, ...MeshNode[]]
@@ -193,7 +193,7 @@ describe('an honest holder whose answer names new providers first and the honest
   it('asks for the agent two peers name before the picks only one names', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     const held = holders.map(byPeer)
@@ -234,7 +234,7 @@ describe('a held card of an agent that other peers\' answers name too', () => {
   it('is taken, once another holder\'s answer names the agent, without the agent\'s word', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     const [first, ...rest] = holders.map(byPeer) as [MeshNode, ...MeshNode[]]
@@ -274,7 +274,7 @@ describe('holders of an agent that published a new card', () => {
   it('pull it on its next provider record, not only once the card they hold is due, and a discover no longer lists a capability it dropped', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     const held = holders.map(byPeer)

@@ -81,7 +81,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('finds every one when the key\'s holders each hold only some of the records', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     // no node holds a record of the key any more, except these parts: 3 + 2 + 2 of the 7
     await placeRecords(key, holders, [offering.slice(0, 3), offering.slice(3, 5), offering.slice(5)])
@@ -100,7 +100,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     // the records are where the first test left them: 3 + 2 + 2 over the key's k closest peers
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     await connectFrom(asker, holders)
     let dials = 0
     const onOpen = (evt: CustomEvent<{ direction: string }>): void => { if (evt.detail.direction === 'outbound') dials++ }
@@ -125,7 +125,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('asks its connected contacts one at a time: one whose answer names enough is the only one asked', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    await connectFrom(asker, await holdersOf(asker, key))
+    await connectFrom(asker, await holdersOf(nodes, asker, key, K))
     // every holder names at least 2 providers, as many as a limit of 1 wants (twice the limit)
     const { found, added } = await discoverCounting(asker, 1)
     expect(found).toHaveLength(1)
@@ -162,7 +162,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('does not ask first a contact that connected to it: a peer buys no rank by connecting', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     // every holder connected to the asker, none by the asker
     for (const holder of holders) {
       await asker.host.hangUp(holder)
@@ -180,7 +180,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('a provider past one peer\'s share is still named by the next peer that names it', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     // every holder holds all 7 records; with a share of 3 per peer, the first answer names 3 and leaves 4 out.
     // Before session 39 those 4 counted as named, so the other holders' answers named nobody new
@@ -209,7 +209,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('asks a holder again while its answers are full picks of what it holds: each names a fresh pick', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     // one holder holds twice as many records as an answer names, the others none; no share (the discover's is 20)
     const many = await Promise.all(Array.from({ length: 2 * DHT_PROVIDERS_PER_ANSWER }, async () => peerIdFromPrivateKey(await newKey())))
     const holder = nodeOf(holders[0]!)
@@ -241,7 +241,7 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
   it('a connected contact that never answers does not hold the lookup up: the others\' answers end the round', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     // the holder of the 3-record part reads a GET_PROVIDERS and never answers; the other two name 2 + 2
     const silent = nodes.find(n => peerIdOfAgent(n.agentId).equals(holders[0]!))!

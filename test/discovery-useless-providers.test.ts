@@ -39,7 +39,7 @@ describe('a discover whose first answer names only providers without a matching 
   it('goes on looking and finds the honest agent', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     const others = nodes.filter(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))
@@ -78,7 +78,7 @@ describe('a discover whose first answer names only providers without a matching 
   it('does not walk when the providers named first have matching cards', async () => {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     // the other agent offers the capability again, the cardless one's records are gone: every holder names two
     // agents whose cards match
@@ -113,7 +113,7 @@ describe('a discover whose first answer names many providers that never answer',
   async function scene (): Promise<{ key: CID, asker: MeshNode, holders: PeerId[], byPeer: (p: PeerId) => MeshNode, honest: MeshNode }> {
     const key = await capabilityKey(cap.capability_id)
     const asker = nodes[NODES - 1]!
-    const holders = await holdersOf(asker, key)
+    const holders = await holdersOf(nodes, asker, key, K)
     expect(holders).toHaveLength(K)
     const byPeer = (p: PeerId): MeshNode => nodes.find(n => peerOf(n).equals(p))!
     const honest = nodes.find(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))!
