@@ -34,8 +34,13 @@ describe('AAP 0.1.0-draft conformance', () => {
   /** B's handler does whatever its input says, so each test picks a behaviour. */
   const behave = (self: () => MeshNode) => async (ctx: RunContext): Promise<Record<string, unknown> | undefined> => {
     seen.set(ctx.run.run_id, ctx)
-    // a run that continues another after a handoff just finishes the work
-    if (ctx.handedOff !== null) return { continued: true }
+    // a run that continues another after a handoff just finishes the work (once its `hold` gate opens, when the
+    // handoff's context names one: a test that hands the run on again needs it still running)
+    if (ctx.handedOff !== null) {
+      const hold = ctx.handedOff.context.hold
+      if (typeof hold === 'string') await gate(hold).promise
+      return { continued: true }
+    }
     const mode = ctx.input.mode
     if (mode === 'gate') { await gate(String(ctx.input.gate)).promise; return { released: true } }
     if (mode === 'block') return { resolution: await ctx.block(String(ctx.input.reason ?? 'needs a human'), String(ctx.input.checkpoint)) }
@@ -273,10 +278,12 @@ describe('AAP 0.1.0-draft conformance', () => {
       const blocked = nextEvent(B, e => e.type === 'run.blocked' && e.correlation_id === 'task-handoff-2')
       const r = await delegate('task-handoff-2', { mode: 'block', checkpoint: 'cp-h2' })
       await blocked
-      const first = await A.handoff(r.run_id, C.agentId, { reason: 'ownership.transfer' })
+      // C holds the run it took until the second hop is asked for: its handler may not finish it first
+      const first = await A.handoff(r.run_id, C.agentId, { reason: 'ownership.transfer', hold: 'handoff-2' })
       expect(first.correlation_id).toBe('task-handoff-2')
       expect(first.handoff_from?.run_id).toBe(r.run_id)
       const second = await A.handoff(first.run_id, B.agentId, { reason: 'back again' })
+      gate('handoff-2').resolve()
       expect(second.correlation_id).toBe('task-handoff-2')
       expect(second.handoff_from).toEqual({ run_id: first.run_id, agent_id: C.agentId })
     })
@@ -323,11 +330,12 @@ describe('AAP 0.1.0-draft conformance', () => {
       const again = nextEvent(B, e => e.type === 'run.blocked' && e.payload.checkpoint_id === 'cp-twice-2')
       expect((await A.resume(run.run_id, { first: 'ok' })).state).toBe('running')
       await again
+      // waited on from before the handoff: C's handler finishes the new run at once, as soon as the handoff lands
+      const done = nextEvent(C, e => e.type === 'run.completed' && e.correlation_id === 'task-all-five' && e.run_id.startsWith(`${C.agentId}:`))
       const next = await A.handoff(run.run_id, C.agentId, { reason: 'transfer while blocked' })
       expect(next.agent_id).toBe(C.agentId)
       expect((await A.getRun(run.run_id)).state).toBe('completed')
-      const done = nextEvent(C, e => e.type === 'run.completed' && e.run_id === next.run_id)
-      await done
+      expect((await done).run_id).toBe(next.run_id)
     })
 
     it('Maintain the run states running, blocked, completed, and failed', async () => {
