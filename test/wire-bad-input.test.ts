@@ -11,7 +11,7 @@ import {
 import type { MeshNode } from '../src/node.ts'
 import type { Run } from '../src/runlog/types.ts'
 import { RawWire, lengthPrefix, rawFrame } from './fixtures/raw-wire.ts'
-import { nextEvent, rejectsWith, startMesh, stopAll } from './helpers.ts'
+import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 
 const REVIEW = { capability_id: 'cap:code-review', version: '2.1.0' }
 
@@ -215,7 +215,9 @@ describe('bad input on the wire: a typed error frame, no state change, the node 
     expect(first?.ok).toBe(true)
     expect(got.find(f => f.id === null)).toMatchObject({ ok: false, error: { code: 'INVALID_REQUEST', details: { reason: 'truncated' } } })
     await w.ended
-    await nextEvent(B, e => e.type === 'run.completed' && e.run_id === (first?.body?.run as Run).run_id)
+    // the handler finishes at once: the run may be completed before this line runs, so its state is read
+    const made = (first?.body?.run as Run).run_id
+    await until(async () => (await B.runs.store.get(made))?.state === 'completed', 'the good request\'s run completed')
     // only the complete request made a run
     const runs = (await state()).split('\n').filter(l => l !== '' && !before.includes(l))
     expect(runs.filter(l => l.includes((first?.body?.run as Run).run_id)).length).toBeGreaterThan(0)
