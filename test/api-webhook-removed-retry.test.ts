@@ -7,12 +7,15 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pino } from 'pino'
-import { afterAll, expect, it } from 'vitest'
+import { afterAll, expect, it, vi } from 'vitest'
 import { newToken } from '../src/api/files.ts'
 import { startApiServer, type ApiServer } from '../src/api/server.ts'
 import type { MeshNode } from '../src/node.ts'
 import { raw } from './api-helpers.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
+
+// a backoff long beside the PUT that removes the webhook: at 250 ms a busy machine could let the retry's POST go first
+vi.mock('../src/constants.ts', async (orig) => ({ ...(await orig<typeof import('../src/constants.ts')>()), API_WEBHOOK_RETRY_MS: 5_000 }))
 
 let nodes: MeshNode[] = []
 let api: ApiServer | undefined
@@ -39,7 +42,7 @@ it('a webhook removed (PUT /v1/card webhook null) during the retry backoff gets 
     write: (line: string) => {
       const entry = JSON.parse(line) as { msg?: string }
       if (entry.msg !== 'webhook delivery failed; retrying' || ++retrying > 1) return
-      // (the PUT is answered in milliseconds; the backoff is API_WEBHOOK_RETRY_MS, 250 ms)
+      // (the PUT is answered in milliseconds; the backoff is API_WEBHOOK_RETRY_MS, 5 s in this file)
       raw(`${api!.url}/v1/card`, { method: 'PUT', token, body: JSON.stringify({ card: { name: 's', capabilities: [cap] }, webhook: null }) }).then((r) => {
         postsAtRemoval = posts.length
         if (r.status === 200 && r.body.webhook === null) removed.resolve()

@@ -82,13 +82,17 @@ describe('the MCP server against a real node', () => {
     expect(fine.isError).toBe(false)
     expect(fine.data.ended_by).toBe('waited')
     // a refusal of the node carries its machine-readable details: both of the node's two slots taken
-    const held = [0, 1].map(async (i) => small.mcp.callTool({ name: 'events', arguments: { correlation_id: `held-${i}`, wait_ms: 2_000 } }))
+    // held until the refusal is read (a wait of 2 s could end first on a busy machine, and free a slot)
+    const holding = new AbortController()
+    const held = [0, 1].map(async (i) => small.mcp.callTool({ name: 'events', arguments: { correlation_id: `held-${i}`, wait_ms: 30_000 } }, undefined, { signal: holding.signal }))
     await until(() => small.api.stats().streams === 2, 'two streams held')
     const third = await call(small.mcp, 'events', { correlation_id: 'cancel-5', wait_ms: 0 })
     expect(third.isError).toBe(true)
     expect(third.data.error).toMatchObject({ code: 'INVALID_REQUEST', details: { reason: 'too_many_streams', limit: 2 } })
     expect(third.structured.error.details).toEqual(third.data.error.details)
-    await Promise.all(held)
+    holding.abort()
+    for (const r of await Promise.allSettled(held)) expect(r.status).toBe('rejected')
+    await until(() => small.api.stats().streams === 0, 'the held calls\' streams closed')
   }, 60_000)
 
   it('the node dying mid-wait keeps the events already read (stream_broken)', async () => {
