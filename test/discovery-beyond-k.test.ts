@@ -24,7 +24,7 @@ import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import { newKey } from './card-fixtures.ts'
 import { startMesh, stopAll } from './helpers.ts'
-import { BUDGET_MS, holdersOf, storeOf } from './fixtures/dht-records.ts'
+import { BUDGET_MS, holdersOf, ownConnectionsOnlyTo, storeOf } from './fixtures/dht-records.ts'
 
 const log = componentLogger(undefined, 'test')
 
@@ -86,8 +86,9 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
     // no node holds a record of the key any more, except these parts: 3 + 2 + 2 of the 7
     await placeRecords(key, holders, [offering.slice(0, 3), offering.slice(3, 5), offering.slice(5)])
     // kad-dht's lookup stops at k: any two parts already make 4 or more, so it never saw all 7. The asker holds
-    // no connection to the holders, so the lookup has no connected round: it walks, then sweeps
+    // no connection of its own to anyone, so the lookup has no connected round: it walks, then sweeps
     for (const holder of holders) await asker.host.hangUp(holder)
+    await ownConnectionsOnlyTo(asker, [])
     const before = { ...asker.discovery.stats }
     const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, fresh: true })
     expect(found.map(c => c.agent_id).sort()).toEqual(offeringIds())
@@ -170,6 +171,8 @@ describe(`discover past the DHT's k (k = ${K}, ${OFFERING} agents offer the capa
       await node.host.dial(peerIdOfAgent(asker.agentId))
       expect(asker.host.getConnections(holder).map(c => c.direction)).toEqual(['inbound'])
     }
+    // and none of the asker's own to anyone: only a connection it opened is asked
+    await ownConnectionsOnlyTo(asker, [])
     const before = { ...asker.discovery.stats }
     const found = await asker.discover({ capability: cap }, { timeoutMs: BUDGET_MS, limit: 2, cache: false })
     expect(found).toHaveLength(2)
