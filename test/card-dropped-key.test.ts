@@ -63,6 +63,8 @@ describe('an agent that drops a capability', () => {
       }
       const second = await agent.discovery.publish({ name: 'dropper', capabilities: [KEPT] })
       await agent.discovery.announce()
+      // a last walk that a busy machine let run past the announcement's time is kept, and the next one walks it
+      for (let i = 0; i < 3 && agent.discovery.stats.withdrawnKeys === 0; i++) await agent.discovery.announce()
       expect(agent.discovery.stats.withdrawnKeys).toBe(1)
       // before: no record went out for the dropped key, and every holder handed out the first card for 20 min
       await until(async () => (await handedOut()).filter(seq => seq === second.seq).length === asked.length, 'the holders to hand out the new card')
