@@ -112,7 +112,7 @@ describe('the stall bound of one SSE stream', () => {
    * A stream with a client that has not read yet, and a backlog far past what
    * the sockets hold written to it; `ticks` counts its keep-alives.
    */
-  async function backedUp (limits: SseLimits): Promise<{ sse: SseStream, client: IncomingMessage, ticks: () => number, topUp: () => void }> {
+  async function backedUp (limits: SseLimits, fill = 8 * 1024 * 1024): Promise<{ sse: SseStream, client: IncomingMessage, ticks: () => number, topUp: () => void }> {
     let res: ServerResponse | undefined
     server = createServer((_req, r) => {
       res = r
@@ -129,9 +129,9 @@ describe('the stall bound of one SSE stream', () => {
       if (chunk === KEEP_ALIVE) ticks++
       return write(chunk, ...rest)
     }) as typeof r.write
-    // 8 MB unread at the server, past what the sockets between take (until a client that reads grows them)
+    // `fill` unread at the server (8 MB: past what the sockets between take, until a client that reads grows them)
     let id = 0
-    const topUp = (): void => { sse.burst(() => { while (sse.buffered < 8 * 1024 * 1024) sse.send('item', EVENT, id++) }) }
+    const topUp = (): void => { sse.burst(() => { while (sse.buffered < fill) sse.send('item', EVENT, id++) }) }
     topUp()
     return { sse, client, ticks: () => ticks, topUp }
   }
@@ -152,7 +152,9 @@ describe('the stall bound of one SSE stream', () => {
   })
 
   it('keeps a client that reads slowly: a little now and then, never all of it', async () => {
-    const { sse, client, ticks, topUp } = await backedUp({ heartbeatMs: HEARTBEAT_MS, stallMs: STALL_MS })
+    // a client that reads grows its socket's receive buffer, on Linux up to 32 MiB (tcp_rmem) beside the server's
+    // 4 MiB send buffer: 8 MiB unread could all go into them, and the stream then waited for nothing (seen once)
+    const { sse, client, ticks, topUp } = await backedUp({ heartbeatMs: HEARTBEAT_MS, stallMs: STALL_MS }, 40 * 1024 * 1024)
     const stallTicks = STALL_MS / HEARTBEAT_MS
     let read = 0
     let target = 0
@@ -165,7 +167,10 @@ describe('the stall bound of one SSE stream', () => {
     // in the middle of one big socket write (the backlog went out as one), which the socket finishes only much later
     while (ticks() < 4 * stallTicks) {
       const from = ticks()
-      await until(() => ticks() >= from + stallTicks / 4 || sse.closed, 'a few keep-alives')
+      // a few keep-alives, or a quarter of the stall bound on the clock, whichever comes first: the bound is a
+      // socket timeout in wall time, and on a busy machine the ticks come late
+      const waitedFrom = performance.now()
+      await until(() => ticks() >= from + stallTicks / 4 || performance.now() - waitedFrom >= STALL_MS / 4 || sse.closed, 'a few keep-alives')
       expect(sse.closed, 'a client that reads is not cut off').toBe(false)
       // output waited all along: the client never caught up
       expect(sse.buffered).toBeGreaterThan(0)
