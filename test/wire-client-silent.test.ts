@@ -111,7 +111,8 @@ describe('a stream the peer no longer answers on', () => {
     try {
       for (let i = 0; i < RPC_SILENT_TIMEOUTS_MAX + 2; i++) {
         await rejectsWith(client.call(b.peerId, 'ask', {}, opts), 'AGENT_NOT_FOUND')
-        // the answer comes after the call gave up
+        // the answer comes after the call gave up (the peer, in this process too, may read the request only now)
+        await until(() => held.length > 0, 'the peer to hold the request')
         const h = held.shift()
         expect(h).toBeDefined()
         if (h !== undefined) h.stream.send(encodeFrame({ id: h.id, ok: true, body: { late: i } }))
