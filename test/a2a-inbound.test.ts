@@ -124,6 +124,8 @@ describe('A2A inbound: mesh agents behind an A2A v1.0 server', () => {
       const entries = (a2a as unknown as { entries: Map<string, Promise<{ handler: { following: number } }>> }).entries
       return (await entries.get(worker.agentId)!).handler
     }
+    // an earlier case's follower may still be ending: counted from none
+    await until(async () => (await handler()).following === 0, 'the earlier cases\' followers to end')
     const before = (await handler()).following
     for (let i = 0; i < 3; i++) {
       const blocked = asTask(await client.sendMessage(send(APPROVE, { doc: 100 + i }, `corr-abandoned-${i}`)))

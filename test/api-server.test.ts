@@ -369,7 +369,9 @@ describe('local agent API', () => {
     expect(pubsub.getTopics()).toContain(topic)
     await s.close()
     await until(() => apiB.stats().streams === 0 && apiB.stats().eventSubscriptions === 0, 'the stream and its subscription to close')
-    expect(b.events.topics()).toEqual(before.topics)
+    // left, and nothing new followed (an earlier case's track may have been let go meanwhile: a subset)
+    expect(b.events.topics()).not.toContain('leak-1')
+    for (const t of b.events.topics()) expect(before.topics).toContain(t)
     // the gossip topic lingers EVENTS_TOPIC_LINGER_MS for a next run of the task, then goes
     await until(() => !pubsub.getTopics().includes(topic), 'the node to leave the gossip topic')
 

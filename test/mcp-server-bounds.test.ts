@@ -157,7 +157,9 @@ describe('the MCP server against a frozen node', () => {
     frozen = createServer(() => { taken++ })
     await new Promise<void>(resolve => { frozen.listen(0, '127.0.0.1', resolve) })
     const { port } = frozen.address() as AddressInfo
-    server = createMcpServer(new ApiClient(`http://127.0.0.1:${port}`, newToken()), { callTimeoutMs: 300 })
+    // 1.5 s: the request must reach the frozen node first (at 300 ms a busy machine's stall before the write could
+    // end the call with nothing taken)
+    server = createMcpServer(new ApiClient(`http://127.0.0.1:${port}`, newToken()), { callTimeoutMs: 1_500 })
     mcp = await connect(server)
   })
   afterAll(async () => {
@@ -169,7 +171,7 @@ describe('the MCP server against a frozen node', () => {
   it('a call the node never answers is a TIMEOUT tool error, before the MCP client gives up', async () => {
     const r = await call(mcp, 'get_run', { run_id: 'r-frozen' })
     expect(r.isError).toBe(true)
-    expect(r.data.error).toMatchObject({ code: 'TIMEOUT', details: { timeout_ms: 300 } })
+    expect(r.data.error).toMatchObject({ code: 'TIMEOUT', details: { timeout_ms: 1_500 } })
     expect(taken).toBe(1)
     expect(server.calls).toMatchObject({ running: 0, queued: 0, timedOut: 1 })
     // the default is under the 60 s an MCP client waits, and above what events and replay may take
