@@ -12,10 +12,18 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
+import { SIM_QUIET_WAIT_MAX_MS } from '../src/sim/quiet-discover.ts'
 import type { SimReport } from '../src/sim/report.ts'
 
 /** Discovers at rest of each kind per size: fewer than a report's SIM_QUIET_DISCOVERS, each waits for the machine to settle. */
 const QUIET = 12
+
+/**
+ * How long the two sizes may take: about 30 s alone, but on a machine that other work keeps busy each size waits
+ * SIM_QUIET_WAIT_MAX_MS for a rest that does not come before its discovers at rest (2 min 40 s in all beside a CPU
+ * burner; the limit was 150 s, and the run was killed).
+ */
+const RUN_MS = 2 * SIM_QUIET_WAIT_MAX_MS + 120_000
 
 const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
 const dirs: string[] = []
@@ -38,7 +46,7 @@ describe('npm run sim:scale', () => {
     dirs.push(dir)
     const out = join(dir, 'scaling')
     const code = await run(['--sizes', '8,10', '--tasks', '2', '--quiet-discovers', String(QUIET), '--per-process', '2', '--observers', '1', '--concurrency', '2',
-      '--out', out, '--heap-at', '10', '--heap-dir', join(dir, 'heap'), '--quiet'], 150_000)
+      '--out', out, '--heap-at', '10', '--heap-dir', join(dir, 'heap'), '--quiet'], RUN_MS)
     expect(code).toBe(0)
     const doc = JSON.parse(await readFile(`${out}.json`, 'utf8')) as ScalingDoc
     expect(doc.rows.map(r => r.nodes)).toEqual([8, 10])
@@ -89,7 +97,7 @@ describe('npm run sim:scale', () => {
     for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '### At rest', '## Heap snapshot']) expect(md).toContain(h)
     expect(md).toMatch(/4\. Discover p50 grows no faster than log N: during the tasks .*; in the mesh at rest /)
     expect(md).toMatch(/\| 10 \| passes \| 2 \/ 2 \| 0 of 4 \|/)
-  }, 180_000) // about 25 s alone; two sizes of group processes under a parallel test run take longer
+  }, RUN_MS + 30_000)
 
   it('has a group join through the driver and the other groups, not through itself', () => {
     const listening = [['/g0/a', '/g0/b'], ['/g1/a'], ['/g2/a', '/g2/b']]
