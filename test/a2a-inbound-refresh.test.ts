@@ -13,7 +13,7 @@ import type { Client } from '@a2a-js/sdk/client'
 import type { MeshNode } from '../src/node.ts'
 import { A2aServer } from '../src/a2a/server.ts'
 import type { MeshAgentHandler } from '../src/a2a/agent-handler.ts'
-import { PART_CHECKPOINT, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
+import { A2A_TASK_REFRESH_INTERVAL_MS, PART_CHECKPOINT, PART_FAILURE, PART_OUTPUT, PART_RESUME } from '../src/a2a/constants.ts'
 import { until } from './helpers.ts'
 import { APPROVE, blocksTwice, startA2aMesh, stopA2aMesh, type A2aMesh } from './fixtures/a2a-mesh.ts'
 import { asTask, data, handlerOf, partData, runIdOf, send, userMessage } from './fixtures/a2a-messages.ts'
@@ -128,8 +128,12 @@ describe('A2A inbound: a task whose watch went is read again', () => {
   it('a task still blocked is read at most once per interval; a read that fails leaves the task as it was', async () => {
     const { task, newer } = await dropped(APPROVE, 'corr-refresh-bounds')
     const reads = handler.refresher.stats.reads
+    const from = Date.now()
     for (let i = 0; i < 3; i++) expect((await client.getTask({ tenant: '', id: task.id })).status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
-    expect(handler.refresher.stats.reads).toBe(reads + 1)
+    // one read for the three, or one per interval if a busy machine spread them past one
+    const made = handler.refresher.stats.reads - reads
+    expect(made).toBeGreaterThanOrEqual(1)
+    expect(made).toBeLessThanOrEqual(1 + Math.floor((Date.now() - from) / A2A_TASK_REFRESH_INTERVAL_MS))
     // the executor goes: the next read fails, and the client still gets the task as saved
     await worker.stop()
     await until(async () => {
