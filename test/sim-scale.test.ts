@@ -12,18 +12,18 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
-import { SIM_QUIET_WAIT_MAX_MS } from '../src/sim/quiet-discover.ts'
 import type { SimReport } from '../src/sim/report.ts'
+import { quietPhaseMaxMs } from './fixtures/sim-wait.ts'
 
 /** Discovers at rest of each kind per size: fewer than a report's SIM_QUIET_DISCOVERS, each waits for the machine to settle. */
 const QUIET = 12
 
 /**
- * How long the two sizes may take: about 30 s alone, but on a machine that other work keeps busy each size waits
- * SIM_QUIET_WAIT_MAX_MS for a rest that does not come before its discovers at rest (2 min 40 s in all beside a CPU
- * burner; the limit was 150 s, and the run was killed).
+ * How long the two sizes may take: about 30 s alone, but on a machine that other work keeps busy each size's
+ * discovers at rest wait much longer (2 min 40 s in all beside a CPU burner; the limit was 150 s, and the run was
+ * killed).
  */
-const RUN_MS = 2 * SIM_QUIET_WAIT_MAX_MS + 120_000
+const RUN_MS = 2 * quietPhaseMaxMs(QUIET) + 120_000
 
 const SCRIPT = new URL('../scripts/sim-scale.ts', import.meta.url).pathname
 const dirs: string[] = []

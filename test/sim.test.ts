@@ -2,14 +2,10 @@ import { describe, expect, it } from 'vitest'
 import { DEFAULT_SCENARIO, runScenario } from '../src/sim/scenario.ts'
 import { checkTrace, transportLeaks } from '../src/sim/contracts.ts'
 import { renderHtml, renderSummary } from '../src/sim/report.ts'
-import { SIM_QUIET_WAIT_MAX_MS } from '../src/sim/quiet-discover.ts'
+import { quietPhaseMaxMs } from './fixtures/sim-wait.ts'
 
-/**
- * A few seconds alone; but before its discovers at rest a simulation waits up to SIM_QUIET_WAIT_MAX_MS for the
- * machine's CPU to be at rest, and other work on the machine can keep it busy that long (beside a CPU burner both
- * cases ran out of vitest's 60 s)
- */
-const SIM_CASE_MS = SIM_QUIET_WAIT_MAX_MS + 60_000
+/** A few seconds alone; beside other work its discovers at rest (6 of each kind) may wait much longer. */
+const SIM_CASE_MS = quietPhaseMaxMs(6) + 60_000
 
 describe('a small simulation keeps every invariant of the report', () => {
   it('8 nodes, one hostile, a few tasks: all contracts hold, nothing lost, no forgery accepted', async () => {
