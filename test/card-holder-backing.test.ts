@@ -6,7 +6,6 @@
  * cards on get_held_cards, and a discover with a small limit returned them
  * instead of the agents that exist.
  */
-import { createHash } from 'node:crypto'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { peerIdFromPrivateKey, peerIdFromString } from '@libp2p/peer-id'
@@ -22,6 +21,7 @@ import type { MeshNode } from '../src/node.ts'
 import { serve } from '../src/wire/rpc.ts'
 import { draft, newKey } from './card-fixtures.ts'
 import { startMesh, stopAll } from './helpers.ts'
+import { distanceTo } from './fixtures/dht-records.ts'
 
 const log = componentLogger(undefined, 'test')
 
@@ -137,9 +137,8 @@ describe('a holder that names agents nobody runs and sends their cards', () => {
   it('a discover returns none of them, by key or by agent, and caches none', async () => {
     const key = await capabilityKey(cap.capability_id)
     // the hostile node is the one closest to the key (kad-dht's ids: SHA-256 of the bytes): the asker's lookup asks it first
-    const sha = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest()
-    const target = sha(key.multihash.bytes)
-    const distance = (n: MeshNode): Buffer => Buffer.from(sha(peerOf(n).toMultihash().bytes).map((x, i) => x ^ (target[i] ?? 0)))
+    const to = distanceTo(key)
+    const distance = (n: MeshNode): Buffer => to(peerOf(n))
     const asker = nodes[NODES - 1]!
     const [hostile, honest] = nodes.slice(0, NODES - 1).sort((a, b) => Buffer.compare(distance(a), distance(b))) as [MeshNode, MeshNode]
     await honest.runs.handle(cap, async () => ({ ok: true }))

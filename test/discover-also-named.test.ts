@@ -23,7 +23,6 @@
  * many of those hosts took a card call before the honest card was ready, not
  * whether a time budget ran out first.
  */
-import { createHash } from 'node:crypto'
 import type { PeerId } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -34,7 +33,7 @@ import type { MeshNode } from '../src/node.ts'
 import type { MeshHost } from '../src/wire/host.ts'
 import { RpcClient, serve } from '../src/wire/rpc.ts'
 import { startLoneNodes, startLoopbackHost, startMesh, stopAll, until } from './helpers.ts'
-import { BUDGET_MS, heldSeqs, holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
+import { BUDGET_MS, distanceTo, heldSeqs, holdersOf, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 9
@@ -50,9 +49,8 @@ const FAKES = 19
  * agent puts the agent first and backs its held card: fetch-order.ts.)
  */
 function farthest (nodes: MeshNode[], asker: MeshNode, holders: PeerId[], key: CID): MeshNode {
-  const sha = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest()
-  const target = sha(key.multihash.bytes)
-  const distance = (n: MeshNode): Buffer => Buffer.from(sha(peerOf(n).toMultihash().bytes).map((x, i) => x ^ (target[i] ?? 0)))
+  const to = distanceTo(key)
+  const distance = (n: MeshNode): Buffer => to(peerOf(n))
   const others = nodes.filter(n => n !== asker && !holders.some(h => h.equals(peerOf(n))))
   return others.sort((a, b) => Buffer.compare(distance(a), distance(b))).at(-1)!
 }

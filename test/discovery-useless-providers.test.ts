@@ -11,7 +11,6 @@
  * ADD_PROVIDER would write them (the record, and the provider's addresses in
  * the holder's peer store).
  */
-import { createHash } from 'node:crypto'
 import { createServer, type AddressInfo, type Socket } from 'node:net'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import type { PeerId } from '@libp2p/interface'
@@ -22,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey } from '../src/card/card.ts'
 import type { MeshNode } from '../src/node.ts'
 import { startMesh, stopAll, until } from './helpers.ts'
-import { BUDGET_MS, holdersOf, ownConnectionsOnlyTo, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
+import { BUDGET_MS, distanceTo, holdersOf, ownConnectionsOnlyTo, peerOf, recordAt, storeOf } from './fixtures/dht-records.ts'
 
 const K = 3
 const NODES = 9
@@ -171,9 +170,7 @@ describe('a discover whose first answer names many providers that never answer',
   it('asks the other connected holders once the first one\'s providers have had their time, and does not walk', async () => {
     const { key, asker, holders, byPeer, honest } = await scene()
     // the connected round asks the contact closest to the key first (kad-dht's ids: SHA-256 of the bytes)
-    const sha = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest()
-    const target = sha(key.multihash.bytes)
-    const distance = (p: PeerId): Buffer => Buffer.from(sha(p.toMultihash().bytes).map((x, i) => x ^ (target[i] ?? 0)))
+    const distance = distanceTo(key)
     const [closest, ...farther] = [...holders].sort((a, b) => Buffer.compare(distance(a), distance(b))).map(byPeer) as [MeshNode, ...MeshNode[]]
     // the closest names only providers nobody runs (at the blackhole); the two farther ones name the honest agent
     await storeOf(closest).removeProvider(key, peerOf(honest))
