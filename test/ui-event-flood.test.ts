@@ -18,14 +18,10 @@ const SETUP_TIMEOUT_MS = 600_000
 const FLOOD = { capability_id: 'cap:flood', version: '1.0.0' }
 const EVENTS = 60
 const TASK = 'task-ui-flood'
-/** A constant of the page's script, as src/ui/assets/app.js names it. */
-const pageConstant = (name: string): number => {
-  const m = new RegExp(`const ${name} = (\\d+)`).exec(readFileSync(new URL('../src/ui/assets/app.js', import.meta.url), 'utf8'))
-  if (m === null) throw new Error(`app.js has no ${name}`)
-  return Number(m[1])
-}
-const TIMELINE_DEBOUNCE_MS = pageConstant('TIMELINE_DEBOUNCE_MS')
-const RUNS_REFRESH_MS = pageConstant('RUNS_REFRESH_MS')
+/** The page's own intervals (src/ui/assets/app.js). */
+const PAGE_JS = readFileSync(new URL('../src/ui/assets/app.js', import.meta.url), 'utf8')
+const TIMELINE_DEBOUNCE_MS = Number(/const TIMELINE_DEBOUNCE_MS = (\d+)/.exec(PAGE_JS)?.[1])
+const RUNS_REFRESH_MS = Number(/const RUNS_REFRESH_MS = (\d+)/.exec(PAGE_JS)?.[1])
 
 describe('the view under a flood of a run\'s events', () => {
   let nodes: MeshNode[]
