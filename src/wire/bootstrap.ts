@@ -34,6 +34,12 @@
  * A bootstrap address without /p2p/<id> counts as connected once the peer it
  * reached is: the peer id of its first successful dial is kept. Before, such
  * an address never counted, and the loop redialed it at every check.
+ *
+ * With no bootstrap address at all (a node started without --bootstrap), the
+ * loop keeps the node joined through its remembered peers alone: joined is
+ * holding any connection, and a node that holds none dials them with the
+ * retry backoff. Before, only a node started with --bootstrap ran the loop,
+ * so one restarted with its data dir but without the flag never used them.
  */
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -117,6 +123,11 @@ export class Bootstrapper {
     return this.ids.filter(id => id !== undefined && conns.some(c => c.remotePeer.toString() === id)).length
   }
 
+  /** Joined as the loop judges it: a bootstrap peer connected, or, with no bootstrap address, any peer. */
+  private anchored (): boolean {
+    return this.addrs.length === 0 ? this.init.host.getConnections().length > 0 : this.connected() > 0
+  }
+
   /** Bootstrap peers that answered, and remembered peers reached when none did and the node held no connection. */
   private async round (): Promise<{ joined: number, rejoined: number }> {
     const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)])
@@ -149,7 +160,7 @@ export class Bootstrapper {
         return false
       })
       if (!ok) return
-      if (this.connected() > 0) {
+      if (this.anchored()) {
         joined = true
         continue
       }
@@ -194,7 +205,7 @@ export class Bootstrapper {
         joined = true
         this.init.onJoined?.(answered)
       } else {
-        if (joined) this.init.log.warn('no bootstrap peer is connected; dialing them again with backoff')
+        if (joined) this.init.log.warn(this.addrs.length === 0 ? 'no peer is connected; dialing the peers remembered from before with backoff' : 'no bootstrap peer is connected; dialing them again with backoff')
         joined = false
         this.failedRounds++
         wait = Math.min(wait * 2, BOOTSTRAP_RETRY_MAX_MS)
