@@ -249,12 +249,21 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   }
 
   const bootstrap = opts.bootstrap ?? []
-  // dialed again with backoff while none is connected: a node may start before its bootstrap peers. Without
-  // --bootstrap the loop still runs: a node restarted with its data dir rejoins through the peers it remembers
-  const remembered = node.host.services.rememberedPeers.size
-  const joined = await node.keepJoined(bootstrap, (peers) => { emit('joined', { peers }) })
-  if (joined === 0 && bootstrap.length > 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered, nor a peer remembered from before; dialing them again with backoff`)
-  else if (joined === 0 && remembered > 0) log.warn({ remembered }, `none of the ${remembered} peer(s) remembered from before answered; dialing them again with backoff`)
+  const onJoined = (peers: number): void => { emit('joined', { peers }) }
+  let joined = 0
+  if (bootstrap.length > 0) {
+    // dialed again with backoff while none is connected: a node may start before its bootstrap peers
+    joined = await node.keepJoined(bootstrap, onJoined)
+    if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered, nor a peer remembered from before; dialing them again with backoff`)
+  } else {
+    // without --bootstrap the loop runs on the peers this node remembers (a node restarted with its data dir
+    // rejoins through them), in the background: remembered peers that are gone for good do not hold the start up
+    const remembered = node.host.services.rememberedPeers.size
+    node.keepJoined([], onJoined).then((peers) => {
+      if (peers > 0) onJoined(peers)
+      else if (remembered > 0 && node.host.getConnections().length === 0) log.warn({ remembered }, `none of the ${remembered} peer(s) remembered from before answered; dialing them again with backoff`)
+    }, (err: unknown) => { log.warn({ err: messageOf(err) }, 'the bootstrap loop did not start') })
+  }
 
   // a node restarted without card options re-signs the card it had, so it stays current
   let toPublish = draft ?? (node.card === undefined ? undefined : (await cardModule()).draftOf(node.card))
