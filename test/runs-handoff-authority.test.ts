@@ -17,7 +17,9 @@ import { nextEvent, rejectsWith, startMesh, stopAll, until } from './helpers.ts'
 import { RawWire } from './fixtures/raw-wire.ts'
 
 const WORK = { capability_id: 'cap:handoff-work', version: '1.0.0' }
-const CONFIRM_TIMEOUT_MS = 1_500
+// the last case blocks and resumes the unconfirmed successor after phase one has started the receiver's confirm
+// timer (two round trips, 10 to 40 ms of a quiet machine): the timer leaves a busy one a hundred times that
+const CONFIRM_TIMEOUT_MS = 5_000
 
 describe('handoff authority and lineage of real chains', () => {
   let nodes: MeshNode[] = []

@@ -12,6 +12,9 @@ import { FaultyDatastore } from './fixtures/faulty-datastore.ts'
 import { holdingWorkers, rejectsWith, stopAll, until } from './helpers.ts'
 
 const WORK = { capability_id: 'cap:handoff-unconfirmed-disk', version: '1.0.0' }
+// the receiver's disk is set to refuse after the sender's handoff call returns, while the confirm timer phase one
+// started runs (a few ms of a quiet machine): the timer leaves a busy one far more than that
+const CONFIRM_TIMEOUT_MS = 3_000
 
 describe('an unconfirmed handoff successor on a disk that refused its fail', () => {
   const held = new Map<string, PromiseWithResolvers<void>>()
@@ -22,7 +25,7 @@ describe('an unconfirmed handoff successor on a disk that refused its fail', () 
     const base = { listen: ['/ip4/127.0.0.1/tcp/0'], localMesh: true, logger: silentLogger() }
     A = await createMeshNode(base); await A.start()
     B = await createMeshNode({ ...base, datastore: sender.store }); await B.start()
-    C = await createMeshNode({ ...base, datastore: receiver.store, handoffConfirmTimeoutMs: 500 }); await C.start()
+    C = await createMeshNode({ ...base, datastore: receiver.store, handoffConfirmTimeoutMs: CONFIRM_TIMEOUT_MS }); await C.start()
     await holdingWorkers([B, C], WORK, held)
     await A.join(B.addresses)
     await C.join(B.addresses)
