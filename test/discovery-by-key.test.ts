@@ -31,6 +31,9 @@ import { rejectsWith, startLoopbackHost, startMesh, stopAll, until } from './hel
 // delayed past CARD_HELD_ASK_TIMEOUT_MS (500 ms) sent the discover to the agents instead. No case here is about
 // that limit
 vi.mock('../src/constants.ts', async (orig) => ({ ...(await orig<typeof import('../src/constants.ts')>()), CARD_HELD_ASK_TIMEOUT_MS: 10_000 }))
+// and the first case counts no walk: when the holder's DHT answer comes before its cards, the lookup waits
+// DHT_LOOKUP_PATIENCE_MS (1 s) for them, then walks. No case here is about that wait either
+vi.mock('../src/wire/network-constants.ts', async (orig) => ({ ...(await orig<typeof import('../src/wire/network-constants.ts')>()), DHT_LOOKUP_PATIENCE_MS: 10_000 }))
 
 const log = componentLogger(undefined, 'test')
 const cap = { capability_id: 'cap:by-key', version: '1.0.0' }
