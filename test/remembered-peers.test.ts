@@ -18,6 +18,7 @@ import { MemoryDatastore } from 'datastore-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
+import { allowConfigured } from '../src/wire/address-filter.ts'
 import { REMEMBERED_PEERS_KEY } from '../src/wire/remembered-peers.ts'
 import { REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES } from '../src/wire/network-constants.ts'
 import { freePort, startLoopbackHost, until } from './helpers.ts'
@@ -127,6 +128,24 @@ describe('remembered peers', () => {
     // dialed at its loopback address only (a dial of what it announces would look the name up)
     await a.dial(multiaddr(`${at}/p2p/${named.peerId.toString()}`))
     await until(() => remembers(a, named.peerId), 'the dialed peer remembered')
+    expect(a.services.rememberedPeers.list()).toEqual([{ id: named.peerId.toString(), addrs: [at] }])
+  })
+
+  it('on a wildcard listener, keeps no loopback address a peer announces (not dialed from there), and still the one it dialed', async () => {
+    // not a local mesh: loopback addresses of strangers are kept for kad-dht but never dialed
+    const a = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: ['/ip4/0.0.0.0/tcp/0'] })
+    await a.start()
+    hosts.push(a)
+    const at = `/ip4/127.0.0.1/tcp/${await freePort()}`
+    const unused = `/ip4/127.0.0.1/tcp/${await freePort()}`
+    const named = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: [at], localMesh: true, announce: [unused, at] })
+    await named.start()
+    hosts.push(named)
+    // the operator's address (as --bootstrap gives it): dialed although it is loopback
+    allowConfigured(a.peerId, [at])
+    await a.dial(multiaddr(`${at}/p2p/${named.peerId.toString()}`))
+    await until(() => remembers(a, named.peerId), 'the dialed peer remembered')
+    // before: the announced loopback address took the second place, and a restarted node would not dial it
     expect(a.services.rememberedPeers.list()).toEqual([{ id: named.peerId.toString(), addrs: [at] }])
   })
 

@@ -286,6 +286,14 @@ export class AddressFilter {
     return true
   }
 
+  /**
+   * Whether `ma`, kept for another peer, is one this node would dial as it is: a wildcard listener keeps strangers'
+   * loopback addresses (see above) but dials only those the operator gave. Counts nothing (mayKeep has judged it).
+   */
+  dialsAsKept (ma: Multiaddr): boolean {
+    return this.loopbackOk || hostsOf(ma).every(h => this.isConfigured(h) || isName(h) || kindOfIp(h.host) !== 'loopback')
+  }
+
   private refuse (): false {
     this.refused++
     return false

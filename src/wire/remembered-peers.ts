@@ -55,7 +55,7 @@ export interface RememberedPeersInit {
    * list is loaded while libp2p starts, before the host registers it; without
    * one, the registered filter is used when there is one.
    */
-  filter?: Pick<AddressFilter, 'mayKeep'>
+  filter?: Pick<AddressFilter, 'mayKeep' | 'dialsAsKept'>
 }
 
 export interface RememberedPeersComponents {
@@ -87,7 +87,7 @@ export class RememberedPeers implements Startable {
   readonly max: number
   private readonly components: RememberedPeersComponents
   private readonly saveIntervalMs: number
-  private readonly filter: Pick<AddressFilter, 'mayKeep'> | undefined
+  private readonly filter: Pick<AddressFilter, 'mayKeep' | 'dialsAsKept'> | undefined
   private readonly log: Logger
   /** By peer id, least recently dialed first. */
   private readonly peers = new Map<string, string[]>()
@@ -162,14 +162,20 @@ export class RememberedPeers implements Startable {
     return new TextEncoder().encode(JSON.stringify({ v: FORMAT, peers: [...this.peers].map(([id, addrs]) => ({ id, addrs })) }))
   }
 
-  /** The addresses worth keeping for `peer`: printable ASCII within REMEMBERED_PEER_ADDR_MAX_CHARS, that the address filter keeps; at most REMEMBERED_PEER_ADDRS_MAX. */
-  private keptAddrs (peer: PeerId, addrs: Multiaddr[]): string[] {
+  /**
+   * The addresses worth keeping for `peer`: printable ASCII within REMEMBERED_PEER_ADDR_MAX_CHARS, that the address
+   * filter keeps; at most REMEMBERED_PEER_ADDRS_MAX. `announced`: from the peer's word, kept only when this node
+   * would dial them (a wildcard listener keeps strangers' loopback addresses without dialing them, and they took
+   * places of addresses that work); the address it was dialed at stays first, as the filter let it through then.
+   */
+  private keptAddrs (peer: PeerId, addrs: Multiaddr[], announced: Multiaddr[] = []): string[] {
     const filter = this.filter ?? addressFilterOf(this.components.peerId)
     const kept: string[] = []
-    for (const ma of addrs) {
+    for (const ma of [...addrs, ...announced]) {
       const text = withoutPeer(ma.toString(), peer.toString())
       if (text.length > REMEMBERED_PEER_ADDR_MAX_CHARS || !PRINTABLE.test(text) || kept.includes(text)) continue
       if (filter !== undefined && !filter.mayKeep(peer, ma)) continue
+      if (filter !== undefined && !addrs.includes(ma) && !filter.dialsAsKept(ma)) continue
       kept.push(text)
       if (kept.length >= REMEMBERED_PEER_ADDRS_MAX) break
     }
@@ -183,7 +189,7 @@ export class RememberedPeers implements Startable {
     if (peerId.equals(this.components.peerId)) return
     const id = peerId.toString()
     // the address this node reached it at first (it dialed it), then those it announced
-    const addrs = this.keptAddrs(peerId, [connection.remoteAddr, ...listenAddrs])
+    const addrs = this.keptAddrs(peerId, [connection.remoteAddr], listenAddrs)
     if (addrs.length === 0) return
     this.remember(id, addrs)
   }
