@@ -149,6 +149,23 @@ describe('remembered peers', () => {
     expect(a.services.rememberedPeers.list()).toEqual([{ id: named.peerId.toString(), addrs: [at] }])
   })
 
+  it('on a wildcard listener, dials the address a remembered peer was dialed at though it is loopback (a --bootstrap address of a local mesh)', async () => {
+    const at = `/ip4/127.0.0.1/tcp/${await freePort()}`
+    const named = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore: new MemoryDatastore(), listen: [at], localMesh: true })
+    await named.start()
+    hosts.push(named)
+    // the list a node restarted without --bootstrap finds: the peer it was once told to bootstrap from
+    const datastore = new MemoryDatastore()
+    await datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(JSON.stringify({ v: 1, peers: [{ id: named.peerId.toString(), addrs: [at] }] })))
+    const a = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore, listen: ['/ip4/0.0.0.0/tcp/0'] })
+    await a.start()
+    hosts.push(a)
+    expect(a.services.rememberedPeers.list()).toEqual([{ id: named.peerId.toString(), addrs: [at] }])
+    // before: 0, the dial refused by the address filter (a wildcard listener dials no loopback address it was not given)
+    expect(await a.services.rememberedPeers.dial(AbortSignal.timeout(10_000))).toBe(1)
+    expect(a.getConnections(named.peerId)).toHaveLength(1)
+  })
+
   it('its bounds keep a stored list under the size a loaded one may have', () => {
     // each address doubled by JSON's escapes at worst, with its quotes and comma; each entry's id and keys
     const perEntry = REMEMBERED_PEER_ADDRS_MAX * (2 * REMEMBERED_PEER_ADDR_MAX_CHARS + 3) + 128

@@ -199,6 +199,8 @@ export class AddressFilter {
   private readonly self: string
   /** host/port of addresses the operator configured ('' port: any). */
   private readonly configured = new Set<string>()
+  /** host/port of the addresses the remembered peers were dialed at (allowRemembered): the last list only. */
+  private remembered = new Set<string>()
   /** Addresses refused (kept and dialed), for operators and tests. */
   refused = 0
   /** Names of peers' addresses that could not be looked up before a dial (refused), and the last reason. */
@@ -236,8 +238,23 @@ export class AddressFilter {
     }
   }
 
+  /**
+   * The addresses this node's remembered peers were dialed at (remembered-peers.ts), allowed as the operator's are
+   * until the next call: a --bootstrap address on loopback, given to a node on a wildcard listener, is dialed again
+   * by a node restarted without the flag. At most REMEMBERED_PEERS_MAX at a time, so the set stays bounded.
+   */
+  allowRemembered (addrs: string[]): void {
+    const next = new Set<string>()
+    for (const a of addrs) {
+      const ma = safeMultiaddr(a)
+      for (const h of ma === undefined ? [] : hostsOf(ma)) next.add(`${h.host}/${h.port}`)
+    }
+    this.remembered = next
+  }
+
   private isConfigured (h: { host: string, port: string }): boolean {
-    return this.configured.has(`${h.host}/${h.port}`)
+    const key = `${h.host}/${h.port}`
+    return this.configured.has(key) || this.remembered.has(key)
   }
 
   /**

@@ -55,7 +55,7 @@ export interface RememberedPeersInit {
    * list is loaded while libp2p starts, before the host registers it; without
    * one, the registered filter is used when there is one.
    */
-  filter?: Pick<AddressFilter, 'mayKeep' | 'dialsAsKept'>
+  filter?: Pick<AddressFilter, 'mayKeep' | 'dialsAsKept' | 'allowRemembered'>
 }
 
 export interface RememberedPeersComponents {
@@ -87,7 +87,7 @@ export class RememberedPeers implements Startable {
   readonly max: number
   private readonly components: RememberedPeersComponents
   private readonly saveIntervalMs: number
-  private readonly filter: Pick<AddressFilter, 'mayKeep' | 'dialsAsKept'> | undefined
+  private readonly filter: Pick<AddressFilter, 'mayKeep' | 'dialsAsKept' | 'allowRemembered'> | undefined
   private readonly log: Logger
   /** By peer id, least recently dialed first. */
   private readonly peers = new Map<string, string[]>()
@@ -125,11 +125,17 @@ export class RememberedPeers implements Startable {
     return [...this.peers].reverse().map(([id, addrs]) => ({ id, addrs: [...addrs] }))
   }
 
-  /** Dial every remembered peer at once; resolves to how many answered. */
+  /**
+   * Dial every remembered peer at once; resolves to how many answered. The address each was dialed at before (its
+   * first) is let through as the operator's own are (AddressFilter.allowRemembered): a --bootstrap address on
+   * loopback, given to a node that listens on every interface, is one such a node dials only when told to.
+   */
   async dial (signal: AbortSignal): Promise<number> {
     const peers = this.list()
     if (peers.length === 0) return 0
     this.stats.dials++
+    const filter = this.filter ?? addressFilterOf(this.components.peerId)
+    filter?.allowRemembered(peers.flatMap(p => p.addrs.slice(0, 1)))
     const results = await Promise.allSettled(peers.map(async p => this.components.connectionManager.openConnection(p.addrs.map(a => withPeer(a, p.id)), { signal })))
     const reached = results.filter(r => r.status === 'fulfilled').length
     this.stats.reached += reached
