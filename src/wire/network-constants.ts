@@ -349,6 +349,15 @@ export const DHT_UPKEEP_TABLE_FLOOR = 8
 export const REMEMBERED_PEERS_MAX = 16
 
 /**
+ * Of those, at most this many dialed at addresses of one network (/24 IPv4,
+ * /48 IPv6; loopback exempt, a local mesh shares 127.0.0.1): a walk can dial
+ * peers a DHT answer named, and many identities on one network could
+ * otherwise take every place, and so decide alone where a node restarted
+ * without --bootstrap, or whose bootstrap peers are gone, rejoins.
+ */
+export const REMEMBERED_PEERS_PER_NETWORK_MAX = 4
+
+/**
  * Addresses kept per remembered peer (the one its dial reached first, then
  * those it announced), and the longest kept, in printable ASCII (a DNS name
  * is at most 253; a relayed address with two peer ids about 160).

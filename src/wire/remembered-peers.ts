@@ -16,7 +16,10 @@
  * caller, so a stranger cannot fill the list by connecting to the node with
  * many identities and have it rejoin through them alone (a peer a DHT answer
  * named and a walk dialed does get in: the list is a way back in, and the
- * bootstrap peers are still dialed with backoff).
+ * bootstrap peers are still dialed with backoff). Peers dialed at addresses of
+ * one network hold at most REMEMBERED_PEERS_PER_NETWORK_MAX places (the
+ * oldest of that network leaves first), so identities on one network cannot
+ * take the whole list.
  *
  * The list is written to the node's datastore (one key, under
  * REMEMBERED_PEERS_RECORD_MAX_BYTES by its bounds) once per
@@ -33,10 +36,11 @@ import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { Key, type Datastore } from 'interface-datastore'
 import { DHT_PROTOCOL } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
-import { addressFilterOf, type AddressFilter } from './address-filter.ts'
+import { addressFilterOf, kindOfIp, type AddressFilter } from './address-filter.ts'
+import { networkOf } from './relay-guard.ts'
 import {
-  REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES,
-  REMEMBERED_PEERS_SAVE_INTERVAL_MS
+  REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_PER_NETWORK_MAX,
+  REMEMBERED_PEERS_RECORD_MAX_BYTES, REMEMBERED_PEERS_SAVE_INTERVAL_MS
 } from './network-constants.ts'
 
 /** Where the list is kept in the node's datastore (outside libp2p's /peers/ namespace). */
@@ -48,6 +52,8 @@ const PRINTABLE = /^[\x21-\x7e]+$/
 export interface RememberedPeersInit {
   /** Peers kept at most (default REMEMBERED_PEERS_MAX). */
   max?: number
+  /** Of them, at most this many of one network (default REMEMBERED_PEERS_PER_NETWORK_MAX). */
+  perNetwork?: number
   /** Time between two writes of a changed list (default REMEMBERED_PEERS_SAVE_INTERVAL_MS). */
   saveIntervalMs?: number
   /**
@@ -91,6 +97,9 @@ export class RememberedPeers implements Startable {
   private readonly log: Logger
   /** By peer id, least recently dialed first. */
   private readonly peers = new Map<string, string[]>()
+  /** The network of each peer's first address (networkOf; none for loopback or no IP), by peer id. */
+  private readonly nets = new Map<string, string | undefined>()
+  private readonly perNetwork: number
   private dirty = false
   private timer?: ReturnType<typeof setInterval>
   private saving?: Promise<void>
@@ -98,6 +107,7 @@ export class RememberedPeers implements Startable {
   constructor (components: RememberedPeersComponents, init: RememberedPeersInit = {}) {
     this.components = components
     this.max = init.max ?? REMEMBERED_PEERS_MAX
+    this.perNetwork = init.perNetwork ?? REMEMBERED_PEERS_PER_NETWORK_MAX
     this.saveIntervalMs = init.saveIntervalMs ?? REMEMBERED_PEERS_SAVE_INTERVAL_MS
     this.filter = init.filter
     this.log = components.logger.forComponent('aap:wire:remembered-peers')
@@ -201,14 +211,26 @@ export class RememberedPeers implements Startable {
   }
 
   private remember (id: string, addrs: string[]): void {
-    this.peers.delete(id)
+    this.forget(id)
+    const net = rememberedNetwork(addrs[0])
+    if (net !== undefined) {
+      // the network's oldest leaves first once it holds its share
+      const same = [...this.nets].filter(([, n]) => n === net)
+      for (const [other] of same.slice(0, Math.max(0, same.length - this.perNetwork + 1))) this.forget(other)
+    }
     this.peers.set(id, addrs)
+    this.nets.set(id, net)
     while (this.peers.size > this.max) {
       const oldest = this.peers.keys().next()
       if (oldest.done === true) break
-      this.peers.delete(oldest.value)
+      this.forget(oldest.value)
     }
     this.dirty = true
+  }
+
+  private forget (id: string): void {
+    this.peers.delete(id)
+    this.nets.delete(id)
   }
 
   private async load (): Promise<void> {
@@ -239,7 +261,10 @@ export class RememberedPeers implements Startable {
       if (id.equals(this.components.peerId)) continue
       // checked() parsed each address already
       const addrs = this.keptAddrs(id, peer.addrs.map(a => multiaddr(a)))
-      if (addrs.length > 0) this.peers.set(peer.id, addrs)
+      if (addrs.length > 0) {
+        this.peers.set(peer.id, addrs)
+        this.nets.set(peer.id, rememberedNetwork(addrs[0]))
+      }
     }
   }
 }
@@ -274,6 +299,20 @@ function checked (entry: unknown): RememberedPeer | undefined {
     return undefined
   }
   return { id, addrs: addrs.filter((a): a is string => typeof a === 'string') }
+}
+
+/** The network (relay-guard.ts networkOf) of a remembered address; undefined for loopback, which a local mesh shares. */
+function rememberedNetwork (addr: string | undefined): string | undefined {
+  if (addr === undefined) return undefined
+  let ma: Multiaddr
+  try {
+    ma = multiaddr(addr)
+  } catch {
+    // kept addresses parse (keptAddrs, checked): nothing to group
+    return undefined
+  }
+  const ip = ma.getComponents().find(c => c.name === 'ip4' || c.name === 'ip6')?.value
+  return ip === undefined || kindOfIp(ip) === 'loopback' ? undefined : networkOf(ma)
 }
 
 function withoutPeer (addr: string, id: string): string {
