@@ -368,7 +368,7 @@ export class MeshNode {
   async keepJoined (addrs: string[], onJoined?: (peers: number) => void): Promise<number> {
     if (!this.state.started) throw stoppedError('keepJoined')
     if (this.bootstrapper !== undefined) throw new Error('keepJoined was already called')
-    this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), remembered: async (signal) => this.host.services.rememberedPeers.dial(signal), ...(onJoined === undefined ? {} : { onJoined }) })
+    this.bootstrapper = new Bootstrapper({ host: this.host, addrs, log: componentLogger(this.options.logger, 'bootstrap'), remembered: async (signal) => this.host.services.rememberedPeers.dial(signal), hasRemembered: () => this.host.services.rememberedPeers.size > 0, ...(onJoined === undefined ? {} : { onJoined }) })
     return this.bootstrapper.start()
   }
 

@@ -57,8 +57,11 @@ describe('aap-mesh start without --bootstrap', () => {
     const again = new NodeProc(dir, [])
     procs.push(again)
     await again.started()
-    // dialed in the background, so the start does not wait on remembered peers that are gone; before: never
+    // dialed once the node is up, so the start does not wait on remembered peers that are gone; before: never
     expect((await again.event('joined')).peers).toBe(1)
+    // stdout's first line is still the started line
+    const order = again.lines.map(l => l.event).filter(e => e === 'started' || e === 'joined')
+    expect(order[0]).toBe('started')
     await until(() => connectedTo(b, agentId), 'the remembered peer connected to')
   })
 

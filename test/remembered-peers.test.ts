@@ -166,6 +166,16 @@ describe('remembered peers', () => {
     expect(a.getConnections(named.peerId)).toHaveLength(1)
   })
 
+  it('on a wildcard listener, loads a stored list without the loopback addresses a peer announced (the one it was dialed at stays)', async () => {
+    const datastore = new MemoryDatastore()
+    const other = peerIdFromPrivateKey(await generateKeyPair('Ed25519')).toString()
+    // a list written before announced addresses were judged as dialable
+    await datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(JSON.stringify({ v: 1, peers: [{ id: other, addrs: ['/ip4/127.0.0.1/tcp/4001', '/ip4/127.0.0.1/tcp/4002'] }] })))
+    const a = await createHost({ privateKey: await generateKeyPair('Ed25519'), datastore, listen: ['/ip4/0.0.0.0/tcp/0'] })
+    hosts.push(a)
+    expect(a.services.rememberedPeers.list()).toEqual([{ id: other, addrs: ['/ip4/127.0.0.1/tcp/4001'] }])
+  })
+
   it('its bounds keep a stored list under the size a loaded one may have', () => {
     // each address doubled by JSON's escapes at worst, with its quotes and comma; each entry's id and keys
     const perEntry = REMEMBERED_PEER_ADDRS_MAX * (2 * REMEMBERED_PEER_ADDR_MAX_CHARS + 3) + 128

@@ -249,20 +249,18 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   }
 
   const bootstrap = opts.bootstrap ?? []
-  const onJoined = (peers: number): void => { emit('joined', { peers }) }
+  // a join the loop makes before the started line is said right after it (stdout: started comes first)
+  let up = false
+  let joinedEarly = 0
+  const onJoined = (peers: number): void => {
+    if (up) emit('joined', { peers })
+    else joinedEarly = peers
+  }
   let joined = 0
   if (bootstrap.length > 0) {
     // dialed again with backoff while none is connected: a node may start before its bootstrap peers
     joined = await node.keepJoined(bootstrap, onJoined)
     if (joined === 0) log.warn({ bootstrap }, `none of the ${bootstrap.length} bootstrap peer(s) answered, nor a peer remembered from before; dialing them again with backoff`)
-  } else {
-    // without --bootstrap the loop runs on the peers this node remembers (a node restarted with its data dir
-    // rejoins through them), in the background: remembered peers that are gone for good do not hold the start up
-    const remembered = node.host.services.rememberedPeers.size
-    node.keepJoined([], onJoined).then((peers) => {
-      if (peers > 0) onJoined(peers)
-      else if (remembered > 0 && node.host.getConnections().length === 0) log.warn({ remembered }, `none of the ${remembered} peer(s) remembered from before answered; dialing them again with backoff`)
-    }, (err: unknown) => { log.warn({ err: messageOf(err) }, 'the bootstrap loop did not start') })
   }
 
   // a node restarted without card options re-signs the card it had, so it stays current
@@ -336,9 +334,27 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   })
   log.info({ agent_id: node.agentId, name: card?.name ?? null, addresses: node.addresses, api: apiUrl, metrics: metricsUrl },
     card === undefined ? 'node is up (no card yet: pass --name/--capability or --card, or PUT /v1/card)' : `node is up as "${card.name}"`)
+  up = true
+  if (joinedEarly > 0) emit('joined', { peers: joinedEarly })
+  if (bootstrap.length === 0) rejoinRemembered(node, log, stop.signal, onJoined)
 
   if (card !== undefined) announce(card)
   if (lookup !== undefined) await discoverUntilFound(node, lookup, stop.signal)
+}
+
+/**
+ * Without --bootstrap the loop runs on the peers this node remembers (a node restarted with its data dir rejoins
+ * through them), once the node is up: remembered peers that are gone for good do not hold the start up.
+ */
+function rejoinRemembered (node: MeshNode, log: Logger, stopping: AbortSignal, onJoined: (peers: number) => void): void {
+  const remembered = node.host.services.rememberedPeers.size
+  node.keepJoined([], onJoined).then((peers) => {
+    if (stopping.aborted) return
+    if (peers > 0) onJoined(peers)
+    else if (remembered > 0 && node.host.getConnections().length === 0) log.warn({ remembered }, `none of the ${remembered} peer(s) remembered from before answered; dialing them again with backoff`)
+  }, (err: unknown) => {
+    if (!stopping.aborted) log.warn({ err: messageOf(err) }, 'the bootstrap loop did not start')
+  })
 }
 
 /** A failure once the node is up: one line for people (the log may be off: --log-level silent), and the log's record. */

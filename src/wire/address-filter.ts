@@ -199,8 +199,8 @@ export class AddressFilter {
   private readonly self: string
   /** host/port of addresses the operator configured ('' port: any). */
   private readonly configured = new Set<string>()
-  /** host/port of the addresses the remembered peers were dialed at (allowRemembered): the last list only. */
-  private remembered = new Set<string>()
+  /** `<peer id> <host>/<port>` of the loopback addresses remembered peers were dialed at (allowRemembered), while they are dialed again. */
+  private rememberedDials = new Set<string>()
   /** Addresses refused (kept and dialed), for operators and tests. */
   refused = 0
   /** Names of peers' addresses that could not be looked up before a dial (refused), and the last reason. */
@@ -239,22 +239,26 @@ export class AddressFilter {
   }
 
   /**
-   * The addresses this node's remembered peers were dialed at (remembered-peers.ts), allowed as the operator's are
-   * until the next call: a --bootstrap address on loopback, given to a node on a wildcard listener, is dialed again
-   * by a node restarted without the flag. At most REMEMBERED_PEERS_MAX at a time, so the set stays bounded.
+   * While the remembered peers are dialed again (remembered-peers.ts), the loopback address each was dialed at
+   * before is dialed for that peer as an operator's address is: a --bootstrap address of a local mesh, given to a
+   * node that listens on every interface, which such a node dials only when told to. An IP literal alone (a name is
+   * looked up as always, and an sni name too), for that peer id only, for dialing only (mayKeep is not changed);
+   * `[]` ends it. At most REMEMBERED_PEERS_MAX entries at a time.
    */
-  allowRemembered (addrs: string[]): void {
+  allowRemembered (entries: Array<{ id: string, addr: string }>): void {
     const next = new Set<string>()
-    for (const a of addrs) {
-      const ma = safeMultiaddr(a)
-      for (const h of ma === undefined ? [] : hostsOf(ma)) next.add(`${h.host}/${h.port}`)
+    for (const { id, addr } of entries) {
+      const ma = safeMultiaddr(addr)
+      const hosts = ma === undefined ? [] : hostsOf(ma)
+      const h = hosts[0]
+      if (hosts.length !== 1 || h === undefined || (h.proto !== 'ip4' && h.proto !== 'ip6') || kindOfIp(h.host) !== 'loopback') continue
+      next.add(`${id} ${h.host}/${h.port}`)
     }
-    this.remembered = next
+    this.rememberedDials = next
   }
 
   private isConfigured (h: { host: string, port: string }): boolean {
-    const key = `${h.host}/${h.port}`
-    return this.configured.has(key) || this.remembered.has(key)
+    return this.configured.has(`${h.host}/${h.port}`)
   }
 
   /**
@@ -268,8 +272,9 @@ export class AddressFilter {
    */
   mayDial (ma: Multiaddr): boolean | Promise<boolean> {
     const lookups: Array<Promise<boolean>> = []
+    const peer = this.rememberedDials.size === 0 ? undefined : ma.getComponents().findLast(c => c.name === 'p2p')?.value
     for (const h of hostsOf(ma)) {
-      if (this.isConfigured(h)) continue
+      if (this.isConfigured(h) || (peer !== undefined && this.rememberedDials.has(`${peer} ${h.host}/${h.port}`))) continue
       if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
       if (isName(h)) lookups.push(this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0))
       else if (!this.ipOk(h.host, true)) return false

@@ -36,10 +36,14 @@
  * an address never counted, and the loop redialed it at every check.
  *
  * With no bootstrap address at all (a node started without --bootstrap), the
- * loop keeps the node joined through its remembered peers alone: joined is
- * holding any connection, and a node that holds none dials them with the
- * retry backoff. Before, only a node started with --bootstrap ran the loop,
- * so one restarted with its data dir but without the flag never used them.
+ * loop keeps the node joined through its remembered peers alone
+ * (runRemembered): its first round dials them unless the node already holds
+ * a connection it opened itself (one a stranger opened to it is no way into
+ * the mesh); later, a node that holds no connection dials them with the
+ * retry backoff. A round with no remembered peer to dial counts as no failed
+ * round, and holding a connection again clears the count. Before, only a
+ * node started with --bootstrap ran the loop, so one restarted with its data
+ * dir but without the flag never used them.
  */
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -60,6 +64,8 @@ export interface BootstrapInit {
   onJoined?: (peers: number) => void
   /** Dial the peers remembered from before (remembered-peers.ts); resolves to how many answered. */
   remembered?: (signal: AbortSignal) => Promise<number>
+  /** Whether any peer is remembered (a loop with no bootstrap address skips the rounds that would dial none). */
+  hasRemembered?: () => boolean
   /** The check interval and the churn waits (default the BOOTSTRAP_* constants; shorter in tests). */
   checkMs?: number
   churnMinMs?: number
@@ -72,6 +78,7 @@ export class Bootstrapper {
   /** The peer id of each address: its /p2p/ component, or the peer its first successful dial reached. */
   private readonly ids: Array<string | undefined>
   private readonly ctl = new AbortController()
+  private first?: Promise<unknown>
   private loop?: Promise<void>
   /** Dial rounds that reached no bootstrap peer, since the last that did (a metric for operators). */
   failedRounds = 0
@@ -107,13 +114,18 @@ export class Bootstrapper {
 
   /** One round of dials now; then the loop runs until stop(). Returns how many answered (remembered peers reached included). */
   async start (): Promise<number> {
-    const { joined, rejoined } = await this.round()
-    this.loop = this.run(joined > 0)
+    const first = this.round(this.addrs.length === 0)
+    this.first = first
+    const { joined, rejoined } = await first
+    this.loop = this.addrs.length === 0 ? this.runRemembered() : this.run(joined > 0)
     return joined + rejoined
   }
 
+  /** Ends the loop, and the first round's dials if they are still going (the node is not stopped under them). */
   async stop (): Promise<void> {
     this.ctl.abort()
+    // its failure is start()'s caller's to hear
+    await this.first?.then(() => {}, () => {})
     await this.loop
   }
 
@@ -123,13 +135,11 @@ export class Bootstrapper {
     return this.ids.filter(id => id !== undefined && conns.some(c => c.remotePeer.toString() === id)).length
   }
 
-  /** Joined as the loop judges it: a bootstrap peer connected, or, with no bootstrap address, any peer. */
-  private anchored (): boolean {
-    return this.addrs.length === 0 ? this.init.host.getConnections().length > 0 : this.connected() > 0
-  }
-
-  /** Bootstrap peers that answered, and remembered peers reached when none did and the node held no connection. */
-  private async round (): Promise<{ joined: number, rejoined: number }> {
+  /**
+   * Bootstrap peers that answered, and remembered peers reached when none did and the node held no connection
+   * (`outboundOnly`: no connection it opened itself; a stranger's inbound one does not count).
+   */
+  private async round (outboundOnly = false): Promise<{ joined: number, rejoined: number }> {
     const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)])
     const results = await Promise.allSettled(this.addrs.map(async a => this.init.host.dial(a, { signal })))
     const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${String(this.addrs[i])}: ${messageOf(r.reason)}`] : [])
@@ -140,11 +150,12 @@ export class Bootstrapper {
     })
     const joined = results.length - failed.length
     if (failed.length > 0 && !this.ctl.signal.aborted) this.init.log.debug({ failed }, 'bootstrap dials failed')
-    if (joined === 0 && this.init.remembered !== undefined && this.init.host.getConnections().length === 0 && !this.ctl.signal.aborted) {
+    const held = this.init.host.getConnections().filter(c => !outboundOnly || c.direction === 'outbound').length
+    if (joined === 0 && this.init.remembered !== undefined && held === 0 && !this.ctl.signal.aborted) {
       const rejoined = await this.init.remembered(AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)]))
       if (rejoined > 0) {
         this.rejoined++
-        this.init.log.info({ peers: rejoined }, 'no bootstrap peer answered; rejoined the mesh through peers remembered from before')
+        this.init.log.info({ peers: rejoined }, this.addrs.length === 0 ? 'rejoined the mesh through peers remembered from before' : 'no bootstrap peer answered; rejoined the mesh through peers remembered from before')
       }
       return { joined, rejoined }
     }
@@ -160,7 +171,7 @@ export class Bootstrapper {
         return false
       })
       if (!ok) return
-      if (this.anchored()) {
+      if (this.connected() > 0) {
         joined = true
         continue
       }
@@ -205,8 +216,41 @@ export class Bootstrapper {
         joined = true
         this.init.onJoined?.(answered)
       } else {
-        if (joined) this.init.log.warn(this.addrs.length === 0 ? 'no peer is connected; dialing the peers remembered from before with backoff' : 'no bootstrap peer is connected; dialing them again with backoff')
+        if (joined) this.init.log.warn('no bootstrap peer is connected; dialing them again with backoff')
         joined = false
+        this.failedRounds++
+        wait = Math.min(wait * 2, BOOTSTRAP_RETRY_MAX_MS)
+      }
+    }
+  }
+
+  /** The loop with no bootstrap address: while the node holds no connection, the remembered peers with the retry backoff. */
+  private async runRemembered (): Promise<void> {
+    let wait = BOOTSTRAP_RETRY_MIN_MS
+    let held = true
+    while (!this.ctl.signal.aborted) {
+      const ok = await sleep(held ? this.checkMs : wait, true, { signal: this.ctl.signal }).catch((err: unknown) => {
+        if (!this.ctl.signal.aborted) this.init.log.warn({ err: messageOf(err) }, 'bootstrap wait failed')
+        return false
+      })
+      if (!ok) return
+      if (this.init.host.getConnections().length > 0) {
+        held = true
+        this.failedRounds = 0
+        wait = BOOTSTRAP_RETRY_MIN_MS
+        continue
+      }
+      if (held) this.init.log.info('no peer is connected; dialing the peers remembered from before with backoff')
+      held = false
+      // nothing to dial is no failed round: a lone first node of a mesh waits for others to come to it
+      if (this.init.hasRemembered?.() === false) continue
+      const { rejoined } = await this.round()
+      if (this.ctl.signal.aborted) return
+      if (rejoined > 0) {
+        this.failedRounds = 0
+        wait = BOOTSTRAP_RETRY_MIN_MS
+        this.init.onJoined?.(rejoined)
+      } else {
         this.failedRounds++
         wait = Math.min(wait * 2, BOOTSTRAP_RETRY_MAX_MS)
       }

@@ -136,17 +136,23 @@ export class RememberedPeers implements Startable {
   }
 
   /**
-   * Dial every remembered peer at once; resolves to how many answered. The address each was dialed at before (its
-   * first) is let through as the operator's own are (AddressFilter.allowRemembered): a --bootstrap address on
-   * loopback, given to a node that listens on every interface, is one such a node dials only when told to.
+   * Dial every remembered peer at once; resolves to how many answered. Meanwhile the loopback address each was
+   * dialed at before (its first) is dialed for it as an operator's address is (AddressFilter.allowRemembered): a
+   * --bootstrap address of a local mesh, given to a node that listens on every interface, is one such a node dials
+   * only when told to.
    */
   async dial (signal: AbortSignal): Promise<number> {
     const peers = this.list()
     if (peers.length === 0) return 0
     this.stats.dials++
     const filter = this.filter ?? addressFilterOf(this.components.peerId)
-    filter?.allowRemembered(peers.flatMap(p => p.addrs.slice(0, 1)))
-    const results = await Promise.allSettled(peers.map(async p => this.components.connectionManager.openConnection(p.addrs.map(a => withPeer(a, p.id)), { signal })))
+    filter?.allowRemembered(peers.flatMap(p => p.addrs.slice(0, 1).map(addr => ({ id: p.id, addr }))))
+    let results: Array<PromiseSettledResult<Connection>>
+    try {
+      results = await Promise.allSettled(peers.map(async p => this.components.connectionManager.openConnection(p.addrs.map(a => withPeer(a, p.id)), { signal })))
+    } finally {
+      filter?.allowRemembered([])
+    }
     const reached = results.filter(r => r.status === 'fulfilled').length
     this.stats.reached += reached
     const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${peers[i]?.id ?? ''}: ${reasonOf(r.reason)}`] : [])
@@ -260,7 +266,10 @@ export class RememberedPeers implements Startable {
       const id = peerIdFromString(peer.id)
       if (id.equals(this.components.peerId)) continue
       // checked() parsed each address already
-      const addrs = this.keptAddrs(id, peer.addrs.map(a => multiaddr(a)))
+      // the first is the address it was dialed at; the rest it announced (a list written before those were judged
+      // as dialable has strangers' loopback addresses a wildcard listener does not dial)
+      const [first, ...rest] = peer.addrs.map(a => multiaddr(a))
+      const addrs = this.keptAddrs(id, first === undefined ? [] : [first], rest)
       if (addrs.length > 0) {
         this.peers.set(peer.id, addrs)
         this.nets.set(peer.id, rememberedNetwork(addrs[0]))
