@@ -227,7 +227,8 @@ export class Bootstrapper {
   /** The loop with no bootstrap address: while the node holds no connection, the remembered peers with the retry backoff. */
   private async runRemembered (): Promise<void> {
     let wait = BOOTSTRAP_RETRY_MIN_MS
-    let held = true
+    // a first round that reached nobody is followed by the retry backoff, not by a check interval
+    let held = this.init.host.getConnections().length > 0
     while (!this.ctl.signal.aborted) {
       const ok = await sleep(held ? this.checkMs : wait, true, { signal: this.ctl.signal }).catch((err: unknown) => {
         if (!this.ctl.signal.aborted) this.init.log.warn({ err: messageOf(err) }, 'bootstrap wait failed')
