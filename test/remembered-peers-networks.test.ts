@@ -17,14 +17,14 @@ import { describe, expect, it } from 'vitest'
 import { DHT_PROTOCOL } from '../src/constants.ts'
 import { quietLibp2pLogger } from '../src/wire/libp2p-log.ts'
 import { REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_PER_NETWORK_MAX } from '../src/wire/network-constants.ts'
-import { RememberedPeers } from '../src/wire/remembered-peers.ts'
+import { REMEMBERED_PEERS_KEY, RememberedPeers } from '../src/wire/remembered-peers.ts'
 
 const newPeer = async (): Promise<PeerId> => peerIdFromPrivateKey(await generateKeyPair('Ed25519'))
 
-async function service (): Promise<{ remembered: RememberedPeers, identify: (peer: PeerId, at: string) => void }> {
+async function service (datastore = new MemoryDatastore()): Promise<{ remembered: RememberedPeers, identify: (peer: PeerId, at: string) => void }> {
   const events = new EventTarget()
   const remembered = new RememberedPeers({
-    datastore: new MemoryDatastore(),
+    datastore,
     events: events as unknown as TypedEventTarget<Libp2pEvents>,
     connectionManager: { openConnection: async () => { throw new Error('no dial in this test') } },
     peerId: await newPeer(),
@@ -58,6 +58,34 @@ describe('remembered peers, per network', () => {
       expect(ids).toContain(elsewhere.toString())
       expect(ids.filter(id => sybils.some(s => s.toString() === id)).sort()).toEqual(sybils.slice(-REMEMBERED_PEERS_PER_NETWORK_MAX).map(String).sort())
       expect(remembered.size).toBe(REMEMBERED_PEERS_PER_NETWORK_MAX + 1)
+    } finally {
+      await remembered.stop()
+    }
+  })
+
+  it('counts every DNS name as one network: names cost nothing and may all point at one machine', async () => {
+    const { remembered, identify } = await service()
+    try {
+      const elsewhere = await newPeer()
+      identify(elsewhere, '/ip4/198.51.100.7/tcp/4001')
+      for (let i = 0; i < REMEMBERED_PEERS_MAX + 4; i++) identify(await newPeer(), `/dns4/s${i}.names.example/tcp/4001`)
+      // before: 16 places, all names, the other peer pushed out
+      expect(remembered.size).toBe(REMEMBERED_PEERS_PER_NETWORK_MAX + 1)
+      expect(remembered.list().map(p => p.id)).toContain(elsewhere.toString())
+    } finally {
+      await remembered.stop()
+    }
+  })
+
+  it('holds a stored list to the share when it loads it, the newest of each network kept', async () => {
+    const datastore = new MemoryDatastore()
+    const stored = await Promise.all(Array.from({ length: REMEMBERED_PEERS_MAX }, async () => (await newPeer()).toString()))
+    // least recently dialed first, as the service writes it
+    await datastore.put(REMEMBERED_PEERS_KEY, new TextEncoder().encode(JSON.stringify({ v: 1, peers: stored.map((id, i) => ({ id, addrs: [`/ip4/203.0.113.${i + 1}/tcp/4001`] })) })))
+    const { remembered } = await service(datastore)
+    try {
+      // before: all 16 kept, every one on one /24
+      expect(remembered.list().map(p => p.id).sort()).toEqual(stored.slice(-REMEMBERED_PEERS_PER_NETWORK_MAX).sort())
     } finally {
       await remembered.stop()
     }

@@ -18,7 +18,7 @@ import { MemoryDatastore } from 'datastore-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createMeshNode, type MeshNode } from '../src/node.ts'
 import { createHost, type MeshHost } from '../src/wire/host.ts'
-import { allowConfigured } from '../src/wire/address-filter.ts'
+import { addressFilterOf, allowConfigured } from '../src/wire/address-filter.ts'
 import { REMEMBERED_PEERS_KEY } from '../src/wire/remembered-peers.ts'
 import { REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_RECORD_MAX_BYTES } from '../src/wire/network-constants.ts'
 import { freePort, startLoopbackHost, until } from './helpers.ts'
@@ -164,6 +164,8 @@ describe('remembered peers', () => {
     // before: 0, the dial refused by the address filter (a wildcard listener dials no loopback address it was not given)
     expect(await a.services.rememberedPeers.dial(AbortSignal.timeout(10_000))).toBe(1)
     expect(a.getConnections(named.peerId)).toHaveLength(1)
+    // for that round only: the address filter refuses the address again after it
+    expect(addressFilterOf(a.peerId)?.mayDial(multiaddr(`${at}/p2p/${named.peerId.toString()}`))).toBe(false)
   })
 
   it('on a wildcard listener, loads a stored list without the loopback addresses a peer announced (the one it was dialed at stays)', async () => {

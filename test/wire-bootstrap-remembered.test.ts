@@ -52,6 +52,16 @@ describe('the bootstrap loop with no bootstrap address', () => {
     expect(dials).toBeGreaterThan(2)
   })
 
+  it('follows a first round that reached nobody with the retry backoff, not the check interval', async () => {
+    const a = await host()
+    let dials = 0
+    const loop = new Bootstrapper({ host: a, addrs: [], log: silentLogger(), checkMs: 600_000, remembered: async () => { dials++; return 0 }, hasRemembered: () => true })
+    loops.push(loop)
+    await loop.start()
+    // before: the second round came after the check interval (here ten minutes)
+    await until(() => dials >= 2, 'a second round within the backoff')
+  })
+
   it('dials the remembered peers at start although a stranger holds a connection to the node', async () => {
     const [a, stranger] = [await host(), await host()]
     await stranger.dial(a.getMultiaddrs()[0]!)

@@ -254,7 +254,7 @@ async function serve (node: MeshNode, parts: Parts, stop: Stopper, opts: StartOp
   let joinedEarly = 0
   const onJoined = (peers: number): void => {
     if (up) emit('joined', { peers })
-    else joinedEarly = peers
+    else joinedEarly += peers
   }
   let joined = 0
   if (bootstrap.length > 0) {

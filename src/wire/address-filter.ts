@@ -199,7 +199,7 @@ export class AddressFilter {
   private readonly self: string
   /** host/port of addresses the operator configured ('' port: any). */
   private readonly configured = new Set<string>()
-  /** `<peer id> <host>/<port>` of the loopback addresses remembered peers were dialed at (allowRemembered), while they are dialed again. */
+  /** `<peer id> <address>` of the loopback addresses remembered peers were dialed at (allowRemembered), while they are dialed again. */
   private rememberedDials = new Set<string>()
   /** Addresses refused (kept and dialed), for operators and tests. */
   refused = 0
@@ -242,8 +242,8 @@ export class AddressFilter {
    * While the remembered peers are dialed again (remembered-peers.ts), the loopback address each was dialed at
    * before is dialed for that peer as an operator's address is: a --bootstrap address of a local mesh, given to a
    * node that listens on every interface, which such a node dials only when told to. An IP literal alone (a name is
-   * looked up as always, and an sni name too), for that peer id only, for dialing only (mayKeep is not changed);
-   * `[]` ends it. At most REMEMBERED_PEERS_MAX entries at a time.
+   * looked up as always, and an sni name too), that address exactly (its transport too) for that peer id only, for
+   * dialing only (mayKeep is not changed); `[]` ends it. At most REMEMBERED_PEERS_MAX entries at a time.
    */
   allowRemembered (entries: Array<{ id: string, addr: string }>): void {
     const next = new Set<string>()
@@ -252,7 +252,7 @@ export class AddressFilter {
       const hosts = ma === undefined ? [] : hostsOf(ma)
       const h = hosts[0]
       if (hosts.length !== 1 || h === undefined || (h.proto !== 'ip4' && h.proto !== 'ip6') || kindOfIp(h.host) !== 'loopback') continue
-      next.add(`${id} ${h.host}/${h.port}`)
+      next.add(`${id} ${ma?.toString() ?? ''}`)
     }
     this.rememberedDials = next
   }
@@ -272,9 +272,9 @@ export class AddressFilter {
    */
   mayDial (ma: Multiaddr): boolean | Promise<boolean> {
     const lookups: Array<Promise<boolean>> = []
-    const peer = this.rememberedDials.size === 0 ? undefined : ma.getComponents().findLast(c => c.name === 'p2p')?.value
+    if (this.rememberedDials.size > 0 && this.rememberedDials.has(rememberedKey(ma))) return true
     for (const h of hostsOf(ma)) {
-      if (this.isConfigured(h) || (peer !== undefined && this.rememberedDials.has(`${peer} ${h.host}/${h.port}`))) continue
+      if (this.isConfigured(h)) continue
       if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
       if (isName(h)) lookups.push(this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0))
       else if (!this.ipOk(h.host, true)) return false
@@ -327,6 +327,14 @@ export class AddressFilter {
     if (!ok) this.refused++
     return ok
   }
+}
+
+/** `<peer id> <address without its /p2p/<peer id>>` of a dialed address (AddressFilter.allowRemembered). */
+function rememberedKey (ma: Multiaddr): string {
+  const peer = ma.getComponents().findLast(c => c.name === 'p2p')?.value ?? ''
+  const text = ma.toString()
+  const suffix = `/p2p/${peer}`
+  return `${peer} ${text.endsWith(suffix) ? text.slice(0, -suffix.length) : text}`
 }
 
 /** A DNS name to look up before a dial: a /dns, /dns4, /dns6 component, or a /tls/sni value that is no IP. */

@@ -241,15 +241,18 @@ export class Bootstrapper {
         wait = BOOTSTRAP_RETRY_MIN_MS
         continue
       }
-      if (held) this.init.log.info('no peer is connected; dialing the peers remembered from before with backoff')
-      held = false
       // nothing to dial is no failed round: a lone first node of a mesh waits for others to come to it
-      if (this.init.hasRemembered?.() === false) continue
+      const none = this.init.hasRemembered?.() === false
+      if (held && !none) this.init.log.info('no peer is connected; dialing the peers remembered from before with backoff')
+      held = false
+      if (none) continue
       const { rejoined } = await this.round()
       if (this.ctl.signal.aborted) return
       if (rejoined > 0) {
         this.failedRounds = 0
-        wait = BOOTSTRAP_RETRY_MIN_MS
+        // looked at again after the check interval, and the backoff kept until a check finds the node holding a
+        // connection: a peer that takes the dial and closes it again is not redialed four times a second
+        held = true
         this.init.onJoined?.(rejoined)
       } else {
         this.failedRounds++

@@ -350,10 +350,12 @@ export const REMEMBERED_PEERS_MAX = 16
 
 /**
  * Of those, at most this many dialed at addresses of one network (/24 IPv4,
- * /48 IPv6; loopback exempt, a local mesh shares 127.0.0.1): a walk can dial
- * peers a DHT answer named, and many identities on one network could
- * otherwise take every place, and so decide alone where a node restarted
- * without --bootstrap, or whose bootstrap peers are gone, rejoins.
+ * /48 IPv6; every DNS name counts as one network; loopback exempt, a local
+ * mesh shares 127.0.0.1): a walk can dial peers a DHT answer named, and many
+ * identities on one network could otherwise take every place, and so decide
+ * alone where a node restarted without --bootstrap, or whose bootstrap peers
+ * are gone, rejoins. A LAN-only mesh (one private /24) remembers this many,
+ * enough to rejoin through.
  */
 export const REMEMBERED_PEERS_PER_NETWORK_MAX = 4
 

@@ -217,6 +217,12 @@ export class RememberedPeers implements Startable {
   }
 
   private remember (id: string, addrs: string[]): void {
+    this.place(id, addrs)
+    this.dirty = true
+  }
+
+  /** Put `id` last (the most recent), within the per-network share and the bound. */
+  private place (id: string, addrs: string[]): void {
     this.forget(id)
     const net = rememberedNetwork(addrs[0])
     if (net !== undefined) {
@@ -231,7 +237,6 @@ export class RememberedPeers implements Startable {
       if (oldest.done === true) break
       this.forget(oldest.value)
     }
-    this.dirty = true
   }
 
   private forget (id: string): void {
@@ -271,8 +276,8 @@ export class RememberedPeers implements Startable {
       const [first, ...rest] = peer.addrs.map(a => multiaddr(a))
       const addrs = this.keptAddrs(id, first === undefined ? [] : [first], rest)
       if (addrs.length > 0) {
-        this.peers.set(peer.id, addrs)
-        this.nets.set(peer.id, rememberedNetwork(addrs[0]))
+        // a list written before the per-network share was kept is held to it too
+        this.place(peer.id, addrs)
       }
     }
   }
@@ -310,7 +315,11 @@ function checked (entry: unknown): RememberedPeer | undefined {
   return { id, addrs: addrs.filter((a): a is string => typeof a === 'string') }
 }
 
-/** The network (relay-guard.ts networkOf) of a remembered address; undefined for loopback, which a local mesh shares. */
+/**
+ * The network (relay-guard.ts networkOf) of a remembered address: undefined for loopback, which a local mesh
+ * shares, and for an address with no host (an in-process /memory one); one network for every DNS name, since
+ * names cost nothing and may all point at one machine.
+ */
 function rememberedNetwork (addr: string | undefined): string | undefined {
   if (addr === undefined) return undefined
   let ma: Multiaddr
@@ -320,9 +329,13 @@ function rememberedNetwork (addr: string | undefined): string | undefined {
     // kept addresses parse (keptAddrs, checked): nothing to group
     return undefined
   }
-  const ip = ma.getComponents().find(c => c.name === 'ip4' || c.name === 'ip6')?.value
+  const parts = ma.getComponents()
+  if (parts.some(c => DNS_NAMES.has(c.name))) return 'dns names'
+  const ip = parts.find(c => c.name === 'ip4' || c.name === 'ip6')?.value
   return ip === undefined || kindOfIp(ip) === 'loopback' ? undefined : networkOf(ma)
 }
+
+const DNS_NAMES = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
 
 function withoutPeer (addr: string, id: string): string {
   const suffix = `/p2p/${id}`
