@@ -136,6 +136,24 @@ describe('loopback addresses of other peers', () => {
       expect(reached.accepted()).toBeGreaterThan(0)
     }, 30_000)
 
+    it('a node on 0.0.0.0 does not dial a DNS name that points at loopback; a node on 127.0.0.1 does', async () => {
+      const wildcard = await createMeshNode({ listen: ['/ip4/0.0.0.0/tcp/0'], logger: silentLogger() })
+      const local = await createMeshNode({ listen: ['/ip4/127.0.0.1/tcp/0'], logger: silentLogger() })
+      nodes.push(wildcard, local)
+      await Promise.all([wildcard.start(), local.start()])
+      const target = await localService()
+      const port = target.address.split('/').at(-1)
+      // localhost: looked up in this machine's hosts file, as every name is before a dial
+      const named = multiaddr(`/dns4/localhost/tcp/${port}/p2p/${other.toString()}`)
+      const denied = await wildcard.host.dial(named, { signal: AbortSignal.timeout(5000) }).then(() => undefined, (e: unknown) => e as Error)
+      // before: the gater took `!` of mayDial's Promise (false), so every name was dialed: one connection here
+      expect(denied?.name).toBe('DialDeniedError')
+      expect(target.accepted()).toBe(0)
+      // a node on loopback dials it (the service is no libp2p node: the dial fails after it connects)
+      await local.host.dial(named, { signal: AbortSignal.timeout(5000) }).then(() => undefined, () => undefined)
+      expect(target.accepted()).toBeGreaterThan(0)
+    }, 30_000)
+
     it('a node on 0.0.0.0 does not dial the loopback service a stranger names as its /tls/sni host', async () => {
       const node = await createMeshNode({ listen: ['/ip4/0.0.0.0/tcp/0'], logger: silentLogger() })
       nodes.push(node)

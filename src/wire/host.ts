@@ -151,7 +151,11 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         admitted.push(Date.now())
         return false
       },
-      denyDialMultiaddr: (ma) => !addresses.mayDial(ma),
+      // a name is looked up first (mayDial answers a Promise then): `!` of the Promise itself let every name through
+      denyDialMultiaddr: (ma) => {
+        const ok = addresses.mayDial(ma)
+        return typeof ok === 'boolean' ? !ok : ok.then(yes => !yes)
+      },
       filterMultiaddrForPeer: (peer, ma) => addresses.mayKeep(peer, ma),
       denyInboundRelayReservation: (peer) => relayGuard.deny(peer)
     },
