@@ -12,6 +12,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { afterEach, describe, expect, it } from 'vitest'
 import { silentLogger } from '../src/logger.ts'
 import { Bootstrapper } from '../src/wire/bootstrap.ts'
+import { BOOTSTRAP_RETRY_MIN_MS } from '../src/wire/network-constants.ts'
 import { AddressFilter } from '../src/wire/address-filter.ts'
 import type { MeshHost } from '../src/wire/host.ts'
 import { startLoopbackHost, until } from './helpers.ts'
@@ -48,7 +49,8 @@ describe('the bootstrap loop with no bootstrap address', () => {
     answer = 0
     await until(() => loop.failedRounds >= 1, 'a failed round again')
     expect(await a.dial(multiaddr(`${b.getMultiaddrs()[0]!.toString()}`))).toBeDefined()
-    await until(() => loop.failedRounds === 0, 'the count cleared by the connection')
+    // at the end of the wait under way, which the flap and the failed rounds have doubled (15 s at most)
+    await until(() => loop.failedRounds === 0, 'the count cleared by the connection', 40_000)
     expect(dials).toBeGreaterThan(2)
   })
 
@@ -72,6 +74,33 @@ describe('the bootstrap loop with no bootstrap address', () => {
     await loop.start()
     // before: 0 (any connection counted, so the first round dialed no remembered peer)
     expect(dials).toBe(1)
+  })
+
+  it('goes on dialing the remembered peers while the only connection is one a stranger opened', async () => {
+    const [a, stranger] = [await host(), await host()]
+    let dials = 0
+    const loop = new Bootstrapper({ host: a, addrs: [], log: silentLogger(), checkMs: 20, remembered: async () => { dials++; return 0 }, hasRemembered: () => true })
+    loops.push(loop)
+    await loop.start()
+    await stranger.dial(a.getMultiaddrs()[0]!)
+    await until(() => a.getConnections().length > 0, 'the stranger connected')
+    const before = dials
+    // before: the stranger's connection counted as held, and no round came again
+    await until(() => dials >= before + 2, 'two more rounds')
+    expect(loop.failedRounds).toBeGreaterThan(0)
+  })
+
+  it('backs off from a remembered peer that takes the dial and closes it again', async () => {
+    const a = await host()
+    let dials = 0
+    // this test's dial says a peer answered, and no connection stays: as a peer that closes at once
+    const loop = new Bootstrapper({ host: a, addrs: [], log: silentLogger(), checkMs: 20, remembered: async () => { dials++; return 1 }, hasRemembered: () => true })
+    loops.push(loop)
+    await loop.start()
+    await until(() => loop.rejoined >= 3, 'three rejoins')
+    // before: every check found the connection gone and dialed again at once, the wait never grew
+    expect(loop.retryWaitMs).toBeGreaterThan(BOOTSTRAP_RETRY_MIN_MS)
+    expect(loop.failedRounds).toBe(0)
   })
 
   it('stop waits for the first round\'s dials to end', async () => {

@@ -39,9 +39,9 @@
  * loop keeps the node joined through its remembered peers alone
  * (runRemembered): its first round dials them unless the node already holds
  * a connection it opened itself (one a stranger opened to it is no way into
- * the mesh); later, a node that holds no connection dials them with the
+ * the mesh); later, a node that holds no such connection dials them with the
  * retry backoff. A round with no remembered peer to dial counts as no failed
- * round, and holding a connection again clears the count. Before, only a
+ * round, and holding such a connection again clears the count. Before, only a
  * node started with --bootstrap ran the loop, so one restarted with its data
  * dir but without the flag never used them.
  */
@@ -90,6 +90,8 @@ export class Bootstrapper {
   cutOffRedials = 0
   /** Rounds that reached no bootstrap peer, held no connection, and reached a remembered peer. */
   rejoined = 0
+  /** With no bootstrap address: the wait before the next round while the node holds no connection of its own. */
+  retryWaitMs = BOOTSTRAP_RETRY_MIN_MS
   /** Connections the node held at its last churn redial. */
   private heldAtRedial = 0
   /** The wait before the next such redial: BOOTSTRAP_CHURN_MIN_MS, doubled per redial. */
@@ -224,39 +226,53 @@ export class Bootstrapper {
     }
   }
 
-  /** The loop with no bootstrap address: while the node holds no connection, the remembered peers with the retry backoff. */
+  /**
+   * The loop with no bootstrap address: while the node holds no connection it opened itself (a stranger's inbound
+   * one is no way into the mesh), the remembered peers with the retry backoff. A rejoin is looked at again after the
+   * check interval; one whose peers closed the connection by then waits the backoff, doubled, before the next round,
+   * so a peer that takes the dial and closes it again is not redialed at every check.
+   */
   private async runRemembered (): Promise<void> {
-    let wait = BOOTSTRAP_RETRY_MIN_MS
+    const holdsOwn = (): boolean => this.init.host.getConnections().some(c => c.direction === 'outbound')
+    this.retryWaitMs = BOOTSTRAP_RETRY_MIN_MS
     // a first round that reached nobody is followed by the retry backoff, not by a check interval
-    let held = this.init.host.getConnections().length > 0
+    let held = holdsOwn()
+    let rejoinedLast = false
     while (!this.ctl.signal.aborted) {
-      const ok = await sleep(held ? this.checkMs : wait, true, { signal: this.ctl.signal }).catch((err: unknown) => {
+      const ok = await sleep(held ? this.checkMs : this.retryWaitMs, true, { signal: this.ctl.signal }).catch((err: unknown) => {
         if (!this.ctl.signal.aborted) this.init.log.warn({ err: messageOf(err) }, 'bootstrap wait failed')
         return false
       })
       if (!ok) return
-      if (this.init.host.getConnections().length > 0) {
+      if (holdsOwn()) {
         held = true
+        rejoinedLast = false
         this.failedRounds = 0
-        wait = BOOTSTRAP_RETRY_MIN_MS
+        this.retryWaitMs = BOOTSTRAP_RETRY_MIN_MS
         continue
       }
       // nothing to dial is no failed round: a lone first node of a mesh waits for others to come to it
       const none = this.init.hasRemembered?.() === false
-      if (held && !none) this.init.log.info('no peer is connected; dialing the peers remembered from before with backoff')
-      held = false
+      if (held) {
+        held = false
+        if (rejoinedLast) {
+          rejoinedLast = false
+          this.retryWaitMs = Math.min(this.retryWaitMs * 2, BOOTSTRAP_RETRY_MAX_MS)
+          continue
+        }
+        if (!none) this.init.log.info('no connection of its own; dialing the peers remembered from before with backoff')
+      }
       if (none) continue
-      const { rejoined } = await this.round()
+      const { rejoined } = await this.round(true)
       if (this.ctl.signal.aborted) return
       if (rejoined > 0) {
         this.failedRounds = 0
-        // looked at again after the check interval, and the backoff kept until a check finds the node holding a
-        // connection: a peer that takes the dial and closes it again is not redialed four times a second
         held = true
+        rejoinedLast = true
         this.init.onJoined?.(rejoined)
       } else {
         this.failedRounds++
-        wait = Math.min(wait * 2, BOOTSTRAP_RETRY_MAX_MS)
+        this.retryWaitMs = Math.min(this.retryWaitMs * 2, BOOTSTRAP_RETRY_MAX_MS)
       }
     }
   }

@@ -261,6 +261,7 @@ export class RememberedPeers implements Startable {
       return
     }
     this.peers.clear()
+    this.nets.clear()
     for (const entry of stored.slice(-this.max)) {
       const peer = checked(entry)
       if (peer === undefined) {
