@@ -8,7 +8,13 @@
  * back to 0, a stop that did not wait for the first round's dials, and a
  * stranger's connection taken as a way into the mesh.
  */
+import { noise } from '@chainsafe/libp2p-noise'
+import { yamux } from '@chainsafe/libp2p-yamux'
+import { identify } from '@libp2p/identify'
+import { tcp } from '@libp2p/tcp'
 import { multiaddr } from '@multiformats/multiaddr'
+import { createLibp2p, type Libp2p } from 'libp2p'
+import { DHT_PROTOCOL } from '../src/constants.ts'
 import { afterEach, describe, expect, it } from 'vitest'
 import { silentLogger } from '../src/logger.ts'
 import { Bootstrapper } from '../src/wire/bootstrap.ts'
@@ -23,6 +29,16 @@ afterEach(async () => {
   await Promise.all(loops.splice(0).map(async l => l.stop()))
   await Promise.all(hosts.splice(0).map(async h => h.stop()))
 })
+
+const plain: Libp2p[] = []
+afterEach(async () => { await Promise.all(plain.splice(0).map(async p => p.stop())) })
+
+/** A stock libp2p peer that serves no DHT (a scanner, a client): no peer of the mesh. */
+async function plainPeer (): Promise<Libp2p> {
+  const p = await createLibp2p({ transports: [tcp()], connectionEncrypters: [noise()], streamMuxers: [yamux()], services: { identify: identify() } })
+  plain.push(p)
+  return p
+}
 
 async function host (): Promise<MeshHost> {
   const h = await startLoopbackHost()
@@ -65,7 +81,7 @@ describe('the bootstrap loop with no bootstrap address', () => {
   })
 
   it('dials the remembered peers at start although a stranger holds a connection to the node', async () => {
-    const [a, stranger] = [await host(), await host()]
+    const [a, stranger] = [await host(), await plainPeer()]
     await stranger.dial(a.getMultiaddrs()[0]!)
     await until(() => a.getConnections().length > 0, 'the stranger connected')
     let dials = 0
@@ -77,7 +93,7 @@ describe('the bootstrap loop with no bootstrap address', () => {
   })
 
   it('goes on dialing the remembered peers while the only connection is one a stranger opened', async () => {
-    const [a, stranger] = [await host(), await host()]
+    const [a, stranger] = [await host(), await plainPeer()]
     let dials = 0
     const loop = new Bootstrapper({ host: a, addrs: [], log: silentLogger(), checkMs: 20, remembered: async () => { dials++; return 0 }, hasRemembered: () => true })
     loops.push(loop)
@@ -101,6 +117,19 @@ describe('the bootstrap loop with no bootstrap address', () => {
     // before: every check found the connection gone and dialed again at once, the wait never grew
     expect(loop.retryWaitMs).toBeGreaterThan(BOOTSTRAP_RETRY_MIN_MS)
     expect(loop.failedRounds).toBe(0)
+  })
+
+  it('counts a connection a peer of the mesh opened (it serves the DHT) as joined: a seed\'s peers dial it', async () => {
+    const [seed, peer] = [await host(), await host()]
+    await peer.dial(seed.getMultiaddrs()[0]!)
+    await until(async () => seed.peerStore.get(peer.peerId).then(p => p.protocols.includes(DHT_PROTOCOL), () => false), 'identify to say the peer serves the DHT')
+    let dials = 0
+    const loop = new Bootstrapper({ host: seed, addrs: [], log: silentLogger(), remembered: async () => { dials++; return 0 }, hasRemembered: () => true })
+    loops.push(loop)
+    await loop.start()
+    // before: only connections it opened counted, so a seed whose peers dialed it dialed its remembered peers,
+    // and "rejoined" through the inbound connections they already held, for as long as it ran
+    expect(dials).toBe(0)
   })
 
   it('stop waits for the first round\'s dials to end', async () => {

@@ -69,7 +69,8 @@ import { BlockList, isIP } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { PeerId } from '@libp2p/interface'
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
-import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS } from './network-constants.ts'
+import { makeRoom } from '../util/bounded.ts'
+import { ADDRESS_NAME_LOOKUP_TIMEOUT_MS, ADDRESS_NAME_LOOKUPS_MAX, ADDRESS_NAME_VERDICT_TTL_MS, ADDRESS_NAME_VERDICTS_MAX } from './network-constants.ts'
 
 function blockList (v4: string[], v6: string[]): BlockList {
   const list = new BlockList()
@@ -199,6 +200,12 @@ export class AddressFilter {
   private readonly self: string
   /** host/port of addresses the operator configured ('' port: any). */
   private readonly configured = new Set<string>()
+  /** Names the gater may dial, or not, by their last lookup (mayDialNow), until the time given; the oldest go first. */
+  private readonly nameVerdicts = new Map<string, { ok: boolean, until: number }>()
+  /** Names being looked up for the gater. */
+  private readonly nameLookups = new Set<string>()
+  /** Names the gater refused without a lookup, ADDRESS_NAME_LOOKUPS_MAX being under way. */
+  namesNotLookedUp = 0
   /** `<peer id> <address>` of the loopback addresses remembered peers were dialed at (allowRemembered), while they are dialed again. */
   private rememberedDials = new Set<string>()
   /** Addresses refused (kept and dialed), for operators and tests. */
@@ -262,7 +269,7 @@ export class AddressFilter {
   }
 
   /**
-   * Whether the node may dial `ma` (the gater's denyDialMultiaddr). libp2p
+   * Whether the node may dial `ma`, a name's lookup awaited (the gater asks mayDialNow, which never waits). libp2p
    * resolves /dnsaddr before it asks; a /dns, /dns4 or /dns6 name reaches the
    * transport as a name, which would connect wherever it points (localhost,
    * the metadata address): it is looked up here once, within
@@ -280,6 +287,47 @@ export class AddressFilter {
       else if (!this.ipOk(h.host, true)) return false
     }
     return lookups.length === 0 ? true : Promise.all(lookups).then(ok => ok.every(Boolean))
+  }
+
+  /**
+   * The gater's verdict (denyDialMultiaddr), never waiting: as mayDial, but a name is dialed only once a lookup has
+   * said where it points (ADDRESS_NAME_VERDICT_TTL_MS); the first dial of a name starts its lookup and is refused.
+   * kad-dht asks whether each closer peer of a walk is dialable, one after another: a gater that awaited lookups let a
+   * stranger hold a walk for ADDRESS_NAME_LOOKUP_TIMEOUT_MS per name it named.
+   */
+  mayDialNow (ma: Multiaddr): boolean {
+    if (this.rememberedDials.size > 0 && this.rememberedDials.has(rememberedKey(ma))) return true
+    for (const h of hostsOf(ma)) {
+      if (this.isConfigured(h)) continue
+      if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
+      if (isName(h)) {
+        if (!this.nameVerdict(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0)) return false
+      } else if (!this.ipOk(h.host, true)) return false
+    }
+    return true
+  }
+
+  /** Names being looked up for the gater now. */
+  get pendingNameLookups (): number { return this.nameLookups.size }
+
+  private nameVerdict (name: string, family: 0 | 4 | 6): boolean {
+    const key = `${family} ${name}`
+    const known = this.nameVerdicts.get(key)
+    if (known !== undefined && known.until > Date.now()) return known.ok
+    if (this.nameLookups.has(key)) return false
+    if (this.nameLookups.size >= ADDRESS_NAME_LOOKUPS_MAX) {
+      this.namesNotLookedUp++
+      return false
+    }
+    this.nameLookups.add(key)
+    // nameOk never rejects: a failed lookup is counted there and answers false
+    void this.nameOk(name, family).then((ok) => {
+      this.nameVerdicts.delete(key)
+      makeRoom(this.nameVerdicts, ADDRESS_NAME_VERDICTS_MAX)
+      this.nameVerdicts.set(key, { ok, until: Date.now() + ADDRESS_NAME_VERDICT_TTL_MS })
+      this.nameLookups.delete(key)
+    })
+    return false
   }
 
   private async nameOk (name: string, family: 0 | 4 | 6): Promise<boolean> {

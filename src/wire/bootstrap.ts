@@ -38,9 +38,9 @@
  * With no bootstrap address at all (a node started without --bootstrap), the
  * loop keeps the node joined through its remembered peers alone
  * (runRemembered): its first round dials them unless the node already holds
- * a connection it opened itself (one a stranger opened to it is no way into
- * the mesh); later, a node that holds no such connection dials them with the
- * retry backoff. A round with no remembered peer to dial counts as no failed
+ * a connection into the mesh (one it opened, or one to a peer that serves the
+ * DHT; a scanner's is none); later, a node that holds no such connection
+ * dials them with the retry backoff. A round with no remembered peer to dial counts as no failed
  * round, and holding such a connection again clears the count. Before, only a
  * node started with --bootstrap ran the loop, so one restarted with its data
  * dir but without the flag never used them.
@@ -48,10 +48,11 @@
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Libp2p } from '@libp2p/interface'
+import { DHT_PROTOCOL } from '../constants.ts'
 import type { Logger } from '../logger.ts'
 import { allowConfigured } from './address-filter.ts'
 import {
-  BOOTSTRAP_CHECK_INTERVAL_MS, BOOTSTRAP_CHURN_MAX_MS, BOOTSTRAP_CHURN_MIN_MS, BOOTSTRAP_DIAL_TIMEOUT_MS, BOOTSTRAP_RETRY_MAX_MS,
+  BOOTSTRAP_MESH_PEER_CHECKS_MAX, BOOTSTRAP_CHECK_INTERVAL_MS, BOOTSTRAP_CHURN_MAX_MS, BOOTSTRAP_CHURN_MIN_MS, BOOTSTRAP_DIAL_TIMEOUT_MS, BOOTSTRAP_RETRY_MAX_MS,
   BOOTSTRAP_RETRY_MIN_MS
 } from './network-constants.ts'
 
@@ -139,9 +140,9 @@ export class Bootstrapper {
 
   /**
    * Bootstrap peers that answered, and remembered peers reached when none did and the node held no connection
-   * (`outboundOnly`: no connection it opened itself; a stranger's inbound one does not count).
+   * (`meshOnly`: no connection to a peer of the mesh, see holdsMeshPeer; a stranger's that is none does not count).
    */
-  private async round (outboundOnly = false): Promise<{ joined: number, rejoined: number }> {
+  private async round (meshOnly = false): Promise<{ joined: number, rejoined: number }> {
     const signal = AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)])
     const results = await Promise.allSettled(this.addrs.map(async a => this.init.host.dial(a, { signal })))
     const failed = results.flatMap((r, i) => r.status === 'rejected' ? [`${String(this.addrs[i])}: ${messageOf(r.reason)}`] : [])
@@ -152,8 +153,8 @@ export class Bootstrapper {
     })
     const joined = results.length - failed.length
     if (failed.length > 0 && !this.ctl.signal.aborted) this.init.log.debug({ failed }, 'bootstrap dials failed')
-    const held = this.init.host.getConnections().filter(c => !outboundOnly || c.direction === 'outbound').length
-    if (joined === 0 && this.init.remembered !== undefined && held === 0 && !this.ctl.signal.aborted) {
+    const held = meshOnly ? await this.holdsMeshPeer() : this.init.host.getConnections().length > 0
+    if (joined === 0 && this.init.remembered !== undefined && !held && !this.ctl.signal.aborted) {
       const rejoined = await this.init.remembered(AbortSignal.any([this.ctl.signal, AbortSignal.timeout(BOOTSTRAP_DIAL_TIMEOUT_MS)]))
       if (rejoined > 0) {
         this.rejoined++
@@ -227,16 +228,32 @@ export class Bootstrapper {
   }
 
   /**
-   * The loop with no bootstrap address: while the node holds no connection it opened itself (a stranger's inbound
-   * one is no way into the mesh), the remembered peers with the retry backoff. A rejoin is looked at again after the
+   * Whether the node holds a connection into the mesh: one it opened itself, or one to a peer that serves the DHT
+   * (identify said so), whichever side opened it (a seed's peers dial it; a remembered peer may have). A stranger's
+   * connection that is neither (a scanner) does not count. Without a peer store (a stand-in host), any connection.
+   */
+  private async holdsMeshPeer (): Promise<boolean> {
+    const conns = this.init.host.getConnections()
+    if (conns.some(c => c.direction === 'outbound')) return true
+    const store = (this.init.host as Partial<Pick<Libp2p, 'peerStore'>>).peerStore
+    if (store === undefined) return conns.length > 0
+    for (const c of conns.slice(0, BOOTSTRAP_MESH_PEER_CHECKS_MAX)) {
+      const peer = await store.get(c.remotePeer).catch(() => undefined)
+      if (peer?.protocols.includes(DHT_PROTOCOL) === true) return true
+    }
+    return false
+  }
+
+  /**
+   * The loop with no bootstrap address: while the node holds no connection into the mesh (holdsMeshPeer), the
+   * remembered peers with the retry backoff. A rejoin is looked at again after the
    * check interval; one whose peers closed the connection by then waits the backoff, doubled, before the next round,
    * so a peer that takes the dial and closes it again is not redialed at every check.
    */
   private async runRemembered (): Promise<void> {
-    const holdsOwn = (): boolean => this.init.host.getConnections().some(c => c.direction === 'outbound')
     this.retryWaitMs = BOOTSTRAP_RETRY_MIN_MS
     // a first round that reached nobody is followed by the retry backoff, not by a check interval
-    let held = holdsOwn()
+    let held = await this.holdsMeshPeer()
     let rejoinedLast = false
     while (!this.ctl.signal.aborted) {
       const ok = await sleep(held ? this.checkMs : this.retryWaitMs, true, { signal: this.ctl.signal }).catch((err: unknown) => {
@@ -244,7 +261,7 @@ export class Bootstrapper {
         return false
       })
       if (!ok) return
-      if (holdsOwn()) {
+      if (await this.holdsMeshPeer()) {
         held = true
         rejoinedLast = false
         this.failedRounds = 0

@@ -151,11 +151,9 @@ export async function createHost (opts: HostOptions): Promise<MeshHost> {
         admitted.push(Date.now())
         return false
       },
-      // a name is looked up first (mayDial answers a Promise then): `!` of the Promise itself let every name through
-      denyDialMultiaddr: (ma) => {
-        const ok = addresses.mayDial(ma)
-        return typeof ok === 'boolean' ? !ok : ok.then(yes => !yes)
-      },
+      // never waits: a name is dialed once its lookup has said where it points (mayDialNow). `!` of mayDial's
+      // Promise had let every name through, and awaiting it let a stranger's names hold kad-dht's walks
+      denyDialMultiaddr: (ma) => !addresses.mayDialNow(ma),
       filterMultiaddrForPeer: (peer, ma) => addresses.mayKeep(peer, ma),
       denyInboundRelayReservation: (peer) => relayGuard.deny(peer)
     },

@@ -128,6 +128,14 @@ export const BOOTSTRAP_RETRY_MIN_MS = 250
 export const BOOTSTRAP_RETRY_MAX_MS = 15_000
 /** Bootstrap: with a bootstrap peer connected, check this often that one still is (heals partitions). */
 export const BOOTSTRAP_CHECK_INTERVAL_MS = 5_000
+
+/**
+ * Connections whose peer a check of the loop without bootstrap addresses
+ * reads from the peer store, at most, to find one into the mesh (a peer that
+ * serves the DHT); the first found ends it. Under the connection budget's
+ * bound, so every connection is read at rest.
+ */
+export const BOOTSTRAP_MESH_PEER_CHECKS_MAX = 64
 /**
  * Bootstrap: a node that holds other connections, and whose bootstrap
  * connection was closed again after it dialed it back (the bootstrap peer's
@@ -303,6 +311,20 @@ export const DHT_NAMED_ADDRS_MAX = 32
  * dialed.
  */
 export const ADDRESS_NAME_LOOKUP_TIMEOUT_MS = 5_000
+
+/**
+ * The dial gater never waits for a lookup (address-filter.ts mayDialNow): a
+ * name is dialed once a lookup has said where it points, for this long
+ * after; the first dial of a name starts its lookup and is refused. At most
+ * ADDRESS_NAME_LOOKUPS_MAX lookups at once (one per name; a name past them
+ * is refused without one), and ADDRESS_NAME_VERDICTS_MAX answers kept. kad-dht
+ * asks whether each closer peer a walk meets is dialable, one after another:
+ * a gater that awaited each lookup let a stranger hold a walk for
+ * ADDRESS_NAME_LOOKUP_TIMEOUT_MS per name it named.
+ */
+export const ADDRESS_NAME_VERDICT_TTL_MS = 60_000
+export const ADDRESS_NAME_LOOKUPS_MAX = 16
+export const ADDRESS_NAME_VERDICTS_MAX = 1024
 
 /**
  * What a request read but not yet handled costs a responder at least, in
