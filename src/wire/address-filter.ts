@@ -145,7 +145,8 @@ export function kindOfIp (ip: string): AddressKind {
   return 'public'
 }
 
-const DNS_PROTOCOLS = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
+/** The multiaddr protocols that carry a DNS name (remembered-peers.ts groups them as one network). */
+export const DNS_PROTOCOLS: ReadonlySet<string> = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
 /** Names kept from no peer: each TXT entry is followed (see above). */
 const REFUSED_FROM_PEERS = new Set(['dnsaddr', 'unix'])
 
@@ -279,14 +280,11 @@ export class AddressFilter {
    */
   mayDial (ma: Multiaddr): boolean | Promise<boolean> {
     const lookups: Array<Promise<boolean>> = []
-    if (this.rememberedDials.size > 0 && this.rememberedDials.has(rememberedKey(ma))) return true
-    for (const h of hostsOf(ma)) {
-      if (this.isConfigured(h)) continue
-      if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
-      if (isName(h)) lookups.push(this.nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0))
-      else if (!this.ipOk(h.host, true)) return false
-    }
-    return lookups.length === 0 ? true : Promise.all(lookups).then(ok => ok.every(Boolean))
+    const ok = this.judgeDial(ma, (name, family) => {
+      lookups.push(this.nameOk(name, family))
+      return true
+    })
+    return !ok || lookups.length === 0 ? ok : Promise.all(lookups).then(all => all.every(Boolean))
   }
 
   /**
@@ -296,12 +294,17 @@ export class AddressFilter {
    * stranger hold a walk for ADDRESS_NAME_LOOKUP_TIMEOUT_MS per name it named.
    */
   mayDialNow (ma: Multiaddr): boolean {
+    return this.judgeDial(ma, (name, family) => this.nameVerdict(name, family))
+  }
+
+  /** The dial rule of mayDial and mayDialNow: each host of `ma` passes, a DNS name by `nameOk`'s word (false: refused). */
+  private judgeDial (ma: Multiaddr, nameOk: (name: string, family: 0 | 4 | 6) => boolean): boolean {
     if (this.rememberedDials.size > 0 && this.rememberedDials.has(rememberedKey(ma))) return true
     for (const h of hostsOf(ma)) {
       if (this.isConfigured(h)) continue
       if (h.proto === 'unix' || h.proto === 'dnsaddr') return this.refuse()
       if (isName(h)) {
-        if (!this.nameVerdict(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0)) return false
+        if (!nameOk(h.host, h.proto === 'dns4' ? 4 : h.proto === 'dns6' ? 6 : 0)) return false
       } else if (!this.ipOk(h.host, true)) return false
     }
     return true
@@ -380,9 +383,13 @@ export class AddressFilter {
 /** `<peer id> <address without its /p2p/<peer id>>` of a dialed address (AddressFilter.allowRemembered). */
 function rememberedKey (ma: Multiaddr): string {
   const peer = ma.getComponents().findLast(c => c.name === 'p2p')?.value ?? ''
-  const text = ma.toString()
-  const suffix = `/p2p/${peer}`
-  return `${peer} ${text.endsWith(suffix) ? text.slice(0, -suffix.length) : text}`
+  return `${peer} ${withoutPeer(ma.toString(), peer)}`
+}
+
+/** `addr` without a trailing `/p2p/<id>` (remembered-peers.ts keeps addresses so). */
+export function withoutPeer (addr: string, id: string): string {
+  const suffix = `/p2p/${id}`
+  return addr.endsWith(suffix) ? addr.slice(0, -suffix.length) : addr
 }
 
 /** A DNS name to look up before a dial: a /dns, /dns4, /dns6 component, or a /tls/sni value that is no IP. */

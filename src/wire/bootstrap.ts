@@ -40,10 +40,10 @@
  * (runRemembered): its first round dials them unless the node already holds
  * a connection into the mesh (one it opened, or one to a peer that serves the
  * DHT; a scanner's is none); later, a node that holds no such connection
- * dials them with the retry backoff. A round with no remembered peer to dial counts as no failed
- * round, and holding such a connection again clears the count. Before, only a
- * node started with --bootstrap ran the loop, so one restarted with its data
- * dir but without the flag never used them.
+ * dials them with the retry backoff. A round with no remembered peer to dial
+ * counts as no failed round, and holding such a connection again clears the
+ * count. Before, only a node started with --bootstrap ran the loop, so one
+ * restarted with its data dir but without the flag never used them.
  */
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -91,7 +91,7 @@ export class Bootstrapper {
   cutOffRedials = 0
   /** Rounds that reached no bootstrap peer, held no connection, and reached a remembered peer. */
   rejoined = 0
-  /** With no bootstrap address: the wait before the next round while the node holds no connection of its own. */
+  /** With no bootstrap address: the wait before the next round while the node holds no connection into the mesh (holdsMeshPeer). */
   retryWaitMs = BOOTSTRAP_RETRY_MIN_MS
   /** Connections the node held at its last churn redial. */
   private heldAtRedial = 0
@@ -277,7 +277,7 @@ export class Bootstrapper {
           this.retryWaitMs = Math.min(this.retryWaitMs * 2, BOOTSTRAP_RETRY_MAX_MS)
           continue
         }
-        if (!none) this.init.log.info('no connection of its own; dialing the peers remembered from before with backoff')
+        if (!none) this.init.log.info('no connection into the mesh; dialing the peers remembered from before with backoff')
       }
       if (none) continue
       const { rejoined } = await this.round(true)

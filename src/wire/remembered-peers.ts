@@ -36,7 +36,7 @@ import { multiaddr, type Multiaddr } from '@multiformats/multiaddr'
 import { Key, type Datastore } from 'interface-datastore'
 import { DHT_PROTOCOL } from '../constants.ts'
 import { reasonOf } from '../errors.ts'
-import { addressFilterOf, kindOfIp, type AddressFilter } from './address-filter.ts'
+import { addressFilterOf, DNS_PROTOCOLS, kindOfIp, withoutPeer, type AddressFilter } from './address-filter.ts'
 import { networkOf } from './relay-guard.ts'
 import {
   REMEMBERED_PEER_ADDR_MAX_CHARS, REMEMBERED_PEER_ADDRS_MAX, REMEMBERED_PEERS_MAX, REMEMBERED_PEERS_PER_NETWORK_MAX,
@@ -331,16 +331,9 @@ function rememberedNetwork (addr: string | undefined): string | undefined {
     return undefined
   }
   const parts = ma.getComponents()
-  if (parts.some(c => DNS_NAMES.has(c.name))) return 'dns names'
+  if (parts.some(c => DNS_PROTOCOLS.has(c.name))) return 'dns names'
   const ip = parts.find(c => c.name === 'ip4' || c.name === 'ip6')?.value
   return ip === undefined || kindOfIp(ip) === 'loopback' ? undefined : networkOf(ma)
-}
-
-const DNS_NAMES = new Set(['dns', 'dns4', 'dns6', 'dnsaddr'])
-
-function withoutPeer (addr: string, id: string): string {
-  const suffix = `/p2p/${id}`
-  return addr.endsWith(suffix) ? addr.slice(0, -suffix.length) : addr
 }
 
 function withPeer (addr: string, id: string): Multiaddr {
