@@ -174,11 +174,13 @@ describe('a holder that names agents nobody runs and sends their cards', () => {
     for (let i = 0; i < 4; i++) {
       // the asker holds a connection it opened to the hostile node only, as after a walk that asked it
       for (const c of asker.host.getConnections()) if (!c.remotePeer.equals(peerOf(hostile))) await c.close()
-      if (asker.host.getConnections(peerOf(hostile)).length === 0) await asker.host.dial(peerOf(hostile))
+      // a dial or a discover cut short by a busy machine would say nothing of the rule: each has more time than its default
+      if (asker.host.getConnections(peerOf(hostile)).length === 0) await asker.host.dial(peerOf(hostile), { signal: AbortSignal.timeout(20_000) })
       // even runs: asked by key too (the default); odd runs: the lookup's answers only (asked by agent)
-      const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, byKey: i % 2 === 0 })
-      expect(found.filter(c => ghosts.has(c.agent_id))).toEqual([])
-      expect(found.every(c => c.agent_id === honest.agentId)).toBe(true)
+      const found = await asker.discover({ capability: cap }, { limit: 1, cache: false, byKey: i % 2 === 0, timeoutMs: 20_000 })
+      expect(found.filter(c => ghosts.has(c.agent_id)), `discover ${i}`).toEqual([])
+      // the one agent that exists is the answer: the ghosts cost the discover dials, never its result
+      expect(found.map(c => c.agent_id), `discover ${i}`).toEqual([honest.agentId])
     }
     // the ghosts' cards came, and were held back
     expect(asker.discovery.stats.heldCardsUnbacked).toBeGreaterThan(0)
