@@ -34,6 +34,8 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['card', '/definitions/DiscoveryQuery/properties/tags/anyOf/0', 'maxItems', C.DISCOVER_QUERY_MAX_TAGS],
   ['card', '/definitions/GetHeldCardsRequest/oneOf/0/properties/agents', 'maxItems', C.CARD_HELD_ASK_MAX],
   ['card', '/definitions/GetHeldCardsResponse/properties/cards', 'maxItems', C.CARD_HELD_ASK_MAX],
+  ['card', '/definitions/GetHeldCardsRequest/oneOf/1/properties/seed', 'minLength', C.CARD_HELD_SEED_MIN_CHARS],
+  ['card', '/definitions/GetHeldCardsRequest/oneOf/1/properties/seed', 'maxLength', C.CARD_HELD_SEED_MAX_CHARS],
   ['runs', '/definitions/ControlHandoffRequest/properties/to_record', 'maxLength', PEER_RECORD_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/capability_id', 'maxLength', C.CAPABILITY_ID_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/version', 'maxLength', C.CAPABILITY_VERSION_MAX_CHARS],

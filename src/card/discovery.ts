@@ -1,12 +1,10 @@
 /**
  * Card publishing and `agent.discover`.
  *
- * Publishing: the signed card goes to the DHT under /aap-card/<agentId> and the
- * node announces itself as provider of one key per capability id and one per
- * tag (announce.ts). The card is re-signed and put again before it expires; a
- * provider key is announced until its records are out while the card names
- * it, again after ANNOUNCE_REWALK_MS, and kad-dht provides it again before
- * its records expire.
+ * Publishing: the signed card goes to the DHT under /aap-card/<agentId> and the node announces itself as provider
+ * of one key per capability id and one per tag (announce.ts). The card is re-signed and put again before it expires;
+ * a provider key is announced until its records are out while the card names it, again after ANNOUNCE_REWALK_MS,
+ * and kad-dht provides it again before its records expire.
  *
  * Discovery: a provider lookup on the query's key yields peers (kad-dht's, which stops at k providers, then, when
  * the caller wants more, this node's own records and the key's closest peers: src/wire/dht-providers.ts); each
@@ -15,11 +13,13 @@
  * from the peer itself over /aap/card/0.1.0, and the DHT record is the fallback when the peer cannot be reached.
  * Nothing unverified is ever returned.
  */
+import { randomBytes } from 'node:crypto'
 import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
-  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
+  CARD_FETCH_TIMEOUT_MS, CARD_HELD_SEED_MIN_CHARS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DISCOVER_MAX_RESULTS,
+  DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
@@ -63,10 +63,9 @@ export interface DiscoverOptions {
   /** False: do not answer from this node's card cache; the holders and agents are asked (a node that just started). Default true. */
   cache?: boolean
   /**
-   * Ask the contact the lookup asks first, at the same time, for the cards it
-   * holds of the providers of the query's key (protocols/card.md,
-   * get_held_cards by key). Default true; false leaves naming providers to the
-   * lookup's answers alone (diagnosis, tests). Never with `fresh`.
+   * Ask the contact the lookup asks first, at the same time, for the cards it holds of the providers of the query's
+   * key (protocols/card.md, get_held_cards by key). Default true; false leaves naming providers to the lookup's
+   * answers alone (diagnosis, tests). Never with `fresh`.
    */
   byKey?: boolean
   /** Told where each card made ready came from (a holder, the cache, the agent, the DHT), for diagnosis. */
@@ -158,7 +157,7 @@ export class Discovery {
         get_held_cards: method(isGetHeldCardsRequest, async req => ({
           cards: req.agents !== undefined
             ? this.held.answer(req.agents, req.agents.includes(this.agentId) ? await this.currentCard() : undefined)
-            : await this.heldOfKey(req.key ?? '')
+            : await this.heldOfKey(req.key ?? '', req.seed)
         }))
       }
     })
@@ -238,9 +237,8 @@ export class Discovery {
   }
 
   /**
-   * Put the card record to the DHT and announce the provider keys not yet
-   * announced (announce.ts). Returns how many of the card's provider keys have
-   * records at one peer or more (0 when `signal` ends first).
+   * Put the card record to the DHT and announce the provider keys not yet announced (announce.ts). Returns how many
+   * of the card's provider keys have records at one peer or more (0 when `signal` ends first).
    */
   async announce (signal?: AbortSignal): Promise<number> {
     return this.announcer.announce(signal)
@@ -273,6 +271,7 @@ export class Discovery {
     // checked before the own card is yielded: an empty query matches every card
     const key = await this.queryKey(query)
     if (key === undefined) throw new InvalidRequestError('a discovery query needs a capability or at least one tag')
+    const seed = randomBytes(CARD_HELD_SEED_MIN_CHARS * 3 / 4).toString('base64url')
     // the lookup never names this node: its card comes from here, if asked for (re-signed when near expiry)
     const own = opts.includeSelf === true ? await this.currentCard() : undefined
     if (own !== undefined && cardMatches(own, query)) {
@@ -303,7 +302,8 @@ export class Discovery {
         ? {}
         : {
             ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures),
-            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
+            // one seed for every contact asked: those that keep the same records send the cards of the same agents (card.md)
+            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key, seed }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
           }),
       // a holder's card is not cached, its agent may not exist (fetch-order.ts fromHolder); a result's seq is kept
       remember: (card, result) => result === true ? this.cache.witness(card) : this.cache.newest(card),
@@ -386,10 +386,10 @@ export class Discovery {
 
   /**
    * get_held_cards by key: the held cards of providers whose records this
-   * node keeps under `key` (a random pick of them when it keeps more than an
-   * answer names, as for GET_PROVIDERS; provider-answers.ts).
+   * node keeps under `key` (a pick of them when it keeps more than an answer
+   * names: by the asker's `seed`, or at random; provider-answers.ts).
    */
-  private async heldOfKey (key: string): Promise<AgentCard[]> {
+  private async heldOfKey (key: string, seed?: string): Promise<AgentCard[]> {
     let cid: CID
     try {
       cid = CID.parse(key)
@@ -400,7 +400,7 @@ export class Discovery {
     const own = await this.ownCardUnder(cid)
     if (records === undefined) return own === undefined ? [] : [own]
     this.stats.heldKeyAnswers++
-    return this.held.answer((await records(cid)).map(p => p.toString()), own)
+    return this.held.answer((await records(cid, undefined, seed)).map(p => p.toString()), own)
   }
 
   /** This node's current card when it is announced under `key` (so the asker gets it without asking this agent again). */

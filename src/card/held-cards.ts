@@ -45,8 +45,8 @@ import type { RpcClient } from '../wire/rpc.ts'
 import { compareCards, verifyCard, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
 
-/** One of the two: the agents whose cards are wanted, or the provider key whose providers' cards are. */
-export interface GetHeldCardsRequest { agents?: string[], key?: string }
+/** One of the two: the agents whose cards are wanted, or the provider key whose providers' cards are (with the asker's pick seed). */
+export interface GetHeldCardsRequest { agents?: string[], key?: string, seed?: string }
 export const isGetHeldCardsRequest = schema<GetHeldCardsRequest>('aap:card#/definitions/GetHeldCardsRequest')
 const isGetHeldCardsResponse = schema<{ cards: unknown[] }>('aap:card#/definitions/GetHeldCardsResponse')
 
@@ -301,17 +301,18 @@ export class HeldCards {
 
 /**
  * Ask `holder` for the cards it holds: of `agents` (at most
- * CARD_HELD_ASK_MAX), or of the providers whose records it keeps under `key`.
+ * CARD_HELD_ASK_MAX), or of the providers whose records it keeps under `key`
+ * (picked by `seed` when it keeps more than an answer names).
  * Each card is handed to `onCard` as soon as it is verified, and the verified
  * ones are returned; a card that fails verification, or names an agent not
  * asked for or one twice, goes to `onRejected` instead. A card sent for a key
  * need not match the query: the caller checks that, as for any provider.
  */
-export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
+export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID, seed?: string }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
   const wanted = 'agents' in what ? new Set(what.agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString())) : undefined
   const seen = new Set<string>()
   const from = holder.toString()
-  const body = wanted === undefined ? { key: (what as { key: CID }).key.toString() } : { agents: [...wanted] }
+  const body = 'key' in what ? { key: what.key.toString(), ...(what.seed === undefined ? {} : { seed: what.seed }) } : { agents: [...wanted ?? []] }
   const answer = await client.call(holder, 'get_held_cards', body, {
     signal, callTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS, responseTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS
   })

@@ -10,3 +10,32 @@ export function sample<T> (random: () => number, xs: readonly T[], k: number): T
   }
   return pool.slice(0, n)
 }
+
+/**
+ * `k` items of `xs` (all of them when it has no more), the ones whose rank
+ * under `seed` is lowest, lowest first. The rank of an item is a keyed hash of
+ * `idOf(item)`: each step of it is a bijection of the 32-bit state, so for a
+ * seed nobody knew before, every item's rank is uniform whatever its id (an
+ * id cannot be chosen to rank high), while two holders of overlapping lists
+ * given one seed pick the same items of what they share. Not a MAC: a party
+ * that learns the seed can then choose ids that rank high for it.
+ */
+export function seededPick<T> (seed: string, xs: readonly T[], k: number, idOf: (x: T) => string): T[] {
+  if (xs.length <= k) return [...xs]
+  const start = keyedHash(0x811c9dc5, seed)
+  const ranked = xs.map(x => ({ x, id: idOf(x), rank: 0 }))
+  for (const r of ranked) r.rank = keyedHash(start, r.id)
+  ranked.sort((a, b) => a.rank - b.rank || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  return ranked.slice(0, k).map(r => r.x)
+}
+
+/** FNV-1a over the UTF-16 units of `text` from state `h`, then murmur3's 32-bit finalizer: an unsigned 32-bit number. */
+function keyedHash (h: number, text: string): number {
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193)
+  h ^= h >>> 16
+  h = Math.imul(h, 0x85ebca6b)
+  h ^= h >>> 13
+  h = Math.imul(h, 0xc2b2ae35)
+  h ^= h >>> 16
+  return h >>> 0
+}

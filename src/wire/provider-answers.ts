@@ -22,7 +22,7 @@
  */
 import type { PeerId } from '@libp2p/interface'
 import { bytesKey } from '../util/bytes-key.ts'
-import { sample } from '../util/sample.ts'
+import { sample, seededPick } from '../util/sample.ts'
 import { DHT_PROVIDER_READ_TTL_MS, DHT_PROVIDER_READS_CACHED } from './network-constants.ts'
 
 interface ProviderStore {
@@ -109,14 +109,20 @@ function providerStoreOf (dht: unknown): ProviderStore | undefined {
 export interface ProviderAnswerStats { unknownProviders: number }
 
 const answerStats = new WeakMap<object, ProviderAnswerStats>()
-const ownReads = new WeakMap<object, (key: unknown, options?: unknown) => Promise<PeerId[]>>()
+/** Reads this node's own records of a key (`ownProviderRecords`); `seed`: the asker's (util/sample.ts seededPick). */
+export type OwnRecords = (key: unknown, options?: unknown, seed?: string) => Promise<PeerId[]>
+
+const ownReads = new WeakMap<object, OwnRecords>()
 
 /**
- * This node's own records of `key`, at most the answer limit, a random pick,
- * including providers its peer store has no entry for (the caller can still
- * find those through the DHT). Undefined when `limitProviderAnswers` was not applied.
+ * This node's own records of `key`, at most the answer limit, including
+ * providers its peer store has no entry for (the caller can still find those
+ * through the DHT): a random pick, or with a `seed` the records that rank
+ * lowest under it, so every holder asked with one seed picks the same of the
+ * records it shares with the others (get_held_cards by key, protocols/card.md).
+ * Undefined when `limitProviderAnswers` was not applied.
  */
-export function ownProviderRecords (dht: unknown): ((key: unknown, options?: unknown) => Promise<PeerId[]>) | undefined {
+export function ownProviderRecords (dht: unknown): OwnRecords | undefined {
   return typeof dht === 'object' && dht !== null ? ownReads.get(dht) : undefined
 }
 
@@ -142,9 +148,10 @@ export function limitProviderAnswers (dht: unknown, max: number, known: (peer: P
   afterWrite(store, 'addProvider', key => { reads.changed(key) })
   afterWrite(store, 'removeProvider', key => { reads.changed(key) })
   const all = reads.get.bind(reads)
-  ownReads.set(dht, async (key, options) => {
+  ownReads.set(dht, async (key, options, seed) => {
     const found = await all(key, options)
-    return found.length <= max ? [...found] : sample(Math.random, found, max)
+    if (found.length <= max) return [...found]
+    return seed === undefined ? sample(Math.random, found, max) : seededPick(seed, found, max, p => p.toString())
   })
   store.getProviders = async (key, options) => {
     const found = await all(key, options)
