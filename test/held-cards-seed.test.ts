@@ -11,22 +11,38 @@ import fc from 'fast-check'
 import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
+import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { capabilityKey } from '../src/card/card.ts'
-import { CARD_HELD_SEED_MAX_CHARS, CARD_HELD_SEED_MIN_CHARS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
-import { agentIdOf } from '../src/identity/identity.ts'
+import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
+import { askHolder, heldSeed, type HeldCards } from '../src/card/held-cards.ts'
+import {
+  CARD_HELD_ASK_MAX, CARD_HELD_SEED_BYTES, CARD_HELD_SEED_MAX_CHARS, CARD_HELD_SEED_MIN_CHARS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
+  DHT_PROVIDERS_PER_ANSWER
+} from '../src/constants.ts'
+import { InvalidRequestError } from '../src/errors.ts'
+import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { seededPick } from '../src/util/sample.ts'
+import { holdsOwnConnection } from '../src/wire/dial.ts'
+import { kadRoutingTable } from '../src/wire/kad-internals.ts'
 import { ownProviderRecords } from '../src/wire/provider-answers.ts'
-import { serve } from '../src/wire/rpc.ts'
-import { newKey } from './card-fixtures.ts'
-import { startMesh, stopAll } from './helpers.ts'
+import { RpcClient, serve } from '../src/wire/rpc.ts'
+import { draft, newKey } from './card-fixtures.ts'
+import { startMesh, stopAll, until } from './helpers.ts'
 
 const ids = fc.uniqueArray(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 0, maxLength: 60 })
 const seed = fc.string({ minLength: CARD_HELD_SEED_MIN_CHARS, maxLength: CARD_HELD_SEED_MAX_CHARS })
 const same = (x: string): string => x
 
 describe('seededPick', () => {
+  it('the seed an asker makes is one a holder takes', () => {
+    const s = heldSeed()
+    expect(s.length).toBe(Math.ceil(CARD_HELD_SEED_BYTES * 4 / 3))
+    expect(s.length).toBeGreaterThanOrEqual(CARD_HELD_SEED_MIN_CHARS)
+    expect(s.length).toBeLessThanOrEqual(CARD_HELD_SEED_MAX_CHARS)
+    expect(s).toMatch(/^[A-Za-z0-9_-]+$/)
+  })
+
   it('picks min(k, n) distinct items of the list, whatever its order', () => {
     fc.assert(fc.property(seed, ids, fc.integer({ min: 0, max: 30 }), fc.integer(), (s, xs, k, turn) => {
       const picked = seededPick(s, xs, k, same)
@@ -47,54 +63,90 @@ describe('seededPick', () => {
     }))
   })
 
-  it('another seed picks others: no item is picked by every seed', () => {
+  it('another seed picks others: over many seeds every item is picked about as often', () => {
     const xs = Array.from({ length: 250 }, (_x, i) => `12D3KooWagent${i}`)
-    const seeds = Array.from({ length: 16 }, (_x, i) => `seed-${i}-0123456789abcdef`)
-    const picks = seeds.map(s => new Set(seededPick(s, xs, DHT_PROVIDERS_PER_ANSWER, same)))
-    const always = xs.filter(x => picks.every(p => p.has(x)))
-    expect(always).toEqual([])
-    // and between two seeds the picks differ (two picks of 20 of 250 share 1.6 on average)
+    const times = new Map(xs.map(x => [x, 0]))
+    const picks: string[][] = []
+    for (let i = 0; i < 400; i++) {
+      const pick = seededPick(`seed-${i}-0123456789abcdef`, xs, DHT_PROVIDERS_PER_ANSWER, same)
+      picks.push(pick)
+      for (const x of pick) times.set(x, times.get(x)! + 1)
+    }
+    // 400 picks of 20 of 250: each item 32 times on average (binomial, sd 5.4); the seeds are fixed, so is the count
+    for (const [x, n] of times) expect(n, x).toBeGreaterThanOrEqual(8)
+    for (const [x, n] of times) expect(n, x).toBeLessThanOrEqual(70)
     expect(picks[0]).not.toEqual(picks[1])
   })
 })
 
 interface ProviderStore { addProvider: (key: unknown, peer: PeerId) => Promise<void> }
 const storeOf = (n: MeshNode): ProviderStore => (n.host.services.dht as unknown as { providers: ProviderStore }).providers
+const heldOf = (n: MeshNode): HeldCards => (n.discovery as unknown as { held: HeldCards }).held
 const cap = { capability_id: 'cap:seeded-pick', version: '1.0.0' }
+const log = componentLogger(undefined, 'test')
 
 describe('holders of one key, asked with one seed', () => {
   let nodes: MeshNode[] = []
-  beforeAll(async () => { nodes = await startMesh(4, { transport: 'tcp' }) })
-  afterAll(async () => { await stopAll(nodes) })
-
-  it('name the same records, where a random pick names others; a holder that keeps fewer names those it shares with the others\' pick', async () => {
-    const key = await capabilityKey(cap.capability_id)
+  let key: CID
+  /** 3 × DHT_PROVIDERS_PER_ANSWER agents whose records and cards a and b keep; c keeps 2 of every 3 of them. */
+  let cards: AgentCard[] = []
+  beforeAll(async () => {
+    nodes = await startMesh(4, { transport: 'tcp' })
+    key = await capabilityKey(cap.capability_id)
     const [a, b, c] = nodes as [MeshNode, MeshNode, MeshNode]
-    // 3 × DHT_PROVIDERS_PER_ANSWER providers whose records a and b keep; c keeps a part of them
-    const providers = await Promise.all(Array.from({ length: 3 * DHT_PROVIDERS_PER_ANSWER }, async () => peerIdFromString(agentIdOf(await newKey()))))
-    for (const [i, p] of providers.entries()) {
-      for (const n of i % 3 === 0 ? [a, b, c] : [a, b]) {
+    cards = await Promise.all(Array.from({ length: 3 * DHT_PROVIDERS_PER_ANSWER }, async () => issueCard(await newKey(), draft, 1)))
+    for (const [i, card] of cards.entries()) {
+      const p = peerIdFromString(card.agent_id)
+      for (const n of i % 3 === 0 ? [a, b] : [a, b, c]) {
         await storeOf(n).addProvider(key, p)
         await n.host.peerStore.merge(p, { multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/1')] })
+        heldOf(n).hold(card)
       }
     }
-    const read = (n: MeshNode, s?: string): Promise<string[]> => ownProviderRecords(n.host.services.dht)!(key, undefined, s).then(ps => ps.map(p => p.toString()))
+  })
+  afterAll(async () => { await stopAll(nodes) })
+
+  it('name the records that rank lowest under the seed, the same at each, and another seed others; a holder that keeps fewer names those it shares with the others\' pick', async () => {
+    const [a, b, c] = nodes as [MeshNode, MeshNode, MeshNode]
+    const read = async (n: MeshNode, s?: string): Promise<string[]> => (await ownProviderRecords(n.host.services.dht)!(key, undefined, s)).map(p => p.toString())
+    const all = cards.map(x => x.agent_id)
     const s = 'AAAAbbbbCCCCdddd'
     const fromA = await read(a, s)
-    expect(fromA).toHaveLength(DHT_PROVIDERS_PER_ANSWER)
+    expect(fromA).toEqual(seededPick(s, all, DHT_PROVIDERS_PER_ANSWER, same))
     expect(await read(b, s)).toEqual(fromA)
-    // what c shares of a's pick, c picks too
+    expect(await read(a, 'eeeeFFFFggggHHHH')).not.toEqual(fromA)
+    // c keeps 40 of the 60, more than an answer names: what it keeps of a's pick, it picks too
+    const kept = new Set(all.filter((_x, i) => i % 3 !== 0))
     const fromC = new Set(await read(c, s))
-    const kept = new Set(providers.filter((_p, i) => i % 3 === 0).map(p => p.toString()))
-    for (const id of fromA.filter(id => kept.has(id))) expect(fromC.has(id)).toBe(true)
+    expect(fromC.size).toBe(DHT_PROVIDERS_PER_ANSWER)
+    const shared = fromA.filter(id => kept.has(id))
+    expect(shared.length).toBeGreaterThan(0)
+    for (const id of shared) expect(fromC.has(id)).toBe(true)
     // without a seed each read is a fresh random pick: of a few, not all alike
     const randomReads = await Promise.all([1, 2, 3, 4].map(async () => (await read(a)).sort().join()))
     expect(new Set(randomReads).size).toBeGreaterThan(1)
   })
 
-  it('a discover sends one seed to every contact it asks by key, and the next discover another', async () => {
+  it('get_held_cards by key with a seed: the cards of the seed\'s pick, lowest rank first, from either holder', async () => {
+    const asker = nodes[3]!
+    const client = new RpcClient(asker.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES, log })
+    const s = heldSeed()
+    const want = seededPick(s, cards.map(x => x.agent_id), DHT_PROVIDERS_PER_ANSWER, same)
+    for (const holder of nodes.slice(0, 2)) {
+      const got = (await askHolder(client, holder.host.peerId, { key, seed: s }, AbortSignal.timeout(10_000), (err) => { throw err })).map(x => x.agent_id)
+      // as many as fit in one frame (CARD_MAX_FRAME_BYTES), CARD_HELD_ASK_MAX at most
+      expect(got.length).toBeGreaterThanOrEqual(8)
+      expect(got.length).toBeLessThanOrEqual(CARD_HELD_ASK_MAX)
+      expect(got).toEqual(want.slice(0, got.length))
+    }
+  })
+
+  it('a discover sends one seed to the contacts it asks at once, another to the contact it asks after them, and the next discover others; a holder from before the seed is asked again without it', async () => {
     const asker = nodes[3]!
     const seen: Array<{ from: string, seed: unknown }> = []
+    // a holder from before the seed (nodes[0] once `old` is set): refuses it as its schema did (no other member)
+    let old: MeshNode | undefined
+    const oldCard = cards[0]!
     for (const n of nodes.slice(0, 3)) {
       await n.host.unhandle(CARD_PROTOCOL)
       await serve(n.host, {
@@ -105,25 +157,42 @@ describe('holders of one key, asked with one seed', () => {
           get_held_cards: {
             handle: async (body) => {
               const b = body as { key?: string, seed?: unknown }
-              if (b.key !== undefined) seen.push({ from: n.agentId, seed: b.seed })
-              return { cards: [] }
+              if (b.key === undefined) return { cards: [] }
+              seen.push({ from: n.agentId, seed: b.seed })
+              if (n === old && b.seed !== undefined) throw new InvalidRequestError('get_held_cards: unknown member seed')
+              return { cards: n === old ? [oldCard] : [] }
             }
           }
         }
       })
     }
-    // contacts are connections the asker opened: one to each
-    for (const n of nodes.slice(0, 3)) await asker.host.dial(n.host.peerId)
-    const seeds: unknown[] = []
+    // contacts are connections the asker opened, in its routing table: the lookup's first round asks all three
+    for (const n of nodes.slice(0, 3)) {
+      if (asker.host.getConnections(n.host.peerId).some(c => c.direction === 'outbound')) continue
+      for (const c of asker.host.getConnections(n.host.peerId)) await c.close()
+      await asker.host.dial(n.host.peerId)
+    }
+    await until(() => nodes.slice(0, 3).every(n => holdsOwnConnection(asker.host, n.host.peerId)), 'a connection the asker opened to each contact')
+    const table = kadRoutingTable(asker.host.services.dht)!
+    await until(() => table.closestPeers(new Uint8Array(32), { count: 20 }).length >= 3, 'the three contacts in the asker\'s routing table')
+    const seeds = new Set<unknown>()
     for (let i = 0; i < 2; i++) {
       seen.length = 0
       await asker.discover({ capability: { capability_id: 'cap:nobody-offers-this', version: '1.0.0' } }, { limit: 1, cache: false, timeoutMs: 5_000 })
-      // the two contacts asked at once (CARD_KEY_ASKS_AT_ONCE), and the next when they sent too few
-      expect(new Set(seen.map(x => x.from)).size).toBeGreaterThanOrEqual(2)
-      expect(new Set(seen.map(x => x.seed)).size).toBe(1)
-      expect(seen[0]!.seed).toMatch(new RegExp(`^[A-Za-z0-9_-]{${CARD_HELD_SEED_MIN_CHARS}}$`))
-      seeds.push(seen[0]!.seed)
+      // the two asked at once (CARD_KEY_ASKS_AT_ONCE) sent no card: the third was asked next, with a seed of its own
+      const bySeed = Map.groupBy(seen, x => x.seed)
+      expect(seen.map(x => x.from).sort()).toEqual(nodes.slice(0, 3).map(n => n.agentId).sort())
+      expect([...bySeed.values()].map(x => x.length).sort()).toEqual([1, 2])
+      for (const x of seen) expect(x.seed).toMatch(new RegExp(`^[A-Za-z0-9_-]{${CARD_HELD_SEED_MIN_CHARS}}$`))
+      for (const x of bySeed.keys()) seeds.add(x)
     }
-    expect(seeds[0]).not.toBe(seeds[1])
+    expect(seeds.size).toBe(4)
+
+    old = nodes[0]!
+    seen.length = 0
+    const client = new RpcClient(asker.host, { protocol: CARD_PROTOCOL, maxFrameBytes: CARD_MAX_FRAME_BYTES, log })
+    const got = await askHolder(client, old.host.peerId, { key, seed: heldSeed() }, AbortSignal.timeout(10_000), (err) => { throw err })
+    expect(got).toEqual([oldCard])
+    expect(seen.map(x => x.seed === undefined)).toEqual([false, true])
   })
 })

@@ -13,13 +13,11 @@
  * from the peer itself over /aap/card/0.1.0, and the DHT record is the fallback when the peer cannot be reached.
  * Nothing unverified is ever returned.
  */
-import { randomBytes } from 'node:crypto'
 import type { PeerId, PrivateKey } from '@libp2p/interface'
 import { CID } from 'multiformats/cid'
 import { Key, type Datastore } from 'interface-datastore'
 import {
-  CARD_FETCH_TIMEOUT_MS, CARD_HELD_SEED_MIN_CHARS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DISCOVER_MAX_RESULTS,
-  DISCOVER_TIMEOUT_MS
+  CARD_FETCH_TIMEOUT_MS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, CARD_REPUBLISH_INTERVAL_MS, DHT_GET_TIMEOUT_MS, DISCOVER_MAX_RESULTS, DISCOVER_TIMEOUT_MS
 } from '../constants.ts'
 import { AapError, AgentNotFoundError, InvalidRequestError, toAapError } from '../errors.ts'
 import { agentIdOf, peerIdOfAgent } from '../identity/identity.ts'
@@ -27,7 +25,7 @@ import { SignatureCache } from '../identity/signature-cache.ts'
 import { componentLogger, type Logger } from '../logger.ts'
 import { CardCache } from './card-store.ts'
 import { fetchCard } from './card-fetch.ts'
-import { askHolder, HeldCards, isGetHeldCardsRequest } from './held-cards.ts'
+import { askHolder, HeldCards, heldSeed, isGetHeldCardsRequest } from './held-cards.ts'
 import { routingTableOf } from './routing-view.ts'
 import { Announcer } from './announce.ts'
 import { newDiscoveryStats, type DiscoveryStats } from './discovery-stats.ts'
@@ -271,7 +269,7 @@ export class Discovery {
     // checked before the own card is yielded: an empty query matches every card
     const key = await this.queryKey(query)
     if (key === undefined) throw new InvalidRequestError('a discovery query needs a capability or at least one tag')
-    const seed = randomBytes(CARD_HELD_SEED_MIN_CHARS * 3 / 4).toString('base64url')
+    const seed = heldSeed()
     // the lookup never names this node: its card comes from here, if asked for (re-signed when near expiry)
     const own = opts.includeSelf === true ? await this.currentCard() : undefined
     if (own !== undefined && cardMatches(own, query)) {
@@ -302,8 +300,8 @@ export class Discovery {
         ? {}
         : {
             ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures),
-            // one seed for every contact asked: those that keep the same records send the cards of the same agents (card.md)
-            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void) => askHolder(this.client, holder, { key, seed }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
+            // one seed for the contacts asked at once: those that keep the same records send the same agents' cards (card.md)
+            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void, together: boolean) => askHolder(this.client, holder, { key, seed: together ? seed : heldSeed() }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
           }),
       // a holder's card is not cached, its agent may not exist (fetch-order.ts fromHolder); a result's seq is kept
       remember: (card, result) => result === true ? this.cache.witness(card) : this.cache.newest(card),

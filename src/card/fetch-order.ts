@@ -78,8 +78,12 @@ export interface CardFetchesInit<Card extends { agent_id: string, seq: number }>
   fetch: (peer: PeerId, signal: AbortSignal, source: (s: CardSource) => void) => Promise<Card>
   /** Ask the peer whose answer named providers for their cards (held-cards.ts), each verified card handed to `onCard` at once; absent: never. */
   ask?: (holder: PeerId, agents: PeerId[], signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
-  /** Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed to `onCard`; absent: never. */
-  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void) => Promise<Card[]>
+  /**
+   * Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed
+   * to `onCard`; absent: never. `together`: one of the contacts asked at the same time (`contacts`), which share the
+   * discover's pick seed; a contact asked after their answers gets a seed of its own (see `contacts`).
+   */
+  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void, together: boolean) => Promise<Card[]>
   /**
    * The newest card known of a holder-sent card's agent: the card, or a newer one this node holds (undefined: a newer
    * one was seen, and is gone). Not a place to keep it: its agent may not exist. With `result` its agent is backed and
@@ -396,12 +400,12 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
    * for as usual. A card it sends that does not match is not spent: the
    * lookup did not name it (if it does, the agent is asked itself).
    */
-  askKey (holder: PeerId): void {
-    this.askByKey(holder)
+  askKey (holder: PeerId, together = false): void {
+    this.askByKey(holder, together)
   }
 
   /** `askKey`; what waits for its answer (undefined: not asked). */
-  private askByKey (holder: PeerId): Deferred[] | undefined {
+  private askByKey (holder: PeerId, together: boolean): Deferred[] | undefined {
     const { init } = this
     const id = holder.toString()
     if (init.askKey === undefined || holder.equals(init.self) || this.keyAsked.has(id) || init.stopped.aborted) return undefined
@@ -416,7 +420,7 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
       // is taken from the cache once the lookup names its agent, as without the ask
       if (card.agent_id === init.self.toString() || init.known(peerIdOfAgent(card.agent_id))) return
       this.fromHolder(card, holder)
-    })
+    }, together)
       .catch((err: unknown) => {
         if (!init.stopped.aborted) init.stats.heldKeyAskFailures++
         init.log.debug({ err: toAapError(err), peer: id }, 'the contact asked by key did not send the cards it holds')
@@ -445,17 +449,20 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
    * next of them not asked yet is asked by key too, so a contact that holds
    * few cards, or a hostile one that sends forged cards, costs one more round
    * trip over a connection already open rather than dials to the agents it
-   * named.
+   * named. The contacts asked at once share the discover's pick seed (none
+   * of them learns it before the others have it); a later one gets its own.
    */
   contacts (near: readonly PeerId[]): void {
     this.nearContacts = near
-    for (const contact of near.slice(0, CARD_KEY_ASKS_AT_ONCE)) this.askKey(contact)
+    for (const contact of near.slice(0, CARD_KEY_ASKS_AT_ONCE)) this.askKey(contact, true)
   }
 
   private askNextContact (): Deferred[] | undefined {
     const next = this.nearContacts.find(p => !this.keyAsked.has(p.toString()) && !p.equals(this.init.self))
     if (next === undefined) return undefined
-    const waiting = this.askByKey(next)
+    // not with the seed the first contacts had: one of them may be hostile, and a seed it knows lets it make
+    // providers that rank first at the next contact while it holds its own answer back (protocols/card.md)
+    const waiting = this.askByKey(next, false)
     if (waiting !== undefined) this.init.stats.heldKeyAsksNext++
     return waiting
   }

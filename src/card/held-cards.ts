@@ -30,10 +30,11 @@
  * pulled again when asked for: the only pulls that may dial, and only for
  * agents whose card this node held, so an asker cannot make it dial anyone.
  */
+import { randomBytes } from 'node:crypto'
 import type { PeerId } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import {
-  CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_PULL_CONCURRENCY,
+  CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_SEED_BYTES, CARD_HELD_PULL_CONCURRENCY,
   CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
 } from '../constants.ts'
 import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
@@ -47,6 +48,9 @@ import type { DiscoveryStats } from './discovery-stats.ts'
 
 /** One of the two: the agents whose cards are wanted, or the provider key whose providers' cards are (with the asker's pick seed). */
 export interface GetHeldCardsRequest { agents?: string[], key?: string, seed?: string }
+
+/** A pick seed for get_held_cards by key: CARD_HELD_SEED_BYTES random bytes in base64url (protocols/card.md). */
+export function heldSeed (): string { return randomBytes(CARD_HELD_SEED_BYTES).toString('base64url') }
 export const isGetHeldCardsRequest = schema<GetHeldCardsRequest>('aap:card#/definitions/GetHeldCardsRequest')
 const isGetHeldCardsResponse = schema<{ cards: unknown[] }>('aap:card#/definitions/GetHeldCardsResponse')
 
@@ -312,10 +316,21 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
   const wanted = 'agents' in what ? new Set(what.agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString())) : undefined
   const seen = new Set<string>()
   const from = holder.toString()
-  const body = 'key' in what ? { key: what.key.toString(), ...(what.seed === undefined ? {} : { seed: what.seed }) } : { agents: [...wanted ?? []] }
-  const answer = await client.call(holder, 'get_held_cards', body, {
+  const ask = async (body: GetHeldCardsRequest): Promise<unknown> => client.call(holder, 'get_held_cards', body, {
     signal, callTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS, responseTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS
   })
+  let answer: unknown
+  if ('agents' in what) answer = await ask({ agents: [...wanted ?? []] })
+  else {
+    const key = what.key.toString()
+    try {
+      answer = await ask(what.seed === undefined ? { key } : { key, seed: what.seed })
+    } catch (err) {
+      // a node from before the seed refuses it (its schema allows no other member): asked once more without one
+      if (what.seed === undefined || toAapError(err).code !== 'INVALID_REQUEST' || signal.aborted) throw err
+      answer = await ask({ key })
+    }
+  }
   const out: AgentCard[] = []
   for (const value of isGetHeldCardsResponse.assert(answer, 'get_held_cards answer').cards) {
     // a discover that has what it wanted stops here: the rest is not verified, used or counted

@@ -16,15 +16,15 @@ export function sample<T> (random: () => number, xs: readonly T[], k: number): T
  * under `seed` is lowest, lowest first. The rank of an item is a keyed hash of
  * `idOf(item)`: each step of it is a bijection of the 32-bit state, so for a
  * seed nobody knew before, every item's rank is uniform whatever its id (an
- * id cannot be chosen to rank high), while two holders of overlapping lists
- * given one seed pick the same items of what they share. Not a MAC: a party
- * that learns the seed can then choose ids that rank high for it.
+ * id cannot be chosen to rank high). One seed ranks every list alike: an item
+ * picked from a list is picked from any part of it that holds it, so holders
+ * of much the same list pick much the same items. Not a MAC: a party that
+ * learns the seed can then choose ids that rank high for it.
  */
 export function seededPick<T> (seed: string, xs: readonly T[], k: number, idOf: (x: T) => string): T[] {
   if (xs.length <= k) return [...xs]
   const start = keyedHash(0x811c9dc5, seed)
-  const ranked = xs.map(x => ({ x, id: idOf(x), rank: 0 }))
-  for (const r of ranked) r.rank = keyedHash(start, r.id)
+  const ranked = xs.map(x => { const id = idOf(x); return { x, id, rank: keyedHash(start, id) } })
   ranked.sort((a, b) => a.rank - b.rank || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   return ranked.slice(0, k).map(r => r.x)
 }
