@@ -197,13 +197,6 @@ export const CARD_CACHE_TTL_MS = 60_000
 export const CARD_HELD_MAX = 1024
 export const CARD_HELD_ASK_MAX = 16
 export const CARD_HELD_ASK_TIMEOUT_MS = 500
-/**
- * The seed a discover sends with get_held_cards by key (protocols/card.md): the length a holder takes, in base64url
- * characters, and the random bytes the asker makes one of (16 characters).
- */
-export const CARD_HELD_SEED_MIN_CHARS = 16
-export const CARD_HELD_SEED_MAX_CHARS = 64
-export const CARD_HELD_SEED_BYTES = 12
 export const CARD_HELD_PULL_CONCURRENCY = 4
 export const CARD_HELD_PULL_QUEUE = 256
 export const CARD_HELD_PULL_MIN_INTERVAL_MS = 60_000

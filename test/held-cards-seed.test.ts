@@ -15,10 +15,8 @@ import type { CID } from 'multiformats/cid'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { capabilityKey, issueCard, type AgentCard } from '../src/card/card.ts'
 import { askHolder, heldSeed, type HeldCards } from '../src/card/held-cards.ts'
-import {
-  CARD_HELD_ASK_MAX, CARD_HELD_SEED_BYTES, CARD_HELD_SEED_MAX_CHARS, CARD_HELD_SEED_MIN_CHARS, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL,
-  DHT_PROVIDERS_PER_ANSWER
-} from '../src/constants.ts'
+import { CARD_HELD_SEED_BYTES, CARD_HELD_SEED_MAX_CHARS, CARD_HELD_SEED_MIN_CHARS } from '../src/card/constants.ts'
+import { CARD_HELD_ASK_MAX, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, DHT_PROVIDERS_PER_ANSWER } from '../src/constants.ts'
 import { InvalidRequestError } from '../src/errors.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'

@@ -11,6 +11,7 @@ import events from '../protocols/events.schema.json' with { type: 'json' }
 import runs from '../protocols/runs.schema.json' with { type: 'json' }
 import artifact from '../protocols/artifact.schema.json' with { type: 'json' }
 import * as C from '../src/constants.ts'
+import { CARD_HELD_SEED_MAX_CHARS, CARD_HELD_SEED_MIN_CHARS } from '../src/card/constants.ts'
 import { PEER_RECORD_MAX_CHARS } from '../src/wire/network-constants.ts'
 
 const schemas: Record<string, unknown> = { card, common, events, runs, artifact }
@@ -34,8 +35,8 @@ const LIMITS: Array<[string, string, string, number]> = [
   ['card', '/definitions/DiscoveryQuery/properties/tags/anyOf/0', 'maxItems', C.DISCOVER_QUERY_MAX_TAGS],
   ['card', '/definitions/GetHeldCardsRequest/oneOf/0/properties/agents', 'maxItems', C.CARD_HELD_ASK_MAX],
   ['card', '/definitions/GetHeldCardsResponse/properties/cards', 'maxItems', C.CARD_HELD_ASK_MAX],
-  ['card', '/definitions/GetHeldCardsRequest/oneOf/1/properties/seed', 'minLength', C.CARD_HELD_SEED_MIN_CHARS],
-  ['card', '/definitions/GetHeldCardsRequest/oneOf/1/properties/seed', 'maxLength', C.CARD_HELD_SEED_MAX_CHARS],
+  ['card', '/definitions/GetHeldCardsRequest/oneOf/1/properties/seed', 'minLength', CARD_HELD_SEED_MIN_CHARS],
+  ['card', '/definitions/GetHeldCardsRequest/oneOf/1/properties/seed', 'maxLength', CARD_HELD_SEED_MAX_CHARS],
   ['runs', '/definitions/ControlHandoffRequest/properties/to_record', 'maxLength', PEER_RECORD_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/capability_id', 'maxLength', C.CAPABILITY_ID_MAX_CHARS],
   ['common', '/definitions/CapabilityRef/properties/version', 'maxLength', C.CAPABILITY_VERSION_MAX_CHARS],

@@ -115,3 +115,11 @@ export const DHT_RECORDS_STORED_MAX = 4096
 export const DHT_RECORDS_SWEEP_MIN_INTERVAL_MS = 60_000
 /** Picks of the farthest record per put when full, when another put evicted the one picked first (record-cap.ts). */
 export const RECORD_EVICT_TRIES = 4
+
+/**
+ * The seed a discover sends with get_held_cards by key (protocols/card.md): the length a holder takes, in base64url
+ * characters, and the random bytes the asker makes one of (16 characters).
+ */
+export const CARD_HELD_SEED_MIN_CHARS = 16
+export const CARD_HELD_SEED_MAX_CHARS = 64
+export const CARD_HELD_SEED_BYTES = 12

@@ -34,10 +34,11 @@ import { randomBytes } from 'node:crypto'
 import type { PeerId } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import {
-  CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_SEED_BYTES, CARD_HELD_PULL_CONCURRENCY,
+  CARD_HELD_ASK_MAX, CARD_HELD_ASK_TIMEOUT_MS, CARD_HELD_MAX, CARD_HELD_PULL_CONCURRENCY,
   CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
 } from '../constants.ts'
 import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
+import { CARD_HELD_SEED_BYTES } from './constants.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { SignatureCache } from '../identity/signature-cache.ts'
 import type { Logger } from '../logger.ts'
