@@ -50,6 +50,8 @@ describe('seededPick', () => {
       // the list in another order: the same pick (when it picks some), in the same order
       const shifted = xs.map((_x, i) => xs[(i + Math.abs(turn)) % xs.length]!).reverse()
       if (xs.length > k) expect(seededPick(s, shifted, k, same)).toEqual(picked)
+      // lowest first: a smaller pick is the start of a larger one
+      if (xs.length > k + 1) expect(seededPick(s, xs, xs.length - 1, same).slice(0, k)).toEqual(picked)
     }))
   })
 

@@ -321,8 +321,8 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     signal, callTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS, responseTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS
   })
   let answer: unknown
-  if ('agents' in what) answer = await ask({ agents: [...wanted ?? []] })
-  else {
+  if (wanted !== undefined) answer = await ask({ agents: [...wanted] })
+  else if ('key' in what) {
     const key = what.key.toString()
     try {
       answer = await ask(what.seed === undefined ? { key } : { key, seed: what.seed })

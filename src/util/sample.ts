@@ -23,10 +23,29 @@ export function sample<T> (random: () => number, xs: readonly T[], k: number): T
  */
 export function seededPick<T> (seed: string, xs: readonly T[], k: number, idOf: (x: T) => string): T[] {
   if (xs.length <= k) return [...xs]
+  if (!(k >= 1)) return []
   const start = keyedHash(0x811c9dc5, seed)
-  const ranked = xs.map(x => { const id = idOf(x); return { x, id, rank: keyedHash(start, id) } })
-  ranked.sort((a, b) => a.rank - b.rank || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-  return ranked.slice(0, k).map(r => r.x)
+  // the k lowest so far, lowest first: a list of k (an answer's 20) beats sorting every record a holder keeps
+  const best: Array<Ranked<T>> = []
+  for (const x of xs) {
+    const id = idOf(x)
+    const rank = keyedHash(start, id)
+    if (best.length === k && !before(rank, id, best[k - 1] as Ranked<T>)) continue
+    let i = best.length === k ? k - 1 : best.length
+    while (i > 0 && before(rank, id, best[i - 1] as Ranked<T>)) {
+      best[i] = best[i - 1] as Ranked<T>
+      i--
+    }
+    best[i] = { x, id, rank }
+  }
+  return best.map(r => r.x)
+}
+
+interface Ranked<T> { x: T, id: string, rank: number }
+
+/** Whether (rank, id) comes before `than`: the lower rank, and of equal ranks the lower id. */
+function before (rank: number, id: string, than: { rank: number, id: string }): boolean {
+  return rank < than.rank || (rank === than.rank && id < than.id)
 }
 
 /** FNV-1a over the UTF-16 units of `text` from state `h`, then murmur3's 32-bit finalizer: an unsigned 32-bit number. */
