@@ -301,7 +301,7 @@ export class Discovery {
         : {
             ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures),
             // one seed for the contacts asked at once: those that keep the same records send the same agents' cards (card.md)
-            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void, together: boolean) => askHolder(this.client, holder, { key, seed: together ? seed : heldSeed() }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
+            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void, together: boolean, others: () => boolean) => askHolder(this.client, holder, { key, seed: together ? seed : heldSeed(), turns: others }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
           }),
       // a holder's card is not cached, its agent may not exist (fetch-order.ts fromHolder); a result's seq is kept
       remember: (card, result) => result === true ? this.cache.witness(card) : this.cache.newest(card),

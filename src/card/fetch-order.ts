@@ -81,9 +81,11 @@ export interface CardFetchesInit<Card extends { agent_id: string, seq: number }>
   /**
    * Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed
    * to `onCard`; absent: never. `together`: one of the contacts asked at the same time (`contacts`), which share the
-   * discover's pick seed; a contact asked after their answers gets a seed of its own (see `contacts`).
+   * discover's pick seed; a contact asked after their answers gets a seed of its own (see `contacts`). `others`: whether
+   * another ask by key of this discover is still out; while it is, the cards of this one are verified a turn of the
+   * event loop apart, so that the answers are verified alternately and each one's first cards back the other's.
    */
-  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void, together: boolean) => Promise<Card[]>
+  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void, together: boolean, others: () => boolean) => Promise<Card[]>
   /**
    * The newest card known of a holder-sent card's agent: the card, or a newer one this node holds (undefined: a newer
    * one was seen, and is gone). Not a place to keep it: its agent may not exist. With `result` its agent is backed and
@@ -420,7 +422,7 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
       // is taken from the cache once the lookup names its agent, as without the ask
       if (card.agent_id === init.self.toString() || init.known(peerIdOfAgent(card.agent_id))) return
       this.fromHolder(card, holder)
-    }, together)
+    }, together, () => this.keyAsks.size > 1)
       .catch((err: unknown) => {
         if (!init.stopped.aborted) init.stats.heldKeyAskFailures++
         init.log.debug({ err: toAapError(err), peer: id }, 'the contact asked by key did not send the cards it holds')

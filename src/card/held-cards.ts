@@ -31,6 +31,7 @@
  * agents whose card this node held, so an asker cannot make it dial anyone.
  */
 import { randomBytes } from 'node:crypto'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { PeerId } from '@libp2p/interface'
 import type { CID } from 'multiformats/cid'
 import {
@@ -307,13 +308,14 @@ export class HeldCards {
 /**
  * Ask `holder` for the cards it holds: of `agents` (at most
  * CARD_HELD_ASK_MAX), or of the providers whose records it keeps under `key`
- * (picked by `seed` when it keeps more than an answer names).
+ * (picked by `seed` when it keeps more than an answer names; a turn of the
+ * event loop between two cards while `turns` says another ask is out).
  * Each card is handed to `onCard` as soon as it is verified, and the verified
  * ones are returned; a card that fails verification, or names an agent not
  * asked for or one twice, goes to `onRejected` instead. A card sent for a key
  * need not match the query: the caller checks that, as for any provider.
  */
-export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID, seed?: string }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
+export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID, seed?: string, turns?: () => boolean }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
   const wanted = 'agents' in what ? new Set(what.agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString())) : undefined
   const seen = new Set<string>()
   const from = holder.toString()
@@ -333,7 +335,15 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     }
   }
   const out: AgentCard[] = []
+  const turns = 'key' in what ? what.turns : undefined
+  let first = true
   for (const value of isGetHeldCardsResponse.assert(answer, 'get_held_cards answer').cards) {
+    // while another holder's ask is out, the event loop takes a turn between two cards: that holder's answer is read
+    // and its cards verified between these, so each one's first cards back the other's (fetch-order.ts `backed`)
+    // before either has verified all of its own, and the discover stops both once it has what it wants
+    // (held-cards-turns.test.ts). Alone, the answer is verified at once: a lookup would walk on meanwhile.
+    if (!first && turns?.() === true) await nextTurn()
+    first = false
     // a discover that has what it wanted stops here: the rest is not verified, used or counted
     if (signal.aborted) break
     const id = (value as { agent_id?: unknown }).agent_id
