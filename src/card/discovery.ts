@@ -38,6 +38,7 @@ import { RpcClient, method, serve } from '../wire/rpc.ts'
 import { lookupProviders, type ProviderDemand } from '../wire/dht-providers.ts'
 import { ownProviderRecords, watchProviderRecords } from '../wire/provider-answers.ts'
 import { holdsConnection, holdsOwnConnection } from '../wire/dial.ts'
+import type { AskPace } from './ask-pace.ts'
 import { CardFetches, type CardOrigin, type CardSource } from './fetch-order.ts'
 import type { MeshHost } from '../wire/host.ts'
 import { capabilityKey, cardMatches, draftOf, issueCard, providerKeys, tagKey, verifyCard } from './card.ts'
@@ -301,7 +302,7 @@ export class Discovery {
         : {
             ask: async (holder, agents, s, onCard) => askHolder(this.client, holder, { agents }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures),
             // one seed for the contacts asked at once: those that keep the same records send the same agents' cards (card.md)
-            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void, together: boolean, others: () => boolean) => askHolder(this.client, holder, { key, seed: together ? seed : heldSeed(), turns: others }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
+            ...(opts.byKey === false ? {} : { askKey: async (holder: PeerId, s: AbortSignal, onCard: (card: AgentCard) => void, together: boolean, pace: AskPace) => askHolder(this.client, holder, { key, seed: together ? seed : heldSeed(), pace }, s, (err, from) => { this.reject(err, from) }, onCard, this.signatures) })
           }),
       // a holder's card is not cached, its agent may not exist (fetch-order.ts fromHolder); a result's seq is kept
       remember: (card, result) => result === true ? this.cache.witness(card) : this.cache.newest(card),

@@ -26,6 +26,7 @@ import { toAapError } from '../errors.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { Logger } from '../logger.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
+import { KeyAnswers, type AskPace } from './ask-pace.ts'
 import { ProviderQueue } from './provider-queue.ts'
 
 /**
@@ -81,11 +82,10 @@ export interface CardFetchesInit<Card extends { agent_id: string, seq: number }>
   /**
    * Ask a peer for the cards it holds of the providers of the discover's key (held-cards.ts), each verified card handed
    * to `onCard`; absent: never. `together`: one of the contacts asked at the same time (`contacts`), which share the
-   * discover's pick seed; a contact asked after their answers gets a seed of its own (see `contacts`). `others`: whether
-   * another ask by key of this discover is still out; while it is, the cards of this one are verified a turn of the
-   * event loop apart, so that the answers are verified alternately and each one's first cards back the other's.
+   * discover's pick seed; a contact asked after their answers gets a seed of its own (see `contacts`). `pace`: what
+   * the asker verifies how soon (AskPace).
    */
-  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void, together: boolean, others: () => boolean) => Promise<Card[]>
+  askKey?: (holder: PeerId, signal: AbortSignal, onCard: (card: Card) => void, together: boolean, pace: AskPace) => Promise<Card[]>
   /**
    * The newest card known of a holder-sent card's agent: the card, or a newer one this node holds (undefined: a newer
    * one was seen, and is gone). Not a place to keep it: its agent may not exist. With `result` its agent is backed and
@@ -144,6 +144,8 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
   private readonly vouched = new Map<string, { card: Card, by: Set<string> }>()
   /** Asks by key in flight, by holder: what that holder's DHT answer names waits for its cards (`askKey`). */
   private readonly keyAsks = new Map<string, Deferred[]>()
+  /** Asks by key whose answers have not come (ask-pace.ts). */
+  private readonly keyAnswers = new KeyAnswers()
   /** Every contact asked by key in this discover, and the lookup's connected contacts, closest to the key first (`contacts`). */
   private readonly keyAsked = new Set<string>()
   private nearContacts: readonly PeerId[] = []
@@ -422,7 +424,7 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
       // is taken from the cache once the lookup names its agent, as without the ask
       if (card.agent_id === init.self.toString() || init.known(peerIdOfAgent(card.agent_id))) return
       this.fromHolder(card, holder)
-    }, together, () => this.keyAsks.size > 1)
+    }, together, this.keyAnswers.asked(id, () => init.wanted() - this.ready.length))
       .catch((err: unknown) => {
         if (!init.stopped.aborted) init.stats.heldKeyAskFailures++
         init.log.debug({ err: toAapError(err), peer: id }, 'the contact asked by key did not send the cards it holds')
@@ -430,6 +432,7 @@ export class CardFetches<Card extends { agent_id: string, seq: number }> {
       .finally(() => {
         this.expected -= hold
         this.keyAsks.delete(id)
+        this.keyAnswers.answered(id)
         // fewer cards than wanted (it holds few, sent forged ones, its cards wait for backing, or it failed): what
         // this one named waits, before any of it is dialed, for an ask by key still out (asked at the same time,
         // CARD_KEY_ASKS_AT_ONCE) or else for the next contact's, asked now

@@ -47,6 +47,7 @@ import { schema } from '../schema/validate.ts'
 import type { RpcClient } from '../wire/rpc.ts'
 import { compareCards, verifyCard, type AgentCard } from './card.ts'
 import type { DiscoveryStats } from './discovery-stats.ts'
+import type { AskPace } from './ask-pace.ts'
 
 /** One of the two: the agents whose cards are wanted, or the provider key whose providers' cards are (with the asker's pick seed). */
 export interface GetHeldCardsRequest { agents?: string[], key?: string, seed?: string }
@@ -308,14 +309,14 @@ export class HeldCards {
 /**
  * Ask `holder` for the cards it holds: of `agents` (at most
  * CARD_HELD_ASK_MAX), or of the providers whose records it keeps under `key`
- * (picked by `seed` when it keeps more than an answer names; a turn of the
- * event loop between two cards while `turns` says another ask is out).
+ * (picked by `seed` when it keeps more than an answer names; verified as
+ * `pace` says: ask-pace.ts).
  * Each card is handed to `onCard` as soon as it is verified, and the verified
  * ones are returned; a card that fails verification, or names an agent not
  * asked for or one twice, goes to `onRejected` instead. A card sent for a key
  * need not match the query: the caller checks that, as for any provider.
  */
-export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID, seed?: string, turns?: () => boolean }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
+export async function askHolder (client: RpcClient, holder: PeerId, what: { agents: PeerId[] } | { key: CID, seed?: string, pace?: AskPace }, signal: AbortSignal, onRejected: (err: AapError, from: string) => void, onCard?: (card: AgentCard) => void, signatures?: SignatureCache): Promise<AgentCard[]> {
   const wanted = 'agents' in what ? new Set(what.agents.slice(0, CARD_HELD_ASK_MAX).map(p => p.toString())) : undefined
   const seen = new Set<string>()
   const from = holder.toString()
@@ -335,17 +336,26 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     }
   }
   const out: AgentCard[] = []
-  const turns = 'key' in what ? what.turns : undefined
-  let first = true
+  const pace = 'key' in what ? what.pace : undefined
+  pace?.answered()
+  const firstBatch = pace?.short() ?? 0
+  let checked = 0
+  let waited = false
   for (const value of isGetHeldCardsResponse.assert(answer, 'get_held_cards answer').cards) {
-    // while another holder's ask is out, the event loop takes a turn between two cards: that holder's answer is read
-    // and its cards verified between these, so each one's first cards back the other's (fetch-order.ts `backed`)
-    // before either has verified all of its own, and the discover stops both once it has what it wants
-    // (held-cards-turns.test.ts). Alone, the answer is verified at once: a lookup would walk on meanwhile.
-    if (!first && turns?.() === true) await nextTurn()
-    first = false
-    // a discover that has what it wanted stops here: the rest is not verified, used or counted
-    if (signal.aborted) break
+    // a discover that has what it wanted stops here: the rest is not verified, used or counted. Its results are
+    // ready before the discover reads them and ends (`signal`): `short` says so at once
+    if (signal.aborted || (pace !== undefined && pace.short() <= 0)) break
+    // after as many cards as the discover wants (forged ones too), the rest waits for the answers of the contacts
+    // asked beside this one: with the same seed they send the same agents' cards first, whose checks back these
+    // (fetch-order.ts `backed`) and are often all the discover needs (held-cards-turns.test.ts)
+    if (pace !== undefined && !waited && checked >= firstBatch) {
+      waited = true
+      await untilAnsweredOrAborted(pace, signal)
+      // their cards are checked in microtasks once they are in: one turn of the event loop lets them go first
+      await nextTurn()
+      if (signal.aborted || pace.short() <= 0) break
+    }
+    checked++
     const id = (value as { agent_id?: unknown }).agent_id
     if (typeof id !== 'string' || seen.has(id) || (wanted !== undefined && !wanted.has(id))) {
       onRejected(new InvalidRequestError('a held card names an agent that was not asked for, or one twice', { reason: 'not_asked' }), from)
@@ -363,4 +373,16 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     onCard?.(card)
   }
   return out
+}
+
+/** Until the other asks by key have answered or ended (AskPace.othersAnswered), or `signal` aborts: whichever is first. */
+async function untilAnsweredOrAborted (pace: AskPace, signal: AbortSignal): Promise<void> {
+  await new Promise<void>(resolve => {
+    const done = (): void => {
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    signal.addEventListener('abort', done, { once: true })
+    void pace.othersAnswered().then(done)
+  })
 }
