@@ -21,12 +21,11 @@ import { InvalidRequestError } from '../src/errors.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
 import { seededPick } from '../src/util/sample.ts'
-import { holdsOwnConnection } from '../src/wire/dial.ts'
-import { kadRoutingTable } from '../src/wire/kad-internals.ts'
 import { ownProviderRecords } from '../src/wire/provider-answers.ts'
-import { RpcClient, serve } from '../src/wire/rpc.ts'
+import { RpcClient } from '../src/wire/rpc.ts'
 import { draft, newKey } from './card-fixtures.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { contactsOf, serveHeldByKey } from './held-fixtures.ts'
+import { startMesh, stopAll } from './helpers.ts'
 
 const ids = fc.uniqueArray(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 0, maxLength: 60 })
 const seed = fc.string({ minLength: CARD_HELD_SEED_MIN_CHARS, maxLength: CARD_HELD_SEED_MAX_CHARS })
@@ -148,33 +147,14 @@ describe('holders of one key, asked with one seed', () => {
     let old: MeshNode | undefined
     const oldCard = cards[0]!
     for (const n of nodes.slice(0, 3)) {
-      await n.host.unhandle(CARD_PROTOCOL)
-      await serve(n.host, {
-        protocol: CARD_PROTOCOL,
-        maxFrameBytes: CARD_MAX_FRAME_BYTES,
-        methods: {
-          get_card: { handle: async () => ({ card: n.card }) },
-          get_held_cards: {
-            handle: async (body) => {
-              const b = body as { key?: string, seed?: unknown }
-              if (b.key === undefined) return { cards: [] }
-              seen.push({ from: n.agentId, seed: b.seed })
-              if (n === old && b.seed !== undefined) throw new InvalidRequestError('get_held_cards: unknown member seed')
-              return { cards: n === old ? [oldCard] : [] }
-            }
-          }
-        }
+      await serveHeldByKey(n, async (b) => {
+        seen.push({ from: n.agentId, seed: b.seed })
+        if (n === old && b.seed !== undefined) throw new InvalidRequestError('get_held_cards: unknown member seed')
+        return { cards: n === old ? [oldCard] : [] }
       })
     }
-    // contacts are connections the asker opened, in its routing table: the lookup's first round asks all three
-    for (const n of nodes.slice(0, 3)) {
-      if (asker.host.getConnections(n.host.peerId).some(c => c.direction === 'outbound')) continue
-      for (const c of asker.host.getConnections(n.host.peerId)) await c.close()
-      await asker.host.dial(n.host.peerId)
-    }
-    await until(() => nodes.slice(0, 3).every(n => holdsOwnConnection(asker.host, n.host.peerId)), 'a connection the asker opened to each contact')
-    const table = kadRoutingTable(asker.host.services.dht)!
-    await until(() => table.closestPeers(new Uint8Array(32), { count: 20 }).length >= 3, 'the three contacts in the asker\'s routing table')
+    // the lookup's first round asks all three
+    await contactsOf(asker, nodes.slice(0, 3))
     const seeds = new Set<unknown>()
     for (let i = 0; i < 2; i++) {
       seen.length = 0

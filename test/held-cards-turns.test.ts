@@ -13,13 +13,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { issueCard, type AgentCard } from '../src/card/card.ts'
 import { AgentNotFoundError } from '../src/errors.ts'
-import { CARD_HELD_ASK_MAX, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL } from '../src/constants.ts'
+import { CARD_HELD_ASK_MAX, CARD_MAX_FRAME_BYTES } from '../src/constants.ts'
 import type { MeshNode } from '../src/node.ts'
-import { holdsOwnConnection } from '../src/wire/dial.ts'
-import { kadRoutingTable } from '../src/wire/kad-internals.ts'
-import { serve } from '../src/wire/rpc.ts'
 import { draft, newKey } from './card-fixtures.ts'
-import { startMesh, stopAll, until } from './helpers.ts'
+import { contactsOf, serveHeldByKey } from './held-fixtures.ts'
+import { startMesh, stopAll } from './helpers.ts'
 
 const LIMIT = 4
 /** Room an answer leaves for its envelope in one frame (as held-cards.ts leaves). */
@@ -42,36 +40,17 @@ describe('two contacts asked by key at once, holding the same cards', () => {
     cards = made.filter(c => (room -= Buffer.byteLength(JSON.stringify(c)) + 1) >= 0)
     const [a, b, asker] = nodes as [MeshNode, MeshNode, MeshNode]
     let sent: Promise<void> = Promise.resolve()
+    // the second contact's answer goes out a turn after the first's: which is read first does not depend on the scheduler
     for (const n of [a, b]) {
-      await n.host.unhandle(CARD_PROTOCOL)
-      await serve(n.host, {
-        protocol: CARD_PROTOCOL,
-        maxFrameBytes: CARD_MAX_FRAME_BYTES,
-        methods: {
-          get_card: { handle: async () => ({ card: n.card }) },
-          get_held_cards: {
-            // the second contact's answer goes out a turn after the first's: which is read first does not depend on the scheduler
-            handle: async (body) => {
-              if ((body as { key?: string }).key === undefined) return { cards: [] }
-              const turn = sent.then(() => { answered.push(n.agentId) })
-              sent = turn.then(async () => new Promise<void>(resolve => { setImmediate(resolve) }))
-              await turn
-              if (secondFails && answered.length % 2 === 0) throw new AgentNotFoundError('this holder keeps no cards of the key')
-              return { cards }
-            }
-          }
-        }
+      await serveHeldByKey(n, async () => {
+        const turn = sent.then(() => { answered.push(n.agentId) })
+        sent = turn.then(async () => new Promise<void>(resolve => { setImmediate(resolve) }))
+        await turn
+        if (secondFails && answered.length % 2 === 0) throw new AgentNotFoundError('this holder keeps no cards of the key')
+        return { cards }
       })
     }
-    // contacts are connections the asker opened, in its routing table
-    for (const n of [a, b]) {
-      if (asker.host.getConnections(n.host.peerId).some(c => c.direction === 'outbound')) continue
-      for (const c of asker.host.getConnections(n.host.peerId)) await c.close()
-      await asker.host.dial(n.host.getMultiaddrs())
-    }
-    await until(() => [a, b].every(n => holdsOwnConnection(asker.host, n.host.peerId)), 'a connection the asker opened to each contact')
-    const table = kadRoutingTable(asker.host.services.dht)!
-    await until(() => table.closestPeers(new Uint8Array(32), { count: 20 }).length >= 2, 'both contacts in the asker\'s routing table')
+    await contactsOf(asker, [a, b])
   })
   afterAll(async () => { await stopAll(nodes) })
 
