@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
+import { roundTripLine } from '../src/sim/scaling-quiet.ts'
 import type { SimReport } from '../src/sim/report.ts'
 import { quietPhaseMaxMs } from './fixtures/sim-wait.ts'
 
@@ -80,6 +81,9 @@ describe('npm run sim:scale', () => {
       expect(r.quiet_discover_work?.unsettled).toBeGreaterThanOrEqual(0)
       expect(r.quiet_discover_work?.settle_ms).toBeGreaterThan(0)
       expect(r.quiet_first_card?.n).toBe(QUIET)
+      // a round trip to a connected peer before each of those discovers, each timed or counted as failed
+      expect((r.quiet_round_trip?.n ?? 0) + (r.quiet_discover_work?.round_trip_failures ?? -1)).toBe(QUIET)
+      expect(r.quiet_round_trip?.p50).toBeGreaterThan(0)
       expect(existsSync(join(out, `n${r.nodes}`, 'report.html'))).toBe(true)
     }
     // at 10 nodes the one hostile node runs in a hostile group process of its own, and forges
@@ -97,6 +101,7 @@ describe('npm run sim:scale', () => {
     for (const h of ['## Verdict per size', '## Connections per node', '## Memory per node', '## Latency', '## Discover p50 against log N', '### At rest', '## Heap snapshot']) expect(md).toContain(h)
     expect(md).toMatch(/4\. Discover p50 grows no faster than log N: during the tasks .*; in the mesh at rest /)
     expect(md).toMatch(/\| 10 \| passes \| 2 \/ 2 \| 0 of 4 \|/)
+    expect(md).toMatch(/One round trip at rest \(a ping to a connected peer before each discover\), p50: [0-9.]+ ms at 8 nodes.*, [0-9.]+ ms at 10 nodes/)
   }, RUN_MS + 30_000)
 
   it('has a group join through the driver and the other groups, not through itself', () => {
@@ -138,6 +143,21 @@ describe('npm run sim:scale', () => {
     expect(hostileOnly).toContain('**no** (or not measured) at 200 nodes; every honest node was, at every size')
     const honestToo = renderScaling({ command: 'x', made_at: 'now', machine: 'm', per_process: 50, tasks: 40, rows: [row(200, 3, 2)] })
     expect(honestToo).toContain('**no** (or not measured) at 200 nodes.')
+  })
+
+  it('puts the whole discover at rest in round trips at rest, size by size', () => {
+    const row = (nodes: number, discover: number, trip: number | undefined, failures?: number): ScaleRow => ({
+      nodes, passed: true, why: [], wall_s: 1, processes: 1, nodes_per_process: [nodes],
+      quiet_discover: { p50: discover, p99: discover, n: 100 },
+      ...(trip === undefined ? {} : { quiet_round_trip: { p50: trip, p99: trip, n: 100 } }),
+      ...(failures === undefined ? {} : { quiet_discover_work: { lookups: 100, answers_per_lookup: 0, providers_per_lookup: 0, cards_per_lookup: 0, held_asks_per_lookup: 0, held_cards_per_lookup: 0, empty: 0, machine_busy: 0, machine_busy_idle: 0, dials_per_lookup: 0, round_trip_failures: failures } })
+    })
+    // 5 ms in 1 ms round trips at 50 nodes, 13 ms in 2 ms ones at 500: 6.5 trips, x1.30 of 5
+    const line = roundTripLine([row(500, 13, 2, 3), row(50, 5, 1)])
+    expect(line).toContain('p50: 1.00 ms at 50 nodes, 2.00 ms at 500 nodes (3 failed).')
+    expect(line).toContain('5.0 at 50 nodes, 6.5 at 500 nodes; against 50 nodes ×1.30 at 500 nodes (ln N ×1.59).')
+    // rows from before session 68 have no round trip: nothing to compare
+    expect(roundTripLine([row(50, 5, undefined), row(500, 13, 2)])).toContain('Not enough sizes')
   })
 
   it('compares the requests a discover makes per lookup with log N', () => {

@@ -59,11 +59,21 @@ export const QUIET_DISCOVER_SERIES = 'quiet discover (mesh at rest, cards fetche
 export const QUIET_FIRST_CARD_SERIES = 'quiet first verified card (mesh at rest)'
 export const QUIET_FRESH_DISCOVER_SERIES = 'quiet discover, every card from its agent (mesh at rest)'
 export const QUIET_FRESH_FIRST_CARD_SERIES = 'quiet first verified card from its agent (mesh at rest)'
+/**
+ * One round trip at rest: before each discover of the first kind, once the machine has settled, the discovering
+ * node pings a peer it holds a connection to (a stream opened and one echo, as a request to a contact costs). The
+ * machine's share of a discover's growth with N: 500 nodes share its two cores, and every hop waits for them.
+ */
+export const QUIET_ROUND_TRIP_SERIES = 'quiet round trip, a ping to a connected peer (mesh at rest)'
+/** How long such a ping may take; one that fails or takes longer is counted (`round_trip_failures`), not timed. */
+export const SIM_QUIET_PING_TIMEOUT_MS = 5000
 
 export interface QuietDiscovers {
   /** The whole discover (up to SIM_QUIET_DISCOVER_LIMIT cards), and its first verified card. */
   series: LatencySeries
   firstCard: LatencySeries
+  /** One round trip to a connected peer before each discover (QUIET_ROUND_TRIP_SERIES; the first kind only, else empty). */
+  roundTrip: LatencySeries
   /** Discovery counters the phase added on the nodes that ran it. */
   discovery: Record<string, number>
   /** Discovers that found no card (or failed). */
@@ -129,6 +139,8 @@ async function machineQuiet (busy: number, windowMs: number, maxMs: number): Pro
 class Pass {
   readonly whole: number[] = []
   readonly first: number[] = []
+  readonly roundTrip: number[] = []
+  roundTripFailures = 0
   empty = 0
   dials = 0
   unsettled = 0
@@ -144,7 +156,8 @@ class Pass {
     return {
       series: series(this.fresh ? QUIET_FRESH_DISCOVER_SERIES : QUIET_DISCOVER_SERIES, this.whole),
       firstCard: series(this.fresh ? QUIET_FRESH_FIRST_CARD_SERIES : QUIET_FIRST_CARD_SERIES, this.first),
-      discovery: this.stats,
+      roundTrip: series(QUIET_ROUND_TRIP_SERIES, this.roundTrip),
+      discovery: { ...this.stats, ...(this.fresh ? {} : { round_trip_failures: this.roundTripFailures }) },
       empty: this.empty,
       machineBusy: this.cpu.total > 0 ? this.cpu.busy / this.cpu.total : 0,
       machineBusyIdle: idle,
@@ -185,6 +198,7 @@ export async function quietDiscoverPasses (
       if (!settle.quiet) pass.unsettled++
       const node = opts.pick(nodes)
       const query = { capability: opts.pick(capabilities) }
+      if (!pass.fresh) await roundTrip(node, pass, opts.pick)
       const before = sumStats(nodes.map(n => n.discovery.stats))
       const dials0 = dials
       const cpu0 = machineCpu()
@@ -210,6 +224,23 @@ export async function quietDiscoverPasses (
     for (const n of nodes) n.host.removeEventListener('connection:open', onOpen)
   }
   return { cold: passes[0].result(idle, rest), fresh: passes[1].result(idle, rest) }
+}
+
+/** Ping a peer `node` holds a connection to, timed into `pass.roundTrip` (a failure is counted). */
+async function roundTrip (node: MeshNode, pass: Pass, pick: <T>(xs: T[]) => T): Promise<void> {
+  const open = node.host.getConnections().filter(c => c.status === 'open')
+  if (open.length === 0) {
+    pass.roundTripFailures++
+    return
+  }
+  const t0 = performance.now()
+  try {
+    await node.host.services.ping.ping(pick(open).remotePeer, { signal: AbortSignal.timeout(SIM_QUIET_PING_TIMEOUT_MS) })
+    pass.roundTrip.push(performance.now() - t0)
+  } catch {
+    // counted, and the report prints the count beside the figure: a ping refused or timed out has no round trip
+    pass.roundTripFailures++
+  }
 }
 
 /** What a report keeps of a pass: its discovery counters and the phase's own figures. */

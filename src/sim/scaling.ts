@@ -7,7 +7,8 @@
 import { CONNECTION_GRACE_MS, CONNECTIONS_HEADROOM } from '../constants.ts'
 import { SIM_SETTLE_MARGIN_MS } from './resources.ts'
 import type { SimReport } from './report.ts'
-import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES, QUIET_FRESH_DISCOVER_SERIES, QUIET_FRESH_FIRST_CARD_SERIES, SIM_QUIET_MAX_BUSY, SIM_QUIET_SETTLE_MARGIN, SIM_QUIET_SETTLE_MAX_MS, SIM_QUIET_SETTLE_WINDOW_MS, SIM_QUIET_WAIT_MAX_MS } from './quiet-discover.ts'
+import { f1, held, pp, quietTable, roundTripLine, share } from './scaling-quiet.ts'
+import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES, QUIET_ROUND_TRIP_SERIES, QUIET_FRESH_DISCOVER_SERIES, QUIET_FRESH_FIRST_CARD_SERIES, SIM_QUIET_MAX_BUSY, SIM_QUIET_SETTLE_MARGIN, SIM_QUIET_SETTLE_MAX_MS, SIM_QUIET_SETTLE_WINDOW_MS, SIM_QUIET_WAIT_MAX_MS } from './quiet-discover.ts'
 
 const MIB = 2 ** 20
 
@@ -106,6 +107,8 @@ export interface ScaleRow {
   quiet_fresh_discover?: Pcts
   quiet_fresh_first_card?: Pcts
   quiet_fresh_work?: QuietWork
+  /** One round trip at rest before each of the first kind's discovers (QUIET_ROUND_TRIP_SERIES); absent before session 68. */
+  quiet_round_trip?: Pcts
   delegate?: Pcts
   delivery?: Pcts
   first_event?: Pcts
@@ -141,7 +144,9 @@ function discoverWork (d: Record<string, number> | undefined): DiscoverWork | un
   }
 }
 
-type QuietWork = DiscoverWork & {
+export type QuietWork = DiscoverWork & {
+  /** Round trips at rest that failed or timed out (QUIET_ROUND_TRIP_SERIES); absent before session 68. */
+  round_trip_failures?: number
   empty: number
   machine_busy: number
   machine_busy_idle: number
@@ -159,7 +164,8 @@ function quietWork (d: Record<string, number> | undefined): QuietWork | undefine
   if (w === undefined) return undefined
   const rest = {
     ...(d?.rest_wait_ms === undefined ? {} : { rest_wait_s: d.rest_wait_ms / 1000, rested: d.rested === 1 }),
-    ...(d?.unsettled === undefined ? {} : { unsettled: d.unsettled, settle_ms: d.settle_ms ?? 0 })
+    ...(d?.unsettled === undefined ? {} : { unsettled: d.unsettled, settle_ms: d.settle_ms ?? 0 }),
+    ...(d?.round_trip_failures === undefined ? {} : { round_trip_failures: d.round_trip_failures })
   }
   return { ...w, empty: d?.empty ?? 0, machine_busy: d?.machine_busy ?? 0, machine_busy_idle: d?.machine_busy_idle ?? 0, dials_per_lookup: (d?.dials ?? 0) / w.lookups, ...rest }
 }
@@ -237,6 +243,7 @@ export function scaleRow (r: SimReport): ScaleRow {
     ...optional('quiet_fresh_discover', pcts(r, QUIET_FRESH_DISCOVER_SERIES)),
     ...optional('quiet_fresh_first_card', pcts(r, QUIET_FRESH_FIRST_CARD_SERIES)),
     ...optional('quiet_fresh_work', quietWork(r.quiet_fresh_discovery)),
+    ...optional('quiet_round_trip', pcts(r, QUIET_ROUND_TRIP_SERIES)),
     ...optional('delegate', pcts(r, 'delegate')),
     ...optional('delivery', pcts(r, 'event delivery')),
     ...optional('first_event', pcts(r, 'first event')),
@@ -265,7 +272,7 @@ export interface Growth {
  * Discover p50 at each size over the smallest size's, against ln N over ln N
  * of the smallest: the tasks' discovers (`discover`) or those at rest (`quiet_discover`).
  */
-export function discoverGrowth (rows: ScaleRow[], which: 'discover' | 'quiet_discover' | 'quiet_first_card' = 'discover'): Growth | undefined {
+export function discoverGrowth (rows: ScaleRow[], which: 'discover' | 'quiet_discover' | 'quiet_first_card' | 'quiet_round_trip' = 'discover'): Growth | undefined {
   const withDiscover = rows.filter(r => r[which] !== undefined && (r[which]?.n ?? 0) > 0 && (r[which]?.p50 ?? 0) > 0).sort((a, b) => a.nodes - b.nodes)
   const base = withDiscover[0]
   const b = base?.[which]?.p50
@@ -302,22 +309,6 @@ export interface ScalingDoc {
   }>
 }
 
-function quietTable (rows: ScaleRow[], pass: (r: ScaleRow) => [Pcts | undefined, Pcts | undefined, QuietWork | undefined]): string[] {
-  return [
-    '| nodes | discovers | whole discover p50 / p99 (ms) | first verified card p50 / p99 (ms) | DHT answers per lookup | lookups that walked | cards fetched per lookup | holder asks / cards from holders per lookup | connections dialed per lookup | found nothing | machine CPU busy: during / just before | waited for the machine to rest | before each discover: mean wait / started unsettled |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(r => {
-      const [whole, first, w] = pass(r)
-      return `| ${r.nodes} | ${whole?.n ?? '–'} | ${pp(whole)} | ${pp(first)} | ${f1(w?.answers_per_lookup)} | ${share(w?.walked_share)} | ${f1(w?.cards_per_lookup)} | ${held(w)} | ${f1(w?.dials_per_lookup)} | ${w?.empty ?? '–'} | ${w === undefined ? '–' : `${(w.machine_busy * 100).toFixed(0)} % / ${(w.machine_busy_idle * 100).toFixed(0)} %`} | ${w?.rest_wait_s === undefined ? '–' : `${w.rest_wait_s.toFixed(0)} s${w.rested === true ? '' : ', not at rest'}`} | ${w?.unsettled === undefined ? '–' : `${(w.settle_ms ?? 0).toFixed(0)} ms / ${w.unsettled}`} |`
-    }),
-    ''
-  ]
-}
-
-const held = (w: DiscoverWork | undefined): string => w === undefined ? '–' : `${f1(w.held_asks_per_lookup)} / ${f1(w.held_cards_per_lookup)}`
-const f1 = (x: number | undefined): string => x === undefined ? '–' : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2)
-const pp = (p: Pcts | undefined): string => p === undefined || p.n === 0 ? '–' : `${f1(p.p50)} / ${f1(p.p99)}`
-const share = (x: number | undefined): string => x === undefined ? '–' : `${(x * 100).toFixed(0)} %`
 
 /** The Markdown page: the command first, then per size every figure, then the checks of issue #17. */
 export function renderScaling (d: ScalingDoc): string {
@@ -431,6 +422,8 @@ export function renderScaling (d: ScalingDoc): string {
     growthLine(d.quiet_growth, 'discover p50 at rest'),
     '',
     growthLine(discoverGrowth(rows, 'quiet_first_card'), 'first verified card at rest'),
+    '',
+    roundTripLine(rows),
     '',
     ...quietTable(rows, r => [r.quiet_discover, r.quiet_first_card, r.quiet_discover_work]),
     'Every card from its agent (`fresh`), right after:',

@@ -439,7 +439,7 @@ async function runStarted (opts: ScenarioOptions, running: Started): Promise<Sim
       replayMs.series('audit replay'),
       taskMs.series('whole task'),
       quiet.series, quietFresh.series,
-      quiet.firstCard, quietFresh.firstCard
+      quiet.firstCard, quietFresh.firstCard, quiet.roundTrip
     ],
     resources: resourcesOf(opts.nodes, processes, wall),
     processes,
