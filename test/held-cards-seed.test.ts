@@ -20,7 +20,7 @@ import { CARD_HELD_ASK_MAX, CARD_MAX_FRAME_BYTES, CARD_PROTOCOL, DHT_PROVIDERS_P
 import { InvalidRequestError } from '../src/errors.ts'
 import { componentLogger } from '../src/logger.ts'
 import type { MeshNode } from '../src/node.ts'
-import { seededPick } from '../src/util/sample.ts'
+import { seededPick, seededRank } from '../src/util/sample.ts'
 import { ownProviderRecords } from '../src/wire/provider-answers.ts'
 import { RpcClient } from '../src/wire/rpc.ts'
 import { draft, newKey } from './card-fixtures.ts'
@@ -52,6 +52,18 @@ describe('seededPick', () => {
       // lowest first: a smaller pick is the start of a larger one
       if (xs.length > k + 1) expect(seededPick(s, xs, xs.length - 1, same).slice(0, k)).toEqual(picked)
     }))
+  })
+
+  it('picks what a full sort by (rank, id) picks, duplicates and any count included', () => {
+    const items = fc.array(fc.record({ id: fc.string({ minLength: 1, maxLength: 4 }), n: fc.nat() }), { maxLength: 50 })
+    const counts = fc.oneof(fc.integer({ min: -3, max: 55 }), fc.double({ min: -2, max: 55, noNaN: true }))
+    fc.assert(fc.property(seed, items, counts, (s, xs, most) => {
+      const k = Math.floor(most)
+      const sorted = xs.map((x, i) => ({ x, i, rank: seededRank(s, x.id) }))
+        .sort((a, b) => a.rank - b.rank || (a.x.id < b.x.id ? -1 : a.x.id > b.x.id ? 1 : 0) || a.i - b.i)
+      const want = xs.length <= k ? xs : sorted.slice(0, Math.max(0, k)).map(r => r.x)
+      expect(seededPick(s, xs, most, x => x.id)).toEqual(want)
+    }), { numRuns: 500 })
   })
 
   it('two holders given one seed pick the same of what they share: an item picked from a list is picked from any part of it that holds it', () => {

@@ -6,7 +6,8 @@
  * answer verified whole holds back the answer of the contact asked beside
  * it, whose first cards alone back its first ones. So an answer verifies as
  * many cards as the discover wants, then waits for the other asks' answers
- * (AskPace.othersAnswered), and stops once the discover's results are ready.
+ * (AskPace.othersAnswered; CARD_KEY_ANSWERS_WAIT_MS at most), and stops once
+ * the discover's results are ready.
  */
 
 /** What an ask by key is told while it verifies its answer. */

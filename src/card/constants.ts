@@ -104,6 +104,15 @@ export const CARD_SEQ_INDEX_MAX_ENTRIES = 16 * CARD_CACHE_MAX_ENTRIES
  * backs every card of the first.
  */
 export const CARD_KEY_ASKS_AT_ONCE = 2
+/**
+ * How long an answer by key, once it has checked as many cards as the
+ * discover wants, waits for the answers of the contacts asked beside it
+ * before it checks the rest (ask-pace.ts). Their first cards back its first
+ * ones; a contact that is slow or stays silent on purpose would otherwise
+ * hold its later cards back for its whole CARD_HELD_ASK_TIMEOUT_MS (500 ms),
+ * while another source (a DHT answer, a connection) could back them now.
+ */
+export const CARD_KEY_ANSWERS_WAIT_MS = 50
 
 /**
  * DHT card records this node stores for others, at most (record-cap.ts: up

@@ -39,7 +39,7 @@ import {
   CARD_HELD_PULL_MIN_INTERVAL_MS, CARD_HELD_PULL_QUEUE, CARD_HELD_PULL_RETRIES, CARD_HELD_PULL_RETRY_MS, CARD_MAX_FRAME_BYTES, CARD_REPUBLISH_INTERVAL_MS
 } from '../constants.ts'
 import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
-import { CARD_HELD_SEED_BYTES } from './constants.ts'
+import { CARD_HELD_SEED_BYTES, CARD_KEY_ANSWERS_WAIT_MS } from './constants.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { SignatureCache } from '../identity/signature-cache.ts'
 import type { Logger } from '../logger.ts'
@@ -346,8 +346,9 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     // ready before the discover reads them and ends (`signal`): `short` says so at once
     if (signal.aborted || (pace !== undefined && pace.short() <= 0)) break
     // after as many cards as the discover wants (forged ones too), the rest waits for the answers of the contacts
-    // asked beside this one: with the same seed they send the same agents' cards first, whose checks back these
-    // (fetch-order.ts `backed`) and are often all the discover needs (held-cards-turns.test.ts)
+    // asked beside this one (CARD_KEY_ANSWERS_WAIT_MS at most): with the same seed they send the same agents' cards
+    // first, whose checks back these (fetch-order.ts `backed`) and are often all the discover needs
+    // (held-cards-turns.test.ts)
     if (pace !== undefined && !waited && checked >= firstBatch) {
       waited = true
       await untilAnsweredOrAborted(pace, signal)
@@ -375,13 +376,18 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
   return out
 }
 
-/** Until the other asks by key have answered or ended (AskPace.othersAnswered), or `signal` aborts: whichever is first. */
+/**
+ * Until the other asks by key have answered or ended (AskPace.othersAnswered), `signal` aborts, or
+ * CARD_KEY_ANSWERS_WAIT_MS have passed: whichever is first.
+ */
 async function untilAnsweredOrAborted (pace: AskPace, signal: AbortSignal): Promise<void> {
   await new Promise<void>(resolve => {
     const done = (): void => {
+      clearTimeout(timer)
       signal.removeEventListener('abort', done)
       resolve()
     }
+    const timer = setTimeout(done, CARD_KEY_ANSWERS_WAIT_MS)
     signal.addEventListener('abort', done, { once: true })
     void pace.othersAnswered().then(done)
   })

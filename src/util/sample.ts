@@ -12,7 +12,8 @@ export function sample<T> (random: () => number, xs: readonly T[], k: number): T
 }
 
 /**
- * `k` items of `xs` (all of them when it has no more), the ones whose rank
+ * `most` items of `xs` (all of them when it has no more; none for less than
+ * one; a fraction rounds down), the ones whose rank
  * under `seed` is lowest, lowest first. The rank of an item is a keyed hash of
  * `idOf(item)`: each step of it is a bijection of the 32-bit state, so for a
  * seed nobody knew before, every item's rank is uniform whatever its id (an
@@ -21,7 +22,8 @@ export function sample<T> (random: () => number, xs: readonly T[], k: number): T
  * of much the same list pick much the same items. Not a MAC: a party that
  * learns the seed can then choose ids that rank high for it.
  */
-export function seededPick<T> (seed: string, xs: readonly T[], k: number, idOf: (x: T) => string): T[] {
+export function seededPick<T> (seed: string, xs: readonly T[], most: number, idOf: (x: T) => string): T[] {
+  const k = Math.floor(most)
   if (xs.length <= k) return [...xs]
   if (!(k >= 1)) return []
   const start = keyedHash(0x811c9dc5, seed)
@@ -46,6 +48,11 @@ interface Ranked<T> { x: T, id: string, rank: number }
 /** Whether (rank, id) comes before `than`: the lower rank, and of equal ranks the lower id. */
 function before (rank: number, id: string, than: { rank: number, id: string }): boolean {
   return rank < than.rank || (rank === than.rank && id < than.id)
+}
+
+/** The rank of `id` under `seed` that `seededPick` orders by (lower first; equal ranks by id). */
+export function seededRank (seed: string, id: string): number {
+  return keyedHash(keyedHash(0x811c9dc5, seed), id)
 }
 
 /** FNV-1a over the UTF-16 units of `text` from state `h`, then murmur3's 32-bit finalizer: an unsigned 32-bit number. */
