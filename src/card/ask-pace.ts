@@ -19,8 +19,9 @@ export interface AskPace {
   /**
    * Resolves once no other ask by key of this discover waits for its answer: each has answered or ended (they
    * end on the discover's abort, or their own time limit, CARD_HELD_ASK_TIMEOUT_MS); at once when none waits.
+   * When `stop` aborts first it resolves then, and the wait is forgotten at once (not when the others end).
    */
-  othersAnswered: () => Promise<void>
+  othersAnswered: (stop?: AbortSignal) => Promise<void>
 }
 
 /** The asks by key of one discover whose answers have not come, and those that wait for them. */
@@ -35,12 +36,21 @@ export class KeyAnswers {
     return {
       short,
       answered: () => { this.answered(id) },
-      othersAnswered: async () => new Promise<void>(resolve => {
-        if (this.othersOut(id)) this.waiters.push({ id, resolve })
-        else resolve()
+      othersAnswered: async (stop?: AbortSignal) => new Promise<void>(resolve => {
+        if (stop?.aborted === true || !this.othersOut(id)) { resolve(); return }
+        const waiter = { id, resolve: () => { stop?.removeEventListener('abort', leave); resolve() } }
+        const leave = (): void => {
+          this.waiters = this.waiters.filter(w => w !== waiter)
+          resolve()
+        }
+        stop?.addEventListener('abort', leave, { once: true })
+        this.waiters.push(waiter)
       })
     }
   }
+
+  /** Waits not yet resolved (tests: none is left behind once each has ended). */
+  get waiting (): number { return this.waiters.length }
 
   /** The ask by key to `id` answered or ended: those that wait for no other ask now go on. */
   answered (id: string): void {

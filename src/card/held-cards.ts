@@ -323,20 +323,21 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
   const ask = async (body: GetHeldCardsRequest): Promise<unknown> => client.call(holder, 'get_held_cards', body, {
     signal, callTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS, responseTimeoutMs: CARD_HELD_ASK_TIMEOUT_MS
   })
+  const byKey = 'key' in what ? what : undefined
   let answer: unknown
-  if (wanted !== undefined) answer = await ask({ agents: [...wanted] })
-  else if ('key' in what) {
-    const key = what.key.toString()
+  if (byKey === undefined) answer = await ask({ agents: [...(wanted ?? [])] })
+  else {
+    const key = byKey.key.toString()
     try {
-      answer = await ask(what.seed === undefined ? { key } : { key, seed: what.seed })
+      answer = await ask(byKey.seed === undefined ? { key } : { key, seed: byKey.seed })
     } catch (err) {
       // a node from before the seed refuses it (its schema allows no other member): asked once more without one
-      if (what.seed === undefined || toAapError(err).code !== 'INVALID_REQUEST' || signal.aborted) throw err
+      if (byKey.seed === undefined || toAapError(err).code !== 'INVALID_REQUEST' || signal.aborted) throw err
       answer = await ask({ key })
     }
   }
   const out: AgentCard[] = []
-  const pace = 'key' in what ? what.pace : undefined
+  const pace = byKey?.pace
   pace?.answered()
   const firstBatch = pace?.short() ?? 0
   let checked = 0
@@ -352,6 +353,7 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     if (pace !== undefined && !waited && checked >= firstBatch) {
       waited = true
       await untilAnsweredOrAborted(pace, signal)
+      if (signal.aborted || pace.short() <= 0) break
       // their cards are checked in microtasks once they are in: one turn of the event loop lets them go first
       await nextTurn()
       if (signal.aborted || pace.short() <= 0) break
@@ -381,14 +383,16 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
  * CARD_KEY_ANSWERS_WAIT_MS have passed: whichever is first.
  */
 async function untilAnsweredOrAborted (pace: AskPace, signal: AbortSignal): Promise<void> {
-  await new Promise<void>(resolve => {
-    const done = (): void => {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
-    }
-    const timer = setTimeout(done, CARD_KEY_ANSWERS_WAIT_MS)
-    signal.addEventListener('abort', done, { once: true })
-    void pace.othersAnswered().then(done)
-  })
+  // one signal for both ends, the discover's abort and the wait's own bound: either takes the wait out of KeyAnswers
+  const stop = new AbortController()
+  const end = (): void => { stop.abort() }
+  const timer = setTimeout(end, CARD_KEY_ANSWERS_WAIT_MS)
+  if (signal.aborted) end()
+  else signal.addEventListener('abort', end, { once: true })
+  try {
+    await pace.othersAnswered(stop.signal)
+  } finally {
+    clearTimeout(timer)
+    signal.removeEventListener('abort', end)
+  }
 }
