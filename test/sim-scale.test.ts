@@ -10,9 +10,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { discoverGrowth, failedRow, renderScaling, workLine, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
+import { discoverGrowth, failedRow, renderScaling, workLine, type QuietWork, type ScaleRow, type ScalingDoc } from '../src/sim/scaling.ts'
 import { outsideJoins } from '../src/sim/group.ts'
-import { roundTripLine } from '../src/sim/scaling-quiet.ts'
+import { quietTable, roundTripLine } from '../src/sim/scaling-quiet.ts'
 import type { SimReport } from '../src/sim/report.ts'
 import { quietPhaseMaxMs } from './fixtures/sim-wait.ts'
 
@@ -77,6 +77,11 @@ describe('npm run sim:scale', () => {
       expect(r.quiet_discover_work?.machine_busy).toBeGreaterThan(0)
       expect(r.quiet_discover_work?.machine_busy_idle).toBeGreaterThanOrEqual(0)
       expect(r.quiet_discover_work?.dials_per_lookup).toBeGreaterThanOrEqual(0)
+      // the contacts asked by key and what their cards were worth are counted (session 70)
+      expect(r.quiet_discover_work?.key_asks_per_lookup).toBeGreaterThan(0)
+      expect(r.quiet_discover_work?.rejected_per_lookup).toBeGreaterThanOrEqual(0)
+      const unbacked = r.quiet_discover_work?.unbacked_share
+      expect(unbacked === undefined || (unbacked >= 0 && unbacked <= 1)).toBe(true)
       // each discover waited for the machine to settle after the one before (or is counted as not)
       expect(r.quiet_discover_work?.unsettled).toBeGreaterThanOrEqual(0)
       expect(r.quiet_discover_work?.settle_ms).toBeGreaterThan(0)
@@ -158,6 +163,18 @@ describe('npm run sim:scale', () => {
     expect(line).toContain('5.0 at 50 nodes, 6.5 at 500 nodes; against 50 nodes ×1.30 at 500 nodes (ln N ×1.59).')
     // rows from before session 68 have no round trip: nothing to compare
     expect(roundTripLine([row(50, 5, undefined), row(500, 13, 2)])).toContain('Not enough sizes')
+  })
+
+  it('shows, per size at rest, the asks by key, the holder cards not backed when they came and the cards refused', () => {
+    const work = (extra: Partial<QuietWork>): QuietWork => ({ lookups: 100, answers_per_lookup: 0.4, providers_per_lookup: 8, cards_per_lookup: 0.9, held_asks_per_lookup: 0.4, held_cards_per_lookup: 12.8, empty: 0, machine_busy: 0.8, machine_busy_idle: 0.05, dials_per_lookup: 0.88, ...extra })
+    const row = (nodes: number, w: QuietWork): ScaleRow => ({ nodes, passed: true, why: [], wall_s: 1, processes: 1, nodes_per_process: [nodes], quiet_discover: { p50: 5, p99: 9, n: 100 }, quiet_discover_work: w })
+    const lines = quietTable([row(500, work({ key_asks_per_lookup: 1.98, unbacked_share: 957 / 1277, rejected_per_lookup: 1.75 })), row(50, work({}))], r => [r.quiet_discover, undefined, r.quiet_discover_work])
+    expect(lines[0]).toContain('| holder asks / cards from holders per lookup | asks by key per lookup | holder cards not backed when they came | cards refused per lookup | connections dialed per lookup |')
+    // as many separators as columns
+    expect(lines[1]?.split('|').length).toBe(lines[0]?.split('|').length)
+    expect(lines[2]).toContain('| 0.40 / 12.8 | 1.98 | 75 % | 1.75 | 0.88 |')
+    // a row made before session 70 has no such counts
+    expect(lines[3]).toContain('| 0.40 / 12.8 | – | – | – | 0.88 |')
   })
 
   it('compares the requests a discover makes per lookup with log N', () => {

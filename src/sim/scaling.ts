@@ -7,7 +7,7 @@
 import { CONNECTION_GRACE_MS, CONNECTIONS_HEADROOM } from '../constants.ts'
 import { SIM_SETTLE_MARGIN_MS } from './resources.ts'
 import type { SimReport } from './report.ts'
-import { f1, held, pp, quietTable, roundTripLine, share } from './scaling-quiet.ts'
+import { f1, held, pp, QUIET_COLUMNS_NOTE, quietTable, roundTripLine, share } from './scaling-quiet.ts'
 import { QUIET_DISCOVER_SERIES, QUIET_FIRST_CARD_SERIES, QUIET_ROUND_TRIP_SERIES, QUIET_FRESH_DISCOVER_SERIES, QUIET_FRESH_FIRST_CARD_SERIES, SIM_QUIET_MAX_BUSY, SIM_QUIET_SETTLE_MARGIN, SIM_QUIET_SETTLE_MAX_MS, SIM_QUIET_SETTLE_WINDOW_MS, SIM_QUIET_WAIT_MAX_MS } from './quiet-discover.ts'
 
 const MIB = 2 ** 20
@@ -128,6 +128,15 @@ export interface DiscoverWork {
   /** Asks to the peer whose answer named providers (src/card/held-cards.ts), and the cards they brought. */
   held_asks_per_lookup: number
   held_cards_per_lookup: number
+  /** Asks by key (the contacts asked for the key's cards at once); absent in rows made before session 70. */
+  key_asks_per_lookup?: number
+  /**
+   * Of the cards holders sent, the share that came before any other source named its agent (fetch-order.ts
+   * `backed`: the agent is then asked itself unless one does); absent before session 70.
+   */
+  unbacked_share?: number
+  /** Cards that failed verification or named an agent not asked for (forged ones among them); absent before session 70. */
+  rejected_per_lookup?: number
 }
 
 function discoverWork (d: Record<string, number> | undefined): DiscoverWork | undefined {
@@ -140,7 +149,10 @@ function discoverWork (d: Record<string, number> | undefined): DiscoverWork | un
     providers_per_lookup: (d.lookupProviders ?? 0) / lookups,
     cards_per_lookup: (d.fetchedCards ?? 0) / lookups,
     held_asks_per_lookup: (d.heldCardAsks ?? 0) / lookups,
-    held_cards_per_lookup: (d.heldCardsReceived ?? 0) / lookups
+    held_cards_per_lookup: (d.heldCardsReceived ?? 0) / lookups,
+    ...(d.heldKeyAsks === undefined ? {} : { key_asks_per_lookup: d.heldKeyAsks / lookups }),
+    ...(d.heldCardsUnbacked === undefined || (d.heldCardsReceived ?? 0) === 0 ? {} : { unbacked_share: d.heldCardsUnbacked / (d.heldCardsReceived ?? 1) }),
+    ...(d.rejectedCards === undefined ? {} : { rejected_per_lookup: d.rejectedCards / lookups })
   }
 }
 
@@ -417,7 +429,7 @@ export function renderScaling (d: ScalingDoc): string {
     'Since session 37 each discover also waits until the machine is back at rest after the one before (its CPU busy at',
     `most the upkeep just before plus ${SIM_QUIET_SETTLE_MARGIN * 100} points, over ${SIM_QUIET_SETTLE_WINDOW_MS} ms, ${SIM_QUIET_SETTLE_MAX_MS / 1000} s at most; the last column):`,
     'a discover\'s dials go on costing CPU after it returns, and the kinds take turns, so a discover had waited behind',
-    'the work of the fresh one before it (3 agents dialed per discover at 500 nodes). Rows from before have no last column.',
+    `the work of the fresh one before it (3 agents dialed per discover at 500 nodes). Rows from before have no last column. ${QUIET_COLUMNS_NOTE}`,
     '',
     growthLine(d.quiet_growth, 'discover p50 at rest'),
     '',
