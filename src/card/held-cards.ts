@@ -42,6 +42,7 @@ import { InvalidRequestError, toAapError, type AapError } from '../errors.ts'
 import { CARD_HELD_SEED_BYTES, CARD_KEY_ANSWERS_WAIT_MS } from './constants.ts'
 import { peerIdOfAgent } from '../identity/identity.ts'
 import type { SignatureCache } from '../identity/signature-cache.ts'
+import { withinDeadline } from '../util/deadline.ts'
 import type { Logger } from '../logger.ts'
 import { schema } from '../schema/validate.ts'
 import type { RpcClient } from '../wire/rpc.ts'
@@ -352,7 +353,9 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     // (held-cards-turns.test.ts)
     if (pace !== undefined && !waited && checked >= firstBatch) {
       waited = true
-      await untilAnsweredOrAborted(pace, signal)
+      // until the other asks by key have answered or ended, the discover aborts, or CARD_KEY_ANSWERS_WAIT_MS pass:
+      // whichever ends the wait also takes it out of KeyAnswers
+      await withinDeadline(signal, CARD_KEY_ANSWERS_WAIT_MS, async stop => { await pace.othersAnswered(stop) })
       if (signal.aborted || pace.short() <= 0) break
       // their cards are checked in microtasks once they are in: one turn of the event loop lets them go first
       await nextTurn()
@@ -376,23 +379,4 @@ export async function askHolder (client: RpcClient, holder: PeerId, what: { agen
     onCard?.(card)
   }
   return out
-}
-
-/**
- * Until the other asks by key have answered or ended (AskPace.othersAnswered), `signal` aborts, or
- * CARD_KEY_ANSWERS_WAIT_MS have passed: whichever is first.
- */
-async function untilAnsweredOrAborted (pace: AskPace, signal: AbortSignal): Promise<void> {
-  // one signal for both ends, the discover's abort and the wait's own bound: either takes the wait out of KeyAnswers
-  const stop = new AbortController()
-  const end = (): void => { stop.abort() }
-  const timer = setTimeout(end, CARD_KEY_ANSWERS_WAIT_MS)
-  if (signal.aborted) end()
-  else signal.addEventListener('abort', end, { once: true })
-  try {
-    await pace.othersAnswered(stop.signal)
-  } finally {
-    clearTimeout(timer)
-    signal.removeEventListener('abort', end)
-  }
 }
